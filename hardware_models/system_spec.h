@@ -1,0 +1,84 @@
+// The resolved description of one system preset (hardware_models/presets/NAME.yaml):
+// what a GPU, its host link, its NVLink domain and its NIC can do. Values are in SI base
+// units (bytes, seconds, bytes/s, FLOP/s) and every field names its unit. Every value comes
+// from a cited datasheet fact or a committed measurement; `sources` maps the dotted YAML path
+// of each field to its citation.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace racksim::hw {
+
+// Matmul input precisions (tensor-core dtypes). Master weights and optimizer state stay fp32.
+enum class Dtype { fp32, tf32, bf16, fp8, mxfp8, nvfp4 };
+
+std::string to_string(Dtype d);
+std::optional<Dtype> dtype_from_string(const std::string& s);
+
+enum class Architecture { hopper, blackwell, blackwell_ultra };
+enum class HostLinkKind { pcie_gen5_x16, pcie_gen6_x16, nvlink_c2c };
+
+struct GpuSpec {
+  std::string model;                   // "H200 SXM"
+  Architecture architecture = Architecture::hopper;
+  int sm_count = 0;
+  double tensor_clock_hz = 0;          // clock at which the datasheet peaks are computed
+  // Dense tensor-core peak per dtype (absent: the GPU has no tensor cores for it).
+  std::map<Dtype, double> peak_dense_flops_per_s;
+  double vector_fp32_flops_per_s = 0;  // CUDA cores: element-wise work
+  double sfu_exp_per_s = 0;            // special-function (exp) rate; 0 = not given
+  double hbm_capacity_bytes = 0;
+  double hbm_bandwidth_Bps = 0;
+  double l2_cache_bytes = 0;
+  double tdp_watts = 0;
+};
+
+struct LaunchSpec {
+  double eager_kernel_launch_s = 0;    // host CPU time per cudaLaunchKernel (serializes)
+  double graph_kernel_launch_s = 0;    // per kernel node when replaying a CUDA graph
+  double graph_launch_s = 0;           // fixed cost of one cudaGraphLaunch
+};
+
+struct HostSpec {
+  HostLinkKind link = HostLinkKind::pcie_gen5_x16;
+  int gpus_per_link = 1;                       // 2 on a Grace superchip (C2C shared)
+  double link_bandwidth_per_direction_Bps = 0; // datasheet, per link
+  double link_bandwidth_both_directions_Bps = 0; // total when both directions stream
+  double copy_efficiency = 1.0;                // achieved/datasheet for large pinned copies (measured)
+  int gpus_per_host = 8;                       // GPUs that share one host's memory
+  double memory_capacity_bytes = 0;            // host memory per host
+  double memory_bandwidth_Bps = 0;             // host memory bandwidth per host (caps C2C traffic)
+};
+
+struct ScaleUpSpec {
+  int nvlink_generation = 4;
+  double bandwidth_per_direction_Bps = 0;      // per GPU, all links together
+  int domain_size = 8;                         // GPUs in one NVLink domain
+  bool nvswitch = true;
+  bool nvls = false;                           // NVLink SHARP (in-switch reduction) supported
+};
+
+struct ScaleOutSpec {
+  double nic_bandwidth_Bps = 0;                // per NIC, one direction
+  int nics_per_gpu = 1;
+};
+
+struct MemorySpec {
+  double reserved_bytes = 0;                   // CUDA context, cuBLAS workspace, NCCL buffers
+};
+
+struct SystemSpec {
+  std::string name;                            // preset name, e.g. "h200-sxm"
+  std::string summary;
+  GpuSpec gpu;
+  LaunchSpec launch;
+  HostSpec host;
+  ScaleUpSpec scale_up;
+  ScaleOutSpec scale_out;
+  MemorySpec memory;
+  std::map<std::string, std::string> sources; // dotted field path -> citation
+};
+
+}  // namespace racksim::hw
