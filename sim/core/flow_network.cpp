@@ -1,0 +1,422 @@
+#include "sim/core/flow_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace racksim::sim {
+namespace {
+
+// A flow whose remaining amount is below this fraction of its amount is done: the float
+// subtraction remaining -= rate*dt cannot be trusted below that.
+constexpr double kRelativeEpsilon = 1e-9;
+// Completion instants within this relative distance above a whole picosecond are float noise
+// (e.g. 0.3 s / 1 * 1e12 = 300000000000.00006) and round down instead of up.
+constexpr double kTickNoise = 1e-13;
+
+void check_capacity(const std::string& name, double capacity_per_s) {
+  if (!(capacity_per_s > 0) || !std::isfinite(capacity_per_s)) {
+    throw std::invalid_argument(
+        fmt::format("FlowNetwork: capacity of '{}' must be finite and > 0, got {}", name, capacity_per_s));
+  }
+}
+
+// Heap order for progressive filling (std heaps are max-heaps, so this is "a comes after b"):
+// lowest level first; on equal levels resources (who >= 0) before rate caps, lower ids first.
+// A total order, so the solve is deterministic; a flow whose cap equals its fair share is reported
+// as bound by the resource.
+template <class L>
+bool level_later(const L& a, const L& b) {
+  if (a.level != b.level) return a.level > b.level;
+  if ((a.who >= 0) != (b.who >= 0)) return a.who < 0;
+  return a.who >= 0 ? a.who > b.who : a.who < b.who;
+}
+
+}  // namespace
+
+FlowNetwork::FlowNetwork(EventQueue& q) : q_(q) {}
+
+FlowNetwork::~FlowNetwork() {
+  // The scheduled event captures `this`; it must not outlive the network.
+  if (scheduled_) q_.cancel(scheduled_);
+}
+
+FlowNetwork::Resource& FlowNetwork::resource(ResourceId r) {
+  if (r >= resources_.size()) throw std::out_of_range(fmt::format("FlowNetwork: unknown resource {}", r));
+  return resources_[r];
+}
+
+const FlowNetwork::Resource& FlowNetwork::resource(ResourceId r) const {
+  if (r >= resources_.size()) throw std::out_of_range(fmt::format("FlowNetwork: unknown resource {}", r));
+  return resources_[r];
+}
+
+FlowNetwork::ResourceId FlowNetwork::add_resource(std::string name, double capacity_per_s) {
+  check_capacity(name, capacity_per_s);
+  if (resources_.size() >= std::numeric_limits<ResourceId>::max()) {
+    throw std::length_error("FlowNetwork: too many resources");
+  }
+  Resource& r = resources_.emplace_back();
+  r.name = std::move(name);
+  r.capacity = capacity_per_s;
+  return static_cast<ResourceId>(resources_.size() - 1);
+}
+
+void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
+  Resource& res = resource(r);
+  check_capacity(res.name, capacity_per_s);
+  res.capacity = capacity_per_s;
+  mark_dirty(r);
+  if (!deferring_) settle();
+}
+
+double FlowNetwork::capacity(ResourceId r) const { return resource(r).capacity; }
+
+const std::string& FlowNetwork::resource_name(ResourceId r) const { return resource(r).name; }
+
+FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount,
+                                            std::function<void(FlowId)> on_done, double rate_cap_per_s) {
+  if (!std::isfinite(amount) || amount < 0) {
+    throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: amount must be finite and >= 0, got {}", amount));
+  }
+  if (!(rate_cap_per_s > 0)) {
+    throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: rate cap must be > 0, got {}", rate_cap_per_s));
+  }
+  std::vector<PathEntry> entries;
+  entries.reserve(path.size());
+  for (const Use& u : path) {
+    resource(u.resource);  // validates the id
+    if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
+      throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
+                                              resources_[u.resource].name, u.coefficient));
+    }
+    if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
+    auto same = std::find_if(entries.begin(), entries.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
+    if (same != entries.end()) {
+      same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
+    } else {
+      entries.push_back(PathEntry{u.resource, u.coefficient, 0});
+    }
+  }
+  if (entries.empty() && std::isinf(rate_cap_per_s)) {
+    throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
+  }
+
+  const FlowId id = next_id_++;
+  Flow& f = flows_.try_emplace(id).first->second;
+  f.id = id;
+  f.path = std::move(entries);
+  f.amount = amount;
+  f.remaining = amount;
+  f.rate_cap = rate_cap_per_s;
+  f.last_update = q_.now();
+  f.on_done = std::move(on_done);
+  ++active_;
+  if (amount == 0) {
+    // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
+    // bandwidth, so it is not attached to its resources.
+    update_completion(f);
+  } else if (f.path.empty()) {
+    f.rate = rate_cap_per_s;  // alone in its own component
+    f.bottleneck = kBoundByCap;
+    update_completion(f);
+  } else {
+    attach(f);
+  }
+  if (!deferring_) settle();
+  return id;
+}
+
+bool FlowNetwork::cancel_flow(FlowId id) {
+  auto it = flows_.find(id);
+  if (it == flows_.end() || it->second.finished) return false;
+  Flow& f = it->second;
+  if (f.in_completions) completions_.erase({f.completion.ps, f.id});
+  if (f.attached) detach(f);
+  flows_.erase(it);
+  --active_;
+  if (!deferring_) settle();
+  return true;
+}
+
+const FlowNetwork::Flow& FlowNetwork::find(FlowId id) const {
+  auto it = flows_.find(id);
+  if (it == flows_.end()) throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
+  return it->second;
+}
+
+double FlowNetwork::rate(FlowId f) const {
+  settle_if_dirty();
+  return find(f).rate;
+}
+
+double FlowNetwork::remaining(FlowId id) const {
+  // No settle needed: a rate change at now() does not change progress made up to now().
+  const Flow& f = find(id);
+  if (f.finished) return 0.0;
+  const double dt_s = static_cast<double>((q_.now() - f.last_update).ps) / 1e12;
+  return std::max(0.0, f.remaining - f.rate * dt_s);
+}
+
+std::string FlowNetwork::bottleneck(FlowId id) const {
+  settle_if_dirty();
+  const Flow& f = find(id);
+  if (f.bottleneck == kBoundByCap) return "cap";
+  if (f.bottleneck == kBoundByNone) return "none";
+  return resources_[static_cast<std::size_t>(f.bottleneck)].name;
+}
+
+double FlowNetwork::utilization(ResourceId r) const {
+  settle_if_dirty();
+  const Resource& res = resource(r);
+  double used = 0;
+  for (const User& u : res.users) used += u.flow->path[u.path_index].coefficient * u.flow->rate;
+  return used / res.capacity;
+}
+
+void FlowNetwork::mark_dirty(ResourceId r) {
+  Resource& res = resources_[r];
+  if (!res.dirty) {
+    res.dirty = true;
+    dirty_.push_back(r);
+  }
+}
+
+void FlowNetwork::attach(Flow& f) {
+  for (uint32_t i = 0; i < f.path.size(); ++i) {
+    Resource& res = resources_[f.path[i].resource];
+    f.path[i].slot = static_cast<uint32_t>(res.users.size());
+    res.users.push_back(User{&f, i});
+    mark_dirty(f.path[i].resource);
+  }
+  f.attached = true;
+}
+
+void FlowNetwork::detach(Flow& f) {
+  for (const PathEntry& pe : f.path) {
+    Resource& res = resources_[pe.resource];
+    // Swap-remove, fixing the moved user's back-index.
+    const User last = res.users.back();
+    res.users[pe.slot] = last;
+    last.flow->path[last.path_index].slot = pe.slot;
+    res.users.pop_back();
+    mark_dirty(pe.resource);
+  }
+  f.attached = false;
+}
+
+void FlowNetwork::advance(Flow& f) {
+  const SimTime now = q_.now();
+  if (now == f.last_update) return;
+  const double dt_s = static_cast<double>((now - f.last_update).ps) / 1e12;
+  f.remaining = std::max(0.0, f.remaining - f.rate * dt_s);
+  f.last_update = now;
+}
+
+void FlowNetwork::update_completion(Flow& f) {
+  if (f.in_completions) completions_.erase({f.completion.ps, f.id});
+  const SimTime now = q_.now();
+  SimTime when = SimTime::max();  // never (rate 0)
+  if (f.remaining <= kRelativeEpsilon * f.amount) {
+    when = now;
+  } else if (f.rate > 0) {
+    const double delay_ps = f.remaining / f.rate * 1e12;
+    const double headroom_ps = static_cast<double>(SimTime::max().ps - now.ps);
+    if (delay_ps + 2 < headroom_ps) {
+      double whole_ps = std::floor(delay_ps);
+      if (delay_ps - whole_ps > delay_ps * kTickNoise) whole_ps += 1;  // round up to the next ps
+      when = now + SimTime::from_ps(static_cast<int64_t>(whole_ps));
+    }
+  }
+  f.completion = when;
+  f.in_completions = when != SimTime::max();
+  if (f.in_completions) completions_.emplace(when.ps, f.id);
+}
+
+void FlowNetwork::settle() {
+  if (!dirty_.empty()) solve_components();
+  reschedule();
+}
+
+void FlowNetwork::settle_if_dirty() const {
+  // Queries see the rates as they are after every change so far, even inside a completion batch
+  // whose solve is deferred. The network is never const while it has pending changes (those come
+  // only from non-const calls), so the cast never writes to a const object.
+  if (!dirty_.empty()) const_cast<FlowNetwork*>(this)->settle();
+}
+
+void FlowNetwork::freeze(Flow& f, double level, int64_t bound_by, std::vector<Level>& heap) {
+  f.frozen = true;
+  f.new_rate = level;
+  f.new_bottleneck = bound_by;
+  for (const PathEntry& pe : f.path) {
+    Resource& res = resources_[pe.resource];
+    res.frozen_use += pe.coefficient * level;
+    res.unfrozen_coef -= pe.coefficient;
+    --res.unfrozen_count;
+    ++res.version;
+    if (res.unfrozen_count == 0) continue;
+    if (!(res.unfrozen_coef > 0)) {
+      // Cancellation drift in the running sum; recompute it exactly.
+      res.unfrozen_coef = 0;
+      for (const User& u : res.users) {
+        if (!u.flow->frozen) res.unfrozen_coef += u.flow->path[u.path_index].coefficient;
+      }
+    }
+    // The level at which the remaining unfrozen flows, all rising together, saturate it. Never
+    // below the current level: the true value is not, only rounding can make it so.
+    const double saturation = (res.capacity - res.frozen_use) / res.unfrozen_coef;
+    heap.push_back(Level{std::max(level, saturation), static_cast<int64_t>(pe.resource), res.version});
+    std::push_heap(heap.begin(), heap.end(), level_later<Level>);
+  }
+}
+
+void FlowNetwork::solve_components() {
+  ++stamp_;
+  comp_flows_.clear();
+  comp_resources_.clear();
+  for (ResourceId r : dirty_) {
+    Resource& res = resources_[r];
+    res.dirty = false;
+    if (res.stamp != stamp_) {
+      res.stamp = stamp_;
+      comp_resources_.push_back(r);
+    }
+  }
+  dirty_.clear();
+
+  // Breadth-first over the bipartite graph flows <-> resources: only the components that the
+  // changes touched are re-solved.
+  for (std::size_t k = 0; k < comp_resources_.size(); ++k) {
+    for (const User& u : resources_[comp_resources_[k]].users) {
+      Flow* f = u.flow;
+      if (f->stamp == stamp_) continue;
+      f->stamp = stamp_;
+      comp_flows_.push_back(f);
+      for (const PathEntry& pe : f->path) {
+        Resource& next = resources_[pe.resource];
+        if (next.stamp != stamp_) {
+          next.stamp = stamp_;
+          comp_resources_.push_back(pe.resource);
+        }
+      }
+    }
+  }
+
+  // Progressive filling. Every unfrozen flow sits at the common `level`; the next event is the
+  // lowest level at which a resource saturates or a flow reaches its cap. A min-heap of those
+  // levels (stale entries skipped by version) makes it O(P log P) for P path entries.
+  for (ResourceId r : comp_resources_) {
+    Resource& res = resources_[r];
+    res.frozen_use = 0;
+    res.unfrozen_coef = 0;
+    res.unfrozen_count = 0;
+    res.version = 0;
+  }
+  for (Flow* f : comp_flows_) {
+    f->frozen = false;
+    for (const PathEntry& pe : f->path) {
+      Resource& res = resources_[pe.resource];
+      res.unfrozen_coef += pe.coefficient;
+      ++res.unfrozen_count;
+    }
+  }
+  heap_.clear();
+  for (ResourceId r : comp_resources_) {
+    const Resource& res = resources_[r];
+    if (res.unfrozen_count > 0) heap_.push_back(Level{res.capacity / res.unfrozen_coef, static_cast<int64_t>(r), 0});
+  }
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    if (std::isfinite(comp_flows_[i]->rate_cap)) {
+      heap_.push_back(Level{comp_flows_[i]->rate_cap, -1 - static_cast<int64_t>(i), 0});
+    }
+  }
+  std::make_heap(heap_.begin(), heap_.end(), level_later<Level>);
+
+  double level = 0;
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), level_later<Level>);
+    const Level top = heap_.back();
+    heap_.pop_back();
+    if (top.who >= 0) {
+      Resource& res = resources_[static_cast<std::size_t>(top.who)];
+      if (top.version != res.version || res.unfrozen_count == 0) continue;
+      level = std::max(level, top.level);
+      // freeze() does not change the users list, only the flows' frozen flags.
+      for (const User& u : res.users) {
+        if (!u.flow->frozen) freeze(*u.flow, level, top.who, heap_);
+      }
+    } else {
+      Flow* f = comp_flows_[static_cast<std::size_t>(-1 - top.who)];
+      if (f->frozen) continue;
+      level = std::max(level, top.level);
+      freeze(*f, level, kBoundByCap, heap_);
+    }
+  }
+
+  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
+  // events cannot perturb it by float noise.
+  for (Flow* f : comp_flows_) {
+    if (f->new_rate != f->rate) {
+      advance(*f);  // progress up to now at the old rate
+      f->rate = f->new_rate;
+      update_completion(*f);
+    }
+    f->bottleneck = f->new_bottleneck;
+  }
+}
+
+void FlowNetwork::reschedule() {
+  const SimTime next =
+      completions_.empty() ? SimTime::max() : std::max(SimTime::from_ps(completions_.begin()->first), q_.now());
+  if (scheduled_ && scheduled_at_ == next) return;
+  if (scheduled_) q_.cancel(scheduled_);
+  scheduled_ = {};
+  scheduled_at_ = SimTime::max();
+  if (next == SimTime::max()) return;
+  scheduled_ = q_.schedule(next, [this] { on_completion_event(); });
+  scheduled_at_ = next;
+}
+
+void FlowNetwork::on_completion_event() {
+  scheduled_ = {};
+  scheduled_at_ = SimTime::max();
+  const SimTime now = q_.now();
+  std::vector<Flow*> done;
+  while (!completions_.empty() && completions_.begin()->first <= now.ps) {
+    Flow& f = flows_.at(completions_.begin()->second);
+    completions_.erase(completions_.begin());
+    f.in_completions = false;
+    f.remaining = 0;
+    f.last_update = now;
+    if (f.attached) detach(f);
+    f.finished = true;
+    --active_;
+    done.push_back(&f);
+  }
+
+  // Callbacks typically start the next flows; solving once after all of them (instead of once
+  // per start) is exact because time does not advance in between. Queries made meanwhile settle
+  // first. The guard also cleans up if a callback throws.
+  struct Batch {
+    FlowNetwork& net;
+    const std::vector<Flow*>& done;
+    bool outer;
+    ~Batch() {
+      net.deferring_ = outer;
+      for (Flow* f : done) net.flows_.erase(f->id);
+    }
+  };
+  {
+    Batch batch{*this, done, deferring_};
+    deferring_ = true;
+    for (Flow* f : done) {
+      if (f->on_done) f->on_done(f->id);
+    }
+  }
+  if (!deferring_) settle();
+}
+
+}  // namespace racksim::sim

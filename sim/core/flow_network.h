@@ -1,0 +1,155 @@
+// Fluid max-min fair flow network: links, HBM, host links and abstract capacities shared by flows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/core/event_queue.h"
+#include "sim/core/time.h"
+
+namespace racksim::sim {
+
+// Resources have a capacity in units per second (bytes/s of a link direction or of HBM, or an
+// abstract capacity such as "SMs" = 1.0). A flow delivers an amount of work across one or more
+// resources; at rate r it consumes coefficient*r of each. Rates are the max-min fair allocation by
+// progressive filling: all unfrozen flows' rates rise together; a flow freezes when a resource it
+// crosses saturates or it reaches its own rate cap. Rates are recomputed only when a flow starts,
+// finishes or is cancelled, or a capacity changes (no timer, no packets), and only for the
+// connected component of flows and resources that the change touches.
+//
+// The network drives itself through the EventQueue: it keeps exactly one event scheduled, at the
+// earliest completion. Completion times are rounded up to the next whole picosecond; flows that
+// complete at the same picosecond complete in start order.
+class FlowNetwork {
+ public:
+  using ResourceId = uint32_t;
+  using FlowId = uint64_t;  // never reused; 0 is never a valid id
+
+  explicit FlowNetwork(EventQueue& q);
+  ~FlowNetwork();  // cancels its pending completion event
+  FlowNetwork(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(const FlowNetwork&) = delete;
+
+  // capacity_per_s must be finite and > 0 (std::invalid_argument otherwise).
+  ResourceId add_resource(std::string name, double capacity_per_s);
+  // Takes effect now: progress so far is kept at the old rates, and the component re-solves.
+  void set_capacity(ResourceId r, double capacity_per_s);
+  double capacity(ResourceId r) const;
+
+  struct Use {
+    ResourceId resource;
+    double coefficient = 1.0;  // finite, >= 0; a zero coefficient is dropped, repeats are summed
+  };
+  // Starts now (q.now()). on_done (may be empty) is called from the event queue, never from inside
+  // start_flow, when the amount is delivered; an amount of 0 completes at now(). Throws
+  // std::invalid_argument for a negative/non-finite amount, a bad coefficient, a cap that is not
+  // > 0, or an empty path without a finite cap; std::out_of_range for an unknown resource.
+  FlowId start_flow(std::vector<Use> path, double amount, std::function<void(FlowId)> on_done,
+                    double rate_cap_per_s = std::numeric_limits<double>::infinity());
+  // True if the flow was active; it is removed without calling on_done and its share is freed.
+  bool cancel_flow(FlowId f);
+
+  // Queries accept active flows and, while their on_done callbacks run, the flows completing at
+  // this instant (their last rate and bottleneck; remaining 0). Any other id: std::out_of_range.
+  double rate(FlowId f) const;       // current rate, units per second
+  double remaining(FlowId f) const;  // amount left as of now()
+  // Which resource bounds the flow now: its name, "cap" for its own rate cap, or "none" for a
+  // zero-amount flow (which never takes a rate). For trace args.
+  std::string bottleneck(FlowId f) const;
+
+  double utilization(ResourceId r) const;  // sum coefficient*rate / capacity, in [0, 1]
+  const std::string& resource_name(ResourceId r) const;  // stays valid for the network's lifetime
+  std::size_t resource_count() const { return resources_.size(); }
+  std::size_t active_flows() const { return active_; }
+
+ private:
+  static constexpr int64_t kBoundByCap = -1;
+  static constexpr int64_t kBoundByNone = -2;
+
+  struct PathEntry {
+    ResourceId resource;
+    double coefficient;
+    uint32_t slot;  // index of this flow in the resource's users list (O(1) removal)
+  };
+  struct Flow {
+    FlowId id = 0;
+    std::vector<PathEntry> path;
+    double amount = 0;
+    double remaining = 0;  // as of last_update
+    double rate_cap = 0;
+    double rate = 0;
+    SimTime last_update{};
+    SimTime completion = SimTime::max();  // key in completions_ while in_completions
+    bool in_completions = false;
+    bool attached = false;  // listed in its resources' users (not for zero-amount or pathless flows)
+    bool finished = false;  // completing right now; kept only while on_done callbacks run
+    int64_t bottleneck = kBoundByNone;  // resource id, kBoundByCap or kBoundByNone
+    std::function<void(FlowId)> on_done;
+    // Solver scratch.
+    uint64_t stamp = 0;
+    bool frozen = false;
+    double new_rate = 0;
+    int64_t new_bottleneck = kBoundByNone;
+  };
+  struct User {
+    Flow* flow;
+    uint32_t path_index;
+  };
+  struct Resource {
+    std::string name;
+    double capacity = 0;
+    std::vector<User> users;
+    bool dirty = false;  // seeds the next solve
+    // Solver scratch.
+    uint64_t stamp = 0;
+    double frozen_use = 0;     // sum coefficient*rate of frozen flows
+    double unfrozen_coef = 0;  // sum of coefficients of unfrozen flows
+    uint32_t unfrozen_count = 0;
+    uint32_t version = 0;  // invalidates stale heap entries
+  };
+  struct Level {
+    double level;
+    int64_t who;  // resource id, or -(1 + index into comp_flows_) for a flow's cap
+    uint32_t version;
+  };
+
+  const Flow& find(FlowId f) const;
+  Resource& resource(ResourceId r);
+  const Resource& resource(ResourceId r) const;
+  void attach(Flow& f);
+  void detach(Flow& f);
+  void mark_dirty(ResourceId r);
+  void advance(Flow& f);                 // bring remaining up to now() at the current rate
+  void update_completion(Flow& f);       // recompute f's completion key from remaining and rate
+  void settle();                         // re-solve dirty components, then reschedule
+  void settle_if_dirty() const;          // for queries: solve any deferred change first
+  void solve_components();
+  void freeze(Flow& f, double level, int64_t bound_by, std::vector<Level>& heap);
+  void reschedule();
+  void on_completion_event();
+
+  EventQueue& q_;
+  std::deque<Resource> resources_;  // deque: resource_name() references stay valid
+  std::unordered_map<FlowId, Flow> flows_;  // node-based: Flow* stay valid across inserts
+  std::set<std::pair<int64_t, FlowId>> completions_;  // (completion ps, id): start order on ties
+  std::vector<ResourceId> dirty_;
+  bool deferring_ = false;  // inside a completion batch: solve once after all callbacks
+  std::size_t active_ = 0;
+  FlowId next_id_ = 1;
+  uint64_t stamp_ = 0;
+  EventQueue::Handle scheduled_{};
+  SimTime scheduled_at_ = SimTime::max();
+  std::vector<Flow*> comp_flows_;       // solver scratch
+  std::vector<ResourceId> comp_resources_;
+  std::vector<Level> heap_;
+};
+
+}  // namespace racksim::sim

@@ -1,0 +1,44 @@
+// Simulated time for racksim's discrete-event core.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+namespace racksim::sim {
+
+// Simulated time: an integer count of picoseconds. Integers make the simulation deterministic
+// (no float drift, byte-identical results); int64 picoseconds cover about 106 days.
+struct SimTime {
+  int64_t ps = 0;
+
+  static constexpr SimTime from_ps(int64_t p) { return SimTime{p}; }
+  // Rounds to the nearest picosecond. Throws std::invalid_argument on a negative, NaN or infinite
+  // value, or one that does not fit in int64 picoseconds.
+  static SimTime from_seconds(double s);
+  // Largest representable time; used as "never".
+  static constexpr SimTime max() { return SimTime{std::numeric_limits<int64_t>::max()}; }
+
+  // Divides by 1e12 rather than multiplying by 1e-12: whole seconds then convert exactly.
+  double seconds() const { return static_cast<double>(ps) / 1e12; }
+
+  constexpr auto operator<=>(const SimTime&) const = default;
+
+  // Arithmetic throws std::overflow_error rather than wrapping: a wrapped time would silently
+  // reorder events.
+  friend constexpr SimTime operator+(SimTime a, SimTime b) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a.ps, b.ps, &r)) throw std::overflow_error("SimTime overflow in +");
+    return SimTime{r};
+  }
+  friend constexpr SimTime operator-(SimTime a, SimTime b) {
+    int64_t r = 0;
+    if (__builtin_sub_overflow(a.ps, b.ps, &r)) throw std::overflow_error("SimTime overflow in -");
+    return SimTime{r};
+  }
+  constexpr SimTime& operator+=(SimTime o) { return *this = *this + o; }
+  constexpr SimTime& operator-=(SimTime o) { return *this = *this - o; }
+};
+
+}  // namespace racksim::sim
