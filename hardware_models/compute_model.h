@@ -1,0 +1,33 @@
+// Time of one GPU kernel on the unit that runs it: tensor cores at the dtype's dense peak,
+// CUDA cores for element-wise work, HBM for its bytes. The engine turns the two terms into
+// demands on shared resources (SMs, HBM), so contention with copies and collectives emerges.
+#pragma once
+
+#include "hardware_models/system_spec.h"
+
+namespace racksim::hw {
+
+struct KernelWork {
+  bool tensor_core = false;
+  Dtype dtype = Dtype::bf16;
+  double flops = 0;
+  double hbm_bytes = 0;
+  double m = 0, n = 0, k = 0;  // GEMM shape, zeros otherwise
+  int batch = 1;
+};
+
+struct KernelTiming {
+  double compute_s = 0;     // with all SMs, at the unit's achievable rate
+  double hbm_bytes = 0;     // bytes through HBM
+  double min_s = 0;         // a kernel never finishes faster than this
+  double efficiency = 1.0;  // achieved fraction of the datasheet peak used for compute_s
+};
+
+// Smallest GPU-side duration of a kernel: back-to-back empty kernels replayed from a CUDA
+// graph on the project H200 took 1.02 us each (shared reference h200/microbench_torch.json
+// launch.graph_us_per_kernel).
+inline constexpr double kMinKernelDuration_s = 1.02e-6;
+
+KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w);
+
+}  // namespace racksim::hw

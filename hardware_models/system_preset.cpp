@@ -1,0 +1,306 @@
+#include "hardware_models/system_preset.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "sim/core/text.h"
+
+namespace racksim::hw {
+
+namespace fs = std::filesystem;
+using input::MapReader;
+using input::Node;
+using sim::QuantityKind;
+
+std::string to_string(Dtype d) {
+  switch (d) {
+    case Dtype::fp32: return "fp32";
+    case Dtype::tf32: return "tf32";
+    case Dtype::bf16: return "bf16";
+    case Dtype::fp8: return "fp8";
+    case Dtype::mxfp8: return "mxfp8";
+    case Dtype::nvfp4: return "nvfp4";
+  }
+  return "?";
+}
+
+std::optional<Dtype> dtype_from_string(const std::string& s) {
+  for (Dtype d : {Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
+    if (to_string(d) == s) return d;
+  return std::nullopt;
+}
+
+double peak_flops_per_s(const SystemSpec& sys, Dtype d) {
+  auto it = sys.gpu.peak_dense_flops_per_s.find(d);
+  if (it == sys.gpu.peak_dense_flops_per_s.end())
+    throw std::invalid_argument(fmt::format("{} ({}) has no {} tensor cores", sys.name, sys.gpu.model, to_string(d)));
+  return it->second;
+}
+
+std::string presets_dir() { return input::data_dir() + "/hardware_models/presets"; }
+
+std::vector<std::string> list_system_presets() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(presets_dir(), ec))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+// Fields that describe rather than quantify, so they need no citation.
+const std::set<std::string> kUncitedFields = {"name", "summary", "gpu.model", "gpu.architecture", "host.link"};
+
+template <class T>
+void set_if(std::optional<T> v, T& field) {
+  if (v) field = *v;
+}
+template <class T, class U>
+void set_if(std::optional<U> v, T& field) {
+  if (v) field = static_cast<T>(*v);
+}
+
+}  // namespace
+
+SystemSpec parse_system_preset(const Node& root) {
+  SystemSpec s;
+  MapReader top(root);
+  if (!top.ok()) return s;
+  set_if(top.string("name", true), s.name);
+  set_if(top.string("summary"), s.summary);
+
+  if (auto g = top.get("gpu", true)) {
+    MapReader r(*g);
+    set_if(r.string("model", true), s.gpu.model);
+    set_if(r.choice<Architecture>("architecture",
+                                  {{"hopper", Architecture::hopper},
+                                   {"blackwell", Architecture::blackwell},
+                                   {"blackwell_ultra", Architecture::blackwell_ultra}},
+                                  true),
+           s.gpu.architecture);
+    set_if(r.integer("sm_count", true, 1, 100000), s.gpu.sm_count);
+    set_if(r.quantity("tensor_clock", QuantityKind::hertz), s.gpu.tensor_clock_hz);
+    if (auto p = r.get("peak_dense", true)) {
+      MapReader pr(*p);
+      for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
+        if (auto v = pr.quantity(to_string(d), QuantityKind::flops_per_second)) {
+          if (*v <= 0) p->child(to_string(d)).error("must be positive");
+          else s.gpu.peak_dense_flops_per_s[d] = *v;
+        }
+      pr.finish();
+    }
+    set_if(r.quantity("vector_fp32", QuantityKind::flops_per_second, true), s.gpu.vector_fp32_flops_per_s);
+    if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
+    set_if(r.quantity("sfu_exp", QuantityKind::ops_per_second), s.gpu.sfu_exp_per_s);
+    set_if(r.quantity("hbm_capacity", QuantityKind::bytes, true), s.gpu.hbm_capacity_bytes);
+    set_if(r.quantity("hbm_bandwidth", QuantityKind::bytes_per_second, true), s.gpu.hbm_bandwidth_Bps);
+    set_if(r.quantity("l2_cache", QuantityKind::bytes), s.gpu.l2_cache_bytes);
+    set_if(r.quantity("tdp", QuantityKind::watts), s.gpu.tdp_watts);
+    r.finish();
+  }
+  if (auto l = top.get("launch", true)) {
+    MapReader r(*l);
+    set_if(r.quantity("eager_kernel_launch", QuantityKind::seconds, true), s.launch.eager_kernel_launch_s);
+    set_if(r.quantity("graph_kernel_launch", QuantityKind::seconds, true), s.launch.graph_kernel_launch_s);
+    set_if(r.quantity("graph_launch", QuantityKind::seconds, true), s.launch.graph_launch_s);
+    r.finish();
+  }
+  if (auto h = top.get("host", true)) {
+    MapReader r(*h);
+    set_if(r.choice<HostLinkKind>("link",
+                                  {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
+                                   {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
+                                   {"nvlink_c2c", HostLinkKind::nvlink_c2c}},
+                                  true),
+           s.host.link);
+    set_if(r.integer("gpus_per_link", true, 1, 64), s.host.gpus_per_link);
+    set_if(r.quantity("link_bandwidth_per_direction", QuantityKind::bytes_per_second, true),
+           s.host.link_bandwidth_per_direction_Bps);
+    set_if(r.quantity("link_bandwidth_both_directions", QuantityKind::bytes_per_second, true),
+           s.host.link_bandwidth_both_directions_Bps);
+    set_if(r.number("copy_efficiency", false, 0.01, 1.0), s.host.copy_efficiency);
+    set_if(r.integer("gpus_per_host", true, 1, 1024), s.host.gpus_per_host);
+    set_if(r.quantity("memory_capacity", QuantityKind::bytes, true), s.host.memory_capacity_bytes);
+    set_if(r.quantity("memory_bandwidth", QuantityKind::bytes_per_second, true), s.host.memory_bandwidth_Bps);
+    r.finish();
+  }
+  if (auto u = top.get("scale_up", true)) {
+    MapReader r(*u);
+    set_if(r.integer("nvlink_generation", true, 1, 10), s.scale_up.nvlink_generation);
+    set_if(r.quantity("bandwidth_per_direction", QuantityKind::bytes_per_second, true),
+           s.scale_up.bandwidth_per_direction_Bps);
+    set_if(r.integer("domain_size", true, 1, 100000), s.scale_up.domain_size);
+    set_if(r.boolean("nvswitch", true), s.scale_up.nvswitch);
+    set_if(r.boolean("nvls", true), s.scale_up.nvls);
+    r.finish();
+  }
+  if (auto o = top.get("scale_out", true)) {
+    MapReader r(*o);
+    set_if(r.quantity("nic_bandwidth", QuantityKind::bytes_per_second, true), s.scale_out.nic_bandwidth_Bps);
+    set_if(r.integer("nics_per_gpu", true, 1, 64), s.scale_out.nics_per_gpu);
+    r.finish();
+  }
+  if (auto m = top.get("memory")) {
+    MapReader r(*m);
+    set_if(r.quantity("reserved", QuantityKind::bytes), s.memory.reserved_bytes);
+    r.finish();
+  }
+  // Every number needs a citation (DESIGN.md: first principles, calibrated).
+  std::vector<std::string> leaves;
+  input::collect_leaf_paths(root.yaml(), "", leaves, {"sources"});
+  if (auto src = top.get("sources", true)) {
+    if (src->yaml().IsMap()) {
+      for (auto it = src->yaml().begin(); it != src->yaml().end(); ++it) {
+        const std::string key = it->first.Scalar();
+        if (std::find(leaves.begin(), leaves.end(), key) == leaves.end()) {
+          std::string msg = fmt::format("cites '{}', which is not a field of this preset", key);
+          if (auto near = sim::nearest(key, leaves, 4)) msg += fmt::format("; did you mean '{}'?", *near);
+          src->child(key).error(msg);
+        } else if (it->second.IsScalar()) {
+          s.sources[key] = it->second.Scalar();
+        }
+      }
+      for (const auto& leaf : leaves)
+        if (!kUncitedFields.count(leaf) && !s.sources.count(leaf))
+          root.child(input::split_path(leaf)[0]).error(fmt::format("field '{}' has no entry in sources: cite where the number comes from", leaf));
+    } else {
+      src->error(fmt::format("expected a mapping of field path -> citation, got {}", src->describe()));
+    }
+  }
+  top.finish();
+  return s;
+}
+
+namespace {
+
+std::string preset_path(const std::string& name) { return presets_dir() + "/" + name + ".yaml"; }
+
+void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std::pair<std::string, Node>>& out) {
+  if (!n.yaml().IsMap()) {
+    n.error(fmt::format("expected a mapping of preset fields, got {}", n.describe()));
+    return;
+  }
+  for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string key = it->first.Scalar();
+    Node child = n.child(key);
+    const std::string full = prefix.empty() ? key : prefix + "." + key;
+    if (child.yaml().IsMap())
+      flatten_overrides(child, full, out);
+    else
+      out.emplace_back(full, child);
+  }
+}
+
+}  // namespace
+
+bool load_system_preset(const std::string& name, const Node* where_named, const std::optional<Node>& overrides_node,
+                        const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& out) {
+  std::string path;
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
+  if (is_path) {
+    fs::path p(name);
+    if (p.is_relative() && where_named) p = fs::path(where_named->file()).parent_path() / p;
+    path = p.string();
+  } else {
+    path = preset_path(name);
+  }
+  if (!fs::exists(path)) {
+    const auto names = list_system_presets();
+    std::string msg = is_path ? fmt::format("system preset file '{}' does not exist", path)
+                              : fmt::format("unknown system preset '{}'", name);
+    if (!is_path) {
+      if (auto near = sim::nearest(name, names, 4)) msg += fmt::format("; did you mean '{}'?", *near);
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      msg += fmt::format(" (available: {})", list);
+    }
+    if (where_named)
+      where_named->error(msg);
+    else
+      ctx->diag->error({"<command line>", 0, 0}, "", msg);
+    return false;
+  }
+  auto root = input::load_yaml_file(path, ctx);
+  if (!root) return false;
+  YAML::Node tree = YAML::Clone(root->yaml());
+  // Grafts are per document: park the scenario's own (--set) grafts while the preset is read.
+  auto scenario_grafts = std::move(ctx->grafts);
+  ctx->grafts.clear();
+  if (overrides_node) {
+    std::vector<std::string> leaves;
+    input::collect_leaf_paths(tree, "", leaves, {"sources", "name"});
+    std::vector<std::pair<std::string, Node>> items;
+    flatten_overrides(*overrides_node, "", items);
+    for (auto& [key, node] : items) {
+      std::string target;
+      if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {
+        target = key;
+      } else {
+        // A unique leaf name (e.g. `nvls`) stands for its full path (scale_up.nvls).
+        std::vector<std::string> matches;
+        for (const auto& l : leaves)
+          if (l == key || l.ends_with("." + key)) matches.push_back(l);
+        // Optional fields absent from this preset may still be set by full path.
+        static const std::vector<std::string> optional_fields = {
+            "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.tensor_clock", "gpu.peak_dense.tf32",
+            "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
+            "host.copy_efficiency", "memory.reserved"};
+        if (matches.size() == 1) {
+          target = matches[0];
+        } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {
+          target = key;
+        } else if (matches.size() > 1) {
+          std::string list;
+          for (const auto& m : matches) list += (list.empty() ? "" : ", ") + m;
+          node.error(fmt::format("'{}' is ambiguous; write the full path: {}", key, list));
+          continue;
+        } else {
+          std::string msg = fmt::format("unknown preset field '{}'", key);
+          if (auto near = sim::nearest(key, leaves, std::max<std::size_t>(3, key.size() / 3)))
+            msg += fmt::format("; did you mean '{}'?", *near);
+          node.error(msg);
+          continue;
+        }
+      }
+      input::set_by_path(tree, target, node.yaml());
+      ctx->grafts[target] = {node.file(), node.path()};
+      const auto w = node.where();
+      input::set_by_path(tree, "sources." + target,
+                         YAML::Node(fmt::format("scenario override at {}:{}:{}", w.file, w.line, w.column)));
+    }
+  }
+  Node rooted(tree, path, "", "", ctx);
+  out = parse_system_preset(rooted);
+  if (!is_path && out.name != name && !out.name.empty())
+    rooted.child("name").error(fmt::format("preset file is {}.yaml but its name is '{}'", name, out.name));
+  ctx->grafts = std::move(scenario_grafts);
+  return true;
+}
+
+std::vector<PresetField> preset_fields(const std::string& name) {
+  auto ctx = std::make_shared<input::LoadContext>();
+  input::Diagnostics diag;
+  ctx->diag = &diag;
+  auto root = input::load_yaml_file(preset_path(name), ctx);
+  diag.throw_if_any();
+  std::vector<std::string> leaves;
+  input::collect_leaf_paths(root->yaml(), "", leaves, {"sources"});
+  std::vector<PresetField> rows;
+  for (const auto& leaf : leaves) {
+    YAML::Node cur = YAML::Clone(root->yaml());
+    for (const auto& part : input::split_path(leaf)) cur.reset(cur[part]);
+    std::string src;
+    YAML::Node sources = root->yaml()["sources"];
+    if (sources && sources[leaf]) src = sources[leaf].Scalar();
+    rows.push_back({leaf, cur.Scalar(), src});
+  }
+  return rows;
+}
+
+}  // namespace racksim::hw

@@ -1,0 +1,348 @@
+#include "sim/engine/replay.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "hardware_models/collectives.h"
+#include "hardware_models/compute_model.h"
+#include "sim/core/event_queue.h"
+#include "sim/core/flow_network.h"
+
+namespace racksim::sim {
+
+using namespace racksim::workloads;
+
+namespace {
+
+hw::CollectiveOp to_hw(CollOp c) {
+  switch (c) {
+    case CollOp::all_reduce: return hw::CollectiveOp::all_reduce;
+    case CollOp::all_gather: return hw::CollectiveOp::all_gather;
+    case CollOp::reduce_scatter: return hw::CollectiveOp::reduce_scatter;
+    case CollOp::all_to_all: return hw::CollectiveOp::all_to_all;
+    case CollOp::broadcast: return hw::CollectiveOp::broadcast;
+    case CollOp::send_recv: return hw::CollectiveOp::send_recv;
+  }
+  return hw::CollectiveOp::all_reduce;
+}
+
+// The communicator of each group in the launcher's rank order (Megatron: tp, cp, dp, pp).
+struct GroupShape {
+  int size = 1;
+  int stride = 1;
+};
+GroupShape group_shape(const Scenario& sc, CommGroup g) {
+  const auto& p = sc.training.parallelism;
+  switch (g) {
+    case CommGroup::tp: return {p.tp, 1};
+    case CommGroup::cp: return {p.cp, p.tp};
+    case CommGroup::dp: return {p.dp, p.tp * p.cp};
+    case CommGroup::ep: return {p.ep, p.tp * p.cp};
+    case CommGroup::pp: return {p.pp, p.tp * p.cp * p.dp};
+  }
+  return {};
+}
+
+class Replayer {
+ public:
+  Replayer(const OpGraph& g, const Scenario& sc) : g_(g), sc_(sc), sys_(sc.system.spec), net_(q_) {
+    const auto& h = sys_.host;
+    const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / h.gpus_per_link;
+    sm_ = net_.add_resource("sm", 1.0);
+    hbm_ = net_.add_resource("hbm", sys_.gpu.hbm_bandwidth_Bps);
+    h2d_ = net_.add_resource("host_link_h2d", link);
+    d2h_ = net_.add_resource("host_link_d2h", link);
+    host_both_ = net_.add_resource("host_link_both",
+                                   h.link_bandwidth_both_directions_Bps * h.copy_efficiency / h.gpus_per_link);
+    host_mem_ = net_.add_resource("host_memory", h.memory_bandwidth_Bps / h.gpus_per_host);
+    nvlink_ = net_.add_resource("nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
+    nic_ = net_.add_resource("nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
+  }
+
+  ReplayResult run() {
+    const std::size_t n = g_.ops.size();
+    res_.ops.resize(n);
+    pending_.assign(n, 0);
+    succ_.assign(n, {});
+    std::array<int64_t, kStreamCount> last_on_stream;
+    last_on_stream.fill(-1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Op& op = g_.ops[i];
+      for (OpId d : op.deps) {
+        if (d >= i) throw std::logic_error(fmt::format("op {} depends on a later op {}", op.name, d));
+        succ_[d].push_back(static_cast<OpId>(i));
+        ++pending_[i];
+      }
+      auto& last = last_on_stream[static_cast<int>(op.stream)];
+      if (last >= 0) {
+        succ_[last].push_back(static_cast<OpId>(i));
+        ++pending_[i];
+      }
+      last = static_cast<int64_t>(i);
+      ++pending_[i];  // its launch on the host thread
+    }
+    schedule_launches();
+    q_.run();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!done_.count(static_cast<OpId>(i)))
+        throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.ops[i].name));
+      res_.step_time_s = std::max(res_.step_time_s, res_.ops[i].end_s);
+    }
+    compute_breakdown();
+    compute_memory();
+    return std::move(res_);
+  }
+
+ private:
+  const OpGraph& g_;
+  const Scenario& sc_;
+  const hw::SystemSpec& sys_;
+  EventQueue q_;
+  FlowNetwork net_;
+  FlowNetwork::ResourceId sm_, hbm_, h2d_, d2h_, host_both_, host_mem_, nvlink_, nic_;
+  ReplayResult res_;
+  std::vector<int> pending_;
+  std::vector<std::vector<OpId>> succ_;
+  std::set<OpId> done_;
+  double sm_reserved_ = 0;  // fraction of SMs held by collective kernels
+
+  double now_s() const { return q_.now().seconds(); }
+
+  // The host thread issues every op in program order; it never waits for the GPU inside a
+  // step (no host syncs), so its timeline is known up front.
+  void schedule_launches() {
+    const auto& l = sys_.launch;
+    const bool graphs = sc_.training.cuda_graphs;
+    double host_s = 0;
+    std::string micro_step;
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      const Op& op = g_.ops[i];
+      if (graphs) {
+        // One CUDA graph per micro-step (and one for the optimizer): a fixed launch each.
+        const std::string ms = op.name.substr(0, op.name.find('.'));
+        if (ms != micro_step) {
+          host_s += l.graph_launch_s;
+          micro_step = ms;
+        }
+      }
+      res_.ops[i].launch_start_s = host_s;
+      host_s += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
+      res_.ops[i].launch_end_s = host_s;
+      const OpId id = static_cast<OpId>(i);
+      q_.schedule(SimTime::from_seconds(host_s), [this, id] { release(id); });
+    }
+  }
+
+  void release(OpId id) {
+    if (--pending_[id] == 0) start(id);
+  }
+
+  void finish(OpId id, const std::string& bound_by) {
+    auto& r = res_.ops[id];
+    r.end_s = now_s();
+    if (r.bound_by.empty()) r.bound_by = bound_by;
+    done_.insert(id);
+    for (OpId s : succ_[id]) release(s);
+  }
+
+  void start(OpId id) {
+    const Op& op = g_.ops[id];
+    auto& r = res_.ops[id];
+    r.start_s = now_s();
+    switch (op.kind) {
+      case OpKind::kernel: start_kernel(id, op); break;
+      case OpKind::collective: start_collective(id, op); break;
+      case OpKind::copy_h2d:
+      case OpKind::copy_d2h: start_copy(id, op); break;
+    }
+  }
+
+  void start_kernel(OpId id, const Op& op) {
+    hw::KernelWork w;
+    w.tensor_core = op.unit == ExecUnit::tensor;
+    w.dtype = op.dtype;
+    w.flops = op.flops;
+    w.hbm_bytes = op.hbm_bytes;
+    w.m = op.gemm_mnk[0];
+    w.n = op.gemm_mnk[1];
+    w.k = op.gemm_mnk[2];
+    w.batch = op.gemm_batch;
+    const hw::KernelTiming t = hw::kernel_timing(sys_, w);
+    // One unit of work: it needs compute_s of all SMs and hbm_bytes of HBM traffic; the
+    // fluid network gives the roofline alone and the slowdown when others share SMs or HBM.
+    std::vector<FlowNetwork::Use> uses;
+    if (t.compute_s > 0) uses.push_back({sm_, t.compute_s});
+    if (t.hbm_bytes > 0) uses.push_back({hbm_, t.hbm_bytes});
+    net_.start_flow(
+        uses, 1.0, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, 1.0 / t.min_s);
+    // Record what bounds it alone (for the trace).
+    const double mem_s = t.hbm_bytes / sys_.gpu.hbm_bandwidth_Bps;
+    pending_bound_[id] = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
+                         : (t.compute_s >= mem_s ? (op.unit == ExecUnit::tensor ? "tensor_core" : "cuda_core")
+                                                 : "hbm");
+  }
+  std::map<OpId, std::string> pending_bound_;
+
+  void start_copy(OpId id, const Op& op) {
+    const bool h2d = op.kind == OpKind::copy_h2d;
+    std::vector<FlowNetwork::Use> uses = {{h2d ? h2d_ : d2h_, 1.0}, {host_both_, 1.0}, {host_mem_, 1.0}, {hbm_, 1.0}};
+    if (op.copy_bytes <= 0) {
+      q_.schedule(q_.now(), [this, id] { finish(id, "empty"); });
+      return;
+    }
+    net_.start_flow(uses, op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
+      finish(id, h2d ? "host_link_h2d" : "host_link_d2h");
+    });
+  }
+
+  void start_collective(OpId id, const Op& op) {
+    const GroupShape gs = group_shape(sc_, op.group);
+    if (gs.size <= 1 || op.coll_bytes <= 0) {
+      q_.schedule(q_.now(), [this, id] { finish(id, "no_peers"); });
+      return;
+    }
+    hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
+    hw::CollectiveOptions opt;
+    opt.nvls_enabled = sc_.training.nvls;
+    const hw::CollectiveCost c = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
+    res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
+    const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+    // Latency first (launch, handshakes), then the data moves as a flow on the links.
+    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, c, sm_frac] {
+      reserve_sms(sm_frac);
+      std::vector<FlowNetwork::Use> uses;
+      if (c.bytes_per_rank_nvlink > 0) uses.push_back({nvlink_, c.bytes_per_rank_nvlink});
+      if (c.bytes_per_rank_nic > 0) uses.push_back({nic_, c.bytes_per_rank_nic});
+      const double cap = c.bandwidth_time_s > 0 ? 1.0 / c.bandwidth_time_s : std::numeric_limits<double>::infinity();
+      if (uses.empty() && !std::isfinite(cap)) {
+        reserve_sms(-sm_frac);
+        finish(id, c.bound_by);
+        return;
+      }
+      net_.start_flow(uses, 1.0, [this, id, c, sm_frac](FlowNetwork::FlowId) {
+        reserve_sms(-sm_frac);
+        finish(id, c.bound_by);
+      }, cap);
+    });
+  }
+
+  // Collective kernels occupy SMs while they run; compute gets the rest.
+  void reserve_sms(double frac) {
+    sm_reserved_ += frac;
+    net_.set_capacity(sm_, std::max(0.05, 1.0 - sm_reserved_));
+  }
+
+  void compute_breakdown() {
+    // Sweep the timeline: at each instant the step is doing the most useful thing running.
+    enum Cls { kCompute, kRecompute, kComm, kCopy, kLaunch, kCount };
+    std::vector<std::tuple<double, int, int>> ev;  // time, +1/-1, class
+    auto add = [&](double a, double b, int cls) {
+      if (b <= a) return;
+      ev.emplace_back(a, +1, cls);
+      ev.emplace_back(b, -1, cls);
+    };
+    double prev_compute_end = 0;
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      const Op& op = g_.ops[i];
+      const auto& r = res_.ops[i];
+      if (op.stream == StreamKind::compute) {
+        add(r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
+        // The GPU waited for this launch: the kernel started the moment the host issued it.
+        if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
+          add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+        prev_compute_end = r.end_s;
+      } else if (op.stream == StreamKind::comm) {
+        add(r.start_s, r.end_s, kComm);
+      } else {
+        add(r.start_s, r.end_s, kCopy);
+      }
+    }
+    std::sort(ev.begin(), ev.end());
+    std::array<int, kCount> active{};
+    std::array<double, kCount + 1> total{};
+    double t = 0;
+    for (const auto& [time, delta, cls] : ev) {
+      const double dt = time - t;
+      if (dt > 0) {
+        int c = kCount;  // idle
+        for (int k = 0; k < kCount; ++k)
+          if (active[k] > 0) {
+            c = k;
+            break;
+          }
+        total[c] += dt;
+      }
+      t = time;
+      active[cls] += delta;
+    }
+    total[kCount] += std::max(0.0, res_.step_time_s - t);
+    auto& b = res_.breakdown;
+    b.compute_s = total[kCompute];
+    b.recompute_s = total[kRecompute];
+    b.exposed_communication_s = total[kComm];
+    b.exposed_offload_s = total[kCopy];
+    b.launch_overhead_s = total[kLaunch];
+    b.idle_s = total[kCount];
+  }
+
+  void compute_memory() {
+    // Allocation at op start, free at op end; frees first at equal times (the allocator
+    // reuses a block freed by the op that just finished).
+    struct Ev {
+      double t;
+      int order;  // 0 free, 1 alloc
+      TensorId id;
+    };
+    std::vector<Ev> ev;
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      for (TensorId t : g_.ops[i].allocs) ev.push_back({res_.ops[i].start_s, 1, t});
+      for (TensorId t : g_.ops[i].frees) ev.push_back({res_.ops[i].end_s, 0, t});
+    }
+    std::stable_sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
+      return a.t != b.t ? a.t < b.t : a.order < b.order;
+    });
+    std::vector<char> live(g_.tensors.size(), 0);
+    std::array<double, kMemCategoryCount> hbm{};
+    double host = 0;
+    auto& m = res_.memory;
+    auto apply = [&](TensorId id, bool alloc) {
+      const Tensor& t = g_.tensors[id];
+      if (static_cast<bool>(live[id]) == alloc) return;  // double free / re-alloc: ignore
+      live[id] = alloc;
+      const double d = alloc ? t.bytes : -t.bytes;
+      if (t.on_host)
+        host += d;
+      else
+        hbm[static_cast<int>(t.category)] += d;
+    };
+    for (TensorId id : g_.resident) apply(id, true);
+    auto check_peak = [&] {
+      double total = 0;
+      for (double v : hbm) total += v;
+      if (total > m.peak_hbm_bytes) {
+        m.peak_hbm_bytes = total;
+        m.at_peak = hbm;
+      }
+      m.peak_host_bytes = std::max(m.peak_host_bytes, host);
+    };
+    check_peak();
+    for (const auto& e : ev) {
+      apply(e.id, e.order == 1);
+      if (e.order == 1) check_peak();
+    }
+  }
+};
+
+}  // namespace
+
+ReplayResult replay(const OpGraph& graph, const Scenario& scenario) {
+  Replayer r(graph, scenario);
+  return r.run();
+}
+
+}  // namespace racksim::sim

@@ -1,0 +1,51 @@
+// Discrete-event replay of one rank role's OpGraph on the modelled GPU: a host launch thread,
+// four in-order streams (compute, communication, H2D, D2H), and shared resources (SMs, HBM,
+// host link, NVLink, NIC) as a max-min fair fluid network. Produces a Timeline, the memory
+// high-water mark, and the step-time breakdown of the report.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+#include "workloads/op_graph.h"
+
+namespace racksim::sim {
+
+struct OpRecord {
+  double launch_start_s = 0;  // host thread starts launching it
+  double launch_end_s = 0;    // host thread done; the GPU may start it
+  double start_s = 0;
+  double end_s = 0;
+  std::string bound_by;       // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency")
+  std::string algorithm;      // collectives: the algorithm chosen
+};
+
+struct Breakdown {
+  double compute_s = 0;
+  double recompute_s = 0;
+  double exposed_communication_s = 0;
+  double exposed_offload_s = 0;
+  double launch_overhead_s = 0;
+  double pipeline_bubble_s = 0;
+  double idle_s = 0;  // none of the above (waiting on a dependency with nothing running)
+};
+
+struct MemoryResult {
+  double peak_hbm_bytes = 0;
+  std::array<double, workloads::kMemCategoryCount> at_peak{};  // by MemCategory
+  double peak_host_bytes = 0;                                  // pinned host memory (offload)
+};
+
+struct ReplayResult {
+  std::vector<OpRecord> ops;  // parallel to graph.ops
+  double step_time_s = 0;
+  Breakdown breakdown;
+  MemoryResult memory;
+  std::vector<std::string> warnings;
+};
+
+ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario);
+
+}  // namespace racksim::sim

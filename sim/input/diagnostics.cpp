@@ -1,0 +1,45 @@
+#include "sim/input/diagnostics.h"
+
+#include <fmt/format.h>
+
+namespace racksim::input {
+
+std::string Diagnostic::format() const {
+  std::string out = where.file;
+  if (where.line > 0) out += fmt::format(":{}:{}", where.line, where.column);
+  out += ": error: ";
+  if (!key_path.empty()) out += key_path + ": ";
+  out += message;
+  return out;
+}
+
+static std::string join_all(const std::vector<Diagnostic>& ds) {
+  std::string out;
+  for (const auto& d : ds) {
+    if (!out.empty()) out += '\n';
+    out += d.format();
+  }
+  return out;
+}
+
+InputError::InputError(std::vector<Diagnostic> diagnostics)
+    : std::runtime_error(join_all(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+
+void Diagnostics::error(SourceLocation where, std::string key_path, std::string message) {
+  if (list_.size() >= kMaxDiagnostics) {
+    ++dropped_;
+    return;
+  }
+  list_.push_back({std::move(where), std::move(key_path), std::move(message)});
+}
+
+void Diagnostics::throw_if_any() const {
+  if (list_.empty()) return;
+  auto all = list_;
+  if (dropped_ > 0) {
+    all.push_back({all.back().where, "", fmt::format("{} more errors not shown", dropped_)});
+  }
+  throw InputError(std::move(all));
+}
+
+}  // namespace racksim::input

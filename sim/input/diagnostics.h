@@ -1,0 +1,53 @@
+// Errors in user input. Every diagnostic carries file:line:column and the key path, and the
+// loaders collect all of them before failing, so one run shows every mistake in a file.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace racksim::input {
+
+struct SourceLocation {
+  std::string file;  // path as the user named it, or "--set KEY=VALUE" for command-line overrides
+  int line = 0;      // 1-based; 0 = unknown
+  int column = 0;    // 1-based; 0 = unknown
+};
+
+struct Diagnostic {
+  SourceLocation where;
+  std::string key_path;  // e.g. "training.parallelism.tp"; empty for whole-file errors
+  std::string message;
+
+  // "file:line:col: error: key.path: message"
+  std::string format() const;
+};
+
+// Thrown by loaders when input is invalid. what() holds every diagnostic, one per line.
+class InputError : public std::runtime_error {
+ public:
+  explicit InputError(std::vector<Diagnostic> diagnostics);
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+// Collects diagnostics while a loader walks a file; throw_if_any() fails with all of them.
+class Diagnostics {
+ public:
+  void error(SourceLocation where, std::string key_path, std::string message);
+  bool empty() const { return list_.empty(); }
+  std::size_t size() const { return list_.size(); }
+  const std::vector<Diagnostic>& list() const { return list_; }
+  void throw_if_any() const;
+
+  // Guard against pathological input (a 1 MB garbage file) producing megabytes of errors.
+  static constexpr std::size_t kMaxDiagnostics = 50;
+
+ private:
+  std::vector<Diagnostic> list_;
+  std::size_t dropped_ = 0;
+};
+
+}  // namespace racksim::input

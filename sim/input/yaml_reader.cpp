@@ -1,0 +1,352 @@
+#include "sim/input/yaml_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "sim/core/text.h"
+
+namespace racksim::input {
+
+namespace {
+
+std::string shorten(const std::string& s, std::size_t max_len = 40) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= max_len) {
+      out += "...";
+      break;
+    }
+    // Keep messages printable whatever bytes the input held.
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  }
+  return out;
+}
+
+std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+}  // namespace
+
+Node::Node(YAML::Node yaml, std::string file, std::string display_path, std::string internal_path,
+           std::shared_ptr<LoadContext> ctx)
+    // A missing key in yaml-cpp is an "invalid" node whose type queries throw; normalise it.
+    : yaml_(yaml.IsDefined() ? yaml : YAML::Node(YAML::NodeType::Undefined)),
+      file_(std::move(file)),
+      display_path_(std::move(display_path)),
+      internal_path_(std::move(internal_path)),
+      ctx_(std::move(ctx)) {}
+
+SourceLocation Node::where() const {
+  SourceLocation loc{file_, 0, 0};
+  if (yaml_.IsDefined()) {
+    const YAML::Mark m = yaml_.Mark();
+    if (m.line >= 0) {
+      loc.line = m.line + 1;
+      loc.column = m.column + 1;
+    }
+  }
+  return loc;
+}
+
+Node Node::child(const std::string& key) const {
+  // yaml-cpp's Node::operator= aliases content; construct instead of assigning.
+  const YAML::Node& self = yaml_;
+  YAML::Node c = self.IsMap() ? self[key] : YAML::Node(YAML::NodeType::Undefined);
+  const std::string ipath = join_path(internal_path_, key);
+  if (auto it = ctx_->grafts.find(ipath); it != ctx_->grafts.end())
+    return Node(c, it->second.file, it->second.display_path, ipath, ctx_);
+  // A missing child reports at its parent's location.
+  return Node(c, file_, join_path(display_path_, key), ipath, ctx_);
+}
+
+Node Node::element(std::size_t index) const {
+  const YAML::Node& self = yaml_;
+  YAML::Node c = (self.IsSequence() && index < self.size()) ? self[index] : YAML::Node(YAML::NodeType::Undefined);
+  const std::string suffix = fmt::format("[{}]", index);
+  const std::string ipath = internal_path_ + suffix;
+  if (auto it = ctx_->grafts.find(ipath); it != ctx_->grafts.end())
+    return Node(c, it->second.file, it->second.display_path, ipath, ctx_);
+  return Node(c, file_, display_path_ + suffix, ipath, ctx_);
+}
+
+std::string Node::describe() const {
+  if (!yaml_.IsDefined() || yaml_.IsNull()) return "nothing (null)";
+  if (yaml_.IsMap()) return "a mapping";
+  if (yaml_.IsSequence()) return "a list";
+  return fmt::format("'{}'", shorten(yaml_.Scalar()));
+}
+
+void Node::error(const std::string& message) const { ctx_->diag->error(where(), display_path_, message); }
+
+std::optional<std::string> Node::as_string() const {
+  if (!yaml_.IsScalar()) {
+    error(fmt::format("expected a text value, got {}", describe()));
+    return std::nullopt;
+  }
+  return yaml_.Scalar();
+}
+
+std::optional<int64_t> Node::as_integer(int64_t min_value, int64_t max_value) const {
+  if (!yaml_.IsScalar()) {
+    error(fmt::format("expected a whole number, got {}", describe()));
+    return std::nullopt;
+  }
+  const std::string& s = yaml_.Scalar();
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
+    error(fmt::format("expected a whole number, got {}", describe()));
+    return std::nullopt;
+  }
+  if (v < min_value || v > max_value) {
+    if (max_value == INT64_MAX)
+      error(fmt::format("must be at least {}, got {}", min_value, v));
+    else
+      error(fmt::format("must be between {} and {}, got {}", min_value, max_value, v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> Node::as_number(double min_value, double max_value) const {
+  if (!yaml_.IsScalar()) {
+    error(fmt::format("expected a number, got {}", describe()));
+    return std::nullopt;
+  }
+  const std::string& s = yaml_.Scalar();
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) {
+    // A value with a unit where a plain number belongs is a common slip: say so.
+    error(fmt::format("expected a plain number, got {}", describe()));
+    return std::nullopt;
+  }
+  if (v < min_value || v > max_value) {
+    error(fmt::format("must be between {} and {}, got {}", min_value, max_value, s));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<bool> Node::as_bool() const {
+  if (yaml_.IsScalar()) {
+    const std::string& s = yaml_.Scalar();
+    if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "False" || s == "no" || s == "off") return false;
+  }
+  error(fmt::format("expected true or false, got {}", describe()));
+  return std::nullopt;
+}
+
+std::optional<double> Node::as_quantity(sim::QuantityKind kind) const {
+  if (!yaml_.IsScalar()) {
+    error(fmt::format("expected {}, got {}", sim::to_string(kind), describe()));
+    return std::nullopt;
+  }
+  try {
+    return sim::parse_quantity(yaml_.Scalar(), kind);
+  } catch (const sim::UnitError& e) {
+    error(e.what());
+    return std::nullopt;
+  }
+}
+
+MapReader::MapReader(const Node& node) : node_(node) {
+  if (node.yaml().IsMap()) {
+    ok_ = true;
+  } else {
+    node.error(fmt::format("expected a mapping (key: value lines), got {}", node.describe()));
+  }
+}
+
+bool MapReader::has(const std::string& key) {
+  declared_.push_back(key);
+  return ok_ && node_.yaml()[key].IsDefined() && !node_.yaml()[key].IsNull();
+}
+
+std::optional<Node> MapReader::get(const std::string& key, bool required) {
+  declared_.push_back(key);
+  if (!ok_) return std::nullopt;
+  Node c = node_.child(key);
+  if (!c.yaml().IsDefined() || c.yaml().IsNull()) {
+    if (required) {
+      Diagnostics& d = node_.diag();
+      d.error(node_.where(), join_path(node_.path(), key), "required key is missing");
+    }
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::optional<std::string> MapReader::string(const std::string& key, bool required) {
+  auto n = get(key, required);
+  return n ? n->as_string() : std::nullopt;
+}
+std::optional<int64_t> MapReader::integer(const std::string& key, bool required, int64_t lo, int64_t hi) {
+  auto n = get(key, required);
+  return n ? n->as_integer(lo, hi) : std::nullopt;
+}
+std::optional<double> MapReader::number(const std::string& key, bool required, double lo, double hi) {
+  auto n = get(key, required);
+  return n ? n->as_number(lo, hi) : std::nullopt;
+}
+std::optional<bool> MapReader::boolean(const std::string& key, bool required) {
+  auto n = get(key, required);
+  return n ? n->as_bool() : std::nullopt;
+}
+std::optional<double> MapReader::quantity(const std::string& key, sim::QuantityKind kind, bool required) {
+  auto n = get(key, required);
+  return n ? n->as_quantity(kind) : std::nullopt;
+}
+
+std::string MapReader::unknown_choice_message(const std::string& got, const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : " | ") + n;
+  std::string msg = fmt::format("unknown value '{}'; expected one of {}", shorten(got), list);
+  if (auto near = sim::nearest(got, names, std::max<std::size_t>(2, got.size() / 3)))
+    msg += fmt::format(" (did you mean '{}'?)", *near);
+  return msg;
+}
+
+void MapReader::finish() {
+  if (!ok_) return;
+  std::vector<std::string> seen;
+  for (auto it = node_.yaml().begin(); it != node_.yaml().end(); ++it) {
+    const YAML::Node& k = it->first;
+    const YAML::Mark m = k.Mark();
+    SourceLocation loc{node_.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0};
+    if (!k.IsScalar()) {
+      node_.diag().error(loc, node_.path(), "a key must be plain text");
+      continue;
+    }
+    const std::string key = k.Scalar();
+    std::string kpath = join_path(node_.path(), key);
+    if (auto g = node_.context()->grafts.find(join_path(node_.internal_path(), key));
+        g != node_.context()->grafts.end()) {
+      loc = {g->second.file, 1, 1};  // a key that came from --set
+      kpath = g->second.display_path;
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      node_.diag().error(loc, kpath, "duplicate key");
+      continue;
+    }
+    seen.push_back(key);
+    if (std::find(declared_.begin(), declared_.end(), key) != declared_.end()) continue;
+    std::string msg = fmt::format("unknown key '{}'", shorten(key));
+    if (auto near = sim::nearest(key, declared_, std::max<std::size_t>(2, key.size() / 3)))
+      msg += fmt::format("; did you mean '{}'?", *near);
+    else {
+      std::vector<std::string> sorted = declared_;
+      std::sort(sorted.begin(), sorted.end());
+      sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+      std::string list;
+      for (const auto& d : sorted) list += (list.empty() ? "" : ", ") + d;
+      msg += fmt::format("; valid keys here: {}", list);
+    }
+    node_.diag().error(loc, kpath, msg);
+  }
+}
+
+std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
+                                   const std::shared_ptr<LoadContext>& ctx) {
+  // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
+  // some of them, so reject early with a clear message.
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\0') {
+      std::size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(i), '\n');
+      ctx->diag->error({file_label, static_cast<int>(line), 1}, "", "file contains a NUL byte: not a YAML text file");
+      return std::nullopt;
+    }
+  }
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsDefined() || root.IsNull()) {
+      ctx->diag->error({file_label, 0, 0}, "", "file is empty: expected a mapping of keys");
+      return std::nullopt;
+    }
+    return Node(root, file_label, "", "", ctx);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    const int col = e.mark.column >= 0 ? e.mark.column + 1 : 0;
+    ctx->diag->error({file_label, line, col}, "", "malformed YAML: " + e.msg);
+    return std::nullopt;
+  }
+}
+
+std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ctx->diag->error({path, 0, 0}, "", "cannot open file");
+    return std::nullopt;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return load_yaml_text(ss.str(), path, ctx);
+}
+
+void collect_leaf_paths(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out,
+                        const std::vector<std::string>& skip) {
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) continue;
+      const std::string key = it->first.Scalar();
+      if (prefix.empty() && std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+      collect_leaf_paths(it->second, join_path(prefix, key), out, {});
+    }
+  } else if (!prefix.empty()) {
+    out.push_back(prefix);
+  }
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : path) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value) {
+  const auto parts = split_path(path);
+  // Check first, so a failed set leaves the tree untouched.
+  {
+    YAML::Node cur = YAML::Clone(root);
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!cur.IsMap() && !cur.IsNull()) return false;
+      YAML::Node next = cur[parts[i]];
+      if (next.IsDefined() && !next.IsNull() && !next.IsMap()) return false;
+      cur.reset(next);  // rebind; operator= would alias content
+    }
+    if (!cur.IsMap() && !cur.IsNull() && cur.IsDefined()) return false;
+  }
+  std::vector<YAML::Node> chain{root};
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = value;
+  return true;
+}
+
+std::string data_dir() {
+  if (const char* env = std::getenv("RACKSIM_DATA_DIR"); env && *env) return env;
+  return RACKSIM_DATA_DIR;
+}
+
+}  // namespace racksim::input

@@ -1,0 +1,134 @@
+// Strict, typed reading of YAML input. A loader walks a document with MapReader: every key it
+// asks for is "declared", and finish() reports any key in the file that nobody asked for,
+// with the nearest declared key as a suggestion. Values with units go through the quantity
+// parser, so a bare number where a unit belongs is an error. Problems are collected in a
+// Diagnostics (file:line:column + key path) instead of thrown one at a time.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/units.h"
+#include "sim/input/diagnostics.h"
+
+namespace racksim::input {
+
+// Where a subtree came from when it was grafted into another document: a --set on the
+// command line, or a scenario's system.overrides merged into a preset.
+struct Origin {
+  std::string file;          // file (or "--set K=V") that holds the grafted node
+  std::string display_path;  // key path to show the user for the grafted node
+};
+
+struct LoadContext {
+  Diagnostics* diag = nullptr;
+  std::map<std::string, Origin> grafts;  // document-internal dotted path -> origin
+};
+
+class Node {
+ public:
+  Node(YAML::Node yaml, std::string file, std::string display_path, std::string internal_path,
+       std::shared_ptr<LoadContext> ctx);
+
+  const YAML::Node& yaml() const { return yaml_; }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return display_path_; }
+  const std::string& internal_path() const { return internal_path_; }
+  Diagnostics& diag() const { return *ctx_->diag; }
+  const std::shared_ptr<LoadContext>& context() const { return ctx_; }
+  SourceLocation where() const;
+
+  // The child under `key` (a map entry) or at `index` (a list entry), with its path.
+  Node child(const std::string& key) const;
+  Node element(std::size_t index) const;
+
+  // "a mapping", "a list", "null", "the value 'abc'"
+  std::string describe() const;
+
+  void error(const std::string& message) const;
+
+  // Scalar conversions that record a diagnostic on failure and return nullopt.
+  std::optional<std::string> as_string() const;
+  std::optional<int64_t> as_integer(int64_t min_value, int64_t max_value) const;
+  std::optional<double> as_number(double min_value, double max_value) const;
+  std::optional<bool> as_bool() const;
+  std::optional<double> as_quantity(sim::QuantityKind kind) const;
+
+ private:
+  YAML::Node yaml_;
+  std::string file_;
+  std::string display_path_;
+  std::string internal_path_;
+  std::shared_ptr<LoadContext> ctx_;
+};
+
+class MapReader {
+ public:
+  // Records "expected a mapping" (and reads nothing) when `node` is not a map.
+  explicit MapReader(const Node& node);
+  bool ok() const { return ok_; }
+  const Node& node() const { return node_; }
+
+  bool has(const std::string& key);
+  std::optional<Node> get(const std::string& key, bool required = false);
+
+  std::optional<std::string> string(const std::string& key, bool required = false);
+  std::optional<int64_t> integer(const std::string& key, bool required = false,
+                                 int64_t min_value = INT64_MIN, int64_t max_value = INT64_MAX);
+  std::optional<double> number(const std::string& key, bool required = false,
+                               double min_value = -1e308, double max_value = 1e308);
+  std::optional<bool> boolean(const std::string& key, bool required = false);
+  std::optional<double> quantity(const std::string& key, sim::QuantityKind kind,
+                                 bool required = false);
+
+  template <class E>
+  std::optional<E> choice(const std::string& key, const std::vector<std::pair<std::string, E>>& options,
+                          bool required = false) {
+    auto s = string(key, required);
+    if (!s) return std::nullopt;
+    for (const auto& [name, value] : options)
+      if (name == *s) return value;
+    std::vector<std::string> names;
+    for (const auto& o : options) names.push_back(o.first);
+    node_.child(key).error(unknown_choice_message(*s, names));
+    return std::nullopt;
+  }
+
+  // Reports every key present in the map that was never asked for.
+  void finish();
+
+  static std::string unknown_choice_message(const std::string& got, const std::vector<std::string>& names);
+
+ private:
+  Node node_;
+  bool ok_ = false;
+  std::vector<std::string> declared_;
+};
+
+// Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
+// diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.
+std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
+std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
+                                   const std::shared_ptr<LoadContext>& ctx);
+
+// Every scalar leaf under `node` as dotted path -> node, skipping the top-level keys in `skip`.
+void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
+                        std::vector<std::string>& out, const std::vector<std::string>& skip = {});
+
+// Sets `value` at dotted `path` inside `root`, creating maps along the way.
+// Returns false (without changing anything) if a non-map is in the way.
+bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value);
+std::vector<std::string> split_path(const std::string& path);
+
+// Directory holding the shipped data (hardware_models/, workloads/): $RACKSIM_DATA_DIR if set,
+// else the source tree the binary was built from.
+std::string data_dir();
+
+}  // namespace racksim::input

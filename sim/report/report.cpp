@@ -1,0 +1,135 @@
+#include "sim/report/report.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "hardware_models/system_preset.h"
+#include "workloads/graph_builder.h"
+
+namespace racksim::sim {
+
+using nlohmann::json;
+using namespace racksim::workloads;
+
+std::string version() {
+#ifdef RACKSIM_VERSION
+  return RACKSIM_VERSION;
+#else
+  return "0.1.0";
+#endif
+}
+
+RunResult simulate(const Scenario& scenario) {
+  RunResult out;
+  out.scenario = scenario;
+  out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
+  out.replay = replay(out.graph, out.scenario);
+  out.report = make_report(out.scenario, out.graph, out.replay);
+  return out;
+}
+
+json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
+  const auto& t = sc.training;
+  const double step = r.step_time_s;
+  const double gpus = sc.system.gpus;
+  const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
+  const double model_flops = model_flops_per_step(sc.model, t);
+  const double peak = hw::peak_flops_per_s(sc.system.spec, t.precision);
+  const double model_tflops = step > 0 ? model_flops / step / gpus / 1e12 : 0;
+  const double capacity = sc.system.spec.gpu.hbm_capacity_bytes;
+  const double host_capacity_per_gpu = sc.system.spec.host.memory_capacity_bytes / sc.system.spec.host.gpus_per_host;
+
+  std::vector<std::string> warnings = g.notes;
+  if (t.parallelism.pp > 1)
+    warnings.push_back("pipeline_bubble: pipeline schedules are not modelled yet");
+  else
+    ;  // a single stage has no bubble
+  warnings.push_back(
+      "kernel times: roofline on datasheet peaks (no shape-dependent GEMM efficiency until calibration)");
+  if (step > 0 && r.breakdown.idle_s > 0.01 * step)
+    warnings.push_back(fmt::format("{:.1f}% of the step the GPU waits with nothing running (dependencies)",
+                                   100.0 * r.breakdown.idle_s / step));
+  if (t.nvls && !sc.system.spec.scale_up.nvls)
+    warnings.push_back(fmt::format("training.nvls is on but {} has no NVLink SHARP; collectives use ring/tree",
+                                   sc.system.spec.name));
+  const bool host_fits = r.memory.peak_host_bytes <= host_capacity_per_gpu;
+  if (!host_fits)
+    warnings.push_back(fmt::format("pinned host memory {:.1f} GB per GPU exceeds the host's {:.1f} GB per GPU",
+                                   r.memory.peak_host_bytes / 1e9, host_capacity_per_gpu / 1e9));
+  const bool fits = r.memory.peak_hbm_bytes <= capacity && host_fits;
+  if (r.memory.peak_hbm_bytes > capacity)
+    warnings.push_back(fmt::format("does not fit: peak {:.1f} GB of HBM against {:.1f} GB", r.memory.peak_hbm_bytes / 1e9,
+                                   capacity / 1e9));
+
+  json mem = json::object();
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    mem[to_string(static_cast<MemCategory>(c))] = std::llround(r.memory.at_peak[c]);
+
+  const auto& b = r.breakdown;
+  json report = {
+      {"racksim_version", version()},
+      {"scenario", scenario_to_json(sc)},
+      {"step_time_s", step},
+      {"tokens_per_s_per_gpu", step > 0 ? tokens / step / gpus : 0},
+      {"model_tflops_per_gpu", model_tflops},
+      {"mfu", model_tflops * 1e12 / peak},
+      {"peak_memory_bytes", std::llround(r.memory.peak_hbm_bytes)},
+      {"memory_capacity_bytes", std::llround(capacity)},
+      {"fits", fits},
+      {"memory_breakdown_bytes", mem},
+      {"host_memory_bytes", std::llround(r.memory.peak_host_bytes)},
+      {"breakdown_s",
+       {{"compute", b.compute_s},
+        {"recompute", b.recompute_s},
+        {"exposed_communication", b.exposed_communication_s},
+        {"exposed_offload", b.exposed_offload_s},
+        {"launch_overhead", b.launch_overhead_s},
+        {"pipeline_bubble", b.pipeline_bubble_s},
+        {"idle", b.idle_s}}},
+      {"warnings", warnings}};
+  return report;
+}
+
+json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
+  json events = json::array();
+  const int pid = 0;
+  events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+                    {"args", {{"name", fmt::format("rank role 0 ({} x {})", sc.system.gpus, sc.system.spec.name)}}}});
+  const char* threads[] = {"compute", "communication", "H2D", "D2H", "host launch"};
+  for (int tid = 0; tid < 5; ++tid)
+    events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
+  auto us = [](double s) { return s * 1e6; };
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const OpRecord& rec = r.ops[i];
+    json args = {{"phase", to_string(op.phase)}, {"bound_by", rec.bound_by}};
+    if (op.kind == OpKind::kernel) {
+      args["flops"] = op.flops;
+      args["hbm_bytes"] = op.hbm_bytes;
+    } else if (op.kind == OpKind::collective) {
+      args["collective"] = to_string(op.coll);
+      args["group"] = to_string(op.group);
+      args["bytes"] = op.coll_bytes;
+      args["algorithm"] = rec.algorithm;
+    } else {
+      args["bytes"] = op.copy_bytes;
+    }
+    events.push_back({{"ph", "X"},
+                      {"pid", pid},
+                      {"tid", static_cast<int>(op.stream)},
+                      {"name", op.name},
+                      {"ts", us(rec.start_s)},
+                      {"dur", us(rec.end_s - rec.start_s)},
+                      {"args", args}});
+    events.push_back({{"ph", "X"},
+                      {"pid", pid},
+                      {"tid", 4},
+                      {"name", "launch " + op.name},
+                      {"ts", us(rec.launch_start_s)},
+                      {"dur", us(rec.launch_end_s - rec.launch_start_s)}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace racksim::sim

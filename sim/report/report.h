@@ -1,0 +1,34 @@
+// The results of one simulated step as the JSON report of DESIGN.md ("run --json"), and the
+// Chrome trace-event file (--trace) that Perfetto opens.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/engine/replay.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/op_graph.h"
+
+namespace racksim::sim {
+
+struct RunResult {
+  Scenario scenario;
+  workloads::OpGraph graph;  // the rank role simulated
+  ReplayResult replay;
+  nlohmann::json report;
+};
+
+// Builds the graph, replays it and assembles the report.
+RunResult simulate(const Scenario& scenario);
+
+nlohmann::json make_report(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+
+// Chrome trace-event JSON: one process per simulated rank, one thread per stream plus the
+// host launch thread, one complete event per op with FLOPs, bytes and its bound in args.
+nlohmann::json make_trace(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+
+std::string version();
+
+}  // namespace racksim::sim

@@ -1,0 +1,369 @@
+#include "sim/scenario/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "hardware_models/system_preset.h"
+#include "sim/core/text.h"
+#include "sim/core/units.h"
+#include "sim/input/yaml_reader.h"
+
+namespace racksim::sim {
+
+namespace fs = std::filesystem;
+using input::MapReader;
+using input::Node;
+using namespace racksim::workloads;
+
+std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args) {
+  std::vector<SetOverride> out;
+  input::Diagnostics diag;
+  for (const auto& a : args) {
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      diag.error({"--set " + a, 0, 0}, "", "expected KEY.PATH=VALUE (e.g. --set training.parallelism.tp=8)");
+      continue;
+    }
+    const std::string key = a.substr(0, eq);
+    bool ok = !key.empty() && key.front() != '.' && key.back() != '.' && key.find("..") == std::string::npos;
+    for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+    if (!ok) {
+      diag.error({"--set " + a, 0, 0}, "", fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
+      continue;
+    }
+    out.push_back({key, a.substr(eq + 1)});
+  }
+  diag.throw_if_any();
+  return out;
+}
+
+namespace {
+
+template <class T, class U>
+void set_if(std::optional<U> v, T& field) {
+  if (v) field = static_cast<T>(*v);
+}
+
+void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
+  for (const auto& s : sets) {
+    const std::string label = fmt::format("--set {}={}", s.key_path, s.value);
+    YAML::Node value;
+    try {
+      value = YAML::Load(s.value);
+    } catch (const YAML::Exception& e) {
+      ctx->diag->error({label, 0, 0}, s.key_path, "malformed value: " + e.msg);
+      continue;
+    }
+    if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
+    if (!input::set_by_path(root, s.key_path, value)) {
+      ctx->diag->error({label, 0, 0}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
+      continue;
+    }
+    ctx->grafts[s.key_path] = {label, s.key_path};
+  }
+}
+
+RecomputePolicy parse_recompute(const Node& n, bool moe) {
+  RecomputePolicy p;
+  if (n.yaml().IsScalar()) {
+    const std::vector<std::pair<std::string, RecomputeMode>> modes = {{"none", RecomputeMode::none},
+                                                                       {"selective", RecomputeMode::selective},
+                                                                       {"full", RecomputeMode::full},
+                                                                       {"save_dots", RecomputeMode::save_dots}};
+    for (const auto& [name, m] : modes)
+      if (n.yaml().Scalar() == name) {
+        p.mode = m;
+        return p;
+      }
+    std::vector<std::string> names;
+    for (const auto& m : modes) names.push_back(m.first);
+    names.push_back("{save: [...], offload: [...]}");
+    n.error(MapReader::unknown_choice_message(n.yaml().Scalar(), names));
+    return p;
+  }
+  p.mode = RecomputeMode::names;
+  MapReader r(n);
+  std::vector<std::string> valid = activation_names();
+  if (moe) valid.insert(valid.end(), moe_activation_names().begin(), moe_activation_names().end());
+  auto read_list = [&](const std::string& key, std::vector<std::string>& out) {
+    auto l = r.get(key);
+    if (!l) return;
+    if (!l->yaml().IsSequence()) {
+      l->error(fmt::format("expected a list of activation names, got {}", l->describe()));
+      return;
+    }
+    for (std::size_t i = 0; i < l->yaml().size(); ++i) {
+      Node e = l->element(i);
+      auto s = e.as_string();
+      if (!s) continue;
+      if (std::find(valid.begin(), valid.end(), *s) == valid.end()) {
+        e.error(MapReader::unknown_choice_message(*s, valid));
+        continue;
+      }
+      out.push_back(*s);
+    }
+  };
+  read_list("save", p.save);
+  read_list("offload", p.offload);
+  r.finish();
+  for (const auto& s : p.save)
+    if (std::find(p.offload.begin(), p.offload.end(), s) != p.offload.end())
+      n.error(fmt::format("activation '{}' is both saved and offloaded; name it once", s));
+  return p;
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (auto it = n.begin(); it != n.end(); ++it) j[it->first.Scalar()] = yaml_to_json(it->second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : n) j.push_back(yaml_to_json(e));
+    return j;
+  }
+  if (n.IsScalar()) return n.Scalar();
+  return nullptr;
+}
+
+Scenario parse_scenario(Node root) {
+  Scenario sc;
+  sc.file = root.file();
+  auto ctx = root.context();
+  MapReader top(root);
+  if (!top.ok()) return sc;
+  set_if(top.string("name"), sc.name);
+  if (sc.name.empty()) sc.name = fs::path(sc.file).stem().string();
+
+  // --- system
+  if (auto sys = top.get("system", true)) {
+    MapReader r(*sys);
+    set_if(r.string("preset", true), sc.system.preset);
+    set_if(r.integer("gpus", true, 1, 10'000'000), sc.system.gpus);
+    if (auto c = r.string("calibration")) sc.system.calibration = *c;
+    auto overrides = r.get("overrides");
+    if (overrides) sc.system.overrides = yaml_to_json(overrides->yaml());
+    r.finish();
+    if (!sc.system.preset.empty()) {
+      Node named = sys->child("preset");
+      hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec);
+    }
+  }
+
+  // --- model
+  if (auto mn = top.get("model", true)) {
+    if (mn->yaml().IsMap() && mn->yaml()["preset"]) {
+      MapReader r(*mn);
+      auto preset = r.string("preset", true);
+      r.finish();  // a preset and inline fields together would be ambiguous
+      if (preset) load_model_preset(*preset, mn->child("preset"), ctx, sc.model);
+    } else {
+      sc.model = parse_model(*mn, false);
+      validate_model(sc.model, *mn);
+    }
+  }
+
+  // --- training
+  auto& t = sc.training;
+  std::optional<Node> tn = top.get("training", true);
+  std::optional<Node> par_node;
+  if (tn) {
+    MapReader r(*tn);
+    set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
+    set_if(r.integer("global_batch", true, 1, 1'000'000'000), t.global_batch);
+    set_if(r.integer("micro_batch", false, 1, 1'000'000'000), t.micro_batch);
+    if (auto p = r.get("precision")) {
+      auto s = p->as_string();
+      if (s) {
+        static const std::vector<std::string> allowed = {"bf16", "fp8", "mxfp8", "nvfp4"};
+        auto d = hw::dtype_from_string(*s);
+        if (!d || std::find(allowed.begin(), allowed.end(), *s) == allowed.end())
+          p->error(MapReader::unknown_choice_message(*s, allowed));
+        else
+          t.precision = *d;
+      }
+    }
+    if ((par_node = r.get("parallelism"))) {
+      MapReader pr(*par_node);
+      set_if(pr.integer("tp", false, 1, 1'000'000), t.parallelism.tp);
+      set_if(pr.integer("pp", false, 1, 1'000'000), t.parallelism.pp);
+      set_if(pr.integer("vp", false, 1, 1'000'000), t.parallelism.vp);
+      set_if(pr.integer("cp", false, 1, 1'000'000), t.parallelism.cp);
+      set_if(pr.integer("ep", false, 1, 1'000'000), t.parallelism.ep);
+      if (auto dp = pr.get("dp")) {
+        if (dp->yaml().IsScalar() && dp->yaml().Scalar() == "auto") {
+          t.parallelism.dp_auto = true;
+        } else if (auto v = dp->as_integer(1, 10'000'000)) {
+          t.parallelism.dp = static_cast<int>(*v);
+          t.parallelism.dp_auto = false;
+        }
+      }
+      pr.finish();
+    }
+    set_if(r.choice<OptimizerSharding>("optimizer_sharding",
+                                       {{"none", OptimizerSharding::none},
+                                        {"zero1", OptimizerSharding::zero1},
+                                        {"zero2", OptimizerSharding::zero2},
+                                        {"fsdp", OptimizerSharding::fsdp}}),
+           t.optimizer_sharding);
+    if (auto rc = r.get("recompute")) t.recompute = parse_recompute(*rc, sc.model.moe.has_value());
+    if (auto off = r.get("offload")) {
+      MapReader or_(*off);
+      set_if(or_.boolean("optimizer"), t.offload_optimizer);
+      or_.finish();
+    }
+    set_if(r.choice<AttentionImpl>("attention", {{"flash", AttentionImpl::flash},
+                                                 {"materialized", AttentionImpl::materialized}}),
+           t.attention);
+    set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
+    set_if(r.boolean("nvls"), t.nvls);
+    r.finish();
+  }
+  top.finish();
+
+  // --- cross-field checks (only when the parts themselves were valid)
+  if (!ctx->diag->empty() || !tn) return sc;
+  auto& p = t.parallelism;
+  const Node at_par = par_node ? *par_node : tn->child("parallelism");
+  const Node gpus_node = root.child("system").child("gpus");
+  const int64_t model_parallel = static_cast<int64_t>(p.tp) * p.pp * p.cp;
+  if (sc.system.gpus % model_parallel != 0) {
+    gpus_node.error(fmt::format("gpus ({}) must be a multiple of tp·pp·cp = {}·{}·{} = {}", sc.system.gpus, p.tp,
+                                p.pp, p.cp, model_parallel));
+  } else if (p.dp_auto) {
+    p.dp = static_cast<int>(sc.system.gpus / model_parallel);
+  } else if (model_parallel * p.dp != sc.system.gpus) {
+    at_par.child("dp").error(fmt::format("tp·pp·cp·dp = {}·{}·{}·{} = {} but system.gpus is {}", p.tp, p.pp, p.cp, p.dp,
+                                         model_parallel * p.dp, sc.system.gpus));
+  }
+  const auto& m = sc.model;
+  if (m.heads > 0 && m.heads % p.tp != 0)
+    at_par.child("tp").error(fmt::format("tp ({}) must divide the model's heads ({})", p.tp, m.heads));
+  else if (m.kv_heads > 0 && m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
+    at_par.child("tp").error(fmt::format("tp ({}) and kv_heads ({}) must divide one another", p.tp, m.kv_heads));
+  if (m.ffn_hidden % p.tp != 0)
+    at_par.child("tp").error(fmt::format("tp ({}) must divide ffn_hidden ({})", p.tp, m.ffn_hidden));
+  if (static_cast<int64_t>(p.pp) * p.vp > m.layers)
+    at_par.child("pp").error(fmt::format("pp·vp = {}·{} exceeds the model's {} layers", p.pp, p.vp, m.layers));
+  if (p.vp > 1 && p.pp == 1) at_par.child("vp").error("vp > 1 (interleaved stages) needs pp > 1");
+  if (t.seq_len % p.cp != 0 || (p.cp > 1 && t.seq_len % (2 * p.cp) != 0))
+    at_par.child("cp").error(fmt::format("seq_len ({}) must be divisible by 2·cp = {} (load-balanced ring attention)",
+                                         t.seq_len, 2 * p.cp));
+  if (p.ep > 1) {
+    if (!m.moe) at_par.child("ep").error("ep > 1 needs a mixture-of-experts model (model.moe)");
+    else if (m.moe->experts % p.ep != 0)
+      at_par.child("ep").error(fmt::format("ep ({}) must divide the model's experts ({})", p.ep, m.moe->experts));
+    if (p.dp > 0 && (static_cast<int64_t>(p.dp) * p.cp) % p.ep != 0)
+      at_par.child("ep").error(fmt::format("ep ({}) must divide dp·cp = {}", p.ep, static_cast<int64_t>(p.dp) * p.cp));
+  }
+  if (p.dp > 0) {
+    const int64_t per_step = static_cast<int64_t>(t.micro_batch) * p.dp;
+    if (t.global_batch % per_step != 0)
+      tn->child("global_batch")
+          .error(fmt::format("global_batch ({}) must be a multiple of micro_batch·dp = {}·{} = {}", t.global_batch,
+                             t.micro_batch, p.dp, per_step));
+  }
+  if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
+    tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
+                                             sc.system.spec.gpu.model, hw::to_string(t.precision)));
+  return sc;
+}
+
+Scenario finish_load(std::optional<Node> root, input::Diagnostics& diag, const std::vector<SetOverride>& sets) {
+  if (!root) diag.throw_if_any();
+  apply_sets(root->yaml(), sets, root->context());
+  Scenario sc = parse_scenario(*root);
+  diag.throw_if_any();
+  return sc;
+}
+
+}  // namespace
+
+Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  return finish_load(input::load_yaml_file(path, ctx), diag, sets);
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& file_label, const std::vector<SetOverride>& sets) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  return finish_load(input::load_yaml_text(text, file_label, ctx), diag, sets);
+}
+
+nlohmann::json scenario_to_json(const Scenario& s) {
+  using nlohmann::json;
+  json sys = {{"preset", s.system.preset}, {"gpus", s.system.gpus}};
+  if (s.system.calibration) sys["calibration"] = *s.system.calibration;
+  if (!s.system.overrides.empty()) sys["overrides"] = s.system.overrides;
+  const auto& g = s.system.spec;
+  json peaks = json::object();
+  for (const auto& [d, v] : g.gpu.peak_dense_flops_per_s) peaks[hw::to_string(d)] = format_quantity(v, QuantityKind::flops_per_second);
+  // The resolved hardware, so a report says exactly what was simulated.
+  sys["resolved"] = {
+      {"gpu", {{"model", g.gpu.model},
+               {"sm_count", g.gpu.sm_count},
+               {"peak_dense", peaks},
+               {"hbm_capacity", format_quantity(g.gpu.hbm_capacity_bytes, QuantityKind::bytes)},
+               {"hbm_bandwidth", format_quantity(g.gpu.hbm_bandwidth_Bps, QuantityKind::bytes_per_second)}}},
+      {"launch", {{"eager_kernel_launch", format_quantity(g.launch.eager_kernel_launch_s, QuantityKind::seconds)},
+                  {"graph_kernel_launch", format_quantity(g.launch.graph_kernel_launch_s, QuantityKind::seconds)},
+                  {"graph_launch", format_quantity(g.launch.graph_launch_s, QuantityKind::seconds)}}},
+      {"host", {{"link_bandwidth_per_direction", format_quantity(g.host.link_bandwidth_per_direction_Bps, QuantityKind::bytes_per_second)},
+                {"link_bandwidth_both_directions", format_quantity(g.host.link_bandwidth_both_directions_Bps, QuantityKind::bytes_per_second)},
+                {"copy_efficiency", g.host.copy_efficiency},
+                {"gpus_per_link", g.host.gpus_per_link}}},
+      {"scale_up", {{"bandwidth_per_direction", format_quantity(g.scale_up.bandwidth_per_direction_Bps, QuantityKind::bytes_per_second)},
+                    {"domain_size", g.scale_up.domain_size},
+                    {"nvls", g.scale_up.nvls}}},
+      {"scale_out", {{"nic_bandwidth", format_quantity(g.scale_out.nic_bandwidth_Bps, QuantityKind::bytes_per_second)},
+                     {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
+      {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
+
+  const auto& m = s.model;
+  json model = {{"name", m.name},           {"layers", m.layers}, {"hidden", m.hidden},
+                {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads},   {"kv_heads", m.kv_heads},
+                {"head_dim", m.head_dim},   {"vocab", m.vocab},   {"ffn", m.ffn == FfnKind::swiglu ? "swiglu" : "gelu"},
+                {"tied_embeddings", m.tied_embeddings}};
+  if (m.moe)
+    model["moe"] = {{"experts", m.moe->experts},
+                    {"top_k", m.moe->top_k},
+                    {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
+                    {"shared_experts", m.moe->shared_experts},
+                    {"first_dense_layers", m.moe->first_dense_layers}};
+  if (m.mla)
+    model["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
+                    {"kv_lora_rank", m.mla->kv_lora_rank},
+                    {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                    {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                    {"v_head_dim", m.mla->v_head_dim}};
+  const auto& t = s.training;
+  json recompute;
+  if (t.recompute.mode == RecomputeMode::names)
+    recompute = {{"save", t.recompute.save}, {"offload", t.recompute.offload}};
+  else
+    recompute = to_string(t.recompute.mode);
+  json training = {
+      {"seq_len", t.seq_len},
+      {"global_batch", t.global_batch},
+      {"micro_batch", t.micro_batch},
+      {"precision", hw::to_string(t.precision)},
+      {"parallelism",
+       {{"tp", t.parallelism.tp}, {"pp", t.parallelism.pp}, {"vp", t.parallelism.vp}, {"cp", t.parallelism.cp},
+        {"ep", t.parallelism.ep}, {"dp", t.parallelism.dp}}},
+      {"optimizer_sharding", to_string(t.optimizer_sharding)},
+      {"recompute", recompute},
+      {"offload", {{"optimizer", t.offload_optimizer}}},
+      {"attention", to_string(t.attention)},
+      {"cuda_graphs", t.cuda_graphs},
+      {"nvls", t.nvls}};
+  return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
+}
+
+}  // namespace racksim::sim

@@ -1,0 +1,43 @@
+// Builds the training step of one rank role as an OpGraph: forward, backward (with
+// recomputation and activation offload per the recompute policy), gradient synchronisation
+// per the optimizer-sharding mode, and the optimizer.
+#pragma once
+
+#include "hardware_models/system_spec.h"
+#include "workloads/model_spec.h"
+#include "workloads/op_graph.h"
+#include "workloads/training_config.h"
+
+namespace racksim::workloads {
+
+// FLOPs the report calls "model FLOPs": 6·N·tokens plus causal attention
+// (6·B·L·S²·D per step, i.e. 12·L·S²·D per sequence halved by the causal mask), no recompute.
+double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t);
+
+// Bytes per element of the tensors the graph moves.
+struct Precision {
+  double matmul_input_bytes;   // weights/activations entering tensor cores (2 bf16, 1 fp8, ~0.5 nvfp4)
+  double activation_bytes;     // saved activations (bf16)
+  double master_weight_bytes;  // fp32
+  double grad_bytes;           // fp32 main grads
+  double optimizer_bytes;      // Adam m and v, fp32 each
+  double grad_reduce_bytes;    // data-parallel gradient reduction dtype (fp32)
+  double param_gather_bytes;   // parameter all-gather dtype (bf16; fp8 where frameworks do it)
+};
+Precision precision_of(const TrainingConfig& t);
+
+struct RankRole {
+  int pp_stage = 0;            // which pipeline stage this role is
+};
+
+OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
+                             const RankRole& role = {});
+
+// The activation names a policy keeps in HBM / sends to host for one layer.
+struct SavePlan {
+  std::vector<std::string> saved;
+  std::vector<std::string> offloaded;
+};
+SavePlan save_plan(const RecomputePolicy& p, bool materialized_attention, bool moe_layer);
+
+}  // namespace racksim::workloads

@@ -1,0 +1,82 @@
+// The architecture of a decoder-only transformer: from a preset (workloads/models/NAME.yaml)
+// or from inline fields in a scenario. Parameter and FLOP counts are derived here, once.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/input/yaml_reader.h"
+
+namespace racksim::workloads {
+
+enum class FfnKind { swiglu, gelu };
+
+struct MoeSpec {
+  int experts = 0;             // routed experts
+  int top_k = 1;
+  int expert_ffn_hidden = 0;
+  int shared_experts = 0;
+  int first_dense_layers = 0;  // leading layers that keep a dense FFN of ffn_hidden
+};
+
+// DeepSeek multi-head latent attention (low-rank Q and KV projections).
+struct MlaSpec {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+struct ModelSpec {
+  std::string name;      // preset name or "inline"
+  std::string summary;
+  int layers = 0;
+  int hidden = 0;
+  int ffn_hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;      // default hidden / heads
+  int vocab = 0;
+  FfnKind ffn = FfnKind::swiglu;
+  bool tied_embeddings = false;
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+  double published_params = 0;         // for cross-checking; 0 = not given
+  double published_active_params = 0;
+  std::map<std::string, std::string> sources;
+
+  bool is_moe_layer(int layer) const { return moe && layer >= moe->first_dense_layers; }
+};
+
+// Per-layer weight counts (elements), used by the graph builder and the memory model.
+struct LayerParams {
+  double attention = 0;   // Q, K, V, O projections (or MLA's low-rank projections)
+  double mlp = 0;         // dense FFN, or shared experts in an MoE layer
+  double experts = 0;     // all routed experts of an MoE layer
+  double router = 0;
+  double norms = 0;
+  double total() const { return attention + mlp + experts + router + norms; }
+};
+
+LayerParams layer_params(const ModelSpec& m, int layer);
+double embedding_params(const ModelSpec& m);  // input embedding + output projection (once if tied) + final norm
+double total_params(const ModelSpec& m);
+// Parameters touched per token: routed experts count top_k of them.
+double active_params(const ModelSpec& m);
+
+std::string models_dir();
+std::vector<std::string> list_model_presets();
+
+// Reads model fields from `node` (strict). `allow_meta` accepts name/summary/params/sources
+// (preset files); inline scenario models give only the architecture.
+ModelSpec parse_model(const input::Node& node, bool is_preset_file);
+// Loads workloads/models/NAME.yaml; records an error at `where_named` if unknown.
+bool load_model_preset(const std::string& name, const input::Node& where_named,
+                       const std::shared_ptr<input::LoadContext>& ctx, ModelSpec& out);
+// Cross-field checks (heads divisible by kv_heads, ...) recorded at `where`.
+void validate_model(const ModelSpec& m, const input::Node& where);
+
+}  // namespace racksim::workloads

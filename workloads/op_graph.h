@@ -1,0 +1,82 @@
+// The training step of one rank role as a DAG of operations (DESIGN.md: "the graph is the
+// workload"). Vector order is the order the host issues work; ops on one stream run in that
+// order; `deps` add cross-stream dependencies. Memory is tensors allocated when an op starts
+// and freed when an op ends.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware_models/system_spec.h"
+
+namespace racksim::workloads {
+
+enum class OpKind { kernel, collective, copy_h2d, copy_d2h };
+enum class StreamKind { compute, comm, h2d, d2h };
+constexpr int kStreamCount = 4;
+enum class ExecUnit { tensor, vector };
+enum class Phase { forward, backward, recompute, optimizer };
+// Which communicator a collective runs on.
+enum class CommGroup { dp, tp, pp, cp, ep };
+enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+enum class MemCategory { weights, gradients, optimizer, activations, communication_buffers, other };
+constexpr int kMemCategoryCount = 6;
+
+std::string to_string(StreamKind s);
+std::string to_string(Phase p);
+std::string to_string(CommGroup g);
+std::string to_string(CollOp c);
+std::string to_string(MemCategory c);
+
+using OpId = uint32_t;
+using TensorId = uint32_t;
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kernel;
+  StreamKind stream = StreamKind::compute;
+  Phase phase = Phase::forward;
+  // kernel
+  ExecUnit unit = ExecUnit::vector;
+  hw::Dtype dtype = hw::Dtype::bf16;
+  double flops = 0;
+  double hbm_bytes = 0;               // bytes read + written in HBM
+  std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
+  int gemm_batch = 1;
+  // collective
+  CollOp coll = CollOp::all_reduce;
+  CommGroup group = CommGroup::dp;
+  double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
+  // host copy
+  double copy_bytes = 0;
+  std::vector<OpId> deps;
+  std::vector<TensorId> allocs;       // allocated when the op starts
+  std::vector<TensorId> frees;        // freed when the op ends
+};
+
+struct Tensor {
+  std::string name;
+  MemCategory category = MemCategory::activations;
+  double bytes = 0;
+  bool on_host = false;               // pinned host memory (offload), not HBM
+};
+
+struct OpGraph {
+  std::vector<Op> ops;
+  std::vector<Tensor> tensors;
+  std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
+  std::vector<std::string> notes;     // modelling choices worth a warning in the report
+
+  OpId add(Op op) {
+    ops.push_back(std::move(op));
+    return static_cast<OpId>(ops.size() - 1);
+  }
+  TensorId tensor(std::string name, MemCategory c, double bytes, bool on_host = false) {
+    tensors.push_back({std::move(name), c, bytes, on_host});
+    return static_cast<TensorId>(tensors.size() - 1);
+  }
+};
+
+}  // namespace racksim::workloads

@@ -1,0 +1,58 @@
+// How a model is trained: batch, precision, parallelism, sharding of training state,
+// activation recompute/offload, and the launch mode. The graph builder turns these into
+// transformations of the training graph.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hardware_models/system_spec.h"
+
+namespace racksim::workloads {
+
+struct Parallelism {
+  int tp = 1;   // tensor parallel (with sequence parallelism)
+  int pp = 1;   // pipeline stages
+  int vp = 1;   // virtual (interleaved) stages per pipeline rank
+  int cp = 1;   // context parallel
+  int ep = 1;   // expert parallel (folds into dp*cp, as in Megatron)
+  int dp = 0;   // data parallel; resolved from gpus when `dp: auto`
+  bool dp_auto = true;
+};
+
+enum class OptimizerSharding { none, zero1, zero2, fsdp };
+enum class RecomputeMode { none, selective, full, save_dots, names };
+enum class AttentionImpl { flash, materialized };
+
+// Activation names per transformer layer (DESIGN.md "Scenario file").
+const std::vector<std::string>& activation_names();      // dense layer
+const std::vector<std::string>& moe_activation_names();  // extra names in MoE layers
+
+struct RecomputePolicy {
+  RecomputeMode mode = RecomputeMode::none;
+  std::vector<std::string> save;     // mode == names: kept in HBM
+  std::vector<std::string> offload;  // mode == names: moved to host memory in forward, back in backward
+};
+
+struct TrainingConfig {
+  int seq_len = 0;
+  int global_batch = 0;   // sequences per optimizer step
+  int micro_batch = 1;    // sequences per micro-step per data-parallel rank
+  hw::Dtype precision = hw::Dtype::bf16;
+  Parallelism parallelism;
+  OptimizerSharding optimizer_sharding = OptimizerSharding::none;
+  RecomputePolicy recompute;
+  bool offload_optimizer = false;
+  AttentionImpl attention = AttentionImpl::flash;
+  bool cuda_graphs = false;
+  bool nvls = true;
+
+  // Derived: gradient-accumulation micro-steps per optimizer step.
+  int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }
+};
+
+std::string to_string(OptimizerSharding s);
+std::string to_string(RecomputeMode m);
+std::string to_string(AttentionImpl a);
+
+}  // namespace racksim::workloads
