@@ -26,13 +26,23 @@ void check_capacity(const std::string& name, double capacity_per_s) {
 // Heap order for progressive filling (std heaps are max-heaps, so this is "a comes after b"):
 // lowest level first; on equal levels resources (who >= 0) before rate caps, lower ids first.
 // A total order, so the solve is deterministic; a flow whose cap equals its fair share is reported
-// as bound by the resource.
-template <class L>
-bool level_later(const L& a, const L& b) {
-  if (a.level != b.level) return a.level > b.level;
-  if ((a.who >= 0) != (b.who >= 0)) return a.who < 0;
-  return a.who >= 0 ? a.who > b.who : a.who < b.who;
-}
+// as bound by the resource. A function object so that the heap operations inline it.
+struct LevelLater {
+  template <class L>
+  bool operator()(const L& a, const L& b) const {
+    if (a.level != b.level) return a.level > b.level;
+    if ((a.who >= 0) != (b.who >= 0)) return a.who < 0;
+    return a.who >= 0 ? a.who > b.who : a.who < b.who;
+  }
+};
+
+// Earliest completion first; equal picoseconds in start (id) order.
+struct CompletionLater {
+  template <class C>
+  bool operator()(const C& a, const C& b) const {
+    return a.ps != b.ps ? a.ps > b.ps : a.id > b.id;
+  }
+};
 
 }  // namespace
 
@@ -133,7 +143,7 @@ bool FlowNetwork::cancel_flow(FlowId id) {
   auto it = flows_.find(id);
   if (it == flows_.end() || it->second.finished) return false;
   Flow& f = it->second;
-  if (f.in_completions) completions_.erase({f.completion.ps, f.id});
+  drop_completion(f);
   if (f.attached) detach(f);
   flows_.erase(it);
   --active_;
@@ -215,8 +225,27 @@ void FlowNetwork::advance(Flow& f) {
   f.last_update = now;
 }
 
+void FlowNetwork::drop_completion(Flow& f) {
+  if (!f.in_completions) return;
+  f.in_completions = false;  // its heap entry is now stale
+  --live_completions_;
+}
+
+const FlowNetwork::Completion* FlowNetwork::earliest_completion() {
+  while (!completions_.empty()) {
+    const Completion& top = completions_.front();
+    auto it = flows_.find(top.id);
+    if (it != flows_.end() && it->second.in_completions && it->second.completion_version == top.version) {
+      return &top;
+    }
+    std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
+    completions_.pop_back();
+  }
+  return nullptr;
+}
+
 void FlowNetwork::update_completion(Flow& f) {
-  if (f.in_completions) completions_.erase({f.completion.ps, f.id});
+  drop_completion(f);
   const SimTime now = q_.now();
   SimTime when = SimTime::max();  // never (rate 0)
   if (f.remaining <= kRelativeEpsilon * f.amount) {
@@ -231,8 +260,19 @@ void FlowNetwork::update_completion(Flow& f) {
     }
   }
   f.completion = when;
-  f.in_completions = when != SimTime::max();
-  if (f.in_completions) completions_.emplace(when.ps, f.id);
+  if (when == SimTime::max()) return;
+  f.in_completions = true;
+  ++live_completions_;
+  completions_.push_back(Completion{when.ps, f.id, ++f.completion_version});
+  std::push_heap(completions_.begin(), completions_.end(), CompletionLater{});
+  if (completions_.size() > 64 && completions_.size() > 2 * live_completions_) {
+    // O(n) after at least n/2 superseded entries: O(1) amortized per update.
+    std::erase_if(completions_, [this](const Completion& c) {
+      auto it = flows_.find(c.id);
+      return it == flows_.end() || !it->second.in_completions || it->second.completion_version != c.version;
+    });
+    std::make_heap(completions_.begin(), completions_.end(), CompletionLater{});
+  }
 }
 
 void FlowNetwork::settle() {
@@ -247,7 +287,7 @@ void FlowNetwork::settle_if_dirty() const {
   if (!dirty_.empty()) const_cast<FlowNetwork*>(this)->settle();
 }
 
-void FlowNetwork::freeze(Flow& f, double level, int64_t bound_by, std::vector<Level>& heap) {
+void FlowNetwork::freeze(Flow& f, double level, int64_t bound_by) {
   f.frozen = true;
   f.new_rate = level;
   f.new_bottleneck = bound_by;
@@ -256,20 +296,7 @@ void FlowNetwork::freeze(Flow& f, double level, int64_t bound_by, std::vector<Le
     res.frozen_use += pe.coefficient * level;
     res.unfrozen_coef -= pe.coefficient;
     --res.unfrozen_count;
-    ++res.version;
-    if (res.unfrozen_count == 0) continue;
-    if (!(res.unfrozen_coef > 0)) {
-      // Cancellation drift in the running sum; recompute it exactly.
-      res.unfrozen_coef = 0;
-      for (const User& u : res.users) {
-        if (!u.flow->frozen) res.unfrozen_coef += u.flow->path[u.path_index].coefficient;
-      }
-    }
-    // The level at which the remaining unfrozen flows, all rising together, saturate it. Never
-    // below the current level: the true value is not, only rounding can make it so.
-    const double saturation = (res.capacity - res.frozen_use) / res.unfrozen_coef;
-    heap.push_back(Level{std::max(level, saturation), static_cast<int64_t>(pe.resource), res.version});
-    std::push_heap(heap.begin(), heap.end(), level_later<Level>);
+    ++res.version;  // its heap entry is now a lower bound; re-keyed when it surfaces
   }
 }
 
@@ -306,8 +333,9 @@ void FlowNetwork::solve_components() {
   }
 
   // Progressive filling. Every unfrozen flow sits at the common `level`; the next event is the
-  // lowest level at which a resource saturates or a flow reaches its cap. A min-heap of those
-  // levels (stale entries skipped by version) makes it O(P log P) for P path entries.
+  // lowest level at which a resource saturates or a flow reaches its cap. A min-heap holds one
+  // entry per resource (a lower bound on its saturation level, re-keyed lazily) and one per
+  // capped flow: O((R + F + re-keys) log(R + F)) plus O(P) for the P path entries.
   for (ResourceId r : comp_resources_) {
     Resource& res = resources_[r];
     res.frozen_use = 0;
@@ -333,26 +361,43 @@ void FlowNetwork::solve_components() {
       heap_.push_back(Level{comp_flows_[i]->rate_cap, -1 - static_cast<int64_t>(i), 0});
     }
   }
-  std::make_heap(heap_.begin(), heap_.end(), level_later<Level>);
+  std::make_heap(heap_.begin(), heap_.end(), LevelLater{});
 
   double level = 0;
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), level_later<Level>);
+    std::pop_heap(heap_.begin(), heap_.end(), LevelLater{});
     const Level top = heap_.back();
     heap_.pop_back();
     if (top.who >= 0) {
       Resource& res = resources_[static_cast<std::size_t>(top.who)];
-      if (top.version != res.version || res.unfrozen_count == 0) continue;
+      if (res.unfrozen_count == 0) continue;
+      if (top.version != res.version) {
+        // Flows froze on it since this entry was made. Freezing a flow at a level no higher than
+        // a resource's saturation level never lowers that level, so the entry was a lower bound:
+        // re-key it now instead of on every freeze (one live entry per resource).
+        if (!(res.unfrozen_coef > 0)) {
+          // Cancellation drift in the running sum; recompute it exactly.
+          res.unfrozen_coef = 0;
+          for (const User& u : res.users) {
+            if (!u.flow->frozen) res.unfrozen_coef += u.flow->path[u.path_index].coefficient;
+          }
+        }
+        // Never below the current level: the true value is not, only rounding can make it so.
+        const double saturation = (res.capacity - res.frozen_use) / res.unfrozen_coef;
+        heap_.push_back(Level{std::max(level, saturation), top.who, res.version});
+        std::push_heap(heap_.begin(), heap_.end(), LevelLater{});
+        continue;
+      }
       level = std::max(level, top.level);
       // freeze() does not change the users list, only the flows' frozen flags.
       for (const User& u : res.users) {
-        if (!u.flow->frozen) freeze(*u.flow, level, top.who, heap_);
+        if (!u.flow->frozen) freeze(*u.flow, level, top.who);
       }
     } else {
       Flow* f = comp_flows_[static_cast<std::size_t>(-1 - top.who)];
       if (f->frozen) continue;
       level = std::max(level, top.level);
-      freeze(*f, level, kBoundByCap, heap_);
+      freeze(*f, level, kBoundByCap);
     }
   }
 
@@ -369,8 +414,8 @@ void FlowNetwork::solve_components() {
 }
 
 void FlowNetwork::reschedule() {
-  const SimTime next =
-      completions_.empty() ? SimTime::max() : std::max(SimTime::from_ps(completions_.begin()->first), q_.now());
+  const Completion* first = earliest_completion();
+  const SimTime next = first == nullptr ? SimTime::max() : std::max(SimTime::from_ps(first->ps), q_.now());
   if (scheduled_ && scheduled_at_ == next) return;
   if (scheduled_) q_.cancel(scheduled_);
   scheduled_ = {};
@@ -385,10 +430,11 @@ void FlowNetwork::on_completion_event() {
   scheduled_at_ = SimTime::max();
   const SimTime now = q_.now();
   std::vector<Flow*> done;
-  while (!completions_.empty() && completions_.begin()->first <= now.ps) {
-    Flow& f = flows_.at(completions_.begin()->second);
-    completions_.erase(completions_.begin());
-    f.in_completions = false;
+  for (const Completion* c = earliest_completion(); c != nullptr && c->ps <= now.ps; c = earliest_completion()) {
+    Flow& f = flows_.at(c->id);
+    std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
+    completions_.pop_back();
+    drop_completion(f);
     f.remaining = 0;
     f.last_update = now;
     if (f.attached) detach(f);

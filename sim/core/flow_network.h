@@ -6,7 +6,6 @@
 #include <deque>
 #include <functional>
 #include <limits>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -87,8 +86,9 @@ class FlowNetwork {
     double rate_cap = 0;
     double rate = 0;
     SimTime last_update{};
-    SimTime completion = SimTime::max();  // key in completions_ while in_completions
-    bool in_completions = false;
+    SimTime completion = SimTime::max();  // meaningful while in_completions
+    bool in_completions = false;           // has a valid entry in completions_
+    uint64_t completion_version = 0;       // entries with another version are stale
     bool attached = false;  // listed in its resources' users (not for zero-amount or pathless flows)
     bool finished = false;  // completing right now; kept only while on_done callbacks run
     int64_t bottleneck = kBoundByNone;  // resource id, kBoundByCap or kBoundByNone
@@ -120,6 +120,11 @@ class FlowNetwork {
     int64_t who;  // resource id, or -(1 + index into comp_flows_) for a flow's cap
     uint32_t version;
   };
+  struct Completion {
+    int64_t ps;
+    FlowId id;
+    uint64_t version;
+  };
 
   const Flow& find(FlowId f) const;
   Resource& resource(ResourceId r);
@@ -132,14 +137,20 @@ class FlowNetwork {
   void settle();                         // re-solve dirty components, then reschedule
   void settle_if_dirty() const;          // for queries: solve any deferred change first
   void solve_components();
-  void freeze(Flow& f, double level, int64_t bound_by, std::vector<Level>& heap);
+  void freeze(Flow& f, double level, int64_t bound_by);
+  void drop_completion(Flow& f);
+  const Completion* earliest_completion();  // the earliest valid entry, dropping stale ones
   void reschedule();
   void on_completion_event();
 
   EventQueue& q_;
   std::deque<Resource> resources_;  // deque: resource_name() references stay valid
   std::unordered_map<FlowId, Flow> flows_;  // node-based: Flow* stay valid across inserts
-  std::set<std::pair<int64_t, FlowId>> completions_;  // (completion ps, id): start order on ties
+  // Min-heap on (completion ps, id), so ties complete in start order. Lazy deletion: an entry is
+  // valid only while its flow exists, is in_completions and has the same completion_version;
+  // compacted when stale entries outnumber live ones.
+  std::vector<Completion> completions_;
+  std::size_t live_completions_ = 0;
   std::vector<ResourceId> dirty_;
   bool deferring_ = false;  // inside a completion batch: solve once after all callbacks
   std::size_t active_ = 0;

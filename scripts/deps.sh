@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages racksim builds with, if any is missing (idempotent).
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libboost-graph-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# CUDA parts build when nvcc is found (it lives outside PATH on the GPU machines).
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "export PATH=/usr/local/cuda/bin:\$PATH"
+fi

@@ -1,0 +1,79 @@
+// Training-graph structure: FLOPs against closed forms, recompute adds exactly one forward,
+// data-parallel collectives carry the bytes the algorithm says.
+#include <gtest/gtest.h>
+
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario scenario(const std::string& training_extra, int gpus = 1, const std::string& par = "{tp: 1}") {
+  return sim::load_scenario_text("system: {preset: h200-sxm, gpus: " + std::to_string(gpus) +
+                                     "}\nmodel: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, "
+                                     "vocab: 32768}\ntraining: {seq_len: 1024, global_batch: " +
+                                     std::to_string(4 * gpus) + ", micro_batch: 2, parallelism: " + par + training_extra +
+                                     "}\n",
+                                 "g.yaml");
+}
+
+double tensor_flops(const OpGraph& g, Phase only = Phase::optimizer, bool filter = false) {
+  double f = 0;
+  for (const auto& op : g.ops)
+    if (op.kind == OpKind::kernel && op.unit == ExecUnit::tensor && (!filter || op.phase == only)) f += op.flops;
+  return f;
+}
+
+}  // namespace
+
+TEST(Graph, FlopsMatchSixNTokensPlusFlashAttention) {
+  auto sc = scenario("");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const double tokens = 4.0 * 1024;  // global batch 4 x seq 1024
+  const double n = total_params(sc.model) - 32768.0 * 1024 /*input embedding: a gather, no FLOPs*/ -
+                   1024 * (2 * 4 + 1) /*norm gains: vector work*/;
+  // Flash attention, causal: forward 2·B·S²·D per layer, backward 2.5x forward (recomputes QK^T).
+  const double attention = 7.0 * 4 * 1024.0 * 1024 * 1024 * 4 /*layers*/;
+  EXPECT_NEAR(tensor_flops(g) / (6 * n * tokens + attention), 1.0, 1e-12);
+}
+
+TEST(Graph, FullRecomputeAddsOneForward) {
+  auto none = scenario("");
+  auto full = scenario(", recompute: full");
+  const auto gn = build_training_graph(none.model, none.training, none.system.spec);
+  const auto gf = build_training_graph(full.model, full.training, full.system.spec);
+  const double fwd_layers = tensor_flops(gn, Phase::forward, true) -
+                            2.0 * 1024 * 32768 * 1024 * 4 /*logits are outside the layers*/;
+  EXPECT_NEAR(tensor_flops(gf, Phase::recompute, true) / fwd_layers, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(tensor_flops(gn, Phase::recompute, true), 0.0);
+}
+
+TEST(Graph, DataParallelGradientBytes) {
+  for (auto [mode, op] : {std::pair{"none", CollOp::all_reduce}, std::pair{"zero1", CollOp::reduce_scatter}}) {
+    auto sc = scenario(std::string(", optimizer_sharding: ") + mode, 8);
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    double grad_bytes = 0, gather_bytes = 0;
+    for (const auto& o : g.ops) {
+      if (o.kind != OpKind::collective) continue;
+      if (o.coll == op) grad_bytes += o.coll_bytes;
+      if (o.coll == CollOp::all_gather) gather_bytes += o.coll_bytes;
+    }
+    // Once per optimizer step (not per micro-step), fp32 gradients of every parameter.
+    EXPECT_DOUBLE_EQ(grad_bytes, 4.0 * total_params(sc.model)) << mode;
+    EXPECT_DOUBLE_EQ(gather_bytes, std::string(mode) == "zero1" ? 2.0 * total_params(sc.model) : 0.0) << mode;
+  }
+}
+
+TEST(Graph, SavePlans) {
+  RecomputePolicy p;
+  p.mode = RecomputeMode::save_dots;
+  EXPECT_EQ(save_plan(p, true, false).saved, (std::vector<std::string>{"qkv", "attn_out", "mlp_gate", "mlp_up"}));
+  p.mode = RecomputeMode::selective;
+  const auto sel = save_plan(p, true, false).saved;
+  EXPECT_EQ(std::count(sel.begin(), sel.end(), "attn_scores"), 0);
+  EXPECT_EQ(std::count(sel.begin(), sel.end(), "qkv"), 1);
+  p.mode = RecomputeMode::full;
+  EXPECT_TRUE(save_plan(p, true, false).saved.empty());
+}

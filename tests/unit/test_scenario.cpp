@@ -1,0 +1,100 @@
+// Scenario loading: presets resolve, defaults apply, overrides graft, and errors carry
+// file:line:column and the key path.
+#include <gtest/gtest.h>
+
+#include "sim/input/diagnostics.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/model_spec.h"
+
+using namespace racksim;
+
+namespace {
+
+const char* kBase = R"(name: t
+system: {preset: h200-sxm, gpus: 16}
+model: {preset: llama3-8b}
+training:
+  seq_len: 4096
+  global_batch: 64
+  parallelism: {tp: 2}
+)";
+
+std::string error_text(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  try {
+    sim::load_scenario_text(yaml, "s.yaml", sim::parse_set_overrides(sets));
+  } catch (const input::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Scenario, ResolvesPresetsAndDefaults) {
+  auto sc = sim::load_scenario_text(kBase, "s.yaml");
+  EXPECT_EQ(sc.system.spec.name, "h200-sxm");
+  EXPECT_DOUBLE_EQ(sc.system.spec.gpu.hbm_bandwidth_Bps, 4.8e12);
+  EXPECT_EQ(sc.model.layers, 32);
+  EXPECT_EQ(sc.model.head_dim, 128);
+  EXPECT_EQ(sc.training.parallelism.dp, 8);  // 16 / tp 2
+  EXPECT_EQ(sc.training.micro_batch, 1);
+  EXPECT_EQ(sc.training.micro_steps(), 8);   // 64 / (1 * 8)
+  EXPECT_EQ(sc.training.recompute.mode, workloads::RecomputeMode::none);
+}
+
+TEST(Scenario, SetOverridesAndPresetOverrides) {
+  auto sc = sim::load_scenario_text(kBase, "s.yaml",
+                                    sim::parse_set_overrides({"training.parallelism.tp=4", "system.overrides.nvls=false",
+                                                              "system.overrides.gpu.hbm_bandwidth=5 TB/s"}));
+  EXPECT_EQ(sc.training.parallelism.tp, 4);
+  EXPECT_EQ(sc.training.parallelism.dp, 4);
+  EXPECT_FALSE(sc.system.spec.scale_up.nvls);  // `nvls` is a unique leaf name: scale_up.nvls
+  EXPECT_DOUBLE_EQ(sc.system.spec.gpu.hbm_bandwidth_Bps, 5e12);
+  EXPECT_NE(sc.system.spec.sources.at("gpu.hbm_bandwidth").find("scenario override"), std::string::npos);
+}
+
+TEST(Scenario, ErrorsCarryLocationAndPath) {
+  const std::string e = error_text(std::string(kBase) + "  recompute: ful\n");
+  EXPECT_EQ(e,
+            "s.yaml:8:14: error: training.recompute: unknown value 'ful'; expected one of none | selective | full | "
+            "save_dots | {save: [...], offload: [...]} (did you mean 'full'?)");
+}
+
+TEST(Scenario, CollectsAllErrors) {
+  const std::string e = error_text(R"(system: {preset: h200-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 64, micro_batchh: 2, attention: flsh}
+)");
+  EXPECT_NE(e.find("s.yaml:3:45: error: training.micro_batchh: unknown key 'micro_batchh'; did you mean 'micro_batch'?"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("training.attention: unknown value 'flsh'"), std::string::npos) << e;
+}
+
+TEST(Scenario, SetErrorsNameTheOverride) {
+  const std::string e = error_text(kBase, {"training.parallelism.tp=3"});
+  EXPECT_EQ(e, "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide the model's heads (32)");
+  EXPECT_THROW(sim::parse_set_overrides({"no_equals_sign"}), input::InputError);
+}
+
+TEST(Scenario, InlineModelAndParamCount) {
+  auto sc = sim::load_scenario_text(R"(system: {preset: h200-sxm, gpus: 1}
+model: {layers: 16, hidden: 2048, ffn_hidden: 8192, heads: 16, vocab: 32768}
+training: {seq_len: 2048, global_batch: 8, micro_batch: 8}
+)",
+                                    "s.yaml");
+  // The JAX reference model m1: 1,208,027,136 parameters (shared/reference/h200/jax_training_steps.jsonl).
+  EXPECT_DOUBLE_EQ(workloads::total_params(sc.model), 1208027136.0);
+}
+
+TEST(Scenario, ModelPresetsMatchPublishedParameterCounts) {
+  for (const std::string name : {"llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "mixtral-8x7b", "deepseek-v3"}) {
+    auto sc = sim::load_scenario_text(
+        "system: {preset: h200-sxm, gpus: 8}\nmodel: {preset: " + name + "}\ntraining: {seq_len: 4096, global_batch: 8}\n",
+        "s.yaml");
+    ASSERT_GT(sc.model.published_params, 0) << name;
+    EXPECT_NEAR(workloads::total_params(sc.model) / sc.model.published_params, 1.0, 0.01) << name;
+    if (sc.model.published_active_params > 0)
+      EXPECT_NEAR(workloads::active_params(sc.model) / sc.model.published_active_params, 1.0, 0.03) << name;
+  }
+}
