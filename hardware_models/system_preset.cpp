@@ -262,8 +262,15 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
           continue;
         } else {
           std::string msg = fmt::format("unknown preset field '{}'", key);
-          if (auto near = sim::nearest(key, leaves, std::max<std::size_t>(3, key.size() / 3)))
-            msg += fmt::format("; did you mean '{}'?", *near);
+          auto near = sim::nearest(key, leaves, std::max<std::size_t>(3, key.size() / 3));
+          if (!near) {
+            // A misspelt short name: compare with the last part of each field path.
+            std::vector<std::string> last;
+            for (const auto& l : leaves) last.push_back(l.substr(l.rfind('.') + 1));
+            if (auto n = sim::nearest(key, last, std::max<std::size_t>(2, key.size() / 3)))
+              near = leaves[std::find(last.begin(), last.end(), *n) - last.begin()];
+          }
+          if (near) msg += fmt::format("; did you mean '{}'?", *near);
           node.error(msg);
           continue;
         }
@@ -271,8 +278,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path()};
       const auto w = node.where();
-      input::set_by_path(tree, "sources." + target,
-                         YAML::Node(fmt::format("scenario override at {}:{}:{}", w.file, w.line, w.column)));
+      // Keys of `sources` are dotted paths themselves: set the entry directly.
+      tree["sources"][target] = fmt::format("scenario override at {}:{}:{}", w.file, w.line, w.column);
     }
   }
   Node rooted(tree, path, "", "", ctx);
