@@ -1,0 +1,419 @@
+// GEMM throughput through cuBLASLt: bf16 (fp32 accumulate, bf16 out), fp8 e4m3 (per-tensor
+// scales, bf16 out), fp4 e2m1 (16-element ue4m3 block scales, bf16 out) where the GPU has it.
+#include <cmath>
+#include <cstring>
+
+#include "gemm.h"
+
+namespace rb {
+
+#define RB_CUBLAS(call)                                                                                 \
+  do {                                                                                                  \
+    cublasStatus_t rb_st_ = (call);                                                                     \
+    if (rb_st_ != CUBLAS_STATUS_SUCCESS)                                                                \
+      ::rb::throw_error(std::string(#call) + ": cublas status " + std::to_string(static_cast<int>(rb_st_)), \
+                        __FILE__, __LINE__);                                                            \
+  } while (0)
+
+const char* gemm_type_name(GemmType t) {
+  switch (t) {
+    case GemmType::BF16: return "bf16";
+    case GemmType::FP8: return "fp8_e4m3";
+    case GemmType::FP4: return "fp4_e2m1";
+  }
+  return "?";
+}
+
+namespace {
+
+double elem_bytes(GemmType t) {
+  switch (t) {
+    case GemmType::BF16: return 2.0;
+    case GemmType::FP8: return 1.0;
+    case GemmType::FP4: return 0.5;
+  }
+  return 2.0;
+}
+
+cudaDataType_t ab_type(GemmType t) {
+  switch (t) {
+    case GemmType::BF16: return CUDA_R_16BF;
+    case GemmType::FP8: return CUDA_R_8F_E4M3;
+    case GemmType::FP4: return CUDA_R_4F_E2M1;
+  }
+  return CUDA_R_16BF;
+}
+
+long long round_up(long long x, long long m) { return (x + m - 1) / m * m; }
+
+// fp4 block-scale tensor bytes (16-element blocks along K, padded to the 128 x 4 tiles).
+size_t fp4_scale_bytes(long long outer, long long k) {
+  return static_cast<size_t>(round_up(outer, 128) * round_up((k + 15) / 16, 4));
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float e4m3_to_float(uint8_t b) {
+  int s = b >> 7, e = (b >> 3) & 0xF, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  float v = e == 0 ? std::ldexp(m / 8.0f, -6) : std::ldexp(1.0f + m / 8.0f, e - 7);
+  return s ? -v : v;
+}
+
+float e2m1_to_float(uint8_t nib) {
+  static const float t[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  float v = t[nib & 7];
+  return (nib & 8) ? -v : v;
+}
+
+// Elements of one K-contiguous row (K values) as floats.
+std::vector<float> fetch_row(GemmType t, const void* base, long long row, long long k) {
+  std::vector<float> out(static_cast<size_t>(k));
+  if (t == GemmType::BF16) {
+    std::vector<uint16_t> h(static_cast<size_t>(k));
+    RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint16_t*>(base) + row * k, k * 2, cudaMemcpyDeviceToHost));
+    for (long long i = 0; i < k; ++i) out[i] = bf16_to_float(h[i]);
+  } else if (t == GemmType::FP8) {
+    std::vector<uint8_t> h(static_cast<size_t>(k));
+    RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint8_t*>(base) + row * k, k, cudaMemcpyDeviceToHost));
+    for (long long i = 0; i < k; ++i) out[i] = e4m3_to_float(h[i]);
+  } else {
+    std::vector<uint8_t> h(static_cast<size_t>(k / 2));
+    RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint8_t*>(base) + row * (k / 2), k / 2, cudaMemcpyDeviceToHost));
+    for (long long i = 0; i < k; ++i) out[i] = e2m1_to_float((i & 1) ? (h[i / 2] >> 4) : (h[i / 2] & 0xF));
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k) {
+  double e = elem_bytes(t);
+  return static_cast<size_t>(e * m * k + e * n * k + 2.0 * m * n);
+}
+
+int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes) {
+  if (bytes_per_set == 0) return 1;
+  size_t want = (3 * l2_bytes + bytes_per_set - 1) / bytes_per_set;
+  if (want < 1) want = 1;
+  if (want > 256) want = 256;
+  while (want > 1 && want * bytes_per_set > 2 * GiB) --want;
+  return static_cast<int>(want);
+}
+
+Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k, void* workspace, size_t ws_bytes,
+           int nbuf, cudaStream_t fill_stream)
+    : h_(h), t_(t), m_(m), n_(n), k_(k), ws_(workspace), ws_bytes_(ws_bytes), nbuf_(nbuf < 1 ? 1 : nbuf) {
+  double e = elem_bytes(t);
+  a_bytes_ = static_cast<size_t>(e * m * k);
+  b_bytes_ = static_cast<size_t>(e * n * k);
+  d_bytes_ = static_cast<size_t>(2 * m * n);
+  try {
+    for (int i = 0; i < nbuf_; ++i) {
+      void *a = nullptr, *b = nullptr, *d = nullptr;
+      RB_CUDA(cudaMalloc(&a, a_bytes_));
+      a_.push_back(a);
+      RB_CUDA(cudaMalloc(&b, b_bytes_));
+      b_.push_back(b);
+      RB_CUDA(cudaMalloc(&d, d_bytes_));
+      d_.push_back(d);
+      uint32_t seed = 1234u + 17u * i;
+      if (t == GemmType::BF16) {
+        fill_bf16(a, m * k, seed, 1.0f, fill_stream);
+        fill_bf16(b, n * k, seed + 7, 1.0f, fill_stream);
+      } else if (t == GemmType::FP8) {
+        fill_fp8_e4m3(a, m * k, seed, 1.0f, fill_stream);
+        fill_fp8_e4m3(b, n * k, seed + 7, 1.0f, fill_stream);
+      } else {
+        fill_bytes(a, a_bytes_, seed, fill_stream);  // every e2m1 nibble is a finite value
+        fill_bytes(b, b_bytes_, seed + 7, fill_stream);
+      }
+      RB_CUDA(cudaMemsetAsync(d, 0xFF, d_bytes_, fill_stream));  // poison: NaN in bf16
+    }
+
+    RB_CUBLAS(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (t == GemmType::FP8) {
+      // Per-tensor scales (device pointers to one float each), as cuBLASLt requires for fp8.
+      RB_CUDA(cudaMalloc(&a_scale_, sizeof(float)));
+      RB_CUDA(cudaMalloc(&b_scale_, sizeof(float)));
+      float one = 1.0f;
+      RB_CUDA(cudaMemcpy(a_scale_, &one, sizeof one, cudaMemcpyHostToDevice));
+      RB_CUDA(cudaMemcpy(b_scale_, &one, sizeof one, cudaMemcpyHostToDevice));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
+    } else if (t == GemmType::FP4) {
+      a_scale_bytes_ = fp4_scale_bytes(m, k);
+      b_scale_bytes_ = fp4_scale_bytes(n, k);
+      RB_CUDA(cudaMalloc(&a_scale_, a_scale_bytes_));
+      RB_CUDA(cudaMalloc(&b_scale_, b_scale_bytes_));
+      fill_const_bytes(a_scale_, a_scale_bytes_, 0x38, fill_stream);  // ue4m3 1.0
+      fill_const_bytes(b_scale_, b_scale_bytes_, 0x38, fill_stream);
+      cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
+    }
+    RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), k, m, k));
+    RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), k, n, k));
+    RB_CUBLAS(cublasLtMatrixLayoutCreate(&ld_, CUDA_R_16BF, m, n, m));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    RB_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = ws_bytes_;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    int returned = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulAlgoGetHeuristic(h_, desc_, la_, lb_, ld_, ld_, pref, 1, &heur_, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || returned < 1 || heur_.state != CUBLAS_STATUS_SUCCESS)
+      throw_error("cublasLtMatmulAlgoGetHeuristic found no algorithm (status " + std::to_string(static_cast<int>(st)) +
+                      ", returned " + std::to_string(returned) + ")",
+                  __FILE__, __LINE__);
+    RB_CUDA(cudaStreamSynchronize(fill_stream));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Gemm::~Gemm() { release(); }
+
+void Gemm::release() {
+  for (void* p : a_) cudaFree(p);
+  for (void* p : b_) cudaFree(p);
+  for (void* p : d_) cudaFree(p);
+  a_.clear();
+  b_.clear();
+  d_.clear();
+  if (a_scale_) cudaFree(a_scale_);
+  if (b_scale_) cudaFree(b_scale_);
+  a_scale_ = b_scale_ = nullptr;
+  if (la_) cublasLtMatrixLayoutDestroy(la_);
+  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+  if (ld_) cublasLtMatrixLayoutDestroy(ld_);
+  if (desc_) cublasLtMatmulDescDestroy(desc_);
+  la_ = lb_ = ld_ = nullptr;
+  desc_ = nullptr;
+}
+
+void Gemm::enqueue(cudaStream_t s, int i) const {
+  int j = i % nbuf_;
+  const float alpha = 1.0f, beta = 0.0f;
+  RB_CUBLAS(cublasLtMatmul(h_, desc_, &alpha, a_[j], la_, b_[j], lb_, &beta, d_[j], ld_, d_[j], ld_, &heur_.algo, ws_,
+                           ws_bytes_, s));
+}
+
+Json Gemm::algo_json() const {
+  Json j = Json::object();
+  auto get32 = [&](cublasLtMatmulAlgoConfigAttributes_t a, const char* key) {
+    uint32_t v = 0;
+    size_t w = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&heur_.algo, a, &v, sizeof v, &w) == CUBLAS_STATUS_SUCCESS)
+      j[key] = static_cast<long long>(v);
+  };
+  auto get16 = [&](cublasLtMatmulAlgoConfigAttributes_t a, const char* key) {
+    uint16_t v = 0;
+    size_t w = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&heur_.algo, a, &v, sizeof v, &w) == CUBLAS_STATUS_SUCCESS)
+      j[key] = static_cast<long long>(v);
+  };
+  get32(CUBLASLT_ALGO_CONFIG_ID, "id");
+  get32(CUBLASLT_ALGO_CONFIG_TILE_ID, "tile_id");
+  get32(CUBLASLT_ALGO_CONFIG_STAGES_ID, "stages_id");
+  get32(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, "splitk_num");
+  get32(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, "reduction_scheme");
+  get32(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, "cta_swizzling");
+  get16(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, "cluster_shape_id");
+  get16(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, "inner_shape_id");
+  j["workspace_bytes"] = static_cast<long long>(heur_.workspaceSize);
+  j["waves_count"] = heur_.wavesCount;
+  return j;
+}
+
+double Gemm::check(int samples, cudaStream_t s) const {
+  RB_CUDA(cudaStreamSynchronize(s));
+  double worst = 0;
+  uint64_t x = 0x243F6A8885A308D3ULL;
+  for (int t = 0; t < samples; ++t) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    long long i = static_cast<long long>((x >> 33) % static_cast<uint64_t>(m_));
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    long long jcol = static_cast<long long>((x >> 33) % static_cast<uint64_t>(n_));
+    if (t == 0) i = 0, jcol = 0;
+    if (t == 1) i = m_ - 1, jcol = n_ - 1;
+    std::vector<float> a = fetch_row(t_, a_[0], i, k_);
+    std::vector<float> b = fetch_row(t_, b_[0], jcol, k_);
+    uint16_t dv = 0;
+    RB_CUDA(cudaMemcpy(&dv, static_cast<const uint16_t*>(d_[0]) + jcol * m_ + i, 2, cudaMemcpyDeviceToHost));
+    double ref = 0, mag = 0;
+    for (long long q = 0; q < k_; ++q) {
+      double p = static_cast<double>(a[q]) * b[q];
+      ref += p;
+      mag += std::fabs(p);
+    }
+    double d = bf16_to_float(dv);
+    if (!std::isfinite(d)) return INFINITY;
+    double err = std::fabs(d - ref) / (mag > 0 ? mag : 1.0);
+    if (err > worst) worst = err;
+  }
+  return worst;
+}
+
+namespace {
+
+std::vector<GemmShape> gemm_grid(bool quick) {
+  std::vector<GemmShape> g;
+  if (quick) {
+    for (long long s : {256LL, 1024LL, 4096LL}) g.push_back({s, s, s, "square"});
+    g.push_back({4096, 6144, 2048, "m1 qkv, 4k tokens"});
+    g.push_back({2048, 8192, 4096, "wgrad-like, K=4096"});
+    return g;
+  }
+  for (long long s : {256LL, 512LL, 1024LL, 2048LL, 4096LL, 6144LL, 8192LL, 12288LL, 16384LL})
+    g.push_back({s, s, s, "square"});
+  // Forward projections, tokens on M: the m1 model (D 2048, F 8192, V 32768) and a Llama-3-8B-like
+  // layer (D 4096, GQA qkv 6144, fused gate+up 2x14336, F 14336, V 128256).
+  for (long long t : {2048LL, 4096LL, 8192LL, 16384LL}) {
+    g.push_back({t, 6144, 2048, "D2048 qkv"});
+    g.push_back({t, 2048, 2048, "D2048 attn out"});
+    g.push_back({t, 8192, 2048, "D2048 mlp up/gate"});
+    g.push_back({t, 2048, 8192, "D2048 mlp down"});
+    g.push_back({t, 32768, 2048, "D2048 lm head V32768"});
+    g.push_back({t, 6144, 4096, "D4096 qkv (GQA)"});
+    g.push_back({t, 4096, 4096, "D4096 attn out"});
+    g.push_back({t, 28672, 4096, "D4096 gate+up fused"});
+    g.push_back({t, 4096, 14336, "D4096 mlp down"});
+    g.push_back({t, 128256, 4096, "D4096 lm head V128256"});
+  }
+  // D 1024 (s1 model), D 8192 (70B-like), and weight-gradient shapes (K = tokens).
+  g.push_back({8192, 3072, 1024, "D1024 qkv"});
+  g.push_back({8192, 1024, 1024, "D1024 attn out"});
+  g.push_back({8192, 4096, 1024, "D1024 mlp up/gate"});
+  g.push_back({8192, 1024, 4096, "D1024 mlp down"});
+  g.push_back({8192, 8192, 8192, "D8192 attn out"});
+  g.push_back({8192, 28672, 8192, "D8192 mlp up"});
+  g.push_back({8192, 8192, 28672, "D8192 mlp down"});
+  g.push_back({2048, 8192, 16384, "wgrad D2048xF8192, 16k tokens"});
+  g.push_back({2048, 6144, 16384, "wgrad D2048 qkv, 16k tokens"});
+  g.push_back({4096, 14336, 16384, "wgrad D4096xF14336, 16k tokens"});
+  g.push_back({4096, 4096, 16384, "wgrad D4096xD4096, 16k tokens"});
+  g.push_back({1024, 1024, 16384, "wgrad D1024xD1024, 16k tokens"});
+  return g;
+}
+
+}  // namespace
+
+Json bench_gemm(Context& ctx) {
+  Json out = Json::object();
+  const size_t ws_bytes = 32 * MiB;
+  out["api"] = "cublasLtMatmul, heuristic algorithm (first of cublasLtMatmulAlgoGetHeuristic), workspace 32 MiB";
+  out["layout"] =
+      "TN: opA=T (A stored K x M column-major, lda=K), opB=N (B stored K x N, ldb=K), D M x N column-major (ldd=M); "
+      "alpha=1, beta=0";
+  out["types"] =
+      "bf16: A,B,D bf16, compute 32F. fp8_e4m3: A,B e4m3 with per-tensor float scales 1.0, C/D bf16, compute 32F, "
+      "fast-accumulation off (cuBLASLt default). fp4_e2m1: A,B e2m1 with 16-element ue4m3 block scales, D bf16";
+  out["data"] = "uniform random in [-1,1] (bf16/fp8), random bytes (fp4); D poisoned with 0xFF before the first run";
+  out["timing"] =
+      "s: inner products captured in one CUDA graph, replayed reps times, per-product = replay span / inner (back-to-back); "
+      "isolated_s: one product between two events, stream synchronized before each (includes submission latency). "
+      "Operand sets are rotated (nbuf) so that operands come from HBM, not L2. tflops = 2*M*N*K / s.";
+  Json res = Json::array();
+  cublasLtHandle_t h = nullptr;
+  RB_CUBLAS(cublasLtCreate(&h));
+  void* ws = nullptr;
+  RB_CUDA(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t s;
+  RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int reps = ctx.opt.reps;
+  const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
+
+  std::vector<GemmType> types = {GemmType::BF16, GemmType::FP8};
+  bool has_fp4 = ctx.prop.major >= 10;
+  if (has_fp4) types.push_back(GemmType::FP4);
+  else
+    out["fp4"] = "skipped: compute capability " + std::to_string(ctx.prop.major) + "." + std::to_string(ctx.prop.minor) +
+                 " has no fp4 tensor cores (needs >= 10.0)";
+
+  // Bring the clocks up before the first measured product.
+  try {
+    Gemm warm(h, GemmType::BF16, 8192, 8192, 8192, ws, ws_bytes, 1, s);
+    double t0 = now_s();
+    int n = 0;
+    while (now_s() - t0 < (ctx.opt.quick ? 0.1 : 0.5)) {
+      warm.enqueue(s, 0);
+      if (++n % 8 == 0) RB_CUDA(cudaStreamSynchronize(s));
+    }
+    RB_CUDA(cudaStreamSynchronize(s));
+  } catch (const std::exception& e) {
+    ctx.warn(std::string("gemm warm-up failed: ") + e.what());
+  }
+
+  for (const GemmShape& sh : gemm_grid(ctx.opt.quick)) {
+    for (GemmType t : types) {
+      Json r = Json::object();
+      r["dtype"] = gemm_type_name(t);
+      r["m"] = sh.m;
+      r["n"] = sh.n;
+      r["k"] = sh.k;
+      r["label"] = sh.label;
+      try {
+        int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, sh.m, sh.n, sh.k), static_cast<size_t>(ctx.prop.l2CacheSize));
+        Gemm g(h, t, sh.m, sh.n, sh.k, ws, ws_bytes, nbuf, s);
+        Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
+        Stats iso = time_isolated(s, 2, reps, op);
+        int inner = pick_inner(iso.median, batch_target, 256);
+        Stats bat = time_graph_batch(s, inner, reps, op);
+        double err = g.check(ctx.opt.quick ? 8 : 6, s);
+        r["flops"] = g.flops();
+        r["s"] = stats_json(bat);
+        r["tflops"] = rate_json(bat, g.flops(), 1e12);
+        r["isolated_s"] = stats_json(iso);
+        r["isolated_tflops_median"] = iso.median > 0 ? g.flops() / iso.median / 1e12 : 0.0;
+        r["inner"] = inner;
+        r["nbuf"] = g.nbuf();
+        r["bytes_per_set"] = static_cast<long long>(g.bytes_per_set());
+        r["algo"] = g.algo_json();
+        r["check_max_rel_err"] = err;
+        double ceiling = t == GemmType::BF16 ? ctx.ceil.bf16_tflops
+                         : t == GemmType::FP8 ? ctx.ceil.fp8_tflops
+                                              : ctx.ceil.fp4_tflops;
+        char what[160];
+        std::snprintf(what, sizeof what, "gemm %s %lldx%lldx%lld max", gemm_type_name(t), sh.m, sh.n, sh.k);
+        ctx.check_ceiling(what, bat.min > 0 ? g.flops() / bat.min / 1e12 : 0.0, ceiling, "TFLOP/s");
+        if (!(err < 2e-2)) {
+          char msg[200];
+          std::snprintf(msg, sizeof msg, "gemm %s %lldx%lldx%lld: result check failed, max rel err %.3g",
+                        gemm_type_name(t), sh.m, sh.n, sh.k, err);
+          ctx.warn(msg);
+        }
+        std::printf("gemm %-9s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (iso %9.3f us, inner %d, nbuf %d, err %.1e)\n",
+                    gemm_type_name(t), sh.m, sh.n, sh.k, bat.median * 1e6, g.flops() / bat.median / 1e12,
+                    iso.median * 1e6, inner, g.nbuf(), err);
+        std::fflush(stdout);
+      } catch (const std::exception& e) {
+        r["error"] = e.what();
+        std::printf("gemm %s %lldx%lldx%lld: ERROR %s\n", gemm_type_name(t), sh.m, sh.n, sh.k, e.what());
+        cudaGetLastError();
+      }
+      res.push(r);
+    }
+  }
+  out["results"] = res;
+  out["clocks_after"] = clocks_snapshot(ctx);
+  cudaStreamDestroy(s);
+  cudaFree(ws);
+  cublasLtDestroy(h);
+  return out;
+}
+
+}  // namespace rb

@@ -1,0 +1,62 @@
+// One cuBLASLt matrix product D[M,N] = op(A)[M,K] * op(B)[K,N], "TN": A stored K-major (K x M,
+// column-major, lda = K, transposed), B stored K-major (K x N, lda = K), D column-major M x N.
+// Row-major reading: D^T = B_rows . A_rows^T, i.e. both operands are K-contiguous like
+// nn.Linear's x @ W^T. fp8 and fp4 on Hopper/Blackwell require this layout.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+namespace rb {
+
+enum class GemmType { BF16, FP8, FP4 };
+const char* gemm_type_name(GemmType t);
+
+struct GemmShape {
+  long long m, n, k;
+  std::string label;
+};
+
+class Gemm {
+ public:
+  // nbuf copies of A and B (and D) are allocated and rotated so that repeated products read
+  // their operands from HBM rather than L2.
+  Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k, void* workspace, size_t ws_bytes,
+       int nbuf, cudaStream_t fill_stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  void enqueue(cudaStream_t s, int i) const;  // uses buffer set i % nbuf
+  double flops() const { return 2.0 * m_ * n_ * k_; }
+  size_t bytes_per_set() const { return a_bytes_ + b_bytes_ + d_bytes_; }
+  int nbuf() const { return nbuf_; }
+  Json algo_json() const;
+  // Max over a few sampled outputs of |D - ref| / sum_k |a_k b_k| (set 0), reference in double.
+  double check(int samples, cudaStream_t s) const;
+
+ private:
+  void release();
+  cublasLtHandle_t h_;
+  GemmType t_;
+  long long m_, n_, k_;
+  void* ws_;
+  size_t ws_bytes_;
+  int nbuf_;
+  size_t a_bytes_ = 0, b_bytes_ = 0, d_bytes_ = 0, a_scale_bytes_ = 0, b_scale_bytes_ = 0;
+  std::vector<void*> a_, b_, d_;
+  void* a_scale_ = nullptr;
+  void* b_scale_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, ld_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heur_{};
+};
+
+size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k);
+int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes);
+
+}  // namespace rb

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""JAX ground truth for racksim: time the training step of a GPT-style decoder on one GPU.
+
+The model and the row format follow shared/reference/README.md ("The JAX training steps"):
+token embedding (V x D, gathered then cast to bf16); L decoder layers of RMSNorm, fused QKV
+(D x 3D), causal attention through jax.nn.dot_product_attention, output projection (D x D),
+residual, RMSNorm, SwiGLU MLP (two D x F, silu(gate) * up, F x D), residual; final RMSNorm;
+output projection D x V; softmax cross-entropy in fp32. Master weights fp32, matmuls in bf16
+(weights cast inside the step), optax.adamw(1e-4). Layers under jax.lax.scan (or a Python loop),
+each wrapped in jax.checkpoint with the chosen policy.
+
+Usage
+  # the driver: every configuration of a suite, one process each, one JSON line each
+  python3 train_step.py --suite full --outdir OUT [--budget-s 390]
+  # one configuration in this process (what the driver runs)
+  python3 train_step.py --config m1_dots --outdir OUT --result row.json
+  # an ad-hoc configuration
+  python3 train_step.py --custom NAME --D 1024 --L 8 --H 8 --F 4096 --S 1024 --B 8 --V 32768 \
+      --policy dots --attention cudnn [--no-scan] --outdir OUT --result row.json
+
+Each row: name, D L H F S B V, policy, attention, scan, jax, params, compile_s, xla_flops,
+xla_bytes (compiled.cost_analysis()), mem_analysis (compiled.memory_analysis()), step_s_median/
+min/max over 12 timed steps after 3 warm-ups (each synchronized), peak_bytes_in_use (device
+allocator peak of the process), tokens_per_s, model_flops_6N = 6 * params * B * S, attn_flops =
+6 * B * L * S^2 * D (the reference rows' formula), tflops_per_s_6N_plus_attn. The optimized HLO
+(compiled.as_text()) is written gzipped as OUTDIR/NAME.hlo.txt.gz.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+M1 = dict(D=2048, L=16, H=16, F=8192, S=2048, B=8, V=32768)
+S1 = dict(D=1024, L=8, H=8, F=4096, S=1024, B=8, V=32768)
+
+
+def cfg(base=None, **kw):
+    c = dict(base or {})
+    c.setdefault("policy", "none")
+    c.setdefault("attention", "xla")
+    c.setdefault("scan", True)
+    c.update(kw)
+    return c
+
+
+# Reference configurations (shared/reference/h200/jax_training_steps.jsonl), re-measured.
+REFERENCE = {
+    "m1_none": cfg(M1, policy="none"),
+    "m1_full": cfg(M1, policy="full"),
+    "m1_dots": cfg(M1, policy="dots"),
+    "m1_off": cfg(M1, policy="offload"),
+    "s1_none_unrolled": cfg(S1, policy="none", scan=False),
+}
+
+# Our own configurations: width, depth, sequence length, batch, policy, attention.
+OWN = {
+    "s1_none_scan": cfg(S1, policy="none"),
+    "m1_dots_cudnn": cfg(M1, policy="dots", attention="cudnn"),
+    "m1_none_cudnn": cfg(M1, policy="none", attention="cudnn"),
+    "m1_full_cudnn": cfg(M1, policy="full", attention="cudnn"),
+    "m1_off_cudnn": cfg(M1, policy="offload", attention="cudnn"),
+    "m1s1k_dots": cfg(M1, S=1024, B=16, policy="dots"),
+    "m1s4k_dots": cfg(M1, S=4096, B=4, policy="dots"),
+    "m1s4k_dots_cudnn": cfg(M1, S=4096, B=4, policy="dots", attention="cudnn"),
+    "s8k_full": cfg(M1, L=8, S=8192, B=1, policy="full"),
+    "s8k_dots_cudnn": cfg(M1, L=8, S=8192, B=1, policy="dots", attention="cudnn"),
+    "d1024_l24_s4k_dots": dict(D=1024, L=24, H=8, F=4096, S=4096, B=4, V=32768, policy="dots", attention="xla", scan=True),
+    "d3072_l12_dots": dict(D=3072, L=12, H=24, F=12288, S=2048, B=4, V=32768, policy="dots", attention="xla", scan=True),
+    "d4096_l8_dots": dict(D=4096, L=8, H=32, F=16384, S=2048, B=4, V=32768, policy="dots", attention="xla", scan=True),
+    "d4096_l8_full": dict(D=4096, L=8, H=32, F=16384, S=2048, B=4, V=32768, policy="full", attention="xla", scan=True),
+    "d4096_l8_off": dict(D=4096, L=8, H=32, F=16384, S=2048, B=4, V=32768, policy="offload", attention="xla", scan=True),
+    "d2048_l32_full": cfg(M1, L=32, B=4, policy="full"),
+    "s1b32_none_scan": cfg(S1, B=32, policy="none"),
+}
+
+TINY = dict(D=256, L=2, H=2, F=1024, S=256, B=2, V=1024)
+SMOKE = {
+    "tiny_none_unrolled": cfg(TINY, policy="none", scan=False),
+    "tiny_dots_cudnn": cfg(TINY, policy="dots", attention="cudnn"),
+    "tiny_off": cfg(TINY, policy="offload"),
+    "tiny_full": cfg(TINY, policy="full"),
+}
+
+ALL = {**REFERENCE, **OWN, **SMOKE}
+
+# Run order of the full suite: reference rows first, then ours by priority.
+SUITES = {
+    "smoke": list(SMOKE),
+    "reference": list(REFERENCE),
+    "full": list(REFERENCE) + [
+        "s1_none_scan",
+        "s8k_full",
+        "s8k_dots_cudnn",
+        "d1024_l24_s4k_dots",
+        "m1_dots_cudnn",
+        "m1_none_cudnn",
+        "d4096_l8_dots",
+        "d4096_l8_full",
+        "d4096_l8_off",
+        "m1s4k_dots",
+        "m1s4k_dots_cudnn",
+        "m1s1k_dots",
+    ],
+    "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
+}
+
+OFFLOAD_NAMES = ["qkv", "attn", "attn_out", "mlp_g", "mlp_u", "mlp_out"]
+STEPS_WARMUP = 3
+STEPS_TIMED = 12
+
+
+def param_count(c):
+    D, L, F, V = c["D"], c["L"], c["F"], c["V"]
+    per_layer = D * 3 * D + D * D + 3 * D * F + 2 * D
+    return V * D + L * per_layer + D + D * V
+
+
+def run_config(name, c, outdir, max_bytes, enforce_max):
+    """Builds, compiles and times one configuration in this process; returns the row."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from jax.ad_checkpoint import checkpoint_name
+
+    D, L, H, F, S, B, V = (c[k] for k in ("D", "L", "H", "F", "S", "B", "V"))
+    policy, attention, scan = c["policy"], c["attention"], bool(c["scan"])
+    assert D % H == 0, "D must be a multiple of H"
+    Dh = D // H
+    bf16, f32 = jnp.bfloat16, jnp.float32
+
+    row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
+    row["jax"] = jax.__version__
+    try:
+        import jaxlib
+
+        row["jaxlib"] = jaxlib.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    row["optax"] = optax.__version__
+    row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    row["xla_python_client_mem_fraction"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")
+    dev = jax.devices()[0]
+    row["device_kind"] = dev.device_kind
+    row["hostname"] = socket.gethostname()
+    row["date_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    row["params"] = param_count(c)
+    row["model_flops_6N"] = 6 * row["params"] * B * S
+    row["attn_flops"] = 6 * B * L * S * S * D
+
+    impl = {"xla": "xla", "cudnn": "cudnn"}[attention]
+
+    def rms(x, w):
+        x32 = x.astype(f32)
+        return (x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + 1e-6) * w).astype(bf16)
+
+    def layer(x, lp):
+        h = rms(x, lp["n1"])
+        qkv = checkpoint_name(h @ lp["wqkv"].astype(bf16), "qkv")
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        q = q.reshape(B, S, H, Dh)
+        k = k.reshape(B, S, H, Dh)
+        v = v.reshape(B, S, H, Dh)
+        a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        a = checkpoint_name(a.reshape(B, S, D), "attn")
+        x = x + checkpoint_name(a @ lp["wo"].astype(bf16), "attn_out")
+        h = rms(x, lp["n2"])
+        g = checkpoint_name(h @ lp["wg"].astype(bf16), "mlp_g")
+        u = checkpoint_name(h @ lp["wu"].astype(bf16), "mlp_u")
+        return x + checkpoint_name((jax.nn.silu(g) * u) @ lp["wd"].astype(bf16), "mlp_out")
+
+    if policy == "none":
+        body = layer
+    else:
+        pol = {
+            "full": jax.checkpoint_policies.nothing_saveable,
+            "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+            "offload": jax.checkpoint_policies.save_and_offload_only_these_names(
+                names_which_can_be_saved=[],
+                names_which_can_be_offloaded=OFFLOAD_NAMES,
+                offload_src="device",
+                offload_dst="pinned_host",
+            ),
+        }[policy]
+        body = jax.checkpoint(layer, policy=pol, prevent_cse=not scan)
+
+    def forward(p, tok):
+        x = p["emb"][tok].astype(bf16)
+        if scan:
+            x, _ = jax.lax.scan(lambda carry, lp: (body(carry, lp), None), x, p["layers"])
+        else:
+            for i in range(L):
+                x = body(x, jax.tree_util.tree_map(lambda a, i=i: a[i], p["layers"]))
+        x = rms(x, p["norm_f"])
+        return x @ p["out"].astype(bf16)
+
+    def loss_fn(p, tok, tgt):
+        logits = forward(p, tok)
+        return optax.softmax_cross_entropy_with_integer_labels(logits.astype(f32), tgt).mean()
+
+    opt = optax.adamw(1e-4)
+
+    def step(p, o, tok, tgt):
+        loss, grads = jax.value_and_grad(loss_fn)(p, tok, tgt)
+        updates, o = opt.update(grads, o, p)
+        p = optax.apply_updates(p, updates)
+        return p, o, loss
+
+    def init(key):
+        ks = jax.random.split(key, 8)
+
+        def nrm(k, shape, std):
+            return jax.random.normal(k, shape, f32) * std
+
+        return {
+            "emb": nrm(ks[0], (V, D), 0.02),
+            "layers": {
+                "n1": jnp.ones((L, D), f32),
+                "n2": jnp.ones((L, D), f32),
+                "wd": nrm(ks[1], (L, F, D), F ** -0.5 / (2 * L) ** 0.5),
+                "wg": nrm(ks[2], (L, D, F), D ** -0.5),
+                "wo": nrm(ks[3], (L, D, D), D ** -0.5 / (2 * L) ** 0.5),
+                "wqkv": nrm(ks[4], (L, D, 3 * D), D ** -0.5),
+                "wu": nrm(ks[5], (L, D, F), D ** -0.5),
+            },
+            "norm_f": jnp.ones((D,), f32),
+            "out": nrm(ks[6], (D, V), D ** -0.5),
+        }
+
+    p = jax.jit(init)(jax.random.PRNGKey(0))
+    o = jax.jit(opt.init)(p)
+    rng = np.random.default_rng(0)
+    tok_np = rng.integers(0, V, size=(B, S + 1), dtype=np.int32)
+    tok = jnp.asarray(tok_np[:, :S])
+    tgt = jnp.asarray(tok_np[:, 1:])  # next-token targets on random tokens
+    jax.block_until_ready((p, o, tok, tgt))
+    assert sum(x.size for x in jax.tree_util.tree_leaves(p)) == row["params"]
+
+    t0 = time.perf_counter()
+    lowered = jax.jit(step).lower(p, o, tok, tgt)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    row["lower_s"] = t1 - t0
+    row["compile_s"] = t2 - t1
+
+    ca = compiled.cost_analysis()
+    if isinstance(ca, (list, tuple)):
+        ca = ca[0] if ca else {}
+    ca = ca or {}
+    row["xla_flops"] = float(ca.get("flops", -1.0))
+    row["xla_bytes"] = float(ca.get("bytes accessed", -1.0))
+    ma = compiled.memory_analysis()
+    mem = {}
+    for key in (
+        "argument_size_in_bytes",
+        "output_size_in_bytes",
+        "temp_size_in_bytes",
+        "generated_code_size_in_bytes",
+        "alias_size_in_bytes",
+        "host_temp_size_in_bytes",
+        "host_argument_size_in_bytes",
+        "host_output_size_in_bytes",
+        "host_alias_size_in_bytes",
+        "host_generated_code_size_in_bytes",
+        "peak_memory_in_bytes",
+    ):
+        if ma is not None and hasattr(ma, key):
+            try:
+                mem[key] = int(getattr(ma, key))
+            except Exception:  # noqa: BLE001
+                pass
+    row["mem_analysis"] = mem
+
+    hlo = compiled.as_text()
+    os.makedirs(outdir, exist_ok=True)
+    with gzip.open(os.path.join(outdir, f"{name}.hlo.txt.gz"), "wt") as f:
+        f.write(hlo)
+    row["hlo_file"] = f"{name}.hlo.txt.gz"
+    row["hlo_has_cudnn_fmha"] = "__cudnn$fmha" in hlo
+    row["hlo_cublas_calls"] = hlo.count('custom_call_target="__cublas$lt$matmul"')
+
+    need = (
+        mem.get("argument_size_in_bytes", 0)
+        + mem.get("output_size_in_bytes", 0)
+        + mem.get("temp_size_in_bytes", 0)
+        - mem.get("alias_size_in_bytes", 0)
+    )
+    row["device_bytes_needed_estimate"] = need
+    if enforce_max and need > max_bytes:
+        row["error"] = f"skipped: XLA buffer assignment needs {need / 1e9:.1f} GB > {max_bytes / 1e9:.0f} GB limit"
+        return row
+
+    times = []
+    loss = None
+    for i in range(STEPS_WARMUP + STEPS_TIMED):
+        ts = time.perf_counter()
+        p, o, loss = compiled(p, o, tok, tgt)
+        jax.block_until_ready((p, o, loss))
+        te = time.perf_counter()
+        if i >= STEPS_WARMUP:
+            times.append(te - ts)
+    ordered = sorted(times)
+    n = len(ordered)
+    med = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+    row["step_s_median"] = med
+    row["step_s_min"] = ordered[0]
+    row["step_s_max"] = ordered[-1]
+    row["step_s_all"] = times
+    row["loss"] = float(loss)
+    stats = dev.memory_stats() or {}
+    row["peak_bytes_in_use"] = int(stats.get("peak_bytes_in_use", -1))
+    row["bytes_limit"] = int(stats.get("bytes_limit", -1))
+    row["tokens_per_s"] = B * S / med
+    row["tflops_per_s_6N_plus_attn"] = (row["model_flops_6N"] + row["attn_flops"]) / med / 1e12
+    return row
+
+
+def child_main(args):
+    if args.config:
+        name = args.config
+        if name not in ALL:
+            sys.exit(f"unknown config {name}; known: {', '.join(ALL)}")
+        c = ALL[name]
+    else:
+        name = args.custom
+        c = dict(
+            D=args.D, L=args.L, H=args.H, F=args.F, S=args.S, B=args.B, V=args.V,
+            policy=args.policy, attention=args.attention, scan=not args.no_scan,
+        )
+    enforce = name not in REFERENCE
+    try:
+        row = run_config(name, c, args.outdir, args.max_gb * 1e9, enforce)
+    except Exception as e:  # noqa: BLE001  (an OOM is a row with an error, not a crash)
+        row = dict(name=name, **c)
+        row["error"] = f"{type(e).__name__}: {str(e)[:3000]}"
+    text = json.dumps(row)
+    if args.result:
+        with open(args.result, "w") as f:
+            f.write(text + "\n")
+    print(text, flush=True)
+    return 0
+
+
+def driver_main(args):
+    names = SUITES[args.suite] if args.suite else args.configs.split(",")
+    os.makedirs(args.outdir, exist_ok=True)
+    jsonl = os.path.join(args.outdir, args.jsonl)
+    env = dict(os.environ)
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.94")
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    t_start = time.time()
+    rows = []
+    for name in names:
+        elapsed = time.time() - t_start
+        c = ALL[name]
+        if args.budget_s and elapsed > args.budget_s:
+            row = dict(name=name, **c, error=f"skipped: time budget {args.budget_s:.0f} s spent")
+        else:
+            res = os.path.join(args.outdir, f".{name}.row.json")
+            if os.path.exists(res):
+                os.remove(res)
+            cmd = [sys.executable, os.path.abspath(__file__), "--config", name, "--outdir", args.outdir,
+                   "--result", res, "--max-gb", str(args.max_gb)]
+            timeout = args.timeout_s
+            if args.budget_s:
+                timeout = max(30.0, min(timeout, args.budget_s - elapsed + 60))
+            t0 = time.time()
+            log_path = os.path.join(args.outdir, f"{name}.log")
+            with open(log_path, "w") as log:
+                try:
+                    rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+                except subprocess.TimeoutExpired:
+                    rc = "timeout"
+            wall = time.time() - t0
+            row = None
+            if os.path.exists(res):
+                with open(res) as f:
+                    row = json.loads(f.read())
+                os.remove(res)
+            if row is None:
+                with open(log_path) as f:
+                    tail = f.read()[-2000:]
+                row = dict(name=name, **c, error=f"process ended without a row (rc={rc}): {tail}")
+            row["process_wall_s"] = wall
+        rows.append(row)
+        with open(jsonl, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if "error" in row:
+            print(f"{name:22s} ERROR {row['error'][:300]}", flush=True)
+        else:
+            print(
+                f"{name:22s} step {row['step_s_median']:.4f} s (min {row['step_s_min']:.4f}, max {row['step_s_max']:.4f})"
+                f"  peak {row['peak_bytes_in_use'] / 1e9:7.2f} GB  compile {row['compile_s']:5.1f} s"
+                f"  {row['tflops_per_s_6N_plus_attn']:6.1f} TFLOP/s  wall {row['process_wall_s']:5.1f} s",
+                flush=True,
+            )
+    print(f"jax suite done in {time.time() - t_start:.1f} s; rows in {jsonl}", flush=True)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", choices=sorted(SUITES), help="run every configuration of a suite, one process each")
+    ap.add_argument("--configs", help="comma-separated configuration names to run as a suite")
+    ap.add_argument("--config", help="run one named configuration in this process")
+    ap.add_argument("--custom", metavar="NAME", help="run an ad-hoc configuration in this process")
+    for k, d in (("D", 1024), ("L", 8), ("H", 8), ("F", 4096), ("S", 1024), ("B", 8), ("V", 32768)):
+        ap.add_argument(f"--{k}", type=int, default=d)
+    ap.add_argument("--policy", choices=["none", "full", "dots", "offload"], default="none")
+    ap.add_argument("--attention", choices=["xla", "cudnn"], default="xla")
+    ap.add_argument("--no-scan", action="store_true", help="unroll the layers in a Python loop")
+    ap.add_argument("--outdir", default="jax_out")
+    ap.add_argument("--result", help="(child) write the row here")
+    ap.add_argument("--jsonl", default="jax_steps.jsonl", help="(driver) rows file inside outdir")
+    ap.add_argument("--budget-s", type=float, default=0.0, help="(driver) skip configurations once this is spent")
+    ap.add_argument("--timeout-s", type=float, default=240.0, help="(driver) per-configuration limit")
+    ap.add_argument("--max-gb", type=float, default=120.0,
+                    help="skip non-reference configurations whose buffers need more (GB, 1e9)")
+    ap.add_argument("--list", action="store_true", help="list configurations and exit")
+    args = ap.parse_args()
+    if args.list:
+        for n, c in ALL.items():
+            print(f"{n:22s} params {param_count(c) / 1e9:6.3f} B  {c}")
+        return 0
+    if args.config or args.custom:
+        return child_main(args)
+    if args.suite or args.configs:
+        return driver_main(args)
+    ap.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
