@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/event_queue.h"
@@ -113,6 +114,17 @@ TEST(FlowNetwork, CapAboveFairShareDoesNotBind) {
   EXPECT_EQ(net.bottleneck(a), "link");
 }
 
+TEST(FlowNetwork, CapEqualToFairShareIsReportedAsTheResource) {
+  EventQueue q;
+  FlowNetwork net(q);
+  const auto link = net.add_resource("link", 10.0);
+  const FlowId capped = net.start_flow({{link}}, 100.0, {}, 5.0);
+  const FlowId other = net.start_flow({{link}}, 100.0, {});
+  EXPECT_EQ(net.rate(capped), 5.0);
+  EXPECT_EQ(net.rate(other), 5.0);
+  EXPECT_EQ(net.bottleneck(capped), "link");  // the link is saturated; the cap is not what binds
+}
+
 TEST(FlowNetwork, CoefficientsScaleResourceUse) {
   EventQueue q;
   FlowNetwork net(q);
@@ -212,6 +224,21 @@ TEST(FlowNetwork, FloatNoiseDoesNotAddAPicosecond) {
   const FlowId f = net.start_flow({{link}}, 1.1, done.cb(q));
   q.run();
   EXPECT_EQ(done.at_ps[f], 110'000'000'000);
+}
+
+TEST(FlowNetwork, ResidueBelowEpsilonCompletesNow) {
+  EventQueue q;
+  FlowNetwork net(q);
+  Done done;
+  const auto link = net.add_resource("link", 1.0);
+  // 0.1 * 3 = 0.30000000000000004 B at 1 B/s completes at 3e11 ps (the extra 6e-5 ps is float
+  // noise), where 5.6e-17 B is left over in floating point. A flow that starts at that same
+  // picosecond, just before the completion event, re-solves the link while the residue remains:
+  // the residue must not push the completion to the next picosecond.
+  q.schedule(SimTime::from_ps(300'000'000'000), [&] { net.start_flow({{link}}, 1.0, done.cb(q)); });
+  const FlowId f = net.start_flow({{link}}, 0.1 * 3, done.cb(q));
+  q.run();
+  EXPECT_EQ(done.at_ps[f], 300'000'000'000);
 }
 
 TEST(FlowNetwork, SamePicosecondCompletionsFollowStartOrder) {
@@ -477,41 +504,49 @@ TEST(FlowNetwork, RandomAllocationsAreMaxMinFair) {
   }
 }
 
-TEST(FlowNetwork, ManyFlowsAllCompleteAndConserveWork) {
-  // Churn: 2000 concurrent flows over 50 resources; each completion starts a replacement until
-  // 20000 have run. Every flow completes exactly once, never before amount / (its best-case rate).
+// Churn: `concurrent` flows over resources split into groups (each flow crosses two resources of
+// one group, so a group is a component); every completion starts a replacement until `total`
+// have run. Every flow completes exactly once and never sooner than its best-case rate allows.
+void churn(int resources, int group_size, int concurrent, int total) {
   EventQueue q;
   FlowNetwork net(q);
   std::mt19937 rng(7);
   std::vector<FlowNetwork::ResourceId> res;
-  for (int i = 0; i < 50; ++i) res.push_back(net.add_resource("r" + std::to_string(i), 100.0 + rng() % 100));
+  for (int i = 0; i < resources; ++i) res.push_back(net.add_resource("r" + std::to_string(i), 100.0 + rng() % 100));
   int started = 0, completed = 0;
-  std::map<FlowId, int64_t> start_ps;
-  std::map<FlowId, double> min_duration_s;
+  std::unordered_map<FlowId, std::pair<int64_t, double>> start_and_min_s;
   std::function<void()> start_one;
   std::function<void(FlowId)> on_done = [&](FlowId f) {
     ++completed;
-    const double took_s = static_cast<double>(q.now().ps - start_ps.at(f)) / 1e12;
-    EXPECT_GE(took_s * (1 + 1e-9), min_duration_s.at(f));
-    start_ps.erase(f);
-    if (started < 20000) start_one();
+    const auto [start, min_s] = start_and_min_s.at(f);
+    const double took_s = static_cast<double>(q.now().ps - start) / 1e12;
+    EXPECT_GE(took_s * (1 + 1e-9), min_s);
+    start_and_min_s.erase(f);
+    if (started < total) start_one();
   };
   start_one = [&] {
-    const auto r1 = res[rng() % res.size()];
-    const auto r2 = res[rng() % res.size()];
+    const int group = static_cast<int>(rng() % static_cast<uint32_t>(resources / group_size));
+    const auto r1 = res[static_cast<std::size_t>(group * group_size) + rng() % group_size];
+    const auto r2 = res[static_cast<std::size_t>(group * group_size) + rng() % group_size];
     const double amount = 1.0 + rng() % 100;
     const FlowId f = net.start_flow({{r1}, {r2}}, amount, on_done);
-    start_ps[f] = q.now().ps;
-    min_duration_s[f] = amount / std::min(net.capacity(r1), net.capacity(r2)) * (r1 == r2 ? 2 : 1);
+    // Crossing one resource twice uses it twice (coefficient 2).
+    const double best_rate = std::min(net.capacity(r1), net.capacity(r2)) / (r1 == r2 ? 2 : 1);
+    start_and_min_s[f] = {q.now().ps, amount / best_rate};
     ++started;
   };
-  for (int i = 0; i < 2000; ++i) start_one();
+  for (int i = 0; i < concurrent; ++i) start_one();
   q.run();
-  EXPECT_EQ(started, 20000);
-  EXPECT_EQ(completed, 20000);
+  EXPECT_EQ(started, total);
+  EXPECT_EQ(completed, total);
   EXPECT_EQ(net.active_flows(), 0u);
-  EXPECT_TRUE(start_ps.empty());
+  EXPECT_TRUE(start_and_min_s.empty());
+  EXPECT_TRUE(q.empty());
 }
+
+TEST(FlowNetwork, ChurnInOneLargeComponent) { churn(50, 50, 1000, 5000); }
+
+TEST(FlowNetwork, ChurnInManySmallComponents) { churn(800, 8, 2000, 40000); }
 
 }  // namespace
 }  // namespace racksim::sim
