@@ -1,0 +1,68 @@
+// Cost model of NCCL collectives on an NVLink/NVSwitch + NIC cluster.
+//
+// The model is NCCL's own (hardware_specs.md B2-B3, NCCL 2.30.7 src/graph/{search,tuning}.cc and
+// src/transport/nvls.cc): from the preset it derives the per-GPU NVLink and per-NIC bandwidth NCCL's topology
+// sees, emulates NCCL's channel search (the per-channel speed ladders, channel duplication, the NVLS head
+// search), evaluates NCCL's tuning formulas (per-channel caps, nvlsEfficiency, LL/LL128/Simple refinements,
+// latency per step) for every enabled (algorithm, protocol) and, like NCCL, runs the one with the smallest
+// lat + bytes/bw. The measured curves in hardware_specs.md B4 and public_collective_gemm_measurements.md are
+// used only to check it (tests/unit/test_collectives*.cpp). See collectives.cpp for the derivations.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hardware_models/system_spec.h"
+#include "hardware_models/topology.h"
+
+namespace racksim::hw {
+
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+// direct: all-to-all and send/recv (point-to-point over NVLink inside a domain, NICs across).
+enum class CollectiveAlgorithm { auto_select, ring, tree, nvls, nvls_tree, hierarchical, direct };
+// NCCL's protocols. auto_select: the fastest enabled one (what NCCL does).
+enum class CollectiveProtocol { auto_select, ll, ll128, simple };
+
+std::string to_string(CollectiveOp op);                // "all_reduce", ...
+std::optional<CollectiveOp> collective_op_from_string(std::string_view s);
+std::string to_string(CollectiveAlgorithm a);          // "auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct"
+std::optional<CollectiveAlgorithm> collective_algorithm_from_string(std::string_view s);
+std::string to_string(CollectiveProtocol p);           // "auto", "LL", "LL128", "Simple"
+std::optional<CollectiveProtocol> collective_protocol_from_string(std::string_view s);  // case-insensitive
+
+struct CollectiveCost {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  std::string protocol;         // "LL" | "LL128" | "Simple"
+  double bytes = 0;             // nccl-tests 'size': total buffer (for all_gather/reduce_scatter the full gathered size)
+  double time_s = 0;
+  double latency_s = 0, bandwidth_time_s = 0;   // the two terms (time_s = latency_s + bandwidth_time_s)
+  double algbw_Bps = 0, busbw_Bps = 0;          // nccl-tests definitions (hardware_specs.md B1)
+  double bytes_per_rank_nvlink = 0, bytes_per_rank_nic = 0;  // what one rank sends over each link class (for contention)
+  int sm_count = 0;             // SMs (CTAs/channels) the collective kernel occupies while it runs (NVLS fewer)
+  // What limits it: "latency" (latency_s > bandwidth_time_s), else "nvlink" | "nic" | "nvls_switch" (NVLS
+  // in-switch reduction, nvlsEfficiency) | "protocol" (LL/LL128 overhead or cap) | "channel_cap" (an NCCL
+  // per-channel bandwidth cap, e.g. perChMaxTreeBw, perChMaxNVLSTreeBw).
+  std::string bound_by;
+};
+
+struct CollectiveOptions {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::auto_select;
+  bool nvls_enabled = true;     // NCCL_NVLS_ENABLE
+  // Added beside the agreed API (defaulted, so existing callers are unaffected): force NCCL_PROTO.
+  CollectiveProtocol protocol = CollectiveProtocol::auto_select;
+};
+
+// Cost of one collective of `bytes` (nccl-tests size) over the communicator `g`.
+// Throws std::invalid_argument when the requested algorithm/protocol cannot run for this op, group or
+// system (the message says why), when the group does not fit the system, or when bytes < 0.
+// ranks <= 1 or bytes == 0 cost nothing (time 0).
+CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, double bytes, const GroupPlacement& g,
+                                   const CollectiveOptions& opt = {});
+
+// nccl-tests busbw factor (hardware_specs.md B1): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
+// all_to_all (n-1)/n; broadcast, send_recv 1.
+double busbw_factor(CollectiveOp op, int ranks);
+
+}  // namespace racksim::hw

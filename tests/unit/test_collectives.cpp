@@ -1,0 +1,417 @@
+// Unit tests of the collective cost model (hardware_models/collectives.h).
+// The SystemSpec values are built here from hardware_specs.md (A1-A4); the YAML presets carry the same facts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hardware_models/collectives.h"
+
+namespace racksim::hw::collective_test {
+
+namespace {
+void nvlink(SystemSpec& s, int generation, double per_direction_Bps, int domain) {
+  s.scale_up.nvlink_generation = generation;
+  s.scale_up.bandwidth_per_direction_Bps = per_direction_Bps;
+  s.scale_up.domain_size = domain;
+  s.scale_up.nvswitch = true;  // A3: 4 (Hopper) / 2 (B200) NVSwitch chips per baseboard, 18 in an NVL72 rack
+  s.scale_up.nvls = true;      // A3: NVLink SHARP on 3rd-gen NVSwitch and later
+}
+}  // namespace
+
+// hardware_specs.md A1-A4, H100 SXM5 in an HGX/DGX H100.
+SystemSpec h100_sxm() {
+  SystemSpec s;
+  s.name = "h100-sxm";
+  s.gpu.model = "H100 SXM";
+  s.gpu.architecture = Architecture::hopper;
+  s.gpu.sm_count = 132;                                 // A2
+  s.gpu.tensor_clock_hz = 1.83e9;                       // A1 note
+  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 989.4e12; // A1
+  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 1979e12;
+  s.gpu.hbm_capacity_bytes = 80e9;                      // A2
+  s.gpu.hbm_bandwidth_Bps = 3.35e12;
+  s.gpu.l2_cache_bytes = 50e6;
+  s.gpu.tdp_watts = 700;
+  s.host.link = HostLinkKind::pcie_gen5_x16;
+  s.host.gpus_per_host = 8;
+  nvlink(s, 4, 450e9, 8);                               // A3: 18 x 25 GB/s = 450 GB/s per direction, 8 GPUs
+  s.scale_out.nic_bandwidth_Bps = 50e9;                 // A4: one CX-7 400 Gb/s per GPU
+  s.scale_out.nics_per_gpu = 1;
+  return s;
+}
+
+// H200 SXM: same GPU die and NVLink 4 as H100, 141 GB HBM3e at 4.8 TB/s (A2).
+SystemSpec h200_sxm() {
+  SystemSpec s = h100_sxm();
+  s.name = "h200-sxm";
+  s.gpu.model = "H200 SXM";
+  s.gpu.hbm_capacity_bytes = 141e9;
+  s.gpu.hbm_bandwidth_Bps = 4.8e12;
+  return s;
+}
+
+// HGX/DGX B200 (A1-A4).
+SystemSpec b200() {
+  SystemSpec s;
+  s.name = "b200";
+  s.gpu.model = "B200";
+  s.gpu.architecture = Architecture::blackwell;
+  s.gpu.sm_count = 148;
+  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 2250e12;
+  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 4500e12;
+  s.gpu.peak_dense_flops_per_s[Dtype::nvfp4] = 9000e12;
+  s.gpu.hbm_capacity_bytes = 180e9;
+  s.gpu.hbm_bandwidth_Bps = 7.7e12;
+  s.gpu.l2_cache_bytes = 126.5e6;
+  s.gpu.tdp_watts = 1000;
+  s.host.link = HostLinkKind::pcie_gen5_x16;
+  s.host.gpus_per_host = 8;
+  nvlink(s, 5, 900e9, 8);                               // A3: 18 x 50 GB/s = 900 GB/s per direction
+  s.scale_out.nic_bandwidth_Bps = 50e9;                 // A4: CX-7 400 Gb/s per GPU
+  s.scale_out.nics_per_gpu = 1;
+  return s;
+}
+
+// GB200 NVL72 (A1-A4): 72 GPUs in one NVLink domain, one CX-7 per GPU.
+SystemSpec gb200_nvl72() {
+  SystemSpec s;
+  s.name = "gb200-nvl72";
+  s.gpu.model = "GB200";
+  s.gpu.architecture = Architecture::blackwell;
+  s.gpu.sm_count = 152;
+  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 2500e12;
+  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 5000e12;
+  s.gpu.peak_dense_flops_per_s[Dtype::nvfp4] = 10000e12;
+  s.gpu.hbm_capacity_bytes = 186e9;
+  s.gpu.hbm_bandwidth_Bps = 8e12;
+  s.gpu.tdp_watts = 1200;
+  s.host.link = HostLinkKind::nvlink_c2c;
+  s.host.gpus_per_link = 2;
+  s.host.gpus_per_host = 4;
+  nvlink(s, 5, 900e9, 72);
+  s.scale_out.nic_bandwidth_Bps = 50e9;
+  s.scale_out.nics_per_gpu = 1;
+  return s;
+}
+
+}  // namespace racksim::hw::collective_test
+
+namespace racksim::hw {
+namespace {
+
+using namespace collective_test;
+constexpr double KiB = 1024.0, MiB = 1024.0 * KiB, GiB = 1024.0 * MiB;
+
+GroupPlacement one_domain(int n) { return GroupPlacement{n, n, 1}; }
+
+CollectiveOptions algo(CollectiveAlgorithm a) {
+  CollectiveOptions o;
+  o.algorithm = a;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------- names
+TEST(CollectiveNames, RoundTrip) {
+  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
+                  CollectiveOp::all_to_all, CollectiveOp::broadcast, CollectiveOp::send_recv})
+    EXPECT_EQ(collective_op_from_string(to_string(op)), op);
+  for (auto a : {CollectiveAlgorithm::auto_select, CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
+                 CollectiveAlgorithm::nvls, CollectiveAlgorithm::nvls_tree, CollectiveAlgorithm::hierarchical,
+                 CollectiveAlgorithm::direct})
+    EXPECT_EQ(collective_algorithm_from_string(to_string(a)), a);
+  EXPECT_EQ(to_string(CollectiveAlgorithm::auto_select), "auto");
+  EXPECT_EQ(collective_protocol_from_string("ll128"), CollectiveProtocol::ll128);
+  EXPECT_EQ(collective_protocol_from_string("Simple"), CollectiveProtocol::simple);
+  EXPECT_FALSE(collective_op_from_string("allreduce").has_value());
+  EXPECT_FALSE(collective_algorithm_from_string("sharp").has_value());
+  EXPECT_FALSE(collective_protocol_from_string("LL64").has_value());
+}
+
+// ---------------------------------------------------------------------------------------------- placement
+TEST(CollectivePlacement, TensorAndDataParallelGroups) {
+  const auto h = h100_sxm();
+  auto tp = place_group(h, 8, 1);
+  EXPECT_EQ(tp.ranks_per_domain, 8);
+  EXPECT_EQ(tp.domains(), 1);
+  auto dp = place_group(h, 64, 8);  // TP=8: one member per node
+  EXPECT_EQ(dp.ranks_per_domain, 1);
+  EXPECT_EQ(dp.domains(), 64);
+  EXPECT_EQ(dp.concurrent_groups_sharing_nic, 1);
+  auto tp4 = place_group(h, 4, 1);
+  EXPECT_EQ(tp4.ranks_per_domain, 4);
+  EXPECT_EQ(tp4.domains(), 1);
+
+  const auto g = gb200_nvl72();
+  auto dp72 = place_group(g, 64, 4);  // TP=4 on NVL72: 18 + 18 + 18 + 10 DP members over 4 racks
+  EXPECT_EQ(dp72.ranks_per_domain, 16);  // NCCL's ppn: nRanks / nNodes
+  EXPECT_EQ(dp72.domains(), 4);
+  auto odd = place_group(g, 9, 16);  // members at 0,16,..,128: 5 in rack 0, 4 in rack 1
+  EXPECT_EQ(odd.domains(), 2);
+  EXPECT_EQ(odd.ranks_per_domain, 5);
+  EXPECT_THROW(place_group(g, 0, 1), std::invalid_argument);
+  EXPECT_THROW(place_group(g, 4, 0), std::invalid_argument);
+}
+
+TEST(CollectivePlacement, NvlinkLinks) {
+  EXPECT_DOUBLE_EQ(nvlink_links_per_gpu(h100_sxm()), 18.0);
+  EXPECT_DOUBLE_EQ(nvlink_links_per_gpu(gb200_nvl72()), 18.0);
+  auto s = h100_sxm();
+  s.scale_up.nvlink_generation = 2;
+  EXPECT_THROW(nvlink_links_per_gpu(s), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------- closed form
+// Ring all-reduce, NVLS off, Simple forced, one domain: t = lat + 2(n-1)/n * S / B_eff exactly, with
+//   lat   = base[Ring][Simple] + 2(n-1) x hwLat[NVLink][Ring][Simple] = 8.4 + 2(n-1) x 3.4 us (B3.3), the per-hop
+//           term x19.5/7.8 on Blackwell (B3.5 ratio, see collectives.cpp);
+//   B_eff = nChannels x per-channel speed of NCCL's ring graph: 18 links x 20.6 GB/s = 370.8 GB/s per H100
+//           -> 6 channels at 60 GB/s, duplicated to 12 x 30 = 360 GB/s; 18 x 40.1 = 721.8 GB/s per Blackwell GPU
+//           -> 8 x 90, duplicated to 16 x 45 = 720 GB/s (B3.4 ladders, search.cc).
+TEST(CollectiveClosedForm, RingSimpleAllReduce) {
+  CollectiveOptions o;
+  o.algorithm = CollectiveAlgorithm::ring;
+  o.protocol = CollectiveProtocol::simple;
+  o.nvls_enabled = false;
+  struct Case {
+    SystemSpec sys;
+    int n;
+    double b_eff, hop_us;
+  };
+  const std::vector<Case> cases = {{h100_sxm(), 8, 360e9, 3.4},
+                                   {h200_sxm(), 4, 360e9, 3.4},
+                                   {b200(), 8, 720e9, 3.4 * 19.5 / 7.8},
+                                   {gb200_nvl72(), 72, 720e9, 3.4 * 19.5 / 7.8}};
+  for (const auto& c : cases) {
+    for (double S : {1.0, 4096.0, 1.0 * MiB, 1.0 * GiB, 16.0 * GiB}) {
+      const auto r = estimate_collective(c.sys, CollectiveOp::all_reduce, S, one_domain(c.n), o);
+      const double lat = (8.4 + 2.0 * (c.n - 1) * c.hop_us) * 1e-6;
+      const double expect = lat + 2.0 * (c.n - 1) / c.n * S / c.b_eff;
+      EXPECT_EQ(r.algorithm, CollectiveAlgorithm::ring);
+      EXPECT_EQ(r.protocol, "Simple");
+      EXPECT_NEAR(r.time_s, expect, expect * 1e-12) << c.sys.name << " S=" << S;
+      EXPECT_NEAR(r.latency_s, lat, lat * 1e-12);
+      EXPECT_NEAR(r.busbw_Bps, 2.0 * (c.n - 1) / c.n * S / r.time_s, 1e-6 * r.busbw_Bps);
+      EXPECT_DOUBLE_EQ(r.algbw_Bps, S / r.time_s);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- NVLS
+TEST(CollectiveNvls, BeatsRingAt8GpusFor1GiB) {
+  for (const auto& sys : {h100_sxm(), h200_sxm(), b200()}) {
+    const auto nv = estimate_collective(sys, CollectiveOp::all_reduce, GiB, one_domain(8));
+    const auto ring = estimate_collective(sys, CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::ring));
+    EXPECT_EQ(nv.algorithm, CollectiveAlgorithm::nvls) << sys.name;
+    EXPECT_GT(nv.busbw_Bps, ring.busbw_Bps) << sys.name;
+    EXPECT_LT(nv.sm_count, ring.sm_count) << sys.name;  // NVLS occupies fewer SMs
+    // NVLS-off auto falls back to the ring.
+    CollectiveOptions off;
+    off.nvls_enabled = false;
+    const auto r2 = estimate_collective(sys, CollectiveOp::all_reduce, GiB, one_domain(8), off);
+    EXPECT_NE(r2.algorithm, CollectiveAlgorithm::nvls);
+    EXPECT_DOUBLE_EQ(r2.time_s, ring.time_s);
+  }
+  // B3.4: 16 NVLS CTAs on SM90, 24 on SM100 in one domain; ring comm channels 2 x 12 / 2 x 16.
+  EXPECT_EQ(estimate_collective(h100_sxm(), CollectiveOp::all_reduce, GiB, one_domain(8)).sm_count, 16);
+  EXPECT_EQ(estimate_collective(b200(), CollectiveOp::all_reduce, GiB, one_domain(8)).sm_count, 24);
+  EXPECT_EQ(estimate_collective(h100_sxm(), CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::ring)).sm_count, 24);
+  EXPECT_EQ(estimate_collective(b200(), CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::ring)).sm_count, 32);
+}
+
+// hardware_specs.md B2: on 8 x H200 NCCL picks NVLS from 5 GPUs up and from 2 MiB up (Ring/LL below 1 MiB);
+// A3: NVLS brings no benefit for partitions of <= 4 GPUs.
+TEST(CollectiveNvls, SelectionSwitchPoints) {
+  const auto h = h200_sxm();
+  EXPECT_EQ(estimate_collective(h, CollectiveOp::all_reduce, 8 * GiB, one_domain(4)).algorithm, CollectiveAlgorithm::ring);
+  for (int n = 5; n <= 8; ++n)
+    EXPECT_EQ(estimate_collective(h, CollectiveOp::all_reduce, 8 * GiB, one_domain(n)).algorithm, CollectiveAlgorithm::nvls) << n;
+  for (double S : {64 * KiB, 256 * KiB, 512 * KiB, 1 * MiB}) {
+    const auto r = estimate_collective(h, CollectiveOp::all_reduce, S, one_domain(8));
+    EXPECT_EQ(r.algorithm, CollectiveAlgorithm::ring) << S;
+    EXPECT_EQ(r.protocol, "LL") << S;
+  }
+  for (double S : {2 * MiB, 16 * MiB, 256 * MiB})
+    EXPECT_EQ(estimate_collective(h, CollectiveOp::all_reduce, S, one_domain(8)).algorithm, CollectiveAlgorithm::nvls) << S;
+  EXPECT_EQ(estimate_collective(gb200_nvl72(), CollectiveOp::all_reduce, GiB, one_domain(4)).algorithm, CollectiveAlgorithm::ring);
+  // Across domains NCCL's NVLS all-reduce is NVLSTree.
+  const auto two = estimate_collective(h100_sxm(), CollectiveOp::all_reduce, 8 * GiB, GroupPlacement{16, 8, 1});
+  EXPECT_EQ(two.algorithm, CollectiveAlgorithm::nvls_tree);
+  EXPECT_GT(two.bytes_per_rank_nic, 0.0);
+  // All-gather / reduce-scatter inside a node stay on the ring (NCCL's NVLS AG/RS model is far slower).
+  EXPECT_EQ(estimate_collective(h, CollectiveOp::all_gather, GiB, one_domain(8)).algorithm, CollectiveAlgorithm::ring);
+  EXPECT_EQ(estimate_collective(h, CollectiveOp::all_gather, GiB, one_domain(8), algo(CollectiveAlgorithm::nvls)).algorithm,
+            CollectiveAlgorithm::nvls);
+}
+
+// ---------------------------------------------------------------------------------------------- errors
+TEST(CollectiveErrors, ImpossibleRequestsThrow) {
+  const auto h = h100_sxm();
+  auto no_switch = h;
+  no_switch.scale_up.nvswitch = false;
+  no_switch.scale_up.nvls = false;
+  auto expect_throw = [](auto&& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no exception, expected one mentioning '" << needle << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_throw([&] { estimate_collective(no_switch, CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::nvls)); },
+               "NVSwitch");
+  auto no_sharp = h;
+  no_sharp.scale_up.nvls = false;
+  expect_throw([&] { estimate_collective(no_sharp, CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::nvls)); },
+               "SHARP");
+  CollectiveOptions off = algo(CollectiveAlgorithm::nvls);
+  off.nvls_enabled = false;
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(8), off); }, "disabled");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, GroupPlacement{16, 8, 1}, algo(CollectiveAlgorithm::nvls)); },
+               "nvls_tree");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::nvls_tree)); },
+               "domains");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_gather, GiB, GroupPlacement{16, 8, 1}, algo(CollectiveAlgorithm::nvls_tree)); },
+               "all_reduce only");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::broadcast, GiB, one_domain(8), algo(CollectiveAlgorithm::nvls)); },
+               "ring algorithm only");
+  expect_throw([&] { estimate_collective(gb200_nvl72(), CollectiveOp::all_gather, GiB, one_domain(72), algo(CollectiveAlgorithm::nvls)); },
+               "NCCL_MAX_NVLS_ARITY");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_gather, GiB, one_domain(8), algo(CollectiveAlgorithm::tree)); },
+               "tree");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(8), algo(CollectiveAlgorithm::direct)); },
+               "direct");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_to_all, GiB, one_domain(8), algo(CollectiveAlgorithm::ring)); },
+               "point-to-point");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::broadcast, GiB, one_domain(8), algo(CollectiveAlgorithm::hierarchical)); },
+               "hierarchical");
+  CollectiveOptions ll = algo(CollectiveAlgorithm::nvls);
+  ll.protocol = CollectiveProtocol::ll;
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(8), ll); }, "Simple");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, -1.0, one_domain(8)); }, "bytes");
+  expect_throw([&] { estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(16)); }, "domains of 8");
+  auto no_nic = h;
+  no_nic.scale_out.nic_bandwidth_Bps = 0;
+  expect_throw([&] { estimate_collective(no_nic, CollectiveOp::all_reduce, GiB, GroupPlacement{16, 8, 1}); }, "NIC");
+  // nvls_tree needs NVLS too.
+  expect_throw([&] { estimate_collective(no_sharp, CollectiveOp::all_reduce, GiB, GroupPlacement{16, 8, 1}, algo(CollectiveAlgorithm::nvls_tree)); },
+               "SHARP");
+}
+
+TEST(CollectiveErrors, TrivialGroupsCostNothing) {
+  const auto h = h100_sxm();
+  EXPECT_EQ(estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(1)).time_s, 0.0);
+  EXPECT_EQ(estimate_collective(h, CollectiveOp::all_reduce, 0.0, one_domain(8)).time_s, 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------- structure
+TEST(CollectiveStructure, BytesPerRankAndBusbw) {
+  const auto h = h100_sxm();
+  const double S = GiB;
+  // Ring all-reduce in one domain: 2(n-1)/n S over NVLink, nothing on NICs.
+  auto r = estimate_collective(h, CollectiveOp::all_reduce, S, one_domain(8), algo(CollectiveAlgorithm::ring));
+  EXPECT_DOUBLE_EQ(r.bytes_per_rank_nvlink, 2.0 * 7 / 8 * S);
+  EXPECT_EQ(r.bytes_per_rank_nic, 0.0);
+  EXPECT_EQ(r.bound_by, "nvlink");
+  EXPECT_NEAR(r.time_s, r.latency_s + r.bandwidth_time_s, 1e-15);
+  // All-to-all over 2 nodes of 8: 7/16 of the buffer over NVLink, 8/16 over the NIC.
+  auto a = estimate_collective(h, CollectiveOp::all_to_all, S, GroupPlacement{16, 8, 1});
+  EXPECT_EQ(a.algorithm, CollectiveAlgorithm::direct);
+  EXPECT_DOUBLE_EQ(a.bytes_per_rank_nvlink, S * 7 / 16);
+  EXPECT_DOUBLE_EQ(a.bytes_per_rank_nic, S * 8 / 16);
+  EXPECT_EQ(a.bound_by, "nic");
+  EXPECT_NEAR(a.busbw_Bps, a.algbw_Bps * 15 / 16, 1e-6 * a.busbw_Bps);
+  // Send/recv: one message, NVLink in a domain, NIC across; busbw = algbw.
+  auto p1 = estimate_collective(h, CollectiveOp::send_recv, S, one_domain(2));
+  auto p2 = estimate_collective(h, CollectiveOp::send_recv, S, GroupPlacement{2, 1, 1});
+  EXPECT_DOUBLE_EQ(p1.bytes_per_rank_nvlink, S);
+  EXPECT_DOUBLE_EQ(p2.bytes_per_rank_nic, S);
+  EXPECT_GT(p2.time_s, 5 * p1.time_s);  // 48 GB/s NIC channel vs 370.8 GB/s NVLink
+  EXPECT_DOUBLE_EQ(p1.busbw_Bps, p1.algbw_Bps);
+  // A NIC ring with one GPU per node: 2 channels x 24 GB/s (NCCL duplicates the one 48 GB/s channel).
+  auto dp = estimate_collective(h, CollectiveOp::all_reduce, 16 * GiB, GroupPlacement{64, 1, 1}, algo(CollectiveAlgorithm::ring));
+  EXPECT_NEAR(dp.busbw_Bps / 1e9, 48.0, 1.0);
+  EXPECT_EQ(dp.bound_by, "nic");
+  // Small messages use fewer channels (NCCL's per-thread thresholds).
+  EXPECT_LT(estimate_collective(h, CollectiveOp::all_reduce, 64 * KiB, one_domain(8)).sm_count, 24);
+}
+
+TEST(CollectiveStructure, SharedNicsSlowNicBoundCollectives) {
+  const auto h = h100_sxm();
+  GroupPlacement alone{64, 1, 1}, shared{64, 1, 2};
+  const auto a = estimate_collective(h, CollectiveOp::all_reduce, GiB, alone, algo(CollectiveAlgorithm::ring));
+  const auto b = estimate_collective(h, CollectiveOp::all_reduce, GiB, shared, algo(CollectiveAlgorithm::ring));
+  EXPECT_GT(b.bandwidth_time_s, 1.5 * a.bandwidth_time_s);
+  EXPECT_EQ(b.bound_by, "nic");
+  // Sharing with nobody is the plain NCCL model.
+  const auto c = estimate_collective(h, CollectiveOp::all_reduce, GiB, GroupPlacement{8, 8, 1});
+  EXPECT_DOUBLE_EQ(c.time_s, estimate_collective(h, CollectiveOp::all_reduce, GiB, one_domain(8)).time_s);
+}
+
+TEST(CollectiveStructure, HierarchicalIsTheSumOfItsPhases) {
+  const auto h = h100_sxm();
+  const double S = GiB;
+  GroupPlacement g{64, 8, 1};
+  const auto hier = estimate_collective(h, CollectiveOp::all_reduce, S, g, algo(CollectiveAlgorithm::hierarchical));
+  const auto rs = estimate_collective(h, CollectiveOp::reduce_scatter, S, one_domain(8));
+  const auto ar = estimate_collective(h, CollectiveOp::all_reduce, S / 8, GroupPlacement{8, 1, 1});
+  const auto ag = estimate_collective(h, CollectiveOp::all_gather, S, one_domain(8));
+  EXPECT_EQ(hier.algorithm, CollectiveAlgorithm::hierarchical);
+  EXPECT_NEAR(hier.time_s, rs.time_s + ar.time_s + ag.time_s, 1e-12);
+  EXPECT_NEAR(hier.bytes_per_rank_nic, ar.bytes_per_rank_nic, 1e-3);
+  EXPECT_NEAR(hier.busbw_Bps, S / hier.time_s * 2 * 63 / 64, 1e-6 * hier.busbw_Bps);
+  // NCCL never picks it by itself.
+  EXPECT_NE(estimate_collective(h, CollectiveOp::all_reduce, S, g).algorithm, CollectiveAlgorithm::hierarchical);
+}
+
+// ---------------------------------------------------------------------------------------------- sweeps
+// Time is finite, positive and non-decreasing in bytes for every op, 1 B .. 16 GiB, n = 2 .. 16384, on domains of
+// 8 and of 72, for NCCL's choice and for the hierarchical decomposition.
+TEST(CollectiveMonotonic, FinitePositiveNonDecreasing) {
+  const std::vector<SystemSpec> systems = {h100_sxm(), gb200_nvl72(), b200()};
+  const std::vector<int> ns = {2, 3, 4, 5, 7, 8, 9, 16, 36, 64, 72, 144, 512, 1000, 2048, 16384};
+  const std::vector<CollectiveOp> ops = {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
+                                         CollectiveOp::all_to_all, CollectiveOp::broadcast, CollectiveOp::send_recv};
+  std::vector<double> sizes;
+  for (double s = 1; s <= 16 * GiB; s *= 2) {
+    sizes.push_back(s);
+    sizes.push_back(s * 1.37);
+  }
+  int checked = 0;
+  for (const auto& sys : systems) {
+    const int D = sys.scale_up.domain_size;
+    for (int n : ns) {
+      std::vector<GroupPlacement> places = {GroupPlacement{n, std::min(n, D), 1}, GroupPlacement{n, 1, 1}};
+      if (n > 4) places.push_back(GroupPlacement{n, std::min(n, 4), 1});
+      for (const auto& g : places) {
+        for (auto op : ops) {
+          std::vector<CollectiveOptions> opts = {CollectiveOptions{}};
+          if (op == CollectiveOp::all_reduce || op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter)
+            opts.push_back(algo(CollectiveAlgorithm::hierarchical));
+          for (const auto& o : opts) {
+            double prev = 0;
+            for (double S : sizes) {
+              const auto r = estimate_collective(sys, op, S, g, o);
+              ASSERT_TRUE(std::isfinite(r.time_s) && r.time_s > 0)
+                  << sys.name << " " << to_string(op) << " n=" << n << " ppn=" << g.ranks_per_domain << " S=" << S;
+              ASSERT_GE(r.time_s, prev * (1 - 1e-12))
+                  << sys.name << " " << to_string(op) << " " << to_string(o.algorithm) << " n=" << n
+                  << " ppn=" << g.ranks_per_domain << " S=" << S << " algo " << to_string(r.algorithm) << "/" << r.protocol;
+              ASSERT_TRUE(std::isfinite(r.busbw_Bps) && r.busbw_Bps > 0);
+              ASSERT_GT(r.sm_count, 0);
+              prev = r.time_s;
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
+}  // namespace
+}  // namespace racksim::hw
