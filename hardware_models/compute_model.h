@@ -14,6 +14,7 @@ struct KernelWork {
   double hbm_bytes = 0;
   double m = 0, n = 0, k = 0;  // GEMM shape, zeros otherwise
   int batch = 1;
+  double sfu_ops = 0;          // exponentials (softmax) on the special-function units
 };
 
 struct KernelTiming {
@@ -21,7 +22,10 @@ struct KernelTiming {
   double hbm_bytes = 0;     // bytes through HBM
   double min_s = 0;         // a kernel never finishes faster than this
   double efficiency = 1.0;  // achieved fraction of the datasheet peak used for compute_s
+  bool sfu_bound = false;   // exponentials, not matmuls, bound the compute time
 };
+
+double matmul_efficiency(const SystemSpec& sys, Dtype d);
 
 // Smallest GPU-side duration of a kernel: back-to-back empty kernels replayed from a CUDA
 // graph on the project H200 took 1.02 us each (shared reference h200/microbench_torch.json

@@ -94,6 +94,13 @@ SystemSpec parse_system_preset(const Node& root) {
         }
       pr.finish();
     }
+    if (auto e = r.get("matmul_efficiency", true)) {
+      MapReader er(*e);
+      for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
+        if (auto v = er.number(to_string(d), false, 0.01, 1.0)) s.gpu.matmul_efficiency[d] = *v;
+      er.finish();
+    }
+    set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
     set_if(r.quantity("vector_fp32", QuantityKind::flops_per_second, true), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(r.quantity("sfu_exp", QuantityKind::ops_per_second), s.gpu.sfu_exp_per_s);
@@ -250,7 +257,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         static const std::vector<std::string> optional_fields = {
             "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.tensor_clock", "gpu.peak_dense.tf32",
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
-            "host.copy_efficiency", "memory.reserved"};
+            "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
+            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4"};
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {

@@ -29,6 +29,10 @@ struct GpuSpec {
   std::map<Dtype, double> peak_dense_flops_per_s;
   double vector_fp32_flops_per_s = 0;  // CUDA cores: element-wise work
   double sfu_exp_per_s = 0;            // special-function (exp) rate; 0 = not given
+  // Achieved fraction of the dense peak for large GEMMs, per dtype (MAMF); calibration refines
+  // it by GEMM shape.
+  std::map<Dtype, double> matmul_efficiency;
+  double hbm_efficiency = 1.0;         // achieved / datasheet HBM bandwidth for streaming kernels
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

@@ -313,7 +313,8 @@ class Builder {
       steps.push_back({"attn_scores", bh * s_ * s_ * a,
                        [=, this](Phase) {
                          gemm("attn_scores.qk", s_, s_, hd_, bh, bh * s_ * s_ * (4 - a));
-                         vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_);
+                         const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_);
+                         g_.ops[sm].sfu_ops = bh * s_ * s_;
                        },
                        [=, this] {
                          vector("attn_scores.softmax.bwd", bh * s_ * s_ * 3 * a, 4 * bh * s_ * s_);
@@ -339,6 +340,7 @@ class Builder {
                          op.dtype = hw::Dtype::bf16;
                          op.flops = fwd_flops;
                          op.hbm_bytes = io;
+                         op.sfu_ops = bh * s_ * s_ * 0.5;  // one exp per unmasked score
                          emit(std::move(op));
                        },
                        [=, this] {
@@ -348,6 +350,7 @@ class Builder {
                          op.unit = ExecUnit::tensor;
                          op.dtype = hw::Dtype::bf16;
                          op.flops = 2.5 * fwd_flops;
+                         op.sfu_ops = bh * s_ * s_ * 0.5;  // the scores are recomputed
                          op.hbm_bytes = 2 * io + T_ * q_ * a;
                          emit(std::move(op));
                        }});
@@ -602,7 +605,8 @@ class Builder {
   void grad_sync_embedding() {
     if (dp_ == 1) return;
     const double table = static_cast<double>(m_.vocab) * m_.hidden / tp_;
-    const double bytes = (m_.tied_embeddings ? table : 2 * table) * pr_.grad_reduce_bytes;
+    // Embedding tables and the final norm gain: the parameters outside the layers.
+    const double bytes = ((m_.tied_embeddings ? table : 2 * table) + m_.hidden) * pr_.grad_reduce_bytes;
     const OpId ready = static_cast<OpId>(g_.ops.size() - 1);
     const auto mode = t_.optimizer_sharding;
     if (mode == OptimizerSharding::none && last_micro_)

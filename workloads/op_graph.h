@@ -43,6 +43,7 @@ struct Op {
   hw::Dtype dtype = hw::Dtype::bf16;
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM
+  double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective

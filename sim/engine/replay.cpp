@@ -54,7 +54,7 @@ class Replayer {
     const auto& h = sys_.host;
     const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / h.gpus_per_link;
     sm_ = net_.add_resource("sm", 1.0);
-    hbm_ = net_.add_resource("hbm", sys_.gpu.hbm_bandwidth_Bps);
+    hbm_ = net_.add_resource("hbm", sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
     h2d_ = net_.add_resource("host_link_h2d", link);
     d2h_ = net_.add_resource("host_link_d2h", link);
     host_both_ = net_.add_resource("host_link_both",
@@ -172,6 +172,7 @@ class Replayer {
     w.n = op.gemm_mnk[1];
     w.k = op.gemm_mnk[2];
     w.batch = op.gemm_batch;
+    w.sfu_ops = op.sfu_ops;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
     // One unit of work: it needs compute_s of all SMs and hbm_bytes of HBM traffic; the
     // fluid network gives the roofline alone and the slowdown when others share SMs or HBM.
@@ -181,10 +182,12 @@ class Replayer {
     net_.start_flow(
         uses, 1.0, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, 1.0 / t.min_s);
     // Record what bounds it alone (for the trace).
-    const double mem_s = t.hbm_bytes / sys_.gpu.hbm_bandwidth_Bps;
+    const double mem_s = t.hbm_bytes / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
     pending_bound_[id] = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
-                         : (t.compute_s >= mem_s ? (op.unit == ExecUnit::tensor ? "tensor_core" : "cuda_core")
-                                                 : "hbm");
+                         : t.compute_s < mem_s                       ? "hbm"
+                         : t.sfu_bound                               ? "sfu"
+                         : op.unit == ExecUnit::tensor               ? "tensor_core"
+                                                                     : "cuda_core";
   }
   std::map<OpId, std::string> pending_bound_;
 

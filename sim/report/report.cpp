@@ -45,8 +45,9 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     warnings.push_back("pipeline_bubble: pipeline schedules are not modelled yet");
   else
     ;  // a single stage has no bubble
-  warnings.push_back(
-      "kernel times: roofline on datasheet peaks (no shape-dependent GEMM efficiency until calibration)");
+  if (!sc.system.calibration)
+    warnings.push_back(
+        "uncalibrated: GEMMs at the preset's best-shape efficiency for every shape (set system.calibration)");
   if (step > 0 && r.breakdown.idle_s > 0.01 * step)
     warnings.push_back(fmt::format("{:.1f}% of the step the GPU waits with nothing running (dependencies)",
                                    100.0 * r.breakdown.idle_s / step));
