@@ -52,14 +52,18 @@ class Replayer {
  public:
   Replayer(const OpGraph& g, const Scenario& sc) : g_(g), sc_(sc), sys_(sc.system.spec), net_(q_) {
     const auto& h = sys_.host;
-    const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / h.gpus_per_link;
+    // Every rank of a role does the same, so a shared link or host memory is split among the
+    // GPUs that share it -- but a job smaller than a host shares it with fewer.
+    const int link_sharers = std::max(1, std::min(h.gpus_per_link, sc.system.gpus));
+    const int host_sharers = std::max(1, std::min(h.gpus_per_host, sc.system.gpus));
+    const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / link_sharers;
     sm_ = net_.add_resource("sm", 1.0);
     hbm_ = net_.add_resource("hbm", sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
     h2d_ = net_.add_resource("host_link_h2d", link);
     d2h_ = net_.add_resource("host_link_d2h", link);
     host_both_ = net_.add_resource("host_link_both",
-                                   h.link_bandwidth_both_directions_Bps * h.copy_efficiency / h.gpus_per_link);
-    host_mem_ = net_.add_resource("host_memory", h.memory_bandwidth_Bps / h.gpus_per_host);
+                                   h.link_bandwidth_both_directions_Bps * h.copy_efficiency / link_sharers);
+    host_mem_ = net_.add_resource("host_memory", h.memory_bandwidth_Bps / host_sharers);
     nvlink_ = net_.add_resource("nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
     nic_ = net_.add_resource("nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
   }

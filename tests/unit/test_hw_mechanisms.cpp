@@ -1,0 +1,137 @@
+// Hardware mechanisms in the replay, against closed forms: a GEMM's time at two shapes, HBM
+// shared between a kernel and a copy, copies sharing the host link, launch-bound kernels.
+#include <gtest/gtest.h>
+
+#include "hardware_models/compute_model.h"
+#include "sim/engine/replay.h"
+#include "sim/scenario/scenario.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario on(const std::string& preset, bool graphs = true) {
+  return sim::load_scenario_text("system: {preset: " + preset +
+                                     ", gpus: 1}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 1, "
+                                     "cuda_graphs: " + (graphs ? "true" : "false") + "}\n",
+                                 "t.yaml");
+}
+
+Op gemm(double m, double n, double k) {
+  Op op;
+  op.name = "gemm";
+  op.unit = ExecUnit::tensor;
+  op.dtype = hw::Dtype::bf16;
+  op.flops = 2 * m * n * k;
+  op.hbm_bytes = 2 * (m * k + k * n + m * n);
+  op.gemm_mnk = {m, n, k};
+  return op;
+}
+Op copy(OpKind kind, double bytes) {
+  Op op;
+  op.name = "copy";
+  op.kind = kind;
+  op.stream = kind == OpKind::copy_h2d ? StreamKind::h2d : StreamKind::d2h;
+  op.copy_bytes = bytes;
+  return op;
+}
+
+// Launch of op i ends at (i+1) * graph_kernel_launch + graph_launch with CUDA graphs.
+double launch_end(const sim::Scenario& sc, int i) {
+  return sc.system.spec.launch.graph_launch_s + (i + 1) * sc.system.spec.launch.graph_kernel_launch_s;
+}
+
+}  // namespace
+
+TEST(HwMechanism, GemmTimeAtTwoShapes) {
+  auto sc = on("h200-sxm");
+  const double peak = 989.4e12 * 0.803;  // bf16 dense peak x MAMF efficiency (preset, cited)
+  for (double s : {4096.0, 8192.0}) {
+    OpGraph g;
+    g.add(gemm(s, s, s));
+    const auto r = sim::replay(g, sc);
+    const double expect = 2 * s * s * s / peak;  // compute-bound: 6 s^2 bytes at 4.2 TB/s is far shorter
+    EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, expect, 1e-12) << s;
+    EXPECT_EQ(r.ops[0].bound_by, "tensor_core");
+  }
+}
+
+TEST(HwMechanism, MemoryBoundKernelAndCopyShareHbm) {
+  auto sc = on("h200-sxm");
+  const double hbm = 4.8e12 * 0.88;
+  OpGraph g;
+  Op k;
+  k.name = "stream";
+  k.hbm_bytes = 8e9;  // alone: 8e9 / hbm
+  g.add(k);
+  const auto alone = sim::replay(g, sc);
+  EXPECT_NEAR(alone.ops[0].end_s - alone.ops[0].start_s, 8e9 / hbm, 1e-12);
+  g.add(copy(OpKind::copy_h2d, 4e9));  // a host copy also writes HBM at ~55 GB/s
+  const auto both = sim::replay(g, sc);
+  EXPECT_GT(both.ops[0].end_s - both.ops[0].start_s, 8e9 / hbm);
+}
+
+TEST(HwMechanism, PcieCopiesEachDirectionAndBoth) {
+  auto sc = on("h200-sxm");
+  const double dir = 63e9 * 0.88;  // per direction x measured copy efficiency
+  OpGraph one;
+  one.add(copy(OpKind::copy_h2d, 1e9));
+  auto r1 = sim::replay(one, sc);
+  EXPECT_NEAR(r1.ops[0].end_s - r1.ops[0].start_s, 1e9 / dir, 1e-12);
+  // Two copies in the same direction queue on the H2D stream (one copy engine).
+  one.add(copy(OpKind::copy_h2d, 1e9));
+  auto r2 = sim::replay(one, sc);
+  EXPECT_NEAR(r2.ops[1].end_s - r2.ops[0].start_s, 2e9 / dir, 1e-11);
+  // H2D and D2H at once: each direction at its own rate; both stay below the 128 GB/s total.
+  OpGraph bidi;
+  bidi.add(copy(OpKind::copy_h2d, 1e9));
+  bidi.add(copy(OpKind::copy_d2h, 1e9));
+  auto r3 = sim::replay(bidi, sc);
+  const double both_cap = 128e9 * 0.88 / 2;
+  ASSERT_LT(both_cap, dir * 1.1);
+  EXPECT_NEAR(r3.ops[1].end_s - r3.ops[1].start_s, 1e9 / std::min(dir, both_cap), 1e-9);
+}
+
+TEST(HwMechanism, GraceC2cIsSharedAndBoundedByLpddr) {
+  // GB200: one C2C per Grace superchip shared by its 2 GPUs; Grace LPDDR5X 512 GB/s per Grace.
+  auto sc = on("gb200-nvl72");
+  sc.system.gpus = 72;  // a full rack: both GPUs of each superchip copy at once
+  const auto& h = sc.system.spec.host;
+  const double dir = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / 2;
+  const double mem = h.memory_bandwidth_Bps / 2;
+  OpGraph one;
+  one.add(copy(OpKind::copy_d2h, 1e9));
+  auto r1 = sim::replay(one, sc);
+  EXPECT_NEAR(r1.ops[0].end_s - r1.ops[0].start_s, 1e9 / std::min(dir, mem), 1e-11);
+  OpGraph bidi;
+  bidi.add(copy(OpKind::copy_h2d, 1e9));
+  bidi.add(copy(OpKind::copy_d2h, 1e9));
+  auto r2 = sim::replay(bidi, sc);
+  // Both directions draw on the same LPDDR5X: each gets half of this GPU's share. The D2H copy
+  // is launched one graph-node launch later; the H2D copy ran alone (faster) until then.
+  const double stagger = sc.system.spec.launch.graph_kernel_launch_s;
+  const double alone = std::min(dir, mem);
+  EXPECT_NEAR(r2.ops[0].end_s - r2.ops[0].start_s, stagger + (1e9 - alone * stagger) / (mem / 2), 1e-11);
+  EXPECT_GT(r2.ops[1].end_s, r2.ops[0].end_s);
+}
+
+TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
+  auto eager = on("h200-sxm", false);
+  OpGraph g;
+  for (int i = 0; i < 100; ++i) {
+    Op k;
+    k.name = "tiny";
+    k.hbm_bytes = 1e3;  // far shorter than a launch
+    g.add(k);
+  }
+  const auto r = sim::replay(g, eager);
+  const double launch = eager.system.spec.launch.eager_kernel_launch_s;
+  // The last kernel starts when the host has launched all 100 and runs for the minimum time.
+  EXPECT_NEAR(r.step_time_s, 100 * launch + hw::kMinKernelDuration_s, 1e-12);
+  EXPECT_NEAR(r.breakdown.launch_overhead_s, r.step_time_s - 100 * hw::kMinKernelDuration_s, 1e-9);
+  auto graphs = on("h200-sxm", true);
+  const auto rg = sim::replay(g, graphs);
+  EXPECT_LT(rg.step_time_s, r.step_time_s / 2);
+  EXPECT_NEAR(rg.ops[0].start_s, launch_end(graphs, 0), 1e-12);
+}
