@@ -73,7 +73,11 @@ training: {seq_len: 4096, global_batch: 64, micro_batchh: 2, attention: flsh}
 
 TEST(Scenario, SetErrorsNameTheOverride) {
   const std::string e = error_text(kBase, {"training.parallelism.tp=3"});
-  EXPECT_EQ(e, "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide the model's heads (32)");
+  EXPECT_EQ(e,
+            "s.yaml:2:34: error: system.gpus: gpus (16) must be a multiple of tp·pp·cp = 3·1·1 = 3\n"
+            "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide the model's "
+            "heads (32)\n"
+            "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide ffn_hidden (14336)");
   EXPECT_THROW(sim::parse_set_overrides({"no_equals_sign"}), input::InputError);
 }
 
