@@ -346,7 +346,7 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
   c.ppn = std::clamp(g.ranks_per_domain, 1, g.ranks);
   c.nodes = (c.n + c.ppn - 1) / c.ppn;
   c.share = std::max(1, g.concurrent_groups_sharing_nic);
-  if (c.ppn > 1 || c.nodes == 1) {
+  if (c.ppn > 1) {
     if (sys.scale_up.bandwidth_per_direction_Bps <= 0)
       throw std::invalid_argument("system '" + sys.name + "' has no scale-up bandwidth (scale_up.bandwidth_per_direction_Bps)"
                                   " but the group has " + std::to_string(c.ppn) + " ranks in one domain");
@@ -661,7 +661,8 @@ Candidate direct_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes
     else nic_frac = 1.0;
     k.sm = kP2pChannelsPerPeer;
   }
-  const double t_nvl = nvl_frac > 0 ? nvl_frac / (k.nvl_rate * f_nvl) : 0.0;  // us*GB/s per byte... (1/GBps)
+  // Seconds per byte of the buffer (x1e-9) on each link class; the two classes move concurrently.
+  const double t_nvl = nvl_frac > 0 ? nvl_frac / (k.nvl_rate * f_nvl) : 0.0;
   const double t_nic = nic_frac > 0 ? nic_frac / (k.nic_rate * f_nic) : 0.0;
   const double t = std::max(t_nvl, t_nic);
   k.algbw = t > 0 ? 1.0 / t : std::numeric_limits<double>::infinity();

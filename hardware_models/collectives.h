@@ -39,7 +39,9 @@ struct CollectiveCost {
   double time_s = 0;
   double latency_s = 0, bandwidth_time_s = 0;   // the two terms (time_s = latency_s + bandwidth_time_s)
   double algbw_Bps = 0, busbw_Bps = 0;          // nccl-tests definitions (hardware_specs.md B1)
-  double bytes_per_rank_nvlink = 0, bytes_per_rank_nic = 0;  // what one rank sends over each link class (for contention)
+  // What one rank moves over each link class (for contention): per direction, the busier one -- equal to what
+  // it sends for rings, trees and all-to-all; for NVLS all-gather it is what the rank receives.
+  double bytes_per_rank_nvlink = 0, bytes_per_rank_nic = 0;
   int sm_count = 0;             // SMs (CTAs/channels) the collective kernel occupies while it runs (NVLS fewer)
   // What limits it: "latency" (latency_s > bandwidth_time_s), else "nvlink" | "nic" | "nvls_switch" (NVLS
   // in-switch reduction, nvlsEfficiency) | "protocol" (LL/LL128 overhead or cap) | "channel_cap" (an NCCL

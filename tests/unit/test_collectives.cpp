@@ -339,6 +339,27 @@ TEST(CollectiveStructure, BytesPerRankAndBusbw) {
   EXPECT_LT(estimate_collective(h, CollectiveOp::all_reduce, 64 * KiB, one_domain(8)).sm_count, 24);
 }
 
+// Multi-domain graphs derived from NCCL's search (collectives.cpp), checked through their asymptotic busbw:
+//  * 8 H100 + 8 NICs of 50 GB/s per node, ring: 48 GB/s channels fit 8 NICs but only 7 x 48 on 370.8 GB/s of
+//    NVLink; 45 fits 8 of each -> 8 x 45 = 360 GB/s (no duplication: 45 < 50 with > 4 channels).
+//  * NVLSTree on 2 nodes: 8 heads, bwIntra 40 (9 x 40 <= 370.8), bwInter raised to 48; intraBw = 40 x 0.85 x 7/8 x 2
+//    = 59.5, interBw = 2 x 48, perChMaxNVLSTreeBw(Hopper, 2 nodes) = 57.7 -> 8 x 57.7 = 461.6 GB/s; on >= 3 nodes
+//    min(59.5, 48, 45.5) -> 8 x 45.5 = 364 GB/s.
+//  * 8 B200 per node: 48 GB/s channels, 8 NICs -> 8 x 48 = 384 GB/s (B4.3 measures 377-382 on 4 P6-B200).
+TEST(CollectiveStructure, MultiDomainGraphs) {
+  const double S = 64 * GiB;  // latency-free limit
+  CollectiveOptions ring = algo(CollectiveAlgorithm::ring);
+  ring.protocol = CollectiveProtocol::simple;
+  auto bus = [&](const SystemSpec& sys, GroupPlacement g, const CollectiveOptions& o) {
+    return estimate_collective(sys, CollectiveOp::all_reduce, S, g, o).busbw_Bps / 1e9;
+  };
+  EXPECT_NEAR(bus(h100_sxm(), {16, 8, 1}, ring), 360.0, 2.0);
+  EXPECT_NEAR(bus(h100_sxm(), {16, 8, 1}, algo(CollectiveAlgorithm::nvls_tree)), 461.6, 2.0);
+  EXPECT_NEAR(bus(h100_sxm(), {64, 8, 1}, algo(CollectiveAlgorithm::nvls_tree)), 364.0, 2.0);
+  EXPECT_NEAR(bus(b200(), {32, 8, 1}, ring), 384.0, 2.0);
+  EXPECT_EQ(estimate_collective(h100_sxm(), CollectiveOp::all_reduce, S, {16, 8, 1}, ring).bound_by, "nic");
+}
+
 TEST(CollectiveStructure, SharedNicsSlowNicBoundCollectives) {
   const auto h = h100_sxm();
   GroupPlacement alone{64, 1, 1}, shared{64, 1, 2};
