@@ -53,11 +53,6 @@ FlowNetwork::~FlowNetwork() {
   if (scheduled_) q_.cancel(scheduled_);
 }
 
-FlowNetwork::Resource& FlowNetwork::resource(ResourceId r) {
-  if (r >= resources_.size()) throw std::out_of_range(fmt::format("FlowNetwork: unknown resource {}", r));
-  return resources_[r];
-}
-
 const FlowNetwork::Resource& FlowNetwork::resource(ResourceId r) const {
   if (r >= resources_.size()) throw std::out_of_range(fmt::format("FlowNetwork: unknown resource {}", r));
   return resources_[r];
@@ -68,23 +63,25 @@ FlowNetwork::ResourceId FlowNetwork::add_resource(std::string name, double capac
   if (resources_.size() >= std::numeric_limits<ResourceId>::max()) {
     throw std::length_error("FlowNetwork: too many resources");
   }
-  Resource& r = resources_.emplace_back();
-  r.name = std::move(name);
-  r.capacity = capacity_per_s;
+  resources_.emplace_back().capacity = capacity_per_s;
+  names_.push_back(std::move(name));
   return static_cast<ResourceId>(resources_.size() - 1);
 }
 
 void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
-  Resource& res = resource(r);
-  check_capacity(res.name, capacity_per_s);
-  res.capacity = capacity_per_s;
+  resource(r);  // validates the id
+  check_capacity(names_[r], capacity_per_s);
+  resources_[r].capacity = capacity_per_s;
   mark_dirty(r);
   if (!deferring_) settle();
 }
 
 double FlowNetwork::capacity(ResourceId r) const { return resource(r).capacity; }
 
-const std::string& FlowNetwork::resource_name(ResourceId r) const { return resource(r).name; }
+const std::string& FlowNetwork::resource_name(ResourceId r) const {
+  resource(r);  // validates the id
+  return names_[r];
+}
 
 FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount,
                                             std::function<void(FlowId)> on_done, double rate_cap_per_s) {
@@ -100,71 +97,96 @@ FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount
     resource(u.resource);  // validates the id
     if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
       throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
-                                              resources_[u.resource].name, u.coefficient));
+                                              names_[u.resource], u.coefficient));
     }
     if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
     auto same = std::find_if(entries.begin(), entries.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
     if (same != entries.end()) {
       same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
     } else {
-      entries.push_back(PathEntry{u.resource, u.coefficient, 0});
+      entries.push_back(PathEntry{u.resource, 0, u.coefficient});
     }
   }
   if (entries.empty() && std::isinf(rate_cap_per_s)) {
     throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
   }
 
+  Slot slot = 0;
+  if (free_slots_.empty()) {
+    if (flows_.size() >= std::numeric_limits<Slot>::max()) throw std::length_error("FlowNetwork: too many flows");
+    slot = static_cast<Slot>(flows_.size());
+    flows_.emplace_back();
+    on_done_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   const FlowId id = next_id_++;
-  Flow& f = flows_.try_emplace(id).first->second;
+  slots_.emplace(id, slot);
+  on_done_[slot] = std::move(on_done);
+  Flow& f = flows_[slot];
+  const uint64_t version = f.completion_version;  // keeps stale entries of the slot's last flow stale
+  f = Flow{};
+  f.completion_version = version;
   f.id = id;
   f.path = std::move(entries);
   f.amount = amount;
   f.remaining = amount;
   f.rate_cap = rate_cap_per_s;
   f.last_update = q_.now();
-  f.on_done = std::move(on_done);
   ++active_;
   if (amount == 0) {
     // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
     // bandwidth, so it is not attached to its resources.
-    update_completion(f);
+    update_completion(slot);
   } else if (f.path.empty()) {
     f.rate = rate_cap_per_s;  // alone in its own component
     f.bottleneck = kBoundByCap;
-    update_completion(f);
+    update_completion(slot);
   } else {
-    attach(f);
+    attach(slot);
   }
   if (!deferring_) settle();
   return id;
 }
 
 bool FlowNetwork::cancel_flow(FlowId id) {
-  auto it = flows_.find(id);
-  if (it == flows_.end() || it->second.finished) return false;
-  Flow& f = it->second;
+  auto it = slots_.find(id);
+  if (it == slots_.end()) return false;
+  const Slot slot = it->second;
+  Flow& f = flows_[slot];
+  if (f.finished) return false;
   drop_completion(f);
-  if (f.attached) detach(f);
-  flows_.erase(it);
+  if (f.attached) detach(slot);
+  release(slot);
   --active_;
   if (!deferring_) settle();
   return true;
 }
 
-const FlowNetwork::Flow& FlowNetwork::find(FlowId id) const {
-  auto it = flows_.find(id);
-  if (it == flows_.end()) throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
+void FlowNetwork::release(Slot slot) {
+  Flow& f = flows_[slot];
+  slots_.erase(f.id);
+  f.id = 0;
+  f.path.clear();
+  on_done_[slot] = nullptr;
+  free_slots_.push_back(slot);
+}
+
+FlowNetwork::Slot FlowNetwork::slot_of(FlowId id) const {
+  auto it = slots_.find(id);
+  if (it == slots_.end()) throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
   return it->second;
 }
 
 double FlowNetwork::rate(FlowId f) const {
   settle_if_dirty();
-  return find(f).rate;
+  return flows_[slot_of(f)].rate;
 }
 
 double FlowNetwork::remaining(FlowId id) const {
   // No settle needed: a rate change at now() does not change progress made up to now().
-  const Flow& f = find(id);
+  const Flow& f = flows_[slot_of(id)];
   if (f.finished) return 0.0;
   const double dt_s = static_cast<double>((q_.now() - f.last_update).ps) / 1e12;
   return std::max(0.0, f.remaining - f.rate * dt_s);
@@ -172,17 +194,20 @@ double FlowNetwork::remaining(FlowId id) const {
 
 std::string FlowNetwork::bottleneck(FlowId id) const {
   settle_if_dirty();
-  const Flow& f = find(id);
+  const Flow& f = flows_[slot_of(id)];
   if (f.bottleneck == kBoundByCap) return "cap";
   if (f.bottleneck == kBoundByNone) return "none";
-  return resources_[static_cast<std::size_t>(f.bottleneck)].name;
+  return names_[static_cast<std::size_t>(f.bottleneck)];
 }
 
 double FlowNetwork::utilization(ResourceId r) const {
   settle_if_dirty();
   const Resource& res = resource(r);
   double used = 0;
-  for (const User& u : res.users) used += u.flow->path[u.path_index].coefficient * u.flow->rate;
+  for (const User& u : res.users) {
+    const Flow& f = flows_[u.flow];
+    used += f.path[u.path_index].coefficient * f.rate;
+  }
   return used / res.capacity;
 }
 
@@ -194,23 +219,25 @@ void FlowNetwork::mark_dirty(ResourceId r) {
   }
 }
 
-void FlowNetwork::attach(Flow& f) {
+void FlowNetwork::attach(Slot slot) {
+  Flow& f = flows_[slot];
   for (uint32_t i = 0; i < f.path.size(); ++i) {
     Resource& res = resources_[f.path[i].resource];
-    f.path[i].slot = static_cast<uint32_t>(res.users.size());
-    res.users.push_back(User{&f, i});
+    f.path[i].user_index = static_cast<uint32_t>(res.users.size());
+    res.users.push_back(User{slot, i});
     mark_dirty(f.path[i].resource);
   }
   f.attached = true;
 }
 
-void FlowNetwork::detach(Flow& f) {
+void FlowNetwork::detach(Slot slot) {
+  Flow& f = flows_[slot];
   for (const PathEntry& pe : f.path) {
     Resource& res = resources_[pe.resource];
     // Swap-remove, fixing the moved user's back-index.
     const User last = res.users.back();
-    res.users[pe.slot] = last;
-    last.flow->path[last.path_index].slot = pe.slot;
+    res.users[pe.user_index] = last;
+    flows_[last.flow].path[last.path_index].user_index = pe.user_index;
     res.users.pop_back();
     mark_dirty(pe.resource);
   }
@@ -231,20 +258,21 @@ void FlowNetwork::drop_completion(Flow& f) {
   --live_completions_;
 }
 
+bool FlowNetwork::valid(const Completion& c) const {
+  const Flow& f = flows_[c.slot];
+  return f.id == c.id && f.in_completions && f.completion_version == c.version;
+}
+
 const FlowNetwork::Completion* FlowNetwork::earliest_completion() {
-  while (!completions_.empty()) {
-    const Completion& top = completions_.front();
-    auto it = flows_.find(top.id);
-    if (it != flows_.end() && it->second.in_completions && it->second.completion_version == top.version) {
-      return &top;
-    }
+  while (!completions_.empty() && !valid(completions_.front())) {
     std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
     completions_.pop_back();
   }
-  return nullptr;
+  return completions_.empty() ? nullptr : &completions_.front();
 }
 
-void FlowNetwork::update_completion(Flow& f) {
+void FlowNetwork::update_completion(Slot slot) {
+  Flow& f = flows_[slot];
   drop_completion(f);
   const SimTime now = q_.now();
   SimTime when = SimTime::max();  // never (rate 0)
@@ -263,14 +291,11 @@ void FlowNetwork::update_completion(Flow& f) {
   if (when == SimTime::max()) return;
   f.in_completions = true;
   ++live_completions_;
-  completions_.push_back(Completion{when.ps, f.id, ++f.completion_version});
+  completions_.push_back(Completion{when.ps, f.id, ++f.completion_version, slot});
   std::push_heap(completions_.begin(), completions_.end(), CompletionLater{});
   if (completions_.size() > 64 && completions_.size() > 2 * live_completions_) {
     // O(n) after at least n/2 superseded entries: O(1) amortized per update.
-    std::erase_if(completions_, [this](const Completion& c) {
-      auto it = flows_.find(c.id);
-      return it == flows_.end() || !it->second.in_completions || it->second.completion_version != c.version;
-    });
+    std::erase_if(completions_, [this](const Completion& c) { return !valid(c); });
     std::make_heap(completions_.begin(), completions_.end(), CompletionLater{});
   }
 }
@@ -318,11 +343,11 @@ void FlowNetwork::solve_components() {
   // changes touched are re-solved.
   for (std::size_t k = 0; k < comp_resources_.size(); ++k) {
     for (const User& u : resources_[comp_resources_[k]].users) {
-      Flow* f = u.flow;
-      if (f->stamp == stamp_) continue;
-      f->stamp = stamp_;
-      comp_flows_.push_back(f);
-      for (const PathEntry& pe : f->path) {
+      Flow& f = flows_[u.flow];
+      if (f.stamp == stamp_) continue;
+      f.stamp = stamp_;
+      comp_flows_.push_back(u.flow);
+      for (const PathEntry& pe : f.path) {
         Resource& next = resources_[pe.resource];
         if (next.stamp != stamp_) {
           next.stamp = stamp_;
@@ -343,9 +368,10 @@ void FlowNetwork::solve_components() {
     res.unfrozen_count = 0;
     res.version = 0;
   }
-  for (Flow* f : comp_flows_) {
-    f->frozen = false;
-    for (const PathEntry& pe : f->path) {
+  for (Slot s : comp_flows_) {
+    Flow& f = flows_[s];
+    f.frozen = false;
+    for (const PathEntry& pe : f.path) {
       Resource& res = resources_[pe.resource];
       res.unfrozen_coef += pe.coefficient;
       ++res.unfrozen_count;
@@ -357,9 +383,8 @@ void FlowNetwork::solve_components() {
     if (res.unfrozen_count > 0) heap_.push_back(Level{res.capacity / res.unfrozen_coef, static_cast<int64_t>(r), 0});
   }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    if (std::isfinite(comp_flows_[i]->rate_cap)) {
-      heap_.push_back(Level{comp_flows_[i]->rate_cap, -1 - static_cast<int64_t>(i), 0});
-    }
+    const Flow& f = flows_[comp_flows_[i]];
+    if (std::isfinite(f.rate_cap)) heap_.push_back(Level{f.rate_cap, -1 - static_cast<int64_t>(i), 0});
   }
   std::make_heap(heap_.begin(), heap_.end(), LevelLater{});
 
@@ -379,7 +404,8 @@ void FlowNetwork::solve_components() {
           // Cancellation drift in the running sum; recompute it exactly.
           res.unfrozen_coef = 0;
           for (const User& u : res.users) {
-            if (!u.flow->frozen) res.unfrozen_coef += u.flow->path[u.path_index].coefficient;
+            const Flow& f = flows_[u.flow];
+            if (!f.frozen) res.unfrozen_coef += f.path[u.path_index].coefficient;
           }
         }
         // Never below the current level: the true value is not, only rounding can make it so.
@@ -391,25 +417,27 @@ void FlowNetwork::solve_components() {
       level = std::max(level, top.level);
       // freeze() does not change the users list, only the flows' frozen flags.
       for (const User& u : res.users) {
-        if (!u.flow->frozen) freeze(*u.flow, level, top.who);
+        Flow& f = flows_[u.flow];
+        if (!f.frozen) freeze(f, level, top.who);
       }
     } else {
-      Flow* f = comp_flows_[static_cast<std::size_t>(-1 - top.who)];
-      if (f->frozen) continue;
+      Flow& f = flows_[comp_flows_[static_cast<std::size_t>(-1 - top.who)]];
+      if (f.frozen) continue;
       level = std::max(level, top.level);
-      freeze(*f, level, kBoundByCap);
+      freeze(f, level, kBoundByCap);
     }
   }
 
   // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
   // events cannot perturb it by float noise.
-  for (Flow* f : comp_flows_) {
-    if (f->new_rate != f->rate) {
-      advance(*f);  // progress up to now at the old rate
-      f->rate = f->new_rate;
-      update_completion(*f);
+  for (Slot s : comp_flows_) {
+    Flow& f = flows_[s];
+    if (f.new_rate != f.rate) {
+      advance(f);  // progress up to now at the old rate
+      f.rate = f.new_rate;
+      update_completion(s);
     }
-    f->bottleneck = f->new_bottleneck;
+    f.bottleneck = f.new_bottleneck;
   }
 }
 
@@ -429,18 +457,20 @@ void FlowNetwork::on_completion_event() {
   scheduled_ = {};
   scheduled_at_ = SimTime::max();
   const SimTime now = q_.now();
-  std::vector<Flow*> done;
+  // Slots, not references: callbacks may start flows, which can reallocate flows_.
+  std::vector<Slot> done;
   for (const Completion* c = earliest_completion(); c != nullptr && c->ps <= now.ps; c = earliest_completion()) {
-    Flow& f = flows_.at(c->id);
+    const Slot slot = c->slot;
     std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
     completions_.pop_back();
+    Flow& f = flows_[slot];
     drop_completion(f);
     f.remaining = 0;
     f.last_update = now;
-    if (f.attached) detach(f);
+    if (f.attached) detach(slot);
     f.finished = true;
     --active_;
-    done.push_back(&f);
+    done.push_back(slot);
   }
 
   // Callbacks typically start the next flows; solving once after all of them (instead of once
@@ -448,18 +478,20 @@ void FlowNetwork::on_completion_event() {
   // first. The guard also cleans up if a callback throws.
   struct Batch {
     FlowNetwork& net;
-    const std::vector<Flow*>& done;
+    const std::vector<Slot>& done;
     bool outer;
     ~Batch() {
       net.deferring_ = outer;
-      for (Flow* f : done) net.flows_.erase(f->id);
+      for (Slot s : done) net.release(s);
     }
   };
   {
     Batch batch{*this, done, deferring_};
     deferring_ = true;
-    for (Flow* f : done) {
-      if (f->on_done) f->on_done(f->id);
+    for (Slot s : done) {
+      // Moved out first: the callback may start flows, which can reallocate on_done_.
+      std::function<void(FlowId)> cb = std::move(on_done_[s]);
+      if (cb) cb(flows_[s].id);
     }
   }
   if (!deferring_) settle();

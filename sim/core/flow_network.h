@@ -70,16 +70,17 @@ class FlowNetwork {
   std::size_t active_flows() const { return active_; }
 
  private:
+  using Slot = uint32_t;  // index into flows_; a slot is reused after its flow ends
   static constexpr int64_t kBoundByCap = -1;
   static constexpr int64_t kBoundByNone = -2;
 
   struct PathEntry {
     ResourceId resource;
+    uint32_t user_index;  // where this flow sits in the resource's users list (O(1) removal)
     double coefficient;
-    uint32_t slot;  // index of this flow in the resource's users list (O(1) removal)
   };
   struct Flow {
-    FlowId id = 0;
+    FlowId id = 0;  // 0: free slot
     std::vector<PathEntry> path;
     double amount = 0;
     double remaining = 0;  // as of last_update
@@ -87,33 +88,31 @@ class FlowNetwork {
     double rate = 0;
     SimTime last_update{};
     SimTime completion = SimTime::max();  // meaningful while in_completions
-    bool in_completions = false;           // has a valid entry in completions_
-    uint64_t completion_version = 0;       // entries with another version are stale
-    bool attached = false;  // listed in its resources' users (not for zero-amount or pathless flows)
-    bool finished = false;  // completing right now; kept only while on_done callbacks run
-    int64_t bottleneck = kBoundByNone;  // resource id, kBoundByCap or kBoundByNone
-    std::function<void(FlowId)> on_done;
+    uint64_t completion_version = 0;      // completion entries with another version are stale
+    int64_t bottleneck = kBoundByNone;    // resource id, kBoundByCap or kBoundByNone
     // Solver scratch.
     uint64_t stamp = 0;
-    bool frozen = false;
     double new_rate = 0;
     int64_t new_bottleneck = kBoundByNone;
+    bool frozen = false;
+    bool in_completions = false;  // has a valid entry in completions_
+    bool attached = false;        // listed in its resources' users (not zero-amount or pathless flows)
+    bool finished = false;        // completing now; kept only while the on_done callbacks run
   };
   struct User {
-    Flow* flow;
+    Slot flow;
     uint32_t path_index;
   };
   struct Resource {
-    std::string name;
     double capacity = 0;
     std::vector<User> users;
     bool dirty = false;  // seeds the next solve
     // Solver scratch.
+    uint32_t unfrozen_count = 0;
+    uint32_t version = 0;  // bumped when a flow on it freezes; older heap entries are stale
     uint64_t stamp = 0;
     double frozen_use = 0;     // sum coefficient*rate of frozen flows
     double unfrozen_coef = 0;  // sum of coefficients of unfrozen flows
-    uint32_t unfrozen_count = 0;
-    uint32_t version = 0;  // invalidates stale heap entries
   };
   struct Level {
     double level;
@@ -124,30 +123,38 @@ class FlowNetwork {
     int64_t ps;
     FlowId id;
     uint64_t version;
+    Slot slot;
   };
 
-  const Flow& find(FlowId f) const;
-  Resource& resource(ResourceId r);
+  Slot slot_of(FlowId f) const;  // std::out_of_range for an unknown or forgotten flow
   const Resource& resource(ResourceId r) const;
-  void attach(Flow& f);
-  void detach(Flow& f);
+  void release(Slot s);
+  void attach(Slot s);
+  void detach(Slot s);
   void mark_dirty(ResourceId r);
-  void advance(Flow& f);                 // bring remaining up to now() at the current rate
-  void update_completion(Flow& f);       // recompute f's completion key from remaining and rate
-  void settle();                         // re-solve dirty components, then reschedule
-  void settle_if_dirty() const;          // for queries: solve any deferred change first
+  void advance(Flow& f);            // bring remaining up to now() at the current rate
+  void update_completion(Slot s);   // recompute the completion key from remaining and rate
+  void drop_completion(Flow& f);
+  bool valid(const Completion& c) const;
+  const Completion* earliest_completion();  // the earliest valid entry, dropping stale ones
+  void settle();                    // re-solve dirty components, then reschedule
+  void settle_if_dirty() const;     // for queries: solve any deferred change first
   void solve_components();
   void freeze(Flow& f, double level, int64_t bound_by);
-  void drop_completion(Flow& f);
-  const Completion* earliest_completion();  // the earliest valid entry, dropping stale ones
   void reschedule();
   void on_completion_event();
 
   EventQueue& q_;
-  std::deque<Resource> resources_;  // deque: resource_name() references stay valid
-  std::unordered_map<FlowId, Flow> flows_;  // node-based: Flow* stay valid across inserts
+  std::vector<Resource> resources_;
+  std::deque<std::string> names_;  // apart from resources_ so resource_name() references stay valid
+  // Flows live in slots of a vector (cache-friendly for the solver); on_done is kept apart because
+  // the solver never touches it. slots_ maps public ids to slots.
+  std::vector<Flow> flows_;
+  std::vector<std::function<void(FlowId)>> on_done_;
+  std::vector<Slot> free_slots_;
+  std::unordered_map<FlowId, Slot> slots_;
   // Min-heap on (completion ps, id), so ties complete in start order. Lazy deletion: an entry is
-  // valid only while its flow exists, is in_completions and has the same completion_version;
+  // valid only while its slot holds the same flow, in_completions, with the same version;
   // compacted when stale entries outnumber live ones.
   std::vector<Completion> completions_;
   std::size_t live_completions_ = 0;
@@ -158,7 +165,7 @@ class FlowNetwork {
   uint64_t stamp_ = 0;
   EventQueue::Handle scheduled_{};
   SimTime scheduled_at_ = SimTime::max();
-  std::vector<Flow*> comp_flows_;       // solver scratch
+  std::vector<Slot> comp_flows_;  // solver scratch
   std::vector<ResourceId> comp_resources_;
   std::vector<Level> heap_;
 };

@@ -327,6 +327,31 @@ TEST(FlowNetwork, OnDoneCanStartTheNextFlow) {
   EXPECT_EQ(last_ps, 10 * kS);  // ten 1 s flows back to back
 }
 
+TEST(FlowNetwork, OnDoneMayStartManyFlowsAndKeepUsingItsCaptures) {
+  // Starting flows from inside on_done grows the network's storage; the running callback must not
+  // move under it. The capture is one pointer, small enough for std::function to store inline,
+  // so a moved callback would read freed memory (which AddressSanitizer reports).
+  EventQueue q;
+  FlowNetwork net(q);
+  struct Ctx {
+    FlowNetwork* net;
+    FlowNetwork::ResourceId link;
+    int children_done = 0;
+    bool finished_loop = false;
+  } ctx{&net, net.add_resource("link", 100.0)};
+  Ctx* p = &ctx;
+  net.start_flow({{ctx.link}}, 1.0, [p](FlowId) {
+    for (int i = 0; i < 1000; ++i) {
+      p->net->start_flow({{p->link}}, 1.0, [p](FlowId) { ++p->children_done; });
+    }
+    p->finished_loop = true;
+  });
+  q.run();
+  EXPECT_TRUE(ctx.finished_loop);
+  EXPECT_EQ(ctx.children_done, 1000);
+  EXPECT_EQ(q.now().ps, 10'010'000'000'000);  // 0.01 s, then 1000 flows of 1 B at 0.1 B/s each
+}
+
 TEST(FlowNetwork, CompletingFlowsAreQueryableInsideTheirBatch) {
   EventQueue q;
   FlowNetwork net(q);
