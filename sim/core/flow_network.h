@@ -25,8 +25,15 @@ namespace racksim::sim {
 // connected component of flows and resources that the change touches.
 //
 // The network drives itself through the EventQueue: it keeps exactly one event scheduled, at the
-// earliest completion. Completion times are rounded up to the next whole picosecond; flows that
-// complete at the same picosecond complete in start order.
+// earliest completion. Completion times are rounded up to the next whole picosecond (except an
+// excess within 1e-13 relative of a whole picosecond, which is float noise); a flow with less
+// than 1e-9 of its amount left completes. Flows that complete at the same picosecond complete in
+// start order, and their on_done callbacks run in that order from one event; flows started or
+// cancelled by those callbacks are solved once, after the last callback.
+//
+// Cost per start/finish: O(size of the touched component * log). Measured (RelWithDebInfo, one
+// core): ~1.2M start+finish events/s with 4000 flows in components of ~4 flows, ~2e5/s in
+// components of ~40, ~2e4/s when all 2000 flows form a single component.
 class FlowNetwork {
  public:
   using ResourceId = uint32_t;

@@ -203,6 +203,18 @@ TEST(Units, FormatRoundTripsThroughParse) {
   EXPECT_EQ(format_quantity(parse_quantity("141 GiB", kSize), kSize), "151.4 GB");
 }
 
+TEST(Units, FormatAlwaysParsesBackWithinFourDigits) {
+  const QuantityKind kinds[] = {QuantityKind::bytes, QuantityKind::seconds, QuantityKind::bytes_per_second,
+                                QuantityKind::flops, QuantityKind::flops_per_second, QuantityKind::hertz,
+                                QuantityKind::watts, QuantityKind::ops_per_second};
+  for (QuantityKind k : kinds) {
+    for (double v = 1.234567e-15; v < 1e22; v *= 7.3) {
+      const std::string text = format_quantity(v, k);
+      EXPECT_NEAR(parse_quantity(text, k), v, v * 5e-4) << text;
+    }
+  }
+}
+
 // Dimension checks happen at compile time: only physically meaningful combinations compile.
 template <class A, class B>
 concept Addable = requires(A a, B b) { a + b; };
