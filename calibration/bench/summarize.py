@@ -82,22 +82,24 @@ def bench_tables(d, torch_ref):
             tref[(r["m"], r["n"], r["k"])] = r
     out.append("| M | N | K | label | bf16 us | bf16 TFLOP/s | fp8 us | fp8 TFLOP/s | torch bf16 / fp8 TFLOP/s |")
     out.append("|---|---|---|---|---|---|---|---|---|")
-    shapes = []
+    # The grid runs every shape once per dtype (bf16 then fp8); a shape may appear twice in the grid
+    # under two labels, and both runs are listed.
+    seen = []
     for r in g:
-        key = (r["m"], r["n"], r["k"])
-        if key not in [s[0] for s in shapes]:
-            shapes.append((key, r.get("label", "")))
-    for key, label in shapes:
+        key = (r["m"], r["n"], r["k"], r.get("label", ""))
+        if key not in seen:
+            seen.append(key)
+    for key in seen:
         cells = []
         for dt in ("bf16", "fp8_e4m3"):
-            r = next((x for x in g if (x["m"], x["n"], x["k"]) == key and x["dtype"] == dt), None)
+            r = next((x for x in g if (x["m"], x["n"], x["k"], x.get("label", "")) == key and x["dtype"] == dt), None)
             if r is None or "error" in r:
                 cells += ["err", "err"]
             else:
                 cells += [f"{r['s']['median'] * 1e6:.1f}", f"{r['tflops']['median']:.1f}"]
-        t = tref.get(key)
+        t = tref.get(key[:3])
         tcell = f"{t['bf16_tflops']:.1f} / {t['fp8_tflops']:.1f}" if t else ""
-        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {label} | " + " | ".join(cells) + f" | {tcell} |")
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | " + " | ".join(cells) + f" | {tcell} |")
     out.append("")
 
     out.append("### HBM copy bandwidth (GB/s, read+write counted, back-to-back)\n")
