@@ -166,6 +166,8 @@ class Builder {
       backward_micro_step();
     }
     optimizer_step();
+    g_.model_flops_per_step = model_flops_per_step(m_, t_);
+    g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     return std::move(g_);
   }
 

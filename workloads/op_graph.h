@@ -69,6 +69,10 @@ struct OpGraph {
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
+  // For the report: model FLOPs (6·N·tokens + attention, no recompute) and tokens of one
+  // optimizer step of the whole job (all ranks). Set by whoever builds the graph.
+  double model_flops_per_step = 0;
+  double tokens_per_step = 0;
 
   OpId add(Op op) {
     ops.push_back(std::move(op));

@@ -33,8 +33,8 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   const auto& t = sc.training;
   const double step = r.step_time_s;
   const double gpus = sc.system.gpus;
-  const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
-  const double model_flops = model_flops_per_step(sc.model, t);
+  const double tokens = g.tokens_per_step;
+  const double model_flops = g.model_flops_per_step;
   const double peak = hw::peak_flops_per_s(sc.system.spec, t.precision);
   const double model_tflops = step > 0 ? model_flops / step / gpus / 1e12 : 0;
   const double capacity = sc.system.spec.gpu.hbm_capacity_bytes;

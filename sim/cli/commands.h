@@ -1,0 +1,35 @@
+// Subcommands of `racksim`. Each lives in its own commands_*.cpp and registers itself on the
+// app; cli.cpp lists them (kCommands) and runs the one that was parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sim/cli/cli.h"
+
+namespace racksim::cli {
+
+// What runs when the subcommand was given on the command line; returns the exit code.
+using Action = std::function<int(std::ostream& out, std::ostream& err)>;
+struct Registered {
+  CLI::App* sub = nullptr;
+  Action action;
+};
+
+// Options shared by commands that take scenarios.
+struct Common {
+  std::vector<std::string> sets;
+  bool json_out = false;
+};
+
+Registered register_run(CLI::App& app);
+Registered register_compare(CLI::App& app);
+Registered register_collective(CLI::App& app);
+Registered register_hw(CLI::App& app);
+Registered register_models(CLI::App& app);
+
+}  // namespace racksim::cli
