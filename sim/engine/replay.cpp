@@ -178,13 +178,21 @@ class Replayer {
     w.batch = op.gemm_batch;
     w.sfu_ops = op.sfu_ops;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
-    // One unit of work: it needs compute_s of all SMs and hbm_bytes of HBM traffic; the
-    // fluid network gives the roofline alone and the slowdown when others share SMs or HBM.
+    // The kernel's progress is measured in its own HBM bytes (or, with none, in compute
+    // seconds), so it competes with copies and other kernels for HBM byte for byte under
+    // max-min fairness; the SM resource carries its compute seconds per unit of progress.
     std::vector<FlowNetwork::Use> uses;
-    if (t.compute_s > 0) uses.push_back({sm_, t.compute_s});
-    if (t.hbm_bytes > 0) uses.push_back({hbm_, t.hbm_bytes});
+    double amount = 0;
+    if (t.hbm_bytes > 0) {
+      amount = t.hbm_bytes;
+      uses.push_back({hbm_, 1.0});
+      if (t.compute_s > 0) uses.push_back({sm_, t.compute_s / t.hbm_bytes});
+    } else {
+      amount = std::max(t.compute_s, t.min_s);
+      if (t.compute_s > 0) uses.push_back({sm_, 1.0});
+    }
     net_.start_flow(
-        uses, 1.0, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, 1.0 / t.min_s);
+        uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, amount / t.min_s);
     // Record what bounds it alone (for the trace).
     const double mem_s = t.hbm_bytes / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
     pending_bound_[id] = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
@@ -222,16 +230,19 @@ class Replayer {
     // Latency first (launch, handshakes), then the data moves as a flow on the links.
     q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, c, sm_frac] {
       reserve_sms(sm_frac);
+      // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
+      const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
       std::vector<FlowNetwork::Use> uses;
-      if (c.bytes_per_rank_nvlink > 0) uses.push_back({nvlink_, c.bytes_per_rank_nvlink});
-      if (c.bytes_per_rank_nic > 0) uses.push_back({nic_, c.bytes_per_rank_nic});
-      const double cap = c.bandwidth_time_s > 0 ? 1.0 / c.bandwidth_time_s : std::numeric_limits<double>::infinity();
+      if (c.bytes_per_rank_nvlink > 0) uses.push_back({nvlink_, c.bytes_per_rank_nvlink / moved});
+      if (c.bytes_per_rank_nic > 0) uses.push_back({nic_, c.bytes_per_rank_nic / moved});
+      const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
+                                                             : std::numeric_limits<double>::infinity();
       if (uses.empty() && !std::isfinite(cap)) {
         reserve_sms(-sm_frac);
         finish(id, c.bound_by);
         return;
       }
-      net_.start_flow(uses, 1.0, [this, id, c, sm_frac](FlowNetwork::FlowId) {
+      net_.start_flow(uses, moved, [this, id, c, sm_frac](FlowNetwork::FlowId) {
         reserve_sms(-sm_frac);
         finish(id, c.bound_by);
       }, cap);
