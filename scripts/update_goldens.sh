@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerates the golden files in tests/golden after an intended change of output. Review the
+# diff (git diff tests/golden) before committing: every change must be explainable.
+set -euo pipefail
+cd "$(dirname "$0")/../tests/golden"
+R=${RACKSIM:-../../build/sim/cli/racksim}
+export RACKSIM_DATA_DIR="$(cd ../.. && pwd)"
+for f in errors/*.yaml; do
+  n=$(basename "$f" .yaml)
+  "$R" run "$f" > /dev/null 2> "errors/$n.stderr" || true
+done
+"$R" run ../../scenarios/quickstart.yaml --set training.parallelism.tpp=2 2> errors/cli_set_unknown_key.stderr || true
+"$R" run ../../scenarios/quickstart.yaml --set training.seq_len=long 2> errors/cli_set_bad_value.stderr || true
+"$R" run errors/no_such_file.yaml 2> errors/cli_missing_file.stderr || true
+"$R" collective --system h200-sxm --gpus 8 --op all_reduce --bytes 1 2> errors/cli_collective_bad_size.stderr || true
+for a in reports/*.args; do
+  n=$(basename "$a" .args)
+  IFS=';' read -r -a args < "$a"
+  "$R" "${args[@]}" > "reports/$n.json"
+done
