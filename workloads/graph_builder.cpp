@@ -35,6 +35,8 @@ std::string to_string(CommGroup g) {
     case CommGroup::pp: return "pp";
     case CommGroup::cp: return "cp";
     case CommGroup::ep: return "ep";
+    case CommGroup::dp_cp: return "dp_cp";
+    case CommGroup::edp: return "edp";
   }
   return "?";
 }
@@ -82,7 +84,9 @@ Precision precision_of(const TrainingConfig& t) {
   p.grad_bytes = 4.0;
   p.optimizer_bytes = 8.0;      // Adam first and second moments, fp32
   p.grad_reduce_bytes = 4.0;    // Megatron reduces main grads in fp32 under bf16 training
-  p.param_gather_bytes = 2.0;   // bf16 parameters
+  // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8
+  // copy under fp8-class training (Megatron --fp8-param-gather, Transformer Engine fp8 params).
+  p.param_gather_bytes = p.matmul_input_bytes < 2.0 ? p.matmul_input_bytes : 2.0;
   return p;
 }
 
@@ -124,48 +128,75 @@ namespace {
 struct Step {
   std::string name;      // activation name (DESIGN.md list)
   double out_bytes = 0;  // bytes of the named activation
-  std::function<void(Phase)> forward;
+  std::function<void()> forward;
   std::function<void()> backward;
+};
+
+// How a GEMM's inputs are quantized under fp8-class precisions (Transformer Engine style):
+// forward casts the activation and the weight; the backward casts the incoming gradient once.
+enum class Quant { none, forward, backward };
+
+// A cross-rank dependency resolved after every rank is built: the first op of a pipeline
+// chunk waits for the send of the chunk before it (forward) or after it (backward).
+struct ChunkKey {
+  bool forward;
+  int micro;
+  int vstage;
+  auto operator<=>(const ChunkKey&) const = default;
 };
 
 class Builder {
  public:
-  Builder(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys, const RankRole& role)
-      : m_(m), t_(t), sys_(sys), role_(role), pr_(precision_of(t)) {
+  Builder(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys)
+      : m_(m), t_(t), sys_(sys), pr_(precision_of(t)) {
     const auto& p = t.parallelism;
     tp_ = p.tp;
-    s_ = static_cast<double>(t.seq_len) / p.cp;
+    pp_ = p.pp;
+    vp_ = p.vp;
+    cp_ = p.cp;
+    ep_ = p.ep;
+    dp_ = p.dp;
+    s_ = static_cast<double>(t.seq_len) / cp_;
     b_ = t.micro_batch;
     T_ = b_ * s_;
     Tsp_ = T_ / tp_;
     h_ = m.hidden;
-    hd_ = m.head_dim;
     hl_ = static_cast<double>(m.heads) / tp_;
     kvl_ = std::max(1.0, static_cast<double>(m.kv_heads) / tp_);
-    q_ = hl_ * hd_;
-    kv_ = kvl_ * hd_;
+    if (m.mla) {
+      qk_dim_ = m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim;
+      v_dim_ = m.mla->v_head_dim;
+      kvl_ = hl_;  // MLA up-projects keys and values per head
+    } else {
+      qk_dim_ = v_dim_ = m.head_dim;
+    }
     f_ = static_cast<double>(m.ffn_hidden) / tp_;
     V_ = static_cast<double>(m.vocab) / tp_;
-    dp_ = p.dp;
     materialized_ = t.attention == AttentionImpl::materialized;
     micro_steps_ = t.micro_steps();
-    layers_ = m.layers;  // pipeline stages: layer range set by the pipeline issue
-    first_layer_ = 0;
+    vstages_ = pp_ * vp_;
+    jax_ = t.framework == Framework::jax;
+    split_layers();
   }
 
   OpGraph build() {
-    if (t_.parallelism.pp > 1 || t_.parallelism.cp > 1 || t_.parallelism.ep > 1 || m_.moe || m_.mla)
-      throw std::invalid_argument(
-          "not modelled yet: pipeline, context and expert parallelism, MoE and MLA layers arrive with the "
-          "training-graphs issue; this build models dense decoders with data and tensor parallelism");
-    add_resident_state();
-    for (int mb = 0; mb < micro_steps_; ++mb) {
-      mb_ = mb;
-      last_micro_ = mb == micro_steps_ - 1;
-      forward_micro_step();
-      backward_micro_step();
+    g_.ranks = pp_;
+    for (int r = 0; r < pp_; ++r) {
+      rank_ = r;
+      layer_state_.clear();
+      logits_.clear();
+      add_resident_state();
+      for (const auto& [forward, micro, chunk] : schedule(r)) {
+        mb_ = micro;
+        const int v = chunk * pp_ + r;
+        if (forward)
+          forward_chunk(v);
+        else
+          backward_chunk(v);
+      }
+      optimizer_step();
     }
-    optimizer_step();
+    for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     return std::move(g_);
@@ -175,71 +206,153 @@ class Builder {
   const ModelSpec& m_;
   const TrainingConfig& t_;
   const hw::SystemSpec& sys_;
-  RankRole role_;
   Precision pr_;
   OpGraph g_;
-  int tp_ = 1, dp_ = 1, micro_steps_ = 1, layers_ = 0, first_layer_ = 0, mb_ = 0;
-  bool last_micro_ = false, materialized_ = false;
-  double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hd_ = 0, hl_ = 0, kvl_ = 0, q_ = 0, kv_ = 0, f_ = 0, V_ = 0;
-
-  // Per-layer state between forward and backward of one micro-step.
-  struct LayerState {
-    std::map<std::string, TensorId> kept;        // saved or fetched activations, freed after backward
-    std::map<std::string, OpId> offload_copy;    // D2H copy per offloaded activation
-    std::map<std::string, TensorId> host_copy;   // host-side tensor of an offloaded activation
-    TensorId input = 0;
-    OpId last_forward_op = 0;
-  };
-  std::vector<LayerState> layer_state_;
-  std::vector<OpId> layer_grad_ready_;  // last backward op of each layer (this micro-step)
-  std::vector<OpId> pending_deps_;      // deps attached to the next emitted op
-  std::vector<TensorId> step_temps_;    // tensors freed at the end of the current step
+  int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, micro_steps_ = 1, vstages_ = 1;
+  int rank_ = 0, mb_ = 0;
+  bool materialized_ = false, jax_ = false;
+  double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
+  std::vector<int> vstage_first_layer_;  // size vstages_ + 1
   Phase phase_ = Phase::forward;
   std::string prefix_;
+  std::vector<OpId> pending_deps_;      // deps attached to the next emitted op
+  std::optional<ChunkKey> pending_cross_;
+  std::vector<std::pair<OpId, ChunkKey>> cross_deps_;
+  std::map<ChunkKey, OpId> sends_;
 
+  // ---- layout -------------------------------------------------------------------------------
+  // Layers over virtual stages as evenly as possible; when they do not divide, the first and
+  // the last stage (which also hold the embedding and the output layer) get fewer, as the
+  // Llama 3 405B layout does (126 layers on 16 stages: 7 on the ends, 8 in between).
+  void split_layers() {
+    const int L = m_.layers, V = vstages_;
+    std::vector<int> count(V, L / V);
+    int deficit = V * ((L + V - 1) / V) - L;
+    if (L % V != 0) {
+      count.assign(V, (L + V - 1) / V);
+      for (int v : {0, V - 1})
+        if (deficit > 0 && count[v] > 1) {
+          --count[v];
+          --deficit;
+        }
+      for (int v = 1; deficit > 0 && v < V - 1; ++v, --deficit) --count[v];
+    }
+    vstage_first_layer_.assign(V + 1, 0);
+    for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
+  }
+  int first_layer(int v) const { return vstage_first_layer_[v]; }
+  int end_layer(int v) const { return vstage_first_layer_[v + 1]; }
+
+  // Megatron's pipeline schedules for rank r: 1F1B (vp = 1) or interleaved (vp > 1). A
+  // schedule entry is (forward?, micro-batch, model chunk). The bubble emerges from the
+  // dependencies between ranks; nothing here computes it.
+  std::vector<std::tuple<bool, int, int>> schedule(int r) const {
+    std::vector<std::tuple<bool, int, int>> out;
+    const int m = micro_steps_;
+    if (pp_ == 1) {
+      for (int i = 0; i < m; ++i) {
+        out.emplace_back(true, i, 0);
+        out.emplace_back(false, i, 0);
+      }
+      return out;
+    }
+    const int total = m * vp_;
+    auto chunk = [&](int k, bool fwd) {
+      const int c = (k % (pp_ * vp_)) / pp_;
+      return fwd ? c : vp_ - 1 - c;
+    };
+    auto micro = [&](int k) { return vp_ == 1 ? k : (k / (pp_ * vp_)) * pp_ + k % pp_; };
+    int warmup = vp_ == 1 ? pp_ - r - 1 : (pp_ - r - 1) * 2 + (vp_ - 1) * pp_;
+    warmup = std::min(warmup, total);
+    for (int k = 0; k < warmup; ++k) out.emplace_back(true, micro(k), chunk(k, true));
+    for (int i = 0; i < total - warmup; ++i) {
+      out.emplace_back(true, micro(warmup + i), chunk(warmup + i, true));
+      out.emplace_back(false, micro(i), chunk(i, false));
+    }
+    for (int k = total - warmup; k < total; ++k) out.emplace_back(false, micro(k), chunk(k, false));
+    return out;
+  }
+
+  // ---- parameters held by this rank --------------------------------------------------------
+  // Weights of layer l on one rank: attention and dense MLP split by tp; routed experts split
+  // by ep (expert tensor parallelism 1); norms replicated.
   double layer_weights(int l) const {
     const LayerParams p = layer_params(m_, l);
-    return (p.attention + p.mlp + p.experts + p.router) / tp_ + p.norms;
+    return (p.attention + p.mlp) / tp_ + (p.experts + p.router * ep_) / ep_ + p.norms;
   }
+  double expert_weights(int l) const { return layer_params(m_, l).experts / ep_; }
+  double embedding_weights() const { return static_cast<double>(m_.vocab) * m_.hidden / tp_; }
+  double head_weights() const { return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden; }
+  bool holds_embedding() const { return rank_ == 0; }
+  bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
   double local_params() const {
     double n = 0;
-    for (int l = first_layer_; l < first_layer_ + layers_; ++l) n += layer_weights(l);
-    const double table = static_cast<double>(m_.vocab) * m_.hidden / tp_;
-    n += (m_.tied_embeddings ? table : 2.0 * table) + m_.hidden;
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      for (int l = first_layer(v); l < end_layer(v); ++l) n += layer_weights(l);
+    }
+    if (holds_embedding()) n += embedding_weights();
+    if (holds_head()) n += head_weights();
     return n;
   }
 
+  // ---- emitting ops ------------------------------------------------------------------------
   OpId emit(Op op) {
     op.name = prefix_ + op.name;
+    op.rank = static_cast<uint16_t>(rank_);
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
-    return g_.add(std::move(op));
+    const OpId id = g_.add(std::move(op));
+    if (pending_cross_) {
+      cross_deps_.emplace_back(id, *pending_cross_);
+      pending_cross_.reset();
+    }
+    return id;
+  }
+  OpId last() const { return static_cast<OpId>(g_.ops.size() - 1); }
+  bool fp8_class() const {
+    return t_.precision == hw::Dtype::fp8 || t_.precision == hw::Dtype::mxfp8 || t_.precision == hw::Dtype::nvfp4;
   }
 
-  OpId gemm(const std::string& name, double m, double n, double k, double batch = 1, double extra_bytes = 0) {
+  OpId gemm(const std::string& name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
+            Quant q = Quant::none) {
+    if (fp8_class() && q != Quant::none) {
+      // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
+      // that the backward GEMMs find their operand in the layout tensor cores need.
+      const double in = q == Quant::forward ? m * k + k * n : m * k;
+      vector(name + ".quantize", in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
+    }
     Op op;
     op.name = name;
-    op.kind = OpKind::kernel;
     op.phase = phase_;
     op.unit = ExecUnit::tensor;
-    op.dtype = t_.precision;
+    op.dtype = q == Quant::none && fp8_class() ? hw::Dtype::bf16 : t_.precision;
+    const double in_bytes = op.dtype == hw::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
     op.flops = 2.0 * m * n * k * batch;
-    // Inputs in the matmul dtype, output in bf16.
-    op.hbm_bytes = batch * ((m * k + k * n) * pr_.matmul_input_bytes + m * n * pr_.activation_bytes) + extra_bytes;
+    op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
     op.gemm_mnk = {m, n, k};
     op.gemm_batch = static_cast<int>(batch);
     return emit(std::move(op));
   }
+  // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
+  // the fp32 main gradient: read and write 4 B per weight).
+  void gemm_fwd(const std::string& name, double m, double n, double k) { gemm(name, m, n, k, 1, 0, Quant::forward); }
+  void gemm_dgrad(const std::string& name, double m, double n, double k) {
+    gemm(name + ".dgrad", m, k, n, 1, 0, Quant::backward);
+  }
+  void gemm_wgrad(const std::string& name, double m, double n, double k) {
+    gemm(name + ".wgrad", k, n, m, 1, 2 * k * n * pr_.grad_bytes, Quant::none);
+  }
 
-  OpId vector(const std::string& name, double bytes, double flops) {
+  OpId vector(const std::string& name, double bytes, double flops, double sfu = 0) {
     Op op;
     op.name = name;
-    op.kind = OpKind::kernel;
     op.phase = phase_;
     op.unit = ExecUnit::vector;
     op.dtype = hw::Dtype::fp32;
     op.flops = flops;
     op.hbm_bytes = bytes;
+    op.sfu_ops = sfu;
     return emit(std::move(op));
   }
 
@@ -256,393 +369,557 @@ class Builder {
     return emit(std::move(op));
   }
 
-  // Tensor-parallel collectives run in line with compute (sequence parallelism needs their
-  // result right away), so the next compute op depends on them.
-  void tp_collective(const std::string& name, CollOp c, double bytes) {
-    if (tp_ == 1) return;
-    const OpId prev = g_.ops.empty() ? 0 : static_cast<OpId>(g_.ops.size() - 1);
-    std::vector<OpId> deps;
-    if (!g_.ops.empty()) deps.push_back(prev);
-    const OpId id = collective(name, c, CommGroup::tp, bytes, deps);
+  // Collectives on the critical path (TP with sequence parallelism, MoE dispatch/combine): the
+  // next compute op waits for them.
+  void inline_collective(const std::string& name, CollOp c, CommGroup grp, double bytes) {
+    const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
+  }
+  void tp_collective(const std::string& name, CollOp c, double bytes) {
+    if (tp_ > 1) inline_collective(name, c, CommGroup::tp, bytes);
   }
 
   TensorId temp(const std::string& name, double bytes) {
-    const TensorId id = g_.tensor(prefix_ + name, MemCategory::activations, bytes);
-    return id;
+    return g_.tensor(prefix_ + name, MemCategory::activations, bytes, false, static_cast<uint16_t>(rank_));
   }
 
+  // ---- training state --------------------------------------------------------------------
   void add_resident_state() {
     const double n = local_params();
-    const bool zero = t_.optimizer_sharding != OptimizerSharding::none;
-    const double opt_share = zero ? 1.0 / dp_ : 1.0;
-    const double grad_share =
-        (t_.optimizer_sharding == OptimizerSharding::zero2 || t_.optimizer_sharding == OptimizerSharding::fsdp)
-            ? 1.0 / dp_
-            : 1.0;
-    const double weight_share = t_.optimizer_sharding == OptimizerSharding::fsdp ? 1.0 / dp_ : 1.0;
+    const auto mode = t_.optimizer_sharding;
+    const double opt_share = mode != OptimizerSharding::none ? 1.0 / dp_ : 1.0;
+    const double grad_share = (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp) ? 1.0 / dp_ : 1.0;
+    const double weight_share = mode == OptimizerSharding::fsdp ? 1.0 / dp_ : 1.0;
+    const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
-      g_.resident.push_back(g_.tensor(name, c, bytes, host));
+      const TensorId id = g_.tensor(fmt::format("rank{}.{}", rank_, name), c, bytes, host, r);
+      g_.resident.push_back(id);
+      return id;
     };
-    resident("weights.bf16", MemCategory::weights, n * pr_.activation_bytes * weight_share);
-    resident("grads.fp32", MemCategory::gradients, n * pr_.grad_bytes * grad_share);
-    resident("optimizer.master_m_v", MemCategory::optimizer,
-             n * (pr_.master_weight_bytes + pr_.optimizer_bytes) * opt_share, t_.offload_optimizer);
-    if (sys_.memory.reserved_bytes > 0)
-      resident("reserved.cuda_context_nccl", MemCategory::other, sys_.memory.reserved_bytes);
+    if (jax_) {
+      // JAX: fp32 parameters (cast to bf16 where used) and Adam moments; gradients are
+      // temporaries of the step (allocated with the backward, see backward_chunk).
+      resident("params.fp32", MemCategory::weights, n * pr_.master_weight_bytes * weight_share);
+      resident("optimizer.m_v", MemCategory::optimizer, n * pr_.optimizer_bytes * opt_share, t_.offload_optimizer);
+      jax_grads_ = g_.tensor(fmt::format("rank{}.grads.fp32", rank_), MemCategory::gradients,
+                             n * pr_.grad_bytes * grad_share, false, r);
+      jax_grads_allocated_ = false;
+    } else {
+      resident("weights.bf16", MemCategory::weights, n * pr_.activation_bytes * weight_share);
+      resident("grads.fp32", MemCategory::gradients, n * pr_.grad_bytes * grad_share);
+      resident("optimizer.master_m_v", MemCategory::optimizer,
+               n * (pr_.master_weight_bytes + pr_.optimizer_bytes) * opt_share, t_.offload_optimizer);
+    }
   }
+  TensorId jax_grads_ = 0;
+  bool jax_grads_allocated_ = false;
 
   // ---- layer steps -------------------------------------------------------------------------
   std::vector<Step> layer_steps(int l) {
     const double a = pr_.activation_bytes;
     std::vector<Step> steps;
-    steps.push_back({"norm1", Tsp_ * h_ * a, [=, this](Phase) { vector("norm1", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
+    steps.push_back({"norm1", Tsp_ * h_ * a, [=, this] { vector("norm1", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
                      [=, this] { vector("norm1.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_); }});
-    steps.push_back({"qkv", T_ * (q_ + 2 * kv_) * a,
-                     [=, this](Phase) {
-                       tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("qkv", T_, q_ + 2 * kv_, h_);
-                     },
-                     [=, this] {
-                       gemm("qkv.dgrad", T_, h_, q_ + 2 * kv_);
-                       tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-                       tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("qkv.wgrad", h_, q_ + 2 * kv_, T_, 1, 2 * h_ * (q_ + 2 * kv_) * pr_.grad_bytes);
-                     }});
+    add_attention_steps(steps);
+    steps.push_back({"norm2", Tsp_ * h_ * a, [=, this] { vector("norm2", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
+                     [=, this] { vector("norm2.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_); }});
+    if (m_.is_moe_layer(l))
+      add_moe_steps(steps, l);
+    else
+      add_mlp_steps(steps, T_, f_, true, "");
+    return steps;
+  }
+
+  void add_attention_steps(std::vector<Step>& steps) {
+    const double a = pr_.activation_bytes;
+    const double qd = hl_ * qk_dim_, kd = kvl_ * qk_dim_, vd = kvl_ * v_dim_, od = hl_ * v_dim_;
+    if (m_.mla) {
+      // DeepSeek MLA: low-rank Q and KV projections, then per-head up-projections.
+      const auto& mla = *m_.mla;
+      const double ql = mla.q_lora_rank, kvlr = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
+      const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
+      steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
+                       [=, this] {
+                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         gemm_fwd("q_down", T_, ql, h_);
+                         gemm_fwd("q_up", T_, qd, ql);
+                         gemm_fwd("kv_down", T_, kvlr + rope, h_);
+                         gemm_fwd("kv_up", T_, qkv_out - qd, kvlr);
+                       },
+                       [=, this] {
+                         for (auto [n, mm, nn, kk] : {std::tuple{"kv_up", T_, qkv_out - qd, kvlr},
+                                                      std::tuple{"kv_down", T_, kvlr + rope, h_},
+                                                      std::tuple{"q_up", T_, qd, ql}, std::tuple{"q_down", T_, ql, h_}}) {
+                           gemm_dgrad(n, mm, nn, kk);
+                           gemm_wgrad(n, mm, nn, kk);
+                         }
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                       }});
+    } else {
+      steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
+                       [=, this] {
+                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         gemm_fwd("qkv", T_, qd + kd + vd, h_);
+                       },
+                       [=, this] {
+                         gemm_dgrad("qkv", T_, qd + kd + vd, h_);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                         tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         gemm_wgrad("qkv", T_, qd + kd + vd, h_);
+                       }});
+    }
     const double bh = b_ * hl_;
     if (materialized_) {
       // Scores written to HBM (XLA without a flash kernel): QK^T, softmax in fp32, probs in bf16.
       steps.push_back({"attn_scores", bh * s_ * s_ * a,
-                       [=, this](Phase) {
-                         gemm("attn_scores.qk", s_, s_, hd_, bh, bh * s_ * s_ * (4 - a));
-                         const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_);
-                         g_.ops[sm].sfu_ops = bh * s_ * s_;
+                       [=, this] {
+                         gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a));
+                         vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_, bh * s_ * s_);
                        },
                        [=, this] {
                          vector("attn_scores.softmax.bwd", bh * s_ * s_ * 3 * a, 4 * bh * s_ * s_);
-                         gemm("attn_scores.dq", s_, hd_, s_, bh);
-                         gemm("attn_scores.dk", s_, hd_, s_, bh);
+                         gemm("attn_scores.dq", s_, qk_dim_, s_, bh);
+                         gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
                        }});
-      steps.push_back({"attn", T_ * q_ * a, [=, this](Phase) { gemm("attn.pv", s_, hd_, s_, bh); },
+      steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },
                        [=, this] {
-                         gemm("attn.dp", s_, s_, hd_, bh);
-                         gemm("attn.dv", s_, hd_, s_, bh);
+                         gemm("attn.dp", s_, s_, v_dim_, bh);
+                         gemm("attn.dv", s_, v_dim_, s_, bh);
                        }});
     } else {
-      // Flash attention: causal, so half of the S x S tiles; backward recomputes the scores
-      // (5 matmuls against 2 in forward).
-      const double fwd_flops = 2.0 * 2.0 * bh * s_ * s_ * hd_ * 0.5;
-      const double io = (T_ * (q_ + 2 * kv_) + T_ * q_) * a + bh * s_ * 4;
-      steps.push_back({"attn", T_ * q_ * a,
-                       [=, this](Phase) {
-                         Op op;
-                         op.name = "attn.flash";
-                         op.phase = phase_;
-                         op.unit = ExecUnit::tensor;
-                         op.dtype = hw::Dtype::bf16;
-                         op.flops = fwd_flops;
-                         op.hbm_bytes = io;
-                         op.sfu_ops = bh * s_ * s_ * 0.5;  // one exp per unmasked score
-                         emit(std::move(op));
-                       },
-                       [=, this] {
-                         Op op;
-                         op.name = "attn.flash.bwd";
-                         op.phase = phase_;
-                         op.unit = ExecUnit::tensor;
-                         op.dtype = hw::Dtype::bf16;
-                         op.flops = 2.5 * fwd_flops;
-                         op.sfu_ops = bh * s_ * s_ * 0.5;  // the scores are recomputed
-                         op.hbm_bytes = 2 * io + T_ * q_ * a;
-                         emit(std::move(op));
-                       }});
+      // Flash attention, causal (half the score tiles). With context parallelism the local
+      // queries meet every rank's keys: cp chunks, each after a ring step of K and V that
+      // overlaps the previous chunk (ring attention, load-balanced).
+      const double fwd_flops = bh * s_ * (s_ * cp_) * (qk_dim_ + v_dim_) * 2.0 * 0.5;
+      const double exps = bh * s_ * (s_ * cp_) * 0.5;
+      const double io = T_ * (qd + kd + vd + od) * a + bh * s_ * 4;
+      const double kv_bytes = T_ * (kd + vd) * a;
+      steps.push_back({"attn", T_ * od * a, [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes); },
+                       [=, this] { attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes); }});
     }
     steps.push_back({"attn_out", Tsp_ * h_ * a,
-                     [=, this](Phase) {
-                       gemm("attn_out", T_, h_, q_);
+                     [=, this] {
+                       gemm_fwd("attn_out", T_, h_, od);
                        tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
                        vector("attn_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                      },
                      [=, this] {
                        tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("attn_out.dgrad", T_, q_, h_);
-                       gemm("attn_out.wgrad", q_, h_, T_, 1, 2 * q_ * h_ * pr_.grad_bytes);
+                       gemm_dgrad("attn_out", T_, h_, od);
+                       gemm_wgrad("attn_out", T_, h_, od);
                      }});
-    steps.push_back({"norm2", Tsp_ * h_ * a, [=, this](Phase) { vector("norm2", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
-                     [=, this] { vector("norm2.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_); }});
+  }
+
+  void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes) {
+    const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
+    for (int j = 0; j < cp_; ++j) {
+      if (j > 0) {
+        // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
+        const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
+                                  backward ? 2 * kv_bytes : kv_bytes, {last()});
+        pending_deps_.push_back(x);
+      }
+      Op op;
+      op.name = cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n;
+      op.phase = phase_;
+      op.unit = ExecUnit::tensor;
+      op.dtype = hw::Dtype::bf16;
+      op.flops = flops / cp_;
+      op.hbm_bytes = io / cp_ + (j > 0 ? kv_bytes : 0);
+      op.sfu_ops = exps / cp_;
+      emit(std::move(op));
+    }
+  }
+
+  // Dense MLP (or an MoE layer's shared experts) over `tokens` tokens of width `width`.
+  void add_mlp_steps(std::vector<Step>& steps, double tokens, double width, bool tensor_parallel,
+                     const std::string& tag) {
+    const double a = pr_.activation_bytes;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
+    const bool tpc = tensor_parallel && tp_ > 1;
+    auto gather = [=, this](const std::string& n) {
+      if (tpc) inline_collective(n, CollOp::all_gather, CommGroup::tp, T_ * h_ * a);
+    };
+    auto scatter = [=, this](const std::string& n) {
+      if (tpc) inline_collective(n, CollOp::reduce_scatter, CommGroup::tp, T_ * h_ * a);
+    };
+    const std::string p = tag;
     if (swiglu)
-      steps.push_back({"mlp_gate", T_ * f_ * a,
-                       [=, this](Phase) {
-                         tp_collective("mlp.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                         gemm("mlp_gate", T_, f_, h_);
+      steps.push_back({tag.empty() ? "mlp_gate" : tag + "gate", tokens * width * a,
+                       [=, this] {
+                         gather(p + "mlp.tp_all_gather");
+                         gemm_fwd(p + "mlp_gate", tokens, width, h_);
                        },
                        [=, this] {
-                         gemm("mlp_gate.dgrad", T_, h_, f_);
-                         tp_collective("mlp.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                         gemm("mlp_gate.wgrad", h_, f_, T_, 1, 2 * h_ * f_ * pr_.grad_bytes);
+                         gemm_dgrad(p + "mlp_gate", tokens, width, h_);
+                         gather(p + "mlp_gate.wgrad.tp_all_gather");
+                         gemm_wgrad(p + "mlp_gate", tokens, width, h_);
                        }});
-    steps.push_back({"mlp_up", T_ * f_ * a,
-                     [=, this](Phase) {
-                       if (!swiglu) tp_collective("mlp.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("mlp_up", T_, f_, h_);
+    steps.push_back({tag.empty() ? "mlp_up" : tag + "up", tokens * width * a,
+                     [=, this] {
+                       if (!swiglu) gather(p + "mlp.tp_all_gather");
+                       gemm_fwd(p + "mlp_up", tokens, width, h_);
                      },
                      [=, this] {
-                       gemm("mlp_up.dgrad", T_, h_, f_, 1, swiglu ? T_ * h_ * 2 * a : 0);
-                       tp_collective("mlp.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-                       if (!swiglu) tp_collective("mlp.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("mlp_up.wgrad", h_, f_, T_, 1, 2 * h_ * f_ * pr_.grad_bytes);
+                       gemm_dgrad(p + "mlp_up", tokens, width, h_);
+                       scatter(p + "mlp.dgrad.tp_reduce_scatter");
+                       if (!swiglu) gather(p + "mlp_up.wgrad.tp_all_gather");
+                       gemm_wgrad(p + "mlp_up", tokens, width, h_);
                      }});
     const double act_in = swiglu ? 2 : 1;
-    steps.push_back({"mlp_act", T_ * f_ * a,
-                     [=, this](Phase) { vector("mlp_act", (act_in + 1) * T_ * f_ * a, 8 * T_ * f_); },
-                     [=, this] { vector("mlp_act.bwd", (2 * act_in + 1) * T_ * f_ * a, 12 * T_ * f_); }});
-    steps.push_back({"mlp_out", Tsp_ * h_ * a,
-                     [=, this](Phase) {
-                       gemm("mlp_out", T_, h_, f_);
-                       tp_collective("mlp_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+    steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
+                     [=, this] { vector(p + "mlp_act", (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
+                     [=, this] { vector(p + "mlp_act.bwd", (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
+    steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
+                     [=, this] {
+                       gemm_fwd(p + "mlp_out", tokens, h_, width);
+                       scatter(p + "mlp_out.tp_reduce_scatter");
+                       vector(p + "mlp_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                     },
+                     [=, this] {
+                       vector(p + "mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                       gather(p + "mlp_out.tp_all_gather");
+                       gemm_dgrad(p + "mlp_out", tokens, h_, width);
+                       gemm_wgrad(p + "mlp_out", tokens, h_, width);
+                     }});
+  }
+
+  // Mixture of experts (expert tensor parallelism 1): each rank routes its sequence-parallel
+  // share of tokens, sends each token to its top_k experts over the expert-parallel group
+  // (all-to-all), runs its experts/ep local experts as grouped GEMMs, and sends the results
+  // back. expert_imbalance scales the tokens of the busiest rank, which everyone waits for.
+  void add_moe_steps(std::vector<Step>& steps, int l) {
+    const double a = pr_.activation_bytes;
+    const auto& e = *m_.moe;
+    const double E = e.experts, fe = e.expert_ffn_hidden;
+    const double routed = Tsp_ * e.top_k;                      // token copies this rank sends
+    const double received = routed * t_.expert_imbalance;      // at the busiest rank
+    const double local_experts = E / ep_;
+    const double per_expert = received / local_experts;
+    const bool swiglu = m_.ffn == FfnKind::swiglu;
+    const double mats = swiglu ? 2 : 1;
+    (void)l;
+    steps.push_back({"router", Tsp_ * E * 4,
+                     [=, this] {
+                       gemm("router", Tsp_, E, h_);
+                       vector("router.topk", Tsp_ * E * 4 * 2, 10 * Tsp_ * E, Tsp_ * E);
+                     },
+                     [=, this] {
+                       vector("router.topk.bwd", Tsp_ * E * 4 * 2, 4 * Tsp_ * E);
+                       gemm("router.dgrad", Tsp_, h_, E);
+                       gemm("router.wgrad", h_, E, Tsp_, 1, 2 * h_ * E * pr_.grad_bytes);
+                     }});
+    steps.push_back({"dispatch", received * h_ * a,
+                     [=, this] {
+                       vector("dispatch.permute", 2 * routed * h_ * a, 0);
+                       if (ep_ > 1) inline_collective("dispatch.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                     },
+                     [=, this] {
+                       if (ep_ > 1) inline_collective("dispatch.bwd.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       vector("dispatch.unpermute.bwd", 2 * routed * h_ * a, routed * h_);
+                     }});
+    // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
+    steps.push_back({"expert_out", received * h_ * a,
+                     [=, this] {
+                       gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
+                       vector("experts.act", (mats + 1) * received * fe * a, 8 * received * fe, received * fe);
+                       gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward);
+                     },
+                     [=, this] {
+                       gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
+                       gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes);
+                       vector("experts.act.bwd", (2 * mats + 1) * received * fe * a, 12 * received * fe, received * fe);
+                       gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
+                       gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
+                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes);
+                     }});
+    const double combine_out = Tsp_ * h_ * a;
+    const bool shared = e.shared_experts > 0;
+    steps.push_back({"mlp_out", combine_out,
+                     [=, this] {
+                       if (ep_ > 1) inline_collective("combine.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
+                       if (shared) {
+                         const double w = e.shared_experts * fe;
+                         gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
+                         vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
+                         gemm_fwd("shared.down", Tsp_, h_, w);
+                       }
                        vector("mlp_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                      },
                      [=, this] {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
-                       tp_collective("mlp_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-                       gemm("mlp_out.dgrad", T_, f_, h_);
-                       gemm("mlp_out.wgrad", f_, h_, T_, 1, 2 * f_ * h_ * pr_.grad_bytes);
+                       if (shared) {
+                         const double w = e.shared_experts * fe;
+                         gemm_dgrad("shared.down", Tsp_, h_, w);
+                         gemm_wgrad("shared.down", Tsp_, h_, w);
+                         vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
+                         gemm_dgrad("shared.gate_up", Tsp_, mats * w, h_);
+                         gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
+                       }
+                       vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
+                       if (ep_ > 1) inline_collective("combine.bwd.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
                      }});
-    (void)l;
-    return steps;
   }
 
-  void forward_micro_step() {
+  // ---- forward / backward of pipeline chunks ----------------------------------------------
+  struct LayerState {
+    std::map<std::string, TensorId> kept;      // saved activations, freed after backward
+    std::map<std::string, OpId> offload_copy;  // D2H copy per offloaded activation
+    std::map<std::string, TensorId> host_copy;
+    std::vector<std::pair<TensorId, OpId>> fetched;  // H2D copies issued for the backward
+    bool fetch_issued = false;
+    TensorId input = 0;
+  };
+  std::map<std::pair<int, int>, LayerState> layer_state_;  // (micro-batch, layer)
+  std::map<int, TensorId> logits_;
+  std::map<int, TensorId> chunk_output_;                   // micro-batch -> activation to send
+
+  void forward_chunk(int v) {
     phase_ = Phase::forward;
     const double a = pr_.activation_bytes;
-    prefix_ = fmt::format("mb{}.", mb_);
-    layer_state_.assign(layers_, {});
-    // Embedding lookup (gather), output in bf16.
-    const TensorId x0 = temp("embedding.out", Tsp_ * h_ * a);
-    OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
-    g_.ops[emb].allocs.push_back(x0);
-    TensorId layer_input = x0;
-    for (int l = 0; l < layers_; ++l) layer_forward(l, layer_input);
-    // Final norm, logits (vocab-parallel), cross-entropy in fp32.
-    prefix_ = fmt::format("mb{}.", mb_);
-    vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-    tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
-    const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
-    const OpId lg = gemm("logits", T_, V_, h_, 1, T_ * V_ * (4 - a));
-    g_.ops[lg].allocs.push_back(logits);
-    logits_ = logits;
-    vector("cross_entropy", T_ * V_ * 4 * 2, 6 * T_ * V_);
-    g_.ops.back().frees.push_back(layer_input);  // the last layer's output feeds only the head
+    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    TensorId x;
+    if (v == 0) {
+      x = temp("embedding.out", Tsp_ * h_ * a);
+      const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
+      g_.ops[emb].allocs.push_back(x);
+    } else {
+      // The activation arrives from the previous stage.
+      pending_cross_ = ChunkKey{true, mb_, v - 1};
+      x = temp("pp.recv", Tsp_ * h_ * a);
+      const OpId recv = vector("pp.recv_copy", 2 * Tsp_ * h_ * a, 0);
+      g_.ops[recv].allocs.push_back(x);
+    }
+    for (int l = first_layer(v); l < end_layer(v); ++l) layer_forward(l, x);
+    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    if (v == vstages_ - 1) {
+      vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
+      tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+      const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
+      const OpId lg = gemm("logits", T_, V_, h_, 1, T_ * V_ * (4 - a), Quant::forward);
+      g_.ops[lg].allocs.push_back(logits);
+      logits_[mb_] = logits;
+      vector("cross_entropy", T_ * V_ * 4 * 2, 6 * T_ * V_, T_ * V_);
+      g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
+    } else {
+      const OpId send = collective("pp.send_activation", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+      g_.ops[send].frees.push_back(x);
+      sends_[ChunkKey{true, mb_, v}] = send;
+    }
   }
-  TensorId logits_ = 0;
 
   void layer_forward(int l, TensorId& layer_input) {
     prefix_ = fmt::format("mb{}.L{}.", mb_, l);
-    auto& st = layer_state_[l];
+    auto& st = layer_state_[{mb_, l}];
     const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
     const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
     const std::set<std::string> offloaded(plan.offloaded.begin(), plan.offloaded.end());
-    st.input = layer_input;  // always kept: every policy saves the layer input
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_gather(l);
+    st.input = layer_input;  // every policy keeps the layer input
+    std::vector<TensorId> fsdp_bufs;
+    if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
     for (auto& step : layer_steps(l)) {
-      step.forward(Phase::forward);
-      const OpId producer = static_cast<OpId>(g_.ops.size() - 1);
+      step.forward();
+      const OpId producer = last();
       const TensorId t = temp(step.name, step.out_bytes);
       g_.ops[producer].allocs.push_back(t);
       out = t;
       if (saved.count(step.name)) {
         st.kept[step.name] = t;
       } else if (offloaded.count(step.name)) {
-        // D2H copy as soon as the producer finishes; HBM freed when the copy is done.
+        // D2H copy as soon as the producer finishes; the HBM copy is freed when it is done
+        // (the layer output stays anyway: it is the next layer's input).
         Op c;
         c.name = prefix_ + step.name + ".offload";
+        c.rank = static_cast<uint16_t>(rank_);
         c.kind = OpKind::copy_d2h;
         c.stream = StreamKind::d2h;
         c.phase = Phase::forward;
         c.copy_bytes = step.out_bytes;
         c.deps = {producer};
-        const TensorId host = g_.tensor(prefix_ + step.name + ".host", MemCategory::activations, step.out_bytes, true);
+        const TensorId host = g_.tensor(prefix_ + step.name + ".host", MemCategory::activations, step.out_bytes, true,
+                                        static_cast<uint16_t>(rank_));
         c.allocs.push_back(host);
-        // The layer output stays in HBM anyway as the next layer's input.
         if (step.name != "mlp_out") c.frees.push_back(t);
         st.offload_copy[step.name] = g_.add(std::move(c));
         st.host_copy[step.name] = host;
-      } else {
+      } else if (step.name != "mlp_out") {
         transient.push_back(t);
       }
     }
-    // The layer output is the next layer's input; intermediate tensors not kept die here.
-    const OpId last = static_cast<OpId>(g_.ops.size() - 1);
-    for (auto it = g_.ops.rbegin(); it != g_.ops.rend(); ++it)
-      if (it->stream == StreamKind::compute) {
-        for (TensorId t : transient)
-          if (t != out) it->frees.push_back(t);
-        break;
-      }
-    if (std::find(transient.begin(), transient.end(), out) == transient.end() && !st.kept.count("mlp_out") &&
-        !st.offload_copy.count("mlp_out")) {
-      // out is kept anyway as the next layer's input
-    }
-    st.last_forward_op = last;
+    // Intermediate tensors the policy does not keep die with the layer's last kernel.
+    auto& closing = g_.ops[last_compute()];
+    for (TensorId t : transient) closing.frees.push_back(t);
+    for (TensorId t : fsdp_bufs) closing.frees.push_back(t);
     layer_input = out;
   }
+  OpId last_compute() const {
+    for (OpId i = last(); i > 0; --i)
+      if (g_.ops[i].stream == StreamKind::compute) return i;
+    return 0;
+  }
 
-  void fsdp_gather(int l) {
-    // ZeRO-3: gather this layer's bf16 weights before use; the buffer lives until the layer is done.
-    const double bytes = layer_weights(l) * pr_.param_gather_bytes;
-    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp, bytes);
-    const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, bytes);
+  TensorId fsdp_gather(int l) {
+    // ZeRO-3: gather this layer's weights before use. The all-gather may start as soon as the
+    // previous layer's compute starts (one layer of prefetch, as FSDP does), not earlier.
+    const double bytes = layer_weights(l) * pr_.param_gather_bytes;  // the gathered (full) layer
+    std::vector<OpId> deps;
+    if (!g_.ops.empty() && g_.ops.back().rank == rank_) deps.push_back(last());
+    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp, bytes, deps);
+    const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, bytes, false,
+                                   static_cast<uint16_t>(rank_));
     g_.ops[ag].allocs.push_back(buf);
     pending_deps_.push_back(ag);
-    fsdp_buffers_.push_back(buf);
+    return buf;
   }
-  std::vector<TensorId> fsdp_buffers_;
 
-  void backward_micro_step() {
+  void backward_chunk(int v) {
     phase_ = Phase::backward;
     const double a = pr_.activation_bytes;
-    prefix_ = fmt::format("mb{}.", mb_);
-    vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
-    gemm("logits.dgrad", T_, h_, V_);
-    tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-    const OpId lw = gemm("logits.wgrad", V_, h_, T_, 1, 2 * V_ * h_ * pr_.grad_bytes);
-    g_.ops[lw].frees.push_back(logits_);
-    vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
-    layer_grad_ready_.assign(layers_, 0);
-    for (int l = layers_ - 1; l >= 0; --l) {
-      // Fetch this layer's offloaded activations (if not yet) and the next layer's, one ahead.
-      prefetch_offloaded(l);
-      if (l >= 1) prefetch_offloaded(l - 1);
-      layer_backward(l);
-      grad_sync_layer(l);
+    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    if (jax_ && !jax_grads_allocated_) {
+      // JAX materializes the gradients with the first backward.
+      pending_alloc_.push_back(jax_grads_);
+      jax_grads_allocated_ = true;
     }
-    prefix_ = fmt::format("mb{}.", mb_);
+    if (v == vstages_ - 1) {
+      attach_pending_allocs(vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_));
+      gemm_dgrad("logits", T_, V_, h_);
+      tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+      gemm_wgrad("logits", T_, V_, h_);
+      g_.ops[last()].frees.push_back(logits_[mb_]);
+      vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+      if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
+    } else {
+      pending_cross_ = ChunkKey{false, mb_, v + 1};
+      attach_pending_allocs(vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0));
+    }
+    for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
+      prefetch_offloaded(l);
+      if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
+      layer_backward(l);
+      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l), l);
+    }
+    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     phase_ = Phase::backward;
-    vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
-    grad_sync_embedding();
+    if (v == 0) {
+      vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
+    } else {
+      sends_[ChunkKey{false, mb_, v}] =
+          collective("pp.send_grad", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+    }
+  }
+  std::vector<TensorId> pending_alloc_;
+  void attach_pending_allocs(OpId id) {
+    for (TensorId t : pending_alloc_) g_.ops[id].allocs.push_back(t);
+    pending_alloc_.clear();
   }
 
-  std::map<int, std::vector<std::pair<TensorId, OpId>>> fetched_;
-
   void prefetch_offloaded(int l) {
-    auto& st = layer_state_[l];
-    if (st.offload_copy.empty() || fetched_.count(l)) return;
+    auto& st = layer_state_[{mb_, l}];
+    if (st.offload_copy.empty() || st.fetch_issued) return;
+    st.fetch_issued = true;
     prefix_ = fmt::format("mb{}.L{}.", mb_, l);
     for (const auto& [name, d2h] : st.offload_copy) {
       Op c;
       c.name = prefix_ + name + ".fetch";
+      c.rank = static_cast<uint16_t>(rank_);
       c.kind = OpKind::copy_h2d;
       c.stream = StreamKind::h2d;
       c.phase = Phase::backward;
       c.copy_bytes = g_.tensors[st.host_copy[name]].bytes;
-      c.deps = {d2h};
       // Not before the backward reaches the layer above: fetching everything at once would
       // fill HBM, which is what offloading avoids.
-      if (!g_.ops.empty()) c.deps.push_back(static_cast<OpId>(g_.ops.size() - 1));
+      c.deps = {d2h, last()};
       const TensorId t = temp(name + ".fetched", c.copy_bytes);
       c.allocs.push_back(t);
       c.frees.push_back(st.host_copy[name]);
-      fetched_[l].push_back({t, g_.add(std::move(c))});
+      st.fetched.emplace_back(t, g_.add(std::move(c)));
     }
   }
 
   void layer_backward(int l) {
     prefix_ = fmt::format("mb{}.L{}.", mb_, l);
-    auto& st = layer_state_[l];
+    auto& st = layer_state_[{mb_, l}];
     auto steps = layer_steps(l);
     const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
-    const std::set<std::string> have = [&] {
-      std::set<std::string> s(plan.saved.begin(), plan.saved.end());
-      s.insert(plan.offloaded.begin(), plan.offloaded.end());
-      return s;
-    }();
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_gather(l);
-    // Offloaded activations must be back before this layer's backward starts.
+    std::set<std::string> have(plan.saved.begin(), plan.saved.end());
+    have.insert(plan.offloaded.begin(), plan.offloaded.end());
     std::vector<TensorId> to_free;
-    if (auto it = fetched_.find(l); it != fetched_.end()) {
-      for (auto& [t, op] : it->second) {
-        pending_deps_.push_back(op);
-        to_free.push_back(t);
-      }
-      fetched_.erase(it);
+    if (t_.optimizer_sharding == OptimizerSharding::fsdp) to_free.push_back(fsdp_gather(l));
+    for (auto& [t, op] : st.fetched) {
+      pending_deps_.push_back(op);  // offloaded activations must be back first
+      to_free.push_back(t);
     }
-    // Recompute what the policy did not keep (its forward ops again, in the backward pass).
+    // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
+    // layer output is not needed by the backward, so its projection is not recomputed.
     phase_ = Phase::recompute;
     for (auto& step : steps) {
-      if (have.count(step.name)) continue;
-      if (step.name == "mlp_out") continue;  // the layer output itself is not needed by backward
-      step.forward(Phase::recompute);
+      if (have.count(step.name) || step.name == "mlp_out") continue;
+      step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
-      g_.ops.back().allocs.push_back(t);
+      g_.ops[last()].allocs.push_back(t);
       to_free.push_back(t);
     }
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) it->backward();
-    OpId last = static_cast<OpId>(g_.ops.size() - 1);
     for (const auto& [name, t] : st.kept) to_free.push_back(t);
     to_free.push_back(st.input);
-    for (TensorId t : fsdp_buffers_) to_free.push_back(t);
-    fsdp_buffers_.clear();
-    for (TensorId t : to_free) g_.ops[last].frees.push_back(t);
-    layer_grad_ready_[l] = last;
+    auto& closing = g_.ops[last_compute()];
+    for (TensorId t : to_free) closing.frees.push_back(t);
+    layer_state_.erase({mb_, l});
   }
 
-  // Data-parallel gradient synchronisation, bucketed per layer so it overlaps the backward of
-  // earlier layers (PyTorch DDP / Megatron buckets).
-  void grad_sync_layer(int l) {
-    if (dp_ == 1) return;
-    const double bytes = layer_weights(l) * pr_.grad_reduce_bytes;
+  // ---- data-parallel gradient synchronisation -------------------------------------------
+  // Buckets are layers; once per optimizer step after the last micro-batch (none, zero1) or in
+  // every micro-batch (zero2, fsdp). Dense weights reduce over dp·cp; routed experts over the
+  // expert-data-parallel group dp·cp/ep.
+  bool last_micro_for_sync() const {
     const auto mode = t_.optimizer_sharding;
-    const OpId ready = layer_grad_ready_[l];
-    if (mode == OptimizerSharding::none && last_micro_)
-      collective("grad.all_reduce", CollOp::all_reduce, CommGroup::dp, bytes, {ready});
-    else if (mode == OptimizerSharding::zero1 && last_micro_)
-      collective("grad.reduce_scatter", CollOp::reduce_scatter, CommGroup::dp, bytes, {ready});
-    else if (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp)
-      collective("grad.reduce_scatter", CollOp::reduce_scatter, CommGroup::dp, bytes, {ready});
+    return mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp || mb_ == micro_steps_ - 1;
   }
-  void grad_sync_embedding() {
-    if (dp_ == 1) return;
-    const double table = static_cast<double>(m_.vocab) * m_.hidden / tp_;
-    // Embedding tables and the final norm gain: the parameters outside the layers.
-    const double bytes = ((m_.tied_embeddings ? table : 2 * table) + m_.hidden) * pr_.grad_reduce_bytes;
-    const OpId ready = static_cast<OpId>(g_.ops.size() - 1);
+  void grad_sync(const std::string& name, double dense_params, double expert_params = 0, int layer = -1) {
+    (void)layer;
     const auto mode = t_.optimizer_sharding;
-    if (mode == OptimizerSharding::none && last_micro_)
-      collective("grad.embedding.all_reduce", CollOp::all_reduce, CommGroup::dp, bytes, {ready});
-    else if ((mode == OptimizerSharding::zero1 && last_micro_) || mode == OptimizerSharding::zero2 ||
-             mode == OptimizerSharding::fsdp)
-      collective("grad.embedding.reduce_scatter", CollOp::reduce_scatter, CommGroup::dp, bytes, {ready});
+    const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
+    const OpId ready = last();
+    if (dp_ * cp_ > 1 && dense_params > 0)
+      grad_ops_.push_back(collective(name + "." + to_string(op), op, CommGroup::dp_cp,
+                                     dense_params * pr_.grad_reduce_bytes, {ready}));
+    if (expert_params > 0 && dp_ * cp_ / ep_ > 1)
+      grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, CommGroup::edp,
+                                     expert_params * pr_.grad_reduce_bytes, {ready}));
   }
+  std::vector<OpId> grad_ops_;
 
   void optimizer_step() {
     phase_ = Phase::optimizer;
-    prefix_ = "";
+    prefix_ = fmt::format("rank{}.", rank_);
     const double n = local_params();
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
     const double shard = sharded ? n / dp_ : n;
-    // The optimizer waits for every gradient collective.
-    std::vector<OpId> comm;
-    for (OpId i = 0; i < g_.ops.size(); ++i)
-      if (g_.ops[i].kind == OpKind::collective && g_.ops[i].group == CommGroup::dp) comm.push_back(i);
-    pending_deps_ = comm;
+    pending_deps_ = grad_ops_;
+    grad_ops_.clear();
     if (t_.offload_optimizer) {
       g_.notes.push_back(
           "optimizer offload: gradients go to host and updated weights come back over the host link; the CPU "
-          "Adam step itself is not timed yet");
+          "Adam step itself is not timed");
       Op d;
-      d.name = "optimizer.grads_to_host";
+      d.name = prefix_ + "optimizer.grads_to_host";
+      d.rank = static_cast<uint16_t>(rank_);
       d.kind = OpKind::copy_d2h;
       d.stream = StreamKind::d2h;
       d.phase = Phase::optimizer;
       d.copy_bytes = shard * pr_.grad_bytes;
-      d.deps = comm;
+      d.deps = pending_deps_;
+      pending_deps_.clear();
       const OpId d2h = g_.add(std::move(d));
       Op u;
-      u.name = "optimizer.weights_from_host";
+      u.name = prefix_ + "optimizer.weights_from_host";
+      u.rank = static_cast<uint16_t>(rank_);
       u.kind = OpKind::copy_h2d;
       u.stream = StreamKind::h2d;
       u.phase = Phase::optimizer;
@@ -651,23 +928,34 @@ class Builder {
       pending_deps_ = {g_.add(std::move(u))};
       vector("optimizer.cast_weights", shard * 2 * pr_.activation_bytes, shard);
     } else {
-      // AdamW: read grad, master, m, v; write master, m, v and the bf16 working copy.
-      vector("optimizer.adamw", shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes) +
-                                         pr_.activation_bytes),
-             15 * shard);
+      // AdamW: read grad, master, m, v; write master, m, v (and the bf16 working copy).
+      const double bytes = jax_ ? shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes))
+                                : shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes) +
+                                           pr_.activation_bytes);
+      const OpId adam = vector("optimizer.adamw", bytes, 15 * shard);
+      if (jax_) {
+        if (!t_.donate_state) {
+          // Without donation the new parameters and moments are new buffers; the old ones are
+          // freed only when the step returns.
+          const TensorId out = g_.tensor(prefix_ + "optimizer.outputs", MemCategory::optimizer,
+                                         shard * (pr_.master_weight_bytes + pr_.optimizer_bytes), false,
+                                         static_cast<uint16_t>(rank_));
+          g_.ops[adam].allocs.push_back(out);
+          g_.ops[adam].frees.push_back(out);
+        }
+        g_.ops[adam].frees.push_back(jax_grads_);
+      }
     }
-    if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && dp_ > 1) {
-      const OpId last = static_cast<OpId>(g_.ops.size() - 1);
-      collective("param.all_gather", CollOp::all_gather, CommGroup::dp, n * pr_.param_gather_bytes, {last});
-    }
+    if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && dp_ > 1)
+      collective("param.all_gather", CollOp::all_gather, CommGroup::dp, n * pr_.param_gather_bytes, {last()});
   }
 };
 
 }  // namespace
 
 OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
-                             const RankRole& role) {
-  Builder b(m, t, sys, role);
+                             const RankRole&) {
+  Builder b(m, t, sys);
   return b.build();
 }
 

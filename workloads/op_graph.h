@@ -18,8 +18,10 @@ enum class StreamKind { compute, comm, h2d, d2h };
 constexpr int kStreamCount = 4;
 enum class ExecUnit { tensor, vector };
 enum class Phase { forward, backward, recompute, optimizer };
-// Which communicator a collective runs on.
-enum class CommGroup { dp, tp, pp, cp, ep };
+// Which communicator a collective runs on. dp_cp: data and context parallel ranks together
+// (gradients of replicated weights); edp: expert data parallel (dp·cp/ep ranks holding the same
+// experts).
+enum class CommGroup { dp, tp, pp, cp, ep, dp_cp, edp };
 enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
 enum class MemCategory { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
@@ -35,6 +37,7 @@ using TensorId = uint32_t;
 
 struct Op {
   std::string name;
+  uint16_t rank = 0;                  // which simulated rank (pipeline stage) runs it
   OpKind kind = OpKind::kernel;
   StreamKind stream = StreamKind::compute;
   Phase phase = Phase::forward;
@@ -59,6 +62,7 @@ struct Op {
 
 struct Tensor {
   std::string name;
+  uint16_t rank = 0;
   MemCategory category = MemCategory::activations;
   double bytes = 0;
   bool on_host = false;               // pinned host memory (offload), not HBM
@@ -68,6 +72,7 @@ struct OpGraph {
   std::vector<Op> ops;
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
+  int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
   // For the report: model FLOPs (6·N·tokens + attention, no recompute) and tokens of one
   // optimizer step of the whole job (all ranks). Set by whoever builds the graph.
@@ -78,8 +83,8 @@ struct OpGraph {
     ops.push_back(std::move(op));
     return static_cast<OpId>(ops.size() - 1);
   }
-  TensorId tensor(std::string name, MemCategory c, double bytes, bool on_host = false) {
-    tensors.push_back({std::move(name), c, bytes, on_host});
+  TensorId tensor(std::string name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    tensors.push_back({std::move(name), rank, c, bytes, on_host});
     return static_cast<TensorId>(tensors.size() - 1);
   }
 };

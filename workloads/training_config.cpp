@@ -35,5 +35,6 @@ std::string to_string(RecomputeMode m) {
 }
 
 std::string to_string(AttentionImpl a) { return a == AttentionImpl::flash ? "flash" : "materialized"; }
+std::string to_string(Framework f) { return f == Framework::megatron ? "megatron" : "jax"; }
 
 }  // namespace racksim::workloads

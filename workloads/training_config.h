@@ -23,6 +23,10 @@ struct Parallelism {
 enum class OptimizerSharding { none, zero1, zero2, fsdp };
 enum class RecomputeMode { none, selective, full, save_dots, names };
 enum class AttentionImpl { flash, materialized };
+// Whose conventions the step follows where frameworks differ: Megatron-LM (bf16 weight copy,
+// fp32 main grads, distributed optimizer) or JAX/XLA (fp32 parameters cast per use, gradients
+// as step temporaries, optimizer outputs in new buffers when the state is not donated).
+enum class Framework { megatron, jax };
 
 // Activation names per transformer layer (DESIGN.md "Scenario file").
 const std::vector<std::string>& activation_names();      // dense layer
@@ -46,6 +50,9 @@ struct TrainingConfig {
   AttentionImpl attention = AttentionImpl::flash;
   bool cuda_graphs = false;
   bool nvls = true;
+  Framework framework = Framework::megatron;
+  bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
+  double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }
@@ -54,5 +61,6 @@ struct TrainingConfig {
 std::string to_string(OptimizerSharding s);
 std::string to_string(RecomputeMode m);
 std::string to_string(AttentionImpl a);
+std::string to_string(Framework f);
 
 }  // namespace racksim::workloads

@@ -44,6 +44,8 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
     case CommGroup::dp: return {p.dp, p.tp * p.cp};
     case CommGroup::ep: return {p.ep, p.tp * p.cp};
     case CommGroup::pp: return {p.pp, p.tp * p.cp * p.dp};
+    case CommGroup::dp_cp: return {p.dp * p.cp, p.tp};
+    case CommGroup::edp: return {std::max(1, p.dp * p.cp / p.ep), p.tp * p.cp * p.ep};
   }
   return {};
 }
@@ -57,15 +59,21 @@ class Replayer {
     const int link_sharers = std::max(1, std::min(h.gpus_per_link, sc.system.gpus));
     const int host_sharers = std::max(1, std::min(h.gpus_per_host, sc.system.gpus));
     const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / link_sharers;
-    sm_ = net_.add_resource("sm", 1.0);
-    hbm_ = net_.add_resource("hbm", sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
-    h2d_ = net_.add_resource("host_link_h2d", link);
-    d2h_ = net_.add_resource("host_link_d2h", link);
-    host_both_ = net_.add_resource("host_link_both",
-                                   h.link_bandwidth_both_directions_Bps * h.copy_efficiency / link_sharers);
-    host_mem_ = net_.add_resource("host_memory", h.memory_bandwidth_Bps / host_sharers);
-    nvlink_ = net_.add_resource("nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
-    nic_ = net_.add_resource("nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
+    // One set of resources per simulated rank (pipeline stage): they are different GPUs.
+    for (int r = 0; r < std::max(1, g.ranks); ++r) {
+      const std::string p = g.ranks > 1 ? fmt::format("rank{}.", r) : "";
+      Res x;
+      x.sm = net_.add_resource(p + "sm", 1.0);
+      x.hbm = net_.add_resource(p + "hbm", sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
+      x.h2d = net_.add_resource(p + "host_link_h2d", link);
+      x.d2h = net_.add_resource(p + "host_link_d2h", link);
+      x.host_both = net_.add_resource(p + "host_link_both",
+                                      h.link_bandwidth_both_directions_Bps * h.copy_efficiency / link_sharers);
+      x.host_mem = net_.add_resource(p + "host_memory", h.memory_bandwidth_Bps / host_sharers);
+      x.nvlink = net_.add_resource(p + "nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
+      x.nic = net_.add_resource(p + "nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
+      res_of_.push_back(x);
+    }
   }
 
   ReplayResult run() {
@@ -73,16 +81,19 @@ class Replayer {
     res_.ops.resize(n);
     pending_.assign(n, 0);
     succ_.assign(n, {});
-    std::array<int64_t, kStreamCount> last_on_stream;
-    last_on_stream.fill(-1);
+    // Stream order is program order per (rank, stream); dependencies may point anywhere
+    // (pipeline stages wait for later-built stages).
+    std::vector<std::array<int64_t, kStreamCount>> last_on_stream(res_of_.size());
+    for (auto& a : last_on_stream) a.fill(-1);
     for (std::size_t i = 0; i < n; ++i) {
       const Op& op = g_.ops[i];
+      if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", op.name, op.rank, res_of_.size()));
       for (OpId d : op.deps) {
-        if (d >= i) throw std::logic_error(fmt::format("op {} depends on a later op {}", op.name, d));
+        if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", op.name, d));
         succ_[d].push_back(static_cast<OpId>(i));
         ++pending_[i];
       }
-      auto& last = last_on_stream[static_cast<int>(op.stream)];
+      auto& last = last_on_stream[op.rank][static_cast<int>(op.stream)];
       if (last >= 0) {
         succ_[last].push_back(static_cast<OpId>(i));
         ++pending_[i];
@@ -108,12 +119,15 @@ class Replayer {
   const hw::SystemSpec& sys_;
   EventQueue q_;
   FlowNetwork net_;
-  FlowNetwork::ResourceId sm_, hbm_, h2d_, d2h_, host_both_, host_mem_, nvlink_, nic_;
+  struct Res {
+    FlowNetwork::ResourceId sm, hbm, h2d, d2h, host_both, host_mem, nvlink, nic;
+    double sm_reserved = 0;  // fraction of SMs held by collective kernels
+  };
+  std::vector<Res> res_of_;
   ReplayResult res_;
   std::vector<int> pending_;
   std::vector<std::vector<OpId>> succ_;
   std::set<OpId> done_;
-  double sm_reserved_ = 0;  // fraction of SMs held by collective kernels
 
   double now_s() const { return q_.now().seconds(); }
 
@@ -122,23 +136,24 @@ class Replayer {
   void schedule_launches() {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
-    double host_s = 0;
-    std::string micro_step;
+    std::vector<double> host_s(res_of_.size(), 0.0);
+    std::vector<std::string> micro_step(res_of_.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
+      double& h = host_s[op.rank];
       if (graphs) {
-        // One CUDA graph per micro-step (and one for the optimizer): a fixed launch each.
+        // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
         const std::string ms = op.name.substr(0, op.name.find('.'));
-        if (ms != micro_step) {
-          host_s += l.graph_launch_s;
-          micro_step = ms;
+        if (ms != micro_step[op.rank]) {
+          h += l.graph_launch_s;
+          micro_step[op.rank] = ms;
         }
       }
-      res_.ops[i].launch_start_s = host_s;
-      host_s += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
-      res_.ops[i].launch_end_s = host_s;
+      res_.ops[i].launch_start_s = h;
+      h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
+      res_.ops[i].launch_end_s = h;
       const OpId id = static_cast<OpId>(i);
-      q_.schedule(SimTime::from_seconds(host_s), [this, id] { release(id); });
+      q_.schedule(SimTime::from_seconds(h), [this, id] { release(id); });
     }
   }
 
@@ -167,6 +182,7 @@ class Replayer {
   }
 
   void start_kernel(OpId id, const Op& op) {
+    const Res& R = res_of_[op.rank];
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -185,11 +201,11 @@ class Replayer {
     double amount = 0;
     if (t.hbm_bytes > 0) {
       amount = t.hbm_bytes;
-      uses.push_back({hbm_, 1.0});
-      if (t.compute_s > 0) uses.push_back({sm_, t.compute_s / t.hbm_bytes});
+      uses.push_back({R.hbm, 1.0});
+      if (t.compute_s > 0) uses.push_back({R.sm, t.compute_s / t.hbm_bytes});
     } else {
       amount = std::max(t.compute_s, t.min_s);
-      if (t.compute_s > 0) uses.push_back({sm_, 1.0});
+      if (t.compute_s > 0) uses.push_back({R.sm, 1.0});
     }
     net_.start_flow(
         uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, amount / t.min_s);
@@ -205,7 +221,8 @@ class Replayer {
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
-    std::vector<FlowNetwork::Use> uses = {{h2d ? h2d_ : d2h_, 1.0}, {host_both_, 1.0}, {host_mem_, 1.0}, {hbm_, 1.0}};
+    const Res& R = res_of_[op.rank];
+    std::vector<FlowNetwork::Use> uses = {{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
       q_.schedule(q_.now(), [this, id] { finish(id, "empty"); });
       return;
@@ -228,31 +245,34 @@ class Replayer {
     res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
     const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
     // Latency first (launch, handshakes), then the data moves as a flow on the links.
-    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, c, sm_frac] {
-      reserve_sms(sm_frac);
+    const int rank = op.rank;
+    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, c, sm_frac, rank] {
+      const Res& R = res_of_[rank];
+      reserve_sms(rank, sm_frac);
       // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
       const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
       std::vector<FlowNetwork::Use> uses;
-      if (c.bytes_per_rank_nvlink > 0) uses.push_back({nvlink_, c.bytes_per_rank_nvlink / moved});
-      if (c.bytes_per_rank_nic > 0) uses.push_back({nic_, c.bytes_per_rank_nic / moved});
+      if (c.bytes_per_rank_nvlink > 0) uses.push_back({R.nvlink, c.bytes_per_rank_nvlink / moved});
+      if (c.bytes_per_rank_nic > 0) uses.push_back({R.nic, c.bytes_per_rank_nic / moved});
       const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
                                                              : std::numeric_limits<double>::infinity();
       if (uses.empty() && !std::isfinite(cap)) {
-        reserve_sms(-sm_frac);
+        reserve_sms(rank, -sm_frac);
         finish(id, c.bound_by);
         return;
       }
-      net_.start_flow(uses, moved, [this, id, c, sm_frac](FlowNetwork::FlowId) {
-        reserve_sms(-sm_frac);
+      net_.start_flow(uses, moved, [this, id, c, sm_frac, rank](FlowNetwork::FlowId) {
+        reserve_sms(rank, -sm_frac);
         finish(id, c.bound_by);
       }, cap);
     });
   }
 
   // Collective kernels occupy SMs while they run; compute gets the rest.
-  void reserve_sms(double frac) {
-    sm_reserved_ += frac;
-    net_.set_capacity(sm_, std::max(0.05, 1.0 - sm_reserved_));
+  void reserve_sms(int rank, double frac) {
+    Res& R = res_of_[rank];
+    R.sm_reserved += frac;
+    net_.set_capacity(R.sm, std::max(0.05, 1.0 - R.sm_reserved));
   }
 
   void compute_breakdown() {
@@ -265,9 +285,11 @@ class Replayer {
       ev.emplace_back(b, -1, cls);
     };
     double prev_compute_end = 0;
+    // The breakdown is that of the first pipeline stage (all stages share the step time).
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
       const auto& r = res_.ops[i];
+      if (op.rank != 0) continue;
       if (op.stream == StreamKind::compute) {
         add(r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         // The GPU waited for this launch: the kernel started the moment the host issued it.
@@ -305,7 +327,9 @@ class Replayer {
     b.exposed_communication_s = total[kComm];
     b.exposed_offload_s = total[kCopy];
     b.launch_overhead_s = total[kLaunch];
-    b.idle_s = total[kCount];
+    // With pipeline stages, waiting with nothing to run is the pipeline bubble.
+    if (g_.ranks > 1) b.pipeline_bubble_s = total[kCount];
+    else b.idle_s = total[kCount];
   }
 
   void compute_memory() {
@@ -325,8 +349,10 @@ class Replayer {
       return a.t != b.t ? a.t < b.t : a.order < b.order;
     });
     std::vector<char> live(g_.tensors.size(), 0);
-    std::array<double, kMemCategoryCount> hbm{};
-    double host = 0;
+    const std::size_t R = res_of_.size();
+    std::vector<std::array<double, kMemCategoryCount>> hbm(R);
+    for (auto& a : hbm) a.fill(0);
+    std::vector<double> host(R, 0.0);
     auto& m = res_.memory;
     auto apply = [&](TensorId id, bool alloc) {
       const Tensor& t = g_.tensors[id];
@@ -334,24 +360,26 @@ class Replayer {
       live[id] = alloc;
       const double d = alloc ? t.bytes : -t.bytes;
       if (t.on_host)
-        host += d;
+        host[t.rank] += d;
       else
-        hbm[static_cast<int>(t.category)] += d;
+        hbm[t.rank][static_cast<int>(t.category)] += d;
     };
     for (TensorId id : g_.resident) apply(id, true);
-    auto check_peak = [&] {
+    // The peak is the largest over ranks; its breakdown is that rank's at that moment.
+    auto check_peak = [&](std::size_t r) {
       double total = 0;
-      for (double v : hbm) total += v;
+      for (double v : hbm[r]) total += v;
       if (total > m.peak_hbm_bytes) {
         m.peak_hbm_bytes = total;
-        m.at_peak = hbm;
+        m.at_peak = hbm[r];
+        m.peak_rank = static_cast<int>(r);
       }
-      m.peak_host_bytes = std::max(m.peak_host_bytes, host);
+      m.peak_host_bytes = std::max(m.peak_host_bytes, host[r]);
     };
-    check_peak();
+    for (std::size_t r = 0; r < R; ++r) check_peak(r);
     for (const auto& e : ev) {
       apply(e.id, e.order == 1);
-      if (e.order == 1) check_peak();
+      if (e.order == 1) check_peak(g_.tensors[e.id].rank);
     }
   }
 };

@@ -36,6 +36,7 @@ struct MemoryResult {
   double peak_hbm_bytes = 0;
   std::array<double, workloads::kMemCategoryCount> at_peak{};  // by MemCategory
   double peak_host_bytes = 0;                                  // pinned host memory (offload)
+  int peak_rank = 0;                                           // pipeline stage with the peak
 };
 
 struct ReplayResult {

@@ -37,14 +37,14 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   const double model_flops = g.model_flops_per_step;
   const double peak = hw::peak_flops_per_s(sc.system.spec, t.precision);
   const double model_tflops = step > 0 ? model_flops / step / gpus / 1e12 : 0;
-  const double capacity = sc.system.spec.gpu.hbm_capacity_bytes;
+  // What the framework can allocate: the device total less what the driver, the CUDA context,
+  // cuBLAS workspaces and NCCL buffers hold (preset memory.reserved). peak_memory_bytes is
+  // the framework's own high-water mark, comparable to torch max_memory_allocated or JAX
+  // peak_bytes_in_use.
+  const double capacity = sc.system.spec.gpu.hbm_capacity_bytes - sc.system.spec.memory.reserved_bytes;
   const double host_capacity_per_gpu = sc.system.spec.host.memory_capacity_bytes / sc.system.spec.host.gpus_per_host;
 
   std::vector<std::string> warnings = g.notes;
-  if (t.parallelism.pp > 1)
-    warnings.push_back("pipeline_bubble: pipeline schedules are not modelled yet");
-  else
-    ;  // a single stage has no bubble
   if (!sc.system.calibration)
     warnings.push_back(
         "uncalibrated: GEMMs at the preset's best-shape efficiency for every shape (set system.calibration)");
@@ -94,16 +94,22 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
 
 json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   json events = json::array();
-  const int pid = 0;
-  events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
-                    {"args", {{"name", fmt::format("rank role 0 ({} x {})", sc.system.gpus, sc.system.spec.name)}}}});
   const char* threads[] = {"compute", "communication", "H2D", "D2H", "host launch"};
-  for (int tid = 0; tid < 5; ++tid)
-    events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
+  for (int pid = 0; pid < g.ranks; ++pid) {
+    events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+                      {"args", {{"name", g.ranks > 1 ? fmt::format("pipeline stage {} ({} x {})", pid, sc.system.gpus,
+                                                                   sc.system.spec.name)
+                                                     : fmt::format("rank role 0 ({} x {})", sc.system.gpus,
+                                                                   sc.system.spec.name)}}}});
+    for (int tid = 0; tid < 5; ++tid)
+      events.push_back(
+          {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
+  }
   auto us = [](double s) { return s * 1e6; };
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpRecord& rec = r.ops[i];
+    const int pid = op.rank;
     json args = {{"phase", to_string(op.phase)}, {"bound_by", rec.bound_by}};
     if (op.kind == OpKind::kernel) {
       args["flops"] = op.flops;

@@ -221,6 +221,9 @@ Scenario parse_scenario(Node root) {
            t.attention);
     set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
     set_if(r.boolean("nvls"), t.nvls);
+    set_if(r.choice<Framework>("framework", {{"megatron", Framework::megatron}, {"jax", Framework::jax}}), t.framework);
+    set_if(r.boolean("donate_state"), t.donate_state);
+    set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     r.finish();
   }
   top.finish();
@@ -267,6 +270,12 @@ Scenario parse_scenario(Node root) {
           .error(fmt::format("global_batch ({}) must be a multiple of micro_batch·dp = {}·{} = {}", t.global_batch,
                              t.micro_batch, p.dp, per_step));
   }
+  if (p.vp > 1 && p.dp > 0 && t.global_batch % (static_cast<int64_t>(t.micro_batch) * p.dp) == 0 &&
+      t.micro_steps() % p.pp != 0)
+    at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp ({})",
+                                         t.micro_steps(), p.pp));
+  if (p.cp > 1 && t.attention == AttentionImpl::materialized)
+    at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, hw::to_string(t.precision)));
@@ -362,7 +371,10 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"offload", {{"optimizer", t.offload_optimizer}}},
       {"attention", to_string(t.attention)},
       {"cuda_graphs", t.cuda_graphs},
-      {"nvls", t.nvls}};
+      {"nvls", t.nvls},
+      {"framework", to_string(t.framework)},
+      {"donate_state", t.donate_state},
+      {"expert_imbalance", t.expert_imbalance}};
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 
