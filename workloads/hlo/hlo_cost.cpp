@@ -1,0 +1,697 @@
+#include "workloads/hlo/hlo_cost.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string_view>
+
+namespace racksim::workloads::hlo {
+
+namespace {
+
+const std::set<std::string, std::less<>>& elementwise_ops() {
+  static const std::set<std::string, std::less<>> s = {
+      "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "clz", "compare", "complex", "convert", "cosine",
+      "divide", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one",
+      "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real",
+      "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
+      "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "stochastic-convert", "subtract",
+      "tan", "tanh", "xor"};
+  return s;
+}
+
+const std::set<std::string, std::less<>>& transcendental_ops() {
+  static const std::set<std::string, std::less<>> s = {
+      "atan2", "cbrt", "cosine", "erf", "exponential", "exponential-minus-one", "log", "log-plus-one",
+      "logistic", "power", "rsqrt", "sine", "sqrt", "tan", "tanh"};
+  return s;
+}
+
+// The full HLO opcode set (xla/hlo/ir/hlo_opcode.h names as printed), for unknown-opcode warnings.
+const std::set<std::string, std::less<>>& all_opcodes() {
+  static const std::set<std::string, std::less<>> s = [] {
+    std::set<std::string, std::less<>> k = {
+        "add-dependency", "after-all", "all-gather", "all-gather-done", "all-gather-start", "all-reduce",
+        "all-reduce-done", "all-reduce-start", "all-to-all", "async-done", "async-start", "async-update",
+        "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert",
+        "broadcast", "call", "cholesky", "collective-broadcast", "collective-permute", "collective-permute-done",
+        "collective-permute-start", "concatenate", "conditional", "constant", "convolution", "copy", "copy-done",
+        "copy-start", "custom-call", "domain", "dot", "dynamic-reshape", "dynamic-slice", "dynamic-update-slice",
+        "fft", "fusion", "gather", "get-dimension-size", "get-tuple-element", "infeed", "iota", "map",
+        "opt-barrier", "optimization-barrier", "outfeed", "pad", "parameter", "partition-id", "ragged-all-to-all",
+        "ragged-dot", "recv", "recv-done", "reduce", "reduce-scatter", "reduce-window", "replica-id", "reshape",
+        "reverse", "rng", "rng-bit-generator", "rng-get-and-update-state", "scatter", "select-and-scatter",
+        "send", "send-done", "set-dimension-size", "slice", "sort", "topk", "transpose", "triangular-solve",
+        "tuple", "while", "scaled-dot"};
+    for (const auto& e : elementwise_ops()) k.insert(e);
+    return k;
+  }();
+  return s;
+}
+
+double prod(const std::vector<int64_t>& dims, const std::vector<int64_t>& pick) {
+  double p = 1;
+  for (int64_t i : pick)
+    if (i >= 0 && static_cast<std::size_t>(i) < dims.size()) p *= static_cast<double>(dims[static_cast<std::size_t>(i)]);
+  return p;
+}
+
+double prod_except(const std::vector<int64_t>& dims, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  double p = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const auto ii = static_cast<int64_t>(i);
+    if (std::find(a.begin(), a.end(), ii) == a.end() && std::find(b.begin(), b.end(), ii) == b.end())
+      p *= static_cast<double>(dims[i]);
+  }
+  return p;
+}
+
+const Shape& operand_shape(const Computation& c, const Instruction& inst, std::size_t k) {
+  static const Shape empty;
+  if (k >= inst.operands.size()) return empty;
+  return c.instructions[static_cast<std::size_t>(inst.operands[k])].shape;
+}
+
+// Dtype the tensor cores run for a dot of `lhs_type` (with XLA's algorithm / precision hints).
+void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out, double& multiplier) {
+  multiplier = 1;
+  const std::string* alg = inst.attr("algorithm");
+  if (lhs_type.rfind("f8", 0) == 0 || lhs_type == "s8" || lhs_type == "u8") {
+    out.dtype = hw::Dtype::fp8;
+    return;
+  }
+  if (lhs_type.rfind("f4", 0) == 0) {
+    out.dtype = hw::Dtype::nvfp4;
+    return;
+  }
+  if (lhs_type == "bf16" || lhs_type == "f16") {
+    out.dtype = hw::Dtype::bf16;
+    return;
+  }
+  // f32 (or wider) inputs.
+  if (alg) {
+    if (alg->find("bf16_bf16_f32_x6") != std::string::npos) multiplier = 6;
+    else if (alg->find("bf16_bf16_f32_x3") != std::string::npos) multiplier = 3;
+    else if (alg->find("bf16_bf16_f32_x9") != std::string::npos) multiplier = 9;
+    if (alg->find("bf16") != std::string::npos) {
+      out.dtype = hw::Dtype::bf16;
+      return;
+    }
+    if (alg->find("tf32") != std::string::npos) {
+      if (alg->find("x3") != std::string::npos) multiplier = 3;
+      out.dtype = hw::Dtype::tf32;
+      return;
+    }
+    if (alg->find("f32_f32_f32") != std::string::npos) {
+      out.fp32_vector = true;
+      return;
+    }
+  }
+  const std::string* prec = inst.attr("operand_precision");
+  if (prec && prec->find("highest") != std::string::npos) {
+    out.fp32_vector = true;
+    return;
+  }
+  out.dtype = hw::Dtype::tf32;
+}
+
+std::string strip_quotes(std::string v) {
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+nlohmann::json backend_config(const Instruction& inst) {
+  const std::string* v = inst.attr("backend_config");
+  if (!v) return nlohmann::json();
+  std::string text = *v;
+  if (!text.empty() && text.front() == '"') {
+    // Quoted form: unescape \" and \\.
+    std::string u;
+    for (std::size_t i = 1; i + 1 < text.size(); ++i) {
+      if (text[i] == '\\' && i + 2 < text.size()) ++i;
+      u += text[i];
+    }
+    text = u;
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+std::vector<int64_t> json_int_list(const nlohmann::json& j) {
+  std::vector<int64_t> out;
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    try {
+      if (e.is_string()) out.push_back(std::stoll(e.get<std::string>()));
+      else if (e.is_number_integer()) out.push_back(e.get<int64_t>());
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+double json_number(const nlohmann::json& j) {
+  try {
+    if (j.is_string()) return std::stod(j.get<std::string>());
+    if (j.is_number()) return j.get<double>();
+  } catch (const std::exception&) {
+  }
+  return 0;
+}
+
+void add_gemm(OpCost& out, double b, double m, double n, double k, double multiplier) {
+  const double f = 2.0 * b * m * n * k * multiplier;
+  out.flops += f;
+  if (!out.fp32_vector) out.tensor_flops += f;
+  if (out.gemm_mnk[0] == 0 && !out.fp32_vector) {
+    out.gemm_mnk = {m, n, k};
+    out.gemm_batch = static_cast<int>(std::min(b, 1e9));
+  }
+  if (b > 1) out.batched_dot_flops += f;
+}
+
+bool is_slice_like(std::string_view op) { return op == "dynamic-slice" || op == "slice" || op == "gather"; }
+
+}  // namespace
+
+bool is_elementwise(const std::string& opcode) { return elementwise_ops().count(opcode) > 0; }
+bool is_transcendental(const std::string& opcode) { return transcendental_ops().count(opcode) > 0; }
+
+std::vector<int64_t> parse_int_list(const std::string& v) {
+  std::vector<int64_t> out;
+  std::size_t i = 0;
+  while (i < v.size()) {
+    if (std::isdigit(static_cast<unsigned char>(v[i])) || (v[i] == '-' && i + 1 < v.size() && std::isdigit(static_cast<unsigned char>(v[i + 1])))) {
+      std::size_t e = i + 1;
+      while (e < v.size() && std::isdigit(static_cast<unsigned char>(v[e]))) ++e;
+      try {
+        out.push_back(std::stoll(v.substr(i, e - i)));
+      } catch (const std::exception&) {
+      }
+      i = e;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+bool CostModel::known_opcode(const std::string& opcode) {
+  if (all_opcodes().count(opcode)) return true;
+  // Async sugar: "<op>-start", "<op>-update", "<op>-done" for a wrapped op.
+  for (std::string_view suffix : {"-start", "-update", "-done"}) {
+    if (opcode.size() > suffix.size() && opcode.compare(opcode.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return all_opcodes().count(opcode.substr(0, opcode.size() - suffix.size())) > 0;
+  }
+  return false;
+}
+
+bool CostModel::is_free_opcode(const std::string& opcode) {
+  static const std::set<std::string, std::less<>> s = {
+      "parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all", "add-dependency",
+      "opt-barrier", "optimization-barrier", "domain", "partition-id", "replica-id", "get-dimension-size"};
+  return s.count(opcode) > 0;
+}
+
+void CostModel::add_instruction_flops(const Computation& c, const Instruction& inst, OpCost& out, int depth) {
+  if (depth > 32) return;
+  const std::string& op = inst.opcode;
+  const double out_elems = inst.shape.is_tuple ? 0 : inst.shape.elements();
+  if (op == "dot" || op == "scaled-dot" || op == "ragged-dot") {
+    const Shape& lhs = operand_shape(c, inst, 0);
+    const Shape& rhs = operand_shape(c, inst, 1);
+    const auto lc = parse_int_list(inst.attr("lhs_contracting_dims") ? *inst.attr("lhs_contracting_dims") : "");
+    const auto lb = parse_int_list(inst.attr("lhs_batch_dims") ? *inst.attr("lhs_batch_dims") : "");
+    const auto rc = parse_int_list(inst.attr("rhs_contracting_dims") ? *inst.attr("rhs_contracting_dims") : "");
+    const auto rb = parse_int_list(inst.attr("rhs_batch_dims") ? *inst.attr("rhs_batch_dims") : "");
+    double mult = 1;
+    OpCost dt;
+    dot_dtype(lhs.element_type, inst, dt, mult);
+    if (out.tensor_flops == 0 && out.gemm_mnk[0] == 0) {
+      out.dtype = dt.dtype;
+      out.fp32_vector = dt.fp32_vector;
+    }
+    add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
+             mult);
+    return;
+  }
+  if (op == "convolution") {
+    const Shape& kernel = operand_shape(c, inst, 1);
+    double kernel_out = 1;
+    if (const std::string* dl = inst.attr("dim_labels")) {
+      // b01f_01io->b01f: the kernel part is between '_' and "->"; 'o' is its output-feature dim.
+      const auto us = dl->find('_');
+      const auto ar = dl->find("->");
+      if (us != std::string::npos && ar != std::string::npos && ar > us) {
+        const std::string kl = dl->substr(us + 1, ar - us - 1);
+        const auto o = kl.find('o');
+        if (o != std::string::npos && o < kernel.dims.size()) kernel_out = static_cast<double>(kernel.dims[o]);
+      }
+    }
+    double mult = 1;
+    OpCost dt;
+    dot_dtype(operand_shape(c, inst, 0).element_type, inst, dt, mult);
+    if (out.tensor_flops == 0) out.dtype = dt.dtype;
+    const double f = 2.0 * out_elems * kernel.elements() / std::max(1.0, kernel_out) * mult;
+    out.flops += f;
+    out.tensor_flops += f;
+    return;
+  }
+  if (is_elementwise(op)) {
+    out.flops += out_elems;
+    if (is_transcendental(op)) out.sfu_ops += out_elems;
+    return;
+  }
+  if (op == "reduce" || op == "reduce-window" || op == "select-and-scatter") {
+    double in = 0;
+    const std::size_t n_inputs = op == "reduce" ? std::max<std::size_t>(1, inst.operands.size() / 2) : 1;
+    for (std::size_t k = 0; k < n_inputs; ++k) in += operand_shape(c, inst, k).elements();
+    if (op == "reduce-window") {
+      double window = 1;
+      if (const std::string* w = inst.attr("window")) {
+        const auto pos = w->find("size=");
+        if (pos != std::string::npos) {
+          std::size_t e = pos + 5;
+          std::string sz;
+          while (e < w->size() && (std::isdigit(static_cast<unsigned char>((*w)[e])) || (*w)[e] == 'x')) sz += (*w)[e++];
+          for (auto d : parse_int_list(sz)) window *= static_cast<double>(std::max<int64_t>(1, d));
+        }
+      }
+      in = out_elems * window;
+    }
+    out.flops += in;
+    return;
+  }
+  if (op == "sort") {
+    const Shape& s0 = operand_shape(c, inst, 0);
+    const double n = s0.dims.empty() ? 1 : static_cast<double>(std::max<int64_t>(2, s0.dims.back()));
+    out.flops += s0.elements() * std::log2(n);
+    return;
+  }
+  if (op == "scatter") {
+    out.flops += operand_shape(c, inst, inst.operands.size() >= 3 ? inst.operands.size() - 1 : 0).elements();
+    return;
+  }
+  if (op == "fusion" || op == "call" || op == "map") {
+    for (const auto& callee : inst.called) {
+      const Computation* f = m_.find(callee);
+      if (!f) continue;
+      for (const auto& i2 : f->instructions) add_instruction_flops(*f, i2, out, depth + 1);
+    }
+    if (op == "map") out.flops += out_elems;
+    return;
+  }
+}
+
+double CostModel::read_bytes_of_param(const Computation& fused, int param_index, double full_bytes, int depth) {
+  // Users of each instruction of the fused computation.
+  std::vector<std::vector<int>> users(fused.instructions.size());
+  for (std::size_t i = 0; i < fused.instructions.size(); ++i)
+    for (int o : fused.instructions[i].operands) users[static_cast<std::size_t>(o)].push_back(static_cast<int>(i));
+  // Bytes read through value v, or -1 if some use reads all of it.
+  std::function<double(int, int)> access = [&](int v, int d) -> double {
+    if (d > 64) return -1;
+    double total = 0;
+    for (int u : users[static_cast<std::size_t>(v)]) {
+      const Instruction& ui = fused.instructions[static_cast<std::size_t>(u)];
+      for (std::size_t k = 0; k < ui.operands.size(); ++k) {
+        if (ui.operands[k] != v) continue;
+        if (ui.opcode == "bitcast") {
+          const double sub = access(u, d + 1);
+          if (sub < 0) return -1;
+          total += sub;
+        } else if (k == 0 && is_slice_like(ui.opcode)) {
+          total += ui.shape.bytes();
+        } else if (k == 0 && ui.opcode == "dynamic-update-slice") {
+          // Updated in place: the rest of the buffer is neither read nor written.
+        } else if (k == 0 && ui.opcode == "scatter") {
+          // In place; the combiner reads the rows it updates.
+          total += operand_shape(fused, ui, ui.operands.size() - 1).bytes();
+        } else {
+          return -1;
+        }
+      }
+    }
+    return total;
+  };
+  (void)depth;
+  const int p = fused.parameters[static_cast<std::size_t>(param_index)];
+  const double a = access(p, 0);
+  return a < 0 ? full_bytes : std::min(full_bytes, a);
+}
+
+OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst, const Computation& fused) {
+  OpCost out;
+  for (const auto& fi : fused.instructions) add_instruction_flops(fused, fi, out, 1);
+  // Reads, once per distinct operand.
+  std::map<int, std::pair<double, bool>> per_operand;  // caller operand -> (bytes, host)
+  for (std::size_t i = 0; i < fused.parameters.size(); ++i) {
+    const Shape& ps = fused.instructions[static_cast<std::size_t>(fused.parameters[i])].shape;
+    const bool host = ps.on_host() || (i < inst.operands.size() && operand_shape(caller, inst, i).on_host());
+    const double r = read_bytes_of_param(fused, static_cast<int>(i), ps.bytes(), 0);
+    const int key = i < inst.operands.size() ? inst.operands[i] : -1 - static_cast<int>(i);
+    auto& slot = per_operand[key];
+    slot.first = std::max(slot.first, r);
+    slot.second = slot.second || host;
+  }
+  for (const auto& [k, v] : per_operand) (v.second ? out.host_read : out.bytes_read) += v.first;
+  // Writes, from the root.
+  std::function<void(int, int)> written = [&](int v, int d) {
+    const Instruction& r = fused.instructions[static_cast<std::size_t>(v)];
+    if (d > 64) return;
+    if (r.opcode == "bitcast" && !r.operands.empty()) return written(r.operands[0], d + 1);
+    if (r.opcode == "tuple") {
+      for (int o : r.operands) written(o, d + 1);
+      return;
+    }
+    double b = r.shape.bytes();
+    if (r.opcode == "dynamic-update-slice") b = operand_shape(fused, r, 1).bytes();
+    if (r.opcode == "scatter") b = operand_shape(fused, r, r.operands.size() - 1).bytes();
+    (r.shape.on_host() ? out.host_written : out.bytes_written) += b;
+  };
+  written(fused.root, 0);
+  return out;
+}
+
+OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst) {
+  OpCost out;
+  const std::string& t = inst.custom_call_target;
+  // Result leaves that are traffic: drop workspace/scratch (trailing s8/u8 byte arrays of a tuple).
+  auto result_bytes = [&]() {
+    if (!inst.shape.is_tuple) return inst.shape.bytes();
+    double b = 0;
+    for (std::size_t i = 0; i < inst.shape.tuple.size(); ++i) {
+      const Shape& e = inst.shape.tuple[i];
+      if (i > 0 && (e.element_type == "s8" || e.element_type == "u8") && e.dims.size() == 1) continue;
+      b += e.bytes();
+    }
+    return b;
+  };
+  double operands = 0;
+  for (std::size_t k = 0; k < inst.operands.size(); ++k) operands += operand_shape(c, inst, k).bytes();
+  out.bytes_read = operands;
+  out.bytes_written = result_bytes();
+  if (t.rfind("__cublas$", 0) == 0 || t == "__cublas$gemm") {
+    const Shape& lhs = operand_shape(c, inst, 0);
+    const Shape& rhs = operand_shape(c, inst, 1);
+    std::vector<int64_t> lc = {static_cast<int64_t>(lhs.dims.size()) - 1}, rc = {0}, lb, rb;
+    const auto cfg = backend_config(inst);
+    double mult = 1;
+    dot_dtype(lhs.element_type, inst, out, mult);
+    if (cfg.is_object() && cfg.contains("gemm_backend_config")) {
+      const auto& g = cfg["gemm_backend_config"];
+      if (g.is_object() && g.contains("dot_dimension_numbers")) {
+        const auto& d = g["dot_dimension_numbers"];
+        if (d.is_object()) {
+          if (d.contains("lhs_contracting_dimensions")) lc = json_int_list(d["lhs_contracting_dimensions"]);
+          if (d.contains("rhs_contracting_dimensions")) rc = json_int_list(d["rhs_contracting_dimensions"]);
+          if (d.contains("lhs_batch_dimensions")) lb = json_int_list(d["lhs_batch_dimensions"]);
+          if (d.contains("rhs_batch_dimensions")) rb = json_int_list(d["rhs_batch_dimensions"]);
+        }
+      }
+      if (g.is_object() && g.contains("precision_config")) {
+        const auto& pc = g["precision_config"];
+        if (pc.is_object() && pc.contains("algorithm") && pc["algorithm"].is_string()) {
+          const std::string a = pc["algorithm"].get<std::string>();
+          if (a.find("BF16_BF16_F32") != std::string::npos) out.dtype = hw::Dtype::bf16;
+          if (a.find("X3") != std::string::npos) mult = 3;
+          if (a.find("X6") != std::string::npos) mult = 6;
+          if (a.find("TF32") != std::string::npos) out.dtype = hw::Dtype::tf32;
+        }
+        if (pc.is_object() && pc.contains("operand_precision") && pc["operand_precision"].dump().find("HIGHEST") != std::string::npos &&
+            lhs.element_type == "f32" && out.dtype == hw::Dtype::tf32)
+          out.fp32_vector = true;
+      }
+    }
+    add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
+             mult);
+    return out;
+  }
+  if (t.rfind("__cudnn$fmha", 0) == 0 || t.rfind("__cudnn$fhma", 0) == 0) {
+    const auto cfg = backend_config(inst);
+    const nlohmann::json* f = nullptr;
+    if (cfg.is_object() && cfg.contains("cudnn_fmha_backend_config")) f = &cfg["cudnn_fmha_backend_config"];
+    const Shape& q = operand_shape(c, inst, 0);
+    const Shape& k = operand_shape(c, inst, 1);
+    double b = 1, h = 1, sq = 1, sk = 1, d = q.dims.empty() ? 1 : static_cast<double>(q.dims.back());
+    bool have_dims = false;
+    bool causal = false;
+    if (f && f->is_object()) {
+      if (f->contains("intermediate_tensor_shape")) {
+        const auto& its = (*f)["intermediate_tensor_shape"];
+        if (its.is_object() && its.contains("dimensions")) {
+          const auto dims = json_int_list(its["dimensions"]);
+          if (dims.size() == 4) {
+            b = static_cast<double>(dims[0]);
+            h = static_cast<double>(dims[1]);
+            sq = static_cast<double>(dims[2]);
+            sk = static_cast<double>(dims[3]);
+            have_dims = true;
+          }
+        }
+      }
+      if (f->contains("bmm1_dot_dimension_numbers")) {
+        const auto& dd = (*f)["bmm1_dot_dimension_numbers"];
+        if (dd.is_object() && dd.contains("lhs_contracting_dimensions")) {
+          const auto lc = json_int_list(dd["lhs_contracting_dimensions"]);
+          if (!lc.empty() && lc[0] >= 0 && static_cast<std::size_t>(lc[0]) < q.dims.size())
+            d = static_cast<double>(q.dims[static_cast<std::size_t>(lc[0])]);
+        }
+      }
+      if (f->contains("mask_type") && f->at("mask_type").is_string() &&
+          f->at("mask_type").get<std::string>().find("CAUSAL") != std::string::npos)
+        causal = true;
+      if (f->contains("is_causal_mask") && f->at("is_causal_mask").is_boolean() && f->at("is_causal_mask").get<bool>())
+        causal = true;
+    }
+    if (!have_dims && q.dims.size() == 4 && k.dims.size() == 4) {
+      // [B, S, H, D] as JAX passes them.
+      b = static_cast<double>(q.dims[0]);
+      sq = static_cast<double>(q.dims[1]);
+      h = static_cast<double>(q.dims[2]);
+      sk = static_cast<double>(k.dims[1]);
+    }
+    const bool backward = t.find("Backward") != std::string::npos;
+    const double mask = causal ? 0.5 : 1.0;
+    const double f_att = (backward ? 10.0 : 4.0) * b * h * sq * sk * d * mask;
+    out.flops = out.tensor_flops = out.attention_flops = f_att;
+    out.attention_forward = !backward;
+    out.sfu_ops = b * h * sq * sk * mask;
+    out.dtype = q.element_type.rfind("f8", 0) == 0 ? hw::Dtype::fp8 : hw::Dtype::bf16;
+    return out;
+  }
+  if (t == "AllocateBuffer" || t == "MoveToHost" || t == "MoveToDevice" || t == "Sharding" ||
+      t == "SPMDFullToShardShape" || t == "SPMDShardToFullShape" || t == "annotate_device_placement") {
+    out.bytes_read = out.bytes_written = 0;
+    return out;
+  }
+  out.unknown = true;
+  out.unknown_what = "custom-call " + t;
+  return out;
+}
+
+OpCost CostModel::cost(const Computation& c, const Instruction& inst) {
+  const std::string& op = inst.opcode;
+  // Async sugar for a wrapped computation (fusion-start, custom-call-start, async-start).
+  const bool wrapped = !inst.called.empty() && (op == "async-start" || (op.size() > 6 && op.ends_with("-start")));
+  if (op == "fusion" || (wrapped && op == "fusion-start")) {
+    const Computation* f = inst.called.empty() ? nullptr : m_.find(inst.called[0]);
+    if (f) return fusion_cost(c, inst, *f);
+  }
+  if (wrapped) {
+    const Computation* w = m_.find(inst.called[0]);
+    if (w && w->root >= 0) {
+      const Instruction& r = w->root_instruction();
+      if (r.opcode == "fusion" && !r.called.empty())
+        if (const Computation* f = m_.find(r.called[0])) return fusion_cost(*w, r, *f);
+      return cost(*w, r);
+    }
+  }
+  OpCost out;
+  double operand_bytes = 0;
+  bool operand_host = false;
+  for (std::size_t k = 0; k < inst.operands.size(); ++k) {
+    const Shape& s = operand_shape(c, inst, k);
+    operand_bytes += s.bytes();
+    operand_host = operand_host || s.on_host();
+  }
+  if (op == "custom-call") return custom_call_cost(c, inst);
+  if (op == "copy" || op == "copy-start") {
+    const Shape& src = operand_shape(c, inst, 0);
+    const Shape& dst = (op == "copy-start" && inst.shape.is_tuple && !inst.shape.tuple.empty()) ? inst.shape.tuple[0] : inst.shape;
+    (src.on_host() ? out.host_read : out.bytes_read) += src.bytes();
+    (dst.on_host() ? out.host_written : out.bytes_written) += dst.bytes();
+    return out;
+  }
+  if (is_slice_like(op)) {
+    double idx = 0;
+    for (std::size_t k = 1; k < inst.operands.size(); ++k) idx += operand_shape(c, inst, k).bytes();
+    (operand_shape(c, inst, 0).on_host() ? out.host_read : out.bytes_read) += inst.shape.bytes();
+    out.bytes_read += idx;
+    (inst.shape.on_host() ? out.host_written : out.bytes_written) += inst.shape.bytes();
+    return out;
+  }
+  if (op == "dynamic-update-slice" || op == "scatter") {
+    const std::size_t upd_k = op == "scatter" ? (inst.operands.empty() ? 0 : inst.operands.size() - 1) : 1;
+    const Shape& upd = operand_shape(c, inst, upd_k);
+    double idx = 0;
+    for (std::size_t k = 1; k < inst.operands.size(); ++k)
+      if (k != upd_k) idx += operand_shape(c, inst, k).bytes();
+    (upd.on_host() ? out.host_read : out.bytes_read) += upd.bytes() * (op == "scatter" ? 2 : 1);
+    out.bytes_read += idx;
+    (inst.shape.on_host() ? out.host_written : out.bytes_written) += upd.bytes();
+    if (op == "scatter") add_instruction_flops(c, inst, out, 0);
+    return out;
+  }
+  if (!known_opcode(op)) {
+    out.unknown = true;
+    out.unknown_what = "opcode " + op;
+  } else {
+    add_instruction_flops(c, inst, out, 0);
+  }
+  (operand_host ? out.host_read : out.bytes_read) += operand_bytes;
+  (inst.shape.on_host() ? out.host_written : out.bytes_written) += inst.shape.bytes();
+  return out;
+}
+
+std::vector<std::pair<int, int>> CostModel::inplace_aliases(const Computation& c, const Instruction& inst) {
+  static_cast<void>(c);
+  std::vector<std::pair<int, int>> out;
+  const std::string& op = inst.opcode;
+  if (op == "dynamic-update-slice" || op == "scatter") {
+    out.emplace_back(0, 0);
+    return out;
+  }
+  if (op == "custom-call") {
+    if (const std::string* a = inst.attr("output_to_operand_aliasing")) {
+      // {{0}: (0, {}), {1}: (2, {})}  or  {{}: (0, {})}
+      std::size_t i = 0;
+      while ((i = a->find(':', i)) != std::string::npos) {
+        const auto ob = a->rfind('{', i);
+        const auto lp = a->find('(', i);
+        if (ob == std::string::npos || lp == std::string::npos) break;
+        const auto out_idx = parse_int_list(a->substr(ob, i - ob));
+        const auto opnd = parse_int_list(a->substr(lp, a->find_first_of(",)", lp) - lp));
+        if (!opnd.empty()) {
+          int leaf = 0;
+          if (!out_idx.empty() && inst.shape.is_tuple) leaf = inst.shape.leaf_offset(static_cast<int>(out_idx[0]));
+          out.emplace_back(leaf, static_cast<int>(opnd[0]));
+        }
+        i = lp;
+      }
+    }
+    return out;
+  }
+  const Computation* f = nullptr;
+  const bool wrapped = !inst.called.empty() && (op == "async-start" || (op.size() > 6 && op.ends_with("-start")));
+  if (op == "fusion" || wrapped) f = inst.called.empty() ? nullptr : m_.find(inst.called[0]);
+  if (!f) return out;
+  if (wrapped && op != "fusion-start") {
+    // async-start wrapping one instruction whose operands are the wrapper's parameters.
+    const Instruction& r = f->root_instruction();
+    std::vector<std::pair<int, int>> inner;
+    if (r.opcode == "fusion" && !r.called.empty()) {
+      inner = inplace_aliases(*f, r);
+    } else {
+      inner = inplace_aliases(*f, r);
+    }
+    for (auto [leaf, k] : inner) {
+      if (k < 0 || static_cast<std::size_t>(k) >= r.operands.size()) continue;
+      const Instruction& p = f->instructions[static_cast<std::size_t>(r.operands[static_cast<std::size_t>(k)])];
+      if (p.opcode == "parameter") out.emplace_back(leaf, static_cast<int>(p.parameter_number));
+    }
+    return out;
+  }
+  // A fusion: root (or a root tuple element) that is an in-place update of a parameter.
+  auto trace_param = [&](int v) -> int {
+    for (int d = 0; d < 64; ++d) {
+      const Instruction& x = f->instructions[static_cast<std::size_t>(v)];
+      if (x.opcode == "parameter") return static_cast<int>(x.parameter_number);
+      if (x.opcode != "bitcast" || x.operands.empty()) return -1;
+      v = x.operands[0];
+    }
+    return -1;
+  };
+  auto inplace_of = [&](int v) -> int {
+    for (int d = 0; d < 64; ++d) {
+      const Instruction& x = f->instructions[static_cast<std::size_t>(v)];
+      if ((x.opcode == "dynamic-update-slice" || x.opcode == "scatter") && !x.operands.empty())
+        return trace_param(x.operands[0]);
+      if (x.opcode != "bitcast" || x.operands.empty()) return -1;
+      v = x.operands[0];
+    }
+    return -1;
+  };
+  const Instruction& root = f->root_instruction();
+  if (root.opcode == "tuple") {
+    for (std::size_t i = 0; i < root.operands.size(); ++i) {
+      const int p = inplace_of(root.operands[i]);
+      if (p >= 0) out.emplace_back(root.shape.leaf_offset(static_cast<int>(i)), p);
+    }
+  } else {
+    const int p = inplace_of(f->root);
+    if (p >= 0) out.emplace_back(0, p);
+  }
+  return out;
+}
+
+CollectiveInfo CostModel::collective(const Computation& c, const Instruction& inst, const Module& m) {
+  CollectiveInfo ci;
+  std::string op = inst.opcode;
+  const Computation* cc = &c;
+  const Instruction* in = &inst;
+  if ((op == "async-start") && !inst.called.empty()) {
+    if (const Computation* w = m.find(inst.called[0])) {
+      cc = w;
+      in = &w->root_instruction();
+      op = in->opcode;
+    }
+  }
+  for (std::string_view suffix : {"-start", "-done"})
+    if (op.size() > suffix.size() && op.ends_with(suffix)) op = op.substr(0, op.size() - suffix.size());
+  double operand_bytes = 0;
+  for (std::size_t k = 0; k < in->operands.size(); ++k) operand_bytes += operand_shape(*cc, *in, k).bytes();
+  if (op == "all-reduce") ci.op = "all_reduce";
+  else if (op == "all-gather") ci.op = "all_gather";
+  else if (op == "reduce-scatter") ci.op = "reduce_scatter";
+  else if (op == "all-to-all" || op == "ragged-all-to-all") ci.op = "all_to_all";
+  else if (op == "collective-permute" || op == "send" || op == "recv") ci.op = "send_recv";
+  else if (op == "collective-broadcast") ci.op = "broadcast";
+  else return ci;
+  ci.is_collective = true;
+  if (op == "ragged-all-to-all") operand_bytes = operand_shape(*cc, *in, 0).bytes();
+  if (op == "recv") operand_bytes = in->shape.is_tuple && !in->shape.tuple.empty() ? in->shape.tuple[0].bytes() : in->shape.bytes();
+  // Group size.
+  if (const std::string* rg = in->attr("replica_groups")) {
+    const std::string& v = *rg;
+    if (!v.empty() && v[0] == '[') {
+      // Iota form [G,S]<=[N] (optionally with a transpose T(...)): groups of S.
+      const auto close = v.find(']');
+      const auto dims = parse_int_list(v.substr(0, close == std::string::npos ? v.size() : close));
+      if (!dims.empty()) ci.group_size = static_cast<int>(std::clamp<int64_t>(dims.back(), 1, 1'000'000));
+      ci.consecutive = v.find('T') == std::string::npos;
+    } else {
+      // {{0,1,2,3},{4,5,6,7}}: the first inner group.
+      const auto a = v.find('{', 1);
+      const auto b = a == std::string::npos ? std::string::npos : v.find('}', a);
+      if (a != std::string::npos && b != std::string::npos) {
+        const auto ids = parse_int_list(v.substr(a, b - a));
+        ci.group_size = static_cast<int>(std::min<std::size_t>(ids.size(), 1'000'000));
+        for (std::size_t i = 1; i < ids.size(); ++i)
+          if (ids[i] != ids[i - 1] + 1) ci.consecutive = false;
+      }
+    }
+  } else if (const std::string* stp = in->attr("source_target_pairs")) {
+    const auto ids = parse_int_list(*stp);
+    std::set<int64_t> distinct(ids.begin(), ids.end());
+    ci.group_size = static_cast<int>(std::min<std::size_t>(distinct.size(), 1'000'000));
+  }
+  ci.operand_bytes = operand_bytes;
+  const double g = std::max(1, ci.group_size);
+  ci.bytes = ci.op == "all_gather" ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
+  return ci;
+}
+
+}  // namespace racksim::workloads::hlo
