@@ -401,6 +401,11 @@ class Builder {
       // temporaries of the step (allocated with the backward, see backward_chunk).
       resident("params.fp32", MemCategory::weights, n * pr_.master_weight_bytes * weight_share);
       resident("optimizer.m_v", MemCategory::optimizer, n * pr_.optimizer_bytes * opt_share, t_.offload_optimizer);
+      if (!t_.donate_state)
+        // Without donation the new parameters and moments are new buffers, which the runtime
+        // allocates before the step runs (PjRt output buffers): live for the whole step.
+        resident("optimizer.outputs", MemCategory::optimizer,
+                 n * (pr_.master_weight_bytes + pr_.optimizer_bytes) * opt_share);
       jax_grads_ = g_.tensor(fmt::format("rank{}.grads.fp32", rank_), MemCategory::gradients,
                              n * pr_.grad_bytes * grad_share, false, r);
       jax_grads_allocated_ = false;
@@ -427,7 +432,26 @@ class Builder {
       add_moe_steps(steps, l);
     else
       add_mlp_steps(steps, T_, f_, true, "");
+    // Under a saving policy XLA keeps exactly the named dot outputs; everything-saved keeps its
+    // own intermediates.
+    if (jax_ && t_.recompute.mode == RecomputeMode::none) jax_residual_sizes(steps);
     return steps;
+  }
+
+  // What XLA keeps for the backward differs from Megatron's hand-written layers. Read off the
+  // compiled reference step (shared/reference/hlo/m1_none: the forward while loop's stacked
+  // outputs): the residual stream and the normalized activations in fp32 (4 tensors of B·S·D
+  // fp32 per layer), the softmax output both in fp32 and in bf16, and four B·S·F bf16 tensors
+  // around the SwiGLU (silu(gate), its sigmoid, the product, and the down projection's input)
+  // besides gate and up.
+  void jax_residual_sizes(std::vector<Step>& steps) const {
+    for (auto& st : steps) {
+      if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 8;        // fp32 input + fp32 normalized
+      else if (st.name == "attn_out") st.out_bytes = Tsp_ * h_ * 6;  // bf16 output + fp32 residual sum
+      else if (st.name == "norm2") st.out_bytes = Tsp_ * h_ * 4;   // fp32 normalized
+      else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16 probabilities
+      else if (st.name == "mlp_act") st.out_bytes = T_ * f_ * pr_.activation_bytes * 4;
+    }
   }
 
   void add_attention_steps(std::vector<Step>& steps) {
@@ -680,10 +704,13 @@ class Builder {
     const double a = pr_.activation_bytes;
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     TensorId x;
+    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
     if (v == 0) {
       x = temp("embedding.out", Tsp_ * h_ * a);
+      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
       const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
       g_.ops[emb].allocs.push_back(x);
+      if (buf) g_.ops[emb].frees.push_back(*buf);
     } else {
       // The activation arrives from the previous stage.
       pending_cross_ = ChunkKey{true, mb_, v - 1};
@@ -694,6 +721,7 @@ class Builder {
     for (int l = first_layer(v); l < end_layer(v); ++l) layer_forward(l, x);
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     if (v == vstages_ - 1) {
+      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
       tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
@@ -702,6 +730,7 @@ class Builder {
       logits_[mb_] = logits;
       vector("cross_entropy", T_ * V_ * 4 * 2, 6 * T_ * V_, T_ * V_);
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
+      if (buf) g_.ops.back().frees.push_back(*buf);
     } else {
       const OpId send = collective("pp.send_activation", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
@@ -761,10 +790,11 @@ class Builder {
     return 0;
   }
 
-  TensorId fsdp_gather(int l) {
-    // ZeRO-3: gather this layer's weights before use. The all-gather may start as soon as the
+  TensorId fsdp_gather(int l) { return fsdp_gather_params(layer_weights(l)); }
+  TensorId fsdp_gather_params(double params) {
+    // ZeRO-3: gather these weights before use. The all-gather may start as soon as the
     // previous layer's compute starts (one layer of prefetch, as FSDP does), not earlier.
-    const double bytes = layer_weights(l) * pr_.param_gather_bytes;  // the gathered (full) layer
+    const double bytes = params * pr_.param_gather_bytes;  // the gathered (full) weights
     std::vector<OpId> deps;
     if (!g_.ops.empty() && g_.ops.back().rank == rank_) deps.push_back(last());
     const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp, bytes, deps);
@@ -784,13 +814,17 @@ class Builder {
       pending_alloc_.push_back(jax_grads_);
       jax_grads_allocated_ = true;
     }
+    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
     if (v == vstages_ - 1) {
-      attach_pending_allocs(vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_));
+      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
+      vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
       gemm_wgrad("logits", T_, V_, h_);
       g_.ops[last()].frees.push_back(logits_[mb_]);
-      vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+      // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
+      attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));
+      if (buf) g_.ops.back().frees.push_back(*buf);
       if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
     } else {
       pending_cross_ = ChunkKey{false, mb_, v + 1};
@@ -805,7 +839,9 @@ class Builder {
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     phase_ = Phase::backward;
     if (v == 0) {
+      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
       vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      if (buf) g_.ops.back().frees.push_back(*buf);
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
     } else {
       sends_[ChunkKey{false, mb_, v}] =
@@ -848,11 +884,12 @@ class Builder {
     const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
     std::set<std::string> have(plan.saved.begin(), plan.saved.end());
     have.insert(plan.offloaded.begin(), plan.offloaded.end());
-    std::vector<TensorId> to_free;
+    std::vector<TensorId> to_free;  // freed when the layer's backward ends
+    std::map<std::string, TensorId> by_step = st.kept;  // freed once their step's backward ran
     if (t_.optimizer_sharding == OptimizerSharding::fsdp) to_free.push_back(fsdp_gather(l));
     for (auto& [t, op] : st.fetched) {
       pending_deps_.push_back(op);  // offloaded activations must be back first
-      to_free.push_back(t);
+      by_step[g_.tensors[t].name.substr(prefix_.size(), g_.tensors[t].name.rfind(".fetched") - prefix_.size())] = t;
     }
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
     // layer output is not needed by the backward, so its projection is not recomputed.
@@ -862,11 +899,19 @@ class Builder {
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
-      to_free.push_back(t);
+      by_step[step.name] = t;
     }
+    // Backward step by step; an activation dies as soon as the step that saved it is done
+    // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it) it->backward();
-    for (const auto& [name, t] : st.kept) to_free.push_back(t);
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      it->backward();
+      if (auto f = by_step.find(it->name); f != by_step.end()) {
+        g_.ops[last_compute()].frees.push_back(f->second);
+        by_step.erase(f);
+      }
+    }
+    for (const auto& [name, t] : by_step) to_free.push_back(t);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : to_free) closing.frees.push_back(t);
@@ -933,18 +978,7 @@ class Builder {
                                 : shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes) +
                                            pr_.activation_bytes);
       const OpId adam = vector("optimizer.adamw", bytes, 15 * shard);
-      if (jax_) {
-        if (!t_.donate_state) {
-          // Without donation the new parameters and moments are new buffers; the old ones are
-          // freed only when the step returns.
-          const TensorId out = g_.tensor(prefix_ + "optimizer.outputs", MemCategory::optimizer,
-                                         shard * (pr_.master_weight_bytes + pr_.optimizer_bytes), false,
-                                         static_cast<uint16_t>(rank_));
-          g_.ops[adam].allocs.push_back(out);
-          g_.ops[adam].frees.push_back(out);
-        }
-        g_.ops[adam].frees.push_back(jax_grads_);
-      }
+      if (jax_) g_.ops[adam].frees.push_back(jax_grads_);
     }
     if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && dp_ > 1)
       collective("param.all_gather", CollOp::all_gather, CommGroup::dp, n * pr_.param_gather_bytes, {last()});

@@ -143,6 +143,7 @@ class Lowerer {
   std::vector<const Computation*> stack_;
   std::vector<MemCategory> param_cat_;
   int consecutive_group_ = 0;        // group size mapped to CommGroup::tp
+  double loop_weight_ = 1;           // 1 / product of the trip counts of the enclosing loops
 
   // ---- values and buffers
 
@@ -460,6 +461,8 @@ class Lowerer {
     Value cur = init.size() == static_cast<std::size_t>(inst.shape.leaf_count()) ? init
                                                                                     : new_value(inst.shape, MemCategory::activations, inst.name);
     const bool eval_condition = li.source != "known_trip_count";  // XLA skips it when the count is known
+    const double outer_weight = loop_weight_;
+    loop_weight_ = outer_weight / static_cast<double>(std::max<int64_t>(1, *trips));
     for (int64_t t = 0; t < *trips; ++t) {
       ++segment_;
       if (eval_condition && cond) lower(*cond, {cur});
@@ -467,6 +470,7 @@ class Lowerer {
       if (next.size() == cur.size()) cur = std::move(next);
     }
     ++segment_;
+    loop_weight_ = outer_weight;
     return cur;
   }
 
@@ -576,6 +580,8 @@ class Lowerer {
       ++s_.kernels;
     }
     if (k.unknown) ++s_.unknown[k.unknown_what];
+    if (inst.opcode != "custom-call") s_.xla_convention_flops += k.flops * loop_weight_;
+    s_.xla_convention_bytes += (hbm + k.host_read + k.host_written) * loop_weight_;
 
     // Result buffers: new, except in-place updates (alias an operand) and, for async starts,
     // the operand part of the result tuple (aliases the operands).

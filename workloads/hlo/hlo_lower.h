@@ -45,6 +45,10 @@ struct ImportSummary {
   double forward_attention_flops = 0;  // batched dots / fused attention of the forward pass
   double hbm_bytes = 0;
   double host_bytes = 0;
+  // The same with every loop body counted once and library calls (custom-calls) without FLOPs:
+  // the convention of XLA's own cost analysis (compiled.cost_analysis()), for comparison.
+  double xla_convention_flops = 0;
+  double xla_convention_bytes = 0;
   double argument_bytes = 0, output_bytes = 0;
   std::size_t temps_in_outputs = 0;  // temporaries placed in an output's allocation (see finish_memory)
 

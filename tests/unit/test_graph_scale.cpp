@@ -1,0 +1,135 @@
+// Training graphs at scale: pipeline schedules (the bubble emerges), ZeRO-1 vs FSDP traffic,
+// MoE FLOPs from active parameters, memory against Megatron-LM's theoretical formula.
+#include <gtest/gtest.h>
+
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return sim::load_scenario_text(yaml, "t.yaml", sim::parse_set_overrides(sets));
+}
+
+// A pipeline with (nearly) free communication: 100 TB/s links, a tiny vocabulary so the stages
+// are balanced.
+const char* kPipeline = R"(system:
+  preset: h200-sxm
+  gpus: 4
+  overrides: {scale_up.bandwidth_per_direction: 100 TB/s, scale_out.nic_bandwidth: 100 TB/s}
+model: {layers: 8, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 8, vocab: 256}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {pp: 4}, cuda_graphs: true}
+)";
+
+}  // namespace
+
+TEST(GraphScale, OneFOneBBubbleMatchesClosedForm) {
+  for (int m : {8, 16}) {
+    auto r = sim::simulate(load(kPipeline, {"training.global_batch=" + std::to_string(m)}));
+    const double p = 4;
+    const double bubble = r.replay.breakdown.pipeline_bubble_s / r.replay.step_time_s;
+    EXPECT_NEAR(bubble / ((p - 1) / (m + p - 1)), 1.0, 0.02) << "m=" << m;
+  }
+}
+
+TEST(GraphScale, InterleavedScheduleShrinksTheBubble) {
+  auto r = sim::simulate(load(kPipeline, {"training.global_batch=16", "training.parallelism.vp=2"}));
+  const double p = 4, m = 16, v = 2;
+  const double bubble = r.replay.breakdown.pipeline_bubble_s / r.replay.step_time_s;
+  EXPECT_NEAR(bubble / ((p - 1) / (v * m + p - 1)), 1.0, 0.03);
+  // More micro-batches in flight on the first stage: interleaving costs memory.
+  auto plain = sim::simulate(load(kPipeline, {"training.global_batch=16"}));
+  EXPECT_GT(r.replay.memory.peak_hbm_bytes, plain.replay.memory.peak_hbm_bytes);
+}
+
+TEST(GraphScale, ZeroOneVersusFsdpTrafficAtFourMicroSteps) {
+  const char* base = R"(system: {preset: h200-sxm, gpus: 8}
+model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, vocab: 32768}
+training: {seq_len: 2048, global_batch: 32, micro_batch: 1}
+)";
+  auto bytes = [&](const std::string& mode) {
+    auto sc = load(base, {"training.optimizer_sharding=" + mode});
+    EXPECT_EQ(sc.training.micro_steps(), 4);
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    double total = 0;
+    for (const auto& o : g.ops)
+      if (o.kind == OpKind::collective) total += o.coll_bytes;
+    return total;
+  };
+  const double n = total_params(load(base).model);
+  // ZeRO-1: fp32 gradients reduce-scattered once, bf16 parameters all-gathered once.
+  EXPECT_DOUBLE_EQ(bytes("zero1"), (4.0 + 2.0) * n);
+  // FSDP: in each of 4 micro-steps, bf16 parameters gathered for forward and again for backward,
+  // fp32 gradients reduce-scattered.
+  EXPECT_DOUBLE_EQ(bytes("fsdp"), 4 * (2.0 + 2.0 + 4.0) * n);
+}
+
+TEST(GraphScale, MoeFlopsFollowActiveParameters) {
+  auto sc = load(R"(system: {preset: h200-sxm, gpus: 1}
+model:
+  layers: 4
+  hidden: 1024
+  ffn_hidden: 4096
+  heads: 8
+  vocab: 32768
+  moe: {experts: 8, top_k: 2, expert_ffn_hidden: 2048, shared_experts: 1, first_dense_layers: 1}
+training: {seq_len: 1024, global_batch: 2, micro_batch: 2}
+)");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  double flops = 0;
+  for (const auto& op : g.ops)
+    if (op.kind == OpKind::kernel && op.unit == ExecUnit::tensor) flops += op.flops;
+  const double tokens = 2048;
+  const double n = active_params(sc.model) - 32768.0 * 1024 /*input embedding*/ - (2 * 4 + 1) * 1024 /*norms*/;
+  const double attention = 7.0 * 2 * 1024.0 * 1024 * 1024 * 4;  // flash: 2 fwd + 5 bwd, B·S²·D per layer
+  EXPECT_NEAR(flops / (6 * n * tokens + attention), 1.0, 0.01);
+}
+
+// Megatron-LM's theoretical memory (megatron/training/theoretical_memory_usage.py, with the
+// distributed optimizer, sequence parallelism and selective recompute): weights and optimizer
+// = params on the most loaded shard x (6 + 12/dp) bytes; activations = s·b·h·(18 + 4·ffn/h)·L/tp
+// plus the embedding terms (the first stage holds pp micro-batches of L/pp layers).
+double megatron_memory(const sim::Scenario& sc) {
+  const auto& m = sc.model;
+  const auto& p = sc.training.parallelism;
+  const double h = m.hidden, s = sc.training.seq_len, b = sc.training.micro_batch;
+  const double kv_ratio = static_cast<double>(m.kv_heads) / m.heads;
+  const double layer = 2 * h * h * (1 + kv_ratio) + 2 * h * (m.ffn_hidden * 1.5 + 1);
+  const double block = layer * m.layers + h;
+  const double emb = h * m.vocab;
+  double shard = (block / p.pp + emb) / p.tp;
+  if (p.pp == 1) shard += emb / p.tp;
+  const double weights = shard * (6 + 12.0 / p.dp);
+  double act = s * b * h * (18 + 4 * m.ffn_hidden / h) * m.layers + 8 * s * b * p.pp + s * b * h * p.pp;
+  if (p.pp > 1) act *= std::min(1.0, static_cast<double>(sc.training.micro_steps()) / p.pp);
+  if (p.pp == 1) act += s * b * h * 4 * (1 + m.vocab / h);
+  return weights + act / p.tp;
+}
+
+TEST(GraphScale, MemoryWithinTenPercentOfMegatronFormula) {
+  for (const auto& [preset, gpus, tp, pp] :
+       {std::tuple{"llama3-70b", 512, 8, 4}, std::tuple{"llama3-405b", 16384, 8, 16}}) {
+    auto sc = load(std::string("system: {preset: h100-sxm, gpus: ") + std::to_string(gpus) + "}\nmodel: {preset: " +
+                   preset + "}\ntraining: {seq_len: 8192, global_batch: " + std::to_string(gpus / (tp * pp) * 16) +
+                   ", micro_batch: 1, optimizer_sharding: zero1, recompute: selective, parallelism: {tp: " +
+                   std::to_string(tp) + ", pp: " + std::to_string(pp) + "}}\n");
+    auto r = sim::simulate(sc);
+    const double ours = r.replay.memory.peak_hbm_bytes;
+    const double megatron = megatron_memory(sc);
+    std::cout << preset << ": racksim " << ours / 1e9 << " GB, Megatron formula " << megatron / 1e9 << " GB\n";
+    EXPECT_NEAR(ours / megatron, 1.0, 0.10) << preset;
+  }
+}
+
+TEST(GraphScale, TooLargeDoesNotFit) {
+  // The JAX m1_none configuration at twice the batch: ~245 GB of activations on a 141 GB H200.
+  auto r = sim::simulate(load(R"(system: {preset: h200-sxm, gpus: 1}
+model: {layers: 16, hidden: 2048, ffn_hidden: 8192, heads: 16, vocab: 32768}
+training: {seq_len: 2048, global_batch: 16, micro_batch: 16, attention: materialized, framework: jax}
+)"));
+  EXPECT_FALSE(r.report["fits"].get<bool>());
+}
