@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
 
 namespace racksim::hw {
@@ -14,12 +15,27 @@ double matmul_efficiency(const SystemSpec& sys, Dtype d) {
   return it != sys.gpu.matmul_efficiency.end() ? it->second : 1.0;
 }
 
+double gemm_efficiency(const SystemSpec& sys, const KernelWork& w) {
+  const double ceiling = matmul_efficiency(sys, w.dtype);
+  if (sys.calibration)
+    if (const GemmModel* g = sys.calibration->gemm_for(w.dtype))
+      return g->efficiency(w.m, w.n, w.k, w.batch, peak_flops_per_s(sys, w.dtype), ceiling);
+  return ceiling;
+}
+
+double min_kernel_duration(const SystemSpec& sys) {
+  if (sys.calibration && sys.calibration->applied_launch && sys.calibration->launch &&
+      sys.calibration->launch->min_kernel_duration_s > 0)
+    return sys.calibration->launch->min_kernel_duration_s;
+  return kMinKernelDuration_s;
+}
+
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
   KernelTiming t;
   t.hbm_bytes = w.hbm_bytes;
-  t.min_s = kMinKernelDuration_s;
+  t.min_s = min_kernel_duration(sys);
   if (w.tensor_core) {
-    t.efficiency = matmul_efficiency(sys, w.dtype);
+    t.efficiency = gemm_efficiency(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
   } else {
     t.compute_s = sys.gpu.vector_fp32_flops_per_s > 0 ? w.flops / sys.gpu.vector_fp32_flops_per_s : 0;

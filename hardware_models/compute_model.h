@@ -25,12 +25,20 @@ struct KernelTiming {
   bool sfu_bound = false;   // exponentials, not matmuls, bound the compute time
 };
 
+// The large-shape (ceiling) efficiency of the dtype: the preset's cited MAMF figure, or the
+// measured ceiling when the calibration of this very device is applied.
 double matmul_efficiency(const SystemSpec& sys, Dtype d);
+
+// Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the
+// calibrated shape factor (docs/calibration.md); otherwise the ceiling for every shape.
+double gemm_efficiency(const SystemSpec& sys, const KernelWork& w);
 
 // Smallest GPU-side duration of a kernel: back-to-back empty kernels replayed from a CUDA
 // graph on the project H200 took 1.02 us each (shared reference h200/microbench_torch.json
-// launch.graph_us_per_kernel).
+// launch.graph_us_per_kernel). A calibration whose launch figures apply replaces it with its
+// own measurement (launch.min_kernel_duration).
 inline constexpr double kMinKernelDuration_s = 1.02e-6;
+double min_kernel_duration(const SystemSpec& sys);
 
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w);
 

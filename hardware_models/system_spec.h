@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,8 @@ std::string to_string(Dtype d);
 std::optional<Dtype> dtype_from_string(const std::string& s);
 
 enum class Architecture { hopper, blackwell, blackwell_ultra };
+
+struct Calibration;  // hardware_models/calibration.h
 enum class HostLinkKind { pcie_gen5_x16, pcie_gen6_x16, nvlink_c2c };
 
 struct GpuSpec {
@@ -83,6 +86,9 @@ struct SystemSpec {
   ScaleOutSpec scale_out;
   MemorySpec memory;
   std::map<std::string, std::string> sources; // dotted field path -> citation
+  // Applied calibration (system.calibration), null when none: GEMM shape model, fit residuals and
+  // the warnings a report shows. Its figures are already written into the fields above.
+  std::shared_ptr<const Calibration> calibration;
 };
 
 }  // namespace racksim::hw

@@ -31,5 +31,6 @@ Registered register_compare(CLI::App& app);
 Registered register_collective(CLI::App& app);
 Registered register_hw(CLI::App& app);
 Registered register_models(CLI::App& app);
+Registered register_calibrate(CLI::App& app);  // commands_calibrate.cpp
 
 }  // namespace racksim::cli

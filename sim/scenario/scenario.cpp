@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
 #include "sim/core/text.h"
 #include "sim/core/units.h"
@@ -150,7 +151,8 @@ Scenario parse_scenario(Node root) {
     r.finish();
     if (!sc.system.preset.empty()) {
       Node named = sys->child("preset");
-      hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec);
+      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec) && sc.system.calibration)
+        hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
     }
   }
 

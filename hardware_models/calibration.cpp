@@ -1,0 +1,1223 @@
+#include "hardware_models/calibration.h"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "hardware_models/system_preset.h"
+#include "sim/core/text.h"
+#include "sim/core/units.h"
+
+namespace racksim::hw {
+
+namespace fs = std::filesystem;
+using input::MapReader;
+using input::Node;
+using nlohmann::json;
+using sim::QuantityKind;
+
+namespace {
+
+constexpr const char* kFormat = "racksim-calibration/1";
+constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
+// A measured GEMM whose operand + result bytes at the calibrated HBM rate take more than this
+// share of its time is HBM-bound: its time says little about the tensor cores, so it is left
+// out of the efficiency fit (it stays in the table, with the roofline's residual).
+constexpr double kHbmBoundShare = 0.5;
+
+// ---------------------------------------------------------------- formatting
+
+// Plain decimal with `sig` significant digits, never exponent notation (so every number reads
+// back through the quantity parser), trailing zeros dropped.
+std::string num(double v, int sig = 6) {
+  if (v == 0 || !std::isfinite(v)) return "0";
+  const int exp10 = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+  const int decimals = std::max(0, sig - 1 - exp10);
+  std::string s = fmt::format("{:.{}f}", v, decimals);
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+std::string fixed4(double v) {
+  std::string s = fmt::format("{:.4f}", v);
+  return s == "-0.0000" ? "0.0000" : s;
+}
+std::string signed4(double v) {
+  std::string s = fmt::format("{:+.4f}", v);
+  return s == "-0.0000" ? "+0.0000" : s;
+}
+std::string us(double s) { return num(s * 1e6) + " us"; }
+std::string gbps(double Bps) { return num(Bps / 1e9) + " GB/s"; }
+std::string tflops(double f) { return num(f / 1e12) + " TFLOP/s"; }
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+std::string arch_name(Architecture a) {
+  switch (a) {
+    case Architecture::hopper: return "hopper";
+    case Architecture::blackwell: return "blackwell";
+    case Architecture::blackwell_ultra: return "blackwell_ultra";
+  }
+  return "?";
+}
+std::string link_name(HostLinkKind k) {
+  switch (k) {
+    case HostLinkKind::pcie_gen5_x16: return "pcie_gen5_x16";
+    case HostLinkKind::pcie_gen6_x16: return "pcie_gen6_x16";
+    case HostLinkKind::nvlink_c2c: return "nvlink_c2c";
+  }
+  return "?";
+}
+const std::vector<std::pair<std::string, Architecture>> kArchs = {
+    {"hopper", Architecture::hopper}, {"blackwell", Architecture::blackwell}, {"blackwell_ultra", Architecture::blackwell_ultra}};
+const std::vector<std::pair<std::string, HostLinkKind>> kLinks = {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
+                                                                  {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
+                                                                  {"nvlink_c2c", HostLinkKind::nvlink_c2c}};
+const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"};
+
+// Where a file is shown: relative to the data root when inside it, so the text is the same
+// on every checkout.
+std::string display_path(const std::string& p) {
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  const fs::path root = fs::weakly_canonical(fs::absolute(input::data_dir(), ec), ec);
+  const fs::path rel = abs.lexically_relative(root);
+  if (!rel.empty() && *rel.begin() != "..") return rel.generic_string();
+  return fs::path(p).generic_string();
+}
+
+[[noreturn]] void fail(const std::string& file, const std::string& msg, int line = 0) {
+  input::Diagnostic d;
+  d.where.file = file;
+  d.where.line = line;
+  d.where.column = line > 0 ? 1 : 0;
+  d.message = msg;
+  throw input::InputError({d});
+}
+
+double matmul_input_bytes(Dtype d) {
+  switch (d) {
+    case Dtype::fp32:
+    case Dtype::tf32: return 4;
+    case Dtype::bf16: return 2;
+    case Dtype::fp8:
+    case Dtype::mxfp8: return 1;
+    case Dtype::nvfp4: return 0.5;
+  }
+  return 2;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the model
+
+double GemmModel::shape_factor(double m, double n, double k, double batch, double peak, double ceiling) const {
+  const double f = 2.0 * std::max(1.0, batch) * m * n * k;
+  double denom = 1.0;
+  if (k > 0) denom += k0 / k;
+  if (f > 0 && peak > 0 && ceiling > 0) denom += t0_s * peak * ceiling / f;
+  return 1.0 / denom;
+}
+
+double nccl_busbw_factor(const std::string& op, int gpus) {
+  const double n = std::max(1, gpus);
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return (n - 1) / n;
+  return 1.0;
+}
+
+// ---------------------------------------------------------------- loading
+
+std::string calibrated_dir() { return input::data_dir() + "/hardware_models/calibrated"; }
+
+std::vector<std::string> list_calibrations() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(calibrated_dir(), ec))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+template <class T, class U>
+void set_if(std::optional<U> v, T& field) {
+  if (v) field = static_cast<T>(*v);
+}
+
+// `fit: {points, rms, max_abs}`
+void read_fit(MapReader& r, int& points, double& rms, double& max_abs) {
+  if (auto f = r.get("fit", true)) {
+    MapReader fr(*f);
+    set_if(fr.integer("points", true, 0, 1000000), points);
+    set_if(fr.number("rms", true, 0, 1e6), rms);
+    set_if(fr.number("max_abs", true, 0, 1e6), max_abs);
+    fr.finish();
+  }
+}
+
+BandwidthFit read_bandwidth(const Node& n) {
+  BandwidthFit b;
+  MapReader r(n);
+  set_if(r.quantity("bandwidth", QuantityKind::bytes_per_second, true), b.bandwidth_Bps);
+  set_if(r.quantity("latency", QuantityKind::seconds, true), b.latency_s);
+  read_fit(r, b.points, b.rms_residual, b.max_abs_residual);
+  r.finish();
+  if (b.bandwidth_Bps <= 0 && r.ok()) n.child("bandwidth").error("must be positive");
+  return b;
+}
+
+template <class F>
+void read_list(const Node& n, F&& each) {
+  if (!n.yaml().IsSequence()) {
+    n.error(fmt::format("expected a list, got {}", n.describe()));
+    return;
+  }
+  for (std::size_t i = 0; i < n.yaml().size(); ++i) each(n.element(i));
+}
+
+}  // namespace
+
+Calibration parse_calibration(const Node& root) {
+  Calibration c;
+  MapReader top(root);
+  if (!top.ok()) return c;
+  if (auto f = top.string("format", true); f && *f != kFormat)
+    root.child("format").error(fmt::format("unsupported format '{}'; this racksim reads {}", *f, kFormat));
+  if (auto d = top.get("device", true)) {
+    MapReader r(*d);
+    set_if(r.string("name", true), c.device_name);
+    set_if(r.string("base_preset", true), c.base_preset);
+    set_if(r.string("gpu_model", true), c.gpu_model);
+    set_if(r.choice<Architecture>("architecture", kArchs, true), c.architecture);
+    set_if(r.choice<HostLinkKind>("host_link", kLinks, true), c.host_link);
+    set_if(r.integer("sm_count", true, 1, 100000), c.sm_count);
+    set_if(r.string("driver"), c.driver);
+    r.finish();
+  }
+  set_if(top.string("fitted_by"), c.fitted_by);
+  if (auto s = top.get("sources", true)) {
+    read_list(*s, [&](const Node& e) {
+      CalibrationSource src;
+      MapReader r(e);
+      set_if(r.string("path", true), src.path);
+      set_if(r.string("date", true), src.date);
+      set_if(r.string("schema", true), src.schema);
+      if (auto u = r.get("used", true)) read_list(*u, [&](const Node& x) {
+          if (auto v = x.as_string()) src.used.push_back(*v);
+        });
+      r.finish();
+      c.sources.push_back(src);
+    });
+  }
+  const int nsources = static_cast<int>(c.sources.size());
+  if (auto g = top.get("gemm")) {
+    MapReader gr(*g);
+    if (auto f = gr.string("form", true); f && *f != kGemmForm)
+      g->child("form").error(fmt::format("unsupported GEMM model '{}'; expected \"{}\"", *f, kGemmForm));
+    for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4}) {
+      auto dn = gr.get(to_string(d));
+      if (!dn) continue;
+      GemmModel m;
+      MapReader r(*dn);
+      set_if(r.quantity("peak_dense", QuantityKind::flops_per_second, true), m.peak_flops_per_s);
+      set_if(r.number("e_max", true, 0.01, 1.0), m.e_max);
+      set_if(r.number("k0", true, 0, 1e6), m.k0);
+      set_if(r.quantity("t0", QuantityKind::seconds, true), m.t0_s);
+      if (auto f = r.get("fit", true)) {
+        MapReader fr(*f);
+        set_if(fr.integer("points", true, 0, 1000000), m.points_fitted);
+        set_if(fr.integer("hbm_bound", true, 0, 1000000), m.points_hbm_bound);
+        set_if(fr.number("rms", true, 0, 1e6), m.rms_residual);
+        set_if(fr.number("max_abs", true, 0, 1e6), m.max_abs_residual);
+        set_if(fr.number("rms_all", true, 0, 1e6), m.rms_residual_all);
+        set_if(fr.number("max_abs_all", true, 0, 1e6), m.max_abs_residual_all);
+        set_if(fr.number("repeat_spread", true, 0, 1e6), m.repeat_spread);
+        fr.finish();
+      }
+      if (auto sh = r.get("shapes", true)) {
+        read_list(*sh, [&](const Node& e) {
+          GemmPoint p;
+          MapReader pr(e);
+          set_if(pr.number("m", true, 1, 1e9), p.m);
+          set_if(pr.number("n", true, 1, 1e9), p.n);
+          set_if(pr.number("k", true, 1, 1e9), p.k);
+          set_if(pr.integer("batch", true, 1, 1000000000), p.batch);
+          set_if(pr.choice<std::string>("layout", {{"TN", "TN"}, {"NN", "NN"}, {"NT", "NT"}, {"TT", "TT"}}, true), p.layout);
+          set_if(pr.choice<std::string>("out", {{"bf16", "bf16"}, {"f32", "f32"}}, true), p.out);
+          set_if(pr.quantity("measured", QuantityKind::seconds, true), p.measured_s);
+          set_if(pr.number("efficiency", true, 0, 10), p.efficiency);
+          set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
+          set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
+          set_if(pr.boolean("hbm_bound", true), p.hbm_bound);
+          if (auto s = pr.integer("source", true, 0, 1000000)) {
+            if (*s >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *s, nsources));
+            p.source = static_cast<int>(*s);
+          }
+          set_if(pr.string("label"), p.label);
+          pr.finish();
+          m.shapes.push_back(p);
+        });
+      }
+      r.finish();
+      c.gemm[d] = m;
+    }
+    gr.finish();
+  }
+  if (auto h = top.get("hbm")) {
+    MapReader r(*h);
+    BandwidthFit b;
+    set_if(r.quantity("bandwidth", QuantityKind::bytes_per_second, true), b.bandwidth_Bps);
+    set_if(r.quantity("latency", QuantityKind::seconds, true), b.latency_s);
+    set_if(r.number("efficiency", true, 0.01, 1.0), c.hbm_efficiency);
+    read_fit(r, b.points, b.rms_residual, b.max_abs_residual);
+    r.finish();
+    c.hbm = b;
+  }
+  if (auto h = top.get("host")) {
+    MapReader r(*h);
+    if (auto n = r.get("h2d", true)) c.host_h2d = read_bandwidth(*n);
+    if (auto n = r.get("d2h", true)) c.host_d2h = read_bandwidth(*n);
+    if (auto n = r.get("both_directions", true)) c.host_both = read_bandwidth(*n);
+    set_if(r.number("copy_efficiency", true, 0.01, 1.0), c.copy_efficiency);
+    set_if(r.number("both_directions_fraction", true, 0.01, 1.0), c.both_directions_fraction);
+    r.finish();
+  }
+  if (auto l = top.get("launch")) {
+    MapReader r(*l);
+    Calibration::Launch x;
+    set_if(r.quantity("eager_kernel_launch", QuantityKind::seconds, true), x.eager_kernel_launch_s);
+    set_if(r.quantity("graph_kernel_launch", QuantityKind::seconds, true), x.graph_kernel_launch_s);
+    set_if(r.quantity("graph_launch", QuantityKind::seconds, true), x.graph_launch_s);
+    set_if(r.quantity("min_kernel_duration", QuantityKind::seconds, true), x.min_kernel_duration_s);
+    if (auto f = r.get("fit", true)) {
+      MapReader fr(*f);
+      set_if(fr.number("eager_rms", true, 0, 1e6), x.eager_rms);
+      set_if(fr.number("graph_node_rms", true, 0, 1e6), x.graph_node_rms);
+      set_if(fr.number("graph_launch_rms", true, 0, 1e6), x.graph_launch_rms);
+      set_if(fr.number("min_kernel_rms", true, 0, 1e6), x.min_kernel_rms);
+      fr.finish();
+    }
+    r.finish();
+    c.launch = x;
+  }
+  if (auto ct = top.get("contention")) {
+    read_list(*ct, [&](const Node& e) {
+      ContentionPoint p;
+      MapReader r(e);
+      set_if(r.string("background", true), p.background);
+      set_if(r.number("gemm_slowdown", true, 0, 1e6), p.gemm_slowdown);
+      set_if(r.number("background_slowdown", true, 0, 1e6), p.background_slowdown);
+      set_if(r.string("description"), p.description);
+      r.finish();
+      c.contention.push_back(p);
+    });
+  }
+  if (auto nc = top.get("nccl")) {
+    read_list(*nc, [&](const Node& e) {
+      NcclFit f;
+      MapReader r(e);
+      std::vector<std::pair<std::string, std::string>> ops;
+      for (const auto& o : kOps) ops.push_back({o, o});
+      set_if(r.choice<std::string>("op", ops, true), f.op);
+      set_if(r.integer("gpus", true, 2, 10000000), f.gpus);
+      if (auto s = r.integer("source", true, 0, 1000000)) {
+        if (*s >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *s, nsources));
+        f.source = static_cast<int>(*s);
+      }
+      set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
+      set_if(r.quantity("algbw", QuantityKind::bytes_per_second, true), f.algbw_Bps);
+      set_if(r.quantity("busbw", QuantityKind::bytes_per_second, true), f.busbw_Bps);
+      read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+      r.finish();
+      c.nccl.push_back(f);
+    });
+  }
+  if (auto n = top.get("notes")) read_list(*n, [&](const Node& e) {
+      if (auto v = e.as_string()) c.notes.push_back(*v);
+    });
+  top.finish();
+  return c;
+}
+
+std::shared_ptr<const Calibration> load_calibration(const std::string& name, const Node* where_named,
+                                                    const std::shared_ptr<input::LoadContext>& ctx) {
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
+  std::string path;
+  if (is_path) {
+    fs::path p(name);
+    if (p.is_relative() && where_named && !where_named->file().empty())
+      p = fs::path(where_named->file()).parent_path() / p;
+    path = p.string();
+  } else {
+    path = calibrated_dir() + "/" + name + ".yaml";
+  }
+  auto report = [&](const std::string& msg) {
+    if (where_named)
+      where_named->error(msg);
+    else
+      ctx->diag->error({"<command line>", 0, 0}, "", msg);
+  };
+  if (name.empty()) {
+    report("expected the name of a calibration (hardware_models/calibrated/NAME.yaml) or a path");
+    return nullptr;
+  }
+  if (!fs::is_regular_file(path)) {
+    if (is_path) {
+      report(fmt::format("calibration file '{}' does not exist", path));
+    } else {
+      const auto names = list_calibrations();
+      std::string msg = fmt::format("unknown calibration '{}'", name);
+      if (auto near = sim::nearest(name, names, std::max<std::size_t>(3, name.size() / 2)))
+        msg += fmt::format("; did you mean '{}'?", *near);
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      msg += fmt::format(" (available in hardware_models/calibrated: {})", list.empty() ? "none" : list);
+      report(msg);
+    }
+    return nullptr;
+  }
+  // Grafts (--set) belong to the scenario document, not to this one.
+  auto parked = std::move(ctx->grafts);
+  ctx->grafts.clear();
+  const std::size_t errors_before = ctx->diag->size();
+  std::shared_ptr<Calibration> c;
+  if (auto root = input::load_yaml_file(path, ctx)) {
+    c = std::make_shared<Calibration>(parse_calibration(*root));
+    c->name = fs::path(path).stem().string();
+    c->file = display_path(path);
+  }
+  ctx->grafts = std::move(parked);
+  if (!c || ctx->diag->size() != errors_before) return nullptr;
+  return c;
+}
+
+std::shared_ptr<const Calibration> load_calibration_file(const std::string& path) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  auto c = load_calibration(path, nullptr, ctx);
+  diag.throw_if_any();
+  return c;
+}
+
+// ---------------------------------------------------------------- applying
+
+void apply_calibration(SystemSpec& spec, const Calibration& cal) {
+  auto c = std::make_shared<Calibration>(cal);
+  c->warnings.clear();
+  c->applied_to = spec.name;
+  c->same_device = !cal.gpu_model.empty() && spec.gpu.model == cal.gpu_model;
+  const bool same_arch = spec.gpu.architecture == cal.architecture;
+  const bool same_host = same_arch && spec.host.link == cal.host_link;
+  const std::string tag = fmt::format("calibrated: {}", cal.file.empty() ? cal.name : cal.file);
+  auto overridden = [&](const std::string& field) {
+    auto it = spec.sources.find(field);
+    return it != spec.sources.end() && it->second.rfind("scenario override", 0) == 0;
+  };
+
+  // GEMM: the shape model always applies (compute_model reads spec.calibration); the ceiling is
+  // the measured one only on the device measured.
+  std::vector<std::string> gemm_parts, ceilings, unmeasured;
+  for (const auto& [d, g] : cal.gemm) {
+    if (!spec.gpu.peak_dense_flops_per_s.count(d)) continue;
+    const std::string field = "gpu.matmul_efficiency." + to_string(d);
+    gemm_parts.push_back(fmt::format("{} {} shapes, rms {:.1f}%, max {:.1f}%", to_string(d), g.points_fitted,
+                                     100 * g.rms_residual, 100 * g.max_abs_residual));
+    if (c->same_device && !overridden(field)) {
+      spec.gpu.matmul_efficiency[d] = g.e_max;
+      spec.sources[field] = fmt::format("{} gemm.{}.e_max, the large-shape ceiling of a fit to {} measured shapes", tag,
+                                        to_string(d), g.points_fitted);
+      c->applied_gemm_ceiling = true;
+    } else {
+      auto it = spec.gpu.matmul_efficiency.find(d);
+      ceilings.push_back(fmt::format("{} {}", to_string(d), it != spec.gpu.matmul_efficiency.end() ? num(it->second, 3) : "n/a"));
+    }
+  }
+  for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
+    if ((d == Dtype::bf16 || d == Dtype::fp8 || d == Dtype::mxfp8 || d == Dtype::nvfp4) && !cal.gemm.count(d))
+      unmeasured.push_back(to_string(d));
+
+  std::vector<std::string> applied, kept;
+  if (cal.hbm && cal.hbm_efficiency > 0) {
+    if (same_arch && !overridden("gpu.hbm_efficiency")) {
+      spec.gpu.hbm_efficiency = cal.hbm_efficiency;
+      spec.sources["gpu.hbm_efficiency"] =
+          fmt::format("{} hbm: copy kernel {} / datasheet", tag, gbps(cal.hbm->bandwidth_Bps));
+      c->applied_hbm = true;
+      applied.push_back("HBM");
+    } else if (!same_arch) {
+      kept.push_back("HBM");
+    }
+  }
+  if (cal.copy_efficiency > 0 && cal.both_directions_fraction > 0) {
+    if (same_host) {
+      if (!overridden("host.copy_efficiency")) {
+        spec.host.copy_efficiency = cal.copy_efficiency;
+        spec.sources["host.copy_efficiency"] = fmt::format("{} host: mean of pinned H2D and D2H bandwidth / datasheet", tag);
+      }
+      if (!overridden("host.link_bandwidth_both_directions") && spec.host.copy_efficiency > 0) {
+        // The engine caps both directions together at this field times copy_efficiency, so the
+        // field holds the measured total (as a fraction of the datasheet) over copy_efficiency.
+        spec.host.link_bandwidth_both_directions_Bps =
+            cal.both_directions_fraction * spec.host.link_bandwidth_both_directions_Bps / spec.host.copy_efficiency;
+        spec.sources["host.link_bandwidth_both_directions"] =
+            fmt::format("{} host.both_directions: measured total {:.4f} of the datasheet, divided by copy_efficiency "
+                        "(the engine multiplies this cap by it)",
+                        tag, cal.both_directions_fraction);
+      }
+      c->applied_host = true;
+      applied.push_back("host link");
+    } else {
+      kept.push_back("host link");
+    }
+  }
+  if (cal.launch) {
+    if (same_host) {
+      const auto& l = *cal.launch;
+      auto set = [&](const std::string& f, double v, double& field) {
+        if (overridden(f)) return;
+        field = v;
+        spec.sources[f] = fmt::format("{} {} (fitted over kernel counts)", tag, f);
+      };
+      set("launch.eager_kernel_launch", l.eager_kernel_launch_s, spec.launch.eager_kernel_launch_s);
+      set("launch.graph_kernel_launch", l.graph_kernel_launch_s, spec.launch.graph_kernel_launch_s);
+      set("launch.graph_launch", l.graph_launch_s, spec.launch.graph_launch_s);
+      c->applied_launch = true;
+      applied.push_back("launch");
+    } else {
+      kept.push_back("launch");
+    }
+  }
+
+  std::string head = fmt::format("calibration {} ({}, measured {})", cal.name, cal.device_name,
+                                 cal.sources.empty() ? std::string("?") : cal.sources.front().date.substr(0, 10));
+  if (!gemm_parts.empty()) {
+    std::string parts;
+    for (const auto& p : gemm_parts) parts += (parts.empty() ? "" : "; ") + p;
+    double spread = 0;
+    for (const auto& [d, g] : cal.gemm) spread = std::max(spread, g.repeat_spread);
+    c->warnings.push_back(fmt::format(
+        "{}: GEMM time from a shape model fitted to measured shapes ({}); one shape measured more than once "
+        "differed by up to {:.0f}% (the card's power state), so GEMM-bound predictions carry about that uncertainty",
+        head, parts, 100 * spread));
+  }
+  if (!c->same_device) {
+    std::string ceil_list, kept_list, applied_list;
+    for (const auto& s : ceilings) ceil_list += (ceil_list.empty() ? "" : ", ") + s;
+    for (const auto& s : kept) kept_list += (kept_list.empty() ? "" : ", ") + s;
+    for (const auto& s : applied) applied_list += (applied_list.empty() ? "" : ", ") + s;
+    c->warnings.push_back(fmt::format(
+        "{} transferred from {} ({}, {}) to {} ({}, {}, {}): the GEMM shape curve applies as a ratio to its "
+        "ceiling, with the preset's own cited ceilings ({}) and datasheet peaks{}{}; the shape curve's "
+        "differences between these GPUs (tile shapes, pipelines) are not measured",
+        cal.name, cal.device_name, arch_name(cal.architecture), link_name(cal.host_link), spec.name, spec.gpu.model,
+        arch_name(spec.gpu.architecture), link_name(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
+        applied_list.empty() ? "" : "; measured " + applied_list + " fractions carried over (same architecture and host link)",
+        kept_list.empty() ? "" : "; the preset's own " + kept_list + " figures kept (different architecture or host link)"));
+  }
+  if (!unmeasured.empty()) {
+    std::string list;
+    for (const auto& s : unmeasured) list += (list.empty() ? "" : ", ") + s;
+    c->warnings.push_back(fmt::format("calibration {} has no {} GEMM measurements: those use the preset's "
+                                      "matmul_efficiency for every shape",
+                                      cal.name, list));
+  }
+  spec.calibration = std::move(c);
+}
+
+bool load_and_apply_calibration(const std::string& name, const Node& where_named,
+                                const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& spec) {
+  auto cal = load_calibration(name, &where_named, ctx);
+  if (!cal) return false;
+  apply_calibration(spec, *cal);
+  return true;
+}
+
+// ---------------------------------------------------------------- nccl-tests logs
+
+std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::string> header;
+  NcclTestsLog log;
+  int rank_lines = 0, nthread = 0, ngpus = 0;
+  int lineno = 0;
+  auto tokens = [](const std::string& s) {
+    std::vector<std::string> t;
+    std::istringstream ss(s);
+    for (std::string w; ss >> w;) t.push_back(w);
+    return t;
+  };
+  auto index_of = [&](const std::string& name) -> int {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return static_cast<int>(i);
+    return -1;
+  };
+  int i_size = -1, i_time = -1, i_alg = -1, i_bus = -1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto t = tokens(line);
+    if (t.empty()) continue;
+    if (t[0] == "#" || t[0].front() == '#') {
+      std::vector<std::string> body = t;
+      if (body[0] == "#") body.erase(body.begin());
+      else body[0] = body[0].substr(1);
+      if (body.empty()) continue;
+      if (body.size() >= 2 && body[0] == "Rank") ++rank_lines;
+      for (std::size_t i = 0; i + 1 < body.size(); ++i) {
+        if (body[i] == "nThread") nthread = std::atoi(body[i + 1].c_str());
+        if (body[i] == "nGpus") ngpus = std::atoi(body[i + 1].c_str());
+      }
+      // "# Collective test starting: all_reduce_perf"
+      for (std::size_t i = 0; i + 1 < body.size(); ++i)
+        if (body[i] == "starting:") {
+          std::string op = body[i + 1];
+          if (op.ends_with("_perf")) op = op.substr(0, op.size() - 5);
+          if (op == "alltoall") op = "all_to_all";
+          if (op == "sendrecv") op = "send_recv";
+          log.op = op;
+        }
+      if (header.empty() && std::find(body.begin(), body.end(), "size") != body.end() &&
+          std::find(body.begin(), body.end(), "algbw") != body.end() &&
+          std::find(body.begin(), body.end(), "busbw") != body.end() &&
+          std::find(body.begin(), body.end(), "time") != body.end()) {
+        header = body;
+        i_size = index_of("size");
+        i_time = index_of("time");  // the first: out-of-place
+        i_alg = index_of("algbw");
+        i_bus = index_of("busbw");
+      }
+      continue;
+    }
+    if (header.empty()) continue;
+    // A data row starts with its size in bytes.
+    char* end = nullptr;
+    const double size = std::strtod(t[0].c_str(), &end);
+    if (end != t[0].c_str() + t[0].size()) continue;
+    if (static_cast<int>(t.size()) <= std::max({i_size, i_time, i_alg, i_bus})) {
+      fail(file_label, fmt::format("nccl-tests row has {} columns; the header names {}", t.size(), header.size()), lineno);
+    }
+    auto value = [&](int i) {
+      char* e = nullptr;
+      const double v = std::strtod(t[i].c_str(), &e);
+      if (e != t[i].c_str() + t[i].size() || !std::isfinite(v))
+        fail(file_label, fmt::format("nccl-tests column '{}' is not a number: '{}'", header[i], t[i]), lineno);
+      return v;
+    };
+    NcclTestsLog::Row r;
+    r.bytes = size;
+    r.time_s = value(i_time) * 1e-6;  // nccl-tests prints us
+    r.algbw_Bps = value(i_alg) * 1e9;  // and GB/s
+    r.busbw_Bps = value(i_bus) * 1e9;
+    log.rows.push_back(r);
+  }
+  if (header.empty()) return std::nullopt;
+  if (log.op.empty()) {
+    // The file name names the test: all_reduce_perf.log, alltoall_8gpu.txt, ...
+    std::string base = fs::path(file_label).filename().string();
+    for (auto& ch : base) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"},   {"all_gather", "all_gather"},
+        {"allgather", "all_gather"},  {"reduce_scatter", "reduce_scatter"}, {"reducescatter", "reduce_scatter"},
+        {"all_to_all", "all_to_all"}, {"alltoall", "all_to_all"},    {"broadcast", "broadcast"},
+        {"send_recv", "send_recv"},   {"sendrecv", "send_recv"}};
+    for (const auto& [k, v] : names)
+      if (base.find(k) != std::string::npos) {
+        log.op = v;
+        break;
+      }
+  }
+  log.gpus = rank_lines > 0 ? rank_lines : std::max(1, nthread) * ngpus;
+  return log;
+}
+
+// ---------------------------------------------------------------- fitting
+
+namespace {
+
+struct FitResult {
+  Eigen::VectorXd coef;
+  double rms = 0, max_abs = 0;
+};
+
+// Weighted linear least squares on relative error: minimise sum ((X c - t) / t)^2.
+// `cols` picks the columns of `X` to use; the others are held at 0.
+FitResult relative_lsq(const Eigen::MatrixXd& X, const Eigen::VectorXd& t, const std::vector<int>& cols) {
+  const int n = static_cast<int>(t.size());
+  Eigen::MatrixXd A(n, static_cast<int>(cols.size()));
+  for (int i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < cols.size(); ++j) A(i, static_cast<int>(j)) = X(i, cols[j]) / t(i);
+  const Eigen::VectorXd sol = A.colPivHouseholderQr().solve(Eigen::VectorXd::Ones(n));
+  FitResult r;
+  r.coef = Eigen::VectorXd::Zero(X.cols());
+  for (std::size_t j = 0; j < cols.size(); ++j) r.coef(cols[j]) = sol(static_cast<int>(j));
+  double ss = 0;
+  for (int i = 0; i < n; ++i) {
+    const double e = (X.row(i).dot(r.coef) - t(i)) / t(i);
+    ss += e * e;
+    r.max_abs = std::max(r.max_abs, std::fabs(e));
+  }
+  r.rms = n > 0 ? std::sqrt(ss / n) : 0;
+  return r;
+}
+
+// Fits X c = t with every coefficient >= 0: drops a column whose coefficient comes out negative
+// (the highest index first) and refits. Deterministic.
+FitResult nonneg_lsq(const Eigen::MatrixXd& X, const Eigen::VectorXd& t, std::vector<int> cols) {
+  for (;;) {
+    FitResult r = relative_lsq(X, t, cols);
+    int drop = -1;
+    for (int j = static_cast<int>(cols.size()) - 1; j >= 0; --j)
+      if (r.coef(cols[j]) < 0) {
+        drop = j;
+        break;
+      }
+    if (drop < 0 || cols.size() == 1) return r;
+    cols.erase(cols.begin() + drop);
+  }
+}
+
+// t = a + x / bw over (x, t) points.
+BandwidthFit fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
+  Eigen::MatrixXd X(static_cast<int>(pts.size()), 2);
+  Eigen::VectorXd t(static_cast<int>(pts.size()));
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    X(static_cast<int>(i), 0) = 1.0;
+    X(static_cast<int>(i), 1) = pts[i].first;
+    t(static_cast<int>(i)) = pts[i].second;
+  }
+  FitResult r = nonneg_lsq(X, t, {1, 0});
+  BandwidthFit b;
+  b.latency_s = r.coef(0);
+  b.bandwidth_Bps = r.coef(1) > 0 ? 1.0 / r.coef(1) : 0;
+  b.points = static_cast<int>(pts.size());
+  b.rms_residual = r.rms;
+  b.max_abs_residual = r.max_abs;
+  return b;
+}
+
+struct RawGemm {
+  Dtype dtype;
+  GemmPoint p;
+};
+
+struct Inputs {
+  std::vector<CalibrationSource> sources;
+  std::vector<RawGemm> gemm;
+  std::vector<std::pair<double, double>> hbm, h2d, d2h, both;
+  std::vector<std::pair<double, double>> eager, graph_node, graph_launch, min_kernel;
+  std::vector<ContentionPoint> contention;
+  struct NcclGroup {
+    std::string op;
+    int gpus;
+    int source;
+    std::vector<std::pair<double, double>> pts;
+  };
+  std::vector<NcclGroup> nccl;
+  std::string device_name, driver;
+  int sm_count = 0;
+};
+
+const json& at(const json& j, const std::string& key, const std::string& file) {
+  if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
+  return j.at(key);
+}
+double median_of(const json& stats, const std::string& file) {
+  if (stats.is_number()) return stats.get<double>();
+  const json& m = at(stats, "median", file);
+  if (!m.is_number()) fail(file, "expected a number under 'median'");
+  return m.get<double>();
+}
+
+void read_bench_json(const std::string& path, const std::string& shown, Inputs& in) {
+  std::ifstream f(path);
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    fail(shown, fmt::format("not valid JSON: {}", e.what()));
+  }
+  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
+    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1 or racksim-gemm-torch/1", schema));
+  const int src = static_cast<int>(in.sources.size());
+  CalibrationSource cs;
+  cs.path = shown;
+  cs.schema = schema;
+  try {
+    const json& id = at(j, "identity", shown);
+    cs.date = id.value("date_utc", "");
+    std::string name, driver;
+    int sms = 0;
+    if (id.contains("gpus") && id["gpus"].is_array() && !id["gpus"].empty()) {
+      const std::size_t di = id.value("device_index", 0);
+      const json& g = id["gpus"].at(std::min(di, id["gpus"].size() - 1));
+      name = g.value("name", "");
+      sms = g.value("sm_count", 0);
+    } else {
+      name = id.value("gpu", "");
+      sms = id.value("sm_count", 0);
+    }
+    if (id.contains("driver_version") && id["driver_version"].is_string()) driver = id["driver_version"].get<std::string>();
+    if (!name.empty()) {
+      if (!in.device_name.empty() && in.device_name != name)
+        fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
+                                name, in.device_name));
+      in.device_name = name;
+    }
+    if (in.driver.empty()) in.driver = driver;
+    if (in.sm_count == 0) in.sm_count = sms;
+
+    if (j.contains("gemm") && j["gemm"].contains("results")) {
+      int n = 0;
+      for (const json& r : j["gemm"]["results"]) {
+        if (r.contains("error")) continue;
+        const std::string dt = r.value("dtype", "");
+        Dtype d;
+        if (dt == "bf16") d = Dtype::bf16;
+        else if (dt == "fp8_e4m3") d = Dtype::fp8;
+        else if (dt == "fp4_e2m1") d = Dtype::nvfp4;
+        else fail(shown, fmt::format("gemm row with unknown dtype '{}'", dt));
+        RawGemm g{d, {}};
+        g.p.source = src;
+        g.p.label = r.value("label", "");
+        g.p.m = at(r, "m", shown).get<double>();
+        g.p.n = at(r, "n", shown).get<double>();
+        g.p.k = at(r, "k", shown).get<double>();
+        g.p.batch = r.value("batch", 1);
+        g.p.layout = r.value("layout", "TN");
+        g.p.out = r.value("out_dtype", "bf16");
+        g.p.measured_s = median_of(at(r, "s", shown), shown);
+        if (!(g.p.measured_s > 0)) continue;
+        in.gemm.push_back(g);
+        ++n;
+      }
+      if (n) cs.used.push_back("gemm");
+    }
+    if (j.contains("hbm") && j["hbm"].contains("results")) {
+      for (const json& r : j["hbm"]["results"])
+        if (r.contains("kernel"))
+          in.hbm.push_back({2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown)});
+      cs.used.push_back("hbm");
+    }
+    if (j.contains("host") && j["host"].contains("results")) {
+      for (const json& r : j["host"]["results"]) {
+        const double b = at(r, "bytes", shown).get<double>();
+        if (r.contains("h2d")) in.h2d.push_back({b, median_of(at(r["h2d"], "s", shown), shown)});
+        if (r.contains("d2h")) in.d2h.push_back({b, median_of(at(r["d2h"], "s", shown), shown)});
+        if (r.contains("bidir")) in.both.push_back({2 * b, median_of(at(r["bidir"], "span_s", shown), shown)});
+      }
+      cs.used.push_back("host");
+    }
+    if (j.contains("launch") && j["launch"].contains("results")) {
+      for (const json& r : j["launch"]["results"]) {
+        const double n = at(r, "n", shown).get<double>();
+        const json& e = at(r, "eager", shown);
+        const json& g = at(r, "graph", shown);
+        in.eager.push_back({n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown)});
+        in.graph_node.push_back({n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown)});
+        in.graph_launch.push_back({n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown)});
+        in.min_kernel.push_back({n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown)});
+      }
+      cs.used.push_back("launch");
+    }
+    if (j.contains("contention") && j["contention"].contains("results")) {
+      for (const json& r : j["contention"]["results"]) {
+        ContentionPoint p;
+        p.background = r.value("background", "");
+        p.description = r.value("description", "");
+        p.gemm_slowdown = at(r, "gemm_slowdown", shown).get<double>();
+        p.background_slowdown = at(r, "bg_slowdown", shown).get<double>();
+        in.contention.push_back(p);
+      }
+      cs.used.push_back("contention");
+    }
+    if (j.contains("nccl") && j["nccl"].contains("runs") && !j["nccl"].contains("note")) {
+      bool any = false;
+      for (const json& run : j["nccl"]["runs"]) {
+        const int gpus = run.value("gpus", 0);
+        if (gpus < 2 || !run.contains("results")) continue;
+        std::map<std::string, Inputs::NcclGroup> groups;
+        for (const json& r : run["results"]) {
+          if (r.contains("error") || !r.contains("s")) continue;
+          const std::string op = r.value("collective", "");
+          auto& g = groups[op];
+          g.op = op;
+          g.gpus = gpus;
+          g.source = src;
+          const double b = at(r, "bytes", shown).get<double>();
+          const double t = median_of(r["s"], shown);
+          if (b > 0 && t > 0) g.pts.push_back({b, t});
+        }
+        for (auto& [op, g] : groups)
+          if (g.pts.size() >= 2) {
+            in.nccl.push_back(g);
+            any = true;
+          }
+      }
+      if (any) cs.used.push_back("nccl");
+    }
+  } catch (const json::exception& e) {
+    fail(shown, fmt::format("unexpected JSON structure: {}", e.what()));
+  }
+  in.sources.push_back(cs);
+}
+
+GemmModel fit_gemm(Dtype d, std::vector<GemmPoint> pts, double peak, double hbm_Bps) {
+  GemmModel m;
+  m.peak_flops_per_s = peak;
+  std::vector<double> flops(pts.size()), tmem(pts.size());
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    auto& p = pts[i];
+    flops[i] = 2.0 * p.batch * p.m * p.n * p.k;
+    const double bytes = p.batch * ((p.m * p.k + p.n * p.k) * matmul_input_bytes(d) + p.m * p.n * (p.out == "f32" ? 4 : 2));
+    tmem[i] = hbm_Bps > 0 ? bytes / hbm_Bps : 0;
+    p.efficiency = flops[i] / (p.measured_s * peak);
+    p.hbm_bound = tmem[i] > kHbmBoundShare * p.measured_s;
+  }
+  std::vector<int> fit_idx;
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    if (!pts[i].hbm_bound) fit_idx.push_back(static_cast<int>(i));
+  if (fit_idx.size() < 3) fail("<fit>", fmt::format("{} GEMM: {} compute-bound shapes; at least 3 are needed", to_string(d), fit_idx.size()));
+  // Columns: F/P (coefficient 1/e_max), F/(P K) (coefficient k0/e_max), 1 (coefficient t0).
+  Eigen::MatrixXd X(static_cast<int>(fit_idx.size()), 3);
+  Eigen::VectorXd t(static_cast<int>(fit_idx.size()));
+  for (std::size_t r = 0; r < fit_idx.size(); ++r) {
+    const auto& p = pts[fit_idx[r]];
+    const int i = static_cast<int>(r);
+    X(i, 0) = flops[fit_idx[r]] / peak;
+    X(i, 1) = flops[fit_idx[r]] / peak / p.k;
+    X(i, 2) = 1.0;
+    t(i) = p.measured_s;
+  }
+  const FitResult f = nonneg_lsq(X, t, {0, 1, 2});
+  if (!(f.coef(0) > 0)) fail("<fit>", fmt::format("{} GEMM fit has no positive throughput term", to_string(d)));
+  m.e_max = 1.0 / f.coef(0);
+  m.k0 = f.coef(1) / f.coef(0);
+  m.t0_s = f.coef(2);
+  m.points_fitted = static_cast<int>(fit_idx.size());
+  m.points_hbm_bound = static_cast<int>(pts.size() - fit_idx.size());
+  m.rms_residual = f.rms;
+  m.max_abs_residual = f.max_abs;
+  double ss = 0;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    auto& p = pts[i];
+    const double tc = p.k > 0 ? m.t0_s + flops[i] / (peak * m.e_max) * (1 + m.k0 / p.k) : 0;
+    p.model_s = std::max(tc, tmem[i]);
+    p.residual = (p.model_s - p.measured_s) / p.measured_s;
+    ss += p.residual * p.residual;
+    m.max_abs_residual_all = std::max(m.max_abs_residual_all, std::fabs(p.residual));
+  }
+  m.rms_residual_all = pts.empty() ? 0 : std::sqrt(ss / pts.size());
+  // The same shape measured more than once (another source, another place in a grid).
+  std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> groups;
+  for (const auto& p : pts) {
+    auto key = std::make_tuple(p.m, p.n, p.k, p.batch, p.layout, p.out);
+    auto it = groups.find(key);
+    if (it == groups.end())
+      groups[key] = {p.measured_s, p.measured_s};
+    else
+      it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
+  }
+  for (const auto& [k, mm] : groups) m.repeat_spread = std::max(m.repeat_spread, mm.second / mm.first - 1);
+  std::stable_sort(pts.begin(), pts.end(), [](const GemmPoint& a, const GemmPoint& b) {
+    return std::tie(a.batch, a.m, a.n, a.k, a.layout, a.out, a.source) < std::tie(b.batch, b.m, b.n, b.k, b.layout, b.out, b.source);
+  });
+  m.shapes = std::move(pts);
+  return m;
+}
+
+}  // namespace
+
+Calibration fit_calibration(const FitOptions& opt) {
+  if (opt.from_dirs.empty()) fail("--from", "name at least one directory of measurements");
+  // The base preset: the datasheet figures the fractions refer to.
+  SystemSpec base;
+  {
+    input::Diagnostics diag;
+    auto ctx = std::make_shared<input::LoadContext>();
+    ctx->diag = &diag;
+    if (!load_system_preset(opt.base_preset, nullptr, std::nullopt, ctx, base)) diag.throw_if_any();
+    diag.throw_if_any();
+  }
+  // Every file, sorted by the path shown, so the result does not depend on the order of --from.
+  std::vector<std::pair<std::string, std::string>> files;  // shown, real
+  std::vector<std::string> dirs_shown;
+  for (const auto& d : opt.from_dirs) {
+    if (!fs::is_directory(d)) fail(d, "not a directory (--from)");
+    dirs_shown.push_back(display_path(d));
+    for (const auto& e : fs::directory_iterator(d))
+      if (e.is_regular_file()) files.push_back({display_path(e.path().string()), e.path().string()});
+  }
+  std::sort(files.begin(), files.end());
+  std::sort(dirs_shown.begin(), dirs_shown.end());
+
+  Inputs in;
+  std::vector<std::pair<NcclTestsLog, int>> logs;
+  for (const auto& [shown, real] : files) {
+    const std::string ext = fs::path(real).extension().string();
+    if (ext == ".json") {
+      read_bench_json(real, shown, in);
+    } else if (ext == ".log" || ext == ".txt") {
+      std::ifstream f(real, std::ios::binary);
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      auto log = parse_nccl_tests_log(ss.str(), shown);
+      if (!log) continue;  // racksim-bench's own log, environment captures, ...
+      if (log->op.empty())
+        fail(shown, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
+                    "and the file name names none of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv)");
+      if (log->gpus < 2) fail(shown, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
+      if (log->rows.size() < 2) fail(shown, "nccl-tests log: fewer than 2 sizes");
+      Inputs::NcclGroup g{log->op, log->gpus, static_cast<int>(in.sources.size()), {}};
+      for (const auto& r : log->rows)
+        if (r.bytes > 0 && r.time_s > 0) g.pts.push_back({r.bytes, r.time_s});
+      in.nccl.push_back(g);
+      in.sources.push_back({shown, "", "nccl-tests", {"nccl"}});
+    }
+  }
+  if (in.sources.empty()) fail(dirs_shown.front(), "no racksim-bench JSON or nccl-tests log found");
+
+  Calibration c;
+  c.device_name = in.device_name.empty() ? base.gpu.model : in.device_name;
+  c.base_preset = base.name;
+  c.gpu_model = base.gpu.model;
+  c.architecture = base.gpu.architecture;
+  c.host_link = base.host.link;
+  c.sm_count = in.sm_count > 0 ? in.sm_count : base.gpu.sm_count;
+  c.driver = in.driver;
+  c.sources = in.sources;
+  {
+    std::string cmd = "racksim calibrate fit";
+    for (const auto& d : dirs_shown) cmd += " --from " + d;
+    c.fitted_by = cmd + " --base " + opt.base_preset;
+  }
+  if (in.sm_count > 0 && in.sm_count != base.gpu.sm_count)
+    c.notes.push_back(fmt::format("the device measured has {} SMs, the base preset {} has {}", in.sm_count, base.name,
+                                  base.gpu.sm_count));
+
+  if (in.hbm.size() >= 2) {
+    c.hbm = fit_alpha_beta(in.hbm);
+    c.hbm_efficiency = c.hbm->bandwidth_Bps / base.gpu.hbm_bandwidth_Bps;
+  }
+  if (in.h2d.size() >= 2 && in.d2h.size() >= 2 && in.both.size() >= 2) {
+    c.host_h2d = fit_alpha_beta(in.h2d);
+    c.host_d2h = fit_alpha_beta(in.d2h);
+    c.host_both = fit_alpha_beta(in.both);
+    c.copy_efficiency =
+        0.5 * (c.host_h2d->bandwidth_Bps + c.host_d2h->bandwidth_Bps) / base.host.link_bandwidth_per_direction_Bps;
+    c.both_directions_fraction = c.host_both->bandwidth_Bps / base.host.link_bandwidth_both_directions_Bps;
+  }
+  if (in.eager.size() >= 2) {
+    Calibration::Launch l;
+    const BandwidthFit e = fit_alpha_beta(in.eager);       // host time of N launches = a + N / rate
+    const BandwidthFit g = fit_alpha_beta(in.graph_node);  // launch-to-done of an N-node graph
+    const BandwidthFit gl = fit_alpha_beta(in.graph_launch);
+    const BandwidthFit mk = fit_alpha_beta(in.min_kernel);
+    l.eager_kernel_launch_s = e.bandwidth_Bps > 0 ? 1.0 / e.bandwidth_Bps : 0;
+    l.graph_kernel_launch_s = g.bandwidth_Bps > 0 ? 1.0 / g.bandwidth_Bps : 0;
+    l.graph_launch_s = gl.latency_s;
+    l.min_kernel_duration_s = mk.bandwidth_Bps > 0 ? 1.0 / mk.bandwidth_Bps : 0;
+    l.eager_rms = e.rms_residual;
+    l.graph_node_rms = g.rms_residual;
+    l.graph_launch_rms = gl.rms_residual;
+    l.min_kernel_rms = mk.rms_residual;
+    c.launch = l;
+  }
+  c.contention = in.contention;
+
+  const double hbm_rate = c.hbm ? c.hbm->bandwidth_Bps : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency;
+  std::map<Dtype, std::vector<GemmPoint>> by_dtype;
+  for (const auto& g : in.gemm) by_dtype[g.dtype].push_back(g.p);
+  for (auto& [d, pts] : by_dtype) {
+    auto it = base.gpu.peak_dense_flops_per_s.find(d);
+    if (it == base.gpu.peak_dense_flops_per_s.end()) {
+      c.notes.push_back(fmt::format("{} GEMMs were measured but {} has no {} peak: not fitted", to_string(d), base.name,
+                                    to_string(d)));
+      continue;
+    }
+    c.gemm[d] = fit_gemm(d, pts, it->second, hbm_rate);
+    const GemmModel& m = c.gemm[d];
+    // How sources agree on the shapes they both measured.
+    for (std::size_t a = 0; a < c.sources.size(); ++a)
+      for (std::size_t b = a + 1; b < c.sources.size(); ++b) {
+        std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> ta;
+        double logsum = 0, lo = 1e300, hi = 0;
+        int common = 0;
+        for (const auto& p : m.shapes)
+          if (p.source == static_cast<int>(a)) ta[{p.m, p.n, p.k, p.batch, p.layout, p.out}].first = p.measured_s;
+        for (const auto& p : m.shapes)
+          if (p.source == static_cast<int>(b)) {
+            auto itp = ta.find({p.m, p.n, p.k, p.batch, p.layout, p.out});
+            if (itp == ta.end() || itp->second.first <= 0) continue;
+            const double r = p.measured_s / itp->second.first;
+            logsum += std::log(r);
+            lo = std::min(lo, r);
+            hi = std::max(hi, r);
+            ++common;
+          }
+        if (common > 0)
+          c.notes.push_back(fmt::format(
+              "gemm {}: {} measurements in {} of shapes also measured in {}: they took {}x the time (geometric "
+              "mean; range {}-{}x); all are fitted as measured",
+              to_string(d), common, fs::path(c.sources[b].path).filename().string(),
+              fs::path(c.sources[a].path).filename().string(), num(std::exp(logsum / common), 3), num(lo, 3), num(hi, 3)));
+      }
+    if (m.points_hbm_bound > 0) {
+      double lo = 1e300, hi = -1e300;
+      for (const auto& p : m.shapes)
+        if (p.hbm_bound) {
+          lo = std::min(lo, p.residual);
+          hi = std::max(hi, p.residual);
+        }
+      c.notes.push_back(fmt::format(
+          "gemm {}: {} shapes are HBM-bound (operand and result bytes at the calibrated HBM rate exceed half their "
+          "time) and are not in the efficiency fit; the roofline misses them by {} to {}",
+          to_string(d), m.points_hbm_bound, signed4(lo), signed4(hi)));
+    }
+  }
+
+  // NCCL: one alpha-beta fit per source, op and GPU count.
+  for (const auto& g : in.nccl) {
+    if (std::find(kOps.begin(), kOps.end(), g.op) == kOps.end())
+      fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
+    const BandwidthFit b = fit_alpha_beta(g.pts);
+    NcclFit f;
+    f.op = g.op;
+    f.gpus = g.gpus;
+    f.source = g.source;
+    f.latency_s = b.latency_s;
+    f.algbw_Bps = b.bandwidth_Bps;
+    f.busbw_Bps = b.bandwidth_Bps * nccl_busbw_factor(g.op, g.gpus);
+    f.points = b.points;
+    f.rms_residual = b.rms_residual;
+    f.max_abs_residual = b.max_abs_residual;
+    c.nccl.push_back(f);
+  }
+  std::stable_sort(c.nccl.begin(), c.nccl.end(), [](const NcclFit& a, const NcclFit& b) {
+    return std::tie(a.op, a.gpus, a.source) < std::tie(b.op, b.gpus, b.source);
+  });
+  if (c.nccl.empty()) c.notes.push_back("nccl: no multi-GPU collective measurements in the inputs");
+  return c;
+}
+
+// ---------------------------------------------------------------- writing
+
+std::string write_calibration_yaml(const Calibration& c) {
+  std::string o;
+  auto line = [&](const std::string& s) { o += s + "\n"; };
+  line("# racksim calibrated parameters (docs/calibration.md). Written by `racksim calibrate fit`; re-fit");
+  line("# rather than edit: tests/unit/test_calibration.cpp checks that a re-fit reproduces this file.");
+  line(fmt::format("format: {}", kFormat));
+  line(fmt::format("fitted_by: {}", quote(c.fitted_by)));
+  line("device:");
+  line(fmt::format("  name: {}", quote(c.device_name)));
+  line(fmt::format("  base_preset: {}", c.base_preset));
+  line(fmt::format("  gpu_model: {}", quote(c.gpu_model)));
+  line(fmt::format("  architecture: {}", arch_name(c.architecture)));
+  line(fmt::format("  host_link: {}", link_name(c.host_link)));
+  line(fmt::format("  sm_count: {}", c.sm_count));
+  if (!c.driver.empty()) line(fmt::format("  driver: {}", quote(c.driver)));
+  line("sources:");
+  for (const auto& s : c.sources) {
+    std::string used;
+    for (const auto& u : s.used) used += (used.empty() ? "" : ", ") + u;
+    line(fmt::format("  - {{path: {}, date: {}, schema: {}, used: [{}]}}", quote(s.path), quote(s.date), quote(s.schema), used));
+  }
+  if (!c.gemm.empty()) {
+    line("gemm:");
+    line(fmt::format("  form: {}", quote(kGemmForm)));
+    for (const auto& [d, m] : c.gemm) {
+      line(fmt::format("  {}:", to_string(d)));
+      line(fmt::format("    peak_dense: {}", tflops(m.peak_flops_per_s)));
+      line(fmt::format("    e_max: {}", num(m.e_max)));
+      line(fmt::format("    k0: {}", num(m.k0)));
+      line(fmt::format("    t0: {}", us(m.t0_s)));
+      line(fmt::format("    fit: {{points: {}, hbm_bound: {}, rms: {}, max_abs: {}, rms_all: {}, max_abs_all: {}, "
+                       "repeat_spread: {}}}",
+                       m.points_fitted, m.points_hbm_bound, fixed4(m.rms_residual), fixed4(m.max_abs_residual),
+                       fixed4(m.rms_residual_all), fixed4(m.max_abs_residual_all), fixed4(m.repeat_spread)));
+      line("    shapes:");
+      for (const auto& p : m.shapes)
+        line(fmt::format("      - {{m: {}, n: {}, k: {}, batch: {}, layout: {}, out: {}, measured: {}, efficiency: {}, "
+                         "model: {}, residual: {}, hbm_bound: {}, source: {}, label: {}}}",
+                         num(p.m, 12), num(p.n, 12), num(p.k, 12), p.batch, p.layout, p.out, us(p.measured_s),
+                         fixed4(p.efficiency), us(p.model_s), signed4(p.residual), p.hbm_bound ? "true" : "false",
+                         p.source, quote(p.label)));
+    }
+  }
+  auto fit_map = [](int points, double rms, double max_abs) {
+    return fmt::format("{{points: {}, rms: {}, max_abs: {}}}", points, fixed4(rms), fixed4(max_abs));
+  };
+  if (c.hbm) {
+    line("hbm:                     # read+write bytes of a streaming copy kernel, back-to-back");
+    line(fmt::format("  bandwidth: {}", gbps(c.hbm->bandwidth_Bps)));
+    line(fmt::format("  latency: {}", us(c.hbm->latency_s)));
+    line(fmt::format("  efficiency: {}", num(c.hbm_efficiency)));
+    line(fmt::format("  fit: {}", fit_map(c.hbm->points, c.hbm->rms_residual, c.hbm->max_abs_residual)));
+  }
+  if (c.host_h2d && c.host_d2h && c.host_both) {
+    line("host:                    # pinned host memory; both_directions = total of the two at once");
+    auto bw = [&](const char* name, const BandwidthFit& b) {
+      line(fmt::format("  {}: {{bandwidth: {}, latency: {}, fit: {}}}", name, gbps(b.bandwidth_Bps), us(b.latency_s),
+                       fit_map(b.points, b.rms_residual, b.max_abs_residual)));
+    };
+    bw("h2d", *c.host_h2d);
+    bw("d2h", *c.host_d2h);
+    bw("both_directions", *c.host_both);
+    line(fmt::format("  copy_efficiency: {}", num(c.copy_efficiency)));
+    line(fmt::format("  both_directions_fraction: {}", num(c.both_directions_fraction)));
+  }
+  if (c.launch) {
+    const auto& l = *c.launch;
+    line("launch:");
+    line(fmt::format("  eager_kernel_launch: {}", us(l.eager_kernel_launch_s)));
+    line(fmt::format("  graph_kernel_launch: {}", us(l.graph_kernel_launch_s)));
+    line(fmt::format("  graph_launch: {}", us(l.graph_launch_s)));
+    line(fmt::format("  min_kernel_duration: {}", us(l.min_kernel_duration_s)));
+    line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}}}",
+                     fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms)));
+  }
+  if (!c.contention.empty()) {
+    line("contention:              # a large GEMM beside a background job: time beside / time alone");
+    for (const auto& p : c.contention)
+      line(fmt::format("  - {{background: {}, gemm_slowdown: {}, background_slowdown: {}, description: {}}}",
+                       p.background, fixed4(p.gemm_slowdown), fixed4(p.background_slowdown), quote(p.description)));
+  }
+  if (c.nccl.empty()) {
+    line("nccl: []");
+  } else {
+    line("nccl:                    # t = latency + size / algbw (nccl-tests' size); busbw = algbw * nccl-tests' factor");
+    for (const auto& f : c.nccl)
+      line(fmt::format("  - {{op: {}, gpus: {}, source: {}, latency: {}, algbw: {}, busbw: {}, fit: {}}}", f.op, f.gpus,
+                       f.source, us(f.latency_s), gbps(f.algbw_Bps), gbps(f.busbw_Bps),
+                       fit_map(f.points, f.rms_residual, f.max_abs_residual)));
+  }
+  if (!c.notes.empty()) {
+    line("notes:");
+    for (const auto& n : c.notes) line("  - " + quote(n));
+  }
+  return o;
+}
+
+}  // namespace racksim::hw

@@ -1,0 +1,198 @@
+// Calibrated parameters (hardware_models/calibrated/NAME.yaml): what was measured on one real
+// GPU, fitted, and how it is applied to a SystemSpec -- to the preset of the device measured, or
+// transferred to another preset by one written rule. docs/calibration.md describes the file,
+// the fits and the transfer rule; `racksim calibrate fit` writes the file (fit_calibration +
+// write_calibration_yaml), scenarios select it with `system.calibration`.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hardware_models/system_spec.h"
+#include "sim/input/yaml_reader.h"
+
+namespace racksim::hw {
+
+// One measured GEMM and how the fitted model does on it.
+struct GemmPoint {
+  int source = 0;             // index into Calibration::sources
+  std::string label;          // the measurement's own label ("D2048 qkv")
+  double m = 0, n = 0, k = 0;
+  int batch = 1;
+  std::string layout = "TN";  // operand layout as measured (TN: both K-contiguous)
+  std::string out = "bf16";   // result dtype as measured (bf16 | f32)
+  double measured_s = 0;      // per product, back-to-back (median)
+  double efficiency = 0;      // achieved / datasheet dense peak of the base preset
+  bool hbm_bound = false;     // its operand + result bytes at the calibrated HBM rate take > half its time
+  double model_s = 0;         // the model's roofline time: max(compute model, bytes / HBM rate)
+  double residual = 0;        // (model_s - measured_s) / measured_s
+};
+
+// GEMM time on the tensor cores, per dtype:  t = t0 + F / (P * e_max) * (1 + k0 / K)
+// (F = 2 * batch * M * N * K; P = datasheet dense peak). e_max is the large-shape ceiling, k0 the
+// per-output-tile prologue/epilogue overhead in units of K, t0 the fixed cost of one product.
+// Fitted by weighted linear least squares on the compute-bound measurements.
+struct GemmModel {
+  double peak_flops_per_s = 0;  // the base preset's datasheet dense peak the fractions refer to
+  double e_max = 0;
+  double k0 = 0;
+  double t0_s = 0;
+  int points_fitted = 0;
+  int points_hbm_bound = 0;
+  double rms_residual = 0;      // over the fitted (compute-bound) points, relative time
+  double max_abs_residual = 0;
+  double rms_residual_all = 0;  // over every point, with the roofline
+  double max_abs_residual_all = 0;
+  double repeat_spread = 0;     // largest (max/min - 1) of the measured time of one shape measured more than once
+  std::vector<GemmPoint> shapes;
+
+  // Shape factor in (0, 1]: efficiency / ceiling, for a GPU of peak `peak` running at `ceiling`.
+  double shape_factor(double m, double n, double k, double batch, double peak, double ceiling) const;
+  // Achieved fraction of `peak` for this shape, with `ceiling` as the large-shape efficiency.
+  double efficiency(double m, double n, double k, double batch, double peak, double ceiling) const {
+    return ceiling * shape_factor(m, n, k, batch, peak, ceiling);
+  }
+};
+
+// t = latency + bytes / bandwidth, fitted over the measured sizes.
+struct BandwidthFit {
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+  int points = 0;
+  double rms_residual = 0;
+  double max_abs_residual = 0;
+};
+
+struct ContentionPoint {
+  std::string background;     // h2d_pinned | d2h_pinned | d2d_memcpy | nccl_all_reduce
+  std::string description;
+  double gemm_slowdown = 1;   // GEMM time beside the background job / alone
+  double background_slowdown = 1;
+};
+
+// nccl-tests' (or racksim-bench's) collective timings for one op and GPU count:
+// t = latency + bytes / algbw (bytes as nccl-tests' `size` column); busbw = algbw * nccl-tests' factor.
+struct NcclFit {
+  std::string op;             // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv
+  int gpus = 0;
+  int source = 0;
+  double latency_s = 0;
+  double algbw_Bps = 0;
+  double busbw_Bps = 0;
+  int points = 0;
+  double rms_residual = 0;
+  double max_abs_residual = 0;
+};
+
+struct CalibrationSource {
+  std::string path;           // relative to the data root when inside it
+  std::string date;           // the measurement's own UTC timestamp
+  std::string schema;         // racksim-bench/1 | racksim-gemm-torch/1 | nccl-tests
+  std::vector<std::string> used;  // which sections fed the fit
+};
+
+struct Calibration {
+  std::string name;           // file stem (h200)
+  std::string file;           // where it was loaded from
+  // The device measured and the preset it was fitted against.
+  std::string device_name;    // as the tool reported it ("NVIDIA H200")
+  std::string base_preset;    // h200-sxm
+  std::string gpu_model;      // the base preset's gpu.model: identifies "the same device"
+  Architecture architecture = Architecture::hopper;
+  HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
+  int sm_count = 0;
+  std::string driver;
+  std::string fitted_by;      // the command line, without --out
+  std::vector<CalibrationSource> sources;
+
+  std::map<Dtype, GemmModel> gemm;
+  std::optional<BandwidthFit> hbm;          // read+write bytes of a streaming copy kernel
+  double hbm_efficiency = 0;                // hbm->bandwidth / base preset hbm_bandwidth
+  std::optional<BandwidthFit> host_h2d, host_d2h, host_both;  // pinned; both = total of the two directions
+  double copy_efficiency = 0;               // mean(h2d, d2h bandwidth) / base link_bandwidth_per_direction
+  double both_directions_fraction = 0;      // host_both bandwidth / base link_bandwidth_both_directions
+  struct Launch {
+    double eager_kernel_launch_s = 0;
+    double graph_kernel_launch_s = 0;
+    double graph_launch_s = 0;
+    double min_kernel_duration_s = 0;
+    double eager_rms = 0, graph_node_rms = 0, graph_launch_rms = 0, min_kernel_rms = 0;
+  };
+  std::optional<Launch> launch;
+  std::vector<ContentionPoint> contention;
+  std::vector<NcclFit> nccl;
+  std::vector<std::string> notes;           // observations of the fit, written to the file
+
+  // Set when applied to a SystemSpec (apply_calibration): which preset, what transferred, and
+  // the warnings a report shows.
+  std::string applied_to;
+  bool same_device = false;       // the target preset's gpu.model is the device measured
+  // Which measured figures replaced the preset's (the rest stay the preset's cited values).
+  bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
+  std::vector<std::string> warnings;
+
+  const GemmModel* gemm_for(Dtype d) const {
+    auto it = gemm.find(d);
+    return it == gemm.end() ? nullptr : &it->second;
+  }
+};
+
+std::string calibrated_dir();                    // <data dir>/hardware_models/calibrated
+std::vector<std::string> list_calibrations();    // sorted names
+
+// Strict parse of a calibration document; errors go to the node's Diagnostics.
+Calibration parse_calibration(const input::Node& root);
+
+// `name` is a name under calibrated_dir() or a path (contains '/' or ends in .yaml; relative to
+// the file holding `where_named`). Errors (unknown name with the nearest suggestion, file
+// errors) are recorded at `where_named`. Returns null on error.
+std::shared_ptr<const Calibration> load_calibration(const std::string& name, const input::Node* where_named,
+                                                    const std::shared_ptr<input::LoadContext>& ctx);
+std::shared_ptr<const Calibration> load_calibration_file(const std::string& path);  // throws InputError
+
+// Applies `cal` to `spec` (see docs/calibration.md "Transfer"): GEMM shape model always, the
+// ceiling, HBM, host-link and launch figures where the rule allows; fields set by a scenario
+// override keep their value. Records "calibrated: FILE ..." in spec.sources and sets
+// spec.calibration to a copy of `cal` holding the application's warnings.
+void apply_calibration(SystemSpec& spec, const Calibration& cal);
+
+// Loads and applies in one step, for the scenario loader (errors at `where_named`).
+bool load_and_apply_calibration(const std::string& name, const input::Node& where_named,
+                                const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& spec);
+
+// ---- fitting (racksim calibrate fit)
+
+struct FitOptions {
+  std::vector<std::string> from_dirs;  // read every racksim-bench JSON and nccl-tests log in these
+  std::string base_preset;             // the preset the fractions refer to
+};
+// Throws input::InputError for unreadable or malformed inputs.
+Calibration fit_calibration(const FitOptions& opt);
+
+// The file text: fixed key order, fixed number formatting, so a re-fit is byte-identical.
+std::string write_calibration_yaml(const Calibration& cal);
+
+// nccl-tests output ("size count type redop root time algbw busbw #wrong ..."): one row per size,
+// out-of-place columns. `op` and `gpus` come from the log (or its file name); 0/"" if unknown.
+struct NcclTestsLog {
+  std::string op;
+  int gpus = 0;
+  struct Row {
+    double bytes = 0;
+    double time_s = 0;
+    double algbw_Bps = 0;
+    double busbw_Bps = 0;
+  };
+  std::vector<Row> rows;
+};
+// Returns nullopt when the text holds no nccl-tests table; throws InputError when it holds a
+// malformed one.
+std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label);
+
+// nccl-tests' bus-bandwidth factor (busbw = algbw * factor).
+double nccl_busbw_factor(const std::string& op, int gpus);
+
+}  // namespace racksim::hw

@@ -1,0 +1,95 @@
+// racksim calibrate fit --from DIR [--from DIR]... --base PRESET --out FILE.yaml
+// Reads every racksim-bench JSON and nccl-tests log in the directories, fits the calibrated
+// parameters (hardware_models/calibration.h) and writes them; prints the fit and its residuals.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <ostream>
+
+#include "hardware_models/calibration.h"
+#include "sim/cli/commands.h"
+#include "sim/input/diagnostics.h"
+
+namespace racksim::cli {
+
+namespace {
+
+[[noreturn]] void cannot_write(const std::string& path, const std::string& what) {
+  input::Diagnostic d;
+  d.where.file = path;
+  d.message = what;
+  throw input::InputError({d});
+}
+
+void print_fit(const hw::Calibration& c, std::ostream& out) {
+  out << fmt::format("device {} against {} ({} sources)\n", c.device_name, c.base_preset, c.sources.size());
+  for (const auto& [d, m] : c.gemm) {
+    out << fmt::format("gemm {}: e_max {:.4f}  k0 {:.1f}  t0 {:.3f} us  ({} shapes fitted, rms {:.2f}%, max {:.2f}%; "
+                       "{} HBM-bound; all shapes with the roofline: rms {:.2f}%, max {:.2f}%)\n",
+                       hw::to_string(d), m.e_max, m.k0, m.t0_s * 1e6, m.points_fitted, 100 * m.rms_residual,
+                       100 * m.max_abs_residual, m.points_hbm_bound, 100 * m.rms_residual_all,
+                       100 * m.max_abs_residual_all);
+    out << fmt::format("  {:>5} {:>7} {:>7} {:>7}  {:>3} {:>4}  {:>10} {:>10} {:>9}  {}\n", "batch", "m", "n", "k", "lay",
+                       "out", "meas TF/s", "model TF/s", "residual", "label");
+    for (const auto& p : m.shapes) {
+      const double f = 2.0 * p.batch * p.m * p.n * p.k;
+      out << fmt::format("  {:>5} {:>7} {:>7} {:>7}  {:>3} {:>4}  {:>10.1f} {:>10.1f} {:>+8.1f}%  {}{}\n", p.batch, p.m,
+                         p.n, p.k, p.layout, p.out, f / p.measured_s / 1e12, f / p.model_s / 1e12, 100 * p.residual,
+                         p.hbm_bound ? "[HBM-bound] " : "", p.label);
+    }
+  }
+  if (c.hbm)
+    out << fmt::format("hbm: {:.1f} GB/s ({:.4f} of datasheet), latency {:.2f} us, rms {:.2f}%\n", c.hbm->bandwidth_Bps / 1e9,
+                       c.hbm_efficiency, c.hbm->latency_s * 1e6, 100 * c.hbm->rms_residual);
+  if (c.host_h2d && c.host_d2h && c.host_both)
+    out << fmt::format("host: h2d {:.2f} GB/s, d2h {:.2f} GB/s, both {:.2f} GB/s; copy_efficiency {:.4f}, "
+                       "both_directions_fraction {:.4f}\n",
+                       c.host_h2d->bandwidth_Bps / 1e9, c.host_d2h->bandwidth_Bps / 1e9, c.host_both->bandwidth_Bps / 1e9,
+                       c.copy_efficiency, c.both_directions_fraction);
+  if (c.launch)
+    out << fmt::format("launch: eager {:.3f} us/kernel, graph {:.3f} us/node + {:.3f} us/launch, min kernel {:.3f} us\n",
+                       c.launch->eager_kernel_launch_s * 1e6, c.launch->graph_kernel_launch_s * 1e6,
+                       c.launch->graph_launch_s * 1e6, c.launch->min_kernel_duration_s * 1e6);
+  for (const auto& f : c.nccl)
+    out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n", f.op, f.gpus,
+                       f.latency_s * 1e6, f.algbw_Bps / 1e9, f.busbw_Bps / 1e9, 100 * f.rms_residual);
+  for (const auto& n : c.notes) out << "note: " << n << '\n';
+}
+
+}  // namespace
+
+Registered register_calibrate(CLI::App& app) {
+  struct S {
+    std::vector<std::string> from;
+    std::string base, out;
+    bool quiet = false;
+  };
+  auto s = std::make_shared<S>();
+  auto* sub = app.add_subcommand("calibrate", "fit calibrated parameters from measurements");
+  sub->require_subcommand(1);
+  auto* fit = sub->add_subcommand("fit", "fit racksim-bench JSON and nccl-tests logs into a calibration file");
+  fit->add_option("--from", s->from, "directory of measurements (repeatable)")->required();
+  fit->add_option("--base", s->base, "the system preset of the device measured")->required();
+  fit->add_option("--out", s->out, "calibration file to write (hardware_models/calibrated/NAME.yaml)")->required();
+  fit->add_flag("--quiet", s->quiet, "print nothing on success");
+  return {sub, [s](std::ostream& out, std::ostream&) {
+            hw::FitOptions opt;
+            opt.from_dirs = s->from;
+            opt.base_preset = s->base;
+            const hw::Calibration c = hw::fit_calibration(opt);
+            const std::string text = hw::write_calibration_yaml(c);
+            std::ofstream f(s->out, std::ios::binary);
+            if (!f) cannot_write(s->out, "cannot write file (--out)");
+            f << text;
+            f.close();
+            if (!f) cannot_write(s->out, "write failed (--out)");
+            if (!s->quiet) {
+              print_fit(c, out);
+              out << "wrote " << s->out << '\n';
+            }
+            return kOk;
+          }};
+}
+
+}  // namespace racksim::cli

@@ -1,0 +1,374 @@
+// Calibration (hardware_models/calibration.h, docs/calibration.md): the committed H200 file is
+// what a re-fit of the committed measurements writes; the GEMM model against every measured
+// shape; its effect on a prediction; the transfer rule; strict loading; the nccl-tests importer.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "hardware_models/calibration.h"
+#include "hardware_models/compute_model.h"
+#include "hardware_models/system_preset.h"
+#include "sim/cli/cli.h"
+#include "sim/input/diagnostics.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+
+using namespace racksim;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+const std::string kBench = kSrc + "/calibration/data/h200-2026-11-29";
+const std::string kGemm = kSrc + "/calibration/data/h200-2026-11-29-gemm";
+const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::shared_ptr<const hw::Calibration> committed() {
+  static auto c = hw::load_calibration_file(kCommitted);
+  return c;
+}
+
+// All diagnostics of loading `text` as a calibration file.
+std::string load_errors(const std::string& text) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  if (auto root = input::load_yaml_text(text, "cal.yaml", ctx)) hw::parse_calibration(*root);
+  std::string all;
+  for (const auto& d : diag.list()) all += d.format() + "\n";
+  return all;
+}
+
+hw::SystemSpec preset(const std::string& name) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  hw::SystemSpec s;
+  hw::load_system_preset(name, nullptr, std::nullopt, ctx, s);
+  diag.throw_if_any();
+  return s;
+}
+
+}  // namespace
+
+// The committed file is exactly what `racksim calibrate fit` writes from the committed data.
+TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
+  hw::FitOptions opt;
+  opt.from_dirs = {kBench, kGemm};
+  opt.base_preset = "h200-sxm";
+  const std::string text = hw::write_calibration_yaml(hw::fit_calibration(opt));
+  EXPECT_EQ(text, slurp(kCommitted)) << "re-fit differs from hardware_models/calibrated/h200.yaml; run: racksim "
+                                        "calibrate fit --from calibration/data/h200-2026-11-29 --from "
+                                        "calibration/data/h200-2026-11-29-gemm --base h200-sxm --out "
+                                        "hardware_models/calibrated/h200.yaml";
+  // The order of --from does not matter.
+  opt.from_dirs = {kGemm, kBench};
+  EXPECT_EQ(hw::write_calibration_yaml(hw::fit_calibration(opt)), text);
+}
+
+TEST(CalibFit, CommandWritesTheSameFile) {
+  const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
+  std::ostringstream o, e;
+  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--base", "h200-sxm", "--out", out,
+                           "--quiet"},
+                          o, e);
+  ASSERT_EQ(rc, cli::kOk) << e.str();
+  EXPECT_EQ(slurp(out), slurp(kCommitted));
+  fs::remove(out);
+}
+
+TEST(CalibFit, WrittenFileReadsBackToTheSameText) {
+  auto c = committed();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(hw::write_calibration_yaml(*c), slurp(kCommitted));
+}
+
+// The fitted GEMM model against every measured shape, recomputed here from the file's four
+// parameters and the calibrated HBM rate (not read from the table). Tolerances: every compute-
+// bound shape within the data's own repeat spread (the largest difference between two
+// measurements of one shape, from the card's power state: no smooth model can be held tighter
+// per shape), and the rms over them within 8%; HBM-bound shapes through the roofline within 15%.
+TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->hbm);
+  for (const auto& [d, m] : c->gemm) {
+    const double in_bytes = d == hw::Dtype::bf16 ? 2 : 1;
+    double ss = 0;
+    int n = 0;
+    std::printf("gemm %s: e_max %.4f k0 %.1f t0 %.3f us; tolerance per shape %.1f%% (repeat spread), rms 8%%\n",
+                hw::to_string(d).c_str(), m.e_max, m.k0, m.t0_s * 1e6, 100 * m.repeat_spread);
+    std::printf("  %5s %6s %6s %6s %4s %10s %10s %9s\n", "batch", "m", "n", "k", "out", "meas TF/s", "model TF/s", "resid");
+    for (const auto& p : m.shapes) {
+      const double f = 2.0 * p.batch * p.m * p.n * p.k;
+      const double t_comp = f / (m.peak_flops_per_s * m.efficiency(p.m, p.n, p.k, p.batch, m.peak_flops_per_s, m.e_max));
+      const double bytes = p.batch * ((p.m * p.k + p.n * p.k) * in_bytes + p.m * p.n * (p.out == "f32" ? 4 : 2));
+      const double t = std::max(t_comp, bytes / c->hbm->bandwidth_Bps);
+      const double r = (t - p.measured_s) / p.measured_s;
+      std::printf("  %5d %6.0f %6.0f %6.0f %4s %10.1f %10.1f %+8.1f%%%s %s\n", p.batch, p.m, p.n, p.k, p.out.c_str(),
+                  f / p.measured_s / 1e12, f / t / 1e12, 100 * r, p.hbm_bound ? " HBM" : "", p.label.c_str());
+      EXPECT_NEAR(r, p.residual, 1e-3) << "the file's residual column disagrees with the model";
+      if (p.hbm_bound) {
+        EXPECT_LE(std::fabs(r), 0.15) << p.m << "x" << p.n << "x" << p.k << " batch " << p.batch;
+      } else {
+        EXPECT_LE(std::fabs(r), m.repeat_spread) << p.m << "x" << p.n << "x" << p.k;
+        ss += r * r;
+        ++n;
+      }
+    }
+    ASSERT_GT(n, 50);
+    EXPECT_LE(std::sqrt(ss / n), 0.08) << hw::to_string(d);
+    EXPECT_NEAR(std::sqrt(ss / n), m.rms_residual, 1e-3);
+  }
+}
+
+// Physical sanity of the fitted parameters (none of them is set by hand).
+TEST(CalibGemm, FittedParametersArePhysical) {
+  auto c = committed();
+  for (const auto& [d, m] : c->gemm) {
+    EXPECT_GT(m.e_max, 0.5);
+    EXPECT_LT(m.e_max, 1.0);
+    EXPECT_GE(m.k0, 0);
+    EXPECT_GT(m.t0_s, 0);
+    EXPECT_LT(m.t0_s, 20e-6);
+    // Efficiency grows with K at a fixed large M, N (the 1/K tile overhead).
+    EXPECT_LT(m.efficiency(8192, 8192, 128, 1, m.peak_flops_per_s, m.e_max),
+              m.efficiency(8192, 8192, 8192, 1, m.peak_flops_per_s, m.e_max));
+    EXPECT_LE(m.efficiency(65536, 65536, 65536, 1, m.peak_flops_per_s, m.e_max), m.e_max);
+  }
+  EXPECT_NEAR(c->hbm_efficiency, 0.81, 0.05);          // copy kernel, 3.9 TB/s of 4.8
+  EXPECT_NEAR(c->copy_efficiency, 0.87, 0.03);         // ~55 GB/s of 63
+  EXPECT_NEAR(c->host_both->bandwidth_Bps, 99e9, 3e9);  // both directions at once
+  EXPECT_NEAR(c->launch->eager_kernel_launch_s, 4.7e-6, 0.2e-6);
+  EXPECT_NEAR(c->launch->graph_kernel_launch_s, 0.51e-6, 0.05e-6);
+}
+
+// system.calibration: h200 makes the m1_full prediction slower (the measured GEMM ceiling, HBM
+// fraction and graph node cost are all below the preset's cited figures) and so closer to the
+// measured 0.4016 s (calibration/data/h200-2026-11-29/jax_steps.jsonl m1_full).
+TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
+  const std::string scen = kSrc + "/scenarios/validation/h200-m1-full.yaml";
+  const auto off = sim::simulate(sim::load_scenario(scen));
+  const auto on = sim::simulate(sim::load_scenario(scen, {{"system.calibration", "h200"}}));
+  const double t_off = off.report["step_time_s"].get<double>();
+  const double t_on = on.report["step_time_s"].get<double>();
+  std::printf("m1_full step time: uncalibrated %.4f s, calibrated %.4f s, measured 0.4016 s\n", t_off, t_on);
+  EXPECT_GT(t_on, t_off * 1.03);
+  EXPECT_LT(std::fabs(t_on - 0.4016), std::fabs(t_off - 0.4016));
+  const auto& spec = on.scenario.system.spec;
+  ASSERT_TRUE(spec.calibration);
+  EXPECT_TRUE(spec.calibration->same_device);
+  EXPECT_TRUE(spec.calibration->applied_hbm && spec.calibration->applied_host && spec.calibration->applied_launch);
+  EXPECT_DOUBLE_EQ(spec.gpu.hbm_efficiency, committed()->hbm_efficiency);
+  EXPECT_DOUBLE_EQ(spec.gpu.matmul_efficiency.at(hw::Dtype::bf16), committed()->gemm.at(hw::Dtype::bf16).e_max);
+  EXPECT_EQ(spec.sources.at("gpu.hbm_efficiency").rfind("calibrated: hardware_models/calibrated/h200.yaml", 0), 0u);
+  EXPECT_EQ(spec.sources.at("launch.eager_kernel_launch").rfind("calibrated: ", 0), 0u);
+  // The engine's both-directions cap (field x copy_efficiency) is the measured total.
+  EXPECT_NEAR(spec.host.link_bandwidth_both_directions_Bps * spec.host.copy_efficiency,
+              committed()->host_both->bandwidth_Bps, 1e-5 * committed()->host_both->bandwidth_Bps);
+  EXPECT_FALSE(spec.calibration->warnings.empty());
+  // Uncalibrated, nothing changed.
+  EXPECT_FALSE(off.scenario.system.spec.calibration);
+  EXPECT_DOUBLE_EQ(off.scenario.system.spec.gpu.hbm_efficiency, 0.88);
+}
+
+TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
+  hw::SystemSpec s = preset("h200-sxm");
+  hw::KernelWork big{true, hw::Dtype::bf16, 2.0 * 8192 * 8192 * 8192, 0, 8192, 8192, 8192, 1, 0};
+  hw::KernelWork attn{true, hw::Dtype::bf16, 2.0 * 128 * 2048 * 2048 * 128, 0, 2048, 2048, 128, 128, 0};
+  EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, big), 0.803);
+  EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, attn), 0.803);
+  hw::apply_calibration(s, *committed());
+  const double e_big = hw::gemm_efficiency(s, big), e_attn = hw::gemm_efficiency(s, attn);
+  EXPECT_NEAR(e_big, 0.73, 0.02);     // measured 8192^3: 709-771 TFLOP/s
+  EXPECT_LT(e_attn, 0.6 * e_big);     // K = 128: the per-tile prologue/epilogue about halves it
+  EXPECT_DOUBLE_EQ(hw::kernel_timing(s, big).min_s, committed()->launch->min_kernel_duration_s);
+  // fp32/tf32 were not measured: the preset's (bf16) ceiling, no shape factor.
+  hw::KernelWork tf{true, hw::Dtype::tf32, 2.0 * 1024 * 1024 * 1024, 0, 1024, 1024, 1024, 1, 0};
+  EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, tf), s.gpu.matmul_efficiency.at(hw::Dtype::bf16));
+}
+
+// A field the scenario overrides keeps the scenario's value.
+TEST(CalibApply, ScenarioOverrideWins) {
+  auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1, calibration: h200, overrides: {hbm_efficiency: 0.5}}\n"
+      "model: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 1}\n",
+      "t.yaml");
+  EXPECT_DOUBLE_EQ(sc.system.spec.gpu.hbm_efficiency, 0.5);
+  EXPECT_NEAR(sc.system.spec.launch.eager_kernel_launch_s, committed()->launch->eager_kernel_launch_s, 1e-15);
+}
+
+// Transfer (docs/calibration.md): to GB200 the shape curve carries over as a ratio to its
+// ceiling; datasheet peaks and the preset's cited ceilings stay; HBM, host link and launch stay
+// the preset's (different architecture and host link). To H100 (same architecture, same PCIe
+// host) the fractions carry over too.
+TEST(CalibTransfer, Gb200KeepsItsDatasheetPeakAndCeilings) {
+  const hw::SystemSpec before = preset("gb200-nvl72");
+  hw::SystemSpec s = before;
+  hw::apply_calibration(s, *committed());
+  ASSERT_TRUE(s.calibration);
+  EXPECT_FALSE(s.calibration->same_device);
+  EXPECT_FALSE(s.calibration->applied_gemm_ceiling || s.calibration->applied_hbm || s.calibration->applied_host ||
+               s.calibration->applied_launch);
+  EXPECT_EQ(s.gpu.peak_dense_flops_per_s, before.gpu.peak_dense_flops_per_s);
+  EXPECT_EQ(s.gpu.matmul_efficiency, before.gpu.matmul_efficiency);
+  EXPECT_DOUBLE_EQ(s.gpu.hbm_efficiency, before.gpu.hbm_efficiency);
+  EXPECT_DOUBLE_EQ(s.host.copy_efficiency, before.host.copy_efficiency);
+  EXPECT_DOUBLE_EQ(s.host.link_bandwidth_both_directions_Bps, before.host.link_bandwidth_both_directions_Bps);
+  EXPECT_DOUBLE_EQ(s.launch.eager_kernel_launch_s, before.launch.eager_kernel_launch_s);
+  EXPECT_DOUBLE_EQ(hw::kernel_timing(s, {}).min_s, hw::kMinKernelDuration_s);
+  // A large GEMM runs near the preset's ceiling on the preset's peak; a K=128 one well below.
+  const double ceil = before.gpu.matmul_efficiency.at(hw::Dtype::bf16);
+  hw::KernelWork big{true, hw::Dtype::bf16, 2.0 * 16384 * 16384 * 16384, 0, 16384, 16384, 16384, 1, 0};
+  const double e = hw::gemm_efficiency(s, big);
+  EXPECT_LT(e, ceil);
+  EXPECT_GT(e, 0.95 * ceil);
+  const auto t = hw::kernel_timing(s, big);
+  EXPECT_NEAR(t.compute_s, big.flops / (before.gpu.peak_dense_flops_per_s.at(hw::Dtype::bf16) * e), 1e-15);
+  // The report's warnings say what was transferred, what was not, and what was not measured.
+  std::string all;
+  for (const auto& w : s.calibration->warnings) all += w + "\n";
+  EXPECT_NE(all.find("transferred from NVIDIA H200"), std::string::npos) << all;
+  EXPECT_NE(all.find("HBM, host link, launch figures kept"), std::string::npos) << all;
+  EXPECT_NE(all.find("nvfp4"), std::string::npos) << all;
+}
+
+TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {
+  const hw::SystemSpec before = preset("h100-sxm");
+  hw::SystemSpec s = before;
+  hw::apply_calibration(s, *committed());
+  EXPECT_FALSE(s.calibration->same_device);
+  EXPECT_TRUE(s.calibration->applied_hbm && s.calibration->applied_host && s.calibration->applied_launch);
+  EXPECT_EQ(s.gpu.matmul_efficiency, before.gpu.matmul_efficiency);  // ceilings stay the preset's
+  EXPECT_DOUBLE_EQ(s.gpu.hbm_efficiency, committed()->hbm_efficiency);
+  EXPECT_DOUBLE_EQ(s.launch.graph_kernel_launch_s, committed()->launch->graph_kernel_launch_s);
+}
+
+// ---- strict loading
+
+TEST(CalibLoad, UnknownKeyIsAnErrorWithSuggestionAndLocation) {
+  std::string text = slurp(kCommitted);
+  const auto pos = text.find("  e_max:");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 8, "  e_maxx:");
+  const std::string errs = load_errors(text);
+  EXPECT_NE(errs.find("cal.yaml:"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("gemm.bf16.e_maxx: unknown key 'e_maxx'; did you mean 'e_max'?"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("gemm.bf16.e_max: required key is missing"), std::string::npos) << errs;
+}
+
+TEST(CalibLoad, MissingUnitIsAnError) {
+  std::string text = slurp(kCommitted);
+  const auto pos = text.find("  t0: ");
+  ASSERT_NE(pos, std::string::npos);
+  const auto eol = text.find('\n', pos);
+  const std::string line = text.substr(pos, eol - pos);
+  text.replace(pos, eol - pos, line.substr(0, line.find(" us")));  // "t0: 3.49049"
+  const std::string errs = load_errors(text);
+  const auto line_no = std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n') + 1;
+  EXPECT_NE(errs.find(fmt::format("cal.yaml:{}:", line_no)), std::string::npos) << errs;
+  EXPECT_NE(errs.find("gemm.bf16.t0"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("unit"), std::string::npos) << errs;
+}
+
+TEST(CalibLoad, WrongFormatAndMissingKeys) {
+  const std::string errs = load_errors("format: racksim-calibration/9\n");
+  EXPECT_NE(errs.find("unsupported format 'racksim-calibration/9'"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("device: required key is missing"), std::string::npos) << errs;
+}
+
+TEST(CalibLoad, UnknownCalibrationNameSuggestsTheNearestAtTheKey) {
+  try {
+    sim::load_scenario_text("system: {preset: h200-sxm, gpus: 1,\n  calibration: h20}\nmodel: {preset: llama3-8b}\n"
+                            "training: {seq_len: 1024, global_batch: 1}\n",
+                            "s.yaml");
+    FAIL() << "expected an error";
+  } catch (const input::InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("s.yaml:2:16: error: system.calibration: unknown calibration 'h20'; did you mean 'h200'?"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST(CalibLoad, CalibrationByPathRelativeToTheScenario) {
+  const auto dir = fs::temp_directory_path() / "racksim_calib_path";
+  fs::create_directories(dir / "cal");
+  fs::copy_file(kCommitted, dir / "cal" / "mine.yaml", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "s.yaml") << "system: {preset: h200-sxm, gpus: 1, calibration: cal/mine.yaml}\n"
+                                   "model: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 1}\n";
+  const auto sc = sim::load_scenario((dir / "s.yaml").string());
+  ASSERT_TRUE(sc.system.spec.calibration);
+  EXPECT_EQ(sc.system.spec.calibration->name, "mine");
+  fs::remove_all(dir);
+}
+
+// ---- nccl-tests (synthetic logs: tests/data/nccl-tests-synthetic/README.md)
+
+TEST(CalibNccl, ParsesAndFitsSyntheticNcclTestsLogs) {
+  const std::string dir = kSrc + "/tests/data/nccl-tests-synthetic";
+  auto log = hw::parse_nccl_tests_log(slurp(dir + "/all_reduce_perf_8gpu.log"), "all_reduce_perf_8gpu.log");
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->op, "all_reduce");
+  EXPECT_EQ(log->gpus, 8);
+  EXPECT_EQ(log->rows.size(), 11u);
+  EXPECT_DOUBLE_EQ(log->rows.back().bytes, 1073741824.0);
+  EXPECT_FALSE(hw::parse_nccl_tests_log(slurp(kBench + "/racksim-bench.log"), "racksim-bench.log"));
+
+  hw::FitOptions opt;
+  opt.from_dirs = {dir};
+  opt.base_preset = "h200-sxm";
+  const hw::Calibration c = hw::fit_calibration(opt);
+  ASSERT_EQ(c.nccl.size(), 2u);
+  const auto& ar = c.nccl[0];
+  const auto& a2a = c.nccl[1];
+  EXPECT_EQ(ar.op, "all_reduce");
+  EXPECT_EQ(ar.gpus, 8);
+  EXPECT_NEAR(ar.latency_s, 25e-6, 0.5e-6);
+  EXPECT_NEAR(ar.algbw_Bps, 350e9, 350e9 * 0.01);
+  EXPECT_NEAR(ar.busbw_Bps, ar.algbw_Bps * 2 * 7 / 8.0, 1);
+  EXPECT_EQ(a2a.op, "all_to_all");
+  EXPECT_EQ(a2a.gpus, 4);
+  EXPECT_NEAR(a2a.latency_s, 40e-6, 0.5e-6);
+  EXPECT_NEAR(a2a.algbw_Bps, 120e9, 120e9 * 0.01);
+  EXPECT_LT(ar.rms_residual, 0.01);
+  // The fits go into the file and read back unchanged.
+  const std::string text = hw::write_calibration_yaml(c);
+  EXPECT_NE(text.find("- {op: all_reduce, gpus: 8,"), std::string::npos) << text;
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  auto root = input::load_yaml_text(text, "nccl.yaml", ctx);
+  ASSERT_TRUE(root);
+  const hw::Calibration back = hw::parse_calibration(*root);
+  ASSERT_TRUE(diag.empty()) << diag.list().front().format();
+  EXPECT_EQ(hw::write_calibration_yaml(back), text);
+}
+
+TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
+  const std::string text =
+      "# Collective test starting: all_gather_perf\n#  Rank  0 Group 0\n#  Rank  1 Group 0\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+      "        1024           256     float    none      -1    10.00    0.10    0.05      0\n"
+      "        4096          1024     float    none      -1    abc    0.40    0.20      0\n";
+  try {
+    hw::parse_nccl_tests_log(text, "ag.log");
+    FAIL();
+  } catch (const input::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ag.log:6:1: error: nccl-tests column 'time' is not a number: 'abc'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("send_recv", 2), 1.0);
+}
