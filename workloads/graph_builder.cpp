@@ -16,6 +16,7 @@ std::string to_string(StreamKind s) {
     case StreamKind::comm: return "communication";
     case StreamKind::h2d: return "H2D";
     case StreamKind::d2h: return "D2H";
+    case StreamKind::comm_dp: return "data-parallel communication";
   }
   return "?";
 }
@@ -360,7 +361,8 @@ class Builder {
     Op op;
     op.name = name;
     op.kind = OpKind::collective;
-    op.stream = StreamKind::comm;
+    op.stream = (grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp) ? StreamKind::comm_dp
+                                                                                           : StreamKind::comm;
     op.phase = phase_;
     op.coll = c;
     op.group = grp;

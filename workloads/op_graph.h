@@ -14,8 +14,11 @@
 namespace racksim::workloads {
 
 enum class OpKind { kernel, collective, copy_h2d, copy_d2h };
-enum class StreamKind { compute, comm, h2d, d2h };
-constexpr int kStreamCount = 4;
+// comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
+// comm_dp: data-parallel gradient and parameter collectives, on their own stream and
+// communicator as Megatron/FSDP run them, so they never hold up the critical path's.
+enum class StreamKind { compute, comm, h2d, d2h, comm_dp };
+constexpr int kStreamCount = 5;
 enum class ExecUnit { tensor, vector };
 enum class Phase { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together

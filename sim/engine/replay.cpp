@@ -285,18 +285,24 @@ class Replayer {
       ev.emplace_back(b, -1, cls);
     };
     double prev_compute_end = 0;
-    // The breakdown is that of the first pipeline stage (all stages share the step time).
+    // The breakdown is that of the busiest pipeline stage (the one that sets the pace; all
+    // stages share the step time).
+    std::vector<double> busy(res_of_.size(), 0.0);
+    for (std::size_t i = 0; i < g_.ops.size(); ++i)
+      if (g_.ops[i].stream == StreamKind::compute) busy[g_.ops[i].rank] += res_.ops[i].end_s - res_.ops[i].start_s;
+    const int critical = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+    res_.breakdown_rank = critical;
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
       const auto& r = res_.ops[i];
-      if (op.rank != 0) continue;
+      if (op.rank != critical) continue;
       if (op.stream == StreamKind::compute) {
         add(r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         // The GPU waited for this launch: the kernel started the moment the host issued it.
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
           add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
         prev_compute_end = r.end_s;
-      } else if (op.stream == StreamKind::comm) {
+      } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp) {
         add(r.start_s, r.end_s, kComm);
       } else {
         add(r.start_s, r.end_s, kCopy);

@@ -43,6 +43,7 @@ struct ReplayResult {
   std::vector<OpRecord> ops;  // parallel to graph.ops
   double step_time_s = 0;
   Breakdown breakdown;
+  int breakdown_rank = 0;     // the pipeline stage the breakdown describes (the busiest)
   MemoryResult memory;
   std::vector<std::string> warnings;
 };

@@ -94,14 +94,16 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
 
 json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   json events = json::array();
-  const char* threads[] = {"compute", "communication", "H2D", "D2H", "host launch"};
+  // One thread per stream, then the host launch thread.
+  const char* threads[] = {"compute", "communication", "H2D", "D2H", "data-parallel communication", "host launch"};
+  const int host_tid = kStreamCount;
   for (int pid = 0; pid < g.ranks; ++pid) {
     events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
                       {"args", {{"name", g.ranks > 1 ? fmt::format("pipeline stage {} ({} x {})", pid, sc.system.gpus,
                                                                    sc.system.spec.name)
                                                      : fmt::format("rank role 0 ({} x {})", sc.system.gpus,
                                                                    sc.system.spec.name)}}}});
-    for (int tid = 0; tid < 5; ++tid)
+    for (int tid = 0; tid <= kStreamCount; ++tid)
       events.push_back(
           {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
   }
@@ -131,7 +133,7 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
                       {"args", args}});
     events.push_back({{"ph", "X"},
                       {"pid", pid},
-                      {"tid", 4},
+                      {"tid", host_tid},
                       {"name", "launch " + op.name},
                       {"ts", us(rec.launch_start_s)},
                       {"dur", us(rec.launch_end_s - rec.launch_start_s)}});

@@ -1,0 +1,215 @@
+#include "sim/report/html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace racksim::sim {
+
+extern const char* const kHtmlPageHead;
+extern const char* const kHtmlPageTail;
+
+using nlohmann::json;
+using namespace racksim::workloads;
+
+namespace {
+
+// Seconds rounded to a picosecond-free nanosecond, so the page holds short numbers.
+double ns_round(double s) { return std::round(s * 1e9) / 1e9; }
+
+std::string category_of(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kernel: return to_string(op.phase);
+    case OpKind::collective: return "collective " + to_string(op.group);
+    case OpKind::copy_h2d: return "host to device";
+    case OpKind::copy_d2h: return "device to host";
+  }
+  return "other";
+}
+
+std::string short_name(const std::string& s) { return s.size() <= 48 ? s : s.substr(0, 45) + "..."; }
+
+struct Item {
+  double start, end;
+  int cat;
+  std::size_t op;
+};
+
+struct Segment {
+  double start, end;
+  std::size_t count;
+  std::size_t first, last;
+  std::map<int, double> by_cat;  // busy time per category, for the colour of a mixed segment
+  int cat() const {
+    int best = -1;
+    double t = -1;
+    for (const auto& [c, d] : by_cat)
+      if (d > t) best = c, t = d;
+    return best;
+  }
+};
+
+// Merges adjacent items closer than `res`; same category only unless `mixed`.
+std::vector<Segment> merge(const std::vector<Item>& items, double res, bool mixed) {
+  std::vector<Segment> out;
+  for (const auto& it : items) {
+    if (!out.empty()) {
+      Segment& s = out.back();
+      const bool same = mixed || (s.by_cat.size() == 1 && s.by_cat.begin()->first == it.cat);
+      if (same && it.start - s.end <= res) {
+        s.end = std::max(s.end, it.end);
+        ++s.count;
+        s.last = it.op;
+        s.by_cat[it.cat] += it.end - it.start;
+        continue;
+      }
+    }
+    Segment s{it.start, it.end, 1, it.op, it.op, {}};
+    s.by_cat[it.cat] = it.end - it.start;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string escape_script(const std::string& json_text) {
+  // Inside <script>, "</" could end the element; JSON allows "\u003c" for '<' (only in strings).
+  std::string out;
+  out.reserve(json_text.size());
+  for (char c : json_text) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string page(const json& data) {
+  std::string body = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::string(kHtmlPageHead) + escape_script(body) + kHtmlPageTail;
+}
+
+json run_view(const RunResult& r) {
+  json v = r.report;
+  v["timeline"] = timeline_json(r.graph, r.replay);
+  return v;
+}
+
+}  // namespace
+
+json timeline_json(const OpGraph& g, const ReplayResult& r, std::size_t max_segments_per_lane) {
+  const double step = r.step_time_s > 0 ? r.step_time_s : 1e-9;
+  std::vector<std::string> cats;
+  auto cat_index = [&](const std::string& c) {
+    auto it = std::find(cats.begin(), cats.end(), c);
+    if (it != cats.end()) return static_cast<int>(it - cats.begin());
+    cats.push_back(c);
+    return static_cast<int>(cats.size() - 1);
+  };
+  const char* lane_names[] = {"compute", "communication", "H2D", "D2H", "host launch"};
+  std::vector<std::vector<Item>> lanes(5);
+  const std::size_t n = std::min(g.ops.size(), r.ops.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = g.ops[i];
+    const OpRecord& rec = r.ops[i];
+    lanes[static_cast<int>(op.stream)].push_back({rec.start_s, rec.end_s, cat_index(category_of(op)), i});
+  }
+  const int launch_cat = cat_index("launch");
+  for (std::size_t i = 0; i < n; ++i)
+    if (r.ops[i].launch_end_s > r.ops[i].launch_start_s)
+      lanes[4].push_back({r.ops[i].launch_start_s, r.ops[i].launch_end_s, launch_cat, i});
+
+  json out_lanes = json::array();
+  const std::size_t cap = std::max<std::size_t>(max_segments_per_lane, 16);
+  for (int l = 0; l < 5; ++l) {
+    auto& items = lanes[l];
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.start < b.start; });
+    // Finer than a pixel first, same category only; coarser and mixed until it fits the cap.
+    std::vector<Segment> segs;
+    double res = step / 20000;
+    bool done = false;
+    for (; res <= step / static_cast<double>(cap); res *= 2) {
+      segs = merge(items, res, false);
+      if (segs.size() <= cap) {
+        done = true;
+        break;
+      }
+    }
+    for (res = step / static_cast<double>(cap); !done; res *= 2) {
+      segs = merge(items, res, true);
+      done = segs.size() <= cap;
+    }
+    json js = json::array();
+    for (const auto& s : segs) {
+      std::string label = short_name(g.ops[s.first].name);
+      if (s.count > 1) label += " \u2026 " + short_name(g.ops[s.last].name);
+      if (s.by_cat.size() > 1) label += " (mixed kinds)";
+      js.push_back(json::array({ns_round(s.start), ns_round(s.end), s.cat(), s.count, label}));
+    }
+    out_lanes.push_back({{"name", lane_names[l]}, {"segments", js}});
+  }
+  return {{"step_time_s", r.step_time_s}, {"ops", n}, {"categories", cats}, {"lanes", out_lanes}};
+}
+
+std::string html_run_report(const RunResult& run) {
+  return page({{"kind", "run"}, {"runs", json::array({run_view(run)})}});
+}
+
+std::string html_compare_report(const RunResult& base, const RunResult& variant) {
+  const double a = base.report.value("tokens_per_s_per_gpu", 0.0);
+  const double b = variant.report.value("tokens_per_s_per_gpu", 0.0);
+  return page({{"kind", "compare"},
+               {"runs", json::array({run_view(base), run_view(variant)})},
+               {"speedup", a > 0 ? b / a : 0.0}});
+}
+
+std::string html_sweep_report(const std::string& sweep_file, const std::string& base_scenario,
+                              const std::vector<std::string>& keys, const std::vector<SweepPointView>& points) {
+  // Value labels per key in order of first appearance (= the sweep file's order when every
+  // point is present; a shard keeps the order of the values it has).
+  std::vector<std::vector<std::string>> values(keys.size());
+  std::vector<std::string> errors;
+  json pts = json::array();
+  for (const auto& p : points) {
+    json vi = json::array();
+    for (std::size_t k = 0; k < keys.size() && k < p.values.size(); ++k) {
+      auto& vals = values[k];
+      auto it = std::find(vals.begin(), vals.end(), p.values[k]);
+      if (it == vals.end()) {
+        vals.push_back(p.values[k]);
+        it = vals.end() - 1;
+      }
+      vi.push_back(it - vals.begin());
+    }
+    json j = {{"v", p.values}, {"vi", vi}};
+    if (!p.error.empty() || p.report.is_null()) {
+      auto it = std::find(errors.begin(), errors.end(), p.error);
+      if (it == errors.end()) {
+        errors.push_back(p.error);
+        it = errors.end() - 1;
+      }
+      j["e"] = it - errors.begin();
+    } else {
+      const json& r = p.report;
+      j["e"] = -1;
+      j["t"] = r.value("tokens_per_s_per_gpu", 0.0);
+      j["s"] = r.value("step_time_s", 0.0);
+      j["m"] = r.value("mfu", 0.0);
+      j["p"] = r.value("peak_memory_bytes", 0.0);
+      j["c"] = r.value("memory_capacity_bytes", 0.0);
+      j["f"] = r.value("fits", false);
+    }
+    pts.push_back(std::move(j));
+  }
+  return page({{"kind", "sweep"},
+               {"sweep_file", sweep_file},
+               {"base", base_scenario},
+               {"keys", keys},
+               {"values", values},
+               {"errors", errors},
+               {"points", pts}});
+}
+
+}  // namespace racksim::sim
