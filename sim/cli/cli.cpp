@@ -14,7 +14,7 @@ namespace racksim::cli {
 namespace {
 // Every subcommand, in the order `racksim --help` lists them.
 const std::vector<Registered (*)(CLI::App&)> kCommands = {
-    register_run, register_compare, register_collective, register_hw, register_models,
+    register_run, register_compare, register_sweep, register_validate, register_collective, register_hw, register_models,
     register_calibrate,
 };
 }  // namespace

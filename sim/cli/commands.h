@@ -31,6 +31,8 @@ Registered register_compare(CLI::App& app);
 Registered register_collective(CLI::App& app);
 Registered register_hw(CLI::App& app);
 Registered register_models(CLI::App& app);
+Registered register_sweep(CLI::App& app);     // commands_sweep.cpp
+Registered register_validate(CLI::App& app);  // commands_validate.cpp
 Registered register_calibrate(CLI::App& app);  // commands_calibrate.cpp
 
 }  // namespace racksim::cli

@@ -12,6 +12,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
+#include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/model_spec.h"
@@ -52,7 +53,11 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
   auto res = sim::simulate(sc);
   if (!trace.empty()) write_json_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
-  if (!html.empty()) spdlog::warn("--report (HTML) is not implemented yet; skipped");
+  if (!html.empty()) {
+    std::ofstream f(html, std::ios::binary);
+    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
+    f << sim::html_run_report(res);
+  }
   if (c.json_out)
     out << res.report.dump() << '\n';
   else
@@ -60,13 +65,19 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   return kOk;
 }
 
-int cmd_compare(const std::string& base, const std::string& variant, const Common& c, std::ostream& out) {
+int cmd_compare(const std::string& base, const std::string& variant, const Common& c, const std::string& html,
+                std::ostream& out) {
   const auto sets = sim::parse_set_overrides(c.sets);
   auto a = sim::simulate(sim::load_scenario(base, sets));
   auto b = sim::simulate(sim::load_scenario(variant, sets));
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
+  if (!html.empty()) {
+    std::ofstream f(html, std::ios::binary);
+    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
+    f << sim::html_compare_report(a, b);
+  }
   if (c.json_out) {
     out << json{{"base", a.report}, {"variant", b.report}, {"speedup", speedup}}.dump() << '\n';
   } else {
@@ -208,14 +219,15 @@ Registered register_run(CLI::App& app) {
 }
 
 Registered register_compare(CLI::App& app) {
-  struct S { Common c; std::string base, variant; };
+  struct S { Common c; std::string base, variant, html; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("compare", "simulate two scenarios and report the speedup");
   sub->add_option("base", s->base, "base scenario")->required();
   sub->add_option("variant", s->variant, "variant scenario")->required();
   sub->add_option("--set", s->c.sets, "override applied to both: KEY.PATH=VALUE");
   sub->add_flag("--json", s->c.json_out, "print JSON");
-  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->c, out); }};
+  sub->add_option("--report", s->html, "write an HTML report of both runs side by side");
+  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->c, s->html, out); }};
 }
 
 Registered register_collective(CLI::App& app) {

@@ -1,0 +1,37 @@
+// racksim validate SUITE.yaml [--json]
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <ostream>
+
+#include "sim/cli/commands.h"
+#include "sim/workflow/thread_pool.h"
+#include "sim/workflow/validate.h"
+
+namespace racksim::cli {
+
+namespace {
+
+int cmd_validate(const std::string& file, bool json_out, std::ostream& out) {
+  const workflow::Suite suite = workflow::load_suite(file);  // invalid suite: InputError, exit 1
+  const workflow::SuiteResult r = workflow::run_suite(suite, workflow::hardware_jobs());
+  if (json_out)
+    out << workflow::to_json(r).dump() << '\n';
+  else
+    out << workflow::format_table(r);
+  return workflow::exit_code(r);  // 0 all pass, 4 a check outside tolerance, 1 a case could not run
+}
+
+}  // namespace
+
+Registered register_validate(CLI::App& app) {
+  struct S { std::string file; bool json = false; };
+  auto s = std::make_shared<S>();
+  auto* sub = app.add_subcommand(
+      "validate", "check predictions against measurements and expected speedups (exit 4 when a check fails)");
+  sub->add_option("suite", s->file, "validation suite YAML file")->required();
+  sub->add_flag("--json", s->json, "print the checks as a JSON list");
+  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_validate(s->file, s->json, out); }};
+}
+
+}  // namespace racksim::cli

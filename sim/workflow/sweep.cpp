@@ -1,0 +1,357 @@
+#include "sim/workflow/sweep.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <ostream>
+
+#include "sim/core/units.h"
+#include "sim/input/diagnostics.h"
+#include "sim/input/yaml_reader.h"
+#include "sim/report/report.h"
+#include "sim/workflow/util.h"
+
+namespace racksim::workflow {
+
+namespace fs = std::filesystem;
+using input::MapReader;
+using input::Node;
+using nlohmann::json;
+
+namespace {
+
+SweepSpec parse_sweep(const Node& root) {
+  SweepSpec spec;
+  spec.file = root.file();
+  input::Diagnostics& diag = root.diag();
+  MapReader r(root);
+  std::optional<Node> base_node = r.get("base", true);
+  std::optional<Node> vary = r.get("vary", true);
+  r.finish();
+  if (base_node) {
+    if (auto b = base_node->as_string()) {
+      spec.base = relative_to(spec.file, *b);
+      std::error_code ec;
+      if (!fs::is_regular_file(spec.base, ec))
+        base_node->error(fmt::format("cannot open the base scenario '{}' (looked for {})", *b, spec.base));
+    }
+  }
+  std::vector<YAML::Mark> key_marks;
+  if (vary) {
+    if (!vary->yaml().IsMap()) {
+      vary->error(fmt::format("expected a mapping of key paths to lists of values, got {}", vary->describe()));
+    } else if (vary->yaml().size() == 0) {
+      vary->error("needs at least one key path with a list of values");
+    } else {
+      for (auto it = vary->yaml().begin(); it != vary->yaml().end(); ++it) {
+        const YAML::Mark km = it->first.Mark();
+        const input::SourceLocation kloc{spec.file, km.line + 1, km.column + 1};
+        if (!it->first.IsScalar()) {
+          diag.error(kloc, vary->path(), "a key must be a scenario key path such as training.parallelism.tp");
+          continue;
+        }
+        const std::string key = it->first.Scalar();
+        const std::string kpath = "vary." + key;
+        if (!is_key_path(key)) {
+          diag.error(kloc, kpath, fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
+          continue;
+        }
+        bool dup = false;
+        for (const auto& k : spec.keys) dup = dup || k.path == key;
+        if (dup) {
+          diag.error(kloc, kpath, "duplicate key");
+          continue;
+        }
+        const Node values = vary->child(key);
+        if (!values.yaml().IsSequence()) {
+          values.error(fmt::format("expected a list of values ([a, b, ...]), got {}", values.describe()));
+          continue;
+        }
+        if (values.yaml().size() == 0) {
+          values.error("the list of values is empty: a sweep needs at least one value per key");
+          continue;
+        }
+        VaryKey vk{key, {}};
+        for (std::size_t i = 0; i < values.yaml().size(); ++i) {
+          const Node v = values.element(i);
+          if (!v.yaml().IsDefined() || v.yaml().IsNull()) {
+            v.error("expected a value, got nothing (null)");
+            continue;
+          }
+          vk.values.push_back(flow_yaml(v.yaml()));
+        }
+        spec.keys.push_back(std::move(vk));
+        key_marks.push_back(km);
+      }
+    }
+  }
+  // The product must be countable.
+  if (diag.empty()) {
+    double n = 1;
+    for (const auto& k : spec.keys) n *= static_cast<double>(k.values.size());
+    if (n > 1e9) vary->error(fmt::format("{:.0f} points: more than a sweep can hold (1e9)", n));
+  }
+  diag.throw_if_any();
+
+  // A vary key the scenario does not have would make every row an error; report it here, at
+  // the key. Probe the base with the first value of every key and keep only the errors about
+  // the keys themselves (invalid values are per-point results).
+  std::vector<sim::SetOverride> probe;
+  for (const auto& k : spec.keys) probe.push_back({k.path, k.values.front()});
+  try {
+    sim::load_scenario(spec.base, probe);
+  } catch (const input::InputError& e) {
+    for (const auto& d : e.diagnostics()) {
+      const bool about_key = d.message.rfind("unknown key", 0) == 0 || d.message.rfind("cannot set", 0) == 0 ||
+                             d.message.rfind("duplicate key", 0) == 0;
+      if (!about_key) continue;
+      for (std::size_t i = 0; i < spec.keys.size(); ++i) {
+        const std::string& p = spec.keys[i].path;
+        if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0) {
+          diag.error({spec.file, key_marks[i].line + 1, key_marks[i].column + 1}, "vary." + p,
+                     fmt::format("not a key of the base scenario: {}", d.message));
+          break;
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    // Anything else is a per-point result.
+  }
+  diag.throw_if_any();
+  return spec;
+}
+
+SweepSpec load_from(std::optional<Node> root, input::Diagnostics& diag) {
+  if (!root) diag.throw_if_any();
+  return parse_sweep(*root);
+}
+
+// How a row shows an error: a diagnostic that came from the point's own --set value needs no
+// location (the row shows the values); one from a file keeps file:line:col.
+std::string describe_error(const input::InputError& e) {
+  std::string out;
+  for (const auto& d : e.diagnostics()) {
+    std::string one;
+    if (d.where.file.rfind("--set ", 0) == 0)
+      one = (d.key_path.empty() ? "" : d.key_path + ": ") + d.message;
+    else
+      one = d.format();
+    out += (out.empty() ? "" : "; ") + one;
+  }
+  return one_line(out);
+}
+
+std::string number_cell(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  return "";
+}
+
+const json* lookup(const json& report, const std::string& column) {
+  const json* cur = &report;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t dot = column.find('.', pos);
+    const std::string part = column.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(part);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+    if (dot == std::string::npos) return cur;
+    pos = dot + 1;
+  }
+}
+
+}  // namespace
+
+std::size_t SweepSpec::size() const {
+  std::size_t n = keys.empty() ? 0 : 1;
+  for (const auto& k : keys) n *= k.values.size();
+  return n;
+}
+
+SweepSpec load_sweep(const std::string& path) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  return load_from(input::load_yaml_file(path, ctx), diag);
+}
+
+SweepSpec load_sweep_text(const std::string& text, const std::string& file_label) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  return load_from(input::load_yaml_text(text, file_label, ctx), diag);
+}
+
+std::vector<std::string> point_values(const SweepSpec& spec, std::size_t index) {
+  // Mixed radix, the last key fastest.
+  std::vector<std::string> out(spec.keys.size());
+  for (std::size_t k = spec.keys.size(); k-- > 0;) {
+    const auto& vals = spec.keys[k].values;
+    out[k] = vals[index % vals.size()];
+    index /= vals.size();
+  }
+  return out;
+}
+
+std::vector<sim::SetOverride> point_overrides(const SweepSpec& spec, std::size_t index) {
+  const auto vals = point_values(spec, index);
+  std::vector<sim::SetOverride> sets;
+  for (std::size_t k = 0; k < spec.keys.size(); ++k) sets.push_back({spec.keys[k].path, vals[k]});
+  return sets;
+}
+
+Shard parse_shard(const std::string& text) {
+  auto fail = [&] {
+    input::Diagnostics diag;
+    diag.error({"--shard " + text, 0, 0}, "", "expected K/N with 0 <= K < N (e.g. --shard 0/4; K counts from 0)");
+    diag.throw_if_any();
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) fail();
+  auto parse = [&](const std::string& s) -> long {
+    if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      fail();
+    return std::strtol(s.c_str(), nullptr, 10);
+  };
+  const long k = parse(text.substr(0, slash));
+  const long n = parse(text.substr(slash + 1));
+  if (n < 1 || k >= n) fail();
+  return {static_cast<int>(k), static_cast<int>(n)};
+}
+
+std::vector<std::size_t> shard_points(std::size_t total, Shard shard) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = static_cast<std::size_t>(shard.index); i < total; i += static_cast<std::size_t>(shard.count))
+    out.push_back(i);
+  return out;
+}
+
+PointResult run_point(const SweepSpec& spec, std::size_t index) {
+  PointResult r;
+  r.index = index;
+  r.values = point_values(spec, index);
+  try {
+    auto res = sim::simulate(sim::load_scenario(spec.base, point_overrides(spec, index)));
+    r.report = std::move(res.report);
+    r.report.erase("scenario");
+  } catch (const input::InputError& e) {
+    r.error = describe_error(e);
+  } catch (const sim::UnitError& e) {
+    r.error = one_line(e.what());
+  } catch (const std::invalid_argument& e) {
+    r.error = one_line(e.what());
+  } catch (const std::exception& e) {
+    r.error = one_line(std::string("internal error: ") + e.what());
+  }
+  if (!r.error.empty()) r.report = nullptr;
+  return r;
+}
+
+std::vector<PointResult> run_sweep(const SweepSpec& spec, const std::vector<std::size_t>& points, int jobs,
+                                   const ProgressFn& progress) {
+  std::vector<PointResult> out(points.size());
+  parallel_for(points.size(), jobs, [&](std::size_t i) { out[i] = run_point(spec, points[i]); }, progress);
+  return out;
+}
+
+const std::vector<std::string>& report_columns() {
+  static const std::vector<std::string> cols = {
+      "step_time_s",
+      "tokens_per_s_per_gpu",
+      "model_tflops_per_gpu",
+      "mfu",
+      "peak_memory_bytes",
+      "memory_capacity_bytes",
+      "host_memory_bytes",
+      "breakdown_s.compute",
+      "breakdown_s.recompute",
+      "breakdown_s.exposed_communication",
+      "breakdown_s.exposed_offload",
+      "breakdown_s.launch_overhead",
+      "breakdown_s.pipeline_bubble",
+      "breakdown_s.idle",
+      "memory_breakdown_bytes.weights",
+      "memory_breakdown_bytes.gradients",
+      "memory_breakdown_bytes.optimizer",
+      "memory_breakdown_bytes.activations",
+      "memory_breakdown_bytes.communication_buffers",
+      "memory_breakdown_bytes.other",
+  };
+  return cols;
+}
+
+std::optional<double> report_number(const json& report, const std::string& column) {
+  const json* v = lookup(report, column);
+  if (!v) return std::nullopt;
+  if (v->is_boolean()) return v->get<bool>() ? 1.0 : 0.0;
+  if (v->is_number()) return v->get<double>();
+  return std::nullopt;
+}
+
+std::vector<std::string> csv_header(const SweepSpec& spec) {
+  std::vector<std::string> h;
+  for (const auto& k : spec.keys) h.push_back(k.path);
+  for (const auto& c : report_columns()) h.push_back(c);
+  h.push_back("fits");
+  h.push_back("error");
+  return h;
+}
+
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i) out += ',';
+    const std::string& c = cells[i];
+    if (c.find_first_of(",\"\n\r") == std::string::npos) {
+      out += c;
+    } else {
+      out += '"';
+      for (char ch : c) {
+        if (ch == '"') out += '"';
+        out += ch;
+      }
+      out += '"';
+    }
+  }
+  out += '\n';
+  return out;
+}
+
+void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results) {
+  out << csv_line(csv_header(spec));
+  for (const auto& r : results) {
+    std::vector<std::string> cells = r.values;
+    for (const auto& c : report_columns()) {
+      const json* v = r.report.is_null() ? nullptr : lookup(r.report, c);
+      cells.push_back(v ? number_cell(*v) : "");
+    }
+    const json* fits = r.report.is_null() ? nullptr : lookup(r.report, "fits");
+    cells.push_back(fits ? number_cell(*fits) : "");
+    cells.push_back(r.error);
+    out << csv_line(cells);
+  }
+}
+
+std::string one_line(const std::string& message) {
+  std::string out;
+  for (std::size_t i = 0; i < message.size(); ++i) {
+    const char c = message[i];
+    if (c == '\n') {
+      if (!out.empty() && i + 1 < message.size()) out += "; ";
+    } else if (c == '\r' || c == '\t') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace racksim::workflow

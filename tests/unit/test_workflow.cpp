@@ -1,0 +1,373 @@
+// Sweeps and validation suites: expansion order, sharding, thread-count independence, error
+// rows, strict file loading, validate's table, JSON and exit codes, compare's JSON.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sim/cli/cli.h"
+#include "sim/input/diagnostics.h"
+#include "sim/workflow/replay_hook.h"
+#include "sim/workflow/sweep.h"
+#include "sim/workflow/thread_pool.h"
+#include "sim/workflow/validate.h"
+
+using nlohmann::json;
+namespace wf = racksim::workflow;
+
+namespace {
+
+struct CliOut {
+  int code;
+  std::string out, err;
+};
+CliOut run_cli(std::vector<std::string> args) {
+  std::ostringstream o, e;
+  const int code = racksim::cli::run(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
+
+// A file in a fresh folder under the test temp dir.
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::string load_error(const std::string& text, const std::string& label) {
+  try {
+    wf::load_sweep_text(text, label);
+  } catch (const racksim::input::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A sweep whose base is the shipped quickstart, named relative to a file in scenarios/sweeps/.
+const std::string kLabel = kSrc + "/scenarios/sweeps/test.yaml";
+
+}  // namespace
+
+TEST(WorkflowSweep, ExpansionIsCartesianInFileOrderFirstKeySlowest) {
+  const auto spec = wf::load_sweep_text(
+      "base: ../quickstart.yaml\n"
+      "vary:\n"
+      "  training.parallelism.tp: [1, 2]\n"
+      "  training.recompute: [none, selective, full]\n"
+      "  training.offload: [{optimizer: true}]\n",
+      kLabel);
+  EXPECT_EQ(spec.base, kSrc + "/scenarios/quickstart.yaml");  // relative to the sweep file
+  ASSERT_EQ(spec.size(), 6u);
+  const std::vector<std::vector<std::string>> want = {
+      {"1", "none", "{optimizer: true}"},  {"1", "selective", "{optimizer: true}"}, {"1", "full", "{optimizer: true}"},
+      {"2", "none", "{optimizer: true}"},  {"2", "selective", "{optimizer: true}"}, {"2", "full", "{optimizer: true}"}};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(wf::point_values(spec, i), want[i]) << i;
+  const auto sets = wf::point_overrides(spec, 4);
+  ASSERT_EQ(sets.size(), 3u);
+  EXPECT_EQ(sets[0].key_path, "training.parallelism.tp");
+  EXPECT_EQ(sets[0].value, "2");
+  EXPECT_EQ(sets[1].value, "selective");
+}
+
+TEST(WorkflowSweep, ShardsPartitionThePointsInOrder) {
+  EXPECT_EQ(wf::shard_points(10, {1, 3}), (std::vector<std::size_t>{1, 4, 7}));
+  EXPECT_EQ(wf::shard_points(2, {3, 4}), (std::vector<std::size_t>{}));
+  for (std::size_t total : {0u, 1u, 7u, 100u})
+    for (int n = 1; n <= 5; ++n) {
+      std::multiset<std::size_t> all;
+      for (int k = 0; k < n; ++k)
+        for (auto i : wf::shard_points(total, {k, n})) all.insert(i);
+      ASSERT_EQ(all.size(), total);
+      std::size_t expect = 0;
+      for (auto i : all) EXPECT_EQ(i, expect++);
+    }
+  EXPECT_EQ(wf::parse_shard("0/1").count, 1);
+  EXPECT_EQ(wf::parse_shard("3/4").index, 3);
+  for (const char* bad : {"4/4", "1", "-1/2", "a/b", "1/0", "/2", "1/", " 1/2"})
+    EXPECT_THROW(wf::parse_shard(bad), racksim::input::InputError) << bad;
+}
+
+TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.recompute: [none]\nvaryy: 1\n", kLabel),
+            kLabel + ":4:1: error: varyy: unknown key 'varyy'; did you mean 'vary'?");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.recompute: []\n", kLabel),
+            kLabel + ":3:23: error: vary.training.recompute: the list of values is empty: a sweep needs at least one "
+                     "value per key");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.recompute: full\n", kLabel),
+            kLabel + ":3:23: error: vary.training.recompute: expected a list of values ([a, b, ...]), got 'full'");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary: {}\n", kLabel),
+            kLabel + ":2:7: error: vary: needs at least one key path with a list of values");
+  EXPECT_EQ(load_error("base: nowhere.yaml\nvary:\n  training.recompute: [full]\n", kLabel),
+            kLabel + ":1:7: error: base: cannot open the base scenario 'nowhere.yaml' (looked for " + kSrc +
+                "/scenarios/sweeps/nowhere.yaml)");
+  // A key path the scenario does not have is reported at the key, with the loader's suggestion.
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tpp: [1, 2]\n", kLabel),
+            kLabel + ":3:3: error: vary.training.parallelism.tpp: not a key of the base scenario: unknown key 'tpp'; "
+                     "did you mean 'tp'?");
+  // Every problem at once.
+  const std::string many = load_error("vary:\n  a: []\n  b: 3\n", kLabel);
+  EXPECT_EQ(lines(many).size(), 3u) << many;
+}
+
+TEST(WorkflowSweep, CsvQuotesOnlyWhenNeeded) {
+  EXPECT_EQ(wf::csv_line({"a", "b,c", "say \"hi\"", ""}), "a,\"b,c\",\"say \"\"hi\"\"\",\n");
+  EXPECT_EQ(wf::one_line("a\nb\n"), "a; b");
+}
+
+// The CSV columns cover every scalar of the run report, so a new report field cannot be left
+// out of sweeps silently.
+TEST(WorkflowSweep, ColumnsCoverEveryScalarOfTheReport) {
+  auto r = run_cli({"run", kQuick, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json report = json::parse(r.out);
+  std::vector<std::string> scalars;
+  for (auto& [k, v] : report.items()) {
+    if (k == "scenario" || k == "warnings" || k == "racksim_version" || k == "fits") continue;
+    if (v.is_object()) {
+      for (auto& [k2, v2] : v.items())
+        if (v2.is_number()) scalars.push_back(k + "." + k2);
+    } else if (v.is_number()) {
+      scalars.push_back(k);
+    }
+  }
+  const auto& cols = wf::report_columns();
+  for (const auto& s : scalars) EXPECT_NE(std::find(cols.begin(), cols.end(), s), cols.end()) << s;
+  for (const auto& c : cols) EXPECT_TRUE(wf::report_number(report, c).has_value()) << c;
+}
+
+TEST(WorkflowPool, RunsEveryItemOnceAndRethrows) {
+  std::vector<int> hits(1000, 0);
+  std::atomic<int> calls{0};
+  std::size_t last_done = 0;
+  wf::parallel_for(hits.size(), 3, [&](std::size_t i) { ++hits[i]; ++calls; },
+                   [&](std::size_t d, std::size_t t) {
+                     EXPECT_EQ(t, 1000u);
+                     EXPECT_GE(d, last_done);
+                     last_done = d;
+                   });
+  EXPECT_EQ(calls.load(), 1000);
+  EXPECT_EQ(last_done, 1000u);
+  for (int h : hits) EXPECT_EQ(h, 1);
+  EXPECT_THROW(wf::parallel_for(50, 2, [](std::size_t i) { if (i == 7) throw std::runtime_error("x"); }),
+               std::runtime_error);
+}
+
+class WorkflowSweepCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // tp = 3 does not divide the heads: those points are error rows.
+    sweep_ = write_file("wf_sweep.yaml", "base: " + kQuick +
+                                             "\nvary:\n  training.parallelism.tp: [1, 3, 2]\n"
+                                             "  training.recompute: [none, full]\n");
+  }
+  static std::string sweep_;
+};
+std::string WorkflowSweepCli::sweep_;
+
+TEST_F(WorkflowSweepCli, OneRowPerPointWithErrorRows) {
+  auto r = run_cli({"sweep", sweep_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // quiet when stderr is not a terminal
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 7u);
+  EXPECT_EQ(rows[0].rfind("training.parallelism.tp,training.recompute,step_time_s,tokens_per_s_per_gpu,", 0), 0u);
+  EXPECT_EQ(rows[0].substr(rows[0].size() - 11), ",fits,error");
+  EXPECT_EQ(rows[1].rfind("1,none,", 0), 0u);
+  EXPECT_EQ(rows[2].rfind("1,full,", 0), 0u);
+  EXPECT_EQ(rows[3].rfind("3,none,,,", 0), 0u);  // error row: no numbers
+  EXPECT_NE(rows[3].find("tp (3) must divide the model's heads (32)"), std::string::npos) << rows[3];
+  EXPECT_EQ(rows[5].rfind("2,none,", 0), 0u);
+  EXPECT_NE(rows[5].find(",true,"), std::string::npos);
+  EXPECT_EQ(rows[5].back(), ',');  // valid row: empty error
+}
+
+TEST_F(WorkflowSweepCli, JobsDoNotChangeTheBytes) {
+  auto a = run_cli({"sweep", sweep_, "--jobs", "1"});
+  auto b = run_cli({"sweep", sweep_, "--jobs", "2"});
+  auto c = run_cli({"sweep", sweep_, "--jobs", "5"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out, c.out);
+}
+
+TEST_F(WorkflowSweepCli, ShardsTogetherAreTheWhole) {
+  const auto whole = lines(run_cli({"sweep", sweep_}).out);
+  const std::string out0 = ::testing::TempDir() + "/wf_shard0.csv";
+  ASSERT_EQ(run_cli({"sweep", sweep_, "--shard", "0/2", "--out", out0, "--jobs", "2"}).code, 0);
+  const auto s1 = lines(run_cli({"sweep", sweep_, "--shard", "1/2"}).out);
+  std::ifstream f(out0);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const auto s0 = lines(ss.str());
+  ASSERT_EQ(s0.size(), 4u);
+  ASSERT_EQ(s1.size(), 4u);
+  EXPECT_EQ(s0[0], whole[0]);
+  EXPECT_EQ(s1[0], whole[0]);
+  for (std::size_t i = 1; i < whole.size(); ++i) EXPECT_EQ(whole[i], (i % 2 == 1 ? s0 : s1)[(i + 1) / 2]) << i;
+  EXPECT_EQ(run_cli({"sweep", sweep_, "--shard", "2/2"}).code, 1);
+  EXPECT_EQ(run_cli({"sweep", sweep_, "--jobs", "0"}).code, 1);
+}
+
+TEST_F(WorkflowSweepCli, InvalidSweepFileIsExitOne) {
+  const auto bad = write_file("wf_bad_sweep.yaml", "base: " + kQuick + "\nvary:\n  training.recompute: nope\n");
+  auto r = run_cli({"sweep", bad});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, bad + ":3:23: error: vary.training.recompute: expected a list of values ([a, b, ...]), got 'nope'\n");
+}
+
+// --- validate ------------------------------------------------------------------------------
+
+class WorkflowValidate : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto r = run_cli({"run", kQuick, "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    capacity_ = json::parse(r.out)["memory_capacity_bytes"].get<double>();
+  }
+  // A suite of a measured case and a compare case; `cap_factor` scales the "measured" capacity.
+  static std::string suite(double cap_factor, const std::string& name) {
+    return write_file(name, fmt::format("cases:\n"
+                                        "  - name: quickstart capacity\n"
+                                        "    scenario: {}\n"
+                                        "    measured: {{memory_capacity_bytes: {}, fits: true}}\n"
+                                        "    tolerance: 0.10\n"
+                                        "  - name: same scenario twice\n"
+                                        "    compare:\n"
+                                        "      base: {{scenario: {}, set: {{training.recompute: full}}}}\n"
+                                        "      variant: {}\n"
+                                        "    expect_speedup: [0.999, 1.001]\n",
+                                        kQuick, capacity_ * cap_factor, kQuick, kQuick));
+  }
+  static double capacity_;
+};
+double WorkflowValidate::capacity_ = 0;
+
+// The table is pinned except for the predicted capacity, which belongs to the preset.
+TEST_F(WorkflowValidate, AllPassIsExitZeroWithTheTable) {
+  auto r = run_cli({"validate", suite(1.0, "wf_pass.yaml")});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const std::string cap = fmt::format("{:.6g}", capacity_);
+  const std::size_t pw = std::max<std::size_t>(9, cap.size()), mw = std::max<std::size_t>(14, cap.size());
+  auto row = [&](const char* c, const char* f, const std::string& p, const std::string& m, const char* e,
+                 const char* ok) {
+    std::string l = fmt::format("{:<19}  {:<21}  {:>{}}  {:>{}}  {:>6}  {}", c, f, p, pw, m, mw, e, ok);
+    while (l.back() == ' ') l.pop_back();
+    return l + "\n";
+  };
+  EXPECT_EQ(r.out, row("case", "field", "predicted", "measured", " error", "pass") +
+                       row(std::string(19, '-').c_str(), std::string(21, '-').c_str(), std::string(pw, '-'),
+                           std::string(mw, '-'), "------", "----") +
+                       row("quickstart capacity", "memory_capacity_bytes", cap, cap, "+0.00%", "yes") +
+                       row("quickstart capacity", "fits", "true", "true", "-", "yes") +
+                       row("same scenario twice", "speedup", "1", "[0.999, 1.001]", "+0.00%", "yes") +
+                       "\n3 checks: 3 pass, 0 outside tolerance\n");
+}
+
+TEST_F(WorkflowValidate, OutsideToleranceIsExitFour) {
+  auto r = run_cli({"validate", suite(1.25, "wf_fail.yaml")});
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("-20.00%  NO\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outside tolerance"), std::string::npos);
+}
+
+TEST_F(WorkflowValidate, InvalidSuiteIsExitOne) {
+  const auto bad = write_file("wf_bad_suite.yaml", "cases:\n"
+                                                   "  - name: x\n"
+                                                   "    scenario: " + kQuick + "\n"
+                                                   "    measured: {step_time: 1.0}\n"
+                                                   "    tolerence: 0.1\n");
+  auto r = run_cli({"validate", bad});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, bad + ":5:5: error: cases[0].tolerence: unknown key 'tolerence'; did you mean 'tolerance'?\n" +
+                       bad + ":4:16: error: cases[0].measured.step_time: 'step_time' is not a scalar field of the run "
+                             "report; did you mean 'step_time_s'?\n");
+  const auto no_tol = write_file("wf_no_tolerance.yaml", "cases:\n  - name: x\n    scenario: " + kQuick +
+                                                             "\n    measured: {step_time_s: 1.0}\n");
+  EXPECT_EQ(run_cli({"validate", no_tol}).err,
+            no_tol + ":2:5: error: cases[0].tolerance: required key is missing (a relative tolerance such as 0.10, or "
+                     "one per field)\n");
+  EXPECT_EQ(run_cli({"validate", write_file("wf_empty_suite.yaml", "cases: []\n")}).code, 1);
+  EXPECT_EQ(run_cli({"validate", write_file("wf_nokind.yaml", "cases:\n  - name: a\n")}).code, 1);
+}
+
+// Through the library: `racksim replay` installs the real importer as the hook whenever the
+// CLI registers its commands.
+TEST_F(WorkflowValidate, ReplayCaseUsesTheHook) {
+  const auto hlo = write_file("wf_module.hlo.gz", "not really gzip");
+  const auto s = write_file("wf_replay.yaml", "cases:\n"
+                                              "  - name: replayed\n"
+                                              "    replay: wf_module.hlo.gz\n"
+                                              "    system: h200-sxm\n"
+                                              "    gpus: 8\n"
+                                              "    measured: {step_time_s: 0.5}\n"
+                                              "    tolerance: 0.1\n");
+  const wf::ReplayHook saved = wf::replay_hook();
+  wf::set_replay_hook({});
+  const auto suite = wf::load_suite(s);
+  auto r = wf::run_suite(suite);
+  EXPECT_EQ(wf::exit_code(r), 1);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].message, "replay not available: this racksim has no HLO importer hooked in (racksim replay)");
+  std::string seen;
+  wf::set_replay_hook([&](const std::string& h, const std::string& sys, int gpus) {
+    seen = fmt::format("{} {} {}", h, sys, gpus);
+    return json{{"step_time_s", 0.52}};
+  });
+  r = wf::run_suite(suite);
+  wf::set_replay_hook(saved);
+  EXPECT_EQ(wf::exit_code(r), 0);
+  // The path resolved against the suite file.
+  EXPECT_EQ(seen, std::filesystem::path(hlo).lexically_normal().string() + " h200-sxm 8");
+  const json j = wf::to_json(r);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["case"], "replayed");
+  EXPECT_EQ(j[0]["field"], "step_time_s");
+  EXPECT_DOUBLE_EQ(j[0]["predicted"].get<double>(), 0.52);
+  EXPECT_DOUBLE_EQ(j[0]["measured"].get<double>(), 0.5);
+  EXPECT_NEAR(j[0]["error"].get<double>(), 0.04, 1e-12);
+  EXPECT_EQ(j[0]["pass"], true);
+}
+
+TEST_F(WorkflowValidate, JsonIsTheTableAsAList) {
+  auto r = run_cli({"validate", suite(1.25, "wf_fail_json.yaml"), "--json"});
+  EXPECT_EQ(r.code, 4);
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u);
+  for (const auto& row : j)
+    for (const char* k : {"case", "field", "predicted", "measured", "error", "pass"}) EXPECT_TRUE(row.contains(k)) << k;
+  EXPECT_EQ(j[0]["pass"], false);
+  EXPECT_NEAR(j[0]["error"].get<double>(), -0.2, 1e-9);
+  EXPECT_EQ(j[1]["field"], "fits");
+  EXPECT_TRUE(j[1]["error"].is_null());
+  EXPECT_EQ(j[2]["field"], "speedup");
+  EXPECT_TRUE(j[2]["measured"].is_array());
+}
+
+TEST(WorkflowCompare, JsonHasBothReportsAndTheSpeedup) {
+  auto r = run_cli({"compare", kQuick, kQuick, "--json", "--set", "training.recompute=none"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.size(), 3u);
+  for (const char* side : {"base", "variant"})
+    for (const char* k : {"scenario", "step_time_s", "tokens_per_s_per_gpu", "fits", "breakdown_s"})
+      EXPECT_TRUE(j[side].contains(k)) << side << "." << k;
+  EXPECT_DOUBLE_EQ(j["speedup"].get<double>(), j["variant"]["tokens_per_s_per_gpu"].get<double>() /
+                                                   j["base"]["tokens_per_s_per_gpu"].get<double>());
+}
