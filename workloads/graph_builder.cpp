@@ -16,7 +16,8 @@ std::string to_string(StreamKind s) {
     case StreamKind::comm: return "communication";
     case StreamKind::h2d: return "H2D";
     case StreamKind::d2h: return "D2H";
-    case StreamKind::comm_dp: return "data-parallel communication";
+    case StreamKind::comm_dp: return "parameter gathers";
+    case StreamKind::comm_grad: return "gradient reductions";
   }
   return "?";
 }
@@ -160,7 +161,7 @@ class Builder {
     s_ = static_cast<double>(t.seq_len) / cp_;
     b_ = t.micro_batch;
     T_ = b_ * s_;
-    Tsp_ = T_ / tp_;
+    Tsp_ = t.sequence_parallel ? T_ / tp_ : T_;
     h_ = m.hidden;
     hl_ = static_cast<double>(m.heads) / tp_;
     kvl_ = std::max(1.0, static_cast<double>(m.kv_heads) / tp_);
@@ -184,6 +185,7 @@ class Builder {
     g_.ranks = pp_;
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
+      fsdp_prev_start_.reset();
       layer_state_.clear();
       logits_.clear();
       add_resident_state();
@@ -304,6 +306,10 @@ class Builder {
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
     const OpId id = g_.add(std::move(op));
+    if (fsdp_mark_next_ && g_.ops[id].stream == StreamKind::compute) {
+      fsdp_prev_start_ = id;
+      fsdp_mark_next_ = false;
+    }
     if (pending_cross_) {
       cross_deps_.emplace_back(id, *pending_cross_);
       pending_cross_.reset();
@@ -361,8 +367,10 @@ class Builder {
     Op op;
     op.name = name;
     op.kind = OpKind::collective;
-    op.stream = (grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp) ? StreamKind::comm_dp
-                                                                                           : StreamKind::comm;
+    const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp;
+    op.stream = !data_parallel               ? StreamKind::comm
+                : c == CollOp::all_gather    ? StreamKind::comm_dp
+                                             : StreamKind::comm_grad;
     op.phase = phase_;
     op.coll = c;
     op.group = grp;
@@ -378,7 +386,14 @@ class Builder {
     pending_deps_.push_back(id);
   }
   void tp_collective(const std::string& name, CollOp c, double bytes) {
-    if (tp_ > 1) inline_collective(name, c, CommGroup::tp, bytes);
+    if (tp_ == 1) return;
+    if (!t_.sequence_parallel) {
+      // Without sequence parallelism every TP rank holds all tokens: no gathers, and partial
+      // sums are all-reduced where sequence parallelism reduce-scatters them.
+      if (c == CollOp::all_gather) return;
+      if (c == CollOp::reduce_scatter) c = CollOp::all_reduce;
+    }
+    inline_collective(name, c, CommGroup::tp, bytes);
   }
 
   TensorId temp(const std::string& name, double bytes) {
@@ -564,10 +579,10 @@ class Builder {
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const bool tpc = tensor_parallel && tp_ > 1;
     auto gather = [=, this](const std::string& n) {
-      if (tpc) inline_collective(n, CollOp::all_gather, CommGroup::tp, T_ * h_ * a);
+      if (tpc) tp_collective(n, CollOp::all_gather, T_ * h_ * a);
     };
     auto scatter = [=, this](const std::string& n) {
-      if (tpc) inline_collective(n, CollOp::reduce_scatter, CommGroup::tp, T_ * h_ * a);
+      if (tpc) tp_collective(n, CollOp::reduce_scatter, T_ * h_ * a);
     };
     const std::string p = tag;
     if (swiglu)
@@ -793,12 +808,18 @@ class Builder {
   }
 
   TensorId fsdp_gather(int l) { return fsdp_gather_params(layer_weights(l)); }
+  // One layer of prefetch: the gather for the next layer may start when the current layer's
+  // compute starts.
+  std::optional<OpId> fsdp_prev_start_;
+  bool fsdp_mark_next_ = false;
   TensorId fsdp_gather_params(double params) {
     // ZeRO-3: gather these weights before use. The all-gather may start as soon as the
     // previous layer's compute starts (one layer of prefetch, as FSDP does), not earlier.
     const double bytes = params * pr_.param_gather_bytes;  // the gathered (full) weights
     std::vector<OpId> deps;
-    if (!g_.ops.empty() && g_.ops.back().rank == rank_) deps.push_back(last());
+    if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+    // The next compute op starts this layer: the gather after this one may begin with it.
+    fsdp_mark_next_ = true;
     const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp, bytes, deps);
     const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, bytes, false,
                                    static_cast<uint16_t>(rank_));

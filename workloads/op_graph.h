@@ -15,10 +15,11 @@ namespace racksim::workloads {
 
 enum class OpKind { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
-// comm_dp: data-parallel gradient and parameter collectives, on their own stream and
-// communicator as Megatron/FSDP run them, so they never hold up the critical path's.
-enum class StreamKind { compute, comm, h2d, d2h, comm_dp };
-constexpr int kStreamCount = 5;
+// comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
+// stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
+// so a gradient bucket never delays the next layer's prefetch or a pipeline send.
+enum class StreamKind { compute, comm, h2d, d2h, comm_dp, comm_grad };
+constexpr int kStreamCount = 6;
 enum class ExecUnit { tensor, vector };
 enum class Phase { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together

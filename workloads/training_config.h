@@ -51,6 +51,10 @@ struct TrainingConfig {
   bool cuda_graphs = false;
   bool nvls = true;
   Framework framework = Framework::megatron;
+  // Tensor parallelism with sequence parallelism (Megatron: all-gather before and
+  // reduce-scatter after each TP region, norms on a 1/tp slice of the tokens) or without
+  // (all-reduce after the row-parallel GEMMs, as GSPMD/XLA and Megatron without --sequence-parallel).
+  bool sequence_parallel = true;
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
 

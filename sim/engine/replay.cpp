@@ -302,7 +302,8 @@ class Replayer {
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
           add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
         prev_compute_end = r.end_s;
-      } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp) {
+      } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp ||
+                 op.stream == StreamKind::comm_grad) {
         add(r.start_s, r.end_s, kComm);
       } else {
         add(r.start_s, r.end_s, kCopy);

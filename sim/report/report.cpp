@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
 #include "workloads/graph_builder.h"
 
@@ -45,6 +46,8 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   const double host_capacity_per_gpu = sc.system.spec.host.memory_capacity_bytes / sc.system.spec.host.gpus_per_host;
 
   std::vector<std::string> warnings = g.notes;
+  if (sc.system.spec.calibration)
+    for (const auto& w : sc.system.spec.calibration->warnings) warnings.push_back("calibration: " + w);
   if (!sc.system.calibration)
     warnings.push_back(
         "uncalibrated: GEMMs at the preset's best-shape efficiency for every shape (set system.calibration)");
@@ -95,7 +98,8 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
 json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   json events = json::array();
   // One thread per stream, then the host launch thread.
-  const char* threads[] = {"compute", "communication", "H2D", "D2H", "data-parallel communication", "host launch"};
+  const char* threads[] = {"compute", "communication", "H2D", "D2H", "parameter gathers", "gradient reductions",
+                           "host launch"};
   const int host_tid = kStreamCount;
   for (int pid = 0; pid < g.ranks; ++pid) {
     events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},

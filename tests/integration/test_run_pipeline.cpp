@@ -73,7 +73,7 @@ TEST(Pipeline, TraceIsChromeTraceEventFormat) {
     }
   }
   EXPECT_GT(complete, 1000);
-  EXPECT_TRUE(tids.count(0) && tids.count(4) && tids.count(5));  // compute, data-parallel communication, host launch
+  EXPECT_TRUE(tids.count(0) && tids.count(5) && tids.count(6));  // compute, gradient reductions, host launch
 }
 
 TEST(Pipeline, ExitCodes) {

@@ -103,6 +103,10 @@ class Lowerer {
     for (const auto& [what, n] : s_.unknown)
       s_.notes.push_back(fmt::format("{} ({} in the step) is not modelled: costed as a memory-bound kernel "
                                      "(operand + result bytes, no FLOPs)", what, n));
+    if (s_.serialized_host_bytes > 0)
+      s_.notes.push_back(fmt::format(
+          "{:.3g} GB of host-memory transfers run on XLA's default stream (operation_queue_id 0), "
+          "serialized with compute", s_.serialized_host_bytes / 1e9));
     for (const auto& l : s_.loops)
       if (l.source == "assumed")
         s_.notes.push_back(fmt::format("while loop '{}': no trip count found; ran its body once", l.name));
@@ -136,7 +140,7 @@ class Lowerer {
   ImportSummary s_;
   std::vector<Buf> bufs_;
   std::vector<OpId> compute_waits_;  // async ops the compute stream waits for before its next op
-  int64_t last_compute_ = -1;
+  int64_t last_main_ = -1;           // last op of XLA's default stream (compute, or serialized there)
   int segment_ = 0;                  // command-buffer segment (a CUDA graph per segment)
   Phase phase_ = Phase::forward;
   bool seen_backward_ = false;
@@ -512,8 +516,36 @@ class Lowerer {
     return out;
   }
 
-  CommGroup group_for(const CollectiveInfo& ci) const {
+  // operation_queue_id of an instruction: its own backend_config, else that of the computation
+  // it wraps (the root, or the root fusion). 0 when none is given.
+  static int64_t queue_id_of(const Instruction& inst) {
+    const auto cfg = backend_config_json(inst);
+    if (cfg.is_object() && cfg.contains("operation_queue_id"))
+      if (auto v = json_int(cfg["operation_queue_id"])) return *v;
+    return -1;
+  }
+  int64_t queue_id(const Computation& c, const Instruction& inst) const {
+    static_cast<void>(c);
+    if (const int64_t q = queue_id_of(inst); q >= 0) return q;
+    if (!inst.called.empty())
+      if (const Computation* w = m_.find(inst.called[0])) {
+        if (const int64_t q = queue_id_of(w->root_instruction()); q >= 0) return q;
+      }
+    return 0;
+  }
+
+  // Communicator of a collective: groups of consecutive devices of the size chosen for tp map
+  // to tp; everything else to dp (gpus / tp ranks). A group of another size is approximated
+  // by the dp communicator, and said so.
+  CommGroup group_for(const CollectiveInfo& ci) {
     if (consecutive_group_ > 1 && ci.group_size == consecutive_group_ && ci.consecutive) return CommGroup::tp;
+    const int dp = std::max(1, o_.gpus / std::max(1, consecutive_group_));
+    const int size = ci.group_size > 0 ? ci.group_size : o_.gpus;
+    if (size != dp) {
+      const std::string note = fmt::format(
+          "collectives over groups of {} devices are modelled on the data-parallel communicator of {} ranks", size, dp);
+      if (std::find(s_.notes.begin(), s_.notes.end(), note) == s_.notes.end()) s_.notes.push_back(note);
+    }
     return CommGroup::dp;
   }
 
@@ -641,19 +673,27 @@ class Lowerer {
     for (const Value* v : operands)
       for (uint32_t b : *v) add_dep(bufs_[b].writer);
     for (uint32_t b : result) add_dep(bufs_[b].writer);
-    const bool sync_other_stream = op.stream != StreamKind::compute && !async;
+    // An async wrapper that is not a collective or a copy-start runs on the stream its
+    // operation_queue_id names; 0 (or none) is XLA's default stream, the one compute runs on
+    // (Thunk::ThunkInfo: execution_stream_id = max(0, operation_queue_id)). Host-memory
+    // dynamic-(update-)slices wrapped that way are therefore serialized with compute, as the
+    // H200 profile of m1_off shows (MemcpyD2H/MemcpyH2D on the compute stream).
+    const bool on_default_stream =
+        async && !ci.is_collective && inst.opcode != "copy-start" && queue_id(c, inst) == 0;
+    const bool sync_other_stream = op.stream != StreamKind::compute && (!async || on_default_stream);
+    if (sync_other_stream && op.kind != OpKind::collective) s_.serialized_host_bytes += op.copy_bytes;
     if (op.stream == StreamKind::compute) {
       for (OpId w : compute_waits_) add_dep(w);
       compute_waits_.clear();
-    } else if (last_compute_ >= 0) {
-      // Work on another stream starts after what the compute stream issued before it.
-      add_dep(last_compute_);
+    } else if (last_main_ >= 0) {
+      // Work on another stream starts after what the default stream issued before it.
+      add_dep(last_main_);
     }
     op.deps.assign(deps.begin(), deps.end());
     if (g_.ops.size() >= o_.max_ops)
       fail_at(m_, inst, fmt::format("the unrolled step exceeds {} operations", o_.max_ops));
     const OpId id = g_.add(std::move(op));
-    if (g_.ops[id].stream == StreamKind::compute) last_compute_ = id;
+    if (g_.ops[id].stream == StreamKind::compute || sync_other_stream) last_main_ = id;
     if (sync_other_stream) compute_waits_.push_back(id);  // a synchronous collective/copy blocks compute
 
     auto touch = [&](uint32_t b) {

@@ -45,6 +45,7 @@ struct ImportSummary {
   double forward_attention_flops = 0;  // batched dots / fused attention of the forward pass
   double hbm_bytes = 0;
   double host_bytes = 0;
+  double serialized_host_bytes = 0;  // host transfers that run on the default (compute) stream
   // The same with every loop body counted once and library calls (custom-calls) without FLOPs:
   // the convention of XLA's own cost analysis (compiled.cost_analysis()), for comparison.
   double xla_convention_flops = 0;
