@@ -15,7 +15,7 @@ namespace {
 // Every subcommand, in the order `racksim --help` lists them.
 const std::vector<Registered (*)(CLI::App&)> kCommands = {
     register_run, register_compare, register_sweep, register_validate, register_collective, register_hw, register_models,
-    register_calibrate,
+    register_calibrate, register_replay,
 };
 }  // namespace
 

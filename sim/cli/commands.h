@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <functional>
 #include <iosfwd>
@@ -34,5 +35,9 @@ Registered register_models(CLI::App& app);
 Registered register_sweep(CLI::App& app);     // commands_sweep.cpp
 Registered register_validate(CLI::App& app);  // commands_validate.cpp
 Registered register_calibrate(CLI::App& app);  // commands_calibrate.cpp
+Registered register_replay(CLI::App& app);     // commands_replay.cpp
+// The JSON report of `racksim replay` (for validate's replay: cases); throws InputError.
+nlohmann::json replay_hlo_report(const std::string& path, const std::string& system, int gpus,
+                                 const std::vector<std::string>& sets);
 
 }  // namespace racksim::cli

@@ -1,0 +1,125 @@
+// Bounded, deterministic fuzzing of the HLO importer (runs in CI): mutations of the committed
+// corpus (tests/fuzz/hlo_corpus) must parse, lower and replay, or fail with an InputError that
+// names a location; never crash, hang or throw anything else.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "sim/cli/commands.h"
+#include "sim/input/diagnostics.h"
+#include "workloads/hlo/hlo_lower.h"
+#include "workloads/hlo/hlo_parser.h"
+
+using namespace racksim;
+
+namespace {
+
+std::vector<std::string> corpus() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus")) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    files.push_back(ss.str());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Byte flips, insertions of HLO-significant tokens, deletions, duplications and splices.
+std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19937_64& rng) {
+  static const std::vector<std::string> tokens = {
+      "{", "}", "(", ")", "[", "]", ",", "%", "=", "\"", "\n", " ", "/*", "*/", "ROOT ", "ENTRY ", "S(5)", ":S(5)",
+      "{1,0}", "f32[", "bf16[8,8]", "s32[]", "pred[]", "(f32[], s32[])", "-1", "0", "99999999999", "1e309",
+      "known_trip_count", R"({"known_trip_count":{"n":"3"}})", "backend_config={", "calls=%", "to_apply=%body",
+      "condition=%cond", "body=%body", "while(", "fusion(", "custom-call(", "get-tuple-element(", "index=",
+      "dimensions={0}", "replica_groups={{0,1}}", "replica_groups=[2,2]<=[4]", "custom_call_target=\"__cublas$gemm\"",
+      "parameter(", "constant(", "\\", "\xff", "\x01", "T(8,128)", "<=", "HloModule x\n"};
+  const int n = 1 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < n; ++i) {
+    const std::size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
+    switch (rng() % 5) {
+      case 0:
+        if (!s.empty() && pos < s.size()) s[pos] = static_cast<char>(rng() % 256);
+        break;
+      case 1: s.insert(pos, tokens[rng() % tokens.size()]); break;
+      case 2: s.erase(pos, rng() % 24); break;
+      case 3: {
+        const std::string& other = all[rng() % all.size()];
+        const std::size_t a = other.empty() ? 0 : rng() % other.size();
+        s.insert(pos, other.substr(a, rng() % 160));
+        break;
+      }
+      case 4: {
+        const std::size_t len = rng() % 64;
+        if (pos + len <= s.size()) s.insert(pos, s.substr(pos, len));
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+bool has_location(const input::InputError& e) {
+  for (const auto& d : e.diagnostics())
+    if (d.where.file.empty()) return false;
+  return !e.diagnostics().empty();
+}
+
+}  // namespace
+
+TEST(HloFuzz, CorpusReplaysCleanly) {
+  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus")) {
+    const auto j = cli::replay_hlo_report(e.path().string(), "h200-sxm", 4, {});
+    EXPECT_TRUE(std::isfinite(j["step_time_s"].get<double>())) << e.path();
+  }
+}
+
+TEST(HloFuzz, ImporterNeverCrashes) {
+  const auto files = corpus();
+  ASSERT_GE(files.size(), 5u);
+  std::mt19937_64 rng(20261129);
+  const std::string tmp = ::testing::TempDir() + "/hlo_fuzz.hlo";
+  int parsed = 0, lowered = 0, replayed = 0, rejected = 0;
+  for (int i = 0; i < 6000; ++i) {
+    const std::string text = mutate(files[rng() % files.size()], files, rng);
+    try {
+      const auto m = workloads::hlo::parse_hlo_text(text, "fuzz.hlo");
+      ++parsed;
+      workloads::hlo::LowerOptions o;
+      o.gpus = 4;
+      o.max_ops = 20'000;  // keeps every case fast; a larger program is an InputError here
+      const auto r = workloads::hlo::lower_module(m, o);
+      ++lowered;
+      for (const auto& op : r.graph.ops) {
+        ASSERT_TRUE(std::isfinite(op.flops) && std::isfinite(op.hbm_bytes) && std::isfinite(op.copy_bytes)) << text;
+        for (auto d : op.deps) ASSERT_LT(d, r.graph.ops.size());
+      }
+      if (i % 5 == 0 && r.graph.ops.size() < 2000) {
+        std::ofstream(tmp, std::ios::binary) << text;
+        const auto j = cli::replay_hlo_report(tmp, "h200-sxm", 4, {});
+        ASSERT_TRUE(std::isfinite(j["step_time_s"].get<double>())) << text;
+        ++replayed;
+      }
+    } catch (const input::InputError& e) {
+      ++rejected;
+      EXPECT_TRUE(has_location(e)) << e.what();
+    } catch (const std::exception& e) {
+      FAIL() << "unexpected " << typeid(e).name() << ": " << e.what() << "\n--- input ---\n" << text;
+    }
+  }
+  std::cout << "[ fuzz     ] parsed " << parsed << ", lowered " << lowered << ", replayed " << replayed
+            << ", rejected " << rejected << '\n';
+  // The mutations exercise both outcomes.
+  EXPECT_GT(parsed, 100);
+  EXPECT_GT(lowered, 50);
+  EXPECT_GT(replayed, 10);
+  EXPECT_GT(rejected, 1000);
+}

@@ -1,0 +1,330 @@
+// Lowering HLO to an OpGraph: loops unrolled by trip count, fusion and library-call costs,
+// host-memory traffic, collectives and their groups, async streams, buffer live ranges.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "sim/input/diagnostics.h"
+#include "workloads/hlo/hlo_cost.h"
+#include "workloads/hlo/hlo_lower.h"
+#include "workloads/hlo/hlo_parser.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+using namespace racksim::workloads::hlo;
+
+namespace {
+
+const std::string kCorpus = std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus/";
+
+ImportResult lower_file(const std::string& name, int gpus = 1) {
+  LowerOptions o;
+  o.gpus = gpus;
+  return lower_module(load_hlo_file(kCorpus + name), o);
+}
+
+ImportResult lower_text(const std::string& text, int gpus = 1) {
+  LowerOptions o;
+  o.gpus = gpus;
+  return lower_module(parse_hlo_text(text, "t.hlo"), o);
+}
+
+std::vector<const Op*> ops_named(const OpGraph& g, const std::string& inst) {
+  std::vector<const Op*> out;
+  for (const auto& op : g.ops)
+    if (op.name.substr(op.name.find('.') + 1) == inst) out.push_back(&op);
+  return out;
+}
+
+OpId id_of(const OpGraph& g, const Op* op) { return static_cast<OpId>(op - g.ops.data()); }
+
+}  // namespace
+
+TEST(HloLower, WhileUnrolledByKnownTripCount) {
+  const auto r = lower_file("loop_gemm.hlo");
+  ASSERT_EQ(r.summary.loops.size(), 1u);
+  EXPECT_EQ(r.summary.loops[0].trip_count, 4);
+  EXPECT_EQ(r.summary.loops[0].source, "known_trip_count");
+  EXPECT_EQ(r.graph.ops.size(), 16u);  // 4 kernels per iteration; the condition is skipped
+  EXPECT_EQ(ops_named(r.graph, "gemm").size(), 4u);
+  // Each iteration is its own command-buffer segment (one CUDA graph launch each).
+  EXPECT_NE(r.graph.ops[0].name.substr(0, r.graph.ops[0].name.find('.')),
+            r.graph.ops[4].name.substr(0, r.graph.ops[4].name.find('.')));
+}
+
+TEST(HloLower, WhileTripCountFromTheCondition) {
+  const auto r = lower_file("loop_condition.hlo");
+  ASSERT_EQ(r.summary.loops.size(), 1u);
+  EXPECT_EQ(r.summary.loops[0].trip_count, 4);
+  EXPECT_EQ(r.summary.loops[0].source, "condition");
+  // Without a known count XLA evaluates the condition every iteration.
+  EXPECT_EQ(r.graph.ops.size(), 20u);
+}
+
+TEST(HloLower, CublasGemmFromBackendConfigDimensions) {
+  const auto r = lower_file("loop_gemm.hlo");
+  const Op* g = ops_named(r.graph, "gemm").front();
+  EXPECT_EQ(g->unit, ExecUnit::tensor);
+  EXPECT_EQ(g->dtype, hw::Dtype::bf16);
+  EXPECT_DOUBLE_EQ(g->flops, 2.0 * 1024 * 256 * 256);
+  EXPECT_EQ(g->gemm_mnk, (std::array<double, 3>{1024, 256, 256}));
+  // Operands and result, not the 4 MiB workspace.
+  EXPECT_DOUBLE_EQ(g->hbm_bytes, 1024 * 256 * 2.0 + 256 * 256 * 2.0 + 1024 * 256 * 2.0);
+}
+
+TEST(HloLower, FusionReadsOnlyWhatItSlices) {
+  const auto r = lower_file("loop_gemm.hlo");
+  // fused_weight dynamic-slices one layer of f32[4,256,256] and converts it to bf16.
+  const Op* w = ops_named(r.graph, "wb").front();
+  EXPECT_DOUBLE_EQ(w->hbm_bytes, 256 * 256 * 4.0 + 4 + 256 * 256 * 2.0);
+  EXPECT_EQ(w->unit, ExecUnit::vector);
+  EXPECT_DOUBLE_EQ(w->flops, 256.0 * 256);  // one convert per element
+  const Op* a = ops_named(r.graph, "act").front();
+  EXPECT_DOUBLE_EQ(a->flops, 2.0 * 1024 * 256);  // exponential + multiply
+  EXPECT_DOUBLE_EQ(a->sfu_ops, 1024.0 * 256);
+}
+
+TEST(HloLower, InPlaceDynamicUpdateSliceWritesOnlyTheUpdate) {
+  const auto r = lower_text(R"(HloModule t, is_scheduled=true
+%f (p0: f32[16,1024], p1: f32[1,1024], p2: s32[]) -> f32[16,1024] {
+  %p0 = f32[16,1024]{1,0} parameter(0)
+  %p1 = f32[1,1024]{1,0} parameter(1)
+  %p2 = s32[] parameter(2)
+  %z = s32[] constant(0)
+  ROOT %d = f32[16,1024]{1,0} dynamic-update-slice(%p0, %p1, %p2, %z)
+}
+%g (q0: f32[1,1024]) -> f32[1,1024] {
+  %q0 = f32[1,1024]{1,0} parameter(0)
+  ROOT %n = f32[1,1024]{1,0} negate(%q0)
+}
+ENTRY %e (a: f32[1,1024], i: s32[]) -> f32[1,1024] {
+  %a = f32[1,1024]{1,0} parameter(0)
+  %i = s32[] parameter(1)
+  %buf = f32[16,1024]{1,0} broadcast(%a), dimensions={0,1}
+  %upd = f32[16,1024]{1,0} fusion(%buf, %a, %i), kind=kLoop, calls=%f
+  %sl = f32[1,1024]{1,0} slice(%upd), slice={[3:4], [0:1024]}
+  ROOT %r = f32[1,1024]{1,0} fusion(%sl), kind=kLoop, calls=%g
+}
+)");
+  const Op* u = ops_named(r.graph, "upd").front();
+  EXPECT_DOUBLE_EQ(u->hbm_bytes, 4096.0 + 4 + 4096);  // update read + index, update written
+  // The update aliases the broadcast's buffer: no second 64 KiB allocation.
+  EXPECT_TRUE(u->allocs.empty());
+  const Op* b = ops_named(r.graph, "buf").front();
+  ASSERT_EQ(b->allocs.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.graph.tensors[b->allocs[0]].bytes, 16 * 1024 * 4.0);
+  // A slice reads what it takes.
+  EXPECT_DOUBLE_EQ(ops_named(r.graph, "sl").front()->hbm_bytes, 4096.0 * 2);
+}
+
+TEST(HloLower, CudnnAttentionFlopsFromShapesAndCausalMask) {
+  const auto r = lower_file("attention.hlo");
+  const Op* f = ops_named(r.graph, "fwd").front();
+  const Op* b = ops_named(r.graph, "bwd").front();
+  const double bhss_d = 2.0 * 4 * 512 * 512 * 64;
+  EXPECT_DOUBLE_EQ(f->flops, 4 * bhss_d * 0.5);   // QK^T and PV, causal half
+  EXPECT_DOUBLE_EQ(b->flops, 10 * bhss_d * 0.5);  // recompute QK^T, dV, dP, dQ, dK
+  EXPECT_DOUBLE_EQ(f->sfu_ops, 2.0 * 4 * 512 * 512 * 0.5);
+  EXPECT_EQ(f->unit, ExecUnit::tensor);
+  EXPECT_EQ(f->phase, Phase::forward);
+  EXPECT_EQ(b->phase, Phase::backward);
+  // Forward attention feeds the model FLOPs: 3 x forward (causal).
+  EXPECT_DOUBLE_EQ(r.summary.forward_attention_flops, 4 * bhss_d * 0.5);
+}
+
+TEST(HloLower, HostOffloadIsCopiesOnTheirStreams) {
+  const auto r = lower_file("offload.hlo");
+  const Op* d2h = ops_named(r.graph, "dus-start").front();
+  const Op* h2d = ops_named(r.graph, "ds-start").front();
+  EXPECT_EQ(d2h->kind, OpKind::copy_d2h);
+  EXPECT_EQ(d2h->stream, StreamKind::d2h);
+  EXPECT_DOUBLE_EQ(d2h->copy_bytes, 1024 * 256 * 2.0);  // the update, not the whole host buffer
+  EXPECT_EQ(h2d->kind, OpKind::copy_h2d);
+  EXPECT_EQ(h2d->stream, StreamKind::h2d);
+  EXPECT_DOUBLE_EQ(h2d->copy_bytes, 1024 * 256 * 2.0);
+  // The fetch waits for the offload that wrote the host buffer.
+  EXPECT_NE(std::find(h2d->deps.begin(), h2d->deps.end(), id_of(r.graph, d2h)), h2d->deps.end());
+  // The host buffer is pinned host memory, allocated by its first writer.
+  ASSERT_EQ(d2h->allocs.size(), 1u);
+  EXPECT_TRUE(r.graph.tensors[d2h->allocs[0]].on_host);
+  EXPECT_DOUBLE_EQ(r.graph.tensors[d2h->allocs[0]].bytes, 4 * 1024 * 256 * 2.0);
+  // operation_queue_id 0: XLA's default stream, so the next compute op waits for both.
+  const Op* back = ops_named(r.graph, "back").front();
+  EXPECT_NE(std::find(back->deps.begin(), back->deps.end(), id_of(r.graph, h2d)), back->deps.end());
+  EXPECT_GT(r.summary.serialized_host_bytes, 0);
+  EXPECT_EQ(back->phase, Phase::backward);
+}
+
+TEST(HloLower, CopyStartToHostIsAsync) {
+  const auto r = lower_file("misc.hlo");
+  const Op* cs = ops_named(r.graph, "cs").front();
+  const Op* cs2 = ops_named(r.graph, "cs2").front();
+  EXPECT_EQ(cs->kind, OpKind::copy_d2h);
+  EXPECT_EQ(cs2->kind, OpKind::copy_h2d);
+  EXPECT_DOUBLE_EQ(cs->copy_bytes, 128 * 256 * 4.0);
+  EXPECT_EQ(r.summary.serialized_host_bytes, 0);
+  // The consumer of copy-done waits for the copy.
+  const Op* out = ops_named(r.graph, "out").front();
+  EXPECT_NE(std::find(out->deps.begin(), out->deps.end(), id_of(r.graph, cs2)), out->deps.end());
+}
+
+TEST(HloLower, UnknownOpcodeWarnsAndCostsItsBytes) {
+  const auto r = lower_file("misc.hlo");
+  ASSERT_EQ(r.summary.unknown.count("opcode frobnicate"), 1u);
+  const Op* w = ops_named(r.graph, "weird").front();
+  EXPECT_DOUBLE_EQ(w->flops, 0);
+  EXPECT_DOUBLE_EQ(w->hbm_bytes, 2 * 128 * 256 * 4.0);
+  bool noted = false;
+  for (const auto& n : r.graph.notes) noted = noted || n.find("frobnicate") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The conditional replays its first branch, and says so.
+  EXPECT_EQ(ops_named(r.graph, "neg").size(), 1u);
+  EXPECT_TRUE(ops_named(r.graph, "cp").empty());
+}
+
+TEST(HloLower, CollectivesWithGroupsAndAsyncPairs) {
+  const auto r = lower_file("collectives.hlo", 8);
+  EXPECT_EQ(r.summary.tp, 4);  // consecutive groups of 4 among 8 devices
+  const Op* ag = ops_named(r.graph, "ag-start").front();
+  EXPECT_EQ(ag->kind, OpKind::collective);
+  EXPECT_EQ(ag->stream, StreamKind::comm);
+  EXPECT_EQ(ag->coll, CollOp::all_gather);
+  EXPECT_EQ(ag->group, CommGroup::tp);                        // [2,4]<=[8]: groups of 4
+  EXPECT_DOUBLE_EQ(ag->coll_bytes, 256 * 1024 * 4.0 * 4);     // the gathered buffer
+  const Op* ar = ops_named(r.graph, "ar-start").front();
+  EXPECT_EQ(ar->coll, CollOp::all_reduce);
+  EXPECT_EQ(ar->group, CommGroup::dp);
+  EXPECT_DOUBLE_EQ(ar->coll_bytes, 1024 * 1024 * 4.0);
+  const Op* rs = ops_named(r.graph, "rs-start").front();  // async-start wrapping reduce-scatter
+  EXPECT_EQ(rs->coll, CollOp::reduce_scatter);
+  EXPECT_EQ(rs->group, CommGroup::tp);
+  EXPECT_DOUBLE_EQ(rs->coll_bytes, 1024 * 1024 * 4.0);
+  const Op* cp = ops_named(r.graph, "cp").front();
+  EXPECT_EQ(cp->coll, CollOp::send_recv);
+  // The all-reduce needs the fusion that produced its operand (another stream).
+  const Op* sq = ops_named(r.graph, "sq").front();
+  EXPECT_NE(std::find(ar->deps.begin(), ar->deps.end(), id_of(r.graph, sq)), ar->deps.end());
+}
+
+TEST(HloLower, OutputsAndArgumentsAreResident) {
+  const auto r = lower_file("loop_gemm.hlo");
+  double resident = 0;
+  for (TensorId t : r.graph.resident) resident += r.graph.tensors[t].bytes;
+  EXPECT_DOUBLE_EQ(resident, 4 * 256 * 256 * 4.0 + 1024 * 256 * 2.0 + 1024 * 256 * 2.0);
+  EXPECT_DOUBLE_EQ(r.summary.argument_bytes, 4 * 256 * 256 * 4.0 + 1024 * 256 * 2.0);
+  EXPECT_DOUBLE_EQ(r.summary.output_bytes, 1024 * 256 * 2.0);
+  // Every temporary is allocated once and freed once.
+  std::vector<int> allocs(r.graph.tensors.size()), frees(r.graph.tensors.size());
+  for (const auto& op : r.graph.ops) {
+    for (TensorId t : op.allocs) ++allocs[t];
+    for (TensorId t : op.frees) ++frees[t];
+  }
+  for (std::size_t t = 0; t < r.graph.tensors.size(); ++t) {
+    const bool res = std::find(r.graph.resident.begin(), r.graph.resident.end(), t) != r.graph.resident.end();
+    EXPECT_EQ(allocs[t], res ? 0 : 1) << r.graph.tensors[t].name;
+    EXPECT_EQ(frees[t], res ? 0 : 1) << r.graph.tensors[t].name;
+  }
+}
+
+TEST(HloLower, TemporariesMayLiveInAnOutputAllocationBeforeItIsWritten) {
+  // t (4 KiB) dies before the output o (4 KiB) is defined: XLA's buffer assignment places it
+  // in o's allocation, so it adds nothing to the temp size.
+  const auto r = lower_text(R"(HloModule t, is_scheduled=true
+ENTRY %e (a: f32[1024]) -> f32[1024] {
+  %a = f32[1024]{0} parameter(0)
+  %t = f32[1024]{0} negate(%a)
+  %u = f32[1024]{0} exponential(%t)
+  ROOT %o = f32[1024]{0} add(%u, %a)
+}
+)");
+  EXPECT_EQ(r.summary.temps_in_outputs, 1u);  // t fits; u is read by the op that writes o
+  std::size_t temp_allocs = 0;
+  for (const auto& op : r.graph.ops) temp_allocs += op.allocs.size();
+  EXPECT_EQ(temp_allocs, 1u);
+}
+
+TEST(HloLower, AdamStateGivesParametersAndTokensComeFromTheIdArgument) {
+  const auto r = lower_text(R"(HloModule t, is_scheduled=true
+ENTRY %e (w: f32[64,32], b: f32[32], n: s32[], mw: f32[64,32], mb: f32[32], vw: f32[64,32], vb: f32[32], tok: s32[4,16]) -> f32[64,32] {
+  %w = f32[64,32]{1,0} parameter(0)
+  %b = f32[32]{0} parameter(1)
+  %n = s32[] parameter(2)
+  %mw = f32[64,32]{1,0} parameter(3)
+  %mb = f32[32]{0} parameter(4)
+  %vw = f32[64,32]{1,0} parameter(5)
+  %vb = f32[32]{0} parameter(6)
+  %tok = s32[4,16]{1,0} parameter(7)
+  ROOT %o = f32[64,32]{1,0} add(%w, %mw)
+}
+)");
+  EXPECT_DOUBLE_EQ(r.summary.params, 64 * 32 + 32);
+  EXPECT_DOUBLE_EQ(r.summary.tokens_per_device, 64);
+  EXPECT_DOUBLE_EQ(r.summary.model_flops_per_device, 6.0 * (64 * 32 + 32) * 64);
+  int optimizer = 0;
+  for (TensorId t : r.graph.resident) optimizer += r.graph.tensors[t].category == MemCategory::optimizer;
+  EXPECT_EQ(optimizer, 5);  // mw, mb, vw, vb and the step count
+}
+
+TEST(HloLower, PhasesFromJaxMetadata) {
+  const auto r = lower_file("offload.hlo");
+  EXPECT_EQ(ops_named(r.graph, "act").front()->phase, Phase::forward);
+  EXPECT_EQ(ops_named(r.graph, "back").front()->phase, Phase::backward);
+}
+
+TEST(HloLower, ImpossibleProgramsAreInputErrors) {
+  // A computation that calls itself.
+  EXPECT_THROW(lower_text(R"(HloModule t
+%r (a: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  ROOT %c = f32[] call(%a), to_apply=%r
+}
+ENTRY %e (x: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  ROOT %y = f32[] call(%x), to_apply=%r
+}
+)"),
+               input::InputError);
+  // A trip count beyond reason.
+  EXPECT_THROW(lower_text(R"(HloModule t
+%b (a: (s32[])) -> (s32[]) {
+  %a = (s32[]) parameter(0)
+  ROOT %t = (s32[]) tuple(%a)
+}
+%c (a: (s32[])) -> pred[] {
+  %a = (s32[]) parameter(0)
+  ROOT %p = pred[] constant(true)
+}
+ENTRY %e (x: s32[]) -> (s32[]) {
+  %x = s32[] parameter(0)
+  %t = (s32[]) tuple(%x)
+  ROOT %w = (s32[]) while(%t), condition=%c, body=%b, backend_config={"known_trip_count":{"n":"1000000000"}}
+}
+)"),
+               input::InputError);
+  // A tuple index outside the tuple.
+  EXPECT_THROW(lower_text(R"(HloModule t
+ENTRY %e (x: (f32[], f32[])) -> f32[] {
+  %x = (f32[], f32[]) parameter(0)
+  ROOT %g = f32[] get-tuple-element(%x), index=7
+}
+)"),
+               input::InputError);
+}
+
+TEST(HloLower, FlopsMatchXlaCostAnalysisOnTheReferenceModules) {
+  // XLA's cost analysis (the jsonl's xla_flops) counts each loop body once and gives library
+  // calls no FLOPs; the importer's count in that convention must agree.
+  const std::string dir = std::string(RACKSIM_SHARED_DIR) + "/reference/hlo";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "shared reference folder not found: " << dir;
+  const std::vector<std::pair<std::string, double>> xla = {
+      {"m1_none", 1690109083648.0}, {"m1_full", 1971373998080.0}, {"m1_dots", 1282669281280.0}};
+  for (const auto& [name, flops] : xla) {
+    const auto r = lower_module(load_hlo_file(dir + "/" + name + ".hlo.txt.gz"), LowerOptions{});
+    EXPECT_NEAR(r.summary.xla_convention_flops / flops, 1.0, 0.01) << name;
+    EXPECT_EQ(r.summary.loops.size(), 2u) << name;
+    for (const auto& l : r.summary.loops) EXPECT_EQ(l.trip_count, 16) << name;
+    EXPECT_TRUE(r.summary.unknown.empty()) << name;
+  }
+}

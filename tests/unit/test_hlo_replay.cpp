@@ -1,0 +1,125 @@
+// `racksim replay` end to end: the report contract, exit codes, the validate hook, and the
+// reference modules' peak memory against the measured peak_bytes_in_use.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/cli/cli.h"
+#include "sim/cli/commands.h"
+#include "sim/workflow/replay_hook.h"
+
+using nlohmann::json;
+
+namespace {
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+Out cli(std::vector<std::string> args) {
+  std::ostringstream o, e;
+  const int code = racksim::cli::run(args, o, e);
+  return {code, o.str(), e.str()};
+}
+const std::string kCorpus = std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus/";
+const std::string kShared = std::string(RACKSIM_SHARED_DIR);
+
+}  // namespace
+
+TEST(HloReplay, ReportHasTheRunContractFields) {
+  auto r = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  for (const char* k : {"racksim_version", "scenario", "step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                        "mfu", "peak_memory_bytes", "memory_capacity_bytes", "fits", "memory_breakdown_bytes",
+                        "breakdown_s", "warnings", "hlo"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["step_time_s"].get<double>(), 0);
+  double sum = 0;
+  for (auto& [k, v] : j["breakdown_s"].items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, j["step_time_s"].get<double>(), 1e-9);
+  EXPECT_EQ(j["scenario"]["system"]["preset"], "h200-sxm");
+  EXPECT_EQ(j["scenario"]["model"]["hlo_module"], "jit_loop");
+  EXPECT_EQ(j["hlo"]["loops"][0]["trip_count"], 4);
+  EXPECT_EQ(j["hlo"]["kernels"], 16);
+}
+
+TEST(HloReplay, SameInputSameBytesAndHumanSummary) {
+  auto a = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
+  auto b = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto t = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("step time"), std::string::npos);
+  EXPECT_NE(t.out.find("host copies"), std::string::npos);
+}
+
+TEST(HloReplay, TraceAndSetOverrides) {
+  const std::string path = ::testing::TempDir() + "/hlo_trace.json";
+  auto r = cli({"replay", kCorpus + "collectives.hlo", "--system", "h200-sxm", "--gpus", "8", "--trace", path, "--json",
+                "--set", "training.cuda_graphs=false"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(path);
+  const json t = json::parse(f);
+  ASSERT_TRUE(t.contains("traceEvents"));
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["scenario"]["training"]["cuda_graphs"], false);
+  EXPECT_EQ(j["scenario"]["training"]["parallelism"]["tp"], 4);
+  EXPECT_EQ(j["hlo"]["collectives"], 4);
+  EXPECT_GT(j["breakdown_s"]["exposed_communication"].get<double>(), 0);
+}
+
+TEST(HloReplay, InvalidInputExitsOne) {
+  const std::string bad = ::testing::TempDir() + "/bad.hlo";
+  std::ofstream(bad) << "HloModule m\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] frob(%nope)\n}\n";
+  auto r = cli({"replay", bad, "--system", "h200-sxm"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("bad.hlo:3:3: error: HLO: operand 'nope'"), std::string::npos) << r.err;
+  auto missing = cli({"replay", ::testing::TempDir() + "/none.hlo.gz", "--system", "h200-sxm"});
+  EXPECT_EQ(missing.code, 1);
+  auto preset = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "no-such-gpu"});
+  EXPECT_EQ(preset.code, 1);
+  EXPECT_NE(preset.err.find("no-such-gpu"), std::string::npos) << preset.err;
+  auto set = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--set", "training.cuda_grafs=true"});
+  EXPECT_EQ(set.code, 1);
+}
+
+TEST(HloReplay, ValidateHookIsTheReplayReport) {
+  std::ostringstream o, e;
+  racksim::cli::run({"--version"}, o, e);  // registers the commands, and with them the hook
+  const auto hook = racksim::workflow::replay_hook();
+  ASSERT_TRUE(static_cast<bool>(hook));
+  const json j = hook(kCorpus + "attention.hlo", "h200-sxm", 0);
+  const json k = racksim::cli::replay_hlo_report(kCorpus + "attention.hlo", "h200-sxm", 0, {});
+  EXPECT_EQ(j.dump(), k.dump());
+}
+
+TEST(HloReplay, ReferenceModulesPeakMemoryWithinTenPercent) {
+  const std::string dir = kShared + "/reference/hlo";
+  const std::string rows = kShared + "/reference/h200/jax_training_steps.jsonl";
+  if (!std::filesystem::exists(dir) || !std::filesystem::exists(rows))
+    GTEST_SKIP() << "shared reference folder not found: " << kShared;
+  std::ifstream in(rows);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const json row = json::parse(line);
+    const std::string file = dir + "/" + row["name"].get<std::string>() + ".hlo.txt.gz";
+    const json rep = racksim::cli::replay_hlo_report(file, "h200-sxm", 1, {});
+    const double peak = rep["peak_memory_bytes"].get<double>();
+    const double measured = row["peak_bytes_in_use"].get<double>();
+    EXPECT_LT(std::abs(peak / measured - 1), 0.10) << row["name"] << " predicted " << peak << " measured " << measured;
+    EXPECT_TRUE(rep["fits"].get<bool>());
+    // Model FLOPs: 6·N·tokens + attention, as the reference rows define them.
+    const double model = row["model_flops_6N"].get<double>() + row["attn_flops"].get<double>();
+    EXPECT_NEAR(rep["model_tflops_per_gpu"].get<double>() * 1e12 * rep["step_time_s"].get<double>() / model, 1.0, 0.01)
+        << row["name"];
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
+}
