@@ -108,22 +108,40 @@ json timeline_json(const OpGraph& g, const ReplayResult& r, std::size_t max_segm
     cats.push_back(c);
     return static_cast<int>(cats.size() - 1);
   };
-  const char* lane_names[] = {"compute", "communication", "H2D", "D2H", "host launch"};
-  std::vector<std::vector<Item>> lanes(5);
+  // One lane per stream kind that the graph uses (compute always), then the host launch thread.
+  // With pipeline stages the graph holds one simulated rank per stage: show the one the
+  // breakdown describes (the busiest).
+  const int rank = g.ranks > 1 ? r.breakdown_rank : -1;
   const std::size_t n = std::min(g.ops.size(), r.ops.size());
+  std::vector<bool> used(kStreamCount, false);
+  used[static_cast<int>(StreamKind::compute)] = true;
+  for (std::size_t i = 0; i < n; ++i) used[static_cast<int>(g.ops[i].stream)] = true;
+  std::vector<int> lane_of(kStreamCount, -1);
+  std::vector<std::string> lane_names;
+  for (int s = 0; s < kStreamCount; ++s)
+    if (used[s]) {
+      lane_of[s] = static_cast<int>(lane_names.size());
+      lane_names.push_back(to_string(static_cast<StreamKind>(s)));
+    }
+  const int launch_lane = static_cast<int>(lane_names.size());
+  lane_names.push_back("host launch");
+  std::vector<std::vector<Item>> lanes(lane_names.size());
+  std::size_t shown = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = g.ops[i];
+    if (rank >= 0 && op.rank != rank) continue;
     const OpRecord& rec = r.ops[i];
-    lanes[static_cast<int>(op.stream)].push_back({rec.start_s, rec.end_s, cat_index(category_of(op)), i});
+    ++shown;
+    lanes[lane_of[static_cast<int>(op.stream)]].push_back({rec.start_s, rec.end_s, cat_index(category_of(op)), i});
   }
   const int launch_cat = cat_index("launch");
   for (std::size_t i = 0; i < n; ++i)
-    if (r.ops[i].launch_end_s > r.ops[i].launch_start_s)
-      lanes[4].push_back({r.ops[i].launch_start_s, r.ops[i].launch_end_s, launch_cat, i});
+    if ((rank < 0 || g.ops[i].rank == rank) && r.ops[i].launch_end_s > r.ops[i].launch_start_s)
+      lanes[launch_lane].push_back({r.ops[i].launch_start_s, r.ops[i].launch_end_s, launch_cat, i});
 
   json out_lanes = json::array();
   const std::size_t cap = std::max<std::size_t>(max_segments_per_lane, 16);
-  for (int l = 0; l < 5; ++l) {
+  for (std::size_t l = 0; l < lanes.size(); ++l) {
     auto& items = lanes[l];
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.start < b.start; });
     // Finer than a pixel first, same category only; coarser and mixed until it fits the cap.
@@ -150,7 +168,8 @@ json timeline_json(const OpGraph& g, const ReplayResult& r, std::size_t max_segm
     }
     out_lanes.push_back({{"name", lane_names[l]}, {"segments", js}});
   }
-  return {{"step_time_s", r.step_time_s}, {"ops", n}, {"categories", cats}, {"lanes", out_lanes}};
+  return {{"step_time_s", r.step_time_s}, {"ops", shown}, {"rank", std::max(rank, 0)}, {"ranks", g.ranks},
+          {"categories", cats}, {"lanes", out_lanes}};
 }
 
 std::string html_run_report(const RunResult& run) {

@@ -114,6 +114,8 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
     if (a === 0) return "0 s";
     return (x * 1e9).toFixed(0) + " ns";
   }
+  // Axis labels: no trailing zeros ("500 ms", "1.5 s").
+  function fmtTick(x) { return fmtTime(x).replace(/(\.\d*?)0+ /, "$1 ").replace(/\. /, " "); }
   function fmtGB(b) { return (b / 1e9).toFixed(b >= 1e11 ? 0 : 1) + " GB"; }
   function fmtNum(x, digits) {
     if (x === null || x === undefined || !isFinite(x)) return "-";
@@ -136,7 +138,8 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
                   ["activations", "#f97316"], ["communication_buffers", "#eab308"], ["other", "#94a3b8"]];
   const TIMELINE_COLORS = { forward: "#60a5fa", backward: "#2563eb", recompute: "#8b5cf6", optimizer: "#10b981",
                             "collective dp": "#f59e0b", "collective tp": "#f97316", "collective pp": "#ef4444",
-                            "collective cp": "#ec4899", "collective ep": "#a855f7", "host to device": "#14b8a6",
+                            "collective cp": "#ec4899", "collective ep": "#a855f7", "collective dp_cp": "#eab308",
+                            "collective edp": "#d946ef", "host to device": "#14b8a6",
                             "device to host": "#0f766e", launch: "#98a2b3" };
   const COLLECTIVE_EXTRA = ["#d97706", "#be123c", "#c026d3", "#b45309", "#9f1239"];
   const tlExtra = {};
@@ -230,6 +233,9 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
     runs.forEach(function (r, ri) {
       const tl = r.timeline;
       if (names) h("h3", null, parent, names[ri]);
+      if (tl.ranks > 1)
+        h("div", { "class": "sub" }, parent, "pipeline stage " + tl.rank + " of " + tl.ranks +
+          " (the busiest; the breakdown above is this stage's)");
       const W = 1300, left = 120, right = 20, laneH = 20, gap = 6, top = 6, axisH = 26;
       const H = top + tl.lanes.length * (laneH + gap) + axisH;
       const x = function (t) { return left + (W - left - right) * t / max; };
@@ -239,7 +245,7 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
       const yAxis = top + tl.lanes.length * (laneH + gap);
       for (const t of niceTicks(max, 10)) {
         s("line", { x1: x(t), x2: x(t), y1: top - 2, y2: yAxis, "class": "grid" }, svg);
-        s("text", { x: x(t), y: yAxis + 14, "text-anchor": "middle" }, svg, fmtTime(t));
+        s("text", { x: x(t), y: yAxis + 14, "text-anchor": "middle" }, svg, fmtTick(t));
       }
       tl.lanes.forEach(function (lane, li) {
         const y = top + li * (laneH + gap);
@@ -390,7 +396,7 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
       "exposed communication, exposed offload, launch overhead, pipeline bubble, idle; the parts add up to the step time.");
     legend(main, BREAKDOWN.map(function (kc) { return [label(kc[0]), kc[1]]; }));
     stackedBars(h("div", { "class": "chart", id: "chart-breakdown" }, main),
-                runs.map(function (r, i) { return breakdownRow(names[i], r); }), BREAKDOWN, fmtTime,
+                runs.map(function (r, i) { return breakdownRow(names[i], r); }), BREAKDOWN, fmtTick,
                 { title: "step time breakdown" });
     breakdownTable(main, runs, names);
 
