@@ -1,0 +1,98 @@
+// Whole-pipeline costs on shipped scenarios: building the training graph, replaying it, and a
+// small sweep through the thread pool. Counters: ops = graph size; the time is per scenario.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <string>
+
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "sim/workflow/sweep.h"
+#include "workloads/graph_builder.h"
+
+namespace {
+
+namespace sim = racksim::sim;
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+
+// name -> scenario file (and overrides) of each benchmarked scenario.
+struct Case {
+  const char* name;
+  const char* file;
+  std::vector<sim::SetOverride> sets;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"quickstart", "scenarios/quickstart.yaml", {}},                       // Llama 3 8B, 8 x H200
+      {"llama3-70b-512gpu", "scenarios/llama3-70b-gb200.yaml", {}},          // 512 x GB200, tp 4
+      {"llama3-70b-512gpu-pp4", "scenarios/llama3-70b-gb200.yaml",           // 1F1B over 4 stages
+       {{"training.parallelism.pp", "4"}}},
+      {"llama3-70b-64gpu-tp8", "scenarios/llama3-70b-gb200.yaml",            // 64 micro-steps: big graph
+       {{"system.gpus", "64"}, {"training.parallelism.tp", "8"}}},
+      {"llama3-405b-16384gpu", "scenarios/llama3-405b-h100.yaml", {}},       // Meta's layout, 16,384 H100
+  };
+  return c;
+}
+
+sim::Scenario load(const Case& c) { return sim::load_scenario(kSrc + "/" + c.file, c.sets); }
+
+void BM_BuildGraph(benchmark::State& state, const Case* c) {
+  if (!std::filesystem::exists(kSrc + "/" + c->file)) {
+    state.SkipWithError("scenario file missing");
+    return;
+  }
+  const sim::Scenario sc = load(*c);
+  std::size_t ops = 0;
+  for (auto _ : state) {
+    auto g = racksim::workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+    ops = g.ops.size();
+    benchmark::DoNotOptimize(g.ops.data());
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+}
+
+void BM_Simulate(benchmark::State& state, const Case* c) {
+  if (!std::filesystem::exists(kSrc + "/" + c->file)) {
+    state.SkipWithError("scenario file missing");
+    return;
+  }
+  const sim::Scenario sc = load(*c);
+  std::size_t ops = 0;
+  for (auto _ : state) {
+    auto r = sim::simulate(sc);
+    ops = r.graph.ops.size();
+    benchmark::DoNotOptimize(r.report);
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+}
+
+// Loading + simulating every point of a 16-point sweep of the 70B scenario on 1 or 2 threads.
+void BM_Sweep16(benchmark::State& state) {
+  const std::string text = "base: " + kSrc + "/scenarios/llama3-70b-gb200.yaml\n"
+                           "vary:\n"
+                           "  system.gpus: [256, 512]\n"
+                           "  training.parallelism.tp: [4, 8]\n"
+                           "  training.recompute: [selective, full]\n"
+                           "  training.optimizer_sharding: [zero1, fsdp]\n";
+  const auto spec = racksim::workflow::load_sweep_text(text, kSrc + "/scenarios/sweeps/bench.yaml");
+  const auto points = racksim::workflow::shard_points(spec.size(), {});
+  for (auto _ : state) {
+    auto rows = racksim::workflow::run_sweep(spec, points, static_cast<int>(state.range(0)));
+    benchmark::DoNotOptimize(rows.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(points.size()));
+}
+
+const bool registered = [] {
+  for (const auto& c : cases()) {
+    benchmark::RegisterBenchmark((std::string("BuildGraph/") + c.name).c_str(), BM_BuildGraph, &c)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("Simulate/") + c.name).c_str(), BM_Simulate, &c)
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("Sweep16/jobs", BM_Sweep16)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+  return true;
+}();
+
+}  // namespace
