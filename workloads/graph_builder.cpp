@@ -305,6 +305,16 @@ class Builder {
     op.rank = static_cast<uint16_t>(rank_);
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
+    if (op.kind == OpKind::kernel && !overlapped_.empty()) {
+      // The first kernel after an overlapped TP collective runs beside it; the second waits.
+      if (overlap_countdown_ == 0) {
+        overlap_countdown_ = 1;
+      } else {
+        op.deps.insert(op.deps.end(), overlapped_.begin(), overlapped_.end());
+        overlapped_.clear();
+        overlap_countdown_ = 0;
+      }
+    }
     const OpId id = g_.add(std::move(op));
     if (fsdp_mark_next_ && g_.ops[id].stream == StreamKind::compute) {
       fsdp_prev_start_ = id;
@@ -393,8 +403,17 @@ class Builder {
       if (c == CollOp::all_gather) return;
       if (c == CollOp::reduce_scatter) c = CollOp::all_reduce;
     }
+    if (t_.tp_comm_overlap) {
+      // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
+      // for it, the GEMM itself does not.
+      const OpId id = collective(name, c, CommGroup::tp, bytes, {last()});
+      overlapped_.push_back(id);
+      return;
+    }
     inline_collective(name, c, CommGroup::tp, bytes);
   }
+  std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
+  int overlap_countdown_ = 0;
 
   TensorId temp(const std::string& name, double bytes) {
     return g_.tensor(prefix_ + name, MemCategory::activations, bytes, false, static_cast<uint16_t>(rank_));
@@ -653,7 +672,11 @@ class Builder {
     steps.push_back({"dispatch", received * h_ * a,
                      [=, this] {
                        vector("dispatch.permute", 2 * routed * h_ * a, 0);
-                       if (ep_ > 1) inline_collective("dispatch.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       // Under fp8-class training the tokens are quantized before the dispatch (the
+                       // expert GEMMs want them in fp8 anyway), as DeepSeek-V3 does; the combine stays bf16.
+                       if (ep_ > 1)
+                         inline_collective("dispatch.all_to_all", CollOp::all_to_all, CommGroup::ep,
+                                           routed * h_ * (fp8_class() ? pr_.matmul_input_bytes : a));
                      },
                      [=, this] {
                        if (ep_ > 1) inline_collective("dispatch.bwd.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);

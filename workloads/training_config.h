@@ -55,6 +55,10 @@ struct TrainingConfig {
   // reduce-scatter after each TP region, norms on a 1/tp slice of the tokens) or without
   // (all-reduce after the row-parallel GEMMs, as GSPMD/XLA and Megatron without --sequence-parallel).
   bool sequence_parallel = true;
+  // Tensor-parallel communication overlapped with the neighbouring GEMM (Megatron/Transformer
+  // Engine --tp-comm-overlap with userbuffers; XLA's collective matmul): the collective runs
+  // beside the GEMM instead of before or after it.
+  bool tp_comm_overlap = false;
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
 
