@@ -301,7 +301,9 @@ class Lowerer {
     for (std::size_t i = 0; i < n; ++i) {
       const Instruction& inst = c.instructions[i];
       auto val = [&](std::size_t k) -> const Value& {
-        return env[static_cast<std::size_t>(inst.operands.at(k))];
+        if (k >= inst.operands.size())
+          fail_at(m_, inst, fmt::format("'{}' ({}) needs at least {} operands", inst.name, inst.opcode, k + 1));
+        return env[static_cast<std::size_t>(inst.operands[k])];
       };
       const std::string& op = inst.opcode;
       if (op == "parameter") {
@@ -359,7 +361,8 @@ class Lowerer {
   Value gte_value(const Computation& c, const Instruction& inst, const Value& t) {
     const std::string* idx_s = inst.attr("index");
     const auto idx = idx_s ? parse_int_list(*idx_s) : std::vector<int64_t>{};
-    const Shape& ts = c.instructions[static_cast<std::size_t>(inst.operands.at(0))].shape;
+    if (inst.operands.empty()) fail_at(m_, inst, "get-tuple-element without an operand");
+    const Shape& ts = c.instructions[static_cast<std::size_t>(inst.operands[0])].shape;
     if (idx.empty() || !ts.is_tuple || idx[0] < 0 || static_cast<std::size_t>(idx[0]) >= ts.tuple.size())
       fail_at(m_, inst, fmt::format("get-tuple-element index {} is outside the tuple {}", idx_s ? *idx_s : "(none)",
                                     ts.to_string()));
