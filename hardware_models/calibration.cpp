@@ -147,14 +147,7 @@ double nccl_busbw_factor(const std::string& op, int gpus) {
 
 std::string calibrated_dir() { return input::data_dir() + "/hardware_models/calibrated"; }
 
-std::vector<std::string> list_calibrations() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(calibrated_dir(), ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> list_calibrations() { return input::list_yaml_names(calibrated_dir()); }
 
 namespace {
 

@@ -42,14 +42,7 @@ double peak_flops_per_s(const SystemSpec& sys, Dtype d) {
 
 std::string presets_dir() { return input::data_dir() + "/hardware_models/presets"; }
 
-std::vector<std::string> list_system_presets() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(presets_dir(), ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> list_system_presets() { return input::list_yaml_names(presets_dir()); }
 
 namespace {
 

@@ -68,14 +68,7 @@ double active_params(const ModelSpec& m) {
 
 std::string models_dir() { return input::data_dir() + "/workloads/models"; }
 
-std::vector<std::string> list_model_presets() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(models_dir(), ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> list_model_presets() { return input::list_yaml_names(models_dir()); }
 
 namespace {
 template <class T, class U>

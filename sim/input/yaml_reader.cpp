@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -342,6 +343,15 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
   }
   chain.back()[parts.back()] = value;
   return true;
+}
+
+std::vector<std::string> list_yaml_names(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::string data_dir() {

@@ -127,6 +127,9 @@ void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
 bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value);
 std::vector<std::string> split_path(const std::string& path);
 
+// Names (file stems) of the *.yaml files in `dir`, sorted; empty if the folder is missing.
+std::vector<std::string> list_yaml_names(const std::string& dir);
+
 // Directory holding the shipped data (hardware_models/, workloads/): $RACKSIM_DATA_DIR if set,
 // else the source tree the binary was built from.
 std::string data_dir();
