@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <nlohmann/json_fwd.hpp>
 
 #include <functional>
@@ -26,6 +27,9 @@ struct Common {
   std::vector<std::string> sets;
   bool json_out = false;
 };
+
+// The human-readable figures of a report (step time .. time breakdown), shared by run and replay.
+void print_report_figures(std::ostream& out, const nlohmann::json& report);
 
 Registered register_run(CLI::App& app);
 Registered register_compare(CLI::App& app);

@@ -21,6 +21,20 @@ namespace racksim::cli {
 
 using nlohmann::json;
 
+void print_report_figures(std::ostream& out, const json& r) {
+  out << fmt::format("step time           {:.4f} s\n", r["step_time_s"].get<double>());
+  out << fmt::format("tokens/s per GPU    {:.1f}\n", r["tokens_per_s_per_gpu"].get<double>());
+  out << fmt::format("model TFLOP/s/GPU   {:.1f}   (MFU {:.1f}%)\n", r["model_tflops_per_gpu"].get<double>(),
+                     100 * r["mfu"].get<double>());
+  out << fmt::format("peak memory         {:.2f} GB of {:.2f} GB  ({})\n", r["peak_memory_bytes"].get<double>() / 1e9,
+                     r["memory_capacity_bytes"].get<double>() / 1e9, r["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
+  for (auto it = r["memory_breakdown_bytes"].begin(); it != r["memory_breakdown_bytes"].end(); ++it)
+    out << fmt::format("  {:<22}{:>10.2f} GB\n", it.key(), it.value().get<double>() / 1e9);
+  out << "time breakdown\n";
+  for (auto it = r["breakdown_s"].begin(); it != r["breakdown_s"].end(); ++it)
+    out << fmt::format("  {:<22}{:>10.4f} s\n", it.key(), it.value().get<double>());
+}
+
 namespace {
 
 
@@ -31,22 +45,10 @@ void write_json_file(const std::string& path, const json& j) {
 }
 
 void print_run_summary(std::ostream& out, const json& r) {
-  const auto& b = r["breakdown_s"];
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
-  out << fmt::format("step time           {:.4f} s\n", r["step_time_s"].get<double>());
-  out << fmt::format("tokens/s per GPU    {:.1f}\n", r["tokens_per_s_per_gpu"].get<double>());
-  out << fmt::format("model TFLOP/s/GPU   {:.1f}   (MFU {:.1f}%)\n", r["model_tflops_per_gpu"].get<double>(),
-                     100 * r["mfu"].get<double>());
-  out << fmt::format("peak memory         {:.2f} GB of {:.2f} GB  ({})\n", r["peak_memory_bytes"].get<double>() / 1e9,
-                     r["memory_capacity_bytes"].get<double>() / 1e9, r["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
-  for (auto it = r["memory_breakdown_bytes"].begin(); it != r["memory_breakdown_bytes"].end(); ++it)
-    out << fmt::format("  {:<22}{:>10.2f} GB\n", it.key(), it.value().get<double>() / 1e9);
-  out << "time breakdown\n";
-  for (auto it = b.begin(); it != b.end(); ++it)
-    out << fmt::format("  {:<22}{:>10.4f} s\n", it.key(), it.value().get<double>());
+  print_report_figures(out, r);
   for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << '\n';
 }
-
 
 int cmd_run(const std::string& file, const Common& c, const std::string& trace, const std::string& html,
             std::ostream& out) {

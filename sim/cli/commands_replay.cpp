@@ -149,17 +149,7 @@ void print_summary(std::ostream& out, const json& r) {
   out << fmt::format("module              {} ({})\n", h["module"].get<std::string>(), h["file"].get<std::string>());
   out << fmt::format("system              {} x {}\n", r["scenario"]["system"]["gpus"].get<int>(),
                      r["scenario"]["system"]["preset"].get<std::string>());
-  out << fmt::format("step time           {:.4f} s\n", r["step_time_s"].get<double>());
-  out << fmt::format("tokens/s per GPU    {:.1f}\n", r["tokens_per_s_per_gpu"].get<double>());
-  out << fmt::format("model TFLOP/s/GPU   {:.1f}   (MFU {:.1f}%)\n", r["model_tflops_per_gpu"].get<double>(),
-                     100 * r["mfu"].get<double>());
-  out << fmt::format("peak memory         {:.2f} GB of {:.2f} GB  ({})\n", r["peak_memory_bytes"].get<double>() / 1e9,
-                     r["memory_capacity_bytes"].get<double>() / 1e9, r["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
-  for (auto it = r["memory_breakdown_bytes"].begin(); it != r["memory_breakdown_bytes"].end(); ++it)
-    out << fmt::format("  {:<22}{:>10.2f} GB\n", it.key(), it.value().get<double>() / 1e9);
-  out << "time breakdown\n";
-  for (auto it = r["breakdown_s"].begin(); it != r["breakdown_s"].end(); ++it)
-    out << fmt::format("  {:<22}{:>10.4f} s\n", it.key(), it.value().get<double>());
+  print_report_figures(out, r);
   out << fmt::format("program             {} kernels, {} collectives, {} host copies; {:.1f} TFLOP, {:.1f} GB HBM, "
                      "{:.1f} GB host\n",
                      h["kernels"].get<std::size_t>(), h["collectives"].get<std::size_t>(),
