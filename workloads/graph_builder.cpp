@@ -132,6 +132,7 @@ struct Step {
   double out_bytes = 0;  // bytes of the named activation
   std::function<void()> forward;
   std::function<void()> backward;
+  double extra_io_bytes = 0;  // residuals kept beyond the step's own output: written in forward, read in backward
 };
 
 // How a GEMM's inputs are quantized under fp8-class precisions (Transformer Engine style):
@@ -482,11 +483,14 @@ class Builder {
   // besides gate and up.
   void jax_residual_sizes(std::vector<Step>& steps) const {
     for (auto& st : steps) {
+      const double before = st.out_bytes;
       if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 8;        // fp32 input + fp32 normalized
       else if (st.name == "attn_out") st.out_bytes = Tsp_ * h_ * 6;  // bf16 output + fp32 residual sum
       else if (st.name == "norm2") st.out_bytes = Tsp_ * h_ * 4;   // fp32 normalized
       else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16 probabilities
       else if (st.name == "mlp_act") st.out_bytes = T_ * f_ * pr_.activation_bytes * 4;
+      // The extra residuals are written by the forward fusion and read back by the backward.
+      st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
     }
   }
 
@@ -792,6 +796,7 @@ class Builder {
     for (auto& step : layer_steps(l)) {
       step.forward();
       const OpId producer = last();
+      g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
       const TensorId t = temp(step.name, step.out_bytes);
       g_.ops[producer].allocs.push_back(t);
       out = t;
@@ -804,7 +809,9 @@ class Builder {
         c.name = prefix_ + step.name + ".offload";
         c.rank = static_cast<uint16_t>(rank_);
         c.kind = OpKind::copy_d2h;
-        c.stream = StreamKind::d2h;
+        // XLA issues host-offload copies on the compute stream (operation_queue_id 0; seen in a
+        // JAX profile on the H200), so they serialize with compute; Megatron uses side streams.
+        c.stream = jax_ ? StreamKind::compute : StreamKind::d2h;
         c.phase = Phase::forward;
         c.copy_bytes = step.out_bytes;
         c.deps = {producer};
@@ -910,7 +917,7 @@ class Builder {
       c.name = prefix_ + name + ".fetch";
       c.rank = static_cast<uint16_t>(rank_);
       c.kind = OpKind::copy_h2d;
-      c.stream = StreamKind::h2d;
+      c.stream = jax_ ? StreamKind::compute : StreamKind::h2d;
       c.phase = Phase::backward;
       c.copy_bytes = g_.tensors[st.host_copy[name]].bytes;
       // Not before the backward reaches the layer above: fetching everything at once would
@@ -952,6 +959,7 @@ class Builder {
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       it->backward();
+      g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (auto f = by_step.find(it->name); f != by_step.end()) {
         g_.ops[last_compute()].frees.push_back(f->second);
         by_step.erase(f);
