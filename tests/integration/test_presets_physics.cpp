@@ -1,0 +1,58 @@
+// Every system preset through `collective` and a small `run`: results finite and positive, and
+// ordered as physics says.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "hardware_models/system_preset.h"
+#include "sim/cli/cli.h"
+
+using nlohmann::json;
+
+namespace {
+json cli_json(std::vector<std::string> args) {
+  std::ostringstream o, e;
+  const int code = racksim::cli::run(args, o, e);
+  EXPECT_EQ(code, 0) << e.str();
+  return json::parse(o.str());
+}
+double run_tokens_per_s(const std::string& preset) {
+  const std::string f = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml";
+  return cli_json({"run", f, "--json", "--set", "system.preset=" + preset})["tokens_per_s_per_gpu"].get<double>();
+}
+}  // namespace
+
+TEST(PresetPhysics, EveryPresetRunsAndCommunicates) {
+  const auto presets = racksim::hw::list_system_presets();
+  ASSERT_EQ(presets.size(), 5u);
+  for (const auto& p : presets) {
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"}) {
+      for (const char* size : {"1MiB", "1GiB"}) {
+        const json c = cli_json({"collective", "--system", p, "--gpus", "8", "--op", op, "--bytes", size, "--json"});
+        const double t = c["time_s"].get<double>();
+        EXPECT_TRUE(std::isfinite(t) && t > 0) << p << " " << op << " " << size;
+        EXPECT_GT(c["busbw_GBps"].get<double>(), 0) << p << " " << op;
+      }
+    }
+    const double tps = run_tokens_per_s(p);
+    EXPECT_TRUE(std::isfinite(tps) && tps > 0) << p;
+  }
+}
+
+TEST(PresetPhysics, OrderedAsPhysicsSays) {
+  // Equal work: Blackwell beats Hopper; H200 (more HBM bandwidth) at least matches H100.
+  const double h100 = run_tokens_per_s("h100-sxm"), h200 = run_tokens_per_s("h200-sxm");
+  const double b200 = run_tokens_per_s("b200"), gb200 = run_tokens_per_s("gb200-nvl72");
+  EXPECT_GE(h200, h100);
+  EXPECT_GT(b200, 1.5 * h100);
+  EXPECT_GT(gb200, 1.5 * h100);
+  // NVLS moves less per GPU than a ring: higher bus bandwidth for a large all-reduce on 8 GPUs.
+  for (const char* p : {"h100-sxm", "h200-sxm", "b200"}) {
+    const double nvls =
+        cli_json({"collective", "--system", p, "--gpus", "8", "--op", "all_reduce", "--bytes", "1GiB", "--algo", "nvls", "--json"})["busbw_GBps"];
+    const double ring =
+        cli_json({"collective", "--system", p, "--gpus", "8", "--op", "all_reduce", "--bytes", "1GiB", "--algo", "ring", "--json"})["busbw_GBps"];
+    EXPECT_GT(nvls, ring) << p;
+  }
+}
