@@ -195,8 +195,9 @@ Registered register_replay(CLI::App& app) {
   sub->add_flag("--json", s->json, "print the JSON report");
   sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
   // `racksim validate` runs `replay:` cases through this importer.
-  workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus) {
-    return replay_hlo_report(hlo, system, gpus, {});
+  workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus,
+                                const std::vector<std::string>& sets) {
+    return replay_hlo_report(hlo, system, gpus, sets);
   });
   return {sub, [s](std::ostream& out, std::ostream&) {
             return cmd_replay(s->file, s->system, s->gpus, s->sets, s->json, s->trace, out);

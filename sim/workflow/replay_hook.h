@@ -10,12 +10,15 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace racksim::workflow {
 
 // hlo: path of the module as resolved against the suite file; system: preset name; gpus: the
-// case's `gpus:` or 0 when the case did not give one (the importer's default).
-using ReplayHook = std::function<nlohmann::json(const std::string& hlo, const std::string& system, int gpus)>;
+// case's `gpus:` or 0 when the case did not give one (the importer's default); sets: the case's
+// `set:` overrides as KEY.PATH=VALUE (e.g. system.calibration=h200).
+using ReplayHook = std::function<nlohmann::json(const std::string& hlo, const std::string& system, int gpus,
+                                                const std::vector<std::string>& sets)>;
 
 void set_replay_hook(ReplayHook hook);  // thread-safe; an empty function unsets it
 ReplayHook replay_hook();               // a copy; empty when none is set

@@ -232,7 +232,8 @@ SuiteCase parse_case(const Node& n, const std::string& suite_file, std::size_t i
         c.system = *s;
       if (gpus)
         if (auto g = gpus->as_integer(1, 1 << 20)) c.gpus = static_cast<int>(*g);
-      not_here(set, "a replay case takes no set: (the HLO module fixes the workload)");
+      // set: reaches the system side (e.g. system.calibration); the module fixes the workload.
+      for (const auto& o : sets) c.replay_sets.push_back(o.key_path + "=" + o.value);
     }
     not_here(speedup, "only a compare case takes expect_speedup");
     if (!measured)
@@ -340,7 +341,7 @@ std::vector<CheckRow> run_case(const SuiteCase& c) {
         fail("replay not available: this racksim has no HLO importer hooked in (racksim replay)");
         return rows;
       }
-      report = hook(c.replay, c.system, c.gpus);
+      report = hook(c.replay, c.system, c.gpus, c.replay_sets);
     }
     for (const auto& e : c.measured) {
       CheckRow row;

@@ -52,6 +52,7 @@ struct SuiteCase {
   std::string replay;           // replay cases: the HLO module, resolved
   std::string system;           // replay cases: system preset
   int gpus = 0;                 // replay cases: 0 = not given
+  std::vector<std::string> replay_sets;  // replay cases: set: overrides (KEY.PATH=VALUE)
   std::vector<Expectation> measured;
   ScenarioRef base, variant;    // compare cases
   double speedup_lo = 0, speedup_hi = 0;

@@ -94,7 +94,7 @@ TEST(HloReplay, ValidateHookIsTheReplayReport) {
   racksim::cli::run({"--version"}, o, e);  // registers the commands, and with them the hook
   const auto hook = racksim::workflow::replay_hook();
   ASSERT_TRUE(static_cast<bool>(hook));
-  const json j = hook(kCorpus + "attention.hlo", "h200-sxm", 0);
+  const json j = hook(kCorpus + "attention.hlo", "h200-sxm", 0, {});
   const json k = racksim::cli::replay_hlo_report(kCorpus + "attention.hlo", "h200-sxm", 0, {});
   EXPECT_EQ(j.dump(), k.dump());
 }

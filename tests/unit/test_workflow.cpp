@@ -324,15 +324,15 @@ TEST_F(WorkflowValidate, ReplayCaseUsesTheHook) {
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].message, "replay not available: this racksim has no HLO importer hooked in (racksim replay)");
   std::string seen;
-  wf::set_replay_hook([&](const std::string& h, const std::string& sys, int gpus) {
-    seen = fmt::format("{} {} {}", h, sys, gpus);
+  wf::set_replay_hook([&](const std::string& h, const std::string& sys, int gpus, const std::vector<std::string>& sets) {
+    seen = fmt::format("{} {} {} {}", h, sys, gpus, sets.size());
     return json{{"step_time_s", 0.52}};
   });
   r = wf::run_suite(suite);
   wf::set_replay_hook(saved);
   EXPECT_EQ(wf::exit_code(r), 0);
   // The path resolved against the suite file.
-  EXPECT_EQ(seen, std::filesystem::path(hlo).lexically_normal().string() + " h200-sxm 8");
+  EXPECT_EQ(seen, std::filesystem::path(hlo).lexically_normal().string() + " h200-sxm 8 0");
   const json j = wf::to_json(r);
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 1u);
