@@ -34,6 +34,7 @@ class ProgressBar {
  public:
   explicit ProgressBar(std::ostream& err) : err_(err), t0_(std::chrono::steady_clock::now()) {}
   void operator()(std::size_t done, std::size_t total) {
+    if (finished_) return;
     const auto now = std::chrono::steady_clock::now();
     if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
