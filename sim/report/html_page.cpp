@@ -38,8 +38,8 @@ footer { padding: 8px 24px 20px; color: var(--muted); font-size: 11px; }
 .legend span { white-space: nowrap; }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
 .chart { width: 100%; overflow-x: auto; }
-svg { display: block; }
-svg text { font: 11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; fill: #344054; }
+svg { display: block; fill: #344054; }  /* text colour; shapes set their own fill */
+svg text { font: 11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
 svg .axis { stroke: #98a2b3; stroke-width: 1; }
 svg .grid { stroke: #eaecf0; stroke-width: 1; }
 table { border-collapse: collapse; font-size: 12px; margin: 4px 0; }

@@ -3,7 +3,8 @@
 // hook (for example from its command's registration), and validate calls it. The hook returns
 // the same JSON report as `racksim run --json` (at least the fields the case measures) and
 // throws input::InputError for invalid input. Until it is set, such a case is reported as
-// "replay not available".
+// "replay not available". validate runs cases on several threads, so the hook may be called
+// from more than one thread at once: it must not share mutable state between calls.
 #pragma once
 
 #include <nlohmann/json.hpp>
