@@ -218,6 +218,7 @@ class Replayer {
                                                                      : "cuda_core";
   }
   std::map<OpId, std::string> pending_bound_;
+  std::map<std::tuple<int, double, int, int>, hw::CollectiveCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
@@ -238,10 +239,16 @@ class Replayer {
       q_.schedule(q_.now(), [this, id] { finish(id, "no_peers"); });
       return;
     }
-    hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
-    hw::CollectiveOptions opt;
-    opt.nvls_enabled = sc_.training.nvls;
-    const hw::CollectiveCost c = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
+    // A step repeats the same few collectives many times: estimate each kind once.
+    const auto key = std::make_tuple(static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride);
+    auto cached = coll_cache_.find(key);
+    if (cached == coll_cache_.end()) {
+      hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
+      hw::CollectiveOptions opt;
+      opt.nvls_enabled = sc_.training.nvls;
+      cached = coll_cache_.emplace(key, hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt)).first;
+    }
+    const hw::CollectiveCost& c = cached->second;
     res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
     const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
     // Latency first (launch, handshakes), then the data moves as a flow on the links.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
@@ -21,11 +22,76 @@ std::string version() {
 #endif
 }
 
+namespace {
+
+// Micro-steps of gradient accumulation repeat the same work: once the pipeline has filled, every
+// further micro-step (every pp of them with pipeline stages) adds the same time. A step with many
+// micro-steps is therefore simulated at two lengths, m1 and m1 + unit, and the remaining
+// micro-steps are added at the measured period. The last micro-step's gradient synchronisation
+// and the optimizer are in both runs, so the difference is the steady state alone.
+struct SteadyState {
+  int m1 = 0, unit = 1;
+};
+std::optional<SteadyState> steady_state_plan(const Scenario& sc) {
+  const auto& t = sc.training;
+  const int pp = t.parallelism.pp;
+  const int unit = pp;  // interleaved schedules need multiples of pp; 1F1B repeats every micro-step
+  // Past the warm-up of the schedule (pp - 1 forwards for 1F1B, about (vp + 1)·pp chunks
+  // interleaved) every rank is in its steady state.
+  const int m1 = std::max(8, (t.parallelism.vp + 1) * pp);
+  // Only where it saves most of the work; shorter steps are replayed whole.
+  if (t.micro_steps() < 32 || t.micro_steps() <= 2 * (m1 + unit)) return std::nullopt;
+  return SteadyState{m1, unit};
+}
+
+Scenario with_micro_steps(const Scenario& sc, int m) {
+  Scenario s = sc;
+  s.training.global_batch = m * s.training.micro_batch * s.training.parallelism.dp;
+  return s;
+}
+
+}  // namespace
+
 RunResult simulate(const Scenario& scenario) {
   RunResult out;
   out.scenario = scenario;
-  out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
-  out.replay = replay(out.graph, out.scenario);
+  const auto plan = steady_state_plan(scenario);
+  if (!plan) {
+    out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
+    out.replay = replay(out.graph, out.scenario);
+    out.report = make_report(out.scenario, out.graph, out.replay);
+    return out;
+  }
+  const int m = scenario.training.micro_steps();
+  const Scenario a = with_micro_steps(scenario, plan->m1);
+  const Scenario b = with_micro_steps(scenario, plan->m1 + plan->unit);
+  const OpGraph ga = build_training_graph(a.model, a.training, a.system.spec);
+  const ReplayResult ra = replay(ga, a);
+  out.graph = build_training_graph(b.model, b.training, b.system.spec);
+  out.replay = replay(out.graph, b);
+  // Extrapolate the step and each part of the breakdown linearly in the micro-steps.
+  const double k = static_cast<double>(m - plan->m1) / plan->unit;
+  auto extend = [k](double va, double vb) { return va + k * (vb - va); };
+  ReplayResult& r = out.replay;
+  r.step_time_s = extend(ra.step_time_s, r.step_time_s);
+  Breakdown& x = r.breakdown;
+  const Breakdown& y = ra.breakdown;
+  x.compute_s = extend(y.compute_s, x.compute_s);
+  x.recompute_s = extend(y.recompute_s, x.recompute_s);
+  x.exposed_communication_s = extend(y.exposed_communication_s, x.exposed_communication_s);
+  x.exposed_offload_s = extend(y.exposed_offload_s, x.exposed_offload_s);
+  x.launch_overhead_s = extend(y.launch_overhead_s, x.launch_overhead_s);
+  x.pipeline_bubble_s = extend(y.pipeline_bubble_s, x.pipeline_bubble_s);
+  x.idle_s = extend(y.idle_s, x.idle_s);
+  // The memory peak of the steady state does not grow with more micro-steps.
+  out.graph.model_flops_per_step = model_flops_per_step(scenario.model, scenario.training);
+  out.graph.tokens_per_step = static_cast<double>(scenario.training.global_batch) * scenario.training.seq_len;
+  out.graph.notes.push_back(fmt::format(
+      "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
+      "(the trace shows the {}-micro-step run)",
+      m, plan->m1, plan->m1 + plan->unit, m - plan->m1 - plan->unit,
+      (r.step_time_s - ra.step_time_s) / (k * plan->unit), plan->unit == 1 ? "micro-step" : "pipeline round",
+      plan->m1 + plan->unit));
   out.report = make_report(out.scenario, out.graph, out.replay);
   return out;
 }

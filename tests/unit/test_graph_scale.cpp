@@ -151,3 +151,23 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, cuda_graphs: tr
   EXPECT_GT(ar, 0);
   EXPECT_EQ(ag, 0);
 }
+
+// Many micro-steps are simulated at two lengths and extended at the steady-state period; the
+// result must agree with simulating every micro-step.
+TEST(GraphScale, SteadyStateExtrapolationMatchesTheFullReplay) {
+  const std::string quick = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml";
+  for (const auto& sets : std::vector<std::vector<std::string>>{
+           {"training.global_batch=512"},
+           {"training.global_batch=256", "training.parallelism.pp=4", "training.parallelism.tp=2"},
+           {"training.global_batch=512", "training.parallelism.pp=4", "training.parallelism.tp=2",
+            "training.parallelism.vp=2"}}) {
+    const auto sc = sim::load_scenario(quick, sim::parse_set_overrides(sets));
+    const auto fast = sim::simulate(sc);
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const auto full = sim::replay(g, sc);
+    ASSERT_GT(sc.training.micro_steps(), 40);
+    EXPECT_NEAR(fast.replay.step_time_s / full.step_time_s, 1.0, 0.005) << sets.back();
+    EXPECT_NEAR(fast.replay.memory.peak_hbm_bytes / full.memory.peak_hbm_bytes, 1.0, 0.005) << sets.back();
+    EXPECT_NEAR(fast.replay.breakdown.compute_s / full.breakdown.compute_s, 1.0, 0.01) << sets.back();
+  }
+}
