@@ -469,9 +469,18 @@ class Builder {
       add_moe_steps(steps, l);
     else
       add_mlp_steps(steps, T_, f_, true, "");
-    // Under a saving policy XLA keeps exactly the named dot outputs; everything-saved keeps its
-    // own intermediates.
-    if (jax_ && t_.recompute.mode == RecomputeMode::none) jax_residual_sizes(steps);
+    // XLA's intermediates (fp32 residual stream, fp32 softmax) exist wherever XLA computes the
+    // step: in forward, and again when it recomputes it. Under a saving policy the saved ones are
+    // exactly the named dot outputs (bf16), so those keep their own size.
+    if (jax_) {
+      const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
+      std::vector<Step*> xla;
+      for (auto& st : steps)
+        if (t_.recompute.mode == RecomputeMode::none ||
+            std::find(plan.saved.begin(), plan.saved.end(), st.name) == plan.saved.end())
+          xla.push_back(&st);
+      jax_residual_sizes(xla);
+    }
     return steps;
   }
 
@@ -481,8 +490,9 @@ class Builder {
   // fp32 per layer), the softmax output both in fp32 and in bf16, and four B·S·F bf16 tensors
   // around the SwiGLU (silu(gate), its sigmoid, the product, and the down projection's input)
   // besides gate and up.
-  void jax_residual_sizes(std::vector<Step>& steps) const {
-    for (auto& st : steps) {
+  void jax_residual_sizes(const std::vector<Step*>& steps) const {
+    for (Step* p : steps) {
+      Step& st = *p;
       const double before = st.out_bytes;
       if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 8;        // fp32 input + fp32 normalized
       else if (st.name == "attn_out") st.out_bytes = Tsp_ * h_ * 6;  // bf16 output + fp32 residual sum
@@ -862,7 +872,10 @@ class Builder {
     phase_ = Phase::backward;
     const double a = pr_.activation_bytes;
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
-    if (jax_ && !jax_grads_allocated_) {
+    // Without donation XLA places the gradients, which die when the optimizer writes its
+    // outputs, inside those outputs' (already allocated) buffers: no memory of their own (seen
+    // in the buffer assignment of the replayed HLO, docs/decisions.md).
+    if (jax_ && t_.donate_state && !jax_grads_allocated_) {
       // JAX materializes the gradients with the first backward.
       pending_alloc_.push_back(jax_grads_);
       jax_grads_allocated_ = true;
