@@ -94,9 +94,9 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
 
 int cmd_collective(const std::string& system, int gpus, const std::string& op_s, const std::string& bytes_s,
                    const std::string& algo_s, bool json_out, std::ostream& out) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
+  input::LoadSession session;
+  auto& diag = session.diag;
+  auto& ctx = session.ctx;
   hw::SystemSpec spec;
   hw::load_system_preset(system, nullptr, std::nullopt, ctx, spec);
   const auto op = hw::collective_op_from_string(op_s);
@@ -138,9 +138,9 @@ int cmd_collective(const std::string& system, int gpus, const std::string& op_s,
 int cmd_hw(const std::string& name, bool json_out, std::ostream& out) {
   if (name.empty()) {
     for (const auto& n : hw::list_system_presets()) {
-      input::Diagnostics diag;
-      auto ctx = std::make_shared<input::LoadContext>();
-      ctx->diag = &diag;
+      input::LoadSession session;
+      auto& diag = session.diag;
+      auto& ctx = session.ctx;
       hw::SystemSpec s;
       hw::load_system_preset(n, nullptr, std::nullopt, ctx, s);
       if (json_out)
@@ -150,9 +150,9 @@ int cmd_hw(const std::string& name, bool json_out, std::ostream& out) {
     }
     return kOk;
   }
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
+  input::LoadSession session;
+  auto& diag = session.diag;
+  auto& ctx = session.ctx;
   hw::SystemSpec s;
   hw::load_system_preset(name, nullptr, std::nullopt, ctx, s);
   diag.throw_if_any();
@@ -175,9 +175,9 @@ int cmd_models(const std::string& name, bool json_out, std::ostream& out) {
     for (const auto& n : workloads::list_model_presets()) out << n << '\n';
     return kOk;
   }
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
+  input::LoadSession session;
+  auto& diag = session.diag;
+  auto& ctx = session.ctx;
   workloads::ModelSpec m;
   YAML::Node named(name);
   input::Node where(named, "<command line>", "model", "model", ctx);

@@ -32,6 +32,16 @@ struct LoadContext {
   std::map<std::string, Origin> grafts;  // document-internal dotted path -> origin
 };
 
+// A load in progress: its diagnostics and the context that nodes share (grafts). Not copyable:
+// the context points at the diagnostics.
+struct LoadSession {
+  Diagnostics diag;
+  std::shared_ptr<LoadContext> ctx = std::make_shared<LoadContext>();
+  LoadSession() { ctx->diag = &diag; }
+  LoadSession(const LoadSession&) = delete;
+  LoadSession& operator=(const LoadSession&) = delete;
+};
+
 class Node {
  public:
   Node(YAML::Node yaml, std::string file, std::string display_path, std::string internal_path,

@@ -297,17 +297,13 @@ Scenario finish_load(std::optional<Node> root, input::Diagnostics& diag, const s
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return finish_load(input::load_yaml_file(path, ctx), diag, sets);
+  input::LoadSession session;
+  return finish_load(input::load_yaml_file(path, session.ctx), session.diag, sets);
 }
 
 Scenario load_scenario_text(const std::string& text, const std::string& file_label, const std::vector<SetOverride>& sets) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return finish_load(input::load_yaml_text(text, file_label, ctx), diag, sets);
+  input::LoadSession session;
+  return finish_load(input::load_yaml_text(text, file_label, session.ctx), session.diag, sets);
 }
 
 nlohmann::json scenario_to_json(const Scenario& s) {

@@ -176,17 +176,13 @@ std::size_t SweepSpec::size() const {
 }
 
 SweepSpec load_sweep(const std::string& path) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return load_from(input::load_yaml_file(path, ctx), diag);
+  input::LoadSession session;
+  return load_from(input::load_yaml_file(path, session.ctx), session.diag);
 }
 
 SweepSpec load_sweep_text(const std::string& text, const std::string& file_label) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return load_from(input::load_yaml_text(text, file_label, ctx), diag);
+  input::LoadSession session;
+  return load_from(input::load_yaml_text(text, file_label, session.ctx), session.diag);
 }
 
 std::vector<std::string> point_values(const SweepSpec& spec, std::size_t index) {

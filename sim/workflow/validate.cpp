@@ -402,17 +402,13 @@ std::string fmt_value(const json& v) {
 }  // namespace
 
 Suite load_suite(const std::string& path) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return load_from(input::load_yaml_file(path, ctx), diag);
+  input::LoadSession session;
+  return load_from(input::load_yaml_file(path, session.ctx), session.diag);
 }
 
 Suite load_suite_text(const std::string& text, const std::string& file_label) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  return load_from(input::load_yaml_text(text, file_label, ctx), diag);
+  input::LoadSession session;
+  return load_from(input::load_yaml_text(text, file_label, session.ctx), session.diag);
 }
 
 SuiteResult run_suite(const Suite& suite, int jobs) {
