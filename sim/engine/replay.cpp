@@ -80,6 +80,7 @@ class Replayer {
     const std::size_t n = g_.ops.size();
     res_.ops.resize(n);
     pending_.assign(n, 0);
+    done_.assign(n, 0);
     succ_.assign(n, {});
     // Stream order is program order per (rank, stream); dependencies may point anywhere
     // (pipeline stages wait for later-built stages).
@@ -104,7 +105,7 @@ class Replayer {
     schedule_launches();
     q_.run();
     for (std::size_t i = 0; i < n; ++i) {
-      if (!done_.count(static_cast<OpId>(i)))
+      if (!done_[i])
         throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.ops[i].name));
       res_.step_time_s = std::max(res_.step_time_s, res_.ops[i].end_s);
     }
@@ -127,7 +128,7 @@ class Replayer {
   ReplayResult res_;
   std::vector<int> pending_;
   std::vector<std::vector<OpId>> succ_;
-  std::set<OpId> done_;
+  std::vector<char> done_;  // per op
 
   double now_s() const { return q_.now().seconds(); }
 
@@ -165,7 +166,7 @@ class Replayer {
     auto& r = res_.ops[id];
     r.end_s = now_s();
     if (r.bound_by.empty()) r.bound_by = bound_by;
-    done_.insert(id);
+    done_[id] = 1;
     for (OpId s : succ_[id]) release(s);
   }
 
@@ -207,17 +208,15 @@ class Replayer {
       amount = std::max(t.compute_s, t.min_s);
       if (t.compute_s > 0) uses.push_back({R.sm, 1.0});
     }
-    net_.start_flow(
-        uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, pending_bound_[id]); }, amount / t.min_s);
-    // Record what bounds it alone (for the trace).
+    // Record what bounds it alone (for the trace); finish() keeps it.
     const double mem_s = t.hbm_bytes / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
-    pending_bound_[id] = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
-                         : t.compute_s < mem_s                       ? "hbm"
-                         : t.sfu_bound                               ? "sfu"
-                         : op.unit == ExecUnit::tensor               ? "tensor_core"
-                                                                     : "cuda_core";
+    res_.ops[id].bound_by = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
+                            : t.compute_s < mem_s                       ? "hbm"
+                            : t.sfu_bound                               ? "sfu"
+                            : op.unit == ExecUnit::tensor               ? "tensor_core"
+                                                                        : "cuda_core";
+    net_.start_flow(uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
   }
-  std::map<OpId, std::string> pending_bound_;
   std::map<std::tuple<int, double, int, int>, hw::CollectiveCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
@@ -248,12 +247,16 @@ class Replayer {
       opt.nvls_enabled = sc_.training.nvls;
       cached = coll_cache_.emplace(key, hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt)).first;
     }
-    const hw::CollectiveCost& c = cached->second;
+    // The cache's entries stay put (std::map), so the events refer to it instead of copying.
+    const hw::CollectiveCost* cost = &cached->second;
+    const hw::CollectiveCost& c = *cost;
     res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
+    res_.ops[id].bound_by = c.bound_by;
     const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
     // Latency first (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, c, sm_frac, rank] {
+    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, cost, sm_frac, rank] {
+      const hw::CollectiveCost& c = *cost;
       const Res& R = res_of_[rank];
       reserve_sms(rank, sm_frac);
       // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
@@ -265,12 +268,12 @@ class Replayer {
                                                              : std::numeric_limits<double>::infinity();
       if (uses.empty() && !std::isfinite(cap)) {
         reserve_sms(rank, -sm_frac);
-        finish(id, c.bound_by);
+        finish(id, "");
         return;
       }
-      net_.start_flow(uses, moved, [this, id, c, sm_frac, rank](FlowNetwork::FlowId) {
+      net_.start_flow(uses, moved, [this, id, sm_frac, rank](FlowNetwork::FlowId) {
         reserve_sms(rank, -sm_frac);
-        finish(id, c.bound_by);
+        finish(id, "");
       }, cap);
     });
   }
