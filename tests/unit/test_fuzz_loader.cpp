@@ -3,6 +3,8 @@
 // an InputError; never crash, hang or throw anything else. Every message must carry a location.
 #include <gtest/gtest.h>
 
+#include "fuzz_util.h"
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -19,17 +21,7 @@ using namespace racksim;
 
 namespace {
 
-std::vector<std::string> corpus() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/corpus")) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    files.push_back(ss.str());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<std::string> corpus() { return racksim::testing::read_corpus(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/corpus"); }
 
 // Byte flips, insertions of YAML-significant tokens, deletions and splices between files.
 std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19937_64& rng) {
@@ -37,29 +29,7 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
       ":", "- ", "[", "]", "{", "}", "\n", "  ", "'", "\"", "&a ", "*a", "!!map ", "? ", "|", ">", "#", "...", "---",
       "-1", "0", "1e309", "nan", "GB", "TB/s", "us", "TFLOP/s", " ", "\t", "\x01", "null", "~", "true", "tp", "gpus",
       "preset", "1 GiB", "auto", "\xff\xfe", "99999999999999999999"};
-  const int n = 1 + static_cast<int>(rng() % 4);
-  for (int i = 0; i < n; ++i) {
-    const std::size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
-    switch (rng() % 5) {
-      case 0:
-        if (!s.empty() && pos < s.size()) s[pos] = static_cast<char>(rng() % 256);
-        break;
-      case 1: s.insert(pos, tokens[rng() % tokens.size()]); break;
-      case 2: s.erase(pos, rng() % 16); break;
-      case 3: {
-        const std::string& other = all[rng() % all.size()];
-        const std::size_t a = other.empty() ? 0 : rng() % other.size();
-        s.insert(pos, other.substr(a, rng() % 64));
-        break;
-      }
-      case 4: {
-        const std::size_t len = rng() % 32;
-        if (pos + len <= s.size()) s.insert(pos, s.substr(pos, len));
-        break;
-      }
-    }
-  }
-  return s;
+  return racksim::testing::mutate(std::move(s), all, tokens, rng, {});
 }
 
 }  // namespace

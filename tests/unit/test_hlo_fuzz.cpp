@@ -2,6 +2,8 @@
 // corpus (tests/fuzz/hlo_corpus) must parse, lower and replay, or fail with an InputError that
 // names a location; never crash, hang or throw anything else.
 #include <gtest/gtest.h>
+
+#include "fuzz_util.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -21,17 +23,7 @@ using namespace racksim;
 
 namespace {
 
-std::vector<std::string> corpus() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus")) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    files.push_back(ss.str());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<std::string> corpus() { return racksim::testing::read_corpus(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus"); }
 
 // Byte flips, insertions of HLO-significant tokens, deletions, duplications and splices.
 std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19937_64& rng) {
@@ -42,29 +34,7 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
       "condition=%cond", "body=%body", "while(", "fusion(", "custom-call(", "get-tuple-element(", "index=",
       "dimensions={0}", "replica_groups={{0,1}}", "replica_groups=[2,2]<=[4]", "custom_call_target=\"__cublas$gemm\"",
       "parameter(", "constant(", "\\", "\xff", "\x01", "T(8,128)", "<=", "HloModule x\n"};
-  const int n = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < n; ++i) {
-    const std::size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
-    switch (rng() % 5) {
-      case 0:
-        if (!s.empty() && pos < s.size()) s[pos] = static_cast<char>(rng() % 256);
-        break;
-      case 1: s.insert(pos, tokens[rng() % tokens.size()]); break;
-      case 2: s.erase(pos, rng() % 24); break;
-      case 3: {
-        const std::string& other = all[rng() % all.size()];
-        const std::size_t a = other.empty() ? 0 : rng() % other.size();
-        s.insert(pos, other.substr(a, rng() % 160));
-        break;
-      }
-      case 4: {
-        const std::size_t len = rng() % 64;
-        if (pos + len <= s.size()) s.insert(pos, s.substr(pos, len));
-        break;
-      }
-    }
-  }
-  return s;
+  return racksim::testing::mutate(std::move(s), all, tokens, rng, {3, 24, 160, 64});
 }
 
 bool has_location(const input::InputError& e) {
