@@ -466,7 +466,7 @@ class Builder {
     steps.push_back({"norm2", Tsp_ * h_ * a, [=, this] { vector("norm2", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
                      [=, this] { vector("norm2.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_); }});
     if (m_.is_moe_layer(l))
-      add_moe_steps(steps, l);
+      add_moe_steps(steps);
     else
       add_mlp_steps(steps, T_, f_, true, "");
     // XLA's intermediates (fp32 residual stream, fp32 softmax) exist wherever XLA computes the
@@ -662,7 +662,7 @@ class Builder {
   // share of tokens, sends each token to its top_k experts over the expert-parallel group
   // (all-to-all), runs its experts/ep local experts as grouped GEMMs, and sends the results
   // back. expert_imbalance scales the tokens of the busiest rank, which everyone waits for.
-  void add_moe_steps(std::vector<Step>& steps, int l) {
+  void add_moe_steps(std::vector<Step>& steps) {
     const double a = pr_.activation_bytes;
     const auto& e = *m_.moe;
     const double E = e.experts, fe = e.expert_ffn_hidden;
@@ -672,7 +672,6 @@ class Builder {
     const double per_expert = received / local_experts;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
-    (void)l;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
                        gemm("router", Tsp_, E, h_);
@@ -900,7 +899,7 @@ class Builder {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
       layer_backward(l);
-      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l), l);
+      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l));
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     phase_ = Phase::backward;
@@ -993,8 +992,7 @@ class Builder {
     const auto mode = t_.optimizer_sharding;
     return mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp || mb_ == micro_steps_ - 1;
   }
-  void grad_sync(const std::string& name, double dense_params, double expert_params = 0, int layer = -1) {
-    (void)layer;
+  void grad_sync(const std::string& name, double dense_params, double expert_params = 0) {
     const auto mode = t_.optimizer_sharding;
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
     const OpId ready = last();
@@ -1054,8 +1052,7 @@ class Builder {
 
 }  // namespace
 
-OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
-                             const RankRole&) {
+OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys) {
   Builder b(m, t, sys);
   return b.build();
 }

@@ -26,12 +26,8 @@ struct Precision {
 };
 Precision precision_of(const TrainingConfig& t);
 
-struct RankRole {
-  int pp_stage = 0;            // which pipeline stage this role is
-};
-
-OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
-                             const RankRole& role = {});
+// Every pipeline stage is built (one simulated rank each); other ranks are symmetric.
+OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys);
 
 // The activation names a policy keeps in HBM / sends to host for one layer.
 struct SavePlan {

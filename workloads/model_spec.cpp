@@ -137,7 +137,8 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
 void validate_model(const ModelSpec& m, const Node& where) {
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     where.child("kv_heads").error(fmt::format("heads ({}) must be a multiple of kv_heads ({})", m.heads, m.kv_heads));
-  if (m.heads > 0 && !m.mla && m.hidden % m.heads != 0 && m.head_dim * m.heads != m.hidden && m.head_dim == m.hidden / m.heads)
+  // head_dim defaults to hidden / heads, which must then be exact.
+  if (m.heads > 0 && !m.mla && m.hidden % m.heads != 0 && m.head_dim == m.hidden / m.heads)
     where.child("heads").error(fmt::format("hidden ({}) is not divisible by heads ({}); give head_dim", m.hidden, m.heads));
   if (m.moe && m.moe->first_dense_layers > m.layers)
     where.child("moe").error(fmt::format("first_dense_layers ({}) exceeds layers ({})", m.moe->first_dense_layers, m.layers));
