@@ -28,6 +28,7 @@ namespace {
 
 constexpr const char* kFormat = "racksim-calibration/1";
 constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
+constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
 // A measured GEMM whose operand + result bytes at the calibrated HBM rate take more than this
 // share of its time is HBM-bound: its time says little about the tensor cores, so it is left
 // out of the efficiency fit (it stays in the table, with the roofline's residual).
@@ -344,6 +345,33 @@ Calibration parse_calibration(const Node& root) {
       c.nccl.push_back(f);
     });
   }
+  if (auto rk = top.get("row_kernels")) {
+    MapReader r(*rk);
+    RowKernelFit f;
+    if (auto f = r.string("form", true); f && *f != kRowKernelForm)
+      rk->child("form").error(fmt::format("unsupported row-kernel model '{}'; expected \"{}\"", *f, kRowKernelForm));
+    set_if(r.quantity("k", QuantityKind::bytes_per_second, true), f.k_Bps_B);  // GB/s at one byte per thread
+    read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+    if (auto ks = r.get("kernels", true)) read_list(*ks, [&](const Node& e) {
+      RowKernelPoint p;
+      MapReader pr(e);
+      set_if(pr.string("label", true), p.label);
+      set_if(pr.quantity("bytes", QuantityKind::bytes, true), p.bytes);
+      set_if(pr.quantity("thread_bytes", QuantityKind::bytes, true), p.thread_bytes);
+      set_if(pr.quantity("measured", QuantityKind::seconds, true), p.measured_s);
+      set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
+      set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
+      set_if(pr.boolean("fitted", true), p.fitted);
+      if (auto sidx = pr.integer("source", true, 0, 1000000)) {
+        if (*sidx >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *sidx, nsources));
+        p.source = static_cast<int>(*sidx);
+      }
+      pr.finish();
+      f.kernels.push_back(p);
+    });
+    r.finish();
+    c.row_kernels = f;
+  }
   if (auto n = top.get("notes")) read_list(*n, [&](const Node& e) {
       if (auto v = e.as_string()) c.notes.push_back(*v);
     });
@@ -450,6 +478,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       unmeasured.push_back(to_string(d));
 
   std::vector<std::string> applied, kept;
+  bool row_kernels_kept = false;
   if (cal.hbm && cal.hbm_efficiency > 0) {
     if (same_arch && !overridden("gpu.hbm_efficiency")) {
       spec.gpu.hbm_efficiency = cal.hbm_efficiency;
@@ -459,6 +488,15 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       applied.push_back("HBM");
     } else if (!same_arch) {
       kept.push_back("HBM");
+    }
+  }
+  if (cal.row_kernels && cal.row_kernels->k_Bps_B > 0) {
+    // Register file and memory system: the architecture's. Elsewhere row kernels stream at the HBM rate.
+    if (same_arch) {
+      c->applied_row_kernels = true;
+      applied.push_back("row-kernel occupancy");
+    } else {
+      row_kernels_kept = true;
     }
   }
   if (cal.copy_efficiency > 0 && cal.both_directions_fraction > 0) {
@@ -534,6 +572,12 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                       "matmul_efficiency for every shape",
                                       cal.name, list));
   }
+  if (row_kernels_kept)
+    c->warnings.push_back(fmt::format(
+        "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "
+        "those kernels stream at the HBM rate here, which is optimistic for register-heavy softmax fusions",
+        cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
+
   spec.calibration = std::move(c);
 }
 
@@ -727,6 +771,7 @@ struct Inputs {
     std::vector<std::pair<double, double>> pts;
   };
   std::vector<NcclGroup> nccl;
+  std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
   std::string device_name, driver;
   int sm_count = 0;
 };
@@ -742,7 +787,54 @@ double median_of(const json& stats, const std::string& file) {
   return m.get<double>();
 }
 
-void read_bench_json(const std::string& path, const std::string& shown, Inputs& in) {
+// calibration/jax/xla_runtime_bench.py: per-kernel GPU times of profiled XLA programs, with
+// the optimized HLO of each beside the file. Kernels that the importer finds to be Triton
+// block-level fusions become row-kernel points (median duration over the profiled steps).
+void read_xla_runtime_json(const json& j, const std::string& path, const std::string& shown, Inputs& in,
+                           const XlaKernelCostFn& cost) {
+  const int src = static_cast<int>(in.sources.size());
+  CalibrationSource cs;
+  cs.path = shown;
+  cs.schema = j["schema"].get<std::string>();
+  cs.date = j.value("date", "");
+  const std::string device = j.value("device", "");
+  if (!device.empty()) {
+    if (!in.device_name.empty() && in.device_name != device)
+      fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
+                              device, in.device_name));
+    in.device_name = device;
+  }
+  int points = 0;
+  if (cost && j.contains("kernels") && j["kernels"].is_array()) {
+    for (const json& run : j["kernels"]) {
+      const std::string hlo = run.value("hlo_file", "");
+      if (hlo.empty() || !run.contains("gpu_kernels") || !run["gpu_kernels"].is_array()) continue;
+      const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
+      if (!fs::exists(hlo_path)) fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", run.value("name", ""), hlo));
+      std::map<std::string, std::vector<double>> durations;
+      for (const json& k : run["gpu_kernels"])
+        if (k.contains("name") && k.contains("dur_us") && k["dur_us"].is_number())
+          durations[k["name"].get<std::string>()].push_back(k["dur_us"].get<double>() * 1e-6);
+      for (auto& [name, d] : durations) {
+        const auto c = cost(hlo_path, name);
+        if (!c || !(c->thread_bytes > 0) || !(c->bytes > 0)) continue;
+        std::sort(d.begin(), d.end());
+        RowKernelPoint p;
+        p.label = run.value("name", "") + " " + name;
+        p.bytes = c->bytes;
+        p.thread_bytes = c->thread_bytes;
+        p.measured_s = d[d.size() / 2];
+        p.source = src;
+        in.row_kernels.push_back(p);
+        ++points;
+      }
+    }
+  }
+  if (points > 0) cs.used.push_back("row_kernels");
+  in.sources.push_back(cs);
+}
+
+void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const XlaKernelCostFn& cost) {
   std::ifstream f(path);
   json j;
   try {
@@ -751,8 +843,11 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     fail(shown, fmt::format("not valid JSON: {}", e.what()));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, cost);
   if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
-    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1 or racksim-gemm-torch/1", schema));
+    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1 or "
+                            "racksim-xla-runtime/1",
+                            schema));
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs;
   cs.path = shown;
@@ -942,6 +1037,55 @@ GemmModel fit_gemm(Dtype d, std::vector<GemmPoint> pts, double peak, double hbm_
 
 }  // namespace
 
+// k of t = max(bytes / hbm, bytes * thread_bytes / k): the k that minimises the rms relative
+// residual of that model over every measured row kernel (a 1-D search on log k: a coarse grid,
+// then golden-section refinement; deterministic). `fitted` marks the kernels the bound governs.
+RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
+  std::sort(pts.begin(), pts.end(), [](const RowKernelPoint& a, const RowKernelPoint& b) {
+    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
+  });
+  auto rms_at = [&](double log_k) {
+    const double k = std::exp(log_k);
+    double ss = 0;
+    for (const auto& p : pts) {
+      const double m = std::max(p.bytes / hbm_Bps, p.bytes * p.thread_bytes / k);
+      ss += std::pow((m - p.measured_s) / p.measured_s, 2);
+    }
+    return ss;
+  };
+  // k between 1 GB/s x B and 1e9 GB/s x B.
+  const double lo = std::log(1e9), hi = std::log(1e18);
+  const int steps = 900;
+  int best = 0;
+  double best_v = 1e300;
+  for (int i = 0; i <= steps; ++i) {
+    const double v = rms_at(lo + (hi - lo) * i / steps);
+    if (v < best_v) best_v = v, best = i;
+  }
+  double a = lo + (hi - lo) * std::max(0, best - 1) / steps, b = lo + (hi - lo) * std::min(steps, best + 1) / steps;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  for (int it = 0; it < 100; ++it) {
+    const double c = b - g * (b - a), d = a + g * (b - a);
+    if (rms_at(c) < rms_at(d)) b = d;
+    else a = c;
+  }
+  RowKernelFit f;
+  f.k_Bps_B = std::exp(0.5 * (a + b));
+  double ss = 0;
+  for (auto& p : pts) {
+    const double occupancy_s = p.bytes * p.thread_bytes / f.k_Bps_B;
+    p.fitted = occupancy_s > p.bytes / hbm_Bps;
+    p.model_s = std::max(p.bytes / hbm_Bps, occupancy_s);
+    p.residual = (p.model_s - p.measured_s) / p.measured_s;
+    ss += p.residual * p.residual;
+    f.max_abs_residual = std::max(f.max_abs_residual, std::abs(p.residual));
+    if (p.fitted) ++f.points;
+  }
+  f.rms_residual = pts.empty() ? 0 : std::sqrt(ss / static_cast<double>(pts.size()));
+  f.kernels = std::move(pts);
+  return f;
+}
+
 Calibration fit_calibration(const FitOptions& opt) {
   if (opt.from_dirs.empty()) fail("--from", "name at least one directory of measurements");
   // The base preset: the datasheet figures the fractions refer to.
@@ -970,7 +1114,7 @@ Calibration fit_calibration(const FitOptions& opt) {
   for (const auto& [shown, real] : files) {
     const std::string ext = fs::path(real).extension().string();
     if (ext == ".json") {
-      read_bench_json(real, shown, in);
+      read_bench_json(real, shown, in, opt.xla_kernel_cost);
     } else if (ext == ".log" || ext == ".txt") {
       std::ifstream f(real, std::ios::binary);
       std::ostringstream ss;
@@ -1038,6 +1182,8 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.launch = l;
   }
   c.contention = in.contention;
+  if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
+                                                                                  : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
   const double hbm_rate = c.hbm ? c.hbm->bandwidth_Bps : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency;
   std::map<Dtype, std::vector<GemmPoint>> by_dtype;
@@ -1190,6 +1336,19 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  min_kernel_duration: {}", us(l.min_kernel_duration_s)));
     line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}}}",
                      fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms)));
+  }
+  if (c.row_kernels) {
+    const auto& f = *c.row_kernels;
+    line("row_kernels:             # XLA Triton block-level fusions; k = achieved bandwidth x operand bytes per thread");
+    line(fmt::format("  form: {}", quote(kRowKernelForm)));
+    line(fmt::format("  k: {}", gbps(f.k_Bps_B)));
+    line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
+    line("  kernels:");
+    for (const auto& p : f.kernels)
+      line(fmt::format("    - {{label: {}, bytes: {} MB, thread_bytes: {} B, measured: {}, model: {}, residual: {}, "
+                       "fitted: {}, source: {}}}",
+                       quote(p.label), num(p.bytes / 1e6), num(p.thread_bytes), us(p.measured_s), us(p.model_s),
+                       signed4(p.residual), p.fitted ? "true" : "false", p.source));
   }
   if (!c.contention.empty()) {
     line("contention:              # a large GEMM beside a background job: time beside / time alone");

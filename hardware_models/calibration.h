@@ -5,6 +5,7 @@
 // write_calibration_yaml), scenarios select it with `system.calibration`.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,6 +88,27 @@ struct NcclFit {
   double max_abs_residual = 0;
 };
 
+// XLA's Triton block-level fusions (softmax, norms, row reductions) keep each program's operand
+// tiles in registers; the more bytes a thread holds, the fewer warps fit on an SM and the
+// fewer loads are in flight (Little's law), so their bandwidth falls as 1 / thread bytes:
+// t = max(bytes / HBM rate, bytes * thread_bytes / k). One point per measured kernel.
+struct RowKernelPoint {
+  std::string label;          // measurement / kernel name
+  double bytes = 0;           // HBM bytes read + written (the importer's count)
+  double thread_bytes = 0;    // operand bytes per thread (the importer's count)
+  double measured_s = 0;
+  double model_s = 0;
+  double residual = 0;        // (model - measured) / measured
+  bool fitted = false;        // slower than streaming: in the fit of k
+  int source = 0;
+};
+struct RowKernelFit {
+  double k_Bps_B = 0;         // achieved bandwidth x thread bytes, (bytes/s) x bytes
+  int points = 0;             // fitted points
+  double rms_residual = 0, max_abs_residual = 0;  // over every point, with the max() model
+  std::vector<RowKernelPoint> kernels;
+};
+
 struct CalibrationSource {
   std::string path;           // relative to the data root when inside it
   std::string date;           // the measurement's own UTC timestamp
@@ -124,6 +146,7 @@ struct Calibration {
   std::optional<Launch> launch;
   std::vector<ContentionPoint> contention;
   std::vector<NcclFit> nccl;
+  std::optional<RowKernelFit> row_kernels;  // from racksim-xla-runtime/1 measurements
   std::vector<std::string> notes;           // observations of the fit, written to the file
 
   // Set when applied to a SystemSpec (apply_calibration): which preset, what transferred, and
@@ -132,6 +155,7 @@ struct Calibration {
   bool same_device = false;       // the target preset's gpu.model is the device measured
   // Which measured figures replaced the preset's (the rest stay the preset's cited values).
   bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
+  bool applied_row_kernels = false;  // same architecture (register file and memory system)
   std::vector<std::string> warnings;
 
   const GemmModel* gemm_for(Dtype d) const {
@@ -165,9 +189,20 @@ bool load_and_apply_calibration(const std::string& name, const input::Node& wher
 
 // ---- fitting (racksim calibrate fit)
 
+// What the HLO importer says one measured XLA kernel moves: HBM bytes and operand bytes per
+// thread (0 if it is not a Triton block-level fusion). Supplied by the CLI, which links the
+// importer (the hardware layer does not).
+struct XlaKernelCost {
+  double bytes = 0;
+  double thread_bytes = 0;
+};
+using XlaKernelCostFn =
+    std::function<std::optional<XlaKernelCost>(const std::string& hlo_path, const std::string& kernel_name)>;
+
 struct FitOptions {
   std::vector<std::string> from_dirs;  // read every racksim-bench JSON and nccl-tests log in these
   std::string base_preset;             // the preset the fractions refer to
+  XlaKernelCostFn xla_kernel_cost;     // for racksim-xla-runtime/1 files; they are skipped without it
 };
 // Throws input::InputError for unreadable or malformed inputs.
 Calibration fit_calibration(const FitOptions& opt);

@@ -49,6 +49,15 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
       t.sfu_bound = true;
     }
   }
+  if (w.thread_bytes > 0 && w.hbm_bytes > 0 && sys.calibration && sys.calibration->applied_row_kernels &&
+      sys.calibration->row_kernels && sys.calibration->row_kernels->k_Bps_B > 0) {
+    const double occupancy_s = w.hbm_bytes * w.thread_bytes / sys.calibration->row_kernels->k_Bps_B;
+    if (occupancy_s > t.compute_s) {
+      t.compute_s = occupancy_s;
+      t.occupancy_bound = true;
+      t.sfu_bound = false;
+    }
+  }
   return t;
 }
 

@@ -15,6 +15,7 @@ struct KernelWork {
   double m = 0, n = 0, k = 0;  // GEMM shape, zeros otherwise
   int batch = 1;
   double sfu_ops = 0;          // exponentials (softmax) on the special-function units
+  double thread_bytes = 0;     // operand bytes per thread of a register-tiled row kernel (0: none)
 };
 
 struct KernelTiming {
@@ -23,6 +24,7 @@ struct KernelTiming {
   double min_s = 0;         // a kernel never finishes faster than this
   double efficiency = 1.0;  // achieved fraction of the datasheet peak used for compute_s
   bool sfu_bound = false;   // exponentials, not matmuls, bound the compute time
+  bool occupancy_bound = false;  // a row kernel's loads in flight, not HBM, bound its time
 };
 
 // The large-shape (ceiling) efficiency of the dtype: the preset's cited MAMF figure, or the
@@ -40,6 +42,11 @@ double gemm_efficiency(const SystemSpec& sys, const KernelWork& w);
 inline constexpr double kMinKernelDuration_s = 1.02e-6;
 double min_kernel_duration(const SystemSpec& sys);
 
+// A register-tiled row kernel (XLA's Triton softmax/norm fusions) holds `thread_bytes` of
+// operands per thread: the bigger that is, the fewer warps fit on an SM and the fewer loads are
+// in flight, so its bandwidth is at most k / thread_bytes (Little's law; k calibrated per
+// architecture, docs/calibration.md "Row kernels"). That bound is charged as SM time, since the
+// SMs, not HBM, are what it waits on. Without an applied calibration: no bound.
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w);
 
 }  // namespace racksim::hw

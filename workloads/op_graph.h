@@ -51,6 +51,7 @@ struct Op {
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
+  double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective

@@ -10,6 +10,7 @@
 #include "hardware_models/calibration.h"
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::cli {
 
@@ -54,6 +55,15 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
   for (const auto& f : c.nccl)
     out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n", f.op, f.gpus,
                        f.latency_s * 1e6, f.algbw_Bps / 1e9, f.busbw_Bps / 1e9, 100 * f.rms_residual);
+  if (c.row_kernels) {
+    const auto& f = *c.row_kernels;
+    out << fmt::format("row kernels: k {:.0f} GB/s x B ({} fitted of {}; rms {:.2f}%, max {:.2f}% with the HBM roofline)\n",
+                       f.k_Bps_B / 1e9, f.points, f.kernels.size(), 100 * f.rms_residual, 100 * f.max_abs_residual);
+    for (const auto& p : f.kernels)
+      out << fmt::format("  {:>9.1f} MB {:>6.1f} B/thread  meas {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%{}  {}\n",
+                         p.bytes / 1e6, p.thread_bytes, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
+                         p.fitted ? "" : " [streams]", p.label);
+  }
   for (const auto& n : c.notes) out << "note: " << n << '\n';
 }
 
@@ -77,6 +87,7 @@ Registered register_calibrate(CLI::App& app) {
             hw::FitOptions opt;
             opt.from_dirs = s->from;
             opt.base_preset = s->base;
+            opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
             const hw::Calibration c = hw::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
             std::ofstream f(s->out, std::ios::binary);

@@ -194,6 +194,7 @@ class Replayer {
     w.k = op.gemm_mnk[2];
     w.batch = op.gemm_batch;
     w.sfu_ops = op.sfu_ops;
+    w.thread_bytes = op.thread_bytes;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute
     // seconds), so it competes with copies and other kernels for HBM byte for byte under
@@ -213,6 +214,7 @@ class Replayer {
     res_.ops[id].bound_by = (t.compute_s <= t.min_s && mem_s <= t.min_s) ? "min_kernel_time"
                             : t.compute_s < mem_s                       ? "hbm"
                             : t.sfu_bound                               ? "sfu"
+                            : t.occupancy_bound                         ? "occupancy"
                             : op.unit == ExecUnit::tensor               ? "tensor_core"
                                                                         : "cuda_core";
     net_.start_flow(uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "hardware_models/calibration.h"
+#include "workloads/hlo/hlo_cost.h"
 #include "hardware_models/compute_model.h"
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
@@ -26,6 +27,7 @@ const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kBench = kSrc + "/calibration/data/h200-2026-11-29";
 const std::string kGemm = kSrc + "/calibration/data/h200-2026-11-29-gemm";
 const std::string kPair = kSrc + "/calibration/data/h200x2-2026-11-29";  // 2 GPUs: NCCL, contention
+const std::string kXla = kSrc + "/calibration/data/h200-2026-11-29-xla";   // XLA kernels and dispatch
 const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
 
 std::string slurp(const std::string& path) {
@@ -66,23 +68,25 @@ hw::SystemSpec preset(const std::string& name) {
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   hw::FitOptions opt;
-  opt.from_dirs = {kBench, kGemm, kPair};
+  opt.from_dirs = {kBench, kGemm, kPair, kXla};
   opt.base_preset = "h200-sxm";
+  opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
   const std::string text = hw::write_calibration_yaml(hw::fit_calibration(opt));
   EXPECT_EQ(text, slurp(kCommitted)) << "re-fit differs from hardware_models/calibrated/h200.yaml; run: racksim "
                                         "calibrate fit --from calibration/data/h200-2026-11-29 --from "
-                                        "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 "
+                                        "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
+                                        "calibration/data/h200-2026-11-29-xla "
                                         "--base h200-sxm --out "
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
-  opt.from_dirs = {kPair, kGemm, kBench};
+  opt.from_dirs = {kXla, kPair, kGemm, kBench};
   EXPECT_EQ(hw::write_calibration_yaml(hw::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
-  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--base", "h200-sxm", "--out", out,
+  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--base", "h200-sxm", "--out", out,
                            "--quiet"},
                           o, e);
   ASSERT_EQ(rc, cli::kOk) << e.str();

@@ -1,10 +1,15 @@
 #include "workloads/hlo/hlo_cost.h"
 
+#include "workloads/hlo/hlo_parser.h"
+#include "workloads/hlo/hlo_parser.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -342,6 +347,31 @@ double CostModel::read_bytes_of_param(const Computation& fused, int param_index,
   return a < 0 ? full_bytes : std::min(full_bytes, a);
 }
 
+// Operand bytes per thread of a Triton block-level fusion: every program (one CTA of
+// 32·num_warps threads) loads the tile of each operand that its output tile needs, so the
+// operands' bytes spread evenly over programs = output elements / output tile elements.
+// 0 when the fusion is not one (no "__triton" kind, no tile, or a GEMM fusion).
+double triton_thread_bytes(const Instruction& inst, const Computation& fused, double operand_bytes) {
+  const auto cfg = backend_config(inst);
+  if (!cfg.is_object() || !cfg.contains("fusion_backend_config")) return 0;
+  const auto& f = cfg["fusion_backend_config"];
+  if (!f.is_object() || f.value("kind", std::string()) != "__triton" || !f.contains("block_level_fusion_config")) return 0;
+  const auto& b = f["block_level_fusion_config"];
+  if (!b.is_object() || !b.contains("output_tiles") || !b["output_tiles"].is_array() || b["output_tiles"].empty()) return 0;
+  const double warps = json_number(b.value("num_warps", nlohmann::json()));
+  if (!(warps >= 1)) return 0;
+  const auto& tile = b["output_tiles"][0];
+  if (!tile.is_object() || !tile.contains("sizes") || !tile["sizes"].is_array()) return 0;
+  double tile_elems = 1;
+  for (const int64_t n : json_int_list(tile["sizes"]))
+    if (n > 0) tile_elems *= static_cast<double>(n);
+  // The output tile is a tile of the root's (first) output.
+  const Instruction& root = fused.instructions[static_cast<std::size_t>(fused.root)];
+  const Shape& out = root.shape.is_tuple && !root.shape.tuple.empty() ? root.shape.tuple[0] : root.shape;
+  const double programs = std::max(1.0, out.elements() / tile_elems);
+  return operand_bytes / programs / (32.0 * warps);
+}
+
 OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst, const Computation& fused) {
   OpCost out;
   for (const auto& fi : fused.instructions) add_instruction_flops(fused, fi, out, 1);
@@ -372,6 +402,7 @@ OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst
     (r.shape.on_host() ? out.host_written : out.bytes_written) += b;
   };
   written(fused.root, 0);
+  out.thread_bytes = triton_thread_bytes(inst, fused, out.bytes_read);
   return out;
 }
 
@@ -692,6 +723,26 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   const double g = std::max(1, ci.group_size);
   ci.bytes = ci.op == "all_gather" ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
   return ci;
+}
+
+hw::XlaKernelCostFn profiled_kernel_cost() {
+  auto modules = std::make_shared<std::map<std::string, Module>>();
+  return [modules](const std::string& path, const std::string& kernel) -> std::optional<hw::XlaKernelCost> {
+    auto it = modules->find(path);
+    if (it == modules->end()) it = modules->emplace(path, load_hlo_file(path)).first;
+    const Module& m = it->second;
+    for (const auto& c : m.computations)
+      for (const auto& inst : c.instructions) {
+        if (inst.opcode != "fusion") continue;
+        std::string n = inst.name;
+        std::replace(n.begin(), n.end(), '.', '_');
+        if (n != kernel) continue;
+        CostModel cost(m);
+        const OpCost k = cost.cost(c, inst);
+        return hw::XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes};
+      }
+    return std::nullopt;
+  };
 }
 
 }  // namespace racksim::workloads::hlo

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/system_spec.h"
 #include "workloads/hlo/hlo_module.h"
 
@@ -42,6 +43,10 @@ struct OpCost {
   double batched_dot_flops = 0;  // dots with batch dimensions (materialized attention)
   double attention_flops = 0;    // cuDNN fused attention
   bool attention_forward = false;
+  // XLA's Triton block-level fusions (backend kind "__triton": softmax, norms, reductions) hold
+  // each program's tile of every operand in registers: the operand bytes one thread holds.
+  // 0 for every other kernel. The engine turns it into an occupancy bound (compute_model.h).
+  double thread_bytes = 0;
   bool unknown = false;          // opcode or custom-call target not modelled
   std::string unknown_what;
 };
@@ -89,6 +94,11 @@ class CostModel {
 // Element-wise opcodes (unary, binary, ternary) and the transcendental subset.
 bool is_elementwise(const std::string& opcode);
 bool is_transcendental(const std::string& opcode);
+
+// For `racksim calibrate fit`: the importer's bytes and thread bytes of a kernel that a profile
+// of an XLA program names, found in the program's HLO file (instruction "fusion.20" runs as
+// kernel "fusion_20"). nullopt when no fusion has that name. Parses each file once.
+hw::XlaKernelCostFn profiled_kernel_cost();
 
 // "{1,0}" -> {1, 0}; tolerant (non-numbers skipped).
 std::vector<int64_t> parse_int_list(const std::string& v);

@@ -598,6 +598,7 @@ class Lowerer {
       op.flops = tensor ? k.tensor_flops : k.flops;
       op.hbm_bytes = hbm;
       op.sfu_ops = k.sfu_ops;
+      op.thread_bytes = k.thread_bytes;
       if (tensor) {
         op.gemm_mnk = k.gemm_mnk;
         op.gemm_batch = std::max(1, k.gemm_batch);
