@@ -86,6 +86,38 @@ TEST(HloLower, FusionReadsOnlyWhatItSlices) {
   EXPECT_DOUBLE_EQ(a->sfu_ops, 1024.0 * 256);
 }
 
+// A Triton block-level fusion (softmax-like row kernel): its operands spread evenly over
+// programs = output elements / output tile elements, each of 32 * num_warps threads.
+TEST(HloLower, TritonRowFusionThreadBytesFromItsTile) {
+  const std::string text = R"(HloModule t, is_scheduled=true
+
+%fused_row (p0: f32[64,2048], p1: bf16[64,2048]) -> f32[64,2048] {
+  %p0 = f32[64,2048]{1,0} parameter(0)
+  %p1 = bf16[64,2048]{1,0} parameter(1)
+  %c = f32[64,2048]{1,0} convert(%p1)
+  ROOT %m = f32[64,2048]{1,0} multiply(%p0, %c)
+}
+
+ENTRY %main (a: f32[64,2048], b: bf16[64,2048]) -> f32[64,2048] {
+  %a = f32[64,2048]{1,0} parameter(0)
+  %b = bf16[64,2048]{1,0} parameter(1)
+  ROOT %row = f32[64,2048]{1,0} fusion(%a, %b), KIND
+}
+)";
+  auto with = [&](const std::string& kind) {
+    std::string t = text;
+    return t.replace(t.find("KIND"), 4, kind);
+  };
+  const auto r = lower_text(with(
+      R"(kind=kCustom, calls=%fused_row, backend_config={"fusion_backend_config":{"kind":"__triton","block_level_fusion_config":{"num_warps":"8","output_tiles":[{"sizes":["8","2048"]}]}}})"));
+  const Op* row = ops_named(r.graph, "row").front();
+  // 8 programs of 256 threads; operands 64*2048*(4+2) bytes.
+  EXPECT_DOUBLE_EQ(row->thread_bytes, 64 * 2048 * 6.0 / 8 / 256);
+  EXPECT_DOUBLE_EQ(row->hbm_bytes, 64 * 2048 * 10.0);
+  // The same fusion as a loop fusion (no tile): a streaming kernel.
+  EXPECT_DOUBLE_EQ(ops_named(lower_text(with("kind=kLoop, calls=%fused_row")).graph, "row").front()->thread_bytes, 0.0);
+}
+
 TEST(HloLower, InPlaceDynamicUpdateSliceWritesOnlyTheUpdate) {
   const auto r = lower_text(R"(HloModule t, is_scheduled=true
 %f (p0: f32[16,1024], p1: f32[1,1024], p2: s32[]) -> f32[16,1024] {

@@ -2,6 +2,7 @@
 // shared between a kernel and a copy, copies sharing the host link, launch-bound kernels.
 #include <gtest/gtest.h>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/compute_model.h"
 #include "sim/engine/replay.h"
 #include "sim/scenario/scenario.h"
@@ -70,6 +71,43 @@ TEST(HwMechanism, MemoryBoundKernelAndCopyShareHbm) {
   g.add(copy(OpKind::copy_h2d, 4e9));  // a host copy also writes HBM at ~55 GB/s
   const auto both = sim::replay(g, sc);
   EXPECT_GT(both.ops[0].end_s - both.ops[0].start_s, 8e9 / hbm);
+}
+
+// A register-tiled row kernel is bounded by k / thread_bytes (the calibrated occupancy bound)
+// on the architecture that was calibrated, and streams at the HBM rate elsewhere.
+TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
+  Op k;
+  k.name = "softmax_bwd";
+  k.hbm_bytes = 5e9;
+  k.thread_bytes = 384;
+  OpGraph g;
+  g.add(k);
+  auto h200 = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1, calibration: h200}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 1}\n",
+      "t.yaml");
+  ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->row_kernels);
+  const double kB = h200.system.spec.calibration->row_kernels->k_Bps_B;
+  const auto r = sim::replay(g, h200);
+  EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, 5e9 * 384 / kB, 1e-9);
+  EXPECT_EQ(r.ops[0].bound_by, "occupancy");
+  // Few bytes per thread: streaming, as any kernel.
+  g.ops[0].thread_bytes = 16;
+  const auto s = sim::replay(g, h200);
+  EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s, 5e9 / (h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency),
+              1e-9);
+  // Blackwell with the Hopper calibration: not applied (and said so).
+  auto gb = sim::load_scenario_text(
+      "system: {preset: gb200-nvl72, gpus: 4, calibration: h200}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 4}\n",
+      "t.yaml");
+  g.ops[0].thread_bytes = 384;
+  const auto b = sim::replay(g, gb);
+  EXPECT_NEAR(b.ops[0].end_s - b.ops[0].start_s, 5e9 / (gb.system.spec.gpu.hbm_bandwidth_Bps * gb.system.spec.gpu.hbm_efficiency),
+              1e-9);
+  bool warned = false;
+  for (const auto& w : gb.system.spec.calibration->warnings) warned |= w.find("row-kernel occupancy") != std::string::npos;
+  EXPECT_TRUE(warned);
 }
 
 TEST(HwMechanism, PcieCopiesEachDirectionAndBoth) {
