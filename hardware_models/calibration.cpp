@@ -29,6 +29,7 @@ namespace {
 constexpr const char* kFormat = "racksim-calibration/1";
 constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
 constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
+constexpr const char* kXlaRuntimeForm = "exposed = program + command * commands + rerecord_ref * rerecorded_refs";
 // A measured GEMM whose operand + result bytes at the calibrated HBM rate take more than this
 // share of its time is HBM-bound: its time says little about the tensor cores, so it is left
 // out of the efficiency fit (it stays in the table, with the roofline's residual).
@@ -372,6 +373,34 @@ Calibration parse_calibration(const Node& root) {
     r.finish();
     c.row_kernels = f;
   }
+  if (auto xr = top.get("xla_runtime")) {
+    MapReader r(*xr);
+    XlaRuntimeFit f;
+    if (auto fm = r.string("form", true); fm && *fm != kXlaRuntimeForm)
+      xr->child("form").error(fmt::format("unsupported XLA runtime model '{}'; expected \"{}\"", *fm, kXlaRuntimeForm));
+    set_if(r.quantity("program", QuantityKind::seconds, true), f.program_s);
+    set_if(r.quantity("command", QuantityKind::seconds, true), f.command_s);
+    set_if(r.quantity("rerecord_ref", QuantityKind::seconds, true), f.rerecord_ref_s);
+    read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+    if (auto rows = r.get("rows", true)) read_list(*rows, [&](const Node& e) {
+      DispatchPoint p;
+      MapReader pr(e);
+      set_if(pr.string("label", true), p.label);
+      set_if(pr.integer("commands", true, 0, 100000000), p.commands);
+      set_if(pr.number("rerecorded_refs", true, 0, 1e12), p.rerecorded_refs);
+      set_if(pr.quantity("exposed", QuantityKind::seconds, true), p.exposed_s);
+      set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
+      set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
+      if (auto sidx = pr.integer("source", true, 0, 1000000)) {
+        if (*sidx >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *sidx, nsources));
+        p.source = static_cast<int>(*sidx);
+      }
+      pr.finish();
+      f.rows.push_back(p);
+    });
+    r.finish();
+    c.xla_runtime = f;
+  }
   if (auto n = top.get("notes")) read_list(*n, [&](const Node& e) {
       if (auto v = e.as_string()) c.notes.push_back(*v);
     });
@@ -478,7 +507,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       unmeasured.push_back(to_string(d));
 
   std::vector<std::string> applied, kept;
-  bool row_kernels_kept = false;
+  bool row_kernels_kept = false, xla_runtime_kept = false;
   if (cal.hbm && cal.hbm_efficiency > 0) {
     if (same_arch && !overridden("gpu.hbm_efficiency")) {
       spec.gpu.hbm_efficiency = cal.hbm_efficiency;
@@ -538,6 +567,19 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       kept.push_back("launch");
     }
   }
+  if (cal.xla_runtime) {
+    // Host CPU work of XLA's runtime: the same rule as the launch costs (host CPU class, driver).
+    if (same_host) {
+      spec.launch.xla_program_s = cal.xla_runtime->program_s;
+      spec.launch.xla_command_s = cal.xla_runtime->command_s;
+      spec.launch.xla_rerecord_ref_s = cal.xla_runtime->rerecord_ref_s;
+      for (const char* f : {"launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref"})
+        spec.sources[f] = fmt::format("{} xla_runtime (unrolled XLA programs, exposed host time)", tag);
+      applied.push_back("XLA runtime");
+    } else {
+      xla_runtime_kept = true;
+    }
+  }
 
   std::string head = fmt::format("calibration {} ({}, measured {})", cal.name, cal.device_name,
                                  cal.sources.empty() ? std::string("?") : cal.sources.front().date.substr(0, 10));
@@ -572,6 +614,11 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                       "matmul_efficiency for every shape",
                                       cal.name, list));
   }
+  if (xla_runtime_kept)
+    c->warnings.push_back(fmt::format(
+        "{}: its XLA runtime host costs were measured on a {} host and are not applied to {} ({}): HLO replays here "
+        "leave out XLA's per-step host work (command-buffer execution and re-recording)",
+        cal.name, link_name(cal.host_link), spec.name, link_name(spec.host.link)));
   if (row_kernels_kept)
     c->warnings.push_back(fmt::format(
         "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "
@@ -772,6 +819,7 @@ struct Inputs {
   };
   std::vector<NcclGroup> nccl;
   std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
+  std::vector<DispatchPoint> dispatch;      // XLA runtime host work, measured
   std::string device_name, driver;
   int sm_count = 0;
 };
@@ -791,7 +839,8 @@ double median_of(const json& stats, const std::string& file) {
 // the optimized HLO of each beside the file. Kernels that the importer finds to be Triton
 // block-level fusions become row-kernel points (median duration over the profiled steps).
 void read_xla_runtime_json(const json& j, const std::string& path, const std::string& shown, Inputs& in,
-                           const XlaKernelCostFn& cost) {
+                           const FitOptions& opt) {
+  const XlaKernelCostFn& cost = opt.xla_kernel_cost;
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs;
   cs.path = shown;
@@ -831,10 +880,38 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
     }
   }
   if (points > 0) cs.used.push_back("row_kernels");
+  // Dispatch rows: programs of one command buffer (the unrolled chains), where the GPU waits
+  // for the host's whole work each step: exposed = step time - GPU span of the last profiled step.
+  int rows = 0;
+  if (opt.xla_program && j.contains("dispatch") && j["dispatch"].is_array()) {
+    for (const json& r : j["dispatch"]) {
+      const std::string hlo = r.value("hlo_file", "");
+      const std::string mode = r.value("mode", "same_args");  // the first version of the script
+      if (hlo.empty() || mode == "scan" || !r.contains("profiled_steps") || !r["profiled_steps"].is_array() ||
+          r["profiled_steps"].empty() || !r.contains("step_s_median"))
+        continue;
+      const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
+      if (!fs::exists(hlo_path)) fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", r.value("name", ""), hlo));
+      const auto prog = opt.xla_program(hlo_path);
+      const json& last = r["profiled_steps"].back();
+      if (!prog || prog->executions != 1 || !last.contains("gpu_span_us") || !last["gpu_span_us"].is_number()) continue;
+      DispatchPoint p;
+      p.label = r.value("name", "");
+      p.commands = prog->commands;
+      p.rerecorded_refs = mode == "chained" ? prog->rerecorded_refs : 0.0;  // same_args, donated: nothing moved
+      p.exposed_s = r["step_s_median"].get<double>() - last["gpu_span_us"].get<double>() * 1e-6;
+      p.source = src;
+      if (p.exposed_s > 0) {
+        in.dispatch.push_back(p);
+        ++rows;
+      }
+    }
+  }
+  if (rows > 0) cs.used.push_back("dispatch");
   in.sources.push_back(cs);
 }
 
-void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const XlaKernelCostFn& cost) {
+void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
   std::ifstream f(path);
   json j;
   try {
@@ -843,7 +920,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     fail(shown, fmt::format("not valid JSON: {}", e.what()));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
-  if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, cost);
+  if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
   if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
     fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1 or "
                             "racksim-xla-runtime/1",
@@ -1086,6 +1163,39 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
   return f;
 }
 
+// exposed = program + command x commands + rerecord_ref x re-recorded references: relative
+// least squares with non-negative coefficients over every dispatch row.
+XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> pts) {
+  std::sort(pts.begin(), pts.end(), [](const DispatchPoint& a, const DispatchPoint& b) {
+    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
+  });
+  const int n = static_cast<int>(pts.size());
+  Eigen::MatrixXd X(n, 3);
+  Eigen::VectorXd t(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& p = pts[static_cast<std::size_t>(i)];
+    X(i, 0) = 1.0;
+    X(i, 1) = p.commands;
+    X(i, 2) = p.rerecorded_refs;
+    t(i) = p.exposed_s;
+  }
+  const FitResult r = nonneg_lsq(X, t, {0, 1, 2});
+  XlaRuntimeFit f;
+  f.program_s = r.coef(0);
+  f.command_s = r.coef(1);
+  f.rerecord_ref_s = r.coef(2);
+  f.points = n;
+  f.rms_residual = r.rms;
+  f.max_abs_residual = r.max_abs;
+  for (int i = 0; i < n; ++i) {
+    auto& p = pts[static_cast<std::size_t>(i)];
+    p.model_s = X.row(i).dot(r.coef);
+    p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
+  }
+  f.rows = std::move(pts);
+  return f;
+}
+
 Calibration fit_calibration(const FitOptions& opt) {
   if (opt.from_dirs.empty()) fail("--from", "name at least one directory of measurements");
   // The base preset: the datasheet figures the fractions refer to.
@@ -1114,7 +1224,7 @@ Calibration fit_calibration(const FitOptions& opt) {
   for (const auto& [shown, real] : files) {
     const std::string ext = fs::path(real).extension().string();
     if (ext == ".json") {
-      read_bench_json(real, shown, in, opt.xla_kernel_cost);
+      read_bench_json(real, shown, in, opt);
     } else if (ext == ".log" || ext == ".txt") {
       std::ifstream f(real, std::ios::binary);
       std::ostringstream ss;
@@ -1182,6 +1292,7 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.launch = l;
   }
   c.contention = in.contention;
+  if (in.dispatch.size() >= 3) c.xla_runtime = fit_xla_runtime(in.dispatch);
   if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
                                                                                   : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
@@ -1349,6 +1460,20 @@ std::string write_calibration_yaml(const Calibration& c) {
                        "fitted: {}, source: {}}}",
                        quote(p.label), num(p.bytes / 1e6), num(p.thread_bytes), us(p.measured_s), us(p.model_s),
                        signed4(p.residual), p.fitted ? "true" : "false", p.source));
+  }
+  if (c.xla_runtime) {
+    const auto& f = *c.xla_runtime;
+    line("xla_runtime:             # XLA's host work per step (HLO replay): per program, per command, per re-recorded buffer reference");
+    line(fmt::format("  form: {}", quote(kXlaRuntimeForm)));
+    line(fmt::format("  program: {}", us(f.program_s)));
+    line(fmt::format("  command: {}", us(f.command_s)));
+    line(fmt::format("  rerecord_ref: {}", us(f.rerecord_ref_s)));
+    line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
+    line("  rows:");
+    for (const auto& p : f.rows)
+      line(fmt::format("    - {{label: {}, commands: {}, rerecorded_refs: {}, exposed: {}, model: {}, residual: {}, source: {}}}",
+                       quote(p.label), p.commands, num(p.rerecorded_refs), us(p.exposed_s), us(p.model_s),
+                       signed4(p.residual), p.source));
   }
   if (!c.contention.empty()) {
     line("contention:              # a large GEMM beside a background job: time beside / time alone");

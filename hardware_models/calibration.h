@@ -109,6 +109,26 @@ struct RowKernelFit {
   std::vector<RowKernelPoint> kernels;
 };
 
+// XLA's GPU runtime on the host, per program execution (one jitted step): exposed host time =
+// program + command x commands + rerecord_ref x buffer references of the command buffers
+// re-recorded (their buffers moved: no donation). From unrolled chains of tiny layers, where
+// the GPU waits for all of it (exposed = synchronized step time - GPU span).
+struct DispatchPoint {
+  std::string label;
+  int commands = 0;
+  double rerecorded_refs = 0;
+  double exposed_s = 0;       // measured
+  double model_s = 0;
+  double residual = 0;
+  int source = 0;
+};
+struct XlaRuntimeFit {
+  double program_s = 0, command_s = 0, rerecord_ref_s = 0;
+  int points = 0;
+  double rms_residual = 0, max_abs_residual = 0;
+  std::vector<DispatchPoint> rows;
+};
+
 struct CalibrationSource {
   std::string path;           // relative to the data root when inside it
   std::string date;           // the measurement's own UTC timestamp
@@ -147,6 +167,7 @@ struct Calibration {
   std::vector<ContentionPoint> contention;
   std::vector<NcclFit> nccl;
   std::optional<RowKernelFit> row_kernels;  // from racksim-xla-runtime/1 measurements
+  std::optional<XlaRuntimeFit> xla_runtime;  // likewise (dispatch rows)
   std::vector<std::string> notes;           // observations of the fit, written to the file
 
   // Set when applied to a SystemSpec (apply_calibration): which preset, what transferred, and
@@ -198,11 +219,20 @@ struct XlaKernelCost {
 };
 using XlaKernelCostFn =
     std::function<std::optional<XlaKernelCost>(const std::string& hlo_path, const std::string& kernel_name)>;
+// And what the importer says one whole program asks of the host: commands over all its
+// command-buffer executions and the buffer references it re-records per step.
+struct XlaProgramHostWork {
+  int commands = 0;
+  int executions = 0;
+  double rerecorded_refs = 0;
+};
+using XlaProgramFn = std::function<std::optional<XlaProgramHostWork>(const std::string& hlo_path)>;
 
 struct FitOptions {
   std::vector<std::string> from_dirs;  // read every racksim-bench JSON and nccl-tests log in these
   std::string base_preset;             // the preset the fractions refer to
   XlaKernelCostFn xla_kernel_cost;     // for racksim-xla-runtime/1 files; they are skipped without it
+  XlaProgramFn xla_program;            // likewise, for their dispatch rows
 };
 // Throws input::InputError for unreadable or malformed inputs.
 Calibration fit_calibration(const FitOptions& opt);

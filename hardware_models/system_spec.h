@@ -46,6 +46,12 @@ struct LaunchSpec {
   double eager_kernel_launch_s = 0;    // host CPU time per cudaLaunchKernel (serializes)
   double graph_kernel_launch_s = 0;    // per kernel node when replaying a CUDA graph
   double graph_launch_s = 0;           // fixed cost of one cudaGraphLaunch
+  // XLA's GPU runtime (HLO replay only; 0 = not modelled): a fixed host cost per program
+  // execution, per command of each command-buffer execution, and per buffer reference when a
+  // command buffer is re-recorded because its buffers moved. Set by a calibration.
+  double xla_program_s = 0;
+  double xla_command_s = 0;
+  double xla_rerecord_ref_s = 0;
 };
 
 struct HostSpec {

@@ -52,6 +52,11 @@ struct Op {
   double hbm_bytes = 0;               // bytes read + written in HBM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
   double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel
+  // host work of a runtime before this op can be launched (HLO replay: XLA command buffers)
+  bool host_program_start = false;    // the first op of one program execution
+  int host_commands = 0;              // commands of the command buffer this op opens (0: none)
+  int host_buffer_refs = 0;           // buffers those commands name
+  bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective

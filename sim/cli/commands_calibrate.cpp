@@ -64,6 +64,16 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
                          p.bytes / 1e6, p.thread_bytes, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
                          p.fitted ? "" : " [streams]", p.label);
   }
+  if (c.xla_runtime) {
+    const auto& f = *c.xla_runtime;
+    out << fmt::format("xla runtime: {:.1f} us per program + {:.3f} us per command + {:.3f} us per re-recorded buffer "
+                       "reference ({} rows, rms {:.2f}%, max {:.2f}%)\n",
+                       f.program_s * 1e6, f.command_s * 1e6, f.rerecord_ref_s * 1e6, f.points, 100 * f.rms_residual,
+                       100 * f.max_abs_residual);
+    for (const auto& p : f.rows)
+      out << fmt::format("  {:>5} commands {:>6.0f} re-recorded refs  exposed {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%  {}\n",
+                         p.commands, p.rerecorded_refs, p.exposed_s * 1e6, p.model_s * 1e6, 100 * p.residual, p.label);
+  }
   for (const auto& n : c.notes) out << "note: " << n << '\n';
 }
 
@@ -88,6 +98,7 @@ Registered register_calibrate(CLI::App& app) {
             opt.from_dirs = s->from;
             opt.base_preset = s->base;
             opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
+            opt.xla_program = workloads::hlo::program_host_work();
             const hw::Calibration c = hw::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
             std::ofstream f(s->out, std::ios::binary);

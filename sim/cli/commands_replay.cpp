@@ -88,6 +88,8 @@ json summary_json(const workloads::hlo::ImportSummary& s, const std::string& pat
           {"xla_convention_flops", s.xla_convention_flops},
           {"xla_convention_bytes", s.xla_convention_bytes},
           {"temps_in_outputs", s.temps_in_outputs},
+          {"command_buffer_executions", s.command_buffer_executions},
+          {"rerecorded_buffer_refs", s.rerecorded_buffer_refs},
           {"host_bytes", s.host_bytes},
           {"argument_bytes", s.argument_bytes},
           {"output_bytes", s.output_bytes},
@@ -155,6 +157,8 @@ void print_summary(std::ostream& out, const json& r) {
                      h["kernels"].get<std::size_t>(), h["collectives"].get<std::size_t>(),
                      h["host_copies"].get<std::size_t>(), h["flops"].get<double>() / 1e12,
                      h["hbm_bytes"].get<double>() / 1e9, h["host_bytes"].get<double>() / 1e9);
+  out << fmt::format("                    {} command-buffer executions; {:.0f} buffer references re-recorded per step\n",
+                     h["command_buffer_executions"].get<std::size_t>(), h["rerecorded_buffer_refs"].get<double>());
   for (const auto& l : h["loops"])
     out << fmt::format("  loop {:<28} x{} ({})\n", l["name"].get<std::string>(), l["trip_count"].get<int64_t>(),
                        l["source"].get<std::string>());

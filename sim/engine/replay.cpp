@@ -150,6 +150,10 @@ class Replayer {
           micro_step[op.rank] = ms;
         }
       }
+      // A runtime's own host work before the op can be issued (XLA command buffers, HLO replay).
+      if (op.host_program_start) h += l.xla_program_s;
+      if (op.host_commands > 0)
+        h += l.xla_command_s * op.host_commands + (op.host_rerecord ? l.xla_rerecord_ref_s * op.host_buffer_refs : 0.0);
       res_.ops[i].launch_start_s = h;
       h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
       res_.ops[i].launch_end_s = h;

@@ -54,6 +54,26 @@ TEST(HloLower, WhileUnrolledByKnownTripCount) {
             r.graph.ops[4].name.substr(0, r.graph.ops[4].name.find('.')));
 }
 
+// Every loop iteration is one command-buffer execution: the host processes its commands before
+// its first kernel; the first execution of each command buffer in a step re-records it (the
+// arguments moved: no donation), later iterations reuse the same buffers.
+TEST(HloLower, CommandBufferExecutionsAndReRecording) {
+  const auto r = lower_file("loop_gemm.hlo");
+  EXPECT_EQ(r.summary.command_buffer_executions, 4u);
+  std::vector<const Op*> heads;
+  for (const auto& op : r.graph.ops)
+    if (op.host_commands > 0) heads.push_back(&op);
+  ASSERT_EQ(heads.size(), 4u);
+  EXPECT_TRUE(r.graph.ops.front().host_program_start);
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    EXPECT_EQ(heads[i]->host_commands, 4);  // wb, gemm, act, next
+    EXPECT_EQ(heads[i]->host_rerecord, i == 0);
+  }
+  // wb: w, i -> out (3); gemm: x, wb -> out, workspace (4); act: y -> out (2); next: i -> out (2).
+  EXPECT_EQ(heads[0]->host_buffer_refs, 11);
+  EXPECT_DOUBLE_EQ(r.summary.rerecorded_buffer_refs, 11.0);
+}
+
 TEST(HloLower, WhileTripCountFromTheCondition) {
   const auto r = lower_file("loop_condition.hlo");
   ASSERT_EQ(r.summary.loops.size(), 1u);

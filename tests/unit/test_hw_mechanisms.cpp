@@ -110,6 +110,31 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
   EXPECT_TRUE(warned);
 }
 
+// XLA's host work before a command buffer's first kernel: the program's fixed cost, every
+// command, and every buffer reference when it is re-recorded.
+TEST(HwMechanism, XlaCommandBufferHostWorkDelaysItsFirstKernel) {
+  auto sc = on("h200-sxm");
+  sc.system.spec.launch.xla_program_s = 100e-6;
+  sc.system.spec.launch.xla_command_s = 2e-6;
+  sc.system.spec.launch.xla_rerecord_ref_s = 0.5e-6;
+  OpGraph g;
+  for (int i = 0; i < 3; ++i) {
+    Op k;
+    k.name = "cb0.k";
+    k.hbm_bytes = 1e6;
+    g.add(k);
+  }
+  g.ops[0].host_program_start = true;
+  g.ops[0].host_commands = 3;
+  g.ops[0].host_buffer_refs = 8;
+  g.ops[0].host_rerecord = true;
+  const auto r = sim::replay(g, sc);
+  const double host = 100e-6 + 3 * 2e-6 + 8 * 0.5e-6;
+  EXPECT_NEAR(r.ops[0].start_s, host + launch_end(sc, 0), 1e-12);
+  g.ops[0].host_rerecord = false;  // same buffers as last time: no re-recording
+  EXPECT_NEAR(sim::replay(g, sc).ops[0].start_s, 100e-6 + 3 * 2e-6 + launch_end(sc, 0), 1e-12);
+}
+
 TEST(HwMechanism, PcieCopiesEachDirectionAndBoth) {
   auto sc = on("h200-sxm");
   const double dir = 63e9 * 0.88;  // per direction x measured copy efficiency

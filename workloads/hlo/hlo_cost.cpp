@@ -1,6 +1,8 @@
 #include "workloads/hlo/hlo_cost.h"
 
+#include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
+#include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 
 #include <nlohmann/json.hpp>
@@ -742,6 +744,17 @@ hw::XlaKernelCostFn profiled_kernel_cost() {
         return hw::XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes};
       }
     return std::nullopt;
+  };
+}
+
+hw::XlaProgramFn program_host_work() {
+  return [](const std::string& path) -> std::optional<hw::XlaProgramHostWork> {
+    const ImportResult r = lower_module(load_hlo_file(path), LowerOptions{});
+    hw::XlaProgramHostWork w;
+    for (const auto& op : r.graph.ops) w.commands += op.host_commands;
+    w.executions = static_cast<int>(r.summary.command_buffer_executions);
+    w.rerecorded_refs = r.summary.rerecorded_buffer_refs;
+    return w;
   };
 }
 

@@ -97,6 +97,7 @@ class Lowerer {
     }
     Value out = lower(entry, args);
     mark_outputs(entry, out, args);
+    assign_host_work();
     finish_memory();
     infer_tokens(entry);
     infer_model_flops();
@@ -142,6 +143,10 @@ class Lowerer {
   std::vector<OpId> compute_waits_;  // async ops the compute stream waits for before its next op
   int64_t last_main_ = -1;           // last op of XLA's default stream (compute, or serialized there)
   int segment_ = 0;                  // command-buffer segment (a CUDA graph per segment)
+  bool in_repeat_ = false;           // inside a loop iteration after the first (same buffers again)
+  std::map<int, bool> segment_repeat_;  // segment -> an execution of a command buffer already run this step
+  std::vector<int> op_segment_;      // per op
+  std::vector<int> op_refs_;         // per op: buffers it names (operand and result leaves)
   Phase phase_ = Phase::forward;
   bool seen_backward_ = false;
   std::vector<const Computation*> stack_;
@@ -470,13 +475,18 @@ class Lowerer {
     const bool eval_condition = li.source != "known_trip_count";  // XLA skips it when the count is known
     const double outer_weight = loop_weight_;
     loop_weight_ = outer_weight / static_cast<double>(std::max<int64_t>(1, *trips));
+    const bool outer_repeat = in_repeat_;
     for (int64_t t = 0; t < *trips; ++t) {
       ++segment_;
+      in_repeat_ = outer_repeat || t > 0;
+      segment_repeat_[segment_] = in_repeat_;
       if (eval_condition && cond) lower(*cond, {cur});
       Value next = lower(*body, {cur});
       if (next.size() == cur.size()) cur = std::move(next);
     }
     ++segment_;
+    in_repeat_ = outer_repeat;
+    segment_repeat_[segment_] = in_repeat_;
     loop_weight_ = outer_weight;
     return cur;
   }
@@ -697,6 +707,12 @@ class Lowerer {
     if (g_.ops.size() >= o_.max_ops)
       fail_at(m_, inst, fmt::format("the unrolled step exceeds {} operations", o_.max_ops));
     const OpId id = g_.add(std::move(op));
+    op_segment_.push_back(segment_);
+    {
+      std::size_t refs = result.size();
+      for (const Value* v : operands) refs += v->size();
+      op_refs_.push_back(static_cast<int>(refs));
+    }
     if (g_.ops[id].stream == StreamKind::compute || sync_other_stream) last_main_ = id;
     if (sync_other_stream) compute_waits_.push_back(id);  // a synchronous collective/copy blocks compute
 
@@ -712,6 +728,35 @@ class Lowerer {
       if (is_output[j]) bufs_[result[j]].writer = id;
     }
     return id;
+  }
+
+  // ---- host work of the XLA runtime (docs/architecture.md, "The HLO importer")
+
+  // Each segment is one command-buffer execution: before its first kernel can run, the host
+  // processes every command in it, and re-records those the first time the command buffer runs
+  // in a step when the arguments moved (no donation: XLA allocates new output buffers every
+  // step and the next step's arguments are those). Later iterations of a loop run the same
+  // command buffer on the same buffers. The per-command costs are the system's (calibrated).
+  void assign_host_work() {
+    bool donated = false;
+    for (const auto& a : m_.header) donated |= a.name == "input_output_alias";
+    std::size_t first = 0;
+    for (std::size_t i = 0; i <= g_.ops.size(); ++i) {
+      if (i < g_.ops.size() && op_segment_[i] == op_segment_[first]) continue;
+      if (first < g_.ops.size()) {
+        Op& head = g_.ops[first];
+        head.host_commands = static_cast<int>(i - first);
+        int refs = 0;
+        for (std::size_t j = first; j < i; ++j) refs += op_refs_[j];
+        head.host_buffer_refs = refs;
+        const auto rep = segment_repeat_.find(op_segment_[first]);
+        head.host_rerecord = !donated && !(rep != segment_repeat_.end() && rep->second);
+        ++s_.command_buffer_executions;
+        if (head.host_rerecord) s_.rerecorded_buffer_refs += refs;
+      }
+      first = i;
+    }
+    if (!g_.ops.empty()) g_.ops.front().host_program_start = true;
   }
 
   // ---- memory

@@ -52,6 +52,8 @@ struct ImportSummary {
   double xla_convention_bytes = 0;
   double argument_bytes = 0, output_bytes = 0;
   std::size_t temps_in_outputs = 0;  // temporaries placed in an output's allocation (see finish_memory)
+  std::size_t command_buffer_executions = 0;  // segments (one CUDA graph launch each)
+  double rerecorded_buffer_refs = 0;          // buffer references re-recorded per step (no donation)
 
   // Inferred for the report.
   double params = 0;                 // model parameters (0 if not inferred)
