@@ -36,6 +36,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "hardware_models/calibration.h"
+
 namespace racksim::hw {
 
 // ---------------------------------------------------------------------------------------------------------
@@ -887,6 +889,26 @@ CollectiveCost hierarchical(const SystemSpec& sys, CollectiveOp op, double bytes
 
 }  // namespace
 
+// On the very device a calibration measured, a collective of a measured op and GPU count inside
+// one NVLink domain takes the measured time (nccl-tests' latency + size / algbw fit) instead of
+// the model's; the algorithm, protocol, SMs and link bytes stay the model's. racksim-bench runs
+// NCCL with NVLS off, so an NVLS choice keeps the model's time.
+void apply_measured_nccl(const SystemSpec& sys, const GroupPlacement& g, const CollectiveOptions& opt,
+                         CollectiveCost& r) {
+  if (!sys.calibration || !sys.calibration->same_device || opt.algorithm != CollectiveAlgorithm::auto_select ||
+      opt.protocol != CollectiveProtocol::auto_select || g.ranks != g.ranks_per_domain ||
+      r.algorithm == CollectiveAlgorithm::nvls || r.algorithm == CollectiveAlgorithm::nvls_tree)
+    return;
+  for (const auto& f : sys.calibration->nccl) {
+    if (f.op != to_string(r.op) || f.gpus != g.ranks || !(f.algbw_Bps > 0)) continue;
+    r.latency_s = f.latency_s;
+    r.bandwidth_time_s = r.bytes / f.algbw_Bps;
+    r.bound_by = "measured";
+    finish(r, g.ranks);
+    return;
+  }
+}
+
 CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, double bytes, const GroupPlacement& g,
                                    const CollectiveOptions& opt) {
   if (!(bytes >= 0) || !std::isfinite(bytes))
@@ -924,6 +946,7 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   r.sm_count = best.k.sm;
   r.bound_by = best.lat_s > best.bw_s ? "latency" : best.bound;
   finish(r, g.ranks);
+  apply_measured_nccl(sys, g, opt, r);
   return r;
 }
 

@@ -11,7 +11,9 @@
 
 #include "hardware_models/calibration.h"
 #include "workloads/hlo/hlo_cost.h"
+#include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
+#include "hardware_models/topology.h"
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
 #include "sim/input/diagnostics.h"
@@ -145,6 +147,36 @@ TEST(CalibXlaRuntime, ModelWithinToleranceOfEveryDispatchRow) {
   EXPECT_LT(f.command_s, 10e-6);
   EXPECT_GT(f.rerecord_ref_s, 0.0);
   EXPECT_LT(f.rerecord_ref_s, f.command_s);
+}
+
+// On the device measured, a collective of a measured op and GPU count takes the measured time
+// (latency + size / algbw of the nccl-tests fit); other GPU counts keep the model.
+TEST(CalibNccl, MeasuredCollectivesReplaceTheModelOnTheSameDevice) {
+  auto c = committed();
+  ASSERT_TRUE(c);
+  hw::SystemSpec sys = preset("h200-sxm");
+  const hw::SystemSpec plain = sys;
+  hw::apply_calibration(sys, *c);
+  const hw::NcclFit* fit = nullptr;
+  for (const auto& f : c->nccl)
+    if (f.op == "all_reduce" && f.gpus == 2) fit = &f;
+  ASSERT_NE(fit, nullptr);
+  const auto g2 = hw::place_group(sys, 2, 1);
+  const double bytes = 1073741824.0;
+  const auto r = hw::estimate_collective(sys, hw::CollectiveOp::all_reduce, bytes, g2);
+  EXPECT_DOUBLE_EQ(r.time_s, fit->latency_s + bytes / fit->algbw_Bps);
+  EXPECT_EQ(r.bound_by, "measured");
+  EXPECT_NE(hw::estimate_collective(plain, hw::CollectiveOp::all_reduce, bytes, g2).time_s, r.time_s);
+  // 8 GPUs were not measured: the model, as without the calibration.
+  const auto g8 = hw::place_group(sys, 8, 1);
+  EXPECT_DOUBLE_EQ(hw::estimate_collective(sys, hw::CollectiveOp::all_reduce, bytes, g8).time_s,
+                   hw::estimate_collective(plain, hw::CollectiveOp::all_reduce, bytes, g8).time_s);
+  // Another device (H100) with the H200 calibration: the model.
+  hw::SystemSpec h100 = preset("h100-sxm");
+  const hw::SystemSpec h100_plain = h100;
+  hw::apply_calibration(h100, *c);
+  EXPECT_DOUBLE_EQ(hw::estimate_collective(h100, hw::CollectiveOp::all_reduce, bytes, hw::place_group(h100, 2, 1)).time_s,
+                   hw::estimate_collective(h100_plain, hw::CollectiveOp::all_reduce, bytes, hw::place_group(h100_plain, 2, 1)).time_s);
 }
 
 // The fitted GEMM model against every measured shape, recomputed here from the file's four
