@@ -23,7 +23,8 @@ xla_bytes (compiled.cost_analysis()), mem_analysis (compiled.memory_analysis()),
 min/max over 12 timed steps after 3 warm-ups (each synchronized), peak_bytes_in_use (device
 allocator peak of the process), tokens_per_s, model_flops_6N = 6 * params * B * S, attn_flops =
 6 * B * L * S^2 * D (the reference rows' formula), tflops_per_s_6N_plus_attn. The optimized HLO
-(compiled.as_text()) is written gzipped as OUTDIR/NAME.hlo.txt.gz.
+(compiled.as_text()) is written gzipped as OUTDIR/NAME.hlo.txt.gz. With RACKSIM_PROFILE_DIR set, two
+further steps are profiled (jax.profiler, Perfetto trace) into RACKSIM_PROFILE_DIR/NAME/.
 """
 
 import argparse
@@ -78,6 +79,17 @@ OWN = {
     "s1b32_none_scan": cfg(S1, B=32, policy="none"),
 }
 
+# Sharded over several GPUs of one host (GSPMD): `dp` replicates parameters and optimizer
+# state and splits the batch (gradients all-reduced); `fsdp` also shards every parameter and its
+# Adam moments along their largest dimension (all-gathered for use, gradients reduce-scattered).
+# B is the global batch; peak_bytes_in_use is GPU 0's. Run with NCCL_NVLS_ENABLE=0.
+MULTI = {
+    "x2_dp_m1_dots": cfg(M1, policy="dots", devices=2, shard="dp"),
+    "x2_fsdp_m1_dots": cfg(M1, policy="dots", devices=2, shard="fsdp"),
+    "x2_dp_s1_none_scan": cfg(S1, policy="none", devices=2, shard="dp"),
+    "x2_fsdp_m1_full_cudnn": cfg(M1, policy="full", attention="cudnn", devices=2, shard="fsdp"),
+}
+
 TINY = dict(D=256, L=2, H=2, F=1024, S=256, B=2, V=1024)
 SMOKE = {
     "tiny_none_unrolled": cfg(TINY, policy="none", scan=False),
@@ -86,7 +98,7 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **SMOKE}
+ALL = {**REFERENCE, **OWN, **MULTI, **SMOKE}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -106,6 +118,7 @@ SUITES = {
         "m1s4k_dots_cudnn",
         "m1s1k_dots",
     ],
+    "x2": list(MULTI),
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
@@ -136,7 +149,11 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     Dh = D // H
     bf16, f32 = jnp.bfloat16, jnp.float32
 
+    ndev, shard = int(c.get("devices", 1)), c.get("shard", "none")
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
+    if ndev > 1:
+        row["devices"] = ndev
+        row["shard"] = shard
     row["jax"] = jax.__version__
     try:
         import jaxlib
@@ -235,16 +252,39 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         }
 
     p = jax.jit(init)(jax.random.PRNGKey(0))
-    o = jax.jit(opt.init)(p)
     rng = np.random.default_rng(0)
     tok_np = rng.integers(0, V, size=(B, S + 1), dtype=np.int32)
     tok = jnp.asarray(tok_np[:, :S])
     tgt = jnp.asarray(tok_np[:, 1:])  # next-token targets on random tokens
+    out_shardings = None
+    if ndev > 1:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as Pspec
+
+        if len(jax.devices()) < ndev:
+            raise RuntimeError(f"{name} needs {ndev} GPUs, found {len(jax.devices())}")
+        mesh = Mesh(np.array(jax.devices()[:ndev]), ("d",))
+        batch = NamedSharding(mesh, Pspec("d", None))
+
+        def param_sharding(x):
+            if shard != "fsdp" or x.ndim == 0:
+                return NamedSharding(mesh, Pspec())
+            ax = max(range(x.ndim), key=lambda i: (x.shape[i] % ndev == 0, x.shape[i]))
+            if x.shape[ax] % ndev:
+                return NamedSharding(mesh, Pspec())
+            return NamedSharding(mesh, Pspec(*[("d" if i == ax else None) for i in range(x.ndim)]))
+
+        p = jax.device_put(p, jax.tree_util.tree_map(param_sharding, p))
+        tok, tgt = jax.device_put(tok, batch), jax.device_put(tgt, batch)
+    o = jax.jit(opt.init)(p)
+    if ndev > 1:
+        shard_of = lambda t: jax.tree_util.tree_map(lambda x: x.sharding, t)  # noqa: E731
+        out_shardings = (shard_of(p), shard_of(o), NamedSharding(mesh, Pspec()))
     jax.block_until_ready((p, o, tok, tgt))
     assert sum(x.size for x in jax.tree_util.tree_leaves(p)) == row["params"]
 
     t0 = time.perf_counter()
-    lowered = jax.jit(step).lower(p, o, tok, tgt)
+    jitted = jax.jit(step, out_shardings=out_shardings) if out_shardings else jax.jit(step)
+    lowered = jitted.lower(p, o, tok, tgt)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
@@ -307,6 +347,13 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         te = time.perf_counter()
         if i >= STEPS_WARMUP:
             times.append(te - ts)
+    prof = os.environ.get("RACKSIM_PROFILE_DIR")
+    if prof:  # two more steps under the profiler (after the timed ones, so the timing is unaffected)
+        jax.profiler.start_trace(os.path.join(prof, name), create_perfetto_trace=True)
+        for _ in range(2):
+            p, o, loss = compiled(p, o, tok, tgt)
+            jax.block_until_ready((p, o, loss))
+        jax.profiler.stop_trace()
     ordered = sorted(times)
     n = len(ordered)
     med = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
