@@ -490,7 +490,24 @@ class Builder {
   // fp32 per layer), the softmax output both in fp32 and in bf16, and four B·S·F bf16 tensors
   // around the SwiGLU (silu(gate), its sigmoid, the product, and the down projection's input)
   // besides gate and up.
+  //
+  // Unrolled (scan_layers: false) there is no loop boundary to carry values across, and XLA's
+  // scheduler computes what only the backward reads (the bf16 probabilities, the SwiGLU
+  // intermediates) after the loss. Read off calibration/data/h200-2026-11-29/s1_none_unrolled,
+  // the buffers live when its first backward kernel starts: per layer the scores in fp32 only,
+  // the layer input and normalized activations in bf16 (about eight B·S·D bf16 tensors in all,
+  // as Megatron's own count), gate, up and the product in bf16.
   void jax_residual_sizes(const std::vector<Step*>& steps) const {
+    if (!t_.scan_layers) {
+      for (Step* p : steps) {
+        Step& st = *p;
+        const double before = st.out_bytes;
+        if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 4;            // bf16 input + bf16 normalized
+        else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 4;  // fp32 scores
+        st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
+      }
+      return;
+    }
     for (Step* p : steps) {
       Step& st = *p;
       const double before = st.out_bytes;

@@ -60,6 +60,7 @@ struct TrainingConfig {
   // beside the GEMM instead of before or after it.
   bool tp_comm_overlap = false;
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
+  bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
 
   // Derived: gradient-accumulation micro-steps per optimizer step.

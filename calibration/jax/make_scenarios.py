@@ -57,6 +57,7 @@ training:
   attention: {attention}
   framework: jax
   donate_state: false
+  scan_layers: {'true' if row.get('scan', True) else 'false'}
   cuda_graphs: true
 """
 

@@ -225,6 +225,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("nvls"), t.nvls);
     set_if(r.choice<Framework>("framework", {{"megatron", Framework::megatron}, {"jax", Framework::jax}}), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
+    set_if(r.boolean("scan_layers"), t.scan_layers);
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
@@ -374,6 +375,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"nvls", t.nvls},
       {"framework", to_string(t.framework)},
       {"donate_state", t.donate_state},
+      {"scan_layers", t.scan_layers},
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
       {"expert_imbalance", t.expert_imbalance}};
