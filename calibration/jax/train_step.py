@@ -90,6 +90,14 @@ MULTI = {
     "x2_fsdp_m1_full_cudnn": cfg(M1, policy="full", attention="cudnn", devices=2, shard="fsdp"),
 }
 
+# Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
+# re-recording, outputs alias the arguments), and a longer unrolled program.
+RUNTIME = {
+    "s1_none_unrolled_donate": cfg(S1, policy="none", scan=False, donate=True),
+    "s1l16_none_unrolled": cfg(S1, L=16, policy="none", scan=False),
+    "m1_dots_donate": cfg(M1, policy="dots", donate=True),
+}
+
 TINY = dict(D=256, L=2, H=2, F=1024, S=256, B=2, V=1024)
 SMOKE = {
     "tiny_none_unrolled": cfg(TINY, policy="none", scan=False),
@@ -98,7 +106,7 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **SMOKE}
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **SMOKE}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -119,6 +127,7 @@ SUITES = {
         "m1s1k_dots",
     ],
     "x2": list(MULTI),
+    "runtime": list(RUNTIME),
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
@@ -150,7 +159,10 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     bf16, f32 = jnp.bfloat16, jnp.float32
 
     ndev, shard = int(c.get("devices", 1)), c.get("shard", "none")
+    donate = bool(c.get("donate", False))
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
+    if donate:
+        row["donate"] = True
     if ndev > 1:
         row["devices"] = ndev
         row["shard"] = shard
@@ -283,7 +295,10 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     assert sum(x.size for x in jax.tree_util.tree_leaves(p)) == row["params"]
 
     t0 = time.perf_counter()
-    jitted = jax.jit(step, out_shardings=out_shardings) if out_shardings else jax.jit(step)
+    jit_kw = {"donate_argnums": (0, 1)} if donate else {}
+    if out_shardings:
+        jit_kw["out_shardings"] = out_shardings
+    jitted = jax.jit(step, **jit_kw)
     lowered = jitted.lower(p, o, tok, tgt)
     t1 = time.perf_counter()
     compiled = lowered.compile()
