@@ -7,8 +7,8 @@ jax_steps.jsonl) and the suite scenarios/validation/h200.yaml over them.
 
 The mapping is mechanical: the model fields come from the row, JAX's remat policy maps to
 racksim's recompute policy, XLA's attention ("xla" = scores materialized, "cudnn" = a flash
-kernel) to training.attention, and every step runs JAX's conventions (fp32 parameters, no buffer
-donation in the measurement script)."""
+kernel) to training.attention, and every step runs JAX's conventions (fp32 parameters; buffer
+donation only where the row says `donate`)."""
 import json, os, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -17,6 +17,8 @@ SOURCES = [
      "../../../shared/reference/h200/jax_training_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29", "jax_steps.jsonl"),
      "calibration/data/h200-2026-11-29/jax_steps.jsonl"),
+    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-runtime", "jax_steps.jsonl"),
+     "calibration/data/h200-2026-11-29-runtime/jax_steps.jsonl"),
 ]
 POLICY = {
     "none": "none",
@@ -56,7 +58,7 @@ training:
   recompute: {POLICY[row['policy']]}
   attention: {attention}
   framework: jax
-  donate_state: false
+  donate_state: {'true' if row.get('donate', False) else 'false'}
   scan_layers: {'true' if row.get('scan', True) else 'false'}
   cuda_graphs: true
 """
