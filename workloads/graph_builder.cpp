@@ -200,6 +200,7 @@ class Builder {
       }
       optimizer_step();
     }
+    if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
@@ -456,6 +457,80 @@ class Builder {
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
 
+  // ---- XLA buffer assignment without donation ----------------------------------------------
+  // XLA allocates every output for the whole execution and places a temporary, largest first,
+  // inside an output allocation that is large enough when the output is written only after the
+  // temporary died (buffer_assignment.cc; the HLO importer's finish_memory does the same on
+  // real programs). Without donation the new moments are such outputs, written by the optimizer
+  // at the very end (the new parameters' buffers already hold the gradients): one allocation
+  // per parameter array, in JAX's layout (layer weights stacked over layers), twice. Under
+  // lax.scan the residuals of one kind are one stacked buffer for all layers; unrolled, one per
+  // layer. A temporary placed there costs no memory of its own (its bytes become 0).
+  void pack_into_outputs() {
+    const double f32 = 4, L = static_cast<double>(m_.layers);
+    const double qd = hl_ * qk_dim_ * tp_, kd = kvl_ * qk_dim_ * tp_, vd = kvl_ * v_dim_ * tp_, od = hl_ * v_dim_ * tp_;
+    std::vector<double> leaves = {static_cast<double>(m_.vocab) * h_ * f32 / tp_, L * h_ * (qd + kd + vd) * f32 / tp_,
+                                  L * od * h_ * f32 / tp_, L * f_ * h_ * f32, L * f_ * h_ * f32};
+    if (!m_.tied_embeddings) leaves.push_back(static_cast<double>(m_.vocab) * h_ * f32 / tp_);
+    if (m_.ffn == FfnKind::swiglu) leaves.push_back(L * f_ * h_ * f32);
+    std::vector<std::pair<double, std::vector<std::pair<std::size_t, std::size_t>>>> outs;  // size, placed intervals
+    for (double b : leaves)
+      for (int copy = 0; copy < 2; ++copy) outs.push_back({b, {}});
+    std::sort(outs.begin(), outs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Live range of every activation tensor in op order.
+    std::vector<std::size_t> first(g_.tensors.size(), SIZE_MAX), last(g_.tensors.size(), 0);
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      for (TensorId t : g_.ops[i].allocs) first[t] = std::min(first[t], i);
+      for (TensorId t : g_.ops[i].frees) last[t] = std::max(last[t], i);
+    }
+    struct Cand {
+      double bytes = 0;
+      std::size_t lo = SIZE_MAX, hi = 0;
+      std::vector<TensorId> members;
+    };
+    std::map<std::string, Cand> groups;
+    std::vector<Cand> cands;
+    for (TensorId t = 0; t < g_.tensors.size(); ++t) {
+      const Tensor& x = g_.tensors[t];
+      if (x.category != MemCategory::activations || x.on_host || x.bytes <= 0 || first[t] == SIZE_MAX) continue;
+      const std::size_t hi = std::max(first[t], last[t]);
+      const bool residual = g_.ops[hi].phase != Phase::forward;  // lives into the backward
+      // "mb3.L7.qkv" -> stacked group "mb3.qkv" under scan.
+      std::string key;
+      if (t_.scan_layers && residual) {
+        const auto dot1 = x.name.find('.'), dot2 = x.name.find('.', dot1 + 1);
+        if (dot1 != std::string::npos && dot2 != std::string::npos && x.name.compare(dot1 + 1, 1, "L") == 0)
+          key = x.name.substr(0, dot1) + x.name.substr(dot2);
+      }
+      Cand& c = key.empty() ? cands.emplace_back() : groups[key];
+      c.bytes += x.bytes;
+      c.lo = std::min(c.lo, first[t]);
+      c.hi = std::max(c.hi, hi);
+      c.members.push_back(t);
+    }
+    for (auto& [k, c] : groups) cands.push_back(std::move(c));
+    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.bytes > b.bytes; });
+    double packed = 0;
+    int n = 0;
+    for (const Cand& c : cands) {
+      auto it = std::lower_bound(outs.begin(), outs.end(), c.bytes, [](const auto& o, double v) { return o.first < v; });
+      for (; it != outs.end(); ++it) {
+        bool clash = false;
+        for (const auto& [lo, hi] : it->second) clash |= !(c.hi < lo || hi < c.lo);
+        if (clash) continue;
+        it->second.push_back({c.lo, c.hi});
+        for (TensorId t : c.members) g_.tensors[t].bytes = 0;
+        packed += c.bytes;
+        ++n;
+        break;
+      }
+    }
+    if (n > 0)
+      g_.notes.push_back(fmt::format("jax without donation: {} activation buffers ({:.1f} GB over the step) placed inside "
+                                     "the optimizer's outputs before they are written, as XLA's buffer assignment does",
+                                     n, packed / 1e9));
+  }
+
   // ---- layer steps -------------------------------------------------------------------------
   std::vector<Step> layer_steps(int l) {
     const double a = pr_.activation_bytes;
@@ -479,7 +554,7 @@ class Builder {
         if (t_.recompute.mode == RecomputeMode::none ||
             std::find(plan.saved.begin(), plan.saved.end(), st.name) == plan.saved.end())
           xla.push_back(&st);
-      jax_residual_sizes(xla);
+      jax_residual_sizes(xla, l);
     }
     return steps;
   }
@@ -492,18 +567,20 @@ class Builder {
   // besides gate and up.
   //
   // Unrolled (scan_layers: false) there is no loop boundary to carry values across, and XLA's
-  // scheduler computes what only the backward reads (the bf16 probabilities, the SwiGLU
-  // intermediates) after the loss. Read off calibration/data/h200-2026-11-29/s1_none_unrolled,
-  // the buffers live when its first backward kernel starts: per layer the scores in fp32 only,
-  // the layer input and normalized activations in bf16 (about eight B·S·D bf16 tensors in all,
-  // as Megatron's own count), gate, up and the product in bf16.
-  void jax_residual_sizes(const std::vector<Step*>& steps) const {
+  // scheduler computes some values only the backward reads after the loss. Read off
+  // calibration/data/h200-2026-11-29/s1_none_unrolled (the buffers live when its first backward
+  // kernel starts, before buffer assignment packs temporaries into outputs): per layer the
+  // scores in fp32 and the probabilities in bf16, gate, up and their product in bf16, the layer
+  // input and normalized activations in bf16 (about six B·S·D bf16 tensors in all), and one bf16
+  // copy of the layer's weights (the cast the backward GEMMs reuse). pack_into_outputs then
+  // places what fits inside the optimizer's outputs, as XLA does.
+  void jax_residual_sizes(const std::vector<Step*>& steps, int l) const {
     if (!t_.scan_layers) {
       for (Step* p : steps) {
         Step& st = *p;
         const double before = st.out_bytes;
-        if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 4;            // bf16 input + bf16 normalized
-        else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 4;  // fp32 scores
+        if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 4 + layer_weights(l) * pr_.activation_bytes;
+        else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16
         st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
       }
       return;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "hardware_models/calibration.h"
@@ -464,4 +465,31 @@ TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
   }
   EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
   EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("send_recv", 2), 1.0);
+}
+
+// Issue 4's memory acceptance at the scenario level: every measured H200 JAX step described as a
+// racksim scenario (scenarios/validation/h200/, written by make_scenarios.py) within 10% of
+// peak_bytes_in_use -- except the two rows listed, which miss by 14-15% (docs/decisions.md says
+// why), so an improvement or a regression of any row shows up here.
+TEST(ScenarioMemory, H200JaxStepsWithinTenPercent) {
+  const std::set<std::string> known_misses = {"ours-s8k_full.yaml", "ours-s1l16_none_unrolled.yaml"};
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(kSrc + "/scenarios/validation/h200")) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("reference-") && !fs::exists(kSrc + "/../shared/reference")) continue;
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("B peak_bytes_in_use");
+    ASSERT_NE(at, std::string::npos) << name;
+    const auto start = text.rfind(' ', at - 2) + 1;
+    const double measured = std::stod(text.substr(start, at - start));
+    const auto r = sim::simulate(sim::load_scenario(e.path().string()));
+    const double err = r.report["peak_memory_bytes"].get<double>() / measured - 1;
+    if (known_misses.count(name))
+      EXPECT_GT(std::fabs(err), 0.10) << name << " now within 10%: take it off the list";
+    else
+      EXPECT_LT(std::fabs(err), 0.10) << name << " predicted " << r.report["peak_memory_bytes"] << " measured " << measured;
+    ++checked;
+  }
+  EXPECT_GE(checked, 22);
 }
