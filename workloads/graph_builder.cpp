@@ -92,6 +92,12 @@ Precision precision_of(const TrainingConfig& t) {
   return p;
 }
 
+// XLA's Triton softmax fusions tile rows into programs of 16,384 elements on 8 warps: 64
+// elements of each operand per thread (every block_level_fusion_config of the H200 HLOs and of
+// calibration/data/h200-2026-11-29-xla, S = 1024..8192). The engine turns the operand bytes per
+// thread into the calibrated occupancy bound (hardware_models/compute_model.h).
+constexpr double kXlaRowElementsPerThread = 64;
+
 SavePlan save_plan(const RecomputePolicy& p, bool materialized, bool moe_layer) {
   std::vector<std::string> all;
   for (const auto& n : activation_names()) {
@@ -642,10 +648,15 @@ class Builder {
       steps.push_back({"attn_scores", bh * s_ * s_ * a,
                        [=, this] {
                          gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a));
-                         vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_, bh * s_ * s_);
+                         const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_, bh * s_ * s_);
+                         if (jax_) g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;  // f32 scores
                        },
                        [=, this] {
-                         vector("attn_scores.softmax.bwd", bh * s_ * s_ * 3 * a, 4 * bh * s_ * s_);
+                         // XLA's softmax backward reads the fp32 probabilities and the bf16 dP and
+                         // writes fp32 dS (10 B per score; the compiled steps' Triton fusion).
+                         const OpId sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a),
+                                                4 * bh * s_ * s_);
+                         if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
                          gemm("attn_scores.dq", s_, qk_dim_, s_, bh);
                          gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
                        }});
@@ -865,7 +876,22 @@ class Builder {
       const OpId recv = vector("pp.recv_copy", 2 * Tsp_ * h_ * a, 0);
       g_.ops[recv].allocs.push_back(x);
     }
-    for (int l = first_layer(v); l < end_layer(v); ++l) layer_forward(l, x);
+    const bool stacked = jax_ && t_.scan_layers;
+    if (stacked) {
+      // lax.scan writes each residual into a buffer stacked over the layers, which XLA
+      // zero-initializes before the loop (one write of every stacked buffer).
+      double per_chunk = 0;
+      for (int l = first_layer(v); l < end_layer(v); ++l) per_chunk += saved_residual_bytes(l);
+      if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
+    }
+    for (int l = first_layer(v); l < end_layer(v); ++l) {
+      layer_forward(l, x);
+      // ... and copies each iteration's residuals into their slice (dynamic-update-slice: read and
+      // write), as the compiled reference steps do (shared/reference/hlo/m1_none: fusion-start /
+      // loop_dynamic_update_slice_fusion in the forward loop).
+      if (stacked)
+        if (const double r = saved_residual_bytes(l); r > 0) vector(fmt::format("mb{}.L{}.scan.stack_copy", mb_, l), 2 * r, 0);
+    }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     if (v == vstages_ - 1) {
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
@@ -933,6 +959,18 @@ class Builder {
     for (TensorId t : transient) closing.frees.push_back(t);
     for (TensorId t : fsdp_bufs) closing.frees.push_back(t);
     layer_input = out;
+  }
+  // Bytes of layer l's activations that the recompute policy keeps in HBM for the backward
+  // (the layer input included), with XLA's residual sizes in JAX mode.
+  double saved_residual_bytes(int l) {
+    const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
+    const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
+    double bytes = Tsp_ * h_ * pr_.activation_bytes;  // the layer input
+    const std::string keep = prefix_;
+    for (const auto& st : layer_steps(l))
+      if (saved.count(st.name)) bytes += st.out_bytes;
+    prefix_ = keep;
+    return bytes;
   }
   OpId last_compute() const {
     for (OpId i = last(); i > 0; --i)
