@@ -492,7 +492,7 @@ class Builder {
     struct Cand {
       double bytes = 0;
       std::size_t lo = SIZE_MAX, hi = 0;
-      std::vector<TensorId> members;
+      std::vector<std::pair<TensorId, double>> members;  // tensor, bytes of it in this buffer
     };
     std::map<std::string, Cand> groups;
     std::vector<Cand> cands;
@@ -508,11 +508,15 @@ class Builder {
         if (dot1 != std::string::npos && dot2 != std::string::npos && x.name.compare(dot1 + 1, 1, "L") == 0)
           key = x.name.substr(0, dot1) + x.name.substr(dot2);
       }
-      Cand& c = key.empty() ? cands.emplace_back() : groups[key];
-      c.bytes += x.bytes;
-      c.lo = std::min(c.lo, first[t]);
-      c.hi = std::max(c.hi, hi);
-      c.members.push_back(t);
+      // A step output that is several XLA buffers (jax_residual_sizes) is packed buffer by buffer.
+      const auto parts = xla_buffer_parts(x.name);
+      for (std::size_t p = 0; p < parts.size(); ++p) {
+        Cand& c = key.empty() ? cands.emplace_back() : groups[fmt::format("{}#{}", key, p)];
+        c.bytes += x.bytes * parts[p];
+        c.lo = std::min(c.lo, first[t]);
+        c.hi = std::max(c.hi, hi);
+        c.members.push_back({t, x.bytes * parts[p]});
+      }
     }
     for (auto& [k, c] : groups) cands.push_back(std::move(c));
     std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.bytes > b.bytes; });
@@ -525,7 +529,7 @@ class Builder {
         for (const auto& [lo, hi] : it->second) clash |= !(c.hi < lo || hi < c.lo);
         if (clash) continue;
         it->second.push_back({c.lo, c.hi});
-        for (TensorId t : c.members) g_.tensors[t].bytes = 0;
+        for (const auto& [t, b] : c.members) g_.tensors[t].bytes = std::max(0.0, g_.tensors[t].bytes - b);
         packed += c.bytes;
         ++n;
         break;
@@ -535,6 +539,25 @@ class Builder {
       g_.notes.push_back(fmt::format("jax without donation: {} activation buffers ({:.1f} GB over the step) placed inside "
                                      "the optimizer's outputs before they are written, as XLA's buffer assignment does",
                                      n, packed / 1e9));
+  }
+
+  // The XLA buffers a JAX step output stands for, as fractions of its bytes (jax_residual_sizes):
+  // the scores are fp32 scores or probabilities plus a bf16 copy (4 + 2 bytes); under scan the
+  // fp32 residual stream and normalized input (4 + 4), the bf16 output and fp32 sum (2 + 4), and
+  // four B·S·F tensors around the SwiGLU. Anything else is one buffer.
+  std::vector<double> xla_buffer_parts(const std::string& tensor_name) const {
+    auto is = [&](const std::string& step) {
+      const auto pos = tensor_name.rfind("." + step);
+      return pos != std::string::npos &&
+             (pos + step.size() + 1 == tensor_name.size() || tensor_name.compare(pos + step.size() + 1, 11, ".recomputed") == 0);
+    };
+    if (is("attn_scores")) return {4.0 / 6, 2.0 / 6};
+    if (t_.scan_layers) {
+      if (is("norm1")) return {0.5, 0.5};
+      if (is("attn_out")) return {2.0 / 6, 4.0 / 6};
+      if (is("mlp_act")) return {0.25, 0.25, 0.25, 0.25};
+    }
+    return {1.0};
   }
 
   // ---- layer steps -------------------------------------------------------------------------
