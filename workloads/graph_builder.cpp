@@ -462,6 +462,7 @@ class Builder {
   }
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
+  std::optional<TensorId> attn_dp_;  // materialized attention: dP between its GEMM and the softmax backward
 
   // ---- XLA buffer assignment without donation ----------------------------------------------
   // XLA allocates every output for the whole execution and places a temporary, largest first,
@@ -500,7 +501,8 @@ class Builder {
       const Tensor& x = g_.tensors[t];
       if (x.category != MemCategory::activations || x.on_host || x.bytes <= 0 || first[t] == SIZE_MAX) continue;
       const std::size_t hi = std::max(first[t], last[t]);
-      const bool residual = g_.ops[hi].phase != Phase::forward;  // lives into the backward
+      // Made in the forward, read in the backward: a residual (stacked under scan).
+      const bool residual = g_.ops[first[t]].phase == Phase::forward && g_.ops[hi].phase != Phase::forward;
       // "mb3.L7.qkv" -> stacked group "mb3.qkv" under scan.
       std::string key;
       if (t_.scan_layers && residual) {
@@ -680,12 +682,21 @@ class Builder {
                          const OpId sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a),
                                                 4 * bh * s_ * s_);
                          if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         // The score gradient dS (fp32 in XLA) lives until dK is done; dP dies here.
+                         const TensorId ds = temp("attn_scores.dS", bh * s_ * s_ * (jax_ ? 4 : a));
+                         g_.ops[sb].allocs.push_back(ds);
+                         if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
+                         attn_dp_.reset();
                          gemm("attn_scores.dq", s_, qk_dim_, s_, bh);
-                         gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
+                         const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
+                         g_.ops[dk].frees.push_back(ds);
                        }});
       steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },
                        [=, this] {
-                         gemm("attn.dp", s_, s_, v_dim_, bh);
+                         // dP = dO V^T, a score-sized bf16 tensor, until the softmax backward reads it.
+                         const OpId dp = gemm("attn.dp", s_, s_, v_dim_, bh);
+                         attn_dp_ = temp("attn.dP", bh * s_ * s_ * a);
+                         g_.ops[dp].allocs.push_back(*attn_dp_);
                          gemm("attn.dv", s_, v_dim_, s_, bh);
                        }});
     } else {
