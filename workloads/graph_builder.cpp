@@ -92,10 +92,11 @@ Precision precision_of(const TrainingConfig& t) {
   return p;
 }
 
-// XLA's Triton softmax fusions tile rows into programs of 16,384 elements on 8 warps: 64
-// elements of each operand per thread (every block_level_fusion_config of the H200 HLOs and of
-// calibration/data/h200-2026-11-29-xla, S = 1024..8192). The engine turns the operand bytes per
-// thread into the calibrated occupancy bound (hardware_models/compute_model.h).
+// XLA's Triton softmax fusions of a recomputed attention tile rows into programs of 16,384
+// elements on 8 warps: 64 elements of each operand per thread (the block_level_fusion_config of
+// the H200 HLOs with dots/full/offload remat and of calibration/data/h200-2026-11-29-xla,
+// S = 1024..8192; the forward softmax of steps that save everything uses 16). The engine turns
+// the operand bytes per thread into the calibrated occupancy bound (compute_model.h).
 constexpr double kXlaRowElementsPerThread = 64;
 
 SavePlan save_plan(const RecomputePolicy& p, bool materialized, bool moe_layer) {
@@ -463,6 +464,7 @@ class Builder {
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
   std::optional<TensorId> attn_dp_;  // materialized attention: dP between its GEMM and the softmax backward
+  bool scores_recomputed_ = false;   // this layer's backward recomputed the scores (XLA's heavy row fusions)
 
   // ---- XLA buffer assignment without donation ----------------------------------------------
   // XLA allocates every output for the whole execution and places a temporary, largest first,
@@ -674,14 +676,24 @@ class Builder {
                        [=, this] {
                          gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a));
                          const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_, bh * s_ * s_);
-                         if (jax_) g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;  // f32 scores
+                         // Recomputed in the backward, XLA fuses the softmax into row kernels of
+                         // 64 elements per thread (the H200 HLOs of dots/full/offload steps); in
+                         // the forward, and when the scores are saved, into lighter ones.
+                         if (jax_ && phase_ == Phase::recompute) {
+                           g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;  // f32 scores
+                           scores_recomputed_ = true;
+                         }
                        },
                        [=, this] {
                          // XLA's softmax backward reads the fp32 probabilities and the bf16 dP and
                          // writes fp32 dS (10 B per score; the compiled steps' Triton fusion).
                          const OpId sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a),
                                                 4 * bh * s_ * s_);
-                         if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         // Unrolled, XLA fuses the softmax recomputation into the backward fusion
+                         // as well (s1_none_unrolled's HLO).
+                         if (jax_ && (scores_recomputed_ || !t_.scan_layers))
+                           g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         scores_recomputed_ = false;
                          // The score gradient dS (fp32 in XLA) lives until dK is done; dP dies here.
                          const TensorId ds = temp("attn_scores.dS", bh * s_ * s_ * (jax_ ? 4 : a));
                          g_.ops[sb].allocs.push_back(ds);
