@@ -191,6 +191,14 @@ void read_list(const Node& n, F&& each) {
 
 }  // namespace
 
+// A table row's `source`: an index into the file's sources list.
+void read_source(MapReader& r, const Node& row, int nsources, int& out) {
+  if (auto s = r.integer("source", true, 0, 1000000)) {
+    if (*s >= nsources) row.child("source").error(fmt::format("no source #{} (the file lists {})", *s, nsources));
+    out = static_cast<int>(*s);
+  }
+}
+
 Calibration parse_calibration(const Node& root) {
   Calibration c;
   MapReader top(root);
@@ -263,10 +271,7 @@ Calibration parse_calibration(const Node& root) {
           set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
           set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
           set_if(pr.boolean("hbm_bound", true), p.hbm_bound);
-          if (auto s = pr.integer("source", true, 0, 1000000)) {
-            if (*s >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *s, nsources));
-            p.source = static_cast<int>(*s);
-          }
+          read_source(pr, e, nsources, p.source);
           set_if(pr.string("label"), p.label);
           pr.finish();
           m.shapes.push_back(p);
@@ -334,10 +339,7 @@ Calibration parse_calibration(const Node& root) {
       for (const auto& o : kOps) ops.push_back({o, o});
       set_if(r.choice<std::string>("op", ops, true), f.op);
       set_if(r.integer("gpus", true, 2, 10000000), f.gpus);
-      if (auto s = r.integer("source", true, 0, 1000000)) {
-        if (*s >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *s, nsources));
-        f.source = static_cast<int>(*s);
-      }
+      read_source(r, e, nsources, f.source);
       set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
       set_if(r.quantity("algbw", QuantityKind::bytes_per_second, true), f.algbw_Bps);
       set_if(r.quantity("busbw", QuantityKind::bytes_per_second, true), f.busbw_Bps);
@@ -363,10 +365,7 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
       set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
       set_if(pr.boolean("fitted", true), p.fitted);
-      if (auto sidx = pr.integer("source", true, 0, 1000000)) {
-        if (*sidx >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *sidx, nsources));
-        p.source = static_cast<int>(*sidx);
-      }
+      read_source(pr, e, nsources, p.source);
       pr.finish();
       f.kernels.push_back(p);
     });
@@ -391,10 +390,7 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.quantity("exposed", QuantityKind::seconds, true), p.exposed_s);
       set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
       set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
-      if (auto sidx = pr.integer("source", true, 0, 1000000)) {
-        if (*sidx >= nsources) e.child("source").error(fmt::format("no source #{} (the file lists {})", *sidx, nsources));
-        p.source = static_cast<int>(*sidx);
-      }
+      read_source(pr, e, nsources, p.source);
       pr.finish();
       f.rows.push_back(p);
     });
