@@ -125,11 +125,6 @@ void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out
   out.dtype = hw::Dtype::tf32;
 }
 
-std::string strip_quotes(std::string v) {
-  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  return v;
-}
-
 nlohmann::json backend_config(const Instruction& inst) {
   const std::string* v = inst.attr("backend_config");
   if (!v) return nlohmann::json();
