@@ -585,7 +585,8 @@ class Builder {
       std::vector<Step*> xla;
       for (auto& st : steps)
         if (t_.recompute.mode == RecomputeMode::none ||
-            std::find(plan.saved.begin(), plan.saved.end(), st.name) == plan.saved.end())
+            (std::find(plan.saved.begin(), plan.saved.end(), st.name) == plan.saved.end() &&
+             std::find(plan.offloaded.begin(), plan.offloaded.end(), st.name) == plan.offloaded.end()))
           xla.push_back(&st);
       jax_residual_sizes(xla, l);
     }
@@ -685,22 +686,31 @@ class Builder {
                          }
                        },
                        [=, this] {
-                         // XLA's softmax backward reads the fp32 probabilities and the bf16 dP and
-                         // writes fp32 dS (10 B per score; the compiled steps' Triton fusion).
-                         const OpId sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a),
-                                                4 * bh * s_ * s_);
-                         // Unrolled, XLA fuses the softmax recomputation into the backward fusion
-                         // as well (s1_none_unrolled's HLO).
-                         if (jax_ && (scores_recomputed_ || !t_.scan_layers))
-                           g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         // XLA's softmax backward (the compiled H200 steps): with the scores
+                         // recomputed (or unrolled) one Triton row fusion reads the fp32
+                         // probabilities and bf16 dP, reduces the rows and writes fp32 dS (10 B per
+                         // score, heavy tiles); with the scores saved under scan, a row reduction
+                         // (bf16 dP and fp32 P in: 6 B) and an element-wise fusion (fp32 P, bf16 dP
+                         // and the mask in, fp32 dS out: 11 B) of lighter tiles.
+                         const bool fused = scores_recomputed_ || !t_.scan_layers;
+                         OpId sb;
+                         if (jax_ && !fused) {
+                           vector("attn_scores.softmax.bwd.rowsum", bh * s_ * s_ * (a + 4), 2 * bh * s_ * s_);
+                           sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (4 + a + 1 + 4), 4 * bh * s_ * s_);
+                         } else {
+                           sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a), 4 * bh * s_ * s_);
+                           if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         }
                          scores_recomputed_ = false;
                          // The score gradient dS (fp32 in XLA) lives until dK is done; dP dies here.
                          const TensorId ds = temp("attn_scores.dS", bh * s_ * s_ * (jax_ ? 4 : a));
                          g_.ops[sb].allocs.push_back(ds);
                          if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
                          attn_dp_.reset();
-                         gemm("attn_scores.dq", s_, qk_dim_, s_, bh);
-                         const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
+                         // dQ and dK read dS in fp32 under XLA (Triton GEMM fusions convert it).
+                         const double ds_extra = jax_ ? bh * s_ * s_ * (4 - a) : 0;
+                         gemm("attn_scores.dq", s_, qk_dim_, s_, bh, ds_extra);
+                         const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh, ds_extra);
                          g_.ops[dk].frees.push_back(ds);
                        }});
       steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },
@@ -977,7 +987,8 @@ class Builder {
       out = t;
       if (saved.count(step.name)) {
         st.kept[step.name] = t;
-      } else if (offloaded.count(step.name)) {
+      } else if (offloaded.count(step.name) && !(jax_ && step.name == "mlp_out")) {
+        // (XLA never offloads the layer output: it is the loop carry, the next layer's input.)
         // D2H copy as soon as the producer finishes; the HBM copy is freed when it is done
         // (the layer output stays anyway: it is the next layer's input).
         Op c;
@@ -1143,6 +1154,24 @@ class Builder {
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
       by_step[step.name] = t;
+    }
+    // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
+    // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
+    // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the
+    // normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none: fusion-start
+    // dynamic slices in the backward loop).
+    if (jax_ && t_.scan_layers) {
+      const double a = pr_.activation_bytes;
+      double copy = 0;
+      for (const auto& [name, bytes] : std::initializer_list<std::pair<const char*, double>>{
+               {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a},
+               {"attn", T_ * hl_ * v_dim_ * a},
+               {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0},
+               {"norm1", Tsp_ * h_ * a},
+               {"norm2", Tsp_ * h_ * a},
+               {"mlp_act", T_ * f_ * a}})
+        if (std::find(plan.saved.begin(), plan.saved.end(), name) != plan.saved.end()) copy += bytes;
+      if (copy > 0) vector("scan.stack_slice", 2 * copy, 0);
     }
     // Backward step by step; an activation dies as soon as the step that saved it is done
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
