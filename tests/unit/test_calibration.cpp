@@ -469,26 +469,37 @@ TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
 
 // Issue 4's memory acceptance at the scenario level: every measured H200 JAX step described as a
 // racksim scenario (scenarios/validation/h200/, written by make_scenarios.py) within 10% of
-// peak_bytes_in_use (a row that cannot be met goes on the list below, with the reason in
-// docs/decisions.md).
-TEST(ScenarioMemory, H200JaxStepsWithinTenPercent) {
-  const std::set<std::string> known_misses = {};
+// peak_bytes_in_use, and its step time within 10% of the measured median except the rows listed
+// (unrolled steps: XLA's host work and kernel count are not in the scenario builder;
+// docs/decisions.md). A row that improves or regresses shows up here.
+TEST(ScenarioH200, JaxStepsWithinTenPercent) {
+  const std::set<std::string> step_misses = {"reference-s1_none_unrolled.yaml", "ours-s1_none_unrolled.yaml",
+                                             "ours-s1l16_none_unrolled.yaml"};
+  auto number_before = [](const std::string& text, const std::string& tag) {
+    const auto at = text.find(tag);
+    if (at == std::string::npos) return -1.0;
+    const auto start = text.rfind(' ', at - 2) + 1;
+    return std::stod(text.substr(start, at - 1 - start));
+  };
   int checked = 0;
   for (const auto& e : fs::directory_iterator(kSrc + "/scenarios/validation/h200")) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("reference-") && !fs::exists(kSrc + "/../shared/reference")) continue;
     std::ifstream in(e.path());
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto at = text.find("B peak_bytes_in_use");
-    ASSERT_NE(at, std::string::npos) << name;
-    const auto start = text.rfind(' ', at - 2) + 1;
-    const double measured = std::stod(text.substr(start, at - start));
+    const double peak = number_before(text, "B peak_bytes_in_use");
+    const double step = number_before(text, "s median step");
+    ASSERT_GT(peak, 0) << name;
+    ASSERT_GT(step, 0) << name;
     const auto r = sim::simulate(sim::load_scenario(e.path().string()));
-    const double err = r.report["peak_memory_bytes"].get<double>() / measured - 1;
-    if (known_misses.count(name))
-      EXPECT_GT(std::fabs(err), 0.10) << name << " now within 10%: take it off the list";
+    const double mem_err = r.report["peak_memory_bytes"].get<double>() / peak - 1;
+    EXPECT_LT(std::fabs(mem_err), 0.10) << name << " peak " << r.report["peak_memory_bytes"] << " measured " << peak;
+    // The header rounds the measured step to 0.1 ms.
+    const double step_err = r.report["step_time_s"].get<double>() / step - 1;
+    if (step_misses.count(name))
+      EXPECT_GT(std::fabs(step_err), 0.10) << name << " now within 10%: take it off the list";
     else
-      EXPECT_LT(std::fabs(err), 0.10) << name << " predicted " << r.report["peak_memory_bytes"] << " measured " << measured;
+      EXPECT_LT(std::fabs(step_err), 0.10) << name << " step " << r.report["step_time_s"] << " measured " << step;
     ++checked;
   }
   EXPECT_GE(checked, 22);
