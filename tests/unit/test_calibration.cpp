@@ -361,6 +361,28 @@ TEST(CalibLoad, UnknownKeyIsAnErrorWithSuggestionAndLocation) {
   EXPECT_NE(errs.find("gemm.bf16.e_max: required key is missing"), std::string::npos) << errs;
 }
 
+// The XLA sections are as strict: a misspelt key gets its nearest one, an unknown model form is
+// refused, a row naming a source the file does not list is an error at that row.
+TEST(CalibLoad, XlaSectionsAreStrict) {
+  std::string text = slurp(kCommitted);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto pos = text.find(from);
+    ASSERT_NE(pos, std::string::npos) << from;
+    text.replace(pos, from.size(), to);
+  };
+  replace("  rerecord_ref:", "  rerecord_reff:");
+  replace("form: \"t = max(bytes / hbm, bytes * thread_bytes / k)\"", "form: \"t = bytes / hbm\"");
+  const auto row = text.find("source: ", text.find("row_kernels:"));
+  ASSERT_NE(row, std::string::npos);
+  text.replace(row, 9, "source: 9");
+  const std::string errs = load_errors(text);
+  EXPECT_NE(errs.find("xla_runtime.rerecord_reff: unknown key 'rerecord_reff'; did you mean 'rerecord_ref'?"),
+            std::string::npos)
+      << errs;
+  EXPECT_NE(errs.find("unsupported row-kernel model 't = bytes / hbm'"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("no source #9"), std::string::npos) << errs;
+}
+
 TEST(CalibLoad, MissingUnitIsAnError) {
   std::string text = slurp(kCommitted);
   const auto pos = text.find("  t0: ");
