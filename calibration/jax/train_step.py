@@ -175,6 +175,7 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         pass
     row["optax"] = optax.__version__
     row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    row["command_buffers"] = not any(f == "--xla_gpu_enable_command_buffer=" for f in row["xla_flags"].split())
     row["xla_python_client_mem_fraction"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")
     dev = jax.devices()[0]
     row["device_kind"] = dev.device_kind

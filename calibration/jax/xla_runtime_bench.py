@@ -219,6 +219,14 @@ def kernel_suite(outdir, res):
         print(f"{name}: step {statistics.median(ts) * 1e3:.3f} ms", flush=True)
 
 
+def command_buffers_enabled():
+    """False when XLA_FLAGS empties --xla_gpu_enable_command_buffer (every kernel launched one by one)."""
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        if flag.startswith("--xla_gpu_enable_command_buffer="):
+            return flag.split("=", 1)[1] != ""
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--outdir", required=True)
@@ -228,7 +236,8 @@ def main():
     dev = jax.devices()[0]
     res = {"schema": "racksim-xla-runtime/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "device": getattr(dev, "device_kind", str(dev)), "jax": jax.__version__, "argv": sys.argv,
-           "xla_flags": os.environ.get("XLA_FLAGS", ""), "dispatch": [], "kernels": []}
+           "xla_flags": os.environ.get("XLA_FLAGS", ""), "command_buffers": command_buffers_enabled(),
+           "dispatch": [], "kernels": []}
     only = a.only.split(",")
     path = os.path.join(a.outdir, "xla_runtime.json")
     for part, fn in (("dispatch", dispatch_suite), ("kernels", kernel_suite)):
