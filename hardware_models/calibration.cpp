@@ -381,10 +381,18 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.quantity("command", QuantityKind::seconds, true), f.command_s);
     set_if(r.quantity("rerecord_ref", QuantityKind::seconds, true), f.rerecord_ref_s);
     read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+    if (auto th = r.get("without_command_buffers")) {
+      MapReader tr(*th);
+      set_if(tr.quantity("program", QuantityKind::seconds, true), f.thunk_program_s);
+      set_if(tr.quantity("kernel_launch", QuantityKind::seconds, true), f.thunk_launch_s);
+      read_fit(tr, f.thunk_points, f.thunk_rms_residual, f.thunk_max_abs_residual);
+      tr.finish();
+    }
     if (auto rows = r.get("rows", true)) read_list(*rows, [&](const Node& e) {
       DispatchPoint p;
       MapReader pr(e);
       set_if(pr.string("label", true), p.label);
+      set_if(pr.boolean("command_buffers"), p.command_buffers);
       set_if(pr.integer("commands", true, 0, 100000000), p.commands);
       set_if(pr.number("rerecorded_refs", true, 0, 1e12), p.rerecorded_refs);
       set_if(pr.quantity("exposed", QuantityKind::seconds, true), p.exposed_s);
@@ -569,7 +577,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       spec.launch.xla_program_s = cal.xla_runtime->program_s;
       spec.launch.xla_command_s = cal.xla_runtime->command_s;
       spec.launch.xla_rerecord_ref_s = cal.xla_runtime->rerecord_ref_s;
-      for (const char* f : {"launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref"})
+      spec.launch.xla_thunk_launch_s = cal.xla_runtime->thunk_launch_s;
+      for (const char* f : {"launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch"})
         spec.sources[f] = fmt::format("{} xla_runtime (unrolled XLA programs, exposed host time)", tag);
       applied.push_back("XLA runtime");
     } else {
@@ -879,6 +888,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
   // Dispatch rows: programs of one command buffer (the unrolled chains), where the GPU waits
   // for the host's whole work each step: exposed = step time - GPU span of the last profiled step.
   int rows = 0;
+  const bool command_buffers = j.value("command_buffers", true);
   if (opt.xla_program && j.contains("dispatch") && j["dispatch"].is_array()) {
     for (const json& r : j["dispatch"]) {
       const std::string hlo = r.value("hlo_file", "");
@@ -893,9 +903,12 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
       if (!prog || prog->executions != 1 || !last.contains("gpu_span_us") || !last["gpu_span_us"].is_number()) continue;
       DispatchPoint p;
       p.label = r.value("name", "");
+      p.command_buffers = command_buffers;
       p.commands = prog->commands;
-      p.rerecorded_refs = mode == "chained" ? prog->rerecorded_refs : 0.0;  // same_args, donated: nothing moved
-      p.exposed_s = r["step_s_median"].get<double>() - last["gpu_span_us"].get<double>() * 1e-6;
+      p.rerecorded_refs = command_buffers && mode == "chained" ? prog->rerecorded_refs : 0.0;  // same_args, donated: nothing moved
+      // With command buffers the GPU waits for the host's whole work: exposed = step - GPU span.
+      // Without, the host launches kernel after kernel of these tiny layers: the step is host time.
+      p.exposed_s = r["step_s_median"].get<double>() - (command_buffers ? last["gpu_span_us"].get<double>() * 1e-6 : 0.0);
       p.source = src;
       if (p.exposed_s > 0) {
         in.dispatch.push_back(p);
@@ -1161,10 +1174,12 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
 
 // exposed = program + command x commands + rerecord_ref x re-recorded references: relative
 // least squares with non-negative coefficients over every dispatch row.
-XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> pts) {
-  std::sort(pts.begin(), pts.end(), [](const DispatchPoint& a, const DispatchPoint& b) {
+XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> all) {
+  std::sort(all.begin(), all.end(), [](const DispatchPoint& a, const DispatchPoint& b) {
     return std::tie(a.source, a.label) < std::tie(b.source, b.label);
   });
+  std::vector<DispatchPoint> pts, thunk;
+  for (auto& p : all) (p.command_buffers ? pts : thunk).push_back(p);
   const int n = static_cast<int>(pts.size());
   Eigen::MatrixXd X(n, 3);
   Eigen::VectorXd t(n);
@@ -1188,7 +1203,30 @@ XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> pts) {
     p.model_s = X.row(i).dot(r.coef);
     p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
   }
+  // Thunk rows: step = thunk_program + thunk_launch x kernels.
+  if (thunk.size() >= 2) {
+    const int m = static_cast<int>(thunk.size());
+    Eigen::MatrixXd Y(m, 2);
+    Eigen::VectorXd u(m);
+    for (int i = 0; i < m; ++i) {
+      Y(i, 0) = 1.0;
+      Y(i, 1) = thunk[static_cast<std::size_t>(i)].commands;
+      u(i) = thunk[static_cast<std::size_t>(i)].exposed_s;
+    }
+    const FitResult tf = nonneg_lsq(Y, u, {0, 1});
+    f.thunk_program_s = tf.coef(0);
+    f.thunk_launch_s = tf.coef(1);
+    f.thunk_points = m;
+    f.thunk_rms_residual = tf.rms;
+    f.thunk_max_abs_residual = tf.max_abs;
+    for (int i = 0; i < m; ++i) {
+      auto& p = thunk[static_cast<std::size_t>(i)];
+      p.model_s = Y.row(i).dot(tf.coef);
+      p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
+    }
+  }
   f.rows = std::move(pts);
+  f.rows.insert(f.rows.end(), thunk.begin(), thunk.end());
   return f;
 }
 
@@ -1288,7 +1326,8 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.launch = l;
   }
   c.contention = in.contention;
-  if (in.dispatch.size() >= 3) c.xla_runtime = fit_xla_runtime(in.dispatch);
+  if (std::count_if(in.dispatch.begin(), in.dispatch.end(), [](const DispatchPoint& p) { return p.command_buffers; }) >= 3)
+    c.xla_runtime = fit_xla_runtime(in.dispatch);
   if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
                                                                                   : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
@@ -1465,11 +1504,14 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  command: {}", us(f.command_s)));
     line(fmt::format("  rerecord_ref: {}", us(f.rerecord_ref_s)));
     line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
+    if (f.thunk_points > 0)
+      line(fmt::format("  without_command_buffers: {{program: {}, kernel_launch: {}, fit: {}}}", us(f.thunk_program_s),
+                       us(f.thunk_launch_s), fit_map(f.thunk_points, f.thunk_rms_residual, f.thunk_max_abs_residual)));
     line("  rows:");
     for (const auto& p : f.rows)
-      line(fmt::format("    - {{label: {}, commands: {}, rerecorded_refs: {}, exposed: {}, model: {}, residual: {}, source: {}}}",
-                       quote(p.label), p.commands, num(p.rerecorded_refs), us(p.exposed_s), us(p.model_s),
-                       signed4(p.residual), p.source));
+      line(fmt::format("    - {{label: {}, {}commands: {}, rerecorded_refs: {}, exposed: {}, model: {}, residual: {}, source: {}}}",
+                       quote(p.label), p.command_buffers ? "" : "command_buffers: false, ", p.commands,
+                       num(p.rerecorded_refs), us(p.exposed_s), us(p.model_s), signed4(p.residual), p.source));
   }
   if (!c.contention.empty()) {
     line("contention:              # a large GEMM beside a background job: time beside / time alone");

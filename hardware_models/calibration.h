@@ -115,6 +115,7 @@ struct RowKernelFit {
 // the GPU waits for all of it (exposed = synchronized step time - GPU span).
 struct DispatchPoint {
   std::string label;
+  bool command_buffers = true;  // false: XLA_FLAGS emptied --xla_gpu_enable_command_buffer (thunk rows)
   int commands = 0;
   double rerecorded_refs = 0;
   double exposed_s = 0;       // measured
@@ -126,6 +127,11 @@ struct XlaRuntimeFit {
   double program_s = 0, command_s = 0, rerecord_ref_s = 0;
   int points = 0;
   double rms_residual = 0, max_abs_residual = 0;
+  // Command buffers off: every kernel launched by XLA's thunk executor; on these launch-bound
+  // programs the step is thunk_program + thunk_launch x kernels.
+  double thunk_program_s = 0, thunk_launch_s = 0;
+  int thunk_points = 0;
+  double thunk_rms_residual = 0, thunk_max_abs_residual = 0;
   std::vector<DispatchPoint> rows;
 };
 

@@ -83,6 +83,7 @@ struct OpGraph {
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
   int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)
+  bool xla_program = false;           // an imported XLA program: eager launches go through XLA's thunks
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
   // For the report: model FLOPs (6·N·tokens + attention, no recompute) and tokens of one
   // optimizer step of the whole job (all ranks). Set by whoever builds the graph.

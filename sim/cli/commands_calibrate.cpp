@@ -70,9 +70,15 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
                        "reference ({} rows, rms {:.2f}%, max {:.2f}%)\n",
                        f.program_s * 1e6, f.command_s * 1e6, f.rerecord_ref_s * 1e6, f.points, 100 * f.rms_residual,
                        100 * f.max_abs_residual);
+    if (f.thunk_points > 0)
+      out << fmt::format("xla runtime without command buffers: {:.1f} us per program + {:.3f} us per kernel launch "
+                         "({} rows, rms {:.2f}%, max {:.2f}%)\n",
+                         f.thunk_program_s * 1e6, f.thunk_launch_s * 1e6, f.thunk_points, 100 * f.thunk_rms_residual,
+                         100 * f.thunk_max_abs_residual);
     for (const auto& p : f.rows)
-      out << fmt::format("  {:>5} commands {:>6.0f} re-recorded refs  exposed {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%  {}\n",
-                         p.commands, p.rerecorded_refs, p.exposed_s * 1e6, p.model_s * 1e6, 100 * p.residual, p.label);
+      out << fmt::format("  {:>5} commands {:>6.0f} re-recorded refs  {} {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%  {}\n",
+                         p.commands, p.rerecorded_refs, p.command_buffers ? "exposed" : "step   ", p.exposed_s * 1e6,
+                         p.model_s * 1e6, 100 * p.residual, p.label);
   }
   for (const auto& n : c.notes) out << "note: " << n << '\n';
 }

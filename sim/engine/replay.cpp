@@ -152,10 +152,12 @@ class Replayer {
       }
       // A runtime's own host work before the op can be issued (XLA command buffers, HLO replay).
       if (op.host_program_start) h += l.xla_program_s;
-      if (op.host_commands > 0)
+      if (graphs && op.host_commands > 0)
         h += l.xla_command_s * op.host_commands + (op.host_rerecord ? l.xla_rerecord_ref_s * op.host_buffer_refs : 0.0);
       res_.ops[i].launch_start_s = h;
-      h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
+      // Without command buffers XLA's thunk executor launches every kernel itself.
+      const double eager = g_.xla_program && l.xla_thunk_launch_s > 0 ? l.xla_thunk_launch_s : l.eager_kernel_launch_s;
+      h += graphs ? l.graph_kernel_launch_s : eager;
       res_.ops[i].launch_end_s = h;
       const OpId id = static_cast<OpId>(i);
       q_.schedule(SimTime::from_seconds(h), [this, id] { release(id); });

@@ -757,6 +757,7 @@ class Lowerer {
       first = i;
     }
     if (!g_.ops.empty()) g_.ops.front().host_program_start = true;
+    g_.xla_program = true;
   }
 
   // ---- memory
