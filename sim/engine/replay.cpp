@@ -142,6 +142,10 @@ class Replayer {
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
       double& h = host_s[op.rank];
+      // Everything the host does before the op can be issued is part of its launch (a GPU that
+      // waits for it waits for the host: launch_overhead): the graph launch that opens a
+      // micro-step chunk, and a runtime's own work (XLA command buffers, HLO replay).
+      res_.ops[i].launch_start_s = h;
       if (graphs) {
         // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
         const std::string ms = op.name.substr(0, op.name.find('.'));
@@ -150,11 +154,9 @@ class Replayer {
           micro_step[op.rank] = ms;
         }
       }
-      // A runtime's own host work before the op can be issued (XLA command buffers, HLO replay).
       if (op.host_program_start) h += l.xla_program_s;
       if (graphs && op.host_commands > 0)
         h += l.xla_command_s * op.host_commands + (op.host_rerecord ? l.xla_rerecord_ref_s * op.host_buffer_refs : 0.0);
-      res_.ops[i].launch_start_s = h;
       // Without command buffers XLA's thunk executor launches every kernel itself.
       const double eager = g_.xla_program && l.xla_thunk_launch_s > 0 ? l.xla_thunk_launch_s : l.eager_kernel_launch_s;
       h += graphs ? l.graph_kernel_launch_s : eager;

@@ -131,6 +131,9 @@ TEST(HwMechanism, XlaCommandBufferHostWorkDelaysItsFirstKernel) {
   const auto r = sim::replay(g, sc);
   const double host = 100e-6 + 3 * 2e-6 + 8 * 0.5e-6;
   EXPECT_NEAR(r.ops[0].start_s, host + launch_end(sc, 0), 1e-12);
+  // The GPU waited for the host the whole time: launch overhead, not idle.
+  EXPECT_NEAR(r.breakdown.launch_overhead_s, host + launch_end(sc, 0), 1e-12);
+  EXPECT_NEAR(r.breakdown.idle_s, 0.0, 1e-12);
   g.ops[0].host_rerecord = false;  // same buffers as last time: no re-recording
   EXPECT_NEAR(sim::replay(g, sc).ops[0].start_s, 100e-6 + 3 * 2e-6 + launch_end(sc, 0), 1e-12);
 }
