@@ -621,9 +621,10 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   }
   if (xla_runtime_kept)
     c->warnings.push_back(fmt::format(
-        "{}: its XLA runtime host costs were measured on a {} host and are not applied to {} ({}): HLO replays here "
-        "leave out XLA's per-step host work (command-buffer execution and re-recording)",
-        cal.name, link_name(cal.host_link), spec.name, link_name(spec.host.link)));
+        "{}: its XLA runtime host costs were measured on a {} host and are not carried to {} ({}): HLO replays "
+        "here use the preset's XLA runtime figures{}",
+        cal.name, link_name(cal.host_link), spec.name, link_name(spec.host.link),
+        spec.launch.xla_command_s > 0 ? " (see their sources)" : ", none: XLA's per-step host work is left out"));
   if (row_kernels_kept)
     c->warnings.push_back(fmt::format(
         "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "

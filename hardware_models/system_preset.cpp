@@ -108,6 +108,11 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.quantity("eager_kernel_launch", QuantityKind::seconds, true), s.launch.eager_kernel_launch_s);
     set_if(r.quantity("graph_kernel_launch", QuantityKind::seconds, true), s.launch.graph_kernel_launch_s);
     set_if(r.quantity("graph_launch", QuantityKind::seconds, true), s.launch.graph_launch_s);
+    // XLA's GPU runtime on the host (HLO replay only); absent: not modelled.
+    set_if(r.quantity("xla_program", QuantityKind::seconds), s.launch.xla_program_s);
+    set_if(r.quantity("xla_command", QuantityKind::seconds), s.launch.xla_command_s);
+    set_if(r.quantity("xla_rerecord_ref", QuantityKind::seconds), s.launch.xla_rerecord_ref_s);
+    set_if(r.quantity("xla_thunk_launch", QuantityKind::seconds), s.launch.xla_thunk_launch_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -251,7 +256,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.tensor_clock", "gpu.peak_dense.tf32",
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
-            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4"};
+            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4",
+            "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch"};
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {
