@@ -44,7 +44,7 @@ model:
   hidden: {row['D']}
   ffn_hidden: {row['F']}
   heads: {row['H']}
-  kv_heads: {row['H']}
+  kv_heads: {row.get('KV', row['H'])}
   vocab: {row['V']}
   ffn: swiglu
   tied_embeddings: false

@@ -90,6 +90,14 @@ MULTI = {
     "x2_fsdp_m1_full_cudnn": cfg(M1, policy="full", attention="cudnn", devices=2, shard="fsdp"),
 }
 
+# Grouped-query attention (fewer K/V heads), Llama-like shapes: out-of-sample checks of the
+# importer and the scenario builder, which were built on the multi-head steps above.
+GQA = {
+    "g1_dots": cfg(M1, KV=4, policy="dots"),
+    "g1_none_cudnn": cfg(M1, KV=4, policy="none", attention="cudnn"),
+    "g4k_l4_full": dict(D=4096, L=4, H=32, KV=8, F=14336, S=4096, B=2, V=32768, policy="full", attention="xla", scan=True),
+}
+
 # Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
 # re-recording, outputs alias the arguments), and a longer unrolled program.
 RUNTIME = {
@@ -106,7 +114,7 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **SMOKE}
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **SMOKE}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -128,6 +136,7 @@ SUITES = {
     ],
     "x2": list(MULTI),
     "runtime": list(RUNTIME),
+    "gqa": list(GQA),
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
@@ -138,7 +147,8 @@ STEPS_TIMED = 12
 
 def param_count(c):
     D, L, F, V = c["D"], c["L"], c["F"], c["V"]
-    per_layer = D * 3 * D + D * D + 3 * D * F + 2 * D
+    kv = c.get("KV", c["H"]) * (D // c["H"])  # K and V width (grouped-query attention: fewer KV heads)
+    per_layer = D * (D + 2 * kv) + D * D + 3 * D * F + 2 * D
     return V * D + L * per_layer + D + D * V
 
 
@@ -160,7 +170,11 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
 
     ndev, shard = int(c.get("devices", 1)), c.get("shard", "none")
     donate = bool(c.get("donate", False))
+    KV = int(c.get("KV", H))
+    assert H % KV == 0, "H must be a multiple of KV"
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
+    if KV != H:
+        row["KV"] = KV
     if donate:
         row["donate"] = True
     if ndev > 1:
@@ -194,10 +208,10 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     def layer(x, lp):
         h = rms(x, lp["n1"])
         qkv = checkpoint_name(h @ lp["wqkv"].astype(bf16), "qkv")
-        q, k, v = jnp.split(qkv, 3, axis=-1)
+        q, k, v = jnp.split(qkv, [D, D + KV * Dh], axis=-1)
         q = q.reshape(B, S, H, Dh)
-        k = k.reshape(B, S, H, Dh)
-        v = v.reshape(B, S, H, Dh)
+        k = k.reshape(B, S, KV, Dh)
+        v = v.reshape(B, S, KV, Dh)
         a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
         a = checkpoint_name(a.reshape(B, S, D), "attn")
         x = x + checkpoint_name(a @ lp["wo"].astype(bf16), "attn_out")
@@ -257,7 +271,7 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
                 "wd": nrm(ks[1], (L, F, D), F ** -0.5 / (2 * L) ** 0.5),
                 "wg": nrm(ks[2], (L, D, F), D ** -0.5),
                 "wo": nrm(ks[3], (L, D, D), D ** -0.5 / (2 * L) ** 0.5),
-                "wqkv": nrm(ks[4], (L, D, 3 * D), D ** -0.5),
+                "wqkv": nrm(ks[4], (L, D, D + 2 * KV * Dh), D ** -0.5),
                 "wu": nrm(ks[5], (L, D, F), D ** -0.5),
             },
             "norm_f": jnp.ones((D,), f32),
