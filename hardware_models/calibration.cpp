@@ -351,9 +351,10 @@ Calibration parse_calibration(const Node& root) {
   if (auto rk = top.get("row_kernels")) {
     MapReader r(*rk);
     RowKernelFit f;
-    if (auto f = r.string("form", true); f && *f != kRowKernelForm)
-      rk->child("form").error(fmt::format("unsupported row-kernel model '{}'; expected \"{}\"", *f, kRowKernelForm));
+    if (auto fm = r.string("form", true); fm && *fm != kRowKernelForm)
+      rk->child("form").error(fmt::format("unsupported row-kernel model '{}'; expected \"{}\"", *fm, kRowKernelForm));
     set_if(r.quantity("k", QuantityKind::bytes_per_second, true), f.k_Bps_B);  // GB/s at one byte per thread
+    if (!(f.k_Bps_B > 0) && r.has("k")) rk->child("k").error("must be positive");
     read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
     if (auto ks = r.get("kernels", true)) read_list(*ks, [&](const Node& e) {
       RowKernelPoint p;
@@ -574,17 +575,30 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   if (cal.xla_runtime) {
     // Host CPU work of XLA's runtime: the same rule as the launch costs (host CPU class, driver).
     if (same_host) {
-      spec.launch.xla_program_s = cal.xla_runtime->program_s;
-      spec.launch.xla_command_s = cal.xla_runtime->command_s;
-      spec.launch.xla_rerecord_ref_s = cal.xla_runtime->rerecord_ref_s;
-      spec.launch.xla_thunk_launch_s = cal.xla_runtime->thunk_launch_s;
-      for (const char* f : {"launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch"})
+      const auto& x = *cal.xla_runtime;
+      auto set = [&](const std::string& f, double v, double& field) {
+        if (overridden(f)) return;
+        field = v;
         spec.sources[f] = fmt::format("{} xla_runtime (unrolled XLA programs, exposed host time)", tag);
+      };
+      set("launch.xla_program", x.program_s, spec.launch.xla_program_s);
+      set("launch.xla_command", x.command_s, spec.launch.xla_command_s);
+      set("launch.xla_rerecord_ref", x.rerecord_ref_s, spec.launch.xla_rerecord_ref_s);
+      if (x.thunk_points > 0) {  // measured without command buffers too
+        set("launch.xla_thunk_launch", x.thunk_launch_s, spec.launch.xla_thunk_launch_s);
+        set("launch.xla_thunk_program", x.thunk_program_s, spec.launch.xla_thunk_program_s);
+      }
       applied.push_back("XLA runtime");
     } else {
       xla_runtime_kept = true;
     }
   }
+
+  // Measured collectives stand for the device as measured: a scenario that changes its NVLink keeps
+  // the model (a what-if must be able to move them).
+  c->applied_nccl = c->same_device && !cal.nccl.empty();
+  for (const auto& [field, source] : spec.sources)
+    if (field.rfind("scale_up.", 0) == 0 && overridden(field)) c->applied_nccl = false;
 
   std::string head = fmt::format("calibration {} ({}, measured {})", cal.name, cal.device_name,
                                  cal.sources.empty() ? std::string("?") : cal.sources.front().date.substr(0, 10));
@@ -874,6 +888,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
         const auto c = cost(hlo_path, name);
         if (!c || !(c->thread_bytes > 0) || !(c->bytes > 0)) continue;
         std::sort(d.begin(), d.end());
+        if (!(d[d.size() / 2] > 0)) continue;  // a profiler row of zero duration says nothing
         RowKernelPoint p;
         p.label = run.value("name", "") + " " + name;
         p.bytes = c->bytes;
@@ -911,7 +926,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
       // Without, the host launches kernel after kernel of these tiny layers: the step is host time.
       p.exposed_s = r["step_s_median"].get<double>() - (command_buffers ? last["gpu_span_us"].get<double>() * 1e-6 : 0.0);
       p.source = src;
-      if (p.exposed_s > 0) {
+      if (p.exposed_s > 0 && std::isfinite(p.exposed_s)) {
         in.dispatch.push_back(p);
         ++rows;
       }

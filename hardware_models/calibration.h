@@ -183,6 +183,7 @@ struct Calibration {
   // Which measured figures replaced the preset's (the rest stay the preset's cited values).
   bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
   bool applied_row_kernels = false;  // same architecture (register file and memory system)
+  bool applied_nccl = false;         // the device measured, its NVLink not overridden: measured collectives apply
   std::vector<std::string> warnings;
 
   const GemmModel* gemm_for(Dtype d) const {

@@ -895,7 +895,7 @@ CollectiveCost hierarchical(const SystemSpec& sys, CollectiveOp op, double bytes
 // NCCL with NVLS off, so an NVLS choice keeps the model's time.
 void apply_measured_nccl(const SystemSpec& sys, const GroupPlacement& g, const CollectiveOptions& opt,
                          CollectiveCost& r) {
-  if (!sys.calibration || !sys.calibration->same_device || opt.algorithm != CollectiveAlgorithm::auto_select ||
+  if (!sys.calibration || !sys.calibration->applied_nccl || opt.algorithm != CollectiveAlgorithm::auto_select ||
       opt.protocol != CollectiveProtocol::auto_select || g.ranks != g.ranks_per_domain ||
       r.algorithm == CollectiveAlgorithm::nvls || r.algorithm == CollectiveAlgorithm::nvls_tree)
     return;

@@ -113,6 +113,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.quantity("xla_command", QuantityKind::seconds), s.launch.xla_command_s);
     set_if(r.quantity("xla_rerecord_ref", QuantityKind::seconds), s.launch.xla_rerecord_ref_s);
     set_if(r.quantity("xla_thunk_launch", QuantityKind::seconds), s.launch.xla_thunk_launch_s);
+    set_if(r.quantity("xla_thunk_program", QuantityKind::seconds), s.launch.xla_thunk_program_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -257,7 +258,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
             "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4",
-            "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch"};
+            "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
+            "launch.xla_thunk_program"};
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {

@@ -53,6 +53,7 @@ struct LaunchSpec {
   double xla_command_s = 0;
   double xla_rerecord_ref_s = 0;
   double xla_thunk_launch_s = 0;       // per kernel with command buffers off (XLA's thunk executor)
+  double xla_thunk_program_s = 0;      // per program execution with command buffers off
 };
 
 struct HostSpec {

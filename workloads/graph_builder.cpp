@@ -483,8 +483,10 @@ class Builder {
     if (!m_.tied_embeddings) leaves.push_back(static_cast<double>(m_.vocab) * h_ * f32 / tp_);
     if (m_.ffn == FfnKind::swiglu) leaves.push_back(L * f_ * h_ * f32);
     std::vector<std::pair<double, std::vector<std::pair<std::size_t, std::size_t>>>> outs;  // size, placed intervals
+    // The moments are sharded like the optimizer state (1/dp of each array under zero1/2, fsdp).
+    const double opt_share = t_.optimizer_sharding != OptimizerSharding::none ? 1.0 / dp_ : 1.0;
     for (double b : leaves)
-      for (int copy = 0; copy < 2; ++copy) outs.push_back({b, {}});
+      for (int copy = 0; copy < 2; ++copy) outs.push_back({b * opt_share, {}});
     std::sort(outs.begin(), outs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     // Live range of every activation tensor in op order.
     std::vector<std::size_t> first(g_.tensors.size(), SIZE_MAX), last(g_.tensors.size(), 0);
@@ -702,16 +704,21 @@ class Builder {
                            if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
                          }
                          scores_recomputed_ = false;
-                         // The score gradient dS (fp32 in XLA) lives until dK is done; dP dies here.
-                         const TensorId ds = temp("attn_scores.dS", bh * s_ * s_ * (jax_ ? 4 : a));
-                         g_.ops[sb].allocs.push_back(ds);
-                         if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
+                         // The score gradient dS lives until dK is done. XLA writes it as a new fp32
+                         // buffer (dP dies here); Megatron's fused softmax backward works in place
+                         // on dP, which then lives until dK.
+                         std::optional<TensorId> ds = attn_dp_;
+                         if (jax_) {
+                           ds = temp("attn_scores.dS", bh * s_ * s_ * 4);
+                           g_.ops[sb].allocs.push_back(*ds);
+                           if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
+                         }
                          attn_dp_.reset();
                          // dQ and dK read dS in fp32 under XLA (Triton GEMM fusions convert it).
                          const double ds_extra = jax_ ? bh * s_ * s_ * (4 - a) : 0;
                          gemm("attn_scores.dq", s_, qk_dim_, s_, bh, ds_extra);
                          const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh, ds_extra);
-                         g_.ops[dk].frees.push_back(ds);
+                         if (ds) g_.ops[dk].frees.push_back(*ds);
                        }});
       steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },
                        [=, this] {
@@ -946,7 +953,7 @@ class Builder {
       // write), as the compiled reference steps do (shared/reference/hlo/m1_none: fusion-start /
       // loop_dynamic_update_slice_fusion in the forward loop).
       if (stacked)
-        if (const double r = saved_residual_bytes(l); r > 0) vector(fmt::format("mb{}.L{}.scan.stack_copy", mb_, l), 2 * r, 0);
+        if (const double r = saved_residual_bytes(l); r > 0) vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     if (v == vstages_ - 1) {
@@ -1170,8 +1177,13 @@ class Builder {
                {"norm1", Tsp_ * h_ * a},
                {"norm2", Tsp_ * h_ * a},
                {"mlp_act", T_ * f_ * a}})
-        if (std::find(plan.saved.begin(), plan.saved.end(), name) != plan.saved.end()) copy += bytes;
-      if (copy > 0) vector("scan.stack_slice", 2 * copy, 0);
+        if (std::find(plan.saved.begin(), plan.saved.end(), name) != plan.saved.end() &&
+            std::any_of(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; }))
+          copy += bytes;  // (an MoE layer has no dense SwiGLU product)
+      if (copy > 0) {
+        phase_ = Phase::backward;
+        vector("scan.stack_slice", 2 * copy, 0);
+      }
     }
     // Backward step by step; an activation dies as soon as the step that saved it is done
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).

@@ -146,20 +146,26 @@ class Replayer {
       // waits for it waits for the host: launch_overhead): the graph launch that opens a
       // micro-step chunk, and a runtime's own work (XLA command buffers, HLO replay).
       res_.ops[i].launch_start_s = h;
-      if (graphs) {
-        // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
-        const std::string ms = op.name.substr(0, op.name.find('.'));
-        if (ms != micro_step[op.rank]) {
-          h += l.graph_launch_s;
-          micro_step[op.rank] = ms;
+      if (g_.xla_program) {
+        // XLA's own host work (HLO replay), measured as a whole: with command buffers the program,
+        // each command-buffer execution's commands and re-recording (which include its graph
+        // launch); without, the program and one thunk launch per kernel.
+        if (op.host_program_start) h += graphs ? l.xla_program_s : (l.xla_thunk_program_s > 0 ? l.xla_thunk_program_s : l.xla_program_s);
+        if (graphs && op.host_commands > 0)
+          h += l.xla_command_s * op.host_commands + (op.host_rerecord ? l.xla_rerecord_ref_s * op.host_buffer_refs : 0.0);
+        if (!graphs) h += l.xla_thunk_launch_s > 0 ? l.xla_thunk_launch_s : l.eager_kernel_launch_s;
+        else if (l.xla_command_s <= 0) h += l.graph_kernel_launch_s;  // no XLA figures: plain graph nodes
+      } else {
+        if (graphs) {
+          // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
+          const std::string ms = op.name.substr(0, op.name.find('.'));
+          if (ms != micro_step[op.rank]) {
+            h += l.graph_launch_s;
+            micro_step[op.rank] = ms;
+          }
         }
+        h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
       }
-      if (op.host_program_start) h += l.xla_program_s;
-      if (graphs && op.host_commands > 0)
-        h += l.xla_command_s * op.host_commands + (op.host_rerecord ? l.xla_rerecord_ref_s * op.host_buffer_refs : 0.0);
-      // Without command buffers XLA's thunk executor launches every kernel itself.
-      const double eager = g_.xla_program && l.xla_thunk_launch_s > 0 ? l.xla_thunk_launch_s : l.eager_kernel_launch_s;
-      h += graphs ? l.graph_kernel_launch_s : eager;
       res_.ops[i].launch_end_s = h;
       const OpId id = static_cast<OpId>(i);
       q_.schedule(SimTime::from_seconds(h), [this, id] { release(id); });

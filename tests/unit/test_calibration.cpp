@@ -199,6 +199,25 @@ TEST(CalibNccl, MeasuredCollectivesReplaceTheModelOnTheSameDevice) {
                    hw::estimate_collective(h100_plain, hw::CollectiveOp::all_reduce, bytes, hw::place_group(h100_plain, 2, 1)).time_s);
 }
 
+// A scenario that changes the NVLink, or a calibrated XLA cost, keeps its own value: measured
+// collectives and calibrated runtime costs never cancel a what-if.
+TEST(CalibApply, OverridesWinOverMeasuredCollectivesAndXlaCosts) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->xla_runtime);
+  hw::SystemSpec sys = preset("h200-sxm");
+  sys.sources["scale_up.bandwidth_per_direction"] = "scenario override at s.yaml:3:5";
+  sys.launch.xla_command_s = 0;
+  sys.sources["launch.xla_command"] = "scenario override at s.yaml:4:5";
+  hw::apply_calibration(sys, *c);
+  EXPECT_FALSE(sys.calibration->applied_nccl);
+  EXPECT_EQ(sys.launch.xla_command_s, 0.0);
+  EXPECT_DOUBLE_EQ(sys.launch.xla_rerecord_ref_s, c->xla_runtime->rerecord_ref_s);
+  hw::SystemSpec plain = preset("h200-sxm");
+  hw::apply_calibration(plain, *c);
+  EXPECT_TRUE(plain.calibration->applied_nccl);
+  EXPECT_DOUBLE_EQ(plain.launch.xla_thunk_launch_s, c->xla_runtime->thunk_launch_s);
+}
+
 // The fitted GEMM model against every measured shape, recomputed here from the file's four
 // parameters and the calibrated HBM rate (not read from the table). Tolerances: every compute-
 // bound shape within the data's own repeat spread (the largest difference between two

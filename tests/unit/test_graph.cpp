@@ -2,6 +2,7 @@
 // data-parallel collectives carry the bytes the algorithm says.
 #include <gtest/gtest.h>
 
+#include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 
@@ -80,4 +81,36 @@ TEST(Graph, SavePlans) {
   EXPECT_EQ(std::count(sel.begin(), sel.end(), "qkv"), 1);
   p.mode = RecomputeMode::full;
   EXPECT_TRUE(save_plan(p, true, false).saved.empty());
+}
+
+// JAX without donation packs temporaries into the optimizer's outputs; with the optimizer state
+// sharded those outputs are 1/dp as large, so packing can never make "no donation" cheaper
+// than donation. A step that saves everything recomputes nothing (the scan's stack copies are
+// backward work).
+TEST(Graph, JaxPackingRespectsShardingAndStackCopiesAreNotRecompute) {
+  const std::string base =
+      "system: {preset: h200-sxm, gpus: 8}\n"
+      "model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 16, vocab: 32768, ffn: swiglu}\n"
+      "training: {seq_len: 2048, global_batch: 16, micro_batch: 2, parallelism: {dp: 8}, optimizer_sharding: fsdp,\n"
+      "           recompute: none, attention: materialized, framework: jax, donate_state: ";
+  const auto nodonate = sim::simulate(sim::load_scenario_text(base + "false}\n", "a.yaml"));
+  const auto donate = sim::simulate(sim::load_scenario_text(base + "true}\n", "b.yaml"));
+  EXPECT_GE(nodonate.report["peak_memory_bytes"].get<double>(), donate.report["peak_memory_bytes"].get<double>());
+  EXPECT_EQ(nodonate.report["breakdown_s"]["recompute"].get<double>(), 0.0);
+}
+
+// Megatron's fused softmax backward works in place on dP: no separate dS buffer.
+TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 2048, global_batch: 8, micro_batch: 1, parallelism: {tp: 8}, attention: materialized}\n",
+      "m.yaml");
+  const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+  int dp = 0, ds = 0;
+  for (const auto& t : g.tensors) {
+    dp += t.name.ends_with("attn.dP");
+    ds += t.name.ends_with("attn_scores.dS");
+  }
+  EXPECT_GT(dp, 0);
+  EXPECT_EQ(ds, 0);
 }

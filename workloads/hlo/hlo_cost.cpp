@@ -2,8 +2,6 @@
 
 #include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
-#include "workloads/hlo/hlo_lower.h"
-#include "workloads/hlo/hlo_parser.h"
 
 #include <nlohmann/json.hpp>
 
@@ -359,13 +357,22 @@ double triton_thread_bytes(const Instruction& inst, const Computation& fused, do
   if (!(warps >= 1)) return 0;
   const auto& tile = b["output_tiles"][0];
   if (!tile.is_object() || !tile.contains("sizes") || !tile["sizes"].is_array()) return 0;
-  double tile_elems = 1;
-  for (const int64_t n : json_int_list(tile["sizes"]))
-    if (n > 0) tile_elems *= static_cast<double>(n);
-  // The output tile is a tile of the root's (first) output.
+  const std::vector<int64_t> sizes = json_int_list(tile["sizes"]);
+  // The output tile is a tile of the root's (first) output: one program per tile, the last tile
+  // of a dimension padded (ceil), when the tile names every dimension.
   const Instruction& root = fused.instructions[static_cast<std::size_t>(fused.root)];
   const Shape& out = root.shape.is_tuple && !root.shape.tuple.empty() ? root.shape.tuple[0] : root.shape;
-  const double programs = std::max(1.0, out.elements() / tile_elems);
+  double programs = 1;
+  if (sizes.size() == out.dims.size()) {
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] > 0) programs *= std::ceil(static_cast<double>(out.dims[i]) / static_cast<double>(sizes[i]));
+  } else {
+    double tile_elems = 1;
+    for (const int64_t n : sizes)
+      if (n > 0) tile_elems *= static_cast<double>(n);
+    programs = out.elements() / tile_elems;
+  }
+  programs = std::max(1.0, programs);
   return operand_bytes / programs / (32.0 * warps);
 }
 
