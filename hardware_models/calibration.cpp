@@ -488,6 +488,13 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     auto it = spec.sources.find(field);
     return it != spec.sources.end() && it->second.rfind("scenario override", 0) == 0;
   };
+  // A calibrated figure replaces the preset's unless the scenario set the field itself.
+  auto set_unless_overridden = [&](const std::string& f, double v, double& field,
+                                   const std::function<std::string(const std::string&)>& why) {
+    if (overridden(f)) return;
+    field = v;
+    spec.sources[f] = why(f);
+  };
 
   // GEMM: the shape model always applies (compute_model reads spec.calibration); the ceiling is
   // the measured one only on the device measured.
@@ -558,14 +565,10 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   if (cal.launch) {
     if (same_host) {
       const auto& l = *cal.launch;
-      auto set = [&](const std::string& f, double v, double& field) {
-        if (overridden(f)) return;
-        field = v;
-        spec.sources[f] = fmt::format("{} {} (fitted over kernel counts)", tag, f);
-      };
-      set("launch.eager_kernel_launch", l.eager_kernel_launch_s, spec.launch.eager_kernel_launch_s);
-      set("launch.graph_kernel_launch", l.graph_kernel_launch_s, spec.launch.graph_kernel_launch_s);
-      set("launch.graph_launch", l.graph_launch_s, spec.launch.graph_launch_s);
+      const auto why = [&](const std::string& f) { return fmt::format("{} {} (fitted over kernel counts)", tag, f); };
+      set_unless_overridden("launch.eager_kernel_launch", l.eager_kernel_launch_s, spec.launch.eager_kernel_launch_s, why);
+      set_unless_overridden("launch.graph_kernel_launch", l.graph_kernel_launch_s, spec.launch.graph_kernel_launch_s, why);
+      set_unless_overridden("launch.graph_launch", l.graph_launch_s, spec.launch.graph_launch_s, why);
       c->applied_launch = true;
       applied.push_back("launch");
     } else {
@@ -576,17 +579,13 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     // Host CPU work of XLA's runtime: the same rule as the launch costs (host CPU class, driver).
     if (same_host) {
       const auto& x = *cal.xla_runtime;
-      auto set = [&](const std::string& f, double v, double& field) {
-        if (overridden(f)) return;
-        field = v;
-        spec.sources[f] = fmt::format("{} xla_runtime (unrolled XLA programs, exposed host time)", tag);
-      };
-      set("launch.xla_program", x.program_s, spec.launch.xla_program_s);
-      set("launch.xla_command", x.command_s, spec.launch.xla_command_s);
-      set("launch.xla_rerecord_ref", x.rerecord_ref_s, spec.launch.xla_rerecord_ref_s);
+      const auto why = [&](const std::string&) { return fmt::format("{} xla_runtime (unrolled XLA programs, exposed host time)", tag); };
+      set_unless_overridden("launch.xla_program", x.program_s, spec.launch.xla_program_s, why);
+      set_unless_overridden("launch.xla_command", x.command_s, spec.launch.xla_command_s, why);
+      set_unless_overridden("launch.xla_rerecord_ref", x.rerecord_ref_s, spec.launch.xla_rerecord_ref_s, why);
       if (x.thunk_points > 0) {  // measured without command buffers too
-        set("launch.xla_thunk_launch", x.thunk_launch_s, spec.launch.xla_thunk_launch_s);
-        set("launch.xla_thunk_program", x.thunk_program_s, spec.launch.xla_thunk_program_s);
+        set_unless_overridden("launch.xla_thunk_launch", x.thunk_launch_s, spec.launch.xla_thunk_launch_s, why);
+        set_unless_overridden("launch.xla_thunk_program", x.thunk_program_s, spec.launch.xla_thunk_program_s, why);
       }
       applied.push_back("XLA runtime");
     } else {
@@ -1190,56 +1189,55 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
 
 // exposed = program + command x commands + rerecord_ref x re-recorded references: relative
 // least squares with non-negative coefficients over every dispatch row.
+// Relative non-negative least squares of the rows' exposed time on `features` (one row each);
+// writes every row's model time and residual.
+FitResult fit_dispatch_rows(std::vector<DispatchPoint>& rows,
+                            const std::function<std::vector<double>(const DispatchPoint&)>& features) {
+  const int n = static_cast<int>(rows.size());
+  const int k = n > 0 ? static_cast<int>(features(rows.front()).size()) : 1;
+  Eigen::MatrixXd X(n, k);
+  Eigen::VectorXd t(n);
+  for (int i = 0; i < n; ++i) {
+    const auto x = features(rows[static_cast<std::size_t>(i)]);
+    for (int j = 0; j < k; ++j) X(i, j) = x[static_cast<std::size_t>(j)];
+    t(i) = rows[static_cast<std::size_t>(i)].exposed_s;
+  }
+  std::vector<int> cols(static_cast<std::size_t>(k));
+  for (int j = 0; j < k; ++j) cols[static_cast<std::size_t>(j)] = j;
+  const FitResult r = nonneg_lsq(X, t, cols);
+  for (int i = 0; i < n; ++i) {
+    auto& p = rows[static_cast<std::size_t>(i)];
+    p.model_s = X.row(i).dot(r.coef);
+    p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
+  }
+  return r;
+}
+
 XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> all) {
   std::sort(all.begin(), all.end(), [](const DispatchPoint& a, const DispatchPoint& b) {
     return std::tie(a.source, a.label) < std::tie(b.source, b.label);
   });
   std::vector<DispatchPoint> pts, thunk;
   for (auto& p : all) (p.command_buffers ? pts : thunk).push_back(p);
-  const int n = static_cast<int>(pts.size());
-  Eigen::MatrixXd X(n, 3);
-  Eigen::VectorXd t(n);
-  for (int i = 0; i < n; ++i) {
-    const auto& p = pts[static_cast<std::size_t>(i)];
-    X(i, 0) = 1.0;
-    X(i, 1) = p.commands;
-    X(i, 2) = p.rerecorded_refs;
-    t(i) = p.exposed_s;
-  }
-  const FitResult r = nonneg_lsq(X, t, {0, 1, 2});
   XlaRuntimeFit f;
+  const FitResult r = fit_dispatch_rows(pts, [](const DispatchPoint& p) {
+    return std::vector<double>{1.0, static_cast<double>(p.commands), p.rerecorded_refs};
+  });
   f.program_s = r.coef(0);
   f.command_s = r.coef(1);
   f.rerecord_ref_s = r.coef(2);
-  f.points = n;
+  f.points = static_cast<int>(pts.size());
   f.rms_residual = r.rms;
   f.max_abs_residual = r.max_abs;
-  for (int i = 0; i < n; ++i) {
-    auto& p = pts[static_cast<std::size_t>(i)];
-    p.model_s = X.row(i).dot(r.coef);
-    p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
-  }
   // Thunk rows: step = thunk_program + thunk_launch x kernels.
   if (thunk.size() >= 2) {
-    const int m = static_cast<int>(thunk.size());
-    Eigen::MatrixXd Y(m, 2);
-    Eigen::VectorXd u(m);
-    for (int i = 0; i < m; ++i) {
-      Y(i, 0) = 1.0;
-      Y(i, 1) = thunk[static_cast<std::size_t>(i)].commands;
-      u(i) = thunk[static_cast<std::size_t>(i)].exposed_s;
-    }
-    const FitResult tf = nonneg_lsq(Y, u, {0, 1});
+    const FitResult tf =
+        fit_dispatch_rows(thunk, [](const DispatchPoint& p) { return std::vector<double>{1.0, static_cast<double>(p.commands)}; });
     f.thunk_program_s = tf.coef(0);
     f.thunk_launch_s = tf.coef(1);
-    f.thunk_points = m;
+    f.thunk_points = static_cast<int>(thunk.size());
     f.thunk_rms_residual = tf.rms;
     f.thunk_max_abs_residual = tf.max_abs;
-    for (int i = 0; i < m; ++i) {
-      auto& p = thunk[static_cast<std::size_t>(i)];
-      p.model_s = Y.row(i).dot(tf.coef);
-      p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
-    }
   }
   f.rows = std::move(pts);
   f.rows.insert(f.rows.end(), thunk.begin(), thunk.end());
