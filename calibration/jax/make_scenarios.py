@@ -21,6 +21,8 @@ SOURCES = [
      "calibration/data/h200-2026-11-29-runtime/jax_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-gqa", "jax_steps.jsonl"),
      "calibration/data/h200-2026-11-29-gqa/jax_steps.jsonl"),
+    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-extra", "jax_steps.jsonl"),
+     "calibration/data/h200-2026-11-29-extra/jax_steps.jsonl"),
 ]
 POLICY = {
     "none": "none",
