@@ -76,14 +76,17 @@ def run(name, c):
         x32 = x.float()
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf16) * wt
 
-    def layer(x, i):
-        h = rms(x, params[f"n1.{i}"])
-        q, k, v = (h @ params[f"qkv.{i}"]).split(D, dim=-1)
+    def layer(x, n1, n2, wqkv, wo, wg, wu, wd):  # weights as arguments: one compilation for all layers
+        h = rms(x, n1)
+        q, k, v = (h @ wqkv).split(D, dim=-1)
         q, k, v = (t.view(B, S, H, Dh).transpose(1, 2) for t in (q, k, v))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + a.transpose(1, 2).reshape(B, S, D) @ params[f"o.{i}"]
-        h = rms(x, params[f"n2.{i}"])
-        return x + (F.silu(h @ params[f"g.{i}"]) * (h @ params[f"u.{i}"])) @ params[f"d.{i}"]
+        x = x + a.transpose(1, 2).reshape(B, S, D) @ wo
+        h = rms(x, n2)
+        return x + (F.silu(h @ wg) * (h @ wu)) @ wd
+
+    def weights(i):
+        return [params[f"{k}.{i}"] for k in ("n1", "n2", "qkv", "o", "g", "u", "d")]
 
     tok = torch.randint(0, V, (B, S + 1), device=dev)
     inp, tgt = tok[:, :S], tok[:, 1:]
@@ -100,9 +103,9 @@ def run(name, c):
         x = params["emb"][inp]
         for i in range(L):
             if c["recompute"] == "full":
-                x = torch.utils.checkpoint.checkpoint(layer_fn, x, i, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(layer_fn, x, *weights(i), use_reentrant=False)
             else:
-                x = layer_fn(x, i)
+                x = layer_fn(x, *weights(i))
         loss = head_fn(x)
         loss.backward()
         with torch.no_grad():
