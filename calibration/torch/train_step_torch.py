@@ -38,6 +38,9 @@ for _n in list(CONFIGS):
     CONFIGS[_n + "_compiled"] = dict(CONFIGS[_n], compiled=True)
 
 
+PROFILE_DIR = ""
+
+
 def run(name, c):
     torch.manual_seed(0)
     dev = torch.device("cuda")
@@ -125,6 +128,12 @@ def run(name, c):
         step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    if PROFILE_DIR:  # one more step under torch.profiler, after the timed ones
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(f"{PROFILE_DIR}/{name}.trace.json")
     row = dict(name=name, **c, step_s_median=statistics.median(times), step_s_min=min(times), step_s_max=max(times),
                step_s_all=times, max_memory_allocated=torch.cuda.max_memory_allocated(),
                params=sum(p.numel() for p in params.values()), torch=torch.__version__, cuda=torch.version.cuda,
@@ -136,7 +145,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", required=True)
+    ap.add_argument("--profile-dir", default="", help="also profile one step per configuration (Chrome trace)")
     a = ap.parse_args()
+    global PROFILE_DIR
+    PROFILE_DIR = a.profile_dir
     for name in a.configs.split(","):
         try:
             row = run(name, CONFIGS[name])
