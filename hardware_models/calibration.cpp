@@ -29,6 +29,7 @@ namespace {
 constexpr const char* kFormat = "racksim-calibration/1";
 constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
 constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
+constexpr const char* kAttentionForm = "t = F / (P * e_max) * (1 + s0 / S)";
 constexpr const char* kXlaRuntimeForm = "exposed = program + command * commands + rerecord_ref * rerecorded_refs";
 // A measured GEMM whose operand + result bytes at the calibrated HBM rate take more than this
 // share of its time is HBM-bound: its time says little about the tensor cores, so it is left
@@ -373,6 +374,42 @@ Calibration parse_calibration(const Node& root) {
     r.finish();
     c.row_kernels = f;
   }
+  if (auto at = top.get("attention")) {
+    MapReader r(*at);
+    AttentionFit f;
+    if (auto fm = r.string("form", true); fm && *fm != kAttentionForm)
+      at->child("form").error(fmt::format("unsupported attention model '{}'; expected \"{}\"", *fm, kAttentionForm));
+    for (const auto& [name, cv] : {std::pair<const char*, AttentionCurve*>{"forward", &f.forward},
+                                   {"forward_causal", &f.forward_causal},
+                                   {"backward", &f.backward},
+                                   {"backward_causal", &f.backward_causal}})
+      if (auto n = r.get(name, true)) {
+        MapReader cr(*n);
+        set_if(cr.number("e_max", true, 0, 1.5), cv->e_max);
+        set_if(cr.number("s0", true, 0, 1e9), cv->s0);
+        read_fit(cr, cv->points, cv->rms_residual, cv->max_abs_residual);
+        cr.finish();
+      }
+    if (auto rows = r.get("rows", true)) read_list(*rows, [&](const Node& e) {
+      AttentionPoint p;
+      MapReader pr(e);
+      set_if(pr.integer("batch", true, 1, 1000000000), p.batch);
+      set_if(pr.integer("heads", true, 1, 1000000), p.heads);
+      set_if(pr.integer("seq", true, 1, 1000000000), p.seq);
+      set_if(pr.integer("head_dim", true, 1, 100000), p.head_dim);
+      set_if(pr.boolean("causal", true), p.causal);
+      set_if(pr.choice<bool>("pass", {{"forward", false}, {"backward", true}}, true), p.backward);
+      set_if(pr.quantity("flops", QuantityKind::flops, true), p.flops);
+      set_if(pr.quantity("measured", QuantityKind::seconds, true), p.measured_s);
+      set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
+      set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
+      read_source(pr, e, nsources, p.source);
+      pr.finish();
+      f.rows.push_back(p);
+    });
+    r.finish();
+    c.attention = f;
+  }
   if (auto xr = top.get("xla_runtime")) {
     MapReader r(*xr);
     XlaRuntimeFit f;
@@ -519,7 +556,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       unmeasured.push_back(to_string(d));
 
   std::vector<std::string> applied, kept;
-  bool row_kernels_kept = false, xla_runtime_kept = false;
+  bool row_kernels_kept = false, xla_runtime_kept = false, attention_kept = false;
   if (cal.hbm && cal.hbm_efficiency > 0) {
     if (same_arch && !overridden("gpu.hbm_efficiency")) {
       spec.gpu.hbm_efficiency = cal.hbm_efficiency;
@@ -529,6 +566,15 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       applied.push_back("HBM");
     } else if (!same_arch) {
       kept.push_back("HBM");
+    }
+  }
+  if (cal.attention && cal.attention->forward_causal.e_max > 0) {
+    // Flash kernels are written per architecture (wgmma on Hopper, tcgen05 on Blackwell).
+    if (same_arch) {
+      c->applied_attention = true;
+      applied.push_back("fused attention");
+    } else {
+      attention_kept = true;
     }
   }
   if (cal.row_kernels && cal.row_kernels->k_Bps_B > 0) {
@@ -632,6 +678,11 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                       "matmul_efficiency for every shape",
                                       cal.name, list));
   }
+  if (attention_kept)
+    c->warnings.push_back(fmt::format(
+        "{}: its fused-attention efficiency was measured on {} and is not applied to {}: flash attention there runs "
+        "at the GEMM efficiency, which is optimistic (on the H200, cuDNN's flash kernels reached 55-80% of it)",
+        cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
   if (xla_runtime_kept)
     c->warnings.push_back(fmt::format(
         "{}: its XLA runtime host costs were measured on a {} host and are not carried to {} ({}): HLO replays "
@@ -839,6 +890,7 @@ struct Inputs {
   std::vector<NcclGroup> nccl;
   std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
   std::vector<DispatchPoint> dispatch;      // XLA runtime host work, measured
+  std::vector<AttentionPoint> attention;    // fused attention kernels, measured
   std::string device_name, driver;
   int sm_count = 0;
 };
@@ -935,6 +987,40 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
   in.sources.push_back(cs);
 }
 
+// calibration/torch/attention_bench.py: fused attention forward and backward times by shape.
+void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
+  const int src = static_cast<int>(in.sources.size());
+  CalibrationSource cs;
+  cs.path = shown;
+  cs.schema = j["schema"].get<std::string>();
+  cs.date = j.value("date", "");
+  const std::string device = j.value("device", "");
+  if (!device.empty()) {
+    if (!in.device_name.empty() && in.device_name != device)
+      fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
+                              device, in.device_name));
+    in.device_name = device;
+  }
+  if (!j.contains("rows") || !j["rows"].is_array()) fail(shown, "expected a list under 'rows'");
+  for (const json& r : j["rows"]) {
+    for (int pass = 0; pass < 2; ++pass) {
+      AttentionPoint p;
+      p.batch = r.value("B", 0);
+      p.heads = r.value("H", 0);
+      p.seq = r.value("S", 0);
+      p.head_dim = r.value("D", 0);
+      p.causal = r.value("causal", true);
+      p.backward = pass == 1;
+      p.flops = r.value(p.backward ? "backward_flops" : "forward_flops", 0.0);
+      p.measured_s = r.value(p.backward ? "backward_s" : "forward_s", 0.0);
+      p.source = src;
+      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s)) in.attention.push_back(p);
+    }
+  }
+  cs.used.push_back("attention");
+  in.sources.push_back(cs);
+}
+
 void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
   std::ifstream f(path);
   json j;
@@ -945,9 +1031,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
+  if (schema.starts_with("racksim-attention/")) return read_attention_json(j, shown, in);
   if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
-    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1 or "
-                            "racksim-xla-runtime/1",
+    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1, "
+                            "racksim-xla-runtime/1 or racksim-attention/1",
                             schema));
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs;
@@ -1187,6 +1274,46 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
   return f;
 }
 
+// Per direction and mask: t = F / (P * e_max) * (1 + s0 / S), linear in (1/e_max, s0/e_max);
+// relative least squares with non-negative coefficients.
+AttentionFit fit_attention(std::vector<AttentionPoint> pts, double peak) {
+  std::sort(pts.begin(), pts.end(), [](const AttentionPoint& a, const AttentionPoint& b) {
+    return std::tie(a.backward, a.causal, a.seq, a.heads, a.batch, a.source) <
+           std::tie(b.backward, b.causal, b.seq, b.heads, b.batch, b.source);
+  });
+  AttentionFit f;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int causal = 0; causal < 2; ++causal) {
+      std::vector<AttentionPoint*> sel;
+      for (auto& p : pts)
+        if (p.backward == (pass == 1) && p.causal == (causal == 1)) sel.push_back(&p);
+      AttentionCurve& c = f.curve(pass == 1, causal == 1);
+      if (sel.size() < 2) continue;
+      const int n = static_cast<int>(sel.size());
+      Eigen::MatrixXd X(n, 2);
+      Eigen::VectorXd t(n);
+      for (int i = 0; i < n; ++i) {
+        X(i, 0) = sel[static_cast<std::size_t>(i)]->flops / peak;
+        X(i, 1) = sel[static_cast<std::size_t>(i)]->flops / peak / sel[static_cast<std::size_t>(i)]->seq;
+        t(i) = sel[static_cast<std::size_t>(i)]->measured_s;
+      }
+      const FitResult r = nonneg_lsq(X, t, {0, 1});
+      if (!(r.coef(0) > 0)) continue;
+      c.e_max = 1.0 / r.coef(0);
+      c.s0 = r.coef(1) / r.coef(0);
+      c.points = n;
+      c.rms_residual = r.rms;
+      c.max_abs_residual = r.max_abs;
+      for (int i = 0; i < n; ++i) {
+        auto& p = *sel[static_cast<std::size_t>(i)];
+        p.model_s = X.row(i).dot(r.coef);
+        p.residual = (p.model_s - p.measured_s) / p.measured_s;
+      }
+    }
+  f.rows = std::move(pts);
+  return f;
+}
+
 // exposed = program + command x commands + rerecord_ref x re-recorded references: relative
 // least squares with non-negative coefficients over every dispatch row.
 // Relative non-negative least squares of the rows' exposed time on `features` (one row each);
@@ -1342,6 +1469,10 @@ Calibration fit_calibration(const FitOptions& opt) {
   c.contention = in.contention;
   if (std::count_if(in.dispatch.begin(), in.dispatch.end(), [](const DispatchPoint& p) { return p.command_buffers; }) >= 3)
     c.xla_runtime = fit_xla_runtime(in.dispatch);
+  if (!in.attention.empty()) {
+    auto it = base.gpu.peak_dense_flops_per_s.find(Dtype::bf16);
+    if (it != base.gpu.peak_dense_flops_per_s.end()) c.attention = fit_attention(in.attention, it->second);
+  }
   if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
                                                                                   : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
@@ -1509,6 +1640,23 @@ std::string write_calibration_yaml(const Calibration& c) {
                        "fitted: {}, source: {}}}",
                        quote(p.label), num(p.bytes / 1e6), num(p.thread_bytes), us(p.measured_s), us(p.model_s),
                        signed4(p.residual), p.fitted ? "true" : "false", p.source));
+  }
+  if (c.attention) {
+    const auto& f = *c.attention;
+    line("attention:               # fused (flash) attention kernels; P = the bf16 dense peak, S = the key length");
+    line(fmt::format("  form: {}", quote(kAttentionForm)));
+    for (const auto& [name, cv] : {std::pair<const char*, const AttentionCurve*>{"forward", &f.forward},
+                                   {"forward_causal", &f.forward_causal},
+                                   {"backward", &f.backward},
+                                   {"backward_causal", &f.backward_causal}})
+      line(fmt::format("  {}: {{e_max: {}, s0: {}, fit: {}}}", name, num(cv->e_max), num(cv->s0),
+                       fit_map(cv->points, cv->rms_residual, cv->max_abs_residual)));
+    line("  rows:");
+    for (const auto& p : f.rows)
+      line(fmt::format("    - {{batch: {}, heads: {}, seq: {}, head_dim: {}, causal: {}, pass: {}, flops: {} GFLOP, measured: {}, "
+                       "model: {}, residual: {}, source: {}}}",
+                       p.batch, p.heads, p.seq, p.head_dim, p.causal ? "true" : "false", p.backward ? "backward" : "forward",
+                       num(p.flops / 1e9), us(p.measured_s), us(p.model_s), signed4(p.residual), p.source));
   }
   if (c.xla_runtime) {
     const auto& f = *c.xla_runtime;

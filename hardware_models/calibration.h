@@ -109,6 +109,32 @@ struct RowKernelFit {
   std::vector<RowKernelPoint> kernels;
 };
 
+// Fused (flash) attention kernels: efficiency against the bf16 dense peak grows with the key
+// length S as e_max / (1 + s0 / S) (each query tile streams S keys; the prologue, epilogue and
+// softmax bookkeeping are per tile), one curve per direction and mask.
+struct AttentionCurve {
+  double e_max = 0, s0 = 0;
+  int points = 0;
+  double rms_residual = 0, max_abs_residual = 0;
+};
+struct AttentionPoint {
+  int batch = 0, heads = 0, seq = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  double flops = 0, measured_s = 0, model_s = 0, residual = 0;
+  int source = 0;
+};
+struct AttentionFit {
+  AttentionCurve forward, forward_causal, backward, backward_causal;
+  std::vector<AttentionPoint> rows;
+  const AttentionCurve& curve(bool backward_pass, bool causal) const {
+    return backward_pass ? (causal ? backward_causal : backward) : (causal ? forward_causal : forward);
+  }
+  AttentionCurve& curve(bool backward_pass, bool causal) {
+    return backward_pass ? (causal ? backward_causal : backward) : (causal ? forward_causal : forward);
+  }
+};
+
 // XLA's GPU runtime on the host, per program execution (one jitted step): exposed host time =
 // program + command x commands + rerecord_ref x buffer references of the command buffers
 // re-recorded (their buffers moved: no donation). From unrolled chains of tiny layers, where
@@ -174,6 +200,7 @@ struct Calibration {
   std::vector<NcclFit> nccl;
   std::optional<RowKernelFit> row_kernels;  // from racksim-xla-runtime/1 measurements
   std::optional<XlaRuntimeFit> xla_runtime;  // likewise (dispatch rows)
+  std::optional<AttentionFit> attention;     // from racksim-attention/1 measurements
   std::vector<std::string> notes;           // observations of the fit, written to the file
 
   // Set when applied to a SystemSpec (apply_calibration): which preset, what transferred, and
@@ -184,6 +211,7 @@ struct Calibration {
   bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
   bool applied_row_kernels = false;  // same architecture (register file and memory system)
   bool applied_nccl = false;         // the device measured, its NVLink not overridden: measured collectives apply
+  bool applied_attention = false;    // same architecture: fused attention at the measured efficiency
   std::vector<std::string> warnings;
 
   const GemmModel* gemm_for(Dtype d) const {

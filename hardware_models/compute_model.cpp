@@ -34,7 +34,12 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
   KernelTiming t;
   t.hbm_bytes = w.hbm_bytes;
   t.min_s = min_kernel_duration(sys);
-  if (w.tensor_core) {
+  if (w.tensor_core && w.attention != 0 && w.attention_seq > 0 && sys.calibration && sys.calibration->applied_attention &&
+      sys.calibration->attention) {
+    const AttentionCurve& c = sys.calibration->attention->curve(w.attention == 2, w.attention_causal);
+    t.efficiency = c.e_max > 0 ? c.e_max / (1.0 + c.s0 / w.attention_seq) : gemm_efficiency(sys, w);
+    t.compute_s = w.flops / (peak_flops_per_s(sys, Dtype::bf16) * t.efficiency);
+  } else if (w.tensor_core) {
     t.efficiency = gemm_efficiency(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
   } else {

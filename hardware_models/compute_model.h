@@ -16,6 +16,10 @@ struct KernelWork {
   int batch = 1;
   double sfu_ops = 0;          // exponentials (softmax) on the special-function units
   double thread_bytes = 0;     // operand bytes per thread of a register-tiled row kernel (0: none)
+  // fused (flash) attention: 0 none, 1 forward, 2 backward; its mask and key length
+  int attention = 0;
+  bool attention_causal = true;
+  double attention_seq = 0;
 };
 
 struct KernelTiming {
@@ -42,6 +46,9 @@ double gemm_efficiency(const SystemSpec& sys, const KernelWork& w);
 inline constexpr double kMinKernelDuration_s = 1.02e-6;
 double min_kernel_duration(const SystemSpec& sys);
 
+// A fused attention kernel (attention != 0) runs at the calibrated flash efficiency
+// e_max / (1 + s0 / S) of its direction and mask when the calibration of this architecture has
+// one (docs/calibration.md, "Attention"); otherwise at the GEMM efficiency.
 // A register-tiled row kernel (XLA's Triton softmax/norm fusions) holds `thread_bytes` of
 // operands per thread: the bigger that is, the fewer warps fit on an SM and the fewer loads are
 // in flight, so its bandwidth is at most k / thread_bytes (Little's law; k calibrated per

@@ -769,6 +769,9 @@ class Builder {
       op.flops = flops / cp_;
       op.hbm_bytes = io / cp_ + (j > 0 ? kv_bytes : 0);
       op.sfu_ops = exps / cp_;
+      op.attention = backward ? 2 : 1;  // causal; each chunk streams one rank's s_ keys
+      op.attention_causal = true;
+      op.attention_seq = s_;
       emit(std::move(op));
     }
   }

@@ -52,6 +52,9 @@ struct Op {
   double hbm_bytes = 0;               // bytes read + written in HBM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
   double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel
+  uint8_t attention = 0;              // fused attention: 1 forward, 2 backward (flash efficiency)
+  bool attention_causal = true;
+  double attention_seq = 0;           // key length of the fused attention
   // host work of a runtime before this op can be launched (HLO replay: XLA command buffers)
   bool host_program_start = false;    // the first op of one program execution
   int host_commands = 0;              // commands of the command buffer this op opens (0: none)

@@ -209,6 +209,9 @@ class Replayer {
     w.batch = op.gemm_batch;
     w.sfu_ops = op.sfu_ops;
     w.thread_bytes = op.thread_bytes;
+    w.attention = op.attention;
+    w.attention_causal = op.attention_causal;
+    w.attention_seq = op.attention_seq;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute
     // seconds), so it competes with copies and other kernels for HBM byte for byte under

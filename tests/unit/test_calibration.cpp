@@ -32,6 +32,7 @@ const std::string kGemm = kSrc + "/calibration/data/h200-2026-11-29-gemm";
 const std::string kPair = kSrc + "/calibration/data/h200x2-2026-11-29";  // 2 GPUs: NCCL, contention
 const std::string kXla = kSrc + "/calibration/data/h200-2026-11-29-xla";   // XLA kernels and dispatch
 const std::string kNoCb = kSrc + "/calibration/data/h200-2026-11-29-nocb";  // XLA without command buffers
+const std::string kAttn = kSrc + "/calibration/data/h200-2026-11-29-attention";  // fused attention kernels
 const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
 
 std::string slurp(const std::string& path) {
@@ -72,7 +73,7 @@ hw::SystemSpec preset(const std::string& name) {
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   hw::FitOptions opt;
-  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb};
+  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn};
   opt.base_preset = "h200-sxm";
   opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
   opt.xla_program = workloads::hlo::program_host_work();
@@ -80,18 +81,19 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   EXPECT_EQ(text, slurp(kCommitted)) << "re-fit differs from hardware_models/calibrated/h200.yaml; run: racksim "
                                         "calibrate fit --from calibration/data/h200-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
-                                        "calibration/data/h200-2026-11-29-xla --from calibration/data/h200-2026-11-29-nocb "
+                                        "calibration/data/h200-2026-11-29-xla --from calibration/data/h200-2026-11-29-nocb --from "
+                                        "calibration/data/h200-2026-11-29-attention "
                                         "--base h200-sxm --out "
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
-  opt.from_dirs = {kNoCb, kXla, kPair, kGemm, kBench};
+  opt.from_dirs = {kAttn, kNoCb, kXla, kPair, kGemm, kBench};
   EXPECT_EQ(hw::write_calibration_yaml(hw::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
-  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--base", "h200-sxm", "--out", out,
+  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--from", kAttn, "--base", "h200-sxm", "--out", out,
                            "--quiet"},
                           o, e);
   ASSERT_EQ(rc, cli::kOk) << e.str();
@@ -216,6 +218,36 @@ TEST(CalibApply, OverridesWinOverMeasuredCollectivesAndXlaCosts) {
   hw::apply_calibration(plain, *c);
   EXPECT_TRUE(plain.calibration->applied_nccl);
   EXPECT_DOUBLE_EQ(plain.launch.xla_thunk_launch_s, c->xla_runtime->thunk_launch_s);
+}
+
+// Fused attention: the fitted curves against every measured shape (rms within 10%, every one
+// within 15%), and a flash kernel on the calibrated H200 runs at exactly that efficiency.
+TEST(CalibAttention, CurvesFitTheMeasuredKernelsAndTheEngineUsesThem) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->attention);
+  const auto& f = *c->attention;
+  ASSERT_GE(f.rows.size(), 20u);
+  double ss = 0;
+  const double peak = 989.4e12;
+  for (const auto& p : f.rows) {
+    const auto& cv = f.curve(p.backward, p.causal);
+    const double m = p.flops / (peak * cv.e_max) * (1 + cv.s0 / p.seq);
+    const double r = (m - p.measured_s) / p.measured_s;
+    EXPECT_LT(std::abs(r), 0.15) << p.seq << (p.backward ? " backward" : " forward");
+    ss += r * r;
+  }
+  EXPECT_LT(std::sqrt(ss / static_cast<double>(f.rows.size())), 0.10);
+  hw::SystemSpec sys = preset("h200-sxm");
+  hw::apply_calibration(sys, *c);
+  hw::KernelWork w;
+  w.tensor_core = true;
+  w.flops = 3.4e11;
+  w.attention = 2;
+  w.attention_causal = true;
+  w.attention_seq = 2048;
+  const auto t = hw::kernel_timing(sys, w);
+  const double e = f.backward_causal.e_max / (1 + f.backward_causal.s0 / 2048);
+  EXPECT_DOUBLE_EQ(t.compute_s, 3.4e11 / (sys.gpu.peak_dense_flops_per_s.at(hw::Dtype::bf16) * e));
 }
 
 // The fitted GEMM model against every measured shape, recomputed here from the file's four

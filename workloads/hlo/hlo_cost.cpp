@@ -513,6 +513,8 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
     const double f_att = (backward ? 10.0 : 4.0) * b * h * sq * sk * d * mask;
     out.flops = out.tensor_flops = out.attention_flops = f_att;
     out.attention_forward = !backward;
+    out.attention_causal = causal;
+    out.attention_seq = sk;
     out.sfu_ops = b * h * sq * sk * mask;
     out.dtype = q.element_type.rfind("f8", 0) == 0 ? hw::Dtype::fp8 : hw::Dtype::bf16;
     return out;

@@ -43,6 +43,8 @@ struct OpCost {
   double batched_dot_flops = 0;  // dots with batch dimensions (materialized attention)
   double attention_flops = 0;    // cuDNN fused attention
   bool attention_forward = false;
+  bool attention_causal = false;
+  double attention_seq = 0;      // key length of the fused attention
   // XLA's Triton block-level fusions (backend kind "__triton": softmax, norms, reductions) hold
   // each program's tile of every operand in registers: the operand bytes one thread holds.
   // 0 for every other kernel. The engine turns it into an occupancy bound (compute_model.h).

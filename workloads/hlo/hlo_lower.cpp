@@ -609,6 +609,11 @@ class Lowerer {
       op.hbm_bytes = hbm;
       op.sfu_ops = k.sfu_ops;
       op.thread_bytes = k.thread_bytes;
+      if (k.attention_flops > 0) {
+        op.attention = k.attention_forward ? 1 : 2;
+        op.attention_causal = k.attention_causal;
+        op.attention_seq = k.attention_seq;
+      }
       if (tensor) {
         op.gemm_mnk = k.gemm_mnk;
         op.gemm_batch = std::max(1, k.gemm_batch);
