@@ -200,6 +200,21 @@ void read_source(MapReader& r, const Node& row, int nsources, int& out) {
   }
 }
 
+// A section's `form`: the model it was fitted with; another one is an error at the key.
+void check_form(MapReader& r, const Node& section, const char* expected, const char* what) {
+  if (auto fm = r.string("form", true); fm && *fm != expected)
+    section.child("form").error(fmt::format("unsupported {} model '{}'; expected \"{}\"", what, *fm, expected));
+}
+
+// The tail every fitted-table row shares: measured and model time, residual, source index.
+void read_fit_row(MapReader& r, const Node& row, int nsources, double& measured_s, double& model_s, double& residual,
+                  int& source) {
+  set_if(r.quantity("measured", QuantityKind::seconds, true), measured_s);
+  set_if(r.quantity("model", QuantityKind::seconds, true), model_s);
+  set_if(r.number("residual", true, -1e6, 1e6), residual);
+  read_source(r, row, nsources, source);
+}
+
 Calibration parse_calibration(const Node& root) {
   Calibration c;
   MapReader top(root);
@@ -352,8 +367,7 @@ Calibration parse_calibration(const Node& root) {
   if (auto rk = top.get("row_kernels")) {
     MapReader r(*rk);
     RowKernelFit f;
-    if (auto fm = r.string("form", true); fm && *fm != kRowKernelForm)
-      rk->child("form").error(fmt::format("unsupported row-kernel model '{}'; expected \"{}\"", *fm, kRowKernelForm));
+    check_form(r, *rk, kRowKernelForm, "row-kernel");
     set_if(r.quantity("k", QuantityKind::bytes_per_second, true), f.k_Bps_B);  // GB/s at one byte per thread
     if (!(f.k_Bps_B > 0) && r.has("k")) rk->child("k").error("must be positive");
     read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
@@ -363,11 +377,8 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.string("label", true), p.label);
       set_if(pr.quantity("bytes", QuantityKind::bytes, true), p.bytes);
       set_if(pr.quantity("thread_bytes", QuantityKind::bytes, true), p.thread_bytes);
-      set_if(pr.quantity("measured", QuantityKind::seconds, true), p.measured_s);
-      set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
-      set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
       set_if(pr.boolean("fitted", true), p.fitted);
-      read_source(pr, e, nsources, p.source);
+      read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
       pr.finish();
       f.kernels.push_back(p);
     });
@@ -377,8 +388,7 @@ Calibration parse_calibration(const Node& root) {
   if (auto at = top.get("attention")) {
     MapReader r(*at);
     AttentionFit f;
-    if (auto fm = r.string("form", true); fm && *fm != kAttentionForm)
-      at->child("form").error(fmt::format("unsupported attention model '{}'; expected \"{}\"", *fm, kAttentionForm));
+    check_form(r, *at, kAttentionForm, "attention");
     for (const auto& [name, cv] : {std::pair<const char*, AttentionCurve*>{"forward", &f.forward},
                                    {"forward_causal", &f.forward_causal},
                                    {"backward", &f.backward},
@@ -400,10 +410,7 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.boolean("causal", true), p.causal);
       set_if(pr.choice<bool>("pass", {{"forward", false}, {"backward", true}}, true), p.backward);
       set_if(pr.quantity("flops", QuantityKind::flops, true), p.flops);
-      set_if(pr.quantity("measured", QuantityKind::seconds, true), p.measured_s);
-      set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
-      set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
-      read_source(pr, e, nsources, p.source);
+      read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
       pr.finish();
       f.rows.push_back(p);
     });
@@ -413,8 +420,7 @@ Calibration parse_calibration(const Node& root) {
   if (auto xr = top.get("xla_runtime")) {
     MapReader r(*xr);
     XlaRuntimeFit f;
-    if (auto fm = r.string("form", true); fm && *fm != kXlaRuntimeForm)
-      xr->child("form").error(fmt::format("unsupported XLA runtime model '{}'; expected \"{}\"", *fm, kXlaRuntimeForm));
+    check_form(r, *xr, kXlaRuntimeForm, "XLA runtime");
     set_if(r.quantity("program", QuantityKind::seconds, true), f.program_s);
     set_if(r.quantity("command", QuantityKind::seconds, true), f.command_s);
     set_if(r.quantity("rerecord_ref", QuantityKind::seconds, true), f.rerecord_ref_s);
