@@ -13,18 +13,11 @@
 #include <sstream>
 
 #include "sim/cli/cli.h"
+#include "tests/unit/cli_util.h"
 
 namespace {
 
-struct CliOut {
-  int code;
-  std::string out, err;
-};
-CliOut html_cli(std::vector<std::string> args) {
-  std::ostringstream o, e;
-  const int code = racksim::cli::run(args, o, e);
-  return {code, o.str(), e.str()};
-}
+using racksim::testing::run_cli;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -104,9 +97,9 @@ class HtmlReport : public ::testing::Test {
                               << "\nvary:\n  training.parallelism.tp: [1, 2, 3]\n"
                                  "  training.micro_batch: [1, 16]\n"
                                  "  training.recompute: [none, full]\n";
-    codes_[0] = html_cli({"run", kQuickHtml, "--report", run_}).code;
-    codes_[1] = html_cli({"compare", kQuickHtml, kQuickHtml, "--report", compare_}).code;
-    codes_[2] = html_cli({"sweep", sweep_file, "--report", sweep_, "--out", d + "/report_sweep.csv"}).code;
+    codes_[0] = run_cli({"run", kQuickHtml, "--report", run_}).code;
+    codes_[1] = run_cli({"compare", kQuickHtml, kQuickHtml, "--report", compare_}).code;
+    codes_[2] = run_cli({"sweep", sweep_file, "--report", sweep_, "--out", d + "/report_sweep.csv"}).code;
   }
   static std::string run_, compare_, sweep_;
   static int codes_[3];

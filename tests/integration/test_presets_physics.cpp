@@ -7,15 +7,15 @@
 
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
+#include "tests/unit/cli_util.h"
 
 using nlohmann::json;
 
 namespace {
-json cli_json(std::vector<std::string> args) {
-  std::ostringstream o, e;
-  const int code = racksim::cli::run(args, o, e);
-  EXPECT_EQ(code, 0) << e.str();
-  return json::parse(o.str());
+json cli_json(const std::vector<std::string>& args) {
+  const auto r = racksim::testing::run_cli(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out);
 }
 double run_tokens_per_s(const std::string& preset) {
   const std::string f = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml";

@@ -6,26 +6,19 @@
 #include <sstream>
 
 #include "sim/cli/cli.h"
+#include "tests/unit/cli_util.h"
 
 using nlohmann::json;
 
 namespace {
 
-struct Out {
-  int code;
-  std::string out, err;
-};
-Out cli(std::vector<std::string> args) {
-  std::ostringstream o, e;
-  const int code = racksim::cli::run(args, o, e);
-  return {code, o.str(), e.str()};
-}
+using racksim::testing::run_cli;
 const std::string kQuick = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml";
 
 }  // namespace
 
 TEST(Pipeline, RunReportHasEveryContractField) {
-  auto r = cli({"run", kQuick, "--json"});
+  auto r = run_cli({"run", kQuick, "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   for (const char* k : {"racksim_version", "scenario", "step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
@@ -49,14 +42,14 @@ TEST(Pipeline, RunReportHasEveryContractField) {
 }
 
 TEST(Pipeline, SameInputSameBytes) {
-  auto a = cli({"run", kQuick, "--json"});
-  auto b = cli({"run", kQuick, "--json"});
+  auto a = run_cli({"run", kQuick, "--json"});
+  auto b = run_cli({"run", kQuick, "--json"});
   EXPECT_EQ(a.out, b.out);
 }
 
 TEST(Pipeline, TraceIsChromeTraceEventFormat) {
   const std::string path = ::testing::TempDir() + "/trace.json";
-  auto r = cli({"run", kQuick, "--trace", path});
+  auto r = run_cli({"run", kQuick, "--trace", path});
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream f(path);
   const json t = json::parse(f);
@@ -77,20 +70,20 @@ TEST(Pipeline, TraceIsChromeTraceEventFormat) {
 }
 
 TEST(Pipeline, ExitCodes) {
-  EXPECT_EQ(cli({"--version"}).code, 0);
-  EXPECT_EQ(cli({"run", "--help"}).code, 0);
-  EXPECT_NE(cli({"run", "--help"}).out.find("--trace"), std::string::npos);
-  EXPECT_EQ(cli({"run"}).code, 1);
-  EXPECT_EQ(cli({"frobnicate"}).code, 1);
-  EXPECT_EQ(cli({"run", "/nonexistent.yaml"}).code, 1);
-  EXPECT_EQ(cli({"hw", "show", "h200-sxm"}).code, 0);
-  EXPECT_NE(cli({"hw", "show", "h200-sxm"}).out.find("source: shared reference hardware_specs.md"), std::string::npos);
-  EXPECT_EQ(cli({"hw", "show", "h300"}).code, 1);
-  EXPECT_EQ(cli({"models", "show", "llama3-70b", "--json"}).code, 0);
+  EXPECT_EQ(run_cli({"--version"}).code, 0);
+  EXPECT_EQ(run_cli({"run", "--help"}).code, 0);
+  EXPECT_NE(run_cli({"run", "--help"}).out.find("--trace"), std::string::npos);
+  EXPECT_EQ(run_cli({"run"}).code, 1);
+  EXPECT_EQ(run_cli({"frobnicate"}).code, 1);
+  EXPECT_EQ(run_cli({"run", "/nonexistent.yaml"}).code, 1);
+  EXPECT_EQ(run_cli({"hw", "show", "h200-sxm"}).code, 0);
+  EXPECT_NE(run_cli({"hw", "show", "h200-sxm"}).out.find("source: shared reference hardware_specs.md"), std::string::npos);
+  EXPECT_EQ(run_cli({"hw", "show", "h300"}).code, 1);
+  EXPECT_EQ(run_cli({"models", "show", "llama3-70b", "--json"}).code, 0);
 }
 
 TEST(Pipeline, FitsIsAResultNotAnError) {
-  auto r = cli({"run", kQuick, "--json", "--set", "training.recompute=none", "--set", "training.micro_batch=16",
+  auto r = run_cli({"run", kQuick, "--json", "--set", "training.recompute=none", "--set", "training.micro_batch=16",
                 "--set", "training.global_batch=128"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(json::parse(r.out)["fits"].get<bool>());

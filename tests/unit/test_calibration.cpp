@@ -20,6 +20,7 @@
 #include "sim/input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
+#include "tests/unit/cli_util.h"
 
 using namespace racksim;
 namespace fs = std::filesystem;
@@ -602,9 +603,8 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
 // kernels (TorchInductor): peak memory within 10% on every row (it is within 2%). The step times
 // are 13-17% fast and not asserted (calibration/data/h200-2026-11-29-torch/README.md).
 TEST(ScenarioH200, MegatronStateMemoryMatchesPyTorch) {
-  std::ostringstream o, e;
-  cli::run({"validate", kSrc + "/scenarios/validation/h200-torch.yaml"}, o, e);
-  std::istringstream lines(o.str());
+  const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200-torch.yaml"});
+  std::istringstream lines(r.out);
   std::string line;
   int rows = 0;
   while (std::getline(lines, line))
@@ -612,5 +612,5 @@ TEST(ScenarioH200, MegatronStateMemoryMatchesPyTorch) {
       EXPECT_NE(line.find("  yes"), std::string::npos) << line;
       ++rows;
     }
-  EXPECT_EQ(rows, 3) << o.str() << e.str();
+  EXPECT_EQ(rows, 3) << r.out << r.err;
 }

@@ -11,27 +11,20 @@
 #include "sim/cli/cli.h"
 #include "sim/cli/commands.h"
 #include "sim/workflow/replay_hook.h"
+#include "tests/unit/cli_util.h"
 
 using nlohmann::json;
 
 namespace {
 
-struct Out {
-  int code;
-  std::string out, err;
-};
-Out cli(std::vector<std::string> args) {
-  std::ostringstream o, e;
-  const int code = racksim::cli::run(args, o, e);
-  return {code, o.str(), e.str()};
-}
+using racksim::testing::run_cli;
 const std::string kCorpus = std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus/";
 const std::string kShared = std::string(RACKSIM_SHARED_DIR);
 
 }  // namespace
 
 TEST(HloReplay, ReportHasTheRunContractFields) {
-  auto r = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--json"});
+  auto r = run_cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   for (const char* k : {"racksim_version", "scenario", "step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
@@ -49,11 +42,11 @@ TEST(HloReplay, ReportHasTheRunContractFields) {
 }
 
 TEST(HloReplay, SameInputSameBytesAndHumanSummary) {
-  auto a = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
-  auto b = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
+  auto a = run_cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
+  auto b = run_cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm", "--json"});
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
-  auto t = cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm"});
+  auto t = run_cli({"replay", kCorpus + "offload.hlo", "--system", "h200-sxm"});
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("step time"), std::string::npos);
   EXPECT_NE(t.out.find("host copies"), std::string::npos);
@@ -61,7 +54,7 @@ TEST(HloReplay, SameInputSameBytesAndHumanSummary) {
 
 TEST(HloReplay, TraceAndSetOverrides) {
   const std::string path = ::testing::TempDir() + "/hlo_trace.json";
-  auto r = cli({"replay", kCorpus + "collectives.hlo", "--system", "h200-sxm", "--gpus", "8", "--trace", path, "--json",
+  auto r = run_cli({"replay", kCorpus + "collectives.hlo", "--system", "h200-sxm", "--gpus", "8", "--trace", path, "--json",
                 "--set", "training.cuda_graphs=false"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream f(path);
@@ -77,15 +70,15 @@ TEST(HloReplay, TraceAndSetOverrides) {
 TEST(HloReplay, InvalidInputExitsOne) {
   const std::string bad = ::testing::TempDir() + "/bad.hlo";
   std::ofstream(bad) << "HloModule m\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] frob(%nope)\n}\n";
-  auto r = cli({"replay", bad, "--system", "h200-sxm"});
+  auto r = run_cli({"replay", bad, "--system", "h200-sxm"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("bad.hlo:3:3: error: HLO: operand 'nope'"), std::string::npos) << r.err;
-  auto missing = cli({"replay", ::testing::TempDir() + "/none.hlo.gz", "--system", "h200-sxm"});
+  auto missing = run_cli({"replay", ::testing::TempDir() + "/none.hlo.gz", "--system", "h200-sxm"});
   EXPECT_EQ(missing.code, 1);
-  auto preset = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "no-such-gpu"});
+  auto preset = run_cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "no-such-gpu"});
   EXPECT_EQ(preset.code, 1);
   EXPECT_NE(preset.err.find("no-such-gpu"), std::string::npos) << preset.err;
-  auto set = cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--set", "training.cuda_grafs=true"});
+  auto set = run_cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--set", "training.cuda_grafs=true"});
   EXPECT_EQ(set.code, 1);
 }
 
@@ -130,8 +123,7 @@ TEST(HloReplay, ReferenceModulesPeakMemoryWithinTenPercent) {
 TEST(HloReplay, ValidationSuiteWithinTenPercent) {
   if (!std::filesystem::exists(kShared + "/reference/hlo"))
     GTEST_SKIP() << "shared reference folder not found: " << kShared;
-  std::ostringstream o, e;
-  const int rc = racksim::cli::run({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo.yaml"}, o, e);
-  EXPECT_EQ(rc, 0) << o.str() << e.str();
-  EXPECT_NE(o.str().find("74 checks: 74 pass"), std::string::npos) << o.str();
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo.yaml"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("74 checks: 74 pass"), std::string::npos) << r.out;
 }

@@ -16,21 +16,14 @@
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"
 #include "sim/workflow/validate.h"
+#include "tests/unit/cli_util.h"
 
 using nlohmann::json;
 namespace wf = racksim::workflow;
 
 namespace {
 
-struct CliOut {
-  int code;
-  std::string out, err;
-};
-CliOut run_cli(std::vector<std::string> args) {
-  std::ostringstream o, e;
-  const int code = racksim::cli::run(args, o, e);
-  return {code, o.str(), e.str()};
-}
+using racksim::testing::run_cli;
 
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
