@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -943,11 +944,12 @@ class Builder {
       g_.ops[recv].allocs.push_back(x);
     }
     const bool stacked = jax_ && t_.scan_layers;
+    std::vector<double> residual_bytes;  // per layer of the chunk, only when stacked
     if (stacked) {
       // lax.scan writes each residual into a buffer stacked over the layers, which XLA
       // zero-initializes before the loop (one write of every stacked buffer).
-      double per_chunk = 0;
-      for (int l = first_layer(v); l < end_layer(v); ++l) per_chunk += saved_residual_bytes(l);
+      for (int l = first_layer(v); l < end_layer(v); ++l) residual_bytes.push_back(saved_residual_bytes(l));
+      const double per_chunk = std::accumulate(residual_bytes.begin(), residual_bytes.end(), 0.0);
       if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
     }
     for (int l = first_layer(v); l < end_layer(v); ++l) {
@@ -956,7 +958,8 @@ class Builder {
       // write), as the compiled reference steps do (shared/reference/hlo/m1_none: fusion-start /
       // loop_dynamic_update_slice_fusion in the forward loop).
       if (stacked)
-        if (const double r = saved_residual_bytes(l); r > 0) vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
+        if (const double r = residual_bytes[l - first_layer(v)]; r > 0)
+          vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     if (v == vstages_ - 1) {
@@ -1033,10 +1036,8 @@ class Builder {
     const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
     const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
     double bytes = Tsp_ * h_ * pr_.activation_bytes;  // the layer input
-    const std::string keep = prefix_;
     for (const auto& st : layer_steps(l))
       if (saved.count(st.name)) bytes += st.out_bytes;
-    prefix_ = keep;
     return bytes;
   }
   OpId last_compute() const {
