@@ -406,8 +406,9 @@ class Parser {
     return e < s_.size() && s_[e] == '[' && find_type(s_.substr(p_, e - p_));
   }
 
-  // The text between the parentheses of constant(...) and similar literal operands.
-  std::string balanced_literal() {
+  // Literal text up to the closing bracket at depth 0 (or, with stop_at_comma, a top-level ','),
+  // stepping over nested brackets and quoted strings; p_ is left on the stopping character.
+  std::string balanced_text(bool stop_at_comma) {
     const std::size_t b = p_;
     int depth = 0;
     while (p_ < s_.size()) {
@@ -421,10 +422,18 @@ class Parser {
         if (depth == 0) break;
         --depth;
       }
+      if (stop_at_comma && depth == 0 && c == ',') break;
       ++p_;
     }
-    if (at_end()) fail(b, "unterminated operand list");
     return std::string(s_.substr(b, p_ - b));
+  }
+
+  // The text between the parentheses of constant(...).
+  std::string balanced_literal() {
+    const std::size_t b = p_;
+    std::string text = balanced_text(false);
+    if (at_end()) fail(b, "unterminated operand list");
+    return text;
   }
 
   void operands(Instruction& inst) {
@@ -450,24 +459,8 @@ class Parser {
       } else if (!at_end() && (std::isdigit(static_cast<unsigned char>(s_[p_])) || s_[p_] == '-' || s_[p_] == '{' ||
                                s_[p_] == '"')) {
         // A literal operand (some opcodes print numbers or strings): kept, not a reference.
-        const std::size_t b = p_;
-        int depth = 0;
-        while (p_ < s_.size()) {
-          const char c = s_[p_];
-          if (c == '"') {
-            skip_string();
-            continue;
-          }
-          if (c == '(' || c == '{' || c == '[') ++depth;
-          if ((c == ')' || c == '}' || c == ']')) {
-            if (depth == 0) break;
-            --depth;
-          }
-          if (depth == 0 && c == ',') break;
-          ++p_;
-        }
         if (!inst.literal.empty()) inst.literal += ",";
-        inst.literal += std::string(s_.substr(b, p_ - b));
+        inst.literal += balanced_text(true);
       } else if (looks_like_shape()) {
         shape();  // typed operand: "f32[2]{0} %x"
         inst.operand_names.push_back(name("an operand name after its shape"));
