@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "sim/report/report.h"
@@ -35,14 +36,19 @@ const std::vector<Case>& cases() {
   return c;
 }
 
-sim::Scenario load(const Case& c) { return sim::load_scenario(kSrc + "/" + c.file, c.sets); }
+// The case's scenario, or nothing (and the benchmark marked as skipped) when its file is missing.
+std::optional<sim::Scenario> load_or_skip(benchmark::State& state, const Case& c) {
+  if (!std::filesystem::exists(kSrc + "/" + c.file)) {
+    state.SkipWithError("scenario file missing");
+    return std::nullopt;
+  }
+  return sim::load_scenario(kSrc + "/" + c.file, c.sets);
+}
 
 void BM_BuildGraph(benchmark::State& state, const Case* c) {
-  if (!std::filesystem::exists(kSrc + "/" + c->file)) {
-    state.SkipWithError("scenario file missing");
-    return;
-  }
-  const sim::Scenario sc = load(*c);
+  const std::optional<sim::Scenario> loaded = load_or_skip(state, *c);
+  if (!loaded) return;
+  const sim::Scenario& sc = *loaded;
   std::size_t ops = 0;
   for (auto _ : state) {
     auto g = racksim::workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
@@ -53,11 +59,9 @@ void BM_BuildGraph(benchmark::State& state, const Case* c) {
 }
 
 void BM_Simulate(benchmark::State& state, const Case* c) {
-  if (!std::filesystem::exists(kSrc + "/" + c->file)) {
-    state.SkipWithError("scenario file missing");
-    return;
-  }
-  const sim::Scenario sc = load(*c);
+  const std::optional<sim::Scenario> loaded = load_or_skip(state, *c);
+  if (!loaded) return;
+  const sim::Scenario& sc = *loaded;
   std::size_t ops = 0;
   for (auto _ : state) {
     auto r = sim::simulate(sc);
