@@ -304,6 +304,12 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         tok, tgt = jax.device_put(tok, batch), jax.device_put(tgt, batch)
     o = jax.jit(opt.init)(p)
     if ndev > 1:
+        # opt.init leaves its scalar leaves (Adam's step count) on one device; a jitted step needs every
+        # argument and output on the same devices, so those go onto the mesh, replicated.
+        def on_mesh(x):
+            return x.sharding if len(x.sharding.device_set) == ndev else NamedSharding(mesh, Pspec())
+
+        o = jax.device_put(o, jax.tree_util.tree_map(on_mesh, o))
         shard_of = lambda t: jax.tree_util.tree_map(lambda x: x.sharding, t)  # noqa: E731
         out_shardings = (shard_of(p), shard_of(o), NamedSharding(mesh, Pspec()))
     jax.block_until_ready((p, o, tok, tgt))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -123,7 +124,20 @@ class Replayer {
   struct Res {
     FlowNetwork::ResourceId sm, hbm, h2d, d2h, host_both, host_mem, nvlink, nic;
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
+    std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
   };
+  // A collective kernel launched while compute kernels fill the SMs gets its CTAs on the GPU only
+  // as those kernels drain (the block scheduler serves kernels in launch order, and a GEMM's CTAs
+  // leave no room beside them): it waits for the kernels running when it became ready, not for
+  // kernels launched after it. Measured in XLA's data-parallel steps on 2 x H200
+  // (calibration/data/h200x2-2026-11-29-mechanisms): each gradient all-reduce began in the last
+  // wave of the GEMM it was meant to hide behind.
+  struct SmWait {
+    int blockers = 0;
+    std::function<void()> then;
+  };
+  std::map<OpId, SmWait> sm_wait_;                      // collective -> what it waits for
+  std::map<OpId, std::vector<OpId>> blocked_by_kernel_;  // kernel -> collectives waiting on it
   std::vector<Res> res_of_;
   ReplayResult res_;
   std::vector<int> pending_;
@@ -181,7 +195,32 @@ class Replayer {
     r.end_s = now_s();
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
+    if (g_.ops[id].kind == OpKind::kernel) {
+      res_of_[g_.ops[id].rank].running_kernels.erase(id);
+      if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
+        for (OpId c : b->second) {
+          auto w = sm_wait_.find(c);
+          if (w != sm_wait_.end() && --w->second.blockers == 0) {
+            auto then = std::move(w->second.then);
+            sm_wait_.erase(w);
+            then();
+          }
+        }
+        blocked_by_kernel_.erase(b);
+      }
+    }
     for (OpId s : succ_[id]) release(s);
+  }
+
+  // Runs `then` once the compute kernels now resident on `rank` have finished (at once if none).
+  void after_resident_kernels(OpId id, int rank, std::function<void()> then) {
+    const auto& running = res_of_[rank].running_kernels;
+    if (running.empty()) {
+      then();
+      return;
+    }
+    for (OpId k : running) blocked_by_kernel_[k].push_back(id);
+    sm_wait_[id] = SmWait{static_cast<int>(running.size()), std::move(then)};
   }
 
   void start(OpId id) {
@@ -197,7 +236,8 @@ class Replayer {
   }
 
   void start_kernel(OpId id, const Op& op) {
-    const Res& R = res_of_[op.rank];
+    Res& R = res_of_[op.rank];
+    R.running_kernels.insert(id);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -272,29 +312,40 @@ class Replayer {
     res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
     res_.ops[id].bound_by = c.bound_by;
     const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
-    // Latency first (launch, handshakes), then the data moves as a flow on the links.
+    // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    q_.schedule_after(SimTime::from_seconds(c.latency_s), [this, id, cost, sm_frac, rank] {
-      const hw::CollectiveCost& c = *cost;
-      const Res& R = res_of_[rank];
-      reserve_sms(rank, sm_frac);
-      // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
-      const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
-      std::vector<FlowNetwork::Use> uses;
-      if (c.bytes_per_rank_nvlink > 0) uses.push_back({R.nvlink, c.bytes_per_rank_nvlink / moved});
-      if (c.bytes_per_rank_nic > 0) uses.push_back({R.nic, c.bytes_per_rank_nic / moved});
-      const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
-                                                             : std::numeric_limits<double>::infinity();
-      if (uses.empty() && !std::isfinite(cap)) {
-        reserve_sms(rank, -sm_frac);
-        finish(id, "");
-        return;
-      }
-      net_.start_flow(uses, moved, [this, id, sm_frac, rank](FlowNetwork::FlowId) {
-        reserve_sms(rank, -sm_frac);
-        finish(id, "");
-      }, cap);
-    });
+    auto after_latency = [this, id, cost, sm_frac, rank] {
+      q_.schedule_after(SimTime::from_seconds(cost->latency_s),
+                        [this, id, cost, sm_frac, rank] { move_collective_data(id, *cost, sm_frac, rank); });
+    };
+    if (!op.queues_behind_compute) {
+      after_latency();
+      return;
+    }
+    // Its dependency reaches it across streams (an event wait), which resolves after the compute
+    // stream's next kernel, released by the same op, has claimed the SMs: look once this instant is over.
+    q_.schedule(q_.now(), [this, id, rank, after_latency] { after_resident_kernels(id, rank, after_latency); });
+  }
+
+  void move_collective_data(OpId id, const hw::CollectiveCost& c, double sm_frac, int rank) {
+    const Res& R = res_of_[rank];
+    reserve_sms(rank, sm_frac);
+    // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
+    const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
+    std::vector<FlowNetwork::Use> uses;
+    if (c.bytes_per_rank_nvlink > 0) uses.push_back({R.nvlink, c.bytes_per_rank_nvlink / moved});
+    if (c.bytes_per_rank_nic > 0) uses.push_back({R.nic, c.bytes_per_rank_nic / moved});
+    const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
+                                                           : std::numeric_limits<double>::infinity();
+    if (uses.empty() && !std::isfinite(cap)) {
+      reserve_sms(rank, -sm_frac);
+      finish(id, "");
+      return;
+    }
+    net_.start_flow(uses, moved, [this, id, sm_frac, rank](FlowNetwork::FlowId) {
+      reserve_sms(rank, -sm_frac);
+      finish(id, "");
+    }, cap);
   }
 
   // Collective kernels occupy SMs while they run; compute gets the rest.

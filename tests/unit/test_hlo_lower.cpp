@@ -260,6 +260,35 @@ TEST(HloLower, CollectivesWithGroupsAndAsyncPairs) {
   EXPECT_NE(std::find(ar->deps.begin(), ar->deps.end(), id_of(r.graph, sq)), ar->deps.end());
 }
 
+// Newer XLA prints replica groups as mesh axes, `mesh['x'=2,'y'=4] {'y'}`: the same program as
+// collectives.hlo in that form gives the same groups.
+TEST(HloLower, MeshAxesReplicaGroups) {
+  const auto r = lower_file("collectives_mesh.hlo", 8);
+  EXPECT_EQ(r.summary.tp, 4);  // {'y'}: the minor axis, consecutive groups of 4
+  EXPECT_EQ(ops_named(r.graph, "ag-start").front()->group, CommGroup::tp);
+  EXPECT_DOUBLE_EQ(ops_named(r.graph, "ag-start").front()->coll_bytes, 256 * 1024 * 4.0 * 4);
+  EXPECT_EQ(ops_named(r.graph, "ar-start").front()->group, CommGroup::dp);  // {'x','y'}: all 8
+  EXPECT_EQ(ops_named(r.graph, "rs-start").front()->group, CommGroup::tp);
+  EXPECT_TRUE(ops_named(r.graph, "ar-start").front()->queues_behind_compute);
+  // Group sizes and whether a group's ids are consecutive, as XLA's MeshAxesReplicaGroupList defines them.
+  const auto info = [](const std::string& groups) {
+    const Module m = parse_hlo_text(
+        "HloModule t, num_partitions=8\n%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\nENTRY %e (p: f32[64]) -> f32[64] {\n"
+        "  %p = f32[64]{0} parameter(0)\n  ROOT %a = f32[64]{0} all-reduce(%p), channel_id=1, replica_groups=" +
+            groups + ", use_global_device_ids=true, to_apply=%add\n}\n",
+        "t.hlo");
+    const auto& c = m.computations.back();
+    return CostModel::collective(c, c.instructions.back(), m);
+  };
+  EXPECT_EQ(info("mesh['d'=2] {'d'}").group_size, 2);
+  EXPECT_TRUE(info("mesh['x'=2,'y'=4] {'y'}").consecutive);
+  EXPECT_EQ(info("mesh['x'=2,'y'=4] {'x'}").group_size, 2);
+  EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'x'}").consecutive);  // ids 0 and 4
+  EXPECT_EQ(info("mesh['x'=2,'y'=4] {'y':(1)2}").group_size, 2);
+  EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'y':(1)2}").consecutive);  // a sub-axis: strided
+}
+
 TEST(HloLower, OutputsAndArgumentsAreResident) {
   const auto r = lower_file("loop_gemm.hlo");
   double resident = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hardware_models/calibration.h"
+#include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
 #include "sim/engine/replay.h"
 #include "sim/scenario/scenario.h"
@@ -209,4 +210,38 @@ TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
   const auto rg = sim::replay(g, graphs);
   EXPECT_LT(rg.step_time_s, r.step_time_s / 2);
   EXPECT_NEAR(rg.ops[0].start_s, launch_end(graphs, 0), 1e-12);
+}
+
+// A collective that reaches the GPU through an event wait (XLA's async collectives) gets SMs only
+// once the compute kernel that started beside it has drained: it runs after that GEMM, not under
+// it. Launched in order (Megatron), it runs under the GEMM.
+TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
+  auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
+      "t.yaml");
+  const double bytes = 32e6;
+  auto build = [&](bool queues) {
+    OpGraph g;
+    g.add(gemm(8192, 8192, 8192));  // A: produces the gradient
+    g.add(gemm(8192, 8192, 8192));  // B: the next GEMM, same stream
+    Op c;
+    c.name = "grad.all_reduce";
+    c.kind = OpKind::collective;
+    c.stream = StreamKind::comm;
+    c.coll = CollOp::all_reduce;
+    c.group = CommGroup::dp;
+    c.coll_bytes = bytes;
+    c.deps = {0};
+    c.queues_behind_compute = queues;
+    g.add(c);
+    return sim::replay(g, sc);
+  };
+  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
+                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
+  const auto queued = build(true);
+  EXPECT_NEAR(queued.ops[2].end_s, queued.ops[1].end_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
+  const auto in_order = build(false);
+  EXPECT_NEAR(in_order.ops[2].end_s, in_order.ops[0].end_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
+  EXPECT_LT(in_order.ops[2].end_s, in_order.ops[1].end_s);  // hidden under B
 }

@@ -174,6 +174,54 @@ void add_gemm(OpCost& out, double b, double m, double n, double k, double multip
 
 bool is_slice_like(std::string_view op) { return op == "dynamic-slice" || op == "slice" || op == "gather"; }
 
+// Mesh-axes replica groups, `mesh['x'=2,'y'=4] {'y'}` (XLA's MeshAxesReplicaGroupList): the devices of the
+// mesh in iota order, grouped along the named axes; a sub-axis prints as 'y':(pre)size. A group is the product
+// of its axes' sizes; its ids are consecutive when the grouped axes are the mesh's minor-most, whole.
+void mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
+  const auto close = v.find(']');
+  const auto open = v.find('{', close == std::string::npos ? 0 : close);
+  if (close == std::string::npos || open == std::string::npos) return;
+  std::vector<std::pair<std::string, int64_t>> axes;  // name, size, major to minor
+  {
+    const std::string body = v.substr(5, close - 5);
+    std::size_t i = 0;
+    while ((i = body.find('\'', i)) != std::string::npos) {
+      const auto e = body.find('\'', i + 1);
+      if (e == std::string::npos) break;
+      const auto sizes = parse_int_list(body.substr(e + 1, body.find(',', e) - e - 1));
+      axes.emplace_back(body.substr(i + 1, e - i - 1), sizes.empty() ? 1 : sizes.front());
+      i = e + 1;
+    }
+  }
+  const std::string groups = v.substr(open);
+  int64_t size = 1;
+  std::vector<std::size_t> whole;  // indices of whole axes grouped
+  bool sub_axis = false;
+  std::size_t i = 0;
+  while ((i = groups.find('\'', i)) != std::string::npos) {
+    const auto e = groups.find('\'', i + 1);
+    if (e == std::string::npos) break;
+    const std::string name = groups.substr(i + 1, e - i - 1);
+    const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
+    if (it != axes.end()) {
+      if (e + 1 < groups.size() && groups[e + 1] == ':') {  // 'y':(pre)size
+        const auto ints = parse_int_list(groups.substr(e + 1, groups.find_first_of(",}", e + 1) - e - 1));
+        size *= ints.size() >= 2 ? ints[1] : it->second;
+        sub_axis = true;
+      } else {
+        size *= it->second;
+        whole.push_back(static_cast<std::size_t>(it - axes.begin()));
+      }
+    }
+    i = e + 1;
+  }
+  group_size = static_cast<int>(std::clamp<int64_t>(size, 1, 1'000'000));
+  std::sort(whole.begin(), whole.end());
+  consecutive = !sub_axis;
+  for (std::size_t k = 0; k < whole.size() && consecutive; ++k)
+    if (whole[k] != axes.size() - whole.size() + k) consecutive = false;
+}
+
 }  // namespace
 
 bool is_elementwise(const std::string& opcode) { return elementwise_ops().count(opcode) > 0; }
@@ -703,7 +751,9 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   // Group size.
   if (const std::string* rg = in->attr("replica_groups")) {
     const std::string& v = *rg;
-    if (!v.empty() && v[0] == '[') {
+    if (v.starts_with("mesh[")) {
+      mesh_axes_group(v, ci.group_size, ci.consecutive);
+    } else if (!v.empty() && v[0] == '[') {
       // Iota form [G,S]<=[N] (optionally with a transpose T(...)): groups of S.
       const auto close = v.find(']');
       const auto dims = parse_int_list(v.substr(0, close == std::string::npos ? v.size() : close));

@@ -587,6 +587,7 @@ class Lowerer {
     if (ci.is_collective) {
       op.kind = OpKind::collective;
       op.stream = StreamKind::comm;
+      op.queues_behind_compute = true;
       op.coll = coll_op(ci.op);
       op.group = group_for(ci);
       const int g = ci.group_size > 0 ? ci.group_size : o_.gpus;

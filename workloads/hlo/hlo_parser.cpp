@@ -283,7 +283,18 @@ class Parser {
     }
     if (!stack.empty()) fail(b, fmt::format("unbalanced value: '{}' is never closed", stack.back() == '}' ? '{' : stack.back() == ']' ? '[' : '('));
     if (p_ == b) fail(p_, fmt::format("expected an attribute value, found {}", describe_here()));
-    return std::string(s_.substr(b, p_ - b));
+    std::string v(s_.substr(b, p_ - b));
+    // Mesh-axes replica groups print as two space-separated parts, `mesh['x'=2,'y'=4] {'y'}`: keep both.
+    if (v.starts_with("mesh[")) {
+      std::size_t q = p_;
+      while (q < s_.size() && s_[q] == ' ') ++q;
+      if (q < s_.size() && s_[q] == '{') {
+        p_ = q;
+        v += ' ';
+        v += value();
+      }
+    }
+    return v;
   }
 
   Attribute attribute() {
