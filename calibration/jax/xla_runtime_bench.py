@@ -19,6 +19,7 @@ Output (OUTDIR): xla_runtime.json (schema racksim-xla-runtime/1), NAME.hlo.txt.g
 the raw profiles NAME.perfetto.json.gz.
 
   python3 xla_runtime_bench.py --outdir OUT
+  python3 xla_runtime_bench.py --outdir OUT --only dispatch --devices 2   # one process, two GPUs
 """
 
 import argparse
@@ -35,6 +36,7 @@ import jax
 import jax.numpy as jnp
 
 f32, bf16 = jnp.float32, jnp.bfloat16
+DEVICES = 1  # GPUs each dispatch program runs on (--devices)
 
 
 def profile(fn, args, outdir, name, steps=2):
@@ -184,8 +186,16 @@ def dispatch_suite(outdir, res):
         x = jax.random.normal(key, (D, D), bf16)
         if mode == "scan":
             ws = jnp.stack(ws)
+        if DEVICES > 1:
+            # One process driving DEVICES GPUs, as JAX does on one host: weights replicated, the
+            # activations split by rows, so the program runs on every GPU and needs no collective.
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            import numpy as np
+            mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("d",))
+            ws = jax.device_put(ws, NamedSharding(mesh, P()))
+            x = jax.device_put(x, NamedSharding(mesh, P("d", None)))
         fn = jax.jit(f_scan if mode == "scan" else f, donate_argnums=(0,) if mode == "donated" else ())
-        name = f"dispatch_{mode}_n{n}"
+        name = f"dispatch_{mode}_n{n}" if DEVICES == 1 else f"dispatch_x{DEVICES}_{mode}_n{n}"
         hlo = write_hlo(fn, (ws, x), outdir, name)
         if mode == "same_args":
             ts = timed(lambda a, b: fn(a, b), (ws, x))
@@ -193,7 +203,7 @@ def dispatch_suite(outdir, res):
         else:
             ws, ts = timed_chained(fn, ws, x)
             ev = profile_chained(fn, ws, x, outdir, name)
-        res["dispatch"].append({"name": name, "mode": mode, "layers": n, "donate": mode == "donated",
+        res["dispatch"].append({"name": name, "mode": mode, "layers": n, "donate": mode == "donated", "devices": DEVICES,
                                 "hlo_file": hlo, "step_s_all": ts, "step_s_median": statistics.median(ts),
                                 "profiled_steps": host_rows(ev)})
         print(f"{name}: step {statistics.median(ts) * 1e3:.3f} ms", flush=True)
@@ -231,12 +241,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--only", default="dispatch,kernels")
+    ap.add_argument("--devices", type=int, default=1, help="dispatch: run each program on this many GPUs of one process")
     a = ap.parse_args()
+    global DEVICES
+    DEVICES = a.devices
+    if len(jax.devices()) < DEVICES:
+        sys.exit(f"--devices {DEVICES}: only {len(jax.devices())} GPU(s) visible")
     os.makedirs(a.outdir, exist_ok=True)
     dev = jax.devices()[0]
     res = {"schema": "racksim-xla-runtime/1", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "device": getattr(dev, "device_kind", str(dev)), "jax": jax.__version__, "argv": sys.argv,
-           "xla_flags": os.environ.get("XLA_FLAGS", ""), "command_buffers": command_buffers_enabled(),
+           "xla_flags": os.environ.get("XLA_FLAGS", ""), "command_buffers": command_buffers_enabled(), "devices": a.devices,
            "dispatch": [], "kernels": []}
     only = a.only.split(",")
     path = os.path.join(a.outdir, "xla_runtime.json")
