@@ -396,6 +396,9 @@ class Builder {
     op.group = grp;
     op.coll_bytes = bytes;
     op.deps = std::move(deps);
+    // XLA's collectives reach the GPU behind the compute stream's next kernel; Megatron's, launched in
+    // order on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1), do not (op_graph.h).
+    op.queues_behind_compute = jax_;
     return emit(std::move(op));
   }
 

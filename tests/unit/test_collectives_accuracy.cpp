@@ -168,6 +168,15 @@ TEST(CollectiveAccuracy, InformationalRows) {
       {gb, O::all_reduce, 16 * GiB, {144, 72, 1}, true, 810.41, "B4.3 2 NVL72 racks, IB+SHARP"},
       {gb, O::all_reduce, 16 * GiB, {1440, 72, 1}, true, 405.74, "B4.3 20 NVL72 racks"},
       {gb, O::all_reduce, 16 * GiB, {24, 8, 1}, false, 393.66, "PM9 nccl#1801 GB200 3 NVL8 partitions, ring"},
+      // Ours, 2 x H200 over NVLink, NVLS off (calibration/data/h200x2-2026-11-29-mechanisms/nccl/default.json):
+      // all-gather and reduce-scatter run 13-20% below the all-reduce ring on the same 24 channels, which
+      // NCCL's tuning model (and so this one) does not have; the README there shows the per-channel cause.
+      {h200, O::all_reduce, GiB, {2, 2, 1}, false, 332.6, "ours 2xH200 all_reduce 1 GiB (NCCL 2.28.3)"},
+      {h200, O::all_reduce, 4 * GiB, {2, 2, 1}, false, 350.2, "ours 2xH200 all_reduce 4 GiB"},
+      {h200, O::all_gather, GiB, {2, 2, 1}, false, 273.2, "ours 2xH200 all_gather 1 GiB"},
+      {h200, O::all_gather, 4 * GiB, {2, 2, 1}, false, 305.6, "ours 2xH200 all_gather 4 GiB"},
+      {h200, O::reduce_scatter, GiB, {2, 2, 1}, false, 268.7, "ours 2xH200 reduce_scatter 1 GiB"},
+      {h200, O::reduce_scatter, 4 * GiB, {2, 2, 1}, false, 296.6, "ours 2xH200 reduce_scatter 4 GiB"},
   };
   std::printf("\n%-12s %-12s %-8s %5s %4s %-20s %10s %10s %8s  %s\n", "system", "op", "size", "n", "ppn", "chosen",
               "pred GB/s", "pub GB/s", "err %", "source");

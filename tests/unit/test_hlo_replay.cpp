@@ -127,3 +127,21 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("74 checks: 74 pass"), std::string::npos) << r.out;
 }
+
+// Two-GPU steps (one process, data parallel and FSDP over NVLink), replayed from their SPMD HLO on the
+// calibrated H200. Five of six checks within 10%; the known miss is the small data-parallel step
+// (x2_dp_s1_none_scan, 12% fast): the GPUs idle 1.6 ms between its steps and wait ~90 us per
+// backward-loop iteration, host and event waits the replay does not reproduce (see
+// calibration/data/h200x2-2026-11-29-mechanisms/README.md). The test pins the miss so that it is noticed
+// when it goes away.
+TEST(HloReplay, TwoGpuStepsWithinTenPercentButOne) {
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo-x2.yaml"});
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("6 checks: 5 pass, 1 outside tolerance"), std::string::npos) << r.out;
+  bool s1_missed = false;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("x2_dp_s1_none_scan") != std::string::npos && l.find("step_time_s") != std::string::npos)
+      s1_missed = l.find(" NO") != std::string::npos;
+  EXPECT_TRUE(s1_missed) << r.out;
+}
