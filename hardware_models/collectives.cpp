@@ -20,7 +20,12 @@
 //    within 9 %.
 //  * GB200 one-tray (4 GPU) all-gather / reduce-scatter: B4.1 measures 564 / 549 GB/s at 512 MiB (asymptote
 //    ~585) against the ring's 720 GB/s in NCCL's model (+20 / +24 %), while the same tray's all-reduce ring is
-//    within 9 % and 8xB200 all-gather within 6 %. Unexplained.
+//    within 9 % and 8xB200 all-gather within 6 %. The same gap, larger, on 2 x H200 (our measurement,
+//    calibration/data/h200x2-2026-11-29-mechanisms): all-gather / reduce-scatter at 0.87 / 0.85 x the all-reduce
+//    ring's busbw on the same 24 channels at 4 GiB, and per channel (with 2-8 channels, each CTA the limit)
+//    0.73 / 0.87 x. The per-channel step sequence of the ring kernels is the mechanism's likely home; no
+//    closed form fits all three operations, and its size on Blackwell needs a Blackwell GPU, so it is not
+//    modelled (a calibration carries the measured curves for the GPU counts it measured).
 // Outside the brief's table (printed, not asserted): NVLS approaches its asymptote more slowly than its 25 us
 // latency implies (8xH100 +40 % at 16 MiB, +19 % at 64 MiB; 8xB200 +36 % at 64 MiB); NVLink all-to-all is
 // 17-25 % (GB200 tray 44 %) above B4.1; 20 NVL72 racks over IB measure 406 GB/s where NCCL's NVLSTree model

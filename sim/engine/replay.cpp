@@ -126,12 +126,13 @@ class Replayer {
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
     std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
   };
-  // A collective kernel launched while compute kernels fill the SMs gets its CTAs on the GPU only
-  // as those kernels drain (the block scheduler serves kernels in launch order, and a GEMM's CTAs
-  // leave no room beside them): it waits for the kernels running when it became ready, not for
-  // kernels launched after it. Measured in XLA's data-parallel steps on 2 x H200
-  // (calibration/data/h200x2-2026-11-29-mechanisms): each gradient all-reduce began in the last
-  // wave of the GEMM it was meant to hide behind.
+  // A collective whose kernel reaches the GPU through an event wait, on CUDA's default several
+  // hardware queues, loses the race for the SMs to the compute stream's next kernel, released by
+  // the same op: its CTAs get on the GPU only as that kernel drains (a GEMM's CTAs leave no room
+  // beside them), so it waits for the kernels resident when it became ready, not for later ones.
+  // Measured on 2 x H200 (calibration/data/h200x2-2026-11-29-mechanisms): XLA's gradient all-reduces
+  // began in the last wave of the GEMM meant to hide them; in PyTorch with default queues an
+  // all-reduce finished after the next GEMM in 20 of 20 trials, beside it with one queue.
   struct SmWait {
     int blockers = 0;
     std::function<void()> then;
