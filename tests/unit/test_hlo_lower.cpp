@@ -287,6 +287,25 @@ TEST(HloLower, MeshAxesReplicaGroups) {
   EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'x'}").consecutive);  // ids 0 and 4
   EXPECT_EQ(info("mesh['x'=2,'y'=4] {'y':(1)2}").group_size, 2);
   EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'y':(1)2}").consecutive);  // a sub-axis: strided
+  // Groups that cannot be read are input errors at the instruction, with the reason.
+  for (const auto& [groups, why] : std::vector<std::pair<std::string, std::string>>{
+           {"mesh['x'=2,'y'=4] {'z'}", "axis 'z' is not an axis of the mesh"},
+           {"mesh['x'=0] {'x'}", "mesh axis 'x' needs a size from 1 to 1000000"},
+           {"mesh['x'=2] {}", "the groups name no axis of the mesh"},
+           {"mesh['x'=2]", "expected mesh[AXIS=SIZE,...] {AXIS,...}"}}) {
+    try {
+      lower_text("HloModule t, num_partitions=2\n%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+                 "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\nENTRY %e (p: f32[64]) -> f32[64] {\n"
+                 "  %p = f32[64]{0} parameter(0)\n  ROOT %a = f32[64]{0} all-reduce(%p), channel_id=1, replica_groups=" +
+                     groups + ", to_apply=%add\n}\n",
+                 2);
+      ADD_FAILURE() << groups << " was accepted";
+    } catch (const input::InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(why), std::string::npos) << msg;
+      EXPECT_NE(msg.find("t.hlo:9:3:"), std::string::npos) << msg;  // file:line:column of the all-reduce
+    }
+  }
 }
 
 TEST(HloLower, OutputsAndArgumentsAreResident) {

@@ -3,6 +3,7 @@
 #include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -177,10 +178,12 @@ bool is_slice_like(std::string_view op) { return op == "dynamic-slice" || op == 
 // Mesh-axes replica groups, `mesh['x'=2,'y'=4] {'y'}` (XLA's MeshAxesReplicaGroupList): the devices of the
 // mesh in iota order, grouped along the named axes; a sub-axis prints as 'y':(pre)size. A group is the product
 // of its axes' sizes; its ids are consecutive when the grouped axes are the mesh's minor-most, whole.
-void mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
+// Returns what is wrong with `v`, or an empty string.
+std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
   const auto close = v.find(']');
   const auto open = v.find('{', close == std::string::npos ? 0 : close);
-  if (close == std::string::npos || open == std::string::npos) return;
+  if (close == std::string::npos || open == std::string::npos)
+    return fmt::format("replica_groups '{}': expected mesh[AXIS=SIZE,...] {{AXIS,...}}", v);
   std::vector<std::pair<std::string, int64_t>> axes;  // name, size, major to minor
   {
     const std::string body = v.substr(5, close - 5);
@@ -189,7 +192,9 @@ void mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
       const auto e = body.find('\'', i + 1);
       if (e == std::string::npos) break;
       const auto sizes = parse_int_list(body.substr(e + 1, body.find(',', e) - e - 1));
-      axes.emplace_back(body.substr(i + 1, e - i - 1), sizes.empty() ? 1 : sizes.front());
+      if (sizes.empty() || sizes.front() < 1 || sizes.front() > 1'000'000)
+        return fmt::format("replica_groups '{}': mesh axis {} needs a size from 1 to 1000000", v, body.substr(i, e - i + 1));
+      axes.emplace_back(body.substr(i + 1, e - i - 1), sizes.front());
       i = e + 1;
     }
   }
@@ -203,7 +208,8 @@ void mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
     if (e == std::string::npos) break;
     const std::string name = groups.substr(i + 1, e - i - 1);
     const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
-    if (it != axes.end()) {
+    if (it == axes.end()) return fmt::format("replica_groups '{}': axis '{}' is not an axis of the mesh", v, name);
+    {
       if (e + 1 < groups.size() && groups[e + 1] == ':') {  // 'y':(pre)size
         const auto ints = parse_int_list(groups.substr(e + 1, groups.find_first_of(",}", e + 1) - e - 1));
         size *= ints.size() >= 2 ? ints[1] : it->second;
@@ -215,11 +221,13 @@ void mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
     }
     i = e + 1;
   }
+  if (whole.empty() && !sub_axis) return fmt::format("replica_groups '{}': the groups name no axis of the mesh", v);
   group_size = static_cast<int>(std::clamp<int64_t>(size, 1, 1'000'000));
   std::sort(whole.begin(), whole.end());
   consecutive = !sub_axis;
   for (std::size_t k = 0; k < whole.size() && consecutive; ++k)
     if (whole[k] != axes.size() - whole.size() + k) consecutive = false;
+  return "";
 }
 
 }  // namespace
@@ -752,7 +760,7 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   if (const std::string* rg = in->attr("replica_groups")) {
     const std::string& v = *rg;
     if (v.starts_with("mesh[")) {
-      mesh_axes_group(v, ci.group_size, ci.consecutive);
+      ci.invalid = mesh_axes_group(v, ci.group_size, ci.consecutive);
     } else if (!v.empty() && v[0] == '[') {
       // Iota form [G,S]<=[N] (optionally with a transpose T(...)): groups of S.
       const auto close = v.find(']');

@@ -61,6 +61,7 @@ struct CollectiveInfo {
   double bytes = 0;         // nccl-tests size: the full buffer (gathered size for all-gather)
   int group_size = 0;       // 0: every device (empty replica_groups)
   bool consecutive = true;  // the first group holds consecutive device ids
+  std::string invalid;      // why its replica groups cannot be read (empty: they can)
 };
 
 class CostModel {

@@ -575,6 +575,7 @@ class Lowerer {
     const bool async = is_async_start(inst);
     OpCost k = cost_.cost(c, inst);
     const CollectiveInfo ci = CostModel::collective(c, inst, m_);
+    if (!ci.invalid.empty()) fail_at(m_, inst, ci.invalid);
     const double host_bytes = std::max(k.host_read, k.host_written);
     const double hbm = k.bytes_read + k.bytes_written;
     if (!(hbm <= kMaxOpBytes) || !(host_bytes <= kMaxOpBytes) || !(k.flops <= kMaxOpFlops) || !(ci.bytes <= kMaxOpBytes))
