@@ -304,16 +304,18 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         tok, tgt = jax.device_put(tok, batch), jax.device_put(tgt, batch)
     o = jax.jit(opt.init)(p)
     if ndev > 1:
-        # opt.init leaves its scalar leaves (Adam's step count) on one device; a jitted step needs every
-        # argument and output on the same devices, so those go onto the mesh, replicated.
-        def on_mesh(x):
-            return x.sharding if len(x.sharding.device_set) == ndev else NamedSharding(mesh, Pspec())
-
-        o = jax.device_put(o, jax.tree_util.tree_map(on_mesh, o))
+        # opt.init's outputs come back replicated (or, for Adam's step count, on one device): place the
+        # moments as their parameters (param_sharding depends on the shape alone) and the rest replicated.
+        # (Until 2026-11-29 16:40 UTC only the scalars were placed, so the first x2_fsdp row sharded the
+        # parameters but not the moments; calibration/data/h200x2-2026-11-29-mechanisms/README.md.)
+        o = jax.device_put(o, jax.tree_util.tree_map(param_sharding, o))
         shard_of = lambda t: jax.tree_util.tree_map(lambda x: x.sharding, t)  # noqa: E731
         out_shardings = (shard_of(p), shard_of(o), NamedSharding(mesh, Pspec()))
     jax.block_until_ready((p, o, tok, tgt))
     assert sum(x.size for x in jax.tree_util.tree_leaves(p)) == row["params"]
+    # What GPU 0 holds of the parameters and of the optimizer state (how they were sharded).
+    shard0 = lambda t: sum(x.addressable_shards[0].data.nbytes for x in jax.tree_util.tree_leaves(t))  # noqa: E731
+    row["param_bytes_gpu0"], row["opt_state_bytes_gpu0"] = shard0(p), shard0(o)
 
     t0 = time.perf_counter()
     jit_kw = {"donate_argnums": (0, 1)} if donate else {}
