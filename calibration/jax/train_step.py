@@ -81,7 +81,8 @@ OWN = {
 
 # Sharded over several GPUs of one host (GSPMD): `dp` replicates parameters and optimizer
 # state and splits the batch (gradients all-reduced); `fsdp` also shards every parameter and its
-# Adam moments along their largest dimension (all-gathered for use, gradients reduce-scattered).
+# Adam moments along their largest dimension; how the step then communicates is XLA's partitioner's
+# choice (for these layers it gathers the activations, not the weights).
 # B is the global batch; peak_bytes_in_use is GPU 0's. Run with NCCL_NVLS_ENABLE=0.
 MULTI = {
     "x2_dp_m1_dots": cfg(M1, policy="dots", devices=2, shard="dp"),
