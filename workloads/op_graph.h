@@ -60,10 +60,10 @@ struct Op {
   int host_commands = 0;              // commands of the command buffer this op opens (0: none)
   int host_buffer_refs = 0;           // buffers those commands name
   bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
-  // A collective whose kernel reaches the GPU through an event wait on a stream of normal priority
-  // while the compute stream runs on (XLA's async collectives): its CTAs get SMs only once the
-  // compute kernels resident when it became ready have drained (sim/engine/replay.cpp, SmWait).
-  // Megatron's NCCL kernels are issued in launch order (CUDA_DEVICE_MAX_CONNECTIONS=1) and do not.
+  // A collective on its own stream under CUDA's default hardware queues (XLA's): its CTAs get SMs
+  // only once the compute kernels resident when it became ready, and those released by the same op,
+  // have drained (sim/engine/replay.cpp, SmWait). Megatron's NCCL kernels, dispatched in launch order
+  // on one queue (CUDA_DEVICE_MAX_CONNECTIONS=1), start at once.
   bool queues_behind_compute = false;
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;

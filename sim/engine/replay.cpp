@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -126,10 +127,11 @@ class Replayer {
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
     std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
   };
-  // A collective whose kernel reaches the GPU through an event wait, on CUDA's default several
-  // hardware queues, loses the race for the SMs to the compute stream's next kernel, released by
-  // the same op: its CTAs get on the GPU only as that kernel drains (a GEMM's CTAs leave no room
-  // beside them), so it waits for the kernels resident when it became ready, not for later ones.
+  // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
+  // resident compute kernels hold (a GEMM's CTAs leave no room beside them), and it loses the race
+  // for them to the compute stream's next kernel released by the same op (its dependency reaches it
+  // through an event wait): it waits for the kernels resident when it became ready and for those,
+  // not for kernels that start later. It shows as starting when it gets its SMs.
   // Measured on 2 x H200 (calibration/data/h200x2-2026-11-29-mechanisms): XLA's gradient all-reduces
   // began in the last wave of the GEMM meant to hide them; in PyTorch with default queues an
   // all-reduce finished after the next GEMM in 20 of 20 trials, beside it with one queue.
@@ -137,6 +139,13 @@ class Replayer {
     int blockers = 0;
     std::function<void()> then;
   };
+  // While finish() releases an op's successors: the kernels they start and the queuing collectives
+  // that become ready (a collective waits for the former).
+  struct Releasing {
+    std::vector<OpId>* kernels_started = nullptr;
+    std::vector<OpId>* collectives_ready = nullptr;
+  };
+  std::optional<Releasing> releasing_;
   std::map<OpId, SmWait> sm_wait_;                      // collective -> what it waits for
   std::map<OpId, std::vector<OpId>> blocked_by_kernel_;  // kernel -> collectives waiting on it
   std::vector<Res> res_of_;
@@ -199,29 +208,35 @@ class Replayer {
     if (g_.ops[id].kind == OpKind::kernel) {
       res_of_[g_.ops[id].rank].running_kernels.erase(id);
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
-        for (OpId c : b->second) {
-          auto w = sm_wait_.find(c);
-          if (w != sm_wait_.end() && --w->second.blockers == 0) {
-            auto then = std::move(w->second.then);
-            sm_wait_.erase(w);
-            then();
-          }
-        }
+        const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
+        for (OpId c : waiting)
+          if (auto w = sm_wait_.find(c); w != sm_wait_.end() && --w->second.blockers == 0) grant_sms(c);
       }
     }
+    // The ops this one releases start now; a collective among them that queues behind compute also
+    // waits for the kernels it releases (see SmWait).
+    const auto outer = releasing_;
+    std::vector<OpId> kernels_started, collectives_ready;
+    releasing_ = Releasing{&kernels_started, &collectives_ready};
     for (OpId s : succ_[id]) release(s);
+    releasing_ = outer;
+    for (OpId c : collectives_ready) {
+      SmWait& w = sm_wait_.at(c);
+      for (OpId k : kernels_started)
+        if (g_.ops[k].rank == g_.ops[c].rank && res_of_[g_.ops[k].rank].running_kernels.count(k)) {
+          blocked_by_kernel_[k].push_back(c);
+          ++w.blockers;
+        }
+      if (w.blockers == 0) grant_sms(c);
+    }
   }
 
-  // Runs `then` once the compute kernels now resident on `rank` have finished (at once if none).
-  void after_resident_kernels(OpId id, int rank, std::function<void()> then) {
-    const auto& running = res_of_[rank].running_kernels;
-    if (running.empty()) {
-      then();
-      return;
-    }
-    for (OpId k : running) blocked_by_kernel_[k].push_back(id);
-    sm_wait_[id] = SmWait{static_cast<int>(running.size()), std::move(then)};
+  void grant_sms(OpId c) {
+    auto w = sm_wait_.find(c);
+    auto then = std::move(w->second.then);
+    sm_wait_.erase(w);
+    then();
   }
 
   void start(OpId id) {
@@ -239,6 +254,7 @@ class Replayer {
   void start_kernel(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
     R.running_kernels.insert(id);
+    if (releasing_) releasing_->kernels_started->push_back(id);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -315,17 +331,25 @@ class Replayer {
     const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    auto after_latency = [this, id, cost, sm_frac, rank] {
+    auto begin = [this, id, cost, sm_frac, rank] {
+      res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
       q_.schedule_after(SimTime::from_seconds(cost->latency_s),
                         [this, id, cost, sm_frac, rank] { move_collective_data(id, *cost, sm_frac, rank); });
     };
     if (!op.queues_behind_compute) {
-      after_latency();
+      begin();
       return;
     }
-    // Its dependency reaches it across streams (an event wait), which resolves after the compute
-    // stream's next kernel, released by the same op, has claimed the SMs: look once this instant is over.
-    q_.schedule(q_.now(), [this, id, rank, after_latency] { after_resident_kernels(id, rank, after_latency); });
+    // Wait for the compute kernels resident now, and (added by finish) for those released by the
+    // same op, which win the race for the SMs.
+    SmWait& w = sm_wait_[id];
+    w.then = std::move(begin);
+    for (OpId k : res_of_[rank].running_kernels) {
+      blocked_by_kernel_[k].push_back(id);
+      ++w.blockers;
+    }
+    if (releasing_) releasing_->collectives_ready->push_back(id);
+    else if (w.blockers == 0) grant_sms(id);
   }
 
   void move_collective_data(OpId id, const hw::CollectiveCost& c, double sm_frac, int rank) {

@@ -281,18 +281,38 @@ TEST(HloLower, MeshAxesReplicaGroups) {
     const auto& c = m.computations.back();
     return CostModel::collective(c, c.instructions.back(), m);
   };
-  EXPECT_EQ(info("mesh['d'=2] {'d'}").group_size, 2);
-  EXPECT_TRUE(info("mesh['x'=2,'y'=4] {'y'}").consecutive);
-  EXPECT_EQ(info("mesh['x'=2,'y'=4] {'x'}").group_size, 2);
-  EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'x'}").consecutive);  // ids 0 and 4
-  EXPECT_EQ(info("mesh['x'=2,'y'=4] {'y':(1)2}").group_size, 2);
-  EXPECT_FALSE(info("mesh['x'=2,'y'=4] {'y':(1)2}").consecutive);  // a sub-axis: strided
+  struct Case {
+    std::string groups;
+    int size;
+    bool consecutive;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"mesh['d'=2] {'d'}", 2, true},
+           {"mesh['x'=2,'y'=4] {'y'}", 4, true},
+           {"mesh['x'=2,'y'=4] {'x'}", 2, false},           // ids 0 and 4
+           {"mesh['x'=2,'y'=4] {'x','y'}", 8, true},
+           {"mesh['x'=2,'y'=4] {'y':(1)2}", 2, false},       // y = 2s + r: ids 0 and 2
+           {"mesh['x'=2,'y'=4] {'y':(2)2}", 2, true},        // the minor half of y: ids 0 and 1
+           {"mesh['x'=2,'y'=4,'z'=1] {'y'}", 4, true},       // a size-1 axis changes nothing
+           {"mesh[axis_0=8] {axis_0:(2)4}", 4, true},        // unquoted names
+           {"mesh['a'=8] {'a':(1)2,'a':(4)2}", 4, false},    // XLA's example: a reshaped [2,2,2], outer two grouped
+           {"mesh['x'=2,'y'=4]\t{'y'}", 4, true}}) {
+    const auto ci = info(c.groups);
+    EXPECT_TRUE(ci.invalid.empty()) << c.groups << ": " << ci.invalid;
+    EXPECT_EQ(ci.group_size, c.size) << c.groups;
+    EXPECT_EQ(ci.consecutive, c.consecutive) << c.groups;
+  }
   // Groups that cannot be read are input errors at the instruction, with the reason.
   for (const auto& [groups, why] : std::vector<std::pair<std::string, std::string>>{
            {"mesh['x'=2,'y'=4] {'z'}", "axis 'z' is not an axis of the mesh"},
            {"mesh['x'=0] {'x'}", "mesh axis 'x' needs a size from 1 to 1000000"},
            {"mesh['x'=2] {}", "the groups name no axis of the mesh"},
-           {"mesh['x'=2]", "expected mesh[AXIS=SIZE,...] {AXIS,...}"}}) {
+           {"mesh['x'=2]", "expected mesh[AXIS=SIZE,...] {AXIS,...}"},
+           {"mesh['x'=2,'y'=4] {'y','y'}", "axis 'y' is grouped more than once"},
+           {"mesh['x'=2,'x'=4] {'x'}", "mesh axis 'x' appears twice"},
+           {"mesh['x'=2,'y'=4] {'y':(3)2}", "needs (PRE)SIZE with PRE x SIZE dividing"},
+           {"mesh['x'=2,'y'=4] {'y':}", "needs (PRE)SIZE"},
+           {"mesh['a'=1000000,'b'=1000000] {'a','b'}", "the mesh has more than 1000000 devices"}}) {
     try {
       lower_text("HloModule t, num_partitions=2\n%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
                  "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\nENTRY %e (p: f32[64]) -> f32[64] {\n"

@@ -213,18 +213,18 @@ TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
 }
 
 // A collective that reaches the GPU through an event wait (XLA's async collectives) gets SMs only
-// once the compute kernel that started beside it has drained: it runs after that GEMM, not under
-// it. Launched in order (Megatron), it runs under the GEMM.
+// once the compute kernels resident when it became ready, and those released by the same op, have
+// drained: it runs after the GEMM meant to hide it, not under it. Launched in order (Megatron), it
+// runs under the GEMM.
 TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
   auto sc = sim::load_scenario_text(
       "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
       "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
       "t.yaml");
   const double bytes = 32e6;
-  auto build = [&](bool queues) {
-    OpGraph g;
-    g.add(gemm(8192, 8192, 8192));  // A: produces the gradient
-    g.add(gemm(8192, 8192, 8192));  // B: the next GEMM, same stream
+  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
+                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
+  auto all_reduce = [&](bool queues, std::vector<OpId> deps) {
     Op c;
     c.name = "grad.all_reduce";
     c.kind = OpKind::collective;
@@ -232,16 +232,51 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
     c.coll = CollOp::all_reduce;
     c.group = CommGroup::dp;
     c.coll_bytes = bytes;
-    c.deps = {0};
+    c.deps = std::move(deps);
     c.queues_behind_compute = queues;
-    g.add(c);
-    return sim::replay(g, sc);
+    return c;
   };
-  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
-                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
-  const auto queued = build(true);
-  EXPECT_NEAR(queued.ops[2].end_s, queued.ops[1].end_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
-  const auto in_order = build(false);
-  EXPECT_NEAR(in_order.ops[2].end_s, in_order.ops[0].end_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
-  EXPECT_LT(in_order.ops[2].end_s, in_order.ops[1].end_s);  // hidden under B
+  // A produces the gradient; C (the all-reduce) and B (the next GEMM, same stream as A) are both
+  // released by A, in either program order.
+  for (bool c_first : {false, true}) {
+    for (bool queues : {true, false}) {
+      OpGraph g;
+      const OpId a = g.add(gemm(8192, 8192, 8192));
+      OpId b = 0, c = 0;
+      if (c_first) {
+        c = g.add(all_reduce(queues, {a}));
+        b = g.add(gemm(8192, 8192, 8192));
+      } else {
+        b = g.add(gemm(8192, 8192, 8192));
+        c = g.add(all_reduce(queues, {a}));
+      }
+      const auto r = sim::replay(g, sc);
+      const double from = queues ? r.ops[b].end_s : r.ops[a].end_s;
+      EXPECT_NEAR(r.ops[c].start_s, from, 1e-9) << c_first << queues;  // when its CTAs are on the GPU
+      EXPECT_NEAR(r.ops[c].end_s, from + cost.latency_s + cost.bandwidth_time_s, 1e-9) << c_first << queues;
+      if (!queues) EXPECT_LT(r.ops[c].end_s, r.ops[b].end_s);  // hidden under B
+    }
+  }
+  // Two blockers: a long kernel already resident on another stream, and B.
+  {
+    OpGraph g;
+    Op k = gemm(16384, 16384, 16384);
+    k.stream = StreamKind::comm_dp;
+    const OpId resident = g.add(k);
+    const OpId a = g.add(gemm(4096, 4096, 4096));
+    const OpId c = g.add(all_reduce(true, {a}));
+    const OpId b = g.add(gemm(4096, 4096, 4096));
+    const auto r = sim::replay(g, sc);
+    ASSERT_GT(r.ops[resident].end_s, r.ops[b].end_s);
+    EXPECT_NEAR(r.ops[c].start_s, r.ops[resident].end_s, 1e-9);
+  }
+  // Nothing resident and nothing released beside it: a queuing collective starts at once.
+  {
+    OpGraph g;
+    const OpId c = g.add(all_reduce(true, {}));
+    g.add(gemm(8192, 8192, 8192));
+    const auto r = sim::replay(g, sc);
+    EXPECT_NEAR(r.ops[c].start_s, r.ops[c].launch_end_s, 1e-12);
+    EXPECT_LT(r.ops[c].start_s, r.ops[c + 1].start_s);
+  }
 }

@@ -176,57 +176,122 @@ void add_gemm(OpCost& out, double b, double m, double n, double k, double multip
 bool is_slice_like(std::string_view op) { return op == "dynamic-slice" || op == "slice" || op == "gather"; }
 
 // Mesh-axes replica groups, `mesh['x'=2,'y'=4] {'y'}` (XLA's MeshAxesReplicaGroupList): the devices of the
-// mesh in iota order, grouped along the named axes; a sub-axis prints as 'y':(pre)size. A group is the product
-// of its axes' sizes; its ids are consecutive when the grouped axes are the mesh's minor-most, whole.
-// Returns what is wrong with `v`, or an empty string.
+// mesh in iota order, grouped along the named axes; a sub-axis `'y':(pre)size` is the `size` part of axis y
+// after its `pre` major part (y reshaped to [pre, size, rest]). Names may be quoted or not. A group is the
+// product of its parts; its ids are consecutive when they are 0..g-1 in the group of device 0 (computed,
+// as XLA reshapes and transposes the iota). A mesh with an explicit device order (anything between `]`
+// and the groups) is taken as not consecutive. Returns what is wrong with `v`, or an empty string.
 std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
+  constexpr int64_t kMax = 1'000'000;
+  const auto bad = [&](const std::string& why) { return fmt::format("replica_groups '{}': {}", v, why); };
   const auto close = v.find(']');
   const auto open = v.find('{', close == std::string::npos ? 0 : close);
-  if (close == std::string::npos || open == std::string::npos)
-    return fmt::format("replica_groups '{}': expected mesh[AXIS=SIZE,...] {{AXIS,...}}", v);
-  std::vector<std::pair<std::string, int64_t>> axes;  // name, size, major to minor
-  {
-    const std::string body = v.substr(5, close - 5);
-    std::size_t i = 0;
-    while ((i = body.find('\'', i)) != std::string::npos) {
-      const auto e = body.find('\'', i + 1);
-      if (e == std::string::npos) break;
-      const auto sizes = parse_int_list(body.substr(e + 1, body.find(',', e) - e - 1));
-      if (sizes.empty() || sizes.front() < 1 || sizes.front() > 1'000'000)
-        return fmt::format("replica_groups '{}': mesh axis {} needs a size from 1 to 1000000", v, body.substr(i, e - i + 1));
-      axes.emplace_back(body.substr(i + 1, e - i - 1), sizes.front());
-      i = e + 1;
-    }
-  }
-  const std::string groups = v.substr(open);
-  int64_t size = 1;
-  std::vector<std::size_t> whole;  // indices of whole axes grouped
-  bool sub_axis = false;
-  std::size_t i = 0;
-  while ((i = groups.find('\'', i)) != std::string::npos) {
-    const auto e = groups.find('\'', i + 1);
-    if (e == std::string::npos) break;
-    const std::string name = groups.substr(i + 1, e - i - 1);
-    const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
-    if (it == axes.end()) return fmt::format("replica_groups '{}': axis '{}' is not an axis of the mesh", v, name);
-    {
-      if (e + 1 < groups.size() && groups[e + 1] == ':') {  // 'y':(pre)size
-        const auto ints = parse_int_list(groups.substr(e + 1, groups.find_first_of(",}", e + 1) - e - 1));
-        size *= ints.size() >= 2 ? ints[1] : it->second;
-        sub_axis = true;
-      } else {
-        size *= it->second;
-        whole.push_back(static_cast<std::size_t>(it - axes.begin()));
+  const auto end = v.rfind('}');
+  if (close == std::string::npos || open == std::string::npos || end == std::string::npos || end < open)
+    return bad("expected mesh[AXIS=SIZE,...] {AXIS,...}");
+  // Splits "a, b ,c" at commas outside parentheses; trims blanks and quotes from names.
+  const auto items = [](const std::string& t) {
+    std::vector<std::string> out;
+    std::string cur;
+    int depth = 0;
+    for (char c : t) {
+      if (c == '(') ++depth;
+      if (c == ')') --depth;
+      if (c == ',' && depth == 0) {
+        out.push_back(cur);
+        cur.clear();
+      } else if (!std::isspace(static_cast<unsigned char>(c))) {
+        cur += c;
       }
     }
-    i = e + 1;
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+  };
+  const auto unquote = [](std::string n) {
+    if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'') n = n.substr(1, n.size() - 2);
+    return n;
+  };
+  // The axes, major to minor.
+  std::vector<std::pair<std::string, int64_t>> axes;
+  int64_t devices = 1;
+  for (const auto& it : items(v.substr(5, close - 5))) {
+    const auto eq = it.find('=');
+    const auto sizes = eq == std::string::npos ? std::vector<int64_t>{} : parse_int_list(it.substr(eq + 1));
+    if (eq == std::string::npos || eq == 0)
+      return bad(fmt::format("mesh axis '{}' is not NAME=SIZE", it));
+    if (sizes.size() != 1 || sizes[0] < 1 || sizes[0] > kMax)
+      return bad(fmt::format("mesh axis '{}' needs a size from 1 to {}", unquote(it.substr(0, eq)), kMax));
+    const std::string name = unquote(it.substr(0, eq));
+    for (const auto& ax : axes)
+      if (ax.first == name) return bad(fmt::format("mesh axis '{}' appears twice", name));
+    axes.emplace_back(name, sizes[0]);
+    devices *= sizes[0];
+    if (devices > kMax) return bad(fmt::format("the mesh has more than {} devices", kMax));
   }
-  if (whole.empty() && !sub_axis) return fmt::format("replica_groups '{}': the groups name no axis of the mesh", v);
-  group_size = static_cast<int>(std::clamp<int64_t>(size, 1, 1'000'000));
-  std::sort(whole.begin(), whole.end());
-  consecutive = !sub_axis;
-  for (std::size_t k = 0; k < whole.size() && consecutive; ++k)
-    if (whole[k] != axes.size() - whole.size() + k) consecutive = false;
+  if (axes.empty()) return bad("the mesh has no axes");
+  const bool iota = v.substr(close + 1, open - close - 1).find_first_not_of(" \t") == std::string::npos;
+  // Each axis as dims [pre, size, rest] per named part (a whole axis: one grouped dim).
+  struct Part { int64_t pre, size; };
+  std::vector<std::vector<Part>> parts(axes.size());
+  std::vector<char> whole(axes.size(), 0);
+  for (const auto& it : items(v.substr(open + 1, end - open - 1))) {
+    const auto colon = it.find(':');
+    const std::string name = unquote(it.substr(0, colon));
+    const auto ax = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
+    if (ax == axes.end()) return bad(fmt::format("axis '{}' is not an axis of the mesh", name));
+    const std::size_t k = static_cast<std::size_t>(ax - axes.begin());
+    if (whole[k] || (colon == std::string::npos && !parts[k].empty()))
+      return bad(fmt::format("axis '{}' is grouped more than once", name));
+    if (colon == std::string::npos) {
+      whole[k] = 1;
+      continue;
+    }
+    const auto ints = parse_int_list(it.substr(colon + 1));  // (pre)size
+    if (ints.size() != 2 || ints[0] < 1 || ints[1] < 1 || ints[0] > kMax || ints[1] > kMax ||
+        ax->second % (ints[0] * ints[1]) != 0)
+      return bad(fmt::format("sub-axis '{}' needs (PRE)SIZE with PRE x SIZE dividing {}'s size {}", it, name,
+                             ax->second));
+    parts[k].push_back({ints[0], ints[1]});
+  }
+  // Reindexed dims, major to minor, and which of them are grouped.
+  std::vector<std::pair<int64_t, bool>> dims;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const int64_t n = axes[k].second;
+    if (whole[k] || parts[k].empty()) {
+      dims.push_back({n, whole[k] != 0});
+      continue;
+    }
+    auto ps = parts[k];
+    std::sort(ps.begin(), ps.end(), [](const Part& x, const Part& y) { return x.pre < y.pre; });
+    int64_t prefix = 1;
+    for (const auto& p : ps) {
+      if (p.pre % prefix != 0 || p.pre < prefix) return bad(fmt::format("the sub-axes of '{}' overlap", axes[k].first));
+      if (p.pre > prefix) dims.push_back({p.pre / prefix, false});
+      dims.push_back({p.size, true});
+      prefix = p.pre * p.size;
+    }
+    if (n % prefix != 0) return bad(fmt::format("the sub-axes of '{}' overlap", axes[k].first));
+    if (n > prefix) dims.push_back({n / prefix, false});
+  }
+  // The group of device 0: every index of the grouped dims, the others 0.
+  std::vector<int64_t> ids = {0};
+  int64_t stride = 1;
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
+    if (d->second) {
+      std::vector<int64_t> next;
+      next.reserve(ids.size() * static_cast<std::size_t>(d->first));
+      for (int64_t j = 0; j < d->first; ++j)
+        for (int64_t id : ids) next.push_back(id + j * stride);
+      ids = std::move(next);
+    }
+    stride *= d->first;
+  }
+  if (ids.size() < 2) return bad("the groups name no axis of the mesh (one device per group)");
+  group_size = static_cast<int>(ids.size());
+  std::sort(ids.begin(), ids.end());
+  consecutive = iota;
+  for (std::size_t j = 0; j < ids.size() && consecutive; ++j)
+    if (ids[j] != static_cast<int64_t>(j)) consecutive = false;
   return "";
 }
 

@@ -287,7 +287,7 @@ class Parser {
     // Mesh-axes replica groups print as two space-separated parts, `mesh['x'=2,'y'=4] {'y'}`: keep both.
     if (v.starts_with("mesh[")) {
       std::size_t q = p_;
-      while (q < s_.size() && s_[q] == ' ') ++q;
+      while (q < s_.size() && (s_[q] == ' ' || s_[q] == '\t')) ++q;
       if (q < s_.size() && s_[q] == '{') {
         p_ = q;
         v += ' ';
