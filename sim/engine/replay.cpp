@@ -139,13 +139,10 @@ class Replayer {
     int blockers = 0;
     std::function<void()> then;
   };
-  // While finish() releases an op's successors: the kernels they start and the queuing collectives
-  // that become ready (a collective waits for the former).
-  struct Releasing {
-    std::vector<OpId>* kernels_started = nullptr;
-    std::vector<OpId>* collectives_ready = nullptr;
-  };
-  std::optional<Releasing> releasing_;
+  // While finish() releases an op's successors (depth > 0), the queuing collectives that become
+  // ready: each also waits for the kernels among those successors.
+  int releasing_depth_ = 0;
+  std::vector<OpId> ready_queuing_;
   std::map<OpId, SmWait> sm_wait_;                      // collective -> what it waits for
   std::map<OpId, std::vector<OpId>> blocked_by_kernel_;  // kernel -> collectives waiting on it
   std::vector<Res> res_of_;
@@ -215,21 +212,23 @@ class Replayer {
       }
     }
     // The ops this one releases start now; a collective among them that queues behind compute also
-    // waits for the kernels it releases (see SmWait).
-    const auto outer = releasing_;
-    std::vector<OpId> kernels_started, collectives_ready;
-    releasing_ = Releasing{&kernels_started, &collectives_ready};
+    // waits for the kernels among them (see SmWait).
+    const std::size_t mark = ready_queuing_.size();
+    ++releasing_depth_;
     for (OpId s : succ_[id]) release(s);
-    releasing_ = outer;
-    for (OpId c : collectives_ready) {
+    --releasing_depth_;
+    for (std::size_t i = mark; i < ready_queuing_.size(); ++i) {
+      const OpId c = ready_queuing_[i];
       SmWait& w = sm_wait_.at(c);
-      for (OpId k : kernels_started)
-        if (g_.ops[k].rank == g_.ops[c].rank && res_of_[g_.ops[k].rank].running_kernels.count(k)) {
+      for (OpId k : succ_[id])
+        if (g_.ops[k].kind == OpKind::kernel && g_.ops[k].rank == g_.ops[c].rank &&
+            res_of_[g_.ops[k].rank].running_kernels.count(k)) {
           blocked_by_kernel_[k].push_back(c);
           ++w.blockers;
         }
       if (w.blockers == 0) grant_sms(c);
     }
+    ready_queuing_.resize(mark);
   }
 
   void grant_sms(OpId c) {
@@ -254,7 +253,6 @@ class Replayer {
   void start_kernel(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
     R.running_kernels.insert(id);
-    if (releasing_) releasing_->kernels_started->push_back(id);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -348,7 +346,7 @@ class Replayer {
       blocked_by_kernel_[k].push_back(id);
       ++w.blockers;
     }
-    if (releasing_) releasing_->collectives_ready->push_back(id);
+    if (releasing_depth_ > 0) ready_queuing_.push_back(id);
     else if (w.blockers == 0) grant_sms(id);
   }
 
