@@ -129,7 +129,8 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 }
 
 // Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD
-// HLO on the calibrated H200. Seven of eight checks within 10%; the known miss is the small data-parallel step
+// HLO on the calibrated H200 (four of the eight steps measured after the mechanisms they check were
+// built). Fifteen of sixteen checks within 10%; the known miss is the small data-parallel step
 // (x2_dp_s1_none_scan, 12% fast): its kernels run 3% longer than the replay's (half the batch per GPU),
 // it waits 1.9 ms per step for its gradient all-reduces where the replay has 1.0, and the host's
 // dispatch between steps (as long as on one GPU, where a 3% excess in the replay's kernel time hides it)
@@ -138,7 +139,7 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 TEST(HloReplay, TwoGpuStepsWithinTenPercentButOne) {
   const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo-x2.yaml"});
   EXPECT_EQ(r.code, 4) << r.out << r.err;
-  EXPECT_NE(r.out.find("8 checks: 7 pass, 1 outside tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 checks: 15 pass, 1 outside tolerance"), std::string::npos) << r.out;
   bool s1_missed = false;
   std::istringstream lines(r.out);
   for (std::string l; std::getline(lines, l);)
