@@ -94,6 +94,7 @@ SystemSpec parse_system_preset(const Node& root) {
       er.finish();
     }
     set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
+    set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
     set_if(r.quantity("vector_fp32", QuantityKind::flops_per_second, true), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(r.quantity("sfu_exp", QuantityKind::ops_per_second), s.gpu.sfu_exp_per_s);

@@ -36,6 +36,8 @@ struct GpuSpec {
   // it by GEMM shape.
   std::map<Dtype, double> matmul_efficiency;
   double hbm_efficiency = 1.0;         // achieved / datasheet HBM bandwidth for streaming kernels
+  // A collective's time / its standalone time while compute kernels are resident on the GPU (>= 1).
+  double collective_slowdown_beside_compute = 1.0;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

@@ -23,24 +23,31 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 N = 8192
-AR_ELEMS = 16 * 1024 * 1024  # 32 MiB of bf16
 
 
-def worker(rank, world, out, trials, port):
+def worker(rank, world, out, trials, port, ar_mib, background):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
     a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
-    g = torch.randn(AR_ELEMS, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(ar_mib * 1024 * 1024 // 2, device="cuda", dtype=torch.bfloat16)
+    src = torch.empty(2 * 1024 ** 3, device="cuda", dtype=torch.uint8)  # background copy: 2 GiB
+    dst = torch.empty_like(src)
+
+    def work():  # B and C: GEMMs, or HBM-bound copies of about the same length
+        if background == "gemm":
+            return a @ b
+        dst.copy_(src)
+        return dst
 
     def trial():
         c1 = a @ b  # A
         g.add_(c1[0, 0])  # the all-reduce needs A
         w = dist.all_reduce(g, async_op=True)
-        c2 = a @ b  # B
-        c3 = a @ b  # C
+        c2 = work()  # B
+        c3 = work()  # C
         w.wait()
         return c2, c3
 
@@ -64,7 +71,7 @@ def worker(rank, world, out, trials, port):
         ev = json.load(open(path))["traceEvents"]
         ks = sorted([e for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel"], key=lambda e: e["ts"])
         nccl = [e for e in ks if "nccl" in e["name"].lower()]
-        gemm = [e for e in ks if "nccl" not in e["name"].lower() and e["dur"] > 200]
+        gemm = [e for e in ks if "nccl" not in e["name"].lower() and e["dur"] > 200]  # A, B, C of each trial
         alone = [e["dur"] for e in nccl[:5]]
         rows = []
         for i, k in enumerate(nccl[5:]):
@@ -77,7 +84,8 @@ def worker(rank, world, out, trials, port):
                          "nccl_dur_us": k["dur"], "b_dur_us": B["dur"]})
         res = {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "(unset)"),
                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-               "gemm": f"{N}x{N}x{N} bf16", "all_reduce_bytes": AR_ELEMS * 2, "world": world,
+               "gemm": f"{N}x{N}x{N} bf16", "background": background, "all_reduce_bytes": g.numel() * 2,
+               "world": world,
                "all_reduce_alone_us": alone, "trials": rows,
                "gemm_kernels": len(gemm), "nccl_kernels": len(nccl),
                "median_b_start_to_nccl_start_us": statistics.median(r["b_start_to_nccl_start_us"] for r in rows),
@@ -86,8 +94,9 @@ def worker(rank, world, out, trials, port):
                "median_b_dur_us": statistics.median(r["b_dur_us"] for r in rows)}
         with open(out, "a") as f:
             f.write(json.dumps(res) + "\n")
-        with open(path, "rb") as src, gzip.open(out + ".conn" + os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default") + ".trace.json.gz", "wb") as dst:
-            dst.write(src.read())
+        tag = f".conn{os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'default')}.{background}.{ar_mib}MiB"
+        with open(path, "rb") as fin, gzip.open(out + tag + ".trace.json.gz", "wb") as fout:
+            fout.write(fin.read())
         print(json.dumps({k: v for k, v in res.items() if k != "trials"}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
@@ -98,10 +107,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--port", type=int, default=29533)
+    ap.add_argument("--ar-mib", type=int, default=32, help="all-reduce size (MiB of bf16)")
+    ap.add_argument("--background", choices=["gemm", "copy"], default="gemm", help="what B and C are")
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
         sys.exit("needs 2 GPUs")
-    mp.spawn(worker, args=(2, a.out, a.trials, a.port), nprocs=2, join=True)
+    mp.spawn(worker, args=(2, a.out, a.trials, a.port, a.ar_mib, a.background), nprocs=2, join=True)
 
 
 if __name__ == "__main__":

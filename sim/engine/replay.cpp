@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -74,6 +75,7 @@ class Replayer {
       x.host_mem = net_.add_resource(p + "host_memory", h.memory_bandwidth_Bps / host_sharers);
       x.nvlink = net_.add_resource(p + "nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
       x.nic = net_.add_resource(p + "nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
+      for (std::size_t k = 0; k < x.pace.size(); ++k) x.pace[k] = net_.add_resource(p + fmt::format("collective_pace{}", k), 1.0);
       res_of_.push_back(x);
     }
   }
@@ -126,6 +128,10 @@ class Replayer {
     FlowNetwork::ResourceId sm, hbm, h2d, d2h, host_both, host_mem, nvlink, nic;
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
     std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
+    // Per communication stream: a resource whose capacity is the running collective's pace, lower
+    // while compute kernels are resident (see collective_pace).
+    std::array<FlowNetwork::ResourceId, 3> pace{};
+    std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
   };
   // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
   // resident compute kernels hold (a GEMM's CTAs leave no room beside them), and it loses the race
@@ -203,7 +209,9 @@ class Replayer {
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
     if (g_.ops[id].kind == OpKind::kernel) {
-      res_of_[g_.ops[id].rank].running_kernels.erase(id);
+      Res& R = res_of_[g_.ops[id].rank];
+      R.running_kernels.erase(id);
+      if (R.running_kernels.empty()) update_pace(R);
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
@@ -253,6 +261,7 @@ class Replayer {
   void start_kernel(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
     R.running_kernels.insert(id);
+    if (R.running_kernels.size() == 1) update_pace(R);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -365,10 +374,32 @@ class Replayer {
       finish(id, "");
       return;
     }
-    net_.start_flow(uses, moved, [this, id, sm_frac, rank](FlowNetwork::FlowId) {
+    const int lane = pace_lane(g_.ops[id].stream);
+    if (lane >= 0 && std::isfinite(cap)) {
+      Res& W = res_of_[rank];
+      W.pace_cap[lane] = cap;
+      net_.set_capacity(W.pace[lane], cap * collective_pace(W));
+      uses.push_back({W.pace[lane], 1.0});
+    }
+    net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
       reserve_sms(rank, -sm_frac);
+      if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
       finish(id, "");
     }, cap);
+  }
+
+  static int pace_lane(StreamKind s) {
+    return s == StreamKind::comm ? 0 : s == StreamKind::comm_dp ? 1 : s == StreamKind::comm_grad ? 2 : -1;
+  }
+  // A collective runs at 1/k of its standalone rate while compute kernels are resident on its GPU
+  // (k = gpu.collective_slowdown_beside_compute, measured beside GEMMs and beside HBM-bound copies
+  // alike, so a contention for the GPU's memory system rather than for HBM bandwidth alone).
+  double collective_pace(const Res& R) const {
+    return R.running_kernels.empty() ? 1.0 : 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute);
+  }
+  void update_pace(Res& R) {
+    for (std::size_t k = 0; k < R.pace.size(); ++k)
+      if (R.pace_cap[k] > 0) net_.set_capacity(R.pace[k], R.pace_cap[k] * collective_pace(R));
   }
 
   // Collective kernels occupy SMs while they run; compute gets the rest.
