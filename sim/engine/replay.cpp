@@ -132,6 +132,7 @@ class Replayer {
     // while compute kernels are resident (see collective_pace).
     std::array<FlowNetwork::ResourceId, 3> pace{};
     std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
+    bool paced_down = false;           // the lanes run at the slowed pace (compute was resident)
   };
   // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
   // resident compute kernels hold (a GEMM's CTAs leave no room beside them), and it loses the race
@@ -211,7 +212,11 @@ class Replayer {
     if (g_.ops[id].kind == OpKind::kernel) {
       Res& R = res_of_[g_.ops[id].rank];
       R.running_kernels.erase(id);
-      if (R.running_kernels.empty()) update_pace(R);
+      // The next kernel usually starts in this same instant: decide once the instant is over.
+      if (R.running_kernels.empty() && R.paced_down) {
+        const int rank = g_.ops[id].rank;
+        q_.schedule(q_.now(), [this, rank] { update_pace(res_of_[rank]); });
+      }
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
@@ -378,7 +383,7 @@ class Replayer {
     if (lane >= 0 && std::isfinite(cap)) {
       Res& W = res_of_[rank];
       W.pace_cap[lane] = cap;
-      net_.set_capacity(W.pace[lane], cap * collective_pace(W));
+      net_.set_capacity(W.pace[lane], cap * pace_factor(W.paced_down));
       uses.push_back({W.pace[lane], 1.0});
     }
     net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
@@ -394,12 +399,16 @@ class Replayer {
   // A collective runs at 1/k of its standalone rate while compute kernels are resident on its GPU
   // (k = gpu.collective_slowdown_beside_compute, measured beside GEMMs and beside HBM-bound copies
   // alike, so a contention for the GPU's memory system rather than for HBM bandwidth alone).
-  double collective_pace(const Res& R) const {
-    return R.running_kernels.empty() ? 1.0 : 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute);
+  double pace_factor(bool down) const {
+    return down ? 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute) : 1.0;
   }
+  // Applies the pace that the resident kernels call for, if it changed.
   void update_pace(Res& R) {
+    const bool down = !R.running_kernels.empty();
+    if (down == R.paced_down) return;
+    R.paced_down = down;
     for (std::size_t k = 0; k < R.pace.size(); ++k)
-      if (R.pace_cap[k] > 0) net_.set_capacity(R.pace[k], R.pace_cap[k] * collective_pace(R));
+      if (R.pace_cap[k] > 0) net_.set_capacity(R.pace[k], R.pace_cap[k] * pace_factor(down));
   }
 
   // Collective kernels occupy SMs while they run; compute gets the rest.
