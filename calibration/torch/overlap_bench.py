@@ -25,7 +25,7 @@ import torch.multiprocessing as mp
 N = 8192
 
 
-def worker(rank, world, out, trials, port, ar_mib, background):
+def worker(rank, world, out, trials, port, ar_mib, background, op):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.cuda.set_device(rank)
@@ -33,6 +33,18 @@ def worker(rank, world, out, trials, port, ar_mib, background):
     a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
     g = torch.randn(ar_mib * 1024 * 1024 // 2, device="cuda", dtype=torch.bfloat16)
+    h = torch.empty_like(g)
+    peer = 1 - rank
+
+    def collective(async_op):  # the all-reduce, or an exchange of g with the other rank
+        if op == "all_reduce":
+            return dist.all_reduce(g, async_op=async_op)
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, g, peer), dist.P2POp(dist.irecv, h, peer)])
+        if not async_op:
+            for r in reqs:
+                r.wait()
+            return None
+        return reqs
     src = torch.empty(2 * 1024 ** 3, device="cuda", dtype=torch.uint8)  # background copy: 2 GiB
     dst = torch.empty_like(src)
 
@@ -45,10 +57,11 @@ def worker(rank, world, out, trials, port, ar_mib, background):
     def trial():
         c1 = a @ b  # A
         g.add_(c1[0, 0])  # the all-reduce needs A
-        w = dist.all_reduce(g, async_op=True)
+        w = collective(True)
         c2 = work()  # B
         c3 = work()  # C
-        w.wait()
+        for r in (w if isinstance(w, list) else [w]):
+            r.wait()
         return c2, c3
 
     for _ in range(5):
@@ -59,7 +72,7 @@ def worker(rank, world, out, trials, port, ar_mib, background):
     prof_dir = f"/tmp/overlap_{rank}"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
-            dist.all_reduce(g)
+            collective(False)
             torch.cuda.synchronize()
         for _ in range(trials):
             trial()
@@ -84,7 +97,7 @@ def worker(rank, world, out, trials, port, ar_mib, background):
                          "nccl_dur_us": k["dur"], "b_dur_us": B["dur"]})
         res = {"CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "(unset)"),
                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-               "gemm": f"{N}x{N}x{N} bf16", "background": background, "all_reduce_bytes": g.numel() * 2,
+               "gemm": f"{N}x{N}x{N} bf16", "background": background, "op": op, "all_reduce_bytes": g.numel() * 2,
                "world": world,
                "all_reduce_alone_us": alone, "trials": rows,
                "gemm_kernels": len(gemm), "nccl_kernels": len(nccl),
@@ -94,7 +107,7 @@ def worker(rank, world, out, trials, port, ar_mib, background):
                "median_b_dur_us": statistics.median(r["b_dur_us"] for r in rows)}
         with open(out, "a") as f:
             f.write(json.dumps(res) + "\n")
-        tag = f".conn{os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'default')}.{background}.{ar_mib}MiB"
+        tag = f".conn{os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS', 'default')}.{op}.{background}.{ar_mib}MiB"
         with open(path, "rb") as fin, gzip.open(out + tag + ".trace.json.gz", "wb") as fout:
             fout.write(fin.read())
         print(json.dumps({k: v for k, v in res.items() if k != "trials"}), flush=True)
@@ -109,10 +122,12 @@ def main():
     ap.add_argument("--port", type=int, default=29533)
     ap.add_argument("--ar-mib", type=int, default=32, help="all-reduce size (MiB of bf16)")
     ap.add_argument("--background", choices=["gemm", "copy"], default="gemm", help="what B and C are")
+    ap.add_argument("--op", choices=["all_reduce", "send_recv"], default="all_reduce",
+                    help="the collective: an all-reduce, or both ranks exchanging the buffer")
     a = ap.parse_args()
     if torch.cuda.device_count() < 2:
         sys.exit("needs 2 GPUs")
-    mp.spawn(worker, args=(2, a.out, a.trials, a.port, a.ar_mib, a.background), nprocs=2, join=True)
+    mp.spawn(worker, args=(2, a.out, a.trials, a.port, a.ar_mib, a.background, a.op), nprocs=2, join=True)
 
 
 if __name__ == "__main__":
