@@ -131,7 +131,7 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 // Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD
 // HLO on the calibrated H200 (four of the eight steps measured after the mechanisms they check were
 // built). Fifteen of sixteen checks within 10%; the known miss is the small data-parallel step
-// (x2_dp_s1_none_scan, 12% fast): its kernels run 3% longer than the replay's (half the batch per GPU),
+// (x2_dp_s1_none_scan, 11% fast): its kernels run 3% longer than the replay's (half the batch per GPU),
 // it waits 1.9 ms per step for its gradient all-reduces where the replay has 1.0, and the host's
 // dispatch between steps (as long as on one GPU, where a 3% excess in the replay's kernel time hides it)
 // is not in the replay (calibration/data/h200x2-2026-11-29-mechanisms/README.md). The test pins the miss
