@@ -1222,12 +1222,17 @@ class Builder {
     const auto mode = t_.optimizer_sharding;
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
     const OpId ready = last();
+    const std::size_t first = grad_ops_.size();
     if (dp_ * cp_ > 1 && dense_params > 0)
       grad_ops_.push_back(collective(name + "." + to_string(op), op, CommGroup::dp_cp,
                                      dense_params * pr_.grad_reduce_bytes, {ready}));
     if (expert_params > 0 && dp_ * cp_ / ep_ > 1)
       grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, CommGroup::edp,
                                      expert_params * pr_.grad_reduce_bytes, {ready}));
+    // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
+    // when all its work, its gradient collectives too, has finished: the next layer waits for them.
+    if (jax_ && t_.scan_layers)
+      for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
   }
   std::vector<OpId> grad_ops_;
 
