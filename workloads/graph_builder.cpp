@@ -1102,7 +1102,7 @@ class Builder {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
       layer_backward(l);
-      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l));
+      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l), true);
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     phase_ = Phase::backward;
@@ -1218,7 +1218,8 @@ class Builder {
     const auto mode = t_.optimizer_sharding;
     return mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp || mb_ == micro_steps_ - 1;
   }
-  void grad_sync(const std::string& name, double dense_params, double expert_params = 0) {
+  // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
+  void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {
     const auto mode = t_.optimizer_sharding;
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
     const OpId ready = last();
@@ -1231,7 +1232,8 @@ class Builder {
                                      expert_params * pr_.grad_reduce_bytes, {ready}));
     // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
     // when all its work, its gradient collectives too, has finished: the next layer waits for them.
-    if (jax_ && t_.scan_layers)
+    // (The head's and the embedding's are reduced outside the loop.)
+    if (jax_ && t_.scan_layers && in_layer_loop)
       for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
   }
   std::vector<OpId> grad_ops_;

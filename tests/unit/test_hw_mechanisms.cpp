@@ -283,3 +283,49 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
     EXPECT_LT(r.ops[c].start_s, r.ops[c + 1].start_s);
   }
 }
+
+// Beside resident compute a collective moves its data at 1/k of its standalone rate, and at the full
+// rate again once the compute has drained: with the compute ending at t_a inside the transfer that
+// began at t_s, the transfer ends at t_a + T - (t_a - t_s) / k (T: its standalone bandwidth time).
+// A kernel on another simulated rank (pipeline stage) does not slow it.
+TEST(HwMechanism, CollectiveBesideComputeRunsAtTheMeasuredSlowdown) {
+  auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
+      "t.yaml");
+  const double bytes = 512e6;
+  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
+                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
+  const double k = sc.system.spec.gpu.collective_slowdown_beside_compute;
+  auto all_reduce = [&](int rank) {
+    Op c;
+    c.name = "grad.all_reduce";
+    c.kind = OpKind::collective;
+    c.stream = StreamKind::comm;
+    c.coll = CollOp::all_reduce;
+    c.group = CommGroup::dp;
+    c.coll_bytes = bytes;
+    c.rank = static_cast<uint16_t>(rank);
+    return c;
+  };
+  {
+    OpGraph g;
+    const OpId a = g.add(gemm(4096, 4096, 4096));
+    const OpId c = g.add(all_reduce(0));
+    const auto r = sim::replay(g, sc);
+    const double ts = r.ops[c].start_s + cost.latency_s, ta = r.ops[a].end_s;
+    ASSERT_LT(ts, ta);
+    ASSERT_GT(r.ops[c].end_s, ta);
+    EXPECT_NEAR(r.ops[c].end_s, ta + cost.bandwidth_time_s - (ta - ts) / k, 1e-9);
+  }
+  {
+    OpGraph g;
+    g.ranks = 2;
+    Op other = gemm(16384, 16384, 16384);
+    other.rank = 1;
+    g.add(other);
+    const OpId c = g.add(all_reduce(0));
+    const auto r = sim::replay(g, sc);
+    EXPECT_NEAR(r.ops[c].end_s, r.ops[c].start_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
+  }
+}
