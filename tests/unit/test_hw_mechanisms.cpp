@@ -44,6 +44,31 @@ double launch_end(const sim::Scenario& sc, int i) {
   return sc.system.spec.launch.graph_launch_s + (i + 1) * sc.system.spec.launch.graph_kernel_launch_s;
 }
 
+// Two GPUs, data parallel: a gradient all-reduce of `bytes` over both, and its cost alone.
+sim::Scenario two_gpu_dp() {
+  return sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
+      "t.yaml");
+}
+Op dp_all_reduce(double bytes, std::vector<OpId> deps = {}, bool queues = false, int rank = 0) {
+  Op c;
+  c.name = "grad.all_reduce";
+  c.kind = OpKind::collective;
+  c.stream = StreamKind::comm;
+  c.coll = CollOp::all_reduce;
+  c.group = CommGroup::dp;
+  c.coll_bytes = bytes;
+  c.deps = std::move(deps);
+  c.queues_behind_compute = queues;
+  c.rank = static_cast<uint16_t>(rank);
+  return c;
+}
+hw::CollectiveCost dp_all_reduce_alone(const sim::Scenario& sc, double bytes) {
+  return hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
+                                 hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
+}
+
 }  // namespace
 
 TEST(HwMechanism, GemmTimeAtTwoShapes) {
@@ -217,25 +242,10 @@ TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
 // drained: it runs after the GEMM meant to hide it, not under it. Launched in order (Megatron), it
 // runs under the GEMM.
 TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
-  auto sc = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
-      "t.yaml");
+  auto sc = two_gpu_dp();
   const double bytes = 32e6;
-  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
-                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
-  auto all_reduce = [&](bool queues, std::vector<OpId> deps) {
-    Op c;
-    c.name = "grad.all_reduce";
-    c.kind = OpKind::collective;
-    c.stream = StreamKind::comm;
-    c.coll = CollOp::all_reduce;
-    c.group = CommGroup::dp;
-    c.coll_bytes = bytes;
-    c.deps = std::move(deps);
-    c.queues_behind_compute = queues;
-    return c;
-  };
+  const auto cost = dp_all_reduce_alone(sc, bytes);
+  auto all_reduce = [&](bool queues, std::vector<OpId> deps) { return dp_all_reduce(bytes, std::move(deps), queues); };
   // A produces the gradient; C (the all-reduce) and B (the next GEMM, same stream as A) are both
   // released by A, in either program order.
   for (bool c_first : {false, true}) {
@@ -289,25 +299,11 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
 // began at t_s, the transfer ends at t_a + T - (t_a - t_s) / k (T: its standalone bandwidth time).
 // A kernel on another simulated rank (pipeline stage) does not slow it.
 TEST(HwMechanism, CollectiveBesideComputeRunsAtTheMeasuredSlowdown) {
-  auto sc = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 2}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 2, parallelism: {dp: 2}}\n",
-      "t.yaml");
+  auto sc = two_gpu_dp();
   const double bytes = 512e6;
-  const auto cost = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_reduce, bytes,
-                                            hw::place_group(sc.system.spec, 2, 1), hw::CollectiveOptions{});
+  const auto cost = dp_all_reduce_alone(sc, bytes);
   const double k = sc.system.spec.gpu.collective_slowdown_beside_compute;
-  auto all_reduce = [&](int rank) {
-    Op c;
-    c.name = "grad.all_reduce";
-    c.kind = OpKind::collective;
-    c.stream = StreamKind::comm;
-    c.coll = CollOp::all_reduce;
-    c.group = CommGroup::dp;
-    c.coll_bytes = bytes;
-    c.rank = static_cast<uint16_t>(rank);
-    return c;
-  };
+  auto all_reduce = [&](int rank) { return dp_all_reduce(bytes, {}, false, rank); };
   {
     OpGraph g;
     const OpId a = g.add(gemm(4096, 4096, 4096));
