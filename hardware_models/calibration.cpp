@@ -190,6 +190,19 @@ void read_list(const Node& n, F&& each) {
   for (std::size_t i = 0; i < n.yaml().size(); ++i) each(n.element(i));
 }
 
+// A list of table rows (maps): each read by `fill(reader, row node, value)` into a new T, checked
+// for unknown keys, and appended to `out`.
+template <typename T, typename F>
+void read_rows(const Node& n, std::vector<T>& out, F&& fill) {
+  read_list(n, [&](const Node& e) {
+    T v;
+    MapReader r(e);
+    fill(r, e, v);
+    r.finish();
+    out.push_back(std::move(v));
+  });
+}
+
 }  // namespace
 
 // A table row's `source`: an index into the file's sources list.
@@ -234,17 +247,13 @@ Calibration parse_calibration(const Node& root) {
   }
   set_if(top.string("fitted_by"), c.fitted_by);
   if (auto s = top.get("sources", true)) {
-    read_list(*s, [&](const Node& e) {
-      CalibrationSource src;
-      MapReader r(e);
+    read_rows(*s, c.sources, [&](MapReader& r, const Node&, CalibrationSource& src) {
       set_if(r.string("path", true), src.path);
       set_if(r.string("date", true), src.date);
       set_if(r.string("schema", true), src.schema);
       if (auto u = r.get("used", true)) read_list(*u, [&](const Node& x) {
           if (auto v = x.as_string()) src.used.push_back(*v);
         });
-      r.finish();
-      c.sources.push_back(src);
     });
   }
   const int nsources = static_cast<int>(c.sources.size());
@@ -273,9 +282,7 @@ Calibration parse_calibration(const Node& root) {
         fr.finish();
       }
       if (auto sh = r.get("shapes", true)) {
-        read_list(*sh, [&](const Node& e) {
-          GemmPoint p;
-          MapReader pr(e);
+        read_rows(*sh, m.shapes, [&](MapReader& pr, const Node& e, GemmPoint& p) {
           set_if(pr.number("m", true, 1, 1e9), p.m);
           set_if(pr.number("n", true, 1, 1e9), p.n);
           set_if(pr.number("k", true, 1, 1e9), p.k);
@@ -289,8 +296,6 @@ Calibration parse_calibration(const Node& root) {
           set_if(pr.boolean("hbm_bound", true), p.hbm_bound);
           read_source(pr, e, nsources, p.source);
           set_if(pr.string("label"), p.label);
-          pr.finish();
-          m.shapes.push_back(p);
         });
       }
       r.finish();
@@ -336,21 +341,15 @@ Calibration parse_calibration(const Node& root) {
     c.launch = x;
   }
   if (auto ct = top.get("contention")) {
-    read_list(*ct, [&](const Node& e) {
-      ContentionPoint p;
-      MapReader r(e);
+    read_rows(*ct, c.contention, [&](MapReader& r, const Node&, ContentionPoint& p) {
       set_if(r.string("background", true), p.background);
       set_if(r.number("gemm_slowdown", true, 0, 1e6), p.gemm_slowdown);
       set_if(r.number("background_slowdown", true, 0, 1e6), p.background_slowdown);
       set_if(r.string("description"), p.description);
-      r.finish();
-      c.contention.push_back(p);
     });
   }
   if (auto nc = top.get("nccl")) {
-    read_list(*nc, [&](const Node& e) {
-      NcclFit f;
-      MapReader r(e);
+    read_rows(*nc, c.nccl, [&](MapReader& r, const Node& e, NcclFit& f) {
       std::vector<std::pair<std::string, std::string>> ops;
       for (const auto& o : kOps) ops.push_back({o, o});
       set_if(r.choice<std::string>("op", ops, true), f.op);
@@ -360,8 +359,6 @@ Calibration parse_calibration(const Node& root) {
       set_if(r.quantity("algbw", QuantityKind::bytes_per_second, true), f.algbw_Bps);
       set_if(r.quantity("busbw", QuantityKind::bytes_per_second, true), f.busbw_Bps);
       read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
-      r.finish();
-      c.nccl.push_back(f);
     });
   }
   if (auto rk = top.get("row_kernels")) {
@@ -371,16 +368,12 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.quantity("k", QuantityKind::bytes_per_second, true), f.k_Bps_B);  // GB/s at one byte per thread
     if (!(f.k_Bps_B > 0) && r.has("k")) rk->child("k").error("must be positive");
     read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
-    if (auto ks = r.get("kernels", true)) read_list(*ks, [&](const Node& e) {
-      RowKernelPoint p;
-      MapReader pr(e);
+    if (auto ks = r.get("kernels", true)) read_rows(*ks, f.kernels, [&](MapReader& pr, const Node& e, RowKernelPoint& p) {
       set_if(pr.string("label", true), p.label);
       set_if(pr.quantity("bytes", QuantityKind::bytes, true), p.bytes);
       set_if(pr.quantity("thread_bytes", QuantityKind::bytes, true), p.thread_bytes);
       set_if(pr.boolean("fitted", true), p.fitted);
       read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
-      pr.finish();
-      f.kernels.push_back(p);
     });
     r.finish();
     c.row_kernels = f;
@@ -400,9 +393,7 @@ Calibration parse_calibration(const Node& root) {
         read_fit(cr, cv->points, cv->rms_residual, cv->max_abs_residual);
         cr.finish();
       }
-    if (auto rows = r.get("rows", true)) read_list(*rows, [&](const Node& e) {
-      AttentionPoint p;
-      MapReader pr(e);
+    if (auto rows = r.get("rows", true)) read_rows(*rows, f.rows, [&](MapReader& pr, const Node& e, AttentionPoint& p) {
       set_if(pr.integer("batch", true, 1, 1000000000), p.batch);
       set_if(pr.integer("heads", true, 1, 1000000), p.heads);
       set_if(pr.integer("seq", true, 1, 1000000000), p.seq);
@@ -411,8 +402,6 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.choice<bool>("pass", {{"forward", false}, {"backward", true}}, true), p.backward);
       set_if(pr.quantity("flops", QuantityKind::flops, true), p.flops);
       read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
-      pr.finish();
-      f.rows.push_back(p);
     });
     r.finish();
     c.attention = f;
@@ -432,9 +421,7 @@ Calibration parse_calibration(const Node& root) {
       read_fit(tr, f.thunk_points, f.thunk_rms_residual, f.thunk_max_abs_residual);
       tr.finish();
     }
-    if (auto rows = r.get("rows", true)) read_list(*rows, [&](const Node& e) {
-      DispatchPoint p;
-      MapReader pr(e);
+    if (auto rows = r.get("rows", true)) read_rows(*rows, f.rows, [&](MapReader& pr, const Node& e, DispatchPoint& p) {
       set_if(pr.string("label", true), p.label);
       set_if(pr.boolean("command_buffers"), p.command_buffers);
       set_if(pr.integer("commands", true, 0, 100000000), p.commands);
@@ -443,8 +430,6 @@ Calibration parse_calibration(const Node& root) {
       set_if(pr.quantity("model", QuantityKind::seconds, true), p.model_s);
       set_if(pr.number("residual", true, -1e6, 1e6), p.residual);
       read_source(pr, e, nsources, p.source);
-      pr.finish();
-      f.rows.push_back(p);
     });
     r.finish();
     c.xla_runtime = f;
