@@ -897,6 +897,33 @@ double median_of(const json& stats, const std::string& file) {
   return m.get<double>();
 }
 
+// All files of one calibration come from one device: the first name seen is the device's.
+void note_device(Inputs& in, const std::string& name, const std::string& shown) {
+  if (name.empty()) return;
+  if (!in.device_name.empty() && in.device_name != name)
+    fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
+                            name, in.device_name));
+  in.device_name = name;
+}
+
+// The source entry of a JSON file of our Python scripts (schema, date and device at the top level).
+CalibrationSource script_source(const json& j, const std::string& shown, Inputs& in) {
+  CalibrationSource cs;
+  cs.path = shown;
+  cs.schema = j["schema"].get<std::string>();
+  cs.date = j.value("date", "");
+  note_device(in, j.value("device", ""), shown);
+  return cs;
+}
+
+// The HLO file a row names, which must lie beside the measurement file.
+std::string hlo_beside(const std::string& path, const std::string& shown, const json& row, const std::string& hlo) {
+  const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
+  if (!fs::exists(hlo_path))
+    fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", row.value("name", ""), hlo));
+  return hlo_path;
+}
+
 // calibration/jax/xla_runtime_bench.py: per-kernel GPU times of profiled XLA programs, with
 // the optimized HLO of each beside the file. Kernels that the importer finds to be Triton
 // block-level fusions become row-kernel points (median duration over the profiled steps).
@@ -904,24 +931,13 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
                            const FitOptions& opt) {
   const XlaKernelCostFn& cost = opt.xla_kernel_cost;
   const int src = static_cast<int>(in.sources.size());
-  CalibrationSource cs;
-  cs.path = shown;
-  cs.schema = j["schema"].get<std::string>();
-  cs.date = j.value("date", "");
-  const std::string device = j.value("device", "");
-  if (!device.empty()) {
-    if (!in.device_name.empty() && in.device_name != device)
-      fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
-                              device, in.device_name));
-    in.device_name = device;
-  }
+  CalibrationSource cs = script_source(j, shown, in);
   int points = 0;
   if (cost && j.contains("kernels") && j["kernels"].is_array()) {
     for (const json& run : j["kernels"]) {
       const std::string hlo = run.value("hlo_file", "");
       if (hlo.empty() || !run.contains("gpu_kernels") || !run["gpu_kernels"].is_array()) continue;
-      const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-      if (!fs::exists(hlo_path)) fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", run.value("name", ""), hlo));
+      const std::string hlo_path = hlo_beside(path, shown, run, hlo);
       std::map<std::string, std::vector<double>> durations;
       for (const json& k : run["gpu_kernels"])
         if (k.contains("name") && k.contains("dur_us") && k["dur_us"].is_number())
@@ -954,8 +970,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
       if (hlo.empty() || mode == "scan" || !r.contains("profiled_steps") || !r["profiled_steps"].is_array() ||
           r["profiled_steps"].empty() || !r.contains("step_s_median"))
         continue;
-      const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-      if (!fs::exists(hlo_path)) fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", r.value("name", ""), hlo));
+      const std::string hlo_path = hlo_beside(path, shown, r, hlo);
       const auto prog = opt.xla_program(hlo_path);
       const json& last = r["profiled_steps"].back();
       if (!prog || prog->executions != 1 || !last.contains("gpu_span_us") || !last["gpu_span_us"].is_number()) continue;
@@ -981,17 +996,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
 // calibration/torch/attention_bench.py: fused attention forward and backward times by shape.
 void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
   const int src = static_cast<int>(in.sources.size());
-  CalibrationSource cs;
-  cs.path = shown;
-  cs.schema = j["schema"].get<std::string>();
-  cs.date = j.value("date", "");
-  const std::string device = j.value("device", "");
-  if (!device.empty()) {
-    if (!in.device_name.empty() && in.device_name != device)
-      fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
-                              device, in.device_name));
-    in.device_name = device;
-  }
+  CalibrationSource cs = script_source(j, shown, in);
   if (!j.contains("rows") || !j["rows"].is_array()) fail(shown, "expected a list under 'rows'");
   for (const json& r : j["rows"]) {
     for (int pass = 0; pass < 2; ++pass) {
@@ -1046,12 +1051,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       sms = id.value("sm_count", 0);
     }
     if (id.contains("driver_version") && id["driver_version"].is_string()) driver = id["driver_version"].get<std::string>();
-    if (!name.empty()) {
-      if (!in.device_name.empty() && in.device_name != name)
-        fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
-                                name, in.device_name));
-      in.device_name = name;
-    }
+    note_device(in, name, shown);
     if (in.driver.empty()) in.driver = driver;
     if (in.sm_count == 0) in.sm_count = sms;
 
