@@ -7,7 +7,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -129,7 +128,7 @@ class Replayer {
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
     std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
     // Per communication stream: a resource whose capacity is the running collective's pace, lower
-    // while compute kernels are resident (see collective_pace).
+    // while compute kernels are resident (see pace_factor).
     std::array<FlowNetwork::ResourceId, 3> pace{};
     std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
     bool paced_down = false;           // the lanes run at the slowed pace (compute was resident)
@@ -365,7 +364,7 @@ class Replayer {
   }
 
   void move_collective_data(OpId id, const hw::CollectiveCost& c, double sm_frac, int rank) {
-    const Res& R = res_of_[rank];
+    Res& R = res_of_[rank];
     reserve_sms(rank, sm_frac);
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
@@ -381,10 +380,9 @@ class Replayer {
     }
     const int lane = pace_lane(g_.ops[id].stream);
     if (lane >= 0 && std::isfinite(cap)) {
-      Res& W = res_of_[rank];
-      W.pace_cap[lane] = cap;
-      net_.set_capacity(W.pace[lane], cap * pace_factor(W.paced_down));
-      uses.push_back({W.pace[lane], 1.0});
+      R.pace_cap[lane] = cap;
+      net_.set_capacity(R.pace[lane], cap * pace_factor(R.paced_down));
+      uses.push_back({R.pace[lane], 1.0});
     }
     net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
       reserve_sms(rank, -sm_frac);
