@@ -955,4 +955,54 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   return r;
 }
 
+// DeepEP's normal (high-throughput) kernels run on a fixed SM budget: 20 SMs in DeepSeek-V3's training
+// (shared reference at_scale_measurements.md §4), 24 in Megatron-Core's DeepSeek-V3 recipes and DeepEP's
+// "min #SM" row (§1b, §7c). The recipes' 24 is what racksim's hierarchical dispatcher holds.
+constexpr int kExpertExchangeSms = 24;
+
+ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
+  if (!(x.tokens >= 0) || !(x.token_bytes >= 0) || x.top_k < 1 || x.max_domains < 0)
+    throw std::invalid_argument("expert exchange: tokens and bytes must be >= 0, top_k >= 1, max_domains >= 0");
+  const Comm c = make_comm(sys, g, false);
+  const double D = c.nodes, r = c.ppn, k = x.top_k;
+  const double reach = x.max_domains > 0 ? std::min<double>(x.max_domains, D) : D;
+  auto distinct = [k](double n) { return n <= 1 ? 1.0 : n * (1.0 - std::pow(1.0 - 1.0 / n, k)); };
+  ExpertExchangeVolume v;
+  v.domains = distinct(reach);
+  v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D
+  v.gpus = distinct(reach * r);
+  const double per_token = x.tokens * x.token_bytes;
+  if (x.hierarchical) {
+    v.nic_bytes = per_token * v.remote_domains;
+    v.nvlink_bytes = per_token * v.gpus * (r - 1) / r;  // forwarded inside each domain from the GPU it arrived at
+  } else {
+    // One copy per (token, expert) pair to the expert's GPU: the all-to-all's link split.
+    v.nic_bytes = per_token * k * (c.n - c.ppn) / c.n;
+    v.nvlink_bytes = per_token * k * (c.ppn - 1) / c.n;
+  }
+  return v;
+}
+
+CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
+                                        const CollectiveOptions& opt) {
+  const double buffer = x.tokens * x.top_k * x.token_bytes;
+  CollectiveCost plain = estimate_collective(sys, CollectiveOp::all_to_all, buffer, g, opt);
+  if (!x.hierarchical || g.ranks <= 1 || buffer <= 0) return plain;
+  const Comm c = make_comm(sys, g, false);
+  const ExpertExchangeVolume v = expert_exchange_volume(sys, g, x);
+  CollectiveCost r = plain;  // latency: the same handshakes as NCCL's point-to-point exchange
+  r.algorithm = CollectiveAlgorithm::hierarchical;
+  r.protocol = "Simple";
+  r.bytes_per_rank_nic = v.nic_bytes;
+  r.bytes_per_rank_nvlink = v.nvlink_bytes;
+  const double nic_rate = c.nics_per_gpu * c.nic_ladder * 1e9, nvl_rate = c.nvl * 1e9;
+  const double t_nic = v.nic_bytes > 0 && nic_rate > 0 ? v.nic_bytes / nic_rate : 0.0;
+  const double t_nvl = v.nvlink_bytes > 0 && nvl_rate > 0 ? v.nvlink_bytes / nvl_rate : 0.0;
+  r.bandwidth_time_s = std::max(t_nic, t_nvl);
+  r.sm_count = kExpertExchangeSms;
+  r.bound_by = r.latency_s > r.bandwidth_time_s ? "latency" : (t_nic >= t_nvl ? "nic" : "nvlink");
+  finish(r, g.ranks);
+  return r;
+}
+
 }  // namespace racksim::hw

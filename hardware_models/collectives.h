@@ -63,6 +63,32 @@ struct CollectiveOptions {
 CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, double bytes, const GroupPlacement& g,
                                    const CollectiveOptions& opt = {});
 
+// An MoE token exchange (dispatch or combine) over an expert-parallel group: every rank routes `tokens`
+// tokens of `token_bytes` each to top_k experts spread evenly over the group (balanced routing).
+//  - plain (Megatron's alltoall dispatcher): an NCCL all-to-all of tokens · top_k · token_bytes, one copy
+//    per (token, expert) pair;
+//  - hierarchical (DeepEP, HybridEP): a token crosses the NICs once per remote NVLink domain holding one of
+//    its experts, then is forwarded over NVLink to each GPU there holding one (one copy per GPU); the NIC
+//    and NVLink legs are pipelined (chunked), so the slower leg sets the time.
+// max_domains > 0 is node-limited routing (DeepSeek-V3: at most 4 nodes per token): a token's experts lie in
+// that many domains, which bounds the distinct domains (and GPUs) it reaches. Expected distinct domains and
+// GPUs are those of top_k uniform draws (with replacement) among the reachable ones.
+struct ExpertExchange {
+  double tokens = 0;
+  double token_bytes = 0;
+  int top_k = 1;
+  int max_domains = 0;
+  bool hierarchical = false;
+};
+// The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class.
+struct ExpertExchangeVolume {
+  double domains = 0, remote_domains = 0, gpus = 0;
+  double nic_bytes = 0, nvlink_bytes = 0;
+};
+ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x);
+CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
+                                        const CollectiveOptions& opt = {});
+
 // nccl-tests busbw factor (hardware_specs.md B1): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
 // all_to_all (n-1)/n; broadcast, send_recv 1.
 double busbw_factor(CollectiveOp op, int ranks);

@@ -40,6 +40,7 @@ std::string to_string(CommGroup g) {
     case CommGroup::ep: return "ep";
     case CommGroup::dp_cp: return "dp_cp";
     case CommGroup::edp: return "edp";
+    case CommGroup::etp: return "etp";
   }
   return "?";
 }
@@ -167,6 +168,8 @@ class Builder {
     cp_ = p.cp;
     ep_ = p.ep;
     dp_ = p.dp;
+    etp_ = p.expert_tp();
+    edp_ = p.expert_dp();
     s_ = static_cast<double>(t.seq_len) / cp_;
     b_ = t.micro_batch;
     T_ = b_ * s_;
@@ -195,16 +198,31 @@ class Builder {
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
       fsdp_prev_start_.reset();
+      pair_open_ = false;
+      unjoined_ep_.clear();
+      param_ready_.clear();
+      deferred_grads_.clear();
       layer_state_.clear();
       logits_.clear();
       add_resident_state();
-      for (const auto& [forward, micro, chunk] : schedule(r)) {
+      if (overlapped_param_gather()) gather_params_ahead();
+      for (const auto& [forward, micro, chunk, paired] : schedule(r)) {
         mb_ = micro;
         const int v = chunk * pp_ + r;
+        // EP overlap: a paired chunk's exchanges do not hold up compute; they are joined at the end of
+        // the pair (the forward carries them into the backward that follows it).
+        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && paired;
         if (forward)
           forward_chunk(v);
         else
           backward_chunk(v);
+        // The first chunk of a pair carries its exchanges into the second; after the second (or an
+        // unpaired chunk) the next op waits for them all.
+        pair_open_ = ep_overlap_ && !pair_open_;
+        if (!pair_open_) {
+          pending_deps_.insert(pending_deps_.end(), unjoined_ep_.begin(), unjoined_ep_.end());
+          unjoined_ep_.clear();
+        }
       }
       optimizer_step();
     }
@@ -221,7 +239,7 @@ class Builder {
   const hw::SystemSpec& sys_;
   Precision pr_;
   OpGraph g_;
-  int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, micro_steps_ = 1, vstages_ = 1;
+  int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, etp_ = 1, edp_ = 1, micro_steps_ = 1, vstages_ = 1;
   int rank_ = 0, mb_ = 0;
   bool materialized_ = false, jax_ = false;
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
@@ -232,6 +250,9 @@ class Builder {
   std::optional<ChunkKey> pending_cross_;
   std::vector<std::pair<OpId, ChunkKey>> cross_deps_;
   std::map<ChunkKey, OpId> sends_;
+  bool ep_overlap_ = false;             // this chunk's EP exchanges run beside the paired chunk's compute
+  bool pair_open_ = false;              // the first chunk of an overlapped pair has run
+  std::vector<OpId> unjoined_ep_;       // exchanges of the open pair, joined after its second chunk
 
   // ---- layout -------------------------------------------------------------------------------
   // Layers over virtual stages as evenly as possible; when they do not divide, the first and
@@ -240,6 +261,19 @@ class Builder {
   void split_layers() {
     const int L = m_.layers, V = vstages_;
     std::vector<int> count(V, L / V);
+    const int first = t_.pipeline.first_stage_layers, last_n = t_.pipeline.last_stage_layers;
+    if (V > 1 && (first > 0 || last_n > 0)) {
+      // Megatron's --decoder-first/last-pipeline-num-layers: the ends as given, the rest evenly (the
+      // scenario loader checks that they divide).
+      const int middle = V - (first > 0) - (last_n > 0);
+      const int rest = L - first - last_n;
+      count.assign(V, middle > 0 ? rest / middle : 0);
+      if (first > 0) count[0] = first;
+      if (last_n > 0) count[V - 1] = last_n;
+      vstage_first_layer_.assign(V + 1, 0);
+      for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
+      return;
+    }
     int deficit = V * ((L + V - 1) / V) - L;
     if (L % V != 0) {
       count.assign(V, (L + V - 1) / V);
@@ -259,13 +293,17 @@ class Builder {
   // Megatron's pipeline schedules for rank r: 1F1B (vp = 1) or interleaved (vp > 1). A
   // schedule entry is (forward?, micro-batch, model chunk). The bubble emerges from the
   // dependencies between ranks; nothing here computes it.
-  std::vector<std::tuple<bool, int, int>> schedule(int r) const {
-    std::vector<std::tuple<bool, int, int>> out;
+  // The 4th field is true for the forward/backward pairs of the steady 1F1B phase (a forward of one
+  // micro-batch followed by a backward of another), which Megatron-Core's EP overlap interleaves.
+  std::vector<std::tuple<bool, int, int, bool>> schedule(int r) const {
+    std::vector<std::tuple<bool, int, int, bool>> out;
     const int m = micro_steps_;
     if (pp_ == 1) {
       for (int i = 0; i < m; ++i) {
-        out.emplace_back(true, i, 0);
-        out.emplace_back(false, i, 0);
+        // Without stages a micro-batch's backward follows its own forward: the overlap pairs the
+        // backward of micro-batch i with the forward of i + 1 (Megatron-Core does the same).
+        out.emplace_back(true, i, 0, i > 0);
+        out.emplace_back(false, i, 0, i + 1 < m);
       }
       return out;
     }
@@ -277,36 +315,56 @@ class Builder {
     auto micro = [&](int k) { return vp_ == 1 ? k : (k / (pp_ * vp_)) * pp_ + k % pp_; };
     int warmup = vp_ == 1 ? pp_ - r - 1 : (pp_ - r - 1) * 2 + (vp_ - 1) * pp_;
     warmup = std::min(warmup, total);
-    for (int k = 0; k < warmup; ++k) out.emplace_back(true, micro(k), chunk(k, true));
+    for (int k = 0; k < warmup; ++k) out.emplace_back(true, micro(k), chunk(k, true), false);
     for (int i = 0; i < total - warmup; ++i) {
-      out.emplace_back(true, micro(warmup + i), chunk(warmup + i, true));
-      out.emplace_back(false, micro(i), chunk(i, false));
+      out.emplace_back(true, micro(warmup + i), chunk(warmup + i, true), true);
+      out.emplace_back(false, micro(i), chunk(i, false), true);
     }
-    for (int k = total - warmup; k < total; ++k) out.emplace_back(false, micro(k), chunk(k, false));
+    for (int k = total - warmup; k < total; ++k) out.emplace_back(false, micro(k), chunk(k, false), false);
     return out;
   }
 
   // ---- parameters held by this rank --------------------------------------------------------
-  // Weights of layer l on one rank: attention and dense MLP split by tp; routed experts split
-  // by ep (expert tensor parallelism 1); norms replicated.
-  double layer_weights(int l) const {
+  // Weights of layer l on one rank: attention and dense MLP (shared experts too) split by tp; routed
+  // experts split by ep·etp (Megatron's expert tensor parallelism); router and norms replicated.
+  // The two parts are replicated over different groups: dense weights over the dp·cp ranks of the
+  // same tp rank and stage, routed experts over the expert-data-parallel group of edp =
+  // tp·cp·dp/(ep·etp) ranks. Gradients, optimizer state and FSDP shards follow each part's group.
+  double layer_weights(int l) const { return dense_weights(l) + expert_weights(l); }
+  double dense_weights(int l) const {
     const LayerParams p = layer_params(m_, l);
-    return (p.attention + p.mlp) / tp_ + (p.experts + p.router * ep_) / ep_ + p.norms;
+    return (p.attention + p.mlp) / tp_ + p.router + p.norms;
   }
-  double expert_weights(int l) const { return layer_params(m_, l).experts / ep_; }
+  double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
+  // Ranks over which each part is replicated (and so sharded by ZeRO/FSDP).
+  double dense_replicas() const { return static_cast<double>(dp_) * cp_; }
+  double expert_replicas() const { return edp_; }
   double embedding_weights() const { return static_cast<double>(m_.vocab) * m_.hidden / tp_; }
   double head_weights() const { return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden; }
   bool holds_embedding() const { return rank_ == 0; }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
-  double local_params() const {
+  double local_params() const { return local_expert_params() + local_dense_params(); }
+  double local_expert_params() const {
     double n = 0;
     for (int c = 0; c < vp_; ++c) {
       const int v = c * pp_ + rank_;
-      for (int l = first_layer(v); l < end_layer(v); ++l) n += layer_weights(l);
+      for (int l = first_layer(v); l < end_layer(v); ++l) n += expert_weights(l);
+    }
+    return n;
+  }
+  double local_dense_params() const {
+    double n = 0;
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      for (int l = first_layer(v); l < end_layer(v); ++l) n += dense_weights(l);
     }
     if (holds_embedding()) n += embedding_weights();
     if (holds_head()) n += head_weights();
     return n;
+  }
+  // This rank's share of its parameters' state when it is sharded over each part's replicas.
+  double sharded_params() const {
+    return local_dense_params() / dense_replicas() + local_expert_params() / expert_replicas();
   }
 
   // ---- emitting ops ------------------------------------------------------------------------
@@ -336,7 +394,16 @@ class Builder {
     }
     return id;
   }
-  OpId last() const { return static_cast<OpId>(g_.ops.size() - 1); }
+  // The op the next one follows: the last emitted, skipping data-parallel collectives (gradient
+  // reductions, parameter gathers). Those run on their own streams and communicators and nothing on
+  // the critical path waits for them (Megatron: a pipeline send and a DP reduce-scatter run at once,
+  // sharing SMs and links but not queuing behind each other); a dependency on them is explicit.
+  OpId last() const {
+    for (auto i = static_cast<OpId>(g_.ops.size() - 1); i > 0; --i)
+      if (!is_data_parallel_stream(g_.ops[i].stream)) return i;
+    return 0;
+  }
+  static bool is_data_parallel_stream(StreamKind s) { return s == StreamKind::comm_dp || s == StreamKind::comm_grad; }
   bool fp8_class() const {
     return t_.precision == hw::Dtype::fp8 || t_.precision == hw::Dtype::mxfp8 || t_.precision == hw::Dtype::nvfp4;
   }
@@ -434,11 +501,14 @@ class Builder {
 
   // ---- training state --------------------------------------------------------------------
   void add_resident_state() {
+    // Parameters whose state this rank holds: all of them, or its shard of each part (dense over dp·cp,
+    // experts over edp) for the state the sharding mode distributes.
     const double n = local_params();
+    const double shard = sharded_params();
     const auto mode = t_.optimizer_sharding;
-    const double opt_share = mode != OptimizerSharding::none ? 1.0 / dp_ : 1.0;
-    const double grad_share = (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp) ? 1.0 / dp_ : 1.0;
-    const double weight_share = mode == OptimizerSharding::fsdp ? 1.0 / dp_ : 1.0;
+    const double n_opt = mode != OptimizerSharding::none ? shard : n;
+    const double n_grad = (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp) ? shard : n;
+    const double n_weight = mode == OptimizerSharding::fsdp ? shard : n;
     const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
       const TensorId id = g_.tensor(fmt::format("rank{}.{}", rank_, name), c, bytes, host, r);
@@ -448,21 +518,21 @@ class Builder {
     if (jax_) {
       // JAX: fp32 parameters (cast to bf16 where used) and Adam moments; gradients are
       // temporaries of the step (allocated with the backward, see backward_chunk).
-      resident("params.fp32", MemCategory::weights, n * pr_.master_weight_bytes * weight_share);
-      resident("optimizer.m_v", MemCategory::optimizer, n * pr_.optimizer_bytes * opt_share, t_.offload_optimizer);
+      resident("params.fp32", MemCategory::weights, n_weight * pr_.master_weight_bytes);
+      resident("optimizer.m_v", MemCategory::optimizer, n_opt * pr_.optimizer_bytes, t_.offload_optimizer);
       if (!t_.donate_state)
         // Without donation the new parameters and moments are new buffers, which the runtime
         // allocates before the step runs (PjRt output buffers): live for the whole step.
         resident("optimizer.outputs", MemCategory::optimizer,
-                 n * (pr_.master_weight_bytes + pr_.optimizer_bytes) * opt_share);
+                 n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes));
       jax_grads_ = g_.tensor(fmt::format("rank{}.grads.fp32", rank_), MemCategory::gradients,
-                             n * pr_.grad_bytes * grad_share, false, r);
+                             n_grad * pr_.grad_bytes, false, r);
       jax_grads_allocated_ = false;
     } else {
-      resident("weights.bf16", MemCategory::weights, n * pr_.activation_bytes * weight_share);
-      resident("grads.fp32", MemCategory::gradients, n * pr_.grad_bytes * grad_share);
+      resident("weights.bf16", MemCategory::weights, n_weight * pr_.activation_bytes);
+      resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
       resident("optimizer.master_m_v", MemCategory::optimizer,
-               n * (pr_.master_weight_bytes + pr_.optimizer_bytes) * opt_share, t_.offload_optimizer);
+               n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
     }
   }
   TensorId jax_grads_ = 0;
@@ -837,16 +907,42 @@ class Builder {
   // share of tokens, sends each token to its top_k experts over the expert-parallel group
   // (all-to-all), runs its experts/ep local experts as grouped GEMMs, and sends the results
   // back. expert_imbalance scales the tokens of the busiest rank, which everyone waits for.
+  // An MoE token exchange over the EP group (dispatch or combine, either direction): tokens·top_k copies
+  // of token_bytes each, sent as the scenario's dispatcher does (hw::estimate_expert_exchange). The next
+  // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
+  void expert_exchange(const std::string& name, double tokens, double token_bytes) {
+    if (ep_ == 1) return;
+    const OpId id = collective(name, CollOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
+    Op& op = g_.ops[id];
+    op.expert_top_k = m_.moe->top_k;
+    op.expert_max_domains = t_.moe.max_nodes_per_token;
+    op.expert_hierarchical = t_.moe.dispatcher == MoeDispatcher::hierarchical;
+    if (ep_overlap_) unjoined_ep_.push_back(id);
+    else pending_deps_.push_back(id);
+  }
+  // Expert tensor parallelism (etp > 1): the tokens an EP rank received are gathered over its etp group
+  // before the experts (each holding 1/etp of every expert's FFN) and reduce-scattered after them
+  // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
+  void etp_collective(const std::string& name, CollOp c, double bytes) {
+    if (etp_ == 1) return;
+    inline_collective(name, c, CommGroup::etp, bytes);
+  }
+
   void add_moe_steps(std::vector<Step>& steps) {
     const double a = pr_.activation_bytes;
     const auto& e = *m_.moe;
-    const double E = e.experts, fe = e.expert_ffn_hidden;
+    const double E = e.experts, fe = e.expert_ffn_hidden / static_cast<double>(etp_);  // this rank's slice
     const double routed = Tsp_ * e.top_k;                      // token copies this rank sends
     const double received = routed * t_.expert_imbalance;      // at the busiest rank
     const double local_experts = E / ep_;
-    const double per_expert = received / local_experts;
+    const double expert_tokens = received * etp_;              // after the etp all-gather
+    const double per_expert = expert_tokens / local_experts;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
+    // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
+    // in fp8 anyway) with one fp32 scale per 128 elements, as DeepSeek-V3 and DeepEP do; the combine and
+    // both backward exchanges stay bf16 (shared reference at_scale_measurements.md §4, §7c).
+    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + 4.0 / 128.0) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
                        gemm("router", Tsp_, E, h_);
@@ -857,30 +953,28 @@ class Builder {
                        gemm("router.dgrad", Tsp_, h_, E);
                        gemm("router.wgrad", h_, E, Tsp_, 1, 2 * h_ * E * pr_.grad_bytes);
                      }});
-    steps.push_back({"dispatch", received * h_ * a,
+    steps.push_back({"dispatch", expert_tokens * h_ * a,
                      [=, this] {
                        vector("dispatch.permute", 2 * routed * h_ * a, 0);
-                       // Under fp8-class training the tokens are quantized before the dispatch (the
-                       // expert GEMMs want them in fp8 anyway), as DeepSeek-V3 does; the combine stays bf16.
-                       if (ep_ > 1)
-                         inline_collective("dispatch.all_to_all", CollOp::all_to_all, CommGroup::ep,
-                                           routed * h_ * (fp8_class() ? pr_.matmul_input_bytes : a));
+                       expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
+                       etp_collective("dispatch.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
                      },
                      [=, this] {
-                       if (ep_ > 1) inline_collective("dispatch.bwd.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        vector("dispatch.unpermute.bwd", 2 * routed * h_ * a, routed * h_);
                      }});
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
-    steps.push_back({"expert_out", received * h_ * a,
+    steps.push_back({"expert_out", expert_tokens * h_ * a,
                      [=, this] {
                        gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
-                       vector("experts.act", (mats + 1) * received * fe * a, 8 * received * fe, received * fe);
+                       vector("experts.act", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward);
                      },
                      [=, this] {
                        gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes);
-                       vector("experts.act.bwd", (2 * mats + 1) * received * fe * a, 12 * received * fe, received * fe);
+                       vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
                        gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
                             2 * h_ * mats * fe * local_experts * pr_.grad_bytes);
@@ -889,10 +983,11 @@ class Builder {
     const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
-                       if (ep_ > 1) inline_collective("combine.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       etp_collective("combine.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
                        if (shared) {
-                         const double w = e.shared_experts * fe;
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
                          gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
@@ -902,7 +997,7 @@ class Builder {
                      [=, this] {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared) {
-                         const double w = e.shared_experts * fe;
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
                          gemm_dgrad("shared.down", Tsp_, h_, w);
                          gemm_wgrad("shared.down", Tsp_, h_, w);
                          vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
@@ -910,7 +1005,8 @@ class Builder {
                          gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
                        }
                        vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
-                       if (ep_ > 1) inline_collective("combine.bwd.all_to_all", CollOp::all_to_all, CommGroup::ep, routed * h_ * a);
+                       expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
+                       etp_collective("combine.bwd.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
                      }});
   }
 
@@ -934,6 +1030,7 @@ class Builder {
     TensorId x;
     const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
     if (v == 0) {
+      wait_for_params(kEmbeddingBucket);
       x = temp("embedding.out", Tsp_ * h_ * a);
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
       const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
@@ -966,6 +1063,7 @@ class Builder {
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     if (v == vstages_ - 1) {
+      wait_for_params(kHeadBucket);
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
       tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
@@ -990,6 +1088,7 @@ class Builder {
     const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
     const std::set<std::string> offloaded(plan.offloaded.begin(), plan.offloaded.end());
     st.input = layer_input;  // every policy keeps the layer input
+    wait_for_params(l);
     std::vector<TensorId> fsdp_bufs;
     if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
@@ -1049,24 +1148,29 @@ class Builder {
     return 0;
   }
 
-  TensorId fsdp_gather(int l) { return fsdp_gather_params(layer_weights(l)); }
+  TensorId fsdp_gather(int l) { return fsdp_gather_params(dense_weights(l), expert_weights(l)); }
   // One layer of prefetch: the gather for the next layer may start when the current layer's
   // compute starts.
   std::optional<OpId> fsdp_prev_start_;
   bool fsdp_mark_next_ = false;
-  TensorId fsdp_gather_params(double params) {
-    // ZeRO-3: gather these weights before use. The all-gather may start as soon as the
-    // previous layer's compute starts (one layer of prefetch, as FSDP does), not earlier.
-    const double bytes = params * pr_.param_gather_bytes;  // the gathered (full) weights
+  TensorId fsdp_gather_params(double dense_params, double expert_params = 0) {
+    // ZeRO-3: gather these weights before use, each part over its own replicas (dense over dp·cp,
+    // routed experts over edp). The all-gather may start as soon as the previous layer's compute
+    // starts (one layer of prefetch, as FSDP does), not earlier.
+    const double dense_bytes = dense_params * pr_.param_gather_bytes;  // the gathered (full) weights
+    const double expert_bytes = expert_params * pr_.param_gather_bytes;
     std::vector<OpId> deps;
     if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
     // The next compute op starts this layer: the gather after this one may begin with it.
     fsdp_mark_next_ = true;
-    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp, bytes, deps);
-    const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, bytes, false,
+    const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
+    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
     pending_deps_.push_back(ag);
+    if (expert_bytes > 0)
+      pending_deps_.push_back(
+          collective("fsdp.param_all_gather.experts", CollOp::all_gather, CommGroup::edp, expert_bytes, deps));
     return buf;
   }
 
@@ -1102,7 +1206,7 @@ class Builder {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
       layer_backward(l);
-      if (last_micro_for_sync()) grad_sync("grad", layer_weights(l) - expert_weights(l), expert_weights(l), true);
+      if (last_micro_for_sync()) grad_sync("grad", dense_weights(l), expert_weights(l), true);
     }
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     phase_ = Phase::backward;
@@ -1210,6 +1314,45 @@ class Builder {
     layer_state_.erase({mb_, l});
   }
 
+  // ---- ZeRO parameter all-gathers overlapped with the forward (--overlap-param-gather) --------
+  // Megatron gathers the updated parameters bucket by bucket as the next step's forward reaches them.
+  // A step in steady state is modelled with the previous step's gathers at its start: every layer's
+  // bucket (and the embedding's, the head's) is issued first, and the first forward of that layer waits
+  // for its own bucket only. Keys: layer index, kEmbeddingBucket, kHeadBucket.
+  static constexpr int kEmbeddingBucket = -1, kHeadBucket = -2;
+  std::map<int, std::vector<OpId>> param_ready_;
+  bool overlapped_param_gather() const {
+    const auto mode = t_.optimizer_sharding;
+    return !jax_ && t_.overlap_param_gather && (mode == OptimizerSharding::zero1 || mode == OptimizerSharding::zero2);
+  }
+  void gather_bucket(int key, const std::string& name, double dense_params, double expert_params) {
+    prefix_ = fmt::format("rank{}.", rank_);
+    phase_ = Phase::forward;
+    auto& ready = param_ready_[key];
+    if (dense_replicas() > 1 && dense_params > 0)
+      ready.push_back(collective(name + ".param_all_gather", CollOp::all_gather, CommGroup::dp_cp,
+                                 dense_params * pr_.param_gather_bytes));
+    if (expert_replicas() > 1 && expert_params > 0)
+      ready.push_back(collective(name + ".param_all_gather.experts", CollOp::all_gather, CommGroup::edp,
+                                 expert_params * pr_.param_gather_bytes));
+  }
+  void gather_params_ahead() {
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      if (v == 0) gather_bucket(kEmbeddingBucket, "embedding", embedding_weights(), 0);
+      for (int l = first_layer(v); l < end_layer(v); ++l)
+        gather_bucket(l, fmt::format("L{}", l), dense_weights(l), expert_weights(l));
+      if (v == vstages_ - 1) gather_bucket(kHeadBucket, "head", head_weights(), 0);
+    }
+  }
+  // The next op waits for this bucket's gather (once: later micro-batches find the weights there).
+  void wait_for_params(int key) {
+    if (auto it = param_ready_.find(key); it != param_ready_.end()) {
+      pending_deps_.insert(pending_deps_.end(), it->second.begin(), it->second.end());
+      param_ready_.erase(it);
+    }
+  }
+
   // ---- data-parallel gradient synchronisation -------------------------------------------
   // Buckets are layers; once per optimizer step after the last micro-batch (none, zero1) or in
   // every micro-batch (zero2, fsdp). Dense weights reduce over dp·cp; routed experts over the
@@ -1221,13 +1364,20 @@ class Builder {
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
   void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {
     const auto mode = t_.optimizer_sharding;
+    // Megatron's DDP without --overlap-grad-reduce reduces every bucket after the whole backward
+    // (finish_grad_sync); ZeRO-2/FSDP (PyTorch FSDP) and XLA always reduce as gradients appear.
+    if (!jax_ && !t_.overlap_grad_reduce && (mode == OptimizerSharding::none || mode == OptimizerSharding::zero1) &&
+        !flushing_grads_) {
+      deferred_grads_.push_back({prefix_ + name, dense_params, expert_params});
+      return;
+    }
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
     const OpId ready = last();
     const std::size_t first = grad_ops_.size();
     if (dp_ * cp_ > 1 && dense_params > 0)
       grad_ops_.push_back(collective(name + "." + to_string(op), op, CommGroup::dp_cp,
                                      dense_params * pr_.grad_reduce_bytes, {ready}));
-    if (expert_params > 0 && dp_ * cp_ / ep_ > 1)
+    if (expert_params > 0 && edp_ > 1)
       grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, CommGroup::edp,
                                      expert_params * pr_.grad_reduce_bytes, {ready}));
     // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
@@ -1237,13 +1387,23 @@ class Builder {
       for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
   }
   std::vector<OpId> grad_ops_;
+  struct DeferredGrad {
+    std::string name;
+    double dense = 0, expert = 0;
+  };
+  std::vector<DeferredGrad> deferred_grads_;
+  bool flushing_grads_ = false;
 
   void optimizer_step() {
     phase_ = Phase::optimizer;
+    prefix_ = "";
+    flushing_grads_ = true;
+    for (const auto& d : deferred_grads_) grad_sync(d.name, d.dense, d.expert);
+    flushing_grads_ = false;
+    deferred_grads_.clear();
     prefix_ = fmt::format("rank{}.", rank_);
-    const double n = local_params();
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
-    const double shard = sharded ? n / dp_ : n;
+    const double shard = sharded ? sharded_params() : local_params();
     pending_deps_ = grad_ops_;
     grad_ops_.clear();
     if (t_.offload_optimizer) {
@@ -1278,8 +1438,16 @@ class Builder {
       const OpId adam = vector("optimizer.adamw", bytes, 15 * shard);
       if (jax_) g_.ops[adam].frees.push_back(jax_grads_);
     }
-    if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && dp_ > 1)
-      collective("param.all_gather", CollOp::all_gather, CommGroup::dp, n * pr_.param_gather_bytes, {last()});
+    // ZeRO-1/2: the updated shards are gathered back into every replica, each part over its group.
+    if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && !overlapped_param_gather()) {
+      const OpId updated = last();
+      if (dense_replicas() > 1)
+        collective("param.all_gather", CollOp::all_gather, CommGroup::dp_cp, local_dense_params() * pr_.param_gather_bytes,
+                   {updated});
+      if (expert_replicas() > 1 && local_expert_params() > 0)
+        collective("param.all_gather.experts", CollOp::all_gather, CommGroup::edp,
+                   local_expert_params() * pr_.param_gather_bytes, {updated});
+    }
   }
 };
 

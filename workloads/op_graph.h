@@ -23,9 +23,9 @@ constexpr int kStreamCount = 6;
 enum class ExecUnit { tensor, vector };
 enum class Phase { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
-// (gradients of replicated weights); edp: expert data parallel (dp·cp/ep ranks holding the same
-// experts).
-enum class CommGroup { dp, tp, pp, cp, ep, dp_cp, edp };
+// (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
+// data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
+enum class CommGroup { dp, tp, pp, cp, ep, dp_cp, edp, etp };
 enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
 enum class MemCategory { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
@@ -71,6 +71,11 @@ struct Op {
   CollOp coll = CollOp::all_reduce;
   CommGroup group = CommGroup::dp;
   double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
+  // An MoE token exchange (dispatch or combine, all_to_all over ep): how the tokens travel
+  // (hw::estimate_expert_exchange). expert_top_k = 0: a plain all-to-all of coll_bytes.
+  int expert_top_k = 0;               // experts per token; coll_bytes = tokens · top_k · bytes per token
+  int expert_max_domains = 0;         // node-limited routing: NVLink domains per token (0: unlimited)
+  bool expert_hierarchical = false;   // NIC once per destination domain, then NVLink (DeepEP/HybridEP)
   // host copy
   double copy_bytes = 0;
   std::vector<OpId> deps;

@@ -15,9 +15,19 @@ struct Parallelism {
   int pp = 1;   // pipeline stages
   int vp = 1;   // virtual (interleaved) stages per pipeline rank
   int cp = 1;   // context parallel
-  int ep = 1;   // expert parallel (folds into dp*cp, as in Megatron)
+  int ep = 1;   // expert parallel (folds into tp·cp·dp, as in Megatron)
+  int etp = 0;  // expert tensor parallel; 0 = tp (Megatron's default for --expert-tensor-parallel-size)
   int dp = 0;   // data parallel; resolved from gpus when `dp: auto`
   bool dp_auto = true;
+
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // Expert data parallel: the ranks of one pipeline stage holding the same experts. Megatron lays out
+  // dense layers as tp-cp-dp(-pp) and expert layers as etp-ep-edp(-pp) over the same ranks.
+  int expert_dp() const {
+    const long long world_stage = static_cast<long long>(tp) * cp * dp;
+    const long long expert_mp = static_cast<long long>(ep) * expert_tp();
+    return expert_mp > 0 && world_stage % expert_mp == 0 ? static_cast<int>(world_stage / expert_mp) : 1;
+  }
 };
 
 enum class OptimizerSharding { none, zero1, zero2, fsdp };
@@ -36,6 +46,27 @@ struct RecomputePolicy {
   RecomputeMode mode = RecomputeMode::none;
   std::vector<std::string> save;     // mode == names: kept in HBM
   std::vector<std::string> offload;  // mode == names: moved to host memory in forward, back in backward
+};
+
+// How MoE tokens reach their experts and back (Megatron-Core --moe-token-dispatcher-type).
+//  all_to_all: NCCL all-to-all over the EP group, one copy per (token, expert) pair ("alltoall").
+//  hierarchical: DeepEP / HybridEP ("flex"): a token crosses the NIC once per destination NVLink
+//  domain and is forwarded over NVLink to the GPUs holding its experts there, one copy per GPU.
+enum class MoeDispatcher { all_to_all, hierarchical };
+struct MoeOptions {
+  MoeDispatcher dispatcher = MoeDispatcher::all_to_all;
+  // Node-limited routing (DeepSeek-V3's group-limited gating, Megatron --moe-router-group-topk with
+  // groups = nodes): each token's experts lie in at most this many NVLink domains. 0: unlimited.
+  int max_nodes_per_token = 0;
+  // Megatron-Core --overlap-moe-expert-parallel-comm (and DualPipe): in the 1F1B steady state, the
+  // EP exchanges of one micro-batch run beside the compute of the micro-batch paired with it.
+  bool a2a_overlap = false;
+};
+// Megatron's uneven pipeline split (--decoder-first-pipeline-num-layers, --decoder-last-...): the
+// first and last virtual stages' decoder layers; the others share the rest evenly. 0: even split.
+struct PipelineLayout {
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
 };
 
 struct TrainingConfig {
@@ -62,6 +93,14 @@ struct TrainingConfig {
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
+  MoeOptions moe;
+  PipelineLayout pipeline;
+  // Megatron's DDP switches (--overlap-grad-reduce, --overlap-param-gather; both off by default):
+  // gradient buckets reduced as their layer's backward finishes instead of after the whole backward,
+  // and ZeRO parameter all-gathers overlapped with the next step's forward instead of after the
+  // optimizer (the forward of a layer waits only for its own bucket).
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }

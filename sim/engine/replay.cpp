@@ -33,7 +33,9 @@ hw::CollectiveOp to_hw(CollOp c) {
   return hw::CollectiveOp::all_reduce;
 }
 
-// The communicator of each group in the launcher's rank order (Megatron: tp, cp, dp, pp).
+// The communicator of each group in the launcher's rank order. Megatron-Core lays dense layers out as
+// tp-cp-dp-pp and expert layers as etp-ep-edp-pp over the same ranks of a stage (parallel_state.py's
+// two rank generators), so an EP group is strided by etp and an expert-data-parallel group by etp·ep.
 struct GroupShape {
   int size = 1;
   int stride = 1;
@@ -44,10 +46,11 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
     case CommGroup::tp: return {p.tp, 1};
     case CommGroup::cp: return {p.cp, p.tp};
     case CommGroup::dp: return {p.dp, p.tp * p.cp};
-    case CommGroup::ep: return {p.ep, p.tp * p.cp};
+    case CommGroup::ep: return {p.ep, p.expert_tp()};
+    case CommGroup::etp: return {p.expert_tp(), 1};
     case CommGroup::pp: return {p.pp, p.tp * p.cp * p.dp};
     case CommGroup::dp_cp: return {p.dp * p.cp, p.tp};
-    case CommGroup::edp: return {std::max(1, p.dp * p.cp / p.ep), p.tp * p.cp * p.ep};
+    case CommGroup::edp: return {p.expert_dp(), p.expert_tp() * p.ep};
   }
   return {};
 }
@@ -304,7 +307,7 @@ class Replayer {
                                                                         : "cuda_core";
     net_.start_flow(uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
   }
-  std::map<std::tuple<int, double, int, int>, hw::CollectiveCost> coll_cache_;
+  std::map<std::tuple<int, double, int, int, int, int, bool>, hw::CollectiveCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
@@ -326,13 +329,26 @@ class Replayer {
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
-    const auto key = std::make_tuple(static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride);
+    const auto key = std::make_tuple(static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride, op.expert_top_k,
+                                     op.expert_max_domains, op.expert_hierarchical);
     auto cached = coll_cache_.find(key);
     if (cached == coll_cache_.end()) {
       hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
       hw::CollectiveOptions opt;
       opt.nvls_enabled = sc_.training.nvls;
-      cached = coll_cache_.emplace(key, hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt)).first;
+      hw::CollectiveCost cost;
+      if (op.expert_top_k > 0) {
+        hw::ExpertExchange x;
+        x.top_k = op.expert_top_k;
+        x.token_bytes = 1;
+        x.tokens = op.coll_bytes / op.expert_top_k;  // coll_bytes = tokens · top_k · bytes per token
+        x.max_domains = op.expert_max_domains;
+        x.hierarchical = op.expert_hierarchical;
+        cost = hw::estimate_expert_exchange(sys_, place, x, opt);
+      } else {
+        cost = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
+      }
+      cached = coll_cache_.emplace(key, cost).first;
     }
     // The cache's entries stay put (std::map), so the events refer to it instead of copying.
     const hw::CollectiveCost* cost = &cached->second;

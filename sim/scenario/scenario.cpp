@@ -172,7 +172,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node;
+  std::optional<Node> par_node, moe_node, pipe_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -196,6 +196,7 @@ Scenario parse_scenario(Node root) {
       set_if(pr.integer("vp", false, 1, 1'000'000), t.parallelism.vp);
       set_if(pr.integer("cp", false, 1, 1'000'000), t.parallelism.cp);
       set_if(pr.integer("ep", false, 1, 1'000'000), t.parallelism.ep);
+      set_if(pr.integer("etp", false, 1, 1'000'000), t.parallelism.etp);
       if (auto dp = pr.get("dp")) {
         if (dp->yaml().IsScalar() && dp->yaml().Scalar() == "auto") {
           t.parallelism.dp_auto = true;
@@ -229,6 +230,24 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
+    set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
+    set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
+    if ((moe_node = r.get("moe"))) {
+      MapReader mr(*moe_node);
+      set_if(mr.choice<MoeDispatcher>("dispatcher", {{"alltoall", MoeDispatcher::all_to_all},
+                                                     {"deepep", MoeDispatcher::hierarchical},
+                                                     {"hybridep", MoeDispatcher::hierarchical}}),
+             t.moe.dispatcher);
+      set_if(mr.integer("max_nodes_per_token", false, 0, 1'000'000), t.moe.max_nodes_per_token);
+      set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
+      mr.finish();
+    }
+    if ((pipe_node = r.get("pipeline"))) {
+      MapReader plr(*pipe_node);
+      set_if(plr.integer("first_stage_layers", false, 0, 1'000'000), t.pipeline.first_stage_layers);
+      set_if(plr.integer("last_stage_layers", false, 0, 1'000'000), t.pipeline.last_stage_layers);
+      plr.finish();
+    }
     r.finish();
   }
   top.finish();
@@ -265,8 +284,32 @@ Scenario parse_scenario(Node root) {
     if (!m.moe) at_par.child("ep").error("ep > 1 needs a mixture-of-experts model (model.moe)");
     else if (m.moe->experts % p.ep != 0)
       at_par.child("ep").error(fmt::format("ep ({}) must divide the model's experts ({})", p.ep, m.moe->experts));
-    if (p.dp > 0 && (static_cast<int64_t>(p.dp) * p.cp) % p.ep != 0)
-      at_par.child("ep").error(fmt::format("ep ({}) must divide dp·cp = {}", p.ep, static_cast<int64_t>(p.dp) * p.cp));
+  }
+  if (p.etp > 0 && !m.moe) at_par.child("etp").error("etp needs a mixture-of-experts model (model.moe)");
+  if (m.moe && p.dp > 0) {
+    // Megatron folds the expert grid etp·ep·edp onto the tp·cp·dp ranks of each stage.
+    const int64_t stage = static_cast<int64_t>(p.tp) * p.cp * p.dp, expert_mp = static_cast<int64_t>(p.ep) * p.expert_tp();
+    if (stage % expert_mp != 0)
+      at_par.child(p.etp > 0 ? "etp" : "ep")
+          .error(fmt::format("ep·etp = {}·{} = {} must divide tp·cp·dp = {}·{}·{} = {}", p.ep, p.expert_tp(), expert_mp,
+                             p.tp, p.cp, p.dp, stage));
+    if (m.moe->expert_ffn_hidden % p.expert_tp() != 0)
+      at_par.child(p.etp > 0 ? "etp" : "tp")
+          .error(fmt::format("etp ({}) must divide the experts' ffn hidden size ({})", p.expert_tp(),
+                             m.moe->expert_ffn_hidden));
+  }
+  if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
+  if (t.pipeline.first_stage_layers > 0 || t.pipeline.last_stage_layers > 0) {
+    const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
+    const int64_t stages = static_cast<int64_t>(p.pp) * p.vp;
+    const int64_t ends = static_cast<int64_t>(t.pipeline.first_stage_layers) + t.pipeline.last_stage_layers;
+    const int64_t middle_stages = stages - (t.pipeline.first_stage_layers > 0) - (t.pipeline.last_stage_layers > 0);
+    if (p.pp < 2) at_pipe.error("first_stage_layers / last_stage_layers need pp > 1");
+    else if (ends > m.layers || (middle_stages > 0 && (m.layers - ends) % middle_stages != 0) ||
+             (middle_stages == 0 && ends != m.layers) || (middle_stages > 0 && m.layers - ends < middle_stages))
+      at_pipe.error(fmt::format("the model's {} layers less the first and last stages' {} must split evenly over the "
+                                "other {} virtual stages (pp·vp = {})",
+                                m.layers, ends, middle_stages, stages));
   }
   if (p.dp > 0) {
     const int64_t per_step = static_cast<int64_t>(t.micro_batch) * p.dp;
@@ -378,7 +421,16 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"scan_layers", t.scan_layers},
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
-      {"expert_imbalance", t.expert_imbalance}};
+      {"expert_imbalance", t.expert_imbalance},
+      {"overlap_grad_reduce", t.overlap_grad_reduce},
+      {"overlap_param_gather", t.overlap_param_gather},
+      {"pipeline",
+       {{"first_stage_layers", t.pipeline.first_stage_layers}, {"last_stage_layers", t.pipeline.last_stage_layers}}}};
+  if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
+  if (m.moe)
+    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall" : "hybridep"},
+                       {"max_nodes_per_token", t.moe.max_nodes_per_token},
+                       {"a2a_overlap", t.moe.a2a_overlap}};
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 
