@@ -165,6 +165,25 @@ def derive():
             f"= {2048 * 4096 / (256 * step):.1f} tokens/s/GPU; the 2025 counter would report {implied:.0f} TFLOP/s "
             f"(published {tf}: consistency check of the counter)")
 
+    # --- Mixtral 8x22B, forced balance and blockwise FP8 (same script) -----------------------
+    for name, tf, what in (("mixtral-8x22b-128xh100-forcebal", 465e12, "~465 TFLOP/s/GPU (forced load balance, BF16)"),
+                           ("mixtral-8x22b-128xh100-fp8", 560e12, "~560 TFLOP/s/GPU (blockwise FP8, forced balance)")):
+        row(name, what, "ModelZoo best_practice/mixtral/run_mixtral_8x22B.sh comments, sec. 1b",
+            "Megatron counter after 8873b55d (causal, top-k experts)", "as mixtral-8x22b-128xh100",
+            dict(F_per_token=F), "tokens_per_s_per_gpu", tf / F)
+
+    # --- Qwen3-235B-A22B long context on 256 H100, forced balance (sec. 1b) -------------------
+    for seq, tp, cp, tf in ((16384, 4, 1, 295), (32768, 4, 2, 335), (65536, 4, 4, 368), (131072, 4, 8, 389)):
+        Fl = megatron_2025(L=94, h=4096, a=64, g=4, kv_channels=128, V=151936, s=seq, dense_layers=0,
+                           dense_ffn=12288, moe_layers=94, moe_ffn=1536, topk=8)
+        tps = tf * 1e12 / Fl
+        row(f"qwen3-235b-h100-{seq // 1024}k-cp{cp}", f"{tf} TFLOP/s/GPU (forced balance)",
+            "ModelZoo best_practice/qwen3/readme.md, H100 Long Context table, sec. 1b",
+            "Megatron counter after 8873b55d (causal, top-k experts)",
+            "12 L h^2 (1 + g/a + s/2h)(q/h) + 12 L h ffn_moe k 1.5 + 6 h V",
+            dict(L=94, h=4096, s=seq, F_per_token=Fl), "tokens_per_s_per_gpu", tps,
+            f"step {256 * seq / (256 * tps):.2f} s at GBS 256 on 256 GPUs")
+
     # --- Qwen3-235B-A22B on 256 GB200, BF16 (sec. 1b) -----------------------------------------
     row("qwen3-235b-gb200-bf16", "750 TFLOP/s/GPU", "ModelZoo best_practice/qwen3/readme.md GB200 table, sec. 1b",
         "Megatron counter after 8873b55d (causal, top-k experts)",
