@@ -191,6 +191,11 @@ def derive():
         dict(L=94, h=4096, a=64, g=4, q_over_h=2.0, ffn_moe=1536, k=8, V_padded=151936, s=4096, F_per_token=Fq),
         "tokens_per_s_per_gpu", 750e12 / Fq, f"step {8192 * 4096 / (256 * 750e12 / Fq):.2f} s at GBS 8192")
 
+    # --- Qwen3-235B-A22B on 64 GB300, MXFP8 (sec. 1b) ----------------------------------------
+    row("qwen3-235b-gb300-mxfp8", "1055 TFLOP/s/GPU", "ModelZoo best_practice/qwen3/readme.md GB300 table, sec. 1b",
+        "Megatron counter after 8873b55d (causal, top-k experts)", "as qwen3-235b-gb200-bf16",
+        dict(F_per_token=Fq), "tokens_per_s_per_gpu", 1055e12 / Fq, f"step {8192 * 4096 / (64 * 1055e12 / Fq):.2f} s at GBS 8192")
+
     # --- DeepSeek-V3 on 256 GB200 (sec. 1b, Megatron-LM discussion doc) ------------------------
     Fd = megatron_2025_mla(L=61, h=7168, a=128, V=129280, s=4096, q_lora=1536, kv_lora=512, qk_head=128,
                            qk_rope=64, v_head=128, dense_layers=3, dense_ffn=18432, moe_layers=58, moe_ffn=2048,
@@ -233,6 +238,11 @@ def derive():
         "convention-free: sequences/s", "step = GBS / (sequences/s); tokens/s/GPU = seq/s x 2048 / 256",
         dict(GBS=1536, s=2048, GPUs=256, seq_per_s=51.0), "step_time_s", 1536 / 51.0,
         f"= {51.0 * 2048 / 256:.1f} tokens/s/GPU")
+
+    row("pax-gpt175b-256xh100-fp8", "84.45 sequences/s", "NVIDIA/JAX-Toolbox@28603900 rosetta/rosetta/projects/pax/README.md H100 results (TE FP8), sec. 5",
+        "convention-free: sequences/s", "step = GBS / (sequences/s)",
+        dict(GBS=1536, s=2048, GPUs=256, seq_per_s=84.45), "step_time_s", 1536 / 84.45,
+        f"= {84.45 * 2048 / 256:.1f} tokens/s/GPU")
 
 
 def main():
