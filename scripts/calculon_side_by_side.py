@@ -83,9 +83,8 @@ LLAMA_TOKENS_PER_BATCH = 16 * 1024 * 1024  # "16M"; 2,048 sequences of 8,192 or 
 # time or a derived figure, else None.
 MOE_ROWS = [
     ('mixtral-8x22b-128xh100', 128, 'TP2 PP8 VPP7 EP8 MBS1 GBS256 seq4096', None,
-     '~445 TFLOP/s/GPU (Megatron-MoE-ModelZoo, §1b); no step time given; tokens/s/GPU would '
-     'need the counter version (≈1,775 non-causal to ≈1,837 causal with the Megatron MoE formula, '
-     'top-2 of 8, SwiGLU, GQA-8)'),
+     '~445 TFLOP/s/GPU (Megatron-MoE-ModelZoo, §1b); no step time is given and the FLOP '
+     'counter version is not pinned, so no tokens/s/GPU is derived'),
     ('qwen3-235b-a22b-256xh100', 256, 'TP2 PP8 VPP4 EP32 MBS1 GBS2048 seq4096 (DeepEP, 1F1B A2A '
      'overlap)', 2048 * 4096 / (17.6 * 256),
      'step 17.6 s, 276 TFLOP/s/GPU (ModelZoo qwen3 readme, §1b); tokens/s/GPU = 2048*4096/(17.6*256)'),
