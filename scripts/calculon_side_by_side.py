@@ -248,6 +248,12 @@ def main():
     args = ap.parse_args()
 
     calculon_dir = os.path.abspath(args.calculon)
+    probe = subprocess.run([sys.executable, os.path.join(calculon_dir, 'bin', 'calculon'), '-h'],
+                           capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=calculon_dir))
+    if probe.returncode != 0:
+        raise SystemExit(f'{sys.executable} cannot run Calculon from {calculon_dir} (it needs '
+                         'numpy, pandas, psutil):\n' + probe.stderr.strip().splitlines()[-1])
     workdir = args.inputs or tempfile.mkdtemp(prefix='calculon_side_by_side.')
     os.makedirs(workdir, exist_ok=True)
     sys_path = os.path.join(workdir, 'h100_system.json')
