@@ -262,14 +262,14 @@ class Builder {
     const int L = m_.layers, V = vstages_;
     std::vector<int> count(V, L / V);
     const int first = t_.pipeline.first_stage_layers, last_n = t_.pipeline.last_stage_layers;
-    if (V > 1 && (first > 0 || last_n > 0)) {
+    if (V > 1 && t_.pipeline.uneven()) {
       // Megatron's --decoder-first/last-pipeline-num-layers: the ends as given, the rest evenly (the
       // scenario loader checks that they divide).
-      const int middle = V - (first > 0) - (last_n > 0);
-      const int rest = L - first - last_n;
+      const int middle = V - (first >= 0) - (last_n >= 0);
+      const int rest = L - std::max(first, 0) - std::max(last_n, 0);
       count.assign(V, middle > 0 ? rest / middle : 0);
-      if (first > 0) count[0] = first;
-      if (last_n > 0) count[V - 1] = last_n;
+      if (first >= 0) count[0] = first;
+      if (last_n >= 0) count[V - 1] = last_n;
       vstage_first_layer_.assign(V + 1, 0);
       for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
       return;

@@ -63,10 +63,12 @@ struct MoeOptions {
   bool a2a_overlap = false;
 };
 // Megatron's uneven pipeline split (--decoder-first-pipeline-num-layers, --decoder-last-...): the
-// first and last virtual stages' decoder layers; the others share the rest evenly. 0: even split.
+// first and last virtual stages' decoder layers (0 allowed: a stage of only the embedding or only the
+// loss, as in DeepSeek-V3's "Et|(tt|)*30L"); the others share the rest evenly. -1: not given.
 struct PipelineLayout {
-  int first_stage_layers = 0;
-  int last_stage_layers = 0;
+  int first_stage_layers = -1;
+  int last_stage_layers = -1;
+  bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
 };
 
 struct TrainingConfig {

@@ -299,14 +299,15 @@ Scenario parse_scenario(Node root) {
                              m.moe->expert_ffn_hidden));
   }
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
-  if (t.pipeline.first_stage_layers > 0 || t.pipeline.last_stage_layers > 0) {
+  if (t.pipeline.uneven()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
+    const int first = t.pipeline.first_stage_layers, last = t.pipeline.last_stage_layers;
     const int64_t stages = static_cast<int64_t>(p.pp) * p.vp;
-    const int64_t ends = static_cast<int64_t>(t.pipeline.first_stage_layers) + t.pipeline.last_stage_layers;
-    const int64_t middle_stages = stages - (t.pipeline.first_stage_layers > 0) - (t.pipeline.last_stage_layers > 0);
+    const int64_t ends = static_cast<int64_t>(std::max(first, 0)) + std::max(last, 0);
+    const int64_t middle_stages = stages - (first >= 0) - (last >= 0);
     if (p.pp < 2) at_pipe.error("first_stage_layers / last_stage_layers need pp > 1");
-    else if (ends > m.layers || (middle_stages > 0 && (m.layers - ends) % middle_stages != 0) ||
-             (middle_stages == 0 && ends != m.layers) || (middle_stages > 0 && m.layers - ends < middle_stages))
+    else if (ends > m.layers || (middle_stages > 0 && ((m.layers - ends) % middle_stages != 0 || m.layers - ends < middle_stages)) ||
+             (middle_stages == 0 && ends != m.layers))
       at_pipe.error(fmt::format("the model's {} layers less the first and last stages' {} must split evenly over the "
                                 "other {} virtual stages (pp·vp = {})",
                                 m.layers, ends, middle_stages, stages));
@@ -423,9 +424,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"tp_comm_overlap", t.tp_comm_overlap},
       {"expert_imbalance", t.expert_imbalance},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
-      {"overlap_param_gather", t.overlap_param_gather},
-      {"pipeline",
-       {{"first_stage_layers", t.pipeline.first_stage_layers}, {"last_stage_layers", t.pipeline.last_stage_layers}}}};
+      {"overlap_param_gather", t.overlap_param_gather}};
+  if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
+  if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (m.moe)
     training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall" : "hybridep"},

@@ -1,0 +1,329 @@
+// Multi-node mechanisms checked against closed forms: the pipeline bubble does not depend on data
+// parallelism, expert state is sharded over the expert-data-parallel group, every collective moves its
+// textbook volume, MoE token exchanges move what their dispatcher sends, and the resident training state
+// matches Megatron's theoretical memory formula.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "hardware_models/collectives.h"
+#include "hardware_models/topology.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return sim::load_scenario_text(yaml, "t.yaml", sim::parse_set_overrides(sets));
+}
+
+// A 70B-class slice on H100 nodes (8 GPUs each, NICs between them): TP 8 inside a node, PP 4 across
+// nodes, DP across nodes. Real links, so the data-parallel reduce-scatters are long.
+const char* kStages = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 16, hidden: 8192, ffn_hidden: 28672, heads: 64, kv_heads: 8, vocab: 256}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 8, pp: 4}, optimizer_sharding: zero1,
+           cuda_graphs: true}
+)";
+
+std::vector<std::string> with_dp(int dp, std::vector<std::string> sets) {
+  sets.push_back("system.gpus=" + std::to_string(32 * dp));
+  sets.push_back("training.global_batch=" + std::to_string(16 * dp));
+  return sets;
+}
+
+// Sum of coll_bytes of the collectives of one group and operation (and phase, when given).
+double volume(const OpGraph& g, CommGroup grp, CollOp op, std::optional<Phase> phase = std::nullopt,
+              const std::string& skip = "") {
+  double b = 0;
+  for (const auto& o : g.ops)
+    if (o.kind == OpKind::collective && o.group == grp && o.coll == op && (!phase || o.phase == *phase) &&
+        (skip.empty() || o.name.find(skip) == std::string::npos))
+      b += o.coll_bytes;
+  return b;
+}
+
+}  // namespace
+
+// (p-1)/(v·m) of the per-micro-batch stage time, whatever the data parallelism: a pipeline send never
+// waits for a data-parallel reduction (they are different communicators on different streams).
+TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
+  const double p = 4, m = 16;
+  for (int v : {1, 2})
+    for (const char* overlap : {"true", "false"}) {
+      const std::vector<std::string> sets = {"training.parallelism.vp=" + std::to_string(v),
+                                             std::string("training.overlap_grad_reduce=") + overlap};
+      const auto one = sim::simulate(load(kStages, with_dp(1, sets)));
+      const double stage_time = one.replay.step_time_s - one.replay.breakdown.pipeline_bubble_s;  // m micro-batches
+      const double formula = (p - 1) / (v * m) * stage_time;
+      for (int dp : {1, 2, 8}) {
+        const auto r = sim::simulate(load(kStages, with_dp(dp, sets)));
+        const double ratio = r.replay.breakdown.pipeline_bubble_s / formula;
+        // Reduced after the backward (overlap off), a stage that finishes early starts its reduction while
+        // the cool-down still runs: that time counts as communication, not bubble (at most a few %).
+        const double low = (dp > 1 && std::string(overlap) == "false") ? 0.95 : 0.98;
+        EXPECT_GE(ratio, low) << "vp=" << v << " dp=" << dp << " overlap_grad_reduce=" << overlap;
+        EXPECT_LE(ratio, 1.02) << "vp=" << v << " dp=" << dp << " overlap_grad_reduce=" << overlap;
+      }
+    }
+}
+
+TEST(ScaleMechanisms, PipelineSendsDoNotDependOnGradientReductions) {
+  const auto sc = load(kStages, with_dp(8, {"training.parallelism.vp=2", "training.overlap_grad_reduce=true"}));
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  int sends = 0;
+  for (const auto& o : g.ops) {
+    if (o.name.find("pp.send") == std::string::npos) continue;
+    ++sends;
+    for (OpId d : o.deps)
+      EXPECT_TRUE(g.ops[d].stream != StreamKind::comm_grad && g.ops[d].stream != StreamKind::comm_dp)
+          << o.name << " waits for " << g.ops[d].name;
+  }
+  EXPECT_GT(sends, 0);
+}
+
+// DeepSeek-V3 on 128 GB200, EP 32, ZeRO-1: expert weights are replicated over edp = tp·cp·dp/(ep·etp)
+// = 4 ranks, so their optimizer state is sharded over 4, not over dp = 32.
+TEST(ScaleMechanisms, ExpertOptimizerStateIsShardedOverTheExpertDataParallelGroup) {
+  const auto sc4 = load(R"(system: {preset: gb200-nvl72, gpus: 128}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: fp8, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 1, ep: 32}}
+)");
+  ASSERT_EQ(sc4.training.parallelism.dp, 128);
+  ASSERT_EQ(sc4.training.parallelism.expert_dp(), 4);
+  const auto& m = sc4.model;
+  double experts = 0, dense = embedding_params(m);
+  for (int l = 0; l < m.layers; ++l) {
+    const auto p = layer_params(m, l);
+    experts += p.experts;
+    dense += p.attention + p.mlp + p.router + p.norms;
+  }
+  // fp32 master weights and two fp32 moments: 12 bytes per parameter of this rank's shard.
+  const double expected = 12.0 * (experts / 32 / 4 + dense / 128);
+  const auto g = build_training_graph(sc4.model, sc4.training, sc4.system.spec);
+  double optimizer = 0;
+  for (TensorId t : g.resident)
+    if (g.tensors[t].category == MemCategory::optimizer) optimizer += g.tensors[t].bytes;
+  EXPECT_NEAR(optimizer / expected, 1.0, 0.01);
+  EXPECT_GT(optimizer, 50e9);  // about ten times what sharding experts over all 128 ranks gives
+  // The expert gradients are reduce-scattered over that group, fp32, once per step.
+  double expert_rs = 0;
+  for (const auto& o : g.ops)
+    if (o.kind == OpKind::collective && o.group == CommGroup::edp && o.coll == CollOp::reduce_scatter)
+      expert_rs += o.coll_bytes;
+  EXPECT_NEAR(expert_rs / (4.0 * experts / 32), 1.0, 1e-9);
+}
+
+// Megatron's expert grid etp-ep-edp: an EP group is strided by etp, edp by etp·ep; dense groups keep tp-cp-dp.
+TEST(ScaleMechanisms, ExpertTensorParallelismShardsExpertsAndGathersTokens) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 64, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 2, ep: 8}}
+)";
+  const auto one = load(base, {"training.parallelism.etp=1"});
+  const auto two = load(base);  // etp defaults to tp (Megatron's default)
+  EXPECT_EQ(one.training.parallelism.expert_dp(), 8);
+  EXPECT_EQ(two.training.parallelism.expert_dp(), 4);
+  const auto g1 = build_training_graph(one.model, one.training, one.system.spec);
+  const auto g2 = build_training_graph(two.model, two.training, two.system.spec);
+  double flops1 = 0, flops2 = 0;
+  int etp_collectives = 0;
+  for (const auto& o : g1.ops) flops1 += o.name.find("experts.") != std::string::npos ? o.flops : 0.0;
+  for (const auto& o : g2.ops) {
+    flops2 += o.name.find("experts.") != std::string::npos ? o.flops : 0.0;
+    etp_collectives += o.kind == OpKind::collective && o.group == CommGroup::etp;
+  }
+  EXPECT_NEAR(flops2 / flops1, 1.0, 1e-9);  // the same expert work, split differently
+  EXPECT_GT(etp_collectives, 0);
+  // Loading errors: ep·etp must divide tp·cp·dp.
+  EXPECT_THROW(load(base, {"training.parallelism.etp=4", "training.parallelism.ep=8", "system.gpus=16",
+                           "training.global_batch=16"}),
+               std::exception);
+}
+
+// Per-rank bytes of every collective against the textbook volume of each parallel dimension.
+TEST(ScaleMechanisms, CollectiveVolumesMatchTheTextbook) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 4, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 8, vocab: 32000}
+training: {seq_len: 8192, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1,
+           parallelism: {tp: 4, pp: 2, cp: 2}, overlap_grad_reduce: true}
+)");
+  const auto& t = sc.training;
+  const int m = t.micro_steps();
+  ASSERT_EQ(t.parallelism.dp, 4);
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const double h = 4096, s_local = 8192.0 / 2, a = 2;  // bf16 activations; cp splits the sequence
+  const double layers = 4;                                 // over both stages
+  // TP with sequence parallelism, per layer and micro-batch (nccl-tests size = the gathered (s/cp)·h
+  // activation): forward, an all-gather before and a reduce-scatter after each of the two TP regions;
+  // backward, the mirror pair plus Megatron's re-gather of each region's input for the weight gradient.
+  const double tp_layer = s_local * h * a;
+  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::all_gather, Phase::forward, "logits") / (m * layers * 2 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::reduce_scatter, Phase::forward) / (m * layers * 2 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::all_gather, Phase::backward) / (m * layers * 4 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::reduce_scatter, Phase::backward, "logits") / (m * layers * 2 * tp_layer),
+              1.0, 1e-9);
+  // PP: one activation forward and one gradient backward per micro-batch and stage boundary, of the
+  // rank's (s/cp)/tp·h slice.
+  EXPECT_NEAR(volume(g, CommGroup::pp, CollOp::send_recv) / (2.0 * m * (2 - 1) * s_local / 4 * h * a), 1.0, 1e-9);
+  // CP ring attention: cp-1 exchanges per layer of the local K and V forward, K, V and their gradients
+  // backward.
+  const double kv = 2 * s_local * (8.0 / 4) * 128 * a;  // K and V of the kv heads this tp rank holds
+  EXPECT_NEAR(volume(g, CommGroup::cp, CollOp::send_recv) / (m * layers * (2 - 1) * (kv + 2 * kv)), 1.0, 1e-9);
+  // DP (ZeRO-1 over dp·cp = 8 ranks): fp32 gradients reduce-scattered and bf16 parameters all-gathered,
+  // once per step, of every parameter this rank holds.
+  double held = 0;  // parameters on all stages of one tp rank
+  for (int l = 0; l < 4; ++l) {
+    const auto p = layer_params(sc.model, l);
+    held += (p.attention + p.mlp) / 4 + p.norms;
+  }
+  held += 2 * 32000.0 * 4096 / 4 + 4096;  // untied embedding and head (tp-split), final norm
+  EXPECT_NEAR(volume(g, CommGroup::dp_cp, CollOp::reduce_scatter) / (4.0 * held), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::dp_cp, CollOp::all_gather) / (2.0 * held), 1.0, 1e-9);
+}
+
+// MoE token exchanges: the plain all-to-all sends one copy per (token, expert) pair, top_k·(ep - r)/ep of
+// them over the NICs; the hierarchical dispatcher sends a token once per remote domain it reaches.
+TEST(ScaleMechanisms, ExpertExchangeVolumesFollowTheDispatcher) {
+  auto sc = load(R"(system: {preset: b200, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8, ep: 32}}
+)");
+  const auto& sys = sc.system.spec;
+  const auto place = hw::place_group(sys, 32, 1);  // EP 32 over 4 nodes of 8
+  ASSERT_EQ(place.domains(), 4);
+  hw::ExpertExchange x;
+  x.tokens = 4096;
+  x.token_bytes = 7168;
+  x.top_k = 8;
+  const auto plain = hw::expert_exchange_volume(sys, place, x);
+  EXPECT_NEAR(plain.nic_bytes / (4096.0 * 7168 * 8 * 24 / 32), 1.0, 1e-12);
+  x.hierarchical = true;
+  const auto hier = hw::expert_exchange_volume(sys, place, x);
+  const double d = 4 * (1 - std::pow(0.75, 8));  // distinct domains of 8 uniform draws among 4
+  EXPECT_NEAR(hier.nic_bytes / (4096.0 * 7168 * d * 3 / 4), 1.0, 1e-12);
+  EXPECT_LT(hier.nic_bytes, plain.nic_bytes / 2);
+  x.max_domains = 2;  // node-limited routing: at most 2 domains per token
+  const auto limited = hw::expert_exchange_volume(sys, place, x);
+  EXPECT_NEAR(limited.nic_bytes / (4096.0 * 7168 * 2 * (1 - std::pow(0.5, 8)) * 3 / 4), 1.0, 1e-12);
+  EXPECT_LT(limited.nic_bytes, hier.nic_bytes);
+  // Time: the hierarchical exchange is NIC-bound and shorter than the plain all-to-all.
+  x.max_domains = 0;
+  const double t_hier = hw::estimate_expert_exchange(sys, place, x).time_s;
+  x.hierarchical = false;
+  const double t_plain = hw::estimate_expert_exchange(sys, place, x).time_s;
+  EXPECT_LT(t_hier, t_plain / 2);
+}
+
+// DeepSeek-V3 on 256 B200 (8 per node, EP 32, PP 8): the exchanges that real systems send hierarchically,
+// node-limited and beside another micro-batch's compute are no longer naive and fully exposed.
+TEST(ScaleMechanisms, MoeAtScaleExposesLessCommunication) {
+  const char* base = R"(system: {preset: b200, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, optimizer_sharding: zero1,
+           recompute: full, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true}
+)";
+  const auto naive = sim::simulate(load(base));
+  const auto hier = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"}));
+  const auto overlapped = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4",
+                                                    "training.moe.a2a_overlap=true"}));
+  const double e0 = naive.replay.breakdown.exposed_communication_s;
+  const double e1 = hier.replay.breakdown.exposed_communication_s;
+  const double e2 = overlapped.replay.breakdown.exposed_communication_s;
+  std::cout << "exposed communication: naive " << e0 << " s, hierarchical " << e1 << " s, overlapped " << e2 << " s\n";
+  EXPECT_LT(e1, 0.6 * e0);
+  EXPECT_LT(e2, e1);
+  EXPECT_LT(overlapped.replay.step_time_s, hier.replay.step_time_s);
+  EXPECT_LT(hier.replay.step_time_s, naive.replay.step_time_s);
+}
+
+// Megatron's uneven split: the ends as given, the other stages even (DeepSeek-V3's "Et|(tt|)*30L").
+TEST(ScaleMechanisms, UnevenFirstAndLastStages) {
+  const auto sc = load(R"(system: {preset: gb200-nvl72, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp: 8, vp: 4, ep: 32, etp: 1},
+           pipeline: {first_stage_layers: 1, last_stage_layers: 0}}
+)");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  // Layers per virtual stage v = chunk·pp + rank, from the forward ops of micro-batch 0.
+  std::map<int, std::set<int>> layers_of_rank;
+  for (const auto& o : g.ops)
+    if (o.name.rfind("mb0.L", 0) == 0 && o.phase == Phase::forward)
+      layers_of_rank[o.rank].insert(std::stoi(o.name.substr(5, o.name.find('.', 5) - 5)));
+  EXPECT_EQ(layers_of_rank[0].size(), 1u + 3 * 2);   // vstage 0: 1 layer; vstages 8, 16, 24: 2 each
+  EXPECT_EQ(layers_of_rank[7].size(), 3u * 2 + 0);   // vstages 7, 15, 23: 2 each; vstage 31: 0 (loss only)
+  EXPECT_THROW(load(R"(system: {preset: gb200-nvl72, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp: 8, vp: 4, ep: 32, etp: 1},
+           pipeline: {first_stage_layers: 2, last_stage_layers: 0}}
+)"),
+               std::exception);
+}
+
+// --overlap-grad-reduce: off (Megatron's default), every bucket is reduced after the backward; on, as
+// the layers' backward finishes, hidden behind the rest of the backward.
+TEST(ScaleMechanisms, OverlapSwitchesMoveTheDataParallelCollectives) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 8, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 8, vocab: 32000}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8}}
+)";
+  const auto off = load(base);
+  EXPECT_FALSE(off.training.overlap_grad_reduce);
+  const auto r_off = sim::simulate(off);
+  const auto r_on = sim::simulate(load(base, {"training.overlap_grad_reduce=true"}));
+  const auto r_both = sim::simulate(load(base, {"training.overlap_grad_reduce=true", "training.overlap_param_gather=true"}));
+  EXPECT_LT(r_on.replay.step_time_s, r_off.replay.step_time_s);
+  EXPECT_LT(r_both.replay.step_time_s, r_on.replay.step_time_s);
+  // Off: no gradient reduction starts before the last backward kernel ends.
+  double last_backward = 0, first_grad = 1e300;
+  for (std::size_t i = 0; i < r_off.graph.ops.size(); ++i) {
+    const auto& o = r_off.graph.ops[i];
+    if (o.stream == StreamKind::compute && o.phase == Phase::backward)
+      last_backward = std::max(last_backward, r_off.replay.ops[i].end_s);
+    if (o.stream == StreamKind::comm_grad) first_grad = std::min(first_grad, r_off.replay.ops[i].start_s);
+  }
+  EXPECT_GE(first_grad, last_backward);
+}
+
+// Megatron's theoretical memory (theoretical_memory_usage.py, distributed optimizer): 6 + 12/DP bytes per
+// parameter of the most loaded shard, with DP the dense data-parallel size for dense parameters and the
+// expert-data-parallel size for routed experts. racksim's resident state must match it (it counts the same
+// things: bf16 weights, fp32 gradients, fp32 master weights and moments).
+TEST(ScaleMechanisms, ResidentStateMatchesMegatronsFormulaDenseAndMoe) {
+  struct Case {
+    const char* yaml;
+  };
+  for (const char* yaml : {R"(system: {preset: h100-sxm, gpus: 512}
+model: {preset: llama3-70b}
+training: {seq_len: 8192, global_batch: 512, optimizer_sharding: zero1, parallelism: {tp: 8, pp: 4}}
+)",
+                           R"(system: {preset: gb200-nvl72, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, precision: fp8, optimizer_sharding: zero1, parallelism: {pp: 4, ep: 16}}
+)"}) {
+    const auto sc = load(yaml);
+    const auto& p = sc.training.parallelism;
+    const auto& m = sc.model;
+    // Rank 0 of the first stage: its layers, and the embedding.
+    const int per_stage = m.layers / p.pp;
+    double dense = static_cast<double>(m.vocab) * m.hidden / p.tp, experts = 0;
+    for (int l = 0; l < per_stage; ++l) {
+      const auto lp = layer_params(m, l);
+      dense += (lp.attention + lp.mlp) / p.tp + lp.router + lp.norms;
+      experts += lp.experts / (p.ep * p.expert_tp());
+    }
+    const double megatron = dense * (6 + 12.0 / (p.dp * p.cp)) + experts * (6 + 12.0 / p.expert_dp());
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    double resident = 0;
+    for (TensorId t : g.resident)
+      if (g.tensors[t].rank == 0) resident += g.tensors[t].bytes;
+    EXPECT_NEAR(resident / megatron, 1.0, 0.05) << m.name;
+  }
+}
