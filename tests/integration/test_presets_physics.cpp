@@ -25,7 +25,7 @@ double run_tokens_per_s(const std::string& preset) {
 
 TEST(PresetPhysics, EveryPresetRunsAndCommunicates) {
   const auto presets = racksim::hw::list_system_presets();
-  ASSERT_EQ(presets.size(), 5u);
+  ASSERT_EQ(presets.size(), 6u);  // b200, gb200-nvl72, gb300-nvl72, h100-sxm, h200-sxm, h800-sxm
   for (const auto& p : presets) {
     for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"}) {
       for (const char* size : {"1MiB", "1GiB"}) {
