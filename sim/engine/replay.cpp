@@ -134,6 +134,7 @@ class Replayer {
     // while compute kernels are resident (see pace_factor).
     std::array<FlowNetwork::ResourceId, 3> pace{};
     std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
+    std::array<double, 3> pace_cap_beside{};  // its rate while compute kernels are resident
     bool paced_down = false;           // the lanes run at the slowed pace (compute was resident)
   };
   // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
@@ -397,7 +398,8 @@ class Replayer {
     const int lane = pace_lane(g_.ops[id].stream);
     if (lane >= 0 && std::isfinite(cap)) {
       R.pace_cap[lane] = cap;
-      net_.set_capacity(R.pace[lane], cap * pace_factor(R.paced_down));
+      R.pace_cap_beside[lane] = rate_beside_compute(c, cap);
+      net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
       uses.push_back({R.pace[lane], 1.0});
     }
     net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
@@ -416,13 +418,21 @@ class Replayer {
   double pace_factor(bool down) const {
     return down ? 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute) : 1.0;
   }
+  // What slows beside compute is the collective's kernel (its SMs' access to the memory system), measured
+  // on NVLink-bound collectives: their rate falls to 1/k. A collective bounded by the NICs moves its data
+  // far below what its kernel can process (an H100 NIC carries 50 GB/s, its NVLink 450): it slows only
+  // where the slowed kernel, at 1/k of the GPU's NVLink rate, falls below the NIC-bound rate.
+  double rate_beside_compute(const hw::CollectiveCost& c, double cap) const {
+    if (c.bound_by != "nic") return cap * pace_factor(true);
+    return std::min(cap, sys_.scale_up.bandwidth_per_direction_Bps * pace_factor(true));
+  }
   // Applies the pace that the resident kernels call for, if it changed.
   void update_pace(Res& R) {
     const bool down = !R.running_kernels.empty();
     if (down == R.paced_down) return;
     R.paced_down = down;
     for (std::size_t k = 0; k < R.pace.size(); ++k)
-      if (R.pace_cap[k] > 0) net_.set_capacity(R.pace[k], R.pace_cap[k] * pace_factor(down));
+      if (R.pace_cap[k] > 0) net_.set_capacity(R.pace[k], down ? R.pace_cap_beside[k] : R.pace_cap[k]);
   }
 
   // Collective kernels occupy SMs while they run; compute gets the rest.

@@ -274,7 +274,9 @@ Scenario parse_scenario(Node root) {
     at_par.child("tp").error(fmt::format("tp ({}) and kv_heads ({}) must divide one another", p.tp, m.kv_heads));
   if (m.ffn_hidden % p.tp != 0)
     at_par.child("tp").error(fmt::format("tp ({}) must divide ffn_hidden ({})", p.tp, m.ffn_hidden));
-  if (static_cast<int64_t>(p.pp) * p.vp > m.layers)
+  // Virtual stages without decoder layers exist only at the ends, when the uneven split says so.
+  const int empty_ends = (t.pipeline.first_stage_layers == 0) + (t.pipeline.last_stage_layers == 0);
+  if (static_cast<int64_t>(p.pp) * p.vp > static_cast<int64_t>(m.layers) + empty_ends)
     at_par.child("pp").error(fmt::format("pp·vp = {}·{} exceeds the model's {} layers", p.pp, p.vp, m.layers));
   if (p.vp > 1 && p.pp == 1) at_par.child("vp").error("vp > 1 (interleaved stages) needs pp > 1");
   if (t.seq_len % p.cp != 0 || (p.cp > 1 && t.seq_len % (2 * p.cp) != 0))
