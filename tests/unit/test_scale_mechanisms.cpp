@@ -9,6 +9,9 @@
 #include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/topology.h"
 #include "sim/report/report.h"
@@ -60,16 +63,21 @@ TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
       const std::vector<std::string> sets = {"training.parallelism.vp=" + std::to_string(v),
                                              std::string("training.overlap_grad_reduce=") + overlap};
       const auto one = sim::simulate(load(kStages, with_dp(1, sets)));
-      const double stage_time = one.replay.step_time_s - one.replay.breakdown.pipeline_bubble_s;  // m micro-batches
-      const double formula = (p - 1) / (v * m) * stage_time;
-      for (int dp : {1, 2, 8}) {
+      const double bubble1 = one.replay.breakdown.pipeline_bubble_s;
+      const double stage_time = one.replay.step_time_s - bubble1;  // m micro-batches, comm on the path included
+      // Without data parallelism: the closed form, to within the pipeline sends' own latency.
+      EXPECT_NEAR(bubble1 / ((p - 1) / (v * m) * stage_time), 1.0, 0.03) << "vp=" << v;
+      for (int dp : {2, 8}) {
         const auto r = sim::simulate(load(kStages, with_dp(dp, sets)));
-        const double ratio = r.replay.breakdown.pipeline_bubble_s / formula;
+        const double ratio = r.replay.breakdown.pipeline_bubble_s / bubble1;
         // Reduced after the backward (overlap off), a stage that finishes early starts its reduction while
         // the cool-down still runs: that time counts as communication, not bubble (at most a few %).
-        const double low = (dp > 1 && std::string(overlap) == "false") ? 0.95 : 0.98;
+        const double low = std::string(overlap) == "false" ? 0.95 : 0.98;
         EXPECT_GE(ratio, low) << "vp=" << v << " dp=" << dp << " overlap_grad_reduce=" << overlap;
-        EXPECT_LE(ratio, 1.02) << "vp=" << v << " dp=" << dp << " overlap_grad_reduce=" << overlap;
+        // Above: the sends share the NIC and SMs with the reductions (max-min fair), a few % with
+        // interleaving, whose sends overlap the last micro-batches' reductions. (Queuing behind them, as
+        // before the fix, doubled the bubble.)
+        EXPECT_LE(ratio, 1.05) << "vp=" << v << " dp=" << dp << " overlap_grad_reduce=" << overlap;
       }
     }
 }
@@ -326,4 +334,33 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, optimizer_sharding:
       if (g.tensors[t].rank == 0) resident += g.tensors[t].bytes;
     EXPECT_NEAR(resident / megatron, 1.0, 0.05) << m.name;
   }
+}
+
+// The public at-scale suite (docs/validation.md): which rows are within 10% today, pinned, so that a
+// change that moves any of them is noticed, and the mean error may not grow. The misses are known and
+// their candidate mechanisms named in docs/validation.md.
+TEST(ScaleMechanisms, AtScaleSuitePinned) {
+  const auto r = racksim::testing::run_cli(
+      {"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale.yaml", "--json"});
+  ASSERT_EQ(r.code, 4) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 33u);
+  std::set<std::string> passing;
+  double sum = 0;
+  for (const auto& row : rows) {
+    sum += std::fabs(row["error"].get<double>());
+    if (row["pass"].get<bool>()) passing.insert(row["case"].get<std::string>());
+  }
+  const std::set<std::string> expected = {
+      "Megatron GPT 16B, 192 H100 (TP4 PP1 DP48)",
+      "Megatron GPT 70B, 768 H100 (TP8 PP2 DP48)",
+      "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
+      "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
+      "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
+      "Llama 3 405B 131K, 16384 H100 (TP8 CP16 PP16 DP8)",
+      "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
+      "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
+      "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
+  EXPECT_EQ(passing, expected);
+  EXPECT_LT(sum / rows.size(), 0.31);  // 29.8% today
 }
