@@ -364,3 +364,48 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   EXPECT_EQ(passing, expected);
   EXPECT_LT(sum / rows.size(), 0.31);  // 29.8% today
 }
+
+// One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
+// performance baselines (shared reference at_scale_measurements.md §1b: Megatron-LM@d98e8a64
+// tests/functional_tests/test_cases/common/moe_perf/baseline.json, mean of 20 iterations): the layer's
+// forward and backward, router to combine, with the alltoall and the DeepEP dispatcher. racksim's MoE
+// layer (grouped GEMMs on the calibrated shape curve, permutation, exchanges) is within 25% on each; the
+// at-scale MoE misses are therefore not the layer's own kernels or exchanges (docs/validation.md).
+TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
+  struct Row {
+    const char* name;
+    const char* model;
+    const char* dispatcher;
+    double fwd_ms, bwd_ms;
+  };
+  const char* deepseek = "{layers: 1, hidden: 7168, ffn_hidden: 18432, heads: 56, kv_heads: 56, vocab: 128, moe: "
+                         "{experts: 32, top_k: 8, expert_ffn_hidden: 2048, shared_experts: 1}}";
+  const char* mixtral = "{layers: 1, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128, moe: "
+                        "{experts: 8, top_k: 2, expert_ffn_hidden: 14336}}";
+  for (const Row& row : {Row{"deepseek a2a", deepseek, "alltoall", 7.12, 10.48},
+                         Row{"deepseek deepep", deepseek, "deepep", 5.68, 9.06},
+                         Row{"mixtral a2a", mixtral, "alltoall", 4.33, 7.68},
+                         Row{"mixtral deepep", mixtral, "deepep", 4.64, 7.85}}) {
+    const auto r = sim::simulate(load(std::string("system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: ") +
+                                      row.model +
+                                      "\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, "
+                                      "parallelism: {ep: 8}, moe: {dispatcher: " + row.dispatcher + "}}\n"));
+    double window[2][2] = {{1e300, 0}, {1e300, 0}};  // [forward, backward][start, end]
+    for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+      const auto& o = r.graph.ops[i];
+      const bool moe = o.name.rfind("mb0.L0.", 0) == 0 &&
+                       (o.name.find("router") != std::string::npos || o.name.find("dispatch") != std::string::npos ||
+                        o.name.find("experts") != std::string::npos || o.name.find("combine") != std::string::npos ||
+                        o.name.find("shared") != std::string::npos || o.name.find("mlp_out") != std::string::npos);
+      if (!moe || (o.phase != Phase::forward && o.phase != Phase::backward)) continue;
+      auto& w = window[o.phase == Phase::backward];
+      w[0] = std::min(w[0], r.replay.ops[i].start_s);
+      w[1] = std::max(w[1], r.replay.ops[i].end_s);
+    }
+    const double fwd_ms = (window[0][1] - window[0][0]) * 1e3, bwd_ms = (window[1][1] - window[1][0]) * 1e3;
+    std::cout << row.name << ": forward " << fwd_ms << " ms (measured " << row.fwd_ms << "), backward " << bwd_ms
+              << " ms (measured " << row.bwd_ms << ")\n";
+    EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, 0.25) << row.name;
+    EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, 0.25) << row.name;
+  }
+}
