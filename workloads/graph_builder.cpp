@@ -810,8 +810,12 @@ class Builder {
       const double exps = bh * s_ * (s_ * cp_) * 0.5;
       const double io = T_ * (qd + kd + vd + od) * a + bh * s_ * 4;
       const double kv_bytes = T_ * (kd + vd) * a;
-      steps.push_back({"attn", T_ * od * a, [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes); },
-                       [=, this] { attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes); }});
+      const double qkv_bytes = T_ * (qd + kd + vd) * a, out_bytes = T_ * od * a;
+      steps.push_back({"attn", T_ * od * a,
+                       [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes, qkv_bytes, out_bytes); },
+                       [=, this] {
+                         attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes, qkv_bytes, out_bytes);
+                       }});
     }
     steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
@@ -826,31 +830,62 @@ class Builder {
                      }});
   }
 
-  void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes) {
+  // Flash attention of the local queries, with context parallelism as Megatron-Core runs it
+  // (--cp-comm-type; training.cp_comm):
+  //  p2p: a ring of cp steps, each sending this rank's K and V (and in backward their gradients) to the
+  //       next rank while the previous chunk computes;
+  //  all_gather: K and V of all cp ranks gathered before the kernel (again in backward, whose dK, dV
+  //       are reduce-scattered after it), as Llama 3 trained at 131K;
+  //  a2a: DeepSpeed-Ulysses: all-to-all of Q, K, V (heads scattered, sequence gathered) before, of the
+  //       output after; backward mirrors it. `qkv_bytes` and `out_bytes`: this rank's Q/K/V and output.
+  void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes, double qkv_bytes = 0,
+                         double out_bytes = 0) {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
-    for (int j = 0; j < cp_; ++j) {
-      if (j > 0) {
-        // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
-        const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
-                                  backward ? 2 * kv_bytes : kv_bytes, {last()});
-        pending_deps_.push_back(x);
-      }
+    auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
       Op op;
-      op.name = cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n;
+      op.name = name;
       op.phase = phase_;
       op.unit = ExecUnit::tensor;
       op.dtype = hw::Dtype::bf16;
-      op.flops = flops / cp_;
-      op.hbm_bytes = io / cp_ + (j > 0 ? kv_bytes : 0);
-      op.sfu_ops = exps / cp_;
-      op.attention = backward ? 2 : 1;  // causal; each chunk streams one rank's s_ keys
+      op.flops = flops * part;
+      op.hbm_bytes = io * part + extra_bytes;
+      op.sfu_ops = exps * part;
+      op.attention = backward ? 2 : 1;  // causal
       op.attention_causal = true;
-      op.attention_seq = s_;
-      emit(std::move(op));
+      op.attention_seq = keys;
+      return emit(std::move(op));
+    };
+    if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
+      for (int j = 0; j < cp_; ++j) {
+        if (j > 0) {
+          // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
+          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
+                                    backward ? 2 * kv_bytes : kv_bytes, {last()});
+          pending_deps_.push_back(x);
+        }
+        // Each chunk streams one rank's s_ keys (load-balanced causal split).
+        kernel(cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n, 1.0 / cp_, j > 0 ? kv_bytes : 0, s_);
+      }
+      return;
     }
+    if (t_.cp_comm == CpComm::all_gather) {
+      const double gathered = kv_bytes * cp_;
+      inline_collective("attn.cp_kv_all_gather", CollOp::all_gather, CommGroup::cp, gathered);
+      const TensorId kv = temp(backward ? "attn.cp_kv.bwd" : "attn.cp_kv", gathered);
+      g_.ops[last()].allocs.push_back(kv);
+      const OpId k = kernel(n, 1.0, gathered, s_ * cp_);
+      g_.ops[k].frees.push_back(kv);
+      if (backward) inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+      return;
+    }
+    // a2a (Ulysses): the full sequence for heads/cp heads.
+    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollOp::all_to_all, CommGroup::cp,
+                      backward ? out_bytes : qkv_bytes);
+    kernel(n, 1.0, 0, s_ * cp_);
+    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollOp::all_to_all, CommGroup::cp,
+                      backward ? qkv_bytes : out_bytes);
   }
 
-  // Dense MLP (or an MoE layer's shared experts) over `tokens` tokens of width `width`.
   void add_mlp_steps(std::vector<Step>& steps, double tokens, double width, bool tensor_parallel,
                      const std::string& tag) {
     const double a = pr_.activation_bytes;

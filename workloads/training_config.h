@@ -71,6 +71,10 @@ struct PipelineLayout {
   bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
 };
 
+// Megatron-Core's context-parallel attention (--cp-comm-type): ring of K/V sends, all-gather of K/V,
+// or all-to-all of Q/K/V and output (DeepSpeed-Ulysses).
+enum class CpComm { p2p, all_gather, a2a };
+
 struct TrainingConfig {
   int seq_len = 0;
   int global_batch = 0;   // sequences per optimizer step
@@ -101,6 +105,7 @@ struct TrainingConfig {
   // gradient buckets reduced as their layer's backward finishes instead of after the whole backward,
   // and ZeRO parameter all-gathers overlapped with the next step's forward instead of after the
   // optimizer (the forward of a layer waits only for its own bucket).
+  CpComm cp_comm = CpComm::p2p;     // Megatron's default
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
 

@@ -230,6 +230,8 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
+    set_if(r.choice<CpComm>("cp_comm", {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}, {"a2a", CpComm::a2a}}),
+           t.cp_comm);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     if ((moe_node = r.get("moe"))) {
@@ -325,6 +327,10 @@ Scenario parse_scenario(Node root) {
       t.micro_steps() % p.pp != 0)
     at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp ({})",
                                          t.micro_steps(), p.pp));
+  if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 && (m.heads % (static_cast<int64_t>(p.tp) * p.cp) != 0))
+    tn->child("cp_comm").error(fmt::format("cp_comm a2a splits the heads over tp·cp: tp·cp = {}·{} must divide the "
+                                           "model's heads ({})",
+                                           p.tp, p.cp, m.heads));
   if (p.cp > 1 && t.attention == AttentionImpl::materialized)
     at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
@@ -425,6 +431,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
       {"expert_imbalance", t.expert_imbalance},
+      {"cp_comm", t.cp_comm == CpComm::p2p ? "p2p" : t.cp_comm == CpComm::all_gather ? "all_gather" : "a2a"},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
       {"overlap_param_gather", t.overlap_param_gather}};
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
