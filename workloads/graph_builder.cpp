@@ -507,8 +507,8 @@ class Builder {
     const double shard = sharded_params();
     const auto mode = t_.optimizer_sharding;
     const double n_opt = mode != OptimizerSharding::none ? shard : n;
-    const double n_grad = (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp) ? shard : n;
-    const double n_weight = mode == OptimizerSharding::fsdp ? shard : n;
+    const double n_grad = (mode == OptimizerSharding::zero2 || fsdp_per_use()) ? shard : n;
+    const double n_weight = fsdp_per_use() ? shard : n;
     const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
       const TensorId id = g_.tensor(fmt::format("rank{}.{}", rank_, name), c, bytes, host, r);
@@ -1063,7 +1063,7 @@ class Builder {
     const double a = pr_.activation_bytes;
     prefix_ = fmt::format("mb{}.v{}.", mb_, v);
     TensorId x;
-    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
+    const bool fsdp = fsdp_per_use();
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
       x = temp("embedding.out", Tsp_ * h_ * a);
@@ -1125,7 +1125,7 @@ class Builder {
     st.input = layer_input;  // every policy keeps the layer input
     wait_for_params(l);
     std::vector<TensorId> fsdp_bufs;
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_bufs.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
     for (auto& step : layer_steps(l)) {
@@ -1221,7 +1221,7 @@ class Builder {
       pending_alloc_.push_back(jax_grads_);
       jax_grads_allocated_ = true;
     }
-    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
+    const bool fsdp = fsdp_per_use();
     if (v == vstages_ - 1) {
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
       vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
@@ -1293,7 +1293,7 @@ class Builder {
     have.insert(plan.offloaded.begin(), plan.offloaded.end());
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
     std::map<std::string, TensorId> by_step = st.kept;  // freed once their step's backward ran
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) to_free.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) to_free.push_back(fsdp_gather(l));
     for (auto& [t, op] : st.fetched) {
       pending_deps_.push_back(op);  // offloaded activations must be back first
       by_step[g_.tensors[t].name.substr(prefix_.size(), g_.tensors[t].name.rfind(".fetched") - prefix_.size())] = t;
@@ -1358,8 +1358,17 @@ class Builder {
   std::map<int, std::vector<OpId>> param_ready_;
   bool overlapped_param_gather() const {
     const auto mode = t_.optimizer_sharding;
-    return !jax_ && t_.overlap_param_gather && (mode == OptimizerSharding::zero1 || mode == OptimizerSharding::zero2);
+    return fsdp_per_step() ||
+           (!jax_ && t_.overlap_param_gather && (mode == OptimizerSharding::zero1 || mode == OptimizerSharding::zero2));
   }
+  // PyTorch FSDP gathers a layer's weights before each use and frees them after (forward and backward of
+  // every micro-batch). Under a pipeline schedule, torch.distributed.pipelining keeps them gathered for
+  // the whole step and reduces the gradients once, in the last backward (set_reshard_after_backward(False)
+  // and set_requires_gradient_sync(False) for the others; torchtitan also sets reshard_after_forward off
+  // with PP): the traffic of ZeRO-1 with the gathers at the start of the step, the state of ZeRO-1 while
+  // the step runs. (JAX's fsdp is XLA's partitioner, not this.)
+  bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
+  bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params) {
     prefix_ = fmt::format("rank{}.", rank_);
     phase_ = Phase::forward;
@@ -1394,7 +1403,7 @@ class Builder {
   // expert-data-parallel group dp·cp/ep.
   bool last_micro_for_sync() const {
     const auto mode = t_.optimizer_sharding;
-    return mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp || mb_ == micro_steps_ - 1;
+    return mode == OptimizerSharding::zero2 || fsdp_per_use() || mb_ == micro_steps_ - 1;
   }
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
   void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {

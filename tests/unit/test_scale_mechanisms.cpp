@@ -357,11 +357,12 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
       "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
+      "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  EXPECT_LT(sum / rows.size(), 0.31);  // 29.9% today
+  EXPECT_LT(sum / rows.size(), 0.30);  // 28.6% today
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
