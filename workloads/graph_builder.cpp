@@ -230,6 +230,17 @@ class Builder {
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
+    if (m_.moe) {
+      const char* dispatcher = t_.moe.dispatcher == MoeDispatcher::hierarchical ? "hierarchical (DeepEP/HybridEP)"
+                                                                                 : "NCCL all-to-all";
+      g_.notes.push_back(fmt::format(
+          "MoE routing: {} (training.expert_imbalance {:g}: tokens at the busiest expert rank / the mean); "
+          "dispatch {}{}{}",
+          t_.expert_imbalance == 1.0 ? "balanced" : "imbalanced", t_.expert_imbalance, dispatcher,
+          t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
+                                         : std::string(),
+          t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
+    }
     return std::move(g_);
   }
 
