@@ -19,6 +19,7 @@ std::string to_string(StreamKind s) {
     case StreamKind::d2h: return "D2H";
     case StreamKind::comm_dp: return "parameter gathers";
     case StreamKind::comm_grad: return "gradient reductions";
+    case StreamKind::comm_ep: return "expert exchanges";
   }
   return "?";
 }
@@ -231,7 +232,7 @@ class Builder {
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     if (m_.moe) {
-      const char* dispatcher = t_.moe.dispatcher == MoeDispatcher::hierarchical ? "hierarchical (DeepEP/HybridEP)"
+      const char* dispatcher = t_.moe.hierarchical() ? "hierarchical (DeepEP/HybridEP)"
                                                                                  : "NCCL all-to-all";
       g_.notes.push_back(fmt::format(
           "MoE routing: {} (training.expert_imbalance {:g}: tokens at the busiest expert rank / the mean); "
@@ -240,6 +241,12 @@ class Builder {
           t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
                                          : std::string(),
           t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
+      // Megatron-Core allows its EP overlap only with an interleaved schedule under a pipeline and without
+      // full recompute; racksim overlaps the 1F1B pairs anyway (as DualPipe would), and says so.
+      if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
+        g_.notes.push_back(
+            "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
+            "recompute): the exchanges are overlapped as a DualPipe-like schedule would");
     }
     return std::move(g_);
   }
@@ -886,7 +893,13 @@ class Builder {
       g_.ops[last()].allocs.push_back(kv);
       const OpId k = kernel(n, 1.0, gathered, s_ * cp_);
       g_.ops[k].frees.push_back(kv);
-      if (backward) inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+      if (backward) {
+        // dK, dV of all cp ranks' keys, written by the kernel, until they are reduce-scattered.
+        const TensorId dkv = temp("attn.cp_dkv", gathered);
+        g_.ops[k].allocs.push_back(dkv);
+        inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+        g_.ops[last()].frees.push_back(dkv);
+      }
       return;
     }
     // a2a (Ulysses): the full sequence for heads/cp heads.
@@ -960,9 +973,10 @@ class Builder {
     if (ep_ == 1) return;
     const OpId id = collective(name, CollOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
     Op& op = g_.ops[id];
+    op.stream = StreamKind::comm_ep;
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
-    op.expert_hierarchical = t_.moe.dispatcher == MoeDispatcher::hierarchical;
+    op.expert_hierarchical = t_.moe.hierarchical();
     if (ep_overlap_) unjoined_ep_.push_back(id);
     else pending_deps_.push_back(id);
   }
@@ -971,7 +985,10 @@ class Builder {
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
   void etp_collective(const std::string& name, CollOp c, double bytes) {
     if (etp_ == 1) return;
-    inline_collective(name, c, CommGroup::etp, bytes);
+    const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
+    g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for
+    if (ep_overlap_) unjoined_ep_.push_back(id);
+    else pending_deps_.push_back(id);
   }
 
   void add_moe_steps(std::vector<Step>& steps) {
@@ -986,9 +1003,11 @@ class Builder {
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
-    // in fp8 anyway) with one fp32 scale per 128 elements, as DeepSeek-V3 and DeepEP do; the combine and
-    // both backward exchanges stay bf16 (shared reference at_scale_measurements.md §4, §7c).
-    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + 4.0 / 128.0) : h_ * a;
+    // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
+    // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
+    // already in its bytes per element. The combine and both backward exchanges stay bf16.
+    const double scale_bytes = t_.precision == hw::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == hw::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
+    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
                        gemm("router", Tsp_, E, h_);
@@ -1033,7 +1052,9 @@ class Builder {
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
                        if (shared) {
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
+                         // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
+                         // tp-split MLP on all tokens); their own TP collectives are not modelled.
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
                          gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
@@ -1043,7 +1064,7 @@ class Builder {
                      [=, this] {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared) {
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
                          gemm_dgrad("shared.down", Tsp_, h_, w);
                          gemm_wgrad("shared.down", Tsp_, h_, w);
                          vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
@@ -1459,7 +1480,7 @@ class Builder {
     prefix_ = fmt::format("rank{}.", rank_);
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
     const double shard = sharded ? sharded_params() : local_params();
-    pending_deps_ = grad_ops_;
+    pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
     if (t_.offload_optimizer) {
       g_.notes.push_back(

@@ -21,6 +21,9 @@ using namespace racksim::workloads;
 
 namespace {
 
+// Communication streams whose collectives are paced beside compute: comm, comm_dp, comm_grad, comm_ep.
+constexpr std::size_t kPaceLanes = 4;
+
 hw::CollectiveOp to_hw(CollOp c) {
   switch (c) {
     case CollOp::all_reduce: return hw::CollectiveOp::all_reduce;
@@ -132,9 +135,9 @@ class Replayer {
     std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
     // Per communication stream: a resource whose capacity is the running collective's pace, lower
     // while compute kernels are resident (see pace_factor).
-    std::array<FlowNetwork::ResourceId, 3> pace{};
-    std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
-    std::array<double, 3> pace_cap_beside{};  // its rate while compute kernels are resident
+    std::array<FlowNetwork::ResourceId, kPaceLanes> pace{};
+    std::array<double, kPaceLanes> pace_cap{};         // the running collective's standalone rate (0: none)
+    std::array<double, kPaceLanes> pace_cap_beside{};  // its rate while compute kernels are resident
     bool paced_down = false;           // the lanes run at the slowed pace (compute was resident)
   };
   // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
@@ -410,7 +413,13 @@ class Replayer {
   }
 
   static int pace_lane(StreamKind s) {
-    return s == StreamKind::comm ? 0 : s == StreamKind::comm_dp ? 1 : s == StreamKind::comm_grad ? 2 : -1;
+    switch (s) {
+      case StreamKind::comm: return 0;
+      case StreamKind::comm_dp: return 1;
+      case StreamKind::comm_grad: return 2;
+      case StreamKind::comm_ep: return 3;
+      default: return -1;
+    }
   }
   // A collective runs at 1/k of its standalone rate while compute kernels are resident on its GPU
   // (k = gpu.collective_slowdown_beside_compute, measured beside GEMMs and beside HBM-bound copies
@@ -419,11 +428,11 @@ class Replayer {
     return down ? 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute) : 1.0;
   }
   // What slows beside compute is the collective's kernel (its SMs' access to the memory system), measured
-  // on NVLink-bound collectives: their rate falls to 1/k. A collective bounded by the NICs moves its data
-  // far below what its kernel can process (an H100 NIC carries 50 GB/s, its NVLink 450): it slows only
-  // where the slowed kernel, at 1/k of the GPU's NVLink rate, falls below the NIC-bound rate.
+  // on NVLink-only collectives: their rate falls to 1/k. A collective that also crosses the NICs is held
+  // to what the slowed kernel can process, 1/k of the GPU's NVLink rate, and no lower: one bounded by its
+  // NICs (an H100 NIC carries 50 GB/s, its NVLink 450) does not slow at all.
   double rate_beside_compute(const hw::CollectiveCost& c, double cap) const {
-    if (c.bound_by != "nic") return cap * pace_factor(true);
+    if (c.bytes_per_rank_nic <= 0) return cap * pace_factor(true);  // the measured case
     return std::min(cap, sys_.scale_up.bandwidth_per_direction_Bps * pace_factor(true));
   }
   // Applies the pace that the resident kernels call for, if it changed.
@@ -469,8 +478,7 @@ class Replayer {
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
           add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
         prev_compute_end = r.end_s;
-      } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp ||
-                 op.stream == StreamKind::comm_grad) {
+      } else if (pace_lane(op.stream) >= 0) {  // a communication stream
         add(r.start_s, r.end_s, kComm);
       } else {
         add(r.start_s, r.end_s, kCopy);

@@ -237,8 +237,8 @@ Scenario parse_scenario(Node root) {
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
       set_if(mr.choice<MoeDispatcher>("dispatcher", {{"alltoall", MoeDispatcher::all_to_all},
-                                                     {"deepep", MoeDispatcher::hierarchical},
-                                                     {"hybridep", MoeDispatcher::hierarchical}}),
+                                                     {"deepep", MoeDispatcher::deepep},
+                                                     {"hybridep", MoeDispatcher::hybridep}}),
              t.moe.dispatcher);
       set_if(mr.integer("max_nodes_per_token", false, 0, 1'000'000), t.moe.max_nodes_per_token);
       set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
@@ -303,6 +303,17 @@ Scenario parse_scenario(Node root) {
                              m.moe->expert_ffn_hidden));
   }
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
+  if (moe_node && m.moe) {
+    if (t.moe.a2a_overlap && p.ep < 2)
+      moe_node->child("a2a_overlap").error("a2a_overlap overlaps the expert-parallel exchanges: it needs ep > 1");
+    // DeepEP/HybridEP (Megatron's flex dispatcher) exchange over one tp x ep group with no separate etp
+    // collectives; racksim models them over the EP group with etp 1 only.
+    if (t.moe.hierarchical() && p.expert_tp() > 1)
+      moe_node->child("dispatcher").error(fmt::format(
+          "the deepep/hybridep dispatcher is modelled with expert tensor parallelism 1 only; set "
+          "training.parallelism.etp: 1 (etp is {})",
+          p.expert_tp()));
+  }
   if (t.pipeline.uneven()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
     const int first = t.pipeline.first_stage_layers, last = t.pipeline.last_stage_layers;
@@ -327,10 +338,11 @@ Scenario parse_scenario(Node root) {
       t.micro_steps() % p.pp != 0)
     at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp ({})",
                                          t.micro_steps(), p.pp));
-  if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 && (m.heads % (static_cast<int64_t>(p.tp) * p.cp) != 0))
-    tn->child("cp_comm").error(fmt::format("cp_comm a2a splits the heads over tp·cp: tp·cp = {}·{} must divide the "
-                                           "model's heads ({})",
-                                           p.tp, p.cp, m.heads));
+  if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 &&
+      (m.heads % (static_cast<int64_t>(p.tp) * p.cp) != 0 || m.kv_heads < p.tp || (m.kv_heads / p.tp) % p.cp != 0))
+    tn->child("cp_comm").error(fmt::format("cp_comm a2a splits the query and the key/value heads of each tp rank over cp: "
+                                           "tp·cp = {}·{} must divide the model's heads ({}) and its kv_heads ({})",
+                                           p.tp, p.cp, m.heads, m.kv_heads));
   if (p.cp > 1 && t.attention == AttentionImpl::materialized)
     at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
@@ -438,7 +450,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (m.moe)
-    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall" : "hybridep"},
+    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall"
+                                      : t.moe.dispatcher == MoeDispatcher::deepep   ? "deepep"
+                                                                                    : "hybridep"},
                        {"max_nodes_per_token", t.moe.max_nodes_per_token},
                        {"a2a_overlap", t.moe.a2a_overlap}};
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
