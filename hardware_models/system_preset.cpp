@@ -236,14 +236,16 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   auto root = input::load_yaml_file(path, ctx);
   if (!root) return false;
   YAML::Node tree = YAML::Clone(root->yaml());
+  // The override nodes, read while the scenario's grafts are in place (an override set with
+  // --set names the --set).
+  std::vector<std::pair<std::string, Node>> items;
+  if (overrides_node) flatten_overrides(*overrides_node, "", items);
   // Grafts are per document: park the scenario's own (--set) grafts while the preset is read.
   auto scenario_grafts = std::move(ctx->grafts);
   ctx->grafts.clear();
   if (overrides_node) {
     std::vector<std::string> leaves;
     input::collect_leaf_paths(tree, "", leaves, {"sources", "name"});
-    std::vector<std::pair<std::string, Node>> items;
-    flatten_overrides(*overrides_node, "", items);
     for (auto& [key, node] : items) {
       std::string target;
       if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {

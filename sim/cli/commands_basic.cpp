@@ -111,7 +111,11 @@ int cmd_collective(const std::string& system, int gpus, const std::string& op_s,
   } catch (const sim::UnitError& e) {
     diag.error({"--bytes", 0, 0}, "", e.what());
   }
-  if (gpus < 1) diag.error({"--gpus", 0, 0}, "", "must be at least 1");
+  if (gpus < 1 || gpus > hw::kMaxGpus)
+    diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
+               fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, \"Input "
+                           "limits\")",
+                           hw::kMaxGpus));
   diag.throw_if_any();
   hw::CollectiveOptions opt;
   opt.algorithm = *algo;
@@ -235,7 +239,7 @@ Registered register_collective(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("collective", "time one collective on a system");
   sub->add_option("--system", s->system, "system preset")->required();
-  sub->add_option("--gpus", s->gpus, "communicator size")->required();
+  sub->add_option("--gpus", s->gpus, "communicator size, 1 to 1,048,576")->required();
   sub->add_option("--op", s->op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv");
   sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->required();
   sub->add_option("--algo", s->algo, "auto | ring | tree | nvls");

@@ -101,7 +101,25 @@ json summary_json(const workloads::hlo::ImportSummary& s, const std::string& pat
           {"model_flops_source", s.model_flops_source}};
 }
 
+// The system and the GPU count of a replay come from --system and --gpus (or the module): a
+// --set of the same keys would contradict them, so it is an error rather than one silently winning.
+void check_replay_sets(const std::vector<std::string>& sets) {
+  input::Diagnostics diag;
+  for (const auto& o : sim::parse_set_overrides(sets)) {
+    const std::string label = fmt::format("--set {}={}", o.key_path, o.value);
+    if (o.key_path == "system" || o.key_path == "system.preset")
+      diag.error({label, 0, 0}, o.key_path,
+                 "replay takes the system from --system (e.g. --system gb200-nvl72); set it there, not with --set");
+    else if (o.key_path == "system.gpus")
+      diag.error({label, 0, 0}, o.key_path,
+                 "replay takes the GPU count from --gpus (default: the devices the module was compiled for); set it "
+                 "there, not with --set");
+  }
+  diag.throw_if_any();
+}
+
 Replayed replay_hlo(const std::string& path, const std::string& system, int gpus, const std::vector<std::string>& sets) {
+  check_replay_sets(sets);
   const workloads::hlo::Module module = workloads::hlo::load_hlo_file(path);
   const int module_devices = module.replica_count * module.num_partitions;
   if (gpus <= 0) gpus = module_devices;
@@ -192,9 +210,12 @@ Registered register_replay(CLI::App& app) {
   };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("replay", "replay a compiled XLA HLO module (text, optionally .gz) on a system");
+  sub->footer("Limits: HLO text of at most 4 GiB (also after gzip decompression), at most 1,048,576 GPUs, at most\n"
+              "4,000,000 operations in the unrolled step (docs/decisions.md, \"Input limits\").");
   sub->add_option("module", s->file, "HLO module text file (MODULE.hlo or MODULE.hlo.gz)")->required();
   sub->add_option("--system", s->system, "system preset")->required();
-  sub->add_option("--gpus", s->gpus, "GPUs of the job (default: the devices the module was compiled for)");
+  auto* gpus_opt =
+      sub->add_option("--gpus", s->gpus, "GPUs of the job, 1 to 1,048,576 (default: the devices the module was compiled for)");
   sub->add_option("--set", s->sets, "override a scenario key: KEY.PATH=VALUE (repeatable), e.g. system.calibration=h200");
   sub->add_flag("--json", s->json, "print the JSON report");
   sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
@@ -203,7 +224,15 @@ Registered register_replay(CLI::App& app) {
                                 const std::vector<std::string>& sets) {
     return replay_hlo_report(hlo, system, gpus, sets);
   });
-  return {sub, [s](std::ostream& out, std::ostream&) {
+  return {sub, [s, gpus_opt](std::ostream& out, std::ostream&) {
+            if (gpus_opt->count() > 0 && (s->gpus < 1 || s->gpus > hw::kMaxGpus)) {
+              input::Diagnostics diag;
+              diag.error({fmt::format("--gpus {}", s->gpus), 0, 0}, "",
+                         fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, "
+                                     "\"Input limits\")",
+                                     hw::kMaxGpus));
+              diag.throw_if_any();
+            }
             return cmd_replay(s->file, s->system, s->gpus, s->sets, s->json, s->trace, out);
           }};
 }
