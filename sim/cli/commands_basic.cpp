@@ -12,6 +12,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
@@ -38,11 +39,6 @@ void print_report_figures(std::ostream& out, const json& r) {
 namespace {
 
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) throw input::InputError({{{path, 0, 0}, "", "cannot write file"}});
-  f << j.dump() << '\n';
-}
 
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
@@ -54,12 +50,9 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
             std::ostream& out) {
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
   auto res = sim::simulate(sc);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_run_report(res);
-  }
+  if (!trace.empty())
+    input::write_file_checked(trace, sim::make_trace(res.scenario, res.graph, res.replay).dump() + "\n", "--trace");
+  if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
     out << res.report.dump() << '\n';
   else
@@ -75,11 +68,7 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_compare_report(a, b);
-  }
+  if (!html.empty()) input::write_file_checked(html, sim::html_compare_report(a, b), "--report");
   if (c.json_out) {
     out << json{{"base", a.report}, {"variant", b.report}, {"speedup", speedup}}.dump() << '\n';
   } else {

@@ -13,6 +13,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/replay_hook.h"
@@ -153,16 +154,6 @@ Replayed replay_hlo(const std::string& path, const std::string& system, int gpus
   return r;
 }
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) {
-    input::Diagnostic d;
-    d.where.file = path;
-    d.message = "cannot write file";
-    throw input::InputError(std::vector<input::Diagnostic>{d});
-  }
-  f << j.dump() << '\n';
-}
 
 void print_summary(std::ostream& out, const json& r) {
   const json& h = r["hlo"];
@@ -186,7 +177,8 @@ void print_summary(std::ostream& out, const json& r) {
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
   Replayed r = replay_hlo(file, system, gpus, sets);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
+  if (!trace.empty())
+    input::write_file_checked(trace, sim::make_trace(r.scenario, r.graph, r.replay).dump() + "\n", "--trace");
   if (json_out)
     out << r.report.dump() << '\n';
   else

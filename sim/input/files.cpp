@@ -81,23 +81,43 @@ std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, 
   return out;
 }
 
-void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
-  auto fail = [&](int e) { file_error(path, fmt::format("cannot write ({}): {}", option, std::strerror(e))); };
-  Fd f;
-  f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (f.fd < 0) fail(errno);
+OutputFile::OutputFile(std::string path, std::string option) : path_(std::move(path)), option_(std::move(option)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail(errno);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::fail(int err) const {
+  file_error(path_, fmt::format("cannot write ({}): {}", option_, std::strerror(err)));
+}
+
+void OutputFile::write(std::string_view data) {
+  if (fd_ < 0) fail(EBADF);
   std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(f.fd, content.data() + done, content.size() - done);
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(errno);
     }
     done += static_cast<std::size_t>(n);
   }
-  const int fd = f.fd;
-  f.fd = -1;
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) fail(errno);
+}
+
+void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
+  OutputFile f(path, option);
+  f.write(content);
+  f.close();
 }
 
 void check_stream(std::ostream& out, const std::string& label, const std::string& option) {

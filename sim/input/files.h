@@ -38,6 +38,25 @@ enum class Binary { allowed, stop, stop_unless_gzip };
 std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, const std::string& what,
                               Binary binary);
 
+// A file written piece by piece with every write checked (a sweep streams its rows): the
+// constructor creates or truncates it, write() and close() throw InputError naming the path and
+// the option on any failure (a full disk, /dev/full, a path in a missing folder).
+class OutputFile {
+ public:
+  OutputFile(std::string path, std::string option);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  void write(std::string_view data);
+  void close();
+  const std::string& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail(int err) const;
+  std::string path_, option_;
+  int fd_ = -1;
+};
+
 // Writes `content` to `path` and checks that every byte reached the file (open, write, flush
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
 // `option` names the command-line option that chose the path (--trace, --out, ...).
