@@ -140,7 +140,7 @@ Replayed replay_hlo(const std::string& path, const std::string& system, int gpus
   if (module_devices > 1 && r.scenario.system.gpus != module_devices)
     r.graph.notes.push_back(fmt::format("the module was compiled for {} devices but is replayed on {} GPUs",
                                         module_devices, r.scenario.system.gpus));
-  r.replay = sim::replay(r.graph, r.scenario);
+  r.replay = sim::replay_checked(r.graph, r.scenario, path);
   r.report = sim::make_report(r.scenario, r.graph, r.replay);
   // The workload is the module, not the stand-in model of the scenario.
   json& sc = r.report["scenario"];
@@ -203,7 +203,7 @@ Registered register_replay(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("replay", "replay a compiled XLA HLO module (text, optionally .gz) on a system");
   sub->footer("Limits: HLO text of at most 4 GiB (also after gzip decompression), at most 1,048,576 GPUs, at most\n"
-              "4,000,000 operations in the unrolled step (docs/decisions.md, \"Input limits\").");
+              "2,000,000 operations in the unrolled step (docs/decisions.md, \"Input limits\").");
   sub->add_option("module", s->file, "HLO module text file (MODULE.hlo or MODULE.hlo.gz)")->required();
   sub->add_option("--system", s->system, "system preset")->required();
   auto* gpus_opt =

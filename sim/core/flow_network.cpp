@@ -281,11 +281,13 @@ void FlowNetwork::update_completion(Slot slot) {
   } else if (f.rate > 0) {
     const double delay_ps = f.remaining / f.rate * 1e12;
     const double headroom_ps = static_cast<double>(SimTime::max().ps - now.ps);
-    if (delay_ps + 2 < headroom_ps) {
-      double whole_ps = std::floor(delay_ps);
-      if (delay_ps - whole_ps > delay_ps * kTickNoise) whole_ps += 1;  // round up to the next ps
-      when = now + SimTime::from_ps(static_cast<int64_t>(whole_ps));
-    }
+    if (!(delay_ps + 2 < headroom_ps))  // also NaN
+      throw TimeOverflow(fmt::format("a flow of {:.6g} units at {:.6g} per second would end after the largest "
+                                     "simulated time (2^63 ps, about 106 days)",
+                                     f.remaining, f.rate));
+    double whole_ps = std::floor(delay_ps);
+    if (delay_ps - whole_ps > delay_ps * kTickNoise) whole_ps += 1;  // round up to the next ps
+    when = now + SimTime::from_ps(static_cast<int64_t>(whole_ps));
   }
   f.completion = when;
   if (when == SimTime::max()) return;

@@ -11,6 +11,7 @@
 #include "sim/core/text.h"
 #include "sim/core/units.h"
 #include "sim/input/yaml_reader.h"
+#include "sim/scenario/limits.h"
 
 namespace racksim::sim {
 
@@ -285,6 +286,7 @@ Scenario parse_scenario(Node root) {
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, hw::to_string(t.precision)));
+  if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
 
