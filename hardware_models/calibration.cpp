@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "hardware_models/system_preset.h"
+#include "sim/input/files.h"
 #include "sim/core/text.h"
 #include "sim/core/units.h"
 
@@ -467,7 +468,8 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     report("expected the name of a calibration (hardware_models/calibrated/NAME.yaml) or a path");
     return nullptr;
   }
-  if (!fs::is_regular_file(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is simply not a calibration
+  if (!fs::is_regular_file(path, ec)) {
     if (is_path) {
       report(fmt::format("calibration file '{}' does not exist", path));
     } else {
@@ -971,7 +973,8 @@ CalibrationSource script_source(const json& j, const std::string& shown, Inputs&
 // The HLO file a row names, which must lie beside the measurement file.
 std::string hlo_beside(const std::string& path, const std::string& shown, const json& row, const std::string& hlo) {
   const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-  if (!fs::exists(hlo_path))
+  std::error_code ec;
+  if (!fs::exists(hlo_path, ec))
     fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", row.value("name", ""), hlo));
   return hlo_path;
 }
@@ -1075,13 +1078,22 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
   in.sources.push_back(cs);
 }
 
+// nlohmann's message without its "[json.exception.type_error.302] " tag.
+std::string json_message(const json::exception& e) {
+  std::string s = e.what();
+  if (const auto close = s.find("] "); s.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+    s = s.substr(close + 2);
+  return s;
+}
+
 void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
-  std::ifstream f(path);
+  const std::string text =
+      input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a measurement file", input::Binary::stop);
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("not valid JSON: {}", e.what()));
+    fail(shown, fmt::format("not valid JSON: {}", json_message(e)));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
@@ -1232,7 +1244,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       if (any) cs.used.push_back("nccl");
     }
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("unexpected JSON structure: {}", e.what()));
+    fail(shown, fmt::format("unexpected JSON structure: {}", json_message(e)));
   }
   in.sources.push_back(cs);
 }
@@ -1464,10 +1476,12 @@ Calibration fit_calibration(const FitOptions& opt) {
   std::vector<std::pair<std::string, std::string>> files;  // shown, real
   std::vector<std::string> dirs_shown;
   for (const auto& d : opt.from_dirs) {
-    if (!fs::is_directory(d)) fail(d, "not a directory (--from)");
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) fail(d, "not a directory (--from)");
     dirs_shown.push_back(display_path(d));
-    for (const auto& e : fs::directory_iterator(d))
-      if (e.is_regular_file()) files.push_back({display_path(e.path().string()), e.path().string()});
+    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) files.push_back({display_path(it->path().string()), it->path().string()});
+    if (ec) fail(d, fmt::format("cannot list this directory (--from): {}", ec.message()));
   }
   std::sort(files.begin(), files.end());
   std::sort(dirs_shown.begin(), dirs_shown.end());
@@ -1479,10 +1493,9 @@ Calibration fit_calibration(const FitOptions& opt) {
     if (ext == ".json") {
       read_bench_json(real, shown, in, opt);
     } else if (ext == ".log" || ext == ".txt") {
-      std::ifstream f(real, std::ios::binary);
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      auto log = parse_nccl_tests_log(ss.str(), shown);
+      auto log = parse_nccl_tests_log(input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes,
+                                                               "a measurement file", input::Binary::stop),
+                                      shown);
       if (!log) continue;  // racksim-bench's own log, environment captures, ...
       if (log->op.empty())
         fail(shown, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "

@@ -252,7 +252,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   } else {
     path = preset_path(name);
   }
-  if (!fs::exists(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown preset
+  if (!fs::exists(path, ec)) {
     const auto names = list_system_presets();
     std::string msg = is_path ? fmt::format("system preset file '{}' does not exist", path)
                               : fmt::format("unknown system preset '{}'", name);

@@ -58,6 +58,10 @@ static int run_parsed(const std::vector<std::string>& args, std::ostream& out, s
   app.set_version_flag("--version", "racksim " + sim::version());
   app.require_subcommand(1);
   app.fallthrough(false);
+  app.footer("Limits: 1,048,576 GPUs; YAML files of 16 MiB (1,000,000 values with aliases expanded, one document);\n"
+             "HLO of 4 GiB (also decompressed); 65,536 layers x micro-steps per simulation; sweeps of 1,000,000\n"
+             "points per run. Exit codes: 0 ok, 1 invalid input or failed write, 2 internal error, 4 validate\n"
+             "outside tolerance. docs/decisions.md (\"Input limits\") has them all.");
   std::vector<Registered> commands;
   for (auto reg : kCommands) commands.push_back(reg(app));
 

@@ -3,7 +3,11 @@
 // files, duplications). Same seed, same mutations.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -59,6 +63,38 @@ inline std::string mutate(std::string s, const std::vector<std::string>& corpus,
     }
   }
   return s;
+}
+
+// The bounds every fuzz run holds each input to (issue #16): no case may take more than
+// kMaxCaseSeconds, and the process may not hold more than kMaxFuzzBytes of data (heap and
+// anonymous mappings) while the fuzzer runs. An allocation beyond fails with std::bad_alloc,
+// which the fuzz loops report as a failure (with the input), instead of swapping the machine.
+inline constexpr double kMaxCaseSeconds = 10.0;
+inline constexpr std::uint64_t kMaxFuzzBytes = std::uint64_t{2} << 30;
+
+class MemoryLimit {
+ public:
+  explicit MemoryLimit(std::uint64_t bytes = kMaxFuzzBytes) {
+    ok_ = getrlimit(RLIMIT_DATA, &saved_) == 0;
+    if (!ok_) return;
+    rlimit lim = saved_;
+    lim.rlim_cur = std::min<rlim_t>(saved_.rlim_max, static_cast<rlim_t>(bytes));
+    ok_ = setrlimit(RLIMIT_DATA, &lim) == 0;
+  }
+  ~MemoryLimit() {
+    if (ok_) setrlimit(RLIMIT_DATA, &saved_);
+  }
+  MemoryLimit(const MemoryLimit&) = delete;
+  MemoryLimit& operator=(const MemoryLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+// Seconds since `t0`, for the per-case time bound.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace racksim::testing
