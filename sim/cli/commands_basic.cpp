@@ -97,6 +97,12 @@ int cmd_collective(const std::string& system, int gpus, const std::string& op_s,
   double bytes = 0;
   try {
     bytes = sim::parse_quantity(bytes_s, sim::QuantityKind::bytes);
+    // A message per GPU of more than a petabyte is no collective a job runs (docs/decisions.md).
+    constexpr double kMaxCollectiveBytes = 1e15;
+    if (bytes > kMaxCollectiveBytes)
+      diag.error({"--bytes", 0, 0}, "",
+                 fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")",
+                             bytes_s));
   } catch (const sim::UnitError& e) {
     diag.error({"--bytes", 0, 0}, "", e.what());
   }
@@ -230,7 +236,7 @@ Registered register_collective(CLI::App& app) {
   sub->add_option("--system", s->system, "system preset")->required();
   sub->add_option("--gpus", s->gpus, "communicator size, 1 to 1,048,576")->required();
   sub->add_option("--op", s->op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv");
-  sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->required();
+  sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB (at most 1 PB)")->required();
   sub->add_option("--algo", s->algo, "auto | ring | tree | nvls");
   sub->add_flag("--json", s->json, "print JSON");
   return {sub, [s](std::ostream& out, std::ostream&) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <cmath>
@@ -297,26 +298,41 @@ bool quote_closed(const std::string& text, std::size_t pos) {
   return false;
 }
 
-// The line (1-based) of the '---' that starts a file's second YAML document, or 0.
-int second_document_line(const std::string& text) {
-  bool content = false;
-  int markers = 0, line = 1;
-  for (std::size_t i = 0; i < text.size(); ++line) {
-    std::size_t e = text.find('\n', i);
-    if (e == std::string::npos) e = text.size();
-    const std::string_view l(text.data() + i, e - i);
-    if (l.substr(0, 3) == "---" && (l.size() == 3 || std::isspace(static_cast<unsigned char>(l[3])))) {
-      if (content || markers > 0) return line;
-      ++markers;
-      const auto rest = l.find_first_not_of(" \t\r", 3);
-      content = rest != std::string_view::npos && l[rest] != '#';  // "--- value"
-    } else {
-      const auto first = l.find_first_not_of(" \t\r");
-      if (first != std::string_view::npos && l[first] != '#' && l[first] != '%') content = true;
+// Where the text goes on after its first YAML document: nullopt when it does not; else the
+// mark of the second document and whether it is one ('---') or text yaml-cpp cannot place
+// (trailing junk, on which its parser reports the same empty document forever; YAML::LoadAll
+// would loop until memory runs out).
+struct Rest {
+  YAML::Mark mark;
+  bool junk = false;
+};
+std::optional<Rest> after_first_document(const std::string& text) {
+  struct Events : YAML::EventHandler {
+    YAML::Mark start;
+    bool started = false;
+    void OnDocumentStart(const YAML::Mark& m) override {
+      start = m;
+      started = true;
     }
-    i = e + 1;
-  }
-  return 0;
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  Events h;
+  if (!parser.HandleNextDocument(h)) return std::nullopt;  // empty
+  h.started = false;
+  if (!parser.HandleNextDocument(h)) return std::nullopt;  // one document
+  Rest r{h.start, false};
+  h.started = false;
+  r.junk = parser.HandleNextDocument(h) && h.start.pos == r.mark.pos;
+  return r;
 }
 
 }  // namespace
@@ -394,16 +410,19 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
     }
   }
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      int line = second_document_line(text);
-      if (line == 0 && docs[1].IsDefined() && docs[1].Mark().line >= 0) line = docs[1].Mark().line + 1;
-      ctx->diag->error({file_label, line, line > 0 ? 1 : 0}, "",
-                       "a second YAML document ('---') starts here: racksim reads one document per file; "
-                       "remove it or put it in a file of its own");
+    YAML::Node root = YAML::Load(text);
+    if (const auto rest = after_first_document(text)) {
+      const int line = rest->mark.line >= 0 ? rest->mark.line + 1 : 0;
+      const int col = rest->mark.column >= 0 ? rest->mark.column + 1 : 0;
+      if (rest->junk)
+        ctx->diag->error({file_label, line, col}, "",
+                         "malformed YAML: text after the end of the value (a stray ',' or ']'?)");
+      else
+        ctx->diag->error({file_label, line, col}, "",
+                         "a second YAML document ('---') starts here: racksim reads one document per file; "
+                         "remove it or put it in a file of its own");
       return std::nullopt;
     }
-    YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
     if (!root.IsDefined() || root.IsNull()) {
       ctx->diag->error({file_label, 0, 0}, "", "file is empty: expected a mapping of keys");
       return std::nullopt;

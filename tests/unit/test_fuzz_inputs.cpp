@@ -68,7 +68,7 @@ std::pair<int, int> fuzz(const std::string& dir, const std::vector<std::string>&
 TEST(FuzzInputs, SweepFilesNeverCrash) {
   const std::string label = kFuzz + "/sweep_corpus/fuzz.yaml";  // relative bases resolve as in the corpus
   int ran = 0;
-  const auto [ok, bad] = fuzz(kFuzz + "/sweep_corpus", kYamlTokens, 400, 1611, [&](const std::string& text, std::size_t, int i) {
+  const auto [ok, bad] = fuzz(kFuzz + "/sweep_corpus", kYamlTokens, 1200, 1611, [&](const std::string& text, std::size_t, int i) {
     const auto spec = workflow::load_sweep_text(text, label);
     workflow::check_sweep_size(spec, {}, false);
     if (i % 8 == 0 && spec.size() > 0) {
@@ -85,7 +85,7 @@ TEST(FuzzInputs, SweepFilesNeverCrash) {
 
 TEST(FuzzInputs, SuiteFilesNeverCrash) {
   const std::string label = kFuzz + "/suite_corpus/fuzz.yaml";
-  const auto [ok, bad] = fuzz(kFuzz + "/suite_corpus", kYamlTokens, 800, 1612, [&](const std::string& text, std::size_t, int) {
+  const auto [ok, bad] = fuzz(kFuzz + "/suite_corpus", kYamlTokens, 2000, 1612, [&](const std::string& text, std::size_t, int) {
     const auto suite = workflow::load_suite_text(text, label);
     return !suite.cases.empty() || true;
   });

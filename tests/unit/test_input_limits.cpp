@@ -95,6 +95,10 @@ TEST(InputLimitsYaml, ASecondDocumentIsAnErrorNotIgnored) {
   EXPECT_EQ(scenario_error(kHeader + "---\nname: other\n"),
             "s.yaml:5:1: error: a second YAML document ('---') starts here: racksim reads one document per file; "
             "remove it or put it in a file of its own");
+  // Text yaml-cpp cannot place after a value (its document parser would return empty documents
+  // forever: YAML::LoadAll ran out of memory on this, found by the fuzzer).
+  EXPECT_EQ(scenario_error("[qkv, attn_scores], of\n"),
+            "s.yaml:1:19: error: malformed YAML: text after the end of the value (a stray ',' or ']'?)");
   // A leading '---' opens the one document.
   EXPECT_EQ(scenario_error("---\n" + kHeader), "");
   EXPECT_EQ(scenario_error("# comment\n---\n" + kHeader), "");
