@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -91,6 +92,18 @@ class MemoryLimit {
   rlimit saved_{};
   bool ok_ = false;
 };
+
+// CI runs each fuzzer a fixed number of times from a fixed seed. For a longer hunt, set
+// RACKSIM_FUZZ_SCALE (iterations x N) and RACKSIM_FUZZ_SEED (added to every seed).
+inline int fuzz_iterations(int n) {
+  const char* s = std::getenv("RACKSIM_FUZZ_SCALE");
+  const long k = s ? std::strtol(s, nullptr, 10) : 1;
+  return static_cast<int>(n * std::clamp<long>(k, 1, 1000));
+}
+inline std::uint64_t fuzz_seed(std::uint64_t seed) {
+  const char* s = std::getenv("RACKSIM_FUZZ_SEED");
+  return seed + (s ? std::strtoull(s, nullptr, 10) : 0);
+}
 
 // Seconds since `t0`, for the per-case time bound.
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -39,10 +39,10 @@ std::pair<int, int> fuzz(const std::string& dir, const std::vector<std::string>&
                          F&& body, const racksim::testing::MutationLimits& lim = {}) {
   const auto files = racksim::testing::read_corpus(dir);
   EXPECT_GE(files.size(), 2u) << dir;
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(seed));
   int accepted = 0, rejected = 0;
   racksim::testing::MemoryLimit limit;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < racksim::testing::fuzz_iterations(n); ++i) {
     const std::size_t pick = rng() % files.size();
     const std::string text = racksim::testing::mutate(files[pick], files, tokens, rng, lim);
     const auto t0 = std::chrono::steady_clock::now();

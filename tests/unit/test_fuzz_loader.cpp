@@ -38,10 +38,10 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
 TEST(Fuzz, ScenarioLoaderNeverCrashes) {
   const auto files = corpus();
   ASSERT_GE(files.size(), 10u);
-  std::mt19937_64 rng(20261129);
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(20261129));
   int loaded = 0, rejected = 0, simulated = 0;
   racksim::testing::MemoryLimit limit;
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < racksim::testing::fuzz_iterations(3000); ++i) {
     const std::string text = mutate(files[rng() % files.size()], files, rng);
     const auto t0 = std::chrono::steady_clock::now();
     struct Timed {

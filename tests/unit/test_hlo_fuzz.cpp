@@ -57,11 +57,11 @@ TEST(HloFuzz, CorpusReplaysCleanly) {
 TEST(HloFuzz, ImporterNeverCrashes) {
   const auto files = corpus();
   ASSERT_GE(files.size(), 5u);
-  std::mt19937_64 rng(20261129);
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(20261129));
   const std::string tmp = ::testing::TempDir() + "/hlo_fuzz.hlo";
   int parsed = 0, lowered = 0, replayed = 0, rejected = 0;
   racksim::testing::MemoryLimit limit;
-  for (int i = 0; i < 6000; ++i) {
+  for (int i = 0; i < racksim::testing::fuzz_iterations(6000); ++i) {
     const std::string text = mutate(files[rng() % files.size()], files, rng);
     const auto t0 = std::chrono::steady_clock::now();
     struct Timed {
