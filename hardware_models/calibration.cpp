@@ -4,7 +4,9 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,7 @@
 #include <sstream>
 
 #include "hardware_models/system_preset.h"
+#include "sim/input/files.h"
 #include "sim/core/text.h"
 #include "sim/core/units.h"
 
@@ -311,6 +314,7 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.number("efficiency", true, 0.01, 1.0), c.hbm_efficiency);
     read_fit(r, b.points, b.rms_residual, b.max_abs_residual);
     r.finish();
+    if (!(b.bandwidth_Bps > 0) && r.has("bandwidth")) h->child("bandwidth").error("must be positive");
     c.hbm = b;
   }
   if (auto h = top.get("host")) {
@@ -353,12 +357,13 @@ Calibration parse_calibration(const Node& root) {
       std::vector<std::pair<std::string, std::string>> ops;
       for (const auto& o : kOps) ops.push_back({o, o});
       set_if(r.choice<std::string>("op", ops, true), f.op);
-      set_if(r.integer("gpus", true, 2, 10000000), f.gpus);
+      set_if(r.integer("gpus", true, 2, kMaxGpus), f.gpus);
       read_source(r, e, nsources, f.source);
       set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
       set_if(r.quantity("algbw", QuantityKind::bytes_per_second, true), f.algbw_Bps);
       set_if(r.quantity("busbw", QuantityKind::bytes_per_second, true), f.busbw_Bps);
       read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+      if (!(f.algbw_Bps > 0) && r.has("algbw")) e.child("algbw").error("must be positive");
     });
   }
   if (auto rk = top.get("row_kernels")) {
@@ -463,7 +468,8 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     report("expected the name of a calibration (hardware_models/calibrated/NAME.yaml) or a path");
     return nullptr;
   }
-  if (!fs::is_regular_file(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is simply not a calibration
+  if (!fs::is_regular_file(path, ec)) {
     if (is_path) {
       report(fmt::format("calibration file '{}' does not exist", path));
     } else {
@@ -730,8 +736,15 @@ std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const 
       if (body.empty()) continue;
       if (body.size() >= 2 && body[0] == "Rank") ++rank_lines;
       for (std::size_t i = 0; i + 1 < body.size(); ++i) {
-        if (body[i] == "nThread") nthread = std::atoi(body[i + 1].c_str());
-        if (body[i] == "nGpus") ngpus = std::atoi(body[i + 1].c_str());
+        if (body[i] != "nThread" && body[i] != "nGpus") continue;
+        // A count, not whatever atoi makes of it: 99999999999 GPUs is an error, not 1215752191.
+        const std::string& v = body[i + 1];
+        char* end = nullptr;
+        errno = 0;
+        const long long n = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || n < 1 || n > kMaxGpus)
+          fail(file_label, fmt::format("nccl-tests '{} {}' is not a count from 1 to {}", body[i], v, kMaxGpus), lineno);
+        (body[i] == "nThread" ? nthread : ngpus) = static_cast<int>(n);
       }
       // "# Collective test starting: all_reduce_perf"
       for (std::size_t i = 0; i + 1 < body.size(); ++i)
@@ -792,7 +805,11 @@ std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const 
         break;
       }
   }
-  log.gpus = rank_lines > 0 ? rank_lines : std::max(1, nthread) * ngpus;
+  const int64_t gpus = rank_lines > 0 ? rank_lines : static_cast<int64_t>(std::max(1, nthread)) * ngpus;
+  if (gpus > kMaxGpus)
+    fail(file_label, fmt::format("nccl-tests log of {} GPUs (nThread x nGpus): more than the {} racksim models", gpus,
+                                 kMaxGpus));
+  log.gpus = static_cast<int>(gpus);
   return log;
 }
 
@@ -861,6 +878,25 @@ BandwidthFit fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
   return b;
 }
 
+// A fit that came out of bad data (all sizes equal, times that fall with the size) says so
+// here, naming what was fitted, instead of writing a zero bandwidth or a NaN residual.
+BandwidthFit checked(const std::vector<std::pair<double, double>>& pts, const std::string& what,
+                     const std::string& where) {
+  std::set<double> sizes;
+  for (const auto& p : pts) sizes.insert(p.first);
+  if (sizes.size() < 2)
+    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth: its {} points have {} size{}; at least 2 "
+                            "different sizes are needed",
+                            what, pts.size(), sizes.size(), sizes.size() == 1 ? "" : "s"));
+  const BandwidthFit b = fit_alpha_beta(pts);
+  if (!(b.bandwidth_Bps > 0) || !std::isfinite(b.bandwidth_Bps) || !std::isfinite(b.latency_s) || b.latency_s < 0 ||
+      !std::isfinite(b.rms_residual) || !std::isfinite(b.max_abs_residual))
+    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth from its {} points: the times do not grow "
+                            "with the size (bandwidth {} B/s, rms {})",
+                            what, b.points, b.bandwidth_Bps, b.rms_residual));
+  return b;
+}
+
 struct RawGemm {
   Dtype dtype;
   GemmPoint p;
@@ -884,7 +920,25 @@ struct Inputs {
   std::vector<AttentionPoint> attention;    // fused attention kernels, measured
   std::string device_name, driver;
   int sm_count = 0;
+  std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
 };
+
+// A measurement row a fit can use: size (or count) and time positive and finite.
+bool usable(double x, double t) { return x > 0 && t > 0 && std::isfinite(x) && std::isfinite(t); }
+
+// Appends (x, t) to `pts` when usable, else counts it in `left_out`.
+void add_point(std::vector<std::pair<double, double>>& pts, double x, double t, int& left_out) {
+  if (usable(x, t))
+    pts.push_back({x, t});
+  else
+    ++left_out;
+}
+
+void note_dropped(Inputs& in, const std::string& shown, const std::string& section, int left_out, int total,
+                  const std::string& why) {
+  if (left_out > 0)
+    in.dropped.push_back(fmt::format("{}: {} of {} {} rows left out of the fit ({})", shown, left_out, total, section, why));
+}
 
 const json& at(const json& j, const std::string& key, const std::string& file) {
   if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
@@ -919,7 +973,8 @@ CalibrationSource script_source(const json& j, const std::string& shown, Inputs&
 // The HLO file a row names, which must lie beside the measurement file.
 std::string hlo_beside(const std::string& path, const std::string& shown, const json& row, const std::string& hlo) {
   const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-  if (!fs::exists(hlo_path))
+  std::error_code ec;
+  if (!fs::exists(hlo_path, ec))
     fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", row.value("name", ""), hlo));
   return hlo_path;
 }
@@ -998,6 +1053,7 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs = script_source(j, shown, in);
   if (!j.contains("rows") || !j["rows"].is_array()) fail(shown, "expected a list under 'rows'");
+  int rows = 0, left_out = 0;
   for (const json& r : j["rows"]) {
     for (int pass = 0; pass < 2; ++pass) {
       AttentionPoint p;
@@ -1010,20 +1066,34 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
       p.flops = r.value(p.backward ? "backward_flops" : "forward_flops", 0.0);
       p.measured_s = r.value(p.backward ? "backward_s" : "forward_s", 0.0);
       p.source = src;
-      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s)) in.attention.push_back(p);
+      ++rows;
+      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s) && std::isfinite(p.flops))
+        in.attention.push_back(p);
+      else
+        ++left_out;
     }
   }
+  note_dropped(in, shown, "attention", left_out, rows, "no positive sequence length, FLOPs and time");
   cs.used.push_back("attention");
   in.sources.push_back(cs);
 }
 
+// nlohmann's message without its "[json.exception.type_error.302] " tag.
+std::string json_message(const json::exception& e) {
+  std::string s = e.what();
+  if (const auto close = s.find("] "); s.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+    s = s.substr(close + 2);
+  return s;
+}
+
 void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
-  std::ifstream f(path);
+  const std::string text =
+      input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a measurement file", input::Binary::stop);
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("not valid JSON: {}", e.what()));
+    fail(shown, fmt::format("not valid JSON: {}", json_message(e)));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
@@ -1056,7 +1126,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     if (in.sm_count == 0) in.sm_count = sms;
 
     if (j.contains("gemm") && j["gemm"].contains("results")) {
-      int n = 0;
+      int n = 0, rows = 0, left_out = 0;
       for (const json& r : j["gemm"]["results"]) {
         if (r.contains("error")) continue;
         const std::string dt = r.value("dtype", "");
@@ -1075,37 +1145,60 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         g.p.layout = r.value("layout", "TN");
         g.p.out = r.value("out_dtype", "bf16");
         g.p.measured_s = median_of(at(r, "s", shown), shown);
-        if (!(g.p.measured_s > 0)) continue;
+        ++rows;
+        // A shape that is not a matrix product is bad data, not a measurement to leave out.
+        for (const auto& [name, v] : {std::pair<const char*, double>{"m", g.p.m}, {"n", g.p.n}, {"k", g.p.k}})
+          if (!(v >= 1 && v <= 1e9 && std::isfinite(v)))
+            fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (1 to 1e9)", rows, g.p.label, name, v));
+        if (g.p.batch < 1 || g.p.batch > 1'000'000'000)
+          fail(shown, fmt::format("gemm row {} ('{}'): batch = {} is not a batch count", rows, g.p.label, g.p.batch));
+        if (!(g.p.measured_s > 0 && std::isfinite(g.p.measured_s))) {
+          ++left_out;
+          continue;
+        }
         in.gemm.push_back(g);
         ++n;
       }
+      note_dropped(in, shown, "gemm", left_out, rows, "no positive, finite time");
       if (n) cs.used.push_back("gemm");
     }
+    const std::string why = "a size or time that is not positive and finite";
     if (j.contains("hbm") && j["hbm"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["hbm"]["results"])
-        if (r.contains("kernel"))
-          in.hbm.push_back({2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown)});
+        if (r.contains("kernel")) {
+          ++rows;
+          add_point(in.hbm, 2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown),
+                    left_out);
+        }
+      note_dropped(in, shown, "hbm", left_out, rows, why);
       cs.used.push_back("hbm");
     }
     if (j.contains("host") && j["host"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["host"]["results"]) {
         const double b = at(r, "bytes", shown).get<double>();
-        if (r.contains("h2d")) in.h2d.push_back({b, median_of(at(r["h2d"], "s", shown), shown)});
-        if (r.contains("d2h")) in.d2h.push_back({b, median_of(at(r["d2h"], "s", shown), shown)});
-        if (r.contains("bidir")) in.both.push_back({2 * b, median_of(at(r["bidir"], "span_s", shown), shown)});
+        ++rows;
+        if (r.contains("h2d")) add_point(in.h2d, b, median_of(at(r["h2d"], "s", shown), shown), left_out);
+        if (r.contains("d2h")) add_point(in.d2h, b, median_of(at(r["d2h"], "s", shown), shown), left_out);
+        if (r.contains("bidir")) add_point(in.both, 2 * b, median_of(at(r["bidir"], "span_s", shown), shown), left_out);
       }
+      note_dropped(in, shown, "host-copy", left_out, rows, why);
       cs.used.push_back("host");
     }
     if (j.contains("launch") && j["launch"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["launch"]["results"]) {
         const double n = at(r, "n", shown).get<double>();
         const json& e = at(r, "eager", shown);
         const json& g = at(r, "graph", shown);
-        in.eager.push_back({n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown)});
-        in.graph_node.push_back({n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown)});
-        in.graph_launch.push_back({n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown)});
-        in.min_kernel.push_back({n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown)});
+        ++rows;
+        add_point(in.eager, n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown), left_out);
+        add_point(in.graph_node, n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown), left_out);
+        add_point(in.graph_launch, n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown), left_out);
+        add_point(in.min_kernel, n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown), left_out);
       }
+      note_dropped(in, shown, "launch", left_out, rows, why);
       cs.used.push_back("launch");
     }
     if (j.contains("contention") && j["contention"].contains("results")) {
@@ -1121,6 +1214,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     }
     if (j.contains("nccl") && j["nccl"].contains("runs") && !j["nccl"].contains("note")) {
       bool any = false;
+      int nccl_rows = 0, nccl_left_out = 0;
       for (const json& run : j["nccl"]["runs"]) {
         const int gpus = run.value("gpus", 0);
         if (gpus < 2 || !run.contains("results")) continue;
@@ -1134,18 +1228,23 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
           g.source = src;
           const double b = at(r, "bytes", shown).get<double>();
           const double t = median_of(r["s"], shown);
-          if (b > 0 && t > 0) g.pts.push_back({b, t});
+          ++nccl_rows;
+          add_point(g.pts, b, t, nccl_left_out);
         }
         for (auto& [op, g] : groups)
           if (g.pts.size() >= 2) {
             in.nccl.push_back(g);
             any = true;
+          } else {
+            in.dropped.push_back(fmt::format("{}: {} on {} GPUs has {} usable size{}: not fitted (at least 2 are needed)",
+                                             shown, op, gpus, g.pts.size(), g.pts.size() == 1 ? "" : "s"));
           }
       }
+      note_dropped(in, shown, "nccl", nccl_left_out, nccl_rows, why);
       if (any) cs.used.push_back("nccl");
     }
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("unexpected JSON structure: {}", e.what()));
+    fail(shown, fmt::format("unexpected JSON structure: {}", json_message(e)));
   }
   in.sources.push_back(cs);
 }
@@ -1377,10 +1476,12 @@ Calibration fit_calibration(const FitOptions& opt) {
   std::vector<std::pair<std::string, std::string>> files;  // shown, real
   std::vector<std::string> dirs_shown;
   for (const auto& d : opt.from_dirs) {
-    if (!fs::is_directory(d)) fail(d, "not a directory (--from)");
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) fail(d, "not a directory (--from)");
     dirs_shown.push_back(display_path(d));
-    for (const auto& e : fs::directory_iterator(d))
-      if (e.is_regular_file()) files.push_back({display_path(e.path().string()), e.path().string()});
+    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) files.push_back({display_path(it->path().string()), it->path().string()});
+    if (ec) fail(d, fmt::format("cannot list this directory (--from): {}", ec.message()));
   }
   std::sort(files.begin(), files.end());
   std::sort(dirs_shown.begin(), dirs_shown.end());
@@ -1392,10 +1493,9 @@ Calibration fit_calibration(const FitOptions& opt) {
     if (ext == ".json") {
       read_bench_json(real, shown, in, opt);
     } else if (ext == ".log" || ext == ".txt") {
-      std::ifstream f(real, std::ios::binary);
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      auto log = parse_nccl_tests_log(ss.str(), shown);
+      auto log = parse_nccl_tests_log(input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes,
+                                                               "a measurement file", input::Binary::stop),
+                                      shown);
       if (!log) continue;  // racksim-bench's own log, environment captures, ...
       if (log->op.empty())
         fail(shown, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
@@ -1403,8 +1503,14 @@ Calibration fit_calibration(const FitOptions& opt) {
       if (log->gpus < 2) fail(shown, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
       if (log->rows.size() < 2) fail(shown, "nccl-tests log: fewer than 2 sizes");
       Inputs::NcclGroup g{log->op, log->gpus, static_cast<int>(in.sources.size()), {}};
-      for (const auto& r : log->rows)
-        if (r.bytes > 0 && r.time_s > 0) g.pts.push_back({r.bytes, r.time_s});
+      int left_out = 0;
+      for (const auto& r : log->rows) add_point(g.pts, r.bytes, r.time_s, left_out);
+      if (g.pts.size() < 2)
+        fail(shown, fmt::format("nccl-tests log: {} of its {} rows have a positive size and time; at least 2 are "
+                                "needed to fit latency and bandwidth",
+                                g.pts.size(), log->rows.size()));
+      note_dropped(in, shown, "nccl-tests", left_out, static_cast<int>(log->rows.size()),
+                   "a size or time that is not positive and finite");
       in.nccl.push_back(g);
       in.sources.push_back({shown, "", "nccl-tests", {"nccl"}});
     }
@@ -1429,19 +1535,20 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.notes.push_back(fmt::format("the device measured has {} SMs, the base preset {} has {}", in.sm_count, base.name,
                                   base.gpu.sm_count));
 
+  const std::string from = dirs_shown.front();
   if (in.hbm.size() >= 2) {
-    c.hbm = fit_alpha_beta(in.hbm);
+    c.hbm = checked(in.hbm, "HBM copies", from);
     c.hbm_efficiency = c.hbm->bandwidth_Bps / base.gpu.hbm_bandwidth_Bps;
   }
   if (in.h2d.size() >= 2 && in.d2h.size() >= 2 && in.both.size() >= 2) {
-    c.host_h2d = fit_alpha_beta(in.h2d);
-    c.host_d2h = fit_alpha_beta(in.d2h);
-    c.host_both = fit_alpha_beta(in.both);
+    c.host_h2d = checked(in.h2d, "host-to-device copies", from);
+    c.host_d2h = checked(in.d2h, "device-to-host copies", from);
+    c.host_both = checked(in.both, "copies in both directions", from);
     c.copy_efficiency =
         0.5 * (c.host_h2d->bandwidth_Bps + c.host_d2h->bandwidth_Bps) / base.host.link_bandwidth_per_direction_Bps;
     c.both_directions_fraction = c.host_both->bandwidth_Bps / base.host.link_bandwidth_both_directions_Bps;
   }
-  if (in.eager.size() >= 2) {
+  if (in.eager.size() >= 2 && in.graph_node.size() >= 2 && in.graph_launch.size() >= 2 && in.min_kernel.size() >= 2) {
     Calibration::Launch l;
     const BandwidthFit e = fit_alpha_beta(in.eager);       // host time of N launches = a + N / rate
     const BandwidthFit g = fit_alpha_beta(in.graph_node);  // launch-to-done of an N-node graph
@@ -1522,7 +1629,8 @@ Calibration fit_calibration(const FitOptions& opt) {
   for (const auto& g : in.nccl) {
     if (std::find(kOps.begin(), kOps.end(), g.op) == kOps.end())
       fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
-    const BandwidthFit b = fit_alpha_beta(g.pts);
+    const BandwidthFit b = checked(g.pts, fmt::format("{} on {} GPUs", g.op, g.gpus),
+                                   c.sources[static_cast<std::size_t>(g.source)].path);
     NcclFit f;
     f.op = g.op;
     f.gpus = g.gpus;
@@ -1539,6 +1647,18 @@ Calibration fit_calibration(const FitOptions& opt) {
     return std::tie(a.op, a.gpus, a.source) < std::tie(b.op, b.gpus, b.source);
   });
   if (c.nccl.empty()) c.notes.push_back("nccl: no multi-GPU collective measurements in the inputs");
+  for (const auto& d : in.dropped) c.notes.push_back(d);
+  // A fit racksim itself would refuse to read is not written: the file is checked with the loader.
+  {
+    input::Diagnostics diag;
+    auto ctx = std::make_shared<input::LoadContext>();
+    ctx->diag = &diag;
+    if (auto root = input::load_yaml_text(write_calibration_yaml(c), "<the fitted calibration>", ctx))
+      parse_calibration(*root);
+    if (!diag.empty())
+      fail(from, fmt::format("the measurements give a calibration that racksim cannot use: {}",
+                             diag.list().front().format()));
+  }
   return c;
 }
 

@@ -147,7 +147,8 @@ void validate_model(const ModelSpec& m, const Node& where) {
 bool load_model_preset(const std::string& name, const Node& where_named, const std::shared_ptr<input::LoadContext>& ctx,
                        ModelSpec& out) {
   const std::string path = models_dir() + "/" + name + ".yaml";
-  if (!fs::exists(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown model
+  if (!fs::exists(path, ec)) {
     const auto names = list_model_presets();
     std::string msg = fmt::format("unknown model preset '{}'", name);
     if (auto near = sim::nearest(name, names, 4)) msg += fmt::format("; did you mean '{}'?", *near);

@@ -12,6 +12,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
@@ -38,11 +39,6 @@ void print_report_figures(std::ostream& out, const json& r) {
 namespace {
 
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) throw input::InputError({{{path, 0, 0}, "", "cannot write file"}});
-  f << j.dump() << '\n';
-}
 
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
@@ -54,12 +50,9 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
             std::ostream& out) {
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
   auto res = sim::simulate(sc);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_run_report(res);
-  }
+  if (!trace.empty())
+    input::write_file_checked(trace, sim::make_trace(res.scenario, res.graph, res.replay).dump() + "\n", "--trace");
+  if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
     out << res.report.dump() << '\n';
   else
@@ -75,11 +68,7 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_compare_report(a, b);
-  }
+  if (!html.empty()) input::write_file_checked(html, sim::html_compare_report(a, b), "--report");
   if (c.json_out) {
     out << json{{"base", a.report}, {"variant", b.report}, {"speedup", speedup}}.dump() << '\n';
   } else {
@@ -108,10 +97,20 @@ int cmd_collective(const std::string& system, int gpus, const std::string& op_s,
   double bytes = 0;
   try {
     bytes = sim::parse_quantity(bytes_s, sim::QuantityKind::bytes);
+    // A message per GPU of more than a petabyte is no collective a job runs (docs/decisions.md).
+    constexpr double kMaxCollectiveBytes = 1e15;
+    if (bytes > kMaxCollectiveBytes)
+      diag.error({"--bytes", 0, 0}, "",
+                 fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")",
+                             bytes_s));
   } catch (const sim::UnitError& e) {
     diag.error({"--bytes", 0, 0}, "", e.what());
   }
-  if (gpus < 1) diag.error({"--gpus", 0, 0}, "", "must be at least 1");
+  if (gpus < 1 || gpus > hw::kMaxGpus)
+    diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
+               fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, \"Input "
+                           "limits\")",
+                           hw::kMaxGpus));
   diag.throw_if_any();
   hw::CollectiveOptions opt;
   opt.algorithm = *algo;
@@ -235,9 +234,9 @@ Registered register_collective(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("collective", "time one collective on a system");
   sub->add_option("--system", s->system, "system preset")->required();
-  sub->add_option("--gpus", s->gpus, "communicator size")->required();
+  sub->add_option("--gpus", s->gpus, "communicator size, 1 to 1,048,576")->required();
   sub->add_option("--op", s->op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv");
-  sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->required();
+  sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB (at most 1 PB)")->required();
   sub->add_option("--algo", s->algo, "auto | ring | tree | nvls");
   sub->add_flag("--json", s->json, "print JSON");
   return {sub, [s](std::ostream& out, std::ostream&) {

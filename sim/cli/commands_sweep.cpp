@@ -12,22 +12,13 @@
 
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/html.h"
 #include "sim/workflow/sweep.h"
 
 namespace racksim::cli {
 
 namespace {
-
-std::unique_ptr<std::ofstream> open_output(const std::string& path, const char* option) {
-  auto f = std::make_unique<std::ofstream>(path, std::ios::binary);
-  if (!*f) {
-    input::Diagnostics diag;
-    diag.error({std::string(option) + " " + path, 0, 0}, "", "cannot write this file");
-    diag.throw_if_any();
-  }
-  return f;
-}
 
 // A progress bar for a terminal: redrawn in place on stderr at most ten times a second.
 class ProgressBar {
@@ -66,12 +57,22 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
               const std::string& html, std::ostream& out, std::ostream& err) {
   const workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
   const workflow::SweepSpec spec = workflow::load_sweep(file);
+  workflow::check_sweep_size(spec, shard, !html.empty());
   // Open the outputs before the (long) run so a bad path fails at once.
-  std::unique_ptr<std::ofstream> csv_file, html_file;
-  if (!csv.empty()) csv_file = open_output(csv, "--out");
-  if (!html.empty()) html_file = open_output(html, "--report");
+  std::unique_ptr<input::OutputFile> csv_file, html_file;
+  if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
+  if (!html.empty()) html_file = std::make_unique<input::OutputFile>(html, "--report");
+  // Rows are written as the points finish, in point order: an interrupted sweep keeps them.
+  auto write = [&](const std::string& text) {
+    if (csv_file) {
+      csv_file->write(text);
+    } else {
+      out << text;
+      input::check_stream(out, "<stdout>", "standard output");
+    }
+  };
+  write(workflow::csv_line(workflow::csv_header(spec)));
 
-  const auto points = workflow::shard_points(spec.size(), shard);
   const bool tty = stderr_is_terminal(err);
   workflow::ProgressFn progress;
   std::shared_ptr<ProgressBar> bar;
@@ -79,30 +80,38 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
     bar = std::make_shared<ProgressBar>(err);
     progress = [bar](std::size_t d, std::size_t t) { (*bar)(d, t); };
   }
+  std::vector<sim::SweepPointView> views;  // only with --report: what the page charts
+  std::size_t points = 0, invalid = 0, nofit = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = workflow::run_sweep(spec, points, jobs, progress);
+  workflow::run_sweep_streaming(spec, shard, jobs, progress, [&](workflow::PointResult&& r) {
+    write(workflow::csv_row(spec, r));
+    ++points;
+    if (!r.error.empty())
+      ++invalid;
+    else if (!r.report.value("fits", true))
+      ++nofit;
+    if (html_file) {
+      nlohmann::json slim = nullptr;
+      if (r.error.empty()) {
+        slim = nlohmann::json::object();
+        for (const char* k : {"tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_bytes", "memory_capacity_bytes",
+                              "fits"})
+          if (r.report.contains(k)) slim[k] = r.report[k];
+      }
+      views.push_back({std::move(r.values), std::move(slim), std::move(r.error)});
+    }
+  });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  workflow::write_csv(csv_file ? static_cast<std::ostream&>(*csv_file) : out, spec, results);
+  if (csv_file) csv_file->close();
   if (html_file) {
     std::vector<std::string> keys;
     for (const auto& k : spec.keys) keys.push_back(k.path);
-    std::vector<sim::SweepPointView> views;
-    views.reserve(results.size());
-    for (const auto& r : results) views.push_back({r.values, r.report, r.error});
-    *html_file << sim::html_sweep_report(file, spec.base, keys, views);
+    html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
+    html_file->close();
   }
-  if (tty) {
-    std::size_t invalid = 0, nofit = 0;
-    for (const auto& r : results) {
-      if (!r.error.empty())
-        ++invalid;
-      else if (!r.report.value("fits", true))
-        ++nofit;
-    }
-    err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", results.size(), wall,
-                       jobs, jobs == 1 ? "" : "s", results.size() - invalid - nofit, nofit, invalid);
-  }
+  if (tty)
+    err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", points, wall, jobs,
+                       jobs == 1 ? "" : "s", points - invalid - nofit, nofit, invalid);
   return kOk;
 }
 
@@ -113,6 +122,8 @@ Registered register_sweep(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
+  sub->footer("Rows are written as points finish, in point order. Limits: 1,000,000 points per run (shard larger\n"
+              "sweeps with --shard), 100,000 with --report (docs/decisions.md, \"Input limits\").");
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
   sub->add_option("--jobs", s->jobs, "points simulated at once on this many threads (output does not depend on it)")
       ->check(CLI::Range(1, 4096));

@@ -7,6 +7,9 @@
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
+#include "sim/core/time.h"
+#include "sim/input/diagnostics.h"
+#include "sim/scenario/limits.h"
 #include "workloads/graph_builder.h"
 
 namespace racksim::sim {
@@ -24,25 +27,10 @@ std::string version() {
 
 namespace {
 
-// Micro-steps of gradient accumulation repeat the same work: once the pipeline has filled, every
-// further micro-step (every pp of them with pipeline stages) adds the same time. A step with many
-// micro-steps is therefore simulated at two lengths, m1 and m1 + unit, and the remaining
-// micro-steps are added at the measured period. The last micro-step's gradient synchronisation
-// and the optimizer are in both runs, so the difference is the steady state alone.
-struct SteadyState {
-  int m1 = 0, unit = 1;
-};
-std::optional<SteadyState> steady_state_plan(const Scenario& sc) {
-  const auto& t = sc.training;
-  const int pp = t.parallelism.pp;
-  const int unit = pp;  // interleaved schedules need multiples of pp; 1F1B repeats every micro-step
-  // Past the warm-up of the schedule (pp - 1 forwards for 1F1B, about (vp + 1)·pp chunks
-  // interleaved) every rank is in its steady state.
-  const int m1 = std::max(8, (t.parallelism.vp + 1) * pp);
-  // Only where it saves most of the work; shorter steps are replayed whole.
-  if (t.micro_steps() < 32 || t.micro_steps() <= 2 * (m1 + unit)) return std::nullopt;
-  return SteadyState{m1, unit};
-}
+// Micro-steps of gradient accumulation repeat the same work: a step with many micro-steps is
+// simulated at two lengths, m1 and m1 + unit (steady_state_plan, sim/scenario/limits.h), and the
+// remaining micro-steps are added at the measured period. The last micro-step's gradient
+// synchronisation and the optimizer are in both runs, so the difference is the steady state alone.
 
 Scenario with_micro_steps(const Scenario& sc, int m) {
   Scenario s = sc;
@@ -52,10 +40,12 @@ Scenario with_micro_steps(const Scenario& sc, int m) {
 
 }  // namespace
 
-RunResult simulate(const Scenario& scenario) {
+namespace {
+
+RunResult simulate_step(const Scenario& scenario) {
   RunResult out;
   out.scenario = scenario;
-  const auto plan = steady_state_plan(scenario);
+  const auto plan = steady_state_plan(scenario.training);
   if (!plan) {
     out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
     out.replay = replay(out.graph, out.scenario);
@@ -96,7 +86,57 @@ RunResult simulate(const Scenario& scenario) {
   return out;
 }
 
+}  // namespace
+
+[[noreturn]] void step_too_long(const std::string& file, const std::exception& e) {
+  input::Diagnostic d;
+  d.where.file = file.empty() ? "<scenario>" : file;
+  d.message = fmt::format("the simulated step would last longer than racksim's clock reaches (2^63 ps, about 106 "
+                          "days): the sizes or rates of this input are beyond what it simulates ({})",
+                          e.what());
+  throw input::InputError(std::vector<input::Diagnostic>{d});
+}
+
+RunResult simulate(const Scenario& scenario) {
+  try {
+    return simulate_step(scenario);
+  } catch (const TimeOverflow& e) {
+    step_too_long(scenario.file, e);
+  } catch (const TimeOutOfRange& e) {
+    step_too_long(scenario.file, e);
+  }
+}
+
+ReplayResult replay_checked(const OpGraph& g, const Scenario& sc, const std::string& label) {
+  try {
+    return replay(g, sc);
+  } catch (const TimeOverflow& e) {
+    step_too_long(label, e);
+  } catch (const TimeOutOfRange& e) {
+    step_too_long(label, e);
+  }
+}
+
 json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
+  // The inputs are bounded where they are read (docs/decisions.md, "Input limits"); a figure
+  // beyond what the report can print exactly (llround of 2^63 bytes is negative) is still an
+  // error naming the input, never a report.
+  auto in_range = [&](double v, double max, const char* what) {
+    if (std::isfinite(v) && v >= 0 && v <= max) return;
+    input::Diagnostic d;
+    d.where.file = sc.file.empty() ? "<scenario>" : sc.file;
+    d.message = fmt::format("the {} would be {:.6g}, beyond what racksim reports ({:.3g}): the sizes of this input "
+                            "are out of range",
+                            what, v, max);
+    throw input::InputError(std::vector<input::Diagnostic>{d});
+  };
+  constexpr double kMaxBytes = 9.0e18;  // below 2^63
+  in_range(r.memory.peak_hbm_bytes, kMaxBytes, "peak memory per GPU in bytes");
+  in_range(r.memory.peak_host_bytes, kMaxBytes, "pinned host memory per GPU in bytes");
+  for (int c = 0; c < kMemCategoryCount; ++c) in_range(r.memory.at_peak[c], kMaxBytes, "memory of one category in bytes");
+  in_range(r.step_time_s, 1e7, "step time in seconds");
+  in_range(g.tokens_per_step, 1e18, "tokens per step");
+  in_range(g.model_flops_per_step, 1e30, "model FLOPs per step");
   const auto& t = sc.training;
   const double step = r.step_time_s;
   const double gpus = sc.system.gpus;

@@ -20,8 +20,11 @@ struct RunResult {
   nlohmann::json report;
 };
 
-// Builds the graph, replays it and assembles the report.
+// Builds the graph, replays it and assembles the report. A step longer than the simulated clock
+// reaches (2^63 ps, about 106 days) is an input::InputError naming the scenario file.
 RunResult simulate(const Scenario& scenario);
+// replay() with the same translation of a too-long step, naming `label` (an HLO file).
+ReplayResult replay_checked(const workloads::OpGraph& g, const Scenario& sc, const std::string& label);
 
 nlohmann::json make_report(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
 

@@ -11,6 +11,7 @@
 #include "sim/core/text.h"
 #include "sim/core/units.h"
 #include "sim/input/yaml_reader.h"
+#include "sim/scenario/limits.h"
 
 namespace racksim::sim {
 
@@ -59,6 +60,7 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
       continue;
     }
     if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
+    if (!input::check_yaml_document(value, "", {label, 0, 0}, s.key_path, *ctx->diag)) continue;
     if (!input::set_by_path(root, s.key_path, value)) {
       ctx->diag->error({label, 0, 0}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
       continue;
@@ -144,7 +146,7 @@ Scenario parse_scenario(Node root) {
   if (auto sys = top.get("system", true)) {
     MapReader r(*sys);
     set_if(r.string("preset", true), sc.system.preset);
-    set_if(r.integer("gpus", true, 1, 10'000'000), sc.system.gpus);
+    set_if(r.integer("gpus", true, 1, hw::kMaxGpus), sc.system.gpus);
     if (auto c = r.string("calibration")) sc.system.calibration = *c;
     auto overrides = r.get("overrides");
     if (overrides) sc.system.overrides = yaml_to_json(overrides->yaml());
@@ -200,7 +202,7 @@ Scenario parse_scenario(Node root) {
       if (auto dp = pr.get("dp")) {
         if (dp->yaml().IsScalar() && dp->yaml().Scalar() == "auto") {
           t.parallelism.dp_auto = true;
-        } else if (auto v = dp->as_integer(1, 10'000'000)) {
+        } else if (auto v = dp->as_integer(1, hw::kMaxGpus)) {
           t.parallelism.dp = static_cast<int>(*v);
           t.parallelism.dp_auto = false;
         }
@@ -348,6 +350,7 @@ Scenario parse_scenario(Node root) {
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, hw::to_string(t.precision)));
+  if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
 
