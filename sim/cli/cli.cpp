@@ -1,10 +1,12 @@
 #include "sim/cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <ostream>
 
 #include "sim/cli/commands.h"
+#include "sim/core/log.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
 #include "sim/report/report.h"
@@ -15,7 +17,7 @@ namespace {
 // Every subcommand, in the order `racksim --help` lists them.
 const std::vector<Registered (*)(CLI::App&)> kCommands = {
     register_run, register_compare, register_sweep, register_validate, register_collective, register_hw, register_models,
-    register_calibrate, register_replay,
+    register_calibrate, register_replay, register_import,
 };
 }  // namespace
 
@@ -24,6 +26,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.set_version_flag("--version", "racksim " + sim::version());
   app.require_subcommand(1);
   app.fallthrough(false);
+  int verbose = 0;
+  bool quiet = false;
+  app.add_flag("-v,--verbose", verbose,
+               "log what was applied (preset, calibration, transfer rule) to stderr; -vv adds debug detail");
+  app.add_flag("-q,--quiet", quiet, "log only errors to stderr (no warnings, no progress)");
+  app.footer("Logs and progress go to stderr; SPDLOG_LEVEL=info|debug|warn|error sets the level when -v/-q are not given.");
   std::vector<Registered> commands;
   for (auto reg : kCommands) commands.push_back(reg(app));
 
@@ -47,6 +55,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << "run 'racksim --help' for usage\n";
     return kInvalidInput;
   }
+
+  // Logs go to this call's stderr stream while the command runs (tests run the CLI in-process).
+  struct LogScope {
+    std::shared_ptr<spdlog::logger> saved = spdlog::default_logger();
+    LogScope(std::ostream& err, spdlog::level::level_enum level) { sim::log::to_stream(err, level); }
+    ~LogScope() { spdlog::set_default_logger(saved); }
+  } log_scope(err, sim::log::level_from_flags(verbose, quiet));
 
   try {
     for (const auto& c : commands)
