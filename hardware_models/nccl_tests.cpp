@@ -51,8 +51,15 @@ std::vector<std::string> tokens(const std::string& s) {
   return t;
 }
 
-// `srun --label` prefixes every line with "RANK: ".
+// `srun --label` prefixes every line with "RANK: ", `mpirun --tag-output` with "[JOB,RANK]<stdout>:".
 std::string strip_label(const std::string& line) {
+  if (line.size() > 2 && line[0] == '[') {
+    const auto close = line.find("]<std");
+    if (close != std::string::npos) {
+      const auto colon = line.find(">:", close);
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
   std::size_t i = 0;
   while (i < line.size() && line[i] == ' ') ++i;
   std::size_t j = i;

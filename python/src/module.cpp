@@ -65,7 +65,7 @@ std::string run(const Source& src, const std::vector<std::string>& sets, const s
                 const std::string& report) {
   py::gil_scoped_release nogil;
   auto res = sim::simulate(load(src, sets));
-  if (!trace.empty()) write_file(trace, "trace", sim::make_trace(res.scenario, res.graph, res.replay).dump() + "\n");
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
   if (!report.empty()) write_file(report, "report", sim::html_run_report(res));
   return res.report.dump();
 }

@@ -336,3 +336,27 @@ def test_log_level_info_names_preset_and_calibration(capfd):
 def test_bad_log_level():
     with pytest.raises(ValueError):
         racksim.set_log_level("loud")
+
+
+# ---------------------------------------------------------------- importers and the notebook
+
+def test_models_import_then_run_a_scenario_on_it(tmp_path):
+    out = tmp_path / "qwen3-30b-a3b.yaml"
+    code, text, err = racksim.cli("models", "import", "tests/data/hf/qwen3-30b-a3b.json", "--out", str(out))
+    assert code == 0, err
+    assert "30.53B parameters" in text
+    r = racksim.run(QUICK, set={"model": {"preset": str(out)}, "training.parallelism.ep": 8})
+    assert r["scenario"]["model"]["moe"]["experts"] == 128
+    assert r["step_time_s"] > 0
+
+
+def test_import_megatron_error_exit_code():
+    code, out, err = racksim.cli("import", "megatron", "tests/data/megatron/train_mixtral_8x7b_distributed.sh")
+    assert code == 1 and "--vocab-size" in err
+
+
+def test_the_notebook_example_runs(capsys):
+    import runpy
+    runpy.run_path("docs/examples/python_tour.py", run_name="__main__")
+    out = capsys.readouterr().out
+    assert "step " in out and "FSDP over ZeRO-1" in out and "Qwen3-8B:" in out

@@ -39,12 +39,6 @@ void print_report_figures(std::ostream& out, const json& r) {
 namespace {
 
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) throw input::InputError({{{path, 0, 0}, "", "cannot write file"}});
-  f << j.dump() << '\n';
-}
-
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
   print_report_figures(out, r);
@@ -55,7 +49,7 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
             std::ostream& out) {
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
   auto res = sim::simulate(sc);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
   if (!html.empty()) {
     std::ofstream f(html, std::ios::binary);
     if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
@@ -201,7 +195,7 @@ Registered register_run(CLI::App& app) {
   sub->add_option("scenario", s->file, "scenario YAML file")->required();
   sub->add_option("--set", s->c.sets, "override a scenario key: KEY.PATH=VALUE (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   sub->add_option("--report", s->html, "write an HTML report");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_run(s->file, s->c, s->trace, s->html, out); }};
 }

@@ -135,17 +135,6 @@ Replayed replay_hlo(const std::string& path, const std::string& system, int gpus
   return r;
 }
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) {
-    input::Diagnostic d;
-    d.where.file = path;
-    d.message = "cannot write file";
-    throw input::InputError(std::vector<input::Diagnostic>{d});
-  }
-  f << j.dump() << '\n';
-}
-
 void print_summary(std::ostream& out, const json& r) {
   const json& h = r["hlo"];
   out << fmt::format("module              {} ({})\n", h["module"].get<std::string>(), h["file"].get<std::string>());
@@ -168,7 +157,7 @@ void print_summary(std::ostream& out, const json& r) {
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
   Replayed r = replay_hlo(file, system, gpus, sets);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
   if (json_out)
     out << r.report.dump() << '\n';
   else
@@ -197,7 +186,7 @@ Registered register_replay(CLI::App& app) {
   sub->add_option("--gpus", s->gpus, "GPUs of the job (default: the devices the module was compiled for)");
   sub->add_option("--set", s->sets, "override a scenario key: KEY.PATH=VALUE (repeatable), e.g. system.calibration=h200");
   sub->add_flag("--json", s->json, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   // `racksim validate` runs `replay:` cases through this importer.
   workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus,
                                 const std::vector<std::string>& sets) {

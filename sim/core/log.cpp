@@ -61,4 +61,13 @@ void to_stream(std::ostream& out, spdlog::level::level_enum level) {
 
 void to_stderr(spdlog::level::level_enum level) { install(std::make_shared<spdlog::sinks::stderr_sink_mt>(), level); }
 
+namespace {
+// Library users (tests, embedders) get the same default as the CLI: stderr, warn (or SPDLOG_LEVEL),
+// not spdlog's own stdout at info.
+[[maybe_unused]] const bool kDefaultInstalled = [] {
+  to_stderr(level_from_flags(0, false));
+  return true;
+}();
+}  // namespace
+
 }  // namespace racksim::sim::log

@@ -255,10 +255,15 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
       flag = flag.substr(0, eq);
     }
     a.flag = flag;
+    // Flags that take several values (argparse nargs='*' / '+').
+    static const std::set<std::string> multi = {"recompute-modules", "data-path", "train-data-path", "valid-data-path",
+                                                "test-data-path", "cuda-graph-scope", "offload-modules"};
     if (!a.value && !switches().count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 &&
         !ops.count(t[i + 1])) {
       a.value = t[i + 1];
       ++i;
+      while (multi.count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 && !ops.count(t[i + 1]))
+        *a.value += " " + t[++i];
     }
     args.push_back(a);
   }
@@ -408,7 +413,7 @@ bool ignorable(const std::string& f) {
       "moe-router-topk-scaling-factor", "moe-router-enable-expert-bias", "moe-router-bias-update-rate",
       "moe-router-dtype", "moe-router-pre-softmax", "moe-grouped-gemm", "moe-permute-fusion", "moe-token-drop-policy",
       "moe-input-jitter-eps", "moe-per-layer-logging", "moe-router-fusion", "moe-use-legacy-grouped-gemm",
-      "moe-shared-expert-overlap", "moe-use-upcycling", "use-flash-attn", "fp8-param-gather", "fp8-margin",
+      "moe-shared-expert-overlap", "moe-use-upcycling", "use-flash-attn", "fp8-margin",
       "fp8-interval", "num-workers", "train-iters", "train-samples", "exit-interval", "exit-duration-in-mins",
       "use-checkpoint-args", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng", "finetune",
       "rotary-base", "rotary-percent", "rotary-seq-len-interpolation-factor", "rotary-scaling-factor", "mscale",
@@ -482,7 +487,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                       "--" + a.flag, shown(it->second), it->second.line, shown(a), a.line);
     fl.last[a.flag] = a;
   }
-  for (const auto& [f, msg] : conflicts) out.warnings.push_back(msg);
+  for (const auto& [f, msg] : conflicts)
+    if (!ignorable(f))
+      out.warnings.push_back(msg + (ex.megatron_log ? "" : " (a script's conditionals are read on every branch)"));
 
   auto as_int = [&](const std::string& f) -> std::optional<long long> {
     auto v = fl.str(f);
@@ -714,10 +721,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     precision = "nvfp4";
     prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
     fl.str("fp4-recipe");
+    if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
   } else if (auto fp8 = fl.str("fp8-format")) {
     const std::string recipe = fl.str("fp8-recipe").value_or("");
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
+    if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
     if (recipe == "blockwise") out.warnings.push_back("--fp8-recipe blockwise: modelled as per-tensor fp8 GEMM throughput");
   } else if (fl.on("bf16")) {
     prec_src = "--bf16";
@@ -834,8 +843,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
   if (fl.on("grad-reduce-in-bf16"))
-    out.warnings.push_back("--grad-reduce-in-bf16: racksim reduces gradients in fp32 (Megatron's default), twice the "
-                           "bytes of this run's data-parallel reduce-scatter");
+    out.warnings.push_back("--grad-reduce-in-bf16: Megatron then keeps and reduces the gradient buffer in bf16; racksim "
+                           "keeps and reduces fp32 main gradients (Megatron's default): 2 bytes per parameter more memory "
+                           "and twice the data-parallel bytes of this run");
+  if (fl.on("fp8-param-gather"))
+    out.warnings.push_back("--fp8-param-gather: Megatron then keeps the weights in fp8 (1 byte per parameter); racksim "
+                           "keeps a bf16 copy (2 bytes per parameter)");
 
   // MoE training options
   const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
