@@ -23,6 +23,7 @@ const std::vector<Registered (*)(CLI::App&)> kCommands = {
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{"racksim: predicts step time, throughput, MFU and memory of LLM training on GPU clusters"};
+  app.name("racksim");  // usage lines say "racksim run ..."
   app.set_version_flag("--version", "racksim " + sim::version());
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -41,8 +42,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   } catch (const CLI::CallForHelp& e) {
     // Help of the deepest subcommand the user named (racksim hw show --help).
     const CLI::App* leaf = &app;
-    while (!leaf->get_subcommands().empty()) leaf = leaf->get_subcommands().front();
-    out << leaf->help();
+    std::string path;  // "racksim hw" for `racksim hw show --help`: usage lines name the whole command
+    while (!leaf->get_subcommands().empty()) {
+      path += (path.empty() ? "" : " ") + leaf->get_name();
+      leaf = leaf->get_subcommands().front();
+    }
+    out << leaf->help(path);
     return kOk;
   } catch (const CLI::CallForAllHelp& e) {
     out << app.help("", CLI::AppFormatMode::All);

@@ -221,18 +221,22 @@ Registered register_collective(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand(
       "collective", "time one collective on a system (--bytes), or sweep sizes as nccl-tests does (-b -e -f)");
-  sub->add_option("--system", s->sw.system, "system preset")->required();
-  sub->add_option("--gpus", s->sw.gpus, "communicator size")->required();
+  sub->add_option("--system", s->sw.system, "system preset (racksim hw list)")->required()->type_name("PRESET");
+  sub->add_option("--gpus", s->sw.gpus, "communicator size")->required()->type_name("N");
   sub->add_option("--op", s->sw.op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv")
-      ->capture_default_str();
-  auto* bytes = sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB");
+      ->capture_default_str()
+      ->type_name("OP");
+  auto* bytes = sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->type_name("SIZE");
   auto* b = sub->add_option("-b,--minbytes", s->sw.min_bytes,
-                            "nccl-tests sweep: smallest size (8, 1K, 64M, 8G: powers of 1024; or 1GiB)");
-  auto* e = sub->add_option("-e,--maxbytes", s->sw.max_bytes, "nccl-tests sweep: largest size");
-  auto* f = sub->add_option("-f,--stepfactor", s->sw.factor, "nccl-tests sweep: multiply the size by this (default 2)");
-  auto* i = sub->add_option("-i,--stepbytes", s->sw.step_bytes, "nccl-tests sweep: add this many bytes instead");
+                            "nccl-tests sweep: smallest size (8, 1K, 64M, 8G: powers of 1024; or 1GiB)")
+                ->type_name("MIN");
+  auto* e = sub->add_option("-e,--maxbytes", s->sw.max_bytes, "nccl-tests sweep: largest size")->type_name("MAX");
+  auto* f = sub->add_option("-f,--stepfactor", s->sw.factor, "nccl-tests sweep: multiply the size by this (default 2)")
+                ->type_name("FACTOR");
+  auto* i = sub->add_option("-i,--stepbytes", s->sw.step_bytes, "nccl-tests sweep: add this many bytes instead")
+                ->type_name("STEP");
   bytes->excludes(b)->excludes(e)->excludes(f)->excludes(i);
-  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls")->capture_default_str();
+  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls")->capture_default_str()->type_name("ALGO");
   sub->add_flag("--json", s->json, "print JSON (a list of rows for a sweep)");
   return {sub, [s, b, e](std::ostream& out, std::ostream&) {
             if (b->count() || e->count()) {

@@ -89,8 +89,9 @@ CLI::App* register_models_import(CLI::App& models, ModelsImport& opts) {
   auto* sub = models.add_subcommand("import", "write a model file from a Hugging Face config.json (each field with its source key)");
   sub->add_option("config", opts.config, "the model's config.json (Llama, Mistral, Mixtral, Qwen2/3 dense and MoE, DeepSeek-V3)")
       ->required();
-  sub->add_option("--out", opts.out, "write the model YAML here (default: stdout); use it as model: {preset: FILE}");
-  sub->add_option("--name", opts.name, "the model's name (default: _name_or_path, else the file's name)");
+  sub->add_option("--out", opts.out, "write the model YAML here (default: stdout); use it as model: {preset: FILE}")
+      ->type_name("MODEL.yaml");
+  sub->add_option("--name", opts.name, "the model's name (default: _name_or_path, else the file's name)")->type_name("NAME");
   return sub;
 }
 
@@ -155,14 +156,18 @@ Registered register_import(CLI::App& app) {
   auto* meg = sub->add_subcommand(
       "megatron", "from Megatron-LM / NeMo arguments: an argument list, a launch script, or the arguments block of a log");
   meg->add_option("args", c->file, "file holding the arguments (args.txt, train.sh, or a Megatron log)")->required();
-  meg->add_option("--out", c->out, "write the scenario YAML here (default: stdout)");
-  meg->add_option("--system", c->opt.system, "system preset (default: guessed from the file name, else h100-sxm)");
+  meg->add_option("--out", c->out, "write the scenario YAML here (default: stdout)")->type_name("SCENARIO.yaml");
+  meg->add_option("--system", c->opt.system, "system preset (default: guessed from the file name, else h100-sxm)")
+      ->type_name("PRESET");
   meg->add_option("--gpus", c->opt.gpus, "GPUs of the job (default: torchrun's --nproc_per_node x --nnodes)")
-      ->check(CLI::Range(1, 10'000'000));
-  meg->add_option("--model", c->opt.model, "a model preset or file instead of the architecture arguments");
+      ->check(CLI::Range(1, 10'000'000))
+      ->type_name("N");
+  meg->add_option("--model", c->opt.model, "a model preset or file instead of the architecture arguments")
+      ->type_name("MODEL");
   meg->add_option("--vocab", c->opt.vocab, "vocabulary size, when the arguments leave it to the tokenizer")
-      ->check(CLI::Range(1, 100'000'000));
-  meg->add_option("--name", c->opt.name, "scenario name (default: the file's name)");
+      ->check(CLI::Range(1, 100'000'000))
+      ->type_name("N");
+  meg->add_option("--name", c->opt.name, "scenario name (default: the file's name)")->type_name("NAME");
   return {sub, [c](std::ostream& out, std::ostream&) { return cmd_import_megatron(*c, out); }};
 }
 

@@ -613,5 +613,48 @@ TEST(Trace, MemoryCounterFlowsAndCategories) {
   EXPECT_EQ(bad.code, 1);
 }
 
+// ----------------------------------------------------------------- sweeps: point index, Slurm arrays
+
+TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
+  const std::string sweep = temp_file("slurm_sweep.yaml", "base: " + kSrc + "/scenarios/quickstart.yaml\n"
+                                                          "vary:\n  training.recompute: [none, selective, full]\n"
+                                                          "  system.gpus: [8, 16]\n");
+  const auto whole = run_cli({"sweep", sweep});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.out.rfind("point,training.recompute,system.gpus,", 0), 0u);
+  const auto by_flag = run_cli({"sweep", sweep, "--shard", "1/3"});
+  // --array=0-2: task 1 of 3.
+  ::setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "0", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
+  const auto zero_based = run_cli({"-v", "sweep", sweep});
+  // --array=1-3: task 2 is the same shard.
+  ::setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
+  const auto one_based = run_cli({"sweep", sweep});
+  // An explicit --shard wins over the environment.
+  const auto explicit_shard = run_cli({"sweep", sweep, "--shard", "0/3"});
+  ::setenv("SLURM_ARRAY_TASK_ID", "9", 1);
+  const auto bad = run_cli({"sweep", sweep});
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_MIN");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ASSERT_EQ(zero_based.code, 0) << zero_based.err;
+  EXPECT_EQ(zero_based.out, by_flag.out);
+  EXPECT_NE(zero_based.err.find("sweep shard 1/3 from SLURM_ARRAY_TASK_ID=1"), std::string::npos) << zero_based.err;
+  EXPECT_EQ(one_based.out, by_flag.out);
+  EXPECT_EQ(explicit_shard.out, run_cli({"sweep", sweep, "--shard", "0/3"}).out);
+  EXPECT_NE(explicit_shard.out, by_flag.out);
+  std::istringstream rows(by_flag.out);
+  std::string header, r1, r2;
+  std::getline(rows, header);
+  std::getline(rows, r1);
+  std::getline(rows, r2);
+  EXPECT_EQ(r1.rfind("1,", 0), 0u);  // the points' indices in the whole sweep: 1 and 4
+  EXPECT_EQ(r2.rfind("4,", 0), 0u);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("SLURM_ARRAY_TASK_ID=9"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 
