@@ -202,7 +202,8 @@ def test_sweep_from_base_and_vary_and_shard():
 def test_sweep_writes_csv(tmp_path):
     out = tmp_path / "points.csv"
     df = racksim.sweep(base=QUICK, vary={"training.recompute": ["none", "full"]}, out=str(out))
-    assert out.read_text().splitlines()[0].startswith("training.recompute,")
+    assert out.read_text().splitlines()[0].startswith("point,training.recompute,")
+    assert list(df["point"]) == [0, 1]
     assert len(df) == 2
 
 
