@@ -85,6 +85,21 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   if (tty) {
     bar = std::make_shared<ProgressBar>(err);
     progress = [bar](std::size_t d, std::size_t t) { (*bar)(d, t); };
+  } else if (spdlog::default_logger()->level() <= spdlog::level::warn) {
+    // Not a terminal (a batch job's log): one line every few seconds, unless -q.
+    struct State {
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), last = t0;
+    };
+    auto st = std::make_shared<State>();
+    progress = [st, &err](std::size_t d, std::size_t t) {
+      const auto now = std::chrono::steady_clock::now();
+      if (d >= t || now - st->last < std::chrono::seconds(5)) return;
+      st->last = now;
+      const double el = std::chrono::duration<double>(now - st->t0).count();
+      err << fmt::format("sweep: {}/{} points, {:.0f} s{}\n", d, t, el,
+                         d > 0 ? fmt::format(", ~{:.0f} s left", el / d * (t - d)) : "")
+          << std::flush;
+    };
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = workflow::run_sweep(spec, points, jobs, progress);
