@@ -361,3 +361,13 @@ def test_the_notebook_example_runs(capsys):
     runpy.run_path("docs/examples/python_tour.py", run_name="__main__")
     out = capsys.readouterr().out
     assert "step " in out and "FSDP over ZeRO-1" in out and "Qwen3-8B:" in out
+
+
+def test_the_ipynb_matches_the_py(root):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("nb", root / "docs/examples/notebook_from_py.py")
+    nb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nb)
+    want = nb.notebook((root / "docs/examples/python_tour.py").read_text())
+    got = json.loads((root / "docs/examples/python_tour.ipynb").read_text())
+    assert got == want, "run docs/examples/notebook_from_py.py after editing python_tour.py"
