@@ -1,6 +1,8 @@
 #include "hardware_models/calibration.h"
+#include "hardware_models/nccl_tests.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -692,6 +694,22 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         "those kernels stream at the HBM rate here, which is optimistic for register-heavy softmax fusions",
         cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
 
+  if (spdlog::should_log(spdlog::level::info)) {
+    std::string applied_list, kept_list;
+    for (const auto& a : applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
+    for (const auto& k : kept) kept_list += (kept_list.empty() ? "" : ", ") + k;
+    spdlog::info("calibration {} ({}) applied to {}: {}; GEMM shape model{}{}{}{}", cal.name,
+                 cal.file.empty() ? calibrated_dir() + "/" + cal.name + ".yaml" : cal.file, spec.name,
+                 c->same_device ? "same device, measured figures used as measured"
+                                : fmt::format("transfer rule: {} ({}) to {} ({}, {}), shape curve as a ratio to the "
+                                              "preset's ceilings",
+                                              cal.device_name, arch_name(cal.architecture), spec.gpu.model,
+                                              arch_name(spec.gpu.architecture), link_name(spec.host.link)),
+                 c->applied_gemm_ceiling ? " with the measured ceiling" : "",
+                 applied_list.empty() ? "" : "; measured " + applied_list,
+                 kept_list.empty() ? "" : "; preset kept for " + kept_list,
+                 c->applied_nccl ? "; measured NCCL collectives" : "");
+  }
   spec.calibration = std::move(c);
 }
 
@@ -706,111 +724,9 @@ bool load_and_apply_calibration(const std::string& name, const Node& where_named
 // ---------------------------------------------------------------- nccl-tests logs
 
 std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label) {
-  std::istringstream in(text);
-  std::string line;
-  std::vector<std::string> header;
-  NcclTestsLog log;
-  int rank_lines = 0, nthread = 0, ngpus = 0;
-  int lineno = 0;
-  auto tokens = [](const std::string& s) {
-    std::vector<std::string> t;
-    std::istringstream ss(s);
-    for (std::string w; ss >> w;) t.push_back(w);
-    return t;
-  };
-  auto index_of = [&](const std::string& name) -> int {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return static_cast<int>(i);
-    return -1;
-  };
-  int i_size = -1, i_time = -1, i_alg = -1, i_bus = -1;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const auto t = tokens(line);
-    if (t.empty()) continue;
-    if (t[0] == "#" || t[0].front() == '#') {
-      std::vector<std::string> body = t;
-      if (body[0] == "#") body.erase(body.begin());
-      else body[0] = body[0].substr(1);
-      if (body.empty()) continue;
-      if (body.size() >= 2 && body[0] == "Rank") ++rank_lines;
-      for (std::size_t i = 0; i + 1 < body.size(); ++i) {
-        if (body[i] != "nThread" && body[i] != "nGpus") continue;
-        // A count, not whatever atoi makes of it: 99999999999 GPUs is an error, not 1215752191.
-        const std::string& v = body[i + 1];
-        char* end = nullptr;
-        errno = 0;
-        const long long n = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || n < 1 || n > kMaxGpus)
-          fail(file_label, fmt::format("nccl-tests '{} {}' is not a count from 1 to {}", body[i], v, kMaxGpus), lineno);
-        (body[i] == "nThread" ? nthread : ngpus) = static_cast<int>(n);
-      }
-      // "# Collective test starting: all_reduce_perf"
-      for (std::size_t i = 0; i + 1 < body.size(); ++i)
-        if (body[i] == "starting:") {
-          std::string op = body[i + 1];
-          if (op.ends_with("_perf")) op = op.substr(0, op.size() - 5);
-          if (op == "alltoall") op = "all_to_all";
-          if (op == "sendrecv") op = "send_recv";
-          log.op = op;
-        }
-      if (header.empty() && std::find(body.begin(), body.end(), "size") != body.end() &&
-          std::find(body.begin(), body.end(), "algbw") != body.end() &&
-          std::find(body.begin(), body.end(), "busbw") != body.end() &&
-          std::find(body.begin(), body.end(), "time") != body.end()) {
-        header = body;
-        i_size = index_of("size");
-        i_time = index_of("time");  // the first: out-of-place
-        i_alg = index_of("algbw");
-        i_bus = index_of("busbw");
-      }
-      continue;
-    }
-    if (header.empty()) continue;
-    // A data row starts with its size in bytes.
-    char* end = nullptr;
-    const double size = std::strtod(t[0].c_str(), &end);
-    if (end != t[0].c_str() + t[0].size()) continue;
-    if (static_cast<int>(t.size()) <= std::max({i_size, i_time, i_alg, i_bus})) {
-      fail(file_label, fmt::format("nccl-tests row has {} columns; the header names {}", t.size(), header.size()), lineno);
-    }
-    auto value = [&](int i) {
-      char* e = nullptr;
-      const double v = std::strtod(t[i].c_str(), &e);
-      if (e != t[i].c_str() + t[i].size() || !std::isfinite(v))
-        fail(file_label, fmt::format("nccl-tests column '{}' is not a number: '{}'", header[i], t[i]), lineno);
-      return v;
-    };
-    NcclTestsLog::Row r;
-    r.bytes = size;
-    r.time_s = value(i_time) * 1e-6;  // nccl-tests prints us
-    r.algbw_Bps = value(i_alg) * 1e9;  // and GB/s
-    r.busbw_Bps = value(i_bus) * 1e9;
-    log.rows.push_back(r);
-  }
-  if (header.empty()) return std::nullopt;
-  if (log.op.empty()) {
-    // The file name names the test: all_reduce_perf.log, alltoall_8gpu.txt, ...
-    std::string base = fs::path(file_label).filename().string();
-    for (auto& ch : base) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    const std::vector<std::pair<std::string, std::string>> names = {
-        {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"},   {"all_gather", "all_gather"},
-        {"allgather", "all_gather"},  {"reduce_scatter", "reduce_scatter"}, {"reducescatter", "reduce_scatter"},
-        {"all_to_all", "all_to_all"}, {"alltoall", "all_to_all"},    {"broadcast", "broadcast"},
-        {"send_recv", "send_recv"},   {"sendrecv", "send_recv"}};
-    for (const auto& [k, v] : names)
-      if (base.find(k) != std::string::npos) {
-        log.op = v;
-        break;
-      }
-  }
-  const int64_t gpus = rank_lines > 0 ? rank_lines : static_cast<int64_t>(std::max(1, nthread)) * ngpus;
-  if (gpus > kMaxGpus)
-    fail(file_label, fmt::format("nccl-tests log of {} GPUs (nThread x nGpus): more than the {} racksim models", gpus,
-                                 kMaxGpus));
-  log.gpus = static_cast<int>(gpus);
-  return log;
+  auto logs = parse_nccl_tests_output(text, file_label);
+  if (logs.empty()) return std::nullopt;
+  return logs.front();
 }
 
 // ---------------------------------------------------------------- fitting
@@ -1490,29 +1406,45 @@ Calibration fit_calibration(const FitOptions& opt) {
   std::vector<std::pair<NcclTestsLog, int>> logs;
   for (const auto& [shown, real] : files) {
     const std::string ext = fs::path(real).extension().string();
+    std::string text;
+    if (ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out")
+      text = input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes, "a measurement file",
+                                      input::Binary::stop);
+    // nccl-tests: stdout logs (.log, .txt; -C cputime), Slurm .out files, -J JSON.
+    std::vector<NcclTestsLog> tests;
     if (ext == ".json") {
-      read_bench_json(real, shown, in, opt);
-    } else if (ext == ".log" || ext == ".txt") {
-      auto log = parse_nccl_tests_log(input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes,
-                                                               "a measurement file", input::Binary::stop),
-                                      shown);
-      if (!log) continue;  // racksim-bench's own log, environment captures, ...
-      if (log->op.empty())
-        fail(shown, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
+      json j;
+      try {
+        j = json::parse(text);
+      } catch (const json::exception&) {
+      }
+      if (!is_nccl_tests_json(j)) {
+        read_bench_json(real, shown, in, opt);
+        continue;
+      }
+      tests = parse_nccl_tests_output(text, shown);
+    } else if (ext == ".log" || ext == ".txt" || ext == ".out") {
+      tests = parse_nccl_tests_output(text, shown);  // none: racksim-bench's own log, environment captures, ...
+    }
+    for (std::size_t k = 0; k < tests.size(); ++k) {
+      const auto& log = tests[k];
+      const std::string where = tests.size() > 1 ? fmt::format("{} (test {} of {})", shown, k + 1, tests.size()) : shown;
+      if (log.op.empty())
+        fail(where, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
                     "and the file name names none of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv)");
-      if (log->gpus < 2) fail(shown, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
-      if (log->rows.size() < 2) fail(shown, "nccl-tests log: fewer than 2 sizes");
-      Inputs::NcclGroup g{log->op, log->gpus, static_cast<int>(in.sources.size()), {}};
+      if (log.gpus < 2) fail(where, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
+      if (log.rows.size() < 2) fail(where, "nccl-tests log: fewer than 2 sizes");
+      Inputs::NcclGroup g{log.op, log.gpus, static_cast<int>(in.sources.size()), {}};
       int left_out = 0;
-      for (const auto& r : log->rows) add_point(g.pts, r.bytes, r.time_s, left_out);
+      for (const auto& r : log.rows) add_point(g.pts, r.bytes, r.time_s, left_out);
       if (g.pts.size() < 2)
-        fail(shown, fmt::format("nccl-tests log: {} of its {} rows have a positive size and time; at least 2 are "
+        fail(where, fmt::format("nccl-tests log: {} of its {} rows have a positive size and time; at least 2 are "
                                 "needed to fit latency and bandwidth",
-                                g.pts.size(), log->rows.size()));
-      note_dropped(in, shown, "nccl-tests", left_out, static_cast<int>(log->rows.size()),
+                                g.pts.size(), log.rows.size()));
+      note_dropped(in, where, "nccl-tests", left_out, static_cast<int>(log.rows.size()),
                    "a size or time that is not positive and finite");
       in.nccl.push_back(g);
-      in.sources.push_back({shown, "", "nccl-tests", {"nccl"}});
+      in.sources.push_back({where, "", log.time_column == "cputime" ? "nccl-tests (-C: cputime)" : "nccl-tests", {"nccl"}});
     }
   }
   if (in.sources.empty()) fail(dirs_shown.front(), "no racksim-bench JSON or nccl-tests log found");

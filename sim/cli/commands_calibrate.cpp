@@ -93,7 +93,12 @@ Registered register_calibrate(CLI::App& app) {
   fit->add_option("--base", s->base, "the system preset of the device measured")->required();
   fit->add_option("--out", s->out, "calibration file to write (hardware_models/calibrated/NAME.yaml)")->required();
   fit->add_flag("--quiet", s->quiet, "print nothing on success");
-  return {sub, [s](std::ostream& out, std::ostream&) {
+  auto read = std::make_shared<CalibrateRead>();
+  auto* rd = sub->add_subcommand("read", "show what racksim reads from nccl-tests output (log, -C log, Slurm .out, -J JSON)");
+  rd->add_option("files", read->files, "nccl-tests output files")->required();
+  rd->add_flag("--json", read->json, "print JSON");
+  return {sub, [s, rd, read](std::ostream& out, std::ostream&) -> int {
+            if (rd->parsed()) return static_cast<int>(cmd_calibrate_read(*read, out));
             hw::FitOptions opt;
             opt.from_dirs = s->from;
             opt.base_preset = s->base;

@@ -177,8 +177,7 @@ void print_summary(std::ostream& out, const json& r) {
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
   Replayed r = replay_hlo(file, system, gpus, sets);
-  if (!trace.empty())
-    input::write_file_checked(trace, sim::make_trace(r.scenario, r.graph, r.replay).dump() + "\n", "--trace");
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
   if (json_out)
     out << r.report.dump() << '\n';
   else
@@ -210,7 +209,7 @@ Registered register_replay(CLI::App& app) {
       sub->add_option("--gpus", s->gpus, "GPUs of the job, 1 to 1,048,576 (default: the devices the module was compiled for)");
   sub->add_option("--set", s->sets, "override a scenario key: KEY.PATH=VALUE (repeatable), e.g. system.calibration=h200");
   sub->add_flag("--json", s->json, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   // `racksim validate` runs `replay:` cases through this importer.
   workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus,
                                 const std::vector<std::string>& sets) {

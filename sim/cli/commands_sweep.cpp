@@ -1,6 +1,7 @@
 // racksim sweep SWEEP.yaml [--out FILE.csv] [--jobs N] [--shard K/N] [--report FILE.html]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -55,7 +56,13 @@ bool stderr_is_terminal(const std::ostream& err) {
 
 int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const std::string& shard_text,
               const std::string& html, std::ostream& out, std::ostream& err) {
-  const workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
+  workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
+  std::string from_slurm;
+  if (shard_text.empty())
+    if (auto s = workflow::shard_from_slurm_env(&from_slurm)) {
+      shard = *s;  // a Slurm job array task runs its share without --shard
+      spdlog::info("sweep shard {}", from_slurm);
+    }
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   workflow::check_sweep_size(spec, shard, !html.empty());
   // Open the outputs before the (long) run so a bad path fails at once.
@@ -79,6 +86,21 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   if (tty) {
     bar = std::make_shared<ProgressBar>(err);
     progress = [bar](std::size_t d, std::size_t t) { (*bar)(d, t); };
+  } else if (spdlog::default_logger()->level() <= spdlog::level::warn) {
+    // Not a terminal (a batch job's log): one line every few seconds, unless -q.
+    struct State {
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), last = t0;
+    };
+    auto st = std::make_shared<State>();
+    progress = [st, &err](std::size_t d, std::size_t t) {
+      const auto now = std::chrono::steady_clock::now();
+      if (d >= t || now - st->last < std::chrono::seconds(5)) return;
+      st->last = now;
+      const double el = std::chrono::duration<double>(now - st->t0).count();
+      err << fmt::format("sweep: {}/{} points, {:.0f} s{}\n", d, t, el,
+                         d > 0 ? fmt::format(", ~{:.0f} s left", el / d * (t - d)) : "")
+          << std::flush;
+    };
   }
   std::vector<sim::SweepPointView> views;  // only with --report: what the page charts
   std::size_t points = 0, invalid = 0, nofit = 0;
@@ -127,7 +149,9 @@ Registered register_sweep(CLI::App& app) {
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
   sub->add_option("--jobs", s->jobs, "points simulated at once on this many threads (output does not depend on it)")
       ->check(CLI::Range(1, 4096));
-  sub->add_option("--shard", s->shard, "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order");
+  sub->add_option("--shard", s->shard,
+                  "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order and their point "
+                  "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN and _COUNT)");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
   return {sub, [s](std::ostream& out, std::ostream& err) {
             return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, out, err);

@@ -2,13 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <fstream>
 #include <optional>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
 #include "sim/core/time.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/scenario/limits.h"
 #include "workloads/graph_builder.h"
 
@@ -204,8 +211,9 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
 json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   json events = json::array();
   // One thread per stream, then the host launch thread.
-  const char* threads[] = {"compute", "communication", "H2D", "D2H", "parameter gathers", "gradient reductions",
-                           "host launch"};
+  auto thread_name = [](int tid) {
+    return tid < kStreamCount ? to_string(static_cast<StreamKind>(tid)) : std::string("host launch");
+  };
   const int host_tid = kStreamCount;
   for (int pid = 0; pid < g.ranks; ++pid) {
     events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
@@ -215,9 +223,12 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
                                                                    sc.system.spec.name)}}}});
     for (int tid = 0; tid <= kStreamCount; ++tid)
       events.push_back(
-          {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
+          {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", thread_name(tid)}}}});
   }
   auto us = [](double s) { return s * 1e6; };
+  auto kind_name = [](OpKind k) {
+    return k == OpKind::kernel ? "kernel" : k == OpKind::collective ? "collective" : "copy";
+  };
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpRecord& rec = r.ops[i];
@@ -234,10 +245,12 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     } else {
       args["bytes"] = op.copy_bytes;
     }
+    // Categories (Perfetto's "cat" filter): what the op is and which part of the step it belongs to.
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", static_cast<int>(op.stream)},
                       {"name", op.name},
+                      {"cat", fmt::format("{},{}", kind_name(op.kind), to_string(op.phase))},
                       {"ts", us(rec.start_s)},
                       {"dur", us(rec.end_s - rec.start_s)},
                       {"args", args}});
@@ -245,10 +258,107 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
                       {"pid", pid},
                       {"tid", host_tid},
                       {"name", "launch " + op.name},
+                      {"cat", "launch"},
                       {"ts", us(rec.launch_start_s)},
                       {"dur", us(rec.launch_end_s - rec.launch_start_s)}});
   }
+  // Flow arrows for the dependencies the streams alone do not show: across streams (a collective
+  // waiting for the GEMM that produced its input) and across ranks (pipeline sends). The arrow
+  // leaves the producer just before its end and enters the consumer at its start.
+  std::uint64_t flow_id = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    for (OpId d : op.deps) {
+      const Op& from = g.ops[d];
+      if (from.stream == op.stream && from.rank == op.rank) continue;
+      const OpRecord& a = r.ops[d];
+      const OpRecord& b = r.ops[i];
+      const bool cross_rank = from.rank != op.rank;
+      const char* cat = cross_rank ? "dependency,cross-rank" : "dependency,cross-stream";
+      ++flow_id;
+      events.push_back({{"ph", "s"}, {"id", flow_id}, {"pid", from.rank}, {"tid", static_cast<int>(from.stream)},
+                        {"ts", us(std::max(a.start_s, a.end_s - 1e-12))}, {"name", cross_rank ? "send" : "dependency"},
+                        {"cat", cat}});
+      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"pid", op.rank}, {"tid", static_cast<int>(op.stream)},
+                        {"ts", us(b.start_s)}, {"name", cross_rank ? "send" : "dependency"}, {"cat", cat}});
+    }
+  }
+  // HBM in use per rank, by category (a stacked counter track), and pinned host memory when used:
+  // tensors allocated when their op starts and freed when it ends, frees first at equal times,
+  // as the engine's memory high-water mark counts them.
+  {
+    struct Ev {
+      double t;
+      int order;  // 0 free, 1 alloc
+      TensorId id;
+    };
+    std::vector<Ev> ev;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      for (TensorId t : g.ops[i].allocs) ev.push_back({r.ops[i].start_s, 1, t});
+      for (TensorId t : g.ops[i].frees) ev.push_back({r.ops[i].end_s, 0, t});
+    }
+    std::stable_sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.order < b.order; });
+    const int R = std::max(1, g.ranks);
+    std::vector<std::array<double, kMemCategoryCount>> hbm(R);
+    for (auto& a : hbm) a.fill(0);
+    std::vector<double> host(R, 0.0);
+    std::vector<char> live(g.tensors.size(), 0);
+    bool any_host = false;
+    auto apply = [&](TensorId id, bool alloc) {
+      const Tensor& t = g.tensors[id];
+      if (static_cast<bool>(live[id]) == alloc || t.rank >= R) return;
+      live[id] = alloc;
+      const double d = alloc ? t.bytes : -t.bytes;
+      if (t.on_host) {
+        host[t.rank] += d;
+        any_host = true;
+      } else {
+        hbm[t.rank][static_cast<int>(t.category)] += d;
+      }
+    };
+    auto counter = [&](int rank, double t) {
+      json a = json::object();
+      for (int c = 0; c < kMemCategoryCount; ++c) a[to_string(static_cast<MemCategory>(c))] = hbm[rank][c] / 1e9;
+      events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "HBM in use (GB)"}, {"cat", "memory"}, {"ts", us(t)}, {"args", a}});
+      if (any_host)
+        events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "host memory in use (GB)"}, {"cat", "memory"},
+                          {"ts", us(t)}, {"args", {{"pinned", host[rank] / 1e9}}}});
+    };
+    for (TensorId id : g.resident) apply(id, true);
+    for (int rank = 0; rank < R; ++rank) counter(rank, 0);
+    // One sample per rank and instant, after every change at that instant.
+    for (std::size_t k = 0; k < ev.size();) {
+      const double t = ev[k].t;
+      std::vector<char> touched(R, 0);
+      for (; k < ev.size() && ev[k].t == t; ++k) {
+        apply(ev[k].id, ev[k].order == 1);
+        const int rank = g.tensors[ev[k].id].rank;
+        if (rank < R) touched[rank] = 1;
+      }
+      for (int rank = 0; rank < R; ++rank)
+        if (touched[rank]) counter(rank, t);
+    }
+  }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void write_trace_file(const std::string& path, const json& trace) {
+  const std::string text = trace.dump() + "\n";
+  auto fail = [&](const char* what) {
+    input::Diagnostic d;
+    d.where.file = path;
+    d.key_path = "--trace";
+    d.message = what;
+    throw input::InputError({d});
+  };
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    gzFile f = gzopen(path.c_str(), "wb6");
+    if (!f) fail("cannot write this file");
+    const int n = gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    if (gzclose(f) != Z_OK || n != static_cast<int>(text.size())) fail("write failed");
+    return;
+  }
+  input::write_file_checked(path, text, "--trace");
 }
 
 }  // namespace racksim::sim

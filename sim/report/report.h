@@ -30,7 +30,12 @@ nlohmann::json make_report(const Scenario& sc, const workloads::OpGraph& g, cons
 
 // Chrome trace-event JSON: one process per simulated rank, one thread per stream plus the
 // host launch thread, one complete event per op with FLOPs, bytes and its bound in args.
+// Also: an "HBM in use (GB)" counter track per rank, stacked by memory category (and pinned host
+// memory when the step offloads), flow arrows for cross-stream and cross-rank dependencies
+// (pipeline sends), and categories ("kernel,forward", "collective,backward", "launch", ...).
 nlohmann::json make_trace(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+// Writes the trace; a path ending in .gz is gzip-compressed (Perfetto opens both). Throws InputError.
+void write_trace_file(const std::string& path, const nlohmann::json& trace);
 
 std::string version();
 

@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -153,8 +154,14 @@ Scenario parse_scenario(Node root) {
     r.finish();
     if (!sc.system.preset.empty()) {
       Node named = sys->child("preset");
-      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec) && sc.system.calibration)
-        hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
+      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec)) {
+        spdlog::info("{}: system preset {} ({}/{}.yaml){}", sc.file, sc.system.preset, hw::presets_dir(),
+                     sc.system.preset, overrides ? " with system.overrides" : "");
+        if (sc.system.calibration)
+          hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
+        else
+          spdlog::info("{}: no calibration (system.calibration not set): the preset's cited figures", sc.file);
+      }
     }
   }
 

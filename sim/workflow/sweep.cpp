@@ -351,7 +351,7 @@ std::optional<double> report_number(const json& report, const std::string& colum
 }
 
 std::vector<std::string> csv_header(const SweepSpec& spec) {
-  std::vector<std::string> h;
+  std::vector<std::string> h = {"point"};  // the point's index in the whole sweep (shards keep it)
   for (const auto& k : spec.keys) h.push_back(k.path);
   for (const auto& c : report_columns()) h.push_back(c);
   h.push_back("fits");
@@ -380,7 +380,8 @@ std::string csv_line(const std::vector<std::string>& cells) {
 }
 
 std::string csv_row(const SweepSpec&, const PointResult& r) {
-  std::vector<std::string> cells = r.values;
+  std::vector<std::string> cells = {std::to_string(r.index)};
+  cells.insert(cells.end(), r.values.begin(), r.values.end());
   for (const auto& c : report_columns()) {
     const json* v = r.report.is_null() ? nullptr : lookup(r.report, c);
     cells.push_back(v ? number_cell(*v) : "");

@@ -56,6 +56,10 @@ struct Shard {
   int count = 1;  // N
 };
 Shard parse_shard(const std::string& text);  // "K/N" with 0 <= K < N; throws input::InputError
+// A Slurm job array's shard from the environment (SLURM_ARRAY_TASK_ID, _MIN, _COUNT; 0- or
+// 1-based arrays alike: K = ID - MIN); nullopt outside a job array. Throws input::InputError for
+// inconsistent values. `describe` receives "K/N from SLURM_ARRAY_TASK_ID=..." for the log.
+std::optional<Shard> shard_from_slurm_env(std::string* describe = nullptr);
 std::vector<std::size_t> shard_points(std::size_t total, Shard shard);
 std::size_t shard_size(std::size_t total, Shard shard);  // shard_points(total, shard).size(), computed
 // Throws input::InputError (at the sweep's `vary:`) when the shard has more than kMaxSweepPoints
@@ -87,7 +91,7 @@ const std::vector<std::string>& report_columns();
 // A scalar of the report by column name (dotted); nullopt when absent or not a number/bool.
 std::optional<double> report_number(const nlohmann::json& report, const std::string& column);
 
-std::vector<std::string> csv_header(const SweepSpec& spec);  // keys, report columns, fits, error
+std::vector<std::string> csv_header(const SweepSpec& spec);  // point, keys, report columns, fits, error
 std::string csv_line(const std::vector<std::string>& cells);  // RFC 4180 quoting, '\n' ended
 void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results);
 std::string csv_row(const SweepSpec& spec, const PointResult& r);  // one point's line of the CSV
