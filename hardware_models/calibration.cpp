@@ -112,12 +112,7 @@ std::string display_path(const std::string& p) {
 }
 
 [[noreturn]] void fail(const std::string& file, const std::string& msg, int line = 0) {
-  input::Diagnostic d;
-  d.where.file = file;
-  d.where.line = line;
-  d.where.column = line > 0 ? 1 : 0;
-  d.message = msg;
-  throw input::InputError({d});
+  throw input::input_error(file, line, line > 0 ? 1 : 0, "", msg);
 }
 
 double matmul_input_bytes(Dtype d) {

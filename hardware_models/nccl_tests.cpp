@@ -22,12 +22,7 @@ using nlohmann::json;
 namespace {
 
 [[noreturn]] void fail(const std::string& file, const std::string& msg, int line = 0) {
-  input::Diagnostic d;
-  d.where.file = file;
-  d.where.line = line;
-  d.where.column = line > 0 ? 1 : 0;
-  d.message = msg;
-  throw input::InputError({d});
+  throw input::input_error(file, line, line > 0 ? 1 : 0, "", msg);
 }
 
 // "all_reduce_perf", "./build/alltoall_perf" -> racksim's op name; "" if none.

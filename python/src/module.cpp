@@ -30,16 +30,7 @@ using namespace racksim;
 
 namespace {
 
-// One diagnostic as an InputError (built field by field: GCC 12 warns on the nested braces).
-[[maybe_unused]] input::InputError input_error(std::string file, int line, int col, std::string key, std::string msg) {
-  input::Diagnostic d;
-  d.where.file = std::move(file);
-  d.where.line = line;
-  d.where.column = col;
-  d.key_path = std::move(key);
-  d.message = std::move(msg);
-  return input::InputError({d});
-}
+using input::input_error;
 
 // A scenario given as a file, or as YAML/JSON text (a Python dict) with a label for messages;
 // relative paths inside the text resolve against the working directory.

@@ -20,16 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-// One diagnostic as an InputError (built field by field: GCC 12 warns on the nested braces).
-[[maybe_unused]] input::InputError input_error(std::string file, int line, int col, std::string key, std::string msg) {
-  input::Diagnostic d;
-  d.where.file = std::move(file);
-  d.where.line = line;
-  d.where.column = col;
-  d.key_path = std::move(key);
-  d.message = std::move(msg);
-  return input::InputError({d});
-}
+using input::input_error;
 
 const char* kOps = "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv";
 

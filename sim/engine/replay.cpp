@@ -515,53 +515,23 @@ class Replayer {
   }
 
   void compute_memory() {
-    // Allocation at op start, free at op end; frees first at equal times (the allocator
-    // reuses a block freed by the op that just finished).
-    struct Ev {
-      double t;
-      int order;  // 0 free, 1 alloc
-      TensorId id;
-    };
-    std::vector<Ev> ev;
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
-      for (TensorId t : g_.ops[i].allocs) ev.push_back({res_.ops[i].start_s, 1, t});
-      for (TensorId t : g_.ops[i].frees) ev.push_back({res_.ops[i].end_s, 0, t});
-    }
-    std::stable_sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
-      return a.t != b.t ? a.t < b.t : a.order < b.order;
-    });
-    std::vector<char> live(g_.tensors.size(), 0);
-    const std::size_t R = res_of_.size();
-    std::vector<std::array<double, kMemCategoryCount>> hbm(R);
-    for (auto& a : hbm) a.fill(0);
-    std::vector<double> host(R, 0.0);
+    const int R = static_cast<int>(res_of_.size());
+    MemoryInUse in_use(g_, R);
     auto& m = res_.memory;
-    auto apply = [&](TensorId id, bool alloc) {
-      const Tensor& t = g_.tensors[id];
-      if (static_cast<bool>(live[id]) == alloc) return;  // double free / re-alloc: ignore
-      live[id] = alloc;
-      const double d = alloc ? t.bytes : -t.bytes;
-      if (t.on_host)
-        host[t.rank] += d;
-      else
-        hbm[t.rank][static_cast<int>(t.category)] += d;
-    };
-    for (TensorId id : g_.resident) apply(id, true);
     // The peak is the largest over ranks; its breakdown is that rank's at that moment.
-    auto check_peak = [&](std::size_t r) {
-      double total = 0;
-      for (double v : hbm[r]) total += v;
+    auto check_peak = [&](int r) {
+      const double total = in_use.hbm_total(r);
       if (total > m.peak_hbm_bytes) {
         m.peak_hbm_bytes = total;
-        m.at_peak = hbm[r];
-        m.peak_rank = static_cast<int>(r);
+        m.at_peak = in_use.hbm(r);
+        m.peak_rank = r;
       }
-      m.peak_host_bytes = std::max(m.peak_host_bytes, host[r]);
+      m.peak_host_bytes = std::max(m.peak_host_bytes, in_use.host(r));
     };
-    for (std::size_t r = 0; r < R; ++r) check_peak(r);
-    for (const auto& e : ev) {
-      apply(e.id, e.order == 1);
-      if (e.order == 1) check_peak(g_.tensors[e.id].rank);
+    for (int r = 0; r < R; ++r) check_peak(r);
+    for (const auto& e : memory_events(g_, res_.ops)) {
+      in_use.apply(e.tensor, e.alloc);
+      if (e.alloc) check_peak(g_.tensors[e.tensor].rank);
     }
   }
 };
@@ -571,6 +541,41 @@ class Replayer {
 ReplayResult replay(const OpGraph& graph, const Scenario& scenario) {
   Replayer r(graph, scenario);
   return r.run();
+}
+
+std::vector<MemoryEvent> memory_events(const OpGraph& g, const std::vector<OpRecord>& ops) {
+  std::vector<MemoryEvent> ev;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    for (TensorId t : g.ops[i].allocs) ev.push_back({ops[i].start_s, true, t});
+    for (TensorId t : g.ops[i].frees) ev.push_back({ops[i].end_s, false, t});
+  }
+  std::stable_sort(ev.begin(), ev.end(), [](const MemoryEvent& a, const MemoryEvent& b) {
+    return a.t_s != b.t_s ? a.t_s < b.t_s : (!a.alloc && b.alloc);
+  });
+  return ev;
+}
+
+MemoryInUse::MemoryInUse(const OpGraph& g, int ranks)
+    : g_(g), live_(g.tensors.size(), 0), hbm_(std::max(1, ranks)), host_(std::max(1, ranks), 0.0) {
+  for (auto& a : hbm_) a.fill(0);
+  for (TensorId id : g.resident) apply(id, true);
+}
+
+void MemoryInUse::apply(TensorId id, bool alloc) {
+  const Tensor& t = g_.tensors[id];
+  if (static_cast<bool>(live_[id]) == alloc || t.rank >= hbm_.size()) return;  // double free / re-alloc: ignore
+  live_[id] = alloc;
+  const double d = alloc ? t.bytes : -t.bytes;
+  if (t.on_host)
+    host_[t.rank] += d;
+  else
+    hbm_[t.rank][static_cast<int>(t.category)] += d;
+}
+
+double MemoryInUse::hbm_total(int rank) const {
+  double total = 0;
+  for (double v : hbm_[rank]) total += v;
+  return total;
 }
 
 }  // namespace racksim::sim

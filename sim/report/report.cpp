@@ -287,52 +287,28 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   // tensors allocated when their op starts and freed when it ends, frees first at equal times,
   // as the engine's memory high-water mark counts them.
   {
-    struct Ev {
-      double t;
-      int order;  // 0 free, 1 alloc
-      TensorId id;
-    };
-    std::vector<Ev> ev;
-    for (std::size_t i = 0; i < g.ops.size(); ++i) {
-      for (TensorId t : g.ops[i].allocs) ev.push_back({r.ops[i].start_s, 1, t});
-      for (TensorId t : g.ops[i].frees) ev.push_back({r.ops[i].end_s, 0, t});
-    }
-    std::stable_sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.order < b.order; });
+    const std::vector<MemoryEvent> ev = memory_events(g, r.ops);
     const int R = std::max(1, g.ranks);
-    std::vector<std::array<double, kMemCategoryCount>> hbm(R);
-    for (auto& a : hbm) a.fill(0);
-    std::vector<double> host(R, 0.0);
-    std::vector<char> live(g.tensors.size(), 0);
-    bool any_host = false;
-    auto apply = [&](TensorId id, bool alloc) {
-      const Tensor& t = g.tensors[id];
-      if (static_cast<bool>(live[id]) == alloc || t.rank >= R) return;
-      live[id] = alloc;
-      const double d = alloc ? t.bytes : -t.bytes;
-      if (t.on_host) {
-        host[t.rank] += d;
-        any_host = true;
-      } else {
-        hbm[t.rank][static_cast<int>(t.category)] += d;
-      }
-    };
+    MemoryInUse in_use(g, R);
+    bool any_host = false;  // the host track starts with the first pinned tensor
+    for (TensorId id : g.resident) any_host = any_host || g.tensors[id].on_host;
     auto counter = [&](int rank, double t) {
       json a = json::object();
-      for (int c = 0; c < kMemCategoryCount; ++c) a[to_string(static_cast<MemCategory>(c))] = hbm[rank][c] / 1e9;
+      for (int c = 0; c < kMemCategoryCount; ++c) a[to_string(static_cast<MemCategory>(c))] = in_use.hbm(rank)[c] / 1e9;
       events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "HBM in use (GB)"}, {"cat", "memory"}, {"ts", us(t)}, {"args", a}});
       if (any_host)
         events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "host memory in use (GB)"}, {"cat", "memory"},
-                          {"ts", us(t)}, {"args", {{"pinned", host[rank] / 1e9}}}});
+                          {"ts", us(t)}, {"args", {{"pinned", in_use.host(rank) / 1e9}}}});
     };
-    for (TensorId id : g.resident) apply(id, true);
     for (int rank = 0; rank < R; ++rank) counter(rank, 0);
     // One sample per rank and instant, after every change at that instant.
     for (std::size_t k = 0; k < ev.size();) {
-      const double t = ev[k].t;
+      const double t = ev[k].t_s;
       std::vector<char> touched(R, 0);
-      for (; k < ev.size() && ev[k].t == t; ++k) {
-        apply(ev[k].id, ev[k].order == 1);
-        const int rank = g.tensors[ev[k].id].rank;
+      for (; k < ev.size() && ev[k].t_s == t; ++k) {
+        in_use.apply(ev[k].tensor, ev[k].alloc);
+        any_host = any_host || g.tensors[ev[k].tensor].on_host;
+        const int rank = g.tensors[ev[k].tensor].rank;
         if (rank < R) touched[rank] = 1;
       }
       for (int rank = 0; rank < R; ++rank)
