@@ -145,6 +145,13 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "xla_rerecord_ref", QuantityKind::seconds, false, kLatency), s.launch.xla_rerecord_ref_s);
     set_if(quantity_in(r, "xla_thunk_launch", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_launch_s);
     set_if(quantity_in(r, "xla_thunk_program", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_program_s);
+    // Megatron-Core's host time per layer (eager); absent: not modelled.
+    set_if(quantity_in(r, "megatron_layer_forward", QuantityKind::seconds, false, kLatency), s.launch.megatron_layer_forward_s);
+    set_if(quantity_in(r, "megatron_layer_backward", QuantityKind::seconds, false, kLatency), s.launch.megatron_layer_backward_s);
+    set_if(quantity_in(r, "megatron_moe_forward", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_forward_s);
+    set_if(quantity_in(r, "megatron_moe_backward", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_backward_s);
+    set_if(quantity_in(r, "megatron_moe_routing", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_routing_s);
+    set_if(quantity_in(r, "megatron_moe_permutation", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_permutation_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -298,7 +305,9 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
             "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4",
             "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
-            "launch.xla_thunk_program"};
+            "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
+            "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
+            "launch.megatron_moe_permutation"};
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {

@@ -61,6 +61,18 @@ struct LaunchSpec {
   double xla_rerecord_ref_s = 0;
   double xla_thunk_launch_s = 0;       // per kernel with command buffers off (XLA's thunk executor)
   double xla_thunk_program_s = 0;      // per program execution with command buffers off
+  // Megatron-Core in eager mode (no CUDA graphs): the host's own work per transformer layer and
+  // micro-batch (Python module code, the PyTorch dispatcher, autograd, kernel launches), spread over
+  // the layer's ops; an MoE layer adds the router's, token dispatcher's and permutation's. 0: not
+  // modelled (only eager_kernel_launch per op). Measured, calibration/data/h200-2026-12-01-megatron-host.
+  double megatron_layer_forward_s = 0;
+  double megatron_layer_backward_s = 0;
+  double megatron_moe_forward_s = 0;
+  double megatron_moe_backward_s = 0;
+  // The parts of megatron_moe_forward_s that Megatron's fused router (--moe-router-fusion) and fused
+  // permutation (--moe-permute-fusion) replace with a kernel each.
+  double megatron_moe_routing_s = 0;
+  double megatron_moe_permutation_s = 0;
 };
 
 struct HostSpec {

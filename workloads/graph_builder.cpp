@@ -260,6 +260,8 @@ class Builder {
   int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, etp_ = 1, edp_ = 1, micro_steps_ = 1, vstages_ = 1;
   int rank_ = 0, mb_ = 0;
   bool materialized_ = false, jax_ = false;
+  OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
+  std::map<int, int> fwd_ops_per_layer_;   // ops a layer's forward issues (host work of recomputed ops)
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
   std::vector<int> vstage_first_layer_;  // size vstages_ + 1
   Phase phase_ = Phase::forward;
@@ -391,6 +393,10 @@ class Builder {
     op.rank = static_cast<uint16_t>(rank_);
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
+    if (pending_host_wait_ != kNoOp) {
+      op.host_waits_for = pending_host_wait_;
+      pending_host_wait_ = kNoOp;
+    }
     if (op.kind == OpKind::kernel && !overlapped_.empty()) {
       // The first kernel after an overlapped TP collective runs beside it; the second waits.
       if (overlap_countdown_ == 0) {
@@ -1020,8 +1026,17 @@ class Builder {
                      }});
     steps.push_back({"dispatch", expert_tokens * h_ * a,
                      [=, this] {
+                       const OpId routing = last_compute();  // router.topk: the routing map
                        vector("dispatch.permute", 2 * routed * h_ * a, 0);
+                       // Megatron-Core's token dispatchers read the token counts on the host (shared
+                       // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
+                       // dispatcher copies them off the routing map and waits for that copy before the EP
+                       // all-to-all (or, with no EP/TP exchange, before the experts); DeepEP and HybridEP
+                       // wait for the dispatch itself (tokens_per_expert.sum() / .item()) before the
+                       // experts. XLA's static shapes need no such wait.
+                       if (!jax_ && !t_.moe.hierarchical()) pending_host_wait_ = routing;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
+                       if (!jax_ && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
                      },
                      [=, this] {
@@ -1148,7 +1163,51 @@ class Builder {
     }
   }
 
+  // Megatron-Core's host work for one layer and micro-batch (eager), spread evenly over the ops the
+  // layer issues. The host issues ops one after another, so the GPU waits for it wherever a layer's
+  // ops take less GPU time than the host needs for them: small layers, and MoE layers after the
+  // token-count wait. Recomputed ops cost what the forward's did. Under CUDA graphs (Megatron's
+  // per-layer graphs) the dense part replays from a graph; the MoE dispatcher, whose shapes follow
+  // the routing, stays eager. JAX: XLA's runtime (launch.xla_*) instead.
+  void charge_host_work(int l, std::size_t first, bool forward) {
+    if (jax_) return;
+    const auto& L = sys_.launch;
+    const bool moe = m_.is_moe_layer(l);
+    const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s;
+    const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
+    // The fused router and permutation each replace Python-level op chains with one kernel (their own
+    // host time, a few tens of microseconds, is not subtracted back).
+    const double moe_fwd = std::max(0.0, L.megatron_moe_forward_s - (t_.moe.router_fusion ? L.megatron_moe_routing_s : 0.0) -
+                                             (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
+    const double fwd = dense_fwd + (moe ? moe_fwd : 0.0);
+    const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s : 0.0);
+    const std::size_t end = g_.ops.size();
+    if (forward) {
+      fwd_ops_per_layer_[l] = static_cast<int>(end - first);
+      if (fwd > 0 && end > first)
+        for (std::size_t i = first; i < end; ++i) g_.ops[i].host_s += fwd / static_cast<double>(end - first);
+      return;
+    }
+    std::size_t backward_ops = 0;
+    for (std::size_t i = first; i < end; ++i) backward_ops += g_.ops[i].phase != Phase::recompute;
+    const auto it = fwd_ops_per_layer_.find(l);
+    const double per_recomputed = it != fwd_ops_per_layer_.end() && it->second > 0 ? fwd / it->second : 0.0;
+    for (std::size_t i = first; i < end; ++i) {
+      if (g_.ops[i].phase == Phase::recompute) g_.ops[i].host_s += per_recomputed;
+      else if (bwd > 0) g_.ops[i].host_s += bwd / static_cast<double>(backward_ops);
+    }
+  }
   void layer_forward(int l, TensorId& layer_input) {
+    const std::size_t first = g_.ops.size();
+    layer_forward_ops(l, layer_input);
+    charge_host_work(l, first, true);
+  }
+  void layer_backward(int l) {
+    const std::size_t first = g_.ops.size();
+    layer_backward_ops(l);
+    charge_host_work(l, first, false);
+  }
+  void layer_forward_ops(int l, TensorId& layer_input) {
     prefix_ = fmt::format("mb{}.L{}.", mb_, l);
     auto& st = layer_state_[{mb_, l}];
     const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
@@ -1316,7 +1375,7 @@ class Builder {
     }
   }
 
-  void layer_backward(int l) {
+  void layer_backward_ops(int l) {
     prefix_ = fmt::format("mb{}.L{}.", mb_, l);
     auto& st = layer_state_[{mb_, l}];
     auto steps = layer_steps(l);

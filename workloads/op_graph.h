@@ -40,6 +40,7 @@ std::string to_string(MemCategory c);
 
 using OpId = uint32_t;
 using TensorId = uint32_t;
+inline constexpr OpId kNoOp = 0xffffffffu;
 
 struct Op {
   std::string name;
@@ -62,6 +63,12 @@ struct Op {
   int host_commands = 0;              // commands of the command buffer this op opens (0: none)
   int host_buffer_refs = 0;           // buffers those commands name
   bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
+  // A framework's own host work before it issues this op, beyond the launch (Megatron-Core eager: the
+  // op's share of its layer's Python, dispatcher and autograd time), seconds. 0: the launch only.
+  double host_s = 0;
+  // The host stops until this op has finished before it issues this one: a device-to-host copy
+  // the framework reads (Megatron-Core's MoE token counts). kNoOp: no wait.
+  OpId host_waits_for = kNoOp;
   // A collective on its own stream under CUDA's default hardware queues (XLA's): its CTAs get SMs
   // only once the compute kernels resident when it became ready, and those released by the same op,
   // have drained (sim/engine/replay.cpp, SmWait). Megatron's NCCL kernels, dispatched in launch order

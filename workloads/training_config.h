@@ -63,6 +63,11 @@ struct MoeOptions {
   // Megatron-Core --overlap-moe-expert-parallel-comm (and DualPipe): in the 1F1B steady state, the
   // EP exchanges of one micro-batch run beside the compute of the micro-batch paired with it.
   bool a2a_overlap = false;
+  // Megatron-Core's fused router (--moe-router-fusion: top-k, score function and aux-loss scores in one
+  // kernel) and fused permutation (--moe-permute-fusion: permute, unpermute and chunk sorting). Both
+  // off by default, as in Megatron; they take the host work of what they fuse away.
+  bool router_fusion = false;
+  bool permute_fusion = false;
 };
 // An uneven pipeline split: the decoder layers of the first and the last VIRTUAL stage (0 allowed: a stage
 // of only the embedding or only the loss, as Megatron's --pipeline-model-parallel-layout "Et|(tt|)*30L"

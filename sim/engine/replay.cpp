@@ -166,16 +166,34 @@ class Replayer {
 
   double now_s() const { return q_.now().seconds(); }
 
-  // The host thread issues every op in program order; it never waits for the GPU inside a
-  // step (no host syncs), so its timeline is known up front.
+  // The host thread issues every op in program order, each after its host work (the launch, a
+  // framework's own time). It runs ahead of the GPU except where the framework reads a result back
+  // (Op::host_waits_for): there it stops until that op has finished, then goes on from that time.
   void schedule_launches() {
+    host_s_.assign(res_of_.size(), 0.0);
+    micro_step_.assign(res_of_.size(), std::string());
+    rank_ops_.assign(res_of_.size(), {});
+    cursor_.assign(res_of_.size(), 0);
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[g_.ops[i].rank].push_back(static_cast<OpId>(i));
+    for (std::size_t r = 0; r < rank_ops_.size(); ++r) launch_from(static_cast<int>(r));
+  }
+  // Issues the rank's ops from its cursor until one waits for an op that has not finished.
+  void launch_from(int rank) {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
-    std::vector<double> host_s(res_of_.size(), 0.0);
-    std::vector<std::string> micro_step(res_of_.size());
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+    const std::vector<OpId>& ops = rank_ops_[rank];
+    std::size_t& c = cursor_[rank];
+    double& h = host_s_[rank];
+    for (; c < ops.size(); ++c) {
+      const OpId i = ops[c];
       const Op& op = g_.ops[i];
-      double& h = host_s[op.rank];
+      if (op.host_waits_for != workloads::kNoOp) {
+        if (!done_[op.host_waits_for]) {
+          host_waiters_[op.host_waits_for].push_back(rank);
+          return;
+        }
+        h = std::max(h, res_.ops[op.host_waits_for].end_s);
+      }
       // Everything the host does before the op can be issued is part of its launch (a GPU that
       // waits for it waits for the host: launch_overhead): the graph launch that opens a
       // micro-step chunk, and a runtime's own work (XLA command buffers, HLO replay).
@@ -193,18 +211,23 @@ class Replayer {
         if (graphs) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
           const std::string ms = op.name.substr(0, op.name.find('.'));
-          if (ms != micro_step[op.rank]) {
+          if (ms != micro_step_[rank]) {
             h += l.graph_launch_s;
-            micro_step[op.rank] = ms;
+            micro_step_[rank] = ms;
           }
         }
-        h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
+        // A framework's measured host work includes its launches; otherwise the launch alone.
+        h += op.host_s > 0 ? op.host_s : (graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
       }
       res_.ops[i].launch_end_s = h;
-      const OpId id = static_cast<OpId>(i);
-      q_.schedule(SimTime::from_seconds(h), [this, id] { release(id); });
+      q_.schedule(SimTime::from_seconds(h), [this, i] { release(i); });
     }
   }
+  std::vector<double> host_s_;                 // per rank: when its host thread is free
+  std::vector<std::string> micro_step_;        // per rank: the micro-step chunk of its last graph launch
+  std::vector<std::vector<OpId>> rank_ops_;    // per rank: its ops in program order
+  std::vector<std::size_t> cursor_;            // per rank: the next op its host issues
+  std::map<OpId, std::vector<int>> host_waiters_;  // op -> ranks whose host waits for it
 
   void release(OpId id) {
     if (--pending_[id] == 0) start(id);
@@ -215,6 +238,11 @@ class Replayer {
     r.end_s = now_s();
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
+    if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
+      const std::vector<int> ranks = std::move(w->second);
+      host_waiters_.erase(w);
+      for (int rank : ranks) launch_from(rank);
+    }
     if (g_.ops[id].kind == OpKind::kernel) {
       Res& R = res_of_[g_.ops[id].rank];
       R.running_kernels.erase(id);

@@ -251,6 +251,8 @@ Scenario parse_scenario(Node root) {
              t.moe.dispatcher);
       set_if(mr.integer("max_nodes_per_token", false, 0, 1'000'000), t.moe.max_nodes_per_token);
       set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
+      set_if(mr.boolean("router_fusion"), t.moe.router_fusion);
+      set_if(mr.boolean("permute_fusion"), t.moe.permute_fusion);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -398,7 +400,11 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                {"hbm_bandwidth", format_quantity(g.gpu.hbm_bandwidth_Bps, QuantityKind::bytes_per_second)}}},
       {"launch", {{"eager_kernel_launch", format_quantity(g.launch.eager_kernel_launch_s, QuantityKind::seconds)},
                   {"graph_kernel_launch", format_quantity(g.launch.graph_kernel_launch_s, QuantityKind::seconds)},
-                  {"graph_launch", format_quantity(g.launch.graph_launch_s, QuantityKind::seconds)}}},
+                  {"graph_launch", format_quantity(g.launch.graph_launch_s, QuantityKind::seconds)},
+                  {"megatron_layer_forward", format_quantity(g.launch.megatron_layer_forward_s, QuantityKind::seconds)},
+                  {"megatron_layer_backward", format_quantity(g.launch.megatron_layer_backward_s, QuantityKind::seconds)},
+                  {"megatron_moe_forward", format_quantity(g.launch.megatron_moe_forward_s, QuantityKind::seconds)},
+                  {"megatron_moe_backward", format_quantity(g.launch.megatron_moe_backward_s, QuantityKind::seconds)}}},
       {"host", {{"link_bandwidth_per_direction", format_quantity(g.host.link_bandwidth_per_direction_Bps, QuantityKind::bytes_per_second)},
                 {"link_bandwidth_both_directions", format_quantity(g.host.link_bandwidth_both_directions_Bps, QuantityKind::bytes_per_second)},
                 {"copy_efficiency", g.host.copy_efficiency},
@@ -464,7 +470,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                                       : t.moe.dispatcher == MoeDispatcher::deepep   ? "deepep"
                                                                                     : "hybridep"},
                        {"max_nodes_per_token", t.moe.max_nodes_per_token},
-                       {"a2a_overlap", t.moe.a2a_overlap}};
+                       {"a2a_overlap", t.moe.a2a_overlap},
+                       {"router_fusion", t.moe.router_fusion},
+                       {"permute_fusion", t.moe.permute_fusion}};
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

@@ -396,11 +396,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
-      "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  EXPECT_LT(sum / rows.size(), 0.31);  // 29.8% today
+  EXPECT_LT(sum / rows.size(), 0.29);  // 28.2% today (29.8% before Megatron's host work)
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
@@ -427,7 +426,8 @@ TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
     const auto r = sim::simulate(load(std::string("system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: ") +
                                       row.model +
                                       "\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, "
-                                      "parallelism: {ep: 8}, moe: {dispatcher: " + row.dispatcher + "}}\n"));
+                                      "parallelism: {ep: 8}, moe: {dispatcher: " + row.dispatcher +
+                                      ", router_fusion: true, permute_fusion: true}}\n"));  // the CI runs fused
     double window[2][2] = {{1e300, 0}, {1e300, 0}};  // [forward, backward][start, end]
     for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
       const auto& o = r.graph.ops[i];

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Host (CPU) time of Megatron-Core transformer layers in eager mode, dense and MoE.
+
+Megatron-Core's own TransformerBlock (local spec: Megatron's ColumnParallelLinear/RowParallelLinear,
+its attention, bias-dropout-add, router, token dispatcher and SequentialMLP experts; Transformer
+Engine is not on the device, so TE's modules, which do more Python work per call, are not measured)
+on one GPU with the parallel state initialised for TP = PP = EP = 1.
+
+At small shapes the GPU finishes every kernel before the host issues the next, so the wall time of a
+step is the host's: Python module code, the dispatcher, autograd, and for MoE the token dispatcher's
+device-to-host copies of the routing counts, which stop the host until the GPU has caught up.
+
+Writes one JSON object per line. Usage (on the device, repository root):
+  python3 calibration/torch/megatron_layer_host.py --megatron PATH_CONTAINING_megatron --out FILE
+"""
+import argparse, json, os, statistics, sys, time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megatron", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    sys.path.insert(0, args.megatron)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29557")
+    import torch
+    torch.distributed.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.set_device(0)
+    from megatron.core import parallel_state
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                                             expert_model_parallel_size=1)
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    model_parallel_cuda_manual_seed(123)
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_block import TransformerBlock
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from torch.profiler import profile, ProfilerActivity
+
+    out = open(args.out, "w")
+    out.write(json.dumps(dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name())) + "\n")
+
+    def measure(name, layers, h, heads, ffn, s, b, dropout, experts=None, topk=2, dispatcher="alltoall",
+                swiglu=False):
+        kw = dict(num_layers=layers, hidden_size=h, num_attention_heads=heads, ffn_hidden_size=ffn,
+                  bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
+                  hidden_dropout=dropout, attention_dropout=dropout, add_bias_linear=not swiglu,
+                  gated_linear_unit=swiglu)
+        if swiglu:
+            kw["activation_func"] = torch.nn.functional.silu
+            kw["normalization"] = "RMSNorm"
+        if experts:
+            kw.update(num_moe_experts=experts, moe_router_topk=topk, moe_token_dispatcher_type=dispatcher,
+                      moe_grouped_gemm=False, moe_ffn_hidden_size=ffn, moe_router_load_balancing_type="aux_loss",
+                      moe_aux_loss_coeff=1e-2)
+        rec = dict(kind="megatron_block", name=name, layers=layers, hidden=h, heads=heads, ffn=ffn, seq=s,
+                   batch=b, dropout=dropout, experts=experts or 0, topk=topk if experts else 0,
+                   dispatcher=dispatcher if experts else "")
+        try:
+            cfg = TransformerConfig(**kw)
+            spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
+                                            normalization="RMSNorm" if swiglu else None)
+            # Megatron's Float16Module casts the whole model to bf16 (module.bfloat16()).
+            block = TransformerBlock(cfg, spec).cuda().bfloat16()
+            x = torch.randn(s, b, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+            def fwd():
+                with torch.no_grad():
+                    block(x, attention_mask=None)
+
+            def step():
+                block(x, attention_mask=None).float().square().mean().backward()
+
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+                step()
+                torch.cuda.synchronize()
+            kernels, busy_us, syncs = 0, 0.0, {}
+            for e in prof.events():
+                if e.device_type == torch.autograd.DeviceType.CUDA:
+                    kernels += 1
+                    busy_us += e.device_time if hasattr(e, "device_time") else e.cuda_time
+                elif "Synchronize" in e.name or "cudaMemcpy" in e.name or e.name in ("aten::item", "aten::_local_scalar_dense"):
+                    syncs[e.name] = syncs.get(e.name, 0) + 1
+            rec.update(step_kernels=kernels, step_gpu_busy_us=busy_us, host_sync_calls=syncs)
+
+            def med(fn, iters=10, reps=5, sync_each=True):
+                ts = []
+                for _ in range(reps):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(iters):
+                        fn()
+                    if sync_each:
+                        torch.cuda.synchronize()
+                    ts.append((time.perf_counter() - t0) / iters * 1e6)
+                    torch.cuda.synchronize()
+                return statistics.median(ts)
+
+            rec["step_wall_us"] = med(step)
+            rec["fwd_wall_us"] = med(fwd)
+            rec["fwd_host_us"] = med(fwd, sync_each=False)
+            rec["step_wall_us_per_layer"] = rec["step_wall_us"] / layers
+            rec["fwd_wall_us_per_layer"] = rec["fwd_wall_us"] / layers
+            del block, x
+            torch.cuda.empty_cache()
+        except Exception as e:
+            import traceback
+            rec["error"] = repr(e)[:500]
+            rec["trace"] = traceback.format_exc()[-2000:]
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        print(json.dumps({k: v for k, v in rec.items() if k != "trace"}), flush=True)
+        if "trace" in rec:
+            print(rec["trace"], flush=True)
+
+    # Host-bound shapes (GPU time per kernel a few microseconds): the host's time per layer.
+    measure("dense_gpt_tiny", 8, 256, 4, 1024, 128, 1, 0.1)
+    measure("dense_gpt_tiny_nodrop", 8, 256, 4, 1024, 128, 1, 0.0)
+    measure("dense_llama_tiny", 8, 256, 4, 768, 128, 1, 0.0, swiglu=True)
+    measure("moe8_top2_alltoall_tiny", 8, 256, 4, 512, 128, 1, 0.0, experts=8, topk=2, swiglu=True)
+    measure("moe64_top8_alltoall_tiny", 8, 256, 4, 128, 128, 1, 0.0, experts=64, topk=8, swiglu=True)
+    measure("moe8_top2_allgather_tiny", 8, 256, 4, 512, 128, 1, 0.0, experts=8, topk=2, dispatcher="allgather",
+            swiglu=True)
+    # A GPT-1.7B-sized layer (Megatron's weak-scaling row: h 2048, 16 heads, s 4096): GPU vs host.
+    measure("dense_gpt_1.7b_layer", 4, 2048, 16, 8192, 4096, 1, 0.1)
+    measure("dense_gpt_1.7b_layer_nodrop", 4, 2048, 16, 8192, 4096, 1, 0.0)
+    measure("moe8_top2_alltoall_mixtral_like", 2, 4096, 32, 14336, 4096, 1, 0.0, experts=8, topk=2, swiglu=True)
+    out.close()
+
+
+if __name__ == "__main__":
+    main()
