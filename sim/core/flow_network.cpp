@@ -83,31 +83,25 @@ const std::string& FlowNetwork::resource_name(ResourceId r) const {
   return names_[r];
 }
 
-FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount,
-                                            std::function<void(FlowId)> on_done, double rate_cap_per_s) {
+FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t count, double amount,
+                                                 std::function<void(FlowId)> on_done, double rate_cap_per_s) {
   if (!std::isfinite(amount) || amount < 0) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: amount must be finite and >= 0, got {}", amount));
   }
   if (!(rate_cap_per_s > 0)) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: rate cap must be > 0, got {}", rate_cap_per_s));
   }
-  std::vector<PathEntry> entries;
-  entries.reserve(path.size());
-  for (const Use& u : path) {
+  bool any = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Use& u = path[i];
     resource(u.resource);  // validates the id
     if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
       throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
                                               names_[u.resource], u.coefficient));
     }
-    if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
-    auto same = std::find_if(entries.begin(), entries.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
-    if (same != entries.end()) {
-      same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
-    } else {
-      entries.push_back(PathEntry{u.resource, 0, u.coefficient});
-    }
+    any = any || u.coefficient != 0;
   }
-  if (entries.empty() && std::isinf(rate_cap_per_s)) {
+  if (!any && std::isinf(rate_cap_per_s)) {
     throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
   }
 
@@ -121,19 +115,38 @@ FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  const FlowId id = next_id_++;
-  slots_.emplace(id, slot);
+  if (next_id_ >= (uint64_t{1} << 32)) throw std::length_error("FlowNetwork: too many flows started");
+  const FlowId id = (next_id_++ << 32) | slot;
   on_done_[slot] = std::move(on_done);
   Flow& f = flows_[slot];
-  const uint64_t version = f.completion_version;  // keeps stale entries of the slot's last flow stale
-  f = Flow{};
-  f.completion_version = version;
+  // Reset the slot field by field: its path keeps its storage (no allocation per flow), and its
+  // completion version keeps stale entries of the slot's last flow stale.
   f.id = id;
-  f.path = std::move(entries);
+  f.path.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    const Use& u = path[i];
+    if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
+    auto same = std::find_if(f.path.begin(), f.path.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
+    if (same != f.path.end()) {
+      same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
+    } else {
+      f.path.push_back(PathEntry{u.resource, 0, u.coefficient});
+    }
+  }
   f.amount = amount;
   f.remaining = amount;
   f.rate_cap = rate_cap_per_s;
+  f.rate = 0;
   f.last_update = q_.now();
+  f.completion = SimTime::max();
+  f.bottleneck = kBoundByNone;
+  f.stamp = 0;
+  f.new_rate = 0;
+  f.new_bottleneck = kBoundByNone;
+  f.frozen = false;
+  f.in_completions = false;
+  f.attached = false;
+  f.finished = false;
   ++active_;
   if (amount == 0) {
     // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
@@ -151,9 +164,8 @@ FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount
 }
 
 bool FlowNetwork::cancel_flow(FlowId id) {
-  auto it = slots_.find(id);
-  if (it == slots_.end()) return false;
-  const Slot slot = it->second;
+  const Slot slot = static_cast<Slot>(id & 0xffffffffu);
+  if (id == 0 || slot >= flows_.size() || flows_[slot].id != id) return false;
   Flow& f = flows_[slot];
   if (f.finished) return false;
   drop_completion(f);
@@ -166,7 +178,6 @@ bool FlowNetwork::cancel_flow(FlowId id) {
 
 void FlowNetwork::release(Slot slot) {
   Flow& f = flows_[slot];
-  slots_.erase(f.id);
   f.id = 0;
   f.path.clear();
   on_done_[slot] = nullptr;
@@ -174,9 +185,10 @@ void FlowNetwork::release(Slot slot) {
 }
 
 FlowNetwork::Slot FlowNetwork::slot_of(FlowId id) const {
-  auto it = slots_.find(id);
-  if (it == slots_.end()) throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
-  return it->second;
+  const Slot slot = static_cast<Slot>(id & 0xffffffffu);
+  if (id == 0 || slot >= flows_.size() || flows_[slot].id != id)
+    throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
+  return slot;
 }
 
 double FlowNetwork::rate(FlowId f) const {
@@ -459,6 +471,7 @@ void FlowNetwork::on_completion_event() {
   const SimTime now = q_.now();
   // Slots, not references: callbacks may start flows, which can reallocate flows_.
   std::vector<Slot> done;
+  done.swap(done_scratch_);
   for (const Completion* c = earliest_completion(); c != nullptr && c->ps <= now.ps; c = earliest_completion()) {
     const Slot slot = c->slot;
     std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
@@ -494,6 +507,8 @@ void FlowNetwork::on_completion_event() {
       if (cb) cb(flows_[s].id);
     }
   }
+  done.clear();
+  if (done_scratch_.capacity() < done.capacity()) done_scratch_.swap(done);
   if (!deferring_) settle();
 }
 

@@ -7,7 +7,6 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -37,7 +36,7 @@ namespace racksim::sim {
 class FlowNetwork {
  public:
   using ResourceId = uint32_t;
-  using FlowId = uint64_t;  // never reused; 0 is never a valid id
+  using FlowId = uint64_t;  // never reused; 0 is never a valid id; increases with start order
 
   explicit FlowNetwork(EventQueue& q);
   ~FlowNetwork();  // cancels its pending completion event
@@ -58,8 +57,13 @@ class FlowNetwork {
   // start_flow, when the amount is delivered; an amount of 0 completes at now(). Throws
   // std::invalid_argument for a negative/non-finite amount, a bad coefficient, a cap that is not
   // > 0, or an empty path without a finite cap; std::out_of_range for an unknown resource.
-  FlowId start_flow(std::vector<Use> path, double amount, std::function<void(FlowId)> on_done,
-                    double rate_cap_per_s = std::numeric_limits<double>::infinity());
+  FlowId start_flow(const std::vector<Use>& path, double amount, std::function<void(FlowId)> on_done,
+                    double rate_cap_per_s = std::numeric_limits<double>::infinity()) {
+    return start_flow_path(path.data(), path.size(), amount, std::move(on_done), rate_cap_per_s);
+  }
+  // The same with the path as an array (no allocation: a flow's slot keeps its path storage).
+  FlowId start_flow_path(const Use* path, std::size_t count, double amount, std::function<void(FlowId)> on_done,
+                         double rate_cap_per_s = std::numeric_limits<double>::infinity());
   // True if the flow was active; it is removed without calling on_done and its share is freed.
   bool cancel_flow(FlowId f);
 
@@ -159,7 +163,7 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<std::function<void(FlowId)>> on_done_;
   std::vector<Slot> free_slots_;
-  std::unordered_map<FlowId, Slot> slots_;
+  // A flow id is (start sequence << 32) | slot, so finding a flow needs no map.
   // Min-heap on (completion ps, id), so ties complete in start order. Lazy deletion: an entry is
   // valid only while its slot holds the same flow, in_completions, with the same version;
   // compacted when stale entries outnumber live ones.
@@ -175,6 +179,7 @@ class FlowNetwork {
   std::vector<Slot> comp_flows_;  // solver scratch
   std::vector<ResourceId> comp_resources_;
   std::vector<Level> heap_;
+  std::vector<Slot> done_scratch_;  // on_completion_event's batch, kept for its capacity
 };
 
 }  // namespace racksim::sim

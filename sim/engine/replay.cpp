@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <set>
+#include <span>
 #include <stdexcept>
 
 #include "hardware_models/collectives.h"
@@ -87,29 +87,43 @@ class Replayer {
     res_.ops.resize(n);
     pending_.assign(n, 0);
     done_.assign(n, 0);
-    succ_.assign(n, {});
+    running_.assign(n, 0);
+    coll_cost_.assign(n, nullptr);
     // Stream order is program order per (rank, stream); dependencies may point anywhere
-    // (pipeline stages wait for later-built stages).
+    // (pipeline stages wait for later-built stages). Successors are stored flat (CSR), each op's
+    // in the order they were found: its dependents by index, then its stream successor.
     std::vector<std::array<int64_t, kStreamCount>> last_on_stream(res_of_.size());
     for (auto& a : last_on_stream) a.fill(-1);
+    std::vector<int64_t> stream_prev(n, -1);
+    succ_start_.assign(n + 1, 0);
     for (std::size_t i = 0; i < n; ++i) {
       const Op& op = g_.ops[i];
       if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", op.name, op.rank, res_of_.size()));
       for (OpId d : op.deps) {
         if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", op.name, d));
-        succ_[d].push_back(static_cast<OpId>(i));
+        ++succ_start_[d + 1];
         ++pending_[i];
       }
       auto& last = last_on_stream[op.rank][static_cast<int>(op.stream)];
       if (last >= 0) {
-        succ_[last].push_back(static_cast<OpId>(i));
+        stream_prev[i] = last;
+        ++succ_start_[last + 1];
         ++pending_[i];
       }
       last = static_cast<int64_t>(i);
       ++pending_[i];  // its launch on the host thread
     }
+    for (std::size_t i = 0; i < n; ++i) succ_start_[i + 1] += succ_start_[i];
+    succ_.assign(succ_start_[n], 0);
+    {
+      std::vector<uint32_t> fill(succ_start_.begin(), succ_start_.end() - 1);
+      for (std::size_t i = 0; i < n; ++i) {
+        for (OpId d : g_.ops[i].deps) succ_[fill[d]++] = static_cast<OpId>(i);
+        if (stream_prev[i] >= 0) succ_[fill[stream_prev[i]]++] = static_cast<OpId>(i);
+      }
+    }
     schedule_launches();
-    q_.run();
+    run_events();
     for (std::size_t i = 0; i < n; ++i) {
       if (!done_[i])
         throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.ops[i].name));
@@ -129,7 +143,8 @@ class Replayer {
   struct Res {
     FlowNetwork::ResourceId sm, hbm, h2d, d2h, host_both, host_mem, nvlink, nic;
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
-    std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
+    std::vector<OpId> running_kernels;  // compute kernels resident on the SMs now (any order)
+    std::size_t running_count = 0;
     // Per communication stream: a resource whose capacity is the running collective's pace, lower
     // while compute kernels are resident (see pace_factor).
     std::array<FlowNetwork::ResourceId, 3> pace{};
@@ -158,8 +173,32 @@ class Replayer {
   std::vector<Res> res_of_;
   ReplayResult res_;
   std::vector<int> pending_;
-  std::vector<std::vector<OpId>> succ_;
-  std::vector<char> done_;  // per op
+  std::vector<uint32_t> succ_start_;  // succ_[succ_start_[i] .. succ_start_[i + 1]) follow op i
+  std::vector<OpId> succ_;
+  std::vector<char> done_;     // per op
+  std::vector<char> running_;  // per op: a compute kernel resident on the SMs now
+  std::vector<const hw::CollectiveCost*> coll_cost_;  // per collective op: its cost (coll_cache_ entries)
+  std::vector<std::pair<int64_t, OpId>> launches_;     // ops by (launch end in ps, index)
+  std::size_t next_launch_ = 0;
+
+  std::span<const OpId> successors(OpId id) const {
+    return {succ_.data() + succ_start_[id], succ_.data() + succ_start_[id + 1]};
+  }
+
+  // The event loop. Every op's launch completes at a time known before the run (the host never
+  // waits), in (time, op) order: those are merged with the queue's events, ahead of queue events
+  // of the same instant -- the order they had as queue events scheduled before the run.
+  void run_events() {
+    for (;;) {
+      const SimTime tq = q_.next_time();
+      if (next_launch_ < launches_.size() && launches_[next_launch_].first <= tq.ps) {
+        q_.advance_to(SimTime::from_ps(launches_[next_launch_].first));
+        release(launches_[next_launch_++].second);
+        continue;
+      }
+      if (!q_.step()) break;
+    }
+  }
 
   double now_s() const { return q_.now().seconds(); }
 
@@ -169,7 +208,9 @@ class Replayer {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
     std::vector<double> host_s(res_of_.size(), 0.0);
-    std::vector<std::string> micro_step(res_of_.size());
+    std::vector<std::string_view> micro_step(res_of_.size());
+    launches_.clear();
+    launches_.reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
       double& h = host_s[op.rank];
@@ -189,7 +230,7 @@ class Replayer {
       } else {
         if (graphs) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
-          const std::string ms = op.name.substr(0, op.name.find('.'));
+          const std::string_view ms = std::string_view(op.name).substr(0, op.name.find('.'));
           if (ms != micro_step[op.rank]) {
             h += l.graph_launch_s;
             micro_step[op.rank] = ms;
@@ -198,25 +239,27 @@ class Replayer {
         h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
       }
       res_.ops[i].launch_end_s = h;
-      const OpId id = static_cast<OpId>(i);
-      q_.schedule(SimTime::from_seconds(h), [this, id] { release(id); });
+      launches_.emplace_back(SimTime::from_seconds(h).ps, static_cast<OpId>(i));
     }
+    // Each rank's launches are in time order already; the ranks' are merged.
+    std::sort(launches_.begin(), launches_.end());
+    next_launch_ = 0;
   }
 
   void release(OpId id) {
     if (--pending_[id] == 0) start(id);
   }
 
-  void finish(OpId id, const std::string& bound_by) {
+  void finish(OpId id, const char* bound_by) {
     auto& r = res_.ops[id];
     r.end_s = now_s();
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
     if (g_.ops[id].kind == OpKind::kernel) {
       Res& R = res_of_[g_.ops[id].rank];
-      R.running_kernels.erase(id);
+      stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
-      if (R.running_kernels.empty() && R.paced_down) {
+      if (R.running_count == 0 && R.paced_down) {
         const int rank = g_.ops[id].rank;
         q_.schedule(q_.now(), [this, rank] { update_pace(res_of_[rank]); });
       }
@@ -231,14 +274,13 @@ class Replayer {
     // waits for the kernels among them (see SmWait).
     const std::size_t mark = ready_queuing_.size();
     ++releasing_depth_;
-    for (OpId s : succ_[id]) release(s);
+    for (OpId s : successors(id)) release(s);
     --releasing_depth_;
     for (std::size_t i = mark; i < ready_queuing_.size(); ++i) {
       const OpId c = ready_queuing_[i];
       SmWait& w = sm_wait_.at(c);
-      for (OpId k : succ_[id])
-        if (g_.ops[k].kind == OpKind::kernel && g_.ops[k].rank == g_.ops[c].rank &&
-            res_of_[g_.ops[k].rank].running_kernels.count(k)) {
+      for (OpId k : successors(id))
+        if (g_.ops[k].kind == OpKind::kernel && g_.ops[k].rank == g_.ops[c].rank && running_[k]) {
           blocked_by_kernel_[k].push_back(c);
           ++w.blockers;
         }
@@ -268,8 +310,8 @@ class Replayer {
 
   void start_kernel(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
-    R.running_kernels.insert(id);
-    if (R.running_kernels.size() == 1) update_pace(R);
+    start_running(R, id);
+    if (R.running_count == 1) update_pace(R);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -288,15 +330,16 @@ class Replayer {
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute
     // seconds), so it competes with copies and other kernels for HBM byte for byte under
     // max-min fairness; the SM resource carries its compute seconds per unit of progress.
-    std::vector<FlowNetwork::Use> uses;
+    std::array<FlowNetwork::Use, 2> uses;
+    std::size_t nuses = 0;
     double amount = 0;
     if (t.hbm_bytes > 0) {
       amount = t.hbm_bytes;
-      uses.push_back({R.hbm, 1.0});
-      if (t.compute_s > 0) uses.push_back({R.sm, t.compute_s / t.hbm_bytes});
+      uses[nuses++] = {R.hbm, 1.0};
+      if (t.compute_s > 0) uses[nuses++] = {R.sm, t.compute_s / t.hbm_bytes};
     } else {
       amount = std::max(t.compute_s, t.min_s);
-      if (t.compute_s > 0) uses.push_back({R.sm, 1.0});
+      if (t.compute_s > 0) uses[nuses++] = {R.sm, 1.0};
     }
     // Record what bounds it alone (for the trace); finish() keeps it.
     const double mem_s = t.hbm_bytes / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
@@ -306,19 +349,20 @@ class Replayer {
                             : t.occupancy_bound                         ? "occupancy"
                             : op.unit == ExecUnit::tensor               ? "tensor_core"
                                                                         : "cuda_core";
-    net_.start_flow(uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
+    net_.start_flow_path(uses.data(), nuses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
   }
   std::map<std::tuple<int, double, int, int, int, int, bool>, hw::CollectiveCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
     const Res& R = res_of_[op.rank];
-    std::vector<FlowNetwork::Use> uses = {{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
+    const std::array<FlowNetwork::Use, 4> uses = {
+        FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
       q_.schedule(q_.now(), [this, id] { finish(id, "empty"); });
       return;
     }
-    net_.start_flow(uses, op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
+    net_.start_flow_path(uses.data(), uses.size(), op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
       finish(id, h2d ? "host_link_h2d" : "host_link_d2h");
     });
   }
@@ -356,13 +400,12 @@ class Replayer {
     const hw::CollectiveCost& c = *cost;
     res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
     res_.ops[id].bound_by = c.bound_by;
-    const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+    coll_cost_[id] = cost;
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    auto begin = [this, id, cost, sm_frac, rank] {
+    auto begin = [this, id] {
       res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
-      q_.schedule_after(SimTime::from_seconds(cost->latency_s),
-                        [this, id, cost, sm_frac, rank] { move_collective_data(id, *cost, sm_frac, rank); });
+      q_.schedule_after(SimTime::from_seconds(coll_cost_[id]->latency_s), [this, id] { move_collective_data(id); });
     };
     if (!op.queues_behind_compute) {
       begin();
@@ -380,17 +423,26 @@ class Replayer {
     else if (w.blockers == 0) grant_sms(id);
   }
 
-  void move_collective_data(OpId id, const hw::CollectiveCost& c, double sm_frac, int rank) {
+  // The share of the SMs a collective's kernel holds while it runs.
+  double sm_fraction(const hw::CollectiveCost& c) const {
+    return std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+  }
+
+  void move_collective_data(OpId id) {
+    const hw::CollectiveCost& c = *coll_cost_[id];
+    const double sm_frac = sm_fraction(c);
+    const int rank = g_.ops[id].rank;
     Res& R = res_of_[rank];
     reserve_sms(rank, sm_frac);
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
-    std::vector<FlowNetwork::Use> uses;
-    if (c.bytes_per_rank_nvlink > 0) uses.push_back({R.nvlink, c.bytes_per_rank_nvlink / moved});
-    if (c.bytes_per_rank_nic > 0) uses.push_back({R.nic, c.bytes_per_rank_nic / moved});
+    std::array<FlowNetwork::Use, 3> uses;
+    std::size_t nuses = 0;
+    if (c.bytes_per_rank_nvlink > 0) uses[nuses++] = {R.nvlink, c.bytes_per_rank_nvlink / moved};
+    if (c.bytes_per_rank_nic > 0) uses[nuses++] = {R.nic, c.bytes_per_rank_nic / moved};
     const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
                                                            : std::numeric_limits<double>::infinity();
-    if (uses.empty() && !std::isfinite(cap)) {
+    if (nuses == 0 && !std::isfinite(cap)) {
       reserve_sms(rank, -sm_frac);
       finish(id, "");
       return;
@@ -400,13 +452,30 @@ class Replayer {
       R.pace_cap[lane] = cap;
       R.pace_cap_beside[lane] = rate_beside_compute(c, cap);
       net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
-      uses.push_back({R.pace[lane], 1.0});
+      uses[nuses++] = {R.pace[lane], 1.0};
     }
-    net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
-      reserve_sms(rank, -sm_frac);
-      if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
-      finish(id, "");
-    }, cap);
+    net_.start_flow_path(uses.data(), nuses, moved, [this, id](FlowNetwork::FlowId) { collective_done(id); }, cap);
+  }
+  void collective_done(OpId id) {
+    const hw::CollectiveCost& c = *coll_cost_[id];
+    const int rank = g_.ops[id].rank;
+    const int lane = pace_lane(g_.ops[id].stream);
+    reserve_sms(rank, -sm_fraction(c));
+    if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
+    finish(id, "");
+  }
+  void start_running(Res& R, OpId id) {
+    running_[id] = 1;
+    R.running_kernels.push_back(id);
+    ++R.running_count;
+  }
+  void stop_running(Res& R, OpId id) {
+    if (!running_[id]) return;
+    running_[id] = 0;
+    auto it = std::find(R.running_kernels.begin(), R.running_kernels.end(), id);
+    *it = R.running_kernels.back();
+    R.running_kernels.pop_back();
+    --R.running_count;
   }
 
   static int pace_lane(StreamKind s) {
@@ -428,7 +497,7 @@ class Replayer {
   }
   // Applies the pace that the resident kernels call for, if it changed.
   void update_pace(Res& R) {
-    const bool down = !R.running_kernels.empty();
+    const bool down = R.running_count > 0;
     if (down == R.paced_down) return;
     R.paced_down = down;
     for (std::size_t k = 0; k < R.pace.size(); ++k)
