@@ -6,10 +6,14 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware_models/system_spec.h"
+#include "sim/core/small_vector.h"
 
 namespace racksim::workloads {
 
@@ -39,8 +43,57 @@ std::string to_string(MemCategory c);
 using OpId = uint32_t;
 using TensorId = uint32_t;
 
+// Names of ops and tensors are built only when something asks for them (a trace, a message): a graph
+// of a million ops holds no string per op. A name is an interned base ("qkv.dgrad") and a prefix of
+// up to two numbers: "mb{a}.v{b}." (micro-batch, virtual stage), "mb{a}.L{b}." (micro-batch,
+// layer), "rank{a}." (pipeline rank) or "cb{a}." (an XLA command-buffer segment).
+enum class NamePrefix : uint8_t { none, micro_vstage, micro_layer, rank, command_buffer };
+struct Name {
+  uint32_t base = 0;  // OpGraph::names id (0: "")
+  NamePrefix prefix = NamePrefix::none;
+  uint32_t a = 0, b = 0;
+  // A string literal not interned yet (an op made by hand, as tests do): OpGraph::add and
+  // OpGraph::tensor intern it.
+  const char* literal = nullptr;
+
+  Name() = default;
+  explicit Name(uint32_t base_id, NamePrefix p = NamePrefix::none, uint32_t a_ = 0, uint32_t b_ = 0)
+      : base(base_id), prefix(p), a(a_), b(b_) {}
+  Name(const char* text) : literal(text) {}  // NOLINT: a literal converts, as a std::string did
+};
+
+// Interned strings. Copies rebuild the index (its keys view the strings of their own table).
+class NameTable {
+ public:
+  NameTable() { intern(""); }
+  NameTable(const NameTable& o) { *this = o; }
+  NameTable(NameTable&&) noexcept = default;
+  NameTable& operator=(const NameTable& o) {
+    if (this == &o) return *this;
+    strings_.clear();
+    ids_.clear();
+    group_.clear();
+    for (const auto& x : o.strings_) intern(x);
+    return *this;
+  }
+  NameTable& operator=(NameTable&&) noexcept = default;
+
+  uint32_t intern(std::string_view s);
+  const std::string& str(uint32_t id) const { return strings_[id]; }
+  std::size_t size() const { return strings_.size(); }
+  std::string format(const Name& n) const;
+  // What a name's text before its first '.' identifies, as a number: equal keys for equal text
+  // (the replay opens a CUDA graph when it changes: one per micro-step chunk).
+  uint64_t first_component_key(const Name& n) const;
+
+ private:
+  std::deque<std::string> strings_;  // stable addresses for the index's keys
+  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::vector<uint64_t> group_;      // per id: first_component_key of a name with no prefix
+};
+
 struct Op {
-  std::string name;
+  Name name;
   uint16_t rank = 0;                  // which simulated rank (pipeline stage) runs it
   OpKind kind = OpKind::kernel;
   StreamKind stream = StreamKind::compute;
@@ -78,13 +131,13 @@ struct Op {
   bool expert_hierarchical = false;   // NIC once per destination domain, then NVLink (DeepEP/HybridEP)
   // host copy
   double copy_bytes = 0;
-  std::vector<OpId> deps;
-  std::vector<TensorId> allocs;       // allocated when the op starts
-  std::vector<TensorId> frees;        // freed when the op ends
+  SmallVec<OpId, 3> deps;
+  SmallVec<TensorId, 2> allocs;       // allocated when the op starts
+  SmallVec<TensorId, 3> frees;        // freed when the op ends
 };
 
 struct Tensor {
-  std::string name;
+  Name name;
   uint16_t rank = 0;
   MemCategory category = MemCategory::activations;
   double bytes = 0;
@@ -98,19 +151,32 @@ struct OpGraph {
   int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)
   bool xla_program = false;           // an imported XLA program: eager launches go through XLA's thunks
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
+  NameTable names;                    // bases of the ops' and tensors' names
   // For the report: model FLOPs (6·N·tokens + attention, no recompute) and tokens of one
   // optimizer step of the whole job (all ranks). Set by whoever builds the graph.
   double model_flops_per_step = 0;
   double tokens_per_step = 0;
 
   OpId add(Op op) {
+    if (op.name.literal) op.name = Name{names.intern(op.name.literal)};
     ops.push_back(std::move(op));
     return static_cast<OpId>(ops.size() - 1);
   }
-  TensorId tensor(std::string name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
-    tensors.push_back({std::move(name), rank, c, bytes, on_host});
+  TensorId tensor(Name name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    if (name.literal) name = Name{names.intern(name.literal)};
+    tensors.push_back({name, rank, c, bytes, on_host});
     return static_cast<TensorId>(tensors.size() - 1);
   }
+  TensorId tensor(std::string_view name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    return tensor(plain_name(name), c, bytes, on_host, rank);
+  }
+  TensorId tensor(const char* name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    return tensor(plain_name(name), c, bytes, on_host, rank);
+  }
+  Name plain_name(std::string_view full) { return Name{names.intern(full)}; }
+  std::string name(const Name& n) const { return names.format(n); }
+  std::string op_name(OpId i) const { return names.format(ops[i].name); }
+  std::string tensor_name(TensorId i) const { return names.format(tensors[i].name); }
 };
 
 }  // namespace racksim::workloads

@@ -98,9 +98,9 @@ class Replayer {
     succ_start_.assign(n + 1, 0);
     for (std::size_t i = 0; i < n; ++i) {
       const Op& op = g_.ops[i];
-      if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", op.name, op.rank, res_of_.size()));
+      if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", g_.op_name(i), op.rank, res_of_.size()));
       for (OpId d : op.deps) {
-        if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", op.name, d));
+        if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", g_.op_name(i), d));
         ++succ_start_[d + 1];
         ++pending_[i];
       }
@@ -126,7 +126,7 @@ class Replayer {
     run_events();
     for (std::size_t i = 0; i < n; ++i) {
       if (!done_[i])
-        throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.ops[i].name));
+        throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.op_name(static_cast<OpId>(i))));
       res_.step_time_s = std::max(res_.step_time_s, res_.ops[i].end_s);
     }
     compute_breakdown();
@@ -208,7 +208,7 @@ class Replayer {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
     std::vector<double> host_s(res_of_.size(), 0.0);
-    std::vector<std::string_view> micro_step(res_of_.size());
+    std::vector<uint64_t> micro_step(res_of_.size(), g_.names.first_component_key(Name{}));  // "" 
     launches_.clear();
     launches_.reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
@@ -230,7 +230,7 @@ class Replayer {
       } else {
         if (graphs) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
-          const std::string_view ms = std::string_view(op.name).substr(0, op.name.find('.'));
+          const uint64_t ms = g_.names.first_component_key(op.name);  // the name's text before its first '.' 
           if (ms != micro_step[op.rank]) {
             h += l.graph_launch_s;
             micro_step[op.rank] = ms;
@@ -241,8 +241,30 @@ class Replayer {
       res_.ops[i].launch_end_s = h;
       launches_.emplace_back(SimTime::from_seconds(h).ps, static_cast<OpId>(i));
     }
-    // Each rank's launches are in time order already; the ranks' are merged.
-    std::sort(launches_.begin(), launches_.end());
+    // Each rank's launches are in (time, op) order already; merge the ranks' sequences.
+    if (res_of_.size() > 1) {
+      std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(res_of_.size());
+      for (const auto& l : launches_) per_rank[g_.ops[l.second].rank].push_back(l);
+      using Head = std::pair<std::pair<int64_t, OpId>, std::size_t>;  // (time, op), rank
+      std::vector<Head> heads;
+      std::vector<std::size_t> pos(res_of_.size(), 0);
+      for (std::size_t r = 0; r < per_rank.size(); ++r)
+        if (!per_rank[r].empty()) heads.push_back({per_rank[r][0], r});
+      auto later = [](const Head& a, const Head& b) { return a.first > b.first; };
+      std::make_heap(heads.begin(), heads.end(), later);
+      launches_.clear();
+      while (!heads.empty()) {
+        std::pop_heap(heads.begin(), heads.end(), later);
+        Head h = heads.back();
+        heads.pop_back();
+        launches_.push_back(h.first);
+        const std::size_t r = h.second;
+        if (++pos[r] < per_rank[r].size()) {
+          heads.push_back({per_rank[r][pos[r]], r});
+          std::push_heap(heads.begin(), heads.end(), later);
+        }
+      }
+    }
     next_launch_ = 0;
   }
 

@@ -194,17 +194,18 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     } else {
       args["bytes"] = op.copy_bytes;
     }
+    const std::string name = g.op_name(static_cast<OpId>(i));
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", static_cast<int>(op.stream)},
-                      {"name", op.name},
+                      {"name", name},
                       {"ts", us(rec.start_s)},
                       {"dur", us(rec.end_s - rec.start_s)},
                       {"args", args}});
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", host_tid},
-                      {"name", "launch " + op.name},
+                      {"name", "launch " + name},
                       {"ts", us(rec.launch_start_s)},
                       {"dur", us(rec.launch_end_s - rec.launch_start_s)}});
   }
