@@ -228,6 +228,8 @@ class Builder {
 
   OpGraph build() {
     g_.ranks = pp_;
+    // About 36 ops per layer and micro-step (more with recompute): grow the vector at most once or twice.
+    g_.ops.reserve(static_cast<std::size_t>(std::max(1, m_.layers)) * static_cast<std::size_t>(std::max(1, micro_steps_)) * 36);
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
       fsdp_prev_start_.reset();
@@ -410,7 +412,7 @@ class Builder {
   }
 
   // ---- emitting ops ------------------------------------------------------------------------
-  OpId emit(Op op) {
+  OpId emit(Op&& op) {
     op.rank = static_cast<uint16_t>(rank_);
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();

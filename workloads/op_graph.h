@@ -157,11 +157,12 @@ struct OpGraph {
   double model_flops_per_step = 0;
   double tokens_per_step = 0;
 
-  OpId add(Op op) {
+  OpId add(Op&& op) {
     if (op.name.literal) op.name = Name{names.intern(op.name.literal)};
     ops.push_back(std::move(op));
     return static_cast<OpId>(ops.size() - 1);
   }
+  OpId add(const Op& op) { return add(Op(op)); }
   TensorId tensor(Name name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
     if (name.literal) name = Name{names.intern(name.literal)};
     tensors.push_back({name, rank, c, bytes, on_host});

@@ -63,7 +63,7 @@ bool stderr_is_terminal(const std::ostream& err) {
 }
 
 int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const std::string& shard_text,
-              const std::string& html, std::ostream& out, std::ostream& err) {
+              const std::string& html, bool exact, std::ostream& out, std::ostream& err) {
   const workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   // Open the outputs before the (long) run so a bad path fails at once.
@@ -80,7 +80,9 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
     progress = [bar](std::size_t d, std::size_t t) { (*bar)(d, t); };
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = workflow::run_sweep(spec, points, jobs, progress);
+  workflow::SweepOptions options;
+  options.exact = exact;
+  const auto results = workflow::run_sweep(spec, points, jobs, progress, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   workflow::write_csv(csv_file ? static_cast<std::ostream&>(*csv_file) : out, spec, results);
@@ -109,17 +111,19 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
 }  // namespace
 
 Registered register_sweep(CLI::App& app) {
-  struct S { std::string file, csv, shard, html; int jobs = 1; };
+  struct S { std::string file, csv, shard, html; int jobs = workflow::hardware_jobs(); bool exact = false; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
-  sub->add_option("--jobs", s->jobs, "points simulated at once on this many threads (output does not depend on it)")
+  sub->add_option("--jobs", s->jobs,
+                  "points simulated at once on this many threads (default: all cores; output does not depend on it)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--shard", s->shard, "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
+  sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream& err) {
-            return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, out, err);
+            return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, s->exact, out, err);
           }};
 }
 

@@ -369,6 +369,46 @@ void FlowNetwork::solve_components() {
     }
   }
 
+  if (comp_flows_.size() == 1) {
+    // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
+    // coefficient -- what the filling below finds, with the same tie rule (a resource before the
+    // cap, the lower resource id first), without the heap.
+    Flow& f = flows_[comp_flows_[0]];
+    double best = 0;
+    int64_t who = kBoundByNone;
+    for (const PathEntry& pe : f.path) {
+      const double lvl = resources_[pe.resource].capacity / pe.coefficient;
+      const auto id = static_cast<int64_t>(pe.resource);
+      if (who == kBoundByNone || lvl < best || (lvl == best && id < who)) {
+        best = lvl;
+        who = id;
+      }
+    }
+    if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
+      best = f.rate_cap;
+      who = kBoundByCap;
+    }
+    f.frozen = true;
+    f.new_rate = std::max(0.0, best);
+    f.new_bottleneck = who;
+  } else {
+    progressive_filling();
+  }
+
+  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
+  // events cannot perturb it by float noise.
+  for (Slot s : comp_flows_) {
+    Flow& f = flows_[s];
+    if (f.new_rate != f.rate) {
+      advance(f);  // progress up to now at the old rate
+      f.rate = f.new_rate;
+      update_completion(s);
+    }
+    f.bottleneck = f.new_bottleneck;
+  }
+}
+
+void FlowNetwork::progressive_filling() {
   // Progressive filling. Every unfrozen flow sits at the common `level`; the next event is the
   // lowest level at which a resource saturates or a flow reaches its cap. A min-heap holds one
   // entry per resource (a lower bound on its saturation level, re-keyed lazily) and one per
@@ -438,18 +478,6 @@ void FlowNetwork::solve_components() {
       level = std::max(level, top.level);
       freeze(f, level, kBoundByCap);
     }
-  }
-
-  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
-  // events cannot perturb it by float noise.
-  for (Slot s : comp_flows_) {
-    Flow& f = flows_[s];
-    if (f.new_rate != f.rate) {
-      advance(f);  // progress up to now at the old rate
-      f.rate = f.new_rate;
-      update_completion(s);
-    }
-    f.bottleneck = f.new_bottleneck;
   }
 }
 

@@ -151,6 +151,7 @@ class FlowNetwork {
   void settle();                    // re-solve dirty components, then reschedule
   void settle_if_dirty() const;     // for queries: solve any deferred change first
   void solve_components();
+  void progressive_filling();  // the max-min solve of the component in comp_flows_/comp_resources_
   void freeze(Flow& f, double level, int64_t bound_by);
   void reschedule();
   void on_completion_event();

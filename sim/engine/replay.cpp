@@ -57,7 +57,8 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
 
 class Replayer {
  public:
-  Replayer(const OpGraph& g, const Scenario& sc) : g_(g), sc_(sc), sys_(sc.system.spec), net_(q_) {
+  Replayer(const OpGraph& g, const Scenario& sc, const ReplayOptions& opt)
+      : g_(g), sc_(sc), sys_(sc.system.spec), opt_(opt), net_(q_) {
     const auto& h = sys_.host;
     // Every rank of a role does the same, so a shared link or host memory is split among the
     // GPUs that share it -- but a job smaller than a host shares it with fewer.
@@ -131,6 +132,7 @@ class Replayer {
     }
     compute_breakdown();
     compute_memory();
+    if (opt_.rank_busy) compute_rank_busy();
     return std::move(res_);
   }
 
@@ -138,6 +140,7 @@ class Replayer {
   const OpGraph& g_;
   const Scenario& sc_;
   const hw::SystemSpec& sys_;
+  const ReplayOptions opt_;
   EventQueue q_;
   FlowNetwork net_;
   struct Res {
@@ -597,6 +600,31 @@ class Replayer {
     else b.idle_s = total[kCount];
   }
 
+  void compute_rank_busy() {
+    std::vector<std::vector<std::pair<double, double>>> spans(res_of_.size());
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      const auto& r = res_.ops[i];
+      if (r.end_s > r.start_s) spans[g_.ops[i].rank].emplace_back(r.start_s, r.end_s);
+    }
+    res_.rank_busy_s.assign(res_of_.size(), 0.0);
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      auto& v = spans[k];
+      std::sort(v.begin(), v.end());
+      double busy = 0, a = 0, b = -1;
+      for (const auto& [s, e] : v) {
+        if (s > b) {
+          if (b > a) busy += b - a;
+          a = s;
+          b = e;
+        } else {
+          b = std::max(b, e);
+        }
+      }
+      if (b > a) busy += b - a;
+      res_.rank_busy_s[k] = busy;
+    }
+  }
+
   void compute_memory() {
     // Allocation at op start, free at op end; frees first at equal times (the allocator
     // reuses a block freed by the op that just finished).
@@ -651,8 +679,8 @@ class Replayer {
 
 }  // namespace
 
-ReplayResult replay(const OpGraph& graph, const Scenario& scenario) {
-  Replayer r(graph, scenario);
+ReplayResult replay(const OpGraph& graph, const Scenario& scenario, const ReplayOptions& options) {
+  Replayer r(graph, scenario, options);
   return r.run();
 }
 

@@ -46,8 +46,15 @@ struct ReplayResult {
   int breakdown_rank = 0;     // the pipeline stage the breakdown describes (the busiest)
   MemoryResult memory;
   std::vector<std::string> warnings;
+  // Per simulated rank: how long any of its streams had an op running (the union of the ops'
+  // intervals). Filled on request (ReplayOptions::rank_busy): the steady-state check uses it.
+  std::vector<double> rank_busy_s;
 };
 
-ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario);
+struct ReplayOptions {
+  bool rank_busy = false;  // fill ReplayResult::rank_busy_s
+};
+
+ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario, const ReplayOptions& options = {});
 
 }  // namespace racksim::sim

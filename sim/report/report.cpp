@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
@@ -22,27 +26,39 @@ std::string version() {
 #endif
 }
 
-namespace {
-
 // Micro-steps of gradient accumulation repeat the same work: once the pipeline has filled, every
-// further micro-step (every pp of them with pipeline stages) adds the same time. A step with many
-// micro-steps is therefore simulated at two lengths, m1 and m1 + unit, and the remaining
-// micro-steps are added at the measured period. The last micro-step's gradient synchronisation
-// and the optimizer are in both runs, so the difference is the steady state alone.
-struct SteadyState {
-  int m1 = 0, unit = 1;
-};
-std::optional<SteadyState> steady_state_plan(const Scenario& sc) {
+// further round of micro-steps adds the same time. A step with many micro-steps is therefore
+// simulated at two lengths, m1 and m1 + unit, and the remaining micro-steps are added at the
+// measured period. The last micro-step's gradient synchronisation and the optimizer are in both
+// runs, so the difference is the steady state alone. The plan (docs/decisions.md):
+//   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
+//                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
+//                  1F1B pairs alternate between two patterns).
+//   1F1B:          pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and the first stage
+//                  holding pp micro-batches at once, the most it ever holds (the memory peak); a round
+//                  of pp micro-steps as the period, which averages patterns that repeat over several.
+//   interleaved:   2·pp and 3·pp (the schedule needs multiples of pp): the first stage's warm-up,
+//                  (vp + 1)·pp - 2 chunks, fits with a steady phase after it.
+// simulate() checks that the window is steady and, if not, starts it twice as late; a step with no
+// more micro-steps than the longer run is replayed whole. The lengths are powers of two times pp
+// where the batch is, so a sweep's exact points and plans share replays (ReplayCache).
+constexpr double kSteadyTolerance = 1e-3;
+
+std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) {
   const auto& t = sc.training;
-  const int pp = t.parallelism.pp;
-  const int unit = pp;  // interleaved schedules need multiples of pp; 1F1B repeats every micro-step
-  // Past the warm-up of the schedule (pp - 1 forwards for 1F1B, about (vp + 1)·pp chunks
-  // interleaved) every rank is in its steady state.
-  const int m1 = std::max(8, (t.parallelism.vp + 1) * pp);
-  // Only where it saves most of the work; shorter steps are replayed whole.
-  if (t.micro_steps() < 32 || t.micro_steps() <= 2 * (m1 + unit)) return std::nullopt;
-  return SteadyState{m1, unit};
+  const int pp = t.parallelism.pp, vp = t.parallelism.vp;
+  SteadyStatePlan plan;
+  if (pp == 1)
+    plan = {2, 2};
+  else if (vp == 1)
+    plan = {pp, pp};
+  else
+    plan = {2 * pp, pp};
+  if (t.micro_steps() <= plan.m1 + plan.unit) return std::nullopt;
+  return plan;
 }
+
+namespace {
 
 Scenario with_micro_steps(const Scenario& sc, int m) {
   Scenario s = sc;
@@ -52,30 +68,161 @@ Scenario with_micro_steps(const Scenario& sc, int m) {
 
 }  // namespace
 
-RunResult simulate(const Scenario& scenario) {
+struct ReplayCache::Entry {
+  ReplayResult replay;             // without per-op records
+  std::vector<std::string> notes;  // the graph's
+  int ranks = 1;
+};
+
+struct ReplayCache::Impl {
+  struct Slot {
+    std::shared_ptr<const Entry> entry;  // null while being made
+    bool failed = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<std::string, Slot> map;
+  std::deque<std::string> order;  // insertion order, for eviction
+  std::size_t max_entries;
+  std::size_t hits = 0, misses = 0;
+};
+
+ReplayCache::ReplayCache(std::size_t max_entries) : impl_(std::make_unique<Impl>()) {
+  impl_->max_entries = std::max<std::size_t>(1, max_entries);
+}
+ReplayCache::~ReplayCache() = default;
+std::size_t ReplayCache::hits() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->hits;
+}
+std::size_t ReplayCache::misses() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->misses;
+}
+
+std::shared_ptr<const ReplayCache::Entry> ReplayCache::get(const std::string& key, const std::function<Entry()>& make) {
+  Impl& m = *impl_;
+  {
+    std::unique_lock lock(m.mu);
+    for (;;) {
+      auto it = m.map.find(key);
+      if (it == m.map.end()) break;
+      if (it->second.entry) {
+        ++m.hits;
+        return it->second.entry;
+      }
+      if (it->second.failed) {
+        m.map.erase(it);
+        break;
+      }
+      m.cv.wait(lock);  // another thread is making it
+    }
+    ++m.misses;
+    m.map[key] = Impl::Slot{};
+  }
+  std::shared_ptr<const Entry> made;
+  try {
+    made = std::make_shared<const Entry>(make());
+  } catch (...) {
+    std::lock_guard lock(m.mu);
+    m.map[key].failed = true;
+    m.cv.notify_all();
+    throw;
+  }
+  std::lock_guard lock(m.mu);
+  m.map[key].entry = made;
+  m.order.push_back(key);
+  while (m.order.size() > m.max_entries) {
+    m.map.erase(m.order.front());
+    m.order.pop_front();
+  }
+  m.cv.notify_all();
+  return made;
+}
+
+RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
   RunResult out;
   out.scenario = scenario;
-  const auto plan = steady_state_plan(scenario);
+  auto plan = options.exact ? std::nullopt : steady_state_plan(scenario);
+  const int m = scenario.training.micro_steps();
+  // The replay at a length: its graph and records when they are kept, else from the cache.
+  auto summary_of = [&](const Scenario& s, OpGraph* keep_graph, ReplayResult* keep_replay) {
+    auto make = [&s, keep_graph, keep_replay] {
+      OpGraph g = build_training_graph(s.model, s.training, s.system.spec);
+      ReplayCache::Entry e;
+      ReplayOptions ro;
+      ro.rank_busy = true;
+      e.replay = replay(g, s, ro);
+      e.notes = g.notes;
+      e.ranks = g.ranks;
+      if (keep_replay) *keep_replay = e.replay;
+      if (keep_graph) *keep_graph = std::move(g);
+      e.replay.ops = {};
+      return e;
+    };
+    if (options.cache && !keep_graph) return options.cache->get(scenario_to_json(s).dump(), make);
+    return std::shared_ptr<const ReplayCache::Entry>(std::make_shared<const ReplayCache::Entry>(make()));
+  };
+  std::shared_ptr<const ReplayCache::Entry> ra, rb;
+  int lengthened = 0;
+  while (plan) {
+    if (m <= plan->m1 + plan->unit) {
+      plan.reset();  // the steady state starts too late to save anything: replay them all
+      break;
+    }
+    ra = summary_of(with_micro_steps(scenario, plan->m1), nullptr, nullptr);
+    const Scenario b = with_micro_steps(scenario, plan->m1 + plan->unit);
+    rb = options.keep_detail ? summary_of(b, &out.graph, &out.replay) : summary_of(b, nullptr, nullptr);
+    // Steady when the extra round adds no more activity to any rank than it adds to the step (within
+    // kSteadyTolerance, which the shifted warm-up and cool-down edges use up by about 1e-4): a round
+    // that adds more is still consuming slack left by the warm-up (a heavier stage catching up), and
+    // the period grows to that rank's activity once the slack is gone. Then the window starts twice
+    // as late. The period extrapolated is therefore within the tolerance of the final one.
+    const double dt = rb->replay.step_time_s - ra->replay.step_time_s;
+    bool steady = dt > 0;
+    for (std::size_t r = 0; steady && r < rb->replay.rank_busy_s.size(); ++r)
+      steady = rb->replay.rank_busy_s[r] - ra->replay.rank_busy_s[r] <= dt * (1 + kSteadyTolerance);
+    if (steady) break;
+    plan->m1 *= 2;
+    ++lengthened;
+  }
   if (!plan) {
-    out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
-    out.replay = replay(out.graph, out.scenario);
+    if (options.keep_detail || !options.cache) {
+      out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
+      out.replay = replay(out.graph, out.scenario);
+      out.report = make_report(out.scenario, out.graph, out.replay);
+      if (!options.keep_detail) {
+        out.graph = OpGraph{};
+        out.replay.ops = {};
+      }
+      return out;
+    }
+    // Every micro-step replayed, through the cache: another point's plan may have replayed this
+    // very length already.
+    const auto e = summary_of(scenario, nullptr, nullptr);
+    out.replay = e->replay;
+    out.replay.rank_busy_s.clear();
+    out.graph.notes = e->notes;
+    out.graph.ranks = e->ranks;
+    out.graph.model_flops_per_step = model_flops_per_step(scenario.model, scenario.training);
+    out.graph.tokens_per_step = static_cast<double>(scenario.training.global_batch) * scenario.training.seq_len;
     out.report = make_report(out.scenario, out.graph, out.replay);
     return out;
   }
-  const int m = scenario.training.micro_steps();
-  const Scenario a = with_micro_steps(scenario, plan->m1);
-  const Scenario b = with_micro_steps(scenario, plan->m1 + plan->unit);
-  const OpGraph ga = build_training_graph(a.model, a.training, a.system.spec);
-  const ReplayResult ra = replay(ga, a);
-  out.graph = build_training_graph(b.model, b.training, b.system.spec);
-  out.replay = replay(out.graph, b);
+  if (!options.keep_detail) {
+    out.replay = rb->replay;
+    out.graph.notes = rb->notes;
+    out.graph.ranks = rb->ranks;
+  }
+  out.replay.rank_busy_s.clear();
   // Extrapolate the step and each part of the breakdown linearly in the micro-steps.
   const double k = static_cast<double>(m - plan->m1) / plan->unit;
   auto extend = [k](double va, double vb) { return va + k * (vb - va); };
   ReplayResult& r = out.replay;
-  r.step_time_s = extend(ra.step_time_s, r.step_time_s);
+  const ReplayResult& first = ra->replay;
+  r.step_time_s = extend(first.step_time_s, rb->replay.step_time_s);
   Breakdown& x = r.breakdown;
-  const Breakdown& y = ra.breakdown;
+  const Breakdown& y = first.breakdown;
   x.compute_s = extend(y.compute_s, x.compute_s);
   x.recompute_s = extend(y.recompute_s, x.recompute_s);
   x.exposed_communication_s = extend(y.exposed_communication_s, x.exposed_communication_s);
@@ -88,9 +235,10 @@ RunResult simulate(const Scenario& scenario) {
   out.graph.tokens_per_step = static_cast<double>(scenario.training.global_batch) * scenario.training.seq_len;
   out.graph.notes.push_back(fmt::format(
       "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
-      "(the trace shows the {}-micro-step run)",
+      "micro-steps{} (the trace shows the {}-micro-step run; --exact replays them all)",
       m, plan->m1, plan->m1 + plan->unit, m - plan->m1 - plan->unit,
-      (r.step_time_s - ra.step_time_s) / (k * plan->unit), plan->unit == 1 ? "micro-step" : "pipeline round",
+      (r.step_time_s - first.step_time_s) / k, plan->unit,
+      lengthened > 0 ? fmt::format(", reached after {} micro-steps", plan->m1) : std::string(),
       plan->m1 + plan->unit));
   out.report = make_report(out.scenario, out.graph, out.replay);
   return out;
