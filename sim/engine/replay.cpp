@@ -536,14 +536,41 @@ class Replayer {
     net_.set_capacity(R.sm, std::max(0.05, 1.0 - R.sm_reserved));
   }
 
+  struct Event {
+    double time;
+    int delta;
+    int cls;
+  };
+  // Lists each in time order, merged into one in time order.
+  template <std::size_t K>
+  static std::vector<Event> merge_by_time(const std::array<std::vector<Event>, K>& lists) {
+    std::size_t total = 0;
+    for (const auto& l : lists) total += l.size();
+    std::vector<Event> out;
+    out.reserve(total);
+    std::array<std::size_t, K> at{};
+    for (;;) {
+      int best = -1;
+      for (std::size_t k = 0; k < K; ++k)
+        if (at[k] < lists[k].size() && (best < 0 || lists[k][at[k]].time < lists[best][at[best]].time))
+          best = static_cast<int>(k);
+      if (best < 0) break;
+      out.push_back(lists[best][at[best]++]);
+    }
+    return out;
+  }
+
   void compute_breakdown() {
     // Sweep the timeline: at each instant the step is doing the most useful thing running.
     enum Cls { kCompute, kRecompute, kComm, kCopy, kLaunch, kCount };
-    std::vector<std::tuple<double, int, int>> ev;  // time, +1/-1, class
-    auto add = [&](double a, double b, int cls) {
+    // Events per stream (and the launch gaps of the compute stream): the ops of a stream run one
+    // after the other, so each list is in time order already and a merge replaces a sort. The order
+    // of events at the same instant does not matter (time spent is counted between instants).
+    std::array<std::vector<Event>, kStreamCount + 1> lists;
+    auto add_to = [&](std::vector<Event>& ev, double a, double b, int cls) {
       if (b <= a) return;
-      ev.emplace_back(a, +1, cls);
-      ev.emplace_back(b, -1, cls);
+      ev.push_back({a, +1, cls});
+      ev.push_back({b, -1, cls});
     };
     double prev_compute_end = 0;
     // The breakdown is that of the busiest pipeline stage (the one that sets the pace; all
@@ -557,24 +584,25 @@ class Replayer {
       const Op& op = g_.ops[i];
       const auto& r = res_.ops[i];
       if (op.rank != critical) continue;
+      auto& list = lists[static_cast<int>(op.stream)];
       if (op.stream == StreamKind::compute) {
-        add(r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         // The GPU waited for this launch: the kernel started the moment the host issued it.
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
-          add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+          add_to(lists[kStreamCount], std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+        add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
       } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp ||
                  op.stream == StreamKind::comm_grad) {
-        add(r.start_s, r.end_s, kComm);
+        add_to(list, r.start_s, r.end_s, kComm);
       } else {
-        add(r.start_s, r.end_s, kCopy);
+        add_to(list, r.start_s, r.end_s, kCopy);
       }
     }
-    std::sort(ev.begin(), ev.end());
+    const std::vector<Event> ev = merge_by_time(lists);
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    for (const auto& [time, delta, cls] : ev) {
+    for (const auto& [time, delta, cls] : ev) {  // NOLINT
       const double dt = time - t;
       if (dt > 0) {
         int c = kCount;  // idle
@@ -601,17 +629,19 @@ class Replayer {
   }
 
   void compute_rank_busy() {
-    std::vector<std::vector<std::pair<double, double>>> spans(res_of_.size());
+    // Per rank and stream the ops run one after the other: each list is in time order, so merging
+    // them (by start) gives the rank's intervals in order without a sort.
+    std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const auto& r = res_.ops[i];
-      if (r.end_s > r.start_s) spans[g_.ops[i].rank].emplace_back(r.start_s, r.end_s);
+      if (r.end_s > r.start_s)
+        spans[g_.ops[i].rank][static_cast<int>(g_.ops[i].stream)].push_back({r.start_s, 0, static_cast<int>(i)});
     }
     res_.rank_busy_s.assign(res_of_.size(), 0.0);
     for (std::size_t k = 0; k < spans.size(); ++k) {
-      auto& v = spans[k];
-      std::sort(v.begin(), v.end());
       double busy = 0, a = 0, b = -1;
-      for (const auto& [s, e] : v) {
+      for (const Event& x : merge_by_time(spans[k])) {
+        const double s = x.time, e = res_.ops[static_cast<std::size_t>(x.cls)].end_s;
         if (s > b) {
           if (b > a) busy += b - a;
           a = s;
