@@ -90,6 +90,14 @@ void EventQueue::run() {
   }
 }
 
+bool EventQueue::peek(SimTime& at, uint64_t& seq) {
+  pop_cancelled();
+  if (heap_.empty()) return false;
+  at = heap_.front().at;
+  seq = heap_.front().seq;
+  return true;
+}
+
 SimTime EventQueue::next_time() {
   pop_cancelled();
   return heap_.empty() ? SimTime::max() : heap_.front().at;

@@ -51,6 +51,11 @@ class EventQueue {
   // is pending before t. For a driver that interleaves its own time-ordered work with the queue.
   void advance_to(SimTime t);
   std::size_t pending() const { return live_; }
+  // For a driver that keeps events of its own (a FlowNetwork without its own queue events): the
+  // sequence number an event scheduled now would get, consumed as if it had been scheduled; and the
+  // next pending event's time and sequence (false if none). Events order by (time, sequence).
+  uint64_t reserve_seq() { return next_seq_++; }
+  bool peek(SimTime& at, uint64_t& seq);
   uint64_t events_processed() const { return processed_; }
 
  private:

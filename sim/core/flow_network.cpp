@@ -46,7 +46,7 @@ struct CompletionLater {
 
 }  // namespace
 
-FlowNetwork::FlowNetwork(EventQueue& q) : q_(q) {}
+FlowNetwork::FlowNetwork(EventQueue& q, bool external_events) : q_(q), external_(external_events) {}
 
 FlowNetwork::~FlowNetwork() {
   // The scheduled event captures `this`; it must not outlive the network.
@@ -484,6 +484,14 @@ void FlowNetwork::progressive_filling() {
 void FlowNetwork::reschedule() {
   const Completion* first = earliest_completion();
   const SimTime next = first == nullptr ? SimTime::max() : std::max(SimTime::from_ps(first->ps), q_.now());
+  if (external_) {
+    // What scheduling would do, without the queue: the same sequence number, and no stale entry.
+    if (pending_ && scheduled_at_ == next) return;
+    pending_ = next != SimTime::max();
+    scheduled_at_ = next;
+    if (pending_) pending_seq_ = q_.reserve_seq();
+    return;
+  }
   if (scheduled_ && scheduled_at_ == next) return;
   if (scheduled_) q_.cancel(scheduled_);
   scheduled_ = {};

@@ -38,7 +38,10 @@ class FlowNetwork {
   using ResourceId = uint32_t;
   using FlowId = uint64_t;  // never reused; 0 is never a valid id; increases with start order
 
-  explicit FlowNetwork(EventQueue& q);
+  // With external_events the network schedules no event on the queue: it keeps its next completion
+  // (time, and a sequence number reserved from the queue when it would have scheduled it) for the
+  // driver, which runs it with run_pending_event() in (time, sequence) order among the queue's.
+  explicit FlowNetwork(EventQueue& q, bool external_events = false);
   ~FlowNetwork();  // cancels its pending completion event
   FlowNetwork(const FlowNetwork&) = delete;
   FlowNetwork& operator=(const FlowNetwork&) = delete;
@@ -78,6 +81,17 @@ class FlowNetwork {
   double utilization(ResourceId r) const;  // sum coefficient*rate / capacity, in [0, 1]
   const std::string& resource_name(ResourceId r) const;  // stays valid for the network's lifetime
   std::size_t resource_count() const { return resources_.size(); }
+  // external_events: the pending completion event, if any.
+  bool pending_event(SimTime& at, uint64_t& seq) const {
+    if (!pending_) return false;
+    at = scheduled_at_;
+    seq = pending_seq_;
+    return true;
+  }
+  void run_pending_event() {
+    pending_ = false;
+    on_completion_event();
+  }
   std::size_t active_flows() const { return active_; }
 
  private:
@@ -177,6 +191,9 @@ class FlowNetwork {
   uint64_t stamp_ = 0;
   EventQueue::Handle scheduled_{};
   SimTime scheduled_at_ = SimTime::max();
+  bool external_ = false;      // events kept for the driver instead of scheduled
+  bool pending_ = false;       // external_: a completion event is pending at scheduled_at_
+  uint64_t pending_seq_ = 0;
   std::vector<Slot> comp_flows_;  // solver scratch
   std::vector<ResourceId> comp_resources_;
   std::vector<Level> heap_;

@@ -58,7 +58,7 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
 class Replayer {
  public:
   Replayer(const OpGraph& g, const Scenario& sc, const ReplayOptions& opt)
-      : g_(g), sc_(sc), sys_(sc.system.spec), opt_(opt), net_(q_) {
+      : g_(g), sc_(sc), sys_(sc.system.spec), opt_(opt), net_(q_, /*external_events=*/true) {
     const auto& h = sys_.host;
     // Every rank of a role does the same, so a shared link or host memory is split among the
     // GPUs that share it -- but a job smaller than a host shares it with fewer.
@@ -192,14 +192,26 @@ class Replayer {
   // waits), in (time, op) order: those are merged with the queue's events, ahead of queue events
   // of the same instant -- the order they had as queue events scheduled before the run.
   void run_events() {
+    // The flow network's completion events are kept by the network (external_events) with the
+    // sequence numbers they would have had: the three sources merge in (time, sequence) order.
     for (;;) {
-      const SimTime tq = q_.next_time();
-      if (next_launch_ < launches_.size() && launches_[next_launch_].first <= tq.ps) {
+      SimTime tq = SimTime::max(), tn = SimTime::max();
+      uint64_t sq = 0, sn = 0;
+      const bool has_q = q_.peek(tq, sq);
+      const bool has_n = net_.pending_event(tn, sn);
+      const bool has_l = next_launch_ < launches_.size();
+      if (!has_q && !has_n && !has_l) break;
+      const bool net_first = has_n && (!has_q || tn < tq || (tn == tq && sn < sq));
+      const SimTime te = net_first ? tn : tq;  // the earliest of the queue's and the network's
+      if (has_l && (!(has_q || has_n) || launches_[next_launch_].first <= te.ps)) {
         q_.advance_to(SimTime::from_ps(launches_[next_launch_].first));
         release(launches_[next_launch_++].second);
-        continue;
+      } else if (net_first) {
+        q_.advance_to(tn);
+        net_.run_pending_event();
+      } else {
+        q_.step();
       }
-      if (!q_.step()) break;
     }
   }
 
@@ -211,9 +223,10 @@ class Replayer {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
     std::vector<double> host_s(res_of_.size(), 0.0);
-    std::vector<uint64_t> micro_step(res_of_.size(), g_.names.first_component_key(Name{}));  // "" 
-    launches_.clear();
-    launches_.reserve(g_.ops.size());
+    std::vector<uint64_t> micro_step(res_of_.size(), g_.names.first_component_key(Name{}));  // ""
+    // Each rank's launches are in (time, op) order: kept per rank, then merged.
+    std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(res_of_.size());
+    if (res_of_.size() == 1) per_rank[0].reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const Op& op = g_.ops[i];
       double& h = host_s[op.rank];
@@ -233,7 +246,7 @@ class Replayer {
       } else {
         if (graphs) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
-          const uint64_t ms = g_.names.first_component_key(op.name);  // the name's text before its first '.' 
+          const uint64_t ms = g_.names.first_component_key(op.name);  // the name's text before its first '.'
           if (ms != micro_step[op.rank]) {
             h += l.graph_launch_s;
             micro_step[op.rank] = ms;
@@ -242,23 +255,23 @@ class Replayer {
         h += graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s;
       }
       res_.ops[i].launch_end_s = h;
-      launches_.emplace_back(SimTime::from_seconds(h).ps, static_cast<OpId>(i));
+      per_rank[op.rank].emplace_back(SimTime::from_seconds(h).ps, static_cast<OpId>(i));
     }
-    // Each rank's launches are in (time, op) order already; merge the ranks' sequences.
-    if (res_of_.size() > 1) {
-      std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(res_of_.size());
-      for (const auto& l : launches_) per_rank[g_.ops[l.second].rank].push_back(l);
+    if (per_rank.size() == 1) {
+      launches_ = std::move(per_rank[0]);
+    } else {
+      launches_.clear();
+      launches_.reserve(g_.ops.size());
       using Head = std::pair<std::pair<int64_t, OpId>, std::size_t>;  // (time, op), rank
       std::vector<Head> heads;
-      std::vector<std::size_t> pos(res_of_.size(), 0);
+      std::vector<std::size_t> pos(per_rank.size(), 0);
       for (std::size_t r = 0; r < per_rank.size(); ++r)
         if (!per_rank[r].empty()) heads.push_back({per_rank[r][0], r});
       auto later = [](const Head& a, const Head& b) { return a.first > b.first; };
       std::make_heap(heads.begin(), heads.end(), later);
-      launches_.clear();
       while (!heads.empty()) {
         std::pop_heap(heads.begin(), heads.end(), later);
-        Head h = heads.back();
+        const Head h = heads.back();
         heads.pop_back();
         launches_.push_back(h.first);
         const std::size_t r = h.second;
