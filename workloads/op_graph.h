@@ -17,21 +17,21 @@
 
 namespace racksim::workloads {
 
-enum class OpKind { kernel, collective, copy_h2d, copy_d2h };
+enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
 // comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
 // stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
 // so a gradient bucket never delays the next layer's prefetch or a pipeline send.
-enum class StreamKind { compute, comm, h2d, d2h, comm_dp, comm_grad };
+enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad };
 constexpr int kStreamCount = 6;
-enum class ExecUnit { tensor, vector };
-enum class Phase { forward, backward, recompute, optimizer };
+enum class ExecUnit : uint8_t { tensor, vector };
+enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
 // data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
-enum class CommGroup { dp, tp, pp, cp, ep, dp_cp, edp, etp };
-enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
-enum class MemCategory { weights, gradients, optimizer, activations, communication_buffers, other };
+enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp };
+enum class CollOp : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
 std::string to_string(StreamKind s);

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <span>
+#include <unordered_set>
 #include <stdexcept>
 
 #include "hardware_models/collectives.h"
@@ -389,7 +391,11 @@ class Replayer {
                                                                         : "cuda_core";
     net_.start_flow_path(uses.data(), nuses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
   }
-  std::map<std::tuple<int, double, int, int, int, int, bool>, hw::CollectiveCost> coll_cache_;
+  struct CachedCost {
+    hw::CollectiveCost cost;
+    std::string_view algorithm, bound_by;  // as labels
+  };
+  std::map<std::tuple<int, double, int, int, int, int, bool>, CachedCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
@@ -431,13 +437,14 @@ class Replayer {
       } else {
         cost = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
       }
-      cached = coll_cache_.emplace(key, cost).first;
+      cached = coll_cache_.emplace(key, CachedCost{cost, intern_label(hw::to_string(cost.algorithm) + "/" + cost.protocol),
+                                                   intern_label(cost.bound_by)})
+                   .first;
     }
     // The cache's entries stay put (std::map), so the events refer to it instead of copying.
-    const hw::CollectiveCost* cost = &cached->second;
-    const hw::CollectiveCost& c = *cost;
-    res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
-    res_.ops[id].bound_by = c.bound_by;
+    const hw::CollectiveCost* cost = &cached->second.cost;
+    res_.ops[id].algorithm = cached->second.algorithm;
+    res_.ops[id].bound_by = cached->second.bound_by;
     coll_cost_[id] = cost;
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
@@ -721,6 +728,13 @@ class Replayer {
 };
 
 }  // namespace
+
+std::string_view intern_label(std::string_view text) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> labels;  // node-based: the strings never move
+  std::lock_guard lock(mu);
+  return *labels.emplace(text).first;
+}
 
 ReplayResult replay(const OpGraph& graph, const Scenario& scenario, const ReplayOptions& options) {
   Replayer r(graph, scenario, options);

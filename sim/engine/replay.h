@@ -6,6 +6,7 @@
 
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/scenario/scenario.h"
@@ -13,13 +14,17 @@
 
 namespace racksim::sim {
 
+// A short label (what bounded an op, a collective's algorithm) kept for the rest of the process: a
+// handful of distinct texts, so an op's record holds a view instead of a string. Thread-safe.
+std::string_view intern_label(std::string_view text);
+
 struct OpRecord {
   double launch_start_s = 0;  // host thread starts launching it
   double launch_end_s = 0;    // host thread done; the GPU may start it
   double start_s = 0;
   double end_s = 0;
-  std::string bound_by;       // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency")
-  std::string algorithm;      // collectives: the algorithm chosen
+  std::string_view bound_by;  // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency"); static text
+  std::string_view algorithm; // collectives: the algorithm chosen; static text
 };
 
 struct Breakdown {

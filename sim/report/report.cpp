@@ -330,7 +330,7 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     const Op& op = g.ops[i];
     const OpRecord& rec = r.ops[i];
     const int pid = op.rank;
-    json args = {{"phase", to_string(op.phase)}, {"bound_by", rec.bound_by}};
+    json args = {{"phase", to_string(op.phase)}, {"bound_by", std::string(rec.bound_by)}};
     if (op.kind == OpKind::kernel) {
       args["flops"] = op.flops;
       args["hbm_bytes"] = op.hbm_bytes;
@@ -338,7 +338,7 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
       args["collective"] = to_string(op.coll);
       args["group"] = to_string(op.group);
       args["bytes"] = op.coll_bytes;
-      args["algorithm"] = rec.algorithm;
+      args["algorithm"] = std::string(rec.algorithm);
     } else {
       args["bytes"] = op.copy_bytes;
     }
