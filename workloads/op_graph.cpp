@@ -25,10 +25,34 @@ int64_t numbered(std::string_view s, std::string_view prefix) {
 }  // namespace
 
 uint32_t NameTable::intern(std::string_view s) {
-  if (auto it = ids_.find(s); it != ids_.end()) return it->second;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: names are short
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return find_or_add(s, h);
+}
+
+uint32_t NameTable::find_or_add(std::string_view s, uint64_t h) {
+  if (slots_.empty()) slots_.assign(64, 0);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = static_cast<std::size_t>(h ^ (h >> 29)) & mask;
+  for (; slots_[i] != 0; i = (i + 1) & mask)
+    if (strings_[slots_[i] - 1] == s) return slots_[i] - 1;
   const auto id = static_cast<uint32_t>(strings_.size());
   const std::string& stored = strings_.emplace_back(s);
-  ids_.emplace(std::string_view(stored), id);
+  slots_[i] = id + 1;
+  if (2 * strings_.size() > slots_.size()) {
+    // Grow: rehash every name into twice the slots.
+    std::vector<uint32_t> old(slots_.size() * 2, 0);
+    old.swap(slots_);
+    const std::size_t m2 = slots_.size() - 1;
+    for (uint32_t v : old) {
+      if (v == 0) continue;
+      uint64_t g = 1469598103934665603ull;
+      for (unsigned char c : strings_[v - 1]) g = (g ^ c) * 1099511628211ull;
+      std::size_t j = static_cast<std::size_t>(g ^ (g >> 29)) & m2;
+      while (slots_[j] != 0) j = (j + 1) & m2;
+      slots_[j] = v;
+    }
+  }
   group_.push_back(0);
   const std::string_view first = std::string_view(stored).substr(0, stored.find('.'));
   uint64_t g = 0;

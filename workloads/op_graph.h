@@ -71,7 +71,7 @@ class NameTable {
   NameTable& operator=(const NameTable& o) {
     if (this == &o) return *this;
     strings_.clear();
-    ids_.clear();
+    slots_.clear();
     group_.clear();
     for (const auto& x : o.strings_) intern(x);
     return *this;
@@ -87,9 +87,10 @@ class NameTable {
   uint64_t first_component_key(const Name& n) const;
 
  private:
-  std::deque<std::string> strings_;  // stable addresses for the index's keys
-  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::deque<std::string> strings_;
+  std::vector<uint32_t> slots_;      // open addressing by hash: id + 1, 0 empty
   std::vector<uint64_t> group_;      // per id: first_component_key of a name with no prefix
+  uint32_t find_or_add(std::string_view s, uint64_t h);
 };
 
 struct Op {
