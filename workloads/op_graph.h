@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hardware_models/system_spec.h"
+#include "sim/core/huge_page_allocator.h"
 #include "sim/core/small_vector.h"
 
 namespace racksim::workloads {
@@ -146,7 +147,7 @@ struct Tensor {
 };
 
 struct OpGraph {
-  std::vector<Op> ops;
+  std::vector<Op, HugePageAllocator<Op>> ops;
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
   int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/huge_page_allocator.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/op_graph.h"
 
@@ -45,7 +46,7 @@ struct MemoryResult {
 };
 
 struct ReplayResult {
-  std::vector<OpRecord> ops;  // parallel to graph.ops
+  std::vector<OpRecord, HugePageAllocator<OpRecord>> ops;  // parallel to graph.ops
   double step_time_s = 0;
   Breakdown breakdown;
   int breakdown_rank = 0;     // the pipeline stage the breakdown describes (the busiest)

@@ -157,7 +157,7 @@ RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
       e.ranks = g.ranks;
       if (keep_replay) *keep_replay = e.replay;
       if (keep_graph) *keep_graph = std::move(g);
-      std::vector<OpRecord>().swap(e.replay.ops);  // (= {} would keep the capacity)
+      decltype(ReplayResult::ops)().swap(e.replay.ops);  // (= {} would keep the capacity)
       return e;
     };
     if (options.cache && !keep_graph) return options.cache->get(scenario_to_json(s).dump(), make);
@@ -193,7 +193,7 @@ RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
       out.report = make_report(out.scenario, out.graph, out.replay);
       if (!options.keep_detail) {
         out.graph = OpGraph{};
-        std::vector<OpRecord>().swap(out.replay.ops);  // (= {} would keep the capacity)
+        decltype(ReplayResult::ops)().swap(out.replay.ops);  // (= {} would keep the capacity)
       }
       return out;
     }
