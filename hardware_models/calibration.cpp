@@ -1,10 +1,14 @@
 #include "hardware_models/calibration.h"
+#include "hardware_models/nccl_tests.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +17,7 @@
 #include <sstream>
 
 #include "hardware_models/system_preset.h"
+#include "sim/input/files.h"
 #include "sim/core/text.h"
 #include "sim/input/file_cache.h"
 #include "sim/core/units.h"
@@ -108,12 +113,7 @@ std::string display_path(const std::string& p) {
 }
 
 [[noreturn]] void fail(const std::string& file, const std::string& msg, int line = 0) {
-  input::Diagnostic d;
-  d.where.file = file;
-  d.where.line = line;
-  d.where.column = line > 0 ? 1 : 0;
-  d.message = msg;
-  throw input::InputError({d});
+  throw input::input_error(file, line, line > 0 ? 1 : 0, "", msg);
 }
 
 double matmul_input_bytes(Dtype d) {
@@ -312,6 +312,7 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.number("efficiency", true, 0.01, 1.0), c.hbm_efficiency);
     read_fit(r, b.points, b.rms_residual, b.max_abs_residual);
     r.finish();
+    if (!(b.bandwidth_Bps > 0) && r.has("bandwidth")) h->child("bandwidth").error("must be positive");
     c.hbm = b;
   }
   if (auto h = top.get("host")) {
@@ -354,12 +355,13 @@ Calibration parse_calibration(const Node& root) {
       std::vector<std::pair<std::string, std::string>> ops;
       for (const auto& o : kOps) ops.push_back({o, o});
       set_if(r.choice<std::string>("op", ops, true), f.op);
-      set_if(r.integer("gpus", true, 2, 10000000), f.gpus);
+      set_if(r.integer("gpus", true, 2, kMaxGpus), f.gpus);
       read_source(r, e, nsources, f.source);
       set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
       set_if(r.quantity("algbw", QuantityKind::bytes_per_second, true), f.algbw_Bps);
       set_if(r.quantity("busbw", QuantityKind::bytes_per_second, true), f.busbw_Bps);
       read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+      if (!(f.algbw_Bps > 0) && r.has("algbw")) e.child("algbw").error("must be positive");
     });
   }
   if (auto rk = top.get("row_kernels")) {
@@ -464,7 +466,8 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     report("expected the name of a calibration (hardware_models/calibrated/NAME.yaml) or a path");
     return nullptr;
   }
-  if (!fs::is_regular_file(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is simply not a calibration
+  if (!fs::is_regular_file(path, ec)) {
     if (is_path) {
       report(fmt::format("calibration file '{}' does not exist", path));
     } else {
@@ -691,6 +694,22 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         "those kernels stream at the HBM rate here, which is optimistic for register-heavy softmax fusions",
         cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
 
+  if (spdlog::should_log(spdlog::level::info)) {
+    std::string applied_list, kept_list;
+    for (const auto& a : applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
+    for (const auto& k : kept) kept_list += (kept_list.empty() ? "" : ", ") + k;
+    spdlog::info("calibration {} ({}) applied to {}: {}; GEMM shape model{}{}{}{}", cal.name,
+                 cal.file.empty() ? calibrated_dir() + "/" + cal.name + ".yaml" : cal.file, spec.name,
+                 c->same_device ? "same device, measured figures used as measured"
+                                : fmt::format("transfer rule: {} ({}) to {} ({}, {}), shape curve as a ratio to the "
+                                              "preset's ceilings",
+                                              cal.device_name, arch_name(cal.architecture), spec.gpu.model,
+                                              arch_name(spec.gpu.architecture), link_name(spec.host.link)),
+                 c->applied_gemm_ceiling ? " with the measured ceiling" : "",
+                 applied_list.empty() ? "" : "; measured " + applied_list,
+                 kept_list.empty() ? "" : "; preset kept for " + kept_list,
+                 c->applied_nccl ? "; measured NCCL collectives" : "");
+  }
   spec.calibration = std::move(c);
 }
 
@@ -705,100 +724,9 @@ bool load_and_apply_calibration(const std::string& name, const Node& where_named
 // ---------------------------------------------------------------- nccl-tests logs
 
 std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label) {
-  std::istringstream in(text);
-  std::string line;
-  std::vector<std::string> header;
-  NcclTestsLog log;
-  int rank_lines = 0, nthread = 0, ngpus = 0;
-  int lineno = 0;
-  auto tokens = [](const std::string& s) {
-    std::vector<std::string> t;
-    std::istringstream ss(s);
-    for (std::string w; ss >> w;) t.push_back(w);
-    return t;
-  };
-  auto index_of = [&](const std::string& name) -> int {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return static_cast<int>(i);
-    return -1;
-  };
-  int i_size = -1, i_time = -1, i_alg = -1, i_bus = -1;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const auto t = tokens(line);
-    if (t.empty()) continue;
-    if (t[0] == "#" || t[0].front() == '#') {
-      std::vector<std::string> body = t;
-      if (body[0] == "#") body.erase(body.begin());
-      else body[0] = body[0].substr(1);
-      if (body.empty()) continue;
-      if (body.size() >= 2 && body[0] == "Rank") ++rank_lines;
-      for (std::size_t i = 0; i + 1 < body.size(); ++i) {
-        if (body[i] == "nThread") nthread = std::atoi(body[i + 1].c_str());
-        if (body[i] == "nGpus") ngpus = std::atoi(body[i + 1].c_str());
-      }
-      // "# Collective test starting: all_reduce_perf"
-      for (std::size_t i = 0; i + 1 < body.size(); ++i)
-        if (body[i] == "starting:") {
-          std::string op = body[i + 1];
-          if (op.ends_with("_perf")) op = op.substr(0, op.size() - 5);
-          if (op == "alltoall") op = "all_to_all";
-          if (op == "sendrecv") op = "send_recv";
-          log.op = op;
-        }
-      if (header.empty() && std::find(body.begin(), body.end(), "size") != body.end() &&
-          std::find(body.begin(), body.end(), "algbw") != body.end() &&
-          std::find(body.begin(), body.end(), "busbw") != body.end() &&
-          std::find(body.begin(), body.end(), "time") != body.end()) {
-        header = body;
-        i_size = index_of("size");
-        i_time = index_of("time");  // the first: out-of-place
-        i_alg = index_of("algbw");
-        i_bus = index_of("busbw");
-      }
-      continue;
-    }
-    if (header.empty()) continue;
-    // A data row starts with its size in bytes.
-    char* end = nullptr;
-    const double size = std::strtod(t[0].c_str(), &end);
-    if (end != t[0].c_str() + t[0].size()) continue;
-    if (static_cast<int>(t.size()) <= std::max({i_size, i_time, i_alg, i_bus})) {
-      fail(file_label, fmt::format("nccl-tests row has {} columns; the header names {}", t.size(), header.size()), lineno);
-    }
-    auto value = [&](int i) {
-      char* e = nullptr;
-      const double v = std::strtod(t[i].c_str(), &e);
-      if (e != t[i].c_str() + t[i].size() || !std::isfinite(v))
-        fail(file_label, fmt::format("nccl-tests column '{}' is not a number: '{}'", header[i], t[i]), lineno);
-      return v;
-    };
-    NcclTestsLog::Row r;
-    r.bytes = size;
-    r.time_s = value(i_time) * 1e-6;  // nccl-tests prints us
-    r.algbw_Bps = value(i_alg) * 1e9;  // and GB/s
-    r.busbw_Bps = value(i_bus) * 1e9;
-    log.rows.push_back(r);
-  }
-  if (header.empty()) return std::nullopt;
-  if (log.op.empty()) {
-    // The file name names the test: all_reduce_perf.log, alltoall_8gpu.txt, ...
-    std::string base = fs::path(file_label).filename().string();
-    for (auto& ch : base) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    const std::vector<std::pair<std::string, std::string>> names = {
-        {"all_reduce", "all_reduce"}, {"allreduce", "all_reduce"},   {"all_gather", "all_gather"},
-        {"allgather", "all_gather"},  {"reduce_scatter", "reduce_scatter"}, {"reducescatter", "reduce_scatter"},
-        {"all_to_all", "all_to_all"}, {"alltoall", "all_to_all"},    {"broadcast", "broadcast"},
-        {"send_recv", "send_recv"},   {"sendrecv", "send_recv"}};
-    for (const auto& [k, v] : names)
-      if (base.find(k) != std::string::npos) {
-        log.op = v;
-        break;
-      }
-  }
-  log.gpus = rank_lines > 0 ? rank_lines : std::max(1, nthread) * ngpus;
-  return log;
+  auto logs = parse_nccl_tests_output(text, file_label);
+  if (logs.empty()) return std::nullopt;
+  return logs.front();
 }
 
 // ---------------------------------------------------------------- fitting
@@ -866,6 +794,25 @@ BandwidthFit fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
   return b;
 }
 
+// A fit that came out of bad data (all sizes equal, times that fall with the size) says so
+// here, naming what was fitted, instead of writing a zero bandwidth or a NaN residual.
+BandwidthFit checked(const std::vector<std::pair<double, double>>& pts, const std::string& what,
+                     const std::string& where) {
+  std::set<double> sizes;
+  for (const auto& p : pts) sizes.insert(p.first);
+  if (sizes.size() < 2)
+    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth: its {} points have {} size{}; at least 2 "
+                            "different sizes are needed",
+                            what, pts.size(), sizes.size(), sizes.size() == 1 ? "" : "s"));
+  const BandwidthFit b = fit_alpha_beta(pts);
+  if (!(b.bandwidth_Bps > 0) || !std::isfinite(b.bandwidth_Bps) || !std::isfinite(b.latency_s) || b.latency_s < 0 ||
+      !std::isfinite(b.rms_residual) || !std::isfinite(b.max_abs_residual))
+    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth from its {} points: the times do not grow "
+                            "with the size (bandwidth {} B/s, rms {})",
+                            what, b.points, b.bandwidth_Bps, b.rms_residual));
+  return b;
+}
+
 struct RawGemm {
   Dtype dtype;
   GemmPoint p;
@@ -889,7 +836,25 @@ struct Inputs {
   std::vector<AttentionPoint> attention;    // fused attention kernels, measured
   std::string device_name, driver;
   int sm_count = 0;
+  std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
 };
+
+// A measurement row a fit can use: size (or count) and time positive and finite.
+bool usable(double x, double t) { return x > 0 && t > 0 && std::isfinite(x) && std::isfinite(t); }
+
+// Appends (x, t) to `pts` when usable, else counts it in `left_out`.
+void add_point(std::vector<std::pair<double, double>>& pts, double x, double t, int& left_out) {
+  if (usable(x, t))
+    pts.push_back({x, t});
+  else
+    ++left_out;
+}
+
+void note_dropped(Inputs& in, const std::string& shown, const std::string& section, int left_out, int total,
+                  const std::string& why) {
+  if (left_out > 0)
+    in.dropped.push_back(fmt::format("{}: {} of {} {} rows left out of the fit ({})", shown, left_out, total, section, why));
+}
 
 const json& at(const json& j, const std::string& key, const std::string& file) {
   if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
@@ -924,7 +889,8 @@ CalibrationSource script_source(const json& j, const std::string& shown, Inputs&
 // The HLO file a row names, which must lie beside the measurement file.
 std::string hlo_beside(const std::string& path, const std::string& shown, const json& row, const std::string& hlo) {
   const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-  if (!fs::exists(hlo_path))
+  std::error_code ec;
+  if (!fs::exists(hlo_path, ec))
     fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", row.value("name", ""), hlo));
   return hlo_path;
 }
@@ -1003,6 +969,7 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs = script_source(j, shown, in);
   if (!j.contains("rows") || !j["rows"].is_array()) fail(shown, "expected a list under 'rows'");
+  int rows = 0, left_out = 0;
   for (const json& r : j["rows"]) {
     for (int pass = 0; pass < 2; ++pass) {
       AttentionPoint p;
@@ -1015,20 +982,34 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
       p.flops = r.value(p.backward ? "backward_flops" : "forward_flops", 0.0);
       p.measured_s = r.value(p.backward ? "backward_s" : "forward_s", 0.0);
       p.source = src;
-      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s)) in.attention.push_back(p);
+      ++rows;
+      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s) && std::isfinite(p.flops))
+        in.attention.push_back(p);
+      else
+        ++left_out;
     }
   }
+  note_dropped(in, shown, "attention", left_out, rows, "no positive sequence length, FLOPs and time");
   cs.used.push_back("attention");
   in.sources.push_back(cs);
 }
 
+// nlohmann's message without its "[json.exception.type_error.302] " tag.
+std::string json_message(const json::exception& e) {
+  std::string s = e.what();
+  if (const auto close = s.find("] "); s.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+    s = s.substr(close + 2);
+  return s;
+}
+
 void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
-  std::ifstream f(path);
+  const std::string text =
+      input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a measurement file", input::Binary::stop);
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("not valid JSON: {}", e.what()));
+    fail(shown, fmt::format("not valid JSON: {}", json_message(e)));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
@@ -1061,7 +1042,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     if (in.sm_count == 0) in.sm_count = sms;
 
     if (j.contains("gemm") && j["gemm"].contains("results")) {
-      int n = 0;
+      int n = 0, rows = 0, left_out = 0;
       for (const json& r : j["gemm"]["results"]) {
         if (r.contains("error")) continue;
         const std::string dt = r.value("dtype", "");
@@ -1080,37 +1061,60 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         g.p.layout = r.value("layout", "TN");
         g.p.out = r.value("out_dtype", "bf16");
         g.p.measured_s = median_of(at(r, "s", shown), shown);
-        if (!(g.p.measured_s > 0)) continue;
+        ++rows;
+        // A shape that is not a matrix product is bad data, not a measurement to leave out.
+        for (const auto& [name, v] : {std::pair<const char*, double>{"m", g.p.m}, {"n", g.p.n}, {"k", g.p.k}})
+          if (!(v >= 1 && v <= 1e9 && std::isfinite(v)))
+            fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (1 to 1e9)", rows, g.p.label, name, v));
+        if (g.p.batch < 1 || g.p.batch > 1'000'000'000)
+          fail(shown, fmt::format("gemm row {} ('{}'): batch = {} is not a batch count", rows, g.p.label, g.p.batch));
+        if (!(g.p.measured_s > 0 && std::isfinite(g.p.measured_s))) {
+          ++left_out;
+          continue;
+        }
         in.gemm.push_back(g);
         ++n;
       }
+      note_dropped(in, shown, "gemm", left_out, rows, "no positive, finite time");
       if (n) cs.used.push_back("gemm");
     }
+    const std::string why = "a size or time that is not positive and finite";
     if (j.contains("hbm") && j["hbm"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["hbm"]["results"])
-        if (r.contains("kernel"))
-          in.hbm.push_back({2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown)});
+        if (r.contains("kernel")) {
+          ++rows;
+          add_point(in.hbm, 2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown),
+                    left_out);
+        }
+      note_dropped(in, shown, "hbm", left_out, rows, why);
       cs.used.push_back("hbm");
     }
     if (j.contains("host") && j["host"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["host"]["results"]) {
         const double b = at(r, "bytes", shown).get<double>();
-        if (r.contains("h2d")) in.h2d.push_back({b, median_of(at(r["h2d"], "s", shown), shown)});
-        if (r.contains("d2h")) in.d2h.push_back({b, median_of(at(r["d2h"], "s", shown), shown)});
-        if (r.contains("bidir")) in.both.push_back({2 * b, median_of(at(r["bidir"], "span_s", shown), shown)});
+        ++rows;
+        if (r.contains("h2d")) add_point(in.h2d, b, median_of(at(r["h2d"], "s", shown), shown), left_out);
+        if (r.contains("d2h")) add_point(in.d2h, b, median_of(at(r["d2h"], "s", shown), shown), left_out);
+        if (r.contains("bidir")) add_point(in.both, 2 * b, median_of(at(r["bidir"], "span_s", shown), shown), left_out);
       }
+      note_dropped(in, shown, "host-copy", left_out, rows, why);
       cs.used.push_back("host");
     }
     if (j.contains("launch") && j["launch"].contains("results")) {
+      int rows = 0, left_out = 0;
       for (const json& r : j["launch"]["results"]) {
         const double n = at(r, "n", shown).get<double>();
         const json& e = at(r, "eager", shown);
         const json& g = at(r, "graph", shown);
-        in.eager.push_back({n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown)});
-        in.graph_node.push_back({n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown)});
-        in.graph_launch.push_back({n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown)});
-        in.min_kernel.push_back({n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown)});
+        ++rows;
+        add_point(in.eager, n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown), left_out);
+        add_point(in.graph_node, n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown), left_out);
+        add_point(in.graph_launch, n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown), left_out);
+        add_point(in.min_kernel, n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown), left_out);
       }
+      note_dropped(in, shown, "launch", left_out, rows, why);
       cs.used.push_back("launch");
     }
     if (j.contains("contention") && j["contention"].contains("results")) {
@@ -1126,6 +1130,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     }
     if (j.contains("nccl") && j["nccl"].contains("runs") && !j["nccl"].contains("note")) {
       bool any = false;
+      int nccl_rows = 0, nccl_left_out = 0;
       for (const json& run : j["nccl"]["runs"]) {
         const int gpus = run.value("gpus", 0);
         if (gpus < 2 || !run.contains("results")) continue;
@@ -1139,18 +1144,23 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
           g.source = src;
           const double b = at(r, "bytes", shown).get<double>();
           const double t = median_of(r["s"], shown);
-          if (b > 0 && t > 0) g.pts.push_back({b, t});
+          ++nccl_rows;
+          add_point(g.pts, b, t, nccl_left_out);
         }
         for (auto& [op, g] : groups)
           if (g.pts.size() >= 2) {
             in.nccl.push_back(g);
             any = true;
+          } else {
+            in.dropped.push_back(fmt::format("{}: {} on {} GPUs has {} usable size{}: not fitted (at least 2 are needed)",
+                                             shown, op, gpus, g.pts.size(), g.pts.size() == 1 ? "" : "s"));
           }
       }
+      note_dropped(in, shown, "nccl", nccl_left_out, nccl_rows, why);
       if (any) cs.used.push_back("nccl");
     }
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("unexpected JSON structure: {}", e.what()));
+    fail(shown, fmt::format("unexpected JSON structure: {}", json_message(e)));
   }
   in.sources.push_back(cs);
 }
@@ -1382,10 +1392,12 @@ Calibration fit_calibration(const FitOptions& opt) {
   std::vector<std::pair<std::string, std::string>> files;  // shown, real
   std::vector<std::string> dirs_shown;
   for (const auto& d : opt.from_dirs) {
-    if (!fs::is_directory(d)) fail(d, "not a directory (--from)");
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) fail(d, "not a directory (--from)");
     dirs_shown.push_back(display_path(d));
-    for (const auto& e : fs::directory_iterator(d))
-      if (e.is_regular_file()) files.push_back({display_path(e.path().string()), e.path().string()});
+    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) files.push_back({display_path(it->path().string()), it->path().string()});
+    if (ec) fail(d, fmt::format("cannot list this directory (--from): {}", ec.message()));
   }
   std::sort(files.begin(), files.end());
   std::sort(dirs_shown.begin(), dirs_shown.end());
@@ -1394,24 +1406,45 @@ Calibration fit_calibration(const FitOptions& opt) {
   std::vector<std::pair<NcclTestsLog, int>> logs;
   for (const auto& [shown, real] : files) {
     const std::string ext = fs::path(real).extension().string();
+    std::string text;
+    if (ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out")
+      text = input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes, "a measurement file",
+                                      input::Binary::stop);
+    // nccl-tests: stdout logs (.log, .txt; -C cputime), Slurm .out files, -J JSON.
+    std::vector<NcclTestsLog> tests;
     if (ext == ".json") {
-      read_bench_json(real, shown, in, opt);
-    } else if (ext == ".log" || ext == ".txt") {
-      std::ifstream f(real, std::ios::binary);
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      auto log = parse_nccl_tests_log(ss.str(), shown);
-      if (!log) continue;  // racksim-bench's own log, environment captures, ...
-      if (log->op.empty())
-        fail(shown, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
+      json j;
+      try {
+        j = json::parse(text);
+      } catch (const json::exception&) {
+      }
+      if (!is_nccl_tests_json(j)) {
+        read_bench_json(real, shown, in, opt);
+        continue;
+      }
+      tests = parse_nccl_tests_output(text, shown);
+    } else if (ext == ".log" || ext == ".txt" || ext == ".out") {
+      tests = parse_nccl_tests_output(text, shown);  // none: racksim-bench's own log, environment captures, ...
+    }
+    for (std::size_t k = 0; k < tests.size(); ++k) {
+      const auto& log = tests[k];
+      const std::string where = tests.size() > 1 ? fmt::format("{} (test {} of {})", shown, k + 1, tests.size()) : shown;
+      if (log.op.empty())
+        fail(where, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
                     "and the file name names none of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv)");
-      if (log->gpus < 2) fail(shown, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
-      if (log->rows.size() < 2) fail(shown, "nccl-tests log: fewer than 2 sizes");
-      Inputs::NcclGroup g{log->op, log->gpus, static_cast<int>(in.sources.size()), {}};
-      for (const auto& r : log->rows)
-        if (r.bytes > 0 && r.time_s > 0) g.pts.push_back({r.bytes, r.time_s});
+      if (log.gpus < 2) fail(where, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
+      if (log.rows.size() < 2) fail(where, "nccl-tests log: fewer than 2 sizes");
+      Inputs::NcclGroup g{log.op, log.gpus, static_cast<int>(in.sources.size()), {}};
+      int left_out = 0;
+      for (const auto& r : log.rows) add_point(g.pts, r.bytes, r.time_s, left_out);
+      if (g.pts.size() < 2)
+        fail(where, fmt::format("nccl-tests log: {} of its {} rows have a positive size and time; at least 2 are "
+                                "needed to fit latency and bandwidth",
+                                g.pts.size(), log.rows.size()));
+      note_dropped(in, where, "nccl-tests", left_out, static_cast<int>(log.rows.size()),
+                   "a size or time that is not positive and finite");
       in.nccl.push_back(g);
-      in.sources.push_back({shown, "", "nccl-tests", {"nccl"}});
+      in.sources.push_back({where, "", log.time_column == "cputime" ? "nccl-tests (-C: cputime)" : "nccl-tests", {"nccl"}});
     }
   }
   if (in.sources.empty()) fail(dirs_shown.front(), "no racksim-bench JSON or nccl-tests log found");
@@ -1434,19 +1467,20 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.notes.push_back(fmt::format("the device measured has {} SMs, the base preset {} has {}", in.sm_count, base.name,
                                   base.gpu.sm_count));
 
+  const std::string from = dirs_shown.front();
   if (in.hbm.size() >= 2) {
-    c.hbm = fit_alpha_beta(in.hbm);
+    c.hbm = checked(in.hbm, "HBM copies", from);
     c.hbm_efficiency = c.hbm->bandwidth_Bps / base.gpu.hbm_bandwidth_Bps;
   }
   if (in.h2d.size() >= 2 && in.d2h.size() >= 2 && in.both.size() >= 2) {
-    c.host_h2d = fit_alpha_beta(in.h2d);
-    c.host_d2h = fit_alpha_beta(in.d2h);
-    c.host_both = fit_alpha_beta(in.both);
+    c.host_h2d = checked(in.h2d, "host-to-device copies", from);
+    c.host_d2h = checked(in.d2h, "device-to-host copies", from);
+    c.host_both = checked(in.both, "copies in both directions", from);
     c.copy_efficiency =
         0.5 * (c.host_h2d->bandwidth_Bps + c.host_d2h->bandwidth_Bps) / base.host.link_bandwidth_per_direction_Bps;
     c.both_directions_fraction = c.host_both->bandwidth_Bps / base.host.link_bandwidth_both_directions_Bps;
   }
-  if (in.eager.size() >= 2) {
+  if (in.eager.size() >= 2 && in.graph_node.size() >= 2 && in.graph_launch.size() >= 2 && in.min_kernel.size() >= 2) {
     Calibration::Launch l;
     const BandwidthFit e = fit_alpha_beta(in.eager);       // host time of N launches = a + N / rate
     const BandwidthFit g = fit_alpha_beta(in.graph_node);  // launch-to-done of an N-node graph
@@ -1527,7 +1561,8 @@ Calibration fit_calibration(const FitOptions& opt) {
   for (const auto& g : in.nccl) {
     if (std::find(kOps.begin(), kOps.end(), g.op) == kOps.end())
       fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
-    const BandwidthFit b = fit_alpha_beta(g.pts);
+    const BandwidthFit b = checked(g.pts, fmt::format("{} on {} GPUs", g.op, g.gpus),
+                                   c.sources[static_cast<std::size_t>(g.source)].path);
     NcclFit f;
     f.op = g.op;
     f.gpus = g.gpus;
@@ -1544,6 +1579,18 @@ Calibration fit_calibration(const FitOptions& opt) {
     return std::tie(a.op, a.gpus, a.source) < std::tie(b.op, b.gpus, b.source);
   });
   if (c.nccl.empty()) c.notes.push_back("nccl: no multi-GPU collective measurements in the inputs");
+  for (const auto& d : in.dropped) c.notes.push_back(d);
+  // A fit racksim itself would refuse to read is not written: the file is checked with the loader.
+  {
+    input::Diagnostics diag;
+    auto ctx = std::make_shared<input::LoadContext>();
+    ctx->diag = &diag;
+    if (auto root = input::load_yaml_text(write_calibration_yaml(c), "<the fitted calibration>", ctx))
+      parse_calibration(*root);
+    if (!diag.empty())
+      fail(from, fmt::format("the measurements give a calibration that racksim cannot use: {}",
+                             diag.list().front().format()));
+  }
   return c;
 }
 

@@ -280,6 +280,8 @@ std::string write_calibration_yaml(const Calibration& cal);
 struct NcclTestsLog {
   std::string op;
   int gpus = 0;
+  std::string time_column = "time";  // "cputime" for a log of `-C 1` (host time per iteration)
+  std::string format = "text";       // "text" (stdout, Slurm .out) or "json" (-J)
   struct Row {
     double bytes = 0;
     double time_s = 0;
@@ -289,7 +291,7 @@ struct NcclTestsLog {
   std::vector<Row> rows;
 };
 // Returns nullopt when the text holds no nccl-tests table; throws InputError when it holds a
-// malformed one.
+// malformed one. The first test of the text; hardware_models/nccl_tests.h reads them all (and JSON).
 std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label);
 
 // nccl-tests' bus-bandwidth factor (busbw = algbw * factor).

@@ -36,6 +36,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -351,7 +352,7 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
   c.arch = arch_of(sys);
   c.n = g.ranks;
   c.ppn = std::clamp(g.ranks_per_domain, 1, g.ranks);
-  c.nodes = (c.n + c.ppn - 1) / c.ppn;
+  c.nodes = static_cast<int>((static_cast<int64_t>(c.n) + c.ppn - 1) / c.ppn);  // 64 bits: no overflow
   c.share = std::max(1, g.concurrent_groups_sharing_nic);
   if (c.ppn > 1) {
     if (sys.scale_up.bandwidth_per_direction_Bps <= 0)
@@ -845,7 +846,7 @@ CollectiveCost hierarchical(const SystemSpec& sys, CollectiveOp op, double bytes
   if (op != CollectiveOp::all_reduce && op != CollectiveOp::all_gather && op != CollectiveOp::reduce_scatter)
     cannot(to_string(op) + " with algorithm hierarchical", "hierarchical serves all_reduce, all_gather and reduce_scatter");
   const int ppn = std::clamp(g.ranks_per_domain, 1, g.ranks);
-  const int nodes = (g.ranks + ppn - 1) / ppn;
+  const int nodes = static_cast<int>((static_cast<int64_t>(g.ranks) + ppn - 1) / ppn);
   GroupPlacement intra{ppn, ppn, g.concurrent_groups_sharing_nic};
   GroupPlacement inter{nodes, 1, g.concurrent_groups_sharing_nic};
   CollectiveOptions sub = opt;
@@ -921,6 +922,8 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   if (g.ranks < 1 || g.ranks_per_domain < 1 || g.concurrent_groups_sharing_nic < 1)
     throw std::invalid_argument("collective: group needs ranks >= 1, ranks_per_domain >= 1 and "
                                 "concurrent_groups_sharing_nic >= 1");
+  if (g.ranks > kMaxGpus || g.concurrent_groups_sharing_nic > kMaxGpus)
+    throw std::invalid_argument("collective: a group of more than " + std::to_string(kMaxGpus) + " ranks");
   if (opt.algorithm == CollectiveAlgorithm::hierarchical) {
     if (g.ranks <= 1 || bytes == 0) return zero_cost(op, bytes, opt);
     return hierarchical(sys, op, bytes, g, opt);

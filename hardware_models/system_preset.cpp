@@ -59,6 +59,37 @@ void set_if(std::optional<U> v, T& field) {
   if (v) field = static_cast<T>(*v);
 }
 
+// What a preset quantity may be (docs/decisions.md, "Input limits"): wide enough for any GPU
+// system that exists or is announced, narrow enough that no step time, memory total or rate
+// computed from them leaves the range of the simulator's integers and doubles. A zero rate
+// would make a transfer never end; a zero capacity would make every job "not fit".
+struct Range {
+  double lo, hi;
+};
+constexpr Range kRate{1e6, 1e15};             // bytes/s: 1 MB/s .. 1 PB/s
+constexpr Range kCapacity{1e6, 1e15};         // bytes: 1 MB .. 1 PB
+constexpr Range kFlops{1e9, 1e18};            // FLOP/s: 1 GFLOP/s .. 1 EFLOP/s per GPU
+constexpr Range kOps{1e6, 1e18};              // operations/s
+constexpr Range kLatency{0, 1};               // seconds: a launch or runtime cost of at most 1 s
+constexpr Range kReserved{0, 1e15};           // bytes held by the driver and libraries
+constexpr Range kHertz{1e6, 1e11};
+constexpr Range kWatts{1, 1e6};
+
+std::optional<double> quantity_in(MapReader& r, const std::string& key, QuantityKind kind, bool required, Range range) {
+  auto v = r.quantity(key, kind, required);
+  if (!v) return v;
+  if (!(*v >= range.lo && *v <= range.hi)) {
+    const Node n = r.node().child(key);
+    if (*v <= 0 && range.lo > 0)
+      n.error(fmt::format("must be more than 0, got {}", n.describe()));
+    else
+      n.error(fmt::format("must be between {} and {} (docs/decisions.md, \"Input limits\"), got {}",
+                          sim::format_quantity(range.lo, kind), sim::format_quantity(range.hi, kind), n.describe()));
+    return std::nullopt;
+  }
+  return v;
+}
+
 }  // namespace
 
 SystemSpec parse_system_preset(const Node& root) {
@@ -78,13 +109,12 @@ SystemSpec parse_system_preset(const Node& root) {
                                   true),
            s.gpu.architecture);
     set_if(r.integer("sm_count", true, 1, 100000), s.gpu.sm_count);
-    set_if(r.quantity("tensor_clock", QuantityKind::hertz), s.gpu.tensor_clock_hz);
+    set_if(quantity_in(r, "tensor_clock", QuantityKind::hertz, false, kHertz), s.gpu.tensor_clock_hz);
     if (auto p = r.get("peak_dense", true)) {
       MapReader pr(*p);
       for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
-        if (auto v = pr.quantity(to_string(d), QuantityKind::flops_per_second)) {
-          if (*v <= 0) p->child(to_string(d)).error("must be positive");
-          else s.gpu.peak_dense_flops_per_s[d] = *v;
+        if (auto v = quantity_in(pr, to_string(d), QuantityKind::flops_per_second, false, kFlops)) {
+          s.gpu.peak_dense_flops_per_s[d] = *v;
         }
       pr.finish();
     }
@@ -96,26 +126,26 @@ SystemSpec parse_system_preset(const Node& root) {
     }
     set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
     set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
-    set_if(r.quantity("vector_fp32", QuantityKind::flops_per_second, true), s.gpu.vector_fp32_flops_per_s);
+    set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
-    set_if(r.quantity("sfu_exp", QuantityKind::ops_per_second), s.gpu.sfu_exp_per_s);
-    set_if(r.quantity("hbm_capacity", QuantityKind::bytes, true), s.gpu.hbm_capacity_bytes);
-    set_if(r.quantity("hbm_bandwidth", QuantityKind::bytes_per_second, true), s.gpu.hbm_bandwidth_Bps);
-    set_if(r.quantity("l2_cache", QuantityKind::bytes), s.gpu.l2_cache_bytes);
-    set_if(r.quantity("tdp", QuantityKind::watts), s.gpu.tdp_watts);
+    set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
+    set_if(quantity_in(r, "hbm_capacity", QuantityKind::bytes, true, kCapacity), s.gpu.hbm_capacity_bytes);
+    set_if(quantity_in(r, "hbm_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.gpu.hbm_bandwidth_Bps);
+    set_if(quantity_in(r, "l2_cache", QuantityKind::bytes, false, kCapacity), s.gpu.l2_cache_bytes);
+    set_if(quantity_in(r, "tdp", QuantityKind::watts, false, kWatts), s.gpu.tdp_watts);
     r.finish();
   }
   if (auto l = top.get("launch", true)) {
     MapReader r(*l);
-    set_if(r.quantity("eager_kernel_launch", QuantityKind::seconds, true), s.launch.eager_kernel_launch_s);
-    set_if(r.quantity("graph_kernel_launch", QuantityKind::seconds, true), s.launch.graph_kernel_launch_s);
-    set_if(r.quantity("graph_launch", QuantityKind::seconds, true), s.launch.graph_launch_s);
+    set_if(quantity_in(r, "eager_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.eager_kernel_launch_s);
+    set_if(quantity_in(r, "graph_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_kernel_launch_s);
+    set_if(quantity_in(r, "graph_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_launch_s);
     // XLA's GPU runtime on the host (HLO replay only); absent: not modelled.
-    set_if(r.quantity("xla_program", QuantityKind::seconds), s.launch.xla_program_s);
-    set_if(r.quantity("xla_command", QuantityKind::seconds), s.launch.xla_command_s);
-    set_if(r.quantity("xla_rerecord_ref", QuantityKind::seconds), s.launch.xla_rerecord_ref_s);
-    set_if(r.quantity("xla_thunk_launch", QuantityKind::seconds), s.launch.xla_thunk_launch_s);
-    set_if(r.quantity("xla_thunk_program", QuantityKind::seconds), s.launch.xla_thunk_program_s);
+    set_if(quantity_in(r, "xla_program", QuantityKind::seconds, false, kLatency), s.launch.xla_program_s);
+    set_if(quantity_in(r, "xla_command", QuantityKind::seconds, false, kLatency), s.launch.xla_command_s);
+    set_if(quantity_in(r, "xla_rerecord_ref", QuantityKind::seconds, false, kLatency), s.launch.xla_rerecord_ref_s);
+    set_if(quantity_in(r, "xla_thunk_launch", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_launch_s);
+    set_if(quantity_in(r, "xla_thunk_program", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_program_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -127,20 +157,20 @@ SystemSpec parse_system_preset(const Node& root) {
                                   true),
            s.host.link);
     set_if(r.integer("gpus_per_link", true, 1, 64), s.host.gpus_per_link);
-    set_if(r.quantity("link_bandwidth_per_direction", QuantityKind::bytes_per_second, true),
+    set_if(quantity_in(r, "link_bandwidth_per_direction", QuantityKind::bytes_per_second, true, kRate),
            s.host.link_bandwidth_per_direction_Bps);
-    set_if(r.quantity("link_bandwidth_both_directions", QuantityKind::bytes_per_second, true),
+    set_if(quantity_in(r, "link_bandwidth_both_directions", QuantityKind::bytes_per_second, true, kRate),
            s.host.link_bandwidth_both_directions_Bps);
     set_if(r.number("copy_efficiency", false, 0.01, 1.0), s.host.copy_efficiency);
     set_if(r.integer("gpus_per_host", true, 1, 1024), s.host.gpus_per_host);
-    set_if(r.quantity("memory_capacity", QuantityKind::bytes, true), s.host.memory_capacity_bytes);
-    set_if(r.quantity("memory_bandwidth", QuantityKind::bytes_per_second, true), s.host.memory_bandwidth_Bps);
+    set_if(quantity_in(r, "memory_capacity", QuantityKind::bytes, true, kCapacity), s.host.memory_capacity_bytes);
+    set_if(quantity_in(r, "memory_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.host.memory_bandwidth_Bps);
     r.finish();
   }
   if (auto u = top.get("scale_up", true)) {
     MapReader r(*u);
     set_if(r.integer("nvlink_generation", true, 1, 10), s.scale_up.nvlink_generation);
-    set_if(r.quantity("bandwidth_per_direction", QuantityKind::bytes_per_second, true),
+    set_if(quantity_in(r, "bandwidth_per_direction", QuantityKind::bytes_per_second, true, kRate),
            s.scale_up.bandwidth_per_direction_Bps);
     set_if(r.integer("domain_size", true, 1, 100000), s.scale_up.domain_size);
     set_if(r.boolean("nvswitch", true), s.scale_up.nvswitch);
@@ -149,15 +179,20 @@ SystemSpec parse_system_preset(const Node& root) {
   }
   if (auto o = top.get("scale_out", true)) {
     MapReader r(*o);
-    set_if(r.quantity("nic_bandwidth", QuantityKind::bytes_per_second, true), s.scale_out.nic_bandwidth_Bps);
+    set_if(quantity_in(r, "nic_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.scale_out.nic_bandwidth_Bps);
     set_if(r.integer("nics_per_gpu", true, 1, 64), s.scale_out.nics_per_gpu);
     r.finish();
   }
   if (auto m = top.get("memory")) {
     MapReader r(*m);
-    set_if(r.quantity("reserved", QuantityKind::bytes), s.memory.reserved_bytes);
+    set_if(quantity_in(r, "reserved", QuantityKind::bytes, false, kReserved), s.memory.reserved_bytes);
     r.finish();
   }
+  if (s.gpu.hbm_capacity_bytes > 0 && s.memory.reserved_bytes >= s.gpu.hbm_capacity_bytes)
+    root.child("memory").child("reserved").error(
+        fmt::format("{} reserved for the driver and libraries leaves nothing of the {} of HBM (gpu.hbm_capacity)",
+                    sim::format_quantity(s.memory.reserved_bytes, QuantityKind::bytes),
+                    sim::format_quantity(s.gpu.hbm_capacity_bytes, QuantityKind::bytes)));
   // Every number needs a citation (DESIGN.md: first principles, calibrated).
   std::vector<std::string> leaves;
   input::collect_leaf_paths(root.yaml(), "", leaves, {"sources"});
@@ -218,7 +253,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   } else {
     path = preset_path(name);
   }
-  if (!fs::exists(path)) {
+  std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown preset
+  if (!fs::exists(path, ec)) {
     const auto names = list_system_presets();
     std::string msg = is_path ? fmt::format("system preset file '{}' does not exist", path)
                               : fmt::format("unknown system preset '{}'", name);
@@ -247,14 +283,16 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   auto root = input::load_yaml_file(path, ctx);
   if (!root) return false;
   YAML::Node tree = root->yaml();  // the loader's own copy
+  // The override nodes, read while the scenario's grafts are in place (an override set with
+  // --set names the --set).
+  std::vector<std::pair<std::string, Node>> items;
+  if (overrides_node) flatten_overrides(*overrides_node, "", items);
   // Grafts are per document: park the scenario's own (--set) grafts while the preset is read.
   auto scenario_grafts = std::move(ctx->grafts);
   ctx->grafts.clear();
   if (overrides_node) {
     std::vector<std::string> leaves;
     input::collect_leaf_paths(tree, "", leaves, {"sources", "name"});
-    std::vector<std::pair<std::string, Node>> items;
-    flatten_overrides(*overrides_node, "", items);
     for (auto& [key, node] : items) {
       std::string target;
       if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {

@@ -12,6 +12,11 @@
 
 namespace racksim::hw {
 
+// The most GPUs one job (or one communicator) may have (docs/decisions.md, "Input limits"):
+// ten times the largest clusters built so far (about 100,000 GPUs), and small enough that rank
+// arithmetic in int cannot overflow. Checked where a count is read: scenario, --gpus, HLO.
+inline constexpr int kMaxGpus = 1 << 20;  // 1,048,576
+
 // Matmul input precisions (tensor-core dtypes). Master weights and optimizer state stay fp32.
 enum class Dtype { fp32, tf32, bf16, fp8, mxfp8, nvfp4 };
 

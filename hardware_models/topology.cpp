@@ -1,5 +1,6 @@
 #include "hardware_models/topology.h"
 
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -7,14 +8,17 @@
 namespace racksim::hw {
 
 int GroupPlacement::domains() const {
-  const int per = ranks_per_domain < 1 ? 1 : ranks_per_domain;
-  const int n = ranks < 1 ? 1 : ranks;
-  return (n + per - 1) / per;
+  const int64_t per = ranks_per_domain < 1 ? 1 : ranks_per_domain;
+  const int64_t n = ranks < 1 ? 1 : ranks;
+  return static_cast<int>((n + per - 1) / per);  // in 64 bits: n + per - 1 may not fit in int
 }
 
 GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_ranks) {
   if (group_size < 1)
     throw std::invalid_argument("place_group: group_size must be >= 1 (got " + std::to_string(group_size) + ")");
+  if (group_size > kMaxGpus)
+    throw std::invalid_argument("place_group: group_size must be at most " + std::to_string(kMaxGpus) + " (got " +
+                                std::to_string(group_size) + ")");
   if (stride_in_ranks < 1)
     throw std::invalid_argument("place_group: stride_in_ranks must be >= 1 (got " +
                                 std::to_string(stride_in_ranks) + ")");

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages racksim builds with, if any is missing (idempotent).
+#   C++: cmake, ninja, g++, yaml-cpp, Eigen (calibration fits), spdlog + fmt (logs), nlohmann-json,
+#        CLI11, zlib (gzip'd HLO), GoogleTest/GoogleMock and Google Benchmark (tests).
+#   Python package (import racksim): pybind11, the Python headers; pandas (sweeps as DataFrames)
+#        and pytest (its tests) for Debian's /usr/bin/python3.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libboost-graph-dev libspdlog-dev libfmt-dev
-      nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
+pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+      pybind11-dev python3-dev python3-pandas python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,6 +13,11 @@ done
 "$R" run ../../scenarios/quickstart.yaml --set training.seq_len=long 2> errors/cli_set_bad_value.stderr || true
 "$R" run errors/no_such_file.yaml 2> errors/cli_missing_file.stderr || true
 "$R" collective --system h200-sxm --gpus 8 --op all_reduce --bytes 1 2> errors/cli_collective_bad_size.stderr || true
+for a in cli/*.args; do
+  n=$(basename "$a" .args)
+  IFS=';' read -r -a args < "$a"
+  "$R" "${args[@]}" > /dev/null 2> "cli/$n.stderr" || true
+done
 for a in reports/*.args; do
   n=$(basename "$a" .args)
   IFS=';' read -r -a args < "$a"

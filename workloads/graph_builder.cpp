@@ -19,6 +19,7 @@ std::string to_string(StreamKind s) {
     case StreamKind::d2h: return "D2H";
     case StreamKind::comm_dp: return "parameter gathers";
     case StreamKind::comm_grad: return "gradient reductions";
+    case StreamKind::comm_ep: return "expert exchanges";
   }
   return "?";
 }
@@ -265,6 +266,23 @@ class Builder {
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
+    if (m_.moe) {
+      const char* dispatcher = t_.moe.hierarchical() ? "hierarchical (DeepEP/HybridEP)"
+                                                                                 : "NCCL all-to-all";
+      g_.notes.push_back(fmt::format(
+          "MoE routing: {} (training.expert_imbalance {:g}: tokens at the busiest expert rank / the mean); "
+          "dispatch {}{}{}",
+          t_.expert_imbalance == 1.0 ? "balanced" : "imbalanced", t_.expert_imbalance, dispatcher,
+          t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
+                                         : std::string(),
+          t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
+      // Megatron-Core allows its EP overlap only with an interleaved schedule under a pipeline and without
+      // full recompute; racksim overlaps the 1F1B pairs anyway (as DualPipe would), and says so.
+      if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
+        g_.notes.push_back(
+            "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
+            "recompute): the exchanges are overlapped as a DualPipe-like schedule would");
+    }
     return std::move(g_);
   }
 
@@ -550,8 +568,8 @@ class Builder {
     const double shard = sharded_params();
     const auto mode = t_.optimizer_sharding;
     const double n_opt = mode != OptimizerSharding::none ? shard : n;
-    const double n_grad = (mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp) ? shard : n;
-    const double n_weight = mode == OptimizerSharding::fsdp ? shard : n;
+    const double n_grad = (mode == OptimizerSharding::zero2 || fsdp_per_use()) ? shard : n;
+    const double n_weight = fsdp_per_use() ? shard : n;
     const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
       const TensorId id = g_.tensor(Name{g_.names.intern(name), NamePrefix::rank, static_cast<uint32_t>(rank_), 0}, c, bytes, host, r);
@@ -883,8 +901,12 @@ class Builder {
       const double exps = bh * s_ * (s_ * cp_) * 0.5;
       const double io = T_ * (qd + kd + vd + od) * a + bh * s_ * 4;
       const double kv_bytes = T_ * (kd + vd) * a;
-      steps.push_back({"attn", T_ * od * a, [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes); },
-                       [=, this] { attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes); }});
+      const double qkv_bytes = T_ * (qd + kd + vd) * a, out_bytes = T_ * od * a;
+      steps.push_back({"attn", T_ * od * a,
+                       [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes, qkv_bytes, out_bytes); },
+                       [=, this] {
+                         attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes, qkv_bytes, out_bytes);
+                       }});
     }
     steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
@@ -899,31 +921,68 @@ class Builder {
                      }});
   }
 
-  void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes) {
+  // Flash attention of the local queries, with context parallelism as Megatron-Core runs it
+  // (--cp-comm-type; training.cp_comm):
+  //  p2p: a ring of cp steps, each sending this rank's K and V (and in backward their gradients) to the
+  //       next rank while the previous chunk computes;
+  //  all_gather: K and V of all cp ranks gathered before the kernel (again in backward, whose dK, dV
+  //       are reduce-scattered after it), as Llama 3 trained at 131K;
+  //  a2a: DeepSpeed-Ulysses: all-to-all of Q, K, V (heads scattered, sequence gathered) before, of the
+  //       output after; backward mirrors it. `qkv_bytes` and `out_bytes`: this rank's Q/K/V and output.
+  void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes, double qkv_bytes = 0,
+                         double out_bytes = 0) {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
-    for (int j = 0; j < cp_; ++j) {
-      if (j > 0) {
-        // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
-        const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
-                                  backward ? 2 * kv_bytes : kv_bytes, {last()});
-        pending_deps_.push_back(x);
-      }
+    auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
       Op op;
-      op.name = named(cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n);
+      op.name = named(name);
       op.phase = phase_;
       op.unit = ExecUnit::tensor;
       op.dtype = hw::Dtype::bf16;
-      op.flops = flops / cp_;
-      op.hbm_bytes = io / cp_ + (j > 0 ? kv_bytes : 0);
-      op.sfu_ops = exps / cp_;
-      op.attention = backward ? 2 : 1;  // causal; each chunk streams one rank's s_ keys
+      op.flops = flops * part;
+      op.hbm_bytes = io * part + extra_bytes;
+      op.sfu_ops = exps * part;
+      op.attention = backward ? 2 : 1;  // causal
       op.attention_causal = true;
-      op.attention_seq = s_;
-      emit(std::move(op));
+      op.attention_seq = keys;
+      return emit(std::move(op));
+    };
+    if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
+      for (int j = 0; j < cp_; ++j) {
+        if (j > 0) {
+          // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
+          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
+                                    backward ? 2 * kv_bytes : kv_bytes, {last()});
+          pending_deps_.push_back(x);
+        }
+        // Each chunk streams one rank's s_ keys (load-balanced causal split).
+        kernel(cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n, 1.0 / cp_, j > 0 ? kv_bytes : 0, s_);
+      }
+      return;
     }
+    if (t_.cp_comm == CpComm::all_gather) {
+      const double gathered = kv_bytes * cp_;
+      inline_collective("attn.cp_kv_all_gather", CollOp::all_gather, CommGroup::cp, gathered);
+      const TensorId kv = temp(backward ? "attn.cp_kv.bwd" : "attn.cp_kv", gathered);
+      g_.ops[last()].allocs.push_back(kv);
+      const OpId k = kernel(n, 1.0, gathered, s_ * cp_);
+      g_.ops[k].frees.push_back(kv);
+      if (backward) {
+        // dK, dV of all cp ranks' keys, written by the kernel, until they are reduce-scattered.
+        const TensorId dkv = temp("attn.cp_dkv", gathered);
+        g_.ops[k].allocs.push_back(dkv);
+        inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+        g_.ops[last()].frees.push_back(dkv);
+      }
+      return;
+    }
+    // a2a (Ulysses): the full sequence for heads/cp heads.
+    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollOp::all_to_all, CommGroup::cp,
+                      backward ? out_bytes : qkv_bytes);
+    kernel(n, 1.0, 0, s_ * cp_);
+    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollOp::all_to_all, CommGroup::cp,
+                      backward ? qkv_bytes : out_bytes);
   }
 
-  // Dense MLP (or an MoE layer's shared experts) over `tokens` tokens of width `width`.
   void add_mlp_steps(std::vector<Step>& steps, double tokens, double width, bool tensor_parallel,
                      const std::string& tag) {
     const double a = pr_.activation_bytes;
@@ -987,9 +1046,10 @@ class Builder {
     if (ep_ == 1) return;
     const OpId id = collective(name, CollOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
     Op& op = g_.ops[id];
+    op.stream = StreamKind::comm_ep;
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
-    op.expert_hierarchical = t_.moe.dispatcher == MoeDispatcher::hierarchical;
+    op.expert_hierarchical = t_.moe.hierarchical();
     if (ep_overlap_) unjoined_ep_.push_back(id);
     else pending_deps_.push_back(id);
   }
@@ -998,7 +1058,10 @@ class Builder {
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
   void etp_collective(const std::string& name, CollOp c, double bytes) {
     if (etp_ == 1) return;
-    inline_collective(name, c, CommGroup::etp, bytes);
+    const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
+    g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for
+    if (ep_overlap_) unjoined_ep_.push_back(id);
+    else pending_deps_.push_back(id);
   }
 
   void add_moe_steps(std::vector<Step>& steps) {
@@ -1013,9 +1076,11 @@ class Builder {
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
-    // in fp8 anyway) with one fp32 scale per 128 elements, as DeepSeek-V3 and DeepEP do; the combine and
-    // both backward exchanges stay bf16 (shared reference at_scale_measurements.md §4, §7c).
-    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + 4.0 / 128.0) : h_ * a;
+    // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
+    // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
+    // already in its bytes per element. The combine and both backward exchanges stay bf16.
+    const double scale_bytes = t_.precision == hw::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == hw::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
+    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
                        gemm("router", Tsp_, E, h_);
@@ -1060,7 +1125,9 @@ class Builder {
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
                        if (shared) {
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
+                         // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
+                         // tp-split MLP on all tokens); their own TP collectives are not modelled.
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
                          gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
@@ -1070,7 +1137,7 @@ class Builder {
                      [=, this] {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared) {
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);  // on the 1/tp token slice
+                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
                          gemm_dgrad("shared.down", Tsp_, h_, w);
                          gemm_wgrad("shared.down", Tsp_, h_, w);
                          vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
@@ -1106,7 +1173,7 @@ class Builder {
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
     TensorId x;
-    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
+    const bool fsdp = fsdp_per_use();
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
       x = temp("embedding.out", Tsp_ * h_ * a);
@@ -1165,7 +1232,7 @@ class Builder {
     st.input = layer_input;  // every policy keeps the layer input
     wait_for_params(l);
     std::vector<TensorId> fsdp_bufs;
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) fsdp_bufs.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
     for (const auto& step : layer_steps(l)) {
@@ -1259,7 +1326,7 @@ class Builder {
       pending_alloc_.push_back(jax_grads_);
       jax_grads_allocated_ = true;
     }
-    const bool fsdp = t_.optimizer_sharding == OptimizerSharding::fsdp;
+    const bool fsdp = fsdp_per_use();
     if (v == vstages_ - 1) {
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
       vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
@@ -1330,7 +1397,7 @@ class Builder {
     const SavePlan& plan = layer_plan(l);
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
     StepMap<TensorId> by_step = st.kept;  // freed once their step's backward ran
-    if (t_.optimizer_sharding == OptimizerSharding::fsdp) to_free.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) to_free.push_back(fsdp_gather(l));
     for (const auto& f : st.fetched) {
       pending_deps_.push_back(f.copy);  // offloaded activations must be back first
       by_step.set(f.step, f.tensor);
@@ -1395,8 +1462,17 @@ class Builder {
   std::map<int, std::vector<OpId>> param_ready_;
   bool overlapped_param_gather() const {
     const auto mode = t_.optimizer_sharding;
-    return !jax_ && t_.overlap_param_gather && (mode == OptimizerSharding::zero1 || mode == OptimizerSharding::zero2);
+    return fsdp_per_step() ||
+           (!jax_ && t_.overlap_param_gather && (mode == OptimizerSharding::zero1 || mode == OptimizerSharding::zero2));
   }
+  // PyTorch FSDP gathers a layer's weights before each use and frees them after (forward and backward of
+  // every micro-batch). Under a pipeline schedule, torch.distributed.pipelining keeps them gathered for
+  // the whole step and reduces the gradients once, in the last backward (set_reshard_after_backward(False)
+  // and set_requires_gradient_sync(False) for the others; torchtitan also sets reshard_after_forward off
+  // with PP): the traffic of ZeRO-1 with the gathers at the start of the step, the state of ZeRO-1 while
+  // the step runs. (JAX's fsdp is XLA's partitioner, not this.)
+  bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
+  bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params) {
     prefix_rank();
     phase_ = Phase::forward;
@@ -1431,7 +1507,7 @@ class Builder {
   // expert-data-parallel group dp·cp/ep.
   bool last_micro_for_sync() const {
     const auto mode = t_.optimizer_sharding;
-    return mode == OptimizerSharding::zero2 || mode == OptimizerSharding::fsdp || mb_ == micro_steps_ - 1;
+    return mode == OptimizerSharding::zero2 || fsdp_per_use() || mb_ == micro_steps_ - 1;
   }
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
   void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {
@@ -1479,7 +1555,7 @@ class Builder {
     prefix_rank();
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
     const double shard = sharded ? sharded_params() : local_params();
-    pending_deps_ = grad_ops_;
+    pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
     if (t_.offload_optimizer) {
       g_.notes.push_back(

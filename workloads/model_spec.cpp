@@ -147,8 +147,25 @@ void validate_model(const ModelSpec& m, const Node& where) {
 
 bool load_model_preset(const std::string& name, const Node& where_named, const std::shared_ptr<input::LoadContext>& ctx,
                        ModelSpec& out) {
-  const std::string path = models_dir() + "/" + name + ".yaml";
-  if (!fs::exists(path)) {
+  // A name under workloads/models/, or a path to a model file (contains '/' or ends in .yaml,
+  // relative to the file that names it), e.g. one written by `racksim models import`.
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+  std::string path = models_dir() + "/" + name + ".yaml";
+  if (is_path) {
+    fs::path p(name);
+    // Relative to the scenario file naming it; from the command line (--set) or a scenario given
+    // as text (Python dict), relative to the working directory.
+    std::error_code file_ec;
+    if (p.is_relative() && !where_named.file().empty() && fs::is_regular_file(where_named.file(), file_ec))
+      p = fs::path(where_named.file()).parent_path() / p;
+    path = p.string();
+    if (!fs::is_regular_file(path, file_ec)) {
+      where_named.error(fmt::format("model file '{}' not found", path));
+      return false;
+    }
+  }
+  std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown model
+  if (!fs::exists(path, ec)) {
     const auto names = list_model_presets();
     std::string msg = fmt::format("unknown model preset '{}'", name);
     if (auto near = sim::nearest(name, names, 4)) msg += fmt::format("; did you mean '{}'?", *near);

@@ -22,9 +22,11 @@ enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
 // comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
 // stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
-// so a gradient bucket never delays the next layer's prefetch or a pipeline send.
-enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad };
-constexpr int kStreamCount = 6;
+// so a gradient bucket never delays the next layer's prefetch or a pipeline send. comm_ep: MoE token
+// exchanges (and their etp collectives) on a stream of their own, as Megatron-Core's EP overlap runs
+// them, so a TP collective never queues behind an exchange that overlaps another micro-batch's compute.
+enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
+constexpr int kStreamCount = 7;
 enum class ExecUnit : uint8_t { tensor, vector };
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together

@@ -52,9 +52,11 @@ struct RecomputePolicy {
 //  all_to_all: NCCL all-to-all over the EP group, one copy per (token, expert) pair ("alltoall").
 //  hierarchical: DeepEP / HybridEP ("flex"): a token crosses the NIC once per destination NVLink
 //  domain and is forwarded over NVLink to the GPUs holding its experts there, one copy per GPU.
-enum class MoeDispatcher { all_to_all, hierarchical };
+//  deepep and hybridep are both modelled as hierarchical; the name is kept for the report.
+enum class MoeDispatcher { all_to_all, deepep, hybridep };
 struct MoeOptions {
   MoeDispatcher dispatcher = MoeDispatcher::all_to_all;
+  bool hierarchical() const { return dispatcher != MoeDispatcher::all_to_all; }
   // Node-limited routing (DeepSeek-V3's group-limited gating, Megatron --moe-router-group-topk with
   // groups = nodes): each token's experts lie in at most this many NVLink domains. 0: unlimited.
   int max_nodes_per_token = 0;
@@ -62,14 +64,20 @@ struct MoeOptions {
   // EP exchanges of one micro-batch run beside the compute of the micro-batch paired with it.
   bool a2a_overlap = false;
 };
-// Megatron's uneven pipeline split (--decoder-first-pipeline-num-layers, --decoder-last-...): the
-// first and last virtual stages' decoder layers (0 allowed: a stage of only the embedding or only the
-// loss, as in DeepSeek-V3's "Et|(tt|)*30L"); the others share the rest evenly. -1: not given.
+// An uneven pipeline split: the decoder layers of the first and the last VIRTUAL stage (0 allowed: a stage
+// of only the embedding or only the loss, as Megatron's --pipeline-model-parallel-layout "Et|(tt|)*30L"
+// or --account-for-embedding/loss-in-pipeline-split give); the other virtual stages share the rest
+// evenly. -1: not given. With vp 1 these are Megatron's --decoder-first/last-pipeline-num-layers; with
+// vp > 1 those count a whole physical stage (all its chunks), so divide them by vp.
 struct PipelineLayout {
   int first_stage_layers = -1;
   int last_stage_layers = -1;
   bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
 };
+
+// Megatron-Core's context-parallel attention (--cp-comm-type): ring of K/V sends, all-gather of K/V,
+// or all-to-all of Q/K/V and output (DeepSpeed-Ulysses).
+enum class CpComm { p2p, all_gather, a2a };
 
 struct TrainingConfig {
   int seq_len = 0;
@@ -101,6 +109,7 @@ struct TrainingConfig {
   // gradient buckets reduced as their layer's backward finishes instead of after the whole backward,
   // and ZeRO parameter all-gathers overlapped with the next step's forward instead of after the
   // optimizer (the forward of a layer waits only for its own bucket).
+  CpComm cp_comm = CpComm::p2p;     // Megatron's default
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
 

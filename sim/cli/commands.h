@@ -41,6 +41,19 @@ Registered register_sweep(CLI::App& app);     // commands_sweep.cpp
 Registered register_validate(CLI::App& app);  // commands_validate.cpp
 Registered register_calibrate(CLI::App& app);  // commands_calibrate.cpp
 Registered register_replay(CLI::App& app);     // commands_replay.cpp
+// `racksim models import HF_CONFIG.json [--out MODEL.yaml] [--name NAME]` (commands_import.cpp).
+struct ModelsImport {
+  std::string config, out, name;
+};
+CLI::App* register_models_import(CLI::App& models, ModelsImport& opts);
+int cmd_models_import(const ModelsImport& opts, std::ostream& out);
+Registered register_import(CLI::App& app);
+// `racksim calibrate read FILE... [--json]`: the nccl-tests tables racksim reads (commands_import.cpp).
+struct CalibrateRead {
+  std::vector<std::string> files;
+  bool json = false;
+};
+int cmd_calibrate_read(const CalibrateRead& opts, std::ostream& out);  // racksim import megatron ... (commands_import.cpp)
 // The JSON report of `racksim replay` (for validate's replay: cases); throws InputError.
 nlohmann::json replay_hlo_report(const std::string& path, const std::string& system, int gpus,
                                  const std::vector<std::string>& sets);

@@ -1,4 +1,5 @@
 #include "sim/cli/commands.h"
+#include "sim/cli/collective.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
@@ -38,12 +40,6 @@ void print_report_figures(std::ostream& out, const json& r) {
 namespace {
 
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) throw input::InputError({{{path, 0, 0}, "", "cannot write file"}});
-  f << j.dump() << '\n';
-}
-
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
   print_report_figures(out, r);
@@ -56,12 +52,8 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   sim::SimulateOptions opt;
   opt.exact = c.exact;
   auto res = sim::simulate(sc, opt);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_run_report(res);
-  }
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
+  if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
     out << res.report.dump() << '\n';
   else
@@ -79,11 +71,7 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
-  if (!html.empty()) {
-    std::ofstream f(html, std::ios::binary);
-    if (!f) throw input::InputError({{{html, 0, 0}, "", "cannot write file"}});
-    f << sim::html_compare_report(a, b);
-  }
+  if (!html.empty()) input::write_file_checked(html, sim::html_compare_report(a, b), "--report");
   if (c.json_out) {
     out << json{{"base", a.report}, {"variant", b.report}, {"speedup", speedup}}.dump() << '\n';
   } else {
@@ -98,44 +86,26 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
 
 int cmd_collective(const std::string& system, int gpus, const std::string& op_s, const std::string& bytes_s,
                    const std::string& algo_s, bool json_out, std::ostream& out) {
-  input::LoadSession session;
-  auto& diag = session.diag;
-  auto& ctx = session.ctx;
-  hw::SystemSpec spec;
-  hw::load_system_preset(system, nullptr, std::nullopt, ctx, spec);
-  const auto op = hw::collective_op_from_string(op_s);
-  if (!op)
-    diag.error({"--op", 0, 0}, "", fmt::format("unknown collective '{}'; expected all_reduce | all_gather | "
-                                               "reduce_scatter | all_to_all | broadcast | send_recv", op_s));
-  const auto algo = hw::collective_algorithm_from_string(algo_s);
-  if (!algo) diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected auto | ring | tree | nvls", algo_s));
-  double bytes = 0;
-  try {
-    bytes = sim::parse_quantity(bytes_s, sim::QuantityKind::bytes);
-  } catch (const sim::UnitError& e) {
-    diag.error({"--bytes", 0, 0}, "", e.what());
-  }
-  if (gpus < 1) diag.error({"--gpus", 0, 0}, "", "must be at least 1");
-  diag.throw_if_any();
-  hw::CollectiveOptions opt;
-  opt.algorithm = *algo;
-  hw::CollectiveCost c;
-  try {
-    c = hw::estimate_collective(spec, *op, bytes, hw::place_group(spec, gpus, 1), opt);
-  } catch (const std::invalid_argument& e) {
-    throw input::InputError({{{"--algo", 0, 0}, "", e.what()}});
-  }
+  const json j = collective_json(system, gpus, op_s, bytes_s, algo_s);
   if (json_out) {
-    out << json{{"op", hw::to_string(*op)},   {"gpus", gpus},          {"bytes", bytes},
-                {"algorithm", hw::to_string(c.algorithm)}, {"protocol", c.protocol},
-                {"time_s", c.time_s},         {"algbw_GBps", c.algbw_Bps / 1e9}, {"busbw_GBps", c.busbw_Bps / 1e9}}
-               .dump()
-        << '\n';
+    out << j.dump() << '\n';
   } else {
     out << fmt::format("{} of {} on {} x {}: {} ({}), {:.3f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s\n",
-                       hw::to_string(*op), sim::format_quantity(bytes, sim::QuantityKind::bytes), gpus, system,
-                       hw::to_string(c.algorithm), c.protocol, c.time_s * 1e6, c.algbw_Bps / 1e9, c.busbw_Bps / 1e9);
+                       j["op"].get<std::string>(),
+                       sim::format_quantity(j["bytes"].get<double>(), sim::QuantityKind::bytes), gpus, system,
+                       j["algorithm"].get<std::string>(), j["protocol"].get<std::string>(),
+                       j["time_s"].get<double>() * 1e6, j["algbw_GBps"].get<double>(), j["busbw_GBps"].get<double>());
   }
+  return kOk;
+}
+
+// -b/-e/-f: the sizes nccl-tests would run, as its table (or a JSON list of rows).
+int cmd_collective_sweep(const CollectiveSweep& sw, bool json_out, std::ostream& out) {
+  const json rows = collective_sweep_json(sw);
+  if (json_out)
+    out << rows.dump() << '\n';
+  else
+    out << nccl_tests_table(sw, rows);
   return kOk;
 }
 
@@ -174,7 +144,12 @@ int cmd_hw(const std::string& name, bool json_out, std::ostream& out) {
 
 int cmd_models(const std::string& name, bool json_out, std::ostream& out) {
   if (name.empty()) {
-    for (const auto& n : workloads::list_model_presets()) out << n << '\n';
+    for (const auto& n : workloads::list_model_presets()) {
+      if (json_out)
+        out << json{{"name", n}}.dump() << '\n';
+      else
+        out << n << '\n';
+    }
     return kOk;
   }
   input::LoadSession session;
@@ -217,7 +192,7 @@ Registered register_run(CLI::App& app) {
   sub->add_option("scenario", s->file, "scenario YAML file")->required();
   sub->add_option("--set", s->c.sets, "override a scenario key: KEY.PATH=VALUE (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   sub->add_option("--report", s->html, "write an HTML report");
   sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_run(s->file, s->c, s->trace, s->html, out); }};
@@ -237,17 +212,40 @@ Registered register_compare(CLI::App& app) {
 }
 
 Registered register_collective(CLI::App& app) {
-  struct S { std::string system, op = "all_reduce", bytes, algo = "auto"; int gpus = 8; bool json = false; };
+  struct S {
+    std::string bytes;
+    CollectiveSweep sw;
+    bool json = false;
+  };
   auto s = std::make_shared<S>();
-  auto* sub = app.add_subcommand("collective", "time one collective on a system");
-  sub->add_option("--system", s->system, "system preset")->required();
-  sub->add_option("--gpus", s->gpus, "communicator size")->required();
-  sub->add_option("--op", s->op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv");
-  sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->required();
-  sub->add_option("--algo", s->algo, "auto | ring | tree | nvls");
-  sub->add_flag("--json", s->json, "print JSON");
-  return {sub, [s](std::ostream& out, std::ostream&) {
-            return cmd_collective(s->system, s->gpus, s->op, s->bytes, s->algo, s->json, out);
+  auto* sub = app.add_subcommand(
+      "collective", "time one collective on a system (--bytes), or sweep sizes as nccl-tests does (-b -e -f)");
+  sub->add_option("--system", s->sw.system, "system preset (racksim hw list)")->required()->type_name("PRESET");
+  sub->add_option("--gpus", s->sw.gpus, "communicator size")->required()->type_name("N");
+  sub->add_option("--op", s->sw.op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv")
+      ->capture_default_str()
+      ->type_name("OP");
+  auto* bytes = sub->add_option("--bytes", s->bytes, "message size with unit, e.g. 1GiB")->type_name("SIZE");
+  auto* b = sub->add_option("-b,--minbytes", s->sw.min_bytes,
+                            "nccl-tests sweep: smallest size (8, 1K, 64M, 8G: powers of 1024; or 1GiB)")
+                ->type_name("MIN");
+  auto* e = sub->add_option("-e,--maxbytes", s->sw.max_bytes, "nccl-tests sweep: largest size")->type_name("MAX");
+  auto* f = sub->add_option("-f,--stepfactor", s->sw.factor, "nccl-tests sweep: multiply the size by this (default 2)")
+                ->type_name("FACTOR");
+  auto* i = sub->add_option("-i,--stepbytes", s->sw.step_bytes, "nccl-tests sweep: add this many bytes instead")
+                ->type_name("STEP");
+  bytes->excludes(b)->excludes(e)->excludes(f)->excludes(i);
+  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls")->capture_default_str()->type_name("ALGO");
+  sub->add_flag("--json", s->json, "print JSON (a list of rows for a sweep)");
+  return {sub, [s, b, e](std::ostream& out, std::ostream&) {
+            if (b->count() || e->count()) {
+              CollectiveSweep sw = s->sw;
+              if (!b->count()) sw.min_bytes = sw.max_bytes;
+              if (!e->count()) sw.max_bytes = sw.min_bytes;
+              return cmd_collective_sweep(sw, s->json, out);
+            }
+            if (s->bytes.empty()) throw std::invalid_argument("collective: give --bytes SIZE, or -b MIN -e MAX [-f FACTOR]");
+            return cmd_collective(s->sw.system, s->sw.gpus, s->sw.op, s->bytes, s->sw.algo, s->json, out);
           }};
 }
 
@@ -264,15 +262,19 @@ Registered register_hw(CLI::App& app) {
 }
 
 Registered register_models(CLI::App& app) {
-  struct S { std::string name; bool json = false; CLI::App* show = nullptr; };
+  struct S { std::string name; bool json = false; CLI::App* show = nullptr; CLI::App* import = nullptr; ModelsImport imp; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("models", "model presets");
   sub->require_subcommand(1);
-  sub->add_subcommand("list", "list model presets");
-  s->show = sub->add_subcommand("show", "show a model preset");
-  s->show->add_option("model", s->name)->required();
-  s->show->add_flag("--json", s->json);
-  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_models(s->show->parsed() ? s->name : "", s->json, out); }};
+  sub->add_subcommand("list", "list model presets")->add_flag("--json", s->json, "one JSON object per line");
+  s->show = sub->add_subcommand("show", "show a model preset (a name, or a model file's path)");
+  s->show->add_option("model", s->name, "preset name (racksim models list) or path to a model YAML file")->required();
+  s->show->add_flag("--json", s->json, "print JSON");
+  s->import = register_models_import(*sub, s->imp);
+  return {sub, [s](std::ostream& out, std::ostream&) {
+            if (s->import->parsed()) return cmd_models_import(s->imp, out);
+            return cmd_models(s->show->parsed() ? s->name : "", s->json, out);
+          }};
 }
 
 }  // namespace racksim::cli

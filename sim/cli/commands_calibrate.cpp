@@ -10,18 +10,12 @@
 #include "hardware_models/calibration.h"
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::cli {
 
 namespace {
-
-[[noreturn]] void cannot_write(const std::string& path, const std::string& what) {
-  input::Diagnostic d;
-  d.where.file = path;
-  d.message = what;
-  throw input::InputError({d});
-}
 
 void print_fit(const hw::Calibration& c, std::ostream& out) {
   out << fmt::format("device {} against {} ({} sources)\n", c.device_name, c.base_preset, c.sources.size());
@@ -99,7 +93,12 @@ Registered register_calibrate(CLI::App& app) {
   fit->add_option("--base", s->base, "the system preset of the device measured")->required();
   fit->add_option("--out", s->out, "calibration file to write (hardware_models/calibrated/NAME.yaml)")->required();
   fit->add_flag("--quiet", s->quiet, "print nothing on success");
-  return {sub, [s](std::ostream& out, std::ostream&) {
+  auto read = std::make_shared<CalibrateRead>();
+  auto* rd = sub->add_subcommand("read", "show what racksim reads from nccl-tests output (log, -C log, Slurm .out, -J JSON)");
+  rd->add_option("files", read->files, "nccl-tests output files")->required();
+  rd->add_flag("--json", read->json, "print JSON");
+  return {sub, [s, rd, read](std::ostream& out, std::ostream&) -> int {
+            if (rd->parsed()) return static_cast<int>(cmd_calibrate_read(*read, out));
             hw::FitOptions opt;
             opt.from_dirs = s->from;
             opt.base_preset = s->base;
@@ -107,11 +106,7 @@ Registered register_calibrate(CLI::App& app) {
             opt.xla_program = workloads::hlo::program_host_work();
             const hw::Calibration c = hw::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
-            std::ofstream f(s->out, std::ios::binary);
-            if (!f) cannot_write(s->out, "cannot write file (--out)");
-            f << text;
-            f.close();
-            if (!f) cannot_write(s->out, "write failed (--out)");
+            input::write_file_checked(s->out, text, "--out");
             if (!s->quiet) {
               print_fit(c, out);
               out << "wrote " << s->out << '\n';

@@ -13,6 +13,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/replay_hook.h"
@@ -101,7 +102,25 @@ json summary_json(const workloads::hlo::ImportSummary& s, const std::string& pat
           {"model_flops_source", s.model_flops_source}};
 }
 
+// The system and the GPU count of a replay come from --system and --gpus (or the module): a
+// --set of the same keys would contradict them, so it is an error rather than one silently winning.
+void check_replay_sets(const std::vector<std::string>& sets) {
+  input::Diagnostics diag;
+  for (const auto& o : sim::parse_set_overrides(sets)) {
+    const std::string label = fmt::format("--set {}={}", o.key_path, o.value);
+    if (o.key_path == "system" || o.key_path == "system.preset")
+      diag.error({label, 0, 0}, o.key_path,
+                 "replay takes the system from --system (e.g. --system gb200-nvl72); set it there, not with --set");
+    else if (o.key_path == "system.gpus")
+      diag.error({label, 0, 0}, o.key_path,
+                 "replay takes the GPU count from --gpus (default: the devices the module was compiled for); set it "
+                 "there, not with --set");
+  }
+  diag.throw_if_any();
+}
+
 Replayed replay_hlo(const std::string& path, const std::string& system, int gpus, const std::vector<std::string>& sets) {
+  check_replay_sets(sets);
   const workloads::hlo::Module module = workloads::hlo::load_hlo_file(path);
   const int module_devices = module.replica_count * module.num_partitions;
   if (gpus <= 0) gpus = module_devices;
@@ -121,7 +140,7 @@ Replayed replay_hlo(const std::string& path, const std::string& system, int gpus
   if (module_devices > 1 && r.scenario.system.gpus != module_devices)
     r.graph.notes.push_back(fmt::format("the module was compiled for {} devices but is replayed on {} GPUs",
                                         module_devices, r.scenario.system.gpus));
-  r.replay = sim::replay(r.graph, r.scenario);
+  r.replay = sim::replay_checked(r.graph, r.scenario, path);
   r.report = sim::make_report(r.scenario, r.graph, r.replay);
   // The workload is the module, not the stand-in model of the scenario.
   json& sc = r.report["scenario"];
@@ -135,16 +154,6 @@ Replayed replay_hlo(const std::string& path, const std::string& system, int gpus
   return r;
 }
 
-void write_json_file(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f) {
-    input::Diagnostic d;
-    d.where.file = path;
-    d.message = "cannot write file";
-    throw input::InputError(std::vector<input::Diagnostic>{d});
-  }
-  f << j.dump() << '\n';
-}
 
 void print_summary(std::ostream& out, const json& r) {
   const json& h = r["hlo"];
@@ -168,7 +177,7 @@ void print_summary(std::ostream& out, const json& r) {
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
   Replayed r = replay_hlo(file, system, gpus, sets);
-  if (!trace.empty()) write_json_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(r.scenario, r.graph, r.replay));
   if (json_out)
     out << r.report.dump() << '\n';
   else
@@ -192,18 +201,29 @@ Registered register_replay(CLI::App& app) {
   };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("replay", "replay a compiled XLA HLO module (text, optionally .gz) on a system");
+  sub->footer("Limits: HLO text of at most 4 GiB (also after gzip decompression), at most 1,048,576 GPUs, at most\n"
+              "2,000,000 operations in the unrolled step (docs/decisions.md, \"Input limits\").");
   sub->add_option("module", s->file, "HLO module text file (MODULE.hlo or MODULE.hlo.gz)")->required();
   sub->add_option("--system", s->system, "system preset")->required();
-  sub->add_option("--gpus", s->gpus, "GPUs of the job (default: the devices the module was compiled for)");
+  auto* gpus_opt =
+      sub->add_option("--gpus", s->gpus, "GPUs of the job, 1 to 1,048,576 (default: the devices the module was compiled for)");
   sub->add_option("--set", s->sets, "override a scenario key: KEY.PATH=VALUE (repeatable), e.g. system.calibration=h200");
   sub->add_flag("--json", s->json, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   // `racksim validate` runs `replay:` cases through this importer.
   workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus,
                                 const std::vector<std::string>& sets) {
     return replay_hlo_report(hlo, system, gpus, sets);
   });
-  return {sub, [s](std::ostream& out, std::ostream&) {
+  return {sub, [s, gpus_opt](std::ostream& out, std::ostream&) {
+            if (gpus_opt->count() > 0 && (s->gpus < 1 || s->gpus > hw::kMaxGpus)) {
+              input::Diagnostics diag;
+              diag.error({fmt::format("--gpus {}", s->gpus), 0, 0}, "",
+                         fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, "
+                                     "\"Input limits\")",
+                                     hw::kMaxGpus));
+              diag.throw_if_any();
+            }
             return cmd_replay(s->file, s->system, s->gpus, s->sets, s->json, s->trace, out);
           }};
 }

@@ -1,6 +1,7 @@
 // racksim sweep SWEEP.yaml [--out FILE.csv] [--jobs N] [--shard K/N] [--report FILE.html]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,22 +13,13 @@
 
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/report/html.h"
 #include "sim/workflow/sweep.h"
 
 namespace racksim::cli {
 
 namespace {
-
-std::unique_ptr<std::ofstream> open_output(const std::string& path, const char* option) {
-  auto f = std::make_unique<std::ofstream>(path, std::ios::binary);
-  if (!*f) {
-    input::Diagnostics diag;
-    diag.error({std::string(option) + " " + path, 0, 0}, "", "cannot write this file");
-    diag.throw_if_any();
-  }
-  return f;
-}
 
 // A progress bar for a terminal: redrawn in place on stderr at most ten times a second.
 class ProgressBar {
@@ -64,47 +56,86 @@ bool stderr_is_terminal(const std::ostream& err) {
 
 int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const std::string& shard_text,
               const std::string& html, bool exact, std::ostream& out, std::ostream& err) {
-  const workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
+  workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
+  std::string from_slurm;
+  if (shard_text.empty())
+    if (auto s = workflow::shard_from_slurm_env(&from_slurm)) {
+      shard = *s;  // a Slurm job array task runs its share without --shard
+      spdlog::info("sweep shard {}", from_slurm);
+    }
   const workflow::SweepSpec spec = workflow::load_sweep(file);
+  workflow::check_sweep_size(spec, shard, !html.empty());
   // Open the outputs before the (long) run so a bad path fails at once.
-  std::unique_ptr<std::ofstream> csv_file, html_file;
-  if (!csv.empty()) csv_file = open_output(csv, "--out");
-  if (!html.empty()) html_file = open_output(html, "--report");
+  std::unique_ptr<input::OutputFile> csv_file, html_file;
+  if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
+  if (!html.empty()) html_file = std::make_unique<input::OutputFile>(html, "--report");
+  // Rows are written as the points finish, in point order: an interrupted sweep keeps them.
+  auto write = [&](const std::string& text) {
+    if (csv_file) {
+      csv_file->write(text);
+    } else {
+      out << text;
+      input::check_stream(out, "<stdout>", "standard output");
+    }
+  };
+  write(workflow::csv_line(workflow::csv_header(spec)));
 
-  const auto points = workflow::shard_points(spec.size(), shard);
   const bool tty = stderr_is_terminal(err);
   workflow::ProgressFn progress;
   std::shared_ptr<ProgressBar> bar;
   if (tty) {
     bar = std::make_shared<ProgressBar>(err);
     progress = [bar](std::size_t d, std::size_t t) { (*bar)(d, t); };
+  } else if (spdlog::default_logger()->level() <= spdlog::level::warn) {
+    // Not a terminal (a batch job's log): one line every few seconds, unless -q.
+    struct State {
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), last = t0;
+    };
+    auto st = std::make_shared<State>();
+    progress = [st, &err](std::size_t d, std::size_t t) {
+      const auto now = std::chrono::steady_clock::now();
+      if (d >= t || now - st->last < std::chrono::seconds(5)) return;
+      st->last = now;
+      const double el = std::chrono::duration<double>(now - st->t0).count();
+      err << fmt::format("sweep: {}/{} points, {:.0f} s{}\n", d, t, el,
+                         d > 0 ? fmt::format(", ~{:.0f} s left", el / d * (t - d)) : "")
+          << std::flush;
+    };
   }
+  std::vector<sim::SweepPointView> views;  // only with --report: what the page charts
+  std::size_t points = 0, invalid = 0, nofit = 0;
   const auto t0 = std::chrono::steady_clock::now();
   workflow::SweepOptions options;
   options.exact = exact;
-  const auto results = workflow::run_sweep(spec, points, jobs, progress, options);
+  workflow::run_sweep_streaming(spec, shard, jobs, progress, [&](workflow::PointResult&& r) {
+    write(workflow::csv_row(spec, r));
+    ++points;
+    if (!r.error.empty())
+      ++invalid;
+    else if (!r.report.value("fits", true))
+      ++nofit;
+    if (html_file) {
+      nlohmann::json slim = nullptr;
+      if (r.error.empty()) {
+        slim = nlohmann::json::object();
+        for (const char* k : {"tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_bytes", "memory_capacity_bytes",
+                              "fits"})
+          if (r.report.contains(k)) slim[k] = r.report[k];
+      }
+      views.push_back({std::move(r.values), std::move(slim), std::move(r.error)});
+    }
+  }, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  workflow::write_csv(csv_file ? static_cast<std::ostream&>(*csv_file) : out, spec, results);
+  if (csv_file) csv_file->close();
   if (html_file) {
     std::vector<std::string> keys;
     for (const auto& k : spec.keys) keys.push_back(k.path);
-    std::vector<sim::SweepPointView> views;
-    views.reserve(results.size());
-    for (const auto& r : results) views.push_back({r.values, r.report, r.error});
-    *html_file << sim::html_sweep_report(file, spec.base, keys, views);
+    html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
+    html_file->close();
   }
-  if (tty) {
-    std::size_t invalid = 0, nofit = 0;
-    for (const auto& r : results) {
-      if (!r.error.empty())
-        ++invalid;
-      else if (!r.report.value("fits", true))
-        ++nofit;
-    }
-    err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", results.size(), wall,
-                       jobs, jobs == 1 ? "" : "s", results.size() - invalid - nofit, nofit, invalid);
-  }
+  if (tty)
+    err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", points, wall, jobs,
+                       jobs == 1 ? "" : "s", points - invalid - nofit, nofit, invalid);
   return kOk;
 }
 
@@ -115,11 +146,15 @@ Registered register_sweep(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
+  sub->footer("Rows are written as points finish, in point order. Limits: 1,000,000 points per run (shard larger\n"
+              "sweeps with --shard), 100,000 with --report (docs/decisions.md, \"Input limits\").");
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
   sub->add_option("--jobs", s->jobs,
                   "points simulated at once on this many threads (default: all cores; output does not depend on it)")
       ->check(CLI::Range(1, 4096));
-  sub->add_option("--shard", s->shard, "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order");
+  sub->add_option("--shard", s->shard,
+                  "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order and their point "
+                  "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN and _COUNT)");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
   sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream& err) {

@@ -288,6 +288,7 @@ void FlowNetwork::update_completion(Slot slot) {
   drop_completion(f);
   const SimTime now = q_.now();
   SimTime when = SimTime::max();  // never (rate 0)
+  bool beyond_clock = false;
   if (f.remaining <= kRelativeEpsilon * f.amount) {
     when = now;
   } else if (f.rate > 0) {
@@ -297,10 +298,14 @@ void FlowNetwork::update_completion(Slot slot) {
       double whole_ps = std::floor(delay_ps);
       if (delay_ps - whole_ps > delay_ps * kTickNoise) whole_ps += 1;  // round up to the next ps
       when = now + SimTime::from_ps(static_cast<int64_t>(whole_ps));
+    } else {
+      // It would end after the clock's range: an entry at SimTime::max() that, should the
+      // simulation get there (nothing else changes its rate first), throws TimeOverflow.
+      beyond_clock = true;
     }
   }
   f.completion = when;
-  if (when == SimTime::max()) return;
+  if (when == SimTime::max() && !beyond_clock) return;
   f.in_completions = true;
   ++live_completions_;
   completions_.push_back(Completion{when.ps, f.id, ++f.completion_version, slot});
@@ -496,7 +501,7 @@ void FlowNetwork::reschedule() {
   if (scheduled_) q_.cancel(scheduled_);
   scheduled_ = {};
   scheduled_at_ = SimTime::max();
-  if (next == SimTime::max()) return;
+  if (first == nullptr) return;  // nothing will complete (rates 0): no event
   scheduled_ = q_.schedule(next, [this] { on_completion_event(); });
   scheduled_at_ = next;
 }
@@ -505,6 +510,14 @@ void FlowNetwork::on_completion_event() {
   scheduled_ = {};
   scheduled_at_ = SimTime::max();
   const SimTime now = q_.now();
+  if (now == SimTime::max()) {
+    const Completion* c = earliest_completion();
+    if (c == nullptr) return;
+    const Flow& f = flows_[c->slot];
+    throw TimeOverflow(fmt::format("a flow of {:.6g} units at {:.6g} per second would end after the largest "
+                                   "simulated time (2^63 ps, about 106 days)",
+                                   f.remaining, f.rate));
+  }
   // Slots, not references: callbacks may start flows, which can reallocate flows_.
   std::vector<Slot> done;
   done.swap(done_scratch_);

@@ -14,7 +14,7 @@ SimTime SimTime::from_seconds(double s) {
   const double ps = std::round(s * 1e12);
   // 2^63 is exactly representable; anything at or above it does not fit in int64.
   if (ps >= 9223372036854775808.0) {
-    throw std::invalid_argument(fmt::format("time {} s does not fit in 64-bit picoseconds", s));
+    throw TimeOutOfRange(fmt::format("time {} s does not fit in 64-bit picoseconds", s));
   }
   return SimTime{static_cast<int64_t>(ps)};
 }

@@ -8,6 +8,17 @@
 
 namespace racksim::sim {
 
+// Simulated time beyond SimTime::max() (about 106 days): arithmetic and the flow network throw
+// TimeOverflow, from_seconds TimeOutOfRange, instead of wrapping or of a transfer that never
+// ends, so a step that long is reported as what it is (sim::simulate turns both into an
+// InputError naming the scenario).
+struct TimeOverflow : std::overflow_error {
+  using std::overflow_error::overflow_error;
+};
+struct TimeOutOfRange : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Simulated time: an integer count of picoseconds. Integers make the simulation deterministic
 // (no float drift, byte-identical results); int64 picoseconds cover about 106 days.
 struct SimTime {
@@ -29,12 +40,12 @@ struct SimTime {
   // reorder events.
   friend constexpr SimTime operator+(SimTime a, SimTime b) {
     int64_t r = 0;
-    if (__builtin_add_overflow(a.ps, b.ps, &r)) throw std::overflow_error("SimTime overflow in +");
+    if (__builtin_add_overflow(a.ps, b.ps, &r)) throw TimeOverflow("SimTime overflow in +");
     return SimTime{r};
   }
   friend constexpr SimTime operator-(SimTime a, SimTime b) {
     int64_t r = 0;
-    if (__builtin_sub_overflow(a.ps, b.ps, &r)) throw std::overflow_error("SimTime overflow in -");
+    if (__builtin_sub_overflow(a.ps, b.ps, &r)) throw TimeOverflow("SimTime overflow in -");
     return SimTime{r};
   }
   constexpr SimTime& operator+=(SimTime o) { return *this = *this + o; }

@@ -23,6 +23,9 @@ using namespace racksim::workloads;
 
 namespace {
 
+// Communication streams whose collectives are paced beside compute: comm, comm_dp, comm_grad, comm_ep.
+constexpr std::size_t kPaceLanes = 4;
+
 hw::CollectiveOp to_hw(CollOp c) {
   switch (c) {
     case CollOp::all_reduce: return hw::CollectiveOp::all_reduce;
@@ -152,9 +155,9 @@ class Replayer {
     std::size_t running_count = 0;
     // Per communication stream: a resource whose capacity is the running collective's pace, lower
     // while compute kernels are resident (see pace_factor).
-    std::array<FlowNetwork::ResourceId, 3> pace{};
-    std::array<double, 3> pace_cap{};  // the running collective's standalone rate (0: none)
-    std::array<double, 3> pace_cap_beside{};  // its rate while compute kernels are resident
+    std::array<FlowNetwork::ResourceId, kPaceLanes> pace{};
+    std::array<double, kPaceLanes> pace_cap{};         // the running collective's standalone rate (0: none)
+    std::array<double, kPaceLanes> pace_cap_beside{};  // its rate while compute kernels are resident
     bool paced_down = false;           // the lanes run at the slowed pace (compute was resident)
   };
   // A collective on its own stream, under CUDA's default several hardware queues, needs SMs that
@@ -524,7 +527,13 @@ class Replayer {
   }
 
   static int pace_lane(StreamKind s) {
-    return s == StreamKind::comm ? 0 : s == StreamKind::comm_dp ? 1 : s == StreamKind::comm_grad ? 2 : -1;
+    switch (s) {
+      case StreamKind::comm: return 0;
+      case StreamKind::comm_dp: return 1;
+      case StreamKind::comm_grad: return 2;
+      case StreamKind::comm_ep: return 3;
+      default: return -1;
+    }
   }
   // A collective runs at 1/k of its standalone rate while compute kernels are resident on its GPU
   // (k = gpu.collective_slowdown_beside_compute, measured beside GEMMs and beside HBM-bound copies
@@ -533,11 +542,11 @@ class Replayer {
     return down ? 1.0 / std::max(1.0, sys_.gpu.collective_slowdown_beside_compute) : 1.0;
   }
   // What slows beside compute is the collective's kernel (its SMs' access to the memory system), measured
-  // on NVLink-bound collectives: their rate falls to 1/k. A collective bounded by the NICs moves its data
-  // far below what its kernel can process (an H100 NIC carries 50 GB/s, its NVLink 450): it slows only
-  // where the slowed kernel, at 1/k of the GPU's NVLink rate, falls below the NIC-bound rate.
+  // on NVLink-only collectives: their rate falls to 1/k. A collective that also crosses the NICs is held
+  // to what the slowed kernel can process, 1/k of the GPU's NVLink rate, and no lower: one bounded by its
+  // NICs (an H100 NIC carries 50 GB/s, its NVLink 450) does not slow at all.
   double rate_beside_compute(const hw::CollectiveCost& c, double cap) const {
-    if (c.bound_by != "nic") return cap * pace_factor(true);
+    if (c.bytes_per_rank_nic <= 0) return cap * pace_factor(true);  // the measured case
     return std::min(cap, sys_.scale_up.bandwidth_per_direction_Bps * pace_factor(true));
   }
   // Applies the pace that the resident kernels call for, if it changed.
@@ -611,8 +620,7 @@ class Replayer {
           add_to(lists[kStreamCount], std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
         add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
-      } else if (op.stream == StreamKind::comm || op.stream == StreamKind::comm_dp ||
-                 op.stream == StreamKind::comm_grad) {
+      } else if (pace_lane(op.stream) >= 0) {  // a communication stream
         add_to(list, r.start_s, r.end_s, kComm);
       } else {
         add_to(list, r.start_s, r.end_s, kCopy);
@@ -676,53 +684,23 @@ class Replayer {
   }
 
   void compute_memory() {
-    // Allocation at op start, free at op end; frees first at equal times (the allocator
-    // reuses a block freed by the op that just finished).
-    struct Ev {
-      double t;
-      int order;  // 0 free, 1 alloc
-      TensorId id;
-    };
-    std::vector<Ev> ev;
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
-      for (TensorId t : g_.ops[i].allocs) ev.push_back({res_.ops[i].start_s, 1, t});
-      for (TensorId t : g_.ops[i].frees) ev.push_back({res_.ops[i].end_s, 0, t});
-    }
-    std::stable_sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
-      return a.t != b.t ? a.t < b.t : a.order < b.order;
-    });
-    std::vector<char> live(g_.tensors.size(), 0);
-    const std::size_t R = res_of_.size();
-    std::vector<std::array<double, kMemCategoryCount>> hbm(R);
-    for (auto& a : hbm) a.fill(0);
-    std::vector<double> host(R, 0.0);
+    const int R = static_cast<int>(res_of_.size());
+    MemoryInUse in_use(g_, R);
     auto& m = res_.memory;
-    auto apply = [&](TensorId id, bool alloc) {
-      const Tensor& t = g_.tensors[id];
-      if (static_cast<bool>(live[id]) == alloc) return;  // double free / re-alloc: ignore
-      live[id] = alloc;
-      const double d = alloc ? t.bytes : -t.bytes;
-      if (t.on_host)
-        host[t.rank] += d;
-      else
-        hbm[t.rank][static_cast<int>(t.category)] += d;
-    };
-    for (TensorId id : g_.resident) apply(id, true);
     // The peak is the largest over ranks; its breakdown is that rank's at that moment.
-    auto check_peak = [&](std::size_t r) {
-      double total = 0;
-      for (double v : hbm[r]) total += v;
+    auto check_peak = [&](int r) {
+      const double total = in_use.hbm_total(r);
       if (total > m.peak_hbm_bytes) {
         m.peak_hbm_bytes = total;
-        m.at_peak = hbm[r];
-        m.peak_rank = static_cast<int>(r);
+        m.at_peak = in_use.hbm(r);
+        m.peak_rank = r;
       }
-      m.peak_host_bytes = std::max(m.peak_host_bytes, host[r]);
+      m.peak_host_bytes = std::max(m.peak_host_bytes, in_use.host(r));
     };
-    for (std::size_t r = 0; r < R; ++r) check_peak(r);
-    for (const auto& e : ev) {
-      apply(e.id, e.order == 1);
-      if (e.order == 1) check_peak(g_.tensors[e.id].rank);
+    for (int r = 0; r < R; ++r) check_peak(r);
+    for (const auto& e : memory_events(g_, res_.ops)) {
+      in_use.apply(e.tensor, e.alloc);
+      if (e.alloc) check_peak(g_.tensors[e.tensor].rank);
     }
   }
 };
@@ -739,6 +717,41 @@ std::string_view intern_label(std::string_view text) {
 ReplayResult replay(const OpGraph& graph, const Scenario& scenario, const ReplayOptions& options) {
   Replayer r(graph, scenario, options);
   return r.run();
+}
+
+std::vector<MemoryEvent> memory_events(const OpGraph& g, std::span<const OpRecord> ops) {
+  std::vector<MemoryEvent> ev;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    for (TensorId t : g.ops[i].allocs) ev.push_back({ops[i].start_s, true, t});
+    for (TensorId t : g.ops[i].frees) ev.push_back({ops[i].end_s, false, t});
+  }
+  std::stable_sort(ev.begin(), ev.end(), [](const MemoryEvent& a, const MemoryEvent& b) {
+    return a.t_s != b.t_s ? a.t_s < b.t_s : (!a.alloc && b.alloc);
+  });
+  return ev;
+}
+
+MemoryInUse::MemoryInUse(const OpGraph& g, int ranks)
+    : g_(g), live_(g.tensors.size(), 0), hbm_(std::max(1, ranks)), host_(std::max(1, ranks), 0.0) {
+  for (auto& a : hbm_) a.fill(0);
+  for (TensorId id : g.resident) apply(id, true);
+}
+
+void MemoryInUse::apply(TensorId id, bool alloc) {
+  const Tensor& t = g_.tensors[id];
+  if (static_cast<bool>(live_[id]) == alloc || t.rank >= hbm_.size()) return;  // double free / re-alloc: ignore
+  live_[id] = alloc;
+  const double d = alloc ? t.bytes : -t.bytes;
+  if (t.on_host)
+    host_[t.rank] += d;
+  else
+    hbm_[t.rank][static_cast<int>(t.category)] += d;
+}
+
+double MemoryInUse::hbm_total(int rank) const {
+  double total = 0;
+  for (double v : hbm_[rank]) total += v;
+  return total;
 }
 
 }  // namespace racksim::sim

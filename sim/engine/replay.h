@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,5 +63,32 @@ struct ReplayOptions {
 };
 
 ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario, const ReplayOptions& options = {});
+
+// The memory timeline of a replayed graph: each tensor allocated when its op starts and freed when
+// its op ends, in time order with frees first at equal times (the allocator reuses a block freed by
+// the op that just finished). The engine's high-water mark and the trace's counters both walk it.
+struct MemoryEvent {
+  double t_s = 0;
+  bool alloc = false;
+  workloads::TensorId tensor = 0;
+};
+std::vector<MemoryEvent> memory_events(const workloads::OpGraph& graph, std::span<const OpRecord> ops);
+
+// Bytes in use per rank as memory events are applied: HBM by category, pinned host memory. Starts
+// with the resident state allocated; a double free or re-allocation is ignored.
+class MemoryInUse {
+ public:
+  MemoryInUse(const workloads::OpGraph& graph, int ranks);
+  void apply(workloads::TensorId tensor, bool alloc);
+  const std::array<double, workloads::kMemCategoryCount>& hbm(int rank) const { return hbm_[rank]; }
+  double hbm_total(int rank) const;
+  double host(int rank) const { return host_[rank]; }
+
+ private:
+  const workloads::OpGraph& g_;
+  std::vector<char> live_;
+  std::vector<std::array<double, workloads::kMemCategoryCount>> hbm_;
+  std::vector<double> host_;
+};
 
 }  // namespace racksim::sim

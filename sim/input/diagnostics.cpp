@@ -42,4 +42,15 @@ void Diagnostics::throw_if_any() const {
   throw InputError(std::move(all));
 }
 
+InputError input_error(std::string file, int line, int column, std::string key_path, std::string message) {
+  // Built field by field: GCC 12 warns on the nested braces.
+  Diagnostic d;
+  d.where.file = std::move(file);
+  d.where.line = line;
+  d.where.column = column;
+  d.key_path = std::move(key_path);
+  d.message = std::move(message);
+  return InputError({d});
+}
+
 }  // namespace racksim::input

@@ -33,6 +33,9 @@ class InputError : public std::runtime_error {
   std::vector<Diagnostic> diagnostics_;
 };
 
+// One diagnostic (file:line:column, key path, message) as an InputError.
+InputError input_error(std::string file, int line, int column, std::string key_path, std::string message);
+
 // Collects diagnostics while a loader walks a file; throw_if_any() fails with all of them.
 class Diagnostics {
  public:

@@ -1,6 +1,8 @@
 #include "sim/input/yaml_reader.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +11,11 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <unordered_set>
 
 #include "sim/core/text.h"
 #include "sim/input/file_cache.h"
+#include "sim/input/files.h"
 
 namespace racksim::input {
 
@@ -255,6 +259,147 @@ void MapReader::finish() {
   }
 }
 
+namespace {
+
+// A line whose indentation holds a tab, at or before `last_line` (1-based): {line, column} or {0, 0}.
+std::pair<int, int> tab_in_indentation(const std::string& text, int last_line) {
+  int line = 1;
+  std::size_t i = 0;
+  while (i < text.size() && line <= last_line) {
+    std::size_t j = i;
+    int tab_col = 0;
+    while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) {
+      if (text[j] == '\t' && tab_col == 0) tab_col = static_cast<int>(j - i) + 1;
+      ++j;
+    }
+    const bool content = j < text.size() && text[j] != '\n' && text[j] != '\r' && text[j] != '#';
+    if (tab_col > 0 && content) return {line, tab_col};
+    const std::size_t nl = text.find('\n', j);
+    if (nl == std::string::npos) break;
+    i = nl + 1;
+    ++line;
+  }
+  return {0, 0};
+}
+
+// Whether the quoted scalar that starts at text[pos] (a ' or ") is closed before the end.
+bool quote_closed(const std::string& text, std::size_t pos) {
+  const char q = text[pos];
+  for (std::size_t i = pos + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (text[i] != q) continue;
+    if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+      ++i;  // '' is an escaped quote
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+// Where the text goes on after its first YAML document: nullopt when it does not; else the
+// mark of the second document and whether it is one ('---') or text yaml-cpp cannot place
+// (trailing junk, on which its parser reports the same empty document forever; YAML::LoadAll
+// would loop until memory runs out).
+struct Rest {
+  YAML::Mark mark;
+  bool junk = false;
+};
+std::optional<Rest> after_first_document(const std::string& text) {
+  struct Events : YAML::EventHandler {
+    YAML::Mark start;
+    bool started = false;
+    void OnDocumentStart(const YAML::Mark& m) override {
+      start = m;
+      started = true;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  Events h;
+  if (!parser.HandleNextDocument(h)) return std::nullopt;  // empty
+  h.started = false;
+  if (!parser.HandleNextDocument(h)) return std::nullopt;  // one document
+  Rest r{h.start, false};
+  h.started = false;
+  r.junk = parser.HandleNextDocument(h) && h.start.pos == r.mark.pos;
+  return r;
+}
+
+}  // namespace
+
+bool check_yaml_document(const YAML::Node& root, const std::string& text, const SourceLocation& where,
+                         const std::string& key_path, Diagnostics& diag) {
+  struct Item {
+    YAML::Node node;
+    int depth;
+  };
+  std::vector<Item> stack;
+  stack.push_back({root, 0});
+  std::uint64_t visited = 0;
+  std::unordered_set<std::size_t> quotes_checked;
+  auto at = [&](const YAML::Node& n) {
+    SourceLocation loc = where;
+    const YAML::Mark m = n.Mark();
+    if (!text.empty() && m.line >= 0) {
+      loc.line = m.line + 1;
+      loc.column = m.column + 1;
+    }
+    return loc;
+  };
+  while (!stack.empty()) {
+    Item it = std::move(stack.back());
+    stack.pop_back();
+    if (++visited > limits::kMaxYamlNodes) {
+      diag.error(at(it.node), key_path,
+                 fmt::format("the YAML holds more than {} values once its aliases (*name) are expanded: a limit of "
+                             "racksim (docs/decisions.md, \"Input limits\"); write the values out or use fewer aliases",
+                             limits::kMaxYamlNodes));
+      return false;
+    }
+    if (it.depth > limits::kMaxYamlDepth) {
+      diag.error(at(it.node), key_path,
+                 fmt::format("the YAML nests deeper than {} levels (aliases expanded): a limit of racksim "
+                             "(docs/decisions.md, \"Input limits\")",
+                             limits::kMaxYamlDepth));
+      return false;
+    }
+    const YAML::Node& n = it.node;
+    if (n.IsMap()) {
+      for (auto i = n.begin(); i != n.end(); ++i) {
+        stack.push_back({i->second, it.depth + 1});
+        stack.push_back({i->first, it.depth + 1});
+      }
+    } else if (n.IsSequence()) {
+      for (std::size_t i = n.size(); i-- > 0;) stack.push_back({n[i], it.depth + 1});
+    } else if (n.IsScalar() && !text.empty() && n.Tag() == "!") {
+      // yaml-cpp takes an unclosed quote at the end of the file as a scalar that runs to it.
+      const YAML::Mark m = n.Mark();
+      if (m.pos >= 0 && static_cast<std::size_t>(m.pos) < text.size() &&
+          (text[static_cast<std::size_t>(m.pos)] == '"' || text[static_cast<std::size_t>(m.pos)] == '\'') &&
+          quotes_checked.insert(static_cast<std::size_t>(m.pos)).second &&
+          !quote_closed(text, static_cast<std::size_t>(m.pos))) {
+        diag.error(at(n), key_path,
+                   fmt::format("unterminated quoted text: the {} opened here is never closed",
+                               text[static_cast<std::size_t>(m.pos)] == '"' ? "double quote (\")" : "single quote (')"));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx) {
   // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
@@ -268,14 +413,38 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   }
   try {
     YAML::Node root = YAML::Load(text);
+    if (const auto rest = after_first_document(text)) {
+      const int line = rest->mark.line >= 0 ? rest->mark.line + 1 : 0;
+      const int col = rest->mark.column >= 0 ? rest->mark.column + 1 : 0;
+      if (rest->junk)
+        ctx->diag->error({file_label, line, col}, "",
+                         "malformed YAML: text after the end of the value (a stray ',' or ']'?)");
+      else
+        ctx->diag->error({file_label, line, col}, "",
+                         "a second YAML document ('---') starts here: racksim reads one document per file; "
+                         "remove it or put it in a file of its own");
+      return std::nullopt;
+    }
     if (!root.IsDefined() || root.IsNull()) {
       ctx->diag->error({file_label, 0, 0}, "", "file is empty: expected a mapping of keys");
       return std::nullopt;
     }
+    if (!check_yaml_document(root, text, {file_label, 1, 1}, "", *ctx->diag)) return std::nullopt;
     return Node(root, file_label, "", "", ctx);
+  } catch (const YAML::DeepRecursion& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    const int col = e.mark.column >= 0 ? e.mark.column + 1 : 0;
+    ctx->diag->error({file_label, line, col}, "",
+                     "malformed YAML: nested too deeply (yaml-cpp parses at most about 500 levels)");
+    return std::nullopt;
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
     const int col = e.mark.column >= 0 ? e.mark.column + 1 : 0;
+    // A tab in the indentation makes yaml-cpp report something else, further on.
+    if (const auto [tl, tc] = tab_in_indentation(text, line > 0 ? line : INT32_MAX); tl > 0) {
+      ctx->diag->error({file_label, tl, tc}, "", "malformed YAML: a tab in the indentation; YAML indents with spaces only");
+      return std::nullopt;
+    }
     ctx->diag->error({file_label, line, col}, "", "malformed YAML: " + e.msg);
     return std::nullopt;
   }
@@ -299,14 +468,14 @@ std::optional<Node> load_yaml_file(const std::string& path, const std::shared_pt
 }
 
 std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    ctx->diag->error({path, 0, 0}, "", "cannot open file");
+  std::string text;
+  try {
+    text = read_file_bounded(path, limits::kMaxYamlFileBytes, "a YAML file", Binary::stop);
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) ctx->diag->error(d.where, d.key_path, d.message);
     return std::nullopt;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return load_yaml_text(ss.str(), path, ctx);
+  return load_yaml_text(text, path, ctx);
 }
 
 void collect_leaf_paths(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out,
@@ -342,14 +511,22 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
   const auto parts = split_path(path);
   // Check first, so a failed set leaves the tree untouched.
   {
-    YAML::Node cur = YAML::Clone(root);
+    // Read-only walk (a const node's operator[] adds nothing); a missing or null part ends it:
+    // the rest of the path is created below.
+    YAML::Node cur = root;
     for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-      if (!cur.IsMap() && !cur.IsNull()) return false;
-      YAML::Node next = cur[parts[i]];
-      if (next.IsDefined() && !next.IsNull() && !next.IsMap()) return false;
+      if (!cur.IsDefined() || cur.IsNull()) break;
+      if (!cur.IsMap()) return false;
+      const YAML::Node& c = cur;
+      YAML::Node next = c[parts[i]];
+      if (!next.IsDefined() || next.IsNull()) {
+        cur.reset(YAML::Node());
+        break;
+      }
+      if (!next.IsMap()) return false;
       cur.reset(next);  // rebind; operator= would alias content
     }
-    if (!cur.IsMap() && !cur.IsNull() && cur.IsDefined()) return false;
+    if (cur.IsDefined() && !cur.IsNull() && !cur.IsMap()) return false;
   }
   std::vector<YAML::Node> chain{root};
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {

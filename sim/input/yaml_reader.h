@@ -131,6 +131,14 @@ std::optional<Node> read_yaml_file(const std::string& path, const std::shared_pt
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx);
 
+// Checks a parsed document against the limits of what a loader may walk (docs/decisions.md,
+// "Input limits"): at most limits::kMaxYamlNodes nodes and limits::kMaxYamlDepth levels with its
+// aliases expanded (a "billion laughs" file is a few hundred bytes), and, when `text` (the
+// source) is given, no quote left open at the end of the file. Records a diagnostic at `where`
+// (or at the node, when `text` is given) and returns false on the first problem.
+bool check_yaml_document(const YAML::Node& root, const std::string& text, const SourceLocation& where,
+                         const std::string& key_path, Diagnostics& diag);
+
 // Every scalar leaf under `node` as dotted path -> node, skipping the top-level keys in `skip`.
 void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
                         std::vector<std::string>& out, const std::vector<std::string>& skip = {});

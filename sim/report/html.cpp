@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <cmath>
 #include <map>
 
@@ -189,27 +190,22 @@ std::string html_sweep_report(const std::string& sweep_file, const std::string& 
   // Value labels per key in order of first appearance (= the sweep file's order when every
   // point is present; a shard keeps the order of the values it has).
   std::vector<std::vector<std::string>> values(keys.size());
+  std::vector<std::unordered_map<std::string, std::size_t>> value_index(keys.size());  // linear in the points
   std::vector<std::string> errors;
+  std::unordered_map<std::string, std::size_t> error_index;
   json pts = json::array();
   for (const auto& p : points) {
     json vi = json::array();
     for (std::size_t k = 0; k < keys.size() && k < p.values.size(); ++k) {
-      auto& vals = values[k];
-      auto it = std::find(vals.begin(), vals.end(), p.values[k]);
-      if (it == vals.end()) {
-        vals.push_back(p.values[k]);
-        it = vals.end() - 1;
-      }
-      vi.push_back(it - vals.begin());
+      auto [it, added] = value_index[k].emplace(p.values[k], values[k].size());
+      if (added) values[k].push_back(p.values[k]);
+      vi.push_back(it->second);
     }
     json j = {{"v", p.values}, {"vi", vi}};
     if (!p.error.empty() || p.report.is_null()) {
-      auto it = std::find(errors.begin(), errors.end(), p.error);
-      if (it == errors.end()) {
-        errors.push_back(p.error);
-        it = errors.end() - 1;
-      }
-      j["e"] = it - errors.begin();
+      auto [it, added] = error_index.emplace(p.error, errors.size());
+      if (added) errors.push_back(p.error);
+      j["e"] = it->second;
     } else {
       const json& r = p.report;
       j["e"] = -1;

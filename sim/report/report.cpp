@@ -2,15 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
+#include "sim/core/time.h"
+#include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
+#include "sim/scenario/limits.h"
 #include "workloads/graph_builder.h"
 
 namespace racksim::sim {
@@ -26,37 +36,14 @@ std::string version() {
 #endif
 }
 
-// Micro-steps of gradient accumulation repeat the same work: once the pipeline has filled, every
-// further round of micro-steps adds the same time. A step with many micro-steps is therefore
-// simulated at two lengths, m1 and m1 + unit, and the remaining micro-steps are added at the
-// measured period. The last micro-step's gradient synchronisation and the optimizer are in both
-// runs, so the difference is the steady state alone. The plan (docs/decisions.md):
-//   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
-//                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
-//                  1F1B pairs alternate between two patterns).
-//   1F1B:          pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and the first stage
-//                  holding pp micro-batches at once, the most it ever holds (the memory peak); a round
-//                  of pp micro-steps as the period, which averages patterns that repeat over several.
-//   interleaved:   2·pp and 3·pp (the schedule needs multiples of pp): the first stage's warm-up,
-//                  (vp + 1)·pp - 2 chunks, fits with a steady phase after it.
-// simulate() checks that the window is steady and, if not, starts it twice as late; a step with no
-// more micro-steps than the longer run is replayed whole. The lengths are powers of two times pp
-// where the batch is, so a sweep's exact points and plans share replays (ReplayCache).
+// Micro-steps of gradient accumulation repeat the same work: a step with many micro-steps is
+// simulated at two lengths, m1 and m1 + unit (steady_state_plan, sim/scenario/limits.h), and the
+// remaining micro-steps are added at the measured period. The last micro-step's gradient
+// synchronisation and the optimizer are in both runs, so the difference is the steady state alone.
+// simulate() checks that the window is steady and, if not, starts it twice as late.
 constexpr double kSteadyTolerance = 1e-3;
 
-std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) {
-  const auto& t = sc.training;
-  const int pp = t.parallelism.pp, vp = t.parallelism.vp;
-  SteadyStatePlan plan;
-  if (pp == 1)
-    plan = {2, 2};
-  else if (vp == 1)
-    plan = {pp, pp};
-  else
-    plan = {2 * pp, pp};
-  if (t.micro_steps() <= plan.m1 + plan.unit) return std::nullopt;
-  return plan;
-}
+std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) { return steady_state_plan(sc.training); }
 
 namespace {
 
@@ -140,7 +127,20 @@ std::shared_ptr<const ReplayCache::Entry> ReplayCache::get(const std::string& ke
   return made;
 }
 
-RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
+namespace {
+
+RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options) {
+  // The scenario's bound (check_replay_size) counts the plan's two lengths; --exact replays every
+  // micro-step, so it is held to the same bound on those.
+  const int64_t exact_work = static_cast<int64_t>(scenario.model.layers) * scenario.training.micro_steps();
+  if (options.exact && steady_state_plan(scenario) && exact_work > kMaxReplayedLayerSteps) {
+    input::Diagnostic d;
+    d.where.file = scenario.file.empty() ? "<scenario>" : scenario.file;
+    d.message = fmt::format("--exact: {} layers x {} micro-steps = {} layer-steps, more than {} (docs/decisions.md, "
+                            "\"Input limits\"); without --exact the step is extrapolated from its steady state",
+                            scenario.model.layers, scenario.training.micro_steps(), exact_work, kMaxReplayedLayerSteps);
+    throw input::InputError(std::vector<input::Diagnostic>{d});
+  }
   RunResult out;
   out.scenario = scenario;
   auto plan = options.exact ? std::nullopt : steady_state_plan(scenario);
@@ -244,7 +244,57 @@ RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
   return out;
 }
 
+}  // namespace
+
+[[noreturn]] void step_too_long(const std::string& file, const std::exception& e) {
+  input::Diagnostic d;
+  d.where.file = file.empty() ? "<scenario>" : file;
+  d.message = fmt::format("the simulated step would last longer than racksim's clock reaches (2^63 ps, about 106 "
+                          "days): the sizes or rates of this input are beyond what it simulates ({})",
+                          e.what());
+  throw input::InputError(std::vector<input::Diagnostic>{d});
+}
+
+RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
+  try {
+    return simulate_step(scenario, options);
+  } catch (const TimeOverflow& e) {
+    step_too_long(scenario.file, e);
+  } catch (const TimeOutOfRange& e) {
+    step_too_long(scenario.file, e);
+  }
+}
+
+ReplayResult replay_checked(const OpGraph& g, const Scenario& sc, const std::string& label) {
+  try {
+    return replay(g, sc);
+  } catch (const TimeOverflow& e) {
+    step_too_long(label, e);
+  } catch (const TimeOutOfRange& e) {
+    step_too_long(label, e);
+  }
+}
+
 json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
+  // The inputs are bounded where they are read (docs/decisions.md, "Input limits"); a figure
+  // beyond what the report can print exactly (llround of 2^63 bytes is negative) is still an
+  // error naming the input, never a report.
+  auto in_range = [&](double v, double max, const char* what) {
+    if (std::isfinite(v) && v >= 0 && v <= max) return;
+    input::Diagnostic d;
+    d.where.file = sc.file.empty() ? "<scenario>" : sc.file;
+    d.message = fmt::format("the {} would be {:.6g}, beyond what racksim reports ({:.3g}): the sizes of this input "
+                            "are out of range",
+                            what, v, max);
+    throw input::InputError(std::vector<input::Diagnostic>{d});
+  };
+  constexpr double kMaxBytes = 9.0e18;  // below 2^63
+  in_range(r.memory.peak_hbm_bytes, kMaxBytes, "peak memory per GPU in bytes");
+  in_range(r.memory.peak_host_bytes, kMaxBytes, "pinned host memory per GPU in bytes");
+  for (int c = 0; c < kMemCategoryCount; ++c) in_range(r.memory.at_peak[c], kMaxBytes, "memory of one category in bytes");
+  in_range(r.step_time_s, 1e7, "step time in seconds");
+  in_range(g.tokens_per_step, 1e18, "tokens per step");
+  in_range(g.model_flops_per_step, 1e30, "model FLOPs per step");
   const auto& t = sc.training;
   const double step = r.step_time_s;
   const double gpus = sc.system.gpus;
@@ -312,8 +362,9 @@ json make_report(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
 json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
   json events = json::array();
   // One thread per stream, then the host launch thread.
-  const char* threads[] = {"compute", "communication", "H2D", "D2H", "parameter gathers", "gradient reductions",
-                           "host launch"};
+  auto thread_name = [](int tid) {
+    return tid < kStreamCount ? to_string(static_cast<StreamKind>(tid)) : std::string("host launch");
+  };
   const int host_tid = kStreamCount;
   for (int pid = 0; pid < g.ranks; ++pid) {
     events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
@@ -323,9 +374,12 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
                                                                    sc.system.spec.name)}}}});
     for (int tid = 0; tid <= kStreamCount; ++tid)
       events.push_back(
-          {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", threads[tid]}}}});
+          {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", thread_name(tid)}}}});
   }
   auto us = [](double s) { return s * 1e6; };
+  auto kind_name = [](OpKind k) {
+    return k == OpKind::kernel ? "kernel" : k == OpKind::collective ? "collective" : "copy";
+  };
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     const OpRecord& rec = r.ops[i];
@@ -343,10 +397,12 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
       args["bytes"] = op.copy_bytes;
     }
     const std::string name = g.op_name(static_cast<OpId>(i));
+    // Categories (Perfetto's "cat" filter): what the op is and which part of the step it belongs to.
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", static_cast<int>(op.stream)},
                       {"name", name},
+                      {"cat", fmt::format("{},{}", kind_name(op.kind), to_string(op.phase))},
                       {"ts", us(rec.start_s)},
                       {"dur", us(rec.end_s - rec.start_s)},
                       {"args", args}});
@@ -354,10 +410,83 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
                       {"pid", pid},
                       {"tid", host_tid},
                       {"name", "launch " + name},
+                      {"cat", "launch"},
                       {"ts", us(rec.launch_start_s)},
                       {"dur", us(rec.launch_end_s - rec.launch_start_s)}});
   }
+  // Flow arrows for the dependencies the streams alone do not show: across streams (a collective
+  // waiting for the GEMM that produced its input) and across ranks (pipeline sends). The arrow
+  // leaves the producer just before its end and enters the consumer at its start.
+  std::uint64_t flow_id = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    for (OpId d : op.deps) {
+      const Op& from = g.ops[d];
+      if (from.stream == op.stream && from.rank == op.rank) continue;
+      const OpRecord& a = r.ops[d];
+      const OpRecord& b = r.ops[i];
+      const bool cross_rank = from.rank != op.rank;
+      const char* cat = cross_rank ? "dependency,cross-rank" : "dependency,cross-stream";
+      ++flow_id;
+      events.push_back({{"ph", "s"}, {"id", flow_id}, {"pid", from.rank}, {"tid", static_cast<int>(from.stream)},
+                        {"ts", us(std::max(a.start_s, a.end_s - 1e-12))}, {"name", cross_rank ? "send" : "dependency"},
+                        {"cat", cat}});
+      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"pid", op.rank}, {"tid", static_cast<int>(op.stream)},
+                        {"ts", us(b.start_s)}, {"name", cross_rank ? "send" : "dependency"}, {"cat", cat}});
+    }
+  }
+  // HBM in use per rank, by category (a stacked counter track), and pinned host memory when used:
+  // tensors allocated when their op starts and freed when it ends, frees first at equal times,
+  // as the engine's memory high-water mark counts them.
+  {
+    const std::vector<MemoryEvent> ev = memory_events(g, r.ops);
+    const int R = std::max(1, g.ranks);
+    MemoryInUse in_use(g, R);
+    bool any_host = false;  // the host track starts with the first pinned tensor
+    for (TensorId id : g.resident) any_host = any_host || g.tensors[id].on_host;
+    auto counter = [&](int rank, double t) {
+      json a = json::object();
+      for (int c = 0; c < kMemCategoryCount; ++c) a[to_string(static_cast<MemCategory>(c))] = in_use.hbm(rank)[c] / 1e9;
+      events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "HBM in use (GB)"}, {"cat", "memory"}, {"ts", us(t)}, {"args", a}});
+      if (any_host)
+        events.push_back({{"ph", "C"}, {"pid", rank}, {"name", "host memory in use (GB)"}, {"cat", "memory"},
+                          {"ts", us(t)}, {"args", {{"pinned", in_use.host(rank) / 1e9}}}});
+    };
+    for (int rank = 0; rank < R; ++rank) counter(rank, 0);
+    // One sample per rank and instant, after every change at that instant.
+    for (std::size_t k = 0; k < ev.size();) {
+      const double t = ev[k].t_s;
+      std::vector<char> touched(R, 0);
+      for (; k < ev.size() && ev[k].t_s == t; ++k) {
+        in_use.apply(ev[k].tensor, ev[k].alloc);
+        any_host = any_host || g.tensors[ev[k].tensor].on_host;
+        const int rank = g.tensors[ev[k].tensor].rank;
+        if (rank < R) touched[rank] = 1;
+      }
+      for (int rank = 0; rank < R; ++rank)
+        if (touched[rank]) counter(rank, t);
+    }
+  }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void write_trace_file(const std::string& path, const json& trace) {
+  const std::string text = trace.dump() + "\n";
+  auto fail = [&](const char* what) {
+    input::Diagnostic d;
+    d.where.file = path;
+    d.key_path = "--trace";
+    d.message = what;
+    throw input::InputError({d});
+  };
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    gzFile f = gzopen(path.c_str(), "wb6");
+    if (!f) fail("cannot write this file");
+    const int n = gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    if (gzclose(f) != Z_OK || n != static_cast<int>(text.size())) fail("write failed");
+    return;
+  }
+  input::write_file_checked(path, text, "--trace");
 }
 
 }  // namespace racksim::sim

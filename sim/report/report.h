@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/engine/replay.h"
+#include "sim/scenario/limits.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/op_graph.h"
 
@@ -55,22 +56,28 @@ struct SimulateOptions {
 
 // Builds the graph, replays it and assembles the report. A step with more micro-steps than its
 // steady-state plan replays (steady_state_plan) is replayed at the plan's two lengths and
-// extrapolated, unless options.exact.
+// extrapolated, unless options.exact. A step longer than the simulated clock reaches (2^63 ps,
+// about 106 days) is an input::InputError naming the scenario file; so is an --exact replay past
+// the bound on replayed layer-steps (sim/scenario/limits.h).
 RunResult simulate(const Scenario& scenario, const SimulateOptions& options = {});
+// replay() with the same translation of a too-long step, naming `label` (an HLO file).
+ReplayResult replay_checked(const workloads::OpGraph& g, const Scenario& sc, const std::string& label);
 
-// The steady-state plan of a step: replay m1 and m1 + unit micro-steps and add the other
-// micro_steps - m1 at the measured period. Empty when every micro-step is replayed.
-struct SteadyStatePlan {
-  int m1 = 0;
-  int unit = 1;
-};
+// The steady-state plan of a step (sim/scenario/limits.h): replay m1 and m1 + unit micro-steps and
+// add the other micro_steps - m1 at the measured period. Empty when every micro-step is replayed.
+using SteadyStatePlan = SteadyState;
 std::optional<SteadyStatePlan> steady_state_plan(const Scenario& scenario);
 
 nlohmann::json make_report(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
 
 // Chrome trace-event JSON: one process per simulated rank, one thread per stream plus the
 // host launch thread, one complete event per op with FLOPs, bytes and its bound in args.
+// Also: an "HBM in use (GB)" counter track per rank, stacked by memory category (and pinned host
+// memory when the step offloads), flow arrows for cross-stream and cross-rank dependencies
+// (pipeline sends), and categories ("kernel,forward", "collective,backward", "launch", ...).
 nlohmann::json make_trace(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+// Writes the trace; a path ending in .gz is gzip-compressed (Perfetto opens both). Throws InputError.
+void write_trace_file(const std::string& path, const nlohmann::json& trace);
 
 std::string version();
 

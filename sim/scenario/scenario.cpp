@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "sim/core/text.h"
 #include "sim/core/units.h"
 #include "sim/input/yaml_reader.h"
+#include "sim/scenario/limits.h"
 
 namespace racksim::sim {
 
@@ -59,6 +61,7 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
       continue;
     }
     if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
+    if (!input::check_yaml_document(value, "", {label, 0, 0}, s.key_path, *ctx->diag)) continue;
     if (!input::set_by_path(root, s.key_path, value)) {
       ctx->diag->error({label, 0, 0}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
       continue;
@@ -144,15 +147,21 @@ Scenario parse_scenario(Node root) {
   if (auto sys = top.get("system", true)) {
     MapReader r(*sys);
     set_if(r.string("preset", true), sc.system.preset);
-    set_if(r.integer("gpus", true, 1, 10'000'000), sc.system.gpus);
+    set_if(r.integer("gpus", true, 1, hw::kMaxGpus), sc.system.gpus);
     if (auto c = r.string("calibration")) sc.system.calibration = *c;
     auto overrides = r.get("overrides");
     if (overrides) sc.system.overrides = yaml_to_json(overrides->yaml());
     r.finish();
     if (!sc.system.preset.empty()) {
       Node named = sys->child("preset");
-      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec) && sc.system.calibration)
-        hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
+      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec)) {
+        spdlog::info("{}: system preset {} ({}/{}.yaml){}", sc.file, sc.system.preset, hw::presets_dir(),
+                     sc.system.preset, overrides ? " with system.overrides" : "");
+        if (sc.system.calibration)
+          hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
+        else
+          spdlog::info("{}: no calibration (system.calibration not set): the preset's cited figures", sc.file);
+      }
     }
   }
 
@@ -200,7 +209,7 @@ Scenario parse_scenario(Node root) {
       if (auto dp = pr.get("dp")) {
         if (dp->yaml().IsScalar() && dp->yaml().Scalar() == "auto") {
           t.parallelism.dp_auto = true;
-        } else if (auto v = dp->as_integer(1, 10'000'000)) {
+        } else if (auto v = dp->as_integer(1, hw::kMaxGpus)) {
           t.parallelism.dp = static_cast<int>(*v);
           t.parallelism.dp_auto = false;
         }
@@ -230,13 +239,15 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
+    set_if(r.choice<CpComm>("cp_comm", {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}, {"a2a", CpComm::a2a}}),
+           t.cp_comm);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
       set_if(mr.choice<MoeDispatcher>("dispatcher", {{"alltoall", MoeDispatcher::all_to_all},
-                                                     {"deepep", MoeDispatcher::hierarchical},
-                                                     {"hybridep", MoeDispatcher::hierarchical}}),
+                                                     {"deepep", MoeDispatcher::deepep},
+                                                     {"hybridep", MoeDispatcher::hybridep}}),
              t.moe.dispatcher);
       set_if(mr.integer("max_nodes_per_token", false, 0, 1'000'000), t.moe.max_nodes_per_token);
       set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
@@ -301,6 +312,17 @@ Scenario parse_scenario(Node root) {
                              m.moe->expert_ffn_hidden));
   }
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
+  if (moe_node && m.moe) {
+    if (t.moe.a2a_overlap && p.ep < 2)
+      moe_node->child("a2a_overlap").error("a2a_overlap overlaps the expert-parallel exchanges: it needs ep > 1");
+    // DeepEP/HybridEP (Megatron's flex dispatcher) exchange over one tp x ep group with no separate etp
+    // collectives; racksim models them over the EP group with etp 1 only.
+    if (t.moe.hierarchical() && p.expert_tp() > 1)
+      moe_node->child("dispatcher").error(fmt::format(
+          "the deepep/hybridep dispatcher is modelled with expert tensor parallelism 1 only; set "
+          "training.parallelism.etp: 1 (etp is {})",
+          p.expert_tp()));
+  }
   if (t.pipeline.uneven()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
     const int first = t.pipeline.first_stage_layers, last = t.pipeline.last_stage_layers;
@@ -325,11 +347,17 @@ Scenario parse_scenario(Node root) {
       t.micro_steps() % p.pp != 0)
     at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp ({})",
                                          t.micro_steps(), p.pp));
+  if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 &&
+      (m.heads % (static_cast<int64_t>(p.tp) * p.cp) != 0 || m.kv_heads < p.tp || (m.kv_heads / p.tp) % p.cp != 0))
+    tn->child("cp_comm").error(fmt::format("cp_comm a2a splits the query and the key/value heads of each tp rank over cp: "
+                                           "tp·cp = {}·{} must divide the model's heads ({}) and its kv_heads ({})",
+                                           p.tp, p.cp, m.heads, m.kv_heads));
   if (p.cp > 1 && t.attention == AttentionImpl::materialized)
     at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, hw::to_string(t.precision)));
+  if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
 
@@ -425,13 +453,16 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
       {"expert_imbalance", t.expert_imbalance},
+      {"cp_comm", t.cp_comm == CpComm::p2p ? "p2p" : t.cp_comm == CpComm::all_gather ? "all_gather" : "a2a"},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
       {"overlap_param_gather", t.overlap_param_gather}};
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (m.moe)
-    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall" : "hybridep"},
+    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall"
+                                      : t.moe.dispatcher == MoeDispatcher::deepep   ? "deepep"
+                                                                                    : "hybridep"},
                        {"max_nodes_per_token", t.moe.max_nodes_per_token},
                        {"a2a_overlap", t.moe.a2a_overlap}};
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};

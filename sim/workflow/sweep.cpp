@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <ostream>
 
 #include "sim/core/units.h"
@@ -41,6 +43,8 @@ SweepSpec parse_sweep(const Node& root) {
   }
   std::vector<YAML::Mark> key_marks;
   if (vary) {
+    spec.vary_line = vary->where().line;
+    spec.vary_column = vary->where().column;
     if (!vary->yaml().IsMap()) {
       vary->error(fmt::format("expected a mapping of key paths to lists of values, got {}", vary->describe()));
     } else if (vary->yaml().size() == 0) {
@@ -92,7 +96,10 @@ SweepSpec parse_sweep(const Node& root) {
   if (diag.empty()) {
     double n = 1;
     for (const auto& k : spec.keys) n *= static_cast<double>(k.values.size());
-    if (n > 1e9) vary->error(fmt::format("{:.0f} points: more than a sweep can hold (1e9)", n));
+    if (n > kMaxSweepTotalPoints)
+      vary->error(fmt::format("{:.4g} points: more than a sweep file may describe ({:.0e}, however it is sharded; "
+                              "docs/decisions.md, \"Input limits\")",
+                              n, kMaxSweepTotalPoints));
   }
   diag.throw_if_any();
 
@@ -222,6 +229,30 @@ Shard parse_shard(const std::string& text) {
   return {static_cast<int>(k), static_cast<int>(n)};
 }
 
+std::size_t shard_size(std::size_t total, Shard shard) {
+  const auto k = static_cast<std::size_t>(shard.index), n = static_cast<std::size_t>(shard.count);
+  return k >= total ? 0 : (total - k + n - 1) / n;
+}
+
+void check_sweep_size(const SweepSpec& spec, Shard shard, bool html_report) {
+  const std::size_t total = spec.size();
+  const std::size_t here = shard_size(total, shard);
+  const std::size_t limit = html_report ? kMaxSweepReportPoints : kMaxSweepPoints;
+  if (here <= limit) return;
+  const std::size_t shards = (total + limit - 1) / limit;
+  const std::string whole = shard.count > 1 ? fmt::format(" (shard {}/{} of {} points)", shard.index, shard.count, total) : "";
+  input::Diagnostics diag;
+  diag.error({spec.file, spec.vary_line, spec.vary_column}, "vary",
+             html_report
+                 ? fmt::format("{} points in this run{}: an HTML report (--report) charts at most {}; shard the sweep "
+                               "(--shard K/{} or more) or leave out --report",
+                               here, whole, kMaxSweepReportPoints, shards)
+                 : fmt::format("{} points in this run{}: more than the {} one run simulates (docs/decisions.md, "
+                               "\"Input limits\"); split it with --shard K/N, N >= {} (a Slurm job array)",
+                               here, whole, kMaxSweepPoints, shards));
+  diag.throw_if_any();
+}
+
 std::vector<std::size_t> shard_points(std::size_t total, Shard shard) {
   std::vector<std::size_t> out;
   for (std::size_t i = static_cast<std::size_t>(shard.index); i < total; i += static_cast<std::size_t>(shard.count))
@@ -263,6 +294,35 @@ std::vector<PointResult> run_sweep(const SweepSpec& spec, const std::vector<std:
   return out;
 }
 
+void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const ProgressFn& progress,
+                         const std::function<void(PointResult&&)>& row, const SweepOptions& options) {
+  const std::size_t n = shard_size(spec.size(), shard);
+  sim::ReplayCache cache;
+  const auto index = [&](std::size_t k) {
+    return static_cast<std::size_t>(shard.index) + k * static_cast<std::size_t>(shard.count);
+  };
+  // Results wait here from when they finish until every earlier point is written.
+  std::mutex m;
+  std::map<std::size_t, PointResult> waiting;
+  parallel_for(
+      n, jobs,
+      [&](std::size_t k) {
+        PointResult r = run_point(spec, index(k), options, &cache);
+        std::lock_guard<std::mutex> lock(m);
+        waiting.emplace(k, std::move(r));
+      },
+      progress, 100, [&](std::size_t k) {
+        PointResult r;
+        {
+          std::lock_guard<std::mutex> lock(m);
+          auto it = waiting.find(k);
+          r = std::move(it->second);
+          waiting.erase(it);
+        }
+        row(std::move(r));
+      });
+}
+
 const std::vector<std::string>& report_columns() {
   static const std::vector<std::string> cols = {
       "step_time_s",
@@ -298,7 +358,7 @@ std::optional<double> report_number(const json& report, const std::string& colum
 }
 
 std::vector<std::string> csv_header(const SweepSpec& spec) {
-  std::vector<std::string> h;
+  std::vector<std::string> h = {"point"};  // the point's index in the whole sweep (shards keep it)
   for (const auto& k : spec.keys) h.push_back(k.path);
   for (const auto& c : report_columns()) h.push_back(c);
   h.push_back("fits");
@@ -326,19 +386,22 @@ std::string csv_line(const std::vector<std::string>& cells) {
   return out;
 }
 
+std::string csv_row(const SweepSpec&, const PointResult& r) {
+  std::vector<std::string> cells = {std::to_string(r.index)};
+  cells.insert(cells.end(), r.values.begin(), r.values.end());
+  for (const auto& c : report_columns()) {
+    const json* v = r.report.is_null() ? nullptr : lookup(r.report, c);
+    cells.push_back(v ? number_cell(*v) : "");
+  }
+  const json* fits = r.report.is_null() ? nullptr : lookup(r.report, "fits");
+  cells.push_back(fits ? number_cell(*fits) : "");
+  cells.push_back(r.error);
+  return csv_line(cells);
+}
+
 void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results) {
   out << csv_line(csv_header(spec));
-  for (const auto& r : results) {
-    std::vector<std::string> cells = r.values;
-    for (const auto& c : report_columns()) {
-      const json* v = r.report.is_null() ? nullptr : lookup(r.report, c);
-      cells.push_back(v ? number_cell(*v) : "");
-    }
-    const json* fits = r.report.is_null() ? nullptr : lookup(r.report, "fits");
-    cells.push_back(fits ? number_cell(*fits) : "");
-    cells.push_back(r.error);
-    out << csv_line(cells);
-  }
+  for (const auto& r : results) out << csv_row(spec, r);
 }
 
 std::string one_line(const std::string& message) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -24,10 +25,19 @@ struct VaryKey {
   std::vector<std::string> values;  // each value as YAML text: the --set VALUE and the CSV cell
 };
 
+// How many points one run may simulate (after --shard): a million rows of CSV is a day of
+// simulation on a node; more is a job array (docs/decisions.md, "Input limits").
+inline constexpr std::size_t kMaxSweepPoints = 1'000'000;
+// How many points an HTML report (--report) may chart: a page of 100,000 points is about 10 MB.
+inline constexpr std::size_t kMaxSweepReportPoints = 100'000;
+// How many points a sweep file may describe in all, however it is sharded.
+inline constexpr double kMaxSweepTotalPoints = 1e12;
+
 struct SweepSpec {
   std::string file;  // the sweep file as named
   std::string base;  // the base scenario, resolved against the sweep file's folder
   std::vector<VaryKey> keys;
+  int vary_line = 0, vary_column = 0;  // where `vary:` is (for errors about the number of points)
 
   std::size_t size() const;  // number of points: product of the value counts
 };
@@ -47,7 +57,15 @@ struct Shard {
   int count = 1;  // N
 };
 Shard parse_shard(const std::string& text);  // "K/N" with 0 <= K < N; throws input::InputError
+// A Slurm job array's shard from the environment (SLURM_ARRAY_TASK_ID, _MIN, _COUNT; 0- or
+// 1-based arrays alike: K = ID - MIN); nullopt outside a job array. Throws input::InputError for
+// inconsistent values. `describe` receives "K/N from SLURM_ARRAY_TASK_ID=..." for the log.
+std::optional<Shard> shard_from_slurm_env(std::string* describe = nullptr);
 std::vector<std::size_t> shard_points(std::size_t total, Shard shard);
+std::size_t shard_size(std::size_t total, Shard shard);  // shard_points(total, shard).size(), computed
+// Throws input::InputError (at the sweep's `vary:`) when the shard has more than kMaxSweepPoints
+// points, or more than kMaxSweepReportPoints with an HTML report.
+void check_sweep_size(const SweepSpec& spec, Shard shard, bool html_report);
 
 struct PointResult {
   std::size_t index = 0;
@@ -69,6 +87,12 @@ PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptio
 // calibrations: parsed once per process).
 std::vector<PointResult> run_sweep(const SweepSpec& spec, const std::vector<std::size_t>& points, int jobs,
                                    const ProgressFn& progress = {}, const SweepOptions& options = {});
+// Runs the points of `shard` on `jobs` threads and hands each result to `row` on the calling
+// thread, in point order, as soon as it and every point before it are done: memory does not
+// grow with the sweep, and an interrupted run keeps every row it wrote. An exception from
+// `row` (a failed write) stops the sweep. The points share replays as run_sweep's do.
+void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const ProgressFn& progress,
+                         const std::function<void(PointResult&&)>& row, const SweepOptions& options = {});
 
 // The report's scalar fields as CSV columns (nested maps flattened with dots), in a fixed order
 // so every shard writes the same header.
@@ -76,9 +100,10 @@ const std::vector<std::string>& report_columns();
 // A scalar of the report by column name (dotted); nullopt when absent or not a number/bool.
 std::optional<double> report_number(const nlohmann::json& report, const std::string& column);
 
-std::vector<std::string> csv_header(const SweepSpec& spec);  // keys, report columns, fits, error
+std::vector<std::string> csv_header(const SweepSpec& spec);  // point, keys, report columns, fits, error
 std::string csv_line(const std::vector<std::string>& cells);  // RFC 4180 quoting, '\n' ended
 void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results);
+std::string csv_row(const SweepSpec& spec, const PointResult& r);  // one point's line of the CSV
 
 // An error message of one line: the lines of a multi-line message joined by "; ".
 std::string one_line(const std::string& message);

@@ -14,7 +14,7 @@ namespace racksim::workflow {
 int hardware_jobs() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn, const ProgressFn& progress,
-                  int progress_interval_ms) {
+                  int progress_interval_ms, const InOrderFn& in_order) {
   if (n == 0) {
     if (progress) progress(0, 0);
     return;
@@ -26,6 +26,10 @@ void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)
   std::condition_variable cv;
   std::size_t done = 0;
   std::exception_ptr failure;
+  // Items finished, for the in-order callback: finished[i] once fn(i) has returned.
+  std::vector<char> finished;
+  std::size_t emitted = 0;
+  if (in_order) finished.assign(n, 0);
 
   auto work = [&] {
     for (;;) {
@@ -42,6 +46,7 @@ void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)
       {
         std::lock_guard<std::mutex> lock(m);
         ++done;
+        if (in_order) finished[i] = 1;
       }
       cv.notify_one();
     }
@@ -50,17 +55,35 @@ void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)
   std::vector<std::thread> pool;
   pool.reserve(workers);
   for (std::size_t w = 0; w < workers; ++w) pool.emplace_back(work);
+  // Hands the finished prefix to in_order, outside the lock; a throw stops the pool.
+  auto emit = [&](std::unique_lock<std::mutex>& lock) {
+    while (in_order && !stop && emitted < n && finished[emitted]) {
+      const std::size_t i = emitted++;
+      lock.unlock();
+      try {
+        in_order(i);
+      } catch (...) {
+        lock.lock();
+        if (!failure) failure = std::current_exception();
+        stop = true;
+        return;
+      }
+      lock.lock();
+    }
+  };
   {
     std::unique_lock<std::mutex> lock(m);
     while (done < n && !stop) {
       cv.wait_for(lock, std::chrono::milliseconds(std::max(1, progress_interval_ms)));
-      if (progress) {
+      emit(lock);
+      if (progress && !stop) {
         const std::size_t d = done;
         lock.unlock();
         progress(d, n);
         lock.lock();
       }
     }
+    emit(lock);
   }
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/cli/cli.h"
+#include "workloads/op_graph.h"
 #include "tests/unit/cli_util.h"
 
 using nlohmann::json;
@@ -66,7 +67,7 @@ TEST(Pipeline, TraceIsChromeTraceEventFormat) {
     }
   }
   EXPECT_GT(complete, 1000);
-  EXPECT_TRUE(tids.count(0) && tids.count(5) && tids.count(6));  // compute, gradient reductions, host launch
+  EXPECT_TRUE(tids.count(0) && tids.count(5) && tids.count(racksim::workloads::kStreamCount));  // compute, gradient reductions, host launch
 }
 
 TEST(Pipeline, ExitCodes) {

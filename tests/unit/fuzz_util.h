@@ -3,7 +3,12 @@
 // files, duplications). Same seed, same mutations.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -59,6 +64,50 @@ inline std::string mutate(std::string s, const std::vector<std::string>& corpus,
     }
   }
   return s;
+}
+
+// The bounds every fuzz run holds each input to (issue #16): no case may take more than
+// kMaxCaseSeconds, and the process may not hold more than kMaxFuzzBytes of data (heap and
+// anonymous mappings) while the fuzzer runs. An allocation beyond fails with std::bad_alloc,
+// which the fuzz loops report as a failure (with the input), instead of swapping the machine.
+inline constexpr double kMaxCaseSeconds = 10.0;
+inline constexpr std::uint64_t kMaxFuzzBytes = std::uint64_t{2} << 30;
+
+class MemoryLimit {
+ public:
+  explicit MemoryLimit(std::uint64_t bytes = kMaxFuzzBytes) {
+    ok_ = getrlimit(RLIMIT_DATA, &saved_) == 0;
+    if (!ok_) return;
+    rlimit lim = saved_;
+    lim.rlim_cur = std::min<rlim_t>(saved_.rlim_max, static_cast<rlim_t>(bytes));
+    ok_ = setrlimit(RLIMIT_DATA, &lim) == 0;
+  }
+  ~MemoryLimit() {
+    if (ok_) setrlimit(RLIMIT_DATA, &saved_);
+  }
+  MemoryLimit(const MemoryLimit&) = delete;
+  MemoryLimit& operator=(const MemoryLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+// CI runs each fuzzer a fixed number of times from a fixed seed. For a longer hunt, set
+// RACKSIM_FUZZ_SCALE (iterations x N) and RACKSIM_FUZZ_SEED (added to every seed).
+inline int fuzz_iterations(int n) {
+  const char* s = std::getenv("RACKSIM_FUZZ_SCALE");
+  const long k = s ? std::strtol(s, nullptr, 10) : 1;
+  return static_cast<int>(n * std::clamp<long>(k, 1, 1000));
+}
+inline std::uint64_t fuzz_seed(std::uint64_t seed) {
+  const char* s = std::getenv("RACKSIM_FUZZ_SEED");
+  return seed + (s ? std::strtoull(s, nullptr, 10) : 0);
+}
+
+// Seconds since `t0`, for the per-case time bound.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace racksim::testing

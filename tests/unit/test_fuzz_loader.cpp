@@ -28,7 +28,8 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
   static const std::vector<std::string> tokens = {
       ":", "- ", "[", "]", "{", "}", "\n", "  ", "'", "\"", "&a ", "*a", "!!map ", "? ", "|", ">", "#", "...", "---",
       "-1", "0", "1e309", "nan", "GB", "TB/s", "us", "TFLOP/s", " ", "\t", "\x01", "null", "~", "true", "tp", "gpus",
-      "preset", "1 GiB", "auto", "\xff\xfe", "99999999999999999999"};
+      "preset", "1 GiB", "auto", "\xff\xfe", "99999999999999999999", "&b [*a, *a, *a, *a]", "<<: *a", "\n---\n",
+      "overrides:\n    ", "\"", "'", "2147483647", "0 GB", "layers: 100000", "pp: 1000"};
   return racksim::testing::mutate(std::move(s), all, tokens, rng, {});
 }
 
@@ -37,10 +38,17 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
 TEST(Fuzz, ScenarioLoaderNeverCrashes) {
   const auto files = corpus();
   ASSERT_GE(files.size(), 10u);
-  std::mt19937_64 rng(20261129);
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(20261129));
   int loaded = 0, rejected = 0, simulated = 0;
-  for (int i = 0; i < 3000; ++i) {
+  racksim::testing::MemoryLimit limit;
+  for (int i = 0; i < racksim::testing::fuzz_iterations(3000); ++i) {
     const std::string text = mutate(files[rng() % files.size()], files, rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timed {
+      std::chrono::steady_clock::time_point t0;
+      const std::string& text;
+      ~Timed() { EXPECT_LT(racksim::testing::seconds_since(t0), racksim::testing::kMaxCaseSeconds) << text; }
+    } timed{t0, text};
     try {
       auto sc = sim::load_scenario_text(text, "fuzz.yaml");
       ++loaded;

@@ -33,7 +33,9 @@ std::string mutate(std::string s, const std::vector<std::string>& all, std::mt19
       "known_trip_count", R"({"known_trip_count":{"n":"3"}})", "backend_config={", "calls=%", "to_apply=%body",
       "condition=%cond", "body=%body", "while(", "fusion(", "custom-call(", "get-tuple-element(", "index=",
       "dimensions={0}", "replica_groups={{0,1}}", "replica_groups=[2,2]<=[4]", "custom_call_target=\"__cublas$gemm\"",
-      "parameter(", "constant(", "\\", "\xff", "\x01", "T(8,128)", "<=", "HloModule x\n"};
+      "parameter(", "constant(", "\\", "\xff", "\x01", "T(8,128)", "<=", "HloModule x\n", "dot(", "lhs_contracting_dims={1}",
+      "rhs_contracting_dims={0}", "lhs_batch_dims={0}", "f32[1000000000,1000000000]", "s32[100000,100000]", "%tok",
+      "replica_count=1048576", "num_partitions=4", "ENTRY", "}\n"};
   return racksim::testing::mutate(std::move(s), all, tokens, rng, {3, 24, 160, 64});
 }
 
@@ -55,11 +57,18 @@ TEST(HloFuzz, CorpusReplaysCleanly) {
 TEST(HloFuzz, ImporterNeverCrashes) {
   const auto files = corpus();
   ASSERT_GE(files.size(), 5u);
-  std::mt19937_64 rng(20261129);
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(20261129));
   const std::string tmp = ::testing::TempDir() + "/hlo_fuzz.hlo";
   int parsed = 0, lowered = 0, replayed = 0, rejected = 0;
-  for (int i = 0; i < 6000; ++i) {
+  racksim::testing::MemoryLimit limit;
+  for (int i = 0; i < racksim::testing::fuzz_iterations(6000); ++i) {
     const std::string text = mutate(files[rng() % files.size()], files, rng);
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timed {
+      std::chrono::steady_clock::time_point t0;
+      const std::string& text;
+      ~Timed() { EXPECT_LT(racksim::testing::seconds_since(t0), racksim::testing::kMaxCaseSeconds) << text; }
+    } timed{t0, text};
     try {
       const auto m = workloads::hlo::parse_hlo_text(text, "fuzz.hlo");
       ++parsed;

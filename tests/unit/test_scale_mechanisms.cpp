@@ -54,6 +54,16 @@ double volume(const OpGraph& g, CommGroup grp, CollOp op, std::optional<Phase> p
   return b;
 }
 
+// Loading fails with an input error whose text contains `what`.
+void expect_load_error(const std::string& yaml, const std::vector<std::string>& sets, const std::string& what) {
+  try {
+    load(yaml, sets);
+    ADD_FAILURE() << "loaded, expected an error containing: " << what;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 
 // (p-1)/(v·m) of the per-micro-batch stage time, whatever the data parallelism: a pipeline send never
@@ -155,10 +165,12 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, optimizer_sharding: 
   }
   EXPECT_NEAR(flops2 / flops1, 1.0, 1e-9);  // the same expert work, split differently
   EXPECT_GT(etp_collectives, 0);
-  // Loading errors: ep·etp must divide tp·cp·dp.
-  EXPECT_THROW(load(base, {"training.parallelism.etp=4", "training.parallelism.ep=8", "system.gpus=16",
-                           "training.global_batch=16"}),
-               std::exception);
+  // Loading errors: ep·etp must divide tp·cp·dp; DeepEP/HybridEP are modelled with etp 1 only.
+  expect_load_error(base, {"training.parallelism.etp=4", "training.parallelism.ep=8", "system.gpus=16",
+                           "training.global_batch=16"},
+                    "must divide tp·cp·dp");
+  expect_load_error(base, {"training.moe.dispatcher=deepep"}, "expert tensor parallelism 1 only");
+  expect_load_error(base, {"training.parallelism.ep=1", "training.moe.a2a_overlap=true"}, "needs ep > 1");
 }
 
 // Per-rank bytes of every collective against the textbook volume of each parallel dimension.
@@ -227,6 +239,23 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
   const auto limited = hw::expert_exchange_volume(sys, place, x);
   EXPECT_NEAR(limited.nic_bytes / (4096.0 * 7168 * 2 * (1 - std::pow(0.5, 8)) * 3 / 4), 1.0, 1e-12);
   EXPECT_LT(limited.nic_bytes, hier.nic_bytes);
+  // Limits that do not depend on the formula: one expert per token, or one domain per token, reaches one
+  // domain, remote with probability 3/4; never more domains than experts or than the limit.
+  for (auto [k, limit] : {std::pair{1, 0}, std::pair{8, 1}}) {
+    hw::ExpertExchange y = x;
+    y.top_k = k;
+    y.max_domains = limit;
+    const auto v = hw::expert_exchange_volume(sys, place, y);
+    EXPECT_NEAR(v.domains, 1.0, 1e-12);
+    EXPECT_NEAR(v.nic_bytes / (4096.0 * 7168 * 3 / 4), 1.0, 1e-12);
+  }
+  for (int limit : {2, 3, 4}) {
+    hw::ExpertExchange y = x;
+    y.max_domains = limit;
+    const auto v = hw::expert_exchange_volume(sys, place, y);
+    EXPECT_LE(v.domains, limit);
+    EXPECT_GT(v.domains, limit - 1);  // 8 experts nearly always reach every allowed domain
+  }
   // Time: the hierarchical exchange is NIC-bound and shorter than the plain all-to-all.
   x.max_domains = 0;
   const double t_hier = hw::estimate_expert_exchange(sys, place, x).time_s;
@@ -255,6 +284,16 @@ training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, opt
   EXPECT_LT(e2, e1);
   EXPECT_LT(overlapped.replay.step_time_s, hier.replay.step_time_s);
   EXPECT_LT(hier.replay.step_time_s, naive.replay.step_time_s);
+  // With tensor parallelism the exchanges run on their own stream: the TP collectives of the paired
+  // micro-batch do not queue behind them, so the overlap hides as much as without TP.
+  const std::vector<std::string> tp2 = {"training.parallelism.tp=2", "training.parallelism.etp=1",
+                                        "training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"};
+  auto with = [](std::vector<std::string> v, const std::string& x) { v.push_back(x); return v; };
+  const double tp_plain = sim::simulate(load(base, tp2)).replay.breakdown.exposed_communication_s;
+  const double tp_over = sim::simulate(load(base, with(tp2, "training.moe.a2a_overlap=true"))).replay.breakdown.exposed_communication_s;
+  std::cout << "tp 2: exposed communication " << tp_plain << " s, overlapped " << tp_over << " s\n";
+  EXPECT_LT(tp_over - e2, 1.2 * (tp_plain - e1));  // the overlap saves about what it saves without TP
+  EXPECT_LT(tp_over, 0.75 * tp_plain);
 }
 
 // Megatron's uneven split: the ends as given, the other stages even (DeepSeek-V3's "Et|(tt|)*30L").
@@ -275,12 +314,12 @@ training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp:
   }
   EXPECT_EQ(layers_of_rank[0].size(), 1u + 3 * 2);   // vstage 0: 1 layer; vstages 8, 16, 24: 2 each
   EXPECT_EQ(layers_of_rank[7].size(), 3u * 2 + 0);   // vstages 7, 15, 23: 2 each; vstage 31: 0 (loss only)
-  EXPECT_THROW(load(R"(system: {preset: gb200-nvl72, gpus: 256}
+  expect_load_error(R"(system: {preset: gb200-nvl72, gpus: 256}
 model: {preset: deepseek-v3}
 training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp: 8, vp: 4, ep: 32, etp: 1},
            pipeline: {first_stage_layers: 2, last_stage_layers: 0}}
-)"),
-               std::exception);
+)",
+                    {}, "must split evenly");
 }
 
 // --overlap-grad-reduce: off (Megatron's default), every bucket is reduced after the backward; on, as
@@ -360,15 +399,103 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     if (row["pass"].get<bool>()) passing.insert(row["case"].get<std::string>());
   }
   const std::set<std::string> expected = {
-      "Megatron GPT 16B, 192 H100 (TP4 PP1 DP48)",
       "Megatron GPT 70B, 768 H100 (TP8 PP2 DP48)",
       "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
       "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
-      "Llama 3 405B 131K, 16384 H100 (TP8 CP16 PP16 DP8)",
+      "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
   EXPECT_LT(sum / rows.size(), 0.31);  // 29.8% today
+}
+
+// One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
+// performance baselines (shared reference at_scale_measurements.md §1b: Megatron-LM@d98e8a64
+// tests/functional_tests/test_cases/common/moe_perf/baseline.json, mean of 20 iterations): the layer's
+// forward and backward, router to combine, with the alltoall and the DeepEP dispatcher. racksim's MoE
+// layer (grouped GEMMs on the calibrated shape curve, permutation, exchanges) is within 25% on each; the
+// at-scale MoE misses are therefore not the layer's own kernels or exchanges (docs/validation.md).
+TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
+  struct Row {
+    const char* name;
+    const char* model;
+    const char* dispatcher;
+    double fwd_ms, bwd_ms;
+  };
+  const char* deepseek = "{layers: 1, hidden: 7168, ffn_hidden: 18432, heads: 56, kv_heads: 56, vocab: 128, moe: "
+                         "{experts: 32, top_k: 8, expert_ffn_hidden: 2048, shared_experts: 1}}";
+  const char* mixtral = "{layers: 1, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128, moe: "
+                        "{experts: 8, top_k: 2, expert_ffn_hidden: 14336}}";
+  for (const Row& row : {Row{"deepseek a2a", deepseek, "alltoall", 7.12, 10.48},
+                         Row{"deepseek deepep", deepseek, "deepep", 5.68, 9.06},
+                         Row{"mixtral a2a", mixtral, "alltoall", 4.33, 7.68},
+                         Row{"mixtral deepep", mixtral, "deepep", 4.64, 7.85}}) {
+    const auto r = sim::simulate(load(std::string("system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: ") +
+                                      row.model +
+                                      "\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, "
+                                      "parallelism: {ep: 8}, moe: {dispatcher: " + row.dispatcher + "}}\n"));
+    double window[2][2] = {{1e300, 0}, {1e300, 0}};  // [forward, backward][start, end]
+    for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+      const auto& o = r.graph.ops[i];
+      const std::string name = r.graph.op_name(static_cast<OpId>(i));
+      const bool moe = name.rfind("mb0.L0.", 0) == 0 &&
+                       (name.find("router") != std::string::npos || name.find("dispatch") != std::string::npos ||
+                        name.find("experts") != std::string::npos || name.find("combine") != std::string::npos ||
+                        name.find("shared") != std::string::npos || name.find("mlp_out") != std::string::npos);
+      if (!moe || (o.phase != Phase::forward && o.phase != Phase::backward)) continue;
+      auto& w = window[o.phase == Phase::backward];
+      w[0] = std::min(w[0], r.replay.ops[i].start_s);
+      w[1] = std::max(w[1], r.replay.ops[i].end_s);
+    }
+    const double fwd_ms = (window[0][1] - window[0][0]) * 1e3, bwd_ms = (window[1][1] - window[1][0]) * 1e3;
+    std::cout << row.name << ": forward " << fwd_ms << " ms (measured " << row.fwd_ms << "), backward " << bwd_ms
+              << " ms (measured " << row.bwd_ms << ")\n";
+    EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, 0.25) << row.name;
+    EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, 0.25) << row.name;
+  }
+}
+
+// Megatron-Core's three context-parallel attentions move their textbook volumes per layer and micro-batch:
+// ring: (cp-1) K/V sends forward, (cp-1) K/V + gradient sends backward; all-gather: K/V of all ranks
+// gathered forward and backward, their gradients reduce-scattered; a2a: Q/K/V and the output exchanged
+// both ways. The step differs only by how that traffic overlaps.
+TEST(ScaleMechanisms, ContextParallelVariantsMoveTheirVolumes) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 4, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 16, vocab: 32000}
+training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4, cp: 4}}
+)";
+  const double s_local = 32768.0 / 4, a = 2, layers = 4;
+  const double kv = s_local * 2 * (16.0 / 4) * 128 * a;              // K and V of this tp rank's kv heads
+  const double qkv = s_local * ((32.0 / 4) * 128 + 2 * 4 * 128) * a;  // Q, K, V
+  const double out = s_local * (32.0 / 4) * 128 * a;
+  const auto step = [&](const char* variant, double* ag, double* rs, double* a2a, double* p2p) {
+    const auto sc = load(base, {std::string("training.cp_comm=") + variant});
+    const int m = sc.training.micro_steps();
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    *ag = volume(g, CommGroup::cp, CollOp::all_gather) / m / layers;
+    *rs = volume(g, CommGroup::cp, CollOp::reduce_scatter) / m / layers;
+    *a2a = volume(g, CommGroup::cp, CollOp::all_to_all) / m / layers;
+    *p2p = volume(g, CommGroup::cp, CollOp::send_recv) / m / layers;
+    return sim::simulate(sc).replay.step_time_s;
+  };
+  double ag, rs, a2a, p2p;
+  const double t_ring = step("p2p", &ag, &rs, &a2a, &p2p);
+  EXPECT_NEAR(p2p / ((4 - 1) * (kv + 2 * kv)), 1.0, 1e-9);
+  EXPECT_EQ(ag + rs + a2a, 0.0);
+  const double t_ag = step("all_gather", &ag, &rs, &a2a, &p2p);
+  EXPECT_NEAR(ag / (2 * 4 * kv), 1.0, 1e-9);
+  EXPECT_NEAR(rs / (4 * kv), 1.0, 1e-9);
+  EXPECT_EQ(p2p + a2a, 0.0);
+  const double t_a2a = step("a2a", &ag, &rs, &a2a, &p2p);
+  EXPECT_NEAR(a2a / (2 * (qkv + out)), 1.0, 1e-9);
+  EXPECT_EQ(p2p + ag + rs, 0.0);
+  EXPECT_GT(t_ring, 0);
+  EXPECT_GT(t_ag, 0);
+  EXPECT_GT(t_a2a, 0);
+  // Ulysses splits each tp rank's query and key/value heads over cp (Transformer Engine asserts both).
+  expect_load_error(base, {"training.cp_comm=a2a", "training.parallelism.cp=8", "system.gpus=128",
+                           "training.seq_len=65536"},
+                    "must divide the model's heads (32) and its kv_heads (16)");
 }

@@ -48,7 +48,7 @@ void expect_matches_exact(const sim::Scenario& sc, const std::string& label) {
 // Every scenario under scenarios/ (the what-ifs and the seed claims) whose step is extrapolated.
 TEST(SteadyState, ShippedScenariosMatchTheFullReplay) {
   int extrapolated = 0;
-  for (const std::string dir : {"/scenarios", "/scenarios/seed_claims"}) {
+  for (const std::string dir : {"/scenarios", "/scenarios/seed_claims", "/scenarios/validation/at_scale"}) {
     for (const auto& e : fs::directory_iterator(kSrc + dir)) {
       if (e.path().extension() != ".yaml" || e.path().filename() == "suite.yaml") continue;
       const auto sc = sim::load_scenario(e.path().string());
@@ -57,7 +57,38 @@ TEST(SteadyState, ShippedScenariosMatchTheFullReplay) {
       expect_matches_exact(sc, e.path().filename().string());
     }
   }
-  EXPECT_GE(extrapolated, 4);  // quickstart, the 70B and DeepSeek what-ifs, several seed claims
+  // quickstart, the 70B and DeepSeek what-ifs, several seed claims, the at-scale rows with long steps
+  EXPECT_GE(extrapolated, 12);
+}
+
+// Issue #12's at-scale mechanisms inside the window: the comm_ep stream with MoE exchanges overlapped
+// in 1F1B pairs (under 1F1B and interleaved stages), the NCCL and hierarchical dispatchers, uneven
+// first/last stages, FSDP gathering once per step under a pipeline, the three context-parallel
+// variants, and the 16,384-GPU Llama 3 layout with a step long enough to extrapolate.
+TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
+  int n = 0;
+  auto check = [&](const std::string& file, const std::vector<std::string>& sets) {
+    const auto sc = sim::load_scenario(kSrc + file, sim::parse_set_overrides(sets));
+    std::string label = file;
+    for (const auto& x : sets) label += " " + x;
+    ASSERT_TRUE(sim::steady_state_plan(sc)) << label;
+    expect_matches_exact(sc, label);
+    ++n;
+  };
+  const std::string ds = "/scenarios/deepseek-v3-gb200.yaml";
+  check(ds, {"training.moe.a2a_overlap=true", "training.moe.dispatcher=alltoall"});
+  check(ds, {"training.moe.a2a_overlap=true", "training.parallelism.vp=2", "training.global_batch=2048"});
+  check(ds, {"training.pipeline.first_stage_layers=1", "training.pipeline.last_stage_layers=0"});
+  check(ds, {"training.optimizer_sharding=fsdp", "training.moe.a2a_overlap=true"});
+  check(ds, {"training.parallelism.pp=1", "training.parallelism.ep=32", "training.moe.a2a_overlap=true",
+             "training.global_batch=512", "system.gpus=128"});
+  const std::string dense = "/scenarios/quickstart.yaml";
+  for (const char* cp : {"p2p", "all_gather", "a2a"})
+    check(dense, {"training.parallelism.cp=2", std::string("training.cp_comm=") + cp, "training.parallelism.pp=2",
+                  "training.global_batch=64"});
+  check(dense, {"training.parallelism.pp=2", "training.optimizer_sharding=fsdp", "training.global_batch=64"});
+  check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192"});
+  EXPECT_EQ(n, 10);
 }
 
 // Layouts the sweeps explore: no pipeline, 1F1B, interleaved; ZeRO-1 and FSDP; no, full and

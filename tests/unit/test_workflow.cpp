@@ -178,13 +178,13 @@ TEST_F(WorkflowSweepCli, OneRowPerPointWithErrorRows) {
   EXPECT_EQ(r.err, "");  // quiet when stderr is not a terminal
   const auto rows = lines(r.out);
   ASSERT_EQ(rows.size(), 7u);
-  EXPECT_EQ(rows[0].rfind("training.parallelism.tp,training.recompute,step_time_s,tokens_per_s_per_gpu,", 0), 0u);
+  EXPECT_EQ(rows[0].rfind("point,training.parallelism.tp,training.recompute,step_time_s,tokens_per_s_per_gpu,", 0), 0u);
   EXPECT_EQ(rows[0].substr(rows[0].size() - 11), ",fits,error");
-  EXPECT_EQ(rows[1].rfind("1,none,", 0), 0u);
-  EXPECT_EQ(rows[2].rfind("1,full,", 0), 0u);
-  EXPECT_EQ(rows[3].rfind("3,none,,,", 0), 0u);  // error row: no numbers
+  EXPECT_EQ(rows[1].rfind("0,1,none,", 0), 0u);
+  EXPECT_EQ(rows[2].rfind("1,1,full,", 0), 0u);
+  EXPECT_EQ(rows[3].rfind("2,3,none,,,", 0), 0u);  // error row: no numbers
   EXPECT_NE(rows[3].find("tp (3) must divide the model's heads (32)"), std::string::npos) << rows[3];
-  EXPECT_EQ(rows[5].rfind("2,none,", 0), 0u);
+  EXPECT_EQ(rows[5].rfind("4,2,none,", 0), 0u);
   EXPECT_NE(rows[5].find(",true,"), std::string::npos);
   EXPECT_EQ(rows[5].back(), ',');  // valid row: empty error
 }

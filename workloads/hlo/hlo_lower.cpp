@@ -18,6 +18,7 @@ namespace {
 constexpr double kMaxOpBytes = 1e15;   // one kernel moving a petabyte is not a training step
 constexpr double kMaxOpFlops = 1e20;
 constexpr int64_t kMaxTripCount = 1'000'000;
+constexpr double kMaxTokensPerDevice = 1e9;
 
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -263,6 +264,13 @@ class Lowerer {
       }
     }
     if (!pick) return;
+    // A step of more than a billion tokens on one device is not a training step: a token count
+    // that large would only make tokens/s absurd (docs/decisions.md, "Input limits").
+    if (pick->shape.elements() > kMaxTokensPerDevice)
+      fail_at(m_, *pick,
+              fmt::format("argument '{}' {} would be {:.3g} tokens per device and step, more than the {:.0e} racksim "
+                          "takes (docs/decisions.md, \"Input limits\")",
+                          pick->name, pick->shape.to_string(), pick->shape.elements(), kMaxTokensPerDevice));
     s_.tokens_per_device = pick->shape.elements();
     s_.tokens_source = fmt::format("argument '{}' {} (batch x sequence)", pick->name, pick->shape.to_string());
   }

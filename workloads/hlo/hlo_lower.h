@@ -18,7 +18,9 @@ namespace racksim::workloads::hlo {
 
 struct LowerOptions {
   int gpus = 1;                        // devices of the job (for collectives over "all devices")
-  std::size_t max_ops = 4'000'000;     // the unrolled program may not exceed this many ops
+  // The unrolled program may not exceed this many ops: about 640 bytes of memory and 16 us of
+  // replay each, so 1.3 GB and half a minute (docs/decisions.md, "Input limits").
+  std::size_t max_ops = 2'000'000;
 };
 
 struct LoopInfo {

@@ -7,15 +7,21 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
 
+#include "hardware_models/system_spec.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 
 namespace racksim::workloads::hlo {
 
 namespace {
+
+// One array of a module: 16 TiB, a hundred times the largest GPU memory (docs/decisions.md).
+constexpr double kMaxArrayBytes = static_cast<double>(std::uint64_t{1} << 44);
 
 struct TypeInfo {
   std::string_view name;
@@ -104,7 +110,15 @@ class Parser {
       m.computations.push_back(std::move(c));
     }
     if (m.computations.empty()) fail(p_, "the module has no computations");
-    if (m.entry < 0) m.entry = static_cast<int>(m.computations.size()) - 1;  // XLA's convention
+    // XLA prints the entry computation last, marked ENTRY; without it the file is cut short (or
+    // not what compile().as_text() prints), and replaying another computation would be wrong.
+    if (m.entry < 0)
+      fail(p_, fmt::format("the module has no ENTRY computation (the last of its {} computations is '{}'): is the "
+                           "file truncated?",
+                           m.computations.size(), m.computations.back().name));
+    if (static_cast<int64_t>(m.replica_count) * m.num_partitions > hw::kMaxGpus)
+      fail(0, fmt::format("replica_count x num_partitions = {} x {} is more than the {} devices racksim models",
+                          m.replica_count, m.num_partitions, hw::kMaxGpus));
     // Every called computation must exist.
     for (const auto& c : m.computations)
       for (const auto& inst : c.instructions)
@@ -236,10 +250,10 @@ class Parser {
     try {
       std::size_t used = 0;
       const long v = std::stol(a.value, &used);
-      if (used == a.value.size() && v >= 1 && v <= 1'000'000) return static_cast<int>(v);
+      if (used == a.value.size() && v >= 1 && v <= hw::kMaxGpus) return static_cast<int>(v);
     } catch (const std::exception&) {
     }
-    fail(0, fmt::format("header attribute {}={} is not a device count", a.name, a.value));
+    fail(0, fmt::format("header attribute {}={} is not a device count (1 to {})", a.name, a.value, hw::kMaxGpus));
   }
 
   // A "string" with backslash escapes; returns its contents (escapes kept) and leaves p_ after it.
@@ -372,6 +386,10 @@ class Parser {
       }
     }
     if (peek('{')) layout(sh);  // a layout follows the dimensions with no space
+    if (sh.bytes() > kMaxArrayBytes)
+      fail(tpos, fmt::format("shape {} holds {:.3g} bytes, more than the {} TiB racksim takes for one array "
+                             "(docs/decisions.md, \"Input limits\")",
+                             sh.to_string(), sh.bytes(), kMaxArrayBytes / (1ull << 40)));
     return sh;
   }
 
@@ -552,6 +570,130 @@ class Parser {
     return inst;
   }
 
+  // Operand counts and shapes that the opcode requires (what XLA's verifier checks, for the
+  // opcodes whose shapes the importer reads): a module that breaks them was not printed by XLA.
+  void verify_shapes(const Computation& c, const Instruction& inst) const {
+    const std::string& op = inst.opcode;
+    auto bad = [&](const std::string& why) {
+      fail_at(inst.line, inst.column, fmt::format("'{}' ({} {}): {}", inst.name, op, inst.shape.to_string(), why));
+    };
+    auto operand = [&](std::size_t i) -> const Shape& {
+      return c.instructions[static_cast<std::size_t>(inst.operands[i])].shape;
+    };
+    auto need_operands = [&](std::size_t n) {
+      if (inst.operands.size() != n)
+        bad(fmt::format("takes {} operand{}, has {}", n, n == 1 ? "" : "s", inst.operands.size()));
+    };
+    auto need_array = [&](const Shape& s, const std::string& what) {
+      if (s.is_tuple) bad(fmt::format("{} must be an array, not the tuple {}", what, s.to_string()));
+    };
+    auto same_dims = [&](const Shape& s, const std::string& what) {
+      need_array(s, what);
+      if (s.dims != inst.shape.dims)
+        bad(fmt::format("{} {} does not have the result's dimensions", what, s.to_string()));
+    };
+    static const std::set<std::string, std::less<>> binary = {
+        "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "and", "or", "xor",
+        "atan2", "compare", "shift-left", "shift-right-arithmetic", "shift-right-logical", "complex"};
+    static const std::set<std::string, std::less<>> unary = {
+        "abs", "negate", "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "sqrt", "rsqrt",
+        "cbrt", "convert", "copy", "not", "sign", "floor", "ceil", "cosine", "sine", "tan", "logistic",
+        "round-nearest-afz", "round-nearest-even", "is-finite", "real", "imag", "popcnt", "count-leading-zeros",
+        "erf"};
+    if (op == "dot") {
+      need_operands(2);
+      const Shape& lhs = operand(0);
+      const Shape& rhs = operand(1);
+      need_array(lhs, "the left operand");
+      need_array(rhs, "the right operand");
+      need_array(inst.shape, "the result");
+      auto dims_attr = [&](const char* key, const Shape& s) {
+        std::vector<int64_t> out;
+        if (const std::string* v = inst.attr(key)) {
+          std::string cur;
+          for (char ch : *v + ",") {
+            if (std::isdigit(static_cast<unsigned char>(ch))) {
+              cur += ch;
+            } else if (ch == ',' || ch == '}') {
+              if (cur.empty()) continue;
+              if (cur.size() > 6 || std::stoll(cur) >= static_cast<int64_t>(s.dims.size()))
+                bad(fmt::format("{}={} names a dimension that {} does not have", key, *v, s.to_string()));
+              out.push_back(std::stoll(cur));
+              cur.clear();
+            } else if (ch != '{' && ch != ' ') {
+              bad(fmt::format("{}={} is not a list of dimensions", key, *v));
+            }
+          }
+        }
+        for (std::size_t i = 0; i < out.size(); ++i)
+          for (std::size_t j = i + 1; j < out.size(); ++j)
+            if (out[i] == out[j]) bad(fmt::format("{}={} names a dimension twice", key, *inst.attr(key)));
+        return out;
+      };
+      const auto lc = dims_attr("lhs_contracting_dims", lhs), rc = dims_attr("rhs_contracting_dims", rhs);
+      const auto lb = dims_attr("lhs_batch_dims", lhs), rb = dims_attr("rhs_batch_dims", rhs);
+      if (lc.size() != rc.size()) bad("lhs and rhs contract different numbers of dimensions");
+      if (lb.size() != rb.size()) bad("lhs and rhs have different numbers of batch dimensions");
+      for (std::size_t i = 0; i < lc.size(); ++i)
+        if (lhs.dims[static_cast<std::size_t>(lc[i])] != rhs.dims[static_cast<std::size_t>(rc[i])])
+          bad(fmt::format("contracting dimensions differ: {} (lhs dimension {}) against {} (rhs dimension {})",
+                          lhs.dims[static_cast<std::size_t>(lc[i])], lc[i], rhs.dims[static_cast<std::size_t>(rc[i])],
+                          rc[i]));
+      for (std::size_t i = 0; i < lb.size(); ++i)
+        if (lhs.dims[static_cast<std::size_t>(lb[i])] != rhs.dims[static_cast<std::size_t>(rb[i])])
+          bad(fmt::format("batch dimensions differ: {} against {}", lhs.dims[static_cast<std::size_t>(lb[i])],
+                          rhs.dims[static_cast<std::size_t>(rb[i])]));
+      for (const auto& d : lc)
+        for (const auto& e : lb)
+          if (d == e) bad("a left dimension is both contracting and batch");
+      for (const auto& d : rc)
+        for (const auto& e : rb)
+          if (d == e) bad("a right dimension is both contracting and batch");
+      // The result: batch dimensions, then the free dimensions of lhs, then those of rhs.
+      std::vector<int64_t> want;
+      for (auto b : lb) want.push_back(lhs.dims[static_cast<std::size_t>(b)]);
+      auto free_dims = [&](const Shape& s, const std::vector<int64_t>& con, const std::vector<int64_t>& bat) {
+        for (std::size_t d = 0; d < s.dims.size(); ++d) {
+          const auto di = static_cast<int64_t>(d);
+          if (std::find(con.begin(), con.end(), di) == con.end() && std::find(bat.begin(), bat.end(), di) == bat.end())
+            want.push_back(s.dims[d]);
+        }
+      };
+      free_dims(lhs, lc, lb);
+      free_dims(rhs, rc, rb);
+      if (want != inst.shape.dims) {
+        Shape w;
+        w.element_type = inst.shape.element_type;
+        w.dims = want;
+        bad(fmt::format("{} x {} gives {}, not the result's shape", lhs.to_string(), rhs.to_string(), w.to_string()));
+      }
+    } else if (binary.count(op)) {
+      need_operands(2);
+      same_dims(operand(0), "the first operand");
+      same_dims(operand(1), "the second operand");
+    } else if (unary.count(op)) {
+      need_operands(1);
+      same_dims(operand(0), "the operand");
+    } else if (op == "select") {
+      need_operands(3);
+      need_array(operand(0), "the predicate");
+      if (!operand(0).dims.empty() && operand(0).dims != inst.shape.dims)
+        bad(fmt::format("the predicate {} is neither a scalar nor of the result's dimensions", operand(0).to_string()));
+      same_dims(operand(1), "the second operand");
+      same_dims(operand(2), "the third operand");
+    } else if (op == "reshape" || op == "transpose") {
+      need_operands(1);
+      need_array(operand(0), "the operand");
+      need_array(inst.shape, "the result");
+      if (operand(0).elements() != inst.shape.elements())
+        bad(fmt::format("the operand {} has {:.0f} elements, the result {:.0f}", operand(0).to_string(),
+                        operand(0).elements(), inst.shape.elements()));
+    } else if (op == "get-tuple-element" || op == "while" || op == "bitcast" || op == "broadcast" ||
+               op == "slice" || op == "reduce-precision") {
+      need_operands(1);
+    }
+  }
+
   Computation computation() {
     Computation c;
     comp_pos_ = p_;
@@ -602,12 +744,18 @@ class Parser {
     if (c.instructions.empty()) fail(comp_pos_, fmt::format("computation '{}' has no instructions", c.name));
     if (c.root < 0) c.root = static_cast<int>(c.instructions.size()) - 1;
     // Resolve operands and parameters.
-    for (auto& inst : c.instructions) {
+    for (std::size_t ii = 0; ii < c.instructions.size(); ++ii) {
+      auto& inst = c.instructions[ii];
       for (const auto& on : inst.operand_names) {
         auto it = c.index.find(on);
         if (it == c.index.end())
           fail_at(inst.line, inst.column,
                   fmt::format("operand '{}' of '{}' is not defined in computation '{}'", on, inst.name, c.name));
+        // XLA prints a computation in post order: an operand is defined before its users.
+        if (static_cast<std::size_t>(it->second) >= ii)
+          fail_at(inst.line, inst.column,
+                  fmt::format("operand '{}' of '{}' is used before it is defined (line {})", on, inst.name,
+                              c.instructions[static_cast<std::size_t>(it->second)].line));
         inst.operands.push_back(it->second);
       }
       if (inst.opcode == "parameter") {
@@ -622,6 +770,7 @@ class Parser {
     }
     for (std::size_t i = 0; i < c.parameters.size(); ++i)
       if (c.parameters[i] < 0) fail(comp_pos_, fmt::format("computation '{}' has no parameter({})", c.name, i));
+    for (const auto& inst : c.instructions) verify_shapes(c, inst);
     return c;
   }
 };
@@ -723,42 +872,82 @@ Module parse_hlo_text(std::string_view text, const std::string& file_label) {
   return p.parse();
 }
 
-std::string read_hlo_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) file_error(path, "cannot open HLO module file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string raw = ss.str();
-  if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
-    return raw;
-  // gzip: inflate with zlib (windowBits 15 + 32 = auto-detect the gzip header).
+namespace {
+
+// Inflates every member of a gzip file (gzip -c a b > ab.gz is one valid file of two members),
+// handing the text to `sink` in blocks; throws InputError past `max_bytes` of text, so a gzip
+// bomb costs time up to the limit but no memory.
+void inflate_gzip(const std::string& path, std::string& raw, std::uint64_t max_bytes,
+                  const std::function<void(const char*, std::size_t)>& sink) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 32) != Z_OK) throw std::runtime_error("zlib inflateInit2 failed");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&zs};
   zs.next_in = reinterpret_cast<Bytef*>(raw.data());
-  zs.avail_in = static_cast<uInt>(raw.size());
-  std::string out;
-  char buf[1 << 16];
-  int rc = Z_OK;
-  constexpr std::size_t kMaxText = std::size_t{4} << 30;  // 4 GiB of HLO text is not a training step
-  while (rc != Z_STREAM_END) {
-    zs.next_out = reinterpret_cast<Bytef*>(buf);
-    zs.avail_out = sizeof(buf);
-    rc = inflate(&zs, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) {
-      inflateEnd(&zs);
+  std::size_t left = raw.size();
+  std::vector<char> buf(std::size_t{1} << 16);
+  std::uint64_t total = 0;
+  for (;;) {
+    // avail_in is 32 bits: feed a file larger than 4 GiB in pieces.
+    if (zs.avail_in == 0 && left > 0) {
+      zs.avail_in = static_cast<uInt>(std::min<std::size_t>(left, std::size_t{1} << 30));
+      left -= zs.avail_in;
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(buf.data());
+    zs.avail_out = static_cast<uInt>(buf.size());
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END && !(rc == Z_BUF_ERROR && zs.avail_in == 0 && left == 0))
       file_error(path, fmt::format("corrupt gzip data (zlib: {})", zs.msg ? zs.msg : "error"));
+    const std::size_t n = buf.size() - zs.avail_out;
+    total += n;
+    if (total > max_bytes)
+      file_error(path, fmt::format("the HLO text inside this gzip file is larger than {} (the limit of racksim, "
+                                   "docs/decisions.md \"Input limits\"): a gzip bomb, or not a training step",
+                                   input::format_limit(max_bytes)));
+    if (n > 0) sink(buf.data(), n);
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0 && left == 0) return;
+      // Another gzip member may follow (concatenated files); trailing zero padding is ignored.
+      const auto* next = reinterpret_cast<const unsigned char*>(zs.next_in);
+      if (zs.avail_in >= 2 && next[0] == 0x1f && next[1] == 0x8b) {
+        if (inflateReset(&zs) != Z_OK) throw std::runtime_error("zlib inflateReset failed");
+        continue;
+      }
+      bool zeros = left == 0;
+      for (uInt i = 0; i < zs.avail_in && zeros; ++i) zeros = next[i] == 0;
+      if (zeros) return;
+      file_error(path, "data after the end of the gzip stream that is not another gzip member");
     }
-    out.append(buf, sizeof(buf) - zs.avail_out);
-    if (out.size() > kMaxText) {
-      inflateEnd(&zs);
-      file_error(path, "decompressed HLO text exceeds 4 GiB");
-    }
-    if (rc != Z_STREAM_END && zs.avail_in == 0 && zs.avail_out != 0) {
-      inflateEnd(&zs);
-      file_error(path, "truncated gzip data");
-    }
+    if (rc == Z_BUF_ERROR || (zs.avail_in == 0 && left == 0 && n == 0))
+      file_error(path, "truncated gzip data (the file ends inside the compressed stream)");
   }
-  inflateEnd(&zs);
+}
+
+}  // namespace
+
+std::string read_hlo_text(const std::string& path) { return read_hlo_text(path, input::limits::kMaxHloTextBytes); }
+
+std::string read_hlo_text(const std::string& path, std::uint64_t max_bytes) {
+  std::string raw = input::read_file_bounded(path, max_bytes, "an HLO module", input::Binary::stop_unless_gzip);
+  if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b) {
+    if (const auto nul = raw.find('\0'); nul != std::string::npos) {
+      const int line = 1 + static_cast<int>(std::count(raw.begin(), raw.begin() + static_cast<long>(nul), '\n'));
+      const auto bol = raw.rfind('\n', nul);
+      input::Diagnostic d;
+      d.where = {path, line, static_cast<int>(nul - (bol == std::string::npos ? 0 : bol + 1)) + 1};
+      d.message = "HLO: binary data (a NUL byte), not HLO text nor gzip";
+      throw input::InputError(std::vector<input::Diagnostic>{d});
+    }
+    return raw;
+  }
+  // gzip: measure the text first (no memory), then inflate it into one allocation of its size.
+  std::uint64_t size = 0;
+  inflate_gzip(path, raw, max_bytes, [&](const char*, std::size_t n) { size += n; });
+  std::string out;
+  out.reserve(static_cast<std::size_t>(size));
+  inflate_gzip(path, raw, max_bytes, [&](const char* p, std::size_t n) { out.append(p, n); });
   return out;
 }
 

@@ -3,6 +3,7 @@
 // including attributes and opcodes the importer does not interpret (they are kept as text).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,7 +18,11 @@ Module parse_hlo_text(std::string_view text, const std::string& file_label);
 // parses it. A missing or unreadable file is an InputError.
 Module load_hlo_file(const std::string& path);
 
-// The file's text, decompressed when gzip (exposed for tests and the fuzzer).
+// The file's text, decompressed when gzip (every member of a multi-member file), at most
+// input::limits::kMaxHloTextBytes (4 GiB) as a file and as text: beyond is an InputError, and
+// a gzip bomb is measured without being held in memory. Exposed for tests and the fuzzer;
+// `max_bytes` lets a test use a smaller limit.
 std::string read_hlo_text(const std::string& path);
+std::string read_hlo_text(const std::string& path, std::uint64_t max_bytes);
 
 }  // namespace racksim::workloads::hlo

@@ -1,0 +1,165 @@
+// racksim models import HF_CONFIG.json [--out MODEL.yaml] [--name NAME]
+// racksim import megatron ARGS [--out SCENARIO.yaml] [--system PRESET] [--gpus N] [--model M] [--vocab N]
+//
+// Both write YAML (to --out, else stdout) that racksim loads back; the result is checked by
+// loading it before it is written, so an import never leaves a file that does not run.
+// Warnings (what the target format cannot say) go to stderr and into the file's header.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <ostream>
+
+#include "hardware_models/nccl_tests.h"
+#include "sim/cli/commands.h"
+#include "sim/input/diagnostics.h"
+#include "sim/input/yaml_reader.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/importers/hf_config.h"
+#include "workloads/importers/megatron_args.h"
+#include "workloads/model_spec.h"
+
+namespace racksim::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using input::input_error;
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw input_error(path, 0, 0, "--out", "cannot write this file");
+  f << text;
+  f.close();
+  if (!f) throw input_error(path, 0, 0, "--out", "write failed");
+}
+
+struct MegatronCmd {
+  std::string file, out;
+  workloads::importers::MegatronOptions opt;
+};
+
+int cmd_import_megatron(const MegatronCmd& c, std::ostream& out) {
+  auto opt = c.opt;
+  // A model file named relative to here is written relative to the scenario's folder.
+  const bool model_is_path =
+      opt.model.find('/') != std::string::npos || opt.model.ends_with(".yaml") || opt.model.ends_with(".yml");
+  if (model_is_path && !c.out.empty() && fs::path(opt.model).is_relative()) {
+    const fs::path out_dir = fs::absolute(fs::path(c.out)).parent_path();
+    opt.model = fs::relative(fs::absolute(opt.model), out_dir).generic_string();
+  }
+  const auto r = workloads::importers::import_megatron_args(c.file, opt);
+  for (const auto& w : r.warnings) spdlog::warn("{}: {}", c.file, w);
+  spdlog::info("{}: {} arguments used, {} ignored (no effect on the step time)", c.file, r.used.size(), r.ignored.size());
+  // Load it back as racksim would: an invalid result (tp not dividing heads, ...) is an error here.
+  const std::string label = c.out.empty() ? c.file + " (imported scenario)" : c.out;
+  try {
+    sim::load_scenario_text(r.yaml, c.out.empty() ? label : c.out);
+  } catch (const input::InputError& e) {
+    throw input_error(c.file, 0, 0, "",
+                              fmt::format("the imported scenario is not valid:\n{}\n--- the scenario:\n{}", e.what(), r.yaml));
+  }
+  if (c.out.empty()) {
+    out << r.yaml;
+  } else {
+    write_text(c.out, r.yaml);
+    out << fmt::format("wrote {}: {} arguments used, {} ignored, {} warning{}\n", c.out, r.used.size(), r.ignored.size(),
+                       r.warnings.size(), r.warnings.size() == 1 ? "" : "s");
+  }
+  return kOk;
+}
+
+}  // namespace
+
+CLI::App* register_models_import(CLI::App& models, ModelsImport& opts) {
+  auto* sub = models.add_subcommand("import", "write a model file from a Hugging Face config.json (each field with its source key)");
+  sub->add_option("config", opts.config, "the model's config.json (Llama, Mistral, Mixtral, Qwen2/3 dense and MoE, DeepSeek-V3)")
+      ->required();
+  sub->add_option("--out", opts.out, "write the model YAML here (default: stdout); use it as model: {preset: FILE}")
+      ->type_name("MODEL.yaml");
+  sub->add_option("--name", opts.name, "the model's name (default: _name_or_path, else the file's name)")->type_name("NAME");
+  return sub;
+}
+
+int cmd_models_import(const ModelsImport& o, std::ostream& out) {
+  const auto m = workloads::importers::import_hf_config(o.config, o.name);
+  for (const auto& w : m.warnings) spdlog::warn("{}: {}", o.config, w);
+  for (const auto& n : m.notes) spdlog::info("{}: {}", o.config, n);
+  const std::string yaml = workloads::importers::to_model_yaml(m, o.config);
+  {
+    // Loads back as a model preset would (strict reader, cross-field checks).
+    input::LoadSession session;
+    auto root = input::load_yaml_text(yaml, o.out.empty() ? o.config : o.out, session.ctx);
+    if (root) {
+      auto back = workloads::parse_model(*root, true);
+      workloads::validate_model(back, *root);
+    }
+    session.diag.throw_if_any();
+  }
+  if (o.out.empty()) {
+    out << yaml;
+  } else {
+    write_text(o.out, yaml);
+    out << fmt::format("wrote {}: {} ({:.2f}B parameters, {:.2f}B active){}\n", o.out, m.model.name,
+                       workloads::total_params(m.model) / 1e9, workloads::active_params(m.model) / 1e9,
+                       m.warnings.empty() ? "" : fmt::format("; {} warning{} in its header", m.warnings.size(),
+                                                             m.warnings.size() == 1 ? "" : "s"));
+  }
+  return kOk;
+}
+
+int cmd_calibrate_read(const CalibrateRead& o, std::ostream& out) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& path : o.files) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw input_error(path, 0, 0, "", "cannot read file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const auto tests = hw::parse_nccl_tests_output(ss.str(), path);
+    if (tests.empty()) throw input_error(path, 0, 0, "", "no nccl-tests table found");
+    for (const auto& t : tests) {
+      nlohmann::json j = hw::nccl_tests_json(t);
+      j["file"] = path;
+      all.push_back(j);
+      if (!o.json) {
+        out << fmt::format("{}: {} on {} GPUs, {} sizes ({} column, {})\n", path, t.op.empty() ? "?" : t.op, t.gpus,
+                           t.rows.size(), t.time_column, t.format);
+        out << fmt::format("  {:>14} {:>12} {:>10} {:>10}\n", "size (B)", "time (us)", "algbw GB/s", "busbw GB/s");
+        for (const auto& r : t.rows)
+          out << fmt::format("  {:>14.0f} {:>12.2f} {:>10.2f} {:>10.2f}\n", r.bytes, r.time_s * 1e6, r.algbw_Bps / 1e9,
+                             r.busbw_Bps / 1e9);
+      }
+    }
+  }
+  if (o.json) out << all.dump() << '\n';
+  return kOk;
+}
+
+Registered register_import(CLI::App& app) {
+  auto c = std::make_shared<MegatronCmd>();
+  auto* sub = app.add_subcommand("import", "write a racksim scenario from a training framework's configuration");
+  sub->require_subcommand(1);
+  auto* meg = sub->add_subcommand(
+      "megatron", "from Megatron-LM / NeMo arguments: an argument list, a launch script, or the arguments block of a log");
+  meg->add_option("args", c->file, "file holding the arguments (args.txt, train.sh, or a Megatron log)")->required();
+  meg->add_option("--out", c->out, "write the scenario YAML here (default: stdout)")->type_name("SCENARIO.yaml");
+  meg->add_option("--system", c->opt.system, "system preset (default: guessed from the file name, else h100-sxm)")
+      ->type_name("PRESET");
+  meg->add_option("--gpus", c->opt.gpus, "GPUs of the job (default: torchrun's --nproc_per_node x --nnodes)")
+      ->check(CLI::Range(1, 10'000'000))
+      ->type_name("N");
+  meg->add_option("--model", c->opt.model, "a model preset or file instead of the architecture arguments")
+      ->type_name("MODEL");
+  meg->add_option("--vocab", c->opt.vocab, "vocabulary size, when the arguments leave it to the tokenizer")
+      ->check(CLI::Range(1, 100'000'000))
+      ->type_name("N");
+  meg->add_option("--name", c->opt.name, "scenario name (default: the file's name)")->type_name("NAME");
+  return {sub, [c](std::ostream& out, std::ostream&) { return cmd_import_megatron(*c, out); }};
+}
+
+}  // namespace racksim::cli

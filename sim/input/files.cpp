@@ -1,0 +1,132 @@
+#include "sim/input/files.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim/input/diagnostics.h"
+
+namespace racksim::input {
+
+namespace {
+
+[[noreturn]] void file_error(const std::string& path, const std::string& message) {
+  Diagnostic d;
+  d.where.file = path;
+  d.message = message;
+  throw InputError(std::vector<Diagnostic>{d});
+}
+
+// Closes a file descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::string format_limit(std::uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{} {}", bytes, units[u]);
+}
+
+std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, const std::string& what,
+                              Binary binary) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) file_error(path, "cannot open file");
+    file_error(path, fmt::format("cannot open file: {}", std::strerror(e)));
+  }
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) file_error(path, fmt::format("cannot read file: {}", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) file_error(path, fmt::format("is a directory; expected {}", what));
+  auto too_big = [&](const std::string& size) {
+    file_error(path, fmt::format("too large for {}: {}; the limit is {} (docs/decisions.md, \"Input limits\")", what,
+                                 size, format_limit(max_bytes)));
+  };
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    too_big(fmt::format("{} bytes", static_cast<std::uint64_t>(st.st_size)));
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.reserve(static_cast<std::size_t>(st.st_size));
+  std::vector<char> buf(std::size_t{1} << 16);
+  for (;;) {
+    const ssize_t n = ::read(f.fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      file_error(path, fmt::format("cannot read file: {}", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes) too_big(fmt::format("more than {}", format_limit(max_bytes)));
+    out.append(buf.data(), static_cast<std::size_t>(n));
+    const bool gzip = out.size() >= 2 && static_cast<unsigned char>(out[0]) == 0x1f &&
+                      static_cast<unsigned char>(out[1]) == 0x8b;
+    const bool stop = binary == Binary::stop || (binary == Binary::stop_unless_gzip && !gzip);
+    if (stop && std::memchr(buf.data(), '\0', static_cast<std::size_t>(n)) != nullptr) break;
+  }
+  return out;
+}
+
+OutputFile::OutputFile(std::string path, std::string option) : path_(std::move(path)), option_(std::move(option)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail(errno);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::fail(int err) const {
+  file_error(path_, fmt::format("cannot write ({}): {}", option_, std::strerror(err)));
+}
+
+void OutputFile::write(std::string_view data) {
+  if (fd_ < 0) fail(EBADF);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(errno);
+}
+
+void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
+  OutputFile f(path, option);
+  f.write(content);
+  f.close();
+}
+
+void check_stream(std::ostream& out, const std::string& label, const std::string& option) {
+  errno = 0;
+  out.flush();
+  if (out) return;
+  const int e = errno;
+  file_error(label, e != 0 ? fmt::format("cannot write ({}): {}", option, std::strerror(e))
+                           : fmt::format("cannot write ({})", option));
+}
+
+}  // namespace racksim::input

@@ -1,0 +1,69 @@
+// Bounded reading and checked writing of the files racksim touches. Every input limit is a
+// named constant here or next to the code it guards, documented in docs/decisions.md ("Input
+// limits") and README.md; an input beyond one is an InputError naming the file and the limit.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+namespace racksim::input {
+
+namespace limits {
+// A scenario, sweep, suite, preset or calibration file: the largest shipped one is 51 KB.
+inline constexpr std::uint64_t kMaxYamlFileBytes = std::uint64_t{16} << 20;  // 16 MiB
+// Nodes of one YAML document with every alias expanded (an 866-byte "billion laughs" file
+// expands to 10^9): what a loader may walk. The largest shipped file has about 3,000.
+inline constexpr std::uint64_t kMaxYamlNodes = 1'000'000;
+// Nesting of one YAML document with aliases expanded (yaml-cpp's own parser stops near 500).
+inline constexpr int kMaxYamlDepth = 256;
+// A calibration measurement (racksim-bench JSON, nccl-tests log): the largest shipped is 400 KB.
+inline constexpr std::uint64_t kMaxMeasurementFileBytes = std::uint64_t{256} << 20;  // 256 MiB
+// An HLO module, as a file and as text after gzip decompression: the shipped ones are 0.4 MB.
+inline constexpr std::uint64_t kMaxHloTextBytes = std::uint64_t{4} << 30;  // 4 GiB
+}  // namespace limits
+
+// "16 MiB", "4 GiB", "512 KiB": a byte limit as the messages print it.
+std::string format_limit(std::uint64_t bytes);
+
+// Reads the whole file at `path`, at most `max_bytes` of it. Throws InputError naming the path
+// when it does not exist or cannot be opened, is a directory, or holds more than `max_bytes`
+// (`what` names the kind of file in that message, e.g. "a YAML file"). A pipe or a device is
+// read up to the limit, never further. Unless `binary` is allowed, reading stops after the
+// first 64 KiB block that holds a NUL byte (binary data: the caller reports where), so
+// `racksim run /dev/urandom` fails at once; stop_unless_gzip allows binary data in a file that
+// starts with the gzip magic bytes.
+enum class Binary { allowed, stop, stop_unless_gzip };
+std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, const std::string& what,
+                              Binary binary);
+
+// A file written piece by piece with every write checked (a sweep streams its rows): the
+// constructor creates or truncates it, write() and close() throw InputError naming the path and
+// the option on any failure (a full disk, /dev/full, a path in a missing folder).
+class OutputFile {
+ public:
+  OutputFile(std::string path, std::string option);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  void write(std::string_view data);
+  void close();
+  const std::string& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail(int err) const;
+  std::string path_, option_;
+  int fd_ = -1;
+};
+
+// Writes `content` to `path` and checks that every byte reached the file (open, write, flush
+// and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
+// `option` names the command-line option that chose the path (--trace, --out, ...).
+void write_file_checked(const std::string& path, std::string_view content, const std::string& option);
+
+// Flushes `out` and throws InputError naming `label` (e.g. "<standard output>") when the
+// stream has failed: a write to a full disk, a closed pipe, /dev/full.
+void check_stream(std::ostream& out, const std::string& label, const std::string& option);
+
+}  // namespace racksim::input

@@ -1,0 +1,57 @@
+#include "sim/scenario/limits.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace racksim::sim {
+
+std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t) {
+  const int pp = t.parallelism.pp, vp = t.parallelism.vp;
+  SteadyState plan;
+  if (pp == 1)
+    plan = {2, 2};
+  else if (vp == 1)
+    plan = {pp, pp};
+  else
+    plan = {2 * pp, pp};
+  if (t.micro_steps() <= plan.m1 + plan.unit) return std::nullopt;
+  return plan;
+}
+
+int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
+  const auto plan = steady_state_plan(t);
+  const int64_t steps = plan ? 2 * static_cast<int64_t>(plan->m1) + plan->unit : t.micro_steps();
+  return static_cast<int64_t>(m.layers) * steps;
+}
+
+void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model) {
+  const double params = workloads::total_params(m);
+  if (!(params <= kMaxParams)) {
+    model.error(fmt::format("the model has {:.3g} parameters, more than the {:.0e} racksim simulates (docs/decisions.md, "
+                            "\"Input limits\"); check hidden, ffn_hidden, vocab and the expert sizes",
+                            params, kMaxParams));
+    return;
+  }
+  const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
+  if (tokens > kMaxTokensPerStep) {
+    model.error(fmt::format("training.global_batch x training.seq_len = {:.3g} tokens per step, more than the {:.0e} "
+                            "racksim simulates (docs/decisions.md, \"Input limits\")",
+                            tokens, kMaxTokensPerStep));
+    return;
+  }
+  if (t.micro_batch < 1 || t.parallelism.dp < 1 || t.parallelism.pp < 1 || t.parallelism.vp < 1) return;
+  const int64_t work = replayed_layer_steps(m, t);
+  if (work <= kMaxReplayedLayerSteps) return;
+  const auto plan = steady_state_plan(t);
+  const std::string steps =
+      plan ? fmt::format("({} + {}) micro-steps (the two lengths simulated at pp {}, vp {})", plan->m1,
+                         plan->m1 + plan->unit, t.parallelism.pp, t.parallelism.vp)
+           : fmt::format("{} micro-steps", t.micro_steps());
+  model.child("layers").error(fmt::format(
+      "the step is too large to simulate: {} layers x {} = {} layer-steps, more than {} (about 20 KB of memory "
+      "each; docs/decisions.md, \"Input limits\"); use fewer layers, pipeline stages or micro-steps",
+      m.layers, steps, work, kMaxReplayedLayerSteps));
+}
+
+}  // namespace racksim::sim

@@ -1,0 +1,53 @@
+// How much work simulate() does for a scenario, and the bound on it (docs/decisions.md, "Input
+// limits"). The step's graph holds every layer of every replayed micro-step (all pipeline
+// stages), about 20 KB of memory and 0.3 ms of replay each; a step of many micro-steps is
+// replayed at two lengths only (the steady-state plan), so the work is bounded by the model and
+// the pipeline, not the batch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "sim/input/yaml_reader.h"
+#include "workloads/model_spec.h"
+#include "workloads/training_config.h"
+
+namespace racksim::sim {
+
+// Gradient-accumulation micro-steps repeat the same work: once the pipeline has filled, every
+// further round of micro-steps adds the same time. A step of many micro-steps is simulated at m1 and
+// m1 + unit micro-steps and extrapolated (report.cpp, which moves the window later when it is not
+// steady yet). The plan (docs/decisions.md):
+//   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
+//                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
+//                  1F1B pairs alternate between two patterns).
+//   1F1B:          pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and the first stage
+//                  holding pp micro-batches at once, the most it ever holds (the memory peak); a round
+//                  of pp micro-steps as the period, which averages patterns that repeat over several.
+//   interleaved:   2·pp and 3·pp (the schedule needs multiples of pp): the first stage's warm-up,
+//                  (vp + 1)·pp - 2 chunks, fits with a steady phase after it.
+// Empty when the step has no more micro-steps than the longer run: it is replayed whole.
+struct SteadyState {
+  int m1 = 0, unit = 1;
+};
+std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t);
+
+// Layers x micro-steps that simulate() builds and replays (both lengths of a steady-state plan).
+int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
+
+// The most layer-steps one simulation may replay: about 1.4 GB and 20 s. Llama 3 405B on 16,384
+// GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 14,112 with a long step (48 and
+// 64 micro-steps); 126 layers at pp 64, vp 1, 40,320.
+inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
+
+// The largest model (10^15 parameters: a thousand times Llama 3 405B) and step (10^12 tokens: a
+// hundred thousand times Llama 3's 16M) racksim simulates: beyond, bytes and FLOPs leave the
+// range the report prints exactly.
+inline constexpr double kMaxParams = 1e15;
+inline constexpr double kMaxTokensPerStep = 1e12;
+
+// Records an error at `model` (the scenario's model node) when the model, the tokens of a step
+// or the step's replay are beyond these bounds.
+void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model);
+
+}  // namespace racksim::sim

@@ -1,0 +1,49 @@
+// Slurm job arrays split a sweep without a --shard argument (DESIGN.md "Sweep file").
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "sim/input/diagnostics.h"
+#include "sim/workflow/sweep.h"
+
+namespace racksim::workflow {
+
+namespace {
+std::optional<long long> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0') {
+    input::Diagnostic d;
+    d.where.file = fmt::format("environment {}={}", name, v);
+    d.message = "expected an integer";
+    throw input::InputError({d});
+  }
+  return n;
+}
+}  // namespace
+
+std::optional<Shard> shard_from_slurm_env(std::string* describe) {
+  const auto id = env_int("SLURM_ARRAY_TASK_ID");
+  if (!id) return std::nullopt;
+  const auto count = env_int("SLURM_ARRAY_TASK_COUNT");
+  const auto max = env_int("SLURM_ARRAY_TASK_MAX");
+  // MIN names the first index (0 for --array=0-7, 1 for --array=1-8); without it, an ID that
+  // reaches COUNT means the array counts from 1.
+  const long long min = env_int("SLURM_ARRAY_TASK_MIN").value_or(count && *id >= *count ? 1 : 0);
+  const long long n = count ? *count : (max ? *max - min + 1 : 0);
+  const long long k = *id - min;
+  if (n < 1 || k < 0 || k >= n) {
+    input::Diagnostic d;
+    d.where.file = fmt::format("environment SLURM_ARRAY_TASK_ID={} (MIN {}, COUNT {})", *id, min, n);
+    d.message = "not a task of a contiguous job array (use --array=0-N or 1-N, or give --shard K/N)";
+    throw input::InputError({d});
+  }
+  if (describe)
+    *describe = fmt::format("{}/{} from SLURM_ARRAY_TASK_ID={} (SLURM_ARRAY_TASK_MIN {}, COUNT {})", k, n, *id, min, n);
+  return Shard{static_cast<int>(k), static_cast<int>(n)};
+}
+
+}  // namespace racksim::workflow

@@ -1,0 +1,660 @@
+// What makes racksim fit how its users work (issue 17): model import from Hugging Face
+// config.json, training-config import from Megatron-LM arguments, logs on stderr (-v/-q,
+// SPDLOG_LEVEL), nccl-tests output as it comes (-C, Slurm .out, -J JSON) and the nccl-tests-shaped
+// table `racksim collective -b -e -f` prints (read back by the same importer).
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "hardware_models/nccl_tests.h"
+#include "sim/cli/collective.h"
+#include "sim/input/diagnostics.h"
+#include "sim/input/yaml_reader.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "tests/unit/cli_util.h"
+#include "workloads/importers/hf_config.h"
+#include "workloads/importers/megatron_args.h"
+#include "workloads/model_spec.h"
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace imp = racksim::workloads::importers;
+using racksim::testing::run_cli;
+
+namespace {
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+const std::string kHf = kSrc + "/tests/data/hf/";
+const std::string kMeg = kSrc + "/tests/data/megatron/";
+const std::string kNccl = kSrc + "/tests/data/nccl-tests-formats/";
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string dir = ::testing::TempDir() + "/eco";
+  fs::create_directories(dir);
+  const std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// The error text of an InputError thrown by f.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const racksim::input::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ----------------------------------------------------------------- Hugging Face config.json
+
+struct Published {
+  const char* file;
+  double params, active;  // from the model cards
+  double tolerance;
+};
+
+TEST(HfImport, RealConfigsGiveThePublishedParameterCounts) {
+  // Model cards: Llama 3.1 8B 8.03B, 70B 70.6B; Mistral 7B v0.3 7.25B; Qwen2.5-7B 7.61B; Qwen3-8B
+  // 8.2B; Qwen3-30B-A3B 30.5B / 3.3B active; Mixtral 8x7B 46.7B / 12.9B; DeepSeek-V3 671B / 37B
+  // (without the 14B multi-token-prediction module).
+  const std::vector<Published> cases = {
+      {"llama-3.1-8b-instruct.json", 8.03e9, 8.03e9, 0.005},  {"llama-3.1-70b-instruct.json", 70.6e9, 70.6e9, 0.005},
+      {"mistral-7b-instruct-v0.3.json", 7.25e9, 7.25e9, 0.005}, {"qwen2.5-7b-instruct.json", 7.61e9, 7.61e9, 0.005},
+      {"qwen3-8b.json", 8.2e9, 8.2e9, 0.01},                  {"qwen3-30b-a3b.json", 30.5e9, 3.3e9, 0.02},
+      {"mixtral-8x7b-v0.1.json", 46.7e9, 12.9e9, 0.005},      {"deepseek-v3.json", 671e9, 37e9, 0.02},
+  };
+  for (const auto& c : cases) {
+    const auto m = imp::import_hf_config(kHf + c.file);
+    EXPECT_NEAR(racksim::workloads::total_params(m.model) / c.params, 1.0, c.tolerance) << c.file;
+    EXPECT_NEAR(racksim::workloads::active_params(m.model) / c.active, 1.0, c.tolerance) << c.file;
+  }
+}
+
+TEST(HfImport, EveryFieldNamesItsSourceKey) {
+  const auto m = imp::import_hf_config(kHf + "deepseek-v3.json");
+  for (const char* f : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn", "tied_embeddings",
+                        "moe.experts", "moe.top_k", "moe.expert_ffn_hidden", "moe.shared_experts", "moe.first_dense_layers",
+                        "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim",
+                        "mla.v_head_dim"})
+    ASSERT_TRUE(m.model.sources.count(f)) << f;
+  EXPECT_EQ(m.model.sources.at("moe.first_dense_layers"), "HF deepseek-v3.json first_k_dense_replace = 3");
+  EXPECT_EQ(m.model.sources.at("mla.q_lora_rank"), "HF deepseek-v3.json q_lora_rank = 1536");
+  ASSERT_EQ(m.warnings.size(), 1u);  // the multi-token-prediction module
+  EXPECT_NE(m.warnings[0].find("num_nextn_predict_layers 1"), std::string::npos);
+}
+
+// The imported file and the shipped preset describe the same network: same fields, same step.
+TEST(HfImport, ImportedModelsMatchTheShippedPresets) {
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"llama-3.1-8b-instruct.json", "llama3-8b"}, {"llama-3.1-70b-instruct.json", "llama3-70b"},
+      {"mixtral-8x7b-v0.1.json", "mixtral-8x7b"}, {"deepseek-v3.json", "deepseek-v3"}};
+  for (const auto& [file, preset] : pairs) {
+    const auto m = imp::import_hf_config(kHf + file);
+    const std::string out = temp_file(preset + "-imported.yaml", imp::to_model_yaml(m, file));
+    const auto a = run_cli({"models", "show", preset, "--json"});
+    const auto b = run_cli({"models", "show", out, "--json"});
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    json ja = json::parse(a.out), jb = json::parse(b.out);
+    for (const char* k : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn",
+                          "tied_embeddings", "params_derived", "active_params_derived"})
+      EXPECT_EQ(ja[k], jb[k]) << preset << " " << k;
+    EXPECT_EQ(ja.value("moe", json()), jb.value("moe", json())) << preset;
+  }
+  // And a step on the imported Llama 3.1 8B is the quickstart's own step.
+  const std::string llama = temp_file("llama.yaml", imp::to_model_yaml(imp::import_hf_config(kHf + "llama-3.1-8b-instruct.json"), "x"));
+  const auto base = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--json"});
+  const auto mine = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--json", "--set", "model={preset: " + llama + "}"});
+  ASSERT_EQ(mine.code, 0) << mine.err;
+  EXPECT_EQ(json::parse(base.out)["step_time_s"], json::parse(mine.out)["step_time_s"]);
+  EXPECT_EQ(json::parse(base.out)["peak_memory_bytes"], json::parse(mine.out)["peak_memory_bytes"]);
+}
+
+TEST(HfImport, ModelFileRoundTrips) {
+  for (const char* file : {"qwen3-30b-a3b.json", "deepseek-v3.json", "mistral-7b-instruct-v0.3.json"}) {
+    const auto m = imp::import_hf_config(kHf + file);
+    racksim::input::LoadSession s;
+    auto root = racksim::input::load_yaml_text(imp::to_model_yaml(m, file), "x.yaml", s.ctx);
+    ASSERT_TRUE(root);
+    const auto back = racksim::workloads::parse_model(*root, true);
+    ASSERT_TRUE(s.diag.empty()) << file;
+    EXPECT_EQ(racksim::workloads::total_params(back), racksim::workloads::total_params(m.model)) << file;
+    EXPECT_EQ(back.head_dim, m.model.head_dim) << file;
+    EXPECT_EQ(back.sources, m.model.sources) << file;
+  }
+}
+
+TEST(HfImport, Qwen3HeadDimIsNotHiddenOverHeads) {
+  const auto m = imp::import_hf_config(kHf + "qwen3-30b-a3b.json");
+  EXPECT_EQ(m.model.head_dim, 128);  // hidden 2048 / 32 heads would be 64
+  EXPECT_EQ(m.model.moe->experts, 128);
+  EXPECT_EQ(m.model.moe->expert_ffn_hidden, 768);
+  EXPECT_EQ(m.model.moe->first_dense_layers, 0);
+}
+
+TEST(HfImport, WhatTheModelFileCannotSayIsAWarning) {
+  json c = json::parse(slurp(kHf + "qwen3-30b-a3b.json"));
+  c["mlp_only_layers"] = {0, 1};
+  c["decoder_sparse_step"] = 2;
+  auto m = imp::import_hf_config_text(c.dump(), "a/config.json");
+  EXPECT_EQ(m.model.moe->first_dense_layers, 2);
+  EXPECT_EQ(m.model.name, "a");  // config.json: the folder names the model
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("decoder_sparse_step 2"), std::string::npos);
+  c["mlp_only_layers"] = {3, 7};
+  m = imp::import_hf_config_text(c.dump(), "x.json");
+  EXPECT_EQ(m.model.moe->first_dense_layers, 0);
+  EXPECT_NE(m.warnings[0].find("not a leading run"), std::string::npos);
+
+  json mistral = json::parse(slurp(kHf + "mistral-7b-instruct-v0.3.json"));
+  mistral["sliding_window"] = 4096;
+  m = imp::import_hf_config_text(mistral.dump(), "m.json");
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("sliding_window 4096"), std::string::npos);
+  EXPECT_EQ(m.model.name, "mistral-7b-instruct-v0.3");  // from _name_or_path
+}
+
+TEST(HfImport, SharedExpertsFromQwen2Moe) {
+  json c = {{"model_type", "qwen2_moe"}, {"architectures", {"Qwen2MoeForCausalLM"}}, {"num_hidden_layers", 24},
+            {"hidden_size", 2048}, {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"vocab_size", 151936},
+            {"intermediate_size", 5632}, {"moe_intermediate_size", 1408}, {"shared_expert_intermediate_size", 5632},
+            {"num_experts", 60}, {"num_experts_per_tok", 4}, {"decoder_sparse_step", 1}, {"mlp_only_layers", json::array()}};
+  const auto m = imp::import_hf_config_text(c.dump(), "qwen1.5-moe.json");
+  EXPECT_EQ(m.model.moe->shared_experts, 4);
+  EXPECT_TRUE(m.model.tied_embeddings == false);
+  EXPECT_NE(m.model.sources.at("tied_embeddings").find("defaults to false"), std::string::npos);
+}
+
+TEST(HfImport, MultimodalConfigsImportTheirTextModel) {
+  json c = {{"architectures", {"LlavaForConditionalGeneration"}}, {"model_type", "llava"},
+            {"text_config", json::parse(slurp(kHf + "qwen3-8b.json"))}};
+  const auto m = imp::import_hf_config_text(c.dump(), "vl.json");
+  EXPECT_EQ(m.model.layers, 36);
+  EXPECT_NE(m.warnings[0].find("text_config"), std::string::npos);
+}
+
+TEST(HfImport, InvalidConfigsAreErrorsWithPositions) {
+  EXPECT_NE(error_of([] { imp::import_hf_config_text("{\n  \"hidden_size\": 4096,\n  oops\n}", "bad.json"); })
+                .find("bad.json:3:"),
+            std::string::npos);
+  json c = json::parse(slurp(kHf + "llama-3.1-8b-instruct.json"));
+  c.erase("num_hidden_layers");
+  c["hidden_size"] = "4096";
+  const std::string e = error_of([&] { imp::import_hf_config_text(c.dump(2), "l.json"); });
+  EXPECT_NE(e.find("l.json: error: num_hidden_layers: missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("error: hidden_size: expected an integer, got \"4096\""), std::string::npos) << e;
+  json ds = json::parse(slurp(kHf + "deepseek-v3.json"));
+  ds["q_lora_rank"] = nullptr;
+  EXPECT_NE(error_of([&] { imp::import_hf_config_text(ds.dump(), "v2lite.json"); }).find("q_lora_rank"), std::string::npos);
+  const auto r = run_cli({"models", "import", kHf + "missing.json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot read file"), std::string::npos);
+}
+
+TEST(HfImport, UnknownFamiliesAreReadWithAWarning) {
+  json c = json::parse(slurp(kHf + "llama-3.1-8b-instruct.json"));
+  c["model_type"] = "granite";
+  const auto m = imp::import_hf_config_text(c.dump(), "g.json");
+  ASSERT_FALSE(m.warnings.empty());
+  EXPECT_NE(m.warnings[0].find("model_type 'granite' is not one racksim knows"), std::string::npos);
+}
+
+// ----------------------------------------------------------------- Megatron-LM arguments
+
+imp::MegatronImport meg(const std::string& text, imp::MegatronOptions opt = {}) {
+  if (opt.system.empty()) opt.system = "h100-sxm";
+  return imp::import_megatron_args_text(text, "args.txt", opt);
+}
+
+// The scenario an import gives, loaded as racksim loads it.
+racksim::sim::Scenario load(const imp::MegatronImport& r) { return racksim::sim::load_scenario_text(r.yaml, "imported.yaml"); }
+
+const std::string kDeepSeekArgs = R"(
+--num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128
+--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128
+--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 2048
+--moe-layer-freq ([0]*3+[1]*58) --moe-token-dispatcher-type flex --moe-enable-deepep
+--moe-router-num-groups 8 --moe-router-group-topk 4 --overlap-moe-expert-parallel-comm
+--vocab-size 129280 --swiglu --untie-embeddings-and-output-weights --seq-length 4096
+--tensor-model-parallel-size 1 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 4
+--expert-model-parallel-size 32 --expert-tensor-parallel-size 1
+--decoder-first-pipeline-num-layers 0 --decoder-last-pipeline-num-layers 1
+--micro-batch-size 1 --global-batch-size 8192 --bf16 --fp8-format e4m3 --fp8-recipe mxfp8
+--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+--recompute-granularity selective --recompute-modules core_attn mla_up_proj
+--mtp-num-layers 1 --lr 1e-4 --foo-bar 3
+)";
+
+TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto r = meg(kDeepSeekArgs, opt);
+  const auto sc = load(r);
+  const auto& t = sc.training;
+  const auto& p = t.parallelism;
+  EXPECT_EQ(sc.system.gpus, 256);
+  EXPECT_EQ(p.tp, 1);
+  EXPECT_EQ(p.pp, 8);
+  EXPECT_EQ(p.vp, 4);
+  EXPECT_EQ(p.ep, 32);
+  EXPECT_EQ(p.etp, 1);
+  EXPECT_EQ(t.moe.dispatcher, racksim::workloads::MoeDispatcher::deepep);
+  EXPECT_EQ(t.moe.max_nodes_per_token, 4);
+  EXPECT_TRUE(t.moe.a2a_overlap);
+  EXPECT_EQ(t.pipeline.first_stage_layers, 0);
+  EXPECT_EQ(t.pipeline.last_stage_layers, 1);
+  EXPECT_EQ(t.precision, racksim::hw::Dtype::mxfp8);
+  EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
+  EXPECT_TRUE(t.overlap_grad_reduce);
+  EXPECT_TRUE(t.overlap_param_gather);
+  EXPECT_EQ(t.recompute.mode, racksim::workloads::RecomputeMode::selective);
+  EXPECT_FALSE(t.sequence_parallel);  // Megatron's default without --sequence-parallel
+  EXPECT_EQ(t.global_batch, 8192);
+  EXPECT_EQ(t.seq_len, 4096);
+  const auto& m = sc.model;
+  ASSERT_TRUE(m.moe && m.mla);
+  EXPECT_EQ(m.moe->first_dense_layers, 3);
+  EXPECT_EQ(m.moe->shared_experts, 1);
+  EXPECT_EQ(m.mla->q_lora_rank, 1536);
+  EXPECT_EQ(m.vocab, 129280);  // a multiple of 128 already
+  EXPECT_NEAR(racksim::workloads::total_params(m) / 671e9, 1.0, 0.01);
+  // Unknown flags and approximations are warnings; the learning rate is ignored, not unknown.
+  auto has = [&](const std::string& needle) {
+    for (const auto& w : r.warnings)
+      if (w.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("--foo-bar 3 (line 14): not an argument racksim knows"));
+  EXPECT_TRUE(has("--mtp-num-layers 1"));
+  EXPECT_TRUE(has("--recompute-modules core_attn"));
+  EXPECT_FALSE(has("--lr"));
+  EXPECT_NE(std::find(r.ignored.begin(), r.ignored.end(), "--lr 1e-4"), r.ignored.end());
+  EXPECT_NE(r.yaml.find("ep: 32                        # --expert-model-parallel-size 32"), std::string::npos) << r.yaml;
+}
+
+TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
+  const std::string script = R"(#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=${SLURM_NNODES:-4}
+TP=4; PP=2
+SEQ=$((4096*2))
+MODEL_ARGS=(
+    --num-layers 32 --hidden-size 4096   # a comment
+    --num-attention-heads 32 --group-query-attention --num-query-groups 8
+    --ffn-hidden-size 14336 --swiglu
+)
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \
+    ${MODEL_ARGS[@]} \
+    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 \
+    --seq-length $SEQ --vocab-size 128000 --micro-batch-size 2 --global-batch-size 512 \
+    "--fp8-format hybrid" --bf16 --sequence-parallel --tp-comm-overlap \
+    --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \
+    --num-layers-per-virtual-pipeline-stage 4
+)";
+  const auto r = meg(script);
+  const auto sc = load(r);
+  EXPECT_EQ(sc.system.gpus, 32);  // torchrun 8 x 4 nodes (the default of ${SLURM_NNODES:-4})
+  EXPECT_EQ(sc.training.seq_len, 8192);
+  EXPECT_EQ(sc.training.parallelism.tp, 4);
+  EXPECT_EQ(sc.training.parallelism.vp, 4);  // 32 layers / (4 per chunk x pp 2)
+  EXPECT_EQ(sc.model.vocab, 128000);         // 128000 is a multiple of 128 x tp 4 = 512
+  EXPECT_EQ(sc.model.kv_heads, 8);
+  EXPECT_EQ(sc.training.precision, racksim::hw::Dtype::fp8);
+  EXPECT_TRUE(sc.training.tp_comm_overlap);
+  EXPECT_EQ(sc.training.recompute.mode, racksim::workloads::RecomputeMode::full);
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+}
+
+TEST(MegatronImport, VocabularyIsPaddedAsMegatronPadsIt) {
+  const auto r = meg("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --vocab-size 50257 "
+                     "--tensor-model-parallel-size 2 --bf16 --micro-batch-size 1",
+                     {"h100-sxm", 8, "", 0, ""});
+  EXPECT_EQ(load(r).model.vocab, 50432);  // next multiple of 128 x 2
+  EXPECT_EQ(load(r).model.ffn_hidden, 4096);  // Megatron's default 4 x hidden
+  EXPECT_TRUE(load(r).model.tied_embeddings);  // Megatron ties unless --untie-embeddings-and-output-weights
+}
+
+TEST(MegatronImport, MegatronsPrintedArgumentsBlock) {
+  const std::string log = R"(some launcher output
+------------------------ arguments ------------------------
+  bf16 ............................................ True
+  fp8 ............................................. None
+  global_batch_size ............................... 1024
+  group_query_attention ........................... True
+  hidden_size ..................................... 8192
+  ffn_hidden_size ................................. 28672
+  micro_batch_size ................................ 1
+  num_attention_heads ............................. 64
+  num_layers ...................................... 80
+  num_query_groups ................................ 8
+  padded_vocab_size ............................... 128256
+  pipeline_model_parallel_size .................... 4
+  seq_length ...................................... 8192
+  sequence_parallel ............................... True
+  swiglu .......................................... True
+  tensor_model_parallel_size ...................... 8
+  untie_embeddings_and_output_weights ............. True
+  use_distributed_optimizer ....................... True
+  world_size ...................................... 256
+  zero_some_new_option ............................ 17
+-------------------- end of arguments ---------------------
+)";
+  const auto r = meg(log);
+  const auto sc = load(r);
+  EXPECT_EQ(sc.system.gpus, 256);
+  EXPECT_EQ(sc.training.parallelism.tp, 8);
+  EXPECT_EQ(sc.training.parallelism.pp, 4);
+  EXPECT_EQ(sc.training.parallelism.dp, 8);
+  EXPECT_EQ(sc.model.vocab, 128256);
+  EXPECT_NEAR(racksim::workloads::total_params(sc.model) / 70.6e9, 1.0, 0.01);
+  EXPECT_TRUE(r.warnings.empty());  // a log prints every argument: none is unknown there
+}
+
+TEST(MegatronImport, MissingModelOrBatchIsAnErrorThatSaysWhatToGive) {
+  EXPECT_NE(error_of([] { meg("--tensor-model-parallel-size 2 --seq-length 4096"); })
+                .find("missing --num-layers, --hidden-size, --num-attention-heads, --vocab-size (or racksim import --vocab N)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { meg("--num-layers 2 --hidden-size 64 --num-attention-heads 2 --vocab-size 100"); })
+                .find("no --seq-length"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { meg("echo hello"); }).find("no Megatron arguments found"), std::string::npos);
+  // --model instead of the architecture flags.
+  imp::MegatronOptions opt;
+  opt.system = "h200-sxm";
+  opt.gpus = 8;
+  opt.model = "llama3-8b";
+  const auto r = meg("--seq-length 8192 --global-batch-size 128 --micro-batch-size 1 --bf16 --num-layers 32", opt);
+  EXPECT_EQ(load(r).model.name, "llama3-8b");
+}
+
+TEST(MegatronImport, CliWritesAScenarioThatRuns) {
+  const std::string out = ::testing::TempDir() + "/eco/llama3.yaml";
+  fs::create_directories(fs::path(out).parent_path());
+  const auto r = run_cli({"import", "megatron", kMeg + "train_llama3_8b_h100_fp8.sh", "--system", "h200-sxm", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote " + out), std::string::npos);
+  EXPECT_NE(r.err.find("warning: "), std::string::npos);  // --grad-reduce-in-bf16, --fp8-param-gather
+  const auto run = run_cli({"run", out, "--json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const json j = json::parse(run.out);
+  EXPECT_EQ(j["scenario"]["training"]["precision"], "fp8");
+  EXPECT_EQ(j["scenario"]["system"]["gpus"], 8);
+  EXPECT_TRUE(j["fits"].get<bool>());  // 141 GB H200
+  // A scenario that racksim rejects is not written: 3 data-parallel ranks do not divide the global
+  // batch of 128; tp 3 does not divide 4 heads.
+  const auto bad = run_cli({"import", "megatron", kMeg + "train_llama3_8b_h100_fp8.sh", "--gpus", "3", "--out", out + ".bad"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("global_batch (128) must be a multiple of micro_batch·dp = 1·3 = 3"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(out + ".bad"));
+  const auto bad2 = run_cli({"import", "megatron", temp_file("tp3.txt", "--num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                                                                       "--vocab-size 128 --seq-length 64 --tensor-model-parallel-size 3"),
+                             "--system", "h100-sxm", "--gpus", "3", "--out", out + ".bad2"});
+  EXPECT_EQ(bad2.code, 1);
+  EXPECT_NE(bad2.err.find("tp (3) must divide the model's heads (4)"), std::string::npos) << bad2.err;
+  EXPECT_FALSE(fs::exists(out + ".bad2"));
+}
+
+// ----------------------------------------------------------------- logs
+
+TEST(Logging, VerboseNamesPresetCalibrationAndTransferRuleOnStderr) {
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const auto plain = run_cli({"run", quick, "--json"});
+  EXPECT_EQ(plain.err, "");
+  const auto v = run_cli({"-v", "run", quick, "--json", "--set", "system.calibration=h200", "--set", "system.preset=b200"});
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_TRUE(json::accept(v.out));  // stdout stays one JSON document
+  EXPECT_NE(v.err.find("info: " + quick + ": system preset b200"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("info: calibration h200"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("transfer rule: NVIDIA H200"), std::string::npos) << v.err;
+}
+
+TEST(Logging, QuietDropsWarningsAndSpdlogLevelIsHonoured) {
+  const std::string f = kMeg + "train_mixtral_8x7b_distributed.sh";
+  const auto normal = run_cli({"import", "megatron", f, "--vocab", "32000"});
+  EXPECT_NE(normal.err.find("warning: "), std::string::npos);
+  const auto quiet = run_cli({"-q", "import", "megatron", f, "--vocab", "32000"});
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(quiet.out, normal.out);
+  ::setenv("SPDLOG_LEVEL", "info", 1);
+  const auto env = run_cli({"run", kSrc + "/scenarios/quickstart.yaml"});
+  ::setenv("SPDLOG_LEVEL", "racksim=off", 1);
+  const auto off = run_cli({"import", "megatron", f, "--vocab", "32000"});
+  ::unsetenv("SPDLOG_LEVEL");
+  EXPECT_NE(env.err.find("info: "), std::string::npos);
+  EXPECT_EQ(off.err, "");
+}
+
+// ----------------------------------------------------------------- nccl-tests
+
+TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
+  auto c = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "all_reduce_perf_cputime.log"), "all_reduce_perf_cputime.log");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].op, "all_reduce");
+  EXPECT_EQ(c[0].gpus, 8);
+  EXPECT_EQ(c[0].time_column, "cputime");
+  EXPECT_EQ(c[0].rows.size(), 21u);
+  EXPECT_NEAR(c[0].rows.back().time_s, 1.03 * (30e-6 + 1073741824 / 360e9), 1e-6);
+
+  auto s = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "slurm-123456.out"), "slurm-123456.out");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].op, "all_reduce");
+  EXPECT_EQ(s[1].op, "all_gather");
+  EXPECT_EQ(s[0].gpus, 16);
+  EXPECT_EQ(s[1].gpus, 16);
+  EXPECT_EQ(s[0].rows.size(), 28u);  // 8 B .. 1 GiB
+  EXPECT_EQ(s[1].rows.size(), 21u);  // 1 KiB .. 1 GiB
+
+  auto j = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "alltoall.json"), "alltoall.json");
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0].op, "all_to_all");
+  EXPECT_EQ(j[0].gpus, 8);
+  EXPECT_EQ(j[0].format, "json");
+  EXPECT_NEAR(j[0].rows.front().time_s, 35e-6 + 1024 / 150e9, 1e-9);
+
+  // `mpirun --tag-output` prefixes.
+  std::string tagged;
+  std::istringstream in(slurp(kNccl + "all_reduce_perf_cputime.log"));
+  for (std::string l; std::getline(in, l);) tagged += "[1,0]<stdout>:" + l + "\n";
+  EXPECT_EQ(racksim::hw::parse_nccl_tests_output(tagged, "x.log").at(0).rows.size(), 21u);
+}
+
+TEST(NcclTests, CalibrateFitReadsEveryShape) {
+  const std::string dir = ::testing::TempDir() + "/eco/nccl";
+  fs::create_directories(dir);
+  for (const char* f : {"all_reduce_perf_cputime.log", "slurm-123456.out", "alltoall.json"})
+    fs::copy_file(kNccl + f, dir + "/" + f, fs::copy_options::overwrite_existing);
+  const std::string out = dir + "/fit.yaml";
+  const auto r = run_cli({"calibrate", "fit", "--from", dir, "--base", "h100-sxm", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("nccl all_reduce x8: latency 30.90 us"), std::string::npos) << r.out;  // cputime, as logged
+  EXPECT_NE(r.out.find("nccl all_reduce x16: latency 45.00 us, algbw 180.0 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nccl all_gather x16: latency 40.00 us, algbw 170.0 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nccl all_to_all x8: latency 35.00 us, algbw 150.0 GB/s"), std::string::npos) << r.out;
+}
+
+TEST(NcclTests, CollectiveTableReadsBackAsWhatItPredicted) {
+  racksim::cli::CollectiveSweep s;
+  s.system = "h200-sxm";
+  s.gpus = 8;
+  s.op = "reduce_scatter";
+  s.min_bytes = "8";
+  s.max_bytes = "8G";
+  s.factor = 2;
+  const json rows = racksim::cli::collective_sweep_json(s);
+  ASSERT_EQ(rows.size(), 31u);  // 8 B .. 8 GiB
+  const std::string table = racksim::cli::nccl_tests_table(s, rows);
+  const auto back = racksim::hw::parse_nccl_tests_output(table, "predicted.log");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].op, "reduce_scatter");
+  EXPECT_EQ(back[0].gpus, 8);
+  ASSERT_EQ(back[0].rows.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(back[0].rows[i].bytes, rows[i]["size"].get<double>());
+    const double t = rows[i]["time_us"].get<double>();
+    EXPECT_NEAR(back[0].rows[i].time_s * 1e6, t, std::max(0.006, t * 1e-3)) << i;  // printed to 7 characters
+  }
+  // Sizes follow nccl-tests: reduce_scatter counts split over the ranks; the smallest sizes round to 0.
+  EXPECT_EQ(rows[0]["size"], 0);   // 8 B = 2 floats: 0 per rank
+  EXPECT_EQ(rows[2]["size"], 32);  // 32 B = 8 floats: 1 per rank
+  EXPECT_EQ(rows[3]["count"], 2);
+}
+
+TEST(NcclTests, CollectiveCliSweepAndErrors) {
+  const auto r = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "--op", "all_reduce", "-b", "8", "-e", "8G", "-f", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("# Collective test starting: all_reduce_perf"), std::string::npos);
+  EXPECT_NE(r.out.find("#  Rank  7 Group  0"), std::string::npos);
+  const auto path = temp_file("predicted_all_reduce.log", r.out);
+  const auto read = run_cli({"calibrate", "read", path, "--json"});
+  ASSERT_EQ(read.code, 0) << read.err;
+  const json j = json::parse(read.out);
+  EXPECT_EQ(j[0]["op"], "all_reduce");
+  EXPECT_EQ(j[0]["rows"].size(), 31u);
+  const auto both = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "--bytes", "1GiB", "-b", "8"});
+  EXPECT_EQ(both.code, 1);
+  const auto none = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("give --bytes SIZE, or -b MIN -e MAX"), std::string::npos) << none.err;
+  const auto bad = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "-b", "1G", "-e", "8", "-f", "1"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("-e: error: the largest size must not be smaller than -b"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("-f: error: the factor must be greater than 1"), std::string::npos) << bad.err;
+}
+
+// ----------------------------------------------------------------- the Perfetto trace
+
+json read_trace(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files too
+  std::string text;
+  char buf[1 << 16];
+  for (int n; (n = gzread(f, buf, sizeof buf)) > 0;) text.append(buf, n);
+  gzclose(f);
+  return json::parse(text);
+}
+
+TEST(Trace, MemoryCounterFlowsAndCategories) {
+  const std::string dir = ::testing::TempDir() + "/eco";
+  fs::create_directories(dir);
+  const std::string gz = dir + "/step.json.gz", plain = dir + "/step.json";
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const std::vector<std::string> sets = {"--set", "training.parallelism.pp=2", "--set", "training.global_batch=32"};
+  auto args = std::vector<std::string>{"run", quick, "--json", "--trace", gz};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const auto r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  args[4] = plain;
+  ASSERT_EQ(run_cli(args).code, 0);
+  // gzip: the magic bytes, and the same document as the plain file.
+  std::ifstream raw(gz, std::ios::binary);
+  unsigned char magic[2] = {0, 0};
+  raw.read(reinterpret_cast<char*>(magic), 2);
+  EXPECT_EQ(magic[0], 0x1f);
+  EXPECT_EQ(magic[1], 0x8b);
+  const json t = read_trace(gz);
+  EXPECT_EQ(t, read_trace(plain));
+
+  const json report = json::parse(r.out);
+  std::map<long long, int> flow_starts, flow_ends;
+  int cross_rank = 0, counters = 0, categorized = 0, slices = 0;
+  std::set<int> counter_pids;
+  double max_hbm = 0;
+  for (const auto& e : t["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ++slices;
+      if (e.contains("cat")) ++categorized;
+    } else if (ph == "s" || ph == "f") {
+      (ph == "s" ? flow_starts : flow_ends)[e["id"].get<long long>()]++;
+      if (ph == "s" && e["cat"] == "dependency,cross-rank") ++cross_rank;
+      if (ph == "f") {
+        EXPECT_EQ(e["bp"], "e");
+      }
+    } else if (ph == "C") {
+      ++counters;
+      if (e["name"] != "HBM in use (GB)") continue;
+      counter_pids.insert(e["pid"].get<int>());
+      double total = 0;
+      for (const auto& [k, v] : e["args"].items()) total += v.get<double>();
+      EXPECT_EQ(e["args"].size(), 6u);  // weights, gradients, optimizer, activations, communication_buffers, other
+      max_hbm = std::max(max_hbm, total);
+    }
+  }
+  EXPECT_EQ(categorized, slices);
+  EXPECT_GT(counters, 100);
+  EXPECT_EQ(counter_pids, (std::set<int>{0, 1}));  // one track per pipeline stage
+  // The counter's highest point is the report's peak memory.
+  EXPECT_NEAR(max_hbm * 1e9, report["peak_memory_bytes"].get<double>(), 1e3);
+  EXPECT_FALSE(flow_starts.empty());
+  EXPECT_EQ(flow_starts.size(), flow_ends.size());
+  for (const auto& [id, n] : flow_starts) EXPECT_EQ(flow_ends[id], n) << id;
+  EXPECT_GT(cross_rank, 0);  // pipeline sends between the two stages
+  // An unwritable path is an input error.
+  const auto bad = run_cli({"run", quick, "--trace", dir + "/no/such/dir/t.json.gz"});
+  EXPECT_EQ(bad.code, 1);
+}
+
+// ----------------------------------------------------------------- sweeps: point index, Slurm arrays
+
+TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
+  const std::string sweep = temp_file("slurm_sweep.yaml", "base: " + kSrc + "/scenarios/quickstart.yaml\n"
+                                                          "vary:\n  training.recompute: [none, selective, full]\n"
+                                                          "  system.gpus: [8, 16]\n");
+  const auto whole = run_cli({"sweep", sweep});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.out.rfind("point,training.recompute,system.gpus,", 0), 0u);
+  const auto by_flag = run_cli({"sweep", sweep, "--shard", "1/3"});
+  // --array=0-2: task 1 of 3.
+  ::setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "0", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
+  const auto zero_based = run_cli({"-v", "sweep", sweep});
+  // --array=1-3: task 2 is the same shard.
+  ::setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
+  const auto one_based = run_cli({"sweep", sweep});
+  // An explicit --shard wins over the environment.
+  const auto explicit_shard = run_cli({"sweep", sweep, "--shard", "0/3"});
+  ::setenv("SLURM_ARRAY_TASK_ID", "9", 1);
+  const auto bad = run_cli({"sweep", sweep});
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_MIN");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ASSERT_EQ(zero_based.code, 0) << zero_based.err;
+  EXPECT_EQ(zero_based.out, by_flag.out);
+  EXPECT_NE(zero_based.err.find("sweep shard 1/3 from SLURM_ARRAY_TASK_ID=1"), std::string::npos) << zero_based.err;
+  EXPECT_EQ(one_based.out, by_flag.out);
+  EXPECT_EQ(explicit_shard.out, run_cli({"sweep", sweep, "--shard", "0/3"}).out);
+  EXPECT_NE(explicit_shard.out, by_flag.out);
+  std::istringstream rows(by_flag.out);
+  std::string header, r1, r2;
+  std::getline(rows, header);
+  std::getline(rows, r1);
+  std::getline(rows, r2);
+  EXPECT_EQ(r1.rfind("1,", 0), 0u);  // the points' indices in the whole sweep: 1 and 4
+  EXPECT_EQ(r2.rfind("4,", 0), 0u);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("SLURM_ARRAY_TASK_ID=9"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+

@@ -1,0 +1,942 @@
+#include "workloads/importers/megatron_args.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "sim/input/diagnostics.h"
+
+namespace racksim::workloads::importers {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using input::input_error;
+
+// ------------------------------------------------------------------ reading the arguments
+
+struct Arg {
+  std::string flag;                  // without the leading "--"
+  std::optional<std::string> value;  // none for a switch
+  int line = 0;
+};
+
+// Flags that never take a value (so a following token is not swallowed).
+const std::set<std::string>& switches() {
+  static const std::set<std::string> s = {
+      "bf16", "fp16", "swiglu", "squared-relu", "group-query-attention", "untie-embeddings-and-output-weights",
+      "sequence-parallel", "tp-comm-overlap", "use-distributed-optimizer", "overlap-grad-reduce",
+      "overlap-param-gather", "overlap-param-gather-with-optimizer-step", "moe-enable-deepep",
+      "overlap-moe-expert-parallel-comm", "multi-latent-attention", "recompute-activations", "use-flash-attn",
+      "enable-cuda-graph", "external-cuda-graph", "optimizer-cpu-offload", "use-mcore-models", "use-legacy-models",
+      "disable-bias-linear", "add-qkv-bias", "qk-layernorm", "apply-layernorm-1p", "no-position-embedding",
+      "use-rotary-position-embeddings", "moe-grouped-gemm", "moe-permute-fusion", "mock-data", "no-load-optim",
+      "no-load-rng", "log-throughput", "profile", "manual-gc", "cross-entropy-loss-fusion", "calculate-per-token-loss",
+      "grad-reduce-in-bf16", "fp8-param-gather", "no-masked-softmax-fusion", "no-bias-gelu-fusion",
+      "no-bias-swiglu-fusion", "no-rope-fusion", "no-gradient-accumulation-fusion", "no-mmap-bin-files",
+      "no-create-attention-mask-in-dataloader", "accumulate-allreduce-grads-in-fp32", "attention-softmax-in-fp32",
+      "moe-router-enable-expert-bias", "moe-router-pre-softmax", "moe-shared-expert-overlap",
+      "moe-pad-expert-input-to-capacity", "moe-per-layer-logging", "moe-router-fusion", "use-precision-aware-optimizer",
+      "delay-wgrad-compute", "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
+      "use-torch-fsdp2", "use-custom-fsdp", "use-megatron-fsdp", "async-save", "auto-detect-ckpt-format",
+      "use-checkpoint-args", "log-params-norm", "log-num-zeros-in-grad", "log-timers-to-tensorboard",
+      "log-memory-to-tensorboard", "log-validation-ppl-to-tensorboard", "log-world-size-to-tensorboard",
+      "no-save-optim", "no-save-rng", "use-dist-ckpt", "ckpt-fully-parallel-save", "ckpt-fully-parallel-load",
+      "no-async-tensor-model-parallel-allreduce", "no-check-for-nan-in-loss-and-grad", "check-for-nan-in-loss-and-grad",
+      "exit-on-missing-checkpoint", "moe-use-upcycling", "use-te-rng-tracker", "te-rng-tracker",
+      "moe-use-legacy-grouped-gemm", "decoupled-weight-decay", "no-persist-layer-norm", "defer-embedding-wgrad-compute",
+  };
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+class Shell {
+ public:
+  std::map<std::string, std::string> vars;
+
+  // Evaluates $((...)) with integers, + - * / and variables.
+  std::string arith(const std::string& expr) {
+    std::string e;
+    for (std::size_t i = 0; i < expr.size(); ++i) {
+      if (expr[i] == '$') continue;
+      e += expr[i];
+    }
+    // Substitute variable names.
+    std::string s;
+    for (std::size_t i = 0; i < e.size();) {
+      if (std::isalpha(static_cast<unsigned char>(e[i])) || e[i] == '_') {
+        std::size_t j = i;
+        while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
+        std::string name = e.substr(i, j - i);
+        auto it = vars.find(name);
+        s += it != vars.end() ? it->second : "0";
+        i = j;
+      } else if (e[i] == '{' || e[i] == '}') {
+        ++i;
+      } else {
+        s += e[i++];
+      }
+    }
+    // Left to right with * / before + -.
+    std::vector<long long> terms;
+    std::vector<char> ops;
+    std::istringstream in(s);
+    long long acc = 0;
+    char pending = '+';
+    auto read_num = [&](long long& v) {
+      in >> std::ws;
+      return static_cast<bool>(in >> v);
+    };
+    long long v = 0;
+    if (!read_num(v)) return "";
+    long long term = v;
+    while (true) {
+      char op = 0;
+      in >> std::ws;
+      if (!(in >> op)) break;
+      long long w = 0;
+      if (!read_num(w)) return "";
+      if (op == '*') term *= w;
+      else if (op == '/') term = w ? term / w : 0;
+      else if (op == '+' || op == '-') {
+        acc = pending == '+' ? acc + term : acc - term;
+        pending = op;
+        term = w;
+      } else {
+        return "";
+      }
+    }
+    acc = pending == '+' ? acc + term : acc - term;
+    (void)terms;
+    (void)ops;
+    return std::to_string(acc);
+  }
+
+  std::string expand(const std::string& word) {
+    std::string out;
+    for (std::size_t i = 0; i < word.size();) {
+      if (word[i] != '$') {
+        out += word[i++];
+        continue;
+      }
+      if (word.compare(i, 3, "$((") == 0) {
+        const auto end = word.find("))", i + 3);
+        if (end == std::string::npos) break;
+        out += arith(word.substr(i + 3, end - i - 3));
+        i = end + 2;
+        continue;
+      }
+      if (i + 1 < word.size() && word[i + 1] == '{') {
+        const auto end = word.find('}', i + 2);
+        if (end == std::string::npos) break;
+        std::string body = word.substr(i + 2, end - i - 2);
+        i = end + 1;
+        if (body.find('[') != std::string::npos) continue;  // ${ARR[@]}: arrays are read where defined
+        std::string name = body, def;
+        bool has_def = false;
+        for (const char* sep : {":-", ":=", "-", "="}) {
+          const auto p = body.find(sep);
+          if (p != std::string::npos && p > 0) {
+            name = body.substr(0, p);
+            def = body.substr(p + std::string(sep).size());
+            has_def = true;
+            break;
+          }
+        }
+        auto it = vars.find(name);
+        if (it != vars.end() && !it->second.empty()) out += it->second;
+        else if (has_def) out += expand(unquote(def));
+        continue;
+      }
+      std::size_t j = i + 1;
+      while (j < word.size() && (std::isalnum(static_cast<unsigned char>(word[j])) || word[j] == '_')) ++j;
+      if (j == i + 1) {
+        out += '$';
+        ++i;
+        continue;
+      }
+      auto it = vars.find(word.substr(i + 1, j - i - 1));
+      if (it != vars.end()) out += it->second;
+      i = j;
+    }
+    return out;
+  }
+
+  static std::string unquote(const std::string& s) {
+    if (s.size() >= 2 && ((s.front() == '"' && s.back() == '"') || (s.front() == '\'' && s.back() == '\'')))
+      return s.substr(1, s.size() - 2);
+    return s;
+  }
+};
+
+// Splits a line into words: quotes group (and are removed), '#' at a word start ends the line.
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      else cur += c;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+      in_word = true;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) out.push_back(cur), cur.clear(), in_word = false;
+      continue;
+    }
+    if (c == '#' && !in_word) break;
+    cur += c;
+    in_word = true;
+  }
+  if (in_word) out.push_back(cur);
+  return out;
+}
+
+struct Extracted {
+  std::vector<Arg> args;
+  int torchrun_gpus = 0;   // nproc_per_node x nnodes
+  std::string torchrun_source;
+  int world_size = 0;      // Megatron log's world_size
+  bool megatron_log = false;
+};
+
+void add_args_from_words(const std::vector<std::string>& ws, int line, std::vector<Arg>& args) {
+  // A quoted word holding spaces ("--fp8-format hybrid") is its own flag and value.
+  std::vector<std::string> t;
+  for (const auto& w : ws) {
+    if (w.rfind("--", 0) == 0 && w.find(' ') != std::string::npos) {
+      std::istringstream ss(w);
+      for (std::string p; ss >> p;) t.push_back(p);
+    } else {
+      t.push_back(w);
+    }
+  }
+  static const std::set<std::string> ops = {"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "\\"};
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const std::string& w = t[i];
+    if (w.size() < 3 || w.rfind("--", 0) != 0 || !std::isalpha(static_cast<unsigned char>(w[2]))) continue;
+    Arg a;
+    a.line = line;
+    std::string flag = w.substr(2);
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      a.value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    a.flag = flag;
+    // Flags that take several values (argparse nargs='*' / '+').
+    static const std::set<std::string> multi = {"recompute-modules", "data-path", "train-data-path", "valid-data-path",
+                                                "test-data-path", "cuda-graph-scope", "offload-modules"};
+    if (!a.value && !switches().count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 &&
+        !ops.count(t[i + 1])) {
+      a.value = t[i + 1];
+      ++i;
+      while (multi.count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 && !ops.count(t[i + 1]))
+        *a.value += " " + t[++i];
+    }
+    args.push_back(a);
+  }
+}
+
+Extracted extract(const std::string& text) {
+  Extracted ex;
+  // Megatron's start-up print: "------------------------ arguments ------------------------".
+  if (text.find("------------------------ arguments ------------------------") != std::string::npos) {
+    ex.megatron_log = true;
+    std::istringstream in(text);
+    bool inside = false;
+    int lineno = 0;
+    // Dest names whose flag is spelled differently.
+    static const std::map<std::string, std::string> renamed = {{"fp8", "fp8-format"}, {"fp4", "fp4-format"}};
+    for (std::string line; std::getline(in, line);) {
+      ++lineno;
+      if (line.find("------------------------ arguments ------------------------") != std::string::npos) {
+        inside = true;
+        continue;
+      }
+      if (line.find("-------------------- end of arguments ---------------------") != std::string::npos) break;
+      if (!inside) continue;
+      // "  name ........................................ value" (possibly after a log prefix)
+      const auto dots = line.find(" ..");
+      if (dots == std::string::npos) continue;
+      std::string name = trim(line.substr(0, dots));
+      if (auto sp = name.find_last_of(" \t]"); sp != std::string::npos) name = name.substr(sp + 1);
+      std::size_t v = dots;
+      while (v < line.size() && (line[v] == '.' || line[v] == ' ')) ++v;
+      const std::string value = trim(line.substr(v));
+      if (name.empty()) continue;
+      if (name == "world_size") ex.world_size = std::atoi(value.c_str());
+      if (value == "False" || value == "None") continue;
+      std::string flag = name;
+      if (auto it = renamed.find(name); it != renamed.end()) flag = it->second;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      Arg a;
+      a.flag = flag;
+      a.line = lineno;
+      if (value != "True") a.value = value;
+      ex.args.push_back(a);
+    }
+    return ex;
+  }
+
+  // A script or an argument list. Logical lines: "\" continuations joined.
+  std::vector<std::pair<std::string, int>> lines;
+  {
+    std::istringstream in(text);
+    std::string acc;
+    int start = 0, lineno = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++lineno;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (acc.empty()) start = lineno;
+      const std::string t = trim(line);
+      if (!t.empty() && t.back() == '\\' && t.find('#') == std::string::npos) {
+        acc += t.substr(0, t.size() - 1) + " ";
+        continue;
+      }
+      acc += line;
+      lines.push_back({acc, start});
+      acc.clear();
+    }
+    if (!acc.empty()) lines.push_back({acc, start});
+  }
+  Shell sh;
+  int nproc = 0, nnodes = 1;
+  for (const auto& [line, lineno] : lines) {
+    auto ws = words(line);
+    if (ws.empty()) continue;
+    std::vector<std::string> rest;
+    std::size_t i = 0;
+    if (ws[0] == "export" || ws[0] == "local" || ws[0] == "declare" || ws[0] == "readonly") i = 1;
+    // VAR=value (not an array): remember it.
+    if (i < ws.size()) {
+      const std::string& w = ws[i];
+      const auto eq = w.find('=');
+      const bool is_name = eq != std::string::npos && eq > 0 &&
+                           std::all_of(w.begin(), w.begin() + static_cast<long>(eq), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '+';
+                           }) && w.rfind("--", 0) != 0;
+      if (is_name) {
+        std::string name = w.substr(0, eq);
+        std::string value = w.substr(eq + 1);
+        if (!name.empty() && name.back() == '+') name.pop_back();
+        if (value.rfind('(', 0) == 0) {
+          // An array: its items are arguments (read here, where they are written).
+          value = value.substr(1);
+          std::vector<std::string> items;
+          if (!value.empty()) items.push_back(value);
+          for (std::size_t k = i + 1; k < ws.size(); ++k) items.push_back(ws[k]);
+          for (auto& it : items) {
+            if (!it.empty() && it.back() == ')') it.pop_back();
+            it = sh.expand(it);
+          }
+          add_args_from_words(items, lineno, ex.args);
+          continue;
+        }
+        if (ws.size() == i + 1) {
+          sh.vars[name] = sh.expand(value);
+          continue;
+        }
+      }
+    }
+    std::vector<std::string> expanded;
+    for (; i < ws.size(); ++i) {
+      if (ws[i] == ")" || ws[i] == "(") continue;
+      std::string w = ws[i];
+      if (!w.empty() && w.back() == ')' && w.find('(') == std::string::npos) w.pop_back();
+      expanded.push_back(sh.expand(w));
+    }
+    // torchrun / python -m torch.distributed.run: the job's GPU count.
+    for (std::size_t k = 0; k + 1 < expanded.size(); ++k) {
+      const std::string& f = expanded[k];
+      const std::string& v = expanded[k + 1];
+      if ((f == "--nproc_per_node" || f == "--nproc-per-node") && std::atoi(v.c_str()) > 0) nproc = std::atoi(v.c_str());
+      if (f == "--nnodes" && std::atoi(v.c_str()) > 0) nnodes = std::atoi(v.c_str());
+    }
+    add_args_from_words(expanded, lineno, ex.args);
+  }
+  if (nproc > 0) {
+    ex.torchrun_gpus = nproc * nnodes;
+    ex.torchrun_source = fmt::format("torchrun --nproc_per_node {} x --nnodes {}", nproc, nnodes);
+  }
+  return ex;
+}
+
+// ------------------------------------------------------------------ what each flag means
+
+// Launcher flags (torchrun) and flags that do not change the step time.
+bool ignorable(const std::string& f) {
+  static const std::set<std::string> exact = {
+      "nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr", "master-addr",
+      "master_port", "master-port", "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend",
+      "rdzv-endpoint", "standalone", "max_restarts", "use-mcore-models", "use-legacy-models", "transformer-impl",
+      "mock-data", "split", "vocab-file", "merge-file", "seed", "clip-grad", "weight-decay", "min-lr", "lr",
+      "optimizer", "attention-dropout", "hidden-dropout", "norm-epsilon", "normalization", "apply-layernorm-1p",
+      "qk-layernorm", "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
+      "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
+      "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
+      "no-rope-fusion", "no-gradient-accumulation-fusion", "cross-entropy-loss-fusion", "cross-entropy-fusion-impl",
+      "calculate-per-token-loss", "manual-gc", "manual-gc-interval", "empty-unused-memory-level",
+      "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
+      "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
+      "moe-router-topk-scaling-factor", "moe-router-enable-expert-bias", "moe-router-bias-update-rate",
+      "moe-router-dtype", "moe-router-pre-softmax", "moe-grouped-gemm", "moe-permute-fusion", "moe-token-drop-policy",
+      "moe-input-jitter-eps", "moe-per-layer-logging", "moe-router-fusion", "moe-use-legacy-grouped-gemm",
+      "moe-shared-expert-overlap", "moe-use-upcycling", "use-flash-attn", "fp8-margin",
+      "fp8-interval", "num-workers", "train-iters", "train-samples", "exit-interval", "exit-duration-in-mins",
+      "use-checkpoint-args", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng", "finetune",
+      "rotary-base", "rotary-percent", "rotary-seq-len-interpolation-factor", "rotary-scaling-factor", "mscale",
+      "mscale-all-dim", "use-precision-aware-optimizer", "te-rng-tracker", "use-te-rng-tracker", "bias-dropout-fusion",
+      "no-persist-layer-norm", "defer-embedding-wgrad-compute", "async-save", "auto-detect-ckpt-format",
+      "check-for-nan-in-loss-and-grad", "no-check-for-nan-in-loss-and-grad", "no-async-tensor-model-parallel-allreduce",
+      "exit-on-missing-checkpoint", "decoupled-weight-decay", "untie-embeddings-and-output-weights-placeholder",
+      "cp-comm-type", "ddp-bucket-size", "ddp-average-in-collective", "timing-log-level", "timing-log-option",
+      "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
+      "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
+  };
+  static const std::vector<std::string> prefixes = {
+      "lr-", "decoupled-lr", "decoupled-min-lr", "adam-", "sgd-", "data-", "tokenizer-", "log-", "eval-", "save",
+      "load", "tensorboard", "wandb-", "profile", "ckpt-", "dist-ckpt", "fp8-amax", "train-data", "valid-data",
+      "test-data", "num-dataset", "override-opt", "non-persistent", "straggler", "rerun-", "one-logger",
+      "init-model", "warmup", "start-weight-decay", "end-weight-decay", "weight-decay-incr", "use-dist-ckpt",
+      "mid-level-dataset", "object-storage", "record-memory", "memory-snapshot", "inference-", "num-tokens-to-",
+  };
+  if (exact.count(f)) return true;
+  for (const auto& p : prefixes)
+    if (f.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+struct Flags {
+  std::map<std::string, Arg> last;  // flag -> its last occurrence
+  std::set<std::string> used;
+  bool has(const std::string& f) const { return last.count(f) > 0; }
+  std::optional<std::string> str(const std::string& f) {
+    auto it = last.find(f);
+    if (it == last.end()) return std::nullopt;
+    used.insert(f);
+    return it->second.value.value_or("");
+  }
+  bool on(const std::string& f) {
+    if (!has(f)) return false;
+    used.insert(f);
+    return true;
+  }
+};
+
+std::string shown(const Arg& a) { return a.value ? fmt::format("--{} {}", a.flag, *a.value) : "--" + a.flag; }
+
+// A scenario line "key: value   # source" at an indent.
+struct Writer {
+  std::ostringstream o;
+  void line(int indent, const std::string& key, const std::string& value, const std::string& source = "") {
+    std::string l = std::string(indent, ' ') + key + ":" + (value.empty() ? "" : " " + value);
+    if (!source.empty()) l += std::string(l.size() < 34 ? 34 - l.size() : 1, ' ') + "# " + source;
+    o << l << "\n";
+  }
+};
+
+[[noreturn]] void fail(const std::string& label, const std::string& message) {
+  throw input_error(label, 0, 0, "", message);
+}
+
+}  // namespace
+
+MegatronImport import_megatron_args_text(const std::string& text, const std::string& label, const MegatronOptions& opt) {
+  MegatronImport out;
+  Extracted ex = extract(text);
+  if (ex.args.empty()) fail(label, "no Megatron arguments found (expected --flags, a launch script or Megatron's "
+                                   "printed arguments block)");
+  Flags fl;
+  std::map<std::string, std::string> conflicts;
+  for (const auto& a : ex.args) {
+    auto it = fl.last.find(a.flag);
+    if (it != fl.last.end() && it->second.value != a.value)
+      conflicts[a.flag] = fmt::format("{} given more than once ({} at line {}, then {} at line {}): the last is used",
+                                      "--" + a.flag, shown(it->second), it->second.line, shown(a), a.line);
+    fl.last[a.flag] = a;
+  }
+  for (const auto& [f, msg] : conflicts)
+    if (!ignorable(f))
+      out.warnings.push_back(msg + (ex.megatron_log ? "" : " (a script's conditionals are read on every branch)"));
+
+  auto as_int = [&](const std::string& f) -> std::optional<long long> {
+    auto v = fl.str(f);
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    if (v->empty() || end != v->c_str() + v->size() || n < 0) {
+      input::Diagnostics d;
+      d.error({label, fl.last[f].line, 1}, "--" + f, fmt::format("expected a non-negative integer, got '{}'", *v));
+      d.throw_if_any();
+    }
+    return n;
+  };
+  auto src = [&](const std::string& f) { return shown(fl.last[f]); };
+
+  // ---- parallelism
+  const int tp = static_cast<int>(as_int("tensor-model-parallel-size").value_or(1));
+  const int pp = static_cast<int>(as_int("pipeline-model-parallel-size").value_or(1));
+  const int cp = static_cast<int>(as_int("context-parallel-size").value_or(1));
+  const int ep = static_cast<int>(as_int("expert-model-parallel-size").value_or(1));
+  const auto etp = as_int("expert-tensor-parallel-size");
+
+  // ---- GPUs and system
+  int gpus = opt.gpus;
+  std::string gpus_src = "racksim import --gpus";
+  if (gpus <= 0 && ex.torchrun_gpus > 0) gpus = ex.torchrun_gpus, gpus_src = ex.torchrun_source;
+  if (gpus <= 0 && ex.world_size > 0) gpus = ex.world_size, gpus_src = "Megatron's printed world_size";
+  if (gpus <= 0) {
+    gpus = tp * pp * cp;
+    gpus_src = "tp·pp·cp: no GPU count in the arguments (data parallel 1); pass --gpus";
+    out.warnings.push_back(fmt::format("no GPU count (torchrun --nproc_per_node/--nnodes, or --gpus): {} GPUs = "
+                                       "tp·pp·cp, data parallel 1",
+                                       gpus));
+  }
+  std::string system = opt.system, system_src = "racksim import --system";
+  if (system.empty()) {
+    std::string stem = fs::path(label).filename().string();
+    std::transform(stem.begin(), stem.end(), stem.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const auto& [needle, preset] : std::vector<std::pair<std::string, std::string>>{
+             {"gb300", "gb300-nvl72"}, {"gb200", "gb200-nvl72"}, {"b200", "b200"}, {"h200", "h200-sxm"},
+             {"h800", "h800-sxm"}, {"h100", "h100-sxm"}}) {
+      if (stem.find(needle) != std::string::npos) {
+        system = preset;
+        system_src = fmt::format("guessed from the file name ('{}'); pass --system", needle);
+        break;
+      }
+    }
+    if (system.empty()) {
+      system = "h100-sxm";
+      system_src = "no --system given: h100-sxm, Megatron-LM's reference GPU; pass --system";
+    }
+    out.warnings.push_back(fmt::format("system {}: {}", system, system_src));
+  }
+
+  // ---- model
+  Writer w;
+  const std::string name = !opt.name.empty() ? opt.name : fs::path(label).stem().string();
+  std::ostringstream model_yaml;
+  int layers = 0, heads = 0, hidden = 0, vocab_out = 0, ffn_hidden = 0;
+  bool is_moe = false;
+  int experts = 0;
+  Writer mw;
+  if (!opt.model.empty()) {
+    mw.line(2, "preset", nlohmann::json(opt.model).dump(), "racksim import --model");
+    for (const char* f : {"num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "num-query-groups",
+                          "kv-channels", "vocab-size", "swiglu", "group-query-attention", "untie-embeddings-and-output-weights",
+                          "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
+                          "moe-layer-freq", "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim",
+                          "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size"})
+      if (fl.has(f)) fl.used.insert(f), out.ignored.push_back(shown(fl.last[f]) + " (the model is --model " + opt.model + ")");
+    if (auto l = as_int("num-layers")) layers = static_cast<int>(*l);
+  } else {
+    std::vector<std::string> missing;
+    for (const char* f : {"num-layers", "hidden-size", "num-attention-heads"})
+      if (!fl.has(f)) missing.push_back(std::string("--") + f);
+    const bool have_vocab = fl.has("vocab-size") || fl.has("padded-vocab-size") || opt.vocab > 0;
+    if (!have_vocab) missing.push_back("--vocab-size (or racksim import --vocab N)");
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      fail(label, fmt::format("the arguments do not describe the model: missing {}; give them, or name a model with "
+                              "--model PRESET (racksim models list) or a file from `racksim models import`",
+                              list));
+    }
+    layers = static_cast<int>(*as_int("num-layers"));
+    hidden = static_cast<int>(*as_int("hidden-size"));
+    heads = static_cast<int>(*as_int("num-attention-heads"));
+    const bool swiglu = fl.on("swiglu");
+    std::string ffn_src;
+    if (auto f = as_int("ffn-hidden-size")) {
+      ffn_hidden = static_cast<int>(*f);
+      ffn_src = src("ffn-hidden-size");
+    } else if (swiglu) {
+      ffn_hidden = static_cast<int>(std::floor(4.0 * hidden * 2.0 / 3.0 / 64.0)) * 64;
+      ffn_src = "Megatron's default with --swiglu: int(4·hidden·2/3 / 64)·64";
+    } else {
+      ffn_hidden = 4 * hidden;
+      ffn_src = "Megatron's default: 4·hidden";
+    }
+    int kv = heads;
+    std::string kv_src = "no --group-query-attention: one KV head per head";
+    if (fl.on("group-query-attention")) {
+      if (auto g = as_int("num-query-groups")) kv = static_cast<int>(*g), kv_src = "--group-query-attention " + src("num-query-groups");
+      else kv = 1, kv_src = "--group-query-attention without --num-query-groups: Megatron's default 1";
+    } else if (fl.has("num-query-groups")) {
+      out.ignored.push_back(src("num-query-groups") + " (without --group-query-attention Megatron ignores it)");
+      fl.used.insert("num-query-groups");
+    }
+    int vocab = 0;
+    std::string vocab_src;
+    if (auto pv = as_int("padded-vocab-size")) {
+      vocab = static_cast<int>(*pv);
+      vocab_src = src("padded-vocab-size");
+    } else {
+      long long v = opt.vocab > 0 ? opt.vocab : *as_int("vocab-size");
+      const long long div = as_int("make-vocab-size-divisible-by").value_or(128) * tp;
+      const long long padded = (v + div - 1) / div * div;
+      vocab = static_cast<int>(padded);
+      vocab_src = fmt::format("{}{}", opt.vocab > 0 ? fmt::format("racksim import --vocab {}", opt.vocab) : src("vocab-size"),
+                              padded != v ? fmt::format(", padded to a multiple of {}·tp = {} as Megatron does", div / tp, div)
+                                          : std::string());
+    }
+    vocab_out = vocab;
+    mw.line(2, "layers", std::to_string(layers), src("num-layers"));
+    mw.line(2, "hidden", std::to_string(hidden), src("hidden-size"));
+    mw.line(2, "ffn_hidden", std::to_string(ffn_hidden), ffn_src);
+    mw.line(2, "heads", std::to_string(heads), src("num-attention-heads"));
+    const bool mla = fl.on("multi-latent-attention");
+    mw.line(2, "kv_heads", std::to_string(mla ? heads : kv), mla ? "MLA: per-head K and V from the shared latent" : kv_src);
+    if (mla) {
+      const long long v_head = as_int("v-head-dim").value_or(128);
+      mw.line(2, "head_dim", std::to_string(v_head), fl.has("v-head-dim") ? src("v-head-dim") : "MLA: Megatron's default --v-head-dim 128");
+    } else if (auto kvc = as_int("kv-channels")) {
+      mw.line(2, "head_dim", std::to_string(*kvc), src("kv-channels"));
+    }
+    mw.line(2, "vocab", std::to_string(vocab), vocab_src);
+    mw.line(2, "ffn", swiglu ? "swiglu" : "gelu", swiglu ? "--swiglu" : "no --swiglu: Megatron's GeLU MLP");
+    if (fl.on("squared-relu")) out.warnings.push_back("--squared-relu: modelled as the two-matrix (gelu) MLP");
+    const bool untied = fl.on("untie-embeddings-and-output-weights");
+    mw.line(2, "tied_embeddings", untied ? "false" : "true",
+            untied ? "--untie-embeddings-and-output-weights" : "no --untie-embeddings-and-output-weights: Megatron ties them");
+    if (auto ne = as_int("num-experts"); ne && *ne > 0) {
+      is_moe = true;
+      experts = static_cast<int>(*ne);
+      mw.line(2, "moe", "");
+      mw.line(4, "experts", std::to_string(*ne), src("num-experts"));
+      const long long topk = as_int("moe-router-topk").value_or(2);
+      mw.line(4, "top_k", std::to_string(topk), fl.has("moe-router-topk") ? src("moe-router-topk") : "Megatron's default --moe-router-topk 2");
+      const long long ew = as_int("moe-ffn-hidden-size").value_or(ffn_hidden);
+      mw.line(4, "expert_ffn_hidden", std::to_string(ew),
+              fl.has("moe-ffn-hidden-size") ? src("moe-ffn-hidden-size") : "no --moe-ffn-hidden-size: Megatron uses --ffn-hidden-size");
+      long long shared = 0;
+      std::string shared_src = "no --moe-shared-expert-intermediate-size: none";
+      if (auto s = as_int("moe-shared-expert-intermediate-size")) {
+        shared = ew > 0 ? (*s + ew / 2) / ew : 0;
+        shared_src = src("moe-shared-expert-intermediate-size") + fmt::format(" / expert width {}", ew);
+        if (ew > 0 && *s % ew != 0)
+          out.warnings.push_back(fmt::format("--moe-shared-expert-intermediate-size {} is not a multiple of the expert "
+                                             "width {}: counted as {} shared experts",
+                                             *s, ew, shared));
+      }
+      mw.line(4, "shared_experts", std::to_string(shared), shared_src);
+      int dense = 0;
+      std::string dense_src = "no --moe-layer-freq: every layer is MoE";
+      if (auto f = fl.str("moe-layer-freq")) {
+        // "([0]*3+[1]*58)" -> 3 leading dense layers; "1" -> none; "2" -> every other layer (not expressible)
+        std::string s;
+        for (char c : *f)
+          if (!std::isspace(static_cast<unsigned char>(c)) && c != '\'' && c != '"') s += c;
+        dense_src = src("moe-layer-freq");
+        if (s == "1") {
+          dense = 0;
+        } else if (s.rfind("([0]*", 0) == 0 && s.find("+[1]*") != std::string::npos) {
+          dense = std::atoi(s.c_str() + 5);
+        } else if (s.rfind("([1]*", 0) == 0 && s.find('0') == std::string::npos) {
+          dense = 0;
+        } else {
+          out.warnings.push_back(fmt::format("--moe-layer-freq {}: only leading dense layers are expressible; modelled as "
+                                             "MoE in every layer",
+                                             *f));
+        }
+      }
+      mw.line(4, "first_dense_layers", std::to_string(dense), dense_src);
+    }
+    if (mla) {
+      mw.line(2, "mla", "");
+      auto q = as_int("q-lora-rank");
+      if (!q)
+        fail(label, "--multi-latent-attention without --q-lora-rank (no query compression) is not modelled; "
+                    "racksim's MLA has the low-rank query projection");
+      mw.line(4, "q_lora_rank", std::to_string(*q), src("q-lora-rank"));
+      const long long kvr = as_int("kv-lora-rank").value_or(512);
+      mw.line(4, "kv_lora_rank", std::to_string(kvr), fl.has("kv-lora-rank") ? src("kv-lora-rank") : "Megatron's default 512");
+      const long long qk = as_int("qk-head-dim").value_or(128);
+      mw.line(4, "qk_nope_head_dim", std::to_string(qk), fl.has("qk-head-dim") ? src("qk-head-dim") : "Megatron's default --qk-head-dim 128");
+      const long long rope = as_int("qk-pos-emb-head-dim").value_or(64);
+      mw.line(4, "qk_rope_head_dim", std::to_string(rope),
+              fl.has("qk-pos-emb-head-dim") ? src("qk-pos-emb-head-dim") : "Megatron's default --qk-pos-emb-head-dim 64");
+      const long long vh = as_int("v-head-dim").value_or(128);
+      mw.line(4, "v_head_dim", std::to_string(vh), fl.has("v-head-dim") ? src("v-head-dim") : "Megatron's default --v-head-dim 128");
+    }
+    if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0)
+      out.warnings.push_back(fmt::format("--mtp-num-layers {}: multi-token prediction is not modelled (its layers' "
+                                         "parameters and compute are left out)",
+                                         *mtp));
+  }
+  (void)vocab_out;
+  (void)experts;
+
+  // ---- training
+  Writer tw;
+  const auto seq = as_int("seq-length");
+  if (!seq) fail(label, "no --seq-length: the sequence length is needed");
+  tw.line(2, "seq_len", std::to_string(*seq), src("seq-length"));
+  const long long micro = as_int("micro-batch-size").value_or(1);
+  if (!fl.has("micro-batch-size")) out.warnings.push_back("no --micro-batch-size: 1 is used");
+  const long long mp = static_cast<long long>(tp) * pp * cp;
+  const long long dp = mp > 0 && gpus % mp == 0 ? gpus / mp : 0;
+  long long global = micro * std::max<long long>(dp, 1);
+  std::string global_src = fmt::format("no --global-batch-size: micro-batch x data parallel ({} x {}), Megatron's default",
+                                       micro, std::max<long long>(dp, 1));
+  if (auto g = as_int("global-batch-size")) global = *g, global_src = src("global-batch-size");
+  tw.line(2, "global_batch", std::to_string(global), global_src);
+  tw.line(2, "micro_batch", std::to_string(micro), fl.has("micro-batch-size") ? src("micro-batch-size") : "default 1");
+
+  // precision
+  std::string precision = "bf16", prec_src;
+  if (auto fp4 = fl.str("fp4-format")) {
+    precision = "nvfp4";
+    prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
+    fl.str("fp4-recipe");
+    if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
+  } else if (auto fp8 = fl.str("fp8-format")) {
+    const std::string recipe = fl.str("fp8-recipe").value_or("");
+    precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
+    prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
+    if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
+    if (recipe == "blockwise") out.warnings.push_back("--fp8-recipe blockwise: modelled as per-tensor fp8 GEMM throughput");
+  } else if (fl.on("bf16")) {
+    prec_src = "--bf16";
+  } else if (fl.on("fp16")) {
+    prec_src = "--fp16 (modelled as bf16: the same tensor-core rate)";
+  } else {
+    prec_src = "no --bf16/--fp16/--fp8-format: Megatron would train in fp32, which racksim does not model; bf16 used";
+    out.warnings.push_back("no --bf16, --fp16 or --fp8-format: Megatron trains in fp32 then; racksim models bf16 and "
+                           "narrower matmuls, so bf16 is used");
+  }
+  tw.line(2, "precision", precision, prec_src);
+
+  tw.line(2, "parallelism", "");
+  tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
+  tw.line(4, "pp", std::to_string(pp), fl.has("pipeline-model-parallel-size") ? src("pipeline-model-parallel-size") : "default 1");
+  // Interleaving: --virtual-pipeline-model-parallel-size, --num-virtual-stages-per-pipeline-rank, or
+  // --num-layers-per-virtual-pipeline-stage (layers per chunk).
+  long long vp = 1;
+  std::string vp_src = "default 1 (no interleaving)";
+  if (auto v = as_int("virtual-pipeline-model-parallel-size")) vp = *v, vp_src = src("virtual-pipeline-model-parallel-size");
+  else if (auto v2 = as_int("num-virtual-stages-per-pipeline-rank")) vp = *v2, vp_src = src("num-virtual-stages-per-pipeline-rank");
+  else if (auto per = as_int("num-layers-per-virtual-pipeline-stage"); per && *per > 0 && layers > 0) {
+    const auto first = as_int("decoder-first-pipeline-num-layers").value_or(-1);
+    const auto last = as_int("decoder-last-pipeline-num-layers").value_or(-1);
+    const long long rest = layers - std::max<long long>(first, 0) - std::max<long long>(last, 0);
+    const long long chunks = rest / *per + (first >= 0) + (last >= 0);
+    vp = std::max<long long>(1, chunks / std::max(pp, 1));
+    vp_src = src("num-layers-per-virtual-pipeline-stage") + fmt::format(": {} layers / ({} layers x pp {})", layers, *per, pp);
+  }
+  if (vp > 1) tw.line(4, "vp", std::to_string(vp), vp_src);
+  tw.line(4, "cp", std::to_string(cp), fl.has("context-parallel-size") ? src("context-parallel-size") : "default 1");
+  if (ep > 1 || fl.has("expert-model-parallel-size"))
+    tw.line(4, "ep", std::to_string(ep), fl.has("expert-model-parallel-size") ? src("expert-model-parallel-size") : "default 1");
+  if (etp) tw.line(4, "etp", std::to_string(*etp), src("expert-tensor-parallel-size"));
+  tw.line(4, "dp", "auto", fmt::format("{} GPUs / (tp·pp·cp)", gpus));
+
+  // optimizer state
+  std::string sharding = "none", shard_src = "no --use-distributed-optimizer: every data-parallel rank holds the optimizer";
+  if (fl.on("use-distributed-optimizer")) sharding = "zero1", shard_src = "--use-distributed-optimizer (ZeRO-1)";
+  if (auto s = fl.str("data-parallel-sharding-strategy")) {
+    if (*s == "optim") sharding = "zero1";
+    else if (*s == "optim_grads") sharding = "zero2";
+    else if (*s == "optim_grads_params") sharding = "fsdp";
+    shard_src = src("data-parallel-sharding-strategy");
+  }
+  if (fl.on("use-torch-fsdp2") || fl.on("use-custom-fsdp") || fl.on("use-megatron-fsdp")) {
+    if (sharding == "none" || sharding == "zero1") sharding = "fsdp";
+    shard_src = "FSDP (" + shard_src + ")";
+  }
+  tw.line(2, "optimizer_sharding", sharding, shard_src);
+
+  // recompute
+  std::string recompute = "none", rc_src = "no --recompute-granularity";
+  if (auto g = fl.str("recompute-granularity")) {
+    rc_src = src("recompute-granularity");
+    if (*g == "full") {
+      recompute = "full";
+      const std::string method = fl.str("recompute-method").value_or("");
+      const auto n = as_int("recompute-num-layers");
+      if (!method.empty()) rc_src += " " + src("recompute-method");
+      if (n) rc_src += " " + src("recompute-num-layers");
+      const long long per_stage = layers > 0 ? layers / std::max<long long>(1, static_cast<long long>(pp) * vp) : 0;
+      if (method == "block" && n && per_stage > 0 && *n < per_stage)
+        out.warnings.push_back(fmt::format("--recompute-method block --recompute-num-layers {}: only {} of the {} layers "
+                                           "per stage are recomputed; modelled as full recompute of every layer (slower)",
+                                           *n, *n, per_stage));
+    } else if (*g == "selective") {
+      recompute = "selective";
+      if (auto mods = fl.str("recompute-modules")) {
+        rc_src += " " + src("recompute-modules");
+        if (mods->find_first_not_of(" ") != std::string::npos && *mods != "core_attn" && *mods != "[core_attn]" &&
+            *mods != "['core_attn']")
+          out.warnings.push_back(fmt::format("--recompute-modules {}: modelled as selective (the attention core only)", *mods));
+      }
+    } else {
+      out.warnings.push_back(fmt::format("--recompute-granularity {}: not known; no recompute", *g));
+      recompute = "none";
+    }
+  } else if (fl.on("recompute-activations")) {
+    recompute = "selective";
+    rc_src = "--recompute-activations (selective)";
+  }
+  tw.line(2, "recompute", recompute, rc_src);
+  if (fl.on("optimizer-cpu-offload")) {
+    tw.line(2, "offload", "");
+    tw.line(4, "optimizer", "true", "--optimizer-cpu-offload");
+  }
+  if (fl.has("cpu-offloading") || fl.has("cpu-offloading-num-layers")) {
+    fl.used.insert("cpu-offloading");
+    fl.used.insert("cpu-offloading-num-layers");
+    out.warnings.push_back("--cpu-offloading (activation offload of whole layers): not expressed; use "
+                           "training.recompute: {save: [...], offload: [...]} to model an offload policy");
+  }
+  // attention implementation
+  std::string attention = "flash", attn_src = "Megatron with Transformer Engine: fused (flash) attention";
+  if (auto b = fl.str("attention-backend")) {
+    attn_src = src("attention-backend");
+    if (*b == "unfused" || *b == "local") attention = "materialized";
+  }
+  tw.line(2, "attention", attention, attn_src);
+  const bool graphs = fl.on("enable-cuda-graph") || fl.on("external-cuda-graph") ||
+                      (fl.has("cuda-graph-impl") && fl.str("cuda-graph-impl").value_or("none") != "none");
+  tw.line(2, "cuda_graphs", graphs ? "true" : "false",
+          graphs ? "CUDA graphs (--enable-cuda-graph / --external-cuda-graph / --cuda-graph-impl)"
+                 : "no --enable-cuda-graph / --cuda-graph-impl: eager launches");
+  const bool sp = fl.on("sequence-parallel");
+  tw.line(2, "sequence_parallel", sp ? "true" : "false", sp ? "--sequence-parallel" : "no --sequence-parallel (Megatron's default)");
+  const bool tpo = fl.on("tp-comm-overlap");
+  tw.line(2, "tp_comm_overlap", tpo ? "true" : "false", tpo ? "--tp-comm-overlap" : "no --tp-comm-overlap");
+  const bool ogr = fl.on("overlap-grad-reduce");
+  tw.line(2, "overlap_grad_reduce", ogr ? "true" : "false", ogr ? "--overlap-grad-reduce" : "no --overlap-grad-reduce");
+  const bool opg = fl.on("overlap-param-gather");
+  tw.line(2, "overlap_param_gather", opg ? "true" : "false", opg ? "--overlap-param-gather" : "no --overlap-param-gather");
+  if (fl.on("overlap-param-gather-with-optimizer-step"))
+    out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
+  if (fl.on("grad-reduce-in-bf16"))
+    out.warnings.push_back("--grad-reduce-in-bf16: Megatron then keeps and reduces the gradient buffer in bf16; racksim "
+                           "keeps and reduces fp32 main gradients (Megatron's default): 2 bytes per parameter more memory "
+                           "and twice the data-parallel bytes of this run");
+  if (fl.on("fp8-param-gather"))
+    out.warnings.push_back("--fp8-param-gather: Megatron then keeps the weights in fp8 (1 byte per parameter); racksim "
+                           "keeps a bf16 copy (2 bytes per parameter)");
+
+  // MoE training options
+  const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
+                            fl.has("moe-router-group-topk") || fl.has("overlap-moe-expert-parallel-comm") ||
+                            fl.has("moe-flex-dispatcher-backend");
+  if (any_moe_flag && (is_moe || !opt.model.empty())) {
+    tw.line(2, "moe", "");
+    std::string disp = "alltoall", disp_src = "Megatron's default dispatcher is allgather; modelled as alltoall";
+    const std::string type = fl.str("moe-token-dispatcher-type").value_or("allgather");
+    if (fl.has("moe-token-dispatcher-type")) disp_src = src("moe-token-dispatcher-type");
+    if (type == "flex") {
+      const std::string backend = fl.str("moe-flex-dispatcher-backend").value_or(fl.on("moe-enable-deepep") ? "deepep" : "deepep");
+      disp = backend == "hybridep" ? "hybridep" : "deepep";
+      disp_src += fl.has("moe-flex-dispatcher-backend") ? " " + src("moe-flex-dispatcher-backend")
+                                                        : fl.has("moe-enable-deepep") ? " --moe-enable-deepep" : " (DeepEP)";
+    } else if (fl.on("moe-enable-deepep")) {
+      disp = "deepep";
+      disp_src += " --moe-enable-deepep";
+    } else if (type == "allgather") {
+      out.warnings.push_back("--moe-token-dispatcher-type allgather: modelled as alltoall (racksim has no all-gather dispatcher)");
+    } else if (type != "alltoall" && type != "alltoall_seq") {
+      out.warnings.push_back(fmt::format("--moe-token-dispatcher-type {}: not known; modelled as alltoall", type));
+    }
+    tw.line(4, "dispatcher", disp, disp_src);
+    if (auto g = as_int("moe-router-group-topk"))
+      tw.line(4, "max_nodes_per_token", std::to_string(*g),
+              src("moe-router-group-topk") + (fl.has("moe-router-num-groups") ? " of " + src("moe-router-num-groups") : "") +
+                  " (groups taken as NVLink domains)");
+    fl.str("moe-router-num-groups");
+    if (fl.on("overlap-moe-expert-parallel-comm")) tw.line(4, "a2a_overlap", "true", "--overlap-moe-expert-parallel-comm");
+  }
+  // Uneven pipeline ends.
+  const auto first = as_int("decoder-first-pipeline-num-layers");
+  const auto last = as_int("decoder-last-pipeline-num-layers");
+  if (first || last) {
+    tw.line(2, "pipeline", "");
+    if (first) tw.line(4, "first_stage_layers", std::to_string(*first), src("decoder-first-pipeline-num-layers"));
+    if (last) tw.line(4, "last_stage_layers", std::to_string(*last), src("decoder-last-pipeline-num-layers"));
+    if (fl.has("virtual-pipeline-model-parallel-size") || fl.has("num-virtual-stages-per-pipeline-rank") ||
+        fl.has("num-layers-per-virtual-pipeline-stage"))
+      out.warnings.push_back(
+          "--decoder-first/last-pipeline-num-layers count a whole physical stage; racksim's first/last_stage_layers "
+          "count its first/last virtual stage: with interleaving, check the split (docs/decisions.md)");
+  }
+  if (fl.has("pipeline-model-parallel-layout")) {
+    fl.used.insert("pipeline-model-parallel-layout");
+    out.warnings.push_back(src("pipeline-model-parallel-layout") +
+                           ": a custom layout is not expressible; the layers split evenly (with the first/last stage "
+                           "counts if given)");
+  }
+
+  // ---- everything else: ignored (known) or unknown (warning)
+  for (const auto& [f, a] : fl.last) {
+    if (fl.used.count(f)) {
+      out.used.push_back(shown(a));
+      continue;
+    }
+    if (ignorable(f) || ex.megatron_log) {
+      out.ignored.push_back(shown(a));
+      continue;
+    }
+    out.warnings.push_back(fmt::format("{} (line {}): not an argument racksim knows; ignored", shown(a), a.line));
+  }
+
+  // ---- the file
+  std::ostringstream o;
+  o << "# Imported by `racksim import megatron` from " << label << ".\n";
+  o << "# Each key's comment names the Megatron-LM argument it came from (or the default it takes).\n";
+  for (const auto& wmsg : out.warnings) o << "# warning: " << wmsg << "\n";
+  if (!out.ignored.empty()) {
+    o << "# ignored (no effect on the step time):";
+    std::size_t col = 40;
+    for (const auto& i : out.ignored) {
+      if (col + i.size() > 110) o << "\n#  ", col = 3;
+      o << " " << i << ";";
+      col += i.size() + 2;
+    }
+    o << "\n";
+  }
+  o << "name: " << nlohmann::json(name).dump() << "\n";
+  o << "system:\n";
+  Writer sw;
+  sw.line(2, "preset", system, system_src);
+  sw.line(2, "gpus", std::to_string(gpus), gpus_src);
+  o << sw.o.str();
+  o << "model:\n" << mw.o.str();
+  o << "training:\n" << tw.o.str();
+  out.yaml = o.str();
+  return out;
+}
+
+MegatronImport import_megatron_args(const std::string& path, const MegatronOptions& opt) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw input_error(path, 0, 0, "", "cannot read file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return import_megatron_args_text(ss.str(), path, opt);
+}
+
+}  // namespace racksim::workloads::importers
