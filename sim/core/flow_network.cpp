@@ -492,7 +492,7 @@ void FlowNetwork::reschedule() {
   if (external_) {
     // What scheduling would do, without the queue: the same sequence number, and no stale entry.
     if (pending_ && scheduled_at_ == next) return;
-    pending_ = next != SimTime::max();
+    pending_ = first != nullptr;  // (at SimTime::max(): a completion past the clock, which throws if reached)
     scheduled_at_ = next;
     if (pending_) pending_seq_ = q_.reserve_seq();
     return;
