@@ -81,7 +81,7 @@ TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
   check(ds, {"training.pipeline.first_stage_layers=1", "training.pipeline.last_stage_layers=0"});
   check(ds, {"training.optimizer_sharding=fsdp", "training.moe.a2a_overlap=true"});
   check(ds, {"training.parallelism.pp=1", "training.parallelism.ep=32", "training.moe.a2a_overlap=true",
-             "training.global_batch=512", "system.gpus=128"});
+             "training.global_batch=1024", "system.gpus=128"});
   const std::string dense = "/scenarios/quickstart.yaml";
   for (const char* cp : {"p2p", "all_gather", "a2a"})
     check(dense, {"training.parallelism.cp=2", std::string("training.cp_comm=") + cp, "training.parallelism.pp=2",
@@ -132,7 +132,7 @@ TEST(SteadyState, ValidationSuitesAgreeWithExactAndKeepTheirSummaries) {
       {"scenarios/validation/hlo.yaml", "74 checks: 74 pass, 0 outside tolerance"},
       {"scenarios/validation/hlo-x2.yaml", "16 checks: 15 pass, 1 outside tolerance"},
       {"scenarios/validation/h200x2.yaml", "10 checks: 9 pass, 1 outside tolerance"},
-      {"scenarios/validation/at_scale.yaml", "33 checks: 9 pass, 24 outside tolerance"},
+      {"scenarios/validation/at_scale.yaml", "33 checks: 8 pass, 25 outside tolerance"},
       {"scenarios/seed_claims/suite.yaml", "10 checks: 2 pass, 8 outside tolerance"},
   };
   for (const auto& [suite, summary] : summaries) {
