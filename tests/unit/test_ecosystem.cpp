@@ -478,6 +478,37 @@ TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
   EXPECT_EQ(racksim::hw::parse_nccl_tests_output(tagged, "x.log").at(0).rows.size(), 21u);
 }
 
+// Unedited nccl-tests 2.19.6 output from one H200 (tests/data/nccl-tests-real/README.md): the -C
+// cputime column, the -J JSON file and the stdout of the same run, and a plain table.
+TEST(NcclTests, ReadsRealCaptures) {
+  const std::string real = kSrc + "/tests/data/nccl-tests-real/";
+  auto c = racksim::hw::parse_nccl_tests_output(slurp(real + "all_reduce_perf_g1_C1.log"), "c.log");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].op, "all_reduce");
+  EXPECT_EQ(c[0].gpus, 1);
+  EXPECT_EQ(c[0].time_column, "cputime");
+  ASSERT_EQ(c[0].rows.size(), 26u);  // 8 B .. 256 MiB
+  EXPECT_NEAR(c[0].rows.front().time_s, 7.93e-6, 1e-9);
+  EXPECT_EQ(c[0].rows.back().bytes, 268435456.0);
+
+  auto j = racksim::hw::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1.json"), "j.json");
+  auto t = racksim::hw::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1_J.log"), "j.log");
+  ASSERT_EQ(j.size(), 1u);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(j[0].format, "json");
+  EXPECT_EQ(j[0].op, "all_gather");
+  ASSERT_EQ(j[0].rows.size(), t[0].rows.size());
+  for (std::size_t i = 0; i < j[0].rows.size(); ++i) {  // the JSON and the table of one run agree
+    EXPECT_EQ(j[0].rows[i].bytes, t[0].rows[i].bytes);
+    EXPECT_NEAR(j[0].rows[i].time_s, t[0].rows[i].time_s, 0.006e-6 + 0.005 * t[0].rows[i].time_s) << i;
+  }
+
+  auto a = racksim::hw::parse_nccl_tests_output(slurp(real + "alltoall_perf_g1.log"), "a.log");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].op, "all_to_all");
+  EXPECT_EQ(a[0].rows.size(), 12u);
+}
+
 TEST(NcclTests, CalibrateFitReadsEveryShape) {
   const std::string dir = ::testing::TempDir() + "/eco/nccl";
   fs::create_directories(dir);
