@@ -36,8 +36,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
 
 // The most layer-steps one simulation may replay: about 1.4 GB and 20 s. Llama 3 405B on 16,384
-// GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 14,112 with a long step (48 and
-// 64 micro-steps); 126 layers at pp 64, vp 1, 40,320.
+// GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 10,080 with a long step (32 and
+// 48 micro-steps); 126 layers at pp 64, vp 1, 24,192 (64 + 128).
 inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
 
 // The largest model (10^15 parameters: a thousand times Llama 3 405B) and step (10^12 tokens: a
