@@ -19,6 +19,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/input/files.h"
 #include "sim/core/text.h"
+#include "sim/input/file_cache.h"
 #include "sim/core/units.h"
 
 namespace racksim::hw {
@@ -481,6 +482,9 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     }
     return nullptr;
   }
+  // A calibration loaded before without errors (and unchanged since) is shared as it is.
+  static input::FileCache<std::shared_ptr<const Calibration>> loaded;
+  if (auto c = loaded.get(path)) return *c;
   // Grafts (--set) belong to the scenario document, not to this one.
   auto parked = std::move(ctx->grafts);
   ctx->grafts.clear();
@@ -493,6 +497,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   }
   ctx->grafts = std::move(parked);
   if (!c || ctx->diag->size() != errors_before) return nullptr;
+  loaded.put(path, c);
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "sim/core/text.h"
+#include "sim/input/file_cache.h"
 
 namespace racksim::hw {
 
@@ -276,9 +277,19 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       ctx->diag->error({"<command line>", 0, 0}, "", msg);
     return false;
   }
+  // A preset without overrides that loaded before without errors (and is unchanged since) is
+  // reused as it was.
+  static input::FileCache<SystemSpec> loaded;
+  if (!overrides_node) {
+    if (auto spec = loaded.get(path)) {
+      out = std::move(*spec);
+      return true;
+    }
+  }
+  const std::size_t errors_before = ctx->diag->size();
   auto root = input::load_yaml_file(path, ctx);
   if (!root) return false;
-  YAML::Node tree = YAML::Clone(root->yaml());
+  YAML::Node tree = root->yaml();  // the loader's own copy
   // The override nodes, read while the scenario's grafts are in place (an override set with
   // --set names the --set).
   std::vector<std::pair<std::string, Node>> items;
@@ -344,6 +355,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   if (!is_path && out.name != name && !out.name.empty())
     rooted.child("name").error(fmt::format("preset file is {}.yaml but its name is '{}'", name, out.name));
   ctx->grafts = std::move(scenario_grafts);
+  if (!overrides_node && ctx->diag->size() == errors_before) loaded.put(path, out);
   return true;
 }
 

@@ -143,6 +143,39 @@ struct Step {
   std::function<void()> forward;
   std::function<void()> backward;
   double extra_io_bytes = 0;  // residuals kept beyond the step's own output: written in forward, read in backward
+  // The recompute policy for this step's output (filled when the layer's steps are cached).
+  bool saved = false;      // kept in HBM for the backward
+  bool offloaded = false;  // sent to host memory and fetched back
+};
+
+// A few (step name -> value) pairs; iterated in name order, like the std::map it replaces. The
+// names view the cached steps' own strings.
+template <class V>
+struct StepMap {
+  std::vector<std::pair<std::string_view, V>> items;
+  V* find(std::string_view k) {
+    for (auto& [n, v] : items)
+      if (n == k) return &v;
+    return nullptr;
+  }
+  void set(std::string_view k, V v) {
+    if (V* p = find(k)) *p = v;
+    else items.emplace_back(k, v);
+  }
+  bool erase(std::string_view k) {
+    for (auto it = items.begin(); it != items.end(); ++it)
+      if (it->first == k) {
+        items.erase(it);
+        return true;
+      }
+    return false;
+  }
+  bool empty() const { return items.empty(); }
+  std::vector<std::pair<std::string_view, V>> sorted() const {
+    auto out = items;
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return out;
+  }
 };
 
 // How a GEMM's inputs are quantized under fp8-class precisions (Transformer Engine style):
@@ -196,6 +229,8 @@ class Builder {
 
   OpGraph build() {
     g_.ranks = pp_;
+    // About 36 ops per layer and micro-step (more with recompute): grow the vector at most once or twice.
+    g_.ops.reserve(static_cast<std::size_t>(std::max(1, m_.layers)) * static_cast<std::size_t>(std::max(1, micro_steps_)) * 36);
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
       fsdp_prev_start_.reset();
@@ -265,7 +300,16 @@ class Builder {
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
   std::vector<int> vstage_first_layer_;  // size vstages_ + 1
   Phase phase_ = Phase::forward;
-  std::string prefix_;
+  Name prefix_;  // the prefix of the names emitted now (its base unused)
+  void prefix_micro_vstage(int v) { prefix_ = Name{0, NamePrefix::micro_vstage, static_cast<uint32_t>(mb_), static_cast<uint32_t>(v)}; }
+  void prefix_micro_layer(int l) { prefix_ = Name{0, NamePrefix::micro_layer, static_cast<uint32_t>(mb_), static_cast<uint32_t>(l)}; }
+  void prefix_rank() { prefix_ = Name{0, NamePrefix::rank, static_cast<uint32_t>(rank_), 0}; }
+  // The current prefix and this base: the name an op or tensor emitted now gets.
+  Name named(std::string_view base) {
+    Name n = prefix_;
+    n.base = g_.names.intern(base);
+    return n;
+  }
   std::vector<OpId> pending_deps_;      // deps attached to the next emitted op
   std::optional<ChunkKey> pending_cross_;
   std::vector<std::pair<OpId, ChunkKey>> cross_deps_;
@@ -388,8 +432,7 @@ class Builder {
   }
 
   // ---- emitting ops ------------------------------------------------------------------------
-  OpId emit(Op op) {
-    op.name = prefix_ + op.name;
+  OpId emit(Op&& op) {
     op.rank = static_cast<uint16_t>(rank_);
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
@@ -441,7 +484,7 @@ class Builder {
       vector(name + ".quantize", in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
     }
     Op op;
-    op.name = name;
+    op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::tensor;
     op.dtype = q == Quant::none && fp8_class() ? hw::Dtype::bf16 : t_.precision;
@@ -464,7 +507,7 @@ class Builder {
 
   OpId vector(const std::string& name, double bytes, double flops, double sfu = 0) {
     Op op;
-    op.name = name;
+    op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::vector;
     op.dtype = hw::Dtype::fp32;
@@ -474,9 +517,9 @@ class Builder {
     return emit(std::move(op));
   }
 
-  OpId collective(const std::string& name, CollOp c, CommGroup grp, double bytes, std::vector<OpId> deps = {}) {
+  OpId collective(const std::string& name, CollOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op op;
-    op.name = name;
+    op.name = named(name);
     op.kind = OpKind::collective;
     const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp;
     op.stream = !data_parallel               ? StreamKind::comm
@@ -520,7 +563,7 @@ class Builder {
   int overlap_countdown_ = 0;
 
   TensorId temp(const std::string& name, double bytes) {
-    return g_.tensor(prefix_ + name, MemCategory::activations, bytes, false, static_cast<uint16_t>(rank_));
+    return g_.tensor(named(name), MemCategory::activations, bytes, false, static_cast<uint16_t>(rank_));
   }
 
   // ---- training state --------------------------------------------------------------------
@@ -535,7 +578,7 @@ class Builder {
     const double n_weight = fsdp_per_use() ? shard : n;
     const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
-      const TensorId id = g_.tensor(fmt::format("rank{}.{}", rank_, name), c, bytes, host, r);
+      const TensorId id = g_.tensor(Name{g_.names.intern(name), NamePrefix::rank, static_cast<uint32_t>(rank_), 0}, c, bytes, host, r);
       g_.resident.push_back(id);
       return id;
     };
@@ -549,7 +592,7 @@ class Builder {
         // allocates before the step runs (PjRt output buffers): live for the whole step.
         resident("optimizer.outputs", MemCategory::optimizer,
                  n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes));
-      jax_grads_ = g_.tensor(fmt::format("rank{}.grads.fp32", rank_), MemCategory::gradients,
+      jax_grads_ = g_.tensor(Name{g_.names.intern("grads.fp32"), NamePrefix::rank, static_cast<uint32_t>(rank_), 0}, MemCategory::gradients,
                              n_grad * pr_.grad_bytes, false, r);
       jax_grads_allocated_ = false;
     } else {
@@ -602,18 +645,19 @@ class Builder {
     for (TensorId t = 0; t < g_.tensors.size(); ++t) {
       const Tensor& x = g_.tensors[t];
       if (x.category != MemCategory::activations || x.on_host || x.bytes <= 0 || first[t] == SIZE_MAX) continue;
+      const std::string xname = g_.tensor_name(t);
       const std::size_t hi = std::max(first[t], last[t]);
       // Made in the forward, read in the backward: a residual (stacked under scan).
       const bool residual = g_.ops[first[t]].phase == Phase::forward && g_.ops[hi].phase != Phase::forward;
       // "mb3.L7.qkv" -> stacked group "mb3.qkv" under scan.
       std::string key;
       if (t_.scan_layers && residual) {
-        const auto dot1 = x.name.find('.'), dot2 = x.name.find('.', dot1 + 1);
-        if (dot1 != std::string::npos && dot2 != std::string::npos && x.name.compare(dot1 + 1, 1, "L") == 0)
-          key = x.name.substr(0, dot1) + x.name.substr(dot2);
+        const auto dot1 = xname.find('.'), dot2 = xname.find('.', dot1 + 1);
+        if (dot1 != std::string::npos && dot2 != std::string::npos && xname.compare(dot1 + 1, 1, "L") == 0)
+          key = xname.substr(0, dot1) + xname.substr(dot2);
       }
       // A step output that is several XLA buffers (jax_residual_sizes) is packed buffer by buffer.
-      const auto parts = xla_buffer_parts(x.name);
+      const auto parts = xla_buffer_parts(xname);
       for (std::size_t p = 0; p < parts.size(); ++p) {
         Cand& c = key.empty() ? cands.emplace_back() : groups[fmt::format("{}#{}", key, p)];
         c.bytes += x.bytes * parts[p];
@@ -665,7 +709,36 @@ class Builder {
   }
 
   // ---- layer steps -------------------------------------------------------------------------
-  std::vector<Step> layer_steps(int l) {
+  // A layer's steps do not change within a build (their ops read the builder's state when they are
+  // emitted), so each layer's are made once, with the recompute policy's decision for each.
+  std::vector<std::vector<Step>> steps_cache_;
+  std::vector<char> steps_cached_;
+  const std::vector<Step>& layer_steps(int l) {
+    if (steps_cache_.empty()) {
+      steps_cache_.resize(static_cast<std::size_t>(std::max(0, m_.layers)));
+      steps_cached_.assign(steps_cache_.size(), 0);
+    }
+    if (!steps_cached_[l]) {
+      std::vector<Step> steps = make_layer_steps(l);
+      const SavePlan& plan = layer_plan(l);
+      for (Step& st : steps) {
+        st.saved = std::find(plan.saved.begin(), plan.saved.end(), st.name) != plan.saved.end();
+        st.offloaded = std::find(plan.offloaded.begin(), plan.offloaded.end(), st.name) != plan.offloaded.end();
+      }
+      steps_cache_[l] = std::move(steps);
+      steps_cached_[l] = 1;
+    }
+    return steps_cache_[l];
+  }
+  // The recompute policy's plan for layer l (dense or MoE), made once.
+  std::array<std::optional<SavePlan>, 2> plans_;
+  const SavePlan& layer_plan(int l) {
+    const bool moe = m_.is_moe_layer(l);
+    auto& p = plans_[moe ? 1 : 0];
+    if (!p) p = save_plan(t_.recompute, materialized_, moe);
+    return *p;
+  }
+  std::vector<Step> make_layer_steps(int l) {
     const double a = pr_.activation_bytes;
     std::vector<Step> steps;
     steps.push_back({"norm1", Tsp_ * h_ * a, [=, this] { vector("norm1", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
@@ -681,7 +754,7 @@ class Builder {
     // step: in forward, and again when it recomputes it. Under a saving policy the saved ones are
     // exactly the named dot outputs (bf16), so those keep their own size.
     if (jax_) {
-      const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
+      const SavePlan& plan = layer_plan(l);
       std::vector<Step*> xla;
       for (auto& st : steps)
         if (t_.recompute.mode == RecomputeMode::none ||
@@ -867,7 +940,7 @@ class Builder {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
     auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
       Op op;
-      op.name = name;
+      op.name = named(name);
       op.phase = phase_;
       op.unit = ExecUnit::tensor;
       op.dtype = hw::Dtype::bf16;
@@ -1033,10 +1106,13 @@ class Builder {
                        // dispatcher copies them off the routing map and waits for that copy before the EP
                        // all-to-all (or, with no EP/TP exchange, before the experts); DeepEP and HybridEP
                        // wait for the dispatch itself (tokens_per_expert.sum() / .item()) before the
-                       // experts. XLA's static shapes need no such wait.
-                       if (!jax_ && !t_.moe.hierarchical()) pending_host_wait_ = routing;
+                       // experts. XLA's static shapes need no such wait. Under EP overlap Megatron-Core's
+                       // combined 1F1B schedule issues the paired micro-batch's work before it waits, so the
+                       // wait hides behind that work: not modelled there.
+                       const bool waits = !jax_ && !ep_overlap_;
+                       if (waits && !t_.moe.hierarchical()) pending_host_wait_ = routing;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
-                       if (!jax_ && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
+                       if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
                      },
                      [=, this] {
@@ -1094,10 +1170,15 @@ class Builder {
 
   // ---- forward / backward of pipeline chunks ----------------------------------------------
   struct LayerState {
-    std::map<std::string, TensorId> kept;      // saved activations, freed after backward
-    std::map<std::string, OpId> offload_copy;  // D2H copy per offloaded activation
-    std::map<std::string, TensorId> host_copy;
-    std::vector<std::pair<TensorId, OpId>> fetched;  // H2D copies issued for the backward
+    StepMap<TensorId> kept;      // saved activations, freed after backward
+    StepMap<OpId> offload_copy;  // D2H copy per offloaded activation
+    StepMap<TensorId> host_copy;
+    struct Fetched {
+      TensorId tensor;
+      OpId copy;
+      std::string_view step;
+    };
+    std::vector<Fetched> fetched;  // H2D copies issued for the backward
     bool fetch_issued = false;
     TensorId input = 0;
   };
@@ -1108,7 +1189,7 @@ class Builder {
   void forward_chunk(int v) {
     phase_ = Phase::forward;
     const double a = pr_.activation_bytes;
-    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    prefix_micro_vstage(v);
     TensorId x;
     const bool fsdp = fsdp_per_use();
     if (v == 0) {
@@ -1143,7 +1224,7 @@ class Builder {
         if (const double r = residual_bytes[l - first_layer(v)]; r > 0)
           vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
     }
-    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    prefix_micro_vstage(v);
     if (v == vstages_ - 1) {
       wait_for_params(kHeadBucket);
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
@@ -1208,32 +1289,29 @@ class Builder {
     charge_host_work(l, first, false);
   }
   void layer_forward_ops(int l, TensorId& layer_input) {
-    prefix_ = fmt::format("mb{}.L{}.", mb_, l);
+    prefix_micro_layer(l);
     auto& st = layer_state_[{mb_, l}];
-    const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
-    const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
-    const std::set<std::string> offloaded(plan.offloaded.begin(), plan.offloaded.end());
     st.input = layer_input;  // every policy keeps the layer input
     wait_for_params(l);
     std::vector<TensorId> fsdp_bufs;
     if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
-    for (auto& step : layer_steps(l)) {
+    for (const auto& step : layer_steps(l)) {
       step.forward();
       const OpId producer = last();
       g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
       const TensorId t = temp(step.name, step.out_bytes);
       g_.ops[producer].allocs.push_back(t);
       out = t;
-      if (saved.count(step.name)) {
-        st.kept[step.name] = t;
-      } else if (offloaded.count(step.name) && !(jax_ && step.name == "mlp_out")) {
+      if (step.saved) {
+        st.kept.set(step.name, t);
+      } else if (step.offloaded && !(jax_ && step.name == "mlp_out")) {
         // (XLA never offloads the layer output: it is the loop carry, the next layer's input.)
         // D2H copy as soon as the producer finishes; the HBM copy is freed when it is done
         // (the layer output stays anyway: it is the next layer's input).
         Op c;
-        c.name = prefix_ + step.name + ".offload";
+        c.name = named(step.name + ".offload");
         c.rank = static_cast<uint16_t>(rank_);
         c.kind = OpKind::copy_d2h;
         // XLA issues host-offload copies on the compute stream (operation_queue_id 0; seen in a
@@ -1242,12 +1320,12 @@ class Builder {
         c.phase = Phase::forward;
         c.copy_bytes = step.out_bytes;
         c.deps = {producer};
-        const TensorId host = g_.tensor(prefix_ + step.name + ".host", MemCategory::activations, step.out_bytes, true,
+        const TensorId host = g_.tensor(named(step.name + ".host"), MemCategory::activations, step.out_bytes, true,
                                         static_cast<uint16_t>(rank_));
         c.allocs.push_back(host);
         if (step.name != "mlp_out") c.frees.push_back(t);
-        st.offload_copy[step.name] = g_.add(std::move(c));
-        st.host_copy[step.name] = host;
+        st.offload_copy.set(step.name, g_.add(std::move(c)));
+        st.host_copy.set(step.name, host);
       } else if (step.name != "mlp_out") {
         transient.push_back(t);
       }
@@ -1261,11 +1339,9 @@ class Builder {
   // Bytes of layer l's activations that the recompute policy keeps in HBM for the backward
   // (the layer input included), with XLA's residual sizes in JAX mode.
   double saved_residual_bytes(int l) {
-    const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
-    const std::set<std::string> saved(plan.saved.begin(), plan.saved.end());
     double bytes = Tsp_ * h_ * pr_.activation_bytes;  // the layer input
     for (const auto& st : layer_steps(l))
-      if (saved.count(st.name)) bytes += st.out_bytes;
+      if (st.saved) bytes += st.out_bytes;
     return bytes;
   }
   OpId last_compute() const {
@@ -1289,7 +1365,7 @@ class Builder {
     if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
     // The next compute op starts this layer: the gather after this one may begin with it.
     fsdp_mark_next_ = true;
-    const TensorId buf = g_.tensor(prefix_ + "fsdp.params", MemCategory::weights, dense_bytes + expert_bytes, false,
+    const TensorId buf = g_.tensor(named("fsdp.params"), MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
     const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
@@ -1303,7 +1379,7 @@ class Builder {
   void backward_chunk(int v) {
     phase_ = Phase::backward;
     const double a = pr_.activation_bytes;
-    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    prefix_micro_vstage(v);
     // Without donation XLA places the gradients, which die when the optimizer writes its
     // outputs, inside those outputs' (already allocated) buffers: no memory of their own (seen
     // in the buffer assignment of the replayed HLO, docs/decisions.md).
@@ -1334,7 +1410,7 @@ class Builder {
       layer_backward(l);
       if (last_micro_for_sync()) grad_sync("grad", dense_weights(l), expert_weights(l), true);
     }
-    prefix_ = fmt::format("mb{}.v{}.", mb_, v);
+    prefix_micro_vstage(v);
     phase_ = Phase::backward;
     if (v == 0) {
       const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
@@ -1356,48 +1432,47 @@ class Builder {
     auto& st = layer_state_[{mb_, l}];
     if (st.offload_copy.empty() || st.fetch_issued) return;
     st.fetch_issued = true;
-    prefix_ = fmt::format("mb{}.L{}.", mb_, l);
-    for (const auto& [name, d2h] : st.offload_copy) {
+    prefix_micro_layer(l);
+    for (const auto& [name, d2h] : st.offload_copy.sorted()) {
+      const TensorId host = *st.host_copy.find(name);
       Op c;
-      c.name = prefix_ + name + ".fetch";
+      c.name = named(std::string(name) + ".fetch");
       c.rank = static_cast<uint16_t>(rank_);
       c.kind = OpKind::copy_h2d;
       c.stream = jax_ ? StreamKind::compute : StreamKind::h2d;
       c.phase = Phase::backward;
-      c.copy_bytes = g_.tensors[st.host_copy[name]].bytes;
+      c.copy_bytes = g_.tensors[host].bytes;
       // Not before the backward reaches the layer above: fetching everything at once would
       // fill HBM, which is what offloading avoids.
       c.deps = {d2h, last()};
-      const TensorId t = temp(name + ".fetched", c.copy_bytes);
+      const TensorId t = temp(std::string(name) + ".fetched", c.copy_bytes);
       c.allocs.push_back(t);
-      c.frees.push_back(st.host_copy[name]);
-      st.fetched.emplace_back(t, g_.add(std::move(c)));
+      c.frees.push_back(host);
+      st.fetched.push_back({t, g_.add(std::move(c)), name});
     }
   }
 
   void layer_backward_ops(int l) {
-    prefix_ = fmt::format("mb{}.L{}.", mb_, l);
+    prefix_micro_layer(l);
     auto& st = layer_state_[{mb_, l}];
-    auto steps = layer_steps(l);
-    const auto plan = save_plan(t_.recompute, materialized_, m_.is_moe_layer(l));
-    std::set<std::string> have(plan.saved.begin(), plan.saved.end());
-    have.insert(plan.offloaded.begin(), plan.offloaded.end());
+    const auto& steps = layer_steps(l);
+    const SavePlan& plan = layer_plan(l);
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
-    std::map<std::string, TensorId> by_step = st.kept;  // freed once their step's backward ran
+    StepMap<TensorId> by_step = st.kept;  // freed once their step's backward ran
     if (fsdp_per_use()) to_free.push_back(fsdp_gather(l));
-    for (auto& [t, op] : st.fetched) {
-      pending_deps_.push_back(op);  // offloaded activations must be back first
-      by_step[g_.tensors[t].name.substr(prefix_.size(), g_.tensors[t].name.rfind(".fetched") - prefix_.size())] = t;
+    for (const auto& f : st.fetched) {
+      pending_deps_.push_back(f.copy);  // offloaded activations must be back first
+      by_step.set(f.step, f.tensor);
     }
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
     // layer output is not needed by the backward, so its projection is not recomputed.
     phase_ = Phase::recompute;
-    for (auto& step : steps) {
-      if (have.count(step.name) || step.name == "mlp_out") continue;
+    for (const auto& step : steps) {
+      if (step.saved || step.offloaded || step.name == "mlp_out") continue;
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
-      by_step[step.name] = t;
+      by_step.set(step.name, t);
     }
     // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
     // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
@@ -1428,12 +1503,12 @@ class Builder {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       it->backward();
       g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
-      if (auto f = by_step.find(it->name); f != by_step.end()) {
-        g_.ops[last_compute()].frees.push_back(f->second);
-        by_step.erase(f);
+      if (const TensorId* f = by_step.find(it->name)) {
+        g_.ops[last_compute()].frees.push_back(*f);
+        by_step.erase(it->name);
       }
     }
-    for (const auto& [name, t] : by_step) to_free.push_back(t);
+    for (const auto& [name, t] : by_step.sorted()) to_free.push_back(t);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : to_free) closing.frees.push_back(t);
@@ -1461,7 +1536,7 @@ class Builder {
   bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params) {
-    prefix_ = fmt::format("rank{}.", rank_);
+    prefix_rank();
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
     if (dense_replicas() > 1 && dense_params > 0)
@@ -1503,7 +1578,7 @@ class Builder {
     // (finish_grad_sync); ZeRO-2/FSDP (PyTorch FSDP) and XLA always reduce as gradients appear.
     if (!jax_ && !t_.overlap_grad_reduce && (mode == OptimizerSharding::none || mode == OptimizerSharding::zero1) &&
         !flushing_grads_) {
-      deferred_grads_.push_back({prefix_ + name, dense_params, expert_params});
+      deferred_grads_.push_back({prefix_, name, dense_params, expert_params});
       return;
     }
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
@@ -1523,6 +1598,7 @@ class Builder {
   }
   std::vector<OpId> grad_ops_;
   struct DeferredGrad {
+    Name prefix;  // where it was deferred: its name keeps that prefix
     std::string name;
     double dense = 0, expert = 0;
   };
@@ -1531,12 +1607,14 @@ class Builder {
 
   void optimizer_step() {
     phase_ = Phase::optimizer;
-    prefix_ = "";
     flushing_grads_ = true;
-    for (const auto& d : deferred_grads_) grad_sync(d.name, d.dense, d.expert);
+    for (const auto& d : deferred_grads_) {
+      prefix_ = d.prefix;
+      grad_sync(d.name, d.dense, d.expert);
+    }
     flushing_grads_ = false;
     deferred_grads_.clear();
-    prefix_ = fmt::format("rank{}.", rank_);
+    prefix_rank();
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
     const double shard = sharded ? sharded_params() : local_params();
     pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
@@ -1546,7 +1624,7 @@ class Builder {
           "optimizer offload: gradients go to host and updated weights come back over the host link; the CPU "
           "Adam step itself is not timed");
       Op d;
-      d.name = prefix_ + "optimizer.grads_to_host";
+      d.name = named("optimizer.grads_to_host");
       d.rank = static_cast<uint16_t>(rank_);
       d.kind = OpKind::copy_d2h;
       d.stream = StreamKind::d2h;
@@ -1556,7 +1634,7 @@ class Builder {
       pending_deps_.clear();
       const OpId d2h = g_.add(std::move(d));
       Op u;
-      u.name = prefix_ + "optimizer.weights_from_host";
+      u.name = named("optimizer.weights_from_host");
       u.rank = static_cast<uint16_t>(rank_);
       u.kind = OpKind::copy_h2d;
       u.stream = StreamKind::h2d;

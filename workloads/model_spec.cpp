@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "sim/core/text.h"
+#include "sim/input/file_cache.h"
 
 namespace racksim::workloads {
 
@@ -174,12 +175,20 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
     where_named.error(msg);
     return false;
   }
+  // A preset loaded before without errors (and unchanged since) is reused as it was.
+  static input::FileCache<ModelSpec> loaded;
+  if (auto m = loaded.get(path)) {
+    out = std::move(*m);
+    return true;
+  }
   auto saved = std::move(ctx->grafts);
   ctx->grafts.clear();
+  const std::size_t errors_before = ctx->diag->size();
   auto root = input::load_yaml_file(path, ctx);
   if (root) {
     out = parse_model(*root, true);
     validate_model(out, *root);
+    if (ctx->diag->size() == errors_before) loaded.put(path, out);
   }
   ctx->grafts = std::move(saved);
   return root.has_value();

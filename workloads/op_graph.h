@@ -6,30 +6,35 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware_models/system_spec.h"
+#include "sim/core/huge_page_allocator.h"
+#include "sim/core/small_vector.h"
 
 namespace racksim::workloads {
 
-enum class OpKind { kernel, collective, copy_h2d, copy_d2h };
+enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
 // comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
 // stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
 // so a gradient bucket never delays the next layer's prefetch or a pipeline send. comm_ep: MoE token
 // exchanges (and their etp collectives) on a stream of their own, as Megatron-Core's EP overlap runs
 // them, so a TP collective never queues behind an exchange that overlaps another micro-batch's compute.
-enum class StreamKind { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
+enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
 constexpr int kStreamCount = 7;
-enum class ExecUnit { tensor, vector };
-enum class Phase { forward, backward, recompute, optimizer };
+enum class ExecUnit : uint8_t { tensor, vector };
+enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
 // data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
-enum class CommGroup { dp, tp, pp, cp, ep, dp_cp, edp, etp };
-enum class CollOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
-enum class MemCategory { weights, gradients, optimizer, activations, communication_buffers, other };
+enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp };
+enum class CollOp : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
 std::string to_string(StreamKind s);
@@ -42,8 +47,58 @@ using OpId = uint32_t;
 using TensorId = uint32_t;
 inline constexpr OpId kNoOp = 0xffffffffu;
 
+// Names of ops and tensors are built only when something asks for them (a trace, a message): a graph
+// of a million ops holds no string per op. A name is an interned base ("qkv.dgrad") and a prefix of
+// up to two numbers: "mb{a}.v{b}." (micro-batch, virtual stage), "mb{a}.L{b}." (micro-batch,
+// layer), "rank{a}." (pipeline rank) or "cb{a}." (an XLA command-buffer segment).
+enum class NamePrefix : uint8_t { none, micro_vstage, micro_layer, rank, command_buffer };
+struct Name {
+  uint32_t base = 0;  // OpGraph::names id (0: "")
+  NamePrefix prefix = NamePrefix::none;
+  uint32_t a = 0, b = 0;
+  // A string literal not interned yet (an op made by hand, as tests do): OpGraph::add and
+  // OpGraph::tensor intern it.
+  const char* literal = nullptr;
+
+  Name() = default;
+  explicit Name(uint32_t base_id, NamePrefix p = NamePrefix::none, uint32_t a_ = 0, uint32_t b_ = 0)
+      : base(base_id), prefix(p), a(a_), b(b_) {}
+  Name(const char* text) : literal(text) {}  // NOLINT: a literal converts, as a std::string did
+};
+
+// Interned strings. Copies rebuild the index (its keys view the strings of their own table).
+class NameTable {
+ public:
+  NameTable() { intern(""); }
+  NameTable(const NameTable& o) { *this = o; }
+  NameTable(NameTable&&) noexcept = default;
+  NameTable& operator=(const NameTable& o) {
+    if (this == &o) return *this;
+    strings_.clear();
+    slots_.clear();
+    group_.clear();
+    for (const auto& x : o.strings_) intern(x);
+    return *this;
+  }
+  NameTable& operator=(NameTable&&) noexcept = default;
+
+  uint32_t intern(std::string_view s);
+  const std::string& str(uint32_t id) const { return strings_[id]; }
+  std::size_t size() const { return strings_.size(); }
+  std::string format(const Name& n) const;
+  // What a name's text before its first '.' identifies, as a number: equal keys for equal text
+  // (the replay opens a CUDA graph when it changes: one per micro-step chunk).
+  uint64_t first_component_key(const Name& n) const;
+
+ private:
+  std::deque<std::string> strings_;
+  std::vector<uint32_t> slots_;      // open addressing by hash: id + 1, 0 empty
+  std::vector<uint64_t> group_;      // per id: first_component_key of a name with no prefix
+  uint32_t find_or_add(std::string_view s, uint64_t h);
+};
+
 struct Op {
-  std::string name;
+  Name name;
   uint16_t rank = 0;                  // which simulated rank (pipeline stage) runs it
   OpKind kind = OpKind::kernel;
   StreamKind stream = StreamKind::compute;
@@ -87,13 +142,13 @@ struct Op {
   bool expert_hierarchical = false;   // NIC once per destination domain, then NVLink (DeepEP/HybridEP)
   // host copy
   double copy_bytes = 0;
-  std::vector<OpId> deps;
-  std::vector<TensorId> allocs;       // allocated when the op starts
-  std::vector<TensorId> frees;        // freed when the op ends
+  SmallVec<OpId, 3> deps;
+  SmallVec<TensorId, 2> allocs;       // allocated when the op starts
+  SmallVec<TensorId, 3> frees;        // freed when the op ends
 };
 
 struct Tensor {
-  std::string name;
+  Name name;
   uint16_t rank = 0;
   MemCategory category = MemCategory::activations;
   double bytes = 0;
@@ -101,25 +156,39 @@ struct Tensor {
 };
 
 struct OpGraph {
-  std::vector<Op> ops;
+  std::vector<Op, HugePageAllocator<Op>> ops;
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
   int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)
   bool xla_program = false;           // an imported XLA program: eager launches go through XLA's thunks
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
+  NameTable names;                    // bases of the ops' and tensors' names
   // For the report: model FLOPs (6·N·tokens + attention, no recompute) and tokens of one
   // optimizer step of the whole job (all ranks). Set by whoever builds the graph.
   double model_flops_per_step = 0;
   double tokens_per_step = 0;
 
-  OpId add(Op op) {
+  OpId add(Op&& op) {
+    if (op.name.literal) op.name = Name{names.intern(op.name.literal)};
     ops.push_back(std::move(op));
     return static_cast<OpId>(ops.size() - 1);
   }
-  TensorId tensor(std::string name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
-    tensors.push_back({std::move(name), rank, c, bytes, on_host});
+  OpId add(const Op& op) { return add(Op(op)); }
+  TensorId tensor(Name name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    if (name.literal) name = Name{names.intern(name.literal)};
+    tensors.push_back({name, rank, c, bytes, on_host});
     return static_cast<TensorId>(tensors.size() - 1);
   }
+  TensorId tensor(std::string_view name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    return tensor(plain_name(name), c, bytes, on_host, rank);
+  }
+  TensorId tensor(const char* name, MemCategory c, double bytes, bool on_host = false, uint16_t rank = 0) {
+    return tensor(plain_name(name), c, bytes, on_host, rank);
+  }
+  Name plain_name(std::string_view full) { return Name{names.intern(full)}; }
+  std::string name(const Name& n) const { return names.format(n); }
+  std::string op_name(OpId i) const { return names.format(ops[i].name); }
+  std::string tensor_name(TensorId i) const { return names.format(tensors[i].name); }
 };
 
 }  // namespace racksim::workloads

@@ -26,6 +26,7 @@ struct Registered {
 struct Common {
   std::vector<std::string> sets;
   bool json_out = false;
+  bool exact = false;  // --exact: replay every micro-step, no steady-state extrapolation
 };
 
 // The human-readable figures of a report (step time .. time breakdown), shared by run and replay.

@@ -49,7 +49,9 @@ void print_run_summary(std::ostream& out, const json& r) {
 int cmd_run(const std::string& file, const Common& c, const std::string& trace, const std::string& html,
             std::ostream& out) {
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
-  auto res = sim::simulate(sc);
+  sim::SimulateOptions opt;
+  opt.exact = c.exact;
+  auto res = sim::simulate(sc, opt);
   if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
   if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
@@ -62,8 +64,10 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
 int cmd_compare(const std::string& base, const std::string& variant, const Common& c, const std::string& html,
                 std::ostream& out) {
   const auto sets = sim::parse_set_overrides(c.sets);
-  auto a = sim::simulate(sim::load_scenario(base, sets));
-  auto b = sim::simulate(sim::load_scenario(variant, sets));
+  sim::SimulateOptions opt;
+  opt.exact = c.exact;
+  auto a = sim::simulate(sim::load_scenario(base, sets), opt);
+  auto b = sim::simulate(sim::load_scenario(variant, sets), opt);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
@@ -190,6 +194,7 @@ Registered register_run(CLI::App& app) {
   sub->add_flag("--json", s->c.json_out, "print the JSON report");
   sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
   sub->add_option("--report", s->html, "write an HTML report");
+  sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_run(s->file, s->c, s->trace, s->html, out); }};
 }
 
@@ -202,6 +207,7 @@ Registered register_compare(CLI::App& app) {
   sub->add_option("--set", s->c.sets, "override applied to both: KEY.PATH=VALUE");
   sub->add_flag("--json", s->c.json_out, "print JSON");
   sub->add_option("--report", s->html, "write an HTML report of both runs side by side");
+  sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->c, s->html, out); }};
 }
 

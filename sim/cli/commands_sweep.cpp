@@ -55,7 +55,7 @@ bool stderr_is_terminal(const std::ostream& err) {
 }
 
 int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const std::string& shard_text,
-              const std::string& html, std::ostream& out, std::ostream& err) {
+              const std::string& html, bool exact, std::ostream& out, std::ostream& err) {
   workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
   std::string from_slurm;
   if (shard_text.empty())
@@ -105,6 +105,8 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   std::vector<sim::SweepPointView> views;  // only with --report: what the page charts
   std::size_t points = 0, invalid = 0, nofit = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  workflow::SweepOptions options;
+  options.exact = exact;
   workflow::run_sweep_streaming(spec, shard, jobs, progress, [&](workflow::PointResult&& r) {
     write(workflow::csv_row(spec, r));
     ++points;
@@ -122,7 +124,7 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
       }
       views.push_back({std::move(r.values), std::move(slim), std::move(r.error)});
     }
-  });
+  }, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (csv_file) csv_file->close();
   if (html_file) {
@@ -140,21 +142,23 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
 }  // namespace
 
 Registered register_sweep(CLI::App& app) {
-  struct S { std::string file, csv, shard, html; int jobs = 1; };
+  struct S { std::string file, csv, shard, html; int jobs = workflow::hardware_jobs(); bool exact = false; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
   sub->footer("Rows are written as points finish, in point order. Limits: 1,000,000 points per run (shard larger\n"
               "sweeps with --shard), 100,000 with --report (docs/decisions.md, \"Input limits\").");
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
-  sub->add_option("--jobs", s->jobs, "points simulated at once on this many threads (output does not depend on it)")
+  sub->add_option("--jobs", s->jobs,
+                  "points simulated at once on this many threads (default: all cores; output does not depend on it)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--shard", s->shard,
                   "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order and their point "
                   "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN and _COUNT)");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
+  sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream& err) {
-            return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, out, err);
+            return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, s->exact, out, err);
           }};
 }
 

@@ -13,9 +13,9 @@ namespace racksim::cli {
 
 namespace {
 
-int cmd_validate(const std::string& file, bool json_out, std::ostream& out, std::ostream& err) {
+int cmd_validate(const std::string& file, bool json_out, bool exact, std::ostream& out, std::ostream& err) {
   const workflow::Suite suite = workflow::load_suite(file);  // invalid suite: InputError, exit 1
-  const workflow::SuiteResult r = workflow::run_suite(suite, workflow::hardware_jobs());
+  const workflow::SuiteResult r = workflow::run_suite(suite, workflow::hardware_jobs(), exact);
   if (json_out)
     out << workflow::to_json(r).dump() << '\n';
   else
@@ -38,13 +38,14 @@ int cmd_validate(const std::string& file, bool json_out, std::ostream& out, std:
 }  // namespace
 
 Registered register_validate(CLI::App& app) {
-  struct S { std::string file; bool json = false; };
+  struct S { std::string file; bool json = false; bool exact = false; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand(
       "validate", "check predictions against measurements and expected speedups (exit 4 when a check fails)");
   sub->add_option("suite", s->file, "validation suite YAML file")->required();
   sub->add_flag("--json", s->json, "print the checks as a JSON list");
-  return {sub, [s](std::ostream& out, std::ostream& err) { return cmd_validate(s->file, s->json, out, err); }};
+  sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
+  return {sub, [s](std::ostream& out, std::ostream& err) { return cmd_validate(s->file, s->json, s->exact, out, err); }};
 }
 
 }  // namespace racksim::cli

@@ -14,10 +14,21 @@ EventQueue::Handle EventQueue::schedule(SimTime at, Handler h) {
   }
   if (!h) throw std::invalid_argument("EventQueue::schedule: empty handler");
   const uint64_t seq = next_seq_++;
-  handlers_.emplace(seq, std::move(h));
-  heap_.push_back(Entry{at, seq});
+  uint32_t slot = 0;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(handlers_.size());
+    handlers_.push_back(std::move(h));
+    slot_seq_.push_back(seq);
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    handlers_[slot] = std::move(h);
+    slot_seq_[slot] = seq;
+  }
+  ++live_;
+  heap_.push_back(Entry{at, seq, slot});
   std::push_heap(heap_.begin(), heap_.end(), Later{});
-  return Handle{seq};
+  return Handle{seq, slot};
 }
 
 EventQueue::Handle EventQueue::schedule_after(SimTime delay, Handler h) {
@@ -27,16 +38,24 @@ EventQueue::Handle EventQueue::schedule_after(SimTime delay, Handler h) {
   return schedule(now_ + delay, std::move(h));
 }
 
+void EventQueue::free_slot(uint32_t slot) {
+  slot_seq_[slot] = 0;
+  free_slots_.push_back(slot);
+  --live_;
+}
+
 bool EventQueue::cancel(Handle h) {
   if (!h) return false;
   // The heap entry stays until it surfaces or the heap is compacted (lazy deletion).
-  if (handlers_.erase(h.id) == 0) return false;
+  if (h.slot >= slot_seq_.size() || slot_seq_[h.slot] != h.id) return false;
+  handlers_[h.slot] = nullptr;  // releases what the handler holds now, as erasing it did
+  free_slot(h.slot);
   compact_if_sparse();
   return true;
 }
 
 void EventQueue::pop_cancelled() {
-  while (!heap_.empty() && !handlers_.contains(heap_.front().seq)) {
+  while (!heap_.empty() && !live(heap_.front())) {
     std::pop_heap(heap_.begin(), heap_.end(), Later{});
     heap_.pop_back();
   }
@@ -46,8 +65,8 @@ void EventQueue::compact_if_sparse() {
   // Rebuilding costs O(n) and happens only after n/2 cancels since the last rebuild, so it adds
   // O(1) amortized per cancel and bounds the garbage (e.g. a flow network's superseded
   // completion events far in the future).
-  if (heap_.size() < 64 || heap_.size() <= 2 * handlers_.size()) return;
-  std::erase_if(heap_, [this](const Entry& e) { return !handlers_.contains(e.seq); });
+  if (heap_.size() < 64 || heap_.size() <= 2 * live_) return;
+  std::erase_if(heap_, [this](const Entry& e) { return !live(e); });
   std::make_heap(heap_.begin(), heap_.end(), Later{});
 }
 
@@ -57,9 +76,9 @@ bool EventQueue::step() {
   const Entry e = heap_.front();
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
   heap_.pop_back();
-  auto it = handlers_.find(e.seq);
-  Handler h = std::move(it->second);
-  handlers_.erase(it);
+  Handler h = std::move(handlers_[e.slot]);
+  handlers_[e.slot] = nullptr;
+  free_slot(e.slot);
   now_ = e.at;
   ++processed_;
   h();
@@ -69,6 +88,29 @@ bool EventQueue::step() {
 void EventQueue::run() {
   while (step()) {
   }
+}
+
+bool EventQueue::peek(SimTime& at, uint64_t& seq) {
+  pop_cancelled();
+  if (heap_.empty()) return false;
+  at = heap_.front().at;
+  seq = heap_.front().seq;
+  return true;
+}
+
+SimTime EventQueue::next_time() {
+  pop_cancelled();
+  return heap_.empty() ? SimTime::max() : heap_.front().at;
+}
+
+void EventQueue::advance_to(SimTime t) {
+  if (t < now_) {
+    throw std::logic_error(fmt::format("EventQueue::advance_to: time {} ps is before now ({} ps)", t.ps, now_.ps));
+  }
+  if (next_time() < t) {
+    throw std::logic_error(fmt::format("EventQueue::advance_to: an event is pending before {} ps", t.ps));
+  }
+  now_ = t;
 }
 
 void EventQueue::run_until(SimTime t) {

@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/time.h"
@@ -15,13 +14,16 @@ namespace racksim::sim {
 // gives the same order. Binary heap with lazy deletion for cancels: O(log n) per operation
 // (amortized; the heap is compacted when cancelled entries outnumber live ones).
 // Handlers may schedule and cancel other events while running.
+// Handlers live in reusable slots of a vector (no allocation per event once the queue has grown,
+// for handlers that fit std::function's small buffer: up to two pointers' worth of captures).
 class EventQueue {
  public:
   using Handler = std::function<void()>;
   // Opaque; id 0 means "no event". Ids are never reused, so a stale handle cannot cancel a
   // later event.
   struct Handle {
-    uint64_t id = 0;
+    uint64_t id = 0;    // the event's sequence number
+    uint32_t slot = 0;  // where its handler is kept
     explicit operator bool() const { return id != 0; }
   };
 
@@ -33,7 +35,7 @@ class EventQueue {
   // cancelled, or the handle is empty.
   bool cancel(Handle h);
   // No pending (non-cancelled) events.
-  bool empty() const { return handlers_.empty(); }
+  bool empty() const { return live_ == 0; }
   // Time of the event being run or last run (or set by run_until).
   SimTime now() const { return now_; }
   // Runs the next event; false if none.
@@ -43,13 +45,24 @@ class EventQueue {
   // Runs every event with time <= t (including ones scheduled meanwhile), then sets now() = t.
   // Throws std::logic_error if t < now().
   void run_until(SimTime t);
-  std::size_t pending() const { return handlers_.size(); }
+  // Time of the next pending event (SimTime::max() if none); does not run it.
+  SimTime next_time();
+  // Sets now() to t without running anything. Throws std::logic_error if t < now() or an event
+  // is pending before t. For a driver that interleaves its own time-ordered work with the queue.
+  void advance_to(SimTime t);
+  std::size_t pending() const { return live_; }
+  // For a driver that keeps events of its own (a FlowNetwork without its own queue events): the
+  // sequence number an event scheduled now would get, consumed as if it had been scheduled; and the
+  // next pending event's time and sequence (false if none). Events order by (time, sequence).
+  uint64_t reserve_seq() { return next_seq_++; }
+  bool peek(SimTime& at, uint64_t& seq);
   uint64_t events_processed() const { return processed_; }
 
  private:
   struct Entry {
     SimTime at;
-    uint64_t seq;  // also the handle id
+    uint64_t seq;   // also the handle id
+    uint32_t slot;  // handler slot; the entry is live while slot_seq_[slot] == seq
   };
   // std heap algorithms build a max-heap; "later" as less-than puts the earliest on top.
   struct Later {
@@ -61,8 +74,14 @@ class EventQueue {
   void pop_cancelled();    // drop cancelled entries from the top of the heap
   void compact_if_sparse();
 
-  std::vector<Entry> heap_;                         // may hold cancelled entries
-  std::unordered_map<uint64_t, Handler> handlers_;  // pending events only
+  bool live(const Entry& e) const { return slot_seq_[e.slot] == e.seq; }
+  void free_slot(uint32_t slot);
+
+  std::vector<Entry> heap_;          // may hold cancelled entries
+  std::vector<Handler> handlers_;    // by slot
+  std::vector<uint64_t> slot_seq_;   // by slot: the pending event's seq, 0 when free
+  std::vector<uint32_t> free_slots_;
+  std::size_t live_ = 0;             // pending (not cancelled) events
   SimTime now_{};
   uint64_t next_seq_ = 1;
   uint64_t processed_ = 0;

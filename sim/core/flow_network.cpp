@@ -46,7 +46,7 @@ struct CompletionLater {
 
 }  // namespace
 
-FlowNetwork::FlowNetwork(EventQueue& q) : q_(q) {}
+FlowNetwork::FlowNetwork(EventQueue& q, bool external_events) : q_(q), external_(external_events) {}
 
 FlowNetwork::~FlowNetwork() {
   // The scheduled event captures `this`; it must not outlive the network.
@@ -83,31 +83,25 @@ const std::string& FlowNetwork::resource_name(ResourceId r) const {
   return names_[r];
 }
 
-FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount,
-                                            std::function<void(FlowId)> on_done, double rate_cap_per_s) {
+FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t count, double amount,
+                                                 std::function<void(FlowId)> on_done, double rate_cap_per_s) {
   if (!std::isfinite(amount) || amount < 0) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: amount must be finite and >= 0, got {}", amount));
   }
   if (!(rate_cap_per_s > 0)) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: rate cap must be > 0, got {}", rate_cap_per_s));
   }
-  std::vector<PathEntry> entries;
-  entries.reserve(path.size());
-  for (const Use& u : path) {
+  bool any = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Use& u = path[i];
     resource(u.resource);  // validates the id
     if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
       throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
                                               names_[u.resource], u.coefficient));
     }
-    if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
-    auto same = std::find_if(entries.begin(), entries.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
-    if (same != entries.end()) {
-      same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
-    } else {
-      entries.push_back(PathEntry{u.resource, 0, u.coefficient});
-    }
+    any = any || u.coefficient != 0;
   }
-  if (entries.empty() && std::isinf(rate_cap_per_s)) {
+  if (!any && std::isinf(rate_cap_per_s)) {
     throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
   }
 
@@ -121,19 +115,38 @@ FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  const FlowId id = next_id_++;
-  slots_.emplace(id, slot);
+  if (next_id_ >= (uint64_t{1} << 32)) throw std::length_error("FlowNetwork: too many flows started");
+  const FlowId id = (next_id_++ << 32) | slot;
   on_done_[slot] = std::move(on_done);
   Flow& f = flows_[slot];
-  const uint64_t version = f.completion_version;  // keeps stale entries of the slot's last flow stale
-  f = Flow{};
-  f.completion_version = version;
+  // Reset the slot field by field: its path keeps its storage (no allocation per flow), and its
+  // completion version keeps stale entries of the slot's last flow stale.
   f.id = id;
-  f.path = std::move(entries);
+  f.path.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    const Use& u = path[i];
+    if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
+    auto same = std::find_if(f.path.begin(), f.path.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
+    if (same != f.path.end()) {
+      same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
+    } else {
+      f.path.push_back(PathEntry{u.resource, 0, u.coefficient});
+    }
+  }
   f.amount = amount;
   f.remaining = amount;
   f.rate_cap = rate_cap_per_s;
+  f.rate = 0;
   f.last_update = q_.now();
+  f.completion = SimTime::max();
+  f.bottleneck = kBoundByNone;
+  f.stamp = 0;
+  f.new_rate = 0;
+  f.new_bottleneck = kBoundByNone;
+  f.frozen = false;
+  f.in_completions = false;
+  f.attached = false;
+  f.finished = false;
   ++active_;
   if (amount == 0) {
     // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
@@ -151,9 +164,8 @@ FlowNetwork::FlowId FlowNetwork::start_flow(std::vector<Use> path, double amount
 }
 
 bool FlowNetwork::cancel_flow(FlowId id) {
-  auto it = slots_.find(id);
-  if (it == slots_.end()) return false;
-  const Slot slot = it->second;
+  const Slot slot = static_cast<Slot>(id & 0xffffffffu);
+  if (id == 0 || slot >= flows_.size() || flows_[slot].id != id) return false;
   Flow& f = flows_[slot];
   if (f.finished) return false;
   drop_completion(f);
@@ -166,7 +178,6 @@ bool FlowNetwork::cancel_flow(FlowId id) {
 
 void FlowNetwork::release(Slot slot) {
   Flow& f = flows_[slot];
-  slots_.erase(f.id);
   f.id = 0;
   f.path.clear();
   on_done_[slot] = nullptr;
@@ -174,9 +185,10 @@ void FlowNetwork::release(Slot slot) {
 }
 
 FlowNetwork::Slot FlowNetwork::slot_of(FlowId id) const {
-  auto it = slots_.find(id);
-  if (it == slots_.end()) throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
-  return it->second;
+  const Slot slot = static_cast<Slot>(id & 0xffffffffu);
+  if (id == 0 || slot >= flows_.size() || flows_[slot].id != id)
+    throw std::out_of_range(fmt::format("FlowNetwork: unknown or finished flow {}", id));
+  return slot;
 }
 
 double FlowNetwork::rate(FlowId f) const {
@@ -362,6 +374,46 @@ void FlowNetwork::solve_components() {
     }
   }
 
+  if (comp_flows_.size() == 1) {
+    // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
+    // coefficient -- what the filling below finds, with the same tie rule (a resource before the
+    // cap, the lower resource id first), without the heap.
+    Flow& f = flows_[comp_flows_[0]];
+    double best = 0;
+    int64_t who = kBoundByNone;
+    for (const PathEntry& pe : f.path) {
+      const double lvl = resources_[pe.resource].capacity / pe.coefficient;
+      const auto id = static_cast<int64_t>(pe.resource);
+      if (who == kBoundByNone || lvl < best || (lvl == best && id < who)) {
+        best = lvl;
+        who = id;
+      }
+    }
+    if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
+      best = f.rate_cap;
+      who = kBoundByCap;
+    }
+    f.frozen = true;
+    f.new_rate = std::max(0.0, best);
+    f.new_bottleneck = who;
+  } else {
+    progressive_filling();
+  }
+
+  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
+  // events cannot perturb it by float noise.
+  for (Slot s : comp_flows_) {
+    Flow& f = flows_[s];
+    if (f.new_rate != f.rate) {
+      advance(f);  // progress up to now at the old rate
+      f.rate = f.new_rate;
+      update_completion(s);
+    }
+    f.bottleneck = f.new_bottleneck;
+  }
+}
+
+void FlowNetwork::progressive_filling() {
   // Progressive filling. Every unfrozen flow sits at the common `level`; the next event is the
   // lowest level at which a resource saturates or a flow reaches its cap. A min-heap holds one
   // entry per resource (a lower bound on its saturation level, re-keyed lazily) and one per
@@ -432,23 +484,19 @@ void FlowNetwork::solve_components() {
       freeze(f, level, kBoundByCap);
     }
   }
-
-  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
-  // events cannot perturb it by float noise.
-  for (Slot s : comp_flows_) {
-    Flow& f = flows_[s];
-    if (f.new_rate != f.rate) {
-      advance(f);  // progress up to now at the old rate
-      f.rate = f.new_rate;
-      update_completion(s);
-    }
-    f.bottleneck = f.new_bottleneck;
-  }
 }
 
 void FlowNetwork::reschedule() {
   const Completion* first = earliest_completion();
   const SimTime next = first == nullptr ? SimTime::max() : std::max(SimTime::from_ps(first->ps), q_.now());
+  if (external_) {
+    // What scheduling would do, without the queue: the same sequence number, and no stale entry.
+    if (pending_ && scheduled_at_ == next) return;
+    pending_ = first != nullptr;  // (at SimTime::max(): a completion past the clock, which throws if reached)
+    scheduled_at_ = next;
+    if (pending_) pending_seq_ = q_.reserve_seq();
+    return;
+  }
   if (scheduled_ && scheduled_at_ == next) return;
   if (scheduled_) q_.cancel(scheduled_);
   scheduled_ = {};
@@ -472,6 +520,7 @@ void FlowNetwork::on_completion_event() {
   }
   // Slots, not references: callbacks may start flows, which can reallocate flows_.
   std::vector<Slot> done;
+  done.swap(done_scratch_);
   for (const Completion* c = earliest_completion(); c != nullptr && c->ps <= now.ps; c = earliest_completion()) {
     const Slot slot = c->slot;
     std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
@@ -507,6 +556,8 @@ void FlowNetwork::on_completion_event() {
       if (cb) cb(flows_[s].id);
     }
   }
+  done.clear();
+  if (done_scratch_.capacity() < done.capacity()) done_scratch_.swap(done);
   if (!deferring_) settle();
 }
 

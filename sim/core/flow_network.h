@@ -7,7 +7,6 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -37,9 +36,12 @@ namespace racksim::sim {
 class FlowNetwork {
  public:
   using ResourceId = uint32_t;
-  using FlowId = uint64_t;  // never reused; 0 is never a valid id
+  using FlowId = uint64_t;  // never reused; 0 is never a valid id; increases with start order
 
-  explicit FlowNetwork(EventQueue& q);
+  // With external_events the network schedules no event on the queue: it keeps its next completion
+  // (time, and a sequence number reserved from the queue when it would have scheduled it) for the
+  // driver, which runs it with run_pending_event() in (time, sequence) order among the queue's.
+  explicit FlowNetwork(EventQueue& q, bool external_events = false);
   ~FlowNetwork();  // cancels its pending completion event
   FlowNetwork(const FlowNetwork&) = delete;
   FlowNetwork& operator=(const FlowNetwork&) = delete;
@@ -58,8 +60,13 @@ class FlowNetwork {
   // start_flow, when the amount is delivered; an amount of 0 completes at now(). Throws
   // std::invalid_argument for a negative/non-finite amount, a bad coefficient, a cap that is not
   // > 0, or an empty path without a finite cap; std::out_of_range for an unknown resource.
-  FlowId start_flow(std::vector<Use> path, double amount, std::function<void(FlowId)> on_done,
-                    double rate_cap_per_s = std::numeric_limits<double>::infinity());
+  FlowId start_flow(const std::vector<Use>& path, double amount, std::function<void(FlowId)> on_done,
+                    double rate_cap_per_s = std::numeric_limits<double>::infinity()) {
+    return start_flow_path(path.data(), path.size(), amount, std::move(on_done), rate_cap_per_s);
+  }
+  // The same with the path as an array (no allocation: a flow's slot keeps its path storage).
+  FlowId start_flow_path(const Use* path, std::size_t count, double amount, std::function<void(FlowId)> on_done,
+                         double rate_cap_per_s = std::numeric_limits<double>::infinity());
   // True if the flow was active; it is removed without calling on_done and its share is freed.
   bool cancel_flow(FlowId f);
 
@@ -74,6 +81,17 @@ class FlowNetwork {
   double utilization(ResourceId r) const;  // sum coefficient*rate / capacity, in [0, 1]
   const std::string& resource_name(ResourceId r) const;  // stays valid for the network's lifetime
   std::size_t resource_count() const { return resources_.size(); }
+  // external_events: the pending completion event, if any.
+  bool pending_event(SimTime& at, uint64_t& seq) const {
+    if (!pending_) return false;
+    at = scheduled_at_;
+    seq = pending_seq_;
+    return true;
+  }
+  void run_pending_event() {
+    pending_ = false;
+    on_completion_event();
+  }
   std::size_t active_flows() const { return active_; }
 
  private:
@@ -147,6 +165,7 @@ class FlowNetwork {
   void settle();                    // re-solve dirty components, then reschedule
   void settle_if_dirty() const;     // for queries: solve any deferred change first
   void solve_components();
+  void progressive_filling();  // the max-min solve of the component in comp_flows_/comp_resources_
   void freeze(Flow& f, double level, int64_t bound_by);
   void reschedule();
   void on_completion_event();
@@ -159,7 +178,7 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<std::function<void(FlowId)>> on_done_;
   std::vector<Slot> free_slots_;
-  std::unordered_map<FlowId, Slot> slots_;
+  // A flow id is (start sequence << 32) | slot, so finding a flow needs no map.
   // Min-heap on (completion ps, id), so ties complete in start order. Lazy deletion: an entry is
   // valid only while its slot holds the same flow, in_completions, with the same version;
   // compacted when stale entries outnumber live ones.
@@ -172,9 +191,13 @@ class FlowNetwork {
   uint64_t stamp_ = 0;
   EventQueue::Handle scheduled_{};
   SimTime scheduled_at_ = SimTime::max();
+  bool external_ = false;      // events kept for the driver instead of scheduled
+  bool pending_ = false;       // external_: a completion event is pending at scheduled_at_
+  uint64_t pending_seq_ = 0;
   std::vector<Slot> comp_flows_;  // solver scratch
   std::vector<ResourceId> comp_resources_;
   std::vector<Level> heap_;
+  std::vector<Slot> done_scratch_;  // on_completion_event's batch, kept for its capacity
 };
 
 }  // namespace racksim::sim

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <set>
+#include <mutex>
+#include <span>
+#include <unordered_set>
 #include <stdexcept>
 
 #include "hardware_models/collectives.h"
@@ -60,7 +62,8 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
 
 class Replayer {
  public:
-  Replayer(const OpGraph& g, const Scenario& sc) : g_(g), sc_(sc), sys_(sc.system.spec), net_(q_) {
+  Replayer(const OpGraph& g, const Scenario& sc, const ReplayOptions& opt)
+      : g_(g), sc_(sc), sys_(sc.system.spec), opt_(opt), net_(q_, /*external_events=*/true) {
     const auto& h = sys_.host;
     // Every rank of a role does the same, so a shared link or host memory is split among the
     // GPUs that share it -- but a job smaller than a host shares it with fewer.
@@ -90,36 +93,51 @@ class Replayer {
     res_.ops.resize(n);
     pending_.assign(n, 0);
     done_.assign(n, 0);
-    succ_.assign(n, {});
+    running_.assign(n, 0);
+    coll_cost_.assign(n, nullptr);
     // Stream order is program order per (rank, stream); dependencies may point anywhere
-    // (pipeline stages wait for later-built stages).
+    // (pipeline stages wait for later-built stages). Successors are stored flat (CSR), each op's
+    // in the order they were found: its dependents by index, then its stream successor.
     std::vector<std::array<int64_t, kStreamCount>> last_on_stream(res_of_.size());
     for (auto& a : last_on_stream) a.fill(-1);
+    std::vector<int64_t> stream_prev(n, -1);
+    succ_start_.assign(n + 1, 0);
     for (std::size_t i = 0; i < n; ++i) {
       const Op& op = g_.ops[i];
-      if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", op.name, op.rank, res_of_.size()));
+      if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", g_.op_name(i), op.rank, res_of_.size()));
       for (OpId d : op.deps) {
-        if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", op.name, d));
-        succ_[d].push_back(static_cast<OpId>(i));
+        if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", g_.op_name(i), d));
+        ++succ_start_[d + 1];
         ++pending_[i];
       }
       auto& last = last_on_stream[op.rank][static_cast<int>(op.stream)];
       if (last >= 0) {
-        succ_[last].push_back(static_cast<OpId>(i));
+        stream_prev[i] = last;
+        ++succ_start_[last + 1];
         ++pending_[i];
       }
       last = static_cast<int64_t>(i);
       ++pending_[i];  // its launch on the host thread
     }
+    for (std::size_t i = 0; i < n; ++i) succ_start_[i + 1] += succ_start_[i];
+    succ_.assign(succ_start_[n], 0);
+    {
+      std::vector<uint32_t> fill(succ_start_.begin(), succ_start_.end() - 1);
+      for (std::size_t i = 0; i < n; ++i) {
+        for (OpId d : g_.ops[i].deps) succ_[fill[d]++] = static_cast<OpId>(i);
+        if (stream_prev[i] >= 0) succ_[fill[stream_prev[i]]++] = static_cast<OpId>(i);
+      }
+    }
     schedule_launches();
-    q_.run();
+    run_events();
     for (std::size_t i = 0; i < n; ++i) {
       if (!done_[i])
-        throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.ops[i].name));
+        throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.op_name(static_cast<OpId>(i))));
       res_.step_time_s = std::max(res_.step_time_s, res_.ops[i].end_s);
     }
     compute_breakdown();
     compute_memory();
+    if (opt_.rank_busy) compute_rank_busy();
     return std::move(res_);
   }
 
@@ -127,12 +145,14 @@ class Replayer {
   const OpGraph& g_;
   const Scenario& sc_;
   const hw::SystemSpec& sys_;
+  const ReplayOptions opt_;
   EventQueue q_;
   FlowNetwork net_;
   struct Res {
     FlowNetwork::ResourceId sm, hbm, h2d, d2h, host_both, host_mem, nvlink, nic;
     double sm_reserved = 0;  // fraction of SMs held by collective kernels
-    std::set<OpId> running_kernels;  // compute kernels resident on the SMs now
+    std::vector<OpId> running_kernels;  // compute kernels resident on the SMs now (any order)
+    std::size_t running_count = 0;
     // Per communication stream: a resource whose capacity is the running collective's pace, lower
     // while compute kernels are resident (see pace_factor).
     std::array<FlowNetwork::ResourceId, kPaceLanes> pace{};
@@ -161,24 +181,93 @@ class Replayer {
   std::vector<Res> res_of_;
   ReplayResult res_;
   std::vector<int> pending_;
-  std::vector<std::vector<OpId>> succ_;
-  std::vector<char> done_;  // per op
+  std::vector<uint32_t> succ_start_;  // succ_[succ_start_[i] .. succ_start_[i + 1]) follow op i
+  std::vector<OpId> succ_;
+  std::vector<char> done_;     // per op
+  std::vector<char> running_;  // per op: a compute kernel resident on the SMs now
+  std::vector<const hw::CollectiveCost*> coll_cost_;  // per collective op: its cost (coll_cache_ entries)
+  std::vector<std::pair<int64_t, OpId>> launches_;     // ops by (launch end in ps, index)
+  std::size_t next_launch_ = 0;
+
+  std::span<const OpId> successors(OpId id) const {
+    return {succ_.data() + succ_start_[id], succ_.data() + succ_start_[id + 1]};
+  }
+
+  // The event loop. The launches planned before the run (every rank's up to its first host wait) are
+  // in (time, op) order: those are merged with the queue's events, ahead of queue events of the same
+  // instant -- the order they had as queue events scheduled before the run.
+  void run_events() {
+    // The flow network's completion events are kept by the network (external_events) with the
+    // sequence numbers they would have had: the three sources merge in (time, sequence) order.
+    for (;;) {
+      SimTime tq = SimTime::max(), tn = SimTime::max();
+      uint64_t sq = 0, sn = 0;
+      const bool has_q = q_.peek(tq, sq);
+      const bool has_n = net_.pending_event(tn, sn);
+      const bool has_l = next_launch_ < launches_.size();
+      if (!has_q && !has_n && !has_l) break;
+      const bool net_first = has_n && (!has_q || tn < tq || (tn == tq && sn < sq));
+      const SimTime te = net_first ? tn : tq;  // the earliest of the queue's and the network's
+      if (has_l && (!(has_q || has_n) || launches_[next_launch_].first <= te.ps)) {
+        q_.advance_to(SimTime::from_ps(launches_[next_launch_].first));
+        release(launches_[next_launch_++].second);
+      } else if (net_first) {
+        q_.advance_to(tn);
+        net_.run_pending_event();
+      } else {
+        q_.step();
+      }
+    }
+  }
 
   double now_s() const { return q_.now().seconds(); }
 
   // The host thread issues every op in program order, each after its host work (the launch, a
   // framework's own time). It runs ahead of the GPU except where the framework reads a result back
   // (Op::host_waits_for): there it stops until that op has finished, then goes on from that time.
+  // Launches up to each rank's first wait are known before the run: kept per rank in (time, op) order
+  // and merged (run_events takes them ahead of queue events of the same instant); the rank's later
+  // ones are issued as queue events when the op it waits for finishes.
   void schedule_launches() {
-    host_s_.assign(res_of_.size(), 0.0);
-    micro_step_.assign(res_of_.size(), std::string());
-    rank_ops_.assign(res_of_.size(), {});
-    cursor_.assign(res_of_.size(), 0);
+    const std::size_t ranks = res_of_.size();
+    host_s_.assign(ranks, 0.0);
+    micro_step_.assign(ranks, g_.names.first_component_key(Name{}));  // ""
+    rank_ops_.assign(ranks, {});
+    cursor_.assign(ranks, 0);
+    if (ranks == 1) rank_ops_[0].reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[g_.ops[i].rank].push_back(static_cast<OpId>(i));
-    for (std::size_t r = 0; r < rank_ops_.size(); ++r) launch_from(static_cast<int>(r));
+    std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(ranks);
+    if (ranks == 1) per_rank[0].reserve(g_.ops.size());
+    for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), &per_rank[r]);
+    if (per_rank.size() == 1) {
+      launches_ = std::move(per_rank[0]);
+    } else {
+      launches_.clear();
+      launches_.reserve(g_.ops.size());
+      using Head = std::pair<std::pair<int64_t, OpId>, std::size_t>;  // (time, op), rank
+      std::vector<Head> heads;
+      std::vector<std::size_t> pos(per_rank.size(), 0);
+      for (std::size_t r = 0; r < per_rank.size(); ++r)
+        if (!per_rank[r].empty()) heads.push_back({per_rank[r][0], r});
+      auto later = [](const Head& a, const Head& b) { return a.first > b.first; };
+      std::make_heap(heads.begin(), heads.end(), later);
+      while (!heads.empty()) {
+        std::pop_heap(heads.begin(), heads.end(), later);
+        const Head h = heads.back();
+        heads.pop_back();
+        launches_.push_back(h.first);
+        const std::size_t r = h.second;
+        if (++pos[r] < per_rank[r].size()) {
+          heads.push_back({per_rank[r][pos[r]], r});
+          std::push_heap(heads.begin(), heads.end(), later);
+        }
+      }
+    }
+    next_launch_ = 0;
   }
-  // Issues the rank's ops from its cursor until one waits for an op that has not finished.
-  void launch_from(int rank) {
+  // Issues the rank's ops from its cursor until one waits for an op that has not finished: into
+  // `before_run` while the launches are planned, as queue events once the run is under way.
+  void issue_launches(int rank, std::vector<std::pair<int64_t, OpId>>* before_run) {
     const auto& l = sys_.launch;
     const bool graphs = sc_.training.cuda_graphs;
     const std::vector<OpId>& ops = rank_ops_[rank];
@@ -210,7 +299,7 @@ class Replayer {
       } else {
         if (graphs) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
-          const std::string ms = op.name.substr(0, op.name.find('.'));
+          const uint64_t ms = g_.names.first_component_key(op.name);  // the name's text before its first '.'
           if (ms != micro_step_[rank]) {
             h += l.graph_launch_s;
             micro_step_[rank] = ms;
@@ -220,11 +309,12 @@ class Replayer {
         h += op.host_s > 0 ? op.host_s : (graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
       }
       res_.ops[i].launch_end_s = h;
-      q_.schedule(SimTime::from_seconds(h), [this, i] { release(i); });
+      if (before_run) before_run->emplace_back(SimTime::from_seconds(h).ps, i);
+      else q_.schedule(SimTime::from_seconds(h), [this, i] { release(i); });
     }
   }
   std::vector<double> host_s_;                 // per rank: when its host thread is free
-  std::vector<std::string> micro_step_;        // per rank: the micro-step chunk of its last graph launch
+  std::vector<uint64_t> micro_step_;           // per rank: the micro-step chunk of its last graph launch
   std::vector<std::vector<OpId>> rank_ops_;    // per rank: its ops in program order
   std::vector<std::size_t> cursor_;            // per rank: the next op its host issues
   std::map<OpId, std::vector<int>> host_waiters_;  // op -> ranks whose host waits for it
@@ -233,7 +323,7 @@ class Replayer {
     if (--pending_[id] == 0) start(id);
   }
 
-  void finish(OpId id, const std::string& bound_by) {
+  void finish(OpId id, const char* bound_by) {
     auto& r = res_.ops[id];
     r.end_s = now_s();
     if (r.bound_by.empty()) r.bound_by = bound_by;
@@ -241,13 +331,13 @@ class Replayer {
     if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
       const std::vector<int> ranks = std::move(w->second);
       host_waiters_.erase(w);
-      for (int rank : ranks) launch_from(rank);
+      for (int rank : ranks) issue_launches(rank, nullptr);
     }
     if (g_.ops[id].kind == OpKind::kernel) {
       Res& R = res_of_[g_.ops[id].rank];
-      R.running_kernels.erase(id);
+      stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
-      if (R.running_kernels.empty() && R.paced_down) {
+      if (R.running_count == 0 && R.paced_down) {
         const int rank = g_.ops[id].rank;
         q_.schedule(q_.now(), [this, rank] { update_pace(res_of_[rank]); });
       }
@@ -262,14 +352,13 @@ class Replayer {
     // waits for the kernels among them (see SmWait).
     const std::size_t mark = ready_queuing_.size();
     ++releasing_depth_;
-    for (OpId s : succ_[id]) release(s);
+    for (OpId s : successors(id)) release(s);
     --releasing_depth_;
     for (std::size_t i = mark; i < ready_queuing_.size(); ++i) {
       const OpId c = ready_queuing_[i];
       SmWait& w = sm_wait_.at(c);
-      for (OpId k : succ_[id])
-        if (g_.ops[k].kind == OpKind::kernel && g_.ops[k].rank == g_.ops[c].rank &&
-            res_of_[g_.ops[k].rank].running_kernels.count(k)) {
+      for (OpId k : successors(id))
+        if (g_.ops[k].kind == OpKind::kernel && g_.ops[k].rank == g_.ops[c].rank && running_[k]) {
           blocked_by_kernel_[k].push_back(c);
           ++w.blockers;
         }
@@ -299,8 +388,8 @@ class Replayer {
 
   void start_kernel(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
-    R.running_kernels.insert(id);
-    if (R.running_kernels.size() == 1) update_pace(R);
+    start_running(R, id);
+    if (R.running_count == 1) update_pace(R);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;
@@ -319,15 +408,16 @@ class Replayer {
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute
     // seconds), so it competes with copies and other kernels for HBM byte for byte under
     // max-min fairness; the SM resource carries its compute seconds per unit of progress.
-    std::vector<FlowNetwork::Use> uses;
+    std::array<FlowNetwork::Use, 2> uses;
+    std::size_t nuses = 0;
     double amount = 0;
     if (t.hbm_bytes > 0) {
       amount = t.hbm_bytes;
-      uses.push_back({R.hbm, 1.0});
-      if (t.compute_s > 0) uses.push_back({R.sm, t.compute_s / t.hbm_bytes});
+      uses[nuses++] = {R.hbm, 1.0};
+      if (t.compute_s > 0) uses[nuses++] = {R.sm, t.compute_s / t.hbm_bytes};
     } else {
       amount = std::max(t.compute_s, t.min_s);
-      if (t.compute_s > 0) uses.push_back({R.sm, 1.0});
+      if (t.compute_s > 0) uses[nuses++] = {R.sm, 1.0};
     }
     // Record what bounds it alone (for the trace); finish() keeps it.
     const double mem_s = t.hbm_bytes / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency);
@@ -337,19 +427,24 @@ class Replayer {
                             : t.occupancy_bound                         ? "occupancy"
                             : op.unit == ExecUnit::tensor               ? "tensor_core"
                                                                         : "cuda_core";
-    net_.start_flow(uses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
+    net_.start_flow_path(uses.data(), nuses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
   }
-  std::map<std::tuple<int, double, int, int, int, int, bool>, hw::CollectiveCost> coll_cache_;
+  struct CachedCost {
+    hw::CollectiveCost cost;
+    std::string_view algorithm, bound_by;  // as labels
+  };
+  std::map<std::tuple<int, double, int, int, int, int, bool>, CachedCost> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
     const Res& R = res_of_[op.rank];
-    std::vector<FlowNetwork::Use> uses = {{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
+    const std::array<FlowNetwork::Use, 4> uses = {
+        FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
       q_.schedule(q_.now(), [this, id] { finish(id, "empty"); });
       return;
     }
-    net_.start_flow(uses, op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
+    net_.start_flow_path(uses.data(), uses.size(), op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
       finish(id, h2d ? "host_link_h2d" : "host_link_d2h");
     });
   }
@@ -380,20 +475,20 @@ class Replayer {
       } else {
         cost = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
       }
-      cached = coll_cache_.emplace(key, cost).first;
+      cached = coll_cache_.emplace(key, CachedCost{cost, intern_label(hw::to_string(cost.algorithm) + "/" + cost.protocol),
+                                                   intern_label(cost.bound_by)})
+                   .first;
     }
     // The cache's entries stay put (std::map), so the events refer to it instead of copying.
-    const hw::CollectiveCost* cost = &cached->second;
-    const hw::CollectiveCost& c = *cost;
-    res_.ops[id].algorithm = hw::to_string(c.algorithm) + "/" + c.protocol;
-    res_.ops[id].bound_by = c.bound_by;
-    const double sm_frac = std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+    const hw::CollectiveCost* cost = &cached->second.cost;
+    res_.ops[id].algorithm = cached->second.algorithm;
+    res_.ops[id].bound_by = cached->second.bound_by;
+    coll_cost_[id] = cost;
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    auto begin = [this, id, cost, sm_frac, rank] {
+    auto begin = [this, id] {
       res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
-      q_.schedule_after(SimTime::from_seconds(cost->latency_s),
-                        [this, id, cost, sm_frac, rank] { move_collective_data(id, *cost, sm_frac, rank); });
+      q_.schedule_after(SimTime::from_seconds(coll_cost_[id]->latency_s), [this, id] { move_collective_data(id); });
     };
     if (!op.queues_behind_compute) {
       begin();
@@ -411,17 +506,26 @@ class Replayer {
     else if (w.blockers == 0) grant_sms(id);
   }
 
-  void move_collective_data(OpId id, const hw::CollectiveCost& c, double sm_frac, int rank) {
+  // The share of the SMs a collective's kernel holds while it runs.
+  double sm_fraction(const hw::CollectiveCost& c) const {
+    return std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+  }
+
+  void move_collective_data(OpId id) {
+    const hw::CollectiveCost& c = *coll_cost_[id];
+    const double sm_frac = sm_fraction(c);
+    const int rank = g_.ops[id].rank;
     Res& R = res_of_[rank];
     reserve_sms(rank, sm_frac);
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
-    std::vector<FlowNetwork::Use> uses;
-    if (c.bytes_per_rank_nvlink > 0) uses.push_back({R.nvlink, c.bytes_per_rank_nvlink / moved});
-    if (c.bytes_per_rank_nic > 0) uses.push_back({R.nic, c.bytes_per_rank_nic / moved});
+    std::array<FlowNetwork::Use, 3> uses;
+    std::size_t nuses = 0;
+    if (c.bytes_per_rank_nvlink > 0) uses[nuses++] = {R.nvlink, c.bytes_per_rank_nvlink / moved};
+    if (c.bytes_per_rank_nic > 0) uses[nuses++] = {R.nic, c.bytes_per_rank_nic / moved};
     const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
                                                            : std::numeric_limits<double>::infinity();
-    if (uses.empty() && !std::isfinite(cap)) {
+    if (nuses == 0 && !std::isfinite(cap)) {
       reserve_sms(rank, -sm_frac);
       finish(id, "");
       return;
@@ -431,13 +535,30 @@ class Replayer {
       R.pace_cap[lane] = cap;
       R.pace_cap_beside[lane] = rate_beside_compute(c, cap);
       net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
-      uses.push_back({R.pace[lane], 1.0});
+      uses[nuses++] = {R.pace[lane], 1.0};
     }
-    net_.start_flow(uses, moved, [this, id, sm_frac, rank, lane](FlowNetwork::FlowId) {
-      reserve_sms(rank, -sm_frac);
-      if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
-      finish(id, "");
-    }, cap);
+    net_.start_flow_path(uses.data(), nuses, moved, [this, id](FlowNetwork::FlowId) { collective_done(id); }, cap);
+  }
+  void collective_done(OpId id) {
+    const hw::CollectiveCost& c = *coll_cost_[id];
+    const int rank = g_.ops[id].rank;
+    const int lane = pace_lane(g_.ops[id].stream);
+    reserve_sms(rank, -sm_fraction(c));
+    if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
+    finish(id, "");
+  }
+  void start_running(Res& R, OpId id) {
+    running_[id] = 1;
+    R.running_kernels.push_back(id);
+    ++R.running_count;
+  }
+  void stop_running(Res& R, OpId id) {
+    if (!running_[id]) return;
+    running_[id] = 0;
+    auto it = std::find(R.running_kernels.begin(), R.running_kernels.end(), id);
+    *it = R.running_kernels.back();
+    R.running_kernels.pop_back();
+    --R.running_count;
   }
 
   static int pace_lane(StreamKind s) {
@@ -465,7 +586,7 @@ class Replayer {
   }
   // Applies the pace that the resident kernels call for, if it changed.
   void update_pace(Res& R) {
-    const bool down = !R.running_kernels.empty();
+    const bool down = R.running_count > 0;
     if (down == R.paced_down) return;
     R.paced_down = down;
     for (std::size_t k = 0; k < R.pace.size(); ++k)
@@ -479,14 +600,41 @@ class Replayer {
     net_.set_capacity(R.sm, std::max(0.05, 1.0 - R.sm_reserved));
   }
 
+  struct Event {
+    double time;
+    int delta;
+    int cls;
+  };
+  // Lists each in time order, merged into one in time order.
+  template <std::size_t K>
+  static std::vector<Event> merge_by_time(const std::array<std::vector<Event>, K>& lists) {
+    std::size_t total = 0;
+    for (const auto& l : lists) total += l.size();
+    std::vector<Event> out;
+    out.reserve(total);
+    std::array<std::size_t, K> at{};
+    for (;;) {
+      int best = -1;
+      for (std::size_t k = 0; k < K; ++k)
+        if (at[k] < lists[k].size() && (best < 0 || lists[k][at[k]].time < lists[best][at[best]].time))
+          best = static_cast<int>(k);
+      if (best < 0) break;
+      out.push_back(lists[best][at[best]++]);
+    }
+    return out;
+  }
+
   void compute_breakdown() {
     // Sweep the timeline: at each instant the step is doing the most useful thing running.
     enum Cls { kCompute, kRecompute, kComm, kCopy, kLaunch, kCount };
-    std::vector<std::tuple<double, int, int>> ev;  // time, +1/-1, class
-    auto add = [&](double a, double b, int cls) {
+    // Events per stream (and the launch gaps of the compute stream): the ops of a stream run one
+    // after the other, so each list is in time order already and a merge replaces a sort. The order
+    // of events at the same instant does not matter (time spent is counted between instants).
+    std::array<std::vector<Event>, kStreamCount + 1> lists;
+    auto add_to = [&](std::vector<Event>& ev, double a, double b, int cls) {
       if (b <= a) return;
-      ev.emplace_back(a, +1, cls);
-      ev.emplace_back(b, -1, cls);
+      ev.push_back({a, +1, cls});
+      ev.push_back({b, -1, cls});
     };
     double prev_compute_end = 0;
     // The breakdown is that of the busiest pipeline stage (the one that sets the pace; all
@@ -500,23 +648,24 @@ class Replayer {
       const Op& op = g_.ops[i];
       const auto& r = res_.ops[i];
       if (op.rank != critical) continue;
+      auto& list = lists[static_cast<int>(op.stream)];
       if (op.stream == StreamKind::compute) {
-        add(r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         // The GPU waited for this launch: the kernel started the moment the host issued it.
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
-          add(std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+          add_to(lists[kStreamCount], std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+        add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
       } else if (pace_lane(op.stream) >= 0) {  // a communication stream
-        add(r.start_s, r.end_s, kComm);
+        add_to(list, r.start_s, r.end_s, kComm);
       } else {
-        add(r.start_s, r.end_s, kCopy);
+        add_to(list, r.start_s, r.end_s, kCopy);
       }
     }
-    std::sort(ev.begin(), ev.end());
+    const std::vector<Event> ev = merge_by_time(lists);
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    for (const auto& [time, delta, cls] : ev) {
+    for (const auto& [time, delta, cls] : ev) {  // NOLINT
       const double dt = time - t;
       if (dt > 0) {
         int c = kCount;  // idle
@@ -540,6 +689,33 @@ class Replayer {
     // With pipeline stages, waiting with nothing to run is the pipeline bubble.
     if (g_.ranks > 1) b.pipeline_bubble_s = total[kCount];
     else b.idle_s = total[kCount];
+  }
+
+  void compute_rank_busy() {
+    // Per rank and stream the ops run one after the other: each list is in time order, so merging
+    // them (by start) gives the rank's intervals in order without a sort.
+    std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      const auto& r = res_.ops[i];
+      if (r.end_s > r.start_s)
+        spans[g_.ops[i].rank][static_cast<int>(g_.ops[i].stream)].push_back({r.start_s, 0, static_cast<int>(i)});
+    }
+    res_.rank_busy_s.assign(res_of_.size(), 0.0);
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      double busy = 0, a = 0, b = -1;
+      for (const Event& x : merge_by_time(spans[k])) {
+        const double s = x.time, e = res_.ops[static_cast<std::size_t>(x.cls)].end_s;
+        if (s > b) {
+          if (b > a) busy += b - a;
+          a = s;
+          b = e;
+        } else {
+          b = std::max(b, e);
+        }
+      }
+      if (b > a) busy += b - a;
+      res_.rank_busy_s[k] = busy;
+    }
   }
 
   void compute_memory() {
@@ -566,12 +742,19 @@ class Replayer {
 
 }  // namespace
 
-ReplayResult replay(const OpGraph& graph, const Scenario& scenario) {
-  Replayer r(graph, scenario);
+std::string_view intern_label(std::string_view text) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> labels;  // node-based: the strings never move
+  std::lock_guard lock(mu);
+  return *labels.emplace(text).first;
+}
+
+ReplayResult replay(const OpGraph& graph, const Scenario& scenario, const ReplayOptions& options) {
+  Replayer r(graph, scenario, options);
   return r.run();
 }
 
-std::vector<MemoryEvent> memory_events(const OpGraph& g, const std::vector<OpRecord>& ops) {
+std::vector<MemoryEvent> memory_events(const OpGraph& g, std::span<const OpRecord> ops) {
   std::vector<MemoryEvent> ev;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     for (TensorId t : g.ops[i].allocs) ev.push_back({ops[i].start_s, true, t});

@@ -5,21 +5,28 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "sim/core/huge_page_allocator.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/op_graph.h"
 
 namespace racksim::sim {
+
+// A short label (what bounded an op, a collective's algorithm) kept for the rest of the process: a
+// handful of distinct texts, so an op's record holds a view instead of a string. Thread-safe.
+std::string_view intern_label(std::string_view text);
 
 struct OpRecord {
   double launch_start_s = 0;  // host thread starts launching it
   double launch_end_s = 0;    // host thread done; the GPU may start it
   double start_s = 0;
   double end_s = 0;
-  std::string bound_by;       // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency")
-  std::string algorithm;      // collectives: the algorithm chosen
+  std::string_view bound_by;  // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency"); static text
+  std::string_view algorithm; // collectives: the algorithm chosen; static text
 };
 
 struct Breakdown {
@@ -40,15 +47,22 @@ struct MemoryResult {
 };
 
 struct ReplayResult {
-  std::vector<OpRecord> ops;  // parallel to graph.ops
+  std::vector<OpRecord, HugePageAllocator<OpRecord>> ops;  // parallel to graph.ops
   double step_time_s = 0;
   Breakdown breakdown;
   int breakdown_rank = 0;     // the pipeline stage the breakdown describes (the busiest)
   MemoryResult memory;
   std::vector<std::string> warnings;
+  // Per simulated rank: how long any of its streams had an op running (the union of the ops'
+  // intervals). Filled on request (ReplayOptions::rank_busy): the steady-state check uses it.
+  std::vector<double> rank_busy_s;
 };
 
-ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario);
+struct ReplayOptions {
+  bool rank_busy = false;  // fill ReplayResult::rank_busy_s
+};
+
+ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario, const ReplayOptions& options = {});
 
 // The memory timeline of a replayed graph: each tensor allocated when its op starts and freed when
 // its op ends, in time order with frees first at equal times (the allocator reuses a block freed by
@@ -58,7 +72,7 @@ struct MemoryEvent {
   bool alloc = false;
   workloads::TensorId tensor = 0;
 };
-std::vector<MemoryEvent> memory_events(const workloads::OpGraph& graph, const std::vector<OpRecord>& ops);
+std::vector<MemoryEvent> memory_events(const workloads::OpGraph& graph, std::span<const OpRecord> ops);
 
 // Bytes in use per rank as memory events are applied: HBM by category, pinned host memory. Starts
 // with the resident state allocated; a double free or re-allocation is ignored.

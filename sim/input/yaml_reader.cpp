@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <unordered_set>
 
 #include "sim/core/text.h"
+#include "sim/input/file_cache.h"
 #include "sim/input/files.h"
 
 namespace racksim::input {
@@ -449,6 +451,23 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
 }
 
 std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx) {
+  // A file parsed before (and unchanged since) is cloned instead: loaders may graft into their tree.
+  static FileCache<YAML::Node> parsed;
+  static std::mutex clone_mu;
+  if (auto tree = parsed.get(path)) {
+    std::lock_guard lock(clone_mu);
+    return Node(YAML::Clone(*tree), path, "", "", ctx);
+  }
+  const std::size_t errors_before = ctx->diag->size();
+  auto loaded = read_yaml_file(path, ctx);
+  if (loaded && ctx->diag->size() == errors_before) {
+    std::lock_guard lock(clone_mu);
+    parsed.put(path, YAML::Clone(loaded->yaml()));
+  }
+  return loaded;
+}
+
+std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx) {
   std::string text;
   try {
     text = read_file_bounded(path, limits::kMaxYamlFileBytes, "a YAML file", Binary::stop);

@@ -124,7 +124,10 @@ class MapReader {
 
 // Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
 // diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.
+// Parsed once per process while the file is unchanged (input/file_cache.h); each call gets its own tree.
 std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
+// The same without the cache: reads and parses the file now.
+std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx);
 

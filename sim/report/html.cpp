@@ -162,8 +162,8 @@ json timeline_json(const OpGraph& g, const ReplayResult& r, std::size_t max_segm
     }
     json js = json::array();
     for (const auto& s : segs) {
-      std::string label = short_name(g.ops[s.first].name);
-      if (s.count > 1) label += " \u2026 " + short_name(g.ops[s.last].name);
+      std::string label = short_name(g.op_name(s.first));
+      if (s.count > 1) label += " \u2026 " + short_name(g.op_name(s.last));
       if (s.by_cat.size() > 1) label += " (mixed kinds)";
       js.push_back(json::array({ns_round(s.start), ns_round(s.end), s.cat(), s.count, label}));
     }

@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
@@ -32,12 +36,16 @@ std::string version() {
 #endif
 }
 
-namespace {
-
 // Micro-steps of gradient accumulation repeat the same work: a step with many micro-steps is
 // simulated at two lengths, m1 and m1 + unit (steady_state_plan, sim/scenario/limits.h), and the
 // remaining micro-steps are added at the measured period. The last micro-step's gradient
 // synchronisation and the optimizer are in both runs, so the difference is the steady state alone.
+// simulate() checks that the window is steady and, if not, starts it twice as late.
+constexpr double kSteadyTolerance = 1e-3;
+
+std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) { return steady_state_plan(sc.training); }
+
+namespace {
 
 Scenario with_micro_steps(const Scenario& sc, int m) {
   Scenario s = sc;
@@ -47,32 +55,174 @@ Scenario with_micro_steps(const Scenario& sc, int m) {
 
 }  // namespace
 
+struct ReplayCache::Entry {
+  ReplayResult replay;             // without per-op records
+  std::vector<std::string> notes;  // the graph's
+  int ranks = 1;
+};
+
+struct ReplayCache::Impl {
+  struct Slot {
+    std::shared_ptr<const Entry> entry;  // null while being made
+    bool failed = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<std::string, Slot> map;
+  std::deque<std::string> order;  // insertion order, for eviction
+  std::size_t max_entries;
+  std::size_t hits = 0, misses = 0;
+};
+
+ReplayCache::ReplayCache(std::size_t max_entries) : impl_(std::make_unique<Impl>()) {
+  impl_->max_entries = std::max<std::size_t>(1, max_entries);
+}
+ReplayCache::~ReplayCache() = default;
+std::size_t ReplayCache::hits() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->hits;
+}
+std::size_t ReplayCache::misses() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->misses;
+}
+
+std::shared_ptr<const ReplayCache::Entry> ReplayCache::get(const std::string& key, const std::function<Entry()>& make) {
+  Impl& m = *impl_;
+  {
+    std::unique_lock lock(m.mu);
+    for (;;) {
+      auto it = m.map.find(key);
+      if (it == m.map.end()) break;
+      if (it->second.entry) {
+        ++m.hits;
+        return it->second.entry;
+      }
+      if (it->second.failed) {
+        m.map.erase(it);
+        break;
+      }
+      m.cv.wait(lock);  // another thread is making it
+    }
+    ++m.misses;
+    m.map[key] = Impl::Slot{};
+  }
+  std::shared_ptr<const Entry> made;
+  try {
+    made = std::make_shared<const Entry>(make());
+  } catch (...) {
+    std::lock_guard lock(m.mu);
+    m.map[key].failed = true;
+    m.cv.notify_all();
+    throw;
+  }
+  std::lock_guard lock(m.mu);
+  m.map[key].entry = made;
+  m.order.push_back(key);
+  while (m.order.size() > m.max_entries) {
+    m.map.erase(m.order.front());
+    m.order.pop_front();
+  }
+  m.cv.notify_all();
+  return made;
+}
+
 namespace {
 
-RunResult simulate_step(const Scenario& scenario) {
+RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options) {
+  // The scenario's bound (check_replay_size) counts the plan's two lengths; --exact replays every
+  // micro-step, so it is held to the same bound on those.
+  const int64_t exact_work = static_cast<int64_t>(scenario.model.layers) * scenario.training.micro_steps();
+  if (options.exact && steady_state_plan(scenario) && exact_work > kMaxReplayedLayerSteps) {
+    input::Diagnostic d;
+    d.where.file = scenario.file.empty() ? "<scenario>" : scenario.file;
+    d.message = fmt::format("--exact: {} layers x {} micro-steps = {} layer-steps, more than {} (docs/decisions.md, "
+                            "\"Input limits\"); without --exact the step is extrapolated from its steady state",
+                            scenario.model.layers, scenario.training.micro_steps(), exact_work, kMaxReplayedLayerSteps);
+    throw input::InputError(std::vector<input::Diagnostic>{d});
+  }
   RunResult out;
   out.scenario = scenario;
-  const auto plan = steady_state_plan(scenario.training);
+  auto plan = options.exact ? std::nullopt : steady_state_plan(scenario);
+  const int m = scenario.training.micro_steps();
+  // The replay at a length: its graph and records when they are kept, else from the cache.
+  auto summary_of = [&](const Scenario& s, OpGraph* keep_graph, ReplayResult* keep_replay) {
+    auto make = [&s, keep_graph, keep_replay] {
+      OpGraph g = build_training_graph(s.model, s.training, s.system.spec);
+      ReplayCache::Entry e;
+      ReplayOptions ro;
+      ro.rank_busy = true;
+      e.replay = replay(g, s, ro);
+      e.notes = g.notes;
+      e.ranks = g.ranks;
+      if (keep_replay) *keep_replay = e.replay;
+      if (keep_graph) *keep_graph = std::move(g);
+      decltype(ReplayResult::ops)().swap(e.replay.ops);  // (= {} would keep the capacity)
+      return e;
+    };
+    if (options.cache && !keep_graph) return options.cache->get(scenario_to_json(s).dump(), make);
+    return std::shared_ptr<const ReplayCache::Entry>(std::make_shared<const ReplayCache::Entry>(make()));
+  };
+  std::shared_ptr<const ReplayCache::Entry> ra, rb;
+  int lengthened = 0;
+  while (plan) {
+    if (m <= plan->m1 + plan->unit) {
+      plan.reset();  // the steady state starts too late to save anything: replay them all
+      break;
+    }
+    ra = summary_of(with_micro_steps(scenario, plan->m1), nullptr, nullptr);
+    const Scenario b = with_micro_steps(scenario, plan->m1 + plan->unit);
+    rb = options.keep_detail ? summary_of(b, &out.graph, &out.replay) : summary_of(b, nullptr, nullptr);
+    // Steady when the extra round adds no more activity to any rank than it adds to the step (within
+    // kSteadyTolerance, which the shifted warm-up and cool-down edges use up by about 1e-4): a round
+    // that adds more is still consuming slack left by the warm-up (a heavier stage catching up), and
+    // the period grows to that rank's activity once the slack is gone. Then the window starts twice
+    // as late. The period extrapolated is therefore within the tolerance of the final one.
+    const double dt = rb->replay.step_time_s - ra->replay.step_time_s;
+    bool steady = dt > 0;
+    for (std::size_t r = 0; steady && r < rb->replay.rank_busy_s.size(); ++r)
+      steady = rb->replay.rank_busy_s[r] - ra->replay.rank_busy_s[r] <= dt * (1 + kSteadyTolerance);
+    if (steady) break;
+    plan->m1 *= 2;
+    ++lengthened;
+  }
   if (!plan) {
-    out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
-    out.replay = replay(out.graph, out.scenario);
+    if (options.keep_detail || !options.cache) {
+      out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
+      out.replay = replay(out.graph, out.scenario);
+      out.report = make_report(out.scenario, out.graph, out.replay);
+      if (!options.keep_detail) {
+        out.graph = OpGraph{};
+        decltype(ReplayResult::ops)().swap(out.replay.ops);  // (= {} would keep the capacity)
+      }
+      return out;
+    }
+    // Every micro-step replayed, through the cache: another point's plan may have replayed this
+    // very length already.
+    const auto e = summary_of(scenario, nullptr, nullptr);
+    out.replay = e->replay;
+    out.replay.rank_busy_s.clear();
+    out.graph.notes = e->notes;
+    out.graph.ranks = e->ranks;
+    out.graph.model_flops_per_step = model_flops_per_step(scenario.model, scenario.training);
+    out.graph.tokens_per_step = static_cast<double>(scenario.training.global_batch) * scenario.training.seq_len;
     out.report = make_report(out.scenario, out.graph, out.replay);
     return out;
   }
-  const int m = scenario.training.micro_steps();
-  const Scenario a = with_micro_steps(scenario, plan->m1);
-  const Scenario b = with_micro_steps(scenario, plan->m1 + plan->unit);
-  const OpGraph ga = build_training_graph(a.model, a.training, a.system.spec);
-  const ReplayResult ra = replay(ga, a);
-  out.graph = build_training_graph(b.model, b.training, b.system.spec);
-  out.replay = replay(out.graph, b);
+  if (!options.keep_detail) {
+    out.replay = rb->replay;
+    out.graph.notes = rb->notes;
+    out.graph.ranks = rb->ranks;
+  }
+  out.replay.rank_busy_s.clear();
   // Extrapolate the step and each part of the breakdown linearly in the micro-steps.
   const double k = static_cast<double>(m - plan->m1) / plan->unit;
   auto extend = [k](double va, double vb) { return va + k * (vb - va); };
   ReplayResult& r = out.replay;
-  r.step_time_s = extend(ra.step_time_s, r.step_time_s);
+  const ReplayResult& first = ra->replay;
+  r.step_time_s = extend(first.step_time_s, rb->replay.step_time_s);
   Breakdown& x = r.breakdown;
-  const Breakdown& y = ra.breakdown;
+  const Breakdown& y = first.breakdown;
   x.compute_s = extend(y.compute_s, x.compute_s);
   x.recompute_s = extend(y.recompute_s, x.recompute_s);
   x.exposed_communication_s = extend(y.exposed_communication_s, x.exposed_communication_s);
@@ -85,9 +235,10 @@ RunResult simulate_step(const Scenario& scenario) {
   out.graph.tokens_per_step = static_cast<double>(scenario.training.global_batch) * scenario.training.seq_len;
   out.graph.notes.push_back(fmt::format(
       "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
-      "(the trace shows the {}-micro-step run)",
+      "micro-steps{} (the trace shows the {}-micro-step run; --exact replays them all)",
       m, plan->m1, plan->m1 + plan->unit, m - plan->m1 - plan->unit,
-      (r.step_time_s - ra.step_time_s) / (k * plan->unit), plan->unit == 1 ? "micro-step" : "pipeline round",
+      (r.step_time_s - first.step_time_s) / k, plan->unit,
+      lengthened > 0 ? fmt::format(", reached after {} micro-steps", plan->m1) : std::string(),
       plan->m1 + plan->unit));
   out.report = make_report(out.scenario, out.graph, out.replay);
   return out;
@@ -104,9 +255,9 @@ RunResult simulate_step(const Scenario& scenario) {
   throw input::InputError(std::vector<input::Diagnostic>{d});
 }
 
-RunResult simulate(const Scenario& scenario) {
+RunResult simulate(const Scenario& scenario, const SimulateOptions& options) {
   try {
-    return simulate_step(scenario);
+    return simulate_step(scenario, options);
   } catch (const TimeOverflow& e) {
     step_too_long(scenario.file, e);
   } catch (const TimeOutOfRange& e) {
@@ -233,7 +384,7 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     const Op& op = g.ops[i];
     const OpRecord& rec = r.ops[i];
     const int pid = op.rank;
-    json args = {{"phase", to_string(op.phase)}, {"bound_by", rec.bound_by}};
+    json args = {{"phase", to_string(op.phase)}, {"bound_by", std::string(rec.bound_by)}};
     if (op.kind == OpKind::kernel) {
       args["flops"] = op.flops;
       args["hbm_bytes"] = op.hbm_bytes;
@@ -241,15 +392,16 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
       args["collective"] = to_string(op.coll);
       args["group"] = to_string(op.group);
       args["bytes"] = op.coll_bytes;
-      args["algorithm"] = rec.algorithm;
+      args["algorithm"] = std::string(rec.algorithm);
     } else {
       args["bytes"] = op.copy_bytes;
     }
+    const std::string name = g.op_name(static_cast<OpId>(i));
     // Categories (Perfetto's "cat" filter): what the op is and which part of the step it belongs to.
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", static_cast<int>(op.stream)},
-                      {"name", op.name},
+                      {"name", name},
                       {"cat", fmt::format("{},{}", kind_name(op.kind), to_string(op.phase))},
                       {"ts", us(rec.start_s)},
                       {"dur", us(rec.end_s - rec.start_s)},
@@ -257,7 +409,7 @@ json make_trace(const Scenario& sc, const OpGraph& g, const ReplayResult& r) {
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", host_tid},
-                      {"name", "launch " + op.name},
+                      {"name", "launch " + name},
                       {"cat", "launch"},
                       {"ts", us(rec.launch_start_s)},
                       {"dur", us(rec.launch_end_s - rec.launch_start_s)}});

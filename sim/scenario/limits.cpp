@@ -7,14 +7,16 @@
 namespace racksim::sim {
 
 std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t) {
-  const int pp = t.parallelism.pp;
-  const int unit = pp;  // interleaved schedules need multiples of pp; 1F1B repeats every micro-step
-  // Past the warm-up of the schedule (pp - 1 forwards for 1F1B, about (vp + 1)·pp chunks
-  // interleaved) every rank is in its steady state.
-  const int m1 = std::max(8, (t.parallelism.vp + 1) * pp);
-  // Only where it saves most of the work; shorter steps are replayed whole.
-  if (t.micro_steps() < 32 || t.micro_steps() <= 2 * (m1 + unit)) return std::nullopt;
-  return SteadyState{m1, unit};
+  const int pp = t.parallelism.pp, vp = t.parallelism.vp;
+  SteadyState plan;
+  if (pp == 1)
+    plan = {2, 2};
+  else if (vp == 1)
+    plan = {pp, pp};
+  else
+    plan = {2 * pp, pp};
+  if (t.micro_steps() <= plan.m1 + plan.unit) return std::nullopt;
+  return plan;
 }
 
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {

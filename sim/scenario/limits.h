@@ -15,8 +15,18 @@
 namespace racksim::sim {
 
 // Gradient-accumulation micro-steps repeat the same work: once the pipeline has filled, every
-// further micro-step (every pp of them with pipeline stages) adds the same time. A step of many
-// micro-steps is simulated at m1 and m1 + unit micro-steps and extrapolated (report.cpp).
+// further round of micro-steps adds the same time. A step of many micro-steps is simulated at m1 and
+// m1 + unit micro-steps and extrapolated (report.cpp, which moves the window later when it is not
+// steady yet). The plan (docs/decisions.md):
+//   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
+//                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
+//                  1F1B pairs alternate between two patterns).
+//   1F1B:          pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and the first stage
+//                  holding pp micro-batches at once, the most it ever holds (the memory peak); a round
+//                  of pp micro-steps as the period, which averages patterns that repeat over several.
+//   interleaved:   2·pp and 3·pp (the schedule needs multiples of pp): the first stage's warm-up,
+//                  (vp + 1)·pp - 2 chunks, fits with a steady phase after it.
+// Empty when the step has no more micro-steps than the longer run: it is replayed whole.
 struct SteadyState {
   int m1 = 0, unit = 1;
 };
@@ -26,8 +36,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
 
 // The most layer-steps one simulation may replay: about 1.4 GB and 20 s. Llama 3 405B on 16,384
-// GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 14,112 with a long step (48 and
-// 64 micro-steps); 126 layers at pp 64, vp 1, 40,320.
+// GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 10,080 with a long step (32 and
+// 48 micro-steps); 126 layers at pp 64, vp 1, 24,192 (64 + 128).
 inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
 
 // The largest model (10^15 parameters: a thousand times Llama 3 405B) and step (10^12 tokens: a

@@ -260,12 +260,16 @@ std::vector<std::size_t> shard_points(std::size_t total, Shard shard) {
   return out;
 }
 
-PointResult run_point(const SweepSpec& spec, std::size_t index) {
+PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptions& options, sim::ReplayCache* cache) {
   PointResult r;
   r.index = index;
   r.values = point_values(spec, index);
   try {
-    auto res = sim::simulate(sim::load_scenario(spec.base, point_overrides(spec, index)));
+    sim::SimulateOptions opt;
+    opt.exact = options.exact;
+    opt.keep_detail = false;
+    opt.cache = cache;
+    auto res = sim::simulate(sim::load_scenario(spec.base, point_overrides(spec, index)), opt);
     r.report = std::move(res.report);
     r.report.erase("scenario");
   } catch (const input::InputError& e) {
@@ -282,15 +286,18 @@ PointResult run_point(const SweepSpec& spec, std::size_t index) {
 }
 
 std::vector<PointResult> run_sweep(const SweepSpec& spec, const std::vector<std::size_t>& points, int jobs,
-                                   const ProgressFn& progress) {
+                                   const ProgressFn& progress, const SweepOptions& options) {
   std::vector<PointResult> out(points.size());
-  parallel_for(points.size(), jobs, [&](std::size_t i) { out[i] = run_point(spec, points[i]); }, progress);
+  sim::ReplayCache cache;
+  parallel_for(points.size(), jobs, [&](std::size_t i) { out[i] = run_point(spec, points[i], options, &cache); },
+               progress);
   return out;
 }
 
 void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const ProgressFn& progress,
-                         const std::function<void(PointResult&&)>& row) {
+                         const std::function<void(PointResult&&)>& row, const SweepOptions& options) {
   const std::size_t n = shard_size(spec.size(), shard);
+  sim::ReplayCache cache;
   const auto index = [&](std::size_t k) {
     return static_cast<std::size_t>(shard.index) + k * static_cast<std::size_t>(shard.count);
   };
@@ -300,7 +307,7 @@ void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const Pro
   parallel_for(
       n, jobs,
       [&](std::size_t k) {
-        PointResult r = run_point(spec, index(k));
+        PointResult r = run_point(spec, index(k), options, &cache);
         std::lock_guard<std::mutex> lock(m);
         waiting.emplace(k, std::move(r));
       },

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/thread_pool.h"
 
@@ -73,17 +74,25 @@ struct PointResult {
   std::string error;                // why the point is invalid, on one line
 };
 
-PointResult run_point(const SweepSpec& spec, std::size_t index);
+struct SweepOptions {
+  bool exact = false;  // replay every micro-step (no steady-state extrapolation)
+};
 
-// Runs `points` on `jobs` threads; results are in the order of `points` whatever `jobs` is.
+// One point. `cache` (may be null) shares the steady-state replays between points.
+PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptions& options = {},
+                      sim::ReplayCache* cache = nullptr);
+
+// Runs `points` on `jobs` threads; results are in the order of `points` whatever `jobs` is. The points
+// share their steady-state replays (sim::ReplayCache) and what they load (presets, models,
+// calibrations: parsed once per process).
 std::vector<PointResult> run_sweep(const SweepSpec& spec, const std::vector<std::size_t>& points, int jobs,
-                                   const ProgressFn& progress = {});
+                                   const ProgressFn& progress = {}, const SweepOptions& options = {});
 // Runs the points of `shard` on `jobs` threads and hands each result to `row` on the calling
 // thread, in point order, as soon as it and every point before it are done: memory does not
 // grow with the sweep, and an interrupted run keeps every row it wrote. An exception from
-// `row` (a failed write) stops the sweep.
+// `row` (a failed write) stops the sweep. The points share replays as run_sweep's do.
 void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const ProgressFn& progress,
-                         const std::function<void(PointResult&&)>& row);
+                         const std::function<void(PointResult&&)>& row, const SweepOptions& options = {});
 
 // The report's scalar fields as CSV columns (nested maps flattened with dots), in a fixed order
 // so every shard writes the same header.

@@ -302,9 +302,14 @@ Suite load_from(std::optional<Node> root, input::Diagnostics& diag) {
   return parse_suite(*root);
 }
 
-json simulate_report(const ScenarioRef& ref) { return sim::simulate(sim::load_scenario(ref.path, ref.sets)).report; }
+json simulate_report(const ScenarioRef& ref, bool exact) {
+  sim::SimulateOptions opt;
+  opt.exact = exact;
+  opt.keep_detail = false;
+  return sim::simulate(sim::load_scenario(ref.path, ref.sets), opt).report;
+}
 
-std::vector<CheckRow> run_case(const SuiteCase& c) {
+std::vector<CheckRow> run_case(const SuiteCase& c, bool exact) {
   std::vector<CheckRow> rows;
   auto fail = [&](const std::string& message) {
     rows.clear();
@@ -315,8 +320,8 @@ std::vector<CheckRow> run_case(const SuiteCase& c) {
   };
   try {
     if (c.kind == SuiteCase::Kind::compare) {
-      const json a = simulate_report(c.base);
-      const json b = simulate_report(c.variant);
+      const json a = simulate_report(c.base, exact);
+      const json b = simulate_report(c.variant, exact);
       const double ta = a.at("tokens_per_s_per_gpu").get<double>();
       const double tb = b.at("tokens_per_s_per_gpu").get<double>();
       CheckRow row;
@@ -334,7 +339,7 @@ std::vector<CheckRow> run_case(const SuiteCase& c) {
     }
     json report;
     if (c.kind == SuiteCase::Kind::scenario) {
-      report = simulate_report(c.scenario);
+      report = simulate_report(c.scenario, exact);
     } else {
       const ReplayHook hook = replay_hook();
       if (!hook) {
@@ -411,9 +416,9 @@ Suite load_suite_text(const std::string& text, const std::string& file_label) {
   return load_from(input::load_yaml_text(text, file_label, session.ctx), session.diag);
 }
 
-SuiteResult run_suite(const Suite& suite, int jobs) {
+SuiteResult run_suite(const Suite& suite, int jobs, bool exact) {
   std::vector<std::vector<CheckRow>> per_case(suite.cases.size());
-  parallel_for(suite.cases.size(), jobs, [&](std::size_t i) { per_case[i] = run_case(suite.cases[i]); });
+  parallel_for(suite.cases.size(), jobs, [&](std::size_t i) { per_case[i] = run_case(suite.cases[i], exact); });
   SuiteResult out;
   for (auto& rows : per_case)
     for (auto& row : rows) {

@@ -85,7 +85,8 @@ struct SuiteResult {
 };
 
 // Runs the cases on `jobs` threads; the result does not depend on `jobs`.
-SuiteResult run_suite(const Suite& suite, int jobs = 1);
+// exact: replay every micro-step (no steady-state extrapolation).
+SuiteResult run_suite(const Suite& suite, int jobs = 1, bool exact = false);
 
 std::string format_table(const SuiteResult& r);  // the text `racksim validate` prints
 nlohmann::json to_json(const SuiteResult& r);   // a list of row objects

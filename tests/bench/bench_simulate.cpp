@@ -1,11 +1,15 @@
 // Whole-pipeline costs on shipped scenarios: building the training graph, replaying it, and a
 // small sweep through the thread pool. Counters: ops = graph size; the time is per scenario.
+// Issue #18's cases (docs/performance.md): one point of the 10k sweep (load + simulate, as a
+// sweep runs it), a slice of that sweep, the 16,384-GPU Llama 3 step, a pipeline of 2,048
+// micro-batches on 128 H100, and the HLO replay of a reference module.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
 #include <optional>
 #include <string>
 
+#include "sim/cli/commands.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
@@ -32,6 +36,8 @@ const std::vector<Case>& cases() {
       {"llama3-70b-64gpu-tp8", "scenarios/llama3-70b-gb200.yaml",            // 64 micro-steps: big graph
        {{"system.gpus", "64"}, {"training.parallelism.tp", "8"}}},
       {"llama3-405b-16384gpu", "scenarios/llama3-405b-h100.yaml", {}},       // Meta's layout, 16,384 H100
+      {"pipeline-2048mb-128gpu", "scenarios/llama3-405b-h100.yaml",          // the same layout on 128 H100:
+       {{"system.gpus", "128"}}},                                            // DP 1, 2,048 micro-batches
   };
   return c;
 }
@@ -71,6 +77,57 @@ void BM_Simulate(benchmark::State& state, const Case* c) {
   state.counters["ops"] = static_cast<double>(ops);
 }
 
+// One point of scenarios/sweeps/llama3-70b-10k.yaml as a sweep runs it: load (presets cached per
+// process), simulate without keeping the graph, the report. The base scenario's own layout (512 GPUs,
+// TP 8, selective recompute, ZeRO-1, global batch 512: 8 micro-steps).
+void BM_SweepPoint(benchmark::State& state) {
+  const std::string file = kSrc + "/scenarios/sweeps/llama3-70b-10k.yaml";
+  if (!std::filesystem::exists(file)) {
+    state.SkipWithError("sweep file missing");
+    return;
+  }
+  const auto spec = racksim::workflow::load_sweep(file);
+  // system.gpus 512, tp 8, pp 1, selective, zero1, global batch 512.
+  const std::size_t index = ((((3 * 4 + 3) * 5 + 0) * 5 + 1) * 4 + 1) * 5 + 2;
+  for (auto _ : state) {
+    auto r = racksim::workflow::run_point(spec, index);
+    benchmark::DoNotOptimize(r.report);
+  }
+}
+
+// Every 97th point of the 10k sweep (103 points: invalid ones, fits and does-not-fit, every PP),
+// on one thread, no replays shared between points: the time per point (items/s) without the
+// sweep's sharing.
+void BM_Sweep10kSlice(benchmark::State& state) {
+  const std::string file = kSrc + "/scenarios/sweeps/llama3-70b-10k.yaml";
+  if (!std::filesystem::exists(file)) {
+    state.SkipWithError("sweep file missing");
+    return;
+  }
+  const auto spec = racksim::workflow::load_sweep(file);
+  const auto points = racksim::workflow::shard_points(spec.size(), {0, 97});
+  for (auto _ : state) {
+    for (std::size_t i : points) {
+      auto r = racksim::workflow::run_point(spec, i);
+      benchmark::DoNotOptimize(r.report);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(points.size()));
+}
+
+// racksim replay of a reference XLA module (Llama-style, full remat, one H200).
+void BM_ReplayHlo(benchmark::State& state) {
+  const std::string file = kSrc + "/calibration/data/h200-2026-11-29/m1_full.hlo.txt.gz";
+  if (!std::filesystem::exists(file)) {
+    state.SkipWithError("module missing");
+    return;
+  }
+  for (auto _ : state) {
+    auto r = racksim::cli::replay_hlo_report(file, "h200-sxm", 0, {});
+    benchmark::DoNotOptimize(r);
+  }
+}
+
 // Loading + simulating every point of a 16-point sweep of the 70B scenario on 1 or 2 threads.
 void BM_Sweep16(benchmark::State& state) {
   const std::string text = "base: " + kSrc + "/scenarios/llama3-70b-gb200.yaml\n"
@@ -96,6 +153,9 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("Sweep16/jobs", BM_Sweep16)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("SweepPoint/llama3-70b-10k", BM_SweepPoint)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Sweep10kSlice/103points", BM_Sweep10kSlice)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("ReplayHlo/m1_full", BM_ReplayHlo)->Unit(benchmark::kMillisecond);
   return true;
 }();
 

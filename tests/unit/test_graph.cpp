@@ -107,9 +107,9 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
       "m.yaml");
   const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
   int dp = 0, ds = 0;
-  for (const auto& t : g.tensors) {
-    dp += t.name.ends_with("attn.dP");
-    ds += t.name.ends_with("attn_scores.dS");
+  for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+    dp += g.tensor_name(static_cast<workloads::TensorId>(t)).ends_with("attn.dP");
+    ds += g.tensor_name(static_cast<workloads::TensorId>(t)).ends_with("attn_scores.dS");
   }
   EXPECT_GT(dp, 0);
   EXPECT_EQ(ds, 0);

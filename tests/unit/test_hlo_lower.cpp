@@ -33,8 +33,10 @@ ImportResult lower_text(const std::string& text, int gpus = 1) {
 
 std::vector<const Op*> ops_named(const OpGraph& g, const std::string& inst) {
   std::vector<const Op*> out;
-  for (const auto& op : g.ops)
-    if (op.name.substr(op.name.find('.') + 1) == inst) out.push_back(&op);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const std::string name = g.op_name(static_cast<OpId>(i));
+    if (name.substr(name.find('.') + 1) == inst) out.push_back(&g.ops[i]);
+  }
   return out;
 }
 
@@ -50,8 +52,8 @@ TEST(HloLower, WhileUnrolledByKnownTripCount) {
   EXPECT_EQ(r.graph.ops.size(), 16u);  // 4 kernels per iteration; the condition is skipped
   EXPECT_EQ(ops_named(r.graph, "gemm").size(), 4u);
   // Each iteration is its own command-buffer segment (one CUDA graph launch each).
-  EXPECT_NE(r.graph.ops[0].name.substr(0, r.graph.ops[0].name.find('.')),
-            r.graph.ops[4].name.substr(0, r.graph.ops[4].name.find('.')));
+  const std::string n0 = r.graph.op_name(0), n4 = r.graph.op_name(4);
+  EXPECT_NE(n0.substr(0, n0.find('.')), n4.substr(0, n4.find('.')));
 }
 
 // Every loop iteration is one command-buffer execution: the host processes its commands before
@@ -343,8 +345,8 @@ TEST(HloLower, OutputsAndArgumentsAreResident) {
   }
   for (std::size_t t = 0; t < r.graph.tensors.size(); ++t) {
     const bool res = std::find(r.graph.resident.begin(), r.graph.resident.end(), t) != r.graph.resident.end();
-    EXPECT_EQ(allocs[t], res ? 0 : 1) << r.graph.tensors[t].name;
-    EXPECT_EQ(frees[t], res ? 0 : 1) << r.graph.tensors[t].name;
+    EXPECT_EQ(allocs[t], res ? 0 : 1) << r.graph.tensor_name(static_cast<TensorId>(t));
+    EXPECT_EQ(frees[t], res ? 0 : 1) << r.graph.tensor_name(static_cast<TensorId>(t));
   }
 }
 

@@ -535,11 +535,11 @@ TEST(InputLimitsSimulation, TheStepsGraphIsBoundedBeforeItIsBuilt) {
   EXPECT_TRUE(contains(scenario_error(deep), "s.yaml:3:17: error: model.layers: the step is too large to simulate"));
   EXPECT_LT(seconds_since(t0), 2.0);
   // The shipped 16,384-GPU Llama 3 405B scenario is well inside (16 micro-steps, replayed whole),
-  // and so is its pipeline at pp 16, vp 2 with a long step (two lengths: 48 and 64 micro-steps).
+  // and so is its pipeline at pp 16, vp 2 with a long step (two lengths: 32 and 48 micro-steps).
   auto sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml");
   EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * 16);
   sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml", {{"training.global_batch", "32768"}});
-  EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * (2 * 48 + 16));
+  EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * (2 * 32 + 16));
   EXPECT_TRUE(contains(scenario_error("name: t\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {layers: 100, hidden: 10000000, "
                                       "ffn_hidden: 10000000, heads: 10000, vocab: 100000}\n"
                                       "training: {seq_len: 8192, global_batch: 8}\n"),

@@ -591,7 +591,7 @@ class Lowerer {
                                     std::max(hbm, std::max(host_bytes, ci.bytes)), k.flops));
 
     Op op;
-    op.name = fmt::format("cb{}.{}", segment_, inst.name);
+    op.name = Name{g_.names.intern(inst.name), NamePrefix::command_buffer, static_cast<uint32_t>(segment_)};
     op.phase = phase_of(inst);
     if (ci.is_collective) {
       op.kind = OpKind::collective;

@@ -1,0 +1,335 @@
+// Issue #18 (speed for capacity planning): doing less work must not change the answers.
+// - the steady-state extrapolation against the full replay (--exact): step time within 0.5%, peak
+//   memory exactly, on every shipped scenario, the validation suites and a grid of layouts;
+// - the validation suites' summaries as they were before the speed work;
+// - the sweep's shared replays and the per-process file caches give the same rows as fresh loads;
+// - the cheaper data structures (lazily built names, inline vectors, the flow network's external
+//   events) behave as what they replaced.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "cli_util.h"
+#include "sim/core/event_queue.h"
+#include "sim/core/flow_network.h"
+#include "sim/core/small_vector.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "sim/workflow/sweep.h"
+#include "workloads/graph_builder.h"
+
+using namespace racksim;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+
+// Default simulation against --exact: step time within 0.5%, memory and fit exactly.
+void expect_matches_exact(const sim::Scenario& sc, const std::string& label) {
+  sim::SimulateOptions exact;
+  exact.exact = true;
+  const auto fast = sim::simulate(sc);
+  const auto full = sim::simulate(sc, exact);
+  EXPECT_NEAR(fast.replay.step_time_s / full.replay.step_time_s, 1.0, 0.005) << label;
+  EXPECT_EQ(fast.report["peak_memory_bytes"], full.report["peak_memory_bytes"]) << label;
+  EXPECT_EQ(fast.report["memory_breakdown_bytes"], full.report["memory_breakdown_bytes"]) << label;
+  EXPECT_EQ(fast.report["fits"], full.report["fits"]) << label;
+  EXPECT_NEAR(fast.replay.breakdown.compute_s / full.replay.breakdown.compute_s, 1.0, 0.005) << label;
+}
+
+}  // namespace
+
+// Every scenario under scenarios/ (the what-ifs and the seed claims) whose step is extrapolated.
+TEST(SteadyState, ShippedScenariosMatchTheFullReplay) {
+  int extrapolated = 0;
+  for (const std::string dir : {"/scenarios", "/scenarios/seed_claims", "/scenarios/validation/at_scale"}) {
+    for (const auto& e : fs::directory_iterator(kSrc + dir)) {
+      if (e.path().extension() != ".yaml" || e.path().filename() == "suite.yaml") continue;
+      const auto sc = sim::load_scenario(e.path().string());
+      if (!sim::steady_state_plan(sc)) continue;
+      ++extrapolated;
+      expect_matches_exact(sc, e.path().filename().string());
+    }
+  }
+  // quickstart, the 70B and DeepSeek what-ifs, several seed claims, the at-scale rows with long steps
+  EXPECT_GE(extrapolated, 12);
+}
+
+// Issue #12's at-scale mechanisms inside the window: the comm_ep stream with MoE exchanges overlapped
+// in 1F1B pairs (under 1F1B and interleaved stages), the NCCL and hierarchical dispatchers, uneven
+// first/last stages, FSDP gathering once per step under a pipeline, the three context-parallel
+// variants, and the 16,384-GPU Llama 3 layout with a step long enough to extrapolate.
+TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
+  int n = 0;
+  auto check = [&](const std::string& file, const std::vector<std::string>& sets) {
+    const auto sc = sim::load_scenario(kSrc + file, sim::parse_set_overrides(sets));
+    std::string label = file;
+    for (const auto& x : sets) label += " " + x;
+    ASSERT_TRUE(sim::steady_state_plan(sc)) << label;
+    expect_matches_exact(sc, label);
+    ++n;
+  };
+  const std::string ds = "/scenarios/deepseek-v3-gb200.yaml";
+  check(ds, {"training.moe.a2a_overlap=true", "training.moe.dispatcher=alltoall"});
+  check(ds, {"training.moe.a2a_overlap=true", "training.parallelism.vp=2", "training.global_batch=2048"});
+  check(ds, {"training.pipeline.first_stage_layers=1", "training.pipeline.last_stage_layers=0"});
+  check(ds, {"training.optimizer_sharding=fsdp", "training.moe.a2a_overlap=true"});
+  check(ds, {"training.parallelism.pp=1", "training.parallelism.ep=32", "training.moe.a2a_overlap=true",
+             "training.global_batch=1024", "system.gpus=128"});
+  const std::string dense = "/scenarios/quickstart.yaml";
+  for (const char* cp : {"p2p", "all_gather", "a2a"})
+    check(dense, {"training.parallelism.cp=2", std::string("training.cp_comm=") + cp, "training.parallelism.pp=2",
+                  "training.global_batch=64"});
+  check(dense, {"training.parallelism.pp=2", "training.optimizer_sharding=fsdp", "training.global_batch=64"});
+  check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192"});
+  EXPECT_EQ(n, 10);
+}
+
+// Layouts the sweeps explore: no pipeline, 1F1B, interleaved; ZeRO-1 and FSDP; no, full and
+// offloaded activations; overlapped DP traffic; an MoE step with its exchanges overlapped in 1F1B
+// pairs (whose period is two micro-steps).
+TEST(SteadyState, LayoutGridMatchesTheFullReplay) {
+  const std::string dense = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, parallelism: {tp: 2}, cuda_graphs: true,
+           overlap_grad_reduce: true, overlap_param_gather: true}
+)";
+  int n = 0;
+  for (const char* pp : {"1", "2", "4"})
+    for (const char* vp : {"1", "2"})
+      for (const char* sharding : {"zero1", "fsdp"})
+        for (const char* recompute : {"none", "full", "{save: [qkv, attn_out], offload: [mlp_up]}"}) {
+          if (std::string(vp) == "2" && std::string(pp) == "1") continue;
+          const auto sc = sim::load_scenario_text(
+              dense, "grid.yaml",
+              sim::parse_set_overrides({std::string("training.parallelism.pp=") + pp,
+                                        std::string("training.parallelism.vp=") + vp,
+                                        std::string("training.optimizer_sharding=") + sharding,
+                                        std::string("training.recompute=") + recompute}));
+          ASSERT_TRUE(sim::steady_state_plan(sc)) << pp << vp;
+          expect_matches_exact(sc, std::string(pp) + "/" + vp + "/" + sharding + "/" + recompute);
+          ++n;
+        }
+  EXPECT_EQ(n, 30);
+  const auto moe = sim::load_scenario(kSrc + "/scenarios/deepseek-v3-gb200.yaml",
+                                      sim::parse_set_overrides({"training.moe.a2a_overlap=true"}));
+  ASSERT_TRUE(sim::steady_state_plan(moe));
+  expect_matches_exact(moe, "moe");
+}
+
+// The validation suites: the same checks pass and fail with and without the extrapolation, every
+// predicted value within 0.5% of --exact (memory exactly), and the summaries are the ones recorded
+// before the speed work (update them with the suite when a model change moves them on purpose).
+TEST(SteadyState, ValidationSuitesAgreeWithExactAndKeepTheirSummaries) {
+  const std::map<std::string, std::string> summaries = {
+      {"scenarios/validation/h200.yaml", "66 checks: 62 pass, 4 outside tolerance"},
+      {"scenarios/validation/hlo.yaml", "74 checks: 74 pass, 0 outside tolerance"},
+      {"scenarios/validation/hlo-x2.yaml", "16 checks: 15 pass, 1 outside tolerance"},
+      {"scenarios/validation/h200x2.yaml", "10 checks: 9 pass, 1 outside tolerance"},
+      {"scenarios/validation/at_scale.yaml", "33 checks: 7 pass, 26 outside tolerance"},
+      {"scenarios/seed_claims/suite.yaml", "10 checks: 2 pass, 8 outside tolerance"},
+  };
+  for (const auto& [suite, summary] : summaries) {
+    const std::string path = kSrc + "/" + suite;
+    const auto table = racksim::testing::run_cli({"validate", path});
+    EXPECT_NE(table.out.find("\n" + summary + "\n"), std::string::npos) << suite << "\n" << table.out;
+    if (suite.find("hlo") != std::string::npos) continue;  // HLO replays are never extrapolated
+    const auto fast = racksim::testing::run_cli({"validate", path, "--json"});
+    const auto full = racksim::testing::run_cli({"validate", path, "--json", "--exact"});
+    EXPECT_EQ(fast.code, full.code) << suite;
+    const auto a = nlohmann::json::parse(fast.out), b = nlohmann::json::parse(full.out);
+    ASSERT_EQ(a.size(), b.size()) << suite;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string what = suite + ": " + a[i]["case"].get<std::string>() + " " + a[i]["field"].get<std::string>();
+      EXPECT_EQ(a[i]["pass"], b[i]["pass"]) << what;
+      if (!a[i]["predicted"].is_number()) {
+        EXPECT_EQ(a[i]["predicted"], b[i]["predicted"]) << what;
+      } else if (a[i]["field"] == "peak_memory_bytes") {
+        EXPECT_EQ(a[i]["predicted"], b[i]["predicted"]) << what;
+      } else {
+        EXPECT_NEAR(a[i]["predicted"].get<double>() / b[i]["predicted"].get<double>(), 1.0, 0.005) << what;
+      }
+    }
+  }
+}
+
+// A step not steady by the first window (a heavier stage still catching up on the slack the
+// interleaved warm-up left) is extrapolated from a later one, and still matches.
+TEST(SteadyState, LateSteadyStateIsFoundAndMatches) {
+  const auto sc = sim::load_scenario(
+      kSrc + "/scenarios/llama3-405b-h100.yaml",
+      sim::parse_set_overrides({"system.gpus=1024", "training.parallelism.pp=4", "training.parallelism.vp=2",
+                                "training.optimizer_sharding=none", "training.global_batch=2048"}));
+  const auto plan = sim::steady_state_plan(sc);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->m1, 8);
+  const auto r = sim::simulate(sc);
+  bool later = false;
+  for (const auto& w : r.report["warnings"]) later = later || w.get<std::string>().find("reached after") != std::string::npos;
+  EXPECT_TRUE(later);
+  expect_matches_exact(sc, "405B pp4 vp2");
+}
+
+// The plan replays few micro-steps, at lengths a sweep's exact points share.
+TEST(SteadyState, PlanLengths) {
+  auto plan_of = [](int pp, int vp, int m) {
+    sim::Scenario sc = sim::load_scenario(kSrc + "/scenarios/llama3-70b-gb200.yaml");
+    sc.training.parallelism.pp = pp;
+    sc.training.parallelism.vp = vp;
+    sc.training.global_batch = m * sc.training.parallelism.dp;
+    return sim::steady_state_plan(sc);
+  };
+  EXPECT_FALSE(plan_of(1, 1, 4));  // no more micro-steps than the longer run: replayed whole
+  EXPECT_EQ(plan_of(1, 1, 5)->m1, 2);
+  EXPECT_EQ(plan_of(1, 1, 5)->unit, 2);
+  EXPECT_FALSE(plan_of(8, 1, 16));
+  EXPECT_EQ(plan_of(8, 1, 17)->m1, 8);
+  EXPECT_EQ(plan_of(8, 1, 17)->unit, 8);
+  EXPECT_FALSE(plan_of(4, 2, 12));
+  EXPECT_EQ(plan_of(4, 2, 16)->m1, 8);
+  EXPECT_EQ(plan_of(4, 2, 16)->unit, 4);
+}
+
+// A sweep shares replays between its points (and threads) and gives the rows that simulating each
+// point alone gives.
+TEST(SweepSpeed, SharedReplaysGiveTheSameRows) {
+  const std::string text = "base: " + kSrc + "/scenarios/llama3-70b-gb200.yaml\n"
+                           "vary:\n"
+                           "  system.gpus: [128]\n"
+                           "  training.parallelism.pp: [1, 4]\n"
+                           "  training.global_batch: [64, 128, 256, 512, 1024]\n";
+  const auto spec = workflow::load_sweep_text(text, kSrc + "/scenarios/sweeps/t.yaml");
+  const auto points = workflow::shard_points(spec.size(), {});
+  const auto rows = workflow::run_sweep(spec, points, 2);
+  ASSERT_EQ(rows.size(), 10u);
+  for (const auto& row : rows) {
+    ASSERT_TRUE(row.error.empty()) << row.error;
+    auto alone = sim::simulate(sim::load_scenario(spec.base, workflow::point_overrides(spec, row.index))).report;
+    alone.erase("scenario");
+    EXPECT_EQ(row.report.dump(), alone.dump()) << row.index;
+  }
+  // The cache itself: one miss per distinct replay, and a hit for a repeated one.
+  sim::ReplayCache cache;
+  sim::SimulateOptions opt;
+  opt.keep_detail = false;
+  opt.cache = &cache;
+  const auto sc = sim::load_scenario(spec.base, workflow::point_overrides(spec, 9));
+  const auto first = sim::simulate(sc, opt);
+  const std::size_t misses = cache.misses();
+  EXPECT_EQ(cache.hits(), 0u);
+  auto bigger = sc;
+  bigger.training.global_batch *= 2;
+  sim::simulate(bigger, opt);
+  EXPECT_EQ(cache.misses(), misses);  // the same two lengths
+  EXPECT_GE(cache.hits(), 2u);
+  EXPECT_TRUE(first.graph.ops.empty());  // no detail kept
+}
+
+// Files loaded once per process are loaded again when they change.
+TEST(SweepSpeed, ChangedFilesAreLoadedAgain) {
+  const fs::path dir = fs::temp_directory_path() / "racksim_file_cache_test";
+  fs::create_directories(dir);
+  const fs::path model = dir / "model.yaml";
+  const fs::path scen = dir / "s.yaml";
+  auto write = [](const fs::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+  };
+  write(scen, "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: llama3-8b}\n"
+              "training: {seq_len: 1024, global_batch: 8}\n");
+  EXPECT_EQ(sim::load_scenario(scen.string()).training.seq_len, 1024);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  write(scen, "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: llama3-8b}\n"
+              "training: {seq_len: 2048, global_batch: 8}\n");
+  EXPECT_EQ(sim::load_scenario(scen.string()).training.seq_len, 2048);
+  // A --set graft into a cached tree stays in that load.
+  EXPECT_EQ(sim::load_scenario(scen.string(), {{"training.seq_len", "4096"}}).training.seq_len, 4096);
+  EXPECT_EQ(sim::load_scenario(scen.string()).training.seq_len, 2048);
+  (void)model;
+  fs::remove_all(dir);
+}
+
+// Names are built on demand and read as they did when each op held its string.
+TEST(GraphNames, BuiltOnDemand) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h100-sxm, gpus: 16}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 16, parallelism: {pp: 2, tp: 4}, optimizer_sharding: zero1}\n",
+      "n.yaml");
+  const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) names.insert(g.op_name(static_cast<workloads::OpId>(i)));
+  EXPECT_TRUE(names.count("mb0.v0.embedding"));
+  EXPECT_TRUE(names.count("mb0.L0.qkv"));
+  EXPECT_TRUE(names.count("mb1.L31.mlp_out.dgrad"));
+  EXPECT_TRUE(names.count("rank1.optimizer.adamw"));
+  EXPECT_TRUE(names.count("mb7.L0.grad.reduce_scatter"));  // deferred to the end, with its prefix
+  std::set<std::string> tensors;
+  for (std::size_t i = 0; i < g.tensors.size(); ++i) tensors.insert(g.tensor_name(static_cast<workloads::TensorId>(i)));
+  EXPECT_TRUE(tensors.count("rank0.weights.bf16"));
+  EXPECT_TRUE(tensors.count("mb0.L3.qkv"));
+  // The first component keys group names as their text does.
+  workloads::NameTable t;
+  const workloads::Name a{t.intern("x"), workloads::NamePrefix::micro_vstage, 3, 1};
+  const workloads::Name b{t.intern("mb3.L2.y")};
+  const workloads::Name c{t.intern("mb03.y")};
+  EXPECT_EQ(t.first_component_key(a), t.first_component_key(b));
+  EXPECT_NE(t.first_component_key(a), t.first_component_key(c));
+  EXPECT_EQ(t.format(a), "mb3.v1.x");
+}
+
+TEST(SmallVec, BehavesLikeAVector) {
+  SmallVec<uint32_t, 2> v;
+  EXPECT_TRUE(v.empty());
+  for (uint32_t i = 0; i < 100; ++i) v.push_back(i);
+  ASSERT_EQ(v.size(), 100u);
+  for (uint32_t i = 0; i < 100; ++i) EXPECT_EQ(v[i], i);
+  v.push_back(v[3]);  // an element of itself, across a growth
+  EXPECT_EQ(v.back(), 3u);
+  SmallVec<uint32_t, 2> w = {7, 8};
+  const std::vector<uint32_t> more = {9, 10, 11};
+  w.insert(w.end(), more.begin(), more.end());
+  EXPECT_EQ((std::vector<uint32_t>(w.begin(), w.end())), (std::vector<uint32_t>{7, 8, 9, 10, 11}));
+  SmallVec<uint32_t, 2> moved = std::move(w);
+  EXPECT_EQ(moved.size(), 5u);
+  EXPECT_TRUE(w.empty());  // NOLINT: moved-from is empty
+  SmallVec<uint32_t, 2> copy = moved;
+  EXPECT_EQ(copy, moved);
+  copy = {1};
+  EXPECT_EQ(copy.size(), 1u);
+}
+
+// With external events the network's completions run in the (time, sequence) order they would have
+// had as queue events.
+TEST(FlowNetworkExternal, SameOrderAsQueueEvents) {
+  auto run = [](bool external) {
+    sim::EventQueue q;
+    sim::FlowNetwork net(q, external);
+    const auto link = net.add_resource("link", 100.0);
+    std::vector<std::string> log;
+    // A queue event at the same instant as a completion, scheduled before and after the flow.
+    q.schedule(sim::SimTime::from_ps(1'000'000'000'000), [&] { log.push_back("early-scheduled"); });
+    net.start_flow({{link}}, 100.0, [&](sim::FlowNetwork::FlowId) { log.push_back("flow"); });
+    q.schedule(sim::SimTime::from_ps(1'000'000'000'000), [&] { log.push_back("late-scheduled"); });
+    for (;;) {
+      sim::SimTime tq, tn;
+      uint64_t sq = 0, sn = 0;
+      const bool hq = q.peek(tq, sq), hn = net.pending_event(tn, sn);
+      if (!hq && !hn) break;
+      if (hn && (!hq || tn < tq || (tn == tq && sn < sq))) {
+        q.advance_to(tn);
+        net.run_pending_event();
+      } else {
+        q.step();
+      }
+    }
+    return log;
+  };
+  const auto internal = run(false);
+  EXPECT_EQ(internal, run(true));
+  EXPECT_EQ(internal, (std::vector<std::string>{"early-scheduled", "flow", "late-scheduled"}));
+}

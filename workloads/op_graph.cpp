@@ -1,0 +1,90 @@
+#include "workloads/op_graph.h"
+
+#include <fmt/format.h>
+
+namespace racksim::workloads {
+
+namespace {
+
+enum : uint64_t { kMicro = 1, kRank = 2, kSegment = 3, kOther = 4 };
+constexpr uint64_t key(uint64_t kind, uint64_t value) { return (kind << 40) | value; }
+
+// "mb12" -> 12 for prefix "mb"; -1 unless the rest is a number written the way the builder writes it.
+int64_t numbered(std::string_view s, std::string_view prefix) {
+  if (s.size() <= prefix.size() || s.substr(0, prefix.size()) != prefix) return -1;
+  const std::string_view d = s.substr(prefix.size());
+  if (d.size() > 9 || (d.size() > 1 && d[0] == '0')) return -1;
+  int64_t v = 0;
+  for (char c : d) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+uint32_t NameTable::intern(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: names are short
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return find_or_add(s, h);
+}
+
+uint32_t NameTable::find_or_add(std::string_view s, uint64_t h) {
+  if (slots_.empty()) slots_.assign(64, 0);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = static_cast<std::size_t>(h ^ (h >> 29)) & mask;
+  for (; slots_[i] != 0; i = (i + 1) & mask)
+    if (strings_[slots_[i] - 1] == s) return slots_[i] - 1;
+  const auto id = static_cast<uint32_t>(strings_.size());
+  const std::string& stored = strings_.emplace_back(s);
+  slots_[i] = id + 1;
+  if (2 * strings_.size() > slots_.size()) {
+    // Grow: rehash every name into twice the slots.
+    std::vector<uint32_t> old(slots_.size() * 2, 0);
+    old.swap(slots_);
+    const std::size_t m2 = slots_.size() - 1;
+    for (uint32_t v : old) {
+      if (v == 0) continue;
+      uint64_t g = 1469598103934665603ull;
+      for (unsigned char c : strings_[v - 1]) g = (g ^ c) * 1099511628211ull;
+      std::size_t j = static_cast<std::size_t>(g ^ (g >> 29)) & m2;
+      while (slots_[j] != 0) j = (j + 1) & m2;
+      slots_[j] = v;
+    }
+  }
+  group_.push_back(0);
+  const std::string_view first = std::string_view(stored).substr(0, stored.find('.'));
+  uint64_t g = 0;
+  if (const int64_t n = numbered(first, "mb"); n >= 0) g = key(kMicro, static_cast<uint64_t>(n));
+  else if (const int64_t r = numbered(first, "rank"); r >= 0) g = key(kRank, static_cast<uint64_t>(r));
+  else if (const int64_t c = numbered(first, "cb"); c >= 0) g = key(kSegment, static_cast<uint64_t>(c));
+  else g = key(kOther, first.size() == stored.size() ? id : intern(first));
+  group_[id] = g;
+  return id;
+}
+
+std::string NameTable::format(const Name& n) const {
+  const std::string& base = strings_[n.base];
+  switch (n.prefix) {
+    case NamePrefix::none: return base;
+    case NamePrefix::micro_vstage: return fmt::format("mb{}.v{}.{}", n.a, n.b, base);
+    case NamePrefix::micro_layer: return fmt::format("mb{}.L{}.{}", n.a, n.b, base);
+    case NamePrefix::rank: return fmt::format("rank{}.{}", n.a, base);
+    case NamePrefix::command_buffer: return fmt::format("cb{}.{}", n.a, base);
+  }
+  return base;
+}
+
+uint64_t NameTable::first_component_key(const Name& n) const {
+  switch (n.prefix) {
+    case NamePrefix::micro_vstage:
+    case NamePrefix::micro_layer: return key(kMicro, n.a);
+    case NamePrefix::rank: return key(kRank, n.a);
+    case NamePrefix::command_buffer: return key(kSegment, n.a);
+    case NamePrefix::none: break;
+  }
+  return group_[n.base];
+}
+
+}  // namespace racksim::workloads
