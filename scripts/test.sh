@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/deps.sh)"
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+launcher=()  # ccache when installed; paths relative to the checkout, so that clones share the cache
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DRACKSIM_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600 "$@"
