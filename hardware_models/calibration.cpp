@@ -856,7 +856,9 @@ void note_dropped(Inputs& in, const std::string& shown, const std::string& secti
     in.dropped.push_back(fmt::format("{}: {} of {} {} rows left out of the fit ({})", shown, left_out, total, section, why));
 }
 
-const json& at(const json& j, const std::string& key, const std::string& file) {
+// `key` is a C string: a std::string temporary argument would make GCC 13 warn (-Wdangling-reference) that the
+// returned reference may refer to it.
+const json& at(const json& j, const char* key, const std::string& file) {
   if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
   return j.at(key);
 }

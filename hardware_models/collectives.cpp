@@ -12,7 +12,7 @@
 // bwInter cap on single-domain NVLS (a ladder artifact of NCCL's search, contradicted by its own choices).
 // Everything else -- which algorithm, protocol, channel count and per-channel speed -- is NCCL's.
 //
-// Accuracy (tests/unit/test_collectives_accuracy.cpp prints the table): 27 of 30 single-domain public figures
+// Accuracy (tests/calibration/test_collectives_accuracy.cpp prints the table): 27 of 30 single-domain public figures
 // within 15 % (Hopper within 10 %). Known misses, not tuned away:
 //  * NVL72 NVLS all-reduce at 1 GiB: CoreWeave measures 681 GB/s (724 in place), rising to 839 at 4 GiB; the
 //    model gives 893. The measured curve behaves like a fixed ~0.5 ms per call (alpha-beta fit of 512 MiB..4 GiB)

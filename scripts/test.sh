@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Builds everything (CUDA microbenchmarks too when nvcc is present) and runs the whole test suite.
+# Builds everything (CUDA microbenchmarks too when nvcc is present) with warnings as errors and runs
+# the whole test suite. Extra arguments go to ctest, e.g. `scripts/test.sh -L unit` (tiers: unit,
+# integration, calibration, golden, bench; README "Tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/deps.sh)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+launcher=()  # ccache when installed; paths relative to the checkout, so that clones share the cache
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DRACKSIM_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build build -j "$(nproc)"
-ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600 "$@"

@@ -1195,10 +1195,11 @@ class Builder {
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
       x = temp("embedding.out", Tsp_ * h_ * a);
-      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
+      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
+      const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
       const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
       g_.ops[emb].allocs.push_back(x);
-      if (buf) g_.ops[emb].frees.push_back(*buf);
+      if (has_buf) g_.ops[emb].frees.push_back(buf);
     } else {
       // The activation arrives from the previous stage.
       pending_cross_ = ChunkKey{true, mb_, v - 1};
@@ -1227,7 +1228,8 @@ class Builder {
     prefix_micro_vstage(v);
     if (v == vstages_ - 1) {
       wait_for_params(kHeadBucket);
-      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
+      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
+      const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
       tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
@@ -1236,7 +1238,7 @@ class Builder {
       logits_[mb_] = logits;
       vector("cross_entropy", T_ * V_ * 4 * 2, 6 * T_ * V_, T_ * V_);
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
-      if (buf) g_.ops.back().frees.push_back(*buf);
+      if (has_buf) g_.ops.back().frees.push_back(buf);
     } else {
       const OpId send = collective("pp.send_activation", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
@@ -1390,7 +1392,8 @@ class Builder {
     }
     const bool fsdp = fsdp_per_use();
     if (v == vstages_ - 1) {
-      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(head_weights())) : std::nullopt;
+      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
+      const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
@@ -1398,7 +1401,7 @@ class Builder {
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));
-      if (buf) g_.ops.back().frees.push_back(*buf);
+      if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
     } else {
       pending_cross_ = ChunkKey{false, mb_, v + 1};
@@ -1413,9 +1416,10 @@ class Builder {
     prefix_micro_vstage(v);
     phase_ = Phase::backward;
     if (v == 0) {
-      const std::optional<TensorId> buf = fsdp ? std::optional(fsdp_gather_params(embedding_weights())) : std::nullopt;
+      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
+      const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
       vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
-      if (buf) g_.ops.back().frees.push_back(*buf);
+      if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
     } else {
       sends_[ChunkKey{false, mb_, v}] =

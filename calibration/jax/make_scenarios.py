@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes one racksim scenario per measured JAX training step (the reference rows in
-shared/reference/h200/jax_training_steps.jsonl and ours in calibration/data/h200-2026-11-29/
+tests/data/reference/h200/jax_training_steps.jsonl, a copy of the shared reference's, and ours in calibration/data/h200-2026-11-29/
 jax_steps.jsonl) and the suite scenarios/validation/h200.yaml over them.
 
     python3 calibration/jax/make_scenarios.py
@@ -13,8 +13,8 @@ import json, os, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCES = [
-    ("reference", os.path.join(ROOT, "..", "shared", "reference", "h200", "jax_training_steps.jsonl"),
-     "../../../shared/reference/h200/jax_training_steps.jsonl"),
+    ("reference", os.path.join(ROOT, "tests", "data", "reference", "h200", "jax_training_steps.jsonl"),
+     "tests/data/reference/h200/jax_training_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29", "jax_steps.jsonl"),
      "calibration/data/h200-2026-11-29/jax_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-runtime", "jax_steps.jsonl"),

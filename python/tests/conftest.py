@@ -19,7 +19,7 @@ def root() -> pathlib.Path:
 def racksim_binary() -> str:
     b = os.environ.get("RACKSIM_BINARY", str(ROOT / "build" / "sim" / "cli" / "racksim"))
     if not pathlib.Path(b).exists():
-        pytest.skip(f"racksim binary not found at {b} (set RACKSIM_BINARY)")
+        pytest.fail(f"racksim binary not found at {b} (build it, or set RACKSIM_BINARY)", pytrace=False)
     return b
 
 

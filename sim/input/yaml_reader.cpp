@@ -224,7 +224,7 @@ void MapReader::finish() {
   if (!ok_) return;
   std::vector<std::string> seen;
   for (auto it = node_.yaml().begin(); it != node_.yaml().end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy (a handle): `it->` returns a proxy that dies with the statement
     const YAML::Mark m = k.Mark();
     SourceLocation loc{node_.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0};
     if (!k.IsScalar()) {

@@ -42,7 +42,8 @@ const std::vector<Case>& cases() {
   return c;
 }
 
-// The case's scenario, or nothing (and the benchmark marked as skipped) when its file is missing.
+// The case's scenario, or nothing (the benchmark marked as errored, which fails CTest's bench.smoke)
+// when its file is missing.
 std::optional<sim::Scenario> load_or_skip(benchmark::State& state, const Case& c) {
   if (!std::filesystem::exists(kSrc + "/" + c.file)) {
     state.SkipWithError("scenario file missing");

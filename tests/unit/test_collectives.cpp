@@ -1,5 +1,4 @@
-// Unit tests of the collective cost model (hardware_models/collectives.h).
-// The SystemSpec values are built here from hardware_specs.md (A1-A4); the YAML presets carry the same facts.
+// Unit tests of the collective cost model (hardware_models/collectives.h), on the shipped system presets.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,94 +8,28 @@
 #include <vector>
 
 #include "hardware_models/collectives.h"
+#include "hardware_models/system_preset.h"
+#include "sim/input/diagnostics.h"
 
 namespace racksim::hw::collective_test {
 
 namespace {
-void nvlink(SystemSpec& s, int generation, double per_direction_Bps, int domain) {
-  s.scale_up.nvlink_generation = generation;
-  s.scale_up.bandwidth_per_direction_Bps = per_direction_Bps;
-  s.scale_up.domain_size = domain;
-  s.scale_up.nvswitch = true;  // A3: 4 (Hopper) / 2 (B200) NVSwitch chips per baseboard, 18 in an NVL72 rack
-  s.scale_up.nvls = true;      // A3: NVLink SHARP on 3rd-gen NVSwitch and later
+// A shipped preset (hardware_models/presets/NAME.yaml), as a scenario naming it gets it.
+SystemSpec preset(const std::string& name) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  SystemSpec s;
+  load_system_preset(name, nullptr, std::nullopt, ctx, s);
+  diag.throw_if_any();
+  return s;
 }
 }  // namespace
 
-// hardware_specs.md A1-A4, H100 SXM5 in an HGX/DGX H100.
-SystemSpec h100_sxm() {
-  SystemSpec s;
-  s.name = "h100-sxm";
-  s.gpu.model = "H100 SXM";
-  s.gpu.architecture = Architecture::hopper;
-  s.gpu.sm_count = 132;                                 // A2
-  s.gpu.tensor_clock_hz = 1.83e9;                       // A1 note
-  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 989.4e12; // A1
-  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 1979e12;
-  s.gpu.hbm_capacity_bytes = 80e9;                      // A2
-  s.gpu.hbm_bandwidth_Bps = 3.35e12;
-  s.gpu.l2_cache_bytes = 50e6;
-  s.gpu.tdp_watts = 700;
-  s.host.link = HostLinkKind::pcie_gen5_x16;
-  s.host.gpus_per_host = 8;
-  nvlink(s, 4, 450e9, 8);                               // A3: 18 x 25 GB/s = 450 GB/s per direction, 8 GPUs
-  s.scale_out.nic_bandwidth_Bps = 50e9;                 // A4: one CX-7 400 Gb/s per GPU
-  s.scale_out.nics_per_gpu = 1;
-  return s;
-}
-
-// H200 SXM: same GPU die and NVLink 4 as H100, 141 GB HBM3e at 4.8 TB/s (A2).
-SystemSpec h200_sxm() {
-  SystemSpec s = h100_sxm();
-  s.name = "h200-sxm";
-  s.gpu.model = "H200 SXM";
-  s.gpu.hbm_capacity_bytes = 141e9;
-  s.gpu.hbm_bandwidth_Bps = 4.8e12;
-  return s;
-}
-
-// HGX/DGX B200 (A1-A4).
-SystemSpec b200() {
-  SystemSpec s;
-  s.name = "b200";
-  s.gpu.model = "B200";
-  s.gpu.architecture = Architecture::blackwell;
-  s.gpu.sm_count = 148;
-  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 2250e12;
-  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 4500e12;
-  s.gpu.peak_dense_flops_per_s[Dtype::nvfp4] = 9000e12;
-  s.gpu.hbm_capacity_bytes = 180e9;
-  s.gpu.hbm_bandwidth_Bps = 7.7e12;
-  s.gpu.l2_cache_bytes = 126.5e6;
-  s.gpu.tdp_watts = 1000;
-  s.host.link = HostLinkKind::pcie_gen5_x16;
-  s.host.gpus_per_host = 8;
-  nvlink(s, 5, 900e9, 8);                               // A3: 18 x 50 GB/s = 900 GB/s per direction
-  s.scale_out.nic_bandwidth_Bps = 50e9;                 // A4: CX-7 400 Gb/s per GPU
-  s.scale_out.nics_per_gpu = 1;
-  return s;
-}
-
-// GB200 NVL72 (A1-A4): 72 GPUs in one NVLink domain, one CX-7 per GPU.
-SystemSpec gb200_nvl72() {
-  SystemSpec s;
-  s.name = "gb200-nvl72";
-  s.gpu.model = "GB200";
-  s.gpu.architecture = Architecture::blackwell;
-  s.gpu.sm_count = 152;
-  s.gpu.peak_dense_flops_per_s[Dtype::bf16] = 2500e12;
-  s.gpu.peak_dense_flops_per_s[Dtype::fp8] = 5000e12;
-  s.gpu.peak_dense_flops_per_s[Dtype::nvfp4] = 10000e12;
-  s.gpu.hbm_capacity_bytes = 186e9;
-  s.gpu.hbm_bandwidth_Bps = 8e12;
-  s.gpu.tdp_watts = 1200;
-  s.host.link = HostLinkKind::nvlink_c2c;
-  s.host.gpus_per_link = 2;
-  s.host.gpus_per_host = 4;
-  nvlink(s, 5, 900e9, 72);
-  s.scale_out.nic_bandwidth_Bps = 50e9;
-  s.scale_out.nics_per_gpu = 1;
-  return s;
-}
+SystemSpec h100_sxm() { return preset("h100-sxm"); }
+SystemSpec h200_sxm() { return preset("h200-sxm"); }
+SystemSpec b200() { return preset("b200"); }
+SystemSpec gb200_nvl72() { return preset("gb200-nvl72"); }
 
 }  // namespace racksim::hw::collective_test
 

@@ -145,7 +145,9 @@ TEST(EventQueue, HeavyCancellationKeepsOrder) {
     handles.push_back(q.schedule(ps((i * 7919) % 1000), [&ran, i] { ran.push_back(i); }));
   }
   for (int i = 0; i < 2000; ++i) {
-    if (i % 10 != 0) EXPECT_TRUE(q.cancel(handles[i]));
+    if (i % 10 != 0) {
+      EXPECT_TRUE(q.cancel(handles[i]));
+    }
   }
   EXPECT_EQ(q.pending(), 200u);
   int64_t last_t = -1;

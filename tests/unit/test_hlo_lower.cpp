@@ -438,8 +438,8 @@ ENTRY %e (x: (f32[], f32[])) -> f32[] {
 TEST(HloLower, FlopsMatchXlaCostAnalysisOnTheReferenceModules) {
   // XLA's cost analysis (the jsonl's xla_flops) counts each loop body once and gives library
   // calls no FLOPs; the importer's count in that convention must agree.
-  const std::string dir = std::string(RACKSIM_SHARED_DIR) + "/reference/hlo";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "shared reference folder not found: " << dir;
+  const std::string dir = std::string(RACKSIM_SOURCE_DIR) + "/tests/data/reference/hlo";  // README.md one up
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "reference data missing: " << dir;
   const std::vector<std::pair<std::string, double>> xla = {
       {"m1_none", 1690109083648.0}, {"m1_full", 1971373998080.0}, {"m1_dots", 1282669281280.0}};
   for (const auto& [name, flops] : xla) {

@@ -266,7 +266,9 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
       // Queued, it moves its data after B, alone; in launch order, beside B, at the measured slowdown.
       const double slow = queues ? 1.0 : sc.system.spec.gpu.collective_slowdown_beside_compute;
       EXPECT_NEAR(r.ops[c].end_s, from + cost.latency_s + slow * cost.bandwidth_time_s, 1e-9) << c_first << queues;
-      if (!queues) EXPECT_LT(r.ops[c].end_s, r.ops[b].end_s);  // hidden under B
+      if (!queues) {
+        EXPECT_LT(r.ops[c].end_s, r.ops[b].end_s);  // hidden under B
+      }
     }
   }
   EXPECT_DOUBLE_EQ(sc.system.spec.gpu.collective_slowdown_beside_compute, 2.03);  // the H200 measurement

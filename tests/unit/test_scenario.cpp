@@ -98,7 +98,8 @@ TEST(Scenario, ModelPresetsMatchPublishedParameterCounts) {
         "s.yaml");
     ASSERT_GT(sc.model.published_params, 0) << name;
     EXPECT_NEAR(workloads::total_params(sc.model) / sc.model.published_params, 1.0, 0.01) << name;
-    if (sc.model.published_active_params > 0)
+    if (sc.model.published_active_params > 0) {
       EXPECT_NEAR(workloads::active_params(sc.model) / sc.model.published_active_params, 1.0, 0.03) << name;
+    }
   }
 }

@@ -1,7 +1,8 @@
-// Checks the collective model against public nccl-tests measurements. Nothing here feeds the model: every
-// constant it uses is NCCL's or a datasheet's (collectives.cpp); these rows only check it.
-//   B4.x  = /work/shared/reference/hardware_specs.md section B4
-//   PM9   = /work/shared/reference/public_collective_gemm_measurements.md section 9
+// Checks the collective model, on the shipped system presets (hardware_models/presets/), against public
+// nccl-tests measurements. Nothing here feeds the model: every constant it uses is NCCL's or a datasheet's
+// (collectives.cpp); these rows only check it. The figures are copied into the rows with their source:
+//   B4.x  = shared reference hardware_specs.md section B4
+//   PM9   = shared reference public_collective_gemm_measurements.md section 9
 // The brief asks for all_reduce at 1 GiB and 1 MiB and all_gather / reduce_scatter at 1 GiB; where the public
 // figure is at another size (B4.1 stops at 512 MiB, B4.2 ring/NVLS pairs are at 8-16 GiB) the row is evaluated at
 // the published size. GB200 rows use the 4 GPUs of one tray where only tray data exists (B4.1, Azure ND GB200 v6).
@@ -13,18 +14,26 @@
 #include <vector>
 
 #include "hardware_models/collectives.h"
-
-namespace racksim::hw::collective_test {
-SystemSpec h100_sxm();
-SystemSpec h200_sxm();
-SystemSpec b200();
-SystemSpec gb200_nvl72();
-}  // namespace racksim::hw::collective_test
+#include "hardware_models/system_preset.h"
+#include "sim/input/diagnostics.h"
 
 namespace racksim::hw {
 namespace {
 
-using namespace collective_test;
+// A shipped preset, as a scenario naming it gets it (no calibration, no overrides).
+SystemSpec preset(const std::string& name) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  SystemSpec s;
+  load_system_preset(name, nullptr, std::nullopt, ctx, s);
+  diag.throw_if_any();
+  return s;
+}
+SystemSpec h100_sxm() { return preset("h100-sxm"); }
+SystemSpec h200_sxm() { return preset("h200-sxm"); }
+SystemSpec b200() { return preset("b200"); }
+SystemSpec gb200_nvl72() { return preset("gb200-nvl72"); }
 constexpr double MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
 
 enum class Mode { auto_select, ring_nvls_off, nvls };
@@ -133,10 +142,15 @@ TEST(CollectiveAccuracy, PublicSingleDomainMeasurementsWithin15Percent) {
   std::printf("%d of %zu rows outside 15%%\n", misses, rows.size());
 }
 
-// Rows outside the brief's table, printed for whoever calibrates next (no assertion: multi-node results depend on
-// fabrics, SHARP and tuner plugins the model does not see, and the mid-size NVLS points show NVLS approaching its
-// asymptote more slowly than NCCL's 25 us latency implies).
-TEST(CollectiveAccuracy, InformationalRows) {
+// Rows outside the brief's table: other GPU counts, mid sizes, all-to-all, several nodes, and our 2 x H200.
+// Held to the same 15% with the misses listed, as above: a listed miss that starts passing, or a new miss,
+// fails. Why they miss: the mid-size NVLS points approach NVLS's asymptote more slowly than NCCL's 25 us
+// latency implies; all-to-all's achieved bandwidth is below the link model's; multi-node results depend on
+// fabrics, SHARP and tuner plugins the model does not see (20 racks); ours, 2 x H200 over NVLink, NVLS off
+// (calibration/data/h200x2-2026-11-29-mechanisms/nccl/default.json): all-gather and reduce-scatter run
+// 13-20% below the all-reduce ring on the same 24 channels, which NCCL's tuning model (and so this one) does
+// not have; the README there shows the per-channel cause.
+TEST(CollectiveAccuracy, OtherPublishedRowsWithin15PercentOrListed) {
   struct Info {
     SystemSpec sys;
     CollectiveOp op;
@@ -145,6 +159,7 @@ TEST(CollectiveAccuracy, InformationalRows) {
     bool nvls;
     double published;
     const char* source;
+    bool known_miss = false;
   };
   const auto h100 = h100_sxm(), h200 = h200_sxm(), b2 = b200(), gb = gb200_nvl72();
   using O = CollectiveOp;
@@ -153,44 +168,49 @@ TEST(CollectiveAccuracy, InformationalRows) {
       {h200, O::all_reduce, 8 * GiB, {6, 6, 1}, true, 435.6, "B4.2 8xH200 n=6 NVLS"},
       {h200, O::all_reduce, 8 * GiB, {7, 7, 1}, true, 460.0, "B4.2 8xH200 n=7 NVLS"},
       {b2, O::all_reduce, 8 * GiB, {7, 7, 1}, true, 811.2, "B4.2 8xB200 n=7 NVLS"},
-      {h100, O::all_reduce, 16 * MiB, {8, 8, 1}, true, 241.0, "B4.1 8xH100 AllReduce @16 MiB"},
-      {h100, O::all_reduce, 64 * MiB, {8, 8, 1}, true, 362.0, "B4.1 8xH100 AllReduce @64 MiB"},
+      {h100, O::all_reduce, 16 * MiB, {8, 8, 1}, true, 241.0, "B4.1 8xH100 AllReduce @16 MiB", true},
+      {h100, O::all_reduce, 64 * MiB, {8, 8, 1}, true, 362.0, "B4.1 8xH100 AllReduce @64 MiB", true},
       {b2, O::all_reduce, 16 * MiB, {8, 8, 1}, true, 296.0, "B4.1 8xB200 AllReduce @16 MiB"},
-      {b2, O::all_reduce, 64 * MiB, {8, 8, 1}, true, 422.0, "B4.1 8xB200 AllReduce @64 MiB"},
-      {h100, O::all_to_all, 512 * MiB, {8, 8, 1}, true, 315.0, "B4.1 8xH100 AlltoAll @512 MiB"},
-      {b2, O::all_to_all, 512 * MiB, {8, 8, 1}, true, 563.0, "B4.1 8xB200 AlltoAll @512 MiB"},
-      {gb, O::all_to_all, 512 * MiB, {4, 4, 1}, true, 488.0, "B4.1 GB200 tray AlltoAll @512 MiB"},
+      {b2, O::all_reduce, 64 * MiB, {8, 8, 1}, true, 422.0, "B4.1 8xB200 AllReduce @64 MiB", true},
+      {h100, O::all_to_all, 512 * MiB, {8, 8, 1}, true, 315.0, "B4.1 8xH100 AlltoAll @512 MiB", true},
+      {b2, O::all_to_all, 512 * MiB, {8, 8, 1}, true, 563.0, "B4.1 8xB200 AlltoAll @512 MiB", true},
+      {gb, O::all_to_all, 512 * MiB, {4, 4, 1}, true, 488.0, "B4.1 GB200 tray AlltoAll @512 MiB", true},
       {h100, O::all_reduce, 8 * GiB, {16, 8, 1}, true, 430.0, "B4.3 2 H100 nodes, NVLS on (RoCE, NCCL 2.19.3)"},
       {h100, O::all_reduce, 8 * GiB, {16, 8, 1}, false, 330.0, "B4.3 2 H100 nodes, NVLS off"},
       {h100, O::all_reduce, 8 * GiB, {32, 8, 1}, true, 320.0, "B4.3 >=4 H100 nodes"},
       {h100, O::all_reduce, 8 * GiB, {64, 8, 1}, true, 386.56, "B4.3 8 H100 nodes IB+SHARP CollNetChain (not modelled)"},
       {b2, O::all_reduce, 4 * GiB, {32, 8, 1}, true, 377.3, "B4.3 4 x P6-B200 EFA (PyTorch bench)"},
       {gb, O::all_reduce, 16 * GiB, {144, 72, 1}, true, 810.41, "B4.3 2 NVL72 racks, IB+SHARP"},
-      {gb, O::all_reduce, 16 * GiB, {1440, 72, 1}, true, 405.74, "B4.3 20 NVL72 racks"},
+      {gb, O::all_reduce, 16 * GiB, {1440, 72, 1}, true, 405.74, "B4.3 20 NVL72 racks", true},
       {gb, O::all_reduce, 16 * GiB, {24, 8, 1}, false, 393.66, "PM9 nccl#1801 GB200 3 NVL8 partitions, ring"},
-      // Ours, 2 x H200 over NVLink, NVLS off (calibration/data/h200x2-2026-11-29-mechanisms/nccl/default.json):
-      // all-gather and reduce-scatter run 13-20% below the all-reduce ring on the same 24 channels, which
-      // NCCL's tuning model (and so this one) does not have; the README there shows the per-channel cause.
       {h200, O::all_reduce, GiB, {2, 2, 1}, false, 332.6, "ours 2xH200 all_reduce 1 GiB (NCCL 2.28.3)"},
       {h200, O::all_reduce, 4 * GiB, {2, 2, 1}, false, 350.2, "ours 2xH200 all_reduce 4 GiB"},
-      {h200, O::all_gather, GiB, {2, 2, 1}, false, 273.2, "ours 2xH200 all_gather 1 GiB"},
-      {h200, O::all_gather, 4 * GiB, {2, 2, 1}, false, 305.6, "ours 2xH200 all_gather 4 GiB"},
-      {h200, O::reduce_scatter, GiB, {2, 2, 1}, false, 268.7, "ours 2xH200 reduce_scatter 1 GiB"},
-      {h200, O::reduce_scatter, 4 * GiB, {2, 2, 1}, false, 296.6, "ours 2xH200 reduce_scatter 4 GiB"},
+      {h200, O::all_gather, GiB, {2, 2, 1}, false, 273.2, "ours 2xH200 all_gather 1 GiB", true},
+      {h200, O::all_gather, 4 * GiB, {2, 2, 1}, false, 305.6, "ours 2xH200 all_gather 4 GiB", true},
+      {h200, O::reduce_scatter, GiB, {2, 2, 1}, false, 268.7, "ours 2xH200 reduce_scatter 1 GiB", true},
+      {h200, O::reduce_scatter, 4 * GiB, {2, 2, 1}, false, 296.6, "ours 2xH200 reduce_scatter 4 GiB", true},
   };
-  std::printf("\n%-12s %-12s %-8s %5s %4s %-20s %10s %10s %8s  %s\n", "system", "op", "size", "n", "ppn", "chosen",
+  std::printf("\n%-12s %-14s %-8s %5s %4s %-20s %10s %10s %8s  %s\n", "system", "op", "size", "n", "ppn", "chosen",
               "pred GB/s", "pub GB/s", "err %", "source");
+  int misses = 0;
   for (const auto& r : rows) {
     CollectiveOptions o;
     o.nvls_enabled = r.nvls;
     const auto c = estimate_collective(r.sys, r.op, r.bytes, r.g, o);
     const double pred = c.busbw_Bps / 1e9;
+    const double err = (pred - r.published) / r.published;
+    const bool ok = std::fabs(err) <= 0.15;
     std::string chosen = to_string(c.algorithm) + "/" + c.protocol;
-    std::printf("%-12s %-12s %-8s %5d %4d %-20s %10.1f %10.1f %+7.1f%%  %s\n", r.sys.name.c_str(), to_string(r.op).c_str(),
-                size_name(r.bytes).c_str(), r.g.ranks, r.g.ranks_per_domain, chosen.c_str(), pred, r.published,
-                100 * (pred - r.published) / r.published, r.source);
-    EXPECT_GT(pred, 0);
+    std::printf("%-12s %-14s %-8s %5d %4d %-20s %10.1f %10.1f %+7.1f%%  %s%s\n", r.sys.name.c_str(),
+                to_string(r.op).c_str(), size_name(r.bytes).c_str(), r.g.ranks, r.g.ranks_per_domain, chosen.c_str(),
+                pred, r.published, 100 * err, r.source, ok ? "" : (r.known_miss ? "  [KNOWN MISS]" : "  [MISS]"));
+    if (!ok) ++misses;
+    EXPECT_GT(pred, 0) << r.source;
+    EXPECT_EQ(ok, !r.known_miss) << r.sys.name << " " << to_string(r.op) << " " << size_name(r.bytes) << " n="
+                                 << r.g.ranks << ": predicted " << pred << " GB/s vs published " << r.published << " ("
+                                 << r.source << ")";
   }
+  std::printf("%d of %zu rows outside 15%%\n", misses, rows.size());
 }
 
 }  // namespace

@@ -1,0 +1,248 @@
+// The calibration against its measurements (hardware_models/calibrated/h200.yaml, fitted from
+// calibration/data/ by `racksim calibrate fit`; docs/calibration.md): the fitted row-kernel, XLA
+// runtime, attention and GEMM models against every measured row, and the measured H200 steps
+// described as scenarios (scenarios/validation/h200/, h200x2.yaml, h200-torch.yaml) against their
+// step times and peak memory. The fit itself and the loader are unit tests (tests/unit/test_calibration.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "hardware_models/calibration.h"
+#include "hardware_models/compute_model.h"
+#include "hardware_models/system_preset.h"
+#include "sim/input/diagnostics.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "tests/unit/cli_util.h"
+
+using namespace racksim;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
+
+std::shared_ptr<const hw::Calibration> committed() {
+  static auto c = hw::load_calibration_file(kCommitted);
+  return c;
+}
+
+hw::SystemSpec preset(const std::string& name) {
+  input::Diagnostics diag;
+  auto ctx = std::make_shared<input::LoadContext>();
+  ctx->diag = &diag;
+  hw::SystemSpec s;
+  hw::load_system_preset(name, nullptr, std::nullopt, ctx, s);
+  diag.throw_if_any();
+  return s;
+}
+
+}  // namespace
+
+// The row-kernel model (t = max(bytes / HBM, bytes * thread_bytes / k)) against every profiled
+// XLA Triton fusion, recomputed from k and the calibrated HBM rate: rms within 15%, every kernel
+// within 30% (the model knows operand bytes, not the registers the compiler chose: kernels of
+// equal thread bytes ran 25-37.5% occupancy). Before the bound the softmax backward was 2.2-2.7x
+// slower than predicted.
+TEST(CalibRowKernels, ModelWithinToleranceOfEveryProfiledFusion) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->row_kernels && c->hbm);
+  const auto& f = *c->row_kernels;
+  ASSERT_GE(f.kernels.size(), 12u);
+  double ss = 0;
+  int bound = 0;
+  for (const auto& p : f.kernels) {
+    const double m = std::max(p.bytes / c->hbm->bandwidth_Bps, p.bytes * p.thread_bytes / f.k_Bps_B);
+    const double r = (m - p.measured_s) / p.measured_s;
+    EXPECT_LT(std::abs(r), 0.30) << p.label;
+    ss += r * r;
+    if (p.bytes * p.thread_bytes / f.k_Bps_B > p.bytes / c->hbm->bandwidth_Bps) ++bound;
+  }
+  EXPECT_LT(std::sqrt(ss / static_cast<double>(f.kernels.size())), 0.15);
+  EXPECT_GE(bound, 8);  // the bound governs the softmax fusions, not the transposes
+}
+
+// XLA's host work per step against the unrolled programs it was fitted to: the host is a VM
+// whose repeated runs of one program differed by up to 40% (dispatch_n256 vs
+// dispatch_same_args_n256), so the bound is loose with command buffers: rms within 30%, every row
+// within 45%; without them (launch-bound) rms within 15%, every row within 25%; and the
+// coefficients are physical.
+TEST(CalibXlaRuntime, ModelWithinToleranceOfEveryDispatchRow) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->xla_runtime);
+  const auto& f = *c->xla_runtime;
+  ASSERT_GE(f.rows.size(), 20u);
+  double ss = 0, ss_thunk = 0;
+  int n = 0, n_thunk = 0;
+  for (const auto& p : f.rows) {
+    if (p.command_buffers) {
+      const double m = f.program_s + f.command_s * p.commands + f.rerecord_ref_s * p.rerecorded_refs;
+      const double r = (m - p.exposed_s) / p.exposed_s;
+      EXPECT_LT(std::abs(r), 0.45) << p.label;
+      ss += r * r;
+      ++n;
+    } else {
+      // Without command buffers the programs are launch-bound and the host less noisy.
+      const double m = f.thunk_program_s + f.thunk_launch_s * p.commands;
+      const double r = (m - p.exposed_s) / p.exposed_s;
+      EXPECT_LT(std::abs(r), 0.25) << p.label;
+      ss_thunk += r * r;
+      ++n_thunk;
+    }
+  }
+  EXPECT_LT(std::sqrt(ss / n), 0.30);
+  ASSERT_GE(n_thunk, 8);
+  EXPECT_LT(std::sqrt(ss_thunk / n_thunk), 0.15);
+  EXPECT_GT(f.command_s, 0.5e-6);
+  EXPECT_LT(f.command_s, 10e-6);
+  EXPECT_GT(f.rerecord_ref_s, 0.0);
+  EXPECT_LT(f.rerecord_ref_s, f.command_s);
+  // An XLA thunk launch costs more than a bare cudaLaunchKernel from C++ (racksim-bench's eager figure).
+  ASSERT_TRUE(c->launch);
+  EXPECT_GT(f.thunk_launch_s, c->launch->eager_kernel_launch_s);
+  EXPECT_LT(f.thunk_launch_s, 20e-6);
+}
+
+// Fused attention: the fitted curves against every measured shape (rms within 10%, every one
+// within 15%), and a flash kernel on the calibrated H200 runs at exactly that efficiency.
+TEST(CalibAttention, CurvesFitTheMeasuredKernelsAndTheEngineUsesThem) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->attention);
+  const auto& f = *c->attention;
+  ASSERT_GE(f.rows.size(), 20u);
+  double ss = 0;
+  const double peak = 989.4e12;
+  for (const auto& p : f.rows) {
+    const auto& cv = f.curve(p.backward, p.causal);
+    const double m = p.flops / (peak * cv.e_max) * (1 + cv.s0 / p.seq);
+    const double r = (m - p.measured_s) / p.measured_s;
+    EXPECT_LT(std::abs(r), 0.15) << p.seq << (p.backward ? " backward" : " forward");
+    ss += r * r;
+  }
+  EXPECT_LT(std::sqrt(ss / static_cast<double>(f.rows.size())), 0.10);
+  hw::SystemSpec sys = preset("h200-sxm");
+  hw::apply_calibration(sys, *c);
+  hw::KernelWork w;
+  w.tensor_core = true;
+  w.flops = 3.4e11;
+  w.attention = 2;
+  w.attention_causal = true;
+  w.attention_seq = 2048;
+  const auto t = hw::kernel_timing(sys, w);
+  const double e = f.backward_causal.e_max / (1 + f.backward_causal.s0 / 2048);
+  EXPECT_DOUBLE_EQ(t.compute_s, 3.4e11 / (sys.gpu.peak_dense_flops_per_s.at(hw::Dtype::bf16) * e));
+}
+
+// The fitted GEMM model against every measured shape, recomputed here from the file's four
+// parameters and the calibrated HBM rate (not read from the table). Tolerances: every compute-
+// bound shape within the data's own repeat spread (the largest difference between two
+// measurements of one shape, from the card's power state: no smooth model can be held tighter
+// per shape), and the rms over them within 8%; HBM-bound shapes through the roofline within 15%.
+TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
+  auto c = committed();
+  ASSERT_TRUE(c && c->hbm);
+  for (const auto& [d, m] : c->gemm) {
+    const double in_bytes = d == hw::Dtype::bf16 ? 2 : 1;
+    double ss = 0;
+    int n = 0;
+    std::printf("gemm %s: e_max %.4f k0 %.1f t0 %.3f us; tolerance per shape %.1f%% (repeat spread), rms 8%%\n",
+                hw::to_string(d).c_str(), m.e_max, m.k0, m.t0_s * 1e6, 100 * m.repeat_spread);
+    std::printf("  %5s %6s %6s %6s %4s %10s %10s %9s\n", "batch", "m", "n", "k", "out", "meas TF/s", "model TF/s", "resid");
+    for (const auto& p : m.shapes) {
+      const double f = 2.0 * p.batch * p.m * p.n * p.k;
+      const double t_comp = f / (m.peak_flops_per_s * m.efficiency(p.m, p.n, p.k, p.batch, m.peak_flops_per_s, m.e_max));
+      const double bytes = p.batch * ((p.m * p.k + p.n * p.k) * in_bytes + p.m * p.n * (p.out == "f32" ? 4 : 2));
+      const double t = std::max(t_comp, bytes / c->hbm->bandwidth_Bps);
+      const double r = (t - p.measured_s) / p.measured_s;
+      std::printf("  %5d %6.0f %6.0f %6.0f %4s %10.1f %10.1f %+8.1f%%%s %s\n", p.batch, p.m, p.n, p.k, p.out.c_str(),
+                  f / p.measured_s / 1e12, f / t / 1e12, 100 * r, p.hbm_bound ? " HBM" : "", p.label.c_str());
+      EXPECT_NEAR(r, p.residual, 1e-3) << "the file's residual column disagrees with the model";
+      if (p.hbm_bound) {
+        EXPECT_LE(std::fabs(r), 0.15) << p.m << "x" << p.n << "x" << p.k << " batch " << p.batch;
+      } else {
+        EXPECT_LE(std::fabs(r), m.repeat_spread) << p.m << "x" << p.n << "x" << p.k;
+        ss += r * r;
+        ++n;
+      }
+    }
+    ASSERT_GT(n, 50);
+    EXPECT_LE(std::sqrt(ss / n), 0.08) << hw::to_string(d);
+    EXPECT_NEAR(std::sqrt(ss / n), m.rms_residual, 1e-3);
+  }
+}
+
+// Issue 4's memory acceptance at the scenario level: every measured H200 JAX step described as a
+// racksim scenario (scenarios/validation/h200/, written by make_scenarios.py) within 10% of
+// peak_bytes_in_use, and its step time within 10% of the measured median except the rows listed
+// (unrolled steps: XLA's host work and kernel count are not in the scenario builder; g1_dots:
+// XLA splits grouped-query materialized attention into three times the register-heavy row
+// fusions, which the builder does not mirror; docs/decisions.md). A row that improves or regresses shows up here.
+TEST(ScenarioH200, JaxStepsWithinTenPercent) {
+  const std::set<std::string> step_misses = {"reference-s1_none_unrolled.yaml", "ours-s1_none_unrolled.yaml",
+                                             "ours-s1l16_none_unrolled.yaml", "ours-g1_dots.yaml"};
+  auto number_before = [](const std::string& text, const std::string& tag) {
+    const auto at = text.find(tag);
+    if (at == std::string::npos) return -1.0;
+    const auto start = text.rfind(' ', at - 2) + 1;
+    return std::stod(text.substr(start, at - 1 - start));
+  };
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(kSrc + "/scenarios/validation/h200")) {
+    const std::string name = e.path().filename().string();
+    std::ifstream in(e.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const double peak = number_before(text, "B peak_bytes_in_use");
+    const double step = number_before(text, "s median step");
+    ASSERT_GT(peak, 0) << name;
+    ASSERT_GT(step, 0) << name;
+    const auto r = sim::simulate(sim::load_scenario(e.path().string()));
+    const double mem_err = r.report["peak_memory_bytes"].get<double>() / peak - 1;
+    EXPECT_LT(std::fabs(mem_err), 0.10) << name << " peak " << r.report["peak_memory_bytes"] << " measured " << peak;
+    // The header rounds the measured step to 0.1 ms.
+    const double step_err = r.report["step_time_s"].get<double>() / step - 1;
+    if (step_misses.count(name))
+      EXPECT_GT(std::fabs(step_err), 0.10) << name << " now within 10%: take it off the list";
+    else
+      EXPECT_LT(std::fabs(step_err), 0.10) << name << " step " << r.report["step_time_s"] << " measured " << step;
+    ++checked;
+  }
+  EXPECT_GE(checked, 33);  // every scenario of the folder, the five reference-* steps included
+}
+
+// The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
+// peak within 10%, every step but x2_dp_s1_none_scan's (17% fast: the small step's host dispatch and
+// in-loop all-reduce waits, calibration/data/h200x2-2026-11-29-mechanisms/README.md). The miss is pinned
+// so that it is noticed when it goes away.
+TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercentButOne) {
+  const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200x2.yaml"});
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("10 checks: 9 pass, 1 outside tolerance"), std::string::npos) << r.out;
+  std::istringstream lines(r.out);
+  bool s1_missed = false;
+  for (std::string l; std::getline(lines, l);)
+    if (l.starts_with("x2_dp_s1_none_scan ") && l.find("step_time_s") != std::string::npos)
+      s1_missed = l.find(" NO") != std::string::npos;
+  EXPECT_TRUE(s1_missed) << r.out;
+}
+
+// racksim's Megatron path against PyTorch steps that keep Megatron's state, with fused element-wise
+// kernels (TorchInductor): peak memory within 10% on every row (it is within 2%). The step times
+// are 13-17% fast and not asserted (calibration/data/h200-2026-11-29-torch/README.md).
+TEST(ScenarioH200, MegatronStateMemoryMatchesPyTorch) {
+  const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200-torch.yaml"});
+  std::istringstream lines(r.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line))
+    if (line.find("peak_memory_bytes") != std::string::npos) {
+      EXPECT_NE(line.find("  yes"), std::string::npos) << line;
+      ++rows;
+    }
+  EXPECT_EQ(rows, 3) << r.out << r.err;
+}

@@ -1,0 +1,163 @@
+// Predictions against measurements, as suites: the HLO replays of the measured H200 JAX steps
+// (scenarios/validation/hlo.yaml, hlo-x2.yaml; the five reference steps' data in tests/data/reference/),
+// the public at-scale suite (scenarios/validation/at_scale.yaml) and Megatron-LM's single MoE layer
+// baselines. Each pins today's passes and known misses, so that a change that moves one is noticed.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "sim/cli/commands.h"
+#include "sim/report/report.h"
+#include "sim/scenario/scenario.h"
+#include "tests/unit/cli_util.h"
+#include "workloads/graph_builder.h"
+
+using nlohmann::json;
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+using racksim::testing::run_cli;
+// Copies of the shared reference's H200 JAX steps (tests/data/reference/README.md).
+const std::string kReference = std::string(RACKSIM_SOURCE_DIR) + "/tests/data/reference";
+
+sim::Scenario load(const std::string& yaml) { return sim::load_scenario_text(yaml, "t.yaml", {}); }
+
+}  // namespace
+
+TEST(HloReplay, ReferenceModulesPeakMemoryWithinTenPercent) {
+  const std::string dir = kReference + "/hlo";
+  const std::string rows = kReference + "/h200/jax_training_steps.jsonl";
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "reference data missing: " << dir;
+  std::ifstream in(rows);
+  ASSERT_TRUE(in) << "reference data missing: " << rows;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const json row = json::parse(line);
+    const std::string file = dir + "/" + row["name"].get<std::string>() + ".hlo.txt.gz";
+    const json rep = racksim::cli::replay_hlo_report(file, "h200-sxm", 1, {});
+    const double peak = rep["peak_memory_bytes"].get<double>();
+    const double measured = row["peak_bytes_in_use"].get<double>();
+    EXPECT_LT(std::abs(peak / measured - 1), 0.10) << row["name"] << " predicted " << peak << " measured " << measured;
+    EXPECT_TRUE(rep["fits"].get<bool>());
+    // Model FLOPs: 6·N·tokens + attention, as the reference rows define them.
+    const double model = row["model_flops_6N"].get<double>() + row["attn_flops"].get<double>();
+    EXPECT_NEAR(rep["model_tflops_per_gpu"].get<double>() * 1e12 * rep["step_time_s"].get<double>() / model, 1.0, 0.01)
+        << row["name"];
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
+}
+
+// Issue 7's acceptance: every measured H200 step (the 5 reference modules, our 19, and the 3
+// runtime checks), replayed from its HLO on the calibrated H200, within 10% of the measured
+// median step time and of peak_bytes_in_use. `racksim validate` exits 0 only if all 74 checks pass (4 steps also without command buffers, 3 with grouped-query attention, 3 more measured last).
+TEST(HloReplay, ValidationSuiteWithinTenPercent) {
+  ASSERT_TRUE(std::filesystem::is_directory(kReference + "/hlo")) << "reference data missing: " << kReference << "/hlo";
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo.yaml"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("74 checks: 74 pass"), std::string::npos) << r.out;
+}
+
+// Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD
+// HLO on the calibrated H200 (four of the eight steps measured after the mechanisms they check were
+// built). Fifteen of sixteen checks within 10%; the known miss is the small data-parallel step
+// (x2_dp_s1_none_scan, 11% fast): its kernels run 3% longer than the replay's (half the batch per GPU),
+// it waits 1.9 ms per step for its gradient all-reduces where the replay has 1.0, and the host's
+// dispatch between steps (as long as on one GPU, where a 3% excess in the replay's kernel time hides it)
+// is not in the replay (calibration/data/h200x2-2026-11-29-mechanisms/README.md). The test pins the miss
+// so that it is noticed when it goes away.
+TEST(HloReplay, TwoGpuStepsWithinTenPercentButOne) {
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo-x2.yaml"});
+  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("16 checks: 15 pass, 1 outside tolerance"), std::string::npos) << r.out;
+  bool s1_missed = false;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("x2_dp_s1_none_scan") != std::string::npos && l.find("step_time_s") != std::string::npos)
+      s1_missed = l.find(" NO") != std::string::npos;
+  EXPECT_TRUE(s1_missed) << r.out;
+}
+
+// The public at-scale suite (docs/validation.md): which rows are within 10% today, pinned, so that a
+// change that moves any of them is noticed, and the mean error may not grow. The misses are known and
+// their candidate mechanisms named in docs/validation.md.
+TEST(ScaleMechanisms, AtScaleSuitePinned) {
+  const auto r = racksim::testing::run_cli(
+      {"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale.yaml", "--json"});
+  ASSERT_EQ(r.code, 4) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 33u);
+  std::set<std::string> passing;
+  double sum = 0;
+  for (const auto& row : rows) {
+    sum += std::fabs(row["error"].get<double>());
+    if (row["pass"].get<bool>()) passing.insert(row["case"].get<std::string>());
+  }
+  const std::set<std::string> expected = {
+      "Megatron GPT 70B, 768 H100 (TP8 PP2 DP48)",
+      "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
+      "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
+      "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
+      "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
+      "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
+      "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
+  EXPECT_EQ(passing, expected);
+  EXPECT_LT(sum / rows.size(), 0.30);  // 28.9% today (29.8% before Megatron's host work)
+}
+
+// One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
+// performance baselines (shared reference at_scale_measurements.md §1b: Megatron-LM@d98e8a64
+// tests/functional_tests/test_cases/common/moe_perf/baseline.json, mean of 20 iterations): the layer's
+// forward and backward, router to combine, with the alltoall and the DeepEP dispatcher. racksim's MoE
+// layer (grouped GEMMs on the calibrated shape curve, permutation, exchanges) is within 25% on each; the
+// at-scale MoE misses are therefore not the layer's own kernels or exchanges (docs/validation.md).
+TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
+  struct Row {
+    const char* name;
+    const char* model;
+    const char* dispatcher;
+    double fwd_ms, bwd_ms;
+  };
+  const char* deepseek = "{layers: 1, hidden: 7168, ffn_hidden: 18432, heads: 56, kv_heads: 56, vocab: 128, moe: "
+                         "{experts: 32, top_k: 8, expert_ffn_hidden: 2048, shared_experts: 1}}";
+  const char* mixtral = "{layers: 1, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128, moe: "
+                        "{experts: 8, top_k: 2, expert_ffn_hidden: 14336}}";
+  for (const Row& row : {Row{"deepseek a2a", deepseek, "alltoall", 7.12, 10.48},
+                         Row{"deepseek deepep", deepseek, "deepep", 5.68, 9.06},
+                         Row{"mixtral a2a", mixtral, "alltoall", 4.33, 7.68},
+                         Row{"mixtral deepep", mixtral, "deepep", 4.64, 7.85}}) {
+    const auto r = sim::simulate(load(std::string("system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: ") +
+                                      row.model +
+                                      "\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, "
+                                      "parallelism: {ep: 8}, moe: {dispatcher: " + row.dispatcher +
+                                      ", router_fusion: true, permute_fusion: true}}\n"));  // the CI runs fused
+    double window[2][2] = {{1e300, 0}, {1e300, 0}};  // [forward, backward][start, end]
+    for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+      const auto& o = r.graph.ops[i];
+      const std::string name = r.graph.op_name(static_cast<OpId>(i));
+      const bool moe = name.rfind("mb0.L0.", 0) == 0 &&
+                       (name.find("router") != std::string::npos || name.find("dispatch") != std::string::npos ||
+                        name.find("experts") != std::string::npos || name.find("combine") != std::string::npos ||
+                        name.find("shared") != std::string::npos || name.find("mlp_out") != std::string::npos);
+      if (!moe || (o.phase != Phase::forward && o.phase != Phase::backward)) continue;
+      auto& w = window[o.phase == Phase::backward];
+      w[0] = std::min(w[0], r.replay.ops[i].start_s);
+      w[1] = std::max(w[1], r.replay.ops[i].end_s);
+    }
+    const double fwd_ms = (window[0][1] - window[0][0]) * 1e3, bwd_ms = (window[1][1] - window[1][0]) * 1e3;
+    std::cout << row.name << ": forward " << fwd_ms << " ms (measured " << row.fwd_ms << "), backward " << bwd_ms
+              << " ms (measured " << row.bwd_ms << ")\n";
+    EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, 0.25) << row.name;
+    EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, 0.25) << row.name;
+  }
+}
