@@ -277,7 +277,11 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
       throw input_error(label, 0, 0, k, "malformed value: " + ex.msg);
     }
     if (!v.IsDefined()) v = YAML::Node("");
-    cli[k] = Entry{v, {label, 0, 0}, "command line"};
+    Entry en;
+    en.value = v;
+    en.where.file = label;
+    en.origin = "command line";
+    cli[k] = en;
   }
 
   // ---- the model config (pyconfig: models/NAME.yml beside the config, one folder up, or in the configs folder)
@@ -662,14 +666,15 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
 
   // ---- parallelism
   tw.line(2, "parallelism", "");
-  tw.line(4, "tp", std::to_string(tp), fmt::format("tensor {} x tensor_sequence {} ({} x {})", tensor, tensor_seq,
-                                                   axis_src("tensor"), axis_src("tensor_sequence")));
-  tw.line(4, "pp", std::to_string(pp), axis_src("pipeline"));
+  auto ixd = [&](const std::string& a) { return fmt::format("{} {}x{}", a, ici[a], dcn[a]); };
+  tw.line(4, "tp", std::to_string(tp), fmt::format("{} · {} (ici x dcn)", ixd("tensor"), ixd("tensor_sequence")));
+  tw.line(4, "pp", std::to_string(pp), ixd("pipeline") + " (ici x dcn)");
   if (vp > 1) tw.line(4, "vp", std::to_string(vp), vp_src);
-  tw.line(4, "cp", std::to_string(cp), "sequence x context x context_usp_ulysses (ici x dcn)");
-  if (moe) tw.line(4, "ep", std::to_string(ep), axis_src("expert"));
-  tw.line(4, "dp", std::to_string(dp), fmt::format("data {} x fsdp·fsdp_transpose {} x expert {} ({} GPUs / tp·cp·pp)",
-                                                   data, fsdp, expert, gpus));
+  tw.line(4, "cp", std::to_string(cp),
+          fmt::format("{} · {} · {} (ici x dcn)", ixd("sequence"), ixd("context"), ixd("context_usp_ulysses")));
+  if (moe) tw.line(4, "ep", std::to_string(ep), ixd("expert") + " (ici x dcn)");
+  tw.line(4, "dp", std::to_string(dp),
+          fmt::format("{} · {} · {} · {} (ici x dcn)", ixd("data"), ixd("fsdp"), ixd("fsdp_transpose"), ixd("expert")));
   std::string sharding = fsdp > 1 ? "fsdp" : "none";
   tw.line(2, "optimizer_sharding", sharding,
           fsdp > 1 ? fmt::format("fsdp x fsdp_transpose = {}: weights, gradients and optimizer state sharded", fsdp)
