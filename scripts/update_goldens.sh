@@ -23,3 +23,8 @@ for a in reports/*.args; do
   IFS=';' read -r -a args < "$a"
   "$R" "${args[@]}" > "reports/$n.json"
 done
+# import goldens of `racksim import maxtext` (tests/golden/import/cases.cmake)
+"$R" import maxtext ../data/maxtext/gpu/models/llama3_8b.yml --system h100-sxm --gpus 16 \
+    per_device_batch_size=4 quantization=fp8 dcn_data_parallelism=2 > import/maxtext/llama3_8b_gpu.yaml
+"$R" import maxtext ../data/maxtext/base.yml model_name=llama3-8b ici_fsdp_paralelism=8 \
+    2> import/errors/maxtext_unknown_key.stderr || true

@@ -3,6 +3,7 @@
 // transformations of the training graph.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,19 @@ struct RecomputePolicy {
   std::vector<std::string> save;     // mode == names: kept in HBM
   std::vector<std::string> offload;  // mode == names: moved to host memory in forward, back in backward
 };
+
+// A remat policy named the way MaxText (`remat_policy`) or JAX (`jax.checkpoint_policies.*`)
+// names it, as the racksim policy with the same saved set (docs/decisions.md, "Remat policy
+// names"). `difference` is empty when the saved sets are the same; otherwise it says what racksim
+// keeps differently (a warning wherever the alias is used).
+struct RecomputeAlias {
+  RecomputePolicy policy;
+  std::string source;      // what the named policy saves, in its own names
+  std::string difference;  // empty: the same saved set
+};
+// nullopt when `name` is not an alias. `moe`: the model has MoE layers (their saved set differs).
+std::optional<RecomputeAlias> recompute_alias(const std::string& name, bool moe);
+const std::vector<std::string>& recompute_alias_names();
 
 // How MoE tokens reach their experts and back (Megatron-Core --moe-token-dispatcher-type).
 //  all_to_all: NCCL all-to-all over the EP group, one copy per (token, expert) pair ("alltoall").

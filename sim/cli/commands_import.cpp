@@ -1,11 +1,13 @@
 // racksim models import HF_CONFIG.json [--out MODEL.yaml] [--name NAME]
 // racksim import megatron ARGS [--out SCENARIO.yaml] [--system PRESET] [--gpus N] [--model M] [--vocab N]
+// racksim import maxtext CONFIG.yml [KEY=VALUE]... [--out SCENARIO.yaml] [--system PRESET] [--gpus N] [--name NAME]
 //
 // Both write YAML (to --out, else stdout) that racksim loads back; the result is checked by
 // loading it before it is written, so an import never leaves a file that does not run.
 // Warnings (what the target format cannot say) go to stderr and into the file's header.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -19,7 +21,9 @@
 #include "sim/input/diagnostics.h"
 #include "sim/input/yaml_reader.h"
 #include "sim/scenario/scenario.h"
+#include "hardware_models/system_preset.h"
 #include "workloads/importers/hf_config.h"
+#include "workloads/importers/maxtext_config.h"
 #include "workloads/importers/megatron_args.h"
 #include "workloads/model_spec.h"
 
@@ -70,6 +74,41 @@ int cmd_import_megatron(const MegatronCmd& c, std::ostream& out) {
     write_text(c.out, r.yaml);
     out << fmt::format("wrote {}: {} arguments used, {} ignored, {} warning{}\n", c.out, r.used.size(), r.ignored.size(),
                        r.warnings.size(), r.warnings.size() == 1 ? "" : "s");
+  }
+  return kOk;
+}
+
+struct MaxTextCmd {
+  std::string config, out;
+  std::vector<std::string> overrides;
+  workloads::importers::MaxTextOptions opt;
+};
+
+int cmd_import_maxtext(const MaxTextCmd& c, std::ostream& out) {
+  auto opt = c.opt;
+  {
+    // The system's NVLink domain: what an ICI axis of -1 fills when --gpus does not say.
+    input::LoadSession session;
+    hw::SystemSpec sys;
+    if (!hw::load_system_preset(opt.system, nullptr, std::nullopt, session.ctx, sys)) session.diag.throw_if_any();
+    session.diag.throw_if_any();
+    opt.domain_size = sys.scale_up.domain_size;
+  }
+  const auto r = workloads::importers::import_maxtext(c.config, c.overrides, opt);
+  for (const auto& w : r.warnings) spdlog::warn("{}: {}", c.config, w);
+  spdlog::info("{}: read {}; {} keys set a scenario key", c.config, fmt::join(r.sources, ", "), r.used.size());
+  const std::string label = c.out.empty() ? c.config + " (imported scenario)" : c.out;
+  try {
+    sim::load_scenario_text(r.yaml, label);
+  } catch (const input::InputError& e) {
+    throw input_error(c.config, 0, 0, "",
+                      fmt::format("the imported scenario is not valid:\n{}\n--- the scenario:\n{}", e.what(), r.yaml));
+  }
+  if (c.out.empty()) {
+    out << r.yaml;
+  } else {
+    write_text(c.out, r.yaml);
+    out << fmt::format("wrote {}: {} warning{}\n", c.out, r.warnings.size(), r.warnings.size() == 1 ? "" : "s");
   }
   return kOk;
 }
@@ -159,7 +198,35 @@ Registered register_import(CLI::App& app) {
       ->check(CLI::Range(1, 100'000'000))
       ->type_name("N");
   meg->add_option("--name", c->opt.name, "scenario name (default: the file's name)")->type_name("NAME");
-  return {sub, [c](std::ostream& out, std::ostream&) { return cmd_import_megatron(*c, out); }};
+
+  auto m = std::make_shared<MaxTextCmd>();
+  auto* mx = sub->add_subcommand(
+      "maxtext", "from a MaxText config (base.yml or a run config), its model_name's models/NAME.yml, and key=value "
+                 "overrides as MaxText's command line takes them");
+  mx->add_option("config", m->config, "MaxText config: base.yml, or a file naming one with base_config")->required();
+  mx->add_option("overrides", m->overrides, "MaxText overrides, e.g. model_name=llama3-8b per_device_batch_size=4 "
+                                            "ici_fsdp_parallelism=8 dcn_data_parallelism=2 remat_policy=full")
+      ->type_name("KEY=VALUE");
+  mx->add_option("--out", m->out, "write the scenario YAML here (default: stdout)")->type_name("SCENARIO.yaml");
+  mx->add_option_function<std::string>(
+        "--system",
+        [m](const std::string& s) {
+          m->opt.system = s;
+          m->opt.system_given = true;
+        },
+        "system preset (racksim hw list); default h100-sxm, with a warning in the header")
+      ->type_name("PRESET");
+  mx->add_option("--gpus", m->opt.gpus,
+                 "GPUs of the job (default: the ici_*/dcn_* product; an ici -1 fills the system's NVLink domain, a dcn "
+                 "-1 num_slices or one slice)")
+      ->check(CLI::Range(1, 10'000'000))
+      ->type_name("N");
+  mx->add_option("--name", m->opt.name, "scenario name (default: run_name, else model_name, else the file's name)")
+      ->type_name("NAME");
+  return {sub, [c, m, mx](std::ostream& out, std::ostream&) {
+            if (mx->parsed()) return cmd_import_maxtext(*m, out);
+            return cmd_import_megatron(*c, out);
+          }};
 }
 
 }  // namespace racksim::cli

@@ -77,15 +77,31 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
                                                                        {"selective", RecomputeMode::selective},
                                                                        {"full", RecomputeMode::full},
                                                                        {"save_dots", RecomputeMode::save_dots}};
+    const std::string& got = n.yaml().Scalar();
     for (const auto& [name, m] : modes)
-      if (n.yaml().Scalar() == name) {
+      if (got == name) {
         p.mode = m;
         return p;
       }
+    // MaxText remat_policy and JAX checkpoint-policy names (docs/decisions.md, "Remat policy names").
+    if (auto a = recompute_alias(got, moe)) {
+      const auto w = n.where();
+      if (!a->difference.empty())
+        spdlog::warn("{}:{}:{}: {}: '{}' is modelled as {}; {}", w.file, w.line, w.column, n.path(), got,
+                     a->policy.mode == RecomputeMode::names ? "a save/offload list" : to_string(a->policy.mode),
+                     a->difference);
+      return a->policy;
+    }
     std::vector<std::string> names;
     for (const auto& m : modes) names.push_back(m.first);
     names.push_back("{save: [...], offload: [...]}");
-    n.error(MapReader::unknown_choice_message(n.yaml().Scalar(), names));
+    std::string msg = MapReader::unknown_choice_message(got, names);
+    if (got == "custom")
+      msg += "; MaxText's custom policy names each tensor: write it as {save: [...], offload: [...]}";
+    else if (auto near = sim::nearest(got, recompute_alias_names(), std::max<std::size_t>(2, got.size() / 3));
+             near && msg.find("did you mean") == std::string::npos)
+      msg += fmt::format(" (or a MaxText/JAX remat policy name: did you mean '{}'?)", *near);
+    n.error(msg);
     return p;
   }
   p.mode = RecomputeMode::names;

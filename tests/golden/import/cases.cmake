@@ -32,3 +32,11 @@ golden_case(import.error.megatron_no_vocab 1 stderr import/errors/megatron_no_vo
             import megatron ../data/megatron/train_mixtral_8x7b_distributed.sh --system h100-sxm)
 golden_case(import.error.megatron_invalid 1 stderr import/errors/megatron_invalid.stderr
             import megatron import/errors/tp3_args.txt --system h100-sxm --gpus 6)
+
+# `racksim import maxtext` of MaxText's GPU run config for Llama 3 8B (base_config, model_name) with
+# command-line overrides: the scenario, exact; and an unknown override key: the message and exit code.
+golden_case(import.maxtext.llama3_8b_gpu 0 stdout import/maxtext/llama3_8b_gpu.yaml
+            import maxtext ../data/maxtext/gpu/models/llama3_8b.yml --system h100-sxm --gpus 16
+            per_device_batch_size=4 quantization=fp8 dcn_data_parallelism=2)
+golden_case(import.error.maxtext_unknown_key 1 stderr import/errors/maxtext_unknown_key.stderr
+            import maxtext ../data/maxtext/base.yml model_name=llama3-8b ici_fsdp_paralelism=8)
