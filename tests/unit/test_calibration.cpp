@@ -22,6 +22,7 @@
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/preset_util.h"
 
 using namespace racksim;
 namespace fs = std::filesystem;
@@ -60,15 +61,7 @@ std::string load_errors(const std::string& text) {
   return all;
 }
 
-hw::SystemSpec preset(const std::string& name) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  hw::SystemSpec s;
-  hw::load_system_preset(name, nullptr, std::nullopt, ctx, s);
-  diag.throw_if_any();
-  return s;
-}
+hw::SystemSpec preset(const std::string& name) { return racksim::testing::shipped_preset(name); }
 
 }  // namespace
 

@@ -10,20 +10,12 @@
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
 #include "sim/input/diagnostics.h"
+#include "tests/unit/preset_util.h"
 
 namespace racksim::hw::collective_test {
 
 namespace {
-// A shipped preset (hardware_models/presets/NAME.yaml), as a scenario naming it gets it.
-SystemSpec preset(const std::string& name) {
-  input::Diagnostics diag;
-  auto ctx = std::make_shared<input::LoadContext>();
-  ctx->diag = &diag;
-  SystemSpec s;
-  load_system_preset(name, nullptr, std::nullopt, ctx, s);
-  diag.throw_if_any();
-  return s;
-}
+SystemSpec preset(const std::string& name) { return racksim::testing::shipped_preset(name); }
 }  // namespace
 
 SystemSpec h100_sxm() { return preset("h100-sxm"); }

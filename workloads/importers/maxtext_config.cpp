@@ -16,6 +16,7 @@
 #include "sim/input/diagnostics.h"
 #include "sim/input/yaml_reader.h"
 #include "workloads/training_config.h"
+#include "workloads/importers/scenario_writer.h"
 
 namespace racksim::workloads::importers {
 
@@ -152,15 +153,7 @@ class Config {
   }
 };
 
-// A scenario line "key: value   # source" at an indent.
-struct Writer {
-  std::ostringstream o;
-  void line(int indent, const std::string& key, const std::string& value, const std::string& source = "") {
-    std::string l = std::string(indent, ' ') + key + ":" + (value.empty() ? "" : " " + value);
-    if (!source.empty()) l += std::string(l.size() < 34 ? 34 - l.size() : 1, ' ') + "# " + source;
-    o << l << "\n";
-  }
-};
+using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 
 std::string shown_path(const fs::path& p) { return p.lexically_normal().generic_string(); }
 

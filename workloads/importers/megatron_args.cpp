@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "sim/input/diagnostics.h"
+#include "workloads/importers/scenario_writer.h"
 
 namespace racksim::workloads::importers {
 
@@ -448,15 +449,7 @@ struct Flags {
 
 std::string shown(const Arg& a) { return a.value ? fmt::format("--{} {}", a.flag, *a.value) : "--" + a.flag; }
 
-// A scenario line "key: value   # source" at an indent.
-struct Writer {
-  std::ostringstream o;
-  void line(int indent, const std::string& key, const std::string& value, const std::string& source = "") {
-    std::string l = std::string(indent, ' ') + key + ":" + (value.empty() ? "" : " " + value);
-    if (!source.empty()) l += std::string(l.size() < 34 ? 34 - l.size() : 1, ' ') + "# " + source;
-    o << l << "\n";
-  }
-};
+using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 
 [[noreturn]] void fail(const std::string& label, const std::string& message) {
   throw input_error(label, 0, 0, "", message);
