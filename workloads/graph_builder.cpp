@@ -263,6 +263,7 @@ class Builder {
       optimizer_step();
     }
     if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
+    if (jax_) assign_xla_host_work();
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
@@ -296,6 +297,11 @@ class Builder {
   int rank_ = 0, mb_ = 0;
   bool materialized_ = false, jax_ = false;
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
+  struct LayerBody {
+    std::size_t first, end;
+    int layer;
+  };
+  std::vector<LayerBody> layer_bodies_;    // JAX: each layer's forward and backward ops (scan bodies)
   std::map<int, int> fwd_ops_per_layer_;   // ops a layer's forward issues (host work of recomputed ops)
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
   std::vector<int> vstage_first_layer_;  // size vstages_ + 1
@@ -1284,11 +1290,65 @@ class Builder {
     const std::size_t first = g_.ops.size();
     layer_forward_ops(l, layer_input);
     charge_host_work(l, first, true);
+    if (jax_) layer_bodies_.push_back({first, g_.ops.size(), l});
   }
   void layer_backward(int l) {
     const std::size_t first = g_.ops.size();
     layer_backward_ops(l);
     charge_host_work(l, first, false);
+    if (jax_) layer_bodies_.push_back({first, g_.ops.size(), l});
+  }
+  // XLA's runtime on the host (launch.xla_*, measured: hardware_models/calibrated/h200.yaml xla_runtime),
+  // as the HLO replay charges it (workloads/hlo/hlo_lower.cpp, assign_host_work): one program execution
+  // per step; with command buffers (cuda_graphs) each command-buffer execution costs its commands, and,
+  // when the step's buffers moved (no donation), its buffer references the first time it runs in the
+  // step. Here a command buffer is a scanned layer's body (the while loop runs it once per layer, on the
+  // same buffers after the first) or, unrolled, a stretch of kernels between collectives; an op is one
+  // command, and it references its operands and result: 3 buffers for a GEMM, 2 for other kernels.
+  void assign_xla_host_work() {
+    const std::size_t n = g_.ops.size();
+    if (n == 0) return;
+    std::vector<int> body(n, -1);  // scanned layer body (index into layer_bodies_); -1 otherwise
+    std::vector<char> starts(n, 0);
+    starts[0] = 1;
+    for (std::size_t i = 1; i < n; ++i)
+      starts[i] = g_.ops[i].rank != g_.ops[i - 1].rank || g_.ops[i].kind != OpKind::kernel ||
+                  g_.ops[i - 1].kind != OpKind::kernel;  // collectives and copies are not in the buffers
+    if (t_.scan_layers)
+      for (std::size_t k = 0; k < layer_bodies_.size(); ++k) {
+        const auto& lb = layer_bodies_[k];
+        for (std::size_t i = lb.first; i < lb.end; ++i) body[i] = static_cast<int>(k);
+        if (lb.first < n) starts[lb.first] = 1;
+        if (lb.end < n) starts[lb.end] = 1;
+      }
+    // The first body of each phase on each rank runs on new buffers; later iterations reuse them.
+    std::set<std::pair<int, int>> phases_seen;  // (rank, phase)
+    std::set<int> first_bodies;
+    for (std::size_t k = 0; k < layer_bodies_.size(); ++k) {
+      const Op& op = g_.ops[layer_bodies_[k].first];
+      if (phases_seen.insert({op.rank, static_cast<int>(op.phase)}).second) first_bodies.insert(static_cast<int>(k));
+    }
+    for (std::size_t first = 0; first < n;) {
+      std::size_t end = first + 1;
+      while (end < n && !starts[end]) ++end;
+      Op& head = g_.ops[first];
+      if (head.kind == OpKind::kernel) {
+        head.host_commands = static_cast<int>(end - first);
+        int refs = 0;
+        for (std::size_t j = first; j < end; ++j) refs += g_.ops[j].unit == ExecUnit::tensor ? 3 : 2;
+        head.host_buffer_refs = refs;
+        const bool repeat = body[first] >= 0 && !first_bodies.count(body[first]);
+        head.host_rerecord = !t_.donate_state && !repeat;
+      }
+      first = end;
+    }
+    for (int r = 0; r < pp_; ++r)
+      for (auto& op : g_.ops)
+        if (op.rank == r) {
+          op.host_program_start = true;
+          break;
+        }
+    g_.xla_program = true;
   }
   void layer_forward_ops(int l, TensorId& layer_input) {
     prefix_micro_layer(l);
