@@ -42,6 +42,16 @@ namespace {
 
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
+  const json& sys = r["scenario"]["system"];
+  const std::string source = sys.value("calibration_source", "none");
+  if (sys.contains("calibration")) {
+    const std::string transfer = sys.value("calibration_transfer", std::string());
+    out << fmt::format("calibration         {} ({}; {})\n", sys["calibration"].get<std::string>(),
+                       source == "default" ? "default for " + sys.value("preset", std::string()) : "named by the scenario",
+                       transfer.substr(0, transfer.find(';')));
+  } else {
+    out << "calibration         none (the preset's cited figures)\n";
+  }
   print_report_figures(out, r);
   for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << '\n';
 }

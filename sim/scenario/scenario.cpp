@@ -173,10 +173,24 @@ Scenario parse_scenario(Node root) {
       if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec)) {
         spdlog::info("{}: system preset {} ({}/{}.yaml){}", sc.file, sc.system.preset, hw::presets_dir(),
                      sc.system.preset, overrides ? " with system.overrides" : "");
-        if (sc.system.calibration)
+        if (sc.system.calibration == "none") {  // explicitly uncalibrated
+          sc.system.calibration.reset();
+          spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", sc.file);
+        } else if (sc.system.calibration) {
+          sc.system.calibration_source = "scenario";
           hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
-        else
-          spdlog::info("{}: no calibration (system.calibration not set): the preset's cited figures", sc.file);
+        } else if (auto d = hw::default_calibration_for(sc.system.preset, ctx)) {
+          // Calibrated by default where a calibration of this preset ships (`calibration: none` turns it off).
+          sc.system.calibration = *d;
+          sc.system.calibration_source = "default";
+          spdlog::info("{}: system.calibration not set: {} (fitted against {}) applied by default; "
+                       "`system.calibration: none` for the preset's cited figures",
+                       sc.file, *d, sc.system.preset);
+          hw::load_and_apply_calibration(*d, named, ctx, sc.system.spec);
+        } else {
+          spdlog::info("{}: no calibration (none fitted against {}): the preset's cited figures", sc.file,
+                       sc.system.preset);
+        }
       }
     }
   }
@@ -403,6 +417,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   using nlohmann::json;
   json sys = {{"preset", s.system.preset}, {"gpus", s.system.gpus}};
   if (s.system.calibration) sys["calibration"] = *s.system.calibration;
+  // Which calibration produced the numbers and how it reached this preset.
+  sys["calibration_source"] = s.system.calibration_source;
+  if (s.system.spec.calibration) sys["calibration_transfer"] = s.system.spec.calibration->transfer;
   if (!s.system.overrides.empty()) sys["overrides"] = s.system.overrides;
   const auto& g = s.system.spec;
   json peaks = json::object();
