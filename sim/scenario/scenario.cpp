@@ -175,6 +175,7 @@ Scenario parse_scenario(Node root) {
                      sc.system.preset, overrides ? " with system.overrides" : "");
         if (sc.system.calibration == "none") {  // explicitly uncalibrated
           sc.system.calibration.reset();
+          sc.system.calibration_source = "none";
           spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", sc.file);
         } else if (sc.system.calibration) {
           sc.system.calibration_source = "scenario";
@@ -416,10 +417,12 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
 nlohmann::json scenario_to_json(const Scenario& s) {
   using nlohmann::json;
   json sys = {{"preset", s.system.preset}, {"gpus", s.system.gpus}};
-  if (s.system.calibration) sys["calibration"] = *s.system.calibration;
-  // Which calibration produced the numbers and how it reached this preset.
-  sys["calibration_source"] = s.system.calibration_source;
-  if (s.system.spec.calibration) sys["calibration_transfer"] = s.system.spec.calibration->transfer;
+  // The calibration applied (named or by default), or "none" when the scenario said so: the
+  // report's scenario reruns to the same numbers.
+  if (s.system.calibration)
+    sys["calibration"] = *s.system.calibration;
+  else if (s.system.calibration_source == "none")
+    sys["calibration"] = "none";
   if (!s.system.overrides.empty()) sys["overrides"] = s.system.overrides;
   const auto& g = s.system.spec;
   json peaks = json::object();
@@ -448,6 +451,13 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"scale_out", {{"nic_bandwidth", format_quantity(g.scale_out.nic_bandwidth_Bps, QuantityKind::bytes_per_second)},
                      {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
       {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
+  // Which calibration produced the numbers, where it came from and how it reached this preset.
+  json cal = {{"source", s.system.calibration_source}};
+  if (g.calibration) {
+    cal["name"] = g.calibration->name;
+    cal["transfer"] = g.calibration->transfer;
+  }
+  sys["resolved"]["calibration"] = cal;
 
   const auto& m = s.model;
   json model = {{"name", m.name},           {"layers", m.layers}, {"hidden", m.hidden},

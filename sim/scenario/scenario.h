@@ -21,8 +21,8 @@ struct SystemConfig {
   std::optional<std::string> calibration;  // name under hardware_models/calibrated/, or a path; the one applied
   // Where `calibration` came from: "scenario" (system.calibration), "default" (none named: the
   // calibration fitted against the preset, hw::default_calibration_for), "none" (system.calibration:
-  // none, or the preset has no calibration).
-  std::string calibration_source = "none";
+  // none), "unavailable" (none named and none fitted against the preset).
+  std::string calibration_source = "unavailable";
   hw::SystemSpec spec;                     // preset with overrides applied (and calibration, later)
   nlohmann::json overrides = nlohmann::json::object();  // as given, for the report
 };

@@ -253,23 +253,28 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
     EXPECT_EQ(dflt.report[k], named.report[k]) << k;
   EXPECT_EQ(dflt.report["breakdown_s"], named.report["breakdown_s"]);
   EXPECT_LT(dflt.report["mfu"].get<double>(), none.report["mfu"].get<double>());  // the measured GEMM ceiling
-  // The report says which calibration and how it reached the preset.
+  // The report says which calibration and how it reached the preset (system.resolved.calibration),
+  // and its scenario reruns to the same numbers (system.calibration: the one applied, or none).
   const auto& sys = dflt.report["scenario"]["system"];
   EXPECT_EQ(sys["calibration"], "h200");
-  EXPECT_EQ(sys["calibration_source"], "default");
-  EXPECT_EQ(sys["calibration_transfer"].get<std::string>().rfind("same device", 0), 0u);
-  EXPECT_FALSE(none.report["scenario"]["system"].contains("calibration"));
-  EXPECT_EQ(none.report["scenario"]["system"]["calibration_source"], "none");
-  EXPECT_FALSE(none.report["scenario"]["system"].contains("calibration_transfer"));
+  EXPECT_EQ(sys["resolved"]["calibration"]["source"], "default");
+  EXPECT_EQ(sys["resolved"]["calibration"]["name"], "h200");
+  EXPECT_EQ(sys["resolved"]["calibration"]["transfer"].get<std::string>().rfind("same device", 0), 0u);
+  EXPECT_EQ(named.report["scenario"]["system"]["resolved"]["calibration"]["source"], "scenario");
+  const auto& nsys = none.report["scenario"]["system"];
+  EXPECT_EQ(nsys["calibration"], "none");
+  EXPECT_EQ(nsys["resolved"]["calibration"], (nlohmann::json{{"source", "none"}}));
   bool warned = false;
   for (const auto& w : none.report["warnings"]) warned |= w.get<std::string>().rfind("uncalibrated", 0) == 0;
   EXPECT_TRUE(warned);
   // h100-sxm: no calibration fitted against it, so nothing applies by default.
   const auto h100 = with("h100-sxm", ""), h100_none = with("h100-sxm", "none");
   EXPECT_FALSE(h100.scenario.system.spec.calibration);
-  EXPECT_EQ(h100.scenario.system.calibration_source, "none");
-  EXPECT_EQ(h100.report, h100_none.report);
+  EXPECT_EQ(h100.scenario.system.calibration_source, "unavailable");
+  for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes", "breakdown_s", "warnings"})
+    EXPECT_EQ(h100.report[k], h100_none.report[k]) << k;
   EXPECT_FALSE(h100.report["scenario"]["system"].contains("calibration"));
+  EXPECT_EQ(h100.report["scenario"]["system"]["resolved"]["calibration"], (nlohmann::json{{"source", "unavailable"}}));
 }
 
 // A field the scenario overrides keeps the scenario's value.
