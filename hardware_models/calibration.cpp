@@ -694,23 +694,34 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         "those kernels stream at the HBM rate here, which is optimistic for register-heavy softmax fusions",
         cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
 
-  if (spdlog::should_log(spdlog::level::info)) {
+  {
     std::string applied_list, kept_list;
     for (const auto& a : applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
     for (const auto& k : kept) kept_list += (kept_list.empty() ? "" : ", ") + k;
-    spdlog::info("calibration {} ({}) applied to {}: {}; GEMM shape model{}{}{}{}", cal.name,
-                 cal.file.empty() ? calibrated_dir() + "/" + cal.name + ".yaml" : cal.file, spec.name,
-                 c->same_device ? "same device, measured figures used as measured"
-                                : fmt::format("transfer rule: {} ({}) to {} ({}, {}), shape curve as a ratio to the "
-                                              "preset's ceilings",
-                                              cal.device_name, arch_name(cal.architecture), spec.gpu.model,
-                                              arch_name(spec.gpu.architecture), link_name(spec.host.link)),
-                 c->applied_gemm_ceiling ? " with the measured ceiling" : "",
-                 applied_list.empty() ? "" : "; measured " + applied_list,
-                 kept_list.empty() ? "" : "; preset kept for " + kept_list,
-                 c->applied_nccl ? "; measured NCCL collectives" : "");
+    c->transfer = fmt::format(
+        "{}; GEMM shape model{}{}{}{}",
+        c->same_device ? "same device, measured figures used as measured"
+                       : fmt::format("transfer rule: {} ({}) to {} ({}, {}), shape curve as a ratio to the "
+                                     "preset's ceilings",
+                                     cal.device_name, arch_name(cal.architecture), spec.gpu.model,
+                                     arch_name(spec.gpu.architecture), link_name(spec.host.link)),
+        c->applied_gemm_ceiling ? " with the measured ceiling" : "",
+        applied_list.empty() ? "" : "; measured " + applied_list, kept_list.empty() ? "" : "; preset kept for " + kept_list,
+        c->applied_nccl ? "; measured NCCL collectives" : "");
+    spdlog::info("calibration {} ({}) applied to {}: {}", cal.name,
+                 cal.file.empty() ? calibrated_dir() + "/" + cal.name + ".yaml" : cal.file, spec.name, c->transfer);
   }
   spec.calibration = std::move(c);
+}
+
+std::optional<std::string> default_calibration_for(const std::string& preset,
+                                                   const std::shared_ptr<input::LoadContext>& ctx) {
+  if (preset.empty()) return std::nullopt;
+  for (const auto& name : list_calibrations()) {
+    auto cal = load_calibration(name, nullptr, ctx);
+    if (cal && cal->base_preset == preset) return name;
+  }
+  return std::nullopt;
 }
 
 bool load_and_apply_calibration(const std::string& name, const Node& where_named,

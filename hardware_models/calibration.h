@@ -213,6 +213,9 @@ struct Calibration {
   bool applied_nccl = false;         // the device measured, its NVLink not overridden: measured collectives apply
   bool applied_attention = false;    // same architecture: fused attention at the measured efficiency
   std::vector<std::string> warnings;
+  // How it reached the preset, one line (report scenario.system.calibration_transfer, the info log):
+  // "same device, measured figures used as measured..." or "transfer rule: ...".
+  std::string transfer;
 
   const GemmModel* gemm_for(Dtype d) const {
     auto it = gemm.find(d);
@@ -238,6 +241,12 @@ std::shared_ptr<const Calibration> load_calibration_file(const std::string& path
 // override keep their value. Records "calibrated: FILE ..." in spec.sources and sets
 // spec.calibration to a copy of `cal` holding the application's warnings.
 void apply_calibration(SystemSpec& spec, const Calibration& cal);
+
+// The calibration a scenario on `preset` uses when it names none (system.calibration absent; `none`
+// turns it off): the one under calibrated_dir() fitted against that preset (device.base_preset),
+// the first by name if several are. Empty when the preset has none.
+std::optional<std::string> default_calibration_for(const std::string& preset,
+                                                   const std::shared_ptr<input::LoadContext>& ctx);
 
 // Loads and applies in one step, for the scenario loader (errors at `where_named`).
 bool load_and_apply_calibration(const std::string& name, const input::Node& where_named,

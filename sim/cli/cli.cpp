@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <new>
 #include <ostream>
 
 #include "sim/cli/commands.h"
 #include "sim/core/log.h"
+#include "sim/core/text.h"
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
 #include "sim/input/files.h"
@@ -94,6 +96,22 @@ static int run_parsed(const std::vector<std::string>& args, std::ostream& out, s
     out << "racksim " << sim::version() << '\n';
     return kOk;
   } catch (const CLI::ParseError& e) {
+    // A mistyped subcommand (`racksim rnu x.yaml`): name it and the nearest one. The options before
+    // the subcommand (-v, -q) take no value, so the first word not starting with '-' is it.
+    for (const auto& a : args) {
+      if (a.empty() || a[0] == '-') continue;
+      std::vector<std::string> names;
+      for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      if (std::find(names.begin(), names.end(), a) != names.end()) break;
+      err << "error: unknown command '" << a << "'";
+      if (auto near = sim::nearest(a, names, std::max<std::size_t>(2, a.size() / 2)))
+        err << "; did you mean '" << *near << "'?";
+      err << '\n';
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      err << "commands: " << list << "; run 'racksim --help' for usage\n";
+      return kInvalidInput;
+    }
     err << "error: " << e.what() << '\n';
     err << "run 'racksim --help' for usage\n";
     return kInvalidInput;

@@ -42,6 +42,18 @@ namespace {
 
 void print_run_summary(std::ostream& out, const json& r) {
   out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
+  const json cal = r["scenario"]["system"]["resolved"].value("calibration", json::object());
+  const std::string source = cal.value("source", "unavailable");
+  if (cal.contains("name")) {
+    const std::string transfer = cal.value("transfer", std::string());
+    out << fmt::format("calibration         {} ({}; {})\n", cal["name"].get<std::string>(),
+                       source == "default" ? "default for " + r["scenario"]["system"].value("preset", std::string())
+                                           : "named by the scenario",
+                       transfer.substr(0, transfer.find(';')));
+  } else {
+    out << fmt::format("calibration         none ({}the preset's cited figures)\n",
+                       source == "none" ? "system.calibration: none, " : "");
+  }
   print_report_figures(out, r);
   for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << '\n';
 }

@@ -54,6 +54,45 @@ bool stderr_is_terminal(const std::ostream& err) {
   return err.rdbuf() == std::cerr.rdbuf() && isatty(fileno(stderr));
 }
 
+// --merge: no point runs; the rows of shard CSVs (a Slurm job array's) become one CSV and, with
+// --report, one HTML report, the same as one unsharded run would have written.
+int cmd_sweep_merge(const std::string& file, const std::string& csv, const std::vector<std::string>& shards,
+                    const std::string& html, std::ostream& out, std::ostream& err) {
+  const workflow::SweepSpec spec = workflow::load_sweep(file);
+  std::size_t missing = 0;
+  auto rows = workflow::read_sweep_csvs(spec, shards, &missing);
+  if (!html.empty() && rows.size() > workflow::kMaxSweepReportPoints) {
+    input::Diagnostics diag;
+    diag.error({"--merge", 0, 0}, "",
+               fmt::format("{} points to merge into an HTML report, more than its limit of {}", rows.size(),
+                           workflow::kMaxSweepReportPoints));
+    diag.throw_if_any();
+  }
+  std::string text = workflow::csv_line(workflow::csv_header(spec));
+  for (const auto& r : rows) text += workflow::csv_row(spec, r);
+  if (!csv.empty()) {
+    input::write_file_checked(csv, text, "--out");
+  } else {
+    out << text;
+    input::check_stream(out, "<stdout>", "standard output");
+  }
+  if (!html.empty()) {
+    std::vector<sim::SweepPointView> views;
+    views.reserve(rows.size());
+    for (auto& r : rows) views.push_back({std::move(r.values), std::move(r.report), std::move(r.error)});
+    std::vector<std::string> keys;
+    for (const auto& k : spec.keys) keys.push_back(k.path);
+    input::write_file_checked(html, sim::html_sweep_report(file, spec.base, keys, views), "--report");
+  }
+  if (missing > 0)
+    spdlog::warn("{} of the sweep's {} points are in none of the {} CSV files (a shard not run or not finished)",
+                 missing, spec.size(), shards.size());
+  else
+    spdlog::info("merged {} points from {} CSV files", rows.size(), shards.size());
+  (void)err;
+  return kOk;
+}
+
 int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const std::string& shard_text,
               const std::string& html, bool exact, std::ostream& out, std::ostream& err) {
   workflow::Shard shard = shard_text.empty() ? workflow::Shard{} : workflow::parse_shard(shard_text);
@@ -142,7 +181,12 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
 }  // namespace
 
 Registered register_sweep(CLI::App& app) {
-  struct S { std::string file, csv, shard, html; int jobs = workflow::hardware_jobs(); bool exact = false; };
+  struct S {
+    std::string file, csv, shard, html;
+    std::vector<std::string> merge;
+    int jobs = workflow::hardware_jobs();
+    bool exact = false;
+  };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
@@ -157,7 +201,12 @@ Registered register_sweep(CLI::App& app) {
                   "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN and _COUNT)");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
   sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
+  auto* merge = sub->add_option("--merge", s->merge,
+                                "run nothing: merge these CSVs of the sweep's shards (e.g. a Slurm job array's) into one "
+                                "CSV (--out) and, with --report, one HTML report");
+  merge->type_name("CSV...")->excludes(sub->get_option("--shard"))->excludes(sub->get_option("--exact"));
   return {sub, [s](std::ostream& out, std::ostream& err) {
+            if (!s->merge.empty()) return cmd_sweep_merge(s->file, s->csv, s->merge, s->html, out, err);
             return cmd_sweep(s->file, s->csv, s->jobs, s->shard, s->html, s->exact, out, err);
           }};
 }

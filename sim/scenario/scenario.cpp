@@ -173,10 +173,25 @@ Scenario parse_scenario(Node root) {
       if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec)) {
         spdlog::info("{}: system preset {} ({}/{}.yaml){}", sc.file, sc.system.preset, hw::presets_dir(),
                      sc.system.preset, overrides ? " with system.overrides" : "");
-        if (sc.system.calibration)
+        if (sc.system.calibration == "none") {  // explicitly uncalibrated
+          sc.system.calibration.reset();
+          sc.system.calibration_source = "none";
+          spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", sc.file);
+        } else if (sc.system.calibration) {
+          sc.system.calibration_source = "scenario";
           hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
-        else
-          spdlog::info("{}: no calibration (system.calibration not set): the preset's cited figures", sc.file);
+        } else if (auto d = hw::default_calibration_for(sc.system.preset, ctx)) {
+          // Calibrated by default where a calibration of this preset ships (`calibration: none` turns it off).
+          sc.system.calibration = *d;
+          sc.system.calibration_source = "default";
+          spdlog::info("{}: system.calibration not set: {} (fitted against {}) applied by default; "
+                       "`system.calibration: none` for the preset's cited figures",
+                       sc.file, *d, sc.system.preset);
+          hw::load_and_apply_calibration(*d, named, ctx, sc.system.spec);
+        } else {
+          spdlog::info("{}: no calibration (none fitted against {}): the preset's cited figures", sc.file,
+                       sc.system.preset);
+        }
       }
     }
   }
@@ -402,7 +417,12 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
 nlohmann::json scenario_to_json(const Scenario& s) {
   using nlohmann::json;
   json sys = {{"preset", s.system.preset}, {"gpus", s.system.gpus}};
-  if (s.system.calibration) sys["calibration"] = *s.system.calibration;
+  // The calibration applied (named or by default), or "none" when the scenario said so: the
+  // report's scenario reruns to the same numbers.
+  if (s.system.calibration)
+    sys["calibration"] = *s.system.calibration;
+  else if (s.system.calibration_source == "none")
+    sys["calibration"] = "none";
   if (!s.system.overrides.empty()) sys["overrides"] = s.system.overrides;
   const auto& g = s.system.spec;
   json peaks = json::object();
@@ -431,6 +451,13 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"scale_out", {{"nic_bandwidth", format_quantity(g.scale_out.nic_bandwidth_Bps, QuantityKind::bytes_per_second)},
                      {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
       {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
+  // Which calibration produced the numbers, where it came from and how it reached this preset.
+  json cal = {{"source", s.system.calibration_source}};
+  if (g.calibration) {
+    cal["name"] = g.calibration->name;
+    cal["transfer"] = g.calibration->transfer;
+  }
+  sys["resolved"]["calibration"] = cal;
 
   const auto& m = s.model;
   json model = {{"name", m.name},           {"layers", m.layers}, {"hidden", m.hidden},

@@ -18,7 +18,11 @@ namespace racksim::sim {
 struct SystemConfig {
   std::string preset;
   int gpus = 1;
-  std::optional<std::string> calibration;  // name under hardware_models/calibrated/, or a path
+  std::optional<std::string> calibration;  // name under hardware_models/calibrated/, or a path; the one applied
+  // Where `calibration` came from: "scenario" (system.calibration), "default" (none named: the
+  // calibration fitted against the preset, hw::default_calibration_for), "none" (system.calibration:
+  // none), "unavailable" (none named and none fitted against the preset).
+  std::string calibration_source = "unavailable";
   hw::SystemSpec spec;                     // preset with overrides applied (and calibration, later)
   nlohmann::json overrides = nlohmann::json::object();  // as given, for the report
 };

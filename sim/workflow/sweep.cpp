@@ -12,6 +12,7 @@
 
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
+#include "sim/input/files.h"
 #include "sim/input/yaml_reader.h"
 #include "sim/report/report.h"
 #include "sim/workflow/util.h"
@@ -402,6 +403,135 @@ std::string csv_row(const SweepSpec&, const PointResult& r) {
 void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results) {
   out << csv_line(csv_header(spec));
   for (const auto& r : results) out << csv_row(spec, r);
+}
+
+namespace {
+
+// RFC 4180 records of `text` (quoted fields may hold commas, quotes doubled, line breaks), each with
+// the line it starts on.
+std::vector<std::pair<int, std::vector<std::string>>> parse_csv(const std::string& text) {
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
+  std::vector<std::string> row;
+  std::string cell;
+  bool quoted = false, any = false;
+  int line = 1, start = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        if (c == '\n') ++line;
+        cell += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      quoted = any = true;
+    } else if (c == ',') {
+      row.push_back(std::move(cell));
+      cell.clear();
+      any = true;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      if (any || !cell.empty()) {
+        row.push_back(std::move(cell));
+        rows.emplace_back(start, std::move(row));
+      }
+      row.clear();
+      cell.clear();
+      any = false;
+      start = ++line;
+    } else {
+      cell += c;
+      any = true;
+    }
+  }
+  if (any || !cell.empty()) {
+    row.push_back(std::move(cell));
+    rows.emplace_back(start, std::move(row));
+  }
+  return rows;
+}
+
+// A CSV number cell back to JSON: true/false, an integer, or a double; null when empty.
+json cell_value(const std::string& c) {
+  if (c.empty()) return nullptr;
+  if (c == "true") return true;
+  if (c == "false") return false;
+  const bool integer = c.find_first_not_of("-0123456789") == std::string::npos;
+  char* end = nullptr;
+  if (integer) {
+    const long long v = std::strtoll(c.c_str(), &end, 10);
+    if (end && *end == '\0') return v;
+  }
+  const double d = std::strtod(c.c_str(), &end);
+  if (!end || *end != '\0') return nullptr;
+  return d;
+}
+
+}  // namespace
+
+std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vector<std::string>& paths,
+                                         std::size_t* missing) {
+  const auto header = csv_header(spec);
+  const std::size_t total = spec.size();
+  const std::size_t nkeys = spec.keys.size();
+  std::map<std::size_t, std::pair<std::string, int>> seen;  // point -> file, line
+  std::vector<PointResult> out;
+  for (const auto& path : paths) {
+    auto fail = [&](int line, const std::string& msg) {
+      input::Diagnostics diag;
+      diag.error({path, line, 0}, "", msg);
+      diag.throw_if_any();
+    };
+    const std::string text =
+        input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a sweep CSV", input::Binary::stop);
+    const auto rows = parse_csv(text);
+    if (rows.empty() || rows.front().second != header)
+      fail(1, fmt::format("not a CSV of the sweep {}: expected the header '{}'", spec.file,
+                          one_line(csv_line(header))));
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+      const auto& [line, cells] = rows[r];
+      if (cells.size() != header.size())
+        fail(line, fmt::format("{} cells, expected {}", cells.size(), header.size()));
+      const json idx = cell_value(cells[0]);
+      if (!idx.is_number_integer() || idx.get<long long>() < 0 || static_cast<std::size_t>(idx.get<long long>()) >= total)
+        fail(line, fmt::format("point '{}' is not a point index of the sweep (0 to {})", cells[0], total - 1));
+      PointResult p;
+      p.index = static_cast<std::size_t>(idx.get<long long>());
+      p.values.assign(cells.begin() + 1, cells.begin() + 1 + static_cast<std::ptrdiff_t>(nkeys));
+      if (p.values != point_values(spec, p.index))
+        fail(line, fmt::format("point {} has other values than the sweep's point {} (a CSV of another sweep?)",
+                               p.index, p.index));
+      if (auto [it, fresh] = seen.emplace(p.index, std::make_pair(path, line)); !fresh)
+        fail(line, fmt::format("point {} is also in {} (line {}): shards must not overlap", p.index,
+                               it->second.first, it->second.second));
+      p.error = cells.back();
+      if (p.error.empty()) {
+        p.report = json::object();
+        const auto& cols = report_columns();
+        for (std::size_t c = 0; c < cols.size(); ++c) {
+          json v = cell_value(cells[1 + nkeys + c]);
+          if (v.is_null()) continue;
+          json* cur = &p.report;
+          std::size_t pos = 0;
+          const std::string& name = cols[c];
+          for (std::size_t dot; (dot = name.find('.', pos)) != std::string::npos; pos = dot + 1)
+            cur = &(*cur)[name.substr(pos, dot - pos)];
+          (*cur)[name.substr(pos)] = std::move(v);
+        }
+        if (json f = cell_value(cells[cells.size() - 2]); f.is_boolean()) p.report["fits"] = f;
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const PointResult& a, const PointResult& b) { return a.index < b.index; });
+  if (missing) *missing = total - out.size();
+  return out;
 }
 
 std::string one_line(const std::string& message) {

@@ -105,6 +105,13 @@ std::string csv_line(const std::vector<std::string>& cells);  // RFC 4180 quotin
 void write_csv(std::ostream& out, const SweepSpec& spec, const std::vector<PointResult>& results);
 std::string csv_row(const SweepSpec& spec, const PointResult& r);  // one point's line of the CSV
 
+// Reads back CSVs that `racksim sweep` wrote for `spec` (shards of one sweep, e.g. a Slurm job
+// array's): each must have csv_header(spec) and rows whose point index and values are the sweep's.
+// Returns the rows of all files in point order; a point in two files is an error (InputError
+// naming the file and line), a point in none is left out and counted in `*missing`.
+std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vector<std::string>& paths,
+                                         std::size_t* missing = nullptr);
+
 // An error message of one line: the lines of a multi-line message joined by "; ".
 std::string one_line(const std::string& message);
 

@@ -2,7 +2,8 @@
 // network), and they render in headless Chromium without script errors and with their charts.
 //
 // The rendering tests need Chromium and are skipped (with a message) when it is missing; it is
-// large, so scripts/deps.sh does not install it. To run them:  apt-get install -y chromium
+// large, so scripts/deps.sh installs it only with RACKSIM_CI=1, which scripts/test.sh (and so CI)
+// sets. Otherwise:  apt-get install -y chromium
 // (see docs/performance.md, "Looking at the reports").
 #include <gtest/gtest.h>
 

@@ -182,7 +182,7 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto cal = text.find("  calibration: h200");
   ASSERT_NE(cal, std::string::npos);
-  const std::string uncalibrated = text.substr(0, cal) + text.substr(text.find('\n', cal) + 1);
+  const std::string uncalibrated = text.substr(0, cal) + "  calibration: none\n" + text.substr(text.find('\n', cal) + 1);
   const auto off = sim::simulate(sim::load_scenario_text(uncalibrated, scen));
   const auto on = sim::simulate(sim::load_scenario(scen));
   const double t_off = off.report["step_time_s"].get<double>();
@@ -222,6 +222,52 @@ TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
   // fp32/tf32 were not measured: the preset's (bf16) ceiling, no shape factor.
   hw::KernelWork tf{true, hw::Dtype::tf32, 2.0 * 1024 * 1024 * 1024, 0, 1024, 1024, 1024, 1, 0};
   EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, tf), s.gpu.matmul_efficiency.at(hw::Dtype::bf16));
+}
+
+// Calibrated by default where a calibration exists: a scenario on h200-sxm that names none gets
+// calibrated/h200.yaml (fitted against h200-sxm), the same numbers as naming it; `none` is the
+// preset's cited figures; a preset no calibration was fitted against (h100-sxm) is unchanged.
+TEST(CalibApply, DefaultCalibrationOfThePreset) {
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const auto with = [&](const std::string& preset, const std::string& cal) {
+    std::vector<sim::SetOverride> sets{{"system.preset", preset}};
+    if (!cal.empty()) sets.push_back({"system.calibration", cal});
+    return sim::simulate(sim::load_scenario(quick, sets));
+  };
+  const auto dflt = with("h200-sxm", ""), named = with("h200-sxm", "h200"), none = with("h200-sxm", "none");
+  ASSERT_TRUE(dflt.scenario.system.spec.calibration);
+  EXPECT_EQ(dflt.scenario.system.spec.calibration->name, "h200");
+  EXPECT_EQ(dflt.scenario.system.calibration_source, "default");
+  EXPECT_EQ(named.scenario.system.calibration_source, "scenario");
+  EXPECT_EQ(none.scenario.system.calibration_source, "none");
+  EXPECT_FALSE(none.scenario.system.spec.calibration);
+  EXPECT_FALSE(none.scenario.system.calibration);
+  for (const char* k : {"step_time_s", "mfu", "tokens_per_s_per_gpu", "peak_memory_bytes"})
+    EXPECT_EQ(dflt.report[k], named.report[k]) << k;
+  EXPECT_EQ(dflt.report["breakdown_s"], named.report["breakdown_s"]);
+  EXPECT_LT(dflt.report["mfu"].get<double>(), none.report["mfu"].get<double>());  // the measured GEMM ceiling
+  // The report says which calibration and how it reached the preset (system.resolved.calibration),
+  // and its scenario reruns to the same numbers (system.calibration: the one applied, or none).
+  const auto& sys = dflt.report["scenario"]["system"];
+  EXPECT_EQ(sys["calibration"], "h200");
+  EXPECT_EQ(sys["resolved"]["calibration"]["source"], "default");
+  EXPECT_EQ(sys["resolved"]["calibration"]["name"], "h200");
+  EXPECT_EQ(sys["resolved"]["calibration"]["transfer"].get<std::string>().rfind("same device", 0), 0u);
+  EXPECT_EQ(named.report["scenario"]["system"]["resolved"]["calibration"]["source"], "scenario");
+  const auto& nsys = none.report["scenario"]["system"];
+  EXPECT_EQ(nsys["calibration"], "none");
+  EXPECT_EQ(nsys["resolved"]["calibration"], (nlohmann::json{{"source", "none"}}));
+  bool warned = false;
+  for (const auto& w : none.report["warnings"]) warned |= w.get<std::string>().rfind("uncalibrated", 0) == 0;
+  EXPECT_TRUE(warned);
+  // h100-sxm: no calibration fitted against it, so nothing applies by default.
+  const auto h100 = with("h100-sxm", ""), h100_none = with("h100-sxm", "none");
+  EXPECT_FALSE(h100.scenario.system.spec.calibration);
+  EXPECT_EQ(h100.scenario.system.calibration_source, "unavailable");
+  for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes", "breakdown_s", "warnings"})
+    EXPECT_EQ(h100.report[k], h100_none.report[k]) << k;
+  EXPECT_FALSE(h100.report["scenario"]["system"].contains("calibration"));
+  EXPECT_EQ(h100.report["scenario"]["system"]["resolved"]["calibration"], (nlohmann::json{{"source", "unavailable"}}));
 }
 
 // A field the scenario overrides keeps the scenario's value.

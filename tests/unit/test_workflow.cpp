@@ -216,6 +216,42 @@ TEST_F(WorkflowSweepCli, ShardsTogetherAreTheWhole) {
   EXPECT_EQ(run_cli({"sweep", sweep_, "--jobs", "0"}).code, 1);
 }
 
+// Shard CSVs (a Slurm job array's) merge into the CSV and the HTML report one unsharded run writes.
+TEST_F(WorkflowSweepCli, ShardCsvsMergeIntoOneReport) {
+  const std::string d = ::testing::TempDir();
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  auto whole = run_cli({"sweep", sweep_, "--report", d + "/wf_whole.html"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  for (const char* k : {"0", "1", "2"})
+    ASSERT_EQ(run_cli({"sweep", sweep_, "--shard", std::string(k) + "/3", "--out", d + "/wf_m" + k + ".csv"}).code, 0);
+  // Any order of the files; the rows come out in point order.
+  auto m = run_cli({"sweep", sweep_, "--merge", d + "/wf_m2.csv", d + "/wf_m0.csv", d + "/wf_m1.csv", "--report",
+                    d + "/wf_merged.html"});
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(m.out, whole.out);
+  EXPECT_EQ(slurp(d + "/wf_merged.html"), slurp(d + "/wf_whole.html"));
+  // A shard missing: the rows there are, and a warning.
+  auto part = run_cli({"sweep", sweep_, "--merge", d + "/wf_m0.csv", d + "/wf_m1.csv"});
+  ASSERT_EQ(part.code, 0) << part.err;
+  EXPECT_EQ(lines(part.out).size(), 5u);
+  EXPECT_NE(part.err.find("2 of the sweep's 6 points are in none of the 2 CSV files"), std::string::npos) << part.err;
+  // Overlapping shards, another sweep's CSV, and --merge with --shard are errors (exit 1).
+  auto twice = run_cli({"sweep", sweep_, "--merge", d + "/wf_m0.csv", d + "/wf_m0.csv"});
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_NE(twice.err.find("point 0 is also in " + d + "/wf_m0.csv (line 2): shards must not overlap"),
+            std::string::npos) << twice.err;
+  const std::string other = write_file("wf_other.yaml", "base: " + kQuick + "\nvary:\n  training.micro_batch: [1, 2]\n");
+  auto wrong = run_cli({"sweep", other, "--merge", d + "/wf_m0.csv"});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_NE(wrong.err.find("not a CSV of the sweep"), std::string::npos) << wrong.err;
+  EXPECT_EQ(run_cli({"sweep", sweep_, "--merge", d + "/wf_m0.csv", "--shard", "0/2"}).code, 1);
+}
+
 TEST_F(WorkflowSweepCli, InvalidSweepFileIsExitOne) {
   const auto bad = write_file("wf_bad_sweep.yaml", "base: " + kQuick + "\nvary:\n  training.recompute: nope\n");
   auto r = run_cli({"sweep", bad});
