@@ -1342,12 +1342,9 @@ class Builder {
       }
       first = end;
     }
-    for (int r = 0; r < pp_; ++r)
-      for (auto& op : g_.ops)
-        if (op.rank == r) {
-          op.host_program_start = true;
-          break;
-        }
+    // Each rank's ops are contiguous (build() emits rank by rank): its first op starts the program.
+    for (std::size_t i = 0; i < n; ++i)
+      g_.ops[i].host_program_start = i == 0 || g_.ops[i].rank != g_.ops[i - 1].rank;
     g_.xla_program = true;
   }
   void layer_forward_ops(int l, TensorId& layer_input) {
