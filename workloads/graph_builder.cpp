@@ -102,6 +102,13 @@ Precision precision_of(const TrainingConfig& t) {
 // the operand bytes per thread into the calibrated occupancy bound (compute_model.h).
 constexpr double kXlaRowElementsPerThread = 64;
 
+// Dropout's random draw per element and direction, in vector-fp32 operations (the engine times them at the
+// GPU's FP32 rate): 1.62 ps per causal attention-score element forward + backward on the H200, the mean of
+// 8 with/without-dropout pairs of fused attention kernels (FlashAttention and cuDNN, 7-16 heads, s 4096;
+// stdev 0.42 ps), half per direction, at its 67 TFLOP/s
+// (calibration/data/h200-2026-12-01-host-overhead/derive_dropout.py).
+constexpr double kDropoutRngOpsPerElement = 54;
+
 SavePlan save_plan(const RecomputePolicy& p, bool materialized, bool moe_layer) {
   std::vector<std::string> all;
   for (const auto& n : activation_names()) {
@@ -267,6 +274,9 @@ class Builder {
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
+    if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
+      g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
+                         "matrix is not modelled (only the fused attention kernel's)");
     if (m_.moe) {
       const char* dispatcher = t_.moe.hierarchical() ? "hierarchical (DeepEP/HybridEP)"
                                                                                  : "NCCL all-to-all";
@@ -523,6 +533,21 @@ class Builder {
     return emit(std::move(op));
   }
 
+  // The residual add after attention or the MLP (read the branch and the residual, write the sum), with
+  // hidden dropout (training.hidden_dropout) a random draw per element and a one-byte mask written for
+  // the backward.
+  OpId residual(const std::string& name) {
+    const double elems = Tsp_ * h_, a = pr_.activation_bytes;
+    if (t_.hidden_dropout <= 0) return vector(name, 3 * elems * a, elems);
+    return vector(name, 3 * elems * a + elems, elems + elems * kDropoutRngOpsPerElement);
+  }
+  // Hidden dropout's backward: the gradient scaled by the saved mask (read both, write the gradient).
+  void residual_dropout_bwd(const std::string& name) {
+    if (t_.hidden_dropout <= 0) return;
+    const double elems = Tsp_ * h_;
+    vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
+  }
+
   OpId collective(const std::string& name, CollOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op op;
     op.name = named(name);
@@ -610,6 +635,7 @@ class Builder {
   }
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
+  double attention_dropout_after_ = 0;  // score elements of the attention kernel being emitted (dropout)
   std::optional<TensorId> attn_dp_;  // materialized attention: dP between its GEMM and the softmax backward
   bool scores_recomputed_ = false;   // this layer's backward recomputed the scores (XLA's heavy row fusions)
 
@@ -924,9 +950,10 @@ class Builder {
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
                        tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-                       vector("attn_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                       residual("attn_out.residual");
                      },
                      [=, this] {
+                       residual_dropout_bwd("attn_out.dropout.bwd");
                        tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
                        gemm_dgrad("attn_out", T_, h_, od);
                        gemm_wgrad("attn_out", T_, h_, od);
@@ -944,6 +971,7 @@ class Builder {
   void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes, double qkv_bytes = 0,
                          double out_bytes = 0) {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
+    attention_dropout_after_ = t_.attention_dropout > 0 ? exps : 0;  // drawn per score element (see kernel)
     auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
       Op op;
       op.name = named(name);
@@ -956,7 +984,13 @@ class Builder {
       op.attention = backward ? 2 : 1;  // causal
       op.attention_causal = true;
       op.attention_seq = keys;
-      return emit(std::move(op));
+      const OpId id = emit(std::move(op));
+      // Attention dropout (training.attention_dropout): the kernel draws a random number per causal score
+      // element, in forward and again in backward (the mask is regenerated, not stored). Measured as the
+      // difference with and without dropout, it is charged as vector work after the kernel.
+      if (attention_dropout_after_ > 0)
+        vector(name + ".dropout_rng", 0, attention_dropout_after_ * part * kDropoutRngOpsPerElement);
+      return id;
     };
     if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
       for (int j = 0; j < cp_; ++j) {
@@ -1037,9 +1071,10 @@ class Builder {
                      [=, this] {
                        gemm_fwd(p + "mlp_out", tokens, h_, width);
                        scatter(p + "mlp_out.tp_reduce_scatter");
-                       vector(p + "mlp_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                       residual(p + "mlp_out.residual");
                      },
                      [=, this] {
+                       residual_dropout_bwd(p + "mlp_out.dropout.bwd");
                        vector(p + "mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        gather(p + "mlp_out.tp_all_gather");
                        gemm_dgrad(p + "mlp_out", tokens, h_, width);
@@ -1156,9 +1191,10 @@ class Builder {
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
                        }
-                       vector("mlp_out.residual", 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                       residual("mlp_out.residual");
                      },
                      [=, this] {
+                       residual_dropout_bwd("mlp_out.dropout.bwd");
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared) {
                          const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
@@ -1239,10 +1275,15 @@ class Builder {
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
       tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
-      const OpId lg = gemm("logits", T_, V_, h_, 1, T_ * V_ * (4 - a), Quant::forward);
+      // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
+      // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
+      // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
+      // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
+      const bool fused_ce = t_.cross_entropy_fusion;
+      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::forward);
       g_.ops[lg].allocs.push_back(logits);
       logits_[mb_] = logits;
-      vector("cross_entropy", T_ * V_ * 4 * 2, 6 * T_ * V_, T_ * V_);
+      vector("cross_entropy", T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
       if (has_buf) g_.ops.back().frees.push_back(buf);
     } else {
@@ -1451,7 +1492,8 @@ class Builder {
     if (v == vstages_ - 1) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
-      vector("cross_entropy.bwd", T_ * V_ * (4 + a), 4 * T_ * V_);
+      // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
+      vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
       gemm_wgrad("logits", T_, V_, h_);

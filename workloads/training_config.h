@@ -131,6 +131,18 @@ struct TrainingConfig {
   CpComm cp_comm = CpComm::p2p;     // Megatron's default
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // Dropout (Megatron --attention-dropout / --hidden-dropout, whose defaults are 0.1 each; LLM recipes
+  // mostly set 0, racksim's default). Attention dropout draws a random number per attention-score
+  // element inside the fused attention kernel, forward and again in backward; hidden dropout, in the
+  // bias-dropout-add after attention and after the MLP, draws one per element and keeps a one-byte mask
+  // for the backward, which reads it in a kernel of its own. The probability does not change the cost.
+  double attention_dropout = 0;
+  double hidden_dropout = 0;
+  // Megatron --cross-entropy-loss-fusion (off by default in Megatron). true (racksim's default): one
+  // fused pass over the fp32 logits per direction. false: Megatron's unfused vocab-parallel cross
+  // entropy, separate passes (cast to fp32, max, subtract, exp, sum, divide; in backward scale and cast
+  // back; megatron/core/tensor_parallel/cross_entropy.py).
+  bool cross_entropy_fusion = true;
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }

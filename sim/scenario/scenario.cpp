@@ -274,6 +274,9 @@ Scenario parse_scenario(Node root) {
            t.cp_comm);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
+    set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
+    set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
+    set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
       set_if(mr.choice<MoeDispatcher>("dispatcher", {{"alltoall", MoeDispatcher::all_to_all},
@@ -505,6 +508,10 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"cp_comm", t.cp_comm == CpComm::p2p ? "p2p" : t.cp_comm == CpComm::all_gather ? "all_gather" : "a2a"},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
       {"overlap_param_gather", t.overlap_param_gather}};
+  // Echoed only when set, so reports of scenarios without them keep their bytes.
+  if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
+  if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
+  if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();

@@ -104,15 +104,17 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     if (row["pass"].get<bool>()) passing.insert(row["case"].get<std::string>());
   }
   const std::set<std::string> expected = {
+      "Megatron GPT 16B, 192 H100 (TP4 PP1 DP48)",
       "Megatron GPT 70B, 768 H100 (TP8 PP2 DP48)",
       "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
       "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
+      "Megatron GPT 462B, 6144 H100 (TP8 PP16 DP48)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  EXPECT_LT(sum / rows.size(), 0.30);  // 28.9% today (29.8% before Megatron's host work)
+  EXPECT_LT(sum / rows.size(), 0.29);  // 28.2% today (28.9% before Megatron's dropout and unfused loss)
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

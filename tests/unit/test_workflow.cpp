@@ -1,6 +1,7 @@
 // Sweeps and validation suites: expansion order, sharding, thread-count independence, error
 // rows, strict file loading, validate's table, JSON and exit codes, compare's JSON.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -28,9 +29,16 @@ using racksim::testing::run_cli;
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
 
-// A file in a fresh folder under the test temp dir.
+// A file in a folder of this process under the test temp dir: ctest -j runs each test in a process of its
+// own, and every process sets up the suite's files again, so a shared path would be rewritten while
+// another process reads it.
+std::string tmp_dir() {
+  const std::string dir = ::testing::TempDir() + "/racksim_workflow_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = tmp_dir() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }
@@ -200,7 +208,7 @@ TEST_F(WorkflowSweepCli, JobsDoNotChangeTheBytes) {
 
 TEST_F(WorkflowSweepCli, ShardsTogetherAreTheWhole) {
   const auto whole = lines(run_cli({"sweep", sweep_}).out);
-  const std::string out0 = ::testing::TempDir() + "/wf_shard0.csv";
+  const std::string out0 = tmp_dir() + "/wf_shard0.csv";
   ASSERT_EQ(run_cli({"sweep", sweep_, "--shard", "0/2", "--out", out0, "--jobs", "2"}).code, 0);
   const auto s1 = lines(run_cli({"sweep", sweep_, "--shard", "1/2"}).out);
   std::ifstream f(out0);
@@ -218,7 +226,7 @@ TEST_F(WorkflowSweepCli, ShardsTogetherAreTheWhole) {
 
 // Shard CSVs (a Slurm job array's) merge into the CSV and the HTML report one unsharded run writes.
 TEST_F(WorkflowSweepCli, ShardCsvsMergeIntoOneReport) {
-  const std::string d = ::testing::TempDir();
+  const std::string d = tmp_dir();
   auto slurp = [](const std::string& p) {
     std::ifstream f(p);
     std::stringstream ss;

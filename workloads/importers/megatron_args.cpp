@@ -394,11 +394,11 @@ bool ignorable(const std::string& f) {
       "master_port", "master-port", "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend",
       "rdzv-endpoint", "standalone", "max_restarts", "use-mcore-models", "use-legacy-models", "transformer-impl",
       "mock-data", "split", "vocab-file", "merge-file", "seed", "clip-grad", "weight-decay", "min-lr", "lr",
-      "optimizer", "attention-dropout", "hidden-dropout", "norm-epsilon", "normalization", "apply-layernorm-1p",
+      "optimizer", "norm-epsilon", "normalization", "apply-layernorm-1p",
       "qk-layernorm", "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
       "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
       "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
-      "no-rope-fusion", "no-gradient-accumulation-fusion", "cross-entropy-loss-fusion", "cross-entropy-fusion-impl",
+      "no-rope-fusion", "no-gradient-accumulation-fusion", "cross-entropy-fusion-impl",
       "calculate-per-token-loss", "manual-gc", "manual-gc-interval", "empty-unused-memory-level",
       "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
       "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
@@ -824,6 +824,26 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "overlap_grad_reduce", ogr ? "true" : "false", ogr ? "--overlap-grad-reduce" : "no --overlap-grad-reduce");
   const bool opg = fl.on("overlap-param-gather");
   tw.line(2, "overlap_param_gather", opg ? "true" : "false", opg ? "--overlap-param-gather" : "no --overlap-param-gather");
+  // Dropout and the loss: Megatron's defaults (0.1 each; cross entropy unfused) where the script is silent.
+  for (const char* f : {"attention-dropout", "hidden-dropout"}) {
+    std::string key = f;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (auto v = fl.str(f)) {
+      char* end = nullptr;
+      const double p = std::strtod(v->c_str(), &end);
+      if (v->empty() || end != v->c_str() + v->size() || !(p >= 0 && p <= 1)) {
+        input::Diagnostics d;
+        d.error({label, fl.last[f].line, 1}, std::string("--") + f, fmt::format("expected a probability in [0, 1], got '{}'", *v));
+        d.throw_if_any();
+      }
+      tw.line(2, key, *v, src(f));
+    } else {
+      tw.line(2, key, "0.1", std::string("no --") + f + ": Megatron's default");
+    }
+  }
+  const bool cef = fl.on("cross-entropy-loss-fusion");
+  tw.line(2, "cross_entropy_fusion", cef ? "true" : "false",
+          cef ? "--cross-entropy-loss-fusion" : "no --cross-entropy-loss-fusion (Megatron's default: unfused)");
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
   if (fl.on("grad-reduce-in-bf16"))
