@@ -668,9 +668,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   if (moe) tw.line(4, "ep", std::to_string(ep), ixd("expert") + " (ici x dcn)");
   tw.line(4, "dp", std::to_string(dp),
           fmt::format("{} · {} · {} · {} (ici x dcn)", ixd("data"), ixd("fsdp"), ixd("fsdp_transpose"), ixd("expert")));
-  std::string sharding = fsdp > 1 ? "fsdp" : "none";
+  // shard_optimizer_over_data (base.yml: "Enable ZeRO-1 optimizer sharding over data axis"): the optimizer state
+  // sharded over the data axis, weights and gradients not; racksim's zero1.
+  const bool zero1 = c.boolean("shard_optimizer_over_data", false) && fsdp == 1 && dp > 1;
+  std::string sharding = fsdp > 1 ? "fsdp" : zero1 ? "zero1" : "none";
   tw.line(2, "optimizer_sharding", sharding,
           fsdp > 1 ? fmt::format("fsdp x fsdp_transpose = {}: weights, gradients and optimizer state sharded", fsdp)
+          : zero1  ? c.src("shard_optimizer_over_data") + ": ZeRO-1, optimizer state sharded over the data axis"
                    : "no fsdp axis: every data-parallel rank holds the whole state");
   if (fsdp > 1 && (data > 1 || expert > 1))
     warn(fmt::format("fsdp {} with data {} / expert {}: MaxText shards the state over the fsdp axes only (replicated "
