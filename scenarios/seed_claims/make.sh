@@ -13,12 +13,17 @@ D=scenarios/seed_claims
 T=tests/data/maxtext
 L70=$T/gpu/models/llama3_70b.yml
 L7=$T/gpu/models/llama2_7b.yml
+# The XLA_FLAGS of MaxText's GPU recipes that decide which collectives XLA's collective pipeliner moves across scan
+# iterations: src/maxtext/configs/gpu/a3/llama_3.1_405b/128vm.sh (maxtext@5505348a) and gpu/a3/llama_2_7b/1vm.sh
+# (maxtext@23be6e4f) both set all three (JAX-Toolbox's MaxText/Axlearn scripts set the same); the rest of those
+# flags (combine thresholds, command buffers, dumps) are not read by racksim import maxtext.
+XLA="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true --xla_gpu_enable_while_loop_double_buffering=true"
 NVL8='overrides: {scale_up.domain_size: 8, scale_up.bandwidth_per_direction: 450 GB/s}'
 
 imp() {  # imp NAME SYSTEM GPUS CONFIG [overrides...]
   local name=$1 sys=$2 gpus=$3 cfg=$4; shift 4
   local tmp; tmp=$(mktemp)
-  "$R" -q import maxtext "$cfg" "$@" --system "$sys" --gpus "$gpus" --name "$name" --out "$tmp"
+  "$R" -q import maxtext "$cfg" "$@" --system "$sys" --gpus "$gpus" --name "$name" --xla-flags "$XLA" --out "$tmp"
   cat "$D/headers/$name.txt" "$tmp" > "$D/$name.yaml"
   rm -f "$tmp"
 }
