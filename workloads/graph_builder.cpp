@@ -1450,7 +1450,17 @@ class Builder {
     return 0;
   }
 
-  TensorId fsdp_gather(int l) { return fsdp_gather_params(dense_weights(l), expert_weights(l)); }
+  TensorId fsdp_gather(int l) {
+    in_loop_gather_ = true;
+    const TensorId buf = fsdp_gather_params(dense_weights(l), expert_weights(l));
+    in_loop_gather_ = false;
+    return buf;
+  }
+  // JAX with scanned layers: a layer's gather is inside its iteration of XLA's while loop, unless the
+  // collective pipeliner moved it into the previous iteration (--xla_gpu_enable_pipelined_all_gather:
+  // kBackward pipelining, xla/service/collective_pipeliner.h; the first layer's is peeled before the loop).
+  bool in_loop_gather_ = false;
+  bool scanned_loop() const { return jax_ && t_.scan_layers; }
   // One layer of prefetch: the gather for the next layer may start when the current layer's
   // compute starts.
   std::optional<OpId> fsdp_prev_start_;
@@ -1462,17 +1472,26 @@ class Builder {
     const double dense_bytes = dense_params * pr_.param_gather_bytes;  // the gathered (full) weights
     const double expert_bytes = expert_params * pr_.param_gather_bytes;
     std::vector<OpId> deps;
-    if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+    const bool own_iteration = in_loop_gather_ && scanned_loop() && !t_.xla_pipelined.all_gather;
+    // In its own iteration the gather starts when the previous iteration has ended: its last op and
+    // (through pending_deps_) the collectives that iteration waits for. Pipelined, it is issued at the
+    // start of the previous iteration (which already waited for those), so it does not wait for them.
+    std::vector<OpId> held;
+    if (own_iteration) deps.push_back(last());
+    else if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+    if (in_loop_gather_ && scanned_loop() && t_.xla_pipelined.all_gather) held.swap(pending_deps_);
     // The next compute op starts this layer: the gather after this one may begin with it.
     fsdp_mark_next_ = true;
     const TensorId buf = g_.tensor(named("fsdp.params"), MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
     const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
-    pending_deps_.push_back(ag);
+    std::vector<OpId> gathers{ag};
     if (expert_bytes > 0)
-      pending_deps_.push_back(
+      gathers.push_back(
           collective("fsdp.param_all_gather.experts", CollOp::all_gather, CommGroup::edp, expert_bytes, deps));
+    pending_deps_.insert(pending_deps_.end(), held.begin(), held.end());  // the layer's compute still waits for them
+    pending_deps_.insert(pending_deps_.end(), gathers.begin(), gathers.end());
     return buf;
   }
 
@@ -1512,6 +1531,7 @@ class Builder {
       layer_backward(l);
       if (last_micro_for_sync()) grad_sync("grad", dense_weights(l), expert_weights(l), true);
     }
+    carried_grads_.clear();  // the last iteration's pipelined collectives, peeled after the loop
     prefix_micro_vstage(v);
     phase_ = Phase::backward;
     if (v == 0) {
@@ -1696,9 +1716,21 @@ class Builder {
     // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
     // when all its work, its gradient collectives too, has finished: the next layer waits for them.
     // (The head's and the embedding's are reduced outside the loop.)
-    if (jax_ && t_.scan_layers && in_layer_loop)
-      for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
+    // With the collective pipeliner (--xla_gpu_enable_pipelined_reduce_scatter / _all_reduce: kForward
+    // pipelining, xla/service/collective_pipeliner.h) the collective moves into the next iteration, where
+    // it runs beside the next layer's work: the iteration after that waits for it, and the last layer's is
+    // peeled after the loop (only the optimizer waits for it).
+    if (jax_ && t_.scan_layers && in_layer_loop) {
+      const bool pipelined = op == CollOp::all_reduce ? t_.xla_pipelined.all_reduce : t_.xla_pipelined.reduce_scatter;
+      if (pipelined) {
+        pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
+        carried_grads_.assign(grad_ops_.begin() + static_cast<std::ptrdiff_t>(first), grad_ops_.end());
+      } else {
+        for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
+      }
+    }
   }
+  std::vector<OpId> carried_grads_;  // pipelined gradient collectives of the previous iteration
   std::vector<OpId> grad_ops_;
   struct DeferredGrad {
     Name prefix;  // where it was deferred: its name keeps that prefix

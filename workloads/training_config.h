@@ -121,6 +121,16 @@ struct TrainingConfig {
   bool tp_comm_overlap = false;
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
+  // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
+  // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the
+  // previous iteration, its reduce-scatter / all-reduce into the next (xla/service/collective_pipeliner.h).
+  // Default: XLA's own defaults (openxla/xla@00ccad5d xla/debug_options_flags.cc: reduce-scatter only), what
+  // the measured H200 runs used (XLA_FLAGS empty); MaxText's and JAX-Toolbox's GPU recipes set all three.
+  struct XlaPipelined {
+    bool all_gather = false, reduce_scatter = true, all_reduce = false;
+    bool operator==(const XlaPipelined&) const = default;
+  };
+  XlaPipelined xla_pipelined;
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
   MoeOptions moe;
   PipelineLayout pipeline;

@@ -267,6 +267,25 @@ Scenario parse_scenario(Node root) {
     set_if(r.choice<Framework>("framework", {{"megatron", Framework::megatron}, {"jax", Framework::jax}}), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
     set_if(r.boolean("scan_layers"), t.scan_layers);
+    if (auto xp = r.get("xla_pipelined_collectives")) {
+      // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
+      auto& x = t.xla_pipelined;
+      if (xp->yaml().IsSequence()) {
+        x = {false, false, false};
+        static const std::vector<std::string> names = {"all_gather", "reduce_scatter", "all_reduce"};
+        for (std::size_t i = 0; i < xp->yaml().size(); ++i) {
+          Node e = xp->element(i);
+          auto s = e.as_string();
+          if (!s) continue;
+          if (*s == "all_gather") x.all_gather = true;
+          else if (*s == "reduce_scatter") x.reduce_scatter = true;
+          else if (*s == "all_reduce") x.all_reduce = true;
+          else e.error(MapReader::unknown_choice_message(*s, names));
+        }
+      } else if (auto b = r.boolean("xla_pipelined_collectives")) {
+        x = {*b, *b, *b};
+      }
+    }
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
@@ -512,6 +531,12 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
+  if (!(t.xla_pipelined == TrainingConfig::XlaPipelined{})) {  // (only when not XLA's default: reports stay as they were)
+    auto& l = training["xla_pipelined_collectives"] = nlohmann::json::array();
+    if (t.xla_pipelined.all_gather) l.push_back("all_gather");
+    if (t.xla_pipelined.reduce_scatter) l.push_back("reduce_scatter");
+    if (t.xla_pipelined.all_reduce) l.push_back("all_reduce");
+  }
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();

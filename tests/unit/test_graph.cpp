@@ -114,3 +114,45 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
   EXPECT_GT(dp, 0);
   EXPECT_EQ(ds, 0);
 }
+
+// XLA's collective pipeliner on a scanned FSDP step (xla/service/collective_pipeliner.h): without it each
+// layer's all-gather runs in its own loop iteration before the layer's compute, so every forward gather is
+// exposed; with it (MaxText's GPU recipes: --xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce})
+// a layer's gather runs beside the previous layer and its gradient reduce-scatter beside the next, so what
+// stays exposed is at most the first layer's gather, the last layer's reduce-scatter and the collectives
+// outside the loop (embedding, head).
+TEST(Graph, JaxPipelinedCollectivesHideScannedFsdpLayers) {
+  const std::string base =
+      "system: {preset: h200-sxm, gpus: 8}\n"
+      "model: {layers: 8, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32768, ffn: swiglu}\n"
+      "training: {seq_len: 4096, global_batch: 16, micro_batch: 2, parallelism: {dp: 8}, optimizer_sharding: fsdp,\n"
+      "           recompute: none, attention: flash, framework: jax, scan_layers: true, xla_pipelined_collectives: ";
+  const auto off = sim::simulate(sim::load_scenario_text(base + "false}\n", "off.yaml"));
+  const auto on = sim::simulate(sim::load_scenario_text(base + "true}\n", "on.yaml"));
+  auto dur = [](const sim::RunResult& r, OpId i) { return r.replay.ops[i].end_s - r.replay.ops[i].start_s; };
+  double fwd_layer_gathers_off = 0;
+  for (OpId i = 0; i < off.graph.ops.size(); ++i) {
+    const auto n = off.graph.op_name(i);
+    if (off.graph.ops[i].phase == Phase::forward && n.find(".L") != std::string::npos &&
+        n.ends_with("fsdp.param_all_gather"))
+      fwd_layer_gathers_off += dur(off, i);
+  }
+  double max_layer_gather = 0, max_layer_rs = 0, outside_loop = 0;
+  for (OpId i = 0; i < on.graph.ops.size(); ++i) {
+    if (on.graph.ops[i].kind != OpKind::collective) continue;
+    const auto n = on.graph.op_name(i);
+    const bool layer = n.find(".L") != std::string::npos;
+    if (layer && n.ends_with("fsdp.param_all_gather")) max_layer_gather = std::max(max_layer_gather, dur(on, i));
+    else if (layer && n.ends_with("reduce_scatter")) max_layer_rs = std::max(max_layer_rs, dur(on, i));
+    else outside_loop += dur(on, i);
+  }
+  const double exposed_off = off.report["breakdown_s"]["exposed_communication"].get<double>();
+  const double exposed_on = on.report["breakdown_s"]["exposed_communication"].get<double>();
+  ASSERT_GT(fwd_layer_gathers_off, 0.0);
+  // Unpipelined: every forward layer waits for its own gather, which runs alone.
+  EXPECT_GE(exposed_off, 0.99 * fwd_layer_gathers_off);
+  // Pipelined: the first layer's gather, the last layer's reduce-scatter and the embedding's and head's.
+  EXPECT_LE(exposed_on, max_layer_gather + max_layer_rs + outside_loop + 1e-9);
+  EXPECT_LT(exposed_on, 0.5 * exposed_off);
+  EXPECT_LT(on.report["step_time_s"].get<double>(), off.report["step_time_s"].get<double>());
+}

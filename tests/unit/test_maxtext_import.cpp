@@ -203,6 +203,15 @@ TEST(MaxTextImport, MeshFillsAndBatchArithmetic) {
   EXPECT_EQ(sc.training.global_batch, 64);
   EXPECT_EQ(sc.training.micro_batch, 2);
   EXPECT_EQ(sc.training.micro_steps(), 4);
+  // shard_optimizer_over_data (MaxText's ZeRO-1) with a data axis and no fsdp axis: zero1; with an fsdp axis, fsdp.
+  sc = load(import({"model_name=llama3-8b", "per_device_batch_size=1", "ici_fsdp_parallelism=1",
+                    "ici_data_parallelism=8", "shard_optimizer_over_data=true"}));
+  EXPECT_EQ(sc.training.optimizer_sharding, workloads::OptimizerSharding::zero1);
+  sc = load(import({"model_name=llama3-8b", "per_device_batch_size=1", "ici_fsdp_parallelism=1", "ici_data_parallelism=8"}));
+  EXPECT_EQ(sc.training.optimizer_sharding, workloads::OptimizerSharding::none);
+  sc = load(import({"model_name=llama3-8b", "per_device_batch_size=1", "ici_fsdp_parallelism=8",
+                    "shard_optimizer_over_data=true"}));
+  EXPECT_EQ(sc.training.optimizer_sharding, workloads::OptimizerSharding::fsdp);
   // Pipeline: 32 layers / (4 stages x 2 per stage) = 4 repeats (vp); 8 microbatches.
   sc = load(import({"model_name=llama3-8b", "per_device_batch_size=8", "ici_pipeline_parallelism=4",
                     "ici_fsdp_parallelism=2", "num_layers_per_pipeline_stage=2", "num_pipeline_microbatches=8"}));

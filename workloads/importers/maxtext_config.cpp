@@ -668,9 +668,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   if (moe) tw.line(4, "ep", std::to_string(ep), ixd("expert") + " (ici x dcn)");
   tw.line(4, "dp", std::to_string(dp),
           fmt::format("{} · {} · {} · {} (ici x dcn)", ixd("data"), ixd("fsdp"), ixd("fsdp_transpose"), ixd("expert")));
-  std::string sharding = fsdp > 1 ? "fsdp" : "none";
+  // shard_optimizer_over_data (base.yml: "Enable ZeRO-1 optimizer sharding over data axis"): the optimizer state
+  // sharded over the data axis, weights and gradients not; racksim's zero1.
+  const bool zero1 = c.boolean("shard_optimizer_over_data", false) && fsdp == 1 && dp > 1;
+  std::string sharding = fsdp > 1 ? "fsdp" : zero1 ? "zero1" : "none";
   tw.line(2, "optimizer_sharding", sharding,
           fsdp > 1 ? fmt::format("fsdp x fsdp_transpose = {}: weights, gradients and optimizer state sharded", fsdp)
+          : zero1  ? c.src("shard_optimizer_over_data") + ": ZeRO-1, optimizer state sharded over the data axis"
                    : "no fsdp axis: every data-parallel rank holds the whole state");
   if (fsdp > 1 && (data > 1 || expert > 1))
     warn(fmt::format("fsdp {} with data {} / expert {}: MaxText shards the state over the fsdp axes only (replicated "
@@ -764,6 +768,47 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   }
   tw.line(2, "scan_layers", c.boolean("scan_layers", true) ? "true" : "false", c.src("scan_layers"));
   tw.line(2, "donate_state", "true", "MaxText donates the train state to the step (maxtext_utils: donate_argnums=0)");
+  {
+    // XLA's collective pipeliner: XLA's defaults (reduce-scatter only) unless the run's flags say otherwise.
+    bool ag = false, rs = true, ar = false, any = false;
+    std::string where;
+    auto read_flags = [&](const std::string& flags, const std::string& src) {
+      std::istringstream in(flags);
+      for (std::string tok; in >> tok;) {
+        while (!tok.empty() && (tok.back() == '"' || tok.back() == '\'')) tok.pop_back();
+        while (!tok.empty() && (tok.front() == '"' || tok.front() == '\'')) tok.erase(0, 1);
+        const auto eq = tok.find('=');
+        const std::string key = tok.substr(0, eq);
+        const std::string val = eq == std::string::npos ? "true" : tok.substr(eq + 1);
+        const bool on = val == "true" || val == "True" || val == "1";
+        bool* which[3] = {nullptr, nullptr, nullptr};
+        if (key == "--xla_gpu_enable_pipelined_all_gather") which[0] = &ag;
+        else if (key == "--xla_gpu_enable_pipelined_reduce_scatter") which[0] = &rs;
+        else if (key == "--xla_gpu_enable_pipelined_all_reduce") which[0] = &ar;
+        else if (key == "--xla_gpu_enable_pipelined_collectives") which[0] = &ag, which[1] = &rs, which[2] = &ar;
+        else continue;
+        for (bool* w : which)
+          if (w) *w = on;
+        any = true;
+        if (where.find(src) == std::string::npos) where += (where.empty() ? "" : ", ") + src;
+      }
+    };
+    read_flags(opt.xla_flags, "XLA_FLAGS");
+    if (c.e.count("compile_xla_flags")) read_flags(c.str("compile_xla_flags"), c.src("compile_xla_flags"));
+    if (any && !(ag == false && rs == true && ar == false)) {
+      std::string v;
+      if (ag && rs && ar) v = "true";
+      else if (!ag && !rs && !ar) v = "false";
+      else {
+        std::vector<std::string> l;
+        if (ag) l.push_back("all_gather");
+        if (rs) l.push_back("reduce_scatter");
+        if (ar) l.push_back("all_reduce");
+        v = "[" + join(l, ", ") + "]";
+      }
+      tw.line(2, "xla_pipelined_collectives", v, where + ": --xla_gpu_enable_pipelined_*");
+    }
+  }
   tw.line(2, "cuda_graphs", "true",
           "XLA's default command buffers (MaxText's GPU scripts turn them off with --xla_gpu_enable_command_buffer=''; "
           "XLA_FLAGS are not in the config)");

@@ -25,6 +25,9 @@ struct MaxTextOptions {
   int domain_size = 8;              // GPUs in one NVLink domain of `system`: what an ICI -1 fills without --gpus
   int gpus = 0;                     // total GPUs; 0: from the mesh axes (and num_slices)
   std::string name;                 // scenario name; empty: run_name, else model_name, else the file's stem
+  // The run's XLA_FLAGS (MaxText's GPU scripts set them in the environment, not the config): the
+  // --xla_gpu_enable_pipelined_* flags are read, with the config's compile_xla_flags after them.
+  std::string xla_flags;
 };
 
 struct MaxTextImport {
