@@ -374,6 +374,8 @@ void FlowNetwork::solve_components() {
     }
   }
 
+  // A finished flow's resources with no other flow on them: nothing to solve.
+  if (comp_flows_.empty()) return;
   if (comp_flows_.size() == 1) {
     // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
     // coefficient -- what the filling below finds, with the same tie rule (a resource before the
