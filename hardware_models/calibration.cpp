@@ -714,10 +714,46 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   spec.calibration = std::move(c);
 }
 
+namespace {
+
+// device.base_preset of a calibration file read from its top-level `device:` block alone, as
+// `racksim calibrate fit` writes it; nullopt when that block cannot be read this way (the full load
+// then decides). Parsing the whole file costs about 250 M instructions (yaml-cpp), and a scenario of
+// another preset (every H100 or GB200 one) needs no more than this one line of it.
+std::optional<std::string> written_base_preset(const std::string& path) {
+  std::string text;
+  try {
+    text = input::read_file_bounded(path, input::limits::kMaxYamlFileBytes, "a YAML file", input::Binary::stop);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::size_t start = text.rfind("device:", 0) == 0 ? 0 : text.find("\ndevice:");
+  if (start == std::string::npos) return std::nullopt;
+  if (start > 0) ++start;
+  if (text.find("\ndevice:", start) != std::string::npos) return std::nullopt;  // twice: the full load reports it
+  // The block runs until the next line that starts in column 0 with something other than a comment.
+  std::size_t end = text.find('\n', start);
+  while (end != std::string::npos && end + 1 < text.size() &&
+         (text[end + 1] == ' ' || text[end + 1] == '\n' || text[end + 1] == '#'))
+    end = text.find('\n', end + 1);
+  try {
+    const YAML::Node block = YAML::Load(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    const YAML::Node base = block["device"]["base_preset"];
+    if (base.IsScalar()) return base.Scalar();
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> default_calibration_for(const std::string& preset,
                                                    const std::shared_ptr<input::LoadContext>& ctx) {
   if (preset.empty()) return std::nullopt;
   for (const auto& name : list_calibrations()) {
+    // One fitted against another preset is not loaded (nor, then, checked).
+    if (const auto written = written_base_preset(calibrated_dir() + "/" + name + ".yaml"); written && *written != preset)
+      continue;
     auto cal = load_calibration(name, nullptr, ctx);
     if (cal && cal->base_preset == preset) return name;
   }

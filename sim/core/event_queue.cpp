@@ -54,11 +54,9 @@ bool EventQueue::cancel(Handle h) {
   return true;
 }
 
-void EventQueue::pop_cancelled() {
-  while (!heap_.empty() && !live(heap_.front())) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    heap_.pop_back();
-  }
+void EventQueue::pop_top() {
+  std::pop_heap(heap_.begin(), heap_.end(), Later{});
+  heap_.pop_back();
 }
 
 void EventQueue::compact_if_sparse() {
@@ -88,14 +86,6 @@ bool EventQueue::step() {
 void EventQueue::run() {
   while (step()) {
   }
-}
-
-bool EventQueue::peek(SimTime& at, uint64_t& seq) {
-  pop_cancelled();
-  if (heap_.empty()) return false;
-  at = heap_.front().at;
-  seq = heap_.front().seq;
-  return true;
 }
 
 SimTime EventQueue::next_time() {

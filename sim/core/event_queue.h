@@ -55,7 +55,14 @@ class EventQueue {
   // sequence number an event scheduled now would get, consumed as if it had been scheduled; and the
   // next pending event's time and sequence (false if none). Events order by (time, sequence).
   uint64_t reserve_seq() { return next_seq_++; }
-  bool peek(SimTime& at, uint64_t& seq);
+  // Inline: a replay asks once per event it runs.
+  bool peek(SimTime& at, uint64_t& seq) {
+    pop_cancelled();
+    if (heap_.empty()) return false;
+    at = heap_.front().at;
+    seq = heap_.front().seq;
+    return true;
+  }
   uint64_t events_processed() const { return processed_; }
 
  private:
@@ -71,7 +78,11 @@ class EventQueue {
     }
   };
 
-  void pop_cancelled();    // drop cancelled entries from the top of the heap
+  // Drops cancelled entries from the top of the heap (inline: none, almost always).
+  void pop_cancelled() {
+    while (!heap_.empty() && !live(heap_.front())) pop_top();
+  }
+  void pop_top();
   void compact_if_sparse();
 
   bool live(const Entry& e) const { return slot_seq_[e.slot] == e.seq; }

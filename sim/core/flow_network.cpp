@@ -94,7 +94,7 @@ FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t co
   bool any = false;
   for (std::size_t i = 0; i < count; ++i) {
     const Use& u = path[i];
-    resource(u.resource);  // validates the id
+    if (u.resource >= resources_.size()) resource(u.resource);  // throws for an unknown id
     if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
       throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
                                               names_[u.resource], u.coefficient));
@@ -223,14 +223,6 @@ double FlowNetwork::utilization(ResourceId r) const {
   return used / res.capacity;
 }
 
-void FlowNetwork::mark_dirty(ResourceId r) {
-  Resource& res = resources_[r];
-  if (!res.dirty) {
-    res.dirty = true;
-    dirty_.push_back(r);
-  }
-}
-
 void FlowNetwork::attach(Slot slot) {
   Flow& f = flows_[slot];
   for (uint32_t i = 0; i < f.path.size(); ++i) {
@@ -268,11 +260,6 @@ void FlowNetwork::drop_completion(Flow& f) {
   if (!f.in_completions) return;
   f.in_completions = false;  // its heap entry is now stale
   --live_completions_;
-}
-
-bool FlowNetwork::valid(const Completion& c) const {
-  const Flow& f = flows_[c.slot];
-  return f.id == c.id && f.in_completions && f.completion_version == c.version;
 }
 
 const FlowNetwork::Completion* FlowNetwork::earliest_completion() {
@@ -374,6 +361,8 @@ void FlowNetwork::solve_components() {
     }
   }
 
+  // A finished flow's resources with no other flow on them: nothing to solve.
+  if (comp_flows_.empty()) return;
   if (comp_flows_.size() == 1) {
     // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
     // coefficient -- what the filling below finds, with the same tie rule (a resource before the

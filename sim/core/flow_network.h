@@ -156,11 +156,20 @@ class FlowNetwork {
   void release(Slot s);
   void attach(Slot s);
   void detach(Slot s);
-  void mark_dirty(ResourceId r);
+  void mark_dirty(ResourceId r) {  // in the header: called per path entry of every start and end
+    Resource& res = resources_[r];
+    if (!res.dirty) {
+      res.dirty = true;
+      dirty_.push_back(r);
+    }
+  }
   void advance(Flow& f);            // bring remaining up to now() at the current rate
   void update_completion(Slot s);   // recompute the completion key from remaining and rate
   void drop_completion(Flow& f);
-  bool valid(const Completion& c) const;
+  bool valid(const Completion& c) const {
+    const Flow& f = flows_[c.slot];
+    return f.id == c.id && f.in_completions && f.completion_version == c.version;
+  }
   const Completion* earliest_completion();  // the earliest valid entry, dropping stale ones
   void settle();                    // re-solve dirty components, then reschedule
   void settle_if_dirty() const;     // for queries: solve any deferred change first

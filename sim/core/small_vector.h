@@ -127,7 +127,9 @@ class SmallVec {
       o.heap_ = nullptr;
     } else {
       heap_ = nullptr;
-      std::memcpy(inline_, o.inline_, size_ * sizeof(T));
+      // The whole buffer: a copy of fixed size is a few moves, where one of size_ elements was a
+      // call to memcpy (an op's move, three of these, cost more than building the op).
+      std::memcpy(inline_, o.inline_, sizeof(inline_));
     }
     o.size_ = 0;
   }
@@ -135,7 +137,7 @@ class SmallVec {
   T* heap_ = nullptr;
   uint32_t size_ = 0;
   uint32_t cap_ = 0;
-  T inline_[N];
+  T inline_[N]{};
 };
 
 }  // namespace racksim

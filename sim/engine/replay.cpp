@@ -239,30 +239,19 @@ class Replayer {
     std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(ranks);
     if (ranks == 1) per_rank[0].reserve(g_.ops.size());
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), &per_rank[r]);
-    if (per_rank.size() == 1) {
-      launches_ = std::move(per_rank[0]);
-    } else {
-      launches_.clear();
-      launches_.reserve(g_.ops.size());
-      using Head = std::pair<std::pair<int64_t, OpId>, std::size_t>;  // (time, op), rank
-      std::vector<Head> heads;
-      std::vector<std::size_t> pos(per_rank.size(), 0);
-      for (std::size_t r = 0; r < per_rank.size(); ++r)
-        if (!per_rank[r].empty()) heads.push_back({per_rank[r][0], r});
-      auto later = [](const Head& a, const Head& b) { return a.first > b.first; };
-      std::make_heap(heads.begin(), heads.end(), later);
-      while (!heads.empty()) {
-        std::pop_heap(heads.begin(), heads.end(), later);
-        const Head h = heads.back();
-        heads.pop_back();
-        launches_.push_back(h.first);
-        const std::size_t r = h.second;
-        if (++pos[r] < per_rank[r].size()) {
-          heads.push_back({per_rank[r][pos[r]], r});
-          std::push_heap(heads.begin(), heads.end(), later);
-        }
+    // The ranks' lists merged pairwise (log2(ranks) linear passes; a heap of heads cost about 160
+    // instructions per op with 16 ranks). (time, op) pairs are distinct: one merged order.
+    while (per_rank.size() > 1) {
+      std::vector<std::vector<std::pair<int64_t, OpId>>> next((per_rank.size() + 1) / 2);
+      for (std::size_t k = 0; k + 1 < per_rank.size(); k += 2) {
+        auto& out = next[k / 2];
+        out.resize(per_rank[k].size() + per_rank[k + 1].size());
+        std::merge(per_rank[k].begin(), per_rank[k].end(), per_rank[k + 1].begin(), per_rank[k + 1].end(), out.begin());
       }
+      if (per_rank.size() % 2 == 1) next.back() = std::move(per_rank.back());
+      per_rank = std::move(next);
     }
+    launches_ = std::move(per_rank[0]);
     next_launch_ = 0;
   }
   // Issues the rank's ops from its cursor until one waits for an op that has not finished: into
