@@ -14,7 +14,7 @@
 #include "sim/input/diagnostics.h"
 #include "sim/input/files.h"
 #include "sim/input/yaml_reader.h"
-#include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/workflow/util.h"
 
 namespace racksim::workflow {

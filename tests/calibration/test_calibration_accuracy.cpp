@@ -17,6 +17,7 @@
 #include "hardware_models/system_preset.h"
 #include "sim/input/diagnostics.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "tests/unit/preset_util.h"

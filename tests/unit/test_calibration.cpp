@@ -20,6 +20,7 @@
 #include "sim/cli/cli.h"
 #include "sim/input/diagnostics.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "tests/unit/preset_util.h"
@@ -190,7 +191,7 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   std::printf("m1_full step time: uncalibrated %.4f s, calibrated %.4f s, measured 0.4016 s\n", t_off, t_on);
   EXPECT_GT(t_on, t_off * 1.03);
   EXPECT_LT(std::fabs(t_on - 0.4016), std::fabs(t_off - 0.4016));
-  const auto& spec = on.scenario.system.spec;
+  const auto& spec = on.job.system.spec;
   ASSERT_TRUE(spec.calibration);
   EXPECT_TRUE(spec.calibration->same_device);
   EXPECT_TRUE(spec.calibration->applied_hbm && spec.calibration->applied_host && spec.calibration->applied_launch);
@@ -204,8 +205,8 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   EXPECT_FALSE(spec.calibration->warnings.empty());
   for (const auto& w : spec.calibration->warnings) std::printf("warning: %s\n", w.c_str());
   // Uncalibrated, nothing changed.
-  EXPECT_FALSE(off.scenario.system.spec.calibration);
-  EXPECT_DOUBLE_EQ(off.scenario.system.spec.gpu.hbm_efficiency, 0.88);
+  EXPECT_FALSE(off.job.system.spec.calibration);
+  EXPECT_DOUBLE_EQ(off.job.system.spec.gpu.hbm_efficiency, 0.88);
 }
 
 TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
@@ -235,13 +236,13 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
     return sim::simulate(sim::load_scenario(quick, sets));
   };
   const auto dflt = with("h200-sxm", ""), named = with("h200-sxm", "h200"), none = with("h200-sxm", "none");
-  ASSERT_TRUE(dflt.scenario.system.spec.calibration);
-  EXPECT_EQ(dflt.scenario.system.spec.calibration->name, "h200");
-  EXPECT_EQ(dflt.scenario.system.calibration_source, "default");
-  EXPECT_EQ(named.scenario.system.calibration_source, "scenario");
-  EXPECT_EQ(none.scenario.system.calibration_source, "none");
-  EXPECT_FALSE(none.scenario.system.spec.calibration);
-  EXPECT_FALSE(none.scenario.system.calibration);
+  ASSERT_TRUE(dflt.job.system.spec.calibration);
+  EXPECT_EQ(dflt.job.system.spec.calibration->name, "h200");
+  EXPECT_EQ(dflt.job.system.calibration_source, "default");
+  EXPECT_EQ(named.job.system.calibration_source, "scenario");
+  EXPECT_EQ(none.job.system.calibration_source, "none");
+  EXPECT_FALSE(none.job.system.spec.calibration);
+  EXPECT_FALSE(none.job.system.calibration);
   for (const char* k : {"step_time_s", "mfu", "tokens_per_s_per_gpu", "peak_memory_bytes"})
     EXPECT_EQ(dflt.report[k], named.report[k]) << k;
   EXPECT_EQ(dflt.report["breakdown_s"], named.report["breakdown_s"]);
@@ -262,8 +263,8 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
   EXPECT_TRUE(warned);
   // h100-sxm: no calibration fitted against it, so nothing applies by default.
   const auto h100 = with("h100-sxm", ""), h100_none = with("h100-sxm", "none");
-  EXPECT_FALSE(h100.scenario.system.spec.calibration);
-  EXPECT_EQ(h100.scenario.system.calibration_source, "unavailable");
+  EXPECT_FALSE(h100.job.system.spec.calibration);
+  EXPECT_EQ(h100.job.system.calibration_source, "unavailable");
   for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes", "breakdown_s", "warnings"})
     EXPECT_EQ(h100.report[k], h100_none.report[k]) << k;
   EXPECT_FALSE(h100.report["scenario"]["system"].contains("calibration"));

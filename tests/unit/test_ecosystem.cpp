@@ -20,6 +20,7 @@
 #include "sim/input/diagnostics.h"
 #include "sim/input/yaml_reader.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "workloads/importers/hf_config.h"

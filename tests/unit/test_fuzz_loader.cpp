@@ -13,6 +13,7 @@
 #include "sim/core/units.h"
 #include "sim/input/diagnostics.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include <cmath>
 #include <iostream>
 #include "sim/scenario/scenario.h"

@@ -29,6 +29,7 @@
 #include "sim/input/files.h"
 #include "sim/input/yaml_reader.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/limits.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
@@ -573,7 +574,7 @@ TEST(InputLimitsSimulation, ReportValuesOutOfRangeAreErrorsNotNegativeNumbers) {
   const auto sc = sim::load_scenario(kQuick);
   auto res = sim::simulate(sc);
   res.replay.memory.peak_hbm_bytes = 1e19;  // llround would print -9223372036854775808
-  EXPECT_TRUE(contains(input_error([&] { sim::make_report(res.scenario, res.graph, res.replay); }),
+  EXPECT_TRUE(contains(input_error([&] { sim::make_report(res.job, res.replay, sim::StepInfo{}); }),
                        "the peak memory per GPU in bytes would be 1e+19, beyond what racksim reports"));
 }
 

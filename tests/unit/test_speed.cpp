@@ -19,6 +19,7 @@
 #include "sim/core/flow_network.h"
 #include "sim/core/small_vector.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
 #include "workloads/graph_builder.h"
