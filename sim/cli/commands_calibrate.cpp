@@ -7,6 +7,8 @@
 #include <fstream>
 #include <ostream>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "sim/cli/commands.h"
 #include "sim/input/diagnostics.h"
@@ -99,12 +101,12 @@ Registered register_calibrate(CLI::App& app) {
   rd->add_flag("--json", read->json, "print JSON");
   return {sub, [s, rd, read](std::ostream& out, std::ostream&) -> int {
             if (rd->parsed()) return static_cast<int>(cmd_calibrate_read(*read, out));
-            hw::FitOptions opt;
+            calib::FitOptions opt;
             opt.from_dirs = s->from;
             opt.base_preset = s->base;
-            opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
-            opt.xla_program = workloads::hlo::program_host_work();
-            const hw::Calibration c = hw::fit_calibration(opt);
+            opt.xla_kernel_cost = calib::hlo_kernel_cost();
+            opt.xla_program = calib::hlo_program_host_work();
+            const hw::Calibration c = calib::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
             input::write_file_checked(s->out, text, "--out");
             if (!s->quiet) {

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "workloads/hlo/hlo_cost.h"
 #include "hardware_models/collectives.h"
@@ -68,12 +70,12 @@ hw::SystemSpec preset(const std::string& name) { return racksim::testing::shippe
 
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
-  hw::FitOptions opt;
+  calib::FitOptions opt;
   opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn};
   opt.base_preset = "h200-sxm";
-  opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
-  opt.xla_program = workloads::hlo::program_host_work();
-  const std::string text = hw::write_calibration_yaml(hw::fit_calibration(opt));
+  opt.xla_kernel_cost = calib::hlo_kernel_cost();
+  opt.xla_program = calib::hlo_program_host_work();
+  const std::string text = hw::write_calibration_yaml(calib::fit_calibration(opt));
   EXPECT_EQ(text, slurp(kCommitted)) << "re-fit differs from hardware_models/calibrated/h200.yaml; run: racksim "
                                         "calibrate fit --from calibration/data/h200-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
@@ -83,7 +85,7 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
   opt.from_dirs = {kAttn, kNoCb, kXla, kPair, kGemm, kBench};
-  EXPECT_EQ(hw::write_calibration_yaml(hw::fit_calibration(opt)), text);
+  EXPECT_EQ(hw::write_calibration_yaml(calib::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
@@ -413,18 +415,18 @@ TEST(CalibLoad, CalibrationByPathRelativeToTheScenario) {
 
 TEST(CalibNccl, ParsesAndFitsSyntheticNcclTestsLogs) {
   const std::string dir = kSrc + "/tests/data/nccl-tests-synthetic";
-  auto log = hw::parse_nccl_tests_log(slurp(dir + "/all_reduce_perf_8gpu.log"), "all_reduce_perf_8gpu.log");
+  auto log = calib::parse_nccl_tests_log(slurp(dir + "/all_reduce_perf_8gpu.log"), "all_reduce_perf_8gpu.log");
   ASSERT_TRUE(log);
   EXPECT_EQ(log->op, "all_reduce");
   EXPECT_EQ(log->gpus, 8);
   EXPECT_EQ(log->rows.size(), 11u);
   EXPECT_DOUBLE_EQ(log->rows.back().bytes, 1073741824.0);
-  EXPECT_FALSE(hw::parse_nccl_tests_log(slurp(kBench + "/racksim-bench.log"), "racksim-bench.log"));
+  EXPECT_FALSE(calib::parse_nccl_tests_log(slurp(kBench + "/racksim-bench.log"), "racksim-bench.log"));
 
-  hw::FitOptions opt;
+  calib::FitOptions opt;
   opt.from_dirs = {dir};
   opt.base_preset = "h200-sxm";
-  const hw::Calibration c = hw::fit_calibration(opt);
+  const hw::Calibration c = calib::fit_calibration(opt);
   ASSERT_EQ(c.nccl.size(), 2u);
   const auto& ar = c.nccl[0];
   const auto& a2a = c.nccl[1];
@@ -458,14 +460,14 @@ TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
       "        1024           256     float    none      -1    10.00    0.10    0.05      0\n"
       "        4096          1024     float    none      -1    abc    0.40    0.20      0\n";
   try {
-    hw::parse_nccl_tests_log(text, "ag.log");
+    calib::parse_nccl_tests_log(text, "ag.log");
     FAIL();
   } catch (const input::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("ag.log:6:1: error: nccl-tests column 'time' is not a number: 'abc'"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("send_recv", 2), 1.0);
+  EXPECT_DOUBLE_EQ(calib::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(calib::nccl_busbw_factor("send_recv", 2), 1.0);
 }
 

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <streambuf>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
@@ -433,10 +435,10 @@ TEST(InputLimitsSweep, RowsStreamInPointOrderAndSurviveAnInterruption) {
 
 namespace {
 std::string fit_error(const std::string& dir) {
-  hw::FitOptions o;
+  calib::FitOptions o;
   o.from_dirs = {dir};
   o.base_preset = "h200-sxm";
-  return input_error([&] { hw::fit_calibration(o); });
+  return input_error([&] { calib::fit_calibration(o); });
 }
 std::string log_with(const std::function<std::string(const std::string&)>& edit_row, const std::string& header_edit = "") {
   std::ifstream f(kSrc + "/tests/data/nccl-tests-synthetic/all_reduce_perf_8gpu.log");
@@ -483,10 +485,10 @@ TEST(InputLimitsCalibration, FitRefusesUnusableData) {
   // Rows left out are counted in the notes, not dropped silently.
   int k = 0;
   const std::string d = dir_with("some", "all_reduce_perf.log", log_with([&](auto& r) { return ++k <= 2 ? set_col(r, 5, "0.00") : r; }));
-  hw::FitOptions o;
+  calib::FitOptions o;
   o.from_dirs = {d};
   o.base_preset = "h200-sxm";
-  const auto c = hw::fit_calibration(o);
+  const auto c = calib::fit_calibration(o);
   bool noted = false;
   for (const auto& n : c.notes) noted = noted || contains(n, "2 of 11 nccl-tests rows left out of the fit");
   EXPECT_TRUE(noted);

@@ -1,6 +1,5 @@
 #include "workloads/hlo/hlo_cost.h"
 
-#include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 
 #include <fmt/format.h>
@@ -852,37 +851,6 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   const double g = std::max(1, ci.group_size);
   ci.bytes = ci.op == "all_gather" ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
   return ci;
-}
-
-hw::XlaKernelCostFn profiled_kernel_cost() {
-  auto modules = std::make_shared<std::map<std::string, Module>>();
-  return [modules](const std::string& path, const std::string& kernel) -> std::optional<hw::XlaKernelCost> {
-    auto it = modules->find(path);
-    if (it == modules->end()) it = modules->emplace(path, load_hlo_file(path)).first;
-    const Module& m = it->second;
-    for (const auto& c : m.computations)
-      for (const auto& inst : c.instructions) {
-        if (inst.opcode != "fusion") continue;
-        std::string n = inst.name;
-        std::replace(n.begin(), n.end(), '.', '_');
-        if (n != kernel) continue;
-        CostModel cost(m);
-        const OpCost k = cost.cost(c, inst);
-        return hw::XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes};
-      }
-    return std::nullopt;
-  };
-}
-
-hw::XlaProgramFn program_host_work() {
-  return [](const std::string& path) -> std::optional<hw::XlaProgramHostWork> {
-    const ImportResult r = lower_module(load_hlo_file(path), LowerOptions{});
-    hw::XlaProgramHostWork w;
-    for (const auto& op : r.graph.ops) w.commands += op.host_commands;
-    w.executions = static_cast<int>(r.summary.command_buffer_executions);
-    w.rerecorded_refs = r.summary.rerecorded_buffer_refs;
-    return w;
-  };
 }
 
 }  // namespace racksim::workloads::hlo

@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "hardware_models/calibration.h"
 #include "hardware_models/system_spec.h"
 #include "workloads/hlo/hlo_module.h"
 
@@ -97,14 +96,6 @@ class CostModel {
 // Element-wise opcodes (unary, binary, ternary) and the transcendental subset.
 bool is_elementwise(const std::string& opcode);
 bool is_transcendental(const std::string& opcode);
-
-// For `racksim calibrate fit`: the importer's bytes and thread bytes of a kernel that a profile
-// of an XLA program names, found in the program's HLO file (instruction "fusion.20" runs as
-// kernel "fusion_20"). nullopt when no fusion has that name. Parses each file once.
-hw::XlaKernelCostFn profiled_kernel_cost();
-// Likewise, the host work of a whole program (lowered on one device): its commands, command-
-// buffer executions and the buffer references re-recorded per step.
-hw::XlaProgramFn program_host_work();
 
 // "{1,0}" -> {1, 0}; tolerant (non-numbers skipped).
 std::vector<int64_t> parse_int_list(const std::string& v);
