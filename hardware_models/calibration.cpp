@@ -111,7 +111,6 @@ const std::vector<std::pair<std::string, Architecture>> kArchs = {
 const std::vector<std::pair<std::string, HostLinkKind>> kLinks = {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
                                                                   {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
                                                                   {"nvlink_c2c", HostLinkKind::nvlink_c2c}};
-const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"};
 
 }  // namespace
 
@@ -330,9 +329,7 @@ Calibration parse_calibration(const Node& root) {
   }
   if (auto nc = top.get("nccl")) {
     read_rows(*nc, c.nccl, [&](MapReader& r, const Node& e, NcclFit& f) {
-      std::vector<std::pair<std::string, std::string>> ops;
-      for (const auto& o : kOps) ops.push_back({o, o});
-      set_if(r.choice<std::string>("op", ops, true), f.op);
+      set_if(r.choice<CollectiveOp>("op", sim::choices_in(kCollectiveOpNames), true), f.op);
       set_if(r.integer("gpus", true, 2, kMaxGpus), f.gpus);
       read_source(r, e, nsources, f.source);
       set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
@@ -845,7 +842,7 @@ std::string write_calibration_yaml(const Calibration& c) {
   } else {
     line("nccl:                    # t = latency + size / algbw (nccl-tests' size); busbw = algbw * nccl-tests' factor");
     for (const auto& f : c.nccl)
-      line(fmt::format("  - {{op: {}, gpus: {}, source: {}, latency: {}, algbw: {}, busbw: {}, fit: {}}}", f.op, f.gpus,
+      line(fmt::format("  - {{op: {}, gpus: {}, source: {}, latency: {}, algbw: {}, busbw: {}, fit: {}}}", to_string(f.op), f.gpus,
                        f.source, us(f.latency_s), gbps(f.algbw_Bps), gbps(f.busbw_Bps),
                        fit_map(f.points, f.rms_residual, f.max_abs_residual)));
   }

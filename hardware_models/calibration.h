@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
 #include "sim/input/yaml_reader.h"
 
@@ -77,7 +78,7 @@ struct ContentionPoint {
 // nccl-tests' (or racksim-bench's) collective timings for one op and GPU count:
 // t = latency + bytes / algbw (bytes as nccl-tests' `size` column); busbw = algbw * nccl-tests' factor.
 struct NcclFit {
-  std::string op;             // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv
+  CollectiveOp op = CollectiveOp::all_reduce;
   int gpus = 0;
   int source = 0;
   double latency_s = 0;

@@ -45,17 +45,6 @@ std::string to_string(CommGroup g) {
   }
   return "?";
 }
-std::string to_string(CollOp c) {
-  switch (c) {
-    case CollOp::all_reduce: return "all_reduce";
-    case CollOp::all_gather: return "all_gather";
-    case CollOp::reduce_scatter: return "reduce_scatter";
-    case CollOp::all_to_all: return "all_to_all";
-    case CollOp::broadcast: return "broadcast";
-    case CollOp::send_recv: return "send_recv";
-  }
-  return "?";
-}
 std::string to_string(MemCategory c) {
   switch (c) {
     case MemCategory::weights: return "weights";

@@ -887,12 +887,12 @@ Calibration fit_calibration(const FitOptions& opt) {
 
   // NCCL: one alpha-beta fit per source, op and GPU count.
   for (const auto& g : in.nccl) {
-    if (!collective_op_from_string(g.op))
-      fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
+    const auto op = collective_op_from_string(g.op);
+    if (!op) fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
     const BandwidthFit b = checked(g.pts, fmt::format("{} on {} GPUs", g.op, g.gpus),
                                    c.sources[static_cast<std::size_t>(g.source)].path);
     NcclFit f;
-    f.op = g.op;
+    f.op = *op;
     f.gpus = g.gpus;
     f.source = g.source;
     f.latency_s = b.latency_s;
@@ -904,7 +904,8 @@ Calibration fit_calibration(const FitOptions& opt) {
     c.nccl.push_back(f);
   }
   std::stable_sort(c.nccl.begin(), c.nccl.end(), [](const NcclFit& a, const NcclFit& b) {
-    return std::tie(a.op, a.gpus, a.source) < std::tie(b.op, b.gpus, b.source);
+    // By name, as the file lists them.
+    return std::make_tuple(to_string(a.op), a.gpus, a.source) < std::make_tuple(to_string(b.op), b.gpus, b.source);
   });
   if (c.nccl.empty()) c.notes.push_back("nccl: no multi-GPU collective measurements in the inputs");
   for (const auto& d : in.dropped) c.notes.push_back(d);

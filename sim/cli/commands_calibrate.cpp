@@ -49,7 +49,8 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
                        c.launch->eager_kernel_launch_s * 1e6, c.launch->graph_kernel_launch_s * 1e6,
                        c.launch->graph_launch_s * 1e6, c.launch->min_kernel_duration_s * 1e6);
   for (const auto& f : c.nccl)
-    out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n", f.op, f.gpus,
+    out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n",
+                       hw::to_string(f.op), f.gpus,
                        f.latency_s * 1e6, f.algbw_Bps / 1e9, f.busbw_Bps / 1e9, 100 * f.rms_residual);
   if (c.row_kernels) {
     const auto& f = *c.row_kernels;

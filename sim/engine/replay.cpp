@@ -26,18 +26,6 @@ namespace {
 // Communication streams whose collectives are paced beside compute: comm, comm_dp, comm_grad, comm_ep.
 constexpr std::size_t kPaceLanes = 4;
 
-hw::CollectiveOp to_hw(CollOp c) {
-  switch (c) {
-    case CollOp::all_reduce: return hw::CollectiveOp::all_reduce;
-    case CollOp::all_gather: return hw::CollectiveOp::all_gather;
-    case CollOp::reduce_scatter: return hw::CollectiveOp::reduce_scatter;
-    case CollOp::all_to_all: return hw::CollectiveOp::all_to_all;
-    case CollOp::broadcast: return hw::CollectiveOp::broadcast;
-    case CollOp::send_recv: return hw::CollectiveOp::send_recv;
-  }
-  return hw::CollectiveOp::all_reduce;
-}
-
 // The communicator of each group in the launcher's rank order. Megatron-Core lays dense layers out as
 // tp-cp-dp-pp and expert layers as etp-ep-edp-pp over the same ranks of a stage (parallel_state.py's
 // two rank generators), so an EP group is strided by etp and an expert-data-parallel group by etp·ep.
@@ -473,7 +461,7 @@ class Replayer {
         x.hierarchical = op.expert_hierarchical;
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {
-        cost = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
+        cost = hw::estimate_collective(sys_, op.coll, op.coll_bytes, place, opt);
       }
       cached = coll_cache_.emplace(key, CachedCost{cost, intern_label(hw::to_string(cost.algorithm) + "/" + cost.protocol),
                                                    intern_label(cost.bound_by)})

@@ -115,7 +115,7 @@ TEST(CalibNccl, MeasuredCollectivesReplaceTheModelOnTheSameDevice) {
   hw::apply_calibration(sys, *c);
   const hw::NcclFit* fit = nullptr;
   for (const auto& f : c->nccl)
-    if (f.op == "all_reduce" && f.gpus == 2) fit = &f;
+    if (f.op == hw::CollectiveOp::all_reduce && f.gpus == 2) fit = &f;
   ASSERT_NE(fit, nullptr);
   const auto g2 = hw::place_group(sys, 2, 1);
   const double bytes = 1073741824.0;
@@ -430,12 +430,12 @@ TEST(CalibNccl, ParsesAndFitsSyntheticNcclTestsLogs) {
   ASSERT_EQ(c.nccl.size(), 2u);
   const auto& ar = c.nccl[0];
   const auto& a2a = c.nccl[1];
-  EXPECT_EQ(ar.op, "all_reduce");
+  EXPECT_EQ(ar.op, hw::CollectiveOp::all_reduce);
   EXPECT_EQ(ar.gpus, 8);
   EXPECT_NEAR(ar.latency_s, 25e-6, 0.5e-6);
   EXPECT_NEAR(ar.algbw_Bps, 350e9, 350e9 * 0.01);
   EXPECT_NEAR(ar.busbw_Bps, ar.algbw_Bps * 2 * 7 / 8.0, 1);
-  EXPECT_EQ(a2a.op, "all_to_all");
+  EXPECT_EQ(a2a.op, hw::CollectiveOp::all_to_all);
   EXPECT_EQ(a2a.gpus, 4);
   EXPECT_NEAR(a2a.latency_s, 40e-6, 0.5e-6);
   EXPECT_NEAR(a2a.algbw_Bps, 120e9, 120e9 * 0.01);

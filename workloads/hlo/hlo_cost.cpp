@@ -810,12 +810,13 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
     if (op.size() > suffix.size() && op.ends_with(suffix)) op = op.substr(0, op.size() - suffix.size());
   double operand_bytes = 0;
   for (std::size_t k = 0; k < in->operands.size(); ++k) operand_bytes += operand_shape(*cc, *in, k).bytes();
-  if (op == "all-reduce") ci.op = "all_reduce";
-  else if (op == "all-gather") ci.op = "all_gather";
-  else if (op == "reduce-scatter") ci.op = "reduce_scatter";
-  else if (op == "all-to-all" || op == "ragged-all-to-all") ci.op = "all_to_all";
-  else if (op == "collective-permute" || op == "send" || op == "recv") ci.op = "send_recv";
-  else if (op == "collective-broadcast") ci.op = "broadcast";
+  using hw::CollectiveOp;
+  if (op == "all-reduce") ci.op = CollectiveOp::all_reduce;
+  else if (op == "all-gather") ci.op = CollectiveOp::all_gather;
+  else if (op == "reduce-scatter") ci.op = CollectiveOp::reduce_scatter;
+  else if (op == "all-to-all" || op == "ragged-all-to-all") ci.op = CollectiveOp::all_to_all;
+  else if (op == "collective-permute" || op == "send" || op == "recv") ci.op = CollectiveOp::send_recv;
+  else if (op == "collective-broadcast") ci.op = CollectiveOp::broadcast;
   else return ci;
   ci.is_collective = true;
   if (op == "ragged-all-to-all") operand_bytes = operand_shape(*cc, *in, 0).bytes();
@@ -849,7 +850,7 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   }
   ci.operand_bytes = operand_bytes;
   const double g = std::max(1, ci.group_size);
-  ci.bytes = ci.op == "all_gather" ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
+  ci.bytes = ci.op == hw::CollectiveOp::all_gather ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
   return ci;
 }
 

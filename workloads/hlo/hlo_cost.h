@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
 #include "workloads/hlo/hlo_module.h"
 
@@ -55,7 +56,7 @@ struct OpCost {
 // Collective description taken from the instruction.
 struct CollectiveInfo {
   bool is_collective = false;
-  std::string op;           // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast
+  hw::CollectiveOp op = hw::CollectiveOp::all_reduce;  // when is_collective
   double operand_bytes = 0; // what this rank contributes
   double bytes = 0;         // nccl-tests size: the full buffer (gathered size for all-gather)
   int group_size = 0;       // 0: every device (empty replica_groups)
