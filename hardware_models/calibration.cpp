@@ -15,10 +15,10 @@
 #include <sstream>
 
 #include "hardware_models/system_preset.h"
-#include "sim/input/files.h"
-#include "sim/core/text.h"
-#include "sim/input/file_cache.h"
-#include "sim/core/units.h"
+#include "input/files.h"
+#include "core/text.h"
+#include "input/file_cache.h"
+#include "core/units.h"
 
 namespace racksim::hw {
 

@@ -14,7 +14,7 @@
 
 #include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 
 namespace racksim::hw {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "sim/core/names.h"
+#include "core/names.h"
 
 namespace racksim::hw {
 

@@ -14,8 +14,8 @@
 
 #include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
-#include "sim/core/huge_page_allocator.h"
-#include "sim/core/small_vector.h"
+#include "core/huge_page_allocator.h"
+#include "core/small_vector.h"
 
 namespace racksim::workloads {
 

@@ -18,10 +18,10 @@
 #include "calibration/fit/nccl_tests.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/file_cache.h"
-#include "sim/input/files.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/file_cache.h"
+#include "input/files.h"
 
 namespace racksim::calib {
 

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "hardware_models/system_spec.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 
 namespace racksim::calib {
 

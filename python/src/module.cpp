@@ -13,9 +13,9 @@
 
 #include "sim/cli/collective.h"
 #include "sim/cli/commands.h"
-#include "sim/core/log.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"

@@ -10,9 +10,9 @@
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
 #include "hardware_models/topology.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
 
 namespace racksim::cli {

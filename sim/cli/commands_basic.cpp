@@ -11,9 +11,9 @@
 
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"

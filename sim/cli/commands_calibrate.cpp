@@ -11,8 +11,8 @@
 #include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::cli {

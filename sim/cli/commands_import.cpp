@@ -18,8 +18,8 @@
 
 #include "calibration/fit/nccl_tests.h"
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/scenario/scenario.h"
 #include "hardware_models/system_preset.h"
 #include "workloads/importers/hf_config.h"

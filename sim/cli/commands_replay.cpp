@@ -12,7 +12,7 @@
 
 #include "hardware_models/system_spec.h"
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 

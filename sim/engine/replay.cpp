@@ -14,8 +14,8 @@
 
 #include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
 
 namespace racksim::sim {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/core/huge_page_allocator.h"
+#include "core/huge_page_allocator.h"
 #include "sim/engine/job.h"
 #include "workloads/op_graph.h"
 

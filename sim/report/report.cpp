@@ -12,8 +12,8 @@
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 
 namespace racksim::sim {
 

@@ -1,7 +1,7 @@
 // The HLO importer's workload on the job `racksim replay` and validate's `replay:` cases name.
 #include <fmt/format.h>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/run/run.h"
 #include "workloads/hlo/hlo_import.h"
 

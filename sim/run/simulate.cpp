@@ -9,8 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "sim/core/time.h"
-#include "sim/input/diagnostics.h"
+#include "core/time.h"
+#include "input/diagnostics.h"
 #include "workloads/graph_builder.h"
 
 namespace racksim::sim {

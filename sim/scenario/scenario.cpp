@@ -9,9 +9,9 @@
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/yaml_reader.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/yaml_reader.h"
 #include "sim/scenario/limits.h"
 
 namespace racksim::sim {

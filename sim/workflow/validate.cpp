@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/run/run.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"

@@ -15,7 +15,7 @@
 #include "hardware_models/calibration.h"
 #include "hardware_models/compute_model.h"
 #include "hardware_models/system_preset.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"

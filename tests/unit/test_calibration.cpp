@@ -20,7 +20,7 @@
 #include "hardware_models/topology.h"
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"

@@ -17,8 +17,8 @@
 
 #include "calibration/fit/nccl_tests.h"
 #include "sim/cli/collective.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"

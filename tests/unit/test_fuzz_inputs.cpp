@@ -16,8 +16,8 @@
 #include "calibration/fit/calibration_fit.h"
 #include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/validate.h"
 

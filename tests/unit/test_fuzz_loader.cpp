@@ -10,8 +10,8 @@
 #include <random>
 #include <sstream>
 
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 #include <cmath>

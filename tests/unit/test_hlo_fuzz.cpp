@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "sim/run/run.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 

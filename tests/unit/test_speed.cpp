@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
-#include "sim/core/small_vector.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
+#include "core/small_vector.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"

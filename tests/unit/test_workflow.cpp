@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "sim/cli/cli.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/run/run.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <string_view>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::workloads::hlo {
