@@ -1,10 +1,8 @@
 #include "hardware_models/calibration.h"
-#include "hardware_models/nccl_tests.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,10 +15,10 @@
 #include <sstream>
 
 #include "hardware_models/system_preset.h"
-#include "sim/input/files.h"
-#include "sim/core/text.h"
-#include "sim/input/file_cache.h"
-#include "sim/core/units.h"
+#include "input/files.h"
+#include "core/text.h"
+#include "input/file_cache.h"
+#include "core/units.h"
 
 namespace racksim::hw {
 
@@ -30,23 +28,11 @@ using input::Node;
 using nlohmann::json;
 using sim::QuantityKind;
 
-namespace {
-
-constexpr const char* kFormat = "racksim-calibration/1";
-constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
-constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
-constexpr const char* kAttentionForm = "t = F / (P * e_max) * (1 + s0 / S)";
-constexpr const char* kXlaRuntimeForm = "exposed = program + command * commands + rerecord_ref * rerecorded_refs";
-// A measured GEMM whose operand + result bytes at the calibrated HBM rate take more than this
-// share of its time is HBM-bound: its time says little about the tensor cores, so it is left
-// out of the efficiency fit (it stays in the table, with the roofline's residual).
-constexpr double kHbmBoundShare = 0.5;
-
-// ---------------------------------------------------------------- formatting
+namespace calibration_text {
 
 // Plain decimal with `sig` significant digits, never exponent notation (so every number reads
 // back through the quantity parser), trailing zeros dropped.
-std::string num(double v, int sig = 6) {
+std::string num(double v, int sig) {
   if (v == 0 || !std::isfinite(v)) return "0";
   const int exp10 = static_cast<int>(std::floor(std::log10(std::fabs(v))));
   const int decimals = std::max(0, sig - 1 - exp10);
@@ -58,13 +44,39 @@ std::string num(double v, int sig = 6) {
   if (s == "-0") s = "0";
   return s;
 }
-std::string fixed4(double v) {
-  std::string s = fmt::format("{:.4f}", v);
-  return s == "-0.0000" ? "0.0000" : s;
-}
 std::string signed4(double v) {
   std::string s = fmt::format("{:+.4f}", v);
   return s == "-0.0000" ? "+0.0000" : s;
+}
+
+// Where a file is shown: relative to the data root when inside it, so the text is the same
+// on every checkout.
+std::string display_path(const std::string& p) {
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  const fs::path root = fs::weakly_canonical(fs::absolute(input::data_dir(), ec), ec);
+  const fs::path rel = abs.lexically_relative(root);
+  if (!rel.empty() && *rel.begin() != "..") return rel.generic_string();
+  return fs::path(p).generic_string();
+}
+
+}  // namespace calibration_text
+
+using namespace calibration_text;
+
+namespace {
+
+constexpr const char* kFormat = "racksim-calibration/1";
+constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
+constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
+constexpr const char* kAttentionForm = "t = F / (P * e_max) * (1 + s0 / S)";
+constexpr const char* kXlaRuntimeForm = "exposed = program + command * commands + rerecord_ref * rerecorded_refs";
+
+// ---------------------------------------------------------------- formatting
+
+std::string fixed4(double v) {
+  std::string s = fmt::format("{:.4f}", v);
+  return s == "-0.0000" ? "0.0000" : s;
 }
 std::string us(double s) { return num(s * 1e6) + " us"; }
 std::string gbps(double Bps) { return num(Bps / 1e9) + " GB/s"; }
@@ -99,34 +111,6 @@ const std::vector<std::pair<std::string, Architecture>> kArchs = {
 const std::vector<std::pair<std::string, HostLinkKind>> kLinks = {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
                                                                   {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
                                                                   {"nvlink_c2c", HostLinkKind::nvlink_c2c}};
-const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"};
-
-// Where a file is shown: relative to the data root when inside it, so the text is the same
-// on every checkout.
-std::string display_path(const std::string& p) {
-  std::error_code ec;
-  const fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
-  const fs::path root = fs::weakly_canonical(fs::absolute(input::data_dir(), ec), ec);
-  const fs::path rel = abs.lexically_relative(root);
-  if (!rel.empty() && *rel.begin() != "..") return rel.generic_string();
-  return fs::path(p).generic_string();
-}
-
-[[noreturn]] void fail(const std::string& file, const std::string& msg, int line = 0) {
-  throw input::input_error(file, line, line > 0 ? 1 : 0, "", msg);
-}
-
-double matmul_input_bytes(Dtype d) {
-  switch (d) {
-    case Dtype::fp32:
-    case Dtype::tf32: return 4;
-    case Dtype::bf16: return 2;
-    case Dtype::fp8:
-    case Dtype::mxfp8: return 1;
-    case Dtype::nvfp4: return 0.5;
-  }
-  return 2;
-}
 
 }  // namespace
 
@@ -138,13 +122,6 @@ double GemmModel::shape_factor(double m, double n, double k, double batch, doubl
   if (k > 0) denom += k0 / k;
   if (f > 0 && peak > 0 && ceiling > 0) denom += t0_s * peak * ceiling / f;
   return 1.0 / denom;
-}
-
-double nccl_busbw_factor(const std::string& op, int gpus) {
-  const double n = std::max(1, gpus);
-  if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return (n - 1) / n;
-  return 1.0;
 }
 
 // ---------------------------------------------------------------- loading
@@ -352,9 +329,7 @@ Calibration parse_calibration(const Node& root) {
   }
   if (auto nc = top.get("nccl")) {
     read_rows(*nc, c.nccl, [&](MapReader& r, const Node& e, NcclFit& f) {
-      std::vector<std::pair<std::string, std::string>> ops;
-      for (const auto& o : kOps) ops.push_back({o, o});
-      set_if(r.choice<std::string>("op", ops, true), f.op);
+      set_if(r.choice<CollectiveOp>("op", sim::choices_in(kCollectiveOpNames), true), f.op);
       set_if(r.integer("gpus", true, 2, kMaxGpus), f.gpus);
       read_source(r, e, nsources, f.source);
       set_if(r.quantity("latency", QuantityKind::seconds, true), f.latency_s);
@@ -768,881 +743,6 @@ bool load_and_apply_calibration(const std::string& name, const Node& where_named
   return true;
 }
 
-// ---------------------------------------------------------------- nccl-tests logs
-
-std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label) {
-  auto logs = parse_nccl_tests_output(text, file_label);
-  if (logs.empty()) return std::nullopt;
-  return logs.front();
-}
-
-// ---------------------------------------------------------------- fitting
-
-namespace {
-
-struct FitResult {
-  Eigen::VectorXd coef;
-  double rms = 0, max_abs = 0;
-};
-
-// Weighted linear least squares on relative error: minimise sum ((X c - t) / t)^2.
-// `cols` picks the columns of `X` to use; the others are held at 0.
-FitResult relative_lsq(const Eigen::MatrixXd& X, const Eigen::VectorXd& t, const std::vector<int>& cols) {
-  const int n = static_cast<int>(t.size());
-  Eigen::MatrixXd A(n, static_cast<int>(cols.size()));
-  for (int i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < cols.size(); ++j) A(i, static_cast<int>(j)) = X(i, cols[j]) / t(i);
-  const Eigen::VectorXd sol = A.colPivHouseholderQr().solve(Eigen::VectorXd::Ones(n));
-  FitResult r;
-  r.coef = Eigen::VectorXd::Zero(X.cols());
-  for (std::size_t j = 0; j < cols.size(); ++j) r.coef(cols[j]) = sol(static_cast<int>(j));
-  double ss = 0;
-  for (int i = 0; i < n; ++i) {
-    const double e = (X.row(i).dot(r.coef) - t(i)) / t(i);
-    ss += e * e;
-    r.max_abs = std::max(r.max_abs, std::fabs(e));
-  }
-  r.rms = n > 0 ? std::sqrt(ss / n) : 0;
-  return r;
-}
-
-// Fits X c = t with every coefficient >= 0: drops a column whose coefficient comes out negative
-// (the highest index first) and refits. Deterministic.
-FitResult nonneg_lsq(const Eigen::MatrixXd& X, const Eigen::VectorXd& t, std::vector<int> cols) {
-  for (;;) {
-    FitResult r = relative_lsq(X, t, cols);
-    int drop = -1;
-    for (int j = static_cast<int>(cols.size()) - 1; j >= 0; --j)
-      if (r.coef(cols[j]) < 0) {
-        drop = j;
-        break;
-      }
-    if (drop < 0 || cols.size() == 1) return r;
-    cols.erase(cols.begin() + drop);
-  }
-}
-
-// t = a + x / bw over (x, t) points.
-BandwidthFit fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
-  Eigen::MatrixXd X(static_cast<int>(pts.size()), 2);
-  Eigen::VectorXd t(static_cast<int>(pts.size()));
-  for (std::size_t i = 0; i < pts.size(); ++i) {
-    X(static_cast<int>(i), 0) = 1.0;
-    X(static_cast<int>(i), 1) = pts[i].first;
-    t(static_cast<int>(i)) = pts[i].second;
-  }
-  FitResult r = nonneg_lsq(X, t, {1, 0});
-  BandwidthFit b;
-  b.latency_s = r.coef(0);
-  b.bandwidth_Bps = r.coef(1) > 0 ? 1.0 / r.coef(1) : 0;
-  b.points = static_cast<int>(pts.size());
-  b.rms_residual = r.rms;
-  b.max_abs_residual = r.max_abs;
-  return b;
-}
-
-// A fit that came out of bad data (all sizes equal, times that fall with the size) says so
-// here, naming what was fitted, instead of writing a zero bandwidth or a NaN residual.
-BandwidthFit checked(const std::vector<std::pair<double, double>>& pts, const std::string& what,
-                     const std::string& where) {
-  std::set<double> sizes;
-  for (const auto& p : pts) sizes.insert(p.first);
-  if (sizes.size() < 2)
-    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth: its {} points have {} size{}; at least 2 "
-                            "different sizes are needed",
-                            what, pts.size(), sizes.size(), sizes.size() == 1 ? "" : "s"));
-  const BandwidthFit b = fit_alpha_beta(pts);
-  if (!(b.bandwidth_Bps > 0) || !std::isfinite(b.bandwidth_Bps) || !std::isfinite(b.latency_s) || b.latency_s < 0 ||
-      !std::isfinite(b.rms_residual) || !std::isfinite(b.max_abs_residual))
-    fail(where, fmt::format("cannot fit {} as latency + size / bandwidth from its {} points: the times do not grow "
-                            "with the size (bandwidth {} B/s, rms {})",
-                            what, b.points, b.bandwidth_Bps, b.rms_residual));
-  return b;
-}
-
-struct RawGemm {
-  Dtype dtype;
-  GemmPoint p;
-};
-
-struct Inputs {
-  std::vector<CalibrationSource> sources;
-  std::vector<RawGemm> gemm;
-  std::vector<std::pair<double, double>> hbm, h2d, d2h, both;
-  std::vector<std::pair<double, double>> eager, graph_node, graph_launch, min_kernel;
-  std::vector<ContentionPoint> contention;
-  struct NcclGroup {
-    std::string op;
-    int gpus;
-    int source;
-    std::vector<std::pair<double, double>> pts;
-  };
-  std::vector<NcclGroup> nccl;
-  std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
-  std::vector<DispatchPoint> dispatch;      // XLA runtime host work, measured
-  std::vector<AttentionPoint> attention;    // fused attention kernels, measured
-  std::string device_name, driver;
-  int sm_count = 0;
-  std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
-};
-
-// A measurement row a fit can use: size (or count) and time positive and finite.
-bool usable(double x, double t) { return x > 0 && t > 0 && std::isfinite(x) && std::isfinite(t); }
-
-// Appends (x, t) to `pts` when usable, else counts it in `left_out`.
-void add_point(std::vector<std::pair<double, double>>& pts, double x, double t, int& left_out) {
-  if (usable(x, t))
-    pts.push_back({x, t});
-  else
-    ++left_out;
-}
-
-void note_dropped(Inputs& in, const std::string& shown, const std::string& section, int left_out, int total,
-                  const std::string& why) {
-  if (left_out > 0)
-    in.dropped.push_back(fmt::format("{}: {} of {} {} rows left out of the fit ({})", shown, left_out, total, section, why));
-}
-
-// `key` is a C string: a std::string temporary argument would make GCC 13 warn (-Wdangling-reference) that the
-// returned reference may refer to it.
-const json& at(const json& j, const char* key, const std::string& file) {
-  if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
-  return j.at(key);
-}
-double median_of(const json& stats, const std::string& file) {
-  if (stats.is_number()) return stats.get<double>();
-  const json& m = at(stats, "median", file);
-  if (!m.is_number()) fail(file, "expected a number under 'median'");
-  return m.get<double>();
-}
-
-// All files of one calibration come from one device: the first name seen is the device's.
-void note_device(Inputs& in, const std::string& name, const std::string& shown) {
-  if (name.empty()) return;
-  if (!in.device_name.empty() && in.device_name != name)
-    fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
-                            name, in.device_name));
-  in.device_name = name;
-}
-
-// The source entry of a JSON file of our Python scripts (schema, date and device at the top level).
-CalibrationSource script_source(const json& j, const std::string& shown, Inputs& in) {
-  CalibrationSource cs;
-  cs.path = shown;
-  cs.schema = j["schema"].get<std::string>();
-  cs.date = j.value("date", "");
-  note_device(in, j.value("device", ""), shown);
-  return cs;
-}
-
-// The HLO file a row names, which must lie beside the measurement file.
-std::string hlo_beside(const std::string& path, const std::string& shown, const json& row, const std::string& hlo) {
-  const std::string hlo_path = (fs::path(path).parent_path() / hlo).string();
-  std::error_code ec;
-  if (!fs::exists(hlo_path, ec))
-    fail(shown, fmt::format("'{}' names HLO file '{}', which is not beside it", row.value("name", ""), hlo));
-  return hlo_path;
-}
-
-// calibration/jax/xla_runtime_bench.py: per-kernel GPU times of profiled XLA programs, with
-// the optimized HLO of each beside the file. Kernels that the importer finds to be Triton
-// block-level fusions become row-kernel points (median duration over the profiled steps).
-void read_xla_runtime_json(const json& j, const std::string& path, const std::string& shown, Inputs& in,
-                           const FitOptions& opt) {
-  const XlaKernelCostFn& cost = opt.xla_kernel_cost;
-  const int src = static_cast<int>(in.sources.size());
-  CalibrationSource cs = script_source(j, shown, in);
-  int points = 0;
-  if (cost && j.contains("kernels") && j["kernels"].is_array()) {
-    for (const json& run : j["kernels"]) {
-      const std::string hlo = run.value("hlo_file", "");
-      if (hlo.empty() || !run.contains("gpu_kernels") || !run["gpu_kernels"].is_array()) continue;
-      const std::string hlo_path = hlo_beside(path, shown, run, hlo);
-      std::map<std::string, std::vector<double>> durations;
-      for (const json& k : run["gpu_kernels"])
-        if (k.contains("name") && k.contains("dur_us") && k["dur_us"].is_number())
-          durations[k["name"].get<std::string>()].push_back(k["dur_us"].get<double>() * 1e-6);
-      for (auto& [name, d] : durations) {
-        const auto c = cost(hlo_path, name);
-        if (!c || !(c->thread_bytes > 0) || !(c->bytes > 0)) continue;
-        std::sort(d.begin(), d.end());
-        if (!(d[d.size() / 2] > 0)) continue;  // a profiler row of zero duration says nothing
-        RowKernelPoint p;
-        p.label = run.value("name", "") + " " + name;
-        p.bytes = c->bytes;
-        p.thread_bytes = c->thread_bytes;
-        p.measured_s = d[d.size() / 2];
-        p.source = src;
-        in.row_kernels.push_back(p);
-        ++points;
-      }
-    }
-  }
-  if (points > 0) cs.used.push_back("row_kernels");
-  // Dispatch rows: programs of one command buffer (the unrolled chains), where the GPU waits
-  // for the host's whole work each step: exposed = step time - GPU span of the last profiled step.
-  int rows = 0;
-  const bool command_buffers = j.value("command_buffers", true);
-  if (opt.xla_program && j.contains("dispatch") && j["dispatch"].is_array()) {
-    for (const json& r : j["dispatch"]) {
-      const std::string hlo = r.value("hlo_file", "");
-      const std::string mode = r.value("mode", "same_args");  // the first version of the script
-      if (hlo.empty() || mode == "scan" || !r.contains("profiled_steps") || !r["profiled_steps"].is_array() ||
-          r["profiled_steps"].empty() || !r.contains("step_s_median"))
-        continue;
-      const std::string hlo_path = hlo_beside(path, shown, r, hlo);
-      const auto prog = opt.xla_program(hlo_path);
-      const json& last = r["profiled_steps"].back();
-      if (!prog || prog->executions != 1 || !last.contains("gpu_span_us") || !last["gpu_span_us"].is_number()) continue;
-      DispatchPoint p;
-      p.label = r.value("name", "");
-      p.command_buffers = command_buffers;
-      p.commands = prog->commands;
-      p.rerecorded_refs = command_buffers && mode == "chained" ? prog->rerecorded_refs : 0.0;  // same_args, donated: nothing moved
-      // With command buffers the GPU waits for the host's whole work: exposed = step - GPU span.
-      // Without, the host launches kernel after kernel of these tiny layers: the step is host time.
-      p.exposed_s = r["step_s_median"].get<double>() - (command_buffers ? last["gpu_span_us"].get<double>() * 1e-6 : 0.0);
-      p.source = src;
-      if (p.exposed_s > 0 && std::isfinite(p.exposed_s)) {
-        in.dispatch.push_back(p);
-        ++rows;
-      }
-    }
-  }
-  if (rows > 0) cs.used.push_back("dispatch");
-  in.sources.push_back(cs);
-}
-
-// calibration/torch/attention_bench.py: fused attention forward and backward times by shape.
-void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
-  const int src = static_cast<int>(in.sources.size());
-  CalibrationSource cs = script_source(j, shown, in);
-  if (!j.contains("rows") || !j["rows"].is_array()) fail(shown, "expected a list under 'rows'");
-  int rows = 0, left_out = 0;
-  for (const json& r : j["rows"]) {
-    for (int pass = 0; pass < 2; ++pass) {
-      AttentionPoint p;
-      p.batch = r.value("B", 0);
-      p.heads = r.value("H", 0);
-      p.seq = r.value("S", 0);
-      p.head_dim = r.value("D", 0);
-      p.causal = r.value("causal", true);
-      p.backward = pass == 1;
-      p.flops = r.value(p.backward ? "backward_flops" : "forward_flops", 0.0);
-      p.measured_s = r.value(p.backward ? "backward_s" : "forward_s", 0.0);
-      p.source = src;
-      ++rows;
-      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s) && std::isfinite(p.flops))
-        in.attention.push_back(p);
-      else
-        ++left_out;
-    }
-  }
-  note_dropped(in, shown, "attention", left_out, rows, "no positive sequence length, FLOPs and time");
-  cs.used.push_back("attention");
-  in.sources.push_back(cs);
-}
-
-// nlohmann's message without its "[json.exception.type_error.302] " tag.
-std::string json_message(const json::exception& e) {
-  std::string s = e.what();
-  if (const auto close = s.find("] "); s.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
-    s = s.substr(close + 2);
-  return s;
-}
-
-void read_bench_json(const std::string& path, const std::string& shown, Inputs& in, const FitOptions& opt) {
-  const std::string text =
-      input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a measurement file", input::Binary::stop);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(shown, fmt::format("not valid JSON: {}", json_message(e)));
-  }
-  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
-  if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
-  if (schema.starts_with("racksim-attention/")) return read_attention_json(j, shown, in);
-  if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
-    fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1, "
-                            "racksim-xla-runtime/1 or racksim-attention/1",
-                            schema));
-  const int src = static_cast<int>(in.sources.size());
-  CalibrationSource cs;
-  cs.path = shown;
-  cs.schema = schema;
-  try {
-    const json& id = at(j, "identity", shown);
-    cs.date = id.value("date_utc", "");
-    std::string name, driver;
-    int sms = 0;
-    if (id.contains("gpus") && id["gpus"].is_array() && !id["gpus"].empty()) {
-      const std::size_t di = id.value("device_index", 0);
-      const json& g = id["gpus"].at(std::min(di, id["gpus"].size() - 1));
-      name = g.value("name", "");
-      sms = g.value("sm_count", 0);
-    } else {
-      name = id.value("gpu", "");
-      sms = id.value("sm_count", 0);
-    }
-    if (id.contains("driver_version") && id["driver_version"].is_string()) driver = id["driver_version"].get<std::string>();
-    note_device(in, name, shown);
-    if (in.driver.empty()) in.driver = driver;
-    if (in.sm_count == 0) in.sm_count = sms;
-
-    if (j.contains("gemm") && j["gemm"].contains("results")) {
-      int n = 0, rows = 0, left_out = 0;
-      for (const json& r : j["gemm"]["results"]) {
-        if (r.contains("error")) continue;
-        const std::string dt = r.value("dtype", "");
-        Dtype d;
-        if (dt == "bf16") d = Dtype::bf16;
-        else if (dt == "fp8_e4m3") d = Dtype::fp8;
-        else if (dt == "fp4_e2m1") d = Dtype::nvfp4;
-        else fail(shown, fmt::format("gemm row with unknown dtype '{}'", dt));
-        RawGemm g{d, {}};
-        g.p.source = src;
-        g.p.label = r.value("label", "");
-        g.p.m = at(r, "m", shown).get<double>();
-        g.p.n = at(r, "n", shown).get<double>();
-        g.p.k = at(r, "k", shown).get<double>();
-        g.p.batch = r.value("batch", 1);
-        g.p.layout = r.value("layout", "TN");
-        g.p.out = r.value("out_dtype", "bf16");
-        g.p.measured_s = median_of(at(r, "s", shown), shown);
-        ++rows;
-        // A shape that is not a matrix product is bad data, not a measurement to leave out.
-        for (const auto& [name, v] : {std::pair<const char*, double>{"m", g.p.m}, {"n", g.p.n}, {"k", g.p.k}})
-          if (!(v >= 1 && v <= 1e9 && std::isfinite(v)))
-            fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (1 to 1e9)", rows, g.p.label, name, v));
-        if (g.p.batch < 1 || g.p.batch > 1'000'000'000)
-          fail(shown, fmt::format("gemm row {} ('{}'): batch = {} is not a batch count", rows, g.p.label, g.p.batch));
-        if (!(g.p.measured_s > 0 && std::isfinite(g.p.measured_s))) {
-          ++left_out;
-          continue;
-        }
-        in.gemm.push_back(g);
-        ++n;
-      }
-      note_dropped(in, shown, "gemm", left_out, rows, "no positive, finite time");
-      if (n) cs.used.push_back("gemm");
-    }
-    const std::string why = "a size or time that is not positive and finite";
-    if (j.contains("hbm") && j["hbm"].contains("results")) {
-      int rows = 0, left_out = 0;
-      for (const json& r : j["hbm"]["results"])
-        if (r.contains("kernel")) {
-          ++rows;
-          add_point(in.hbm, 2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown),
-                    left_out);
-        }
-      note_dropped(in, shown, "hbm", left_out, rows, why);
-      cs.used.push_back("hbm");
-    }
-    if (j.contains("host") && j["host"].contains("results")) {
-      int rows = 0, left_out = 0;
-      for (const json& r : j["host"]["results"]) {
-        const double b = at(r, "bytes", shown).get<double>();
-        ++rows;
-        if (r.contains("h2d")) add_point(in.h2d, b, median_of(at(r["h2d"], "s", shown), shown), left_out);
-        if (r.contains("d2h")) add_point(in.d2h, b, median_of(at(r["d2h"], "s", shown), shown), left_out);
-        if (r.contains("bidir")) add_point(in.both, 2 * b, median_of(at(r["bidir"], "span_s", shown), shown), left_out);
-      }
-      note_dropped(in, shown, "host-copy", left_out, rows, why);
-      cs.used.push_back("host");
-    }
-    if (j.contains("launch") && j["launch"].contains("results")) {
-      int rows = 0, left_out = 0;
-      for (const json& r : j["launch"]["results"]) {
-        const double n = at(r, "n", shown).get<double>();
-        const json& e = at(r, "eager", shown);
-        const json& g = at(r, "graph", shown);
-        ++rows;
-        add_point(in.eager, n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown), left_out);
-        add_point(in.graph_node, n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown), left_out);
-        add_point(in.graph_launch, n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown), left_out);
-        add_point(in.min_kernel, n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown), left_out);
-      }
-      note_dropped(in, shown, "launch", left_out, rows, why);
-      cs.used.push_back("launch");
-    }
-    if (j.contains("contention") && j["contention"].contains("results")) {
-      for (const json& r : j["contention"]["results"]) {
-        ContentionPoint p;
-        p.background = r.value("background", "");
-        p.description = r.value("description", "");
-        p.gemm_slowdown = at(r, "gemm_slowdown", shown).get<double>();
-        p.background_slowdown = at(r, "bg_slowdown", shown).get<double>();
-        in.contention.push_back(p);
-      }
-      cs.used.push_back("contention");
-    }
-    if (j.contains("nccl") && j["nccl"].contains("runs") && !j["nccl"].contains("note")) {
-      bool any = false;
-      int nccl_rows = 0, nccl_left_out = 0;
-      for (const json& run : j["nccl"]["runs"]) {
-        const int gpus = run.value("gpus", 0);
-        if (gpus < 2 || !run.contains("results")) continue;
-        std::map<std::string, Inputs::NcclGroup> groups;
-        for (const json& r : run["results"]) {
-          if (r.contains("error") || !r.contains("s")) continue;
-          const std::string op = r.value("collective", "");
-          auto& g = groups[op];
-          g.op = op;
-          g.gpus = gpus;
-          g.source = src;
-          const double b = at(r, "bytes", shown).get<double>();
-          const double t = median_of(r["s"], shown);
-          ++nccl_rows;
-          add_point(g.pts, b, t, nccl_left_out);
-        }
-        for (auto& [op, g] : groups)
-          if (g.pts.size() >= 2) {
-            in.nccl.push_back(g);
-            any = true;
-          } else {
-            in.dropped.push_back(fmt::format("{}: {} on {} GPUs has {} usable size{}: not fitted (at least 2 are needed)",
-                                             shown, op, gpus, g.pts.size(), g.pts.size() == 1 ? "" : "s"));
-          }
-      }
-      note_dropped(in, shown, "nccl", nccl_left_out, nccl_rows, why);
-      if (any) cs.used.push_back("nccl");
-    }
-  } catch (const json::exception& e) {
-    fail(shown, fmt::format("unexpected JSON structure: {}", json_message(e)));
-  }
-  in.sources.push_back(cs);
-}
-
-GemmModel fit_gemm(Dtype d, std::vector<GemmPoint> pts, double peak, double hbm_Bps) {
-  GemmModel m;
-  m.peak_flops_per_s = peak;
-  std::vector<double> flops(pts.size()), tmem(pts.size());
-  for (std::size_t i = 0; i < pts.size(); ++i) {
-    auto& p = pts[i];
-    flops[i] = 2.0 * p.batch * p.m * p.n * p.k;
-    const double bytes = p.batch * ((p.m * p.k + p.n * p.k) * matmul_input_bytes(d) + p.m * p.n * (p.out == "f32" ? 4 : 2));
-    tmem[i] = hbm_Bps > 0 ? bytes / hbm_Bps : 0;
-    p.efficiency = flops[i] / (p.measured_s * peak);
-    p.hbm_bound = tmem[i] > kHbmBoundShare * p.measured_s;
-  }
-  std::vector<int> fit_idx;
-  for (std::size_t i = 0; i < pts.size(); ++i)
-    if (!pts[i].hbm_bound) fit_idx.push_back(static_cast<int>(i));
-  if (fit_idx.size() < 3) fail("<fit>", fmt::format("{} GEMM: {} compute-bound shapes; at least 3 are needed", to_string(d), fit_idx.size()));
-  // Columns: F/P (coefficient 1/e_max), F/(P K) (coefficient k0/e_max), 1 (coefficient t0).
-  Eigen::MatrixXd X(static_cast<int>(fit_idx.size()), 3);
-  Eigen::VectorXd t(static_cast<int>(fit_idx.size()));
-  for (std::size_t r = 0; r < fit_idx.size(); ++r) {
-    const auto& p = pts[fit_idx[r]];
-    const int i = static_cast<int>(r);
-    X(i, 0) = flops[fit_idx[r]] / peak;
-    X(i, 1) = flops[fit_idx[r]] / peak / p.k;
-    X(i, 2) = 1.0;
-    t(i) = p.measured_s;
-  }
-  const FitResult f = nonneg_lsq(X, t, {0, 1, 2});
-  if (!(f.coef(0) > 0)) fail("<fit>", fmt::format("{} GEMM fit has no positive throughput term", to_string(d)));
-  m.e_max = 1.0 / f.coef(0);
-  m.k0 = f.coef(1) / f.coef(0);
-  m.t0_s = f.coef(2);
-  m.points_fitted = static_cast<int>(fit_idx.size());
-  m.points_hbm_bound = static_cast<int>(pts.size() - fit_idx.size());
-  m.rms_residual = f.rms;
-  m.max_abs_residual = f.max_abs;
-  double ss = 0;
-  for (std::size_t i = 0; i < pts.size(); ++i) {
-    auto& p = pts[i];
-    const double tc = p.k > 0 ? m.t0_s + flops[i] / (peak * m.e_max) * (1 + m.k0 / p.k) : 0;
-    p.model_s = std::max(tc, tmem[i]);
-    p.residual = (p.model_s - p.measured_s) / p.measured_s;
-    ss += p.residual * p.residual;
-    m.max_abs_residual_all = std::max(m.max_abs_residual_all, std::fabs(p.residual));
-  }
-  m.rms_residual_all = pts.empty() ? 0 : std::sqrt(ss / pts.size());
-  // The same shape measured more than once (another source, another place in a grid).
-  std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> groups;
-  for (const auto& p : pts) {
-    auto key = std::make_tuple(p.m, p.n, p.k, p.batch, p.layout, p.out);
-    auto it = groups.find(key);
-    if (it == groups.end())
-      groups[key] = {p.measured_s, p.measured_s};
-    else
-      it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
-  }
-  for (const auto& [k, mm] : groups) m.repeat_spread = std::max(m.repeat_spread, mm.second / mm.first - 1);
-  std::stable_sort(pts.begin(), pts.end(), [](const GemmPoint& a, const GemmPoint& b) {
-    return std::tie(a.batch, a.m, a.n, a.k, a.layout, a.out, a.source) < std::tie(b.batch, b.m, b.n, b.k, b.layout, b.out, b.source);
-  });
-  m.shapes = std::move(pts);
-  return m;
-}
-
-}  // namespace
-
-// k of t = max(bytes / hbm, bytes * thread_bytes / k): the k that minimises the rms relative
-// residual of that model over every measured row kernel (a 1-D search on log k: a coarse grid,
-// then golden-section refinement; deterministic). `fitted` marks the kernels the bound governs.
-RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
-  std::sort(pts.begin(), pts.end(), [](const RowKernelPoint& a, const RowKernelPoint& b) {
-    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
-  });
-  auto rms_at = [&](double log_k) {
-    const double k = std::exp(log_k);
-    double ss = 0;
-    for (const auto& p : pts) {
-      const double m = std::max(p.bytes / hbm_Bps, p.bytes * p.thread_bytes / k);
-      ss += std::pow((m - p.measured_s) / p.measured_s, 2);
-    }
-    return ss;
-  };
-  // k between 1 GB/s x B and 1e9 GB/s x B.
-  const double lo = std::log(1e9), hi = std::log(1e18);
-  const int steps = 900;
-  int best = 0;
-  double best_v = 1e300;
-  for (int i = 0; i <= steps; ++i) {
-    const double v = rms_at(lo + (hi - lo) * i / steps);
-    if (v < best_v) best_v = v, best = i;
-  }
-  double a = lo + (hi - lo) * std::max(0, best - 1) / steps, b = lo + (hi - lo) * std::min(steps, best + 1) / steps;
-  const double g = (std::sqrt(5.0) - 1) / 2;
-  for (int it = 0; it < 100; ++it) {
-    const double c = b - g * (b - a), d = a + g * (b - a);
-    if (rms_at(c) < rms_at(d)) b = d;
-    else a = c;
-  }
-  RowKernelFit f;
-  f.k_Bps_B = std::exp(0.5 * (a + b));
-  double ss = 0;
-  for (auto& p : pts) {
-    const double occupancy_s = p.bytes * p.thread_bytes / f.k_Bps_B;
-    p.fitted = occupancy_s > p.bytes / hbm_Bps;
-    p.model_s = std::max(p.bytes / hbm_Bps, occupancy_s);
-    p.residual = (p.model_s - p.measured_s) / p.measured_s;
-    ss += p.residual * p.residual;
-    f.max_abs_residual = std::max(f.max_abs_residual, std::abs(p.residual));
-    if (p.fitted) ++f.points;
-  }
-  f.rms_residual = pts.empty() ? 0 : std::sqrt(ss / static_cast<double>(pts.size()));
-  f.kernels = std::move(pts);
-  return f;
-}
-
-// Per direction and mask: t = F / (P * e_max) * (1 + s0 / S), linear in (1/e_max, s0/e_max);
-// relative least squares with non-negative coefficients.
-AttentionFit fit_attention(std::vector<AttentionPoint> pts, double peak) {
-  std::sort(pts.begin(), pts.end(), [](const AttentionPoint& a, const AttentionPoint& b) {
-    return std::tie(a.backward, a.causal, a.seq, a.heads, a.batch, a.source) <
-           std::tie(b.backward, b.causal, b.seq, b.heads, b.batch, b.source);
-  });
-  AttentionFit f;
-  for (int pass = 0; pass < 2; ++pass)
-    for (int causal = 0; causal < 2; ++causal) {
-      std::vector<AttentionPoint*> sel;
-      for (auto& p : pts)
-        if (p.backward == (pass == 1) && p.causal == (causal == 1)) sel.push_back(&p);
-      AttentionCurve& c = f.curve(pass == 1, causal == 1);
-      if (sel.size() < 2) continue;
-      const int n = static_cast<int>(sel.size());
-      Eigen::MatrixXd X(n, 2);
-      Eigen::VectorXd t(n);
-      for (int i = 0; i < n; ++i) {
-        X(i, 0) = sel[static_cast<std::size_t>(i)]->flops / peak;
-        X(i, 1) = sel[static_cast<std::size_t>(i)]->flops / peak / sel[static_cast<std::size_t>(i)]->seq;
-        t(i) = sel[static_cast<std::size_t>(i)]->measured_s;
-      }
-      const FitResult r = nonneg_lsq(X, t, {0, 1});
-      if (!(r.coef(0) > 0)) continue;
-      c.e_max = 1.0 / r.coef(0);
-      c.s0 = r.coef(1) / r.coef(0);
-      c.points = n;
-      c.rms_residual = r.rms;
-      c.max_abs_residual = r.max_abs;
-      for (int i = 0; i < n; ++i) {
-        auto& p = *sel[static_cast<std::size_t>(i)];
-        p.model_s = X.row(i).dot(r.coef);
-        p.residual = (p.model_s - p.measured_s) / p.measured_s;
-      }
-    }
-  f.rows = std::move(pts);
-  return f;
-}
-
-// exposed = program + command x commands + rerecord_ref x re-recorded references: relative
-// least squares with non-negative coefficients over every dispatch row.
-// Relative non-negative least squares of the rows' exposed time on `features` (one row each);
-// writes every row's model time and residual.
-FitResult fit_dispatch_rows(std::vector<DispatchPoint>& rows,
-                            const std::function<std::vector<double>(const DispatchPoint&)>& features) {
-  const int n = static_cast<int>(rows.size());
-  const int k = n > 0 ? static_cast<int>(features(rows.front()).size()) : 1;
-  Eigen::MatrixXd X(n, k);
-  Eigen::VectorXd t(n);
-  for (int i = 0; i < n; ++i) {
-    const auto x = features(rows[static_cast<std::size_t>(i)]);
-    for (int j = 0; j < k; ++j) X(i, j) = x[static_cast<std::size_t>(j)];
-    t(i) = rows[static_cast<std::size_t>(i)].exposed_s;
-  }
-  std::vector<int> cols(static_cast<std::size_t>(k));
-  for (int j = 0; j < k; ++j) cols[static_cast<std::size_t>(j)] = j;
-  const FitResult r = nonneg_lsq(X, t, cols);
-  for (int i = 0; i < n; ++i) {
-    auto& p = rows[static_cast<std::size_t>(i)];
-    p.model_s = X.row(i).dot(r.coef);
-    p.residual = (p.model_s - p.exposed_s) / p.exposed_s;
-  }
-  return r;
-}
-
-XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> all) {
-  std::sort(all.begin(), all.end(), [](const DispatchPoint& a, const DispatchPoint& b) {
-    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
-  });
-  std::vector<DispatchPoint> pts, thunk;
-  for (auto& p : all) (p.command_buffers ? pts : thunk).push_back(p);
-  XlaRuntimeFit f;
-  const FitResult r = fit_dispatch_rows(pts, [](const DispatchPoint& p) {
-    return std::vector<double>{1.0, static_cast<double>(p.commands), p.rerecorded_refs};
-  });
-  f.program_s = r.coef(0);
-  f.command_s = r.coef(1);
-  f.rerecord_ref_s = r.coef(2);
-  f.points = static_cast<int>(pts.size());
-  f.rms_residual = r.rms;
-  f.max_abs_residual = r.max_abs;
-  // Thunk rows: step = thunk_program + thunk_launch x kernels.
-  if (thunk.size() >= 2) {
-    const FitResult tf =
-        fit_dispatch_rows(thunk, [](const DispatchPoint& p) { return std::vector<double>{1.0, static_cast<double>(p.commands)}; });
-    f.thunk_program_s = tf.coef(0);
-    f.thunk_launch_s = tf.coef(1);
-    f.thunk_points = static_cast<int>(thunk.size());
-    f.thunk_rms_residual = tf.rms;
-    f.thunk_max_abs_residual = tf.max_abs;
-  }
-  f.rows = std::move(pts);
-  f.rows.insert(f.rows.end(), thunk.begin(), thunk.end());
-  return f;
-}
-
-Calibration fit_calibration(const FitOptions& opt) {
-  if (opt.from_dirs.empty()) fail("--from", "name at least one directory of measurements");
-  // The base preset: the datasheet figures the fractions refer to.
-  SystemSpec base;
-  {
-    input::Diagnostics diag;
-    auto ctx = std::make_shared<input::LoadContext>();
-    ctx->diag = &diag;
-    if (!load_system_preset(opt.base_preset, nullptr, std::nullopt, ctx, base)) diag.throw_if_any();
-    diag.throw_if_any();
-  }
-  // Every file, sorted by the path shown, so the result does not depend on the order of --from.
-  std::vector<std::pair<std::string, std::string>> files;  // shown, real
-  std::vector<std::string> dirs_shown;
-  for (const auto& d : opt.from_dirs) {
-    std::error_code ec;
-    if (!fs::is_directory(d, ec)) fail(d, "not a directory (--from)");
-    dirs_shown.push_back(display_path(d));
-    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec)) files.push_back({display_path(it->path().string()), it->path().string()});
-    if (ec) fail(d, fmt::format("cannot list this directory (--from): {}", ec.message()));
-  }
-  std::sort(files.begin(), files.end());
-  std::sort(dirs_shown.begin(), dirs_shown.end());
-
-  Inputs in;
-  std::vector<std::pair<NcclTestsLog, int>> logs;
-  for (const auto& [shown, real] : files) {
-    const std::string ext = fs::path(real).extension().string();
-    std::string text;
-    if (ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out")
-      text = input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes, "a measurement file",
-                                      input::Binary::stop);
-    // nccl-tests: stdout logs (.log, .txt; -C cputime), Slurm .out files, -J JSON.
-    std::vector<NcclTestsLog> tests;
-    if (ext == ".json") {
-      json j;
-      try {
-        j = json::parse(text);
-      } catch (const json::exception&) {
-      }
-      if (!is_nccl_tests_json(j)) {
-        read_bench_json(real, shown, in, opt);
-        continue;
-      }
-      tests = parse_nccl_tests_output(text, shown);
-    } else if (ext == ".log" || ext == ".txt" || ext == ".out") {
-      tests = parse_nccl_tests_output(text, shown);  // none: racksim-bench's own log, environment captures, ...
-    }
-    for (std::size_t k = 0; k < tests.size(); ++k) {
-      const auto& log = tests[k];
-      const std::string where = tests.size() > 1 ? fmt::format("{} (test {} of {})", shown, k + 1, tests.size()) : shown;
-      if (log.op.empty())
-        fail(where, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
-                    "and the file name names none of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv)");
-      if (log.gpus < 2) fail(where, "nccl-tests log: fewer than 2 GPUs (no '#  Rank' lines and no nGpus)");
-      if (log.rows.size() < 2) fail(where, "nccl-tests log: fewer than 2 sizes");
-      Inputs::NcclGroup g{log.op, log.gpus, static_cast<int>(in.sources.size()), {}};
-      int left_out = 0;
-      for (const auto& r : log.rows) add_point(g.pts, r.bytes, r.time_s, left_out);
-      if (g.pts.size() < 2)
-        fail(where, fmt::format("nccl-tests log: {} of its {} rows have a positive size and time; at least 2 are "
-                                "needed to fit latency and bandwidth",
-                                g.pts.size(), log.rows.size()));
-      note_dropped(in, where, "nccl-tests", left_out, static_cast<int>(log.rows.size()),
-                   "a size or time that is not positive and finite");
-      in.nccl.push_back(g);
-      in.sources.push_back({where, "", log.time_column == "cputime" ? "nccl-tests (-C: cputime)" : "nccl-tests", {"nccl"}});
-    }
-  }
-  if (in.sources.empty()) fail(dirs_shown.front(), "no racksim-bench JSON or nccl-tests log found");
-
-  Calibration c;
-  c.device_name = in.device_name.empty() ? base.gpu.model : in.device_name;
-  c.base_preset = base.name;
-  c.gpu_model = base.gpu.model;
-  c.architecture = base.gpu.architecture;
-  c.host_link = base.host.link;
-  c.sm_count = in.sm_count > 0 ? in.sm_count : base.gpu.sm_count;
-  c.driver = in.driver;
-  c.sources = in.sources;
-  {
-    std::string cmd = "racksim calibrate fit";
-    for (const auto& d : dirs_shown) cmd += " --from " + d;
-    c.fitted_by = cmd + " --base " + opt.base_preset;
-  }
-  if (in.sm_count > 0 && in.sm_count != base.gpu.sm_count)
-    c.notes.push_back(fmt::format("the device measured has {} SMs, the base preset {} has {}", in.sm_count, base.name,
-                                  base.gpu.sm_count));
-
-  const std::string from = dirs_shown.front();
-  if (in.hbm.size() >= 2) {
-    c.hbm = checked(in.hbm, "HBM copies", from);
-    c.hbm_efficiency = c.hbm->bandwidth_Bps / base.gpu.hbm_bandwidth_Bps;
-  }
-  if (in.h2d.size() >= 2 && in.d2h.size() >= 2 && in.both.size() >= 2) {
-    c.host_h2d = checked(in.h2d, "host-to-device copies", from);
-    c.host_d2h = checked(in.d2h, "device-to-host copies", from);
-    c.host_both = checked(in.both, "copies in both directions", from);
-    c.copy_efficiency =
-        0.5 * (c.host_h2d->bandwidth_Bps + c.host_d2h->bandwidth_Bps) / base.host.link_bandwidth_per_direction_Bps;
-    c.both_directions_fraction = c.host_both->bandwidth_Bps / base.host.link_bandwidth_both_directions_Bps;
-  }
-  if (in.eager.size() >= 2 && in.graph_node.size() >= 2 && in.graph_launch.size() >= 2 && in.min_kernel.size() >= 2) {
-    Calibration::Launch l;
-    const BandwidthFit e = fit_alpha_beta(in.eager);       // host time of N launches = a + N / rate
-    const BandwidthFit g = fit_alpha_beta(in.graph_node);  // launch-to-done of an N-node graph
-    const BandwidthFit gl = fit_alpha_beta(in.graph_launch);
-    const BandwidthFit mk = fit_alpha_beta(in.min_kernel);
-    l.eager_kernel_launch_s = e.bandwidth_Bps > 0 ? 1.0 / e.bandwidth_Bps : 0;
-    l.graph_kernel_launch_s = g.bandwidth_Bps > 0 ? 1.0 / g.bandwidth_Bps : 0;
-    l.graph_launch_s = gl.latency_s;
-    l.min_kernel_duration_s = mk.bandwidth_Bps > 0 ? 1.0 / mk.bandwidth_Bps : 0;
-    l.eager_rms = e.rms_residual;
-    l.graph_node_rms = g.rms_residual;
-    l.graph_launch_rms = gl.rms_residual;
-    l.min_kernel_rms = mk.rms_residual;
-    c.launch = l;
-  }
-  c.contention = in.contention;
-  if (std::count_if(in.dispatch.begin(), in.dispatch.end(), [](const DispatchPoint& p) { return p.command_buffers; }) >= 3)
-    c.xla_runtime = fit_xla_runtime(in.dispatch);
-  if (!in.attention.empty()) {
-    auto it = base.gpu.peak_dense_flops_per_s.find(Dtype::bf16);
-    if (it != base.gpu.peak_dense_flops_per_s.end()) c.attention = fit_attention(in.attention, it->second);
-  }
-  if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
-                                                                                  : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
-
-  const double hbm_rate = c.hbm ? c.hbm->bandwidth_Bps : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency;
-  std::map<Dtype, std::vector<GemmPoint>> by_dtype;
-  for (const auto& g : in.gemm) by_dtype[g.dtype].push_back(g.p);
-  for (auto& [d, pts] : by_dtype) {
-    auto it = base.gpu.peak_dense_flops_per_s.find(d);
-    if (it == base.gpu.peak_dense_flops_per_s.end()) {
-      c.notes.push_back(fmt::format("{} GEMMs were measured but {} has no {} peak: not fitted", to_string(d), base.name,
-                                    to_string(d)));
-      continue;
-    }
-    c.gemm[d] = fit_gemm(d, pts, it->second, hbm_rate);
-    const GemmModel& m = c.gemm[d];
-    // How sources agree on the shapes they both measured.
-    for (std::size_t a = 0; a < c.sources.size(); ++a)
-      for (std::size_t b = a + 1; b < c.sources.size(); ++b) {
-        std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> ta;
-        double logsum = 0, lo = 1e300, hi = 0;
-        int common = 0;
-        for (const auto& p : m.shapes)
-          if (p.source == static_cast<int>(a)) ta[{p.m, p.n, p.k, p.batch, p.layout, p.out}].first = p.measured_s;
-        for (const auto& p : m.shapes)
-          if (p.source == static_cast<int>(b)) {
-            auto itp = ta.find({p.m, p.n, p.k, p.batch, p.layout, p.out});
-            if (itp == ta.end() || itp->second.first <= 0) continue;
-            const double r = p.measured_s / itp->second.first;
-            logsum += std::log(r);
-            lo = std::min(lo, r);
-            hi = std::max(hi, r);
-            ++common;
-          }
-        if (common > 0)
-          c.notes.push_back(fmt::format(
-              "gemm {}: {} measurements in {} of shapes also measured in {}: they took {}x the time (geometric "
-              "mean; range {}-{}x); all are fitted as measured",
-              to_string(d), common, fs::path(c.sources[b].path).filename().string(),
-              fs::path(c.sources[a].path).filename().string(), num(std::exp(logsum / common), 3), num(lo, 3), num(hi, 3)));
-      }
-    if (m.points_hbm_bound > 0) {
-      double lo = 1e300, hi = -1e300;
-      for (const auto& p : m.shapes)
-        if (p.hbm_bound) {
-          lo = std::min(lo, p.residual);
-          hi = std::max(hi, p.residual);
-        }
-      c.notes.push_back(fmt::format(
-          "gemm {}: {} shapes are HBM-bound (operand and result bytes at the calibrated HBM rate exceed half their "
-          "time) and are not in the efficiency fit; the roofline misses them by {} to {}",
-          to_string(d), m.points_hbm_bound, signed4(lo), signed4(hi)));
-    }
-  }
-
-  // NCCL: one alpha-beta fit per source, op and GPU count.
-  for (const auto& g : in.nccl) {
-    if (std::find(kOps.begin(), kOps.end(), g.op) == kOps.end())
-      fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
-    const BandwidthFit b = checked(g.pts, fmt::format("{} on {} GPUs", g.op, g.gpus),
-                                   c.sources[static_cast<std::size_t>(g.source)].path);
-    NcclFit f;
-    f.op = g.op;
-    f.gpus = g.gpus;
-    f.source = g.source;
-    f.latency_s = b.latency_s;
-    f.algbw_Bps = b.bandwidth_Bps;
-    f.busbw_Bps = b.bandwidth_Bps * nccl_busbw_factor(g.op, g.gpus);
-    f.points = b.points;
-    f.rms_residual = b.rms_residual;
-    f.max_abs_residual = b.max_abs_residual;
-    c.nccl.push_back(f);
-  }
-  std::stable_sort(c.nccl.begin(), c.nccl.end(), [](const NcclFit& a, const NcclFit& b) {
-    return std::tie(a.op, a.gpus, a.source) < std::tie(b.op, b.gpus, b.source);
-  });
-  if (c.nccl.empty()) c.notes.push_back("nccl: no multi-GPU collective measurements in the inputs");
-  for (const auto& d : in.dropped) c.notes.push_back(d);
-  // A fit racksim itself would refuse to read is not written: the file is checked with the loader.
-  {
-    input::Diagnostics diag;
-    auto ctx = std::make_shared<input::LoadContext>();
-    ctx->diag = &diag;
-    if (auto root = input::load_yaml_text(write_calibration_yaml(c), "<the fitted calibration>", ctx))
-      parse_calibration(*root);
-    if (!diag.empty())
-      fail(from, fmt::format("the measurements give a calibration that racksim cannot use: {}",
-                             diag.list().front().format()));
-  }
-  return c;
-}
-
 // ---------------------------------------------------------------- writing
 
 std::string write_calibration_yaml(const Calibration& c) {
@@ -1778,7 +878,7 @@ std::string write_calibration_yaml(const Calibration& c) {
   } else {
     line("nccl:                    # t = latency + size / algbw (nccl-tests' size); busbw = algbw * nccl-tests' factor");
     for (const auto& f : c.nccl)
-      line(fmt::format("  - {{op: {}, gpus: {}, source: {}, latency: {}, algbw: {}, busbw: {}, fit: {}}}", f.op, f.gpus,
+      line(fmt::format("  - {{op: {}, gpus: {}, source: {}, latency: {}, algbw: {}, busbw: {}, fit: {}}}", to_string(f.op), f.gpus,
                        f.source, us(f.latency_s), gbps(f.algbw_Bps), gbps(f.busbw_Bps),
                        fit_map(f.points, f.rms_residual, f.max_abs_residual)));
   }

@@ -1,8 +1,8 @@
 // Calibrated parameters (hardware_models/calibrated/NAME.yaml): what was measured on one real
 // GPU, fitted, and how it is applied to a SystemSpec -- to the preset of the device measured, or
 // transferred to another preset by one written rule. docs/calibration.md describes the file,
-// the fits and the transfer rule; `racksim calibrate fit` writes the file (fit_calibration +
-// write_calibration_yaml), scenarios select it with `system.calibration`.
+// the fits and the transfer rule; `racksim calibrate fit` writes the file (calib::fit_calibration
+// in calibration/fit + write_calibration_yaml), scenarios select it with `system.calibration`.
 #pragma once
 
 #include <functional>
@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 
 namespace racksim::hw {
 
@@ -77,7 +78,7 @@ struct ContentionPoint {
 // nccl-tests' (or racksim-bench's) collective timings for one op and GPU count:
 // t = latency + bytes / algbw (bytes as nccl-tests' `size` column); busbw = algbw * nccl-tests' factor.
 struct NcclFit {
-  std::string op;             // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv
+  CollectiveOp op = CollectiveOp::all_reduce;
   int gpus = 0;
   int source = 0;
   double latency_s = 0;
@@ -252,58 +253,18 @@ std::optional<std::string> default_calibration_for(const std::string& preset,
 bool load_and_apply_calibration(const std::string& name, const input::Node& where_named,
                                 const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& spec);
 
-// ---- fitting (racksim calibrate fit)
-
-// What the HLO importer says one measured XLA kernel moves: HBM bytes and operand bytes per
-// thread (0 if it is not a Triton block-level fusion). Supplied by the CLI, which links the
-// importer (the hardware layer does not).
-struct XlaKernelCost {
-  double bytes = 0;
-  double thread_bytes = 0;
-};
-using XlaKernelCostFn =
-    std::function<std::optional<XlaKernelCost>(const std::string& hlo_path, const std::string& kernel_name)>;
-// And what the importer says one whole program asks of the host: commands over all its
-// command-buffer executions and the buffer references it re-records per step.
-struct XlaProgramHostWork {
-  int commands = 0;
-  int executions = 0;
-  double rerecorded_refs = 0;
-};
-using XlaProgramFn = std::function<std::optional<XlaProgramHostWork>(const std::string& hlo_path)>;
-
-struct FitOptions {
-  std::vector<std::string> from_dirs;  // read every racksim-bench JSON and nccl-tests log in these
-  std::string base_preset;             // the preset the fractions refer to
-  XlaKernelCostFn xla_kernel_cost;     // for racksim-xla-runtime/1 files; they are skipped without it
-  XlaProgramFn xla_program;            // likewise, for their dispatch rows
-};
-// Throws input::InputError for unreadable or malformed inputs.
-Calibration fit_calibration(const FitOptions& opt);
-
 // The file text: fixed key order, fixed number formatting, so a re-fit is byte-identical.
 std::string write_calibration_yaml(const Calibration& cal);
 
-// nccl-tests output ("size count type redop root time algbw busbw #wrong ..."): one row per size,
-// out-of-place columns. `op` and `gpus` come from the log (or its file name); 0/"" if unknown.
-struct NcclTestsLog {
-  std::string op;
-  int gpus = 0;
-  std::string time_column = "time";  // "cputime" for a log of `-C 1` (host time per iteration)
-  std::string format = "text";       // "text" (stdout, Slurm .out) or "json" (-J)
-  struct Row {
-    double bytes = 0;
-    double time_s = 0;
-    double algbw_Bps = 0;
-    double busbw_Bps = 0;
-  };
-  std::vector<Row> rows;
-};
-// Returns nullopt when the text holds no nccl-tests table; throws InputError when it holds a
-// malformed one. The first test of the text; hardware_models/nccl_tests.h reads them all (and JSON).
-std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label);
-
-// nccl-tests' bus-bandwidth factor (busbw = algbw * factor).
-double nccl_busbw_factor(const std::string& op, int gpus);
+// How the file writes numbers and shows paths; the fit (calibration/fit) quotes figures and files
+// in its messages the same way.
+namespace calibration_text {
+// Plain decimal with `sig` significant digits, never exponent notation (so every number reads
+// back through the quantity parser), trailing zeros dropped.
+std::string num(double v, int sig = 6);
+std::string signed4(double v);  // "+0.1234"
+// Relative to the data root when inside it, so the text is the same on every checkout.
+std::string display_path(const std::string& p);
+}  // namespace calibration_text
 
 }  // namespace racksim::hw

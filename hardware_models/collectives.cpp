@@ -49,24 +49,9 @@ namespace racksim::hw {
 // ---------------------------------------------------------------------------------------------------------
 // Names
 // ---------------------------------------------------------------------------------------------------------
-std::string to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::all_to_all: return "all_to_all";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::send_recv: return "send_recv";
-  }
-  return "unknown";
-}
+std::string to_string(CollectiveOp op) { return std::string(sim::name_in(kCollectiveOpNames, op)); }
 
-std::optional<CollectiveOp> collective_op_from_string(std::string_view s) {
-  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
-                  CollectiveOp::all_to_all, CollectiveOp::broadcast, CollectiveOp::send_recv})
-    if (s == to_string(op)) return op;
-  return std::nullopt;
-}
+std::optional<CollectiveOp> collective_op_from_string(std::string_view s) { return sim::parse_in(kCollectiveOpNames, s); }
 
 std::string to_string(CollectiveAlgorithm a) {
   switch (a) {
@@ -906,7 +891,7 @@ void apply_measured_nccl(const SystemSpec& sys, const GroupPlacement& g, const C
       r.algorithm == CollectiveAlgorithm::nvls || r.algorithm == CollectiveAlgorithm::nvls_tree)
     return;
   for (const auto& f : sys.calibration->nccl) {
-    if (f.op != to_string(r.op) || f.gpus != g.ranks || !(f.algbw_Bps > 0)) continue;
+    if (f.op != r.op || f.gpus != g.ranks || !(f.algbw_Bps > 0)) continue;
     r.latency_s = f.latency_s;
     r.bandwidth_time_s = r.bytes / f.algbw_Bps;
     r.bound_by = "measured";

@@ -13,19 +13,17 @@
 #include <string>
 #include <string_view>
 
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
 #include "hardware_models/topology.h"
 
 namespace racksim::hw {
 
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
 // direct: all-to-all and send/recv (point-to-point over NVLink inside a domain, NICs across).
 enum class CollectiveAlgorithm { auto_select, ring, tree, nvls, nvls_tree, hierarchical, direct };
 // NCCL's protocols. auto_select: the fastest enabled one (what NCCL does).
 enum class CollectiveProtocol { auto_select, ll, ll128, simple };
 
-std::string to_string(CollectiveOp op);                // "all_reduce", ...
-std::optional<CollectiveOp> collective_op_from_string(std::string_view s);
 std::string to_string(CollectiveAlgorithm a);          // "auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct"
 std::optional<CollectiveAlgorithm> collective_algorithm_from_string(std::string_view s);
 std::string to_string(CollectiveProtocol p);           // "auto", "LL", "LL128", "Simple"

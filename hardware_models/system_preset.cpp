@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <set>
 
-#include "sim/core/text.h"
-#include "sim/input/file_cache.h"
+#include "core/text.h"
+#include "input/file_cache.h"
 
 namespace racksim::hw {
 

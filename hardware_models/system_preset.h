@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hardware_models/system_spec.h"
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 
 namespace racksim::hw {
 

@@ -45,17 +45,6 @@ std::string to_string(CommGroup g) {
   }
   return "?";
 }
-std::string to_string(CollOp c) {
-  switch (c) {
-    case CollOp::all_reduce: return "all_reduce";
-    case CollOp::all_gather: return "all_gather";
-    case CollOp::reduce_scatter: return "reduce_scatter";
-    case CollOp::all_to_all: return "all_to_all";
-    case CollOp::broadcast: return "broadcast";
-    case CollOp::send_recv: return "send_recv";
-  }
-  return "?";
-}
 std::string to_string(MemCategory c) {
   switch (c) {
     case MemCategory::weights: return "weights";
@@ -315,6 +304,10 @@ class Builder {
   };
   std::vector<LayerBody> layer_bodies_;    // JAX: each layer's forward and backward ops (scan bodies)
   std::map<int, int> fwd_ops_per_layer_;   // ops a layer's forward issues (host work of recomputed ops)
+  // Shape legend (per rank, per micro-batch; set in the constructor): s_ sequence length of this cp rank,
+  // b_ micro-batch (sequences), T_ = b_·s_ tokens, Tsp_ tokens of the sequence-parallel regions (T_ / tp),
+  // h_ hidden size, hl_ / kvl_ query / key-value heads of this tp rank, qk_dim_ / v_dim_ head dimensions,
+  // f_ FFN hidden of this tp rank, V_ vocabulary of this tp rank.
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
   std::vector<int> vstage_first_layer_;  // size vstages_ + 1
   Phase phase_ = Phase::forward;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "sim/core/text.h"
-#include "sim/input/file_cache.h"
+#include "core/text.h"
+#include "input/file_cache.h"
 
 namespace racksim::workloads {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 
 namespace racksim::workloads {
 

@@ -12,9 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
-#include "sim/core/huge_page_allocator.h"
-#include "sim/core/small_vector.h"
+#include "core/huge_page_allocator.h"
+#include "core/small_vector.h"
 
 namespace racksim::workloads {
 
@@ -33,14 +34,15 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
 // data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
 enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp };
-enum class CollOp : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+// The collective of an op is the hardware model's enum (hardware_models/collective_op.h). The short
+// name stays for the graph builder's many uses; hw::to_string names it.
+using CollOp = hw::CollectiveOp;
 enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
 std::string to_string(StreamKind s);
 std::string to_string(Phase p);
 std::string to_string(CommGroup g);
-std::string to_string(CollOp c);
 std::string to_string(MemCategory c);
 
 using OpId = uint32_t;

@@ -156,6 +156,8 @@ struct TrainingConfig {
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }
+  // Derived: tokens of one optimizer step over the whole job.
+  double tokens_per_step() const { return static_cast<double>(global_batch) * seq_len; }
 };
 
 std::string to_string(OptimizerSharding s);

@@ -13,13 +13,13 @@
 
 #include "sim/cli/collective.h"
 #include "sim/cli/commands.h"
-#include "sim/core/log.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
-#include "sim/workflow/replay_hook.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"
 #include "sim/workflow/validate.h"
@@ -56,7 +56,7 @@ std::string run(const Source& src, const std::vector<std::string>& sets, const s
                 const std::string& report) {
   py::gil_scoped_release nogil;
   auto res = sim::simulate(load(src, sets));
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
   if (!report.empty()) write_file(report, "report", sim::html_run_report(res));
   return res.report.dump();
 }
@@ -97,18 +97,9 @@ std::string sweep(const Source& src, int jobs, const std::string& shard, const s
 std::string replay(const std::string& module, const std::string& system, int gpus, const std::vector<std::string>& sets,
                    const std::string& trace) {
   py::gil_scoped_release nogil;
-  if (!trace.empty()) {
-    // The trace needs the replayed graph; the CLI path writes it (in-process, same code).
-    std::vector<std::string> args = {"replay", module, "--system", system, "--json", "--trace", trace};
-    if (gpus > 0) args.insert(args.end(), {"--gpus", std::to_string(gpus)});
-    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
-    std::ostringstream out, err;
-    const int code = cli::run(args, out, err);
-    if (code == cli::kInvalidInput) throw input_error("", 0, 0, "", err.str());
-    if (code != 0) throw std::runtime_error(err.str());
-    return out.str();
-  }
-  return cli::replay_hlo_report(module, system, gpus, sets).dump();
+  const auto res = sim::run_hlo(module, system, gpus, sets);
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
+  return res.report.dump();
 }
 
 // Returns [rows as JSON text, exit code the CLI would give].
@@ -168,11 +159,6 @@ PYBIND11_MODULE(_racksim, m) {
     } catch (const std::invalid_argument& e) {
       input_error(e.what());
     }
-  });
-  // `validate` runs `replay:` cases through the HLO importer, as the CLI does.
-  workflow::set_replay_hook([](const std::string& hlo, const std::string& system, int gpus,
-                               const std::vector<std::string>& sets) {
-    return cli::replay_hlo_report(hlo, system, gpus, sets);
   });
   sim::log::to_stderr(sim::log::level_from_flags(0, false));
 

@@ -9,11 +9,11 @@
 #include <ostream>
 
 #include "sim/cli/commands.h"
-#include "sim/core/log.h"
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "core/log.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "sim/report/report.h"
 
 namespace racksim::cli {

@@ -1,6 +1,7 @@
 #include "sim/cli/collective.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <optional>
@@ -9,9 +10,9 @@
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
 #include "hardware_models/topology.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
 
 namespace racksim::cli {
@@ -21,8 +22,6 @@ using nlohmann::json;
 namespace {
 
 using input::input_error;
-
-const char* kOps = "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv";
 
 struct Prepared {
   hw::SystemSpec spec;
@@ -37,7 +36,9 @@ Prepared prepare(const std::string& system, const std::string& op_s, const std::
   auto& diag = session.diag;
   hw::load_system_preset(system, nullptr, std::nullopt, session.ctx, p.spec);
   const auto op = hw::collective_op_from_string(op_s);
-  if (!op) diag.error({"--op", 0, 0}, "", fmt::format("unknown collective '{}'; expected {}", op_s, kOps));
+  if (!op)
+    diag.error({"--op", 0, 0}, "", fmt::format("unknown collective '{}'; expected {}", op_s,
+                                               fmt::join(sim::names_in(hw::kCollectiveOpNames), " | ")));
   const auto algo = hw::collective_algorithm_from_string(algo_s);
   if (!algo)
     diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected auto | ring | tree | nvls", algo_s));

@@ -54,8 +54,5 @@ struct CalibrateRead {
   bool json = false;
 };
 int cmd_calibrate_read(const CalibrateRead& opts, std::ostream& out);  // racksim import megatron ... (commands_import.cpp)
-// The JSON report of `racksim replay` (for validate's replay: cases); throws InputError.
-nlohmann::json replay_hlo_report(const std::string& path, const std::string& system, int gpus,
-                                 const std::vector<std::string>& sets);
 
 }  // namespace racksim::cli

@@ -11,11 +11,12 @@
 
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/model_spec.h"
 
@@ -64,7 +65,7 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   sim::SimulateOptions opt;
   opt.exact = c.exact;
   auto res = sim::simulate(sc, opt);
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.scenario, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
   if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
     out << res.report.dump() << '\n';

@@ -7,10 +7,12 @@
 #include <fstream>
 #include <ostream>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::cli {
@@ -47,7 +49,8 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
                        c.launch->eager_kernel_launch_s * 1e6, c.launch->graph_kernel_launch_s * 1e6,
                        c.launch->graph_launch_s * 1e6, c.launch->min_kernel_duration_s * 1e6);
   for (const auto& f : c.nccl)
-    out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n", f.op, f.gpus,
+    out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n",
+                       hw::to_string(f.op), f.gpus,
                        f.latency_s * 1e6, f.algbw_Bps / 1e9, f.busbw_Bps / 1e9, 100 * f.rms_residual);
   if (c.row_kernels) {
     const auto& f = *c.row_kernels;
@@ -99,12 +102,12 @@ Registered register_calibrate(CLI::App& app) {
   rd->add_flag("--json", read->json, "print JSON");
   return {sub, [s, rd, read](std::ostream& out, std::ostream&) -> int {
             if (rd->parsed()) return static_cast<int>(cmd_calibrate_read(*read, out));
-            hw::FitOptions opt;
+            calib::FitOptions opt;
             opt.from_dirs = s->from;
             opt.base_preset = s->base;
-            opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
-            opt.xla_program = workloads::hlo::program_host_work();
-            const hw::Calibration c = hw::fit_calibration(opt);
+            opt.xla_kernel_cost = calib::hlo_kernel_cost();
+            opt.xla_program = calib::hlo_program_host_work();
+            const hw::Calibration c = calib::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
             input::write_file_checked(s->out, text, "--out");
             if (!s->quiet) {

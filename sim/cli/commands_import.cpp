@@ -16,10 +16,10 @@
 #include <sstream>
 #include <ostream>
 
-#include "hardware_models/nccl_tests.h"
+#include "calibration/fit/nccl_tests.h"
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/scenario/scenario.h"
 #include "hardware_models/system_preset.h"
 #include "workloads/importers/hf_config.h"
@@ -159,10 +159,10 @@ int cmd_calibrate_read(const CalibrateRead& o, std::ostream& out) {
     if (!f) throw input_error(path, 0, 0, "", "cannot read file");
     std::stringstream ss;
     ss << f.rdbuf();
-    const auto tests = hw::parse_nccl_tests_output(ss.str(), path);
+    const auto tests = calib::parse_nccl_tests_output(ss.str(), path);
     if (tests.empty()) throw input_error(path, 0, 0, "", "no nccl-tests table found");
     for (const auto& t : tests) {
-      nlohmann::json j = hw::nccl_tests_json(t);
+      nlohmann::json j = calib::nccl_tests_json(t);
       j["file"] = path;
       all.push_back(j);
       if (!o.json) {

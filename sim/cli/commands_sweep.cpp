@@ -12,8 +12,8 @@
 #include <ostream>
 
 #include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 #include "sim/report/html.h"
 #include "sim/workflow/sweep.h"
 

@@ -14,8 +14,8 @@
 
 #include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
 
 namespace racksim::sim {
 
@@ -26,18 +26,6 @@ namespace {
 // Communication streams whose collectives are paced beside compute: comm, comm_dp, comm_grad, comm_ep.
 constexpr std::size_t kPaceLanes = 4;
 
-hw::CollectiveOp to_hw(CollOp c) {
-  switch (c) {
-    case CollOp::all_reduce: return hw::CollectiveOp::all_reduce;
-    case CollOp::all_gather: return hw::CollectiveOp::all_gather;
-    case CollOp::reduce_scatter: return hw::CollectiveOp::reduce_scatter;
-    case CollOp::all_to_all: return hw::CollectiveOp::all_to_all;
-    case CollOp::broadcast: return hw::CollectiveOp::broadcast;
-    case CollOp::send_recv: return hw::CollectiveOp::send_recv;
-  }
-  return hw::CollectiveOp::all_reduce;
-}
-
 // The communicator of each group in the launcher's rank order. Megatron-Core lays dense layers out as
 // tp-cp-dp-pp and expert layers as etp-ep-edp-pp over the same ranks of a stage (parallel_state.py's
 // two rank generators), so an EP group is strided by etp and an expert-data-parallel group by etp·ep.
@@ -45,8 +33,8 @@ struct GroupShape {
   int size = 1;
   int stride = 1;
 };
-GroupShape group_shape(const Scenario& sc, CommGroup g) {
-  const auto& p = sc.training.parallelism;
+GroupShape group_shape(const Job& job, CommGroup g) {
+  const auto& p = job.parallelism;
   switch (g) {
     case CommGroup::tp: return {p.tp, 1};
     case CommGroup::cp: return {p.cp, p.tp};
@@ -62,13 +50,13 @@ GroupShape group_shape(const Scenario& sc, CommGroup g) {
 
 class Replayer {
  public:
-  Replayer(const OpGraph& g, const Scenario& sc, const ReplayOptions& opt)
-      : g_(g), sc_(sc), sys_(sc.system.spec), opt_(opt), net_(q_, /*external_events=*/true) {
+  Replayer(const OpGraph& g, const Job& job, const ReplayOptions& opt)
+      : g_(g), job_(job), sys_(job.system.spec), opt_(opt), net_(q_, /*external_events=*/true) {
     const auto& h = sys_.host;
     // Every rank of a role does the same, so a shared link or host memory is split among the
     // GPUs that share it -- but a job smaller than a host shares it with fewer.
-    const int link_sharers = std::max(1, std::min(h.gpus_per_link, sc.system.gpus));
-    const int host_sharers = std::max(1, std::min(h.gpus_per_host, sc.system.gpus));
+    const int link_sharers = std::max(1, std::min(h.gpus_per_link, job.system.gpus));
+    const int host_sharers = std::max(1, std::min(h.gpus_per_host, job.system.gpus));
     const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / link_sharers;
     // One set of resources per simulated rank (pipeline stage): they are different GPUs.
     for (int r = 0; r < std::max(1, g.ranks); ++r) {
@@ -143,7 +131,7 @@ class Replayer {
 
  private:
   const OpGraph& g_;
-  const Scenario& sc_;
+  const Job& job_;
   const hw::SystemSpec& sys_;
   const ReplayOptions opt_;
   EventQueue q_;
@@ -258,7 +246,7 @@ class Replayer {
   // `before_run` while the launches are planned, as queue events once the run is under way.
   void issue_launches(int rank, std::vector<std::pair<int64_t, OpId>>* before_run) {
     const auto& l = sys_.launch;
-    const bool graphs = sc_.training.cuda_graphs;
+    const bool graphs = job_.cuda_graphs;
     const std::vector<OpId>& ops = rank_ops_[rank];
     std::size_t& c = cursor_[rank];
     double& h = host_s_[rank];
@@ -439,7 +427,7 @@ class Replayer {
   }
 
   void start_collective(OpId id, const Op& op) {
-    const GroupShape gs = group_shape(sc_, op.group);
+    const GroupShape gs = group_shape(job_, op.group);
     if (gs.size <= 1 || op.coll_bytes <= 0) {
       q_.schedule(q_.now(), [this, id] { finish(id, "no_peers"); });
       return;
@@ -451,7 +439,7 @@ class Replayer {
     if (cached == coll_cache_.end()) {
       hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
       hw::CollectiveOptions opt;
-      opt.nvls_enabled = sc_.training.nvls;
+      opt.nvls_enabled = job_.nvls;
       hw::CollectiveCost cost;
       if (op.expert_top_k > 0) {
         hw::ExpertExchange x;
@@ -462,7 +450,7 @@ class Replayer {
         x.hierarchical = op.expert_hierarchical;
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {
-        cost = hw::estimate_collective(sys_, to_hw(op.coll), op.coll_bytes, place, opt);
+        cost = hw::estimate_collective(sys_, op.coll, op.coll_bytes, place, opt);
       }
       cached = coll_cache_.emplace(key, CachedCost{cost, intern_label(hw::to_string(cost.algorithm) + "/" + cost.protocol),
                                                    intern_label(cost.bound_by)})
@@ -738,8 +726,8 @@ std::string_view intern_label(std::string_view text) {
   return *labels.emplace(text).first;
 }
 
-ReplayResult replay(const OpGraph& graph, const Scenario& scenario, const ReplayOptions& options) {
-  Replayer r(graph, scenario, options);
+ReplayResult replay(const OpGraph& graph, const Job& job, const ReplayOptions& options) {
+  Replayer r(graph, job, options);
   return r.run();
 }
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/core/huge_page_allocator.h"
-#include "sim/scenario/scenario.h"
+#include "core/huge_page_allocator.h"
+#include "sim/engine/job.h"
 #include "workloads/op_graph.h"
 
 namespace racksim::sim {
@@ -37,6 +37,12 @@ struct Breakdown {
   double launch_overhead_s = 0;
   double pipeline_bubble_s = 0;
   double idle_s = 0;  // none of the above (waiting on a dependency with nothing running)
+
+  // Every part, for code that treats them alike (the steady-state extrapolation, sim/run).
+  static constexpr std::array<double Breakdown::*, 7> kParts = {
+      &Breakdown::compute_s,         &Breakdown::recompute_s,       &Breakdown::exposed_communication_s,
+      &Breakdown::exposed_offload_s, &Breakdown::launch_overhead_s, &Breakdown::pipeline_bubble_s,
+      &Breakdown::idle_s};
 };
 
 struct MemoryResult {
@@ -62,7 +68,8 @@ struct ReplayOptions {
   bool rank_busy = false;  // fill ReplayResult::rank_busy_s
 };
 
-ReplayResult replay(const workloads::OpGraph& graph, const Scenario& scenario, const ReplayOptions& options = {});
+// The engine: replays one rank role's graph on the job's system.
+ReplayResult replay(const workloads::OpGraph& graph, const Job& job, const ReplayOptions& options = {});
 
 // The memory timeline of a replayed graph: each tensor allocated when its op starts and freed when
 // its op ends, in time order with frees first at equal times (the allocator reuses a block freed by

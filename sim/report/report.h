@@ -4,78 +4,43 @@
 
 #include <nlohmann/json.hpp>
 
-#include <functional>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/engine/job.h"
 #include "sim/engine/replay.h"
-#include "sim/scenario/limits.h"
-#include "sim/scenario/scenario.h"
 #include "workloads/op_graph.h"
 
 namespace racksim::sim {
 
 struct RunResult {
-  Scenario scenario;
+  Job job;
   workloads::OpGraph graph;  // the rank role simulated (empty when SimulateOptions::keep_detail is off)
   ReplayResult replay;       // its per-op records too, when keep_detail is on
   nlohmann::json report;
 };
 
-// Replays shared between simulations: a step extrapolated from its steady state needs the replays at
-// two fixed lengths, which do not depend on the global batch, so the points of a sweep that differ
-// only there share them. Thread-safe; a simulation that finds its replay being made by another thread
-// waits for it. Results do not depend on whether a cache is used.
-class ReplayCache {
- public:
-  explicit ReplayCache(std::size_t max_entries = 4096);
-  ~ReplayCache();
-  ReplayCache(const ReplayCache&) = delete;
-  ReplayCache& operator=(const ReplayCache&) = delete;
-  struct Entry;
-  // The entry for `key`, made by `make` unless it exists or is being made.
-  std::shared_ptr<const Entry> get(const std::string& key, const std::function<Entry()>& make);
-  std::size_t hits() const;
-  std::size_t misses() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+// What a report says about the simulated step besides the job and its replay. The run layer fills it
+// from the workload: a described model's scenario, or an importer's description of its program.
+struct StepInfo {
+  nlohmann::json scenario;          // the report's `scenario` (a scenario file's reruns as it is)
+  double tokens_per_step = 0;       // of the whole job
+  double model_flops_per_step = 0;  // 6·N·tokens plus attention, no recompute (DESIGN.md)
+  std::vector<std::string> notes;   // the builder's or importer's, then the run layer's: the first warnings
+  std::string section;              // a section only this kind of workload has (an XLA module's "hlo"), or ""
+  nlohmann::json section_json;
+  std::string file;                 // named by an error about the figures ("<scenario>" when empty)
 };
 
-struct SimulateOptions {
-  // Replay every micro-step: no steady-state extrapolation (racksim run/compare/sweep/validate --exact).
-  bool exact = false;
-  // Keep the replayed graph and its per-op records in the result (for a trace or an HTML report).
-  // Off, a steady-state extrapolation may take its replays from `cache`.
-  bool keep_detail = true;
-  ReplayCache* cache = nullptr;
-};
-
-// Builds the graph, replays it and assembles the report. A step with more micro-steps than its
-// steady-state plan replays (steady_state_plan) is replayed at the plan's two lengths and
-// extrapolated, unless options.exact. A step longer than the simulated clock reaches (2^63 ps,
-// about 106 days) is an input::InputError naming the scenario file; so is an --exact replay past
-// the bound on replayed layer-steps (sim/scenario/limits.h).
-RunResult simulate(const Scenario& scenario, const SimulateOptions& options = {});
-// replay() with the same translation of a too-long step, naming `label` (an HLO file).
-ReplayResult replay_checked(const workloads::OpGraph& g, const Scenario& sc, const std::string& label);
-
-// The steady-state plan of a step (sim/scenario/limits.h): replay m1 and m1 + unit micro-steps and
-// add the other micro_steps - m1 at the measured period. Empty when every micro-step is replayed.
-using SteadyStatePlan = SteadyState;
-std::optional<SteadyStatePlan> steady_state_plan(const Scenario& scenario);
-
-nlohmann::json make_report(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+// The `run --json` report (DESIGN.md) of a replayed step.
+nlohmann::json make_report(const Job& job, const ReplayResult& r, const StepInfo& step);
 
 // Chrome trace-event JSON: one process per simulated rank, one thread per stream plus the
 // host launch thread, one complete event per op with FLOPs, bytes and its bound in args.
 // Also: an "HBM in use (GB)" counter track per rank, stacked by memory category (and pinned host
 // memory when the step offloads), flow arrows for cross-stream and cross-rank dependencies
 // (pipeline sends), and categories ("kernel,forward", "collective,backward", "launch", ...).
-nlohmann::json make_trace(const Scenario& sc, const workloads::OpGraph& g, const ReplayResult& r);
+nlohmann::json make_trace(const Job& job, const workloads::OpGraph& g, const ReplayResult& r);
 // Writes the trace; a path ending in .gz is gzip-compressed (Perfetto opens both). Throws InputError.
 void write_trace_file(const std::string& path, const nlohmann::json& trace);
 

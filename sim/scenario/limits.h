@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 #include "workloads/model_spec.h"
 #include "workloads/training_config.h"
 

@@ -9,9 +9,9 @@
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/yaml_reader.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/yaml_reader.h"
 #include "sim/scenario/limits.h"
 
 namespace racksim::sim {
@@ -150,6 +150,41 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
   return nullptr;
 }
 
+// The system section: the preset, its overrides and the calibration applied.
+void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
+  auto ctx = sys.context();
+  MapReader r(sys);
+  set_if(r.string("preset", true), out.preset);
+  set_if(r.integer("gpus", true, 1, hw::kMaxGpus), out.gpus);
+  if (auto c = r.string("calibration")) out.calibration = *c;
+  auto overrides = r.get("overrides");
+  if (overrides) out.overrides = yaml_to_json(overrides->yaml());
+  r.finish();
+  if (out.preset.empty()) return;
+  Node named = sys.child("preset");
+  if (!hw::load_system_preset(out.preset, &named, overrides, ctx, out.spec)) return;
+  spdlog::info("{}: system preset {} ({}/{}.yaml){}", file, out.preset, hw::presets_dir(), out.preset,
+               overrides ? " with system.overrides" : "");
+  if (out.calibration == "none") {  // explicitly uncalibrated
+    out.calibration.reset();
+    out.calibration_source = "none";
+    spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", file);
+  } else if (out.calibration) {
+    out.calibration_source = "scenario";
+    hw::load_and_apply_calibration(*out.calibration, sys.child("calibration"), ctx, out.spec);
+  } else if (auto d = hw::default_calibration_for(out.preset, ctx)) {
+    // Calibrated by default where a calibration of this preset ships (`calibration: none` turns it off).
+    out.calibration = *d;
+    out.calibration_source = "default";
+    spdlog::info("{}: system.calibration not set: {} (fitted against {}) applied by default; "
+                 "`system.calibration: none` for the preset's cited figures",
+                 file, *d, out.preset);
+    hw::load_and_apply_calibration(*d, named, ctx, out.spec);
+  } else {
+    spdlog::info("{}: no calibration (none fitted against {}): the preset's cited figures", file, out.preset);
+  }
+}
+
 Scenario parse_scenario(Node root) {
   Scenario sc;
   sc.file = root.file();
@@ -160,41 +195,7 @@ Scenario parse_scenario(Node root) {
   if (sc.name.empty()) sc.name = fs::path(sc.file).stem().string();
 
   // --- system
-  if (auto sys = top.get("system", true)) {
-    MapReader r(*sys);
-    set_if(r.string("preset", true), sc.system.preset);
-    set_if(r.integer("gpus", true, 1, hw::kMaxGpus), sc.system.gpus);
-    if (auto c = r.string("calibration")) sc.system.calibration = *c;
-    auto overrides = r.get("overrides");
-    if (overrides) sc.system.overrides = yaml_to_json(overrides->yaml());
-    r.finish();
-    if (!sc.system.preset.empty()) {
-      Node named = sys->child("preset");
-      if (hw::load_system_preset(sc.system.preset, &named, overrides, ctx, sc.system.spec)) {
-        spdlog::info("{}: system preset {} ({}/{}.yaml){}", sc.file, sc.system.preset, hw::presets_dir(),
-                     sc.system.preset, overrides ? " with system.overrides" : "");
-        if (sc.system.calibration == "none") {  // explicitly uncalibrated
-          sc.system.calibration.reset();
-          sc.system.calibration_source = "none";
-          spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", sc.file);
-        } else if (sc.system.calibration) {
-          sc.system.calibration_source = "scenario";
-          hw::load_and_apply_calibration(*sc.system.calibration, sys->child("calibration"), ctx, sc.system.spec);
-        } else if (auto d = hw::default_calibration_for(sc.system.preset, ctx)) {
-          // Calibrated by default where a calibration of this preset ships (`calibration: none` turns it off).
-          sc.system.calibration = *d;
-          sc.system.calibration_source = "default";
-          spdlog::info("{}: system.calibration not set: {} (fitted against {}) applied by default; "
-                       "`system.calibration: none` for the preset's cited figures",
-                       sc.file, *d, sc.system.preset);
-          hw::load_and_apply_calibration(*d, named, ctx, sc.system.spec);
-        } else {
-          spdlog::info("{}: no calibration (none fitted against {}): the preset's cited figures", sc.file,
-                       sc.system.preset);
-        }
-      }
-    }
-  }
+  if (auto sys = top.get("system", true)) parse_system(*sys, sc.file, sc.system);
 
   // --- model
   if (auto mn = top.get("model", true)) {
@@ -436,17 +437,66 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
   return finish_load(input::load_yaml_text(text, file_label, session.ctx), session.diag, sets);
 }
 
-nlohmann::json scenario_to_json(const Scenario& s) {
+Job job_of(const Scenario& s) {
+  Job job;
+  job.system = s.system;
+  job.parallelism = s.training.parallelism;
+  job.precision = s.training.precision;
+  job.cuda_graphs = s.training.cuda_graphs;
+  job.nvls = s.training.nvls;
+  return job;
+}
+
+Job load_job(const std::string& preset, int gpus, int tp, hw::Dtype precision, const std::vector<SetOverride>& sets,
+             const std::string& label) {
+  input::LoadSession session;
+  // The document a scenario would hold for this job; --set grafts into it as into a scenario file.
+  YAML::Node doc;
+  doc["system"]["preset"] = preset;
+  doc["system"]["gpus"] = gpus;
+  doc["training"]["cuda_graphs"] = true;  // XLA runs fusions and library calls as command buffers (CUDA graphs)
+  doc["training"]["nvls"] = true;
+  apply_sets(doc, sets, session.ctx);
+  Job job;
+  job.precision = precision;
+  Node root(doc, label, "", "", session.ctx);
+  MapReader top(root);
+  if (auto sys = top.get("system", true)) parse_system(*sys, label, job.system);
+  if (auto tn = top.get("training")) {
+    MapReader r(*tn);
+    set_if(r.boolean("cuda_graphs"), job.cuda_graphs);
+    set_if(r.boolean("nvls"), job.nvls);
+    r.finish();
+  }
+  top.finish();
+  session.diag.throw_if_any();
+  auto& p = job.parallelism;
+  p.tp = std::max(1, tp);
+  if (job.system.gpus % p.tp != 0)
+    session.diag.error({label, 0, 0}, "system.gpus",
+                       fmt::format("gpus ({}) must be a multiple of the workload's tensor-parallel group ({})",
+                                   job.system.gpus, p.tp));
+  else
+    p.dp = job.system.gpus / p.tp;
+  if (!job.system.spec.gpu.peak_dense_flops_per_s.count(precision))
+    session.diag.error({label, 0, 0}, "training.precision",
+                       fmt::format("{} ({}) has no {} tensor cores", job.system.spec.name, job.system.spec.gpu.model,
+                                   hw::to_string(precision)));
+  session.diag.throw_if_any();
+  return job;
+}
+
+nlohmann::json system_to_json(const SystemConfig& sc) {
   using nlohmann::json;
-  json sys = {{"preset", s.system.preset}, {"gpus", s.system.gpus}};
+  json sys = {{"preset", sc.preset}, {"gpus", sc.gpus}};
   // The calibration applied (named or by default), or "none" when the scenario said so: the
   // report's scenario reruns to the same numbers.
-  if (s.system.calibration)
-    sys["calibration"] = *s.system.calibration;
-  else if (s.system.calibration_source == "none")
+  if (sc.calibration)
+    sys["calibration"] = *sc.calibration;
+  else if (sc.calibration_source == "none")
     sys["calibration"] = "none";
-  if (!s.system.overrides.empty()) sys["overrides"] = s.system.overrides;
-  const auto& g = s.system.spec;
+  if (!sc.overrides.empty()) sys["overrides"] = sc.overrides;
+  const auto& g = sc.spec;
   json peaks = json::object();
   for (const auto& [d, v] : g.gpu.peak_dense_flops_per_s) peaks[hw::to_string(d)] = format_quantity(v, QuantityKind::flops_per_second);
   // The resolved hardware, so a report says exactly what was simulated.
@@ -474,12 +524,18 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                      {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
       {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
   // Which calibration produced the numbers, where it came from and how it reached this preset.
-  json cal = {{"source", s.system.calibration_source}};
+  json cal = {{"source", sc.calibration_source}};
   if (g.calibration) {
     cal["name"] = g.calibration->name;
     cal["transfer"] = g.calibration->transfer;
   }
   sys["resolved"]["calibration"] = cal;
+  return sys;
+}
+
+nlohmann::json scenario_to_json(const Scenario& s) {
+  using nlohmann::json;
+  const json sys = system_to_json(s.system);
 
   const auto& m = s.model;
   json model = {{"name", m.name},           {"layers", m.layers}, {"hidden", m.hidden},

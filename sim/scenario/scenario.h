@@ -10,22 +10,11 @@
 #include <vector>
 
 #include "hardware_models/system_spec.h"
+#include "sim/engine/job.h"
 #include "workloads/model_spec.h"
 #include "workloads/training_config.h"
 
 namespace racksim::sim {
-
-struct SystemConfig {
-  std::string preset;
-  int gpus = 1;
-  std::optional<std::string> calibration;  // name under hardware_models/calibrated/, or a path; the one applied
-  // Where `calibration` came from: "scenario" (system.calibration), "default" (none named: the
-  // calibration fitted against the preset, hw::default_calibration_for), "none" (system.calibration:
-  // none), "unavailable" (none named and none fitted against the preset).
-  std::string calibration_source = "unavailable";
-  hw::SystemSpec spec;                     // preset with overrides applied (and calibration, later)
-  nlohmann::json overrides = nlohmann::json::object();  // as given, for the report
-};
 
 struct Scenario {
   std::string name;
@@ -49,5 +38,18 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
 // The fully resolved scenario (every default made explicit, the preset expanded) as JSON, so
 // a report can be rerun.
 nlohmann::json scenario_to_json(const Scenario& s);
+// Its `system` part alone (also the system of an imported workload's report).
+nlohmann::json system_to_json(const SystemConfig& s);
+
+// The job a scenario describes: its system and how the step is launched.
+Job job_of(const Scenario& s);
+
+// The job of a workload that brings its own graph (an imported XLA module): the system from a preset
+// and a GPU count, tp and precision from the workload, and `--set` applied as in a scenario --
+// system.calibration, system.overrides.*, training.cuda_graphs and training.nvls; any other key is
+// an error (with the nearest valid key), and so is a --set of the preset or the GPU count, which
+// the caller gives. `label` names the command in messages (e.g. "racksim replay").
+Job load_job(const std::string& preset, int gpus, int tp, hw::Dtype precision, const std::vector<SetOverride>& sets,
+             const std::string& label);
 
 }  // namespace racksim::sim

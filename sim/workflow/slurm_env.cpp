@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/workflow/sweep.h"
 
 namespace racksim::workflow {

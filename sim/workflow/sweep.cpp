@@ -10,11 +10,11 @@
 #include <mutex>
 #include <ostream>
 
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
-#include "sim/input/yaml_reader.h"
-#include "sim/report/report.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
+#include "input/yaml_reader.h"
+#include "sim/run/run.h"
 #include "sim/workflow/util.h"
 
 namespace racksim::workflow {

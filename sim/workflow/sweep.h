@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/thread_pool.h"
 

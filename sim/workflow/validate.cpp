@@ -8,12 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "sim/core/text.h"
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
-#include "sim/report/report.h"
-#include "sim/workflow/replay_hook.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
+#include "sim/run/run.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"
 #include "sim/workflow/util.h"
@@ -341,12 +340,7 @@ std::vector<CheckRow> run_case(const SuiteCase& c, bool exact) {
     if (c.kind == SuiteCase::Kind::scenario) {
       report = simulate_report(c.scenario, exact);
     } else {
-      const ReplayHook hook = replay_hook();
-      if (!hook) {
-        fail("replay not available: this racksim has no HLO importer hooked in (racksim replay)");
-        return rows;
-      }
-      report = hook(c.replay, c.system, c.gpus, c.replay_sets);
+      report = sim::run_hlo(c.replay, c.system, c.gpus, c.replay_sets).report;
     }
     for (const auto& e : c.measured) {
       CheckRow row;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
 #include "workloads/graph_builder.h"
@@ -124,7 +125,7 @@ void BM_ReplayHlo(benchmark::State& state) {
     return;
   }
   for (auto _ : state) {
-    auto r = racksim::cli::replay_hlo_report(file, "h200-sxm", 0, {});
+    auto r = racksim::sim::run_hlo(file, "h200-sxm", 0, {}).report;
     benchmark::DoNotOptimize(r);
   }
 }

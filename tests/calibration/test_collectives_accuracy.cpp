@@ -15,7 +15,7 @@
 
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "tests/unit/preset_util.h"
 
 namespace racksim::hw {

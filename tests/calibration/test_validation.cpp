@@ -15,6 +15,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "workloads/graph_builder.h"
@@ -44,7 +45,7 @@ TEST(HloReplay, ReferenceModulesPeakMemoryWithinTenPercent) {
   while (std::getline(in, line)) {
     const json row = json::parse(line);
     const std::string file = dir + "/" + row["name"].get<std::string>() + ".hlo.txt.gz";
-    const json rep = racksim::cli::replay_hlo_report(file, "h200-sxm", 1, {});
+    const json rep = racksim::sim::run_hlo(file, "h200-sxm", 1, {}).report;
     const double peak = rep["peak_memory_bytes"].get<double>();
     const double measured = row["peak_bytes_in_use"].get<double>();
     EXPECT_LT(std::abs(peak / measured - 1), 0.10) << row["name"] << " predicted " << peak << " measured " << measured;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hardware_models/system_preset.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 
 namespace racksim::testing {
 

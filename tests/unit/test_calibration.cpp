@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "workloads/hlo/hlo_cost.h"
 #include "hardware_models/collectives.h"
@@ -18,8 +20,9 @@
 #include "hardware_models/topology.h"
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "tests/unit/preset_util.h"
@@ -67,12 +70,12 @@ hw::SystemSpec preset(const std::string& name) { return racksim::testing::shippe
 
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
-  hw::FitOptions opt;
+  calib::FitOptions opt;
   opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn};
   opt.base_preset = "h200-sxm";
-  opt.xla_kernel_cost = workloads::hlo::profiled_kernel_cost();
-  opt.xla_program = workloads::hlo::program_host_work();
-  const std::string text = hw::write_calibration_yaml(hw::fit_calibration(opt));
+  opt.xla_kernel_cost = calib::hlo_kernel_cost();
+  opt.xla_program = calib::hlo_program_host_work();
+  const std::string text = hw::write_calibration_yaml(calib::fit_calibration(opt));
   EXPECT_EQ(text, slurp(kCommitted)) << "re-fit differs from hardware_models/calibrated/h200.yaml; run: racksim "
                                         "calibrate fit --from calibration/data/h200-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
@@ -82,7 +85,7 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
   opt.from_dirs = {kAttn, kNoCb, kXla, kPair, kGemm, kBench};
-  EXPECT_EQ(hw::write_calibration_yaml(hw::fit_calibration(opt)), text);
+  EXPECT_EQ(hw::write_calibration_yaml(calib::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
@@ -112,7 +115,7 @@ TEST(CalibNccl, MeasuredCollectivesReplaceTheModelOnTheSameDevice) {
   hw::apply_calibration(sys, *c);
   const hw::NcclFit* fit = nullptr;
   for (const auto& f : c->nccl)
-    if (f.op == "all_reduce" && f.gpus == 2) fit = &f;
+    if (f.op == hw::CollectiveOp::all_reduce && f.gpus == 2) fit = &f;
   ASSERT_NE(fit, nullptr);
   const auto g2 = hw::place_group(sys, 2, 1);
   const double bytes = 1073741824.0;
@@ -190,7 +193,7 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   std::printf("m1_full step time: uncalibrated %.4f s, calibrated %.4f s, measured 0.4016 s\n", t_off, t_on);
   EXPECT_GT(t_on, t_off * 1.03);
   EXPECT_LT(std::fabs(t_on - 0.4016), std::fabs(t_off - 0.4016));
-  const auto& spec = on.scenario.system.spec;
+  const auto& spec = on.job.system.spec;
   ASSERT_TRUE(spec.calibration);
   EXPECT_TRUE(spec.calibration->same_device);
   EXPECT_TRUE(spec.calibration->applied_hbm && spec.calibration->applied_host && spec.calibration->applied_launch);
@@ -204,8 +207,8 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   EXPECT_FALSE(spec.calibration->warnings.empty());
   for (const auto& w : spec.calibration->warnings) std::printf("warning: %s\n", w.c_str());
   // Uncalibrated, nothing changed.
-  EXPECT_FALSE(off.scenario.system.spec.calibration);
-  EXPECT_DOUBLE_EQ(off.scenario.system.spec.gpu.hbm_efficiency, 0.88);
+  EXPECT_FALSE(off.job.system.spec.calibration);
+  EXPECT_DOUBLE_EQ(off.job.system.spec.gpu.hbm_efficiency, 0.88);
 }
 
 TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
@@ -235,13 +238,13 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
     return sim::simulate(sim::load_scenario(quick, sets));
   };
   const auto dflt = with("h200-sxm", ""), named = with("h200-sxm", "h200"), none = with("h200-sxm", "none");
-  ASSERT_TRUE(dflt.scenario.system.spec.calibration);
-  EXPECT_EQ(dflt.scenario.system.spec.calibration->name, "h200");
-  EXPECT_EQ(dflt.scenario.system.calibration_source, "default");
-  EXPECT_EQ(named.scenario.system.calibration_source, "scenario");
-  EXPECT_EQ(none.scenario.system.calibration_source, "none");
-  EXPECT_FALSE(none.scenario.system.spec.calibration);
-  EXPECT_FALSE(none.scenario.system.calibration);
+  ASSERT_TRUE(dflt.job.system.spec.calibration);
+  EXPECT_EQ(dflt.job.system.spec.calibration->name, "h200");
+  EXPECT_EQ(dflt.job.system.calibration_source, "default");
+  EXPECT_EQ(named.job.system.calibration_source, "scenario");
+  EXPECT_EQ(none.job.system.calibration_source, "none");
+  EXPECT_FALSE(none.job.system.spec.calibration);
+  EXPECT_FALSE(none.job.system.calibration);
   for (const char* k : {"step_time_s", "mfu", "tokens_per_s_per_gpu", "peak_memory_bytes"})
     EXPECT_EQ(dflt.report[k], named.report[k]) << k;
   EXPECT_EQ(dflt.report["breakdown_s"], named.report["breakdown_s"]);
@@ -262,8 +265,8 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
   EXPECT_TRUE(warned);
   // h100-sxm: no calibration fitted against it, so nothing applies by default.
   const auto h100 = with("h100-sxm", ""), h100_none = with("h100-sxm", "none");
-  EXPECT_FALSE(h100.scenario.system.spec.calibration);
-  EXPECT_EQ(h100.scenario.system.calibration_source, "unavailable");
+  EXPECT_FALSE(h100.job.system.spec.calibration);
+  EXPECT_EQ(h100.job.system.calibration_source, "unavailable");
   for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes", "breakdown_s", "warnings"})
     EXPECT_EQ(h100.report[k], h100_none.report[k]) << k;
   EXPECT_FALSE(h100.report["scenario"]["system"].contains("calibration"));
@@ -412,27 +415,27 @@ TEST(CalibLoad, CalibrationByPathRelativeToTheScenario) {
 
 TEST(CalibNccl, ParsesAndFitsSyntheticNcclTestsLogs) {
   const std::string dir = kSrc + "/tests/data/nccl-tests-synthetic";
-  auto log = hw::parse_nccl_tests_log(slurp(dir + "/all_reduce_perf_8gpu.log"), "all_reduce_perf_8gpu.log");
+  auto log = calib::parse_nccl_tests_log(slurp(dir + "/all_reduce_perf_8gpu.log"), "all_reduce_perf_8gpu.log");
   ASSERT_TRUE(log);
   EXPECT_EQ(log->op, "all_reduce");
   EXPECT_EQ(log->gpus, 8);
   EXPECT_EQ(log->rows.size(), 11u);
   EXPECT_DOUBLE_EQ(log->rows.back().bytes, 1073741824.0);
-  EXPECT_FALSE(hw::parse_nccl_tests_log(slurp(kBench + "/racksim-bench.log"), "racksim-bench.log"));
+  EXPECT_FALSE(calib::parse_nccl_tests_log(slurp(kBench + "/racksim-bench.log"), "racksim-bench.log"));
 
-  hw::FitOptions opt;
+  calib::FitOptions opt;
   opt.from_dirs = {dir};
   opt.base_preset = "h200-sxm";
-  const hw::Calibration c = hw::fit_calibration(opt);
+  const hw::Calibration c = calib::fit_calibration(opt);
   ASSERT_EQ(c.nccl.size(), 2u);
   const auto& ar = c.nccl[0];
   const auto& a2a = c.nccl[1];
-  EXPECT_EQ(ar.op, "all_reduce");
+  EXPECT_EQ(ar.op, hw::CollectiveOp::all_reduce);
   EXPECT_EQ(ar.gpus, 8);
   EXPECT_NEAR(ar.latency_s, 25e-6, 0.5e-6);
   EXPECT_NEAR(ar.algbw_Bps, 350e9, 350e9 * 0.01);
   EXPECT_NEAR(ar.busbw_Bps, ar.algbw_Bps * 2 * 7 / 8.0, 1);
-  EXPECT_EQ(a2a.op, "all_to_all");
+  EXPECT_EQ(a2a.op, hw::CollectiveOp::all_to_all);
   EXPECT_EQ(a2a.gpus, 4);
   EXPECT_NEAR(a2a.latency_s, 40e-6, 0.5e-6);
   EXPECT_NEAR(a2a.algbw_Bps, 120e9, 120e9 * 0.01);
@@ -457,14 +460,14 @@ TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
       "        1024           256     float    none      -1    10.00    0.10    0.05      0\n"
       "        4096          1024     float    none      -1    abc    0.40    0.20      0\n";
   try {
-    hw::parse_nccl_tests_log(text, "ag.log");
+    calib::parse_nccl_tests_log(text, "ag.log");
     FAIL();
   } catch (const input::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("ag.log:6:1: error: nccl-tests column 'time' is not a number: 'abc'"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(hw::nccl_busbw_factor("send_recv", 2), 1.0);
+  EXPECT_DOUBLE_EQ(calib::nccl_busbw_factor("all_gather", 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(calib::nccl_busbw_factor("send_recv", 2), 1.0);
 }
 

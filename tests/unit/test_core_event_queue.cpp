@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/core/event_queue.h"
+#include "core/event_queue.h"
 
 namespace racksim::sim {
 namespace {

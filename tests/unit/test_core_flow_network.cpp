@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
 
 namespace racksim::sim {
 namespace {

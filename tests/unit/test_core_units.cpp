@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "sim/core/text.h"
-#include "sim/core/time.h"
-#include "sim/core/units.h"
+#include "core/text.h"
+#include "core/time.h"
+#include "core/units.h"
 
 namespace racksim::sim {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 

@@ -15,11 +15,12 @@
 #include <set>
 #include <sstream>
 
-#include "hardware_models/nccl_tests.h"
+#include "calibration/fit/nccl_tests.h"
 #include "sim/cli/collective.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "workloads/importers/hf_config.h"
@@ -447,7 +448,7 @@ TEST(Logging, QuietDropsWarningsAndSpdlogLevelIsHonoured) {
 // ----------------------------------------------------------------- nccl-tests
 
 TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
-  auto c = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "all_reduce_perf_cputime.log"), "all_reduce_perf_cputime.log");
+  auto c = racksim::calib::parse_nccl_tests_output(slurp(kNccl + "all_reduce_perf_cputime.log"), "all_reduce_perf_cputime.log");
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].op, "all_reduce");
   EXPECT_EQ(c[0].gpus, 8);
@@ -455,7 +456,7 @@ TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
   EXPECT_EQ(c[0].rows.size(), 21u);
   EXPECT_NEAR(c[0].rows.back().time_s, 1.03 * (30e-6 + 1073741824 / 360e9), 1e-6);
 
-  auto s = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "slurm-123456.out"), "slurm-123456.out");
+  auto s = racksim::calib::parse_nccl_tests_output(slurp(kNccl + "slurm-123456.out"), "slurm-123456.out");
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].op, "all_reduce");
   EXPECT_EQ(s[1].op, "all_gather");
@@ -464,7 +465,7 @@ TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
   EXPECT_EQ(s[0].rows.size(), 28u);  // 8 B .. 1 GiB
   EXPECT_EQ(s[1].rows.size(), 21u);  // 1 KiB .. 1 GiB
 
-  auto j = racksim::hw::parse_nccl_tests_output(slurp(kNccl + "alltoall.json"), "alltoall.json");
+  auto j = racksim::calib::parse_nccl_tests_output(slurp(kNccl + "alltoall.json"), "alltoall.json");
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0].op, "all_to_all");
   EXPECT_EQ(j[0].gpus, 8);
@@ -475,14 +476,14 @@ TEST(NcclTests, CputimeLogsSlurmOutFilesAndJsonImport) {
   std::string tagged;
   std::istringstream in(slurp(kNccl + "all_reduce_perf_cputime.log"));
   for (std::string l; std::getline(in, l);) tagged += "[1,0]<stdout>:" + l + "\n";
-  EXPECT_EQ(racksim::hw::parse_nccl_tests_output(tagged, "x.log").at(0).rows.size(), 21u);
+  EXPECT_EQ(racksim::calib::parse_nccl_tests_output(tagged, "x.log").at(0).rows.size(), 21u);
 }
 
 // Unedited nccl-tests 2.19.6 output from one H200 (tests/data/nccl-tests-real/README.md): the -C
 // cputime column, the -J JSON file and the stdout of the same run, and a plain table.
 TEST(NcclTests, ReadsRealCaptures) {
   const std::string real = kSrc + "/tests/data/nccl-tests-real/";
-  auto c = racksim::hw::parse_nccl_tests_output(slurp(real + "all_reduce_perf_g1_C1.log"), "c.log");
+  auto c = racksim::calib::parse_nccl_tests_output(slurp(real + "all_reduce_perf_g1_C1.log"), "c.log");
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].op, "all_reduce");
   EXPECT_EQ(c[0].gpus, 1);
@@ -491,8 +492,8 @@ TEST(NcclTests, ReadsRealCaptures) {
   EXPECT_NEAR(c[0].rows.front().time_s, 7.93e-6, 1e-9);
   EXPECT_EQ(c[0].rows.back().bytes, 268435456.0);
 
-  auto j = racksim::hw::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1.json"), "j.json");
-  auto t = racksim::hw::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1_J.log"), "j.log");
+  auto j = racksim::calib::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1.json"), "j.json");
+  auto t = racksim::calib::parse_nccl_tests_output(slurp(real + "all_gather_perf_g1_J.log"), "j.log");
   ASSERT_EQ(j.size(), 1u);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(j[0].format, "json");
@@ -503,7 +504,7 @@ TEST(NcclTests, ReadsRealCaptures) {
     EXPECT_NEAR(j[0].rows[i].time_s, t[0].rows[i].time_s, 0.006e-6 + 0.005 * t[0].rows[i].time_s) << i;
   }
 
-  auto a = racksim::hw::parse_nccl_tests_output(slurp(real + "alltoall_perf_g1.log"), "a.log");
+  auto a = racksim::calib::parse_nccl_tests_output(slurp(real + "alltoall_perf_g1.log"), "a.log");
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].op, "all_to_all");
   EXPECT_EQ(a[0].rows.size(), 12u);
@@ -534,7 +535,7 @@ TEST(NcclTests, CollectiveTableReadsBackAsWhatItPredicted) {
   const json rows = racksim::cli::collective_sweep_json(s);
   ASSERT_EQ(rows.size(), 31u);  // 8 B .. 8 GiB
   const std::string table = racksim::cli::nccl_tests_table(s, rows);
-  const auto back = racksim::hw::parse_nccl_tests_output(table, "predicted.log");
+  const auto back = racksim::calib::parse_nccl_tests_output(table, "predicted.log");
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].op, "reduce_scatter");
   EXPECT_EQ(back[0].gpus, 8);

@@ -13,9 +13,11 @@
 #include <iostream>
 #include <random>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/validate.h"
 
@@ -121,10 +123,10 @@ TEST(FuzzInputs, CalibrationMeasurementsNeverCrash) {
         fs::remove_all(dir);
         fs::create_directories(dir);
         std::ofstream(dir + "/" + name_of.at(files[pick]), std::ios::binary) << text;
-        hw::FitOptions o;
+        calib::FitOptions o;
         o.from_dirs = {dir};
         o.base_preset = "h200-sxm";
-        const hw::Calibration c = hw::fit_calibration(o);
+        const hw::Calibration c = calib::fit_calibration(o);
         // Whatever was fitted reads back (fit_calibration checks it too).
         input::Diagnostics diag;
         auto ctx = std::make_shared<input::LoadContext>();
@@ -145,7 +147,7 @@ TEST(FuzzInputs, NcclTestsLogsNeverCrash) {
                                            "99999999999", "-1", "0", "nan", "inf", "1e309", "#  Rank  0 Group 0\n",
                                            "# Collective test starting: all_gather_perf\n", "abc", "\t", "\r"};
   const auto [ok, bad] = fuzz(kFuzz + "/calib_corpus", tokens, 4000, 1614, [&](const std::string& text, std::size_t, int) {
-    const auto log = hw::parse_nccl_tests_log(text, "fuzz.log");
+    const auto log = calib::parse_nccl_tests_log(text, "fuzz.log");
     if (!log) return false;
     EXPECT_GE(log->gpus, 0);
     EXPECT_LE(log->gpus, hw::kMaxGpus);

@@ -10,9 +10,10 @@
 #include <random>
 #include <sstream>
 
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include <cmath>
 #include <iostream>
 #include "sim/scenario/scenario.h"

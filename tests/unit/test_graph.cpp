@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 

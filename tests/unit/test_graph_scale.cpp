@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 
@@ -164,7 +165,7 @@ TEST(GraphScale, SteadyStateExtrapolationMatchesTheFullReplay) {
     const auto sc = sim::load_scenario(quick, sim::parse_set_overrides(sets));
     const auto fast = sim::simulate(sc);
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    const auto full = sim::replay(g, sc);
+    const auto full = sim::replay(g, sim::job_of(sc));
     ASSERT_GT(sc.training.micro_steps(), 40);
     EXPECT_NEAR(fast.replay.step_time_s / full.step_time_s, 1.0, 0.005) << sets.back();
     EXPECT_NEAR(fast.replay.memory.peak_hbm_bytes / full.memory.peak_hbm_bytes, 1.0, 0.005) << sets.back();

@@ -14,8 +14,8 @@
 #include <random>
 #include <sstream>
 
-#include "sim/cli/commands.h"
-#include "sim/input/diagnostics.h"
+#include "sim/run/run.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 
@@ -49,7 +49,7 @@ bool has_location(const input::InputError& e) {
 
 TEST(HloFuzz, CorpusReplaysCleanly) {
   for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/hlo_corpus")) {
-    const auto j = cli::replay_hlo_report(e.path().string(), "h200-sxm", 4, {});
+    const auto j = sim::run_hlo(e.path().string(), "h200-sxm", 4, {}).report;
     EXPECT_TRUE(std::isfinite(j["step_time_s"].get<double>())) << e.path();
   }
 }
@@ -83,7 +83,7 @@ TEST(HloFuzz, ImporterNeverCrashes) {
       }
       if (i % 5 == 0 && r.graph.ops.size() < 2000) {
         std::ofstream(tmp, std::ios::binary) << text;
-        const auto j = cli::replay_hlo_report(tmp, "h200-sxm", 4, {});
+        const auto j = sim::run_hlo(tmp, "h200-sxm", 4, {}).report;
         ASSERT_TRUE(std::isfinite(j["step_time_s"].get<double>())) << text;
         ++replayed;
       }

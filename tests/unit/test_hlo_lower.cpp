@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_cost.h"
 #include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"

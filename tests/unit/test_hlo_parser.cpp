@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_parser.h"
 
 using namespace racksim;

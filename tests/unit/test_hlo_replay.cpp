@@ -10,7 +10,7 @@
 
 #include "sim/cli/cli.h"
 #include "sim/cli/commands.h"
-#include "sim/workflow/replay_hook.h"
+#include "sim/run/run.h"
 #include "tests/unit/cli_util.h"
 
 using nlohmann::json;
@@ -81,13 +81,10 @@ TEST(HloReplay, InvalidInputExitsOne) {
   EXPECT_EQ(set.code, 1);
 }
 
-TEST(HloReplay, ValidateHookIsTheReplayReport) {
-  std::ostringstream o, e;
-  racksim::cli::run({"--version"}, o, e);  // registers the commands, and with them the hook
-  const auto hook = racksim::workflow::replay_hook();
-  ASSERT_TRUE(static_cast<bool>(hook));
-  const json j = hook(kCorpus + "attention.hlo", "h200-sxm", 0, {});
-  const json k = racksim::cli::replay_hlo_report(kCorpus + "attention.hlo", "h200-sxm", 0, {});
-  EXPECT_EQ(j.dump(), k.dump());
+TEST(HloReplay, TheCommandPrintsTheRunLayersReport) {
+  const auto r = run_cli({"replay", kCorpus + "attention.hlo", "--system", "h200-sxm", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json k = racksim::sim::run_hlo(kCorpus + "attention.hlo", "h200-sxm", 0, {}).report;
+  EXPECT_EQ(json::parse(r.out).dump(), k.dump());
 }
 

@@ -78,7 +78,7 @@ TEST(HwMechanism, GemmTimeAtTwoShapes) {
   for (double s : {4096.0, 8192.0}) {
     OpGraph g;
     g.add(gemm(s, s, s));
-    const auto r = sim::replay(g, sc);
+    const auto r = sim::replay(g, sim::job_of(sc));
     const double expect = 2 * s * s * s / peak;  // compute-bound: 6 s^2 bytes at 4.2 TB/s is far shorter
     EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, expect, 1e-12) << s;
     EXPECT_EQ(r.ops[0].bound_by, "tensor_core");
@@ -93,10 +93,10 @@ TEST(HwMechanism, MemoryBoundKernelAndCopyShareHbm) {
   k.name = "stream";
   k.hbm_bytes = 8e9;  // alone: 8e9 / hbm
   g.add(k);
-  const auto alone = sim::replay(g, sc);
+  const auto alone = sim::replay(g, sim::job_of(sc));
   EXPECT_NEAR(alone.ops[0].end_s - alone.ops[0].start_s, 8e9 / hbm, 1e-12);
   g.add(copy(OpKind::copy_h2d, 4e9));  // a host copy also writes HBM at ~55 GB/s
-  const auto both = sim::replay(g, sc);
+  const auto both = sim::replay(g, sim::job_of(sc));
   EXPECT_GT(both.ops[0].end_s - both.ops[0].start_s, 8e9 / hbm);
 }
 
@@ -115,12 +115,12 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
       "t.yaml");
   ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->row_kernels);
   const double kB = h200.system.spec.calibration->row_kernels->k_Bps_B;
-  const auto r = sim::replay(g, h200);
+  const auto r = sim::replay(g, sim::job_of(h200));
   EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, 5e9 * 384 / kB, 1e-9);
   EXPECT_EQ(r.ops[0].bound_by, "occupancy");
   // Few bytes per thread: streaming, as any kernel.
   g.ops[0].thread_bytes = 16;
-  const auto s = sim::replay(g, h200);
+  const auto s = sim::replay(g, sim::job_of(h200));
   EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s, 5e9 / (h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency),
               1e-9);
   // Blackwell with the Hopper calibration: not applied (and said so).
@@ -129,7 +129,7 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
       "training: {seq_len: 1024, global_batch: 4}\n",
       "t.yaml");
   g.ops[0].thread_bytes = 384;
-  const auto b = sim::replay(g, gb);
+  const auto b = sim::replay(g, sim::job_of(gb));
   EXPECT_NEAR(b.ops[0].end_s - b.ops[0].start_s, 5e9 / (gb.system.spec.gpu.hbm_bandwidth_Bps * gb.system.spec.gpu.hbm_efficiency),
               1e-9);
   bool warned = false;
@@ -159,17 +159,17 @@ TEST(HwMechanism, XlaCommandBufferHostWorkDelaysItsFirstKernel) {
   g.ops[0].host_buffer_refs = 8;
   g.ops[0].host_rerecord = true;
   // With command buffers XLA's measured host work is the whole launch (it includes the graph's).
-  const auto r = sim::replay(g, sc);
+  const auto r = sim::replay(g, sim::job_of(sc));
   const double host = 100e-6 + 3 * 2e-6 + 8 * 0.5e-6;
   EXPECT_NEAR(r.ops[0].start_s, host, 1e-12);
   // The GPU waited for the host the whole time: launch overhead, not idle.
   EXPECT_NEAR(r.breakdown.launch_overhead_s, host, 1e-12);
   EXPECT_NEAR(r.breakdown.idle_s, 0.0, 1e-12);
   g.ops[0].host_rerecord = false;  // same buffers as last time: no re-recording
-  EXPECT_NEAR(sim::replay(g, sc).ops[0].start_s, 100e-6 + 3 * 2e-6, 1e-12);
+  EXPECT_NEAR(sim::replay(g, sim::job_of(sc)).ops[0].start_s, 100e-6 + 3 * 2e-6, 1e-12);
   // Without command buffers: the thunk program cost, then one thunk launch per kernel.
   sc.training.cuda_graphs = false;
-  const auto e = sim::replay(g, sc);
+  const auto e = sim::replay(g, sim::job_of(sc));
   EXPECT_NEAR(e.ops[0].start_s, 80e-6 + 9e-6, 1e-12);
   EXPECT_NEAR(e.ops[2].launch_end_s, 80e-6 + 3 * 9e-6, 1e-12);
 }
@@ -179,17 +179,17 @@ TEST(HwMechanism, PcieCopiesEachDirectionAndBoth) {
   const double dir = 63e9 * 0.88;  // per direction x measured copy efficiency
   OpGraph one;
   one.add(copy(OpKind::copy_h2d, 1e9));
-  auto r1 = sim::replay(one, sc);
+  auto r1 = sim::replay(one, sim::job_of(sc));
   EXPECT_NEAR(r1.ops[0].end_s - r1.ops[0].start_s, 1e9 / dir, 1e-12);
   // Two copies in the same direction queue on the H2D stream (one copy engine).
   one.add(copy(OpKind::copy_h2d, 1e9));
-  auto r2 = sim::replay(one, sc);
+  auto r2 = sim::replay(one, sim::job_of(sc));
   EXPECT_NEAR(r2.ops[1].end_s - r2.ops[0].start_s, 2e9 / dir, 1e-11);
   // H2D and D2H at once: each direction at its own rate; both stay below the 128 GB/s total.
   OpGraph bidi;
   bidi.add(copy(OpKind::copy_h2d, 1e9));
   bidi.add(copy(OpKind::copy_d2h, 1e9));
-  auto r3 = sim::replay(bidi, sc);
+  auto r3 = sim::replay(bidi, sim::job_of(sc));
   const double both_cap = 128e9 * 0.88 / 2;
   ASSERT_LT(both_cap, dir * 1.1);
   EXPECT_NEAR(r3.ops[1].end_s - r3.ops[1].start_s, 1e9 / std::min(dir, both_cap), 1e-9);
@@ -204,12 +204,12 @@ TEST(HwMechanism, GraceC2cIsSharedAndBoundedByLpddr) {
   const double mem = h.memory_bandwidth_Bps / 2;
   OpGraph one;
   one.add(copy(OpKind::copy_d2h, 1e9));
-  auto r1 = sim::replay(one, sc);
+  auto r1 = sim::replay(one, sim::job_of(sc));
   EXPECT_NEAR(r1.ops[0].end_s - r1.ops[0].start_s, 1e9 / std::min(dir, mem), 1e-11);
   OpGraph bidi;
   bidi.add(copy(OpKind::copy_h2d, 1e9));
   bidi.add(copy(OpKind::copy_d2h, 1e9));
-  auto r2 = sim::replay(bidi, sc);
+  auto r2 = sim::replay(bidi, sim::job_of(sc));
   // Both directions draw on the same LPDDR5X: each gets half of this GPU's share. The D2H copy
   // is launched one graph-node launch later; the H2D copy ran alone (faster) until then.
   const double stagger = sc.system.spec.launch.graph_kernel_launch_s;
@@ -227,13 +227,13 @@ TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
     k.hbm_bytes = 1e3;  // far shorter than a launch
     g.add(k);
   }
-  const auto r = sim::replay(g, eager);
+  const auto r = sim::replay(g, sim::job_of(eager));
   const double launch = eager.system.spec.launch.eager_kernel_launch_s;
   // The last kernel starts when the host has launched all 100 and runs for the minimum time.
   EXPECT_NEAR(r.step_time_s, 100 * launch + hw::kMinKernelDuration_s, 1e-12);
   EXPECT_NEAR(r.breakdown.launch_overhead_s, r.step_time_s - 100 * hw::kMinKernelDuration_s, 1e-9);
   auto graphs = on("h200-sxm", true);
-  const auto rg = sim::replay(g, graphs);
+  const auto rg = sim::replay(g, sim::job_of(graphs));
   EXPECT_LT(rg.step_time_s, r.step_time_s / 2);
   EXPECT_NEAR(rg.ops[0].start_s, launch_end(graphs, 0), 1e-12);
 }
@@ -261,7 +261,7 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
         b = g.add(gemm(8192, 8192, 8192));
         c = g.add(all_reduce(queues, {a}));
       }
-      const auto r = sim::replay(g, sc);
+      const auto r = sim::replay(g, sim::job_of(sc));
       const double from = queues ? r.ops[b].end_s : r.ops[a].end_s;
       EXPECT_NEAR(r.ops[c].start_s, from, 1e-9) << c_first << queues;  // when its CTAs are on the GPU
       // Queued, it moves its data after B, alone; in launch order, beside B, at the measured slowdown.
@@ -282,7 +282,7 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
     const OpId a = g.add(gemm(4096, 4096, 4096));
     const OpId c = g.add(all_reduce(true, {a}));
     const OpId b = g.add(gemm(4096, 4096, 4096));
-    const auto r = sim::replay(g, sc);
+    const auto r = sim::replay(g, sim::job_of(sc));
     ASSERT_GT(r.ops[resident].end_s, r.ops[b].end_s);
     EXPECT_NEAR(r.ops[c].start_s, r.ops[resident].end_s, 1e-9);
   }
@@ -291,7 +291,7 @@ TEST(HwMechanism, AsyncCollectiveQueuesBehindTheResidentGemm) {
     OpGraph g;
     const OpId c = g.add(all_reduce(true, {}));
     g.add(gemm(8192, 8192, 8192));
-    const auto r = sim::replay(g, sc);
+    const auto r = sim::replay(g, sim::job_of(sc));
     EXPECT_NEAR(r.ops[c].start_s, r.ops[c].launch_end_s, 1e-12);
     EXPECT_LT(r.ops[c].start_s, r.ops[c + 1].start_s);
   }
@@ -311,7 +311,7 @@ TEST(HwMechanism, CollectiveBesideComputeRunsAtTheMeasuredSlowdown) {
     OpGraph g;
     const OpId a = g.add(gemm(4096, 4096, 4096));
     const OpId c = g.add(all_reduce(0));
-    const auto r = sim::replay(g, sc);
+    const auto r = sim::replay(g, sim::job_of(sc));
     const double ts = r.ops[c].start_s + cost.latency_s, ta = r.ops[a].end_s;
     ASSERT_LT(ts, ta);
     ASSERT_GT(r.ops[c].end_s, ta);
@@ -324,7 +324,7 @@ TEST(HwMechanism, CollectiveBesideComputeRunsAtTheMeasuredSlowdown) {
     other.rank = 1;
     g.add(other);
     const OpId c = g.add(all_reduce(0));
-    const auto r = sim::replay(g, sc);
+    const auto r = sim::replay(g, sim::job_of(sc));
     EXPECT_NEAR(r.ops[c].end_s, r.ops[c].start_s + cost.latency_s + cost.bandwidth_time_s, 1e-9);
   }
 }

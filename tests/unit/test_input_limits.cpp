@@ -19,16 +19,19 @@
 #include <sstream>
 #include <streambuf>
 
+#include "calibration/fit/calibration_fit.h"
+#include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
 #include "hardware_models/topology.h"
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
-#include "sim/input/yaml_reader.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/limits.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
@@ -432,10 +435,10 @@ TEST(InputLimitsSweep, RowsStreamInPointOrderAndSurviveAnInterruption) {
 
 namespace {
 std::string fit_error(const std::string& dir) {
-  hw::FitOptions o;
+  calib::FitOptions o;
   o.from_dirs = {dir};
   o.base_preset = "h200-sxm";
-  return input_error([&] { hw::fit_calibration(o); });
+  return input_error([&] { calib::fit_calibration(o); });
 }
 std::string log_with(const std::function<std::string(const std::string&)>& edit_row, const std::string& header_edit = "") {
   std::ifstream f(kSrc + "/tests/data/nccl-tests-synthetic/all_reduce_perf_8gpu.log");
@@ -482,10 +485,10 @@ TEST(InputLimitsCalibration, FitRefusesUnusableData) {
   // Rows left out are counted in the notes, not dropped silently.
   int k = 0;
   const std::string d = dir_with("some", "all_reduce_perf.log", log_with([&](auto& r) { return ++k <= 2 ? set_col(r, 5, "0.00") : r; }));
-  hw::FitOptions o;
+  calib::FitOptions o;
   o.from_dirs = {d};
   o.base_preset = "h200-sxm";
-  const auto c = hw::fit_calibration(o);
+  const auto c = calib::fit_calibration(o);
   bool noted = false;
   for (const auto& n : c.notes) noted = noted || contains(n, "2 of 11 nccl-tests rows left out of the fit");
   EXPECT_TRUE(noted);
@@ -573,7 +576,7 @@ TEST(InputLimitsSimulation, ReportValuesOutOfRangeAreErrorsNotNegativeNumbers) {
   const auto sc = sim::load_scenario(kQuick);
   auto res = sim::simulate(sc);
   res.replay.memory.peak_hbm_bytes = 1e19;  // llround would print -9223372036854775808
-  EXPECT_TRUE(contains(input_error([&] { sim::make_report(res.scenario, res.graph, res.replay); }),
+  EXPECT_TRUE(contains(input_error([&] { sim::make_report(res.job, res.replay, sim::StepInfo{}); }),
                        "the peak memory per GPU in bytes would be 1e+19, beyond what racksim reports"));
 }
 

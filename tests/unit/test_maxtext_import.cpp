@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
 #include "workloads/importers/maxtext_config.h"

@@ -15,6 +15,7 @@
 #include "hardware_models/collectives.h"
 #include "hardware_models/topology.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 

@@ -2,7 +2,7 @@
 // file:line:column and the key path.
 #include <gtest/gtest.h>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/model_spec.h"
 

@@ -15,10 +15,11 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "sim/core/event_queue.h"
-#include "sim/core/flow_network.h"
-#include "sim/core/small_vector.h"
+#include "core/event_queue.h"
+#include "core/flow_network.h"
+#include "core/small_vector.h"
 #include "sim/report/report.h"
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "sim/workflow/sweep.h"
 #include "workloads/graph_builder.h"

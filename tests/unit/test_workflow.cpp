@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "sim/cli/cli.h"
-#include "sim/input/diagnostics.h"
-#include "sim/workflow/replay_hook.h"
+#include "input/diagnostics.h"
+#include "sim/run/run.h"
 #include "sim/workflow/sweep.h"
 #include "sim/workflow/thread_pool.h"
 #include "sim/workflow/validate.h"
@@ -21,6 +21,7 @@
 
 using nlohmann::json;
 namespace wf = racksim::workflow;
+namespace sim = racksim::sim;
 
 namespace {
 
@@ -342,43 +343,36 @@ TEST_F(WorkflowValidate, InvalidSuiteIsExitOne) {
   EXPECT_EQ(run_cli({"validate", write_file("wf_nokind.yaml", "cases:\n  - name: a\n")}).code, 1);
 }
 
-// Through the library: `racksim replay` installs the real importer as the hook whenever the
-// CLI registers its commands.
-TEST_F(WorkflowValidate, ReplayCaseUsesTheHook) {
-  const auto hlo = write_file("wf_module.hlo.gz", "not really gzip");
+// A replay case runs the HLO importer through the run layer, as `racksim replay` does: its path
+// resolved against the suite file, its gpus and set: given to the job.
+TEST_F(WorkflowValidate, ReplayCaseIsTheReplayReport) {
+  const std::string module = kSrc + "/tests/fuzz/hlo_corpus/loop_gemm.hlo";
+  const auto bad = write_file("wf_module.hlo.gz", "not really gzip");
   const auto s = write_file("wf_replay.yaml", "cases:\n"
                                               "  - name: replayed\n"
-                                              "    replay: wf_module.hlo.gz\n"
+                                              "    replay: " + module + "\n"
                                               "    system: h200-sxm\n"
                                               "    gpus: 8\n"
+                                              "    set: {system.calibration: none}\n"
+                                              "    measured: {step_time_s: 0.5}\n"
+                                              "    tolerance: 0.1\n"
+                                              "  - name: not a module\n"
+                                              "    replay: wf_module.hlo.gz\n"
+                                              "    system: h200-sxm\n"
                                               "    measured: {step_time_s: 0.5}\n"
                                               "    tolerance: 0.1\n");
-  const wf::ReplayHook saved = wf::replay_hook();
-  wf::set_replay_hook({});
-  const auto suite = wf::load_suite(s);
-  auto r = wf::run_suite(suite);
+  const auto r = wf::run_suite(wf::load_suite(s));
   EXPECT_EQ(wf::exit_code(r), 1);
-  ASSERT_EQ(r.rows.size(), 1u);
-  EXPECT_EQ(r.rows[0].message, "replay not available: this racksim has no HLO importer hooked in (racksim replay)");
-  std::string seen;
-  wf::set_replay_hook([&](const std::string& h, const std::string& sys, int gpus, const std::vector<std::string>& sets) {
-    seen = fmt::format("{} {} {} {}", h, sys, gpus, sets.size());
-    return json{{"step_time_s", 0.52}};
-  });
-  r = wf::run_suite(suite);
-  wf::set_replay_hook(saved);
-  EXPECT_EQ(wf::exit_code(r), 0);
-  // The path resolved against the suite file.
-  EXPECT_EQ(seen, std::filesystem::path(hlo).lexically_normal().string() + " h200-sxm 8 0");
+  ASSERT_EQ(r.rows.size(), 2u);
+  const json direct = sim::run_hlo(module, "h200-sxm", 8, {"system.calibration=none"}).report;
   const json j = wf::to_json(r);
-  ASSERT_TRUE(j.is_array());
-  ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["case"], "replayed");
   EXPECT_EQ(j[0]["field"], "step_time_s");
-  EXPECT_DOUBLE_EQ(j[0]["predicted"].get<double>(), 0.52);
-  EXPECT_DOUBLE_EQ(j[0]["measured"].get<double>(), 0.5);
-  EXPECT_NEAR(j[0]["error"].get<double>(), 0.04, 1e-12);
-  EXPECT_EQ(j[0]["pass"], true);
+  EXPECT_EQ(j[0]["predicted"].get<double>(), direct["step_time_s"].get<double>());
+  EXPECT_EQ(j[0]["pass"], false);
+  // The module's path is resolved against the suite file.
+  EXPECT_NE(r.rows[1].message.find(std::filesystem::path(bad).lexically_normal().string()), std::string::npos)
+      << r.rows[1].message;
 }
 
 TEST_F(WorkflowValidate, JsonIsTheTableAsAList) {

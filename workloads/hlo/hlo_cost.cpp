@@ -1,6 +1,5 @@
 #include "workloads/hlo/hlo_cost.h"
 
-#include "workloads/hlo/hlo_lower.h"
 #include "workloads/hlo/hlo_parser.h"
 
 #include <fmt/format.h>
@@ -811,12 +810,13 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
     if (op.size() > suffix.size() && op.ends_with(suffix)) op = op.substr(0, op.size() - suffix.size());
   double operand_bytes = 0;
   for (std::size_t k = 0; k < in->operands.size(); ++k) operand_bytes += operand_shape(*cc, *in, k).bytes();
-  if (op == "all-reduce") ci.op = "all_reduce";
-  else if (op == "all-gather") ci.op = "all_gather";
-  else if (op == "reduce-scatter") ci.op = "reduce_scatter";
-  else if (op == "all-to-all" || op == "ragged-all-to-all") ci.op = "all_to_all";
-  else if (op == "collective-permute" || op == "send" || op == "recv") ci.op = "send_recv";
-  else if (op == "collective-broadcast") ci.op = "broadcast";
+  using hw::CollectiveOp;
+  if (op == "all-reduce") ci.op = CollectiveOp::all_reduce;
+  else if (op == "all-gather") ci.op = CollectiveOp::all_gather;
+  else if (op == "reduce-scatter") ci.op = CollectiveOp::reduce_scatter;
+  else if (op == "all-to-all" || op == "ragged-all-to-all") ci.op = CollectiveOp::all_to_all;
+  else if (op == "collective-permute" || op == "send" || op == "recv") ci.op = CollectiveOp::send_recv;
+  else if (op == "collective-broadcast") ci.op = CollectiveOp::broadcast;
   else return ci;
   ci.is_collective = true;
   if (op == "ragged-all-to-all") operand_bytes = operand_shape(*cc, *in, 0).bytes();
@@ -850,39 +850,8 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   }
   ci.operand_bytes = operand_bytes;
   const double g = std::max(1, ci.group_size);
-  ci.bytes = ci.op == "all_gather" ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
+  ci.bytes = ci.op == hw::CollectiveOp::all_gather ? operand_bytes * (ci.group_size > 0 ? g : 1) : operand_bytes;
   return ci;
-}
-
-hw::XlaKernelCostFn profiled_kernel_cost() {
-  auto modules = std::make_shared<std::map<std::string, Module>>();
-  return [modules](const std::string& path, const std::string& kernel) -> std::optional<hw::XlaKernelCost> {
-    auto it = modules->find(path);
-    if (it == modules->end()) it = modules->emplace(path, load_hlo_file(path)).first;
-    const Module& m = it->second;
-    for (const auto& c : m.computations)
-      for (const auto& inst : c.instructions) {
-        if (inst.opcode != "fusion") continue;
-        std::string n = inst.name;
-        std::replace(n.begin(), n.end(), '.', '_');
-        if (n != kernel) continue;
-        CostModel cost(m);
-        const OpCost k = cost.cost(c, inst);
-        return hw::XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes};
-      }
-    return std::nullopt;
-  };
-}
-
-hw::XlaProgramFn program_host_work() {
-  return [](const std::string& path) -> std::optional<hw::XlaProgramHostWork> {
-    const ImportResult r = lower_module(load_hlo_file(path), LowerOptions{});
-    hw::XlaProgramHostWork w;
-    for (const auto& op : r.graph.ops) w.commands += op.host_commands;
-    w.executions = static_cast<int>(r.summary.command_buffer_executions);
-    w.rerecorded_refs = r.summary.rerecorded_buffer_refs;
-    return w;
-  };
 }
 
 }  // namespace racksim::workloads::hlo

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "hardware_models/calibration.h"
+#include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
 #include "workloads/hlo/hlo_module.h"
 
@@ -56,7 +56,7 @@ struct OpCost {
 // Collective description taken from the instruction.
 struct CollectiveInfo {
   bool is_collective = false;
-  std::string op;           // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast
+  hw::CollectiveOp op = hw::CollectiveOp::all_reduce;  // when is_collective
   double operand_bytes = 0; // what this rank contributes
   double bytes = 0;         // nccl-tests size: the full buffer (gathered size for all-gather)
   int group_size = 0;       // 0: every device (empty replica_groups)
@@ -97,14 +97,6 @@ class CostModel {
 // Element-wise opcodes (unary, binary, ternary) and the transcendental subset.
 bool is_elementwise(const std::string& opcode);
 bool is_transcendental(const std::string& opcode);
-
-// For `racksim calibrate fit`: the importer's bytes and thread bytes of a kernel that a profile
-// of an XLA program names, found in the program's HLO file (instruction "fusion.20" runs as
-// kernel "fusion_20"). nullopt when no fusion has that name. Parses each file once.
-hw::XlaKernelCostFn profiled_kernel_cost();
-// Likewise, the host work of a whole program (lowered on one device): its commands, command-
-// buffer executions and the buffer references re-recorded per step.
-hw::XlaProgramFn program_host_work();
 
 // "{1,0}" -> {1, 0}; tolerant (non-numbers skipped).
 std::vector<int64_t> parse_int_list(const std::string& v);

@@ -8,7 +8,7 @@
 #include <set>
 #include <string_view>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::workloads::hlo {
@@ -570,15 +570,6 @@ class Lowerer {
     return CommGroup::dp;
   }
 
-  static CollOp coll_op(const std::string& s) {
-    if (s == "all_gather") return CollOp::all_gather;
-    if (s == "reduce_scatter") return CollOp::reduce_scatter;
-    if (s == "all_to_all") return CollOp::all_to_all;
-    if (s == "send_recv") return CollOp::send_recv;
-    if (s == "broadcast") return CollOp::broadcast;
-    return CollOp::all_reduce;
-  }
-
   int64_t emit(const Computation& c, const Instruction& inst, const std::vector<const Value*>& operands, Value& result) {
     const bool async = is_async_start(inst);
     OpCost k = cost_.cost(c, inst);
@@ -597,10 +588,10 @@ class Lowerer {
       op.kind = OpKind::collective;
       op.stream = StreamKind::comm;
       op.queues_behind_compute = true;
-      op.coll = coll_op(ci.op);
+      op.coll = ci.op;
       op.group = group_for(ci);
       const int g = ci.group_size > 0 ? ci.group_size : o_.gpus;
-      op.coll_bytes = ci.op == "all_gather" ? ci.operand_bytes * g : ci.bytes;
+      op.coll_bytes = ci.op == CollOp::all_gather ? ci.operand_bytes * g : ci.bytes;
       ++s_.collectives;
     } else if (host_bytes > 0) {
       const bool d2h = k.host_written >= k.host_read;

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "hardware_models/system_spec.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/files.h"
+#include "input/diagnostics.h"
+#include "input/files.h"
 
 namespace racksim::workloads::hlo {
 

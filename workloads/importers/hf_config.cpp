@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 
 namespace racksim::workloads::importers {
 

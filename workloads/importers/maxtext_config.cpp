@@ -12,9 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "sim/core/text.h"
-#include "sim/input/diagnostics.h"
-#include "sim/input/yaml_reader.h"
+#include "core/text.h"
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "workloads/training_config.h"
 #include "workloads/importers/scenario_writer.h"
 

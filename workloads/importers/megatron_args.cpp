@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 #include "workloads/importers/scenario_writer.h"
 
 namespace racksim::workloads::importers {

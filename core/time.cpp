@@ -1,4 +1,4 @@
-#include "sim/core/time.h"
+#include "core/time.h"
 
 #include <cmath>
 

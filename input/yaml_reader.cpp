@@ -1,4 +1,4 @@
-#include "sim/input/yaml_reader.h"
+#include "input/yaml_reader.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
@@ -13,9 +13,9 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "sim/core/text.h"
-#include "sim/input/file_cache.h"
-#include "sim/input/files.h"
+#include "core/text.h"
+#include "input/file_cache.h"
+#include "input/files.h"
 
 namespace racksim::input {
 

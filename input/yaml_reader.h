@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/core/units.h"
-#include "sim/input/diagnostics.h"
+#include "core/units.h"
+#include "input/diagnostics.h"
 
 namespace racksim::input {
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "sim/core/time.h"
+#include "core/time.h"
 
 namespace racksim::sim {
 

@@ -1,4 +1,4 @@
-#include "hardware_models/nccl_tests.h"
+#include "calibration/fit/nccl_tests.h"
 
 #include <fmt/format.h>
 
@@ -12,9 +12,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "sim/input/diagnostics.h"
+#include "hardware_models/system_spec.h"
+#include "input/diagnostics.h"
 
-namespace racksim::hw {
+namespace racksim::calib {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -81,9 +82,9 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
   auto finish = [&]() {
     if (!b.header.empty()) {
       const int64_t gpus = b.rank_lines > 0 ? b.rank_lines : static_cast<int64_t>(std::max(1, b.nthread)) * b.ngpus;
-      if (gpus > kMaxGpus)
+      if (gpus > hw::kMaxGpus)
         fail(file_label, fmt::format("nccl-tests log of {} GPUs (nThread x nGpus): more than the {} racksim models", gpus,
-                                     kMaxGpus));
+                                     hw::kMaxGpus));
       b.log.gpus = static_cast<int>(gpus);
       out.push_back(b.log);
     }
@@ -117,8 +118,8 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
         char* end = nullptr;
         errno = 0;
         const long long n = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || n < 1 || n > kMaxGpus)
-          fail(file_label, fmt::format("nccl-tests '{} {}' is not a count from 1 to {}", body[i], v, kMaxGpus), lineno);
+        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || n < 1 || n > hw::kMaxGpus)
+          fail(file_label, fmt::format("nccl-tests '{} {}' is not a count from 1 to {}", body[i], v, hw::kMaxGpus), lineno);
         (body[i] == "nThread" ? b.nthread : b.ngpus) = static_cast<int>(n);
       }
       const bool has = std::find(body.begin(), body.end(), "size") != body.end() &&
@@ -256,4 +257,18 @@ json nccl_tests_json(const NcclTestsLog& log) {
   return {{"op", log.op}, {"gpus", log.gpus}, {"time_column", log.time_column}, {"format", log.format}, {"rows", rows}};
 }
 
-}  // namespace racksim::hw
+double nccl_busbw_factor(const std::string& op, int gpus) {
+  const double n = std::max(1, gpus);
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return (n - 1) / n;
+  return 1.0;
+}
+
+
+std::optional<NcclTestsLog> parse_nccl_tests_log(const std::string& text, const std::string& file_label) {
+  auto logs = parse_nccl_tests_output(text, file_label);
+  if (logs.empty()) return std::nullopt;
+  return logs.front();
+}
+
+}  // namespace racksim::calib

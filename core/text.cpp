@@ -1,4 +1,4 @@
-#include "sim/core/text.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <numeric>

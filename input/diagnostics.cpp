@@ -1,4 +1,4 @@
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 
 #include <fmt/format.h>
 

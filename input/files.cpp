@@ -1,4 +1,4 @@
-#include "sim/input/files.h"
+#include "input/files.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/input/diagnostics.h"
+#include "input/diagnostics.h"
 
 namespace racksim::input {
 

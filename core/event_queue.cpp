@@ -1,4 +1,4 @@
-#include "sim/core/event_queue.h"
+#include "core/event_queue.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "sim/core/flow_network.h"
+#include "core/flow_network.h"
 
 #include <algorithm>
 #include <cmath>

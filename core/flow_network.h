@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/core/event_queue.h"
-#include "sim/core/time.h"
+#include "core/event_queue.h"
+#include "core/time.h"
 
 namespace racksim::sim {
 

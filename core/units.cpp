@@ -1,4 +1,4 @@
-#include "sim/core/units.h"
+#include "core/units.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/text.h"
+#include "core/text.h"
 
 namespace racksim::sim {
 namespace {

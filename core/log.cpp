@@ -1,4 +1,4 @@
-#include "sim/core/log.h"
+#include "core/log.h"
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>

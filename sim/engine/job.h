@@ -1,0 +1,39 @@
+// A job: the system a workload runs on and how it is launched -- everything the engine needs
+// besides the OpGraph. A scenario file gives one (sim::job_of); a workload that brings its own
+// graph (an imported XLA module) gets one from a preset, a GPU count and --set (sim::load_job).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "hardware_models/system_spec.h"
+#include "workloads/training_config.h"
+
+namespace racksim::sim {
+
+// The system section of a scenario, resolved.
+struct SystemConfig {
+  std::string preset;
+  int gpus = 1;
+  std::optional<std::string> calibration;  // name under hardware_models/calibrated/, or a path; the one applied
+  // Where `calibration` came from: "scenario" (system.calibration), "default" (none named: the
+  // calibration fitted against the preset, hw::default_calibration_for), "none" (system.calibration:
+  // none), "unavailable" (none named and none fitted against the preset).
+  std::string calibration_source = "unavailable";
+  hw::SystemSpec spec;                     // preset with overrides applied (and calibration, later)
+  nlohmann::json overrides = nlohmann::json::object();  // as given, for the report
+};
+
+struct Job {
+  SystemConfig system;
+  // The communicators' sizes and strides (sim/engine/replay.cpp, group_shape) follow Megatron's rank
+  // grids over these; an imported program has tp from its collectives and dp over the rest.
+  workloads::Parallelism parallelism;
+  hw::Dtype precision = hw::Dtype::bf16;  // matmul precision: the dense peak the report's MFU divides by
+  bool cuda_graphs = true;                // kernels launched from CUDA graphs (else eagerly)
+  bool nvls = true;                       // NVLink SHARP collectives where the system has them
+};
+
+}  // namespace racksim::sim
