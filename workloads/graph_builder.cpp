@@ -639,7 +639,6 @@ class Builder {
   }
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
-  double attention_dropout_after_ = 0;  // score elements of the attention kernel being emitted (dropout)
   std::optional<TensorId> attn_dp_;  // materialized attention: dP between its GEMM and the softmax backward
   bool scores_recomputed_ = false;   // this layer's backward recomputed the scores (XLA's heavy row fusions)
 
@@ -975,7 +974,7 @@ class Builder {
   void attention_kernels(bool backward, double flops, double exps, double io, double kv_bytes, double qkv_bytes = 0,
                          double out_bytes = 0) {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
-    attention_dropout_after_ = t_.attention_dropout > 0 ? exps : 0;  // drawn per score element (see kernel)
+    const double dropout_draws = t_.attention_dropout > 0 ? exps : 0;  // one per score element (see kernel)
     auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
       Op op;
       op.name = named(name);
@@ -992,8 +991,7 @@ class Builder {
       // Attention dropout (training.attention_dropout): the kernel draws a random number per causal score
       // element, in forward and again in backward (the mask is regenerated, not stored). Measured as the
       // difference with and without dropout, it is charged as vector work after the kernel.
-      if (attention_dropout_after_ > 0)
-        vector(name + ".dropout_rng", 0, attention_dropout_after_ * part * kDropoutRngOpsPerElement);
+      if (dropout_draws > 0) vector(name + ".dropout_rng", 0, dropout_draws * part * kDropoutRngOpsPerElement);
       return id;
     };
     if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
@@ -1724,7 +1722,7 @@ class Builder {
     // pipelining, xla/service/collective_pipeliner.h) the collective moves into the next iteration, where
     // it runs beside the next layer's work: the iteration after that waits for it, and the last layer's is
     // peeled after the loop (only the optimizer waits for it).
-    if (jax_ && t_.scan_layers && in_layer_loop) {
+    if (scanned_loop() && in_layer_loop) {
       const bool pipelined = op == CollOp::all_reduce ? t_.xla_pipelined.all_reduce : t_.xla_pipelined.reduce_scatter;
       if (pipelined) {
         pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
