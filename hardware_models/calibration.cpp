@@ -419,6 +419,19 @@ Calibration parse_calibration(const Node& root) {
   return c;
 }
 
+namespace {
+// The cited GEMM ceilings of the preset a calibration was fitted against; empty when that preset
+// cannot be loaded (a calibration of a user's own preset file), and the transfer then keeps the
+// target's cited ceilings (its warning says which were used).
+std::map<Dtype, double> cited_ceilings_of(const std::string& preset) {
+  if (preset.empty()) return {};
+  input::LoadSession session;
+  SystemSpec base;
+  if (!load_system_preset(preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) return {};
+  return {base.gpu.matmul_efficiency.begin(), base.gpu.matmul_efficiency.end()};
+}
+}  // namespace
+
 std::shared_ptr<const Calibration> load_calibration(const std::string& name, const Node* where_named,
                                                     const std::shared_ptr<input::LoadContext>& ctx) {
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
@@ -472,6 +485,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   }
   ctx->grafts = std::move(parked);
   if (!c || ctx->diag->size() != errors_before) return nullptr;
+  c->base_cited_ceiling = cited_ceilings_of(c->base_preset);
   loaded.put(path, c);
   return c;
 }
@@ -507,19 +521,38 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     spec.sources[f] = why(f);
   };
 
-  // GEMM: the shape model always applies (compute_model reads spec.calibration); the ceiling is
-  // the measured one only on the device measured.
+  // GEMM: the shape model always applies (compute_model reads spec.calibration). The ceiling is the
+  // measured one on the device measured. On another GPU of the same architecture it is the measured
+  // ceiling scaled by the two presets' cited ceilings (target / device measured): the fitted e_max
+  // (the asymptote of the curve over realistic shapes, at the card's power state) and a cited MAMF
+  // (the best shape of a search) are different statistics, and the ratio keeps same-die parts equal
+  // (H100 and H200: the same cited MAMF, so the same ceiling) instead of giving the unmeasured part
+  // the higher statistic. Across architectures the target's cited ceiling stays.
   std::vector<std::string> gemm_parts, ceilings, unmeasured;
   for (const auto& [d, g] : cal.gemm) {
     if (!spec.gpu.peak_dense_flops_per_s.count(d)) continue;
     const std::string field = "gpu.matmul_efficiency." + to_string(d);
     gemm_parts.push_back(fmt::format("{} {} shapes, rms {:.1f}%, max {:.1f}%", to_string(d), g.points_fitted,
                                      100 * g.rms_residual, 100 * g.max_abs_residual));
+    const auto base_cited = cal.base_cited_ceiling.find(d);
+    const auto target_cited = spec.gpu.matmul_efficiency.find(d);
+    const bool scaled = !c->same_device && same_arch && base_cited != cal.base_cited_ceiling.end() &&
+                        base_cited->second > 0 && target_cited != spec.gpu.matmul_efficiency.end();
     if (c->same_device && !overridden(field)) {
       spec.gpu.matmul_efficiency[d] = g.e_max;
       spec.sources[field] = fmt::format("{} gemm.{}.e_max, the large-shape ceiling of a fit to {} measured shapes", tag,
                                         to_string(d), g.points_fitted);
       c->applied_gemm_ceiling = true;
+    } else if (scaled && !overridden(field)) {
+      const double cited = target_cited->second;
+      spec.gpu.matmul_efficiency[d] = g.e_max * cited / base_cited->second;
+      spec.sources[field] = fmt::format(
+          "{} gemm.{}.e_max {} x this preset's cited {} / {}'s cited {} (same architecture: the measured ceiling "
+          "scaled by the cited ones)",
+          tag, to_string(d), num(g.e_max, 3), num(cited, 3), cal.base_preset, num(base_cited->second, 3));
+      c->applied_gemm_ceiling = true;
+      ceilings.push_back(fmt::format("{} {} = measured {} x {}/{}", to_string(d), num(spec.gpu.matmul_efficiency[d], 3),
+                                     num(g.e_max, 3), num(cited, 3), num(base_cited->second, 3)));
     } else {
       auto it = spec.gpu.matmul_efficiency.find(d);
       ceilings.push_back(fmt::format("{} {}", to_string(d), it != spec.gpu.matmul_efficiency.end() ? num(it->second, 3) : "n/a"));
@@ -638,7 +671,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     for (const auto& s : applied) applied_list += (applied_list.empty() ? "" : ", ") + s;
     c->warnings.push_back(fmt::format(
         "{} transferred from {} ({}, {}) to {} ({}, {}, {}): the GEMM shape curve applies as a ratio to its "
-        "ceiling, with the preset's own cited ceilings ({}) and datasheet peaks{}{}; the shape curve's "
+        "ceiling, with the ceilings {} (the preset's own cited ones; on the same architecture the measured "
+        "ones scaled by the cited ones) and datasheet peaks{}{}; the shape curve's "
         "differences between these GPUs (tile shapes, pipelines) are not measured",
         cal.name, cal.device_name, arch_name(cal.architecture), link_name(cal.host_link), spec.name, spec.gpu.model,
         arch_name(spec.gpu.architecture), link_name(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
@@ -680,7 +714,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                      "preset's ceilings",
                                      cal.device_name, arch_name(cal.architecture), spec.gpu.model,
                                      arch_name(spec.gpu.architecture), link_name(spec.host.link)),
-        c->applied_gemm_ceiling ? " with the measured ceiling" : "",
+        c->applied_gemm_ceiling ? (c->same_device ? " with the measured ceiling"
+                                                  : " with the measured ceiling scaled by the presets' cited ceilings")
+                                : "",
         applied_list.empty() ? "" : "; measured " + applied_list, kept_list.empty() ? "" : "; preset kept for " + kept_list,
         c->applied_nccl ? "; measured NCCL collectives" : "");
     spdlog::info("calibration {} ({}) applied to {}: {}", cal.name,

@@ -176,6 +176,10 @@ struct Calibration {
   std::string device_name;    // as the tool reported it ("NVIDIA H200")
   std::string base_preset;    // h200-sxm
   std::string gpu_model;      // the base preset's gpu.model: identifies "the same device"
+  // The base preset's cited GEMM ceilings (gpu.matmul_efficiency: best-shape MAMF / dense peak), read
+  // from the preset when the calibration is loaded, not from the file: the same-architecture transfer
+  // scales the measured ceiling by the target's cited ceiling over these (docs/calibration.md).
+  std::map<Dtype, double> base_cited_ceiling;
   Architecture architecture = Architecture::hopper;
   HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
   int sm_count = 0;

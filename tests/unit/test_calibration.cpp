@@ -325,7 +325,16 @@ TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {
   hw::apply_calibration(s, *committed());
   EXPECT_FALSE(s.calibration->same_device);
   EXPECT_TRUE(s.calibration->applied_hbm && s.calibration->applied_host && s.calibration->applied_launch);
-  EXPECT_EQ(s.gpu.matmul_efficiency, before.gpu.matmul_efficiency);  // ceilings stay the preset's
+  // Same architecture: the measured ceiling scaled by the presets' cited ceilings (H100 and H200 cite the
+  // same MAMF, so the H100 gets the H200's measured ceiling, not the higher best-shape statistic).
+  const hw::SystemSpec h200 = preset("h200-sxm");
+  for (const auto& [d, g] : committed()->gemm) {
+    ASSERT_TRUE(before.gpu.matmul_efficiency.count(d) && h200.gpu.matmul_efficiency.count(d));
+    EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(d),
+                     g.e_max * before.gpu.matmul_efficiency.at(d) / h200.gpu.matmul_efficiency.at(d));
+  }
+  EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(hw::Dtype::bf16), committed()->gemm.at(hw::Dtype::bf16).e_max);
+  EXPECT_TRUE(s.calibration->applied_gemm_ceiling);
   EXPECT_DOUBLE_EQ(s.gpu.hbm_efficiency, committed()->hbm_efficiency);
   EXPECT_DOUBLE_EQ(s.launch.graph_kernel_launch_s, committed()->launch->graph_kernel_launch_s);
 }
