@@ -511,7 +511,10 @@ class Builder {
     const double in_bytes = op.dtype == hw::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
     op.flops = 2.0 * m * n * k * batch;
     op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
-    op.gemm_mnk = {m, n, k};
+    // A GEMM that Transformer Engine runs in chunks beside a ring exchange: each chunk a launch of
+    // m/splits rows (its efficiency at that shape; the op keeps the whole GEMM's FLOPs and bytes).
+    op.gemm_mnk = {chunk_next_gemms_ > 0 ? m / chunk_splits_ : m, n, k};
+    if (chunk_next_gemms_ > 0) --chunk_next_gemms_;
     op.gemm_batch = static_cast<int>(batch);
     return emit_last();
   }
@@ -577,7 +580,17 @@ class Builder {
     const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
   }
-  void tp_collective(const std::string& name, CollOp c, double bytes) {
+  // Transformer Engine's userbuffer overlaps under tp_comm_overlap (its initialize_ub defaults,
+  // transformer_engine/pytorch/module/base.py, get_default_config): ring exchange for the all-gathers
+  // whose GEMM consumes them (qkv and fc1 forward, proj and fc2 dgrad) on the copy engines (use_ce,
+  // 1 SM, no SM margin), the GEMM in tp chunks; pipeline for the forward reduce-scatters (16 SMs set
+  // aside, set_sm_margin), the GEMM in 4 chunks; bulk for the backward's other exchanges (16 SMs set
+  // aside). `nccl`: a layer outside TE (Megatron's own output layer), an NCCL kernel.
+  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl };
+  static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
+  static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
+  // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
+  void tp_collective(const std::string& name, CollOp c, double bytes, TpOverlap how, int gemms = 1) {
     if (tp_ == 1) return;
     if (!t_.sequence_parallel) {
       // Without sequence parallelism every TP rank holds all tokens: no gathers, and partial
@@ -590,11 +603,25 @@ class Builder {
       // for it, the GEMM itself does not.
       const OpId id = collective(name, c, CommGroup::tp, bytes, {last()});
       overlapped_.push_back(id);
+      Op& op = g_.ops[id];
+      if (jax_) return;  // XLA's collectives are NCCL kernels (its collective matmul is not modelled)
+      if (how == TpOverlap::ring_exchange) {
+        op.comm_kernel = CommKernel::copy_engine;
+        chunk_next_gemms_ = gemms;
+        chunk_splits_ = tp_;
+      } else if (how != TpOverlap::nccl) {
+        op.comm_kernel = CommKernel::dedicated_sms;
+        op.comm_sms = kUbSms;
+        // The pipelined reduce-scatter follows its GEMM, which ran in chunks.
+        if (how == TpOverlap::pipeline && g_.ops[id - 1].unit == ExecUnit::tensor)
+          g_.ops[id - 1].gemm_mnk[0] /= kUbPipelineSplits;
+      }
       return;
     }
     inline_collective(name, c, CommGroup::tp, bytes);
   }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
+  int chunk_next_gemms_ = 0, chunk_splits_ = 1;  // GEMMs a ring exchange runs in chunks, and how many
   int overlap_countdown_ = 0;
 
   TensorId temp(const std::string& name, double bytes) {
@@ -850,7 +877,8 @@ class Builder {
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a,
+                                       TpOverlap::ring_exchange, 0);  // MLA's down projections are not TP-split
                          gemm_fwd("q_down", T_, ql, h_);
                          gemm_fwd("q_up", T_, qd, ql);
                          gemm_fwd("kv_down", T_, kvlr + rope, h_);
@@ -863,18 +891,19 @@ class Builder {
                            gemm_dgrad(n, mm, nn, kk);
                            gemm_wgrad(n, mm, nn, kk);
                          }
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a,
+                                       TpOverlap::bulk);
                        }});
     } else {
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::ring_exchange);
                          gemm_fwd("qkv", T_, qd + kd + vd, h_);
                        },
                        [=, this] {
                          gemm_dgrad("qkv", T_, qd + kd + vd, h_);
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-                         tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
+                         tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
                          gemm_wgrad("qkv", T_, qd + kd + vd, h_);
                        }});
     }
@@ -952,12 +981,14 @@ class Builder {
     steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
-                       tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                       tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a,
+                                     TpOverlap::pipeline);
                        residual("attn_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd("attn_out.dropout.bwd");
-                       tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                       tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a,
+                                     TpOverlap::ring_exchange);
                        gemm_dgrad("attn_out", T_, h_, od);
                        gemm_wgrad("attn_out", T_, h_, od);
                      }});
@@ -1036,33 +1067,33 @@ class Builder {
     const double a = pr_.activation_bytes;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const bool tpc = tensor_parallel && tp_ > 1;
-    auto gather = [=, this](const std::string& n) {
-      if (tpc) tp_collective(n, CollOp::all_gather, T_ * h_ * a);
+    auto gather = [=, this](const std::string& n, TpOverlap how, int gemms = 1) {
+      if (tpc) tp_collective(n, CollOp::all_gather, T_ * h_ * a, how, gemms);
     };
-    auto scatter = [=, this](const std::string& n) {
-      if (tpc) tp_collective(n, CollOp::reduce_scatter, T_ * h_ * a);
+    auto scatter = [=, this](const std::string& n, TpOverlap how) {
+      if (tpc) tp_collective(n, CollOp::reduce_scatter, T_ * h_ * a, how);
     };
     const std::string p = tag;
     if (swiglu)
       steps.push_back({tag.empty() ? "mlp_gate" : tag + "gate", tokens * width * a,
                        [=, this] {
-                         gather(p + "mlp.tp_all_gather");
+                         gather(p + "mlp.tp_all_gather", TpOverlap::ring_exchange, 2);  // fc1: gate and up
                          gemm_fwd(p + "mlp_gate", tokens, width, h_);
                        },
                        [=, this] {
                          gemm_dgrad(p + "mlp_gate", tokens, width, h_);
-                         gather(p + "mlp_gate.wgrad.tp_all_gather");
+                         gather(p + "mlp_gate.wgrad.tp_all_gather", TpOverlap::bulk);
                          gemm_wgrad(p + "mlp_gate", tokens, width, h_);
                        }});
     steps.push_back({tag.empty() ? "mlp_up" : tag + "up", tokens * width * a,
                      [=, this] {
-                       if (!swiglu) gather(p + "mlp.tp_all_gather");
+                       if (!swiglu) gather(p + "mlp.tp_all_gather", TpOverlap::ring_exchange);
                        gemm_fwd(p + "mlp_up", tokens, width, h_);
                      },
                      [=, this] {
                        gemm_dgrad(p + "mlp_up", tokens, width, h_);
-                       scatter(p + "mlp.dgrad.tp_reduce_scatter");
-                       if (!swiglu) gather(p + "mlp_up.wgrad.tp_all_gather");
+                       scatter(p + "mlp.dgrad.tp_reduce_scatter", TpOverlap::bulk);
+                       if (!swiglu) gather(p + "mlp_up.wgrad.tp_all_gather", TpOverlap::bulk);
                        gemm_wgrad(p + "mlp_up", tokens, width, h_);
                      }});
     const double act_in = swiglu ? 2 : 1;
@@ -1072,13 +1103,13 @@ class Builder {
     steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
                        gemm_fwd(p + "mlp_out", tokens, h_, width);
-                       scatter(p + "mlp_out.tp_reduce_scatter");
+                       scatter(p + "mlp_out.tp_reduce_scatter", TpOverlap::pipeline);
                        residual(p + "mlp_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd(p + "mlp_out.dropout.bwd");
                        vector(p + "mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
-                       gather(p + "mlp_out.tp_all_gather");
+                       gather(p + "mlp_out.tp_all_gather", TpOverlap::ring_exchange);
                        gemm_dgrad(p + "mlp_out", tokens, h_, width);
                        gemm_wgrad(p + "mlp_out", tokens, h_, width);
                      }});
@@ -1275,7 +1306,7 @@ class Builder {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-      tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+      tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
       // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
       // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
@@ -1516,7 +1547,7 @@ class Builder {
       // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
       vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
-      tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+      tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
       gemm_wgrad("logits", T_, V_, h_);
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.

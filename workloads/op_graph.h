@@ -29,6 +29,11 @@ enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
 constexpr int kStreamCount = 7;
 enum class ExecUnit : uint8_t { tensor, vector };
+// What moves a collective's data: an NCCL kernel (SMs shared with compute, slowed beside it), or
+// Transformer Engine's userbuffers under tp_comm_overlap: copy engines (ring exchange: no SMs, not
+// slowed by compute) or a kernel on SMs set aside for it (pipeline and bulk overlaps: the GEMM beside
+// runs on the rest, so neither slows the other beyond the SMs it gave up).
+enum class CommKernel : uint8_t { nccl, copy_engine, dedicated_sms };
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
@@ -131,6 +136,8 @@ struct Op {
   // have drained (sim/engine/replay.cpp, SmWait). Megatron's NCCL kernels, dispatched in launch order
   // on one queue (CUDA_DEVICE_MAX_CONNECTIONS=1), start at once.
   bool queues_behind_compute = false;
+  CommKernel comm_kernel = CommKernel::nccl;
+  uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective

@@ -483,14 +483,18 @@ class Replayer {
     else if (w.blockers == 0) grant_sms(id);
   }
 
-  // The share of the SMs a collective's kernel holds while it runs.
-  double sm_fraction(const hw::CollectiveCost& c) const {
-    return std::min(0.5, static_cast<double>(c.sm_count) / std::max(1, sys_.gpu.sm_count));
+  // The share of the SMs a collective's kernel holds while it runs: NCCL's channels, the SMs set aside
+  // for a userbuffer kernel, none for the copy engines.
+  double sm_fraction(const hw::CollectiveCost& c, const Op& op) const {
+    const double sms = op.comm_kernel == CommKernel::nccl            ? c.sm_count
+                       : op.comm_kernel == CommKernel::dedicated_sms ? op.comm_sms
+                                                                     : 0;
+    return std::min(0.5, sms / std::max(1, sys_.gpu.sm_count));
   }
 
   void move_collective_data(OpId id) {
     const hw::CollectiveCost& c = *coll_cost_[id];
-    const double sm_frac = sm_fraction(c);
+    const double sm_frac = sm_fraction(c, g_.ops[id]);
     const int rank = g_.ops[id].rank;
     Res& R = res_of_[rank];
     reserve_sms(rank, sm_frac);
@@ -510,7 +514,9 @@ class Replayer {
     const int lane = pace_lane(g_.ops[id].stream);
     if (lane >= 0 && std::isfinite(cap)) {
       R.pace_cap[lane] = cap;
-      R.pace_cap_beside[lane] = rate_beside_compute(c, cap);
+      // Only an NCCL kernel contends with compute for the SMs' memory system; copy engines and SMs set
+      // aside (the GEMM launched on the rest) keep their rate.
+      R.pace_cap_beside[lane] = g_.ops[id].comm_kernel == CommKernel::nccl ? rate_beside_compute(c, cap) : cap;
       net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
       uses[nuses++] = {R.pace[lane], 1.0};
     }
@@ -520,7 +526,7 @@ class Replayer {
     const hw::CollectiveCost& c = *coll_cost_[id];
     const int rank = g_.ops[id].rank;
     const int lane = pace_lane(g_.ops[id].stream);
-    reserve_sms(rank, -sm_fraction(c));
+    reserve_sms(rank, -sm_fraction(c, g_.ops[id]));
     if (lane >= 0) res_of_[rank].pace_cap[lane] = 0;
     finish(id, "");
   }

@@ -116,7 +116,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  EXPECT_LT(sum / rows.size(), 0.26);  // 25.4% today (28.1% before the same-architecture GEMM ceiling transfer)
+  EXPECT_LT(sum / rows.size(), 0.26);  // 25.9% today (28.1% before the same-architecture GEMM ceiling transfer, 25.4% between it and TE userbuffers)
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE
