@@ -21,7 +21,9 @@ namespace racksim::sim {
 // progressive filling: all unfrozen flows' rates rise together; a flow freezes when a resource it
 // crosses saturates or it reaches its own rate cap. Rates are recomputed only when a flow starts,
 // finishes or is cancelled, or a capacity changes (no timer, no packets), and only for the
-// connected component of flows and resources that the change touches.
+// connected component of flows and resources that the change touches; a flow that starts alone on
+// its resources gets its rate at once (the one-flow case of the solve), and a flow that ends alone
+// leaves nothing to re-solve.
 //
 // The network drives itself through the EventQueue: it keeps exactly one event scheduled, at the
 // earliest completion. Completion times are rounded up to the next whole picosecond (except an
