@@ -8,26 +8,43 @@
 
 namespace racksim::sim {
 
+uint32_t EventQueue::take_slot(SimTime at, uint64_t seq) {
+  uint32_t slot = 0;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(handlers_.size());
+    handlers_.emplace_back();
+    tags_.push_back(0);
+    slot_seq_.push_back(seq);
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_seq_[slot] = seq;
+  }
+  ++live_;
+  heap_.push_back(Entry{at, seq, slot});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  return slot;
+}
+
 EventQueue::Handle EventQueue::schedule(SimTime at, Handler h) {
   if (at < now_) {
     throw std::logic_error(fmt::format("EventQueue::schedule: time {} ps is before now ({} ps)", at.ps, now_.ps));
   }
   if (!h) throw std::invalid_argument("EventQueue::schedule: empty handler");
   const uint64_t seq = next_seq_++;
-  uint32_t slot = 0;
-  if (free_slots_.empty()) {
-    slot = static_cast<uint32_t>(handlers_.size());
-    handlers_.push_back(std::move(h));
-    slot_seq_.push_back(seq);
-  } else {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-    handlers_[slot] = std::move(h);
-    slot_seq_[slot] = seq;
+  const uint32_t slot = take_slot(at, seq);
+  handlers_[slot] = std::move(h);
+  return Handle{seq, slot};
+}
+
+EventQueue::Handle EventQueue::schedule_tagged(SimTime at, uint64_t tag) {
+  if (at < now_) {
+    throw std::logic_error(fmt::format("EventQueue::schedule_tagged: time {} ps is before now ({} ps)", at.ps, now_.ps));
   }
-  ++live_;
-  heap_.push_back(Entry{at, seq, slot});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  if (sink_ == nullptr) throw std::logic_error("EventQueue::schedule_tagged: no sink set");
+  const uint64_t seq = next_seq_++;
+  const uint32_t slot = take_slot(at, seq);
+  tags_[slot] = tag;  // handlers_[slot] is empty: free slots hold no handler
   return Handle{seq, slot};
 }
 
@@ -36,6 +53,13 @@ EventQueue::Handle EventQueue::schedule_after(SimTime delay, Handler h) {
     throw std::logic_error(fmt::format("EventQueue::schedule_after: negative delay {} ps", delay.ps));
   }
   return schedule(now_ + delay, std::move(h));
+}
+
+EventQueue::Handle EventQueue::schedule_tagged_after(SimTime delay, uint64_t tag) {
+  if (delay.ps < 0) {
+    throw std::logic_error(fmt::format("EventQueue::schedule_after: negative delay {} ps", delay.ps));
+  }
+  return schedule_tagged(now_ + delay, tag);
 }
 
 void EventQueue::free_slot(uint32_t slot) {
@@ -74,11 +98,17 @@ bool EventQueue::step() {
   const Entry e = heap_.front();
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
   heap_.pop_back();
+  now_ = e.at;
+  ++processed_;
+  if (!handlers_[e.slot]) {
+    const uint64_t tag = tags_[e.slot];
+    free_slot(e.slot);
+    sink_->on_event(tag);
+    return true;
+  }
   Handler h = std::move(handlers_[e.slot]);
   handlers_[e.slot] = nullptr;
   free_slot(e.slot);
-  now_ = e.at;
-  ++processed_;
   h();
   return true;
 }
@@ -93,14 +123,11 @@ SimTime EventQueue::next_time() {
   return heap_.empty() ? SimTime::max() : heap_.front().at;
 }
 
-void EventQueue::advance_to(SimTime t) {
+void EventQueue::advance_error(SimTime t) const {
   if (t < now_) {
     throw std::logic_error(fmt::format("EventQueue::advance_to: time {} ps is before now ({} ps)", t.ps, now_.ps));
   }
-  if (next_time() < t) {
-    throw std::logic_error(fmt::format("EventQueue::advance_to: an event is pending before {} ps", t.ps));
-  }
-  now_ = t;
+  throw std::logic_error(fmt::format("EventQueue::advance_to: an event is pending before {} ps", t.ps));
 }
 
 void EventQueue::run_until(SimTime t) {

@@ -29,6 +29,23 @@ class EventQueue {
 
   // Throws std::logic_error if at < now(), std::invalid_argument if h is empty.
   Handle schedule(SimTime at, Handler h);
+
+  // Where events scheduled with a tag go: one virtual call with the tag the driver chose (e.g. an
+  // op id and what to do with it), for a driver that schedules an event per op and would otherwise
+  // build, move and destroy a std::function for each. Ordered with the other events as usual.
+  class Sink {
+   public:
+    virtual void on_event(uint64_t tag) = 0;
+
+   protected:
+    ~Sink() = default;
+  };
+  // The sink must outlive the tagged events.
+  void set_sink(Sink* sink) { sink_ = sink; }
+  // schedule(), delivering `tag` to the sink. Throws std::logic_error if at < now() or no sink is set.
+  Handle schedule_tagged(SimTime at, uint64_t tag);
+  // now() + delay, as schedule_after.
+  Handle schedule_tagged_after(SimTime delay, uint64_t tag);
   // now() + delay; delay must be >= 0. Throws std::overflow_error if the sum overflows.
   Handle schedule_after(SimTime delay, Handler h);
   // True if the event was pending (it will now never run); false if it already ran, was already
@@ -49,7 +66,11 @@ class EventQueue {
   SimTime next_time();
   // Sets now() to t without running anything. Throws std::logic_error if t < now() or an event
   // is pending before t. For a driver that interleaves its own time-ordered work with the queue.
-  void advance_to(SimTime t);
+  void advance_to(SimTime t) {  // inline: a replay calls it once per event it runs itself
+    pop_cancelled();
+    if (t < now_ || (!heap_.empty() && heap_.front().at < t)) advance_error(t);
+    now_ = t;
+  }
   std::size_t pending() const { return live_; }
   // For a driver that keeps events of its own (a FlowNetwork without its own queue events): the
   // sequence number an event scheduled now would get, consumed as if it had been scheduled; and the
@@ -83,13 +104,17 @@ class EventQueue {
     while (!heap_.empty() && !live(heap_.front())) pop_top();
   }
   void pop_top();
+  [[noreturn]] void advance_error(SimTime t) const;
   void compact_if_sparse();
 
+  uint32_t take_slot(SimTime at, uint64_t seq);  // a free slot for an event at `at`, pushed on the heap
   bool live(const Entry& e) const { return slot_seq_[e.slot] == e.seq; }
   void free_slot(uint32_t slot);
 
   std::vector<Entry> heap_;          // may hold cancelled entries
-  std::vector<Handler> handlers_;    // by slot
+  std::vector<Handler> handlers_;    // by slot; empty for a tagged event
+  std::vector<uint64_t> tags_;       // by slot: a tagged event's tag
+  Sink* sink_ = nullptr;
   std::vector<uint64_t> slot_seq_;   // by slot: the pending event's seq, 0 when free
   std::vector<uint32_t> free_slots_;
   std::size_t live_ = 0;             // pending (not cancelled) events

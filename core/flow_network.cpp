@@ -72,7 +72,7 @@ void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
   resource(r);  // validates the id
   check_capacity(names_[r], capacity_per_s);
   resources_[r].capacity = capacity_per_s;
-  mark_dirty(r);
+  if (!resources_[r].users.empty()) mark_dirty(r);  // no flow on it: no rate changes
   if (!deferring_) settle();
 }
 
@@ -85,6 +85,26 @@ const std::string& FlowNetwork::resource_name(ResourceId r) const {
 
 FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t count, double amount,
                                                  std::function<void(FlowId)> on_done, double rate_cap_per_s) {
+  const Slot slot = begin_flow(path, count, amount, rate_cap_per_s);
+  on_done_[slot] = std::move(on_done);
+  const FlowId id = flows_[slot].id;
+  launch(slot);
+  return id;
+}
+
+FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t count, double amount, uint64_t tag,
+                                                   double rate_cap_per_s) {
+  if (sink_ == nullptr) throw std::logic_error("FlowNetwork::start_flow_tagged: no completion sink set");
+  const Slot slot = begin_flow(path, count, amount, rate_cap_per_s);
+  Flow& f = flows_[slot];
+  f.tagged = true;
+  f.tag = tag;
+  const FlowId id = f.id;
+  launch(slot);
+  return id;
+}
+
+FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, double amount, double rate_cap_per_s) {
   if (!std::isfinite(amount) || amount < 0) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: amount must be finite and >= 0, got {}", amount));
   }
@@ -117,7 +137,6 @@ FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t co
   }
   if (next_id_ >= (uint64_t{1} << 32)) throw std::length_error("FlowNetwork: too many flows started");
   const FlowId id = (next_id_++ << 32) | slot;
-  on_done_[slot] = std::move(on_done);
   Flow& f = flows_[slot];
   // Reset the slot field by field: its path keeps its storage (no allocation per flow), and its
   // completion version keeps stale entries of the slot's last flow stale.
@@ -147,20 +166,32 @@ FlowNetwork::FlowId FlowNetwork::start_flow_path(const Use* path, std::size_t co
   f.in_completions = false;
   f.attached = false;
   f.finished = false;
+  f.tagged = false;
   ++active_;
-  if (amount == 0) {
+  return slot;
+}
+
+void FlowNetwork::launch(Slot slot) {
+  Flow& f = flows_[slot];
+  if (f.amount == 0) {
     // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
     // bandwidth, so it is not attached to its resources.
     update_completion(slot);
   } else if (f.path.empty()) {
-    f.rate = rate_cap_per_s;  // alone in its own component
+    f.rate = f.rate_cap;  // alone in its own component
     f.bottleneck = kBoundByCap;
     update_completion(slot);
+  } else if (alone(f)) {
+    // Its component is itself: the solve's one-flow case (solve_alone) without marking, searching
+    // and re-solving its resources. Most of a replay's flows (a kernel on its GPU's SMs and HBM, a
+    // collective on its links) start alone.
+    attach(slot, /*dirty=*/false);
+    solve_alone(f);
+    apply(slot);
   } else {
-    attach(slot);
+    attach(slot, /*dirty=*/true);
   }
   if (!deferring_) settle();
-  return id;
 }
 
 bool FlowNetwork::cancel_flow(FlowId id) {
@@ -180,7 +211,7 @@ void FlowNetwork::release(Slot slot) {
   Flow& f = flows_[slot];
   f.id = 0;
   f.path.clear();
-  on_done_[slot] = nullptr;
+  if (!f.tagged) on_done_[slot] = nullptr;
   free_slots_.push_back(slot);
 }
 
@@ -223,13 +254,13 @@ double FlowNetwork::utilization(ResourceId r) const {
   return used / res.capacity;
 }
 
-void FlowNetwork::attach(Slot slot) {
+void FlowNetwork::attach(Slot slot, bool dirty) {
   Flow& f = flows_[slot];
   for (uint32_t i = 0; i < f.path.size(); ++i) {
     Resource& res = resources_[f.path[i].resource];
     f.path[i].user_index = static_cast<uint32_t>(res.users.size());
     res.users.push_back(User{slot, i});
-    mark_dirty(f.path[i].resource);
+    if (dirty) mark_dirty(f.path[i].resource);
   }
   f.attached = true;
 }
@@ -243,7 +274,8 @@ void FlowNetwork::detach(Slot slot) {
     res.users[pe.user_index] = last;
     flows_[last.flow].path[last.path_index].user_index = pe.user_index;
     res.users.pop_back();
-    mark_dirty(pe.resource);
+    // The flows left on it share what this one freed; none left, nothing to re-solve.
+    if (!res.users.empty()) mark_dirty(pe.resource);
   }
   f.attached = false;
 }
@@ -262,7 +294,7 @@ void FlowNetwork::drop_completion(Flow& f) {
   --live_completions_;
 }
 
-const FlowNetwork::Completion* FlowNetwork::earliest_completion() {
+const FlowNetwork::Completion* FlowNetwork::earliest_completion_after_stale() {
   while (!completions_.empty() && !valid(completions_.front())) {
     std::pop_heap(completions_.begin(), completions_.end(), CompletionLater{});
     completions_.pop_back();
@@ -364,42 +396,46 @@ void FlowNetwork::solve_components() {
   // A finished flow's resources with no other flow on them: nothing to solve.
   if (comp_flows_.empty()) return;
   if (comp_flows_.size() == 1) {
-    // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
-    // coefficient -- what the filling below finds, with the same tie rule (a resource before the
-    // cap, the lower resource id first), without the heap.
-    Flow& f = flows_[comp_flows_[0]];
-    double best = 0;
-    int64_t who = kBoundByNone;
-    for (const PathEntry& pe : f.path) {
-      const double lvl = resources_[pe.resource].capacity / pe.coefficient;
-      const auto id = static_cast<int64_t>(pe.resource);
-      if (who == kBoundByNone || lvl < best || (lvl == best && id < who)) {
-        best = lvl;
-        who = id;
-      }
-    }
-    if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
-      best = f.rate_cap;
-      who = kBoundByCap;
-    }
-    f.frozen = true;
-    f.new_rate = std::max(0.0, best);
-    f.new_bottleneck = who;
+    solve_alone(flows_[comp_flows_[0]]);
   } else {
     progressive_filling();
   }
+  for (Slot s : comp_flows_) apply(s);
+}
 
-  // Apply. A flow whose rate is unchanged keeps its completion time untouched, so unrelated
-  // events cannot perturb it by float noise.
-  for (Slot s : comp_flows_) {
-    Flow& f = flows_[s];
-    if (f.new_rate != f.rate) {
-      advance(f);  // progress up to now at the old rate
-      f.rate = f.new_rate;
-      update_completion(s);
+void FlowNetwork::solve_alone(Flow& f) {
+  // One flow alone: its rate is the lowest of its cap and each resource's capacity over its
+  // coefficient -- what the filling finds, with the same tie rule (a resource before the cap, the
+  // lower resource id first), without the heap.
+  double best = 0;
+  int64_t who = kBoundByNone;
+  for (const PathEntry& pe : f.path) {
+    const double lvl = resources_[pe.resource].capacity / pe.coefficient;
+    const auto id = static_cast<int64_t>(pe.resource);
+    if (who == kBoundByNone || lvl < best || (lvl == best && id < who)) {
+      best = lvl;
+      who = id;
     }
-    f.bottleneck = f.new_bottleneck;
   }
+  if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
+    best = f.rate_cap;
+    who = kBoundByCap;
+  }
+  f.frozen = true;
+  f.new_rate = std::max(0.0, best);
+  f.new_bottleneck = who;
+}
+
+void FlowNetwork::apply(Slot s) {
+  // A flow whose rate is unchanged keeps its completion time untouched, so unrelated events
+  // cannot perturb it by float noise.
+  Flow& f = flows_[s];
+  if (f.new_rate != f.rate) {
+    advance(f);  // progress up to now at the old rate
+    f.rate = f.new_rate;
+    update_completion(s);
+  }
+  f.bottleneck = f.new_bottleneck;
 }
 
 void FlowNetwork::progressive_filling() {
@@ -540,6 +576,11 @@ void FlowNetwork::on_completion_event() {
     Batch batch{*this, done, deferring_};
     deferring_ = true;
     for (Slot s : done) {
+      const Flow& f = flows_[s];
+      if (f.tagged) {
+        sink_->flow_done(f.id, f.tag);
+        continue;
+      }
       // Moved out first: the callback may start flows, which can reallocate on_done_.
       std::function<void(FlowId)> cb = std::move(on_done_[s]);
       if (cb) cb(flows_[s].id);

@@ -21,7 +21,9 @@ namespace racksim::sim {
 // progressive filling: all unfrozen flows' rates rise together; a flow freezes when a resource it
 // crosses saturates or it reaches its own rate cap. Rates are recomputed only when a flow starts,
 // finishes or is cancelled, or a capacity changes (no timer, no packets), and only for the
-// connected component of flows and resources that the change touches.
+// connected component of flows and resources that the change touches; a flow that starts alone on
+// its resources gets its rate at once (the one-flow case of the solve), and a flow that ends alone
+// leaves nothing to re-solve.
 //
 // The network drives itself through the EventQueue: it keeps exactly one event scheduled, at the
 // earliest completion. Completion times are rounded up to the next whole picosecond (except an
@@ -67,6 +69,22 @@ class FlowNetwork {
   // The same with the path as an array (no allocation: a flow's slot keeps its path storage).
   FlowId start_flow_path(const Use* path, std::size_t count, double amount, std::function<void(FlowId)> on_done,
                          double rate_cap_per_s = std::numeric_limits<double>::infinity());
+
+  // Where flows started with a tag report their completion: one virtual call with the tag the
+  // driver chose (e.g. an op id and what to do with it) instead of a std::function per flow, which
+  // a replay of 100,000 flows paid to build, move and destroy. Called like on_done, in the same order.
+  class CompletionSink {
+   public:
+    virtual void flow_done(FlowId id, uint64_t tag) = 0;
+
+   protected:
+    ~CompletionSink() = default;
+  };
+  // The sink must outlive the flows started with a tag.
+  void set_completion_sink(CompletionSink* sink) { sink_ = sink; }
+  // start_flow_path, reporting to the sink (std::logic_error without one).
+  FlowId start_flow_tagged(const Use* path, std::size_t count, double amount, uint64_t tag,
+                           double rate_cap_per_s = std::numeric_limits<double>::infinity());
   // True if the flow was active; it is removed without calling on_done and its share is freed.
   bool cancel_flow(FlowId f);
 
@@ -123,6 +141,8 @@ class FlowNetwork {
     bool in_completions = false;  // has a valid entry in completions_
     bool attached = false;        // listed in its resources' users (not zero-amount or pathless flows)
     bool finished = false;        // completing now; kept only while the on_done callbacks run
+    bool tagged = false;          // reports to sink_ with `tag`; else on_done_[slot] (may be empty)
+    uint64_t tag = 0;
   };
   struct User {
     Slot flow;
@@ -153,9 +173,19 @@ class FlowNetwork {
 
   Slot slot_of(FlowId f) const;  // std::out_of_range for an unknown or forgotten flow
   const Resource& resource(ResourceId r) const;
+  Slot begin_flow(const Use* path, std::size_t count, double amount, double rate_cap_per_s);
+  void launch(Slot s);  // attaches a begun flow and gives it its rate (at once when alone, else by the solve)
   void release(Slot s);
-  void attach(Slot s);
+  void attach(Slot s, bool dirty);
   void detach(Slot s);
+  // Alone: its resources carry no other flow and no change waits to be solved on them.
+  bool alone(const Flow& f) const {
+    for (const PathEntry& pe : f.path) {
+      const Resource& res = resources_[pe.resource];
+      if (res.dirty || !res.users.empty()) return false;
+    }
+    return true;
+  }
   void mark_dirty(ResourceId r) {  // in the header: called per path entry of every start and end
     Resource& res = resources_[r];
     if (!res.dirty) {
@@ -163,6 +193,8 @@ class FlowNetwork {
       dirty_.push_back(r);
     }
   }
+  void solve_alone(Flow& f);        // a flow's max-min rate with no other flow on its resources
+  void apply(Slot s);               // takes a solved rate (new_rate, new_bottleneck)
   void advance(Flow& f);            // bring remaining up to now() at the current rate
   void update_completion(Slot s);   // recompute the completion key from remaining and rate
   void drop_completion(Flow& f);
@@ -170,7 +202,12 @@ class FlowNetwork {
     const Flow& f = flows_[c.slot];
     return f.id == c.id && f.in_completions && f.completion_version == c.version;
   }
-  const Completion* earliest_completion();  // the earliest valid entry, dropping stale ones
+  // The earliest valid entry, dropping stale ones (inline: the top is valid almost always).
+  const Completion* earliest_completion() {
+    if (!completions_.empty() && valid(completions_.front())) return &completions_.front();
+    return earliest_completion_after_stale();
+  }
+  const Completion* earliest_completion_after_stale();
   void settle();                    // re-solve dirty components, then reschedule
   void settle_if_dirty() const;     // for queries: solve any deferred change first
   void solve_components();
@@ -186,6 +223,7 @@ class FlowNetwork {
   // the solver never touches it. slots_ maps public ids to slots.
   std::vector<Flow> flows_;
   std::vector<std::function<void(FlowId)>> on_done_;
+  CompletionSink* sink_ = nullptr;
   std::vector<Slot> free_slots_;
   // A flow id is (start sequence << 32) | slot, so finding a flow needs no map.
   // Min-heap on (completion ps, id), so ties complete in start order. Lazy deletion: an entry is

@@ -337,6 +337,29 @@ std::optional<Rest> after_first_document(const std::string& text) {
   return r;
 }
 
+// True when the text cannot go on after its first document, shown from the loaded root without
+// parsing the text a second time (after_first_document's parse cost as much as the load: about a
+// seventh of a single run's instructions). yaml-cpp ends a block mapping when its scanner pops the
+// mapping's indentation: at a token left of the mapping's column, or where it pops every level -- at
+// the end of the text, a document marker ('---', '...') or a directive ('%'), each at the start of a
+// line. A block mapping whose first key is at column 0 has nothing to its left, so when no line starts
+// with a marker or a directive it ends with the text. Anything else (a flow or scalar root, an
+// indented or tagged root, a byte-order mark, any marker) is checked by parsing, as before.
+bool ends_with_the_text(const YAML::Node& root, const std::string& text) {
+  if (!root.IsMap() || root.Style() != YAML::EmitterStyle::Block) return false;
+  const YAML::Mark m = root.Mark();
+  if (m.column != 0 || m.pos < 0 || static_cast<std::size_t>(m.pos) >= text.size()) return false;
+  const char first = text[static_cast<std::size_t>(m.pos)];
+  if (first == '!' || first == '&' || first == '?' || first == '{' || first == '[') return false;  // properties, complex keys
+  if (static_cast<unsigned char>(text[0]) == 0xEF) return false;                                  // a byte-order mark shifts marks
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i > 0 && text[i - 1] != '\n' && text[i - 1] != '\r') continue;  // not the start of a line
+    const char c = text[i];
+    if (c == '%' || ((c == '-' || c == '.') && i + 2 < text.size() && text[i + 1] == c && text[i + 2] == c)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool check_yaml_document(const YAML::Node& root, const std::string& text, const SourceLocation& where,
@@ -413,7 +436,7 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   }
   try {
     YAML::Node root = YAML::Load(text);
-    if (const auto rest = after_first_document(text)) {
+    if (const auto rest = ends_with_the_text(root, text) ? std::nullopt : after_first_document(text)) {
       const int line = rest->mark.line >= 0 ? rest->mark.line + 1 : 0;
       const int col = rest->mark.column >= 0 ? rest->mark.column + 1 : 0;
       if (rest->junk)

@@ -48,10 +48,27 @@ GroupShape group_shape(const Job& job, CommGroup g) {
   return {};
 }
 
-class Replayer {
+// What an event or a finished flow does, with the op it concerns: tag = (what << 32) | op id. The
+// queue and the network call back with the tag (no std::function per event or flow).
+enum class Then : uint64_t {
+  release,          // queue: a launch the host issued after the run began
+  finish_empty,     // queue: a copy of no bytes
+  finish_no_peers,  // queue: a collective in a group of one
+  update_pace,      // queue: the op id is a rank; re-pace its collectives once the instant is over
+  move_data,        // queue: a collective's latency is over; its data moves
+  kernel_done,      // flow
+  h2d_done,         // flow
+  d2h_done,         // flow
+  collective_done,  // flow
+};
+constexpr uint64_t tag(Then what, uint64_t id) { return (static_cast<uint64_t>(what) << 32) | id; }
+
+class Replayer final : private EventQueue::Sink, private FlowNetwork::CompletionSink {
  public:
   Replayer(const OpGraph& g, const Job& job, const ReplayOptions& opt)
       : g_(g), job_(job), sys_(job.system.spec), opt_(opt), net_(q_, /*external_events=*/true) {
+    q_.set_sink(this);
+    net_.set_completion_sink(this);
     const auto& h = sys_.host;
     // Every rank of a role does the same, so a shared link or host memory is split among the
     // GPUs that share it -- but a job smaller than a host shares it with fewer.
@@ -157,8 +174,7 @@ class Replayer {
   // began in the last wave of the GEMM meant to hide them; in PyTorch with default queues an
   // all-reduce finished after the next GEMM in 20 of 20 trials, beside it with one queue.
   struct SmWait {
-    int blockers = 0;
-    std::function<void()> then;
+    int blockers = 0;  // then begin_collective
   };
   // While finish() releases an op's successors (depth > 0), the queuing collectives that become
   // ready: each also waits for the kernels among those successors.
@@ -209,6 +225,28 @@ class Replayer {
   }
 
   double now_s() const { return q_.now().seconds(); }
+
+  void on_event(uint64_t t) override {
+    const auto id = static_cast<OpId>(t & 0xffffffffu);
+    switch (static_cast<Then>(t >> 32)) {
+      case Then::release: release(id); break;
+      case Then::finish_empty: finish(id, "empty"); break;
+      case Then::finish_no_peers: finish(id, "no_peers"); break;
+      case Then::update_pace: update_pace(res_of_[id]); break;
+      case Then::move_data: move_collective_data(id); break;
+      default: throw std::logic_error(fmt::format("replay: event tag {:#x} is not a queue event", t));
+    }
+  }
+  void flow_done(FlowNetwork::FlowId, uint64_t t) override {
+    const auto id = static_cast<OpId>(t & 0xffffffffu);
+    switch (static_cast<Then>(t >> 32)) {
+      case Then::kernel_done: finish(id, ""); break;
+      case Then::h2d_done: finish(id, "host_link_h2d"); break;
+      case Then::d2h_done: finish(id, "host_link_d2h"); break;
+      case Then::collective_done: collective_done(id); break;
+      default: throw std::logic_error(fmt::format("replay: flow tag {:#x} is not a flow's", t));
+    }
+  }
 
   // The host thread issues every op in program order, each after its host work (the launch, a
   // framework's own time). It runs ahead of the GPU except where the framework reads a result back
@@ -287,7 +325,7 @@ class Replayer {
       }
       res_.ops[i].launch_end_s = h;
       if (before_run) before_run->emplace_back(SimTime::from_seconds(h).ps, i);
-      else q_.schedule(SimTime::from_seconds(h), [this, i] { release(i); });
+      else q_.schedule_tagged(SimTime::from_seconds(h), tag(Then::release, i));
     }
   }
   std::vector<double> host_s_;                 // per rank: when its host thread is free
@@ -316,7 +354,7 @@ class Replayer {
       // The next kernel usually starts in this same instant: decide once the instant is over.
       if (R.running_count == 0 && R.paced_down) {
         const int rank = g_.ops[id].rank;
-        q_.schedule(q_.now(), [this, rank] { update_pace(res_of_[rank]); });
+        q_.schedule_tagged(q_.now(), tag(Then::update_pace, static_cast<uint64_t>(rank)));
       }
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
@@ -345,10 +383,8 @@ class Replayer {
   }
 
   void grant_sms(OpId c) {
-    auto w = sm_wait_.find(c);
-    auto then = std::move(w->second.then);
-    sm_wait_.erase(w);
-    then();
+    sm_wait_.erase(c);
+    begin_collective(c);
   }
 
   void start(OpId id) {
@@ -404,7 +440,7 @@ class Replayer {
                             : t.occupancy_bound                         ? "occupancy"
                             : op.unit == ExecUnit::tensor               ? "tensor_core"
                                                                         : "cuda_core";
-    net_.start_flow_path(uses.data(), nuses, amount, [this, id](FlowNetwork::FlowId) { finish(id, ""); }, amount / t.min_s);
+    net_.start_flow_tagged(uses.data(), nuses, amount, tag(Then::kernel_done, id), amount / t.min_s);
   }
   struct CachedCost {
     hw::CollectiveCost cost;
@@ -418,18 +454,16 @@ class Replayer {
     const std::array<FlowNetwork::Use, 4> uses = {
         FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
-      q_.schedule(q_.now(), [this, id] { finish(id, "empty"); });
+      q_.schedule_tagged(q_.now(), tag(Then::finish_empty, id));
       return;
     }
-    net_.start_flow_path(uses.data(), uses.size(), op.copy_bytes, [this, id, h2d](FlowNetwork::FlowId) {
-      finish(id, h2d ? "host_link_h2d" : "host_link_d2h");
-    });
+    net_.start_flow_tagged(uses.data(), uses.size(), op.copy_bytes, tag(h2d ? Then::h2d_done : Then::d2h_done, id));
   }
 
   void start_collective(OpId id, const Op& op) {
     const GroupShape gs = group_shape(job_, op.group);
     if (gs.size <= 1 || op.coll_bytes <= 0) {
-      q_.schedule(q_.now(), [this, id] { finish(id, "no_peers"); });
+      q_.schedule_tagged(q_.now(), tag(Then::finish_no_peers, id));
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
@@ -463,24 +497,25 @@ class Replayer {
     coll_cost_[id] = cost;
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;
-    auto begin = [this, id] {
-      res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
-      q_.schedule_after(SimTime::from_seconds(coll_cost_[id]->latency_s), [this, id] { move_collective_data(id); });
-    };
     if (!op.queues_behind_compute) {
-      begin();
+      begin_collective(id);
       return;
     }
     // Wait for the compute kernels resident now, and (added by finish) for those released by the
     // same op, which win the race for the SMs.
     SmWait& w = sm_wait_[id];
-    w.then = std::move(begin);
     for (OpId k : res_of_[rank].running_kernels) {
       blocked_by_kernel_[k].push_back(id);
       ++w.blockers;
     }
     if (releasing_depth_ > 0) ready_queuing_.push_back(id);
     else if (w.blockers == 0) grant_sms(id);
+  }
+
+  // The collective has its SMs.
+  void begin_collective(OpId id) {
+    res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
+    q_.schedule_tagged_after(SimTime::from_seconds(coll_cost_[id]->latency_s), tag(Then::move_data, id));
   }
 
   // The share of the SMs a collective's kernel holds while it runs: NCCL's channels, the SMs set aside
@@ -520,7 +555,7 @@ class Replayer {
       net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
       uses[nuses++] = {R.pace[lane], 1.0};
     }
-    net_.start_flow_path(uses.data(), nuses, moved, [this, id](FlowNetwork::FlowId) { collective_done(id); }, cap);
+    net_.start_flow_tagged(uses.data(), nuses, moved, tag(Then::collective_done, id), cap);
   }
   void collective_done(OpId id) {
     const hw::CollectiveCost& c = *coll_cost_[id];
@@ -588,23 +623,29 @@ class Replayer {
     int delta;
     int cls;
   };
-  // Lists each in time order, merged into one in time order.
+  // Lists each in time order, merged into one in time order; equal times in list order, then in
+  // their order within a list (a stable K-way merge). Merged pairwise, in log2(K) linear passes (a
+  // scan of the K heads per event cost about a tenth of a sweep point's replay); pairing neighbours
+  // and std::merge taking the first range on ties keep that order.
   template <std::size_t K>
-  static std::vector<Event> merge_by_time(const std::array<std::vector<Event>, K>& lists) {
-    std::size_t total = 0;
-    for (const auto& l : lists) total += l.size();
-    std::vector<Event> out;
-    out.reserve(total);
-    std::array<std::size_t, K> at{};
-    for (;;) {
-      int best = -1;
-      for (std::size_t k = 0; k < K; ++k)
-        if (at[k] < lists[k].size() && (best < 0 || lists[k][at[k]].time < lists[best][at[best]].time))
-          best = static_cast<int>(k);
-      if (best < 0) break;
-      out.push_back(lists[best][at[best]++]);
+  static std::vector<Event> merge_by_time(std::array<std::vector<Event>, K>&& lists) {
+    const auto earlier = [](const Event& a, const Event& b) { return a.time < b.time; };
+    std::vector<std::vector<Event>> runs;
+    runs.reserve(K);
+    for (auto& l : lists)
+      if (!l.empty()) runs.push_back(std::move(l));
+    if (runs.empty()) return {};
+    while (runs.size() > 1) {
+      std::vector<std::vector<Event>> next((runs.size() + 1) / 2);
+      for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
+        auto& out = next[k / 2];
+        out.resize(runs[k].size() + runs[k + 1].size());
+        std::merge(runs[k].begin(), runs[k].end(), runs[k + 1].begin(), runs[k + 1].end(), out.begin(), earlier);
+      }
+      if (runs.size() % 2 == 1) next.back() = std::move(runs.back());
+      runs = std::move(next);
     }
-    return out;
+    return std::move(runs[0]);
   }
 
   void compute_breakdown() {
@@ -644,7 +685,7 @@ class Replayer {
         add_to(list, r.start_s, r.end_s, kCopy);
       }
     }
-    const std::vector<Event> ev = merge_by_time(lists);
+    const std::vector<Event> ev = merge_by_time(std::move(lists));
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
@@ -686,7 +727,7 @@ class Replayer {
     res_.rank_busy_s.assign(res_of_.size(), 0.0);
     for (std::size_t k = 0; k < spans.size(); ++k) {
       double busy = 0, a = 0, b = -1;
-      for (const Event& x : merge_by_time(spans[k])) {
+      for (const Event& x : merge_by_time(std::move(spans[k]))) {
         const double s = x.time, e = res_.ops[static_cast<std::size_t>(x.cls)].end_s;
         if (s > b) {
           if (b > a) busy += b - a;

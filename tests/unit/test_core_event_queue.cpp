@@ -165,5 +165,63 @@ TEST(EventQueue, HeavyCancellationKeepsOrder) {
   EXPECT_EQ(ran.size(), 200u);
 }
 
+// Records the tags the queue delivers, with the time.
+struct TagLog final : EventQueue::Sink {
+  explicit TagLog(EventQueue& q) : q(q) {}
+  void on_event(uint64_t tag) override { log.push_back(std::to_string(tag) + "@" + std::to_string(q.now().ps)); }
+  EventQueue& q;
+  std::vector<std::string> log;
+};
+
+TEST(EventQueue, TaggedEventsTakeTheirTurnAmongHandlers) {
+  EventQueue q;
+  TagLog sink(q);
+  q.set_sink(&sink);
+  q.schedule(ps(10), [&] { sink.log.push_back("h@" + std::to_string(q.now().ps)); });
+  q.schedule_tagged(ps(10), 7);
+  q.schedule_tagged(ps(5), 3);
+  const auto cancelled = q.schedule_tagged(ps(8), 99);
+  q.schedule(ps(10), [&] {
+    sink.log.push_back("h2@" + std::to_string(q.now().ps));
+    q.schedule_tagged_after(ps(4), 11);  // a tagged event scheduled from a handler
+  });
+  EXPECT_TRUE(q.cancel(cancelled));
+  EXPECT_EQ(q.pending(), 4u);
+  q.run();
+  EXPECT_EQ(sink.log, (std::vector<std::string>{"3@5", "h@10", "7@10", "h2@10", "11@14"}));
+  EXPECT_EQ(q.events_processed(), 5u);
+  // A slot a tagged event used takes a handler again (and the other way round).
+  bool ran = false;
+  q.schedule(ps(20), [&] { ran = true; });
+  q.schedule_tagged(ps(21), 5);
+  q.run();
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(sink.log.back(), "5@21");
+}
+
+TEST(EventQueue, TaggedEventsNeedASinkAndATimeNotPast) {
+  EventQueue q;
+  EXPECT_THROW(q.schedule_tagged(ps(1), 1), std::logic_error);  // no sink
+  TagLog sink(q);
+  q.set_sink(&sink);
+  q.schedule_tagged(ps(10), 1);
+  q.run();
+  EXPECT_THROW(q.schedule_tagged(ps(9), 2), std::logic_error);
+  EXPECT_THROW(q.schedule_tagged_after(ps(-1), 2), std::logic_error);
+  EXPECT_TRUE(q.empty());
+}
+
+TEST(EventQueue, AdvanceToRefusesThePastAndSkippingAnEvent) {
+  EventQueue q;
+  q.schedule(ps(10), [] {});
+  q.advance_to(ps(10));  // up to a pending event is allowed
+  EXPECT_EQ(q.now().ps, 10);
+  EXPECT_THROW(q.advance_to(ps(11)), std::logic_error);  // the event at 10 would be skipped
+  q.run();
+  EXPECT_THROW(q.advance_to(ps(9)), std::logic_error);
+  q.advance_to(ps(12));
+  EXPECT_EQ(q.now().ps, 12);
+}
+
 }  // namespace
 }  // namespace racksim::sim

@@ -582,5 +582,90 @@ TEST(FlowNetwork, ChurnInOneLargeComponent) { churn(50, 50, 1000, 5000); }
 
 TEST(FlowNetwork, ChurnInManySmallComponents) { churn(800, 8, 2000, 40000); }
 
+// Records what flows started with a tag report.
+struct TagSink final : FlowNetwork::CompletionSink {
+  explicit TagSink(EventQueue& q) : q(q) {}
+  void flow_done(FlowId id, uint64_t tag) override {
+    ids.push_back(id);
+    log.push_back(std::to_string(tag) + "@" + std::to_string(q.now().ps));
+  }
+  EventQueue& q;
+  std::vector<FlowId> ids;
+  std::vector<std::string> log;
+};
+
+TEST(FlowNetwork, TaggedFlowsReportToTheSinkInStartOrder) {
+  EventQueue q;
+  FlowNetwork net(q);
+  TagSink sink(q);
+  net.set_completion_sink(&sink);
+  const auto link = net.add_resource("link", 10.0);
+  const auto other = net.add_resource("other", 10.0);
+  std::vector<std::string> fn_log;
+  // Three flows end at 3 s (two share `link`, one alone on `other`), started tagged, with a
+  // callback, tagged: they report in start order from one event.
+  const FlowId a = net.start_flow_tagged(std::vector<FlowNetwork::Use>{{link}}.data(), 1, 15.0, 100);
+  net.start_flow({{link}}, 15.0, [&](FlowId) { fn_log.push_back("fn@" + std::to_string(q.now().ps)); });
+  const FlowNetwork::Use on_other{other};
+  const FlowId c = net.start_flow_tagged(&on_other, 1, 30.0, 300);
+  q.run();
+  EXPECT_EQ(sink.log, (std::vector<std::string>{"100@" + std::to_string(3 * kS), "300@" + std::to_string(3 * kS)}));
+  EXPECT_EQ(sink.ids, (std::vector<FlowId>{a, c}));
+  EXPECT_EQ(fn_log, (std::vector<std::string>{"fn@" + std::to_string(3 * kS)}));
+  EXPECT_EQ(net.active_flows(), 0u);
+}
+
+TEST(FlowNetwork, TaggedStartWithoutASinkThrows) {
+  EventQueue q;
+  FlowNetwork net(q);
+  const FlowNetwork::Use u{net.add_resource("link", 1.0)};
+  EXPECT_THROW(net.start_flow_tagged(&u, 1, 1.0, 1), std::logic_error);
+  EXPECT_EQ(net.active_flows(), 0u);
+}
+
+// A flow alone on its resources takes its rate at once (no solve): the lowest of each resource's
+// capacity over its coefficient and its cap, a resource winning a tie with the cap and the lower
+// resource id a tie between resources -- what the progressive filling gives when others join.
+TEST(FlowNetwork, AFlowAloneTakesTheLowestOfItsLimits) {
+  EventQueue q;
+  FlowNetwork net(q);
+  const auto a = net.add_resource("a", 10.0);  // 10 / 2 = 5 per unit of the flow
+  const auto b = net.add_resource("b", 4.0);
+  const auto c = net.add_resource("c", 4.0);
+  const FlowId f1 = net.start_flow({{a, 2.0}, {c}, {b}}, 40.0, nullptr);
+  EXPECT_EQ(net.rate(f1), 4.0);
+  EXPECT_EQ(net.bottleneck(f1), "b");  // b and c tie at 4: the lower id
+  const FlowId f2 = net.start_flow({{net.add_resource("d", 8.0)}}, 8.0, nullptr, 8.0);
+  EXPECT_EQ(net.rate(f2), 8.0);
+  EXPECT_EQ(net.bottleneck(f2), "d");  // the resource, not the equal cap
+  // A second flow on b: both are solved together, f1 halves.
+  const FlowId f3 = net.start_flow({{b}}, 2.0, nullptr);
+  EXPECT_EQ(net.rate(f1), 2.0);
+  EXPECT_EQ(net.rate(f3), 2.0);
+  // f3 ends at 1 s; f1, alone again, is re-solved back to 4 (it ran at 2 from the start: 38 left).
+  q.run_until(SimTime::from_ps(kS));
+  EXPECT_EQ(net.rate(f1), 4.0);
+  EXPECT_EQ(net.remaining(f1), 38.0);
+  q.run();
+  EXPECT_EQ(q.now().ps, 10 * kS + kS / 2);  // 38 more at 4 per second
+}
+
+// A flow started inside a completion batch, on resources the finished flows left, is alone too:
+// it starts at its full rate even though the batch's solve is deferred.
+TEST(FlowNetwork, AFlowStartedInACompletionBatchIsAloneOnAFreedResource) {
+  EventQueue q;
+  FlowNetwork net(q);
+  const auto link = net.add_resource("link", 10.0);
+  FlowId next = 0;
+  double next_rate = 0;
+  net.start_flow({{link}}, 10.0, [&](FlowId) {
+    next = net.start_flow({{link}}, 10.0, nullptr);
+    next_rate = net.rate(next);
+  });
+  q.run();
+  EXPECT_EQ(next_rate, 10.0);
+  EXPECT_EQ(q.now().ps, 2 * kS);
+}
+
 }  // namespace
 }  // namespace racksim::sim

@@ -95,6 +95,22 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 // ---- YAML: one document, bounded expansion, clear messages ---------------------------------
 
+// The text is parsed a second time to look for a second document only when the first could end
+// before the text does: not for a block mapping whose keys start at column 0 and no line starting
+// with '---', '...' or '%' (docs/decisions.md). These look like that and are not; each is still found.
+TEST(InputLimitsYaml, ADocumentEndingBeforeTheTextIsFoundWithoutAMarkerLine) {
+  const std::string second =
+      " error: a second YAML document ('---') starts here: racksim reads one document per file; "
+      "remove it or put it in a file of its own";
+  EXPECT_EQ(scenario_error("  a: 1\nb: 2\n"), "s.yaml:2:1:" + second);       // an indented mapping, then column 0
+  EXPECT_EQ(scenario_error("!!map\n  a: 1\nb: 2\n"), "s.yaml:3:1:" + second);  // a tagged root
+  EXPECT_EQ(scenario_error("a: 1\n... x\n"), "s.yaml:2:5:" + second);        // a document end marker
+  EXPECT_EQ(scenario_error(kHeader + "...\n"), "");                           // which alone ends the one document
+  // Text that cannot follow a mapping at column 0 is an error of the first parse.
+  EXPECT_EQ(scenario_error(kHeader + "]\n"), "s.yaml:5:1: error: malformed YAML: illegal flow end");
+  EXPECT_EQ(scenario_error(kHeader + "- x\n"), "s.yaml:5:1: error: malformed YAML: end of map not found");
+}
+
 TEST(InputLimitsYaml, ASecondDocumentIsAnErrorNotIgnored) {
   EXPECT_EQ(scenario_error(kHeader + "---\nname: other\n"),
             "s.yaml:5:1: error: a second YAML document ('---') starts here: racksim reads one document per file; "
