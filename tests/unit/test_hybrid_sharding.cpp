@@ -162,8 +162,8 @@ TEST(HybridSharding, WholeDataParallelGroupIsPlainFsdp) {
 // JAX with scanned layers: the replica all-reduce is part of the layer's loop iteration like the
 // reduce-scatter (XLA's data-axis all-reduce of the scattered gradient). Unpipelined (XLA's default flags
 // pipeline only a reduce-scatter whose user is the loop output, which here is the all-reduce) the next
-// layer's backward waits for it; with the all-reduce pipelined it is carried into the next iteration and the
-// one after waits for it.
+// layer's iteration (its first op, the weight gather) waits for it; with the all-reduce pipelined it is
+// carried into the next iteration and the one after waits for it.
 TEST(HybridSharding, JaxScannedLayersEndTheIterationWithTheReplicaAllReduce) {
   for (const bool pipelined : {false, true}) {
     std::vector<std::string> sets = {"training.framework=jax", "training.scan_layers=true",
@@ -178,7 +178,7 @@ TEST(HybridSharding, JaxScannedLayersEndTheIterationWithTheReplicaAllReduce) {
     std::string waiter;
     for (std::size_t i = *ar + 1; i < g.ops.size() && waiter.empty(); ++i)
       for (OpId d : g.ops[i].deps)
-        if (d == *ar && g.ops[i].stream == StreamKind::compute) waiter = g.op_name(static_cast<OpId>(i));
+        if (d == *ar) waiter = g.op_name(static_cast<OpId>(i));
     EXPECT_EQ(waiter.rfind(pipelined ? "mb0.L0." : "mb0.L1.", 0), 0u) << waiter;
   }
 }
@@ -199,7 +199,7 @@ TEST(HybridSharding, BadValuesNameTheKey) {
 model: {preset: deepseek-v3}
 training: {seq_len: 4096, global_batch: 32, optimizer_sharding: fsdp, parallelism: {tp: 1, ep: 16, dp_shard: 8}}
 )");
-  EXPECT_NE(moe.find("h.yaml:3:104: error: training.parallelism.dp_shard: dp / dp_shard = 4 replica groups must divide"),
+  EXPECT_NE(moe.find("h.yaml:3:110: error: training.parallelism.dp_shard: dp / dp_shard = 4 replica groups must divide"),
             std::string::npos)
       << moe;
 }
