@@ -42,6 +42,9 @@ std::string to_string(CommGroup g) {
     case CommGroup::dp_cp: return "dp_cp";
     case CommGroup::edp: return "edp";
     case CommGroup::etp: return "etp";
+    case CommGroup::dp_shard: return "dp_shard";
+    case CommGroup::edp_shard: return "edp_shard";
+    case CommGroup::dp_replicate: return "dp_replicate";
   }
   return "?";
 }
@@ -200,6 +203,8 @@ class Builder {
     dp_ = p.dp;
     etp_ = p.expert_tp();
     edp_ = p.expert_dp();
+    // Hybrid sharding applies to sharded state only (the scenario rejects dp_shard without it).
+    rep_ = t.optimizer_sharding != OptimizerSharding::none ? p.dp_replicas() : 1;
     s_ = static_cast<double>(t.seq_len) / cp_;
     b_ = t.micro_batch;
     T_ = b_ * s_;
@@ -295,6 +300,7 @@ class Builder {
   Precision pr_;
   OpGraph g_;
   int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, etp_ = 1, edp_ = 1, micro_steps_ = 1, vstages_ = 1;
+  int rep_ = 1;  // replica groups of the sharded state (training.parallelism.dp_shard): 1 = plain ZeRO/FSDP
   int rank_ = 0, mb_ = 0;
   bool materialized_ = false, jax_ = false;
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
@@ -411,9 +417,12 @@ class Builder {
     return (p.attention + p.mlp) / tp_ + p.router + p.norms;
   }
   double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
-  // Ranks over which each part is replicated (and so sharded by ZeRO/FSDP).
-  double dense_replicas() const { return static_cast<double>(dp_) * cp_; }
-  double expert_replicas() const { return edp_; }
+  // Ranks over which each part's state is sharded by ZeRO/FSDP: all its replicas, or with hybrid sharding its
+  // shard group (1/rep_ of them), and the communicators of those shards.
+  double dense_replicas() const { return static_cast<double>(dp_) * cp_ / rep_; }
+  double expert_replicas() const { return static_cast<double>(edp_) / rep_; }
+  CommGroup dense_shard_group() const { return rep_ > 1 ? CommGroup::dp_shard : CommGroup::dp_cp; }
+  CommGroup expert_shard_group() const { return rep_ > 1 ? CommGroup::edp_shard : CommGroup::edp; }
   double embedding_weights() const { return static_cast<double>(m_.vocab) * m_.hidden / tp_; }
   double head_weights() const { return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden; }
   bool holds_embedding() const { return rank_ == 0; }
@@ -559,7 +568,9 @@ class Builder {
     Op& op = new_op();
     op.name = named(name);
     op.kind = OpKind::collective;
-    const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp;
+    const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp ||
+                               grp == CommGroup::dp_shard || grp == CommGroup::edp_shard ||
+                               grp == CommGroup::dp_replicate;
     op.stream = !data_parallel               ? StreamKind::comm
                 : c == CollOp::all_gather    ? StreamKind::comm_dp
                                              : StreamKind::comm_grad;
@@ -687,7 +698,7 @@ class Builder {
     if (m_.ffn == FfnKind::swiglu) leaves.push_back(L * f_ * h_ * f32);
     std::vector<std::pair<double, std::vector<std::pair<std::size_t, std::size_t>>>> outs;  // size, placed intervals
     // The moments are sharded like the optimizer state (1/dp of each array under zero1/2, fsdp).
-    const double opt_share = t_.optimizer_sharding != OptimizerSharding::none ? 1.0 / dp_ : 1.0;
+    const double opt_share = t_.optimizer_sharding != OptimizerSharding::none ? static_cast<double>(rep_) / dp_ : 1.0;
     for (double b : leaves)
       for (int copy = 0; copy < 2; ++copy) outs.push_back({b * opt_share, {}});
     std::sort(outs.begin(), outs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -1517,12 +1528,12 @@ class Builder {
     fsdp_mark_next_ = true;
     const TensorId buf = g_.tensor(named("fsdp.params"), MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
-    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
+    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, dense_shard_group(), dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
     std::vector<OpId> gathers{ag};
     if (expert_bytes > 0)
       gathers.push_back(
-          collective("fsdp.param_all_gather.experts", CollOp::all_gather, CommGroup::edp, expert_bytes, deps));
+          collective("fsdp.param_all_gather.experts", CollOp::all_gather, expert_shard_group(), expert_bytes, deps));
     pending_deps_.insert(pending_deps_.end(), held.begin(), held.end());  // the layer's compute still waits for them
     pending_deps_.insert(pending_deps_.end(), gathers.begin(), gathers.end());
     return buf;
@@ -1696,10 +1707,10 @@ class Builder {
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
     if (dense_replicas() > 1 && dense_params > 0)
-      ready.push_back(collective(name + ".param_all_gather", CollOp::all_gather, CommGroup::dp_cp,
+      ready.push_back(collective(name + ".param_all_gather", CollOp::all_gather, dense_shard_group(),
                                  dense_params * pr_.param_gather_bytes));
     if (expert_replicas() > 1 && expert_params > 0)
-      ready.push_back(collective(name + ".param_all_gather.experts", CollOp::all_gather, CommGroup::edp,
+      ready.push_back(collective(name + ".param_all_gather.experts", CollOp::all_gather, expert_shard_group(),
                                  expert_params * pr_.param_gather_bytes));
   }
   void gather_params_ahead() {
@@ -1740,12 +1751,24 @@ class Builder {
     const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
     const OpId ready = last();
     const std::size_t first = grad_ops_.size();
-    if (dp_ * cp_ > 1 && dense_params > 0)
-      grad_ops_.push_back(collective(name + "." + to_string(op), op, CommGroup::dp_cp,
+    if (dense_replicas() > 1 && dense_params > 0)
+      grad_ops_.push_back(collective(name + "." + to_string(op), op, dense_shard_group(),
                                      dense_params * pr_.grad_reduce_bytes, {ready}));
-    if (expert_params > 0 && edp_ > 1)
-      grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, CommGroup::edp,
+    if (expert_params > 0 && expert_replicas() > 1)
+      grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, expert_shard_group(),
                                      expert_params * pr_.grad_reduce_bytes, {ready}));
+    // Hybrid sharding: each shard group's reduced shard is then summed over the replicas (XLA: the all-reduce
+    // over the data axis of the reduce-scattered gradient; FSDP2 HSDP and Megatron's distributed-optimizer
+    // instances do the same), dense and expert shards together, after their reduce-scatters.
+    if (rep_ > 1 && op == CollOp::reduce_scatter) {
+      const double shard_bytes = (dense_params / dense_replicas() + expert_params / expert_replicas()) * pr_.grad_reduce_bytes;
+      SmallVec<OpId, 3> after;
+      for (std::size_t i = first; i < grad_ops_.size(); ++i) after.push_back(grad_ops_[i]);
+      if (after.empty()) after.push_back(ready);
+      if (shard_bytes > 0)
+        grad_ops_.push_back(collective(name + ".replica_all_reduce", CollOp::all_reduce, CommGroup::dp_replicate,
+                                       shard_bytes, std::move(after)));
+    }
     // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
     // when all its work, its gradient collectives too, has finished: the next layer waits for them.
     // (The head's and the embedding's are reduced outside the loop.)
@@ -1753,14 +1776,18 @@ class Builder {
     // pipelining, xla/service/collective_pipeliner.h) the collective moves into the next iteration, where
     // it runs beside the next layer's work: the iteration after that waits for it, and the last layer's is
     // peeled after the loop (only the optimizer waits for it).
+    // Under hybrid sharding the reduce-scatter's user is the replica all-reduce, not the loop's output, so the
+    // pipeliner moves it only with that all-reduce (xla_pipelined.all_reduce).
     if (scanned_loop() && in_layer_loop) {
-      const bool pipelined = op == CollOp::all_reduce ? t_.xla_pipelined.all_reduce : t_.xla_pipelined.reduce_scatter;
-      if (pipelined) {
-        pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
-        carried_grads_.assign(grad_ops_.begin() + static_cast<std::ptrdiff_t>(first), grad_ops_.end());
-      } else {
-        for (std::size_t i = first; i < grad_ops_.size(); ++i) pending_deps_.push_back(grad_ops_[i]);
+      std::vector<OpId> carried;
+      pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
+      for (std::size_t i = first; i < grad_ops_.size(); ++i) {
+        const bool ar = g_.ops[grad_ops_[i]].coll == CollOp::all_reduce;
+        const bool pipelined = ar ? t_.xla_pipelined.all_reduce
+                                  : t_.xla_pipelined.reduce_scatter && (rep_ == 1 || t_.xla_pipelined.all_reduce);
+        (pipelined ? carried : pending_deps_).push_back(grad_ops_[i]);
       }
+      carried_grads_ = std::move(carried);
     }
   }
   std::vector<OpId> carried_grads_;  // pipelined gradient collectives of the previous iteration
@@ -1823,10 +1850,10 @@ class Builder {
     if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && !overlapped_param_gather()) {
       const OpId updated = last();
       if (dense_replicas() > 1)
-        collective("param.all_gather", CollOp::all_gather, CommGroup::dp_cp, local_dense_params() * pr_.param_gather_bytes,
+        collective("param.all_gather", CollOp::all_gather, dense_shard_group(), local_dense_params() * pr_.param_gather_bytes,
                    {updated});
       if (expert_replicas() > 1 && local_expert_params() > 0)
-        collective("param.all_gather.experts", CollOp::all_gather, CommGroup::edp,
+        collective("param.all_gather.experts", CollOp::all_gather, expert_shard_group(),
                    local_expert_params() * pr_.param_gather_bytes, {updated});
     }
   }

@@ -38,7 +38,10 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
 // data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
-enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp };
+// Hybrid sharding (training.parallelism.dp_shard = s < dp, r = dp/s replicas): dp_shard: the dense shard group,
+// dp_cp's innermost s·cp ranks; edp_shard: the expert shard group, edp/r ranks; dp_replicate: the r ranks holding
+// the same shard (stride tp·cp·s, the same ranks for dense and expert parts).
+enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate };
 // The collective of an op is the hardware model's enum (hardware_models/collective_op.h). The short
 // name stays for the graph builder's many uses; hw::to_string names it.
 using CollOp = hw::CollectiveOp;

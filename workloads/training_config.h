@@ -20,6 +20,14 @@ struct Parallelism {
   int etp = 0;  // expert tensor parallel; 0 = tp (Megatron's default for --expert-tensor-parallel-size)
   int dp = 0;   // data parallel; resolved from gpus when `dp: auto`
   bool dp_auto = true;
+  // Hybrid sharding (HSDP; torchtitan's data_parallel_shard_degree): ZeRO/FSDP shards state over a shard group
+  // of dp_shard data-parallel ranks (the innermost of dp) and replicates it over dp/dp_shard replica groups.
+  // 0: the whole of dp (plain ZeRO/FSDP).
+  int dp_shard = 0;
+
+  int dp_shard_size() const { return dp_shard > 0 ? dp_shard : dp; }
+  // Replica groups of the sharded state: 1 without hybrid sharding.
+  int dp_replicas() const { return dp_shard > 0 && dp > 0 && dp % dp_shard == 0 ? dp / dp_shard : 1; }
 
   int expert_tp() const { return etp > 0 ? etp : tp; }
   // Expert data parallel: the ranks of one pipeline stage holding the same experts. Megatron lays out

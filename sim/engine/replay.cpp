@@ -44,6 +44,11 @@ GroupShape group_shape(const Job& job, CommGroup g) {
     case CommGroup::pp: return {p.pp, p.tp * p.cp * p.dp};
     case CommGroup::dp_cp: return {p.dp * p.cp, p.tp};
     case CommGroup::edp: return {p.expert_dp(), p.expert_tp() * p.ep};
+    // Hybrid sharding: the shard group is the innermost dp_shard of dp (with cp: the innermost dp_shard·cp of
+    // dp·cp), the replicas stride over it; in the expert grid the same replicas split edp (scenario check).
+    case CommGroup::dp_shard: return {p.dp_shard_size() * p.cp, p.tp};
+    case CommGroup::edp_shard: return {p.expert_dp() / p.dp_replicas(), p.expert_tp() * p.ep};
+    case CommGroup::dp_replicate: return {p.dp_replicas(), p.tp * p.cp * p.dp_shard_size()};
   }
   return {};
 }

@@ -238,6 +238,7 @@ Scenario parse_scenario(Node root) {
       set_if(pr.integer("cp", false, 1, 1'000'000), t.parallelism.cp);
       set_if(pr.integer("ep", false, 1, 1'000'000), t.parallelism.ep);
       set_if(pr.integer("etp", false, 1, 1'000'000), t.parallelism.etp);
+      set_if(pr.integer("dp_shard", false, 1, hw::kMaxGpus), t.parallelism.dp_shard);
       if (auto dp = pr.get("dp")) {
         if (dp->yaml().IsScalar() && dp->yaml().Scalar() == "auto") {
           t.parallelism.dp_auto = true;
@@ -355,6 +356,20 @@ Scenario parse_scenario(Node root) {
       at_par.child("ep").error(fmt::format("ep ({}) must divide the model's experts ({})", p.ep, m.moe->experts));
   }
   if (p.etp > 0 && !m.moe) at_par.child("etp").error("etp needs a mixture-of-experts model (model.moe)");
+  if (p.dp_shard > 0 && p.dp > 0) {
+    // Hybrid sharding: ZeRO/FSDP inside a shard group of dp_shard ranks, replicated over dp/dp_shard groups.
+    if (t.optimizer_sharding == OptimizerSharding::none)
+      at_par.child("dp_shard").error(
+          "dp_shard (hybrid sharding) needs sharded state: set training.optimizer_sharding to fsdp (HSDP), zero1 or "
+          "zero2 (distributed optimizer instances); with none every data-parallel rank holds the whole state");
+    else if (p.dp % p.dp_shard != 0)
+      at_par.child("dp_shard").error(fmt::format("dp_shard ({}) must divide dp ({})", p.dp_shard, p.dp));
+    else if (m.moe && p.expert_dp() % (p.dp / p.dp_shard) != 0)
+      // The replica groups stride over whole shard groups in both of Megatron's rank grids.
+      at_par.child("dp_shard").error(fmt::format(
+          "dp / dp_shard = {} replica groups must divide the expert-data-parallel group tp·cp·dp/(ep·etp) = {}",
+          p.dp / p.dp_shard, p.expert_dp()));
+  }
   if (m.moe && p.dp > 0) {
     // Megatron folds the expert grid etp·ep·edp onto the tp·cp·dp ranks of each stage.
     const int64_t stage = static_cast<int64_t>(p.tp) * p.cp * p.dp, expert_mp = static_cast<int64_t>(p.ep) * p.expert_tp();
@@ -596,6 +611,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
+  if (t.parallelism.dp_shard > 0) training["parallelism"]["dp_shard"] = t.parallelism.dp_shard;  // (only when set)
   if (m.moe)
     training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall"
                                       : t.moe.dispatcher == MoeDispatcher::deepep   ? "deepep"

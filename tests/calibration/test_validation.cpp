@@ -97,7 +97,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       {"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale.yaml", "--json"});
   ASSERT_EQ(r.code, 4) << r.err;
   const auto rows = nlohmann::json::parse(r.out);
-  ASSERT_EQ(rows.size(), 33u);
+  ASSERT_EQ(rows.size(), 37u);
   std::set<std::string> passing;
   double sum = 0;
   for (const auto& row : rows) {
@@ -116,7 +116,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  EXPECT_LT(sum / rows.size(), 0.26);  // 25.9% today (28.1% before the same-architecture GEMM ceiling transfer, 25.4% between it and TE userbuffers)
+  // 28.1% today on 37 rows (the MaxText Llama2-7B 2-16 VM rows, hybrid sharding, +40..+55%); 25.9% on the 33
+  // before them (28.1% before the same-architecture GEMM ceiling transfer).
+  EXPECT_LT(sum / rows.size(), 0.29);
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

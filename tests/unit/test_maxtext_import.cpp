@@ -174,7 +174,15 @@ TEST(MaxTextImport, MeshFillsAndBatchArithmetic) {
   EXPECT_EQ(sc.system.gpus, 144);
   EXPECT_EQ(sc.training.parallelism.dp, 144);
   EXPECT_EQ(sc.training.optimizer_sharding, workloads::OptimizerSharding::fsdp);
-  EXPECT_TRUE(has_warning(r, "fsdp 72 with data 2"));  // hybrid sharding stated
+  // Hybrid sharding: the state sharded over the fsdp axis (72), replicated over the data axis (2 slices).
+  EXPECT_EQ(sc.training.parallelism.dp_shard, 72);
+  EXPECT_NE(r.yaml.find("dp_shard: 72"), std::string::npos) << r.yaml;
+  // Without a data axis: plain FSDP over every data-parallel rank.
+  EXPECT_EQ(load(import({"model_name=llama2-7b", "per_device_batch_size=1", "dcn_data_parallelism=1",
+                         "dcn_fsdp_parallelism=2"},
+                        "gb200-nvl72", 144, 72))
+                .training.parallelism.dp_shard,
+            0);
   EXPECT_NE(r.yaml.find("# mesh: 2 slices of 72 GPUs"), std::string::npos) << r.yaml;
   // Without --gpus: one slice of the domain, with a warning.
   r = import({"model_name=llama2-7b", "per_device_batch_size=1"});

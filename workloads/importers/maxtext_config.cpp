@@ -668,6 +668,20 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   if (moe) tw.line(4, "ep", std::to_string(ep), ixd("expert") + " (ici x dcn)");
   tw.line(4, "dp", std::to_string(dp),
           fmt::format("{} · {} · {} · {} (ici x dcn)", ixd("data"), ixd("fsdp"), ixd("fsdp_transpose"), ixd("expert")));
+  // Hybrid sharding: MaxText's logical_axis_rules shard the weights' embed dimension over fsdp, fsdp_transpose,
+  // context and expert (embed_moe: fsdp, context) and never over data, so with an fsdp axis and a data axis the
+  // state is sharded over dp / data ranks and replicated over the data axis (XLA: reduce-scatter over fsdp, then
+  // all-reduce over data). The data axis is the mesh's outermost, as racksim's replicas are.
+  const bool hybrid = fsdp > 1 && data > 1;
+  if (hybrid) {
+    tw.line(4, "dp_shard", std::to_string(dp / data),
+            fmt::format("fsdp x fsdp_transpose x expert = {}: state sharded over them, replicated over {} (hybrid)",
+                        dp / data, ixd("data")));
+    if (ici["data"] > 1 && dcn["fsdp"] * dcn["fsdp_transpose"] > 1)
+      warn(fmt::format("ici_data_parallelism {} with a dcn fsdp axis: racksim places the shard group innermost "
+                       "(inside a slice), MaxText's mesh puts this data axis inside the slice",
+                       ici["data"]));
+  }
   // shard_optimizer_over_data (base.yml: "Enable ZeRO-1 optimizer sharding over data axis"): the optimizer state
   // sharded over the data axis, weights and gradients not; racksim's zero1.
   const bool zero1 = c.boolean("shard_optimizer_over_data", false) && fsdp == 1 && dp > 1;
@@ -676,10 +690,6 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
           fsdp > 1 ? fmt::format("fsdp x fsdp_transpose = {}: weights, gradients and optimizer state sharded", fsdp)
           : zero1  ? c.src("shard_optimizer_over_data") + ": ZeRO-1, optimizer state sharded over the data axis"
                    : "no fsdp axis: every data-parallel rank holds the whole state");
-  if (fsdp > 1 && (data > 1 || expert > 1))
-    warn(fmt::format("fsdp {} with data {} / expert {}: MaxText shards the state over the fsdp axes only (replicated "
-                     "over data); racksim shards it over all {} data-parallel ranks (memory understated)",
-                     fsdp, data, expert, dp));
   if (fsdp == 1 && (cp > 1 || (moe && expert > 1)))
     warn("MaxText's logical_axis_rules also shard the weights over the sequence/context/expert axes; racksim "
          "replicates the dense weights over them (memory overstated)");

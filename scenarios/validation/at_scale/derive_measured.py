@@ -227,6 +227,17 @@ def derive():
         f"step {32 * 4096 / (8 * 492e12 / Fm):.3f} s at per-device batch 4 (GBS 32); "
         f"a non-causal counter would give {492e12 / (Fm + 6 * 32 * 32 * 128 * 4096):.0f} tokens/s/GPU")
 
+    # --- MaxText Llama2-7B on 2, 4, 8, 16 A3 VMs (sec. 5): same README, same counter ------------
+    # dcn_data_parallelism = #VMs, ici_fsdp 8 (hybrid sharding); per-device batch 4, so GBS = 4 x GPUs.
+    for vms, tf in ((2, 422), (4, 407), (8, 409), (16, 375)):
+        gpus = 8 * vms
+        row(f"maxtext-llama2-7b-{gpus}xh100", f"{tf} TFLOP/s/chip",
+            f"AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/README.md ({vms}vm.sh), sec. 5",
+            "MaxText counter at efb6d9e4 (6 N_all + causal attention), as the 1-VM row",
+            "6 N_all + 6 heads L head_dim s", dict(N_all=n_all, L=32, heads=32, head_dim=128, s=4096, F_per_token=Fm),
+            "tokens_per_s_per_gpu", tf * 1e12 / Fm,
+            f"step {4 * gpus * 4096 / (gpus * tf * 1e12 / Fm):.3f} s at per-device batch 4 (GBS {4 * gpus}) on {gpus} GPUs")
+
     # --- JAX-Toolbox MaxText Llama2-7B on 8 H100 (sec. 5): published step time ---------------
     row("jaxtoolbox-maxtext-llama2-7b-8xh100", "step 0.721 s (22.19 sequences/s)",
         "NVIDIA/JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/README.md (Configs), sec. 5",
