@@ -183,7 +183,7 @@ struct Calibration {
   std::string fitted_by;      // the command line, without --out
   std::vector<CalibrationSource> sources;
 
-  std::map<Dtype, GemmModel> gemm;
+  std::map<sim::Dtype, GemmModel> gemm;
   std::optional<BandwidthFit> hbm;          // read+write bytes of a streaming copy kernel
   double hbm_efficiency = 0;                // hbm->bandwidth / base preset hbm_bandwidth
   std::optional<BandwidthFit> host_h2d, host_d2h, host_both;  // pinned; both = total of the two directions
@@ -218,7 +218,7 @@ struct Calibration {
   // "same device, measured figures used as measured..." or "transfer rule: ...".
   std::string transfer;
 
-  const GemmModel* gemm_for(Dtype d) const {
+  const GemmModel* gemm_for(sim::Dtype d) const {
     auto it = gemm.find(d);
     return it == gemm.end() ? nullptr : &it->second;
   }

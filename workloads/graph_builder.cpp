@@ -11,52 +11,6 @@
 
 namespace racksim::workloads {
 
-std::string to_string(StreamKind s) {
-  switch (s) {
-    case StreamKind::compute: return "compute";
-    case StreamKind::comm: return "communication";
-    case StreamKind::h2d: return "H2D";
-    case StreamKind::d2h: return "D2H";
-    case StreamKind::comm_dp: return "parameter gathers";
-    case StreamKind::comm_grad: return "gradient reductions";
-    case StreamKind::comm_ep: return "expert exchanges";
-  }
-  return "?";
-}
-std::string to_string(Phase p) {
-  switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::recompute: return "recompute";
-    case Phase::optimizer: return "optimizer";
-  }
-  return "?";
-}
-std::string to_string(CommGroup g) {
-  switch (g) {
-    case CommGroup::dp: return "dp";
-    case CommGroup::tp: return "tp";
-    case CommGroup::pp: return "pp";
-    case CommGroup::cp: return "cp";
-    case CommGroup::ep: return "ep";
-    case CommGroup::dp_cp: return "dp_cp";
-    case CommGroup::edp: return "edp";
-    case CommGroup::etp: return "etp";
-  }
-  return "?";
-}
-std::string to_string(MemCategory c) {
-  switch (c) {
-    case MemCategory::weights: return "weights";
-    case MemCategory::gradients: return "gradients";
-    case MemCategory::optimizer: return "optimizer";
-    case MemCategory::activations: return "activations";
-    case MemCategory::communication_buffers: return "communication_buffers";
-    case MemCategory::other: return "other";
-  }
-  return "?";
-}
-
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
   const double attention = 6.0 * t.global_batch * m.layers * static_cast<double>(t.seq_len) * t.seq_len *
@@ -67,10 +21,10 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
 Precision precision_of(const TrainingConfig& t) {
   Precision p{};
   switch (t.precision) {
-    case hw::Dtype::fp8:
-    case hw::Dtype::mxfp8: p.matmul_input_bytes = 1.0; break;
+    case sim::Dtype::fp8:
+    case sim::Dtype::mxfp8: p.matmul_input_bytes = 1.0; break;
     // NVFP4: 4-bit values plus one fp8 scale per 16 elements.
-    case hw::Dtype::nvfp4: p.matmul_input_bytes = 0.5 + 1.0 / 16.0; break;
+    case sim::Dtype::nvfp4: p.matmul_input_bytes = 0.5 + 1.0 / 16.0; break;
     default: p.matmul_input_bytes = 2.0;
   }
   p.activation_bytes = 2.0;
@@ -492,7 +446,7 @@ class Builder {
   }
   static bool is_data_parallel_stream(StreamKind s) { return s == StreamKind::comm_dp || s == StreamKind::comm_grad; }
   bool fp8_class() const {
-    return t_.precision == hw::Dtype::fp8 || t_.precision == hw::Dtype::mxfp8 || t_.precision == hw::Dtype::nvfp4;
+    return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
   }
 
   OpId gemm(const std::string& name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
@@ -507,8 +461,8 @@ class Builder {
     op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::tensor;
-    op.dtype = q == Quant::none && fp8_class() ? hw::Dtype::bf16 : t_.precision;
-    const double in_bytes = op.dtype == hw::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
+    op.dtype = q == Quant::none && fp8_class() ? sim::Dtype::bf16 : t_.precision;
+    const double in_bytes = op.dtype == sim::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
     op.flops = 2.0 * m * n * k * batch;
     op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
     op.gemm_mnk = {m, n, k};
@@ -530,7 +484,7 @@ class Builder {
     op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::vector;
-    op.dtype = hw::Dtype::fp32;
+    op.dtype = sim::Dtype::fp32;
     op.flops = flops;
     op.hbm_bytes = bytes;
     op.sfu_ops = sfu;
@@ -980,7 +934,7 @@ class Builder {
       op.name = named(name);
       op.phase = phase_;
       op.unit = ExecUnit::tensor;
-      op.dtype = hw::Dtype::bf16;
+      op.dtype = sim::Dtype::bf16;
       op.flops = flops * part;
       op.hbm_bytes = io * part + extra_bytes;
       op.sfu_ops = exps * part;
@@ -1128,7 +1082,7 @@ class Builder {
     // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
     // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
     // already in its bytes per element. The combine and both backward exchanges stay bf16.
-    const double scale_bytes = t_.precision == hw::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == hw::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
+    const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
     const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {

@@ -89,7 +89,7 @@ TEST(HloLower, CublasGemmFromBackendConfigDimensions) {
   const auto r = lower_file("loop_gemm.hlo");
   const Op* g = ops_named(r.graph, "gemm").front();
   EXPECT_EQ(g->unit, ExecUnit::tensor);
-  EXPECT_EQ(g->dtype, hw::Dtype::bf16);
+  EXPECT_EQ(g->dtype, sim::Dtype::bf16);
   EXPECT_DOUBLE_EQ(g->flops, 2.0 * 1024 * 256 * 256);
   EXPECT_EQ(g->gemm_mnk, (std::array<double, 3>{1024, 256, 256}));
   // Operands and result, not the 4 MiB workspace.

@@ -25,7 +25,7 @@ Op gemm(double m, double n, double k) {
   Op op;
   op.name = "gemm";
   op.unit = ExecUnit::tensor;
-  op.dtype = hw::Dtype::bf16;
+  op.dtype = sim::Dtype::bf16;
   op.flops = 2 * m * n * k;
   op.hbm_bytes = 2 * (m * k + k * n + m * n);
   op.gemm_mnk = {m, n, k};

@@ -623,7 +623,7 @@ class Lowerer {
       if (tensor) {
         s_.tensor_flops += k.tensor_flops;
         if (op.phase == Phase::recompute) s_.recompute_tensor_flops += k.tensor_flops;
-        if (k.dtype == hw::Dtype::fp8) s_.fp8 = true;
+        if (k.dtype == sim::Dtype::fp8) s_.fp8 = true;
       }
       if (op.phase == Phase::forward) {
         s_.forward_attention_flops += k.attention_forward ? k.attention_flops : 0.5 * k.batched_dot_flops;
