@@ -11,6 +11,8 @@
 
 namespace racksim::workloads {
 
+using hw::CollectiveOp;
+
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
   const double attention = 6.0 * t.global_batch * m.layers * static_cast<double>(t.seq_len) * t.seq_len *
@@ -506,13 +508,13 @@ class Builder {
     vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
   }
 
-  OpId collective(const std::string& name, CollOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
+  OpId collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op& op = new_op();
     op.name = named(name);
     op.kind = OpKind::collective;
     const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp;
     op.stream = !data_parallel               ? StreamKind::comm
-                : c == CollOp::all_gather    ? StreamKind::comm_dp
+                : c == CollectiveOp::all_gather    ? StreamKind::comm_dp
                                              : StreamKind::comm_grad;
     op.phase = phase_;
     op.coll = c;
@@ -527,17 +529,17 @@ class Builder {
 
   // Collectives on the critical path (TP with sequence parallelism, MoE dispatch/combine): the
   // next compute op waits for them.
-  void inline_collective(const std::string& name, CollOp c, CommGroup grp, double bytes) {
+  void inline_collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes) {
     const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
   }
-  void tp_collective(const std::string& name, CollOp c, double bytes) {
+  void tp_collective(const std::string& name, CollectiveOp c, double bytes) {
     if (tp_ == 1) return;
     if (!t_.sequence_parallel) {
       // Without sequence parallelism every TP rank holds all tokens: no gathers, and partial
       // sums are all-reduced where sequence parallelism reduce-scatters them.
-      if (c == CollOp::all_gather) return;
-      if (c == CollOp::reduce_scatter) c = CollOp::all_reduce;
+      if (c == CollectiveOp::all_gather) return;
+      if (c == CollectiveOp::reduce_scatter) c = CollectiveOp::all_reduce;
     }
     if (t_.tp_comm_overlap) {
       // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
@@ -804,7 +806,7 @@ class Builder {
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a);
                          gemm_fwd("q_down", T_, ql, h_);
                          gemm_fwd("q_up", T_, qd, ql);
                          gemm_fwd("kv_down", T_, kvlr + rope, h_);
@@ -817,18 +819,18 @@ class Builder {
                            gemm_dgrad(n, mm, nn, kk);
                            gemm_wgrad(n, mm, nn, kk);
                          }
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a);
                        }});
     } else {
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a);
                          gemm_fwd("qkv", T_, qd + kd + vd, h_);
                        },
                        [=, this] {
                          gemm_dgrad("qkv", T_, qd + kd + vd, h_);
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
-                         tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a);
+                         tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a);
                          gemm_wgrad("qkv", T_, qd + kd + vd, h_);
                        }});
     }
@@ -906,12 +908,12 @@ class Builder {
     steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
-                       tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+                       tp_collective("attn_out.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a);
                        residual("attn_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd("attn_out.dropout.bwd");
-                       tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+                       tp_collective("attn_out.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a);
                        gemm_dgrad("attn_out", T_, h_, od);
                        gemm_wgrad("attn_out", T_, h_, od);
                      }});
@@ -952,7 +954,7 @@ class Builder {
       for (int j = 0; j < cp_; ++j) {
         if (j > 0) {
           // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
-          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
+          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollectiveOp::send_recv, CommGroup::cp,
                                     backward ? 2 * kv_bytes : kv_bytes, {last()});
           pending_deps_.push_back(x);
         }
@@ -963,7 +965,7 @@ class Builder {
     }
     if (t_.cp_comm == CpComm::all_gather) {
       const double gathered = kv_bytes * cp_;
-      inline_collective("attn.cp_kv_all_gather", CollOp::all_gather, CommGroup::cp, gathered);
+      inline_collective("attn.cp_kv_all_gather", CollectiveOp::all_gather, CommGroup::cp, gathered);
       const TensorId kv = temp(backward ? "attn.cp_kv.bwd" : "attn.cp_kv", gathered);
       g_.ops[last()].allocs.push_back(kv);
       const OpId k = kernel(n, 1.0, gathered, s_ * cp_);
@@ -972,16 +974,16 @@ class Builder {
         // dK, dV of all cp ranks' keys, written by the kernel, until they are reduce-scattered.
         const TensorId dkv = temp("attn.cp_dkv", gathered);
         g_.ops[k].allocs.push_back(dkv);
-        inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+        inline_collective("attn.cp_dkv_reduce_scatter", CollectiveOp::reduce_scatter, CommGroup::cp, gathered);
         g_.ops[last()].frees.push_back(dkv);
       }
       return;
     }
     // a2a (Ulysses): the full sequence for heads/cp heads.
-    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollOp::all_to_all, CommGroup::cp,
+    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollectiveOp::all_to_all, CommGroup::cp,
                       backward ? out_bytes : qkv_bytes);
     kernel(n, 1.0, 0, s_ * cp_);
-    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollOp::all_to_all, CommGroup::cp,
+    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollectiveOp::all_to_all, CommGroup::cp,
                       backward ? qkv_bytes : out_bytes);
   }
 
@@ -991,10 +993,10 @@ class Builder {
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const bool tpc = tensor_parallel && tp_ > 1;
     auto gather = [=, this](const std::string& n) {
-      if (tpc) tp_collective(n, CollOp::all_gather, T_ * h_ * a);
+      if (tpc) tp_collective(n, CollectiveOp::all_gather, T_ * h_ * a);
     };
     auto scatter = [=, this](const std::string& n) {
-      if (tpc) tp_collective(n, CollOp::reduce_scatter, T_ * h_ * a);
+      if (tpc) tp_collective(n, CollectiveOp::reduce_scatter, T_ * h_ * a);
     };
     const std::string p = tag;
     if (swiglu)
@@ -1047,7 +1049,7 @@ class Builder {
   // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
   void expert_exchange(const std::string& name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
-    const OpId id = collective(name, CollOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
+    const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
     Op& op = g_.ops[id];
     op.stream = StreamKind::comm_ep;
     op.expert_top_k = m_.moe->top_k;
@@ -1059,7 +1061,7 @@ class Builder {
   // Expert tensor parallelism (etp > 1): the tokens an EP rank received are gathered over its etp group
   // before the experts (each holding 1/etp of every expert's FFN) and reduce-scattered after them
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
-  void etp_collective(const std::string& name, CollOp c, double bytes) {
+  void etp_collective(const std::string& name, CollectiveOp c, double bytes) {
     if (etp_ == 1) return;
     const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
     g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for
@@ -1110,10 +1112,10 @@ class Builder {
                        if (waits && !t_.moe.hierarchical()) pending_host_wait_ = routing;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
-                       etp_collective("dispatch.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
+                       etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                      },
                      [=, this] {
-                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        vector("dispatch.unpermute.bwd", 2 * routed * h_ * a, routed * h_);
                      }});
@@ -1136,7 +1138,7 @@ class Builder {
     const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
-                       etp_collective("combine.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
                        if (shared) {
@@ -1162,7 +1164,7 @@ class Builder {
                        }
                        vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
-                       etp_collective("combine.bwd.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
+                       etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                      }});
   }
 
@@ -1229,7 +1231,7 @@ class Builder {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-      tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a);
+      tp_collective("logits.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
       // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
       // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
@@ -1243,7 +1245,7 @@ class Builder {
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
       if (has_buf) g_.ops.back().frees.push_back(buf);
     } else {
-      const OpId send = collective("pp.send_activation", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+      const OpId send = collective("pp.send_activation", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
     }
@@ -1440,12 +1442,12 @@ class Builder {
     fsdp_mark_next_ = true;
     const TensorId buf = g_.tensor(named("fsdp.params"), MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
-    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
+    const OpId ag = collective("fsdp.param_all_gather", CollectiveOp::all_gather, CommGroup::dp_cp, dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
     std::vector<OpId> gathers{ag};
     if (expert_bytes > 0)
       gathers.push_back(
-          collective("fsdp.param_all_gather.experts", CollOp::all_gather, CommGroup::edp, expert_bytes, deps));
+          collective("fsdp.param_all_gather.experts", CollectiveOp::all_gather, CommGroup::edp, expert_bytes, deps));
     pending_deps_.insert(pending_deps_.end(), held.begin(), held.end());  // the layer's compute still waits for them
     pending_deps_.insert(pending_deps_.end(), gathers.begin(), gathers.end());
     return buf;
@@ -1470,7 +1472,7 @@ class Builder {
       // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
       vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
-      tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a);
+      tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a);
       gemm_wgrad("logits", T_, V_, h_);
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
@@ -1498,7 +1500,7 @@ class Builder {
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
     } else {
       sends_[ChunkKey{false, mb_, v}] =
-          collective("pp.send_grad", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+          collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
   }
   std::vector<TensorId> pending_alloc_;
@@ -1619,10 +1621,10 @@ class Builder {
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
     if (dense_replicas() > 1 && dense_params > 0)
-      ready.push_back(collective(name + ".param_all_gather", CollOp::all_gather, CommGroup::dp_cp,
+      ready.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, CommGroup::dp_cp,
                                  dense_params * pr_.param_gather_bytes));
     if (expert_replicas() > 1 && expert_params > 0)
-      ready.push_back(collective(name + ".param_all_gather.experts", CollOp::all_gather, CommGroup::edp,
+      ready.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, CommGroup::edp,
                                  expert_params * pr_.param_gather_bytes));
   }
   void gather_params_ahead() {
@@ -1660,7 +1662,7 @@ class Builder {
       deferred_grads_.push_back({prefix_, name, dense_params, expert_params});
       return;
     }
-    const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
+    const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
     const OpId ready = last();
     const std::size_t first = grad_ops_.size();
     if (dp_ * cp_ > 1 && dense_params > 0)
@@ -1677,7 +1679,7 @@ class Builder {
     // it runs beside the next layer's work: the iteration after that waits for it, and the last layer's is
     // peeled after the loop (only the optimizer waits for it).
     if (scanned_loop() && in_layer_loop) {
-      const bool pipelined = op == CollOp::all_reduce ? t_.xla_pipelined.all_reduce : t_.xla_pipelined.reduce_scatter;
+      const bool pipelined = op == CollectiveOp::all_reduce ? t_.xla_pipelined.all_reduce : t_.xla_pipelined.reduce_scatter;
       if (pipelined) {
         pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
         carried_grads_.assign(grad_ops_.begin() + static_cast<std::ptrdiff_t>(first), grad_ops_.end());
@@ -1746,10 +1748,10 @@ class Builder {
     if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && !overlapped_param_gather()) {
       const OpId updated = last();
       if (dense_replicas() > 1)
-        collective("param.all_gather", CollOp::all_gather, CommGroup::dp_cp, local_dense_params() * pr_.param_gather_bytes,
+        collective("param.all_gather", CollectiveOp::all_gather, CommGroup::dp_cp, local_dense_params() * pr_.param_gather_bytes,
                    {updated});
       if (expert_replicas() > 1 && local_expert_params() > 0)
-        collective("param.all_gather.experts", CollOp::all_gather, CommGroup::edp,
+        collective("param.all_gather.experts", CollectiveOp::all_gather, CommGroup::edp,
                    local_expert_params() * pr_.param_gather_bytes, {updated});
     }
   }

@@ -35,9 +35,6 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
 // data parallel (tp·cp·dp/(ep·etp) ranks holding the same experts), Megatron's expert grid etp-ep-edp.
 enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp };
-// The collective of an op is the hardware model's enum (hardware_models/collective_op.h). The short
-// name stays for the graph builder's many uses; hw::to_string names it.
-using CollOp = hw::CollectiveOp;
 enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
@@ -157,7 +154,7 @@ struct Op {
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective
-  CollOp coll = CollOp::all_reduce;
+  hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;
   double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
   // An MoE token exchange (dispatch or combine, all_to_all over ep): how the tokens travel

@@ -148,7 +148,7 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, cuda_graphs: tr
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
   int ar = 0, ag = 0;
   for (const auto& o : g.ops)
-    if (o.kind == OpKind::collective && o.group == CommGroup::tp) (o.coll == CollOp::all_reduce ? ar : ag) += 1;
+    if (o.kind == OpKind::collective && o.group == CommGroup::tp) (o.coll == hw::CollectiveOp::all_reduce ? ar : ag) += 1;
   EXPECT_GT(ar, 0);
   EXPECT_EQ(ag, 0);
 }

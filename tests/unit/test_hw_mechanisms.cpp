@@ -57,7 +57,7 @@ Op dp_all_reduce(double bytes, std::vector<OpId> deps = {}, bool queues = false,
   c.name = "grad.all_reduce";
   c.kind = OpKind::collective;
   c.stream = StreamKind::comm;
-  c.coll = CollOp::all_reduce;
+  c.coll = hw::CollectiveOp::all_reduce;
   c.group = CommGroup::dp;
   c.coll_bytes = bytes;
   c.deps = std::move(deps);

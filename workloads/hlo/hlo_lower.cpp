@@ -591,7 +591,7 @@ class Lowerer {
       op.coll = ci.op;
       op.group = group_for(ci);
       const int g = ci.group_size > 0 ? ci.group_size : o_.gpus;
-      op.coll_bytes = ci.op == CollOp::all_gather ? ci.operand_bytes * g : ci.bytes;
+      op.coll_bytes = ci.op == hw::CollectiveOp::all_gather ? ci.operand_bytes * g : ci.bytes;
       ++s_.collectives;
     } else if (host_bytes > 0) {
       const bool d2h = k.host_written >= k.host_read;
