@@ -9,6 +9,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "workloads/pipeline_schedule.h"
+
 namespace racksim::workloads {
 
 using hw::CollectiveOp;
@@ -176,7 +178,7 @@ class Builder {
     micro_steps_ = t.micro_steps();
     vstages_ = pp_ * vp_;
     jax_ = t.framework == Framework::jax;
-    split_layers();
+    vstage_first_layer_ = split_layers(m.layers, vstages_, t.pipeline);
   }
 
   OpGraph build() {
@@ -196,13 +198,13 @@ class Builder {
       logits_.clear();
       add_resident_state();
       if (overlapped_param_gather()) gather_params_ahead();
-      for (const auto& [forward, micro, chunk, paired] : schedule(r)) {
-        mb_ = micro;
-        const int v = chunk * pp_ + r;
+      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r)) {
+        mb_ = e.micro;
+        const int v = e.chunk * pp_ + r;
         // EP overlap: a paired chunk's exchanges do not hold up compute; they are joined at the end of
         // the pair (the forward carries them into the backward that follows it).
-        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && paired;
-        if (forward)
+        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && e.paired;
+        if (e.forward)
           forward_chunk(v);
         else
           backward_chunk(v);
@@ -285,75 +287,9 @@ class Builder {
   bool pair_open_ = false;              // the first chunk of an overlapped pair has run
   std::vector<OpId> unjoined_ep_;       // exchanges of the open pair, joined after its second chunk
 
-  // ---- layout -------------------------------------------------------------------------------
-  // Layers over virtual stages as evenly as possible; when they do not divide, the first and
-  // the last stage (which also hold the embedding and the output layer) get fewer, as the
-  // Llama 3 405B layout does (126 layers on 16 stages: 7 on the ends, 8 in between).
-  void split_layers() {
-    const int L = m_.layers, V = vstages_;
-    std::vector<int> count(V, L / V);
-    const int first = t_.pipeline.first_stage_layers, last_n = t_.pipeline.last_stage_layers;
-    if (V > 1 && t_.pipeline.uneven()) {
-      // Megatron's --decoder-first/last-pipeline-num-layers: the ends as given, the rest evenly (the
-      // scenario loader checks that they divide).
-      const int middle = V - (first >= 0) - (last_n >= 0);
-      const int rest = L - std::max(first, 0) - std::max(last_n, 0);
-      count.assign(V, middle > 0 ? rest / middle : 0);
-      if (first >= 0) count[0] = first;
-      if (last_n >= 0) count[V - 1] = last_n;
-      vstage_first_layer_.assign(V + 1, 0);
-      for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
-      return;
-    }
-    int deficit = V * ((L + V - 1) / V) - L;
-    if (L % V != 0) {
-      count.assign(V, (L + V - 1) / V);
-      for (int v : {0, V - 1})
-        if (deficit > 0 && count[v] > 1) {
-          --count[v];
-          --deficit;
-        }
-      for (int v = 1; deficit > 0 && v < V - 1; ++v, --deficit) --count[v];
-    }
-    vstage_first_layer_.assign(V + 1, 0);
-    for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
-  }
+  // ---- layout (workloads/pipeline_schedule.h) ----------------------------------------------------
   int first_layer(int v) const { return vstage_first_layer_[v]; }
   int end_layer(int v) const { return vstage_first_layer_[v + 1]; }
-
-  // Megatron's pipeline schedules for rank r: 1F1B (vp = 1) or interleaved (vp > 1). A
-  // schedule entry is (forward?, micro-batch, model chunk). The bubble emerges from the
-  // dependencies between ranks; nothing here computes it.
-  // The 4th field is true for the forward/backward pairs of the steady 1F1B phase (a forward of one
-  // micro-batch followed by a backward of another), which Megatron-Core's EP overlap interleaves.
-  std::vector<std::tuple<bool, int, int, bool>> schedule(int r) const {
-    std::vector<std::tuple<bool, int, int, bool>> out;
-    const int m = micro_steps_;
-    if (pp_ == 1) {
-      for (int i = 0; i < m; ++i) {
-        // Without stages a micro-batch's backward follows its own forward: the overlap pairs the
-        // backward of micro-batch i with the forward of i + 1 (Megatron-Core does the same).
-        out.emplace_back(true, i, 0, i > 0);
-        out.emplace_back(false, i, 0, i + 1 < m);
-      }
-      return out;
-    }
-    const int total = m * vp_;
-    auto chunk = [&](int k, bool fwd) {
-      const int c = (k % (pp_ * vp_)) / pp_;
-      return fwd ? c : vp_ - 1 - c;
-    };
-    auto micro = [&](int k) { return vp_ == 1 ? k : (k / (pp_ * vp_)) * pp_ + k % pp_; };
-    int warmup = vp_ == 1 ? pp_ - r - 1 : (pp_ - r - 1) * 2 + (vp_ - 1) * pp_;
-    warmup = std::min(warmup, total);
-    for (int k = 0; k < warmup; ++k) out.emplace_back(true, micro(k), chunk(k, true), false);
-    for (int i = 0; i < total - warmup; ++i) {
-      out.emplace_back(true, micro(warmup + i), chunk(warmup + i, true), true);
-      out.emplace_back(false, micro(i), chunk(i, false), true);
-    }
-    for (int k = total - warmup; k < total; ++k) out.emplace_back(false, micro(k), chunk(k, false), false);
-    return out;
-  }
 
   // ---- parameters held by this rank --------------------------------------------------------
   // Weights of layer l on one rank: attention and dense MLP (shared experts too) split by tp; routed
