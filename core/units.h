@@ -1,67 +1,13 @@
-// Strong unit types and the quantity parser ("141 GB", "4.8 TB/s", "2.5 us", "989 TFLOP/s").
+// The quantity parser and formatter ("141 GB", "4.8 TB/s", "2.5 us", "989 TFLOP/s"). Values are plain
+// doubles in SI base units whose names carry the unit (_bytes, _s, _Bps); docs/decisions.md, "Strong unit types".
 #pragma once
 
-#include <compare>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace racksim::sim {
-
-// A double in SI base units, tagged with its dimension so that bytes cannot be added to seconds.
-// Only the cross-dimension operators below exist; anything else is a compile error.
-template <class Tag>
-class Quantity {
- public:
-  constexpr Quantity() = default;
-  constexpr explicit Quantity(double value_si) : v_(value_si) {}
-  constexpr double value() const { return v_; }
-
-  friend constexpr Quantity operator+(Quantity a, Quantity b) { return Quantity(a.v_ + b.v_); }
-  friend constexpr Quantity operator-(Quantity a, Quantity b) { return Quantity(a.v_ - b.v_); }
-  friend constexpr Quantity operator-(Quantity a) { return Quantity(-a.v_); }
-  friend constexpr Quantity operator*(Quantity a, double k) { return Quantity(a.v_ * k); }
-  friend constexpr Quantity operator*(double k, Quantity a) { return Quantity(k * a.v_); }
-  friend constexpr Quantity operator/(Quantity a, double k) { return Quantity(a.v_ / k); }
-  // Same dimension over same dimension is a plain ratio.
-  friend constexpr double operator/(Quantity a, Quantity b) { return a.v_ / b.v_; }
-  constexpr Quantity& operator+=(Quantity o) { v_ += o.v_; return *this; }
-  constexpr Quantity& operator-=(Quantity o) { v_ -= o.v_; return *this; }
-  constexpr Quantity& operator*=(double k) { v_ *= k; return *this; }
-  constexpr Quantity& operator/=(double k) { v_ /= k; return *this; }
-  constexpr auto operator<=>(const Quantity&) const = default;
-
- private:
-  double v_ = 0.0;
-};
-
-struct BytesTag {};
-struct SecondsTag {};
-struct BytesPerSecondTag {};
-struct FlopsTag {};
-struct FlopsPerSecondTag {};
-struct HertzTag {};
-struct WattsTag {};
-struct OpsPerSecondTag {};
-
-using Bytes = Quantity<BytesTag>;                     // B
-using Seconds = Quantity<SecondsTag>;                 // s
-using BytesPerSecond = Quantity<BytesPerSecondTag>;   // B/s
-using Flops = Quantity<FlopsTag>;                     // FLOP (a count, not a rate)
-using FlopsPerSecond = Quantity<FlopsPerSecondTag>;   // FLOP/s
-using Hertz = Quantity<HertzTag>;                     // 1/s
-using Watts = Quantity<WattsTag>;                     // W
-using OpsPerSecond = Quantity<OpsPerSecondTag>;       // op/s (e.g. exp/s of the SFU)
-
-constexpr Seconds operator/(Bytes b, BytesPerSecond r) { return Seconds(b.value() / r.value()); }
-constexpr Seconds operator/(Flops f, FlopsPerSecond r) { return Seconds(f.value() / r.value()); }
-constexpr Bytes operator*(BytesPerSecond r, Seconds t) { return Bytes(r.value() * t.value()); }
-constexpr Bytes operator*(Seconds t, BytesPerSecond r) { return Bytes(t.value() * r.value()); }
-constexpr Flops operator*(FlopsPerSecond r, Seconds t) { return Flops(r.value() * t.value()); }
-constexpr Flops operator*(Seconds t, FlopsPerSecond r) { return Flops(t.value() * r.value()); }
-constexpr BytesPerSecond operator/(Bytes b, Seconds t) { return BytesPerSecond(b.value() / t.value()); }
-constexpr FlopsPerSecond operator/(Flops f, Seconds t) { return FlopsPerSecond(f.value() / t.value()); }
 
 // Thrown by parse_quantity; the message is complete on its own (callers prepend file:line:column
 // and the key path).

@@ -90,28 +90,6 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string arch_name(Architecture a) {
-  switch (a) {
-    case Architecture::hopper: return "hopper";
-    case Architecture::blackwell: return "blackwell";
-    case Architecture::blackwell_ultra: return "blackwell_ultra";
-  }
-  return "?";
-}
-std::string link_name(HostLinkKind k) {
-  switch (k) {
-    case HostLinkKind::pcie_gen5_x16: return "pcie_gen5_x16";
-    case HostLinkKind::pcie_gen6_x16: return "pcie_gen6_x16";
-    case HostLinkKind::nvlink_c2c: return "nvlink_c2c";
-  }
-  return "?";
-}
-const std::vector<std::pair<std::string, Architecture>> kArchs = {
-    {"hopper", Architecture::hopper}, {"blackwell", Architecture::blackwell}, {"blackwell_ultra", Architecture::blackwell_ultra}};
-const std::vector<std::pair<std::string, HostLinkKind>> kLinks = {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
-                                                                  {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
-                                                                  {"nvlink_c2c", HostLinkKind::nvlink_c2c}};
-
 }  // namespace
 
 // ---------------------------------------------------------------- the model
@@ -217,8 +195,8 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.string("name", true), c.device_name);
     set_if(r.string("base_preset", true), c.base_preset);
     set_if(r.string("gpu_model", true), c.gpu_model);
-    set_if(r.choice<Architecture>("architecture", kArchs, true), c.architecture);
-    set_if(r.choice<HostLinkKind>("host_link", kLinks, true), c.host_link);
+    set_if(r.choice("architecture", kArchitectureNames, true), c.architecture);
+    set_if(r.choice("host_link", kHostLinkKindNames, true), c.host_link);
     set_if(r.integer("sm_count", true, 1, 100000), c.sm_count);
     set_if(r.string("driver"), c.driver);
     r.finish();
@@ -239,7 +217,7 @@ Calibration parse_calibration(const Node& root) {
     MapReader gr(*g);
     if (auto f = gr.string("form", true); f && *f != kGemmForm)
       g->child("form").error(fmt::format("unsupported GEMM model '{}'; expected \"{}\"", *f, kGemmForm));
-    for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4}) {
+    for (sim::Dtype d : {sim::Dtype::tf32, sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8, sim::Dtype::nvfp4}) {
       auto dn = gr.get(to_string(d));
       if (!dn) continue;
       GemmModel m;
@@ -423,7 +401,7 @@ namespace {
 // The cited GEMM ceilings of the preset a calibration was fitted against; empty when that preset
 // cannot be loaded (a calibration of a user's own preset file), and the transfer then keeps the
 // target's cited ceilings (its warning says which were used).
-std::map<Dtype, double> cited_ceilings_of(const std::string& preset) {
+std::map<sim::Dtype, double> cited_ceilings_of(const std::string& preset) {
   if (preset.empty()) return {};
   input::LoadSession session;
   SystemSpec base;
@@ -559,7 +537,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     }
   }
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
-    if ((d == Dtype::bf16 || d == Dtype::fp8 || d == Dtype::mxfp8 || d == Dtype::nvfp4) && !cal.gemm.count(d))
+    if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
       unmeasured.push_back(to_string(d));
 
   std::vector<std::string> applied, kept;
@@ -674,8 +652,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         "ceiling, with the ceilings {} (the preset's own cited ones; on the same architecture the measured "
         "ones scaled by the cited ones) and datasheet peaks{}{}; the shape curve's "
         "differences between these GPUs (tile shapes, pipelines) are not measured",
-        cal.name, cal.device_name, arch_name(cal.architecture), link_name(cal.host_link), spec.name, spec.gpu.model,
-        arch_name(spec.gpu.architecture), link_name(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
+        cal.name, cal.device_name, to_string(cal.architecture), to_string(cal.host_link), spec.name, spec.gpu.model,
+        to_string(spec.gpu.architecture), to_string(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
         applied_list.empty() ? "" : "; measured " + applied_list + " fractions carried over (same architecture and host link)",
         kept_list.empty() ? "" : "; the preset's own " + kept_list + " figures kept (different architecture or host link)"));
   }
@@ -690,18 +668,18 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     c->warnings.push_back(fmt::format(
         "{}: its fused-attention efficiency was measured on {} and is not applied to {}: flash attention there runs "
         "at the GEMM efficiency, which is optimistic (on the H200, cuDNN's flash kernels reached 55-80% of it)",
-        cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
+        cal.name, to_string(cal.architecture), to_string(spec.gpu.architecture)));
   if (xla_runtime_kept)
     c->warnings.push_back(fmt::format(
         "{}: its XLA runtime host costs were measured on a {} host and are not carried to {} ({}): HLO replays "
         "here use the preset's XLA runtime figures{}",
-        cal.name, link_name(cal.host_link), spec.name, link_name(spec.host.link),
+        cal.name, to_string(cal.host_link), spec.name, to_string(spec.host.link),
         spec.launch.xla_command_s > 0 ? " (see their sources)" : ", none: XLA's per-step host work is left out"));
   if (row_kernels_kept)
     c->warnings.push_back(fmt::format(
         "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "
         "those kernels stream at the HBM rate here, which is optimistic for register-heavy softmax fusions",
-        cal.name, arch_name(cal.architecture), arch_name(spec.gpu.architecture)));
+        cal.name, to_string(cal.architecture), to_string(spec.gpu.architecture)));
 
   {
     std::string applied_list, kept_list;
@@ -712,8 +690,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         c->same_device ? "same device, measured figures used as measured"
                        : fmt::format("transfer rule: {} ({}) to {} ({}, {}), shape curve as a ratio to the "
                                      "preset's ceilings",
-                                     cal.device_name, arch_name(cal.architecture), spec.gpu.model,
-                                     arch_name(spec.gpu.architecture), link_name(spec.host.link)),
+                                     cal.device_name, to_string(cal.architecture), spec.gpu.model,
+                                     to_string(spec.gpu.architecture), to_string(spec.host.link)),
         c->applied_gemm_ceiling ? (c->same_device ? " with the measured ceiling"
                                                   : " with the measured ceiling scaled by the presets' cited ceilings")
                                 : "",
@@ -792,8 +770,8 @@ std::string write_calibration_yaml(const Calibration& c) {
   line(fmt::format("  name: {}", quote(c.device_name)));
   line(fmt::format("  base_preset: {}", c.base_preset));
   line(fmt::format("  gpu_model: {}", quote(c.gpu_model)));
-  line(fmt::format("  architecture: {}", arch_name(c.architecture)));
-  line(fmt::format("  host_link: {}", link_name(c.host_link)));
+  line(fmt::format("  architecture: {}", to_string(c.architecture)));
+  line(fmt::format("  host_link: {}", to_string(c.host_link)));
   line(fmt::format("  sm_count: {}", c.sm_count));
   if (!c.driver.empty()) line(fmt::format("  driver: {}", quote(c.driver)));
   line("sources:");

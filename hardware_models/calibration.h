@@ -179,7 +179,7 @@ struct Calibration {
   // The base preset's cited GEMM ceilings (gpu.matmul_efficiency: best-shape MAMF / dense peak), read
   // from the preset when the calibration is loaded, not from the file: the same-architecture transfer
   // scales the measured ceiling by the target's cited ceiling over these (docs/calibration.md).
-  std::map<Dtype, double> base_cited_ceiling;
+  std::map<sim::Dtype, double> base_cited_ceiling;
   Architecture architecture = Architecture::hopper;
   HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
   int sm_count = 0;
@@ -187,7 +187,7 @@ struct Calibration {
   std::string fitted_by;      // the command line, without --out
   std::vector<CalibrationSource> sources;
 
-  std::map<Dtype, GemmModel> gemm;
+  std::map<sim::Dtype, GemmModel> gemm;
   std::optional<BandwidthFit> hbm;          // read+write bytes of a streaming copy kernel
   double hbm_efficiency = 0;                // hbm->bandwidth / base preset hbm_bandwidth
   std::optional<BandwidthFit> host_h2d, host_d2h, host_both;  // pinned; both = total of the two directions
@@ -222,7 +222,7 @@ struct Calibration {
   // "same device, measured figures used as measured..." or "transfer rule: ...".
   std::string transfer;
 
-  const GemmModel* gemm_for(Dtype d) const {
+  const GemmModel* gemm_for(sim::Dtype d) const {
     auto it = gemm.find(d);
     return it == gemm.end() ? nullptr : &it->second;
   }

@@ -54,44 +54,30 @@ std::string to_string(CollectiveOp op) { return std::string(sim::name_in(kCollec
 std::optional<CollectiveOp> collective_op_from_string(std::string_view s) { return sim::parse_in(kCollectiveOpNames, s); }
 
 std::string to_string(CollectiveAlgorithm a) {
-  switch (a) {
-    case CollectiveAlgorithm::auto_select: return "auto";
-    case CollectiveAlgorithm::ring: return "ring";
-    case CollectiveAlgorithm::tree: return "tree";
-    case CollectiveAlgorithm::nvls: return "nvls";
-    case CollectiveAlgorithm::nvls_tree: return "nvls_tree";
-    case CollectiveAlgorithm::hierarchical: return "hierarchical";
-    case CollectiveAlgorithm::direct: return "direct";
-  }
-  return "unknown";
+  const auto n = sim::name_in(kCollectiveAlgorithmNames, a);
+  return n == "?" ? "unknown" : std::string(n);
 }
 
 std::optional<CollectiveAlgorithm> collective_algorithm_from_string(std::string_view s) {
-  for (auto a : {CollectiveAlgorithm::auto_select, CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
-                 CollectiveAlgorithm::nvls, CollectiveAlgorithm::nvls_tree, CollectiveAlgorithm::hierarchical,
-                 CollectiveAlgorithm::direct})
-    if (s == to_string(a)) return a;
   if (s == "auto_select") return CollectiveAlgorithm::auto_select;
-  return std::nullopt;
+  return sim::parse_in(kCollectiveAlgorithmNames, s);
 }
 
 std::string to_string(CollectiveProtocol p) {
-  switch (p) {
-    case CollectiveProtocol::auto_select: return "auto";
-    case CollectiveProtocol::ll: return "LL";
-    case CollectiveProtocol::ll128: return "LL128";
-    case CollectiveProtocol::simple: return "Simple";
-  }
-  return "unknown";
+  const auto n = sim::name_in(kCollectiveProtocolNames, p);
+  return n == "?" ? "unknown" : std::string(n);
 }
 
 std::optional<CollectiveProtocol> collective_protocol_from_string(std::string_view s) {
-  std::string l(s);
-  for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "auto" || l == "auto_select") return CollectiveProtocol::auto_select;
-  if (l == "ll") return CollectiveProtocol::ll;
-  if (l == "ll128") return CollectiveProtocol::ll128;
-  if (l == "simple") return CollectiveProtocol::simple;
+  const auto lower = [](std::string_view t) {
+    std::string l(t);
+    for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  };
+  const std::string l = lower(s);
+  if (l == "auto_select") return CollectiveProtocol::auto_select;
+  for (const auto& n : kCollectiveProtocolNames)
+    if (lower(n.name) == l) return n.value;
   return std::nullopt;
 }
 

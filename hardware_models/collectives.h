@@ -9,10 +9,12 @@
 // used only to check it (tests/unit/test_collectives*.cpp). See collectives.cpp for the derivations.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "core/names.h"
 #include "hardware_models/collective_op.h"
 #include "hardware_models/system_spec.h"
 #include "hardware_models/topology.h"
@@ -24,10 +26,25 @@ enum class CollectiveAlgorithm { auto_select, ring, tree, nvls, nvls_tree, hiera
 // NCCL's protocols. auto_select: the fastest enabled one (what NCCL does).
 enum class CollectiveProtocol { auto_select, ll, ll128, simple };
 
-std::string to_string(CollectiveAlgorithm a);          // "auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct"
-std::optional<CollectiveAlgorithm> collective_algorithm_from_string(std::string_view s);
-std::string to_string(CollectiveProtocol p);           // "auto", "LL", "LL128", "Simple"
-std::optional<CollectiveProtocol> collective_protocol_from_string(std::string_view s);  // case-insensitive
+inline constexpr std::array<sim::EnumName<CollectiveAlgorithm>, 7> kCollectiveAlgorithmNames = {
+    {{CollectiveAlgorithm::auto_select, "auto"},
+     {CollectiveAlgorithm::ring, "ring"},
+     {CollectiveAlgorithm::tree, "tree"},
+     {CollectiveAlgorithm::nvls, "nvls"},
+     {CollectiveAlgorithm::nvls_tree, "nvls_tree"},
+     {CollectiveAlgorithm::hierarchical, "hierarchical"},
+     {CollectiveAlgorithm::direct, "direct"}}};
+// NCCL's own spelling (NCCL_PROTO); parsing ignores case.
+inline constexpr std::array<sim::EnumName<CollectiveProtocol>, 4> kCollectiveProtocolNames = {
+    {{CollectiveProtocol::auto_select, "auto"},
+     {CollectiveProtocol::ll, "LL"},
+     {CollectiveProtocol::ll128, "LL128"},
+     {CollectiveProtocol::simple, "Simple"}}};
+
+std::string to_string(CollectiveAlgorithm a);
+std::optional<CollectiveAlgorithm> collective_algorithm_from_string(std::string_view s);  // also "auto_select"
+std::string to_string(CollectiveProtocol p);
+std::optional<CollectiveProtocol> collective_protocol_from_string(std::string_view s);  // case-insensitive; also "auto_select"
 
 struct CollectiveCost {
   CollectiveOp op = CollectiveOp::all_reduce;

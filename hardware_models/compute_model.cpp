@@ -7,11 +7,11 @@
 
 namespace racksim::hw {
 
-double matmul_efficiency(const SystemSpec& sys, Dtype d) {
+double matmul_efficiency(const SystemSpec& sys, sim::Dtype d) {
   auto it = sys.gpu.matmul_efficiency.find(d);
   if (it != sys.gpu.matmul_efficiency.end()) return it->second;
   // tf32 and fp32 have no MAMF figure of their own: bf16's tensor-core efficiency.
-  it = sys.gpu.matmul_efficiency.find(Dtype::bf16);
+  it = sys.gpu.matmul_efficiency.find(sim::Dtype::bf16);
   return it != sys.gpu.matmul_efficiency.end() ? it->second : 1.0;
 }
 
@@ -38,7 +38,7 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
       sys.calibration->attention) {
     const AttentionCurve& c = sys.calibration->attention->curve(w.attention == 2, w.attention_causal);
     t.efficiency = c.e_max > 0 ? c.e_max / (1.0 + c.s0 / w.attention_seq) : gemm_efficiency(sys, w);
-    t.compute_s = w.flops / (peak_flops_per_s(sys, Dtype::bf16) * t.efficiency);
+    t.compute_s = w.flops / (peak_flops_per_s(sys, sim::Dtype::bf16) * t.efficiency);
   } else if (w.tensor_core) {
     t.efficiency = gemm_efficiency(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);

@@ -9,7 +9,7 @@ namespace racksim::hw {
 
 struct KernelWork {
   bool tensor_core = false;
-  Dtype dtype = Dtype::bf16;
+  sim::Dtype dtype = sim::Dtype::bf16;
   double flops = 0;
   double hbm_bytes = 0;
   double m = 0, n = 0, k = 0;  // GEMM shape, zeros otherwise
@@ -33,7 +33,7 @@ struct KernelTiming {
 
 // The large-shape (ceiling) efficiency of the dtype: the preset's cited MAMF figure, or the
 // measured ceiling when the calibration of this very device is applied.
-double matmul_efficiency(const SystemSpec& sys, Dtype d);
+double matmul_efficiency(const SystemSpec& sys, sim::Dtype d);
 
 // Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the
 // calibrated shape factor (docs/calibration.md); otherwise the ceiling for every shape.

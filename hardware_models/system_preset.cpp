@@ -16,25 +16,10 @@ using input::MapReader;
 using input::Node;
 using sim::QuantityKind;
 
-std::string to_string(Dtype d) {
-  switch (d) {
-    case Dtype::fp32: return "fp32";
-    case Dtype::tf32: return "tf32";
-    case Dtype::bf16: return "bf16";
-    case Dtype::fp8: return "fp8";
-    case Dtype::mxfp8: return "mxfp8";
-    case Dtype::nvfp4: return "nvfp4";
-  }
-  return "?";
-}
+std::string to_string(Architecture a) { return std::string(sim::name_in(kArchitectureNames, a)); }
+std::string to_string(HostLinkKind k) { return std::string(sim::name_in(kHostLinkKindNames, k)); }
 
-std::optional<Dtype> dtype_from_string(const std::string& s) {
-  for (Dtype d : {Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
-    if (to_string(d) == s) return d;
-  return std::nullopt;
-}
-
-double peak_flops_per_s(const SystemSpec& sys, Dtype d) {
+double peak_flops_per_s(const SystemSpec& sys, sim::Dtype d) {
   auto it = sys.gpu.peak_dense_flops_per_s.find(d);
   if (it == sys.gpu.peak_dense_flops_per_s.end())
     throw std::invalid_argument(fmt::format("{} ({}) has no {} tensor cores", sys.name, sys.gpu.model, to_string(d)));
@@ -102,17 +87,12 @@ SystemSpec parse_system_preset(const Node& root) {
   if (auto g = top.get("gpu", true)) {
     MapReader r(*g);
     set_if(r.string("model", true), s.gpu.model);
-    set_if(r.choice<Architecture>("architecture",
-                                  {{"hopper", Architecture::hopper},
-                                   {"blackwell", Architecture::blackwell},
-                                   {"blackwell_ultra", Architecture::blackwell_ultra}},
-                                  true),
-           s.gpu.architecture);
+    set_if(r.choice("architecture", kArchitectureNames, true), s.gpu.architecture);
     set_if(r.integer("sm_count", true, 1, 100000), s.gpu.sm_count);
     set_if(quantity_in(r, "tensor_clock", QuantityKind::hertz, false, kHertz), s.gpu.tensor_clock_hz);
     if (auto p = r.get("peak_dense", true)) {
       MapReader pr(*p);
-      for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
+      for (sim::Dtype d : {sim::Dtype::tf32, sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8, sim::Dtype::nvfp4})
         if (auto v = quantity_in(pr, to_string(d), QuantityKind::flops_per_second, false, kFlops)) {
           s.gpu.peak_dense_flops_per_s[d] = *v;
         }
@@ -120,14 +100,14 @@ SystemSpec parse_system_preset(const Node& root) {
     }
     if (auto e = r.get("matmul_efficiency", true)) {
       MapReader er(*e);
-      for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp8, Dtype::mxfp8, Dtype::nvfp4})
+      for (sim::Dtype d : {sim::Dtype::tf32, sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8, sim::Dtype::nvfp4})
         if (auto v = er.number(to_string(d), false, 0.01, 1.0)) s.gpu.matmul_efficiency[d] = *v;
       er.finish();
     }
     set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
     set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
-    if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
+    if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
     set_if(quantity_in(r, "hbm_capacity", QuantityKind::bytes, true, kCapacity), s.gpu.hbm_capacity_bytes);
     set_if(quantity_in(r, "hbm_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.gpu.hbm_bandwidth_Bps);
@@ -157,12 +137,7 @@ SystemSpec parse_system_preset(const Node& root) {
   }
   if (auto h = top.get("host", true)) {
     MapReader r(*h);
-    set_if(r.choice<HostLinkKind>("link",
-                                  {{"pcie_gen5_x16", HostLinkKind::pcie_gen5_x16},
-                                   {"pcie_gen6_x16", HostLinkKind::pcie_gen6_x16},
-                                   {"nvlink_c2c", HostLinkKind::nvlink_c2c}},
-                                  true),
-           s.host.link);
+    set_if(r.choice("link", kHostLinkKindNames, true), s.host.link);
     set_if(r.integer("gpus_per_link", true, 1, 64), s.host.gpus_per_link);
     set_if(quantity_in(r, "link_bandwidth_per_direction", QuantityKind::bytes_per_second, true, kRate),
            s.host.link_bandwidth_per_direction_Bps);

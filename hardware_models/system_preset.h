@@ -32,6 +32,6 @@ struct PresetField {
 };
 std::vector<PresetField> preset_fields(const std::string& name);
 
-double peak_flops_per_s(const SystemSpec& sys, Dtype d);  // throws std::invalid_argument if unsupported
+double peak_flops_per_s(const SystemSpec& sys, sim::Dtype d);  // throws std::invalid_argument if unsupported
 
 }  // namespace racksim::hw

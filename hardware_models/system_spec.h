@@ -5,10 +5,14 @@
 // of each field to its citation.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "core/dtype.h"
+#include "core/names.h"
 
 namespace racksim::hw {
 
@@ -17,16 +21,16 @@ namespace racksim::hw {
 // arithmetic in int cannot overflow. Checked where a count is read: scenario, --gpus, HLO.
 inline constexpr int kMaxGpus = 1 << 20;  // 1,048,576
 
-// Matmul input precisions (tensor-core dtypes). Master weights and optimizer state stay fp32.
-enum class Dtype { fp32, tf32, bf16, fp8, mxfp8, nvfp4 };
-
-std::string to_string(Dtype d);
-std::optional<Dtype> dtype_from_string(const std::string& s);
-
 enum class Architecture { hopper, blackwell, blackwell_ultra };
+inline constexpr std::array<sim::EnumName<Architecture>, 3> kArchitectureNames = {
+    {{Architecture::hopper, "hopper"}, {Architecture::blackwell, "blackwell"}, {Architecture::blackwell_ultra, "blackwell_ultra"}}};
+std::string to_string(Architecture a);
 
 struct Calibration;  // hardware_models/calibration.h
 enum class HostLinkKind { pcie_gen5_x16, pcie_gen6_x16, nvlink_c2c };
+inline constexpr std::array<sim::EnumName<HostLinkKind>, 3> kHostLinkKindNames = {
+    {{HostLinkKind::pcie_gen5_x16, "pcie_gen5_x16"}, {HostLinkKind::pcie_gen6_x16, "pcie_gen6_x16"}, {HostLinkKind::nvlink_c2c, "nvlink_c2c"}}};
+std::string to_string(HostLinkKind k);
 
 struct GpuSpec {
   std::string model;                   // "H200 SXM"
@@ -34,12 +38,12 @@ struct GpuSpec {
   int sm_count = 0;
   double tensor_clock_hz = 0;          // clock at which the datasheet peaks are computed
   // Dense tensor-core peak per dtype (absent: the GPU has no tensor cores for it).
-  std::map<Dtype, double> peak_dense_flops_per_s;
+  std::map<sim::Dtype, double> peak_dense_flops_per_s;
   double vector_fp32_flops_per_s = 0;  // CUDA cores: element-wise work
   double sfu_exp_per_s = 0;            // special-function (exp) rate; 0 = not given
   // Achieved fraction of the dense peak for large GEMMs, per dtype (MAMF); calibration refines
   // it by GEMM shape.
-  std::map<Dtype, double> matmul_efficiency;
+  std::map<sim::Dtype, double> matmul_efficiency;
   double hbm_efficiency = 1.0;         // achieved / datasheet HBM bandwidth for streaming kernels
   // A collective's time / its standalone time while compute kernels are resident on the GPU (>= 1).
   double collective_slowdown_beside_compute = 1.0;

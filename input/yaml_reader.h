@@ -7,6 +7,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/names.h"
 #include "core/units.h"
 #include "input/diagnostics.h"
 
@@ -109,6 +112,11 @@ class MapReader {
     for (const auto& o : options) names.push_back(o.first);
     node_.child(key).error(unknown_choice_message(*s, names));
     return std::nullopt;
+  }
+  // The same, with the enum's name table (core/names.h) as the options.
+  template <class E, std::size_t N>
+  std::optional<E> choice(const std::string& key, const std::array<sim::EnumName<E>, N>& table, bool required = false) {
+    return choice(key, sim::choices_in(table), required);
   }
 
   // Reports every key present in the map that was never asked for.

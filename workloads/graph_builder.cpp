@@ -9,56 +9,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "workloads/pipeline_schedule.h"
+
 namespace racksim::workloads {
 
-std::string to_string(StreamKind s) {
-  switch (s) {
-    case StreamKind::compute: return "compute";
-    case StreamKind::comm: return "communication";
-    case StreamKind::h2d: return "H2D";
-    case StreamKind::d2h: return "D2H";
-    case StreamKind::comm_dp: return "parameter gathers";
-    case StreamKind::comm_grad: return "gradient reductions";
-    case StreamKind::comm_ep: return "expert exchanges";
-  }
-  return "?";
-}
-std::string to_string(Phase p) {
-  switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::recompute: return "recompute";
-    case Phase::optimizer: return "optimizer";
-  }
-  return "?";
-}
-std::string to_string(CommGroup g) {
-  switch (g) {
-    case CommGroup::dp: return "dp";
-    case CommGroup::tp: return "tp";
-    case CommGroup::pp: return "pp";
-    case CommGroup::cp: return "cp";
-    case CommGroup::ep: return "ep";
-    case CommGroup::dp_cp: return "dp_cp";
-    case CommGroup::edp: return "edp";
-    case CommGroup::etp: return "etp";
-    case CommGroup::dp_shard: return "dp_shard";
-    case CommGroup::edp_shard: return "edp_shard";
-    case CommGroup::dp_replicate: return "dp_replicate";
-  }
-  return "?";
-}
-std::string to_string(MemCategory c) {
-  switch (c) {
-    case MemCategory::weights: return "weights";
-    case MemCategory::gradients: return "gradients";
-    case MemCategory::optimizer: return "optimizer";
-    case MemCategory::activations: return "activations";
-    case MemCategory::communication_buffers: return "communication_buffers";
-    case MemCategory::other: return "other";
-  }
-  return "?";
-}
+using hw::CollectiveOp;
 
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
@@ -70,10 +25,10 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
 Precision precision_of(const TrainingConfig& t) {
   Precision p{};
   switch (t.precision) {
-    case hw::Dtype::fp8:
-    case hw::Dtype::mxfp8: p.matmul_input_bytes = 1.0; break;
+    case sim::Dtype::fp8:
+    case sim::Dtype::mxfp8: p.matmul_input_bytes = 1.0; break;
     // NVFP4: 4-bit values plus one fp8 scale per 16 elements.
-    case hw::Dtype::nvfp4: p.matmul_input_bytes = 0.5 + 1.0 / 16.0; break;
+    case sim::Dtype::nvfp4: p.matmul_input_bytes = 0.5 + 1.0 / 16.0; break;
     default: p.matmul_input_bytes = 2.0;
   }
   p.activation_bytes = 2.0;
@@ -225,7 +180,7 @@ class Builder {
     micro_steps_ = t.micro_steps();
     vstages_ = pp_ * vp_;
     jax_ = t.framework == Framework::jax;
-    split_layers();
+    vstage_first_layer_ = split_layers(m.layers, vstages_, t.pipeline);
   }
 
   OpGraph build() {
@@ -245,13 +200,13 @@ class Builder {
       logits_.clear();
       add_resident_state();
       if (overlapped_param_gather()) gather_params_ahead();
-      for (const auto& [forward, micro, chunk, paired] : schedule(r)) {
-        mb_ = micro;
-        const int v = chunk * pp_ + r;
+      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r)) {
+        mb_ = e.micro;
+        const int v = e.chunk * pp_ + r;
         // EP overlap: a paired chunk's exchanges do not hold up compute; they are joined at the end of
         // the pair (the forward carries them into the backward that follows it).
-        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && paired;
-        if (forward)
+        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && e.paired;
+        if (e.forward)
           forward_chunk(v);
         else
           backward_chunk(v);
@@ -335,75 +290,9 @@ class Builder {
   bool pair_open_ = false;              // the first chunk of an overlapped pair has run
   std::vector<OpId> unjoined_ep_;       // exchanges of the open pair, joined after its second chunk
 
-  // ---- layout -------------------------------------------------------------------------------
-  // Layers over virtual stages as evenly as possible; when they do not divide, the first and
-  // the last stage (which also hold the embedding and the output layer) get fewer, as the
-  // Llama 3 405B layout does (126 layers on 16 stages: 7 on the ends, 8 in between).
-  void split_layers() {
-    const int L = m_.layers, V = vstages_;
-    std::vector<int> count(V, L / V);
-    const int first = t_.pipeline.first_stage_layers, last_n = t_.pipeline.last_stage_layers;
-    if (V > 1 && t_.pipeline.uneven()) {
-      // Megatron's --decoder-first/last-pipeline-num-layers: the ends as given, the rest evenly (the
-      // scenario loader checks that they divide).
-      const int middle = V - (first >= 0) - (last_n >= 0);
-      const int rest = L - std::max(first, 0) - std::max(last_n, 0);
-      count.assign(V, middle > 0 ? rest / middle : 0);
-      if (first >= 0) count[0] = first;
-      if (last_n >= 0) count[V - 1] = last_n;
-      vstage_first_layer_.assign(V + 1, 0);
-      for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
-      return;
-    }
-    int deficit = V * ((L + V - 1) / V) - L;
-    if (L % V != 0) {
-      count.assign(V, (L + V - 1) / V);
-      for (int v : {0, V - 1})
-        if (deficit > 0 && count[v] > 1) {
-          --count[v];
-          --deficit;
-        }
-      for (int v = 1; deficit > 0 && v < V - 1; ++v, --deficit) --count[v];
-    }
-    vstage_first_layer_.assign(V + 1, 0);
-    for (int v = 0; v < V; ++v) vstage_first_layer_[v + 1] = vstage_first_layer_[v] + count[v];
-  }
+  // ---- layout (workloads/pipeline_schedule.h) ----------------------------------------------------
   int first_layer(int v) const { return vstage_first_layer_[v]; }
   int end_layer(int v) const { return vstage_first_layer_[v + 1]; }
-
-  // Megatron's pipeline schedules for rank r: 1F1B (vp = 1) or interleaved (vp > 1). A
-  // schedule entry is (forward?, micro-batch, model chunk). The bubble emerges from the
-  // dependencies between ranks; nothing here computes it.
-  // The 4th field is true for the forward/backward pairs of the steady 1F1B phase (a forward of one
-  // micro-batch followed by a backward of another), which Megatron-Core's EP overlap interleaves.
-  std::vector<std::tuple<bool, int, int, bool>> schedule(int r) const {
-    std::vector<std::tuple<bool, int, int, bool>> out;
-    const int m = micro_steps_;
-    if (pp_ == 1) {
-      for (int i = 0; i < m; ++i) {
-        // Without stages a micro-batch's backward follows its own forward: the overlap pairs the
-        // backward of micro-batch i with the forward of i + 1 (Megatron-Core does the same).
-        out.emplace_back(true, i, 0, i > 0);
-        out.emplace_back(false, i, 0, i + 1 < m);
-      }
-      return out;
-    }
-    const int total = m * vp_;
-    auto chunk = [&](int k, bool fwd) {
-      const int c = (k % (pp_ * vp_)) / pp_;
-      return fwd ? c : vp_ - 1 - c;
-    };
-    auto micro = [&](int k) { return vp_ == 1 ? k : (k / (pp_ * vp_)) * pp_ + k % pp_; };
-    int warmup = vp_ == 1 ? pp_ - r - 1 : (pp_ - r - 1) * 2 + (vp_ - 1) * pp_;
-    warmup = std::min(warmup, total);
-    for (int k = 0; k < warmup; ++k) out.emplace_back(true, micro(k), chunk(k, true), false);
-    for (int i = 0; i < total - warmup; ++i) {
-      out.emplace_back(true, micro(warmup + i), chunk(warmup + i, true), true);
-      out.emplace_back(false, micro(i), chunk(i, false), true);
-    }
-    for (int k = total - warmup; k < total; ++k) out.emplace_back(false, micro(k), chunk(k, false), false);
-    return out;
-  }
 
   // ---- parameters held by this rank --------------------------------------------------------
   // Weights of layer l on one rank: attention and dense MLP (shared experts too) split by tp; routed
@@ -501,7 +390,7 @@ class Builder {
   }
   static bool is_data_parallel_stream(StreamKind s) { return s == StreamKind::comm_dp || s == StreamKind::comm_grad; }
   bool fp8_class() const {
-    return t_.precision == hw::Dtype::fp8 || t_.precision == hw::Dtype::mxfp8 || t_.precision == hw::Dtype::nvfp4;
+    return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
   }
 
   OpId gemm(const std::string& name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
@@ -516,8 +405,8 @@ class Builder {
     op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::tensor;
-    op.dtype = q == Quant::none && fp8_class() ? hw::Dtype::bf16 : t_.precision;
-    const double in_bytes = op.dtype == hw::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
+    op.dtype = q == Quant::none && fp8_class() ? sim::Dtype::bf16 : t_.precision;
+    const double in_bytes = op.dtype == sim::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
     op.flops = 2.0 * m * n * k * batch;
     op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
     // A GEMM that Transformer Engine runs in chunks beside a ring exchange: each chunk a launch of
@@ -542,7 +431,7 @@ class Builder {
     op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::vector;
-    op.dtype = hw::Dtype::fp32;
+    op.dtype = sim::Dtype::fp32;
     op.flops = flops;
     op.hbm_bytes = bytes;
     op.sfu_ops = sfu;
@@ -564,7 +453,7 @@ class Builder {
     vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
   }
 
-  OpId collective(const std::string& name, CollOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
+  OpId collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op& op = new_op();
     op.name = named(name);
     op.kind = OpKind::collective;
@@ -572,7 +461,7 @@ class Builder {
                                grp == CommGroup::dp_shard || grp == CommGroup::edp_shard ||
                                grp == CommGroup::dp_replicate;
     op.stream = !data_parallel               ? StreamKind::comm
-                : c == CollOp::all_gather    ? StreamKind::comm_dp
+                : c == CollectiveOp::all_gather    ? StreamKind::comm_dp
                                              : StreamKind::comm_grad;
     op.phase = phase_;
     op.coll = c;
@@ -587,7 +476,7 @@ class Builder {
 
   // Collectives on the critical path (TP with sequence parallelism, MoE dispatch/combine): the
   // next compute op waits for them.
-  void inline_collective(const std::string& name, CollOp c, CommGroup grp, double bytes) {
+  void inline_collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes) {
     const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
   }
@@ -601,13 +490,13 @@ class Builder {
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
   // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
-  void tp_collective(const std::string& name, CollOp c, double bytes, TpOverlap how, int gemms = 1) {
+  void tp_collective(const std::string& name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1) {
     if (tp_ == 1) return;
     if (!t_.sequence_parallel) {
       // Without sequence parallelism every TP rank holds all tokens: no gathers, and partial
       // sums are all-reduced where sequence parallelism reduce-scatters them.
-      if (c == CollOp::all_gather) return;
-      if (c == CollOp::reduce_scatter) c = CollOp::all_reduce;
+      if (c == CollectiveOp::all_gather) return;
+      if (c == CollectiveOp::reduce_scatter) c = CollectiveOp::all_reduce;
     }
     if (t_.tp_comm_overlap) {
       // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
@@ -888,7 +777,7 @@ class Builder {
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a,
+                         tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a,
                                        TpOverlap::ring_exchange, 0);  // MLA's down projections are not TP-split
                          gemm_fwd("q_down", T_, ql, h_);
                          gemm_fwd("q_up", T_, qd, ql);
@@ -902,19 +791,19 @@ class Builder {
                            gemm_dgrad(n, mm, nn, kk);
                            gemm_wgrad(n, mm, nn, kk);
                          }
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a,
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a,
                                        TpOverlap::bulk);
                        }});
     } else {
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::ring_exchange);
+                         tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::ring_exchange);
                          gemm_fwd("qkv", T_, qd + kd + vd, h_);
                        },
                        [=, this] {
                          gemm_dgrad("qkv", T_, qd + kd + vd, h_);
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
-                         tp_collective("qkv.wgrad.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
+                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
+                         tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
                          gemm_wgrad("qkv", T_, qd + kd + vd, h_);
                        }});
     }
@@ -992,13 +881,13 @@ class Builder {
     steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
-                       tp_collective("attn_out.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a,
+                       tp_collective("attn_out.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a,
                                      TpOverlap::pipeline);
                        residual("attn_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd("attn_out.dropout.bwd");
-                       tp_collective("attn_out.tp_all_gather", CollOp::all_gather, T_ * h_ * a,
+                       tp_collective("attn_out.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a,
                                      TpOverlap::ring_exchange);
                        gemm_dgrad("attn_out", T_, h_, od);
                        gemm_wgrad("attn_out", T_, h_, od);
@@ -1022,7 +911,7 @@ class Builder {
       op.name = named(name);
       op.phase = phase_;
       op.unit = ExecUnit::tensor;
-      op.dtype = hw::Dtype::bf16;
+      op.dtype = sim::Dtype::bf16;
       op.flops = flops * part;
       op.hbm_bytes = io * part + extra_bytes;
       op.sfu_ops = exps * part;
@@ -1040,7 +929,7 @@ class Builder {
       for (int j = 0; j < cp_; ++j) {
         if (j > 0) {
           // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
-          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollOp::send_recv, CommGroup::cp,
+          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollectiveOp::send_recv, CommGroup::cp,
                                     backward ? 2 * kv_bytes : kv_bytes, {last()});
           pending_deps_.push_back(x);
         }
@@ -1051,7 +940,7 @@ class Builder {
     }
     if (t_.cp_comm == CpComm::all_gather) {
       const double gathered = kv_bytes * cp_;
-      inline_collective("attn.cp_kv_all_gather", CollOp::all_gather, CommGroup::cp, gathered);
+      inline_collective("attn.cp_kv_all_gather", CollectiveOp::all_gather, CommGroup::cp, gathered);
       const TensorId kv = temp(backward ? "attn.cp_kv.bwd" : "attn.cp_kv", gathered);
       g_.ops[last()].allocs.push_back(kv);
       const OpId k = kernel(n, 1.0, gathered, s_ * cp_);
@@ -1060,16 +949,16 @@ class Builder {
         // dK, dV of all cp ranks' keys, written by the kernel, until they are reduce-scattered.
         const TensorId dkv = temp("attn.cp_dkv", gathered);
         g_.ops[k].allocs.push_back(dkv);
-        inline_collective("attn.cp_dkv_reduce_scatter", CollOp::reduce_scatter, CommGroup::cp, gathered);
+        inline_collective("attn.cp_dkv_reduce_scatter", CollectiveOp::reduce_scatter, CommGroup::cp, gathered);
         g_.ops[last()].frees.push_back(dkv);
       }
       return;
     }
     // a2a (Ulysses): the full sequence for heads/cp heads.
-    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollOp::all_to_all, CommGroup::cp,
+    inline_collective(backward ? "attn.cp_a2a_dout" : "attn.cp_a2a_qkv", CollectiveOp::all_to_all, CommGroup::cp,
                       backward ? out_bytes : qkv_bytes);
     kernel(n, 1.0, 0, s_ * cp_);
-    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollOp::all_to_all, CommGroup::cp,
+    inline_collective(backward ? "attn.cp_a2a_dqkv" : "attn.cp_a2a_out", CollectiveOp::all_to_all, CommGroup::cp,
                       backward ? qkv_bytes : out_bytes);
   }
 
@@ -1079,10 +968,10 @@ class Builder {
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const bool tpc = tensor_parallel && tp_ > 1;
     auto gather = [=, this](const std::string& n, TpOverlap how, int gemms = 1) {
-      if (tpc) tp_collective(n, CollOp::all_gather, T_ * h_ * a, how, gemms);
+      if (tpc) tp_collective(n, CollectiveOp::all_gather, T_ * h_ * a, how, gemms);
     };
     auto scatter = [=, this](const std::string& n, TpOverlap how) {
-      if (tpc) tp_collective(n, CollOp::reduce_scatter, T_ * h_ * a, how);
+      if (tpc) tp_collective(n, CollectiveOp::reduce_scatter, T_ * h_ * a, how);
     };
     const std::string p = tag;
     if (swiglu)
@@ -1135,7 +1024,7 @@ class Builder {
   // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
   void expert_exchange(const std::string& name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
-    const OpId id = collective(name, CollOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
+    const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
     Op& op = g_.ops[id];
     op.stream = StreamKind::comm_ep;
     op.expert_top_k = m_.moe->top_k;
@@ -1147,7 +1036,7 @@ class Builder {
   // Expert tensor parallelism (etp > 1): the tokens an EP rank received are gathered over its etp group
   // before the experts (each holding 1/etp of every expert's FFN) and reduce-scattered after them
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
-  void etp_collective(const std::string& name, CollOp c, double bytes) {
+  void etp_collective(const std::string& name, CollectiveOp c, double bytes) {
     if (etp_ == 1) return;
     const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
     g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for
@@ -1170,7 +1059,7 @@ class Builder {
     // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
     // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
     // already in its bytes per element. The combine and both backward exchanges stay bf16.
-    const double scale_bytes = t_.precision == hw::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == hw::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
+    const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
     const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
@@ -1198,10 +1087,10 @@ class Builder {
                        if (waits && !t_.moe.hierarchical()) pending_host_wait_ = routing;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
-                       etp_collective("dispatch.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
+                       etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                      },
                      [=, this] {
-                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        vector("dispatch.unpermute.bwd", 2 * routed * h_ * a, routed * h_);
                      }});
@@ -1224,7 +1113,7 @@ class Builder {
     const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
-                       etp_collective("combine.etp_reduce_scatter", CollOp::reduce_scatter, expert_tokens * h_ * a);
+                       etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
                        if (shared) {
@@ -1250,7 +1139,7 @@ class Builder {
                        }
                        vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
-                       etp_collective("combine.bwd.etp_all_gather", CollOp::all_gather, expert_tokens * h_ * a);
+                       etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                      }});
   }
 
@@ -1317,7 +1206,7 @@ class Builder {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-      tp_collective("logits.tp_all_gather", CollOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+      tp_collective("logits.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
       const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
       // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
       // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
@@ -1331,7 +1220,7 @@ class Builder {
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
       if (has_buf) g_.ops.back().frees.push_back(buf);
     } else {
-      const OpId send = collective("pp.send_activation", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+      const OpId send = collective("pp.send_activation", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
     }
@@ -1528,12 +1417,12 @@ class Builder {
     fsdp_mark_next_ = true;
     const TensorId buf = g_.tensor(named("fsdp.params"), MemCategory::weights, dense_bytes + expert_bytes, false,
                                    static_cast<uint16_t>(rank_));
-    const OpId ag = collective("fsdp.param_all_gather", CollOp::all_gather, dense_shard_group(), dense_bytes, deps);
+    const OpId ag = collective("fsdp.param_all_gather", CollectiveOp::all_gather, dense_shard_group(), dense_bytes, deps);
     g_.ops[ag].allocs.push_back(buf);
     std::vector<OpId> gathers{ag};
     if (expert_bytes > 0)
       gathers.push_back(
-          collective("fsdp.param_all_gather.experts", CollOp::all_gather, expert_shard_group(), expert_bytes, deps));
+          collective("fsdp.param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(), expert_bytes, deps));
     pending_deps_.insert(pending_deps_.end(), held.begin(), held.end());  // the layer's compute still waits for them
     pending_deps_.insert(pending_deps_.end(), gathers.begin(), gathers.end());
     return buf;
@@ -1558,7 +1447,7 @@ class Builder {
       // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
       vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       gemm_dgrad("logits", T_, V_, h_);
-      tp_collective("logits.dgrad.tp_reduce_scatter", CollOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+      tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
       gemm_wgrad("logits", T_, V_, h_);
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
@@ -1586,7 +1475,7 @@ class Builder {
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
     } else {
       sends_[ChunkKey{false, mb_, v}] =
-          collective("pp.send_grad", CollOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+          collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
   }
   std::vector<TensorId> pending_alloc_;
@@ -1707,10 +1596,10 @@ class Builder {
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
     if (dense_replicas() > 1 && dense_params > 0)
-      ready.push_back(collective(name + ".param_all_gather", CollOp::all_gather, dense_shard_group(),
+      ready.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
                                  dense_params * pr_.param_gather_bytes));
     if (expert_replicas() > 1 && expert_params > 0)
-      ready.push_back(collective(name + ".param_all_gather.experts", CollOp::all_gather, expert_shard_group(),
+      ready.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
                                  expert_params * pr_.param_gather_bytes));
   }
   void gather_params_ahead() {
@@ -1748,7 +1637,7 @@ class Builder {
       deferred_grads_.push_back({prefix_, name, dense_params, expert_params});
       return;
     }
-    const CollOp op = mode == OptimizerSharding::none ? CollOp::all_reduce : CollOp::reduce_scatter;
+    const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
     const OpId ready = last();
     const std::size_t first = grad_ops_.size();
     if (dense_replicas() > 1 && dense_params > 0)
@@ -1760,13 +1649,13 @@ class Builder {
     // Hybrid sharding: each shard group's reduced shard is then summed over the replicas (XLA: the all-reduce
     // over the data axis of the reduce-scattered gradient; FSDP2 HSDP and Megatron's distributed-optimizer
     // instances do the same), dense and expert shards together, after their reduce-scatters.
-    if (rep_ > 1 && op == CollOp::reduce_scatter) {
+    if (rep_ > 1 && op == CollectiveOp::reduce_scatter) {
       const double shard_bytes = (dense_params / dense_replicas() + expert_params / expert_replicas()) * pr_.grad_reduce_bytes;
       SmallVec<OpId, 3> after;
       for (std::size_t i = first; i < grad_ops_.size(); ++i) after.push_back(grad_ops_[i]);
       if (after.empty()) after.push_back(ready);
       if (shard_bytes > 0)
-        grad_ops_.push_back(collective(name + ".replica_all_reduce", CollOp::all_reduce, CommGroup::dp_replicate,
+        grad_ops_.push_back(collective(name + ".replica_all_reduce", CollectiveOp::all_reduce, CommGroup::dp_replicate,
                                        shard_bytes, std::move(after)));
     }
     // JAX with scanned layers: a layer is one iteration of XLA's while loop, and an iteration ends
@@ -1782,7 +1671,7 @@ class Builder {
       std::vector<OpId> carried;
       pending_deps_.insert(pending_deps_.end(), carried_grads_.begin(), carried_grads_.end());
       for (std::size_t i = first; i < grad_ops_.size(); ++i) {
-        const bool ar = g_.ops[grad_ops_[i]].coll == CollOp::all_reduce;
+        const bool ar = g_.ops[grad_ops_[i]].coll == CollectiveOp::all_reduce;
         const bool pipelined = ar ? t_.xla_pipelined.all_reduce
                                   : t_.xla_pipelined.reduce_scatter && (rep_ == 1 || t_.xla_pipelined.all_reduce);
         (pipelined ? carried : pending_deps_).push_back(grad_ops_[i]);
@@ -1850,10 +1739,10 @@ class Builder {
     if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && !overlapped_param_gather()) {
       const OpId updated = last();
       if (dense_replicas() > 1)
-        collective("param.all_gather", CollOp::all_gather, dense_shard_group(), local_dense_params() * pr_.param_gather_bytes,
+        collective("param.all_gather", CollectiveOp::all_gather, dense_shard_group(), local_dense_params() * pr_.param_gather_bytes,
                    {updated});
       if (expert_replicas() > 1 && local_expert_params() > 0)
-        collective("param.all_gather.experts", CollOp::all_gather, expert_shard_group(),
+        collective("param.all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
                    local_expert_params() * pr_.param_gather_bytes, {updated});
     }
   }

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "hardware_models/system_spec.h"
+#include "core/dtype.h"
 #include "workloads/op_graph.h"
 
 namespace racksim::workloads {
@@ -19,7 +19,7 @@ struct ImportedWorkload {
   OpGraph graph;
   int gpus = 1;                            // the job's GPUs (as asked, or what the program was made for)
   int tp = 1;                              // size of the tensor-parallel groups its collectives use
-  hw::Dtype precision = hw::Dtype::bf16;   // its matmul precision (the report's MFU peak)
+  sim::Dtype precision = sim::Dtype::bf16;   // its matmul precision (the report's MFU peak)
   std::string name;                        // the report's scenario.name
   std::string file;                        // where it came from (messages)
   nlohmann::json model;                    // the report's scenario.model: what was imported

@@ -10,6 +10,8 @@
 
 namespace racksim::workloads {
 
+std::string to_string(FfnKind f) { return std::string(sim::name_in(kFfnKindNames, f)); }
+
 namespace fs = std::filesystem;
 using input::MapReader;
 using input::Node;
@@ -103,7 +105,7 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
   set_if(r.integer("kv_heads", false, 1, 1'000'000), m.kv_heads);
   set_if(r.integer("head_dim", false, 1, 1'000'000), m.head_dim);
   set_if(r.integer("vocab", true, 1, kBig), m.vocab);
-  set_if(r.choice<FfnKind>("ffn", {{"swiglu", FfnKind::swiglu}, {"gelu", FfnKind::gelu}}), m.ffn);
+  set_if(r.choice("ffn", kFfnKindNames), m.ffn);
   set_if(r.boolean("tied_embeddings"), m.tied_embeddings);
   if (auto e = r.get("moe")) {
     MapReader er(*e);

@@ -2,16 +2,20 @@
 // or from inline fields in a scenario. Parameter and FLOP counts are derived here, once.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "input/yaml_reader.h"
 
 namespace racksim::workloads {
 
 enum class FfnKind { swiglu, gelu };
+inline constexpr std::array<sim::EnumName<FfnKind>, 2> kFfnKindNames = {{{FfnKind::swiglu, "swiglu"}, {FfnKind::gelu, "gelu"}}};
+std::string to_string(FfnKind f);
 
 struct MoeSpec {
   int experts = 0;             // routed experts

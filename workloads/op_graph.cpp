@@ -6,6 +6,11 @@
 
 namespace racksim::workloads {
 
+std::string to_string(StreamKind s) { return std::string(sim::name_in(kStreamKindNames, s)); }
+std::string to_string(Phase p) { return std::string(sim::name_in(kPhaseNames, p)); }
+std::string to_string(CommGroup g) { return std::string(sim::name_in(kCommGroupNames, g)); }
+std::string to_string(MemCategory c) { return std::string(sim::name_in(kMemCategoryNames, c)); }
+
 namespace {
 
 enum : uint64_t { kMicro = 1, kRank = 2, kSegment = 3, kOther = 4 };

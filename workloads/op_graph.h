@@ -12,10 +12,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hardware_models/collective_op.h"
-#include "hardware_models/system_spec.h"
+#include "core/dtype.h"
 #include "core/huge_page_allocator.h"
+#include "core/names.h"
 #include "core/small_vector.h"
+#include "hardware_models/collective_op.h"
 
 namespace racksim::workloads {
 
@@ -42,11 +43,31 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // dp_cp's innermost s·cp ranks; edp_shard: the expert shard group, edp/r ranks; dp_replicate: the r ranks holding
 // the same shard (stride tp·cp·s, the same ranks for dense and expert parts).
 enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate };
-// The collective of an op is the hardware model's enum (hardware_models/collective_op.h). The short
-// name stays for the graph builder's many uses; hw::to_string names it.
-using CollOp = hw::CollectiveOp;
 enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
+
+// The names a report, a trace and the HTML page print (core/names.h).
+inline constexpr std::array<sim::EnumName<StreamKind>, kStreamCount> kStreamKindNames = {
+    {{StreamKind::compute, "compute"},
+     {StreamKind::comm, "communication"},
+     {StreamKind::h2d, "H2D"},
+     {StreamKind::d2h, "D2H"},
+     {StreamKind::comm_dp, "parameter gathers"},
+     {StreamKind::comm_grad, "gradient reductions"},
+     {StreamKind::comm_ep, "expert exchanges"}}};
+inline constexpr std::array<sim::EnumName<Phase>, 4> kPhaseNames = {
+    {{Phase::forward, "forward"}, {Phase::backward, "backward"}, {Phase::recompute, "recompute"}, {Phase::optimizer, "optimizer"}}};
+inline constexpr std::array<sim::EnumName<CommGroup>, 11> kCommGroupNames = {
+    {{CommGroup::dp, "dp"}, {CommGroup::tp, "tp"}, {CommGroup::pp, "pp"}, {CommGroup::cp, "cp"},
+     {CommGroup::ep, "ep"}, {CommGroup::dp_cp, "dp_cp"}, {CommGroup::edp, "edp"}, {CommGroup::etp, "etp"},
+     {CommGroup::dp_shard, "dp_shard"}, {CommGroup::edp_shard, "edp_shard"}, {CommGroup::dp_replicate, "dp_replicate"}}};
+inline constexpr std::array<sim::EnumName<MemCategory>, kMemCategoryCount> kMemCategoryNames = {
+    {{MemCategory::weights, "weights"},
+     {MemCategory::gradients, "gradients"},
+     {MemCategory::optimizer, "optimizer"},
+     {MemCategory::activations, "activations"},
+     {MemCategory::communication_buffers, "communication_buffers"},
+     {MemCategory::other, "other"}}};
 
 std::string to_string(StreamKind s);
 std::string to_string(Phase p);
@@ -115,7 +136,7 @@ struct Op {
   Phase phase = Phase::forward;
   // kernel
   ExecUnit unit = ExecUnit::vector;
-  hw::Dtype dtype = hw::Dtype::bf16;
+  sim::Dtype dtype = sim::Dtype::bf16;
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
@@ -144,7 +165,7 @@ struct Op {
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective
-  CollOp coll = CollOp::all_reduce;
+  hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;
   double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
   // An MoE token exchange (dispatch or combine, all_to_all over ep): how the tokens travel

@@ -13,29 +13,12 @@ const std::vector<std::string>& moe_activation_names() {
   return names;
 }
 
-std::string to_string(OptimizerSharding s) {
-  switch (s) {
-    case OptimizerSharding::none: return "none";
-    case OptimizerSharding::zero1: return "zero1";
-    case OptimizerSharding::zero2: return "zero2";
-    case OptimizerSharding::fsdp: return "fsdp";
-  }
-  return "?";
-}
-
-std::string to_string(RecomputeMode m) {
-  switch (m) {
-    case RecomputeMode::none: return "none";
-    case RecomputeMode::selective: return "selective";
-    case RecomputeMode::full: return "full";
-    case RecomputeMode::save_dots: return "save_dots";
-    case RecomputeMode::names: return "names";
-  }
-  return "?";
-}
-
-std::string to_string(AttentionImpl a) { return a == AttentionImpl::flash ? "flash" : "materialized"; }
-std::string to_string(Framework f) { return f == Framework::megatron ? "megatron" : "jax"; }
+std::string to_string(OptimizerSharding s) { return std::string(sim::name_in(kOptimizerShardingNames, s)); }
+std::string to_string(RecomputeMode m) { return std::string(sim::name_in(kRecomputeModeNames, m)); }
+std::string to_string(AttentionImpl a) { return std::string(sim::name_in(kAttentionImplNames, a)); }
+std::string to_string(Framework f) { return std::string(sim::name_in(kFrameworkNames, f)); }
+std::string to_string(MoeDispatcher d) { return std::string(sim::name_in(kMoeDispatcherNames, d)); }
+std::string to_string(CpComm c) { return std::string(sim::name_in(kCpCommNames, c)); }
 
 }  // namespace racksim::workloads
 

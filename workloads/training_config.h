@@ -3,11 +3,13 @@
 // transformations of the training graph.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "hardware_models/system_spec.h"
+#include "core/dtype.h"
+#include "core/names.h"
 
 namespace racksim::workloads {
 
@@ -40,12 +42,23 @@ struct Parallelism {
 };
 
 enum class OptimizerSharding { none, zero1, zero2, fsdp };
+inline constexpr std::array<sim::EnumName<OptimizerSharding>, 4> kOptimizerShardingNames = {
+    {{OptimizerSharding::none, "none"}, {OptimizerSharding::zero1, "zero1"}, {OptimizerSharding::zero2, "zero2"}, {OptimizerSharding::fsdp, "fsdp"}}};
+// names: a {save: [...], offload: [...]} map, not a scalar a scenario can write (the loader skips it).
 enum class RecomputeMode { none, selective, full, save_dots, names };
+inline constexpr std::array<sim::EnumName<RecomputeMode>, 5> kRecomputeModeNames = {{{RecomputeMode::none, "none"},
+                                                                                      {RecomputeMode::selective, "selective"},
+                                                                                      {RecomputeMode::full, "full"},
+                                                                                      {RecomputeMode::save_dots, "save_dots"},
+                                                                                      {RecomputeMode::names, "names"}}};
 enum class AttentionImpl { flash, materialized };
+inline constexpr std::array<sim::EnumName<AttentionImpl>, 2> kAttentionImplNames = {
+    {{AttentionImpl::flash, "flash"}, {AttentionImpl::materialized, "materialized"}}};
 // Whose conventions the step follows where frameworks differ: Megatron-LM (bf16 weight copy,
 // fp32 main grads, distributed optimizer) or JAX/XLA (fp32 parameters cast per use, gradients
 // as step temporaries, optimizer outputs in new buffers when the state is not donated).
 enum class Framework { megatron, jax };
+inline constexpr std::array<sim::EnumName<Framework>, 2> kFrameworkNames = {{{Framework::megatron, "megatron"}, {Framework::jax, "jax"}}};
 
 // Activation names per transformer layer (DESIGN.md "Scenario file").
 const std::vector<std::string>& activation_names();      // dense layer
@@ -76,6 +89,8 @@ const std::vector<std::string>& recompute_alias_names();
 //  domain and is forwarded over NVLink to the GPUs holding its experts there, one copy per GPU.
 //  deepep and hybridep are both modelled as hierarchical; the name is kept for the report.
 enum class MoeDispatcher { all_to_all, deepep, hybridep };
+inline constexpr std::array<sim::EnumName<MoeDispatcher>, 3> kMoeDispatcherNames = {
+    {{MoeDispatcher::all_to_all, "alltoall"}, {MoeDispatcher::deepep, "deepep"}, {MoeDispatcher::hybridep, "hybridep"}}};
 struct MoeOptions {
   MoeDispatcher dispatcher = MoeDispatcher::all_to_all;
   bool hierarchical() const { return dispatcher != MoeDispatcher::all_to_all; }
@@ -105,12 +120,13 @@ struct PipelineLayout {
 // Megatron-Core's context-parallel attention (--cp-comm-type): ring of K/V sends, all-gather of K/V,
 // or all-to-all of Q/K/V and output (DeepSpeed-Ulysses).
 enum class CpComm { p2p, all_gather, a2a };
+inline constexpr std::array<sim::EnumName<CpComm>, 3> kCpCommNames = {{{CpComm::p2p, "p2p"}, {CpComm::all_gather, "all_gather"}, {CpComm::a2a, "a2a"}}};
 
 struct TrainingConfig {
   int seq_len = 0;
   int global_batch = 0;   // sequences per optimizer step
   int micro_batch = 1;    // sequences per micro-step per data-parallel rank
-  hw::Dtype precision = hw::Dtype::bf16;
+  sim::Dtype precision = sim::Dtype::bf16;
   Parallelism parallelism;
   OptimizerSharding optimizer_sharding = OptimizerSharding::none;
   RecomputePolicy recompute;
@@ -172,5 +188,7 @@ std::string to_string(OptimizerSharding s);
 std::string to_string(RecomputeMode m);
 std::string to_string(AttentionImpl a);
 std::string to_string(Framework f);
+std::string to_string(MoeDispatcher d);
+std::string to_string(CpComm c);
 
 }  // namespace racksim::workloads

@@ -47,14 +47,14 @@ constexpr double kHbmBoundShare = 0.5;
   throw input::input_error(file, line, line > 0 ? 1 : 0, "", msg);
 }
 
-double matmul_input_bytes(Dtype d) {
+double matmul_input_bytes(sim::Dtype d) {
   switch (d) {
-    case Dtype::fp32:
-    case Dtype::tf32: return 4;
-    case Dtype::bf16: return 2;
-    case Dtype::fp8:
-    case Dtype::mxfp8: return 1;
-    case Dtype::nvfp4: return 0.5;
+    case sim::Dtype::fp32:
+    case sim::Dtype::tf32: return 4;
+    case sim::Dtype::bf16: return 2;
+    case sim::Dtype::fp8:
+    case sim::Dtype::mxfp8: return 1;
+    case sim::Dtype::nvfp4: return 0.5;
   }
   return 2;
 }
@@ -140,7 +140,7 @@ BandwidthFit checked(const std::vector<std::pair<double, double>>& pts, const st
 }
 
 struct RawGemm {
-  Dtype dtype;
+  sim::Dtype dtype;
   GemmPoint p;
 };
 
@@ -374,10 +374,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       for (const json& r : j["gemm"]["results"]) {
         if (r.contains("error")) continue;
         const std::string dt = r.value("dtype", "");
-        Dtype d;
-        if (dt == "bf16") d = Dtype::bf16;
-        else if (dt == "fp8_e4m3") d = Dtype::fp8;
-        else if (dt == "fp4_e2m1") d = Dtype::nvfp4;
+        sim::Dtype d;
+        if (dt == "bf16") d = sim::Dtype::bf16;
+        else if (dt == "fp8_e4m3") d = sim::Dtype::fp8;
+        else if (dt == "fp4_e2m1") d = sim::Dtype::nvfp4;
         else fail(shown, fmt::format("gemm row with unknown dtype '{}'", dt));
         RawGemm g{d, {}};
         g.p.source = src;
@@ -493,7 +493,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
   in.sources.push_back(cs);
 }
 
-GemmModel fit_gemm(Dtype d, std::vector<GemmPoint> pts, double peak, double hbm_Bps) {
+GemmModel fit_gemm(sim::Dtype d, std::vector<GemmPoint> pts, double peak, double hbm_Bps) {
   GemmModel m;
   m.peak_flops_per_s = peak;
   std::vector<double> flops(pts.size()), tmem(pts.size());
@@ -828,14 +828,14 @@ Calibration fit_calibration(const FitOptions& opt) {
   if (std::count_if(in.dispatch.begin(), in.dispatch.end(), [](const DispatchPoint& p) { return p.command_buffers; }) >= 3)
     c.xla_runtime = fit_xla_runtime(in.dispatch);
   if (!in.attention.empty()) {
-    auto it = base.gpu.peak_dense_flops_per_s.find(Dtype::bf16);
+    auto it = base.gpu.peak_dense_flops_per_s.find(sim::Dtype::bf16);
     if (it != base.gpu.peak_dense_flops_per_s.end()) c.attention = fit_attention(in.attention, it->second);
   }
   if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
                                                                                   : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
   const double hbm_rate = c.hbm ? c.hbm->bandwidth_Bps : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency;
-  std::map<Dtype, std::vector<GemmPoint>> by_dtype;
+  std::map<sim::Dtype, std::vector<GemmPoint>> by_dtype;
   for (const auto& g : in.gemm) by_dtype[g.dtype].push_back(g.p);
   for (auto& [d, pts] : by_dtype) {
     auto it = base.gpu.peak_dense_flops_per_s.find(d);

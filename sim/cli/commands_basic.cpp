@@ -175,7 +175,7 @@ int cmd_models(const std::string& name, bool json_out, std::ostream& out) {
   diag.throw_if_any();
   json j = {{"name", m.name},       {"summary", m.summary},       {"layers", m.layers},  {"hidden", m.hidden},
             {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads},     {"kv_heads", m.kv_heads},
-            {"head_dim", m.head_dim}, {"vocab", m.vocab},         {"ffn", m.ffn == workloads::FfnKind::swiglu ? "swiglu" : "gelu"},
+            {"head_dim", m.head_dim}, {"vocab", m.vocab},         {"ffn", workloads::to_string(m.ffn)},
             {"tied_embeddings", m.tied_embeddings},
             {"params_derived", workloads::total_params(m)},
             {"active_params_derived", workloads::active_params(m)},

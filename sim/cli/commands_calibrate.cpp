@@ -24,7 +24,7 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
   for (const auto& [d, m] : c.gemm) {
     out << fmt::format("gemm {}: e_max {:.4f}  k0 {:.1f}  t0 {:.3f} us  ({} shapes fitted, rms {:.2f}%, max {:.2f}%; "
                        "{} HBM-bound; all shapes with the roofline: rms {:.2f}%, max {:.2f}%)\n",
-                       hw::to_string(d), m.e_max, m.k0, m.t0_s * 1e6, m.points_fitted, 100 * m.rms_residual,
+                       sim::to_string(d), m.e_max, m.k0, m.t0_s * 1e6, m.points_fitted, 100 * m.rms_residual,
                        100 * m.max_abs_residual, m.points_hbm_bound, 100 * m.rms_residual_all,
                        100 * m.max_abs_residual_all);
     out << fmt::format("  {:>5} {:>7} {:>7} {:>7}  {:>3} {:>4}  {:>10} {:>10} {:>9}  {}\n", "batch", "m", "n", "k", "lay",

@@ -31,7 +31,7 @@ struct Job {
   // The communicators' sizes and strides (sim/engine/replay.cpp, group_shape) follow Megatron's rank
   // grids over these; an imported program has tp from its collectives and dp over the rest.
   workloads::Parallelism parallelism;
-  hw::Dtype precision = hw::Dtype::bf16;  // matmul precision: the dense peak the report's MFU divides by
+  sim::Dtype precision = sim::Dtype::bf16;  // matmul precision: the dense peak the report's MFU divides by
   bool cuda_graphs = true;                // kernels launched from CUDA graphs (else eagerly)
   bool nvls = true;                       // NVLink SHARP collectives where the system has them
 };

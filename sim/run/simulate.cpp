@@ -258,7 +258,7 @@ RunResult simulate(const Job& job, ImportedWorkload workload) {
   // launch settings that applied to it.
   const auto& p = job.parallelism;
   json training = workload.training;
-  training["precision"] = hw::to_string(job.precision);
+  training["precision"] = sim::to_string(job.precision);
   training["parallelism"] = {{"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp}, {"ep", p.ep}, {"dp", p.dp}};
   training["cuda_graphs"] = job.cuda_graphs;
   training["nvls"] = job.nvls;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <numeric>
 
@@ -73,16 +74,11 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
 RecomputePolicy parse_recompute(const Node& n, bool moe) {
   RecomputePolicy p;
   if (n.yaml().IsScalar()) {
-    const std::vector<std::pair<std::string, RecomputeMode>> modes = {{"none", RecomputeMode::none},
-                                                                       {"selective", RecomputeMode::selective},
-                                                                       {"full", RecomputeMode::full},
-                                                                       {"save_dots", RecomputeMode::save_dots}};
     const std::string& got = n.yaml().Scalar();
-    for (const auto& [name, m] : modes)
-      if (got == name) {
-        p.mode = m;
-        return p;
-      }
+    if (auto m = sim::parse_in(kRecomputeModeNames, got); m && *m != RecomputeMode::names) {
+      p.mode = *m;
+      return p;
+    }
     // MaxText remat_policy and JAX checkpoint-policy names (docs/decisions.md, "Remat policy names").
     if (auto a = recompute_alias(got, moe)) {
       const auto w = n.where();
@@ -93,7 +89,8 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
       return a->policy;
     }
     std::vector<std::string> names;
-    for (const auto& m : modes) names.push_back(m.first);
+    for (const auto& m : kRecomputeModeNames)
+      if (m.value != RecomputeMode::names) names.emplace_back(m.name);
     names.push_back("{save: [...], offload: [...]}");
     std::string msg = MapReader::unknown_choice_message(got, names);
     if (got == "custom")
@@ -222,11 +219,15 @@ Scenario parse_scenario(Node root) {
     if (auto p = r.get("precision")) {
       auto s = p->as_string();
       if (s) {
-        static const std::vector<std::string> allowed = {"bf16", "fp8", "mxfp8", "nvfp4"};
-        auto d = hw::dtype_from_string(*s);
-        if (!d || std::find(allowed.begin(), allowed.end(), *s) == allowed.end())
+        // The matmul precisions a training step runs in (fp32 and tf32 are the preset's, not a choice).
+        static constexpr std::array<sim::Dtype, 4> kPrecisions = {sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8,
+                                                                   sim::Dtype::nvfp4};
+        auto d = sim::dtype_from_string(*s);
+        if (!d || std::find(kPrecisions.begin(), kPrecisions.end(), *d) == kPrecisions.end()) {
+          std::vector<std::string> allowed;
+          for (auto a : kPrecisions) allowed.push_back(sim::to_string(a));
           p->error(MapReader::unknown_choice_message(*s, allowed));
-        else
+        } else
           t.precision = *d;
       }
     }
@@ -249,24 +250,17 @@ Scenario parse_scenario(Node root) {
       }
       pr.finish();
     }
-    set_if(r.choice<OptimizerSharding>("optimizer_sharding",
-                                       {{"none", OptimizerSharding::none},
-                                        {"zero1", OptimizerSharding::zero1},
-                                        {"zero2", OptimizerSharding::zero2},
-                                        {"fsdp", OptimizerSharding::fsdp}}),
-           t.optimizer_sharding);
+    set_if(r.choice("optimizer_sharding", kOptimizerShardingNames), t.optimizer_sharding);
     if (auto rc = r.get("recompute")) t.recompute = parse_recompute(*rc, sc.model.moe.has_value());
     if (auto off = r.get("offload")) {
       MapReader or_(*off);
       set_if(or_.boolean("optimizer"), t.offload_optimizer);
       or_.finish();
     }
-    set_if(r.choice<AttentionImpl>("attention", {{"flash", AttentionImpl::flash},
-                                                 {"materialized", AttentionImpl::materialized}}),
-           t.attention);
+    set_if(r.choice("attention", kAttentionImplNames), t.attention);
     set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
     set_if(r.boolean("nvls"), t.nvls);
-    set_if(r.choice<Framework>("framework", {{"megatron", Framework::megatron}, {"jax", Framework::jax}}), t.framework);
+    set_if(r.choice("framework", kFrameworkNames), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     if (auto xp = r.get("xla_pipelined_collectives")) {
@@ -291,8 +285,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
-    set_if(r.choice<CpComm>("cp_comm", {{"p2p", CpComm::p2p}, {"all_gather", CpComm::all_gather}, {"a2a", CpComm::a2a}}),
-           t.cp_comm);
+    set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
@@ -300,10 +293,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
-      set_if(mr.choice<MoeDispatcher>("dispatcher", {{"alltoall", MoeDispatcher::all_to_all},
-                                                     {"deepep", MoeDispatcher::deepep},
-                                                     {"hybridep", MoeDispatcher::hybridep}}),
-             t.moe.dispatcher);
+      set_if(mr.choice("dispatcher", kMoeDispatcherNames), t.moe.dispatcher);
       set_if(mr.integer("max_nodes_per_token", false, 0, 1'000'000), t.moe.max_nodes_per_token);
       set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
       set_if(mr.boolean("router_fusion"), t.moe.router_fusion);
@@ -427,7 +417,7 @@ Scenario parse_scenario(Node root) {
     at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
-                                             sc.system.spec.gpu.model, hw::to_string(t.precision)));
+                                             sc.system.spec.gpu.model, sim::to_string(t.precision)));
   if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
@@ -462,7 +452,7 @@ Job job_of(const Scenario& s) {
   return job;
 }
 
-Job load_job(const std::string& preset, int gpus, int tp, hw::Dtype precision, const std::vector<SetOverride>& sets,
+Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, const std::vector<SetOverride>& sets,
              const std::string& label) {
   input::LoadSession session;
   // The document a scenario would hold for this job; --set grafts into it as into a scenario file.
@@ -496,7 +486,7 @@ Job load_job(const std::string& preset, int gpus, int tp, hw::Dtype precision, c
   if (!job.system.spec.gpu.peak_dense_flops_per_s.count(precision))
     session.diag.error({label, 0, 0}, "training.precision",
                        fmt::format("{} ({}) has no {} tensor cores", job.system.spec.name, job.system.spec.gpu.model,
-                                   hw::to_string(precision)));
+                                   sim::to_string(precision)));
   session.diag.throw_if_any();
   return job;
 }
@@ -513,7 +503,7 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
   if (!sc.overrides.empty()) sys["overrides"] = sc.overrides;
   const auto& g = sc.spec;
   json peaks = json::object();
-  for (const auto& [d, v] : g.gpu.peak_dense_flops_per_s) peaks[hw::to_string(d)] = format_quantity(v, QuantityKind::flops_per_second);
+  for (const auto& [d, v] : g.gpu.peak_dense_flops_per_s) peaks[sim::to_string(d)] = format_quantity(v, QuantityKind::flops_per_second);
   // The resolved hardware, so a report says exactly what was simulated.
   sys["resolved"] = {
       {"gpu", {{"model", g.gpu.model},
@@ -555,7 +545,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   const auto& m = s.model;
   json model = {{"name", m.name},           {"layers", m.layers}, {"hidden", m.hidden},
                 {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads},   {"kv_heads", m.kv_heads},
-                {"head_dim", m.head_dim},   {"vocab", m.vocab},   {"ffn", m.ffn == FfnKind::swiglu ? "swiglu" : "gelu"},
+                {"head_dim", m.head_dim},   {"vocab", m.vocab},   {"ffn", to_string(m.ffn)},
                 {"tied_embeddings", m.tied_embeddings}};
   if (m.moe)
     model["moe"] = {{"experts", m.moe->experts},
@@ -579,7 +569,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"seq_len", t.seq_len},
       {"global_batch", t.global_batch},
       {"micro_batch", t.micro_batch},
-      {"precision", hw::to_string(t.precision)},
+      {"precision", sim::to_string(t.precision)},
       {"parallelism",
        {{"tp", t.parallelism.tp}, {"pp", t.parallelism.pp}, {"vp", t.parallelism.vp}, {"cp", t.parallelism.cp},
         {"ep", t.parallelism.ep}, {"dp", t.parallelism.dp}}},
@@ -595,7 +585,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
       {"expert_imbalance", t.expert_imbalance},
-      {"cp_comm", t.cp_comm == CpComm::p2p ? "p2p" : t.cp_comm == CpComm::all_gather ? "all_gather" : "a2a"},
+      {"cp_comm", to_string(t.cp_comm)},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
       {"overlap_param_gather", t.overlap_param_gather}};
   // Echoed only when set, so reports of scenarios without them keep their bytes.
@@ -613,9 +603,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (t.parallelism.dp_shard > 0) training["parallelism"]["dp_shard"] = t.parallelism.dp_shard;  // (only when set)
   if (m.moe)
-    training["moe"] = {{"dispatcher", t.moe.dispatcher == MoeDispatcher::all_to_all ? "alltoall"
-                                      : t.moe.dispatcher == MoeDispatcher::deepep   ? "deepep"
-                                                                                    : "hybridep"},
+    training["moe"] = {{"dispatcher", to_string(t.moe.dispatcher)},
                        {"max_nodes_per_token", t.moe.max_nodes_per_token},
                        {"a2a_overlap", t.moe.a2a_overlap},
                        {"router_fusion", t.moe.router_fusion},

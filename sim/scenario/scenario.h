@@ -49,7 +49,7 @@ Job job_of(const Scenario& s);
 // system.calibration, system.overrides.*, training.cuda_graphs and training.nvls; any other key is
 // an error (with the nearest valid key), and so is a --set of the preset or the GPU count, which
 // the caller gives. `label` names the command in messages (e.g. "racksim replay").
-Job load_job(const std::string& preset, int gpus, int tp, hw::Dtype precision, const std::vector<SetOverride>& sets,
+Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, const std::vector<SetOverride>& sets,
              const std::string& label);
 
 }  // namespace racksim::sim

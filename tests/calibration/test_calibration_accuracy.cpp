@@ -130,7 +130,7 @@ TEST(CalibAttention, CurvesFitTheMeasuredKernelsAndTheEngineUsesThem) {
   w.attention_seq = 2048;
   const auto t = hw::kernel_timing(sys, w);
   const double e = f.backward_causal.e_max / (1 + f.backward_causal.s0 / 2048);
-  EXPECT_DOUBLE_EQ(t.compute_s, 3.4e11 / (sys.gpu.peak_dense_flops_per_s.at(hw::Dtype::bf16) * e));
+  EXPECT_DOUBLE_EQ(t.compute_s, 3.4e11 / (sys.gpu.peak_dense_flops_per_s.at(sim::Dtype::bf16) * e));
 }
 
 // The fitted GEMM model against every measured shape, recomputed here from the file's four
@@ -142,11 +142,11 @@ TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
   auto c = committed();
   ASSERT_TRUE(c && c->hbm);
   for (const auto& [d, m] : c->gemm) {
-    const double in_bytes = d == hw::Dtype::bf16 ? 2 : 1;
+    const double in_bytes = d == sim::Dtype::bf16 ? 2 : 1;
     double ss = 0;
     int n = 0;
     std::printf("gemm %s: e_max %.4f k0 %.1f t0 %.3f us; tolerance per shape %.1f%% (repeat spread), rms 8%%\n",
-                hw::to_string(d).c_str(), m.e_max, m.k0, m.t0_s * 1e6, 100 * m.repeat_spread);
+                sim::to_string(d).c_str(), m.e_max, m.k0, m.t0_s * 1e6, 100 * m.repeat_spread);
     std::printf("  %5s %6s %6s %6s %4s %10s %10s %9s\n", "batch", "m", "n", "k", "out", "meas TF/s", "model TF/s", "resid");
     for (const auto& p : m.shapes) {
       const double f = 2.0 * p.batch * p.m * p.n * p.k;
@@ -166,7 +166,7 @@ TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
       }
     }
     ASSERT_GT(n, 50);
-    EXPECT_LE(std::sqrt(ss / n), 0.08) << hw::to_string(d);
+    EXPECT_LE(std::sqrt(ss / n), 0.08) << sim::to_string(d);
     EXPECT_NEAR(std::sqrt(ss / n), m.rms_residual, 1e-3);
   }
 }

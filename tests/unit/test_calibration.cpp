@@ -198,7 +198,7 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
   EXPECT_TRUE(spec.calibration->same_device);
   EXPECT_TRUE(spec.calibration->applied_hbm && spec.calibration->applied_host && spec.calibration->applied_launch);
   EXPECT_DOUBLE_EQ(spec.gpu.hbm_efficiency, committed()->hbm_efficiency);
-  EXPECT_DOUBLE_EQ(spec.gpu.matmul_efficiency.at(hw::Dtype::bf16), committed()->gemm.at(hw::Dtype::bf16).e_max);
+  EXPECT_DOUBLE_EQ(spec.gpu.matmul_efficiency.at(sim::Dtype::bf16), committed()->gemm.at(sim::Dtype::bf16).e_max);
   EXPECT_EQ(spec.sources.at("gpu.hbm_efficiency").rfind("calibrated: hardware_models/calibrated/h200.yaml", 0), 0u);
   EXPECT_EQ(spec.sources.at("launch.eager_kernel_launch").rfind("calibrated: ", 0), 0u);
   // The engine's both-directions cap (field x copy_efficiency) is the measured total.
@@ -213,8 +213,8 @@ TEST(CalibApply, H200ChangesM1FullStepTimeInTheExpectedDirection) {
 
 TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
   hw::SystemSpec s = preset("h200-sxm");
-  hw::KernelWork big{true, hw::Dtype::bf16, 2.0 * 8192 * 8192 * 8192, 0, 8192, 8192, 8192, 1, 0};
-  hw::KernelWork attn{true, hw::Dtype::bf16, 2.0 * 128 * 2048 * 2048 * 128, 0, 2048, 2048, 128, 128, 0};
+  hw::KernelWork big{true, sim::Dtype::bf16, 2.0 * 8192 * 8192 * 8192, 0, 8192, 8192, 8192, 1, 0};
+  hw::KernelWork attn{true, sim::Dtype::bf16, 2.0 * 128 * 2048 * 2048 * 128, 0, 2048, 2048, 128, 128, 0};
   EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, big), 0.803);
   EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, attn), 0.803);
   hw::apply_calibration(s, *committed());
@@ -223,8 +223,8 @@ TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
   EXPECT_LT(e_attn, 0.6 * e_big);     // K = 128: the per-tile prologue/epilogue about halves it
   EXPECT_DOUBLE_EQ(hw::kernel_timing(s, big).min_s, committed()->launch->min_kernel_duration_s);
   // fp32/tf32 were not measured: the preset's (bf16) ceiling, no shape factor.
-  hw::KernelWork tf{true, hw::Dtype::tf32, 2.0 * 1024 * 1024 * 1024, 0, 1024, 1024, 1024, 1, 0};
-  EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, tf), s.gpu.matmul_efficiency.at(hw::Dtype::bf16));
+  hw::KernelWork tf{true, sim::Dtype::tf32, 2.0 * 1024 * 1024 * 1024, 0, 1024, 1024, 1024, 1, 0};
+  EXPECT_DOUBLE_EQ(hw::gemm_efficiency(s, tf), s.gpu.matmul_efficiency.at(sim::Dtype::bf16));
 }
 
 // Calibrated by default where a calibration exists: a scenario on h200-sxm that names none gets
@@ -303,13 +303,13 @@ TEST(CalibTransfer, Gb200KeepsItsDatasheetPeakAndCeilings) {
   EXPECT_DOUBLE_EQ(s.launch.eager_kernel_launch_s, before.launch.eager_kernel_launch_s);
   EXPECT_DOUBLE_EQ(hw::kernel_timing(s, {}).min_s, hw::kMinKernelDuration_s);
   // A large GEMM runs near the preset's ceiling on the preset's peak; a K=128 one well below.
-  const double ceil = before.gpu.matmul_efficiency.at(hw::Dtype::bf16);
-  hw::KernelWork big{true, hw::Dtype::bf16, 2.0 * 16384 * 16384 * 16384, 0, 16384, 16384, 16384, 1, 0};
+  const double ceil = before.gpu.matmul_efficiency.at(sim::Dtype::bf16);
+  hw::KernelWork big{true, sim::Dtype::bf16, 2.0 * 16384 * 16384 * 16384, 0, 16384, 16384, 16384, 1, 0};
   const double e = hw::gemm_efficiency(s, big);
   EXPECT_LT(e, ceil);
   EXPECT_GT(e, 0.95 * ceil);
   const auto t = hw::kernel_timing(s, big);
-  EXPECT_NEAR(t.compute_s, big.flops / (before.gpu.peak_dense_flops_per_s.at(hw::Dtype::bf16) * e), 1e-15);
+  EXPECT_NEAR(t.compute_s, big.flops / (before.gpu.peak_dense_flops_per_s.at(sim::Dtype::bf16) * e), 1e-15);
   // The report's warnings say what was transferred, what was not, and what was not measured.
   std::string all;
   for (const auto& w : s.calibration->warnings) all += w + "\n";
@@ -333,7 +333,7 @@ TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {
     EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(d),
                      g.e_max * before.gpu.matmul_efficiency.at(d) / h200.gpu.matmul_efficiency.at(d));
   }
-  EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(hw::Dtype::bf16), committed()->gemm.at(hw::Dtype::bf16).e_max);
+  EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(sim::Dtype::bf16), committed()->gemm.at(sim::Dtype::bf16).e_max);
   EXPECT_TRUE(s.calibration->applied_gemm_ceiling);
   EXPECT_DOUBLE_EQ(s.gpu.hbm_efficiency, committed()->hbm_efficiency);
   EXPECT_DOUBLE_EQ(s.launch.graph_kernel_launch_s, committed()->launch->graph_kernel_launch_s);

@@ -264,7 +264,7 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_TRUE(t.moe.a2a_overlap);
   EXPECT_EQ(t.pipeline.first_stage_layers, 0);
   EXPECT_EQ(t.pipeline.last_stage_layers, 1);
-  EXPECT_EQ(t.precision, racksim::hw::Dtype::mxfp8);
+  EXPECT_EQ(t.precision, racksim::sim::Dtype::mxfp8);
   EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
   EXPECT_TRUE(t.overlap_grad_reduce);
   EXPECT_TRUE(t.overlap_param_gather);
@@ -320,7 +320,7 @@ torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \
   EXPECT_EQ(sc.training.parallelism.vp, 4);  // 32 layers / (4 per chunk x pp 2)
   EXPECT_EQ(sc.model.vocab, 128000);         // 128000 is a multiple of 128 x tp 4 = 512
   EXPECT_EQ(sc.model.kv_heads, 8);
-  EXPECT_EQ(sc.training.precision, racksim::hw::Dtype::fp8);
+  EXPECT_EQ(sc.training.precision, racksim::sim::Dtype::fp8);
   EXPECT_TRUE(sc.training.tp_comm_overlap);
   EXPECT_EQ(sc.training.recompute.mode, racksim::workloads::RecomputeMode::full);
   EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();

@@ -57,14 +57,14 @@ TEST(Graph, FullRecomputeRepeatsTheLayerForward) {
 }
 
 TEST(Graph, DataParallelGradientBytes) {
-  for (auto [mode, op] : {std::pair{"none", CollOp::all_reduce}, std::pair{"zero1", CollOp::reduce_scatter}}) {
+  for (auto [mode, op] : {std::pair{"none", hw::CollectiveOp::all_reduce}, std::pair{"zero1", hw::CollectiveOp::reduce_scatter}}) {
     auto sc = scenario(std::string(", optimizer_sharding: ") + mode, 8);
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
     double grad_bytes = 0, gather_bytes = 0;
     for (const auto& o : g.ops) {
       if (o.kind != OpKind::collective) continue;
       if (o.coll == op) grad_bytes += o.coll_bytes;
-      if (o.coll == CollOp::all_gather) gather_bytes += o.coll_bytes;
+      if (o.coll == hw::CollectiveOp::all_gather) gather_bytes += o.coll_bytes;
     }
     // Once per optimizer step (not per micro-step), fp32 gradients of every parameter.
     EXPECT_DOUBLE_EQ(grad_bytes, 4.0 * total_params(sc.model)) << mode;

@@ -149,7 +149,7 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, cuda_graphs: tr
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
   int ar = 0, ag = 0;
   for (const auto& o : g.ops)
-    if (o.kind == OpKind::collective && o.group == CommGroup::tp) (o.coll == CollOp::all_reduce ? ar : ag) += 1;
+    if (o.kind == OpKind::collective && o.group == CommGroup::tp) (o.coll == hw::CollectiveOp::all_reduce ? ar : ag) += 1;
   EXPECT_GT(ar, 0);
   EXPECT_EQ(ag, 0);
 }
@@ -196,7 +196,7 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, tp_comm_overlap
     if (r.graph.op_name(static_cast<OpId>(i)) != "mb0.L0.qkv.tp_all_gather") continue;
     ++checked;
     const auto& o = r.replay.ops[i];
-    const auto alone = hw::estimate_collective(sc.system.spec, CollOp::all_gather, r.graph.ops[i].coll_bytes,
+    const auto alone = hw::estimate_collective(sc.system.spec, hw::CollectiveOp::all_gather, r.graph.ops[i].coll_bytes,
                                                hw::place_group(sc.system.spec, 8, 1));
     EXPECT_NEAR((o.end_s - o.start_s) / alone.time_s, 1.0, 0.02);
   }

@@ -89,7 +89,7 @@ TEST(HloLower, CublasGemmFromBackendConfigDimensions) {
   const auto r = lower_file("loop_gemm.hlo");
   const Op* g = ops_named(r.graph, "gemm").front();
   EXPECT_EQ(g->unit, ExecUnit::tensor);
-  EXPECT_EQ(g->dtype, hw::Dtype::bf16);
+  EXPECT_EQ(g->dtype, sim::Dtype::bf16);
   EXPECT_DOUBLE_EQ(g->flops, 2.0 * 1024 * 256 * 256);
   EXPECT_EQ(g->gemm_mnk, (std::array<double, 3>{1024, 256, 256}));
   // Operands and result, not the 4 MiB workspace.
@@ -244,19 +244,19 @@ TEST(HloLower, CollectivesWithGroupsAndAsyncPairs) {
   const Op* ag = ops_named(r.graph, "ag-start").front();
   EXPECT_EQ(ag->kind, OpKind::collective);
   EXPECT_EQ(ag->stream, StreamKind::comm);
-  EXPECT_EQ(ag->coll, CollOp::all_gather);
+  EXPECT_EQ(ag->coll, hw::CollectiveOp::all_gather);
   EXPECT_EQ(ag->group, CommGroup::tp);                        // [2,4]<=[8]: groups of 4
   EXPECT_DOUBLE_EQ(ag->coll_bytes, 256 * 1024 * 4.0 * 4);     // the gathered buffer
   const Op* ar = ops_named(r.graph, "ar-start").front();
-  EXPECT_EQ(ar->coll, CollOp::all_reduce);
+  EXPECT_EQ(ar->coll, hw::CollectiveOp::all_reduce);
   EXPECT_EQ(ar->group, CommGroup::dp);
   EXPECT_DOUBLE_EQ(ar->coll_bytes, 1024 * 1024 * 4.0);
   const Op* rs = ops_named(r.graph, "rs-start").front();  // async-start wrapping reduce-scatter
-  EXPECT_EQ(rs->coll, CollOp::reduce_scatter);
+  EXPECT_EQ(rs->coll, hw::CollectiveOp::reduce_scatter);
   EXPECT_EQ(rs->group, CommGroup::tp);
   EXPECT_DOUBLE_EQ(rs->coll_bytes, 1024 * 1024 * 4.0);
   const Op* cp = ops_named(r.graph, "cp").front();
-  EXPECT_EQ(cp->coll, CollOp::send_recv);
+  EXPECT_EQ(cp->coll, hw::CollectiveOp::send_recv);
   // The all-reduce needs the fusion that produced its operand (another stream).
   const Op* sq = ops_named(r.graph, "sq").front();
   EXPECT_NE(std::find(ar->deps.begin(), ar->deps.end(), id_of(r.graph, sq)), ar->deps.end());

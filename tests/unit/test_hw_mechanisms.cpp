@@ -25,7 +25,7 @@ Op gemm(double m, double n, double k) {
   Op op;
   op.name = "gemm";
   op.unit = ExecUnit::tensor;
-  op.dtype = hw::Dtype::bf16;
+  op.dtype = sim::Dtype::bf16;
   op.flops = 2 * m * n * k;
   op.hbm_bytes = 2 * (m * k + k * n + m * n);
   op.gemm_mnk = {m, n, k};
@@ -57,7 +57,7 @@ Op dp_all_reduce(double bytes, std::vector<OpId> deps = {}, bool queues = false,
   c.name = "grad.all_reduce";
   c.kind = OpKind::collective;
   c.stream = StreamKind::comm;
-  c.coll = CollOp::all_reduce;
+  c.coll = hw::CollectiveOp::all_reduce;
   c.group = CommGroup::dp;
   c.coll_bytes = bytes;
   c.deps = std::move(deps);

@@ -39,7 +39,7 @@ model: {layers: 4, hidden: 4096, ffn_hidden: 11008, heads: 32, kv_heads: 32, voc
 training: {seq_len: 4096, global_batch: 64, micro_batch: 1, optimizer_sharding: fsdp, parallelism: {tp: 1}}
 )";
 
-double volume(const OpGraph& g, CommGroup grp, CollOp op) {
+double volume(const OpGraph& g, CommGroup grp, hw::CollectiveOp op) {
   double b = 0;
   for (const Op& o : g.ops)
     if (o.kind == OpKind::collective && o.group == grp && o.coll == op) b += o.coll_bytes;
@@ -83,11 +83,11 @@ TEST(HybridSharding, CollectiveVolumesAndPlacementMatchTheTextbook) {
   const auto gp = build_training_graph(plain.model, plain.training, plain.system.spec);
   const auto gh = build_training_graph(hsdp.model, hsdp.training, hsdp.system.spec);
   const double n = params_of(hsdp.model);
-  EXPECT_NEAR(volume(gp, CommGroup::dp_cp, CollOp::reduce_scatter) / (4.0 * n * m), 1.0, 1e-12);
-  EXPECT_NEAR(volume(gh, CommGroup::dp_shard, CollOp::reduce_scatter) / (4.0 * n * m), 1.0, 1e-12);
-  EXPECT_NEAR(volume(gh, CommGroup::dp_shard, CollOp::all_gather) / volume(gp, CommGroup::dp_cp, CollOp::all_gather), 1.0,
+  EXPECT_NEAR(volume(gp, CommGroup::dp_cp, hw::CollectiveOp::reduce_scatter) / (4.0 * n * m), 1.0, 1e-12);
+  EXPECT_NEAR(volume(gh, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter) / (4.0 * n * m), 1.0, 1e-12);
+  EXPECT_NEAR(volume(gh, CommGroup::dp_shard, hw::CollectiveOp::all_gather) / volume(gp, CommGroup::dp_cp, hw::CollectiveOp::all_gather), 1.0,
               1e-12);
-  EXPECT_NEAR(volume(gh, CommGroup::dp_replicate, CollOp::all_reduce) / (4.0 * n * m / 8), 1.0, 1e-12);
+  EXPECT_NEAR(volume(gh, CommGroup::dp_replicate, hw::CollectiveOp::all_reduce) / (4.0 * n * m / 8), 1.0, 1e-12);
   EXPECT_EQ(count(gh, CommGroup::dp_cp), 0);
   EXPECT_EQ(count(gp, CommGroup::dp_replicate), 0);
   EXPECT_EQ(count(gh, CommGroup::dp_replicate), count(gh, CommGroup::dp_shard) / 3);  // one per reduce-scatter
@@ -115,7 +115,7 @@ TEST(HybridSharding, CollectiveVolumesAndPlacementMatchTheTextbook) {
     const Op& o = gh.ops[i];
     if (o.kind != OpKind::collective) continue;
     if (o.group == CommGroup::dp_replicate) nic += res.ops[i].bound_by == "nic";
-    if (o.group == CommGroup::dp_shard && o.coll == CollOp::reduce_scatter) nvlink += res.ops[i].bound_by != "nic";
+    if (o.group == CommGroup::dp_shard && o.coll == hw::CollectiveOp::reduce_scatter) nvlink += res.ops[i].bound_by != "nic";
   }
   EXPECT_EQ(nic, count(gh, CommGroup::dp_replicate));
   EXPECT_EQ(nvlink, count(gh, CommGroup::dp_replicate));

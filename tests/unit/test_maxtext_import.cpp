@@ -236,7 +236,7 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
                          "scan_layers=false"}, "b200"));
   EXPECT_EQ(sc.training.recompute.mode, workloads::RecomputeMode::names);
   EXPECT_EQ(sc.training.recompute.save, (std::vector<std::string>{"qkv", "attn", "attn_out", "mlp_gate", "mlp_up"}));
-  EXPECT_EQ(sc.training.precision, hw::Dtype::mxfp8);
+  EXPECT_EQ(sc.training.precision, sim::Dtype::mxfp8);
   EXPECT_TRUE(sc.training.offload_optimizer);
   EXPECT_EQ(sc.training.attention, workloads::AttentionImpl::materialized);
   EXPECT_FALSE(sc.training.scan_layers);
@@ -253,7 +253,7 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
   EXPECT_EQ(sc.training.recompute.offload, (std::vector<std::string>{"qkv"}));
   // int8: fp8 GEMMs with a stated warning; an error on GB300, where int8 is not fp8's rate.
   r = import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=int8"});
-  EXPECT_EQ(load(r).training.precision, hw::Dtype::fp8);
+  EXPECT_EQ(load(r).training.precision, sim::Dtype::fp8);
   EXPECT_TRUE(has_warning(r, "racksim has no int8 precision"));
   EXPECT_NE(error_of([] { import({"model_name=llama3-8b", "quantization=int8"}, "gb300-nvl72", 0, 72); })
                 .find("racksim has no int8 precision, and on gb300-nvl72 int8 runs far below fp8"),

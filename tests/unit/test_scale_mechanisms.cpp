@@ -43,7 +43,7 @@ std::vector<std::string> with_dp(int dp, std::vector<std::string> sets) {
 }
 
 // Sum of coll_bytes of the collectives of one group and operation (and phase, when given).
-double volume(const OpGraph& g, CommGroup grp, CollOp op, std::optional<Phase> phase = std::nullopt,
+double volume(const OpGraph& g, CommGroup grp, hw::CollectiveOp op, std::optional<Phase> phase = std::nullopt,
               const std::string& skip = "") {
   double b = 0;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
@@ -138,7 +138,7 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: fp8, opt
   // The expert gradients are reduce-scattered over that group, fp32, once per step.
   double expert_rs = 0;
   for (const auto& o : g.ops)
-    if (o.kind == OpKind::collective && o.group == CommGroup::edp && o.coll == CollOp::reduce_scatter)
+    if (o.kind == OpKind::collective && o.group == CommGroup::edp && o.coll == hw::CollectiveOp::reduce_scatter)
       expert_rs += o.coll_bytes;
   EXPECT_NEAR(expert_rs / (4.0 * experts / 32), 1.0, 1e-9);
 }
@@ -191,18 +191,18 @@ training: {seq_len: 8192, global_batch: 8, micro_batch: 1, optimizer_sharding: z
   // activation): forward, an all-gather before and a reduce-scatter after each of the two TP regions;
   // backward, the mirror pair plus Megatron's re-gather of each region's input for the weight gradient.
   const double tp_layer = s_local * h * a;
-  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::all_gather, Phase::forward, "logits") / (m * layers * 2 * tp_layer), 1.0, 1e-9);
-  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::reduce_scatter, Phase::forward) / (m * layers * 2 * tp_layer), 1.0, 1e-9);
-  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::all_gather, Phase::backward) / (m * layers * 4 * tp_layer), 1.0, 1e-9);
-  EXPECT_NEAR(volume(g, CommGroup::tp, CollOp::reduce_scatter, Phase::backward, "logits") / (m * layers * 2 * tp_layer),
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::forward, "logits") / (m * layers * 2 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::reduce_scatter, Phase::forward) / (m * layers * 2 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::backward) / (m * layers * 4 * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::reduce_scatter, Phase::backward, "logits") / (m * layers * 2 * tp_layer),
               1.0, 1e-9);
   // PP: one activation forward and one gradient backward per micro-batch and stage boundary, of the
   // rank's (s/cp)/tp·h slice.
-  EXPECT_NEAR(volume(g, CommGroup::pp, CollOp::send_recv) / (2.0 * m * (2 - 1) * s_local / 4 * h * a), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::pp, hw::CollectiveOp::send_recv) / (2.0 * m * (2 - 1) * s_local / 4 * h * a), 1.0, 1e-9);
   // CP ring attention: cp-1 exchanges per layer of the local K and V forward, K, V and their gradients
   // backward.
   const double kv = 2 * s_local * (8.0 / 4) * 128 * a;  // K and V of the kv heads this tp rank holds
-  EXPECT_NEAR(volume(g, CommGroup::cp, CollOp::send_recv) / (m * layers * (2 - 1) * (kv + 2 * kv)), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::cp, hw::CollectiveOp::send_recv) / (m * layers * (2 - 1) * (kv + 2 * kv)), 1.0, 1e-9);
   // DP (ZeRO-1 over dp·cp = 8 ranks): fp32 gradients reduce-scattered and bf16 parameters all-gathered,
   // once per step, of every parameter this rank holds.
   double held = 0;  // parameters on all stages of one tp rank
@@ -211,8 +211,8 @@ training: {seq_len: 8192, global_batch: 8, micro_batch: 1, optimizer_sharding: z
     held += (p.attention + p.mlp) / 4 + p.norms;
   }
   held += 2 * 32000.0 * 4096 / 4 + 4096;  // untied embedding and head (tp-split), final norm
-  EXPECT_NEAR(volume(g, CommGroup::dp_cp, CollOp::reduce_scatter) / (4.0 * held), 1.0, 1e-9);
-  EXPECT_NEAR(volume(g, CommGroup::dp_cp, CollOp::all_gather) / (2.0 * held), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::dp_cp, hw::CollectiveOp::reduce_scatter) / (4.0 * held), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::dp_cp, hw::CollectiveOp::all_gather) / (2.0 * held), 1.0, 1e-9);
 }
 
 // MoE token exchanges: the plain all-to-all sends one copy per (token, expert) pair, top_k·(ep - r)/ep of
@@ -401,10 +401,10 @@ training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4,
     const auto sc = load(base, {std::string("training.cp_comm=") + variant});
     const int m = sc.training.micro_steps();
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    *ag = volume(g, CommGroup::cp, CollOp::all_gather) / m / layers;
-    *rs = volume(g, CommGroup::cp, CollOp::reduce_scatter) / m / layers;
-    *a2a = volume(g, CommGroup::cp, CollOp::all_to_all) / m / layers;
-    *p2p = volume(g, CommGroup::cp, CollOp::send_recv) / m / layers;
+    *ag = volume(g, CommGroup::cp, hw::CollectiveOp::all_gather) / m / layers;
+    *rs = volume(g, CommGroup::cp, hw::CollectiveOp::reduce_scatter) / m / layers;
+    *a2a = volume(g, CommGroup::cp, hw::CollectiveOp::all_to_all) / m / layers;
+    *p2p = volume(g, CommGroup::cp, hw::CollectiveOp::send_recv) / m / layers;
     return sim::simulate(sc).replay.step_time_s;
   };
   double ag, rs, a2a, p2p;

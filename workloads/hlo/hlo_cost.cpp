@@ -85,15 +85,15 @@ void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out
   multiplier = 1;
   const std::string* alg = inst.attr("algorithm");
   if (lhs_type.rfind("f8", 0) == 0 || lhs_type == "s8" || lhs_type == "u8") {
-    out.dtype = hw::Dtype::fp8;
+    out.dtype = sim::Dtype::fp8;
     return;
   }
   if (lhs_type.rfind("f4", 0) == 0) {
-    out.dtype = hw::Dtype::nvfp4;
+    out.dtype = sim::Dtype::nvfp4;
     return;
   }
   if (lhs_type == "bf16" || lhs_type == "f16") {
-    out.dtype = hw::Dtype::bf16;
+    out.dtype = sim::Dtype::bf16;
     return;
   }
   // f32 (or wider) inputs.
@@ -102,12 +102,12 @@ void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out
     else if (alg->find("bf16_bf16_f32_x3") != std::string::npos) multiplier = 3;
     else if (alg->find("bf16_bf16_f32_x9") != std::string::npos) multiplier = 9;
     if (alg->find("bf16") != std::string::npos) {
-      out.dtype = hw::Dtype::bf16;
+      out.dtype = sim::Dtype::bf16;
       return;
     }
     if (alg->find("tf32") != std::string::npos) {
       if (alg->find("x3") != std::string::npos) multiplier = 3;
-      out.dtype = hw::Dtype::tf32;
+      out.dtype = sim::Dtype::tf32;
       return;
     }
     if (alg->find("f32_f32_f32") != std::string::npos) {
@@ -120,7 +120,7 @@ void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out
     out.fp32_vector = true;
     return;
   }
-  out.dtype = hw::Dtype::tf32;
+  out.dtype = sim::Dtype::tf32;
 }
 
 nlohmann::json backend_config(const Instruction& inst) {
@@ -570,13 +570,13 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
         const auto& pc = g["precision_config"];
         if (pc.is_object() && pc.contains("algorithm") && pc["algorithm"].is_string()) {
           const std::string a = pc["algorithm"].get<std::string>();
-          if (a.find("BF16_BF16_F32") != std::string::npos) out.dtype = hw::Dtype::bf16;
+          if (a.find("BF16_BF16_F32") != std::string::npos) out.dtype = sim::Dtype::bf16;
           if (a.find("X3") != std::string::npos) mult = 3;
           if (a.find("X6") != std::string::npos) mult = 6;
-          if (a.find("TF32") != std::string::npos) out.dtype = hw::Dtype::tf32;
+          if (a.find("TF32") != std::string::npos) out.dtype = sim::Dtype::tf32;
         }
         if (pc.is_object() && pc.contains("operand_precision") && pc["operand_precision"].dump().find("HIGHEST") != std::string::npos &&
-            lhs.element_type == "f32" && out.dtype == hw::Dtype::tf32)
+            lhs.element_type == "f32" && out.dtype == sim::Dtype::tf32)
           out.fp32_vector = true;
       }
     }
@@ -636,7 +636,7 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
     out.attention_causal = causal;
     out.attention_seq = sk;
     out.sfu_ops = b * h * sq * sk * mask;
-    out.dtype = q.element_type.rfind("f8", 0) == 0 ? hw::Dtype::fp8 : hw::Dtype::bf16;
+    out.dtype = q.element_type.rfind("f8", 0) == 0 ? sim::Dtype::fp8 : sim::Dtype::bf16;
     return out;
   }
   if (t == "AllocateBuffer" || t == "MoveToHost" || t == "MoveToDevice" || t == "Sharding" ||

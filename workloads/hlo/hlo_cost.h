@@ -36,7 +36,7 @@ struct OpCost {
   double bytes_written = 0;  // HBM
   double host_read = 0;      // bytes read from host memory (S(5)) over the host link
   double host_written = 0;   // bytes written to host memory (S(5)) over the host link
-  hw::Dtype dtype = hw::Dtype::bf16;  // tensor-core input type
+  sim::Dtype dtype = sim::Dtype::bf16;  // tensor-core input type
   bool fp32_vector = false;           // f32 dots at HIGHEST precision run on CUDA cores
   std::array<double, 3> gemm_mnk{};   // first GEMM's M, N, K (zeros if none)
   int gemm_batch = 1;

@@ -62,7 +62,7 @@ ImportedWorkload import_hlo(const std::string& path, int gpus) {
   w.graph = std::move(imported.graph);
   w.gpus = gpus;
   w.tp = s.tp;
-  w.precision = s.fp8 ? hw::Dtype::fp8 : hw::Dtype::bf16;
+  w.precision = s.fp8 ? sim::Dtype::fp8 : sim::Dtype::bf16;
   w.name = fmt::format("replay {}", std::filesystem::path(path).filename().string());
   w.file = path;
   // Every GPU runs this program; the ranks of one tensor-parallel group share tokens.

@@ -591,7 +591,7 @@ class Lowerer {
       op.coll = ci.op;
       op.group = group_for(ci);
       const int g = ci.group_size > 0 ? ci.group_size : o_.gpus;
-      op.coll_bytes = ci.op == CollOp::all_gather ? ci.operand_bytes * g : ci.bytes;
+      op.coll_bytes = ci.op == hw::CollectiveOp::all_gather ? ci.operand_bytes * g : ci.bytes;
       ++s_.collectives;
     } else if (host_bytes > 0) {
       const bool d2h = k.host_written >= k.host_read;
@@ -623,7 +623,7 @@ class Lowerer {
       if (tensor) {
         s_.tensor_flops += k.tensor_flops;
         if (op.phase == Phase::recompute) s_.recompute_tensor_flops += k.tensor_flops;
-        if (k.dtype == hw::Dtype::fp8) s_.fp8 = true;
+        if (k.dtype == sim::Dtype::fp8) s_.fp8 = true;
       }
       if (op.phase == Phase::forward) {
         s_.forward_attention_flops += k.attention_forward ? k.attention_flops : 0.5 * k.batched_dot_flops;

@@ -435,7 +435,7 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   o << "kv_heads: " << s.kv_heads << "\n";
   if (s.sources.count("head_dim")) o << "head_dim: " << s.head_dim << "\n";
   o << "vocab: " << s.vocab << "\n";
-  o << "ffn: " << (s.ffn == FfnKind::swiglu ? "swiglu" : "gelu") << "\n";
+  o << "ffn: " << to_string(s.ffn) << "\n";
   o << "tied_embeddings: " << (s.tied_embeddings ? "true" : "false") << "\n";
   if (s.moe) {
     o << "moe:\n";

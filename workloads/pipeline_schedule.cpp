@@ -1,0 +1,67 @@
+#include "workloads/pipeline_schedule.h"
+
+#include <algorithm>
+
+namespace racksim::workloads {
+
+int warmup_forwards(int pp, int vp, int micro_steps, int rank) {
+  if (pp <= 1) return 0;
+  const int w = vp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vp - 1) * pp;
+  return std::min(w, micro_steps * vp);
+}
+
+std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank) {
+  std::vector<ScheduleEntry> out;
+  const int m = micro_steps;
+  if (pp == 1) {
+    for (int i = 0; i < m; ++i) {
+      out.push_back({true, i, 0, i > 0});
+      out.push_back({false, i, 0, i + 1 < m});
+    }
+    return out;
+  }
+  const int total = m * vp;
+  // The k-th forward (backward) of this rank: chunks rotate every pp micro-batches, backwards run the
+  // chunks in reverse.
+  auto chunk = [&](int k, bool fwd) {
+    const int c = (k % (pp * vp)) / pp;
+    return fwd ? c : vp - 1 - c;
+  };
+  auto micro = [&](int k) { return vp == 1 ? k : (k / (pp * vp)) * pp + k % pp; };
+  const int warmup = warmup_forwards(pp, vp, m, rank);
+  out.reserve(static_cast<std::size_t>(2 * total));
+  for (int k = 0; k < warmup; ++k) out.push_back({true, micro(k), chunk(k, true), false});
+  for (int i = 0; i < total - warmup; ++i) {
+    out.push_back({true, micro(warmup + i), chunk(warmup + i, true), true});
+    out.push_back({false, micro(i), chunk(i, false), true});
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back({false, micro(k), chunk(k, false), false});
+  return out;
+}
+
+std::vector<int> split_layers(int layers, int vstages, const PipelineLayout& layout) {
+  const int L = layers, V = vstages;
+  std::vector<int> count(V, L / V);
+  const int first = layout.first_stage_layers, last_n = layout.last_stage_layers;
+  if (V > 1 && layout.uneven()) {
+    const int middle = V - (first >= 0) - (last_n >= 0);
+    const int rest = L - std::max(first, 0) - std::max(last_n, 0);
+    count.assign(V, middle > 0 ? rest / middle : 0);
+    if (first >= 0) count[0] = first;
+    if (last_n >= 0) count[V - 1] = last_n;
+  } else if (L % V != 0) {
+    int deficit = V * ((L + V - 1) / V) - L;
+    count.assign(V, (L + V - 1) / V);
+    for (int v : {0, V - 1})
+      if (deficit > 0 && count[v] > 1) {
+        --count[v];
+        --deficit;
+      }
+    for (int v = 1; deficit > 0 && v < V - 1; ++v, --deficit) --count[v];
+  }
+  std::vector<int> first_layer(V + 1, 0);
+  for (int v = 0; v < V; ++v) first_layer[v + 1] = first_layer[v] + count[v];
+  return first_layer;
+}
+
+}  // namespace racksim::workloads
