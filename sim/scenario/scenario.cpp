@@ -282,6 +282,18 @@ Scenario parse_scenario(Node root) {
         x = {*b, *b, *b};
       }
     }
+    if (auto ct = r.get("xla_combine_threshold")) {
+      MapReader cr(*ct);
+      auto& x = t.xla_combine_threshold;
+      for (auto [key, field] : {std::pair{"all_reduce", &x.all_reduce_bytes}, std::pair{"reduce_scatter", &x.reduce_scatter_bytes},
+                                std::pair{"all_gather", &x.all_gather_bytes}}) {
+        if (auto v = cr.quantity(key, QuantityKind::bytes)) {
+          if (*v < 0) cr.node().child(key).error(fmt::format("a combine threshold is a size of 0 or more bytes, got {}", *v));
+          else *field = *v;
+        }
+      }
+      cr.finish();
+    }
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
@@ -597,6 +609,12 @@ nlohmann::json scenario_to_json(const Scenario& s) {
     if (t.xla_pipelined.all_gather) l.push_back("all_gather");
     if (t.xla_pipelined.reduce_scatter) l.push_back("reduce_scatter");
     if (t.xla_pipelined.all_reduce) l.push_back("all_reduce");
+  }
+  if (!(t.xla_combine_threshold == TrainingConfig::XlaCombineThreshold{})) {  // (only when set)
+    const auto& x = t.xla_combine_threshold;
+    training["xla_combine_threshold"] = {{"all_reduce", format_quantity(x.all_reduce_bytes, QuantityKind::bytes)},
+                                         {"reduce_scatter", format_quantity(x.reduce_scatter_bytes, QuantityKind::bytes)},
+                                         {"all_gather", format_quantity(x.all_gather_bytes, QuantityKind::bytes)}};
   }
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
