@@ -1782,7 +1782,21 @@ class Builder {
       if (last) p.closes[*last] = true;
     }
     plan_index_ = 0;
+    // XLA's all-gather combiner would merge FSDP weight gathers at or under its threshold: not modelled
+    // (the gathers and the memory they hold would move); said when it could apply.
+    if (!gather_combine_noted_ && fsdp_per_use() && dense_replicas() > 1) {
+      bool fits = false;
+      for (int l = first_layer(v); l < end_layer(v) && !fits; ++l)
+        fits = dense_weights(l) * pr_.param_gather_bytes <= t_.xla_combine_threshold.all_gather_bytes;
+      if (fits) {
+        gather_combine_noted_ = true;
+        g_.notes.push_back(
+            "training.xla_combine_threshold.all_gather: XLA's all-gather combiner would merge FSDP weight gathers of "
+            "this size; racksim does not combine gathers (only gradient reduce-scatters and all-reduces)");
+      }
+    }
   }
+  bool gather_combine_noted_ = false;
   void add_member(CombineGroup& g, const std::string& name, std::span<const OpId> deps, double bytes) {
     if (g.members == 0) {
       g.prefix = prefix_;
