@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -609,9 +610,13 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   }
   if (!(t.xla_combine_threshold == TrainingConfig::XlaCombineThreshold{})) {  // (only when set)
     const auto& x = t.xla_combine_threshold;
-    training["xla_combine_threshold"] = {{"all_reduce", format_quantity(x.all_reduce_bytes, QuantityKind::bytes)},
-                                         {"reduce_scatter", format_quantity(x.reduce_scatter_bytes, QuantityKind::bytes)},
-                                         {"all_gather", format_quantity(x.all_gather_bytes, QuantityKind::bytes)}};
+    // Whole bytes as given (XLA's flags are byte counts; a rounded "1.074 GB" would regroup on reload).
+    auto exact = [](double b) {
+      return b == std::floor(b) && b < 1e18 ? fmt::format("{:.0f} B", b) : format_quantity(b, QuantityKind::bytes);
+    };
+    training["xla_combine_threshold"] = {{"all_reduce", exact(x.all_reduce_bytes)},
+                                         {"reduce_scatter", exact(x.reduce_scatter_bytes)},
+                                         {"all_gather", exact(x.all_gather_bytes)}};
   }
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
