@@ -7,7 +7,9 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 #include <stdexcept>
+#include <utility>
 
 #include "workloads/pipeline_schedule.h"
 
@@ -1432,6 +1434,7 @@ class Builder {
     phase_ = Phase::backward;
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
+    if (combining() && last_micro_for_sync()) plan_grad_combines(v);
     // Without donation XLA places the gradients, which die when the optimizer writes its
     // outputs, inside those outputs' (already allocated) buffers: no memory of their own (seen
     // in the buffer assignment of the replayed HLO, docs/decisions.md).
@@ -1477,6 +1480,7 @@ class Builder {
       sends_[ChunkKey{false, mb_, v}] =
           collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
+    if (combining()) flush_grad_combines();
   }
   std::vector<TensorId> pending_alloc_;
   void attach_pending_allocs(OpId id) {
@@ -1639,6 +1643,10 @@ class Builder {
     }
     const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
     const OpId ready = last();
+    if (combining()) {
+      combined_grad_sync(name, dense_params, expert_params, op, ready);
+      return;
+    }
     const std::size_t first = grad_ops_.size();
     if (dense_replicas() > 1 && dense_params > 0)
       grad_ops_.push_back(collective(name + "." + to_string(op), op, dense_shard_group(),
@@ -1680,6 +1688,227 @@ class Builder {
     }
   }
   std::vector<OpId> carried_grads_;  // pipelined gradient collectives of the previous iteration
+
+  // ---- XLA's collective combiners (AllReduceCombiner, ReduceScatterCombiner) -----------------------
+  // XLA merges independent collectives of one kind over the same devices, in program order, while their
+  // bytes sum to at most the threshold; one larger than the threshold stays alone. A combined collective
+  // starts when all its operands exist: when the last (earliest-in-network) layer of the group has its
+  // gradient. Applied in unrolled programs only: in a scanned loop the body holds one layer, one gradient
+  // reduce-scatter and one replica all-reduce per group, nothing to combine, and XLA does not combine
+  // across iterations (the head's and the embedding's, outside the loop, are not combined: a limitation).
+  // Granularity: racksim's per-layer gradient collective (XLA sees one per weight tensor).
+  bool combining() const { return jax_ && !t_.scan_layers; }
+  struct CombineGroup {
+    std::vector<OpId> deps;  // the members' producers
+    double bytes = 0;  // the collective's (nccl-tests size)
+    int members = 0;
+    Name prefix;       // the first member's
+    std::string name;  // the first member's
+    Phase phase = Phase::backward;
+    CollectiveOp op = CollectiveOp::all_reduce;
+    CommGroup group = CommGroup::dp;
+    std::string tail;               // "reduce_scatter", "experts.reduce_scatter", "replica_all_reduce"
+    bool waits_rs[2] = {false, false};  // replica all-reduce: a member's reduce-scatter is still in a pending group
+  };
+  CombineGroup pending_rs_[2];  // dense, expert
+  CombineGroup pending_ar_;     // the open group of replica all-reduces (hybrid sharding)
+  // Closed all-reduce groups still waiting for a pending reduce-scatter group of theirs, in stream order.
+  std::vector<CombineGroup> closed_ar_;
+  // XLA's grouping of this backward pass, planned before it (the combiner sees the whole program): per kind
+  // (dense reduce-scatter, expert reduce-scatter, replica all-reduce) and gradient-sync call, whether the
+  // member is alone (none or too large) and whether it is the last of its group.
+  struct CombinePlan {
+    std::vector<bool> alone, closes;
+  };
+  CombinePlan plan_[3];
+  std::size_t plan_index_ = 0;
+  static constexpr int kXlaCombineMaxCount = 256;  // GPU combine_threshold_count (xla/service/gpu/gpu_compiler.cc)
+  // What XLA compares with the threshold, per kind, for one gradient sync: the output's bytes
+  // (xla/service/collective_combiner_utils.h, ShapeUtil::ByteSizeOf(instruction->shape())), a reduce-scatter's
+  // being its group's 1/n shard; and the collective's own (nccl-tests) bytes.
+  struct MemberSizes {
+    double output[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
+  };
+  MemberSizes member_sizes(double dense_params, double expert_params) const {
+    MemberSizes m;
+    const CollectiveOp op = grad_sync_op();
+    m.bytes[0] = dense_replicas() > 1 && dense_params > 0 ? dense_params * pr_.grad_reduce_bytes : 0;
+    m.bytes[1] = expert_params > 0 && expert_replicas() > 1 ? expert_params * pr_.grad_reduce_bytes : 0;
+    m.output[0] = op == CollectiveOp::reduce_scatter ? m.bytes[0] / dense_replicas() : m.bytes[0];
+    m.output[1] = op == CollectiveOp::reduce_scatter ? m.bytes[1] / expert_replicas() : m.bytes[1];
+    m.bytes[2] = m.output[2] = rep_ > 1 && op == CollectiveOp::reduce_scatter
+                                   ? (dense_params / dense_replicas() + expert_params / expert_replicas()) * pr_.grad_reduce_bytes
+                                   : 0;
+    return m;
+  }
+  CollectiveOp grad_sync_op() const {
+    return t_.optimizer_sharding == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
+  }
+  double threshold(int kind) const {
+    const auto& th = t_.xla_combine_threshold;
+    return kind < 2 && grad_sync_op() == CollectiveOp::reduce_scatter ? th.reduce_scatter_bytes : th.all_reduce_bytes;
+  }
+  // XLA's greedy pass (CombineInstructionsByKey): in program order, a member joins the open group while the
+  // summed output stays <= the threshold and the group has fewer than 256; one larger than the threshold is
+  // left alone and the group goes on past it.
+  void plan_grad_combines(int v) {
+    std::vector<MemberSizes> members;
+    if (v == vstages_ - 1) members.push_back(member_sizes(head_weights(), 0));
+    for (int l = end_layer(v) - 1; l >= first_layer(v); --l) members.push_back(member_sizes(dense_weights(l), expert_weights(l)));
+    if (v == 0) members.push_back(member_sizes(embedding_weights(), 0));
+    for (int k = 0; k < 3; ++k) {
+      auto& p = plan_[k];
+      p.alone.assign(members.size(), false);
+      p.closes.assign(members.size(), false);
+      const double limit = threshold(k);
+      double sum = 0;
+      int count = 0;
+      std::optional<std::size_t> last;  // the open group's last member
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const double out = members[i].output[k];
+        if (out <= 0 || out > limit) {
+          p.alone[i] = true;
+          continue;
+        }
+        if (last && (sum + out > limit || count >= kXlaCombineMaxCount)) {
+          p.closes[*last] = true;
+          sum = 0;
+          count = 0;
+        }
+        sum += out;
+        ++count;
+        last = i;
+      }
+      if (last) p.closes[*last] = true;
+    }
+    plan_index_ = 0;
+    // XLA's all-gather combiner would merge FSDP weight gathers at or under its threshold: not modelled
+    // (the gathers and the memory they hold would move); said when it could apply.
+    if (!gather_combine_noted_ && fsdp_per_use() && dense_replicas() > 1) {
+      bool fits = false;
+      for (int l = first_layer(v); l < end_layer(v) && !fits; ++l)
+        fits = dense_weights(l) * pr_.param_gather_bytes <= t_.xla_combine_threshold.all_gather_bytes;
+      if (fits) {
+        gather_combine_noted_ = true;
+        g_.notes.push_back(
+            "training.xla_combine_threshold.all_gather: XLA's all-gather combiner would merge FSDP weight gathers of "
+            "this size; racksim does not combine gathers (only gradient reduce-scatters and all-reduces)");
+      }
+    }
+  }
+  bool gather_combine_noted_ = false;
+  void add_member(CombineGroup& g, const std::string& name, std::span<const OpId> deps, double bytes) {
+    if (g.members == 0) {
+      g.prefix = prefix_;
+      g.name = name;
+      g.phase = phase_;
+    }
+    for (OpId d : deps)
+      if (std::find(g.deps.begin(), g.deps.end(), d) == g.deps.end()) g.deps.push_back(d);
+    g.bytes += bytes;
+    ++g.members;
+  }
+  // Emits the group's collective in its first member's name (as uncombined when it has one member); the
+  // ops pending for the next compute op stay pending.
+  OpId emit_group(CombineGroup& g) {
+    const Name saved_prefix = prefix_;
+    const Phase saved_phase = phase_;
+    std::vector<OpId> saved_deps;
+    saved_deps.swap(pending_deps_);
+    const OpId saved_wait = std::exchange(pending_host_wait_, kNoOp);
+    prefix_ = g.prefix;
+    phase_ = g.phase;
+    SmallVec<OpId, 3> deps;
+    for (OpId d : g.deps) deps.push_back(d);
+    const std::string name =
+        g.members == 1 ? g.name + "." + g.tail : fmt::format("{}.combined_{}.{}", g.name, g.members, g.tail);
+    const OpId id = collective(name, g.op, g.group, g.bytes, std::move(deps));
+    prefix_ = saved_prefix;
+    phase_ = saved_phase;
+    pending_deps_.swap(saved_deps);
+    pending_host_wait_ = saved_wait;
+    grad_ops_.push_back(id);
+    g = CombineGroup{};
+    return id;
+  }
+  static bool waits(const CombineGroup& g) { return g.waits_rs[0] || g.waits_rs[1]; }
+  // Issues the closed all-reduce groups whose reduce-scatters are all issued, in order.
+  void emit_ready_ar() {
+    std::size_t n = 0;
+    while (n < closed_ar_.size() && !waits(closed_ar_[n])) emit_group(closed_ar_[n++]);
+    closed_ar_.erase(closed_ar_.begin(), closed_ar_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  OpId flush_rs(int k) {
+    const OpId id = emit_group(pending_rs_[k]);
+    auto resolve = [&](CombineGroup& g) {
+      if (g.waits_rs[k]) {
+        g.deps.push_back(id);
+        g.waits_rs[k] = false;
+      }
+    };
+    for (auto& g : closed_ar_) resolve(g);
+    resolve(pending_ar_);
+    emit_ready_ar();
+    return id;
+  }
+  // The open all-reduce group takes no more members: issued now, or once its reduce-scatters are.
+  void close_ar() {
+    if (pending_ar_.members == 0) return;
+    closed_ar_.push_back(std::move(pending_ar_));
+    pending_ar_ = CombineGroup{};
+    emit_ready_ar();
+  }
+  // The end of a backward pass: whatever is still pending (nothing when the plan matched the calls).
+  void flush_grad_combines() {
+    close_ar();
+    for (int k = 0; k < 2; ++k)
+      if (pending_rs_[k].members > 0) flush_rs(k);
+    emit_ready_ar();
+  }
+  void combined_grad_sync(const std::string& name, double dense_params, double expert_params, CollectiveOp op, OpId ready) {
+    const MemberSizes m = member_sizes(dense_params, expert_params);
+    const std::size_t i = plan_index_++;
+    auto planned = [&](int k, const std::vector<bool>& v, bool fallback) { return i < plan_[k].alone.size() ? v[i] : fallback; };
+    const CommGroup groups[2] = {dense_shard_group(), expert_shard_group()};
+    const std::string tails[2] = {std::string(to_string(op)), "experts." + std::string(to_string(op))};
+    SmallVec<OpId, 3> after;
+    bool rs_pending[2] = {false, false};
+    for (int k = 0; k < 2; ++k) {
+      if (m.bytes[k] <= 0) continue;
+      if (planned(k, plan_[k].alone, true)) {  // too large to combine: alone, as uncombined
+        const OpId id = collective(name + "." + tails[k], op, groups[k], m.bytes[k], {ready});
+        grad_ops_.push_back(id);
+        after.push_back(id);
+        continue;
+      }
+      CombineGroup& g = pending_rs_[k];
+      const OpId producer[1] = {ready};
+      add_member(g, name, producer, m.bytes[k]);
+      g.op = op;
+      g.group = groups[k];
+      g.tail = tails[k];
+      if (planned(k, plan_[k].closes, true)) after.push_back(flush_rs(k));
+      else rs_pending[k] = true;
+    }
+    if (m.bytes[2] <= 0) return;
+    // Hybrid sharding's replica all-reduce of the reduced shard (see grad_sync): after this layer's
+    // reduce-scatters, combined or not.
+    if (after.empty() && !rs_pending[0] && !rs_pending[1]) after.push_back(ready);
+    const bool alone = planned(2, plan_[2].alone, true);
+    CombineGroup single;
+    CombineGroup& g = alone ? single : pending_ar_;
+    add_member(g, name, std::span<const OpId>(after.data(), after.size()), m.bytes[2]);
+    g.op = CollectiveOp::all_reduce;
+    g.group = CommGroup::dp_replicate;
+    g.tail = "replica_all_reduce";
+    for (int k = 0; k < 2; ++k) g.waits_rs[k] = g.waits_rs[k] || rs_pending[k];
+    if (alone) {
+      closed_ar_.push_back(std::move(single));
+      emit_ready_ar();
+    } else if (planned(2, plan_[2].closes, true)) {
+      close_ar();
+    }
+  }
   std::vector<OpId> grad_ops_;
   struct DeferredGrad {
     Name prefix;  // where it was deferred: its name keeps that prefix

@@ -155,6 +155,19 @@ struct TrainingConfig {
     bool operator==(const XlaPipelined&) const = default;
   };
   XlaPipelined xla_pipelined;
+  // jax: XLA's collective combiners (AllReduceCombiner, ReduceScatterCombiner, AllGatherCombiner) merge
+  // independent collectives of one kind over one group until their bytes would exceed these thresholds
+  // (--xla_gpu_{all_reduce,reduce_scatter,all_gather}_combine_threshold_bytes). Defaults: XLA's,
+  // kDefault*CombineThreshold = 30 MiB + 7 bytes (openxla/xla@9b2cf8eb xla/service/collective_utils.h).
+  // Applied to the gradient reduce-scatters and replica all-reduces of unrolled programs (docs/decisions.md).
+  static constexpr double kXlaDefaultCombineThresholdBytes = 30.0 * 1024 * 1024 + 7;
+  struct XlaCombineThreshold {
+    double all_reduce_bytes = kXlaDefaultCombineThresholdBytes;
+    double reduce_scatter_bytes = kXlaDefaultCombineThresholdBytes;
+    double all_gather_bytes = kXlaDefaultCombineThresholdBytes;
+    bool operator==(const XlaCombineThreshold&) const = default;
+  };
+  XlaCombineThreshold xla_combine_threshold;
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
   MoeOptions moe;
   PipelineLayout pipeline;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -281,6 +282,15 @@ Scenario parse_scenario(Node root) {
       } else if (auto b = r.boolean("xla_pipelined_collectives")) {
         x = {*b, *b, *b};
       }
+    }
+    if (auto ct = r.get("xla_combine_threshold")) {
+      MapReader cr(*ct);
+      auto& x = t.xla_combine_threshold;
+      for (auto [key, field] : {std::pair{"all_reduce", &x.all_reduce_bytes}, std::pair{"reduce_scatter", &x.reduce_scatter_bytes},
+                                std::pair{"all_gather", &x.all_gather_bytes}}) {
+        if (auto v = cr.quantity(key, QuantityKind::bytes)) *field = *v;  // (a negative size is a unit error)
+      }
+      cr.finish();
     }
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
@@ -597,6 +607,16 @@ nlohmann::json scenario_to_json(const Scenario& s) {
     if (t.xla_pipelined.all_gather) l.push_back("all_gather");
     if (t.xla_pipelined.reduce_scatter) l.push_back("reduce_scatter");
     if (t.xla_pipelined.all_reduce) l.push_back("all_reduce");
+  }
+  if (!(t.xla_combine_threshold == TrainingConfig::XlaCombineThreshold{})) {  // (only when set)
+    const auto& x = t.xla_combine_threshold;
+    // Whole bytes as given (XLA's flags are byte counts; a rounded "1.074 GB" would regroup on reload).
+    auto exact = [](double b) {
+      return b == std::floor(b) && b < 1e18 ? fmt::format("{:.0f} B", b) : format_quantity(b, QuantityKind::bytes);
+    };
+    training["xla_combine_threshold"] = {{"all_reduce", exact(x.all_reduce_bytes)},
+                                         {"reduce_scatter", exact(x.reduce_scatter_bytes)},
+                                         {"all_gather", exact(x.all_gather_bytes)}};
   }
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;

@@ -116,9 +116,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
   EXPECT_EQ(passing, expected);
-  // 28.1% today on 37 rows (the MaxText Llama2-7B 2-16 VM rows, hybrid sharding, +40..+55%); 25.9% on the 33
-  // before them (28.1% before the same-architecture GEMM ceiling transfer).
-  EXPECT_LT(sum / rows.size(), 0.29);
+  // 27.3% today on 37 rows (28.1% before XLA's collective combiner on the MaxText A3 rows, now +40..+41%;
+  // 25.9% on the 33 before those rows; 28.1% before the same-architecture GEMM ceiling transfer).
+  EXPECT_LT(sum / rows.size(), 0.28);
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

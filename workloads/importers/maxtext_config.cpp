@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -782,6 +783,10 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     // XLA's collective pipeliner: XLA's defaults (reduce-scatter only) unless the run's flags say otherwise.
     bool ag = false, rs = true, ar = false, any = false;
     std::string where;
+    // XLA's combine thresholds (--xla_gpu_*_combine_threshold_bytes), in bytes, as given.
+    static const char* const kCombineKinds[3] = {"all_reduce", "reduce_scatter", "all_gather"};
+    std::string combine[3];
+    std::string combine_where;
     auto read_flags = [&](const std::string& flags, const std::string& src) {
       std::istringstream in(flags);
       for (std::string tok; in >> tok;) {
@@ -791,6 +796,17 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
         const std::string key = tok.substr(0, eq);
         const std::string val = eq == std::string::npos ? "true" : tok.substr(eq + 1);
         const bool on = val == "true" || val == "True" || val == "1";
+        bool combine_flag = false;
+        for (int k = 0; k < 3; ++k)
+          if (key == fmt::format("--xla_gpu_{}_combine_threshold_bytes", kCombineKinds[k])) {
+            combine_flag = true;
+            if (val.empty() || !std::all_of(val.begin(), val.end(), [](unsigned char ch) { return std::isdigit(ch); }))
+              warn(fmt::format("{}: {}={} is not a byte count; XLA's default is kept", src, key, val));
+            else
+              combine[k] = val;
+            if (combine_where.find(src) == std::string::npos) combine_where += (combine_where.empty() ? "" : ", ") + src;
+          }
+        if (combine_flag) continue;
         bool* which[3] = {nullptr, nullptr, nullptr};
         if (key == "--xla_gpu_enable_pipelined_all_gather") which[0] = &ag;
         else if (key == "--xla_gpu_enable_pipelined_reduce_scatter") which[0] = &rs;
@@ -818,6 +834,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
       }
       tw.line(2, "xla_pipelined_collectives", v, where + ": --xla_gpu_enable_pipelined_*");
     }
+    std::vector<std::string> thresholds;
+    for (int k = 0; k < 3; ++k)
+      if (!combine[k].empty()) thresholds.push_back(fmt::format("{}: {} B", kCombineKinds[k], combine[k]));
+    if (!thresholds.empty())
+      tw.line(2, "xla_combine_threshold", "{" + join(thresholds, ", ") + "}",
+              combine_where + ": --xla_gpu_*_combine_threshold_bytes");
   }
   tw.line(2, "cuda_graphs", "true",
           "XLA's default command buffers (MaxText's GPU scripts turn them off with --xla_gpu_enable_command_buffer=''; "

@@ -1,0 +1,211 @@
+// XLA's collective combiners in JAX mode (training.xla_combine_threshold): in an unrolled program the
+// gradient reduce-scatters and hybrid sharding's replica all-reduces of consecutive layers merge, in backward
+// order, while their bytes sum to at most the threshold (one larger than it stays alone). Checked against
+// closed forms: the number of combined collectives and their bytes for a threshold, the total bytes, the
+// dependencies (a combined collective waits for all its members' producers), a threshold of 0 reproducing
+// the uncombined graph, scanned loops and Megatron mode untouched, bad values failing with the key's path.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "input/diagnostics.h"
+#include "sim/engine/replay.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+#include "workloads/importers/maxtext_config.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return sim::load_scenario_text(yaml, "c.yaml", sim::parse_set_overrides(sets));
+}
+
+std::string error_text(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  try {
+    load(yaml, sets);
+  } catch (const input::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// 4 nodes of 8 H100, JAX FSDP8 x data 4 (hybrid sharding), unrolled layers. Per layer 202.4 M parameters:
+// fp32 gradient reduce-scatter 810 MB, replica all-reduce of the 1/8 shard 101 MB; embedding and head
+// 131 M parameters each (524 MB, 65.5 MB).
+const char* kHybrid = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 4, hidden: 4096, ffn_hidden: 11008, heads: 32, kv_heads: 32, vocab: 32000}
+training: {framework: jax, scan_layers: false, seq_len: 4096, global_batch: 32, micro_batch: 1,
+           optimizer_sharding: fsdp, parallelism: {tp: 1, dp_shard: 8}}
+)";
+
+OpGraph graph(const sim::Scenario& sc) { return build_training_graph(sc.model, sc.training, sc.system.spec); }
+
+// The collectives of one kind over one group, in graph order.
+std::vector<OpId> collectives(const OpGraph& g, CommGroup grp, hw::CollectiveOp op) {
+  std::vector<OpId> r;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == OpKind::collective && g.ops[i].group == grp && g.ops[i].coll == op) r.push_back(static_cast<OpId>(i));
+  return r;
+}
+double bytes_of(const OpGraph& g, const std::vector<OpId>& ops) {
+  double b = 0;
+  for (OpId o : ops) b += g.ops[o].coll_bytes;
+  return b;
+}
+
+// XLA's greedy grouping, closed form: consecutive sizes while the sum stays <= threshold.
+std::vector<double> greedy(const std::vector<double>& sizes, double threshold) {
+  std::vector<double> groups;
+  double cur = 0;
+  bool open = false;
+  for (double s : sizes) {
+    if (open && cur + s > threshold) {
+      groups.push_back(cur);
+      open = false;
+      cur = 0;
+    }
+    cur += s;
+    open = true;
+  }
+  if (open) groups.push_back(cur);
+  return groups;
+}
+
+}  // namespace
+
+// The defaults are XLA's (30 MiB + 7 bytes): every member here is larger, so nothing combines, and a
+// threshold of 0 gives the same graph op for op, and the same step.
+TEST(XlaCombiner, ThresholdZeroAndDefaultGiveTheUncombinedGraph) {
+  const auto def = load(kHybrid);
+  EXPECT_EQ(def.training.xla_combine_threshold.all_reduce_bytes, 30.0 * 1024 * 1024 + 7);
+  const auto zero = load(kHybrid, {"training.xla_combine_threshold={all_reduce: 0 B, reduce_scatter: 0 B, all_gather: 0 B}"});
+  const auto gd = graph(def), gz = graph(zero);
+  ASSERT_EQ(gd.ops.size(), gz.ops.size());
+  for (std::size_t i = 0; i < gd.ops.size(); ++i) {
+    ASSERT_EQ(gd.op_name(static_cast<OpId>(i)), gz.op_name(static_cast<OpId>(i)));
+    ASSERT_EQ(std::vector<OpId>(gd.ops[i].deps.begin(), gd.ops[i].deps.end()),
+              std::vector<OpId>(gz.ops[i].deps.begin(), gz.ops[i].deps.end()))
+        << gd.op_name(static_cast<OpId>(i));
+  }
+  // One replica all-reduce per reduce-scatter: head, 4 layers, embedding (one micro-batch per rank).
+  const auto ar = collectives(gz, CommGroup::dp_replicate, hw::CollectiveOp::all_reduce);
+  EXPECT_EQ(ar.size(), 6u);
+  EXPECT_EQ(collectives(gz, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter).size(), 6u);
+  EXPECT_EQ(sim::replay(gd, sim::job_of(def)).step_time_s, sim::replay(gz, sim::job_of(zero)).step_time_s);
+}
+
+// All-reduce threshold 250 MB: per backward the six shards (65.5, 101, 101, 101, 101, 65.5 MB) group as
+// {head, L3}, {L2, L1}, {L0, embedding}; 1 GiB takes all six in one. Bytes are conserved, and a combined
+// all-reduce waits for every member's reduce-scatter.
+TEST(XlaCombiner, ReplicaAllReducesGroupGreedilyUpToTheThreshold) {
+  const auto base = load(kHybrid, {"training.xla_combine_threshold={all_reduce: 0 B}"});
+  const auto gb = graph(base);
+  const auto uncombined = collectives(gb, CommGroup::dp_replicate, hw::CollectiveOp::all_reduce);
+  ASSERT_EQ(uncombined.size(), 6u);
+  std::vector<double> sizes;  // the backward pass
+  for (std::size_t i = 0; i < 6; ++i) sizes.push_back(gb.ops[uncombined[i]].coll_bytes);
+  EXPECT_NEAR(sizes[1] / (sizes[0]), 202.4 / 131.1, 0.01);
+
+  for (const auto& [value, threshold, expected_groups] :
+       {std::tuple{"250 MB", 250e6, 3u}, std::tuple{"1 GiB", 1073741824.0, 1u}}) {
+    const auto sc = load(kHybrid, {std::string("training.xla_combine_threshold={all_reduce: ") + value + "}"});
+    const auto g = graph(sc);
+    const auto ar = collectives(g, CommGroup::dp_replicate, hw::CollectiveOp::all_reduce);
+    const auto want = greedy(sizes, threshold);
+    ASSERT_EQ(want.size(), expected_groups);
+    ASSERT_EQ(ar.size(), expected_groups) << value;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(g.ops[ar[i]].coll_bytes / want[i], 1.0, 1e-12) << value << " group " << i;
+      EXPECT_LE(g.ops[ar[i]].coll_bytes, threshold);
+    }
+    EXPECT_NEAR(bytes_of(g, ar) / bytes_of(gb, uncombined), 1.0, 1e-12);
+    // The reduce-scatters are untouched (810 and 524 MB, over the 30 MiB default).
+    EXPECT_EQ(collectives(g, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter).size(), 6u);
+    // The first group waits for the reduce-scatters of all its members: 2 (250 MB) or 6 (1 GiB).
+    int rs_deps = 0;
+    for (OpId d : g.ops[ar[0]].deps) rs_deps += g.ops[d].kind == OpKind::collective && g.ops[d].coll == hw::CollectiveOp::reduce_scatter;
+    EXPECT_EQ(rs_deps, expected_groups == 3u ? 2 : 6) << value;
+    if (expected_groups == 3u) {
+      EXPECT_EQ(g.op_name(ar[0]), "mb0.v0.grad.head.combined_2.replica_all_reduce");
+    }
+  }
+  // Combined, the backward hides less of the all-reduces: the step is longer.
+  const auto one = load(kHybrid, {"training.xla_combine_threshold={all_reduce: 1 GiB}"});
+  EXPECT_GT(sim::replay(graph(one), sim::job_of(one)).step_time_s, sim::replay(gb, sim::job_of(base)).step_time_s);
+}
+
+// Reduce-scatters combine too, measured by their output, the 1/8 shard (as XLA: 250 MB groups {head, L3},
+// {L2, L1}, {L0, embedding}), and the replica all-reduces of their members wait for the combined
+// reduce-scatter, not cutting it.
+TEST(XlaCombiner, ReduceScattersCombineAndTheirAllReducesFollow) {
+  const auto base = load(kHybrid, {"training.xla_combine_threshold={reduce_scatter: 0 B}"});
+  const auto sc = load(kHybrid, {"training.xla_combine_threshold={reduce_scatter: 250 MB}"});
+  const auto gb = graph(base), g = graph(sc);
+  const auto rs0 = collectives(gb, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter);
+  const auto rs = collectives(g, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter);
+  std::vector<double> sizes;
+  for (std::size_t i = 0; i < 6; ++i) sizes.push_back(gb.ops[rs0[i]].coll_bytes / 8);
+  const auto want = greedy(sizes, 250e6);
+  ASSERT_EQ(want.size(), 3u);
+  ASSERT_EQ(rs.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(g.ops[rs[i]].coll_bytes / (8 * want[i]), 1.0, 1e-12);
+  EXPECT_NEAR(bytes_of(g, rs) / bytes_of(gb, rs0), 1.0, 1e-12);
+  // 6 all-reduces still (each over the 30 MiB default); the head's and L3's wait for the first combined one.
+  const auto ar = collectives(g, CommGroup::dp_replicate, hw::CollectiveOp::all_reduce);
+  ASSERT_EQ(ar.size(), 6u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(g.ops[ar[i]].deps.size(), 1u);
+    EXPECT_EQ(g.ops[ar[i]].deps[0], rs[0]);
+    EXPECT_GT(ar[i], rs[0]);
+  }
+}
+
+// Scanned layers: one gradient collective per kind in the loop body, nothing to combine (XLA does not
+// combine across iterations); Megatron mode has no XLA. Both build the same graph whatever the thresholds.
+TEST(XlaCombiner, ScannedLoopsAndMegatronAreUnchanged) {
+  for (const std::vector<std::string>& mode : {std::vector<std::string>{"training.scan_layers=true"},
+                                              std::vector<std::string>{"training.framework=megatron"}}) {
+    auto sets = mode;
+    const auto a = load(kHybrid, sets);
+    sets.push_back("training.xla_combine_threshold={all_reduce: 1 GiB, reduce_scatter: 4 GB}");
+    const auto b = load(kHybrid, sets);
+    const auto ga = graph(a), gb = graph(b);
+    ASSERT_EQ(ga.ops.size(), gb.ops.size()) << mode[0];
+    EXPECT_EQ(sim::replay(ga, sim::job_of(a)).step_time_s, sim::replay(gb, sim::job_of(b)).step_time_s) << mode[0];
+  }
+}
+
+TEST(XlaCombiner, BadValuesNameTheKey) {
+  EXPECT_EQ(error_text(kHybrid, {"training.xla_combine_threshold={all_reduce: 1 GB/s}"}),
+            "--set training.xla_combine_threshold={all_reduce: 1 GB/s}:1:14: error: training.xla_combine_threshold.all_reduce: "
+            "wrong unit: expected a size (e.g. 141 GB), got a bandwidth '1 GB/s'");
+  EXPECT_EQ(error_text(kHybrid, {"training.xla_combine_threshold={reduce_scatter: -1 MB}"}),
+            "--set training.xla_combine_threshold={reduce_scatter: -1 MB}:1:18: error: "
+            "training.xla_combine_threshold.reduce_scatter: negative size '-1 MB'");
+  EXPECT_NE(error_text(kHybrid, {"training.xla_combine_threshold={all_reduse: 1 GB}"}).find("did you mean 'all_reduce'"),
+            std::string::npos);
+}
+
+// `racksim import maxtext --xla-flags` maps XLA's three flags (MaxText's A3 scripts set them) to the key.
+TEST(XlaCombiner, MaxTextImportReadsTheThresholdFlags) {
+  workloads::importers::MaxTextOptions opt;
+  opt.system = "h100-sxm";
+  opt.system_given = true;
+  opt.domain_size = 8;
+  opt.xla_flags =
+      "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=1073741824 "
+      "--xla_gpu_all_gather_combine_threshold_bytes=134217728\n--xla_gpu_reduce_scatter_combine_threshold_bytes=67108864";
+  const auto r = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
+  const auto sc = sim::load_scenario_text(r.yaml, "imported.yaml");
+  EXPECT_EQ(sc.training.xla_combine_threshold.all_reduce_bytes, 1073741824.0);
+  EXPECT_EQ(sc.training.xla_combine_threshold.all_gather_bytes, 134217728.0);
+  EXPECT_EQ(sc.training.xla_combine_threshold.reduce_scatter_bytes, 67108864.0);
+  // Without the flags the key is not written: XLA's defaults.
+  opt.xla_flags = "--xla_gpu_enable_pipelined_all_gather=true";
+  const auto plain = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
+  EXPECT_EQ(plain.yaml.find("xla_combine_threshold"), std::string::npos);
+}
