@@ -14,6 +14,7 @@
 #include "sim/engine/replay.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
 
 using namespace racksim;
 using namespace racksim::workloads;
@@ -21,16 +22,10 @@ using namespace racksim::workloads;
 namespace {
 
 sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  return sim::load_scenario_text(yaml, "h.yaml", sim::parse_set_overrides(sets));
+  return racksim::testing::scenario_from_text(yaml, "h.yaml", sets);
 }
-
 std::string error_text(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  try {
-    load(yaml, sets);
-  } catch (const input::InputError& e) {
-    return e.what();
-  }
-  return "";
+  return racksim::testing::scenario_error_text(yaml, "h.yaml", sets);
 }
 
 // 4 nodes of 8 H100 (NVLink inside, NICs between): FSDP over 32 ranks, or sharded in a node (dp_shard 8).

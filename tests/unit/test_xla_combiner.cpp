@@ -13,6 +13,7 @@
 #include "sim/engine/replay.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
 #include "workloads/importers/maxtext_config.h"
 
 using namespace racksim;
@@ -21,16 +22,10 @@ using namespace racksim::workloads;
 namespace {
 
 sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  return sim::load_scenario_text(yaml, "c.yaml", sim::parse_set_overrides(sets));
+  return racksim::testing::scenario_from_text(yaml, "c.yaml", sets);
 }
-
 std::string error_text(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  try {
-    load(yaml, sets);
-  } catch (const input::InputError& e) {
-    return e.what();
-  }
-  return "";
+  return racksim::testing::scenario_error_text(yaml, "c.yaml", sets);
 }
 
 // 4 nodes of 8 H100, JAX FSDP8 x data 4 (hybrid sharding), unrolled layers. Per layer 202.4 M parameters:
