@@ -532,8 +532,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       ceilings.push_back(fmt::format("{} {} = measured {} x {}/{}", to_string(d), num(spec.gpu.matmul_efficiency[d], 3),
                                      num(g.e_max, 3), num(cited, 3), num(base_cited->second, 3)));
     } else {
-      auto it = spec.gpu.matmul_efficiency.find(d);
-      ceilings.push_back(fmt::format("{} {}", to_string(d), it != spec.gpu.matmul_efficiency.end() ? num(it->second, 3) : "n/a"));
+      ceilings.push_back(fmt::format("{} {}", to_string(d),
+                                     target_cited != spec.gpu.matmul_efficiency.end() ? num(target_cited->second, 3) : "n/a"));
     }
   }
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)

@@ -412,8 +412,8 @@ class Builder {
     op.flops = 2.0 * m * n * k * batch;
     op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
     // A GEMM that Transformer Engine runs in chunks beside a ring exchange: each chunk a launch of
-    // m/splits rows (its efficiency at that shape; the op keeps the whole GEMM's FLOPs and bytes).
-    op.gemm_mnk = {chunk_next_gemms_ > 0 ? m / chunk_splits_ : m, n, k};
+    // m/tp rows (its efficiency at that shape; the op keeps the whole GEMM's FLOPs and bytes).
+    op.gemm_mnk = {chunk_next_gemms_ > 0 ? m / tp_ : m, n, k};
     if (chunk_next_gemms_ > 0) --chunk_next_gemms_;
     op.gemm_batch = static_cast<int>(batch);
     return emit_last();
@@ -510,7 +510,6 @@ class Builder {
       if (how == TpOverlap::ring_exchange) {
         op.comm_kernel = CommKernel::copy_engine;
         chunk_next_gemms_ = gemms;
-        chunk_splits_ = tp_;
       } else if (how != TpOverlap::nccl) {
         op.comm_kernel = CommKernel::dedicated_sms;
         op.comm_sms = kUbSms;
@@ -523,7 +522,7 @@ class Builder {
     inline_collective(name, c, CommGroup::tp, bytes);
   }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
-  int chunk_next_gemms_ = 0, chunk_splits_ = 1;  // GEMMs a ring exchange runs in chunks, and how many
+  int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
   int overlap_countdown_ = 0;
 
   TensorId temp(const std::string& name, double bytes) {

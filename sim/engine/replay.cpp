@@ -554,9 +554,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const int lane = pace_lane(g_.ops[id].stream);
     if (lane >= 0 && std::isfinite(cap)) {
       R.pace_cap[lane] = cap;
-      // Only an NCCL kernel contends with compute for the SMs' memory system; copy engines and SMs set
-      // aside (the GEMM launched on the rest) keep their rate.
-      R.pace_cap_beside[lane] = g_.ops[id].comm_kernel == CommKernel::nccl ? rate_beside_compute(c, cap) : cap;
+      R.pace_cap_beside[lane] = rate_beside_compute(c, cap, g_.ops[id]);
       net_.set_capacity(R.pace[lane], R.paced_down ? R.pace_cap_beside[lane] : cap);
       uses[nuses++] = {R.pace[lane], 1.0};
     }
@@ -603,7 +601,10 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // on NVLink-only collectives: their rate falls to 1/k. A collective that also crosses the NICs is held
   // to what the slowed kernel can process, 1/k of the GPU's NVLink rate, and no lower: one bounded by its
   // NICs (an H100 NIC carries 50 GB/s, its NVLink 450) does not slow at all.
-  double rate_beside_compute(const hw::CollectiveCost& c, double cap) const {
+  // Only an NCCL kernel contends with compute for the SMs' memory system; copy engines and SMs set aside
+  // (the GEMM launched on the rest) keep their rate.
+  double rate_beside_compute(const hw::CollectiveCost& c, double cap, const Op& op) const {
+    if (op.comm_kernel != CommKernel::nccl) return cap;
     if (c.bytes_per_rank_nic <= 0) return cap * pace_factor(true);  // the measured case
     return std::min(cap, sys_.scale_up.bandwidth_per_direction_Bps * pace_factor(true));
   }

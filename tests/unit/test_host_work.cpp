@@ -10,6 +10,7 @@
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
 
 using namespace racksim;
 using namespace racksim::workloads;
@@ -17,7 +18,7 @@ using namespace racksim::workloads;
 namespace {
 
 sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  return sim::load_scenario_text(yaml, "t.yaml", sim::parse_set_overrides(sets));
+  return racksim::testing::scenario_from_text(yaml, "t.yaml", sets);
 }
 
 // A tiny model on one H100: each kernel takes a few microseconds, so the host sets the pace.

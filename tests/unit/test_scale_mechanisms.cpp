@@ -18,6 +18,7 @@
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
 
 using namespace racksim;
 using namespace racksim::workloads;
@@ -25,7 +26,7 @@ using namespace racksim::workloads;
 namespace {
 
 sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  return sim::load_scenario_text(yaml, "t.yaml", sim::parse_set_overrides(sets));
+  return racksim::testing::scenario_from_text(yaml, "t.yaml", sets);
 }
 
 // A 70B-class slice on H100 nodes (8 GPUs each, NICs between them): TP 8 inside a node, PP 4 across
