@@ -224,6 +224,9 @@ class Builder {
     }
     if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
     if (jax_) assign_xla_host_work();
+    if (partial_graphs_)  // what no per-module graph captured launches eagerly
+      for (Op& op : g_.ops)
+        if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
@@ -267,6 +270,32 @@ class Builder {
   };
   std::vector<LayerBody> layer_bodies_;    // JAX: each layer's forward and backward ops (scan bodies)
   std::map<int, int> fwd_ops_per_layer_;   // ops a layer's forward issues (host work of recomputed ops)
+  // training.cuda_graph_scope (Megatron-Core's --cuda-graph-scope): which module each of a layer's ops
+  // belongs to, as (first op, module) marks made while the layer's steps emit their ops.
+  enum class Module : uint8_t { other, attn, mlp, moe_router, moe_dispatch };
+  const bool partial_graphs_ = t_.cuda_graph_scope.any() && t_.framework != Framework::jax;
+  std::vector<std::pair<std::size_t, Module>> module_marks_;
+  struct ForwardHostShare {
+    double dense_per_op = 0, moe_per_eager_op = 0;  // seconds (recomputed ops cost what the forward's did)
+  };
+  std::map<int, ForwardHostShare> fwd_host_share_;
+  void mark_module(Module m) {
+    if (partial_graphs_) module_marks_.emplace_back(g_.ops.size(), m);
+  }
+  // Megatron-Core's TransformerLayer: the attention part is the input norm, self-attention and its
+  // bias-dropout-add; the MLP part the pre-MLP norm, the MLP or MoE layer and its bias-dropout-add.
+  // In an MoE layer the router scope holds the pre-MLP norm, the router and the shared experts; the
+  // token dispatcher, the experts and the combine stay outside every modelled scope.
+  Module module_of_step(std::string_view step, bool moe) const {
+    if (step == "norm1" || step == "qkv" || step == "attn_scores" || step == "attn" || step == "attn_out") return Module::attn;
+    if (!moe) return Module::mlp;
+    if (step == "norm2" || step == "router") return Module::moe_router;
+    return Module::moe_dispatch;
+  }
+  bool captured(Module m) const {
+    const auto& g = t_.cuda_graph_scope;
+    return (m == Module::attn && g.attn) || (m == Module::mlp && g.mlp) || (m == Module::moe_router && g.moe_router);
+  }
   // Shape legend (per rank, per micro-batch; set in the constructor): s_ sequence length of this cp rank,
   // b_ micro-batch (sequences), T_ = b_·s_ tokens, Tsp_ tokens of the sequence-parallel regions (T_ / tp),
   // h_ hidden size, hl_ / kvl_ query / key-value heads of this tp rank, qk_dim_ / v_dim_ head dimensions,
@@ -1121,9 +1150,11 @@ class Builder {
                          // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
                          // tp-split MLP on all tokens); their own TP collectives are not modelled.
                          const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
+                         mark_module(Module::moe_router);  // (captured with the router, before it in Megatron-Core)
                          gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
+                         mark_module(Module::moe_dispatch);
                        }
                        residual("mlp_out.residual");
                      },
@@ -1132,11 +1163,13 @@ class Builder {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared) {
                          const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
+                         mark_module(Module::moe_router);
                          gemm_dgrad("shared.down", Tsp_, h_, w);
                          gemm_wgrad("shared.down", Tsp_, h_, w);
                          vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
                          gemm_dgrad("shared.gate_up", Tsp_, mats * w, h_);
                          gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
+                         mark_module(Module::moe_dispatch);
                        }
                        vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
@@ -1235,6 +1268,7 @@ class Builder {
   // the routing, stays eager. JAX: XLA's runtime (launch.xla_*) instead.
   void charge_host_work(int l, std::size_t first, bool forward) {
     if (jax_) return;
+    if (partial_graphs_) return charge_scoped_host_work(l, first, forward);
     const auto& L = sys_.launch;
     const bool moe = m_.is_moe_layer(l);
     const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s;
@@ -1259,6 +1293,54 @@ class Builder {
     for (std::size_t i = first; i < end; ++i) {
       if (g_.ops[i].phase == Phase::recompute) g_.ops[i].host_s += per_recomputed;
       else if (bwd > 0) g_.ops[i].host_s += bwd / static_cast<double>(backward_ops);
+    }
+  }
+  // Under training.cuda_graph_scope: the ops of captured modules come from Transformer Engine's graphs
+  // (no host work of their own; one graph launch where a captured stretch begins); every other op of the
+  // layer keeps its eager share of the layer's host work, and the MoE layer's own host work (router,
+  // dispatcher, permutations) is spread over the MoE ops outside the graphs, less the routing when the
+  // router is captured. Layer-level shares are per op, as in the eager model: the measured host figures
+  // are per layer, not per module (calibration/data/h200-2026-12-01-megatron-host).
+  void charge_scoped_host_work(int l, std::size_t first, bool forward) {
+    const auto& L = sys_.launch;
+    const auto& g = t_.cuda_graph_scope;
+    const bool moe = m_.is_moe_layer(l);
+    const std::size_t end = g_.ops.size();
+    std::size_t k = 0;
+    Module cur = Module::other;
+    std::size_t ops = 0, eager = 0;
+    Module prev = Module::other;
+    for (std::size_t i = first; i < end; ++i) {
+      while (k < module_marks_.size() && module_marks_[k].first <= i) cur = module_marks_[k++].second;
+      Op& op = g_.ops[i];
+      const bool in_graph = captured(cur);
+      op.graph = in_graph ? GraphLaunch::captured : GraphLaunch::eager;
+      // Each captured module is a graph of its own (Transformer Engine graphs module by module).
+      op.graph_start = in_graph && (i == first || cur != prev || g_.ops[i - 1].graph != GraphLaunch::captured);
+      prev = cur;
+      if (op.phase == Phase::recompute) continue;
+      ++ops;
+      eager += !in_graph;
+    }
+    module_marks_.clear();
+    const bool routing_left = !t_.moe.router_fusion && !g.moe_router;
+    const double moe_fwd = std::max(0.0, L.megatron_moe_forward_s - (routing_left ? 0.0 : L.megatron_moe_routing_s) -
+                                             (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
+    if (forward) {
+      ForwardHostShare& sh = fwd_host_share_[l];
+      sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;
+      sh.moe_per_eager_op = moe && eager > 0 ? moe_fwd / static_cast<double>(eager) : 0.0;
+      for (std::size_t i = first; i < end; ++i)
+        if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;
+      return;
+    }
+    const ForwardHostShare sh = fwd_host_share_[l];
+    const double dense = ops > 0 ? L.megatron_layer_backward_s / static_cast<double>(ops) : 0.0;
+    const double moe_share = moe && eager > 0 ? L.megatron_moe_backward_s / static_cast<double>(eager) : 0.0;
+    for (std::size_t i = first; i < end; ++i) {
+      Op& op = g_.ops[i];
+      if (op.graph != GraphLaunch::eager) continue;
+      op.host_s += op.phase == Phase::recompute ? sh.dense_per_op + sh.moe_per_eager_op : dense + moe_share;
     }
   }
   void layer_forward(int l, TensorId& layer_input) {
@@ -1331,7 +1413,9 @@ class Builder {
     if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_gather(l));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
+    const bool moe_layer = m_.is_moe_layer(l);
     for (const auto& step : layer_steps(l)) {
+      mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const OpId producer = last();
       g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
@@ -1526,8 +1610,10 @@ class Builder {
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
     // layer output is not needed by the backward, so its projection is not recomputed.
     phase_ = Phase::recompute;
+    const bool moe_layer = m_.is_moe_layer(l);
     for (const auto& step : steps) {
       if (step.saved || step.offloaded || step.name == "mlp_out") continue;
+      mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
@@ -1560,6 +1646,7 @@ class Builder {
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      mark_module(module_of_step(it->name, moe_layer));
       it->backward();
       g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {

@@ -35,6 +35,7 @@ enum class ExecUnit : uint8_t { tensor, vector };
 // slowed by compute) or a kernel on SMs set aside for it (pipeline and bulk overlaps: the GEMM beside
 // runs on the rest, so neither slows the other beyond the SMs it gave up).
 enum class CommKernel : uint8_t { nccl, copy_engine, dedicated_sms };
+enum class GraphLaunch : uint8_t { step, eager, captured };
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Which communicator a collective runs on. dp_cp: data and context parallel ranks together
 // (gradients of replicated weights); ep, etp, edp: expert parallel, expert tensor parallel and expert
@@ -162,6 +163,11 @@ struct Op {
   bool queues_behind_compute = false;
   CommKernel comm_kernel = CommKernel::nccl;
   uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
+  // How the host launches this op: per the job's switch (training.cuda_graphs: the whole micro-step from
+  // graphs or all eager), or, under training.cuda_graph_scope, from one of Transformer Engine's per-module
+  // graphs (captured; graph_start: the graph's first op, where the host pays one graph launch) or eagerly.
+  GraphLaunch graph = GraphLaunch::step;
+  bool graph_start = false;
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   int gemm_batch = 1;
   // collective

@@ -133,6 +133,20 @@ struct TrainingConfig {
   bool offload_optimizer = false;
   AttentionImpl attention = AttentionImpl::flash;
   bool cuda_graphs = false;
+  // Megatron-Core's --cuda-graph-scope with Transformer Engine's graphs (--cuda-graph-impl transformer_engine):
+  // which modules of each layer are captured (megatron/core/transformer/enums.py, CudaGraphScope). Everything
+  // outside them (the MoE dispatcher and experts, embedding, loss, optimizer, pipeline and data-parallel
+  // communication) launches eagerly. None set: the whole step's kernels come from graphs (racksim's
+  // per-micro-step graphs), except the MoE dispatcher's host work, whose shapes follow the routing.
+  struct CudaGraphScope {
+    bool attn = false;            // input norm, attention, its output projection and residual
+    bool mlp = false;             // a dense layer's pre-MLP norm and MLP
+    bool moe_router = false;      // an MoE layer's pre-MLP norm, router and shared experts
+    bool moe_preprocess = false;  // the token dispatcher's preprocessing (requires moe_router)
+    bool any() const { return attn || mlp || moe_router || moe_preprocess; }
+    bool operator==(const CudaGraphScope&) const = default;
+  };
+  CudaGraphScope cuda_graph_scope;
   bool nvls = true;
   Framework framework = Framework::megatron;
   // Tensor parallelism with sequence parallelism (Megatron: all-gather before and

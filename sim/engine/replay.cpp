@@ -317,16 +317,19 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         if (!graphs) h += l.xla_thunk_launch_s > 0 ? l.xla_thunk_launch_s : l.eager_kernel_launch_s;
         else if (l.xla_command_s <= 0) h += l.graph_kernel_launch_s;  // no XLA figures: plain graph nodes
       } else {
-        if (graphs) {
+        const bool from_graph = op.graph == workloads::GraphLaunch::step ? graphs : op.graph == workloads::GraphLaunch::captured;
+        if (graphs && op.graph == workloads::GraphLaunch::step) {
           // One CUDA graph per micro-step chunk (and one for the optimizer): a fixed launch each.
           const uint64_t ms = g_.names.first_component_key(op.name);  // the name's text before its first '.'
           if (ms != micro_step_[rank]) {
             h += l.graph_launch_s;
             micro_step_[rank] = ms;
           }
+        } else if (op.graph_start) {
+          h += l.graph_launch_s;  // one of Transformer Engine's per-module graphs (training.cuda_graph_scope)
         }
         // A framework's measured host work includes its launches; otherwise the launch alone.
-        h += op.host_s > 0 ? op.host_s : (graphs ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
+        h += op.host_s > 0 ? op.host_s : (from_graph ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
       }
       res_.ops[i].launch_end_s = h;
       if (before_run) before_run->emplace_back(SimTime::from_seconds(h).ps, i);

@@ -72,6 +72,33 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
   }
 }
 
+// training.cuda_graph_scope: a list of Megatron-Core's --cuda-graph-scope names (CudaGraphScope in
+// megatron/core/transformer/enums.py). moe (drop-and-pad MoE only), mamba and the full-iteration scopes
+// are Megatron's too but not modelled: they are refused with the reason.
+void parse_cuda_graph_scope(const Node& n, TrainingConfig::CudaGraphScope& g) {
+  if (!n.yaml().IsSequence()) {
+    n.error(fmt::format("expected a list of Megatron-Core graph scopes (attn, mlp, moe_router, moe_preprocess), got {}",
+                        n.describe()));
+    return;
+  }
+  static const std::vector<std::string> names = {"attn", "mlp", "moe_router", "moe_preprocess"};
+  for (std::size_t i = 0; i < n.yaml().size(); ++i) {
+    Node e = n.element(i);
+    auto s = e.as_string();
+    if (!s) continue;
+    if (*s == "attn") g.attn = true;
+    else if (*s == "mlp") g.mlp = true;
+    else if (*s == "moe_router") g.moe_router = true;
+    else if (*s == "moe_preprocess") g.moe_preprocess = true;
+    else if (*s == "moe" || *s == "mamba" || *s == "full_iteration" || *s == "full")
+      e.error(fmt::format("graph scope '{}' is Megatron-Core's but not modelled by racksim (moe captures drop-and-pad MoE "
+                          "layers, mamba Mamba layers; full and full_iteration: leave cuda_graph_scope out, which graphs "
+                          "every layer); modelled: attn, mlp, moe_router, moe_preprocess",
+                          *s));
+    else e.error(MapReader::unknown_choice_message(*s, names));
+  }
+}
+
 RecomputePolicy parse_recompute(const Node& n, bool moe) {
   RecomputePolicy p;
   if (n.yaml().IsScalar()) {
@@ -211,7 +238,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node;
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -260,6 +287,7 @@ Scenario parse_scenario(Node root) {
     }
     set_if(r.choice("attention", kAttentionImplNames), t.attention);
     set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
+    if ((scope_node = r.get("cuda_graph_scope"))) parse_cuda_graph_scope(*scope_node, t.cuda_graph_scope);
     set_if(r.boolean("nvls"), t.nvls);
     set_if(r.choice("framework", kFrameworkNames), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
@@ -381,6 +409,19 @@ Scenario parse_scenario(Node root) {
       at_par.child(p.etp > 0 ? "etp" : "tp")
           .error(fmt::format("etp ({}) must divide the experts' ffn hidden size ({})", p.expert_tp(),
                              m.moe->expert_ffn_hidden));
+  }
+  if (scope_node && t.cuda_graph_scope.any()) {
+    const auto& g = t.cuda_graph_scope;
+    if (!t.cuda_graphs)
+      scope_node->error("cuda_graph_scope selects what Transformer Engine's CUDA graphs capture: it needs cuda_graphs: true");
+    else if (t.framework == Framework::jax)
+      scope_node->error("cuda_graph_scope is Megatron-Core's (--cuda-graph-scope); in JAX mode XLA decides what runs as "
+                        "command buffers (training.cuda_graphs alone)");
+    else if (g.moe_preprocess && !g.moe_router)
+      scope_node->error("moe_preprocess needs moe_router in the same scope (Megatron-Core: the preprocessing is captured "
+                        "after the router)");
+    else if ((g.moe_router || g.moe_preprocess) && !m.moe)
+      scope_node->error("moe_router / moe_preprocess capture parts of MoE layers: the model has none (model.moe)");
   }
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
   if (moe_node && m.moe) {
@@ -602,6 +643,13 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
+  if (t.cuda_graph_scope.any()) {  // (only when set)
+    auto& l = training["cuda_graph_scope"] = nlohmann::json::array();
+    const auto& g = t.cuda_graph_scope;
+    for (auto [on, name] : {std::pair{g.attn, "attn"}, std::pair{g.mlp, "mlp"}, std::pair{g.moe_router, "moe_router"},
+                            std::pair{g.moe_preprocess, "moe_preprocess"}})
+      if (on) l.push_back(name);
+  }
   if (!(t.xla_pipelined == TrainingConfig::XlaPipelined{})) {  // (only when not XLA's default: reports stay as they were)
     auto& l = training["xla_pipelined_collectives"] = nlohmann::json::array();
     if (t.xla_pipelined.all_gather) l.push_back("all_gather");

@@ -293,6 +293,26 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_NE(r.yaml.find("ep: 32                        # --expert-model-parallel-size 32"), std::string::npos) << r.yaml;
 }
 
+// --cuda-graph-scope: Transformer Engine's graphs of the named modules (training.cuda_graph_scope);
+// scopes racksim does not model are warnings, and moe_preprocess brings moe_router (Megatron's rule).
+TEST(MegatronImport, CudaGraphScopeReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto r = meg(kDeepSeekArgs + "--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_preprocess mamba\n", opt);
+  const auto& t = load(r).training;
+  EXPECT_TRUE(t.cuda_graphs);
+  EXPECT_TRUE(t.cuda_graph_scope.attn);
+  EXPECT_TRUE(t.cuda_graph_scope.moe_router);
+  EXPECT_TRUE(t.cuda_graph_scope.moe_preprocess);
+  EXPECT_FALSE(t.cuda_graph_scope.mlp);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("--cuda-graph-scope mamba: not modelled") != std::string::npos;
+  EXPECT_TRUE(warned);
+  // Without --cuda-graph-impl the scope has nothing to select: no key.
+  EXPECT_EQ(meg(kDeepSeekArgs + "--cuda-graph-scope attn\n", opt).yaml.find("cuda_graph_scope"), std::string::npos);
+}
+
 TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
   const std::string script = R"(#!/bin/bash
 GPUS_PER_NODE=8

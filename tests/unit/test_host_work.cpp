@@ -134,3 +134,77 @@ TEST(HostWork, JaxHasNoMegatronHostWork) {
     EXPECT_EQ(op.host_waits_for, kNoOp);
   }
 }
+
+// training.cuda_graph_scope (Megatron-Core's --cuda-graph-scope with Transformer Engine's graphs): the
+// captured modules' ops carry no host work and start one graph launch per captured stretch; the rest of
+// the layer keeps its eager share (the layer's host time over its ops), the MoE layer's own host work
+// goes to its ops outside the graphs, less the routing when the router is captured. Ops outside every
+// layer launch eagerly.
+TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
+  const auto sc = load(kMoe, {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, moe_router]"});
+  const auto& l = sc.system.spec.launch;
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  double fwd = 0, bwd = 0;
+  int fwd_ops = 0, fwd_eager = 0, bwd_ops = 0, bwd_eager = 0, starts = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const std::string name = g.op_name(static_cast<OpId>(i));
+    ASSERT_NE(op.graph, GraphLaunch::step) << name;  // every op is captured or eager
+    if (name.rfind("mb0.L1.", 0) != 0) {
+      if (name.find(".L") == std::string::npos) {
+        EXPECT_EQ(op.graph, GraphLaunch::eager) << name;
+      }
+      continue;
+    }
+    const std::string step = name.substr(7);
+    const bool attention = step.rfind("norm1", 0) == 0 || step.rfind("qkv", 0) == 0 || step.rfind("attn", 0) == 0;
+    const bool router = step.rfind("norm2", 0) == 0 || step.rfind("router", 0) == 0;
+    EXPECT_EQ(op.graph == GraphLaunch::captured, attention || router) << name;
+    if (op.graph == GraphLaunch::captured) {
+      EXPECT_EQ(op.host_s, 0.0) << name;
+    }
+    starts += op.graph_start;
+    const bool forward = op.phase == Phase::forward;
+    (forward ? fwd : bwd) += op.host_s;
+    (forward ? fwd_ops : bwd_ops) += 1;
+    (forward ? fwd_eager : bwd_eager) += op.graph == GraphLaunch::eager;
+  }
+  ASSERT_GT(fwd_eager, 0);
+  ASSERT_LT(fwd_eager, fwd_ops);
+  // Forward: the eager ops' share of the dense layer's host time, and the MoE host work less the routing.
+  EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s,
+              1e-12);
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s, 1e-12);
+  // Two graphs per pass (Transformer Engine captures module by module): attention, then norm2 + router
+  // in the forward; the same two in reverse order in the backward.
+  EXPECT_EQ(starts, 4);
+}
+
+// What the host does per step falls between the whole-step graphs and eager launches, and capturing
+// the router too takes more of it away (a small MoE model on 16 H100s, host-bound at these shapes).
+TEST(HostWork, CudaGraphScopeLiesBetweenGraphsAndEager) {
+  auto step = [&](std::vector<std::string> sets) { return sim::simulate(load(kMoe, sets)).replay.step_time_s; };
+  const double whole = step({"training.cuda_graphs=true"});
+  const double attn = step({"training.cuda_graphs=true", "training.cuda_graph_scope=[attn]"});
+  const double attn_router = step({"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, moe_router]"});
+  const double eager = step({});
+  EXPECT_LT(whole, attn_router);
+  EXPECT_LT(attn_router, attn);
+  EXPECT_LT(attn, eager);
+}
+
+TEST(HostWork, CudaGraphScopeErrors) {
+  const std::string base = kMoe;
+  auto error = [&](const std::string& extra) {
+    return racksim::testing::scenario_error_text(base.substr(0, base.size() - 2) + extra + "}\n", "t.yaml");
+  };
+  EXPECT_EQ(error(", cuda_graphs: true, cuda_graph_scope: [attn, atn]"),
+            "t.yaml:4:141: error: training.cuda_graph_scope[1]: unknown value 'atn'; expected one of attn | mlp | "
+            "moe_router | moe_preprocess (did you mean 'attn'?)");
+  EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [moe]").find("graph scope 'moe' is Megatron-Core's but not modelled"),
+            std::string::npos);
+  EXPECT_NE(error(", cuda_graph_scope: [attn]").find("it needs cuda_graphs: true"), std::string::npos);
+  EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [attn, moe_preprocess]").find("moe_preprocess needs moe_router"),
+            std::string::npos);
+  EXPECT_NE(error(", cuda_graphs: true, framework: jax, cuda_graph_scope: [attn]").find("XLA decides"), std::string::npos);
+}

@@ -1,6 +1,7 @@
 #include "workloads/importers/megatron_args.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -249,7 +250,7 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
     a.flag = flag;
     // Flags that take several values (argparse nargs='*' / '+').
     static const std::set<std::string> multi = {"recompute-modules", "data-path", "train-data-path", "valid-data-path",
-                                                "test-data-path", "cuda-graph-scope", "offload-modules"};
+                                                "test-data-path", "cuda-graph-scope", "cuda-graph-modules", "offload-modules"};
     if (!a.value && !switches().count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 &&
         !ops.count(t[i + 1])) {
       a.value = t[i + 1];
@@ -816,6 +817,27 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "cuda_graphs", graphs ? "true" : "false",
           graphs ? "CUDA graphs (--enable-cuda-graph / --external-cuda-graph / --cuda-graph-impl)"
                  : "no --enable-cuda-graph / --cuda-graph-impl: eager launches");
+  // --cuda-graph-scope (older scripts: --cuda-graph-modules): Transformer Engine graphs of those modules only.
+  for (const char* flag : {"cuda-graph-scope", "cuda-graph-modules"}) {
+    auto v = graphs ? fl.str(flag) : std::nullopt;
+    if (!v) continue;
+    std::vector<std::string> kept, dropped;
+    std::istringstream words(*v);
+    for (std::string w; words >> w;) {
+      if (w == "attn" || w == "mlp" || w == "moe_router" || w == "moe_preprocess") kept.push_back(w);
+      else dropped.push_back(w);
+    }
+    if (!dropped.empty())
+      out.warnings.push_back(fmt::format("--{} {}: not modelled ({}); racksim models attn, mlp, moe_router, moe_preprocess",
+                                         flag, fmt::join(dropped, " "), fmt::join(dropped, ", ")));
+    if (!kept.empty()) {
+      if (std::find(kept.begin(), kept.end(), "moe_preprocess") != kept.end() &&
+          std::find(kept.begin(), kept.end(), "moe_router") == kept.end())
+        kept.insert(kept.begin(), "moe_router");  // Megatron-Core requires it with moe_preprocess
+      tw.line(2, "cuda_graph_scope", fmt::format("[{}]", fmt::join(kept, ", ")), src(flag));
+    }
+    break;
+  }
   const bool sp = fl.on("sequence-parallel");
   tw.line(2, "sequence_parallel", sp ? "true" : "false", sp ? "--sequence-parallel" : "no --sequence-parallel (Megatron's default)");
   const bool tpo = fl.on("tp-comm-overlap");
