@@ -529,6 +529,11 @@ class Builder {
       if (c == CollectiveOp::all_gather) return;
       if (c == CollectiveOp::reduce_scatter) c = CollectiveOp::all_reduce;
     }
+    if (t_.tp_comm_overlap && how == TpOverlap::pipeline && !jax_ && g_.ops.back().unit == ExecUnit::tensor &&
+        g_.ops.back().kind == OpKind::kernel) {
+      pipelined_reduce_scatter(name, c, bytes);
+      return;
+    }
     if (t_.tp_comm_overlap) {
       // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
       // for it, the GEMM itself does not.
@@ -542,13 +547,44 @@ class Builder {
       } else if (how != TpOverlap::nccl) {
         op.comm_kernel = CommKernel::dedicated_sms;
         op.comm_sms = kUbSms;
-        // The pipelined reduce-scatter follows its GEMM, which ran in chunks.
-        if (how == TpOverlap::pipeline && g_.ops[id - 1].unit == ExecUnit::tensor)
-          g_.ops[id - 1].gemm_mnk[0] /= kUbPipelineSplits;
       }
       return;
     }
     inline_collective(name, c, CommGroup::tp, bytes);
+  }
+  // Transformer Engine's pipeline overlap (split_overlap_rs, num_splits 4): the GEMM just emitted runs as
+  // kUbPipelineSplits chunks of m/4 rows one after another on the compute stream, and each chunk's
+  // output is reduce-scattered on the 16 SMs set aside while the next chunk computes; the op after the
+  // GEMM waits for every piece (the layer's output is the scattered whole). The chunks keep the GEMM's
+  // total FLOPs and bytes; its tensors are allocated by the first chunk and freed by the last.
+  void pipelined_reduce_scatter(const std::string& name, CollectiveOp c, double bytes) {
+    const OpId first = static_cast<OpId>(g_.ops.size() - 1);
+    const double split = kUbPipelineSplits;
+    Op& g = g_.ops[first];
+    g.flops /= split;
+    g.hbm_bytes /= split;
+    g.gemm_mnk[0] /= split;
+    Op chunk = g;  // (copied: emplacing more ops moves the vector)
+    chunk.deps = {};
+    chunk.allocs = {};
+    chunk.frees = {};
+    chunk.host_waits_for = kNoOp;
+    auto frees = std::move(g_.ops[first].frees);
+    g_.ops[first].frees = {};
+    std::vector<OpId> pieces;
+    for (int i = 0; i < kUbPipelineSplits; ++i) {
+      OpId gi = first;
+      if (i > 0) {
+        new_op() = chunk;
+        gi = emit_last();
+      }
+      const OpId rs = collective(name, c, CommGroup::tp, bytes / split, {gi});
+      g_.ops[rs].comm_kernel = CommKernel::dedicated_sms;
+      g_.ops[rs].comm_sms = kUbSms;
+      pieces.push_back(rs);
+    }
+    g_.ops[pieces.back() - 1].frees = std::move(frees);
+    pending_deps_.insert(pending_deps_.end(), pieces.begin(), pieces.end());
   }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks

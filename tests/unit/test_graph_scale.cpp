@@ -189,6 +189,31 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, tp_comm_overlap
   EXPECT_DOUBLE_EQ(find("mb0.L0.mlp_out").gemm_mnk[0], T / 4);
   EXPECT_DOUBLE_EQ(find("mb0.L0.mlp_out.dgrad").gemm_mnk[0], T / 8);
   EXPECT_DOUBLE_EQ(find("mb0.L0.qkv.wgrad").gemm_mnk[0], 4096);  // wgrad: no chunks (m is the hidden)
+  // The pipeline method: the GEMM as 4 chunk kernels, each chunk's output reduce-scattered (a quarter of the
+  // bytes, on the 16 SMs set aside) while the next chunk computes; the residual add waits for all four.
+  std::vector<OpId> chunks, pieces;
+  OpId residual = kNoOp;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const std::string n = g.op_name(static_cast<OpId>(i));
+    if (n == "mb0.L0.attn_out") chunks.push_back(static_cast<OpId>(i));
+    if (n == "mb0.L0.attn_out.tp_reduce_scatter") pieces.push_back(static_cast<OpId>(i));
+    if (n == "mb0.L0.attn_out.residual") residual = static_cast<OpId>(i);
+  }
+  ASSERT_EQ(chunks.size(), 4u);
+  ASSERT_EQ(pieces.size(), 4u);
+  ASSERT_NE(residual, kNoOp);
+  double flops = 0;
+  for (std::size_t c = 0; c < 4; ++c) {
+    flops += g.ops[chunks[c]].flops;
+    EXPECT_DOUBLE_EQ(g.ops[pieces[c]].coll_bytes, T * 4096 * 2 / 4);
+    EXPECT_EQ(g.ops[pieces[c]].deps.size(), 1u);
+    EXPECT_EQ(g.ops[pieces[c]].deps[0], chunks[c]);
+    if (c > 0) {
+      for (OpId d : g.ops[chunks[c]].deps) EXPECT_NE(d, pieces[c - 1]);  // the next chunk does not wait for the scatter
+    }
+    EXPECT_NE(std::find(g.ops[residual].deps.begin(), g.ops[residual].deps.end(), pieces[c]), g.ops[residual].deps.end());
+  }
+  EXPECT_DOUBLE_EQ(flops, 2 * T * 4096 * 4096 / 8);
   // Replayed: a copy-engine all-gather beside its GEMM takes its time alone (the NCCL slowdown beside
   // compute, 2.03x on this preset, does not apply).
   const auto r = sim::simulate(sc);
