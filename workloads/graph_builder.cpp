@@ -1515,8 +1515,18 @@ class Builder {
     if (v == vstages_ - 1) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
-      // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
-      vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+      if (jax_) {
+        // XLA's loss backward, three passes over the logits (the same in every compiled H200 step,
+        // e.g. s1_none_unrolled, g1_dots, m1_none, g1_none_cudnn): a row pass over the bf16 logits
+        // (loop_add_subtract_fusion: read a), the fp32 gradient (loop_multiply_fusion: read a, write
+        // 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read 4, write a).
+        vector("cross_entropy.bwd.rows", T_ * V_ * a, 2 * T_ * V_);
+        vector("cross_entropy.bwd", T_ * V_ * (a + 4), 4 * T_ * V_);
+        vector("cross_entropy.bwd.cast", T_ * V_ * (4 + a), T_ * V_);
+      } else {
+        // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
+        vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+      }
       gemm_dgrad("logits", T_, V_, h_);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
       gemm_wgrad("logits", T_, V_, h_);
