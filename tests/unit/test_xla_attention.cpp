@@ -99,6 +99,16 @@ TEST(XlaAttention, ScannedGqaRecomputeKernelsAndBytes) {
   EXPECT_DOUBLE_EQ(k["backward.attn_scores.dk"].bytes, k["backward.attn_scores.dq"].bytes);
 }
 
+// XLA's loss backward: a row pass over the bf16 logits, the fp32 gradient, its cast back to bf16 (every
+// compiled H200 step: loop_add_subtract_fusion, loop_multiply_fusion, wrapped_convert.1).
+TEST(XlaAttention, JaxLossBackwardIsThreePasses) {
+  auto k = kernels(jax_graph(8, false, "none"));
+  const double logits = B * S * 4096;
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd.rows"].bytes, logits * a);
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd"].bytes, logits * (a + 4));
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd.cast"].bytes, logits * (4 + a));
+}
+
 // Megatron's materialized attention has none of XLA's kernels.
 TEST(XlaAttention, MegatronModeHasNoXlaKernels) {
   const auto sc = sim::load_scenario_text(
