@@ -99,6 +99,7 @@ struct Step {
   std::function<void()> forward;
   std::function<void()> backward;
   double extra_io_bytes = 0;  // residuals kept beyond the step's own output: written in forward, read in backward
+  bool extra_read_by_backward = true;  // false: the backward's own kernels already count reading them back
   // The recompute policy for this step's output (filled when the layer's steps are cached).
   bool saved = false;      // kept in HBM for the backward
   bool offloaded = false;  // sent to host memory and fetched back
@@ -817,6 +818,13 @@ class Builder {
         if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 4 + layer_weights(l) * pr_.activation_bytes;
         else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16
         st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
+        // The fp32 scores are the score GEMM's own output (attn_scores.qk writes fp32) and the softmax
+        // backward fusion reads them back within its 10 B per score (s1_none_unrolled: the forward's
+        // fusion.858 and fusion.603 read them, fusion.526 671 MB; the dK dot reads only dS).
+        if (materialized_ && st.name == "attn_scores") {
+          st.extra_io_bytes = 0;
+          st.extra_read_by_backward = false;
+        }
       }
       return;
     }
@@ -830,7 +838,53 @@ class Builder {
       else if (st.name == "mlp_act") st.out_bytes = T_ * f_ * pr_.activation_bytes * 4;
       // The extra residuals are written by the forward fusion and read back by the backward.
       st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
+      // Recomputed scores are read by the recomputed softmax's fusions and the softmax backward
+      // fusion, each counted with its own bytes; the dK dot reads only dS (g1_dots: gemm_fusion_dot.44
+      // and .43 move the same 2.23 GB).
+      if (materialized_ && st.name == "attn_scores" && t_.recompute.mode != RecomputeMode::none)
+        st.extra_read_by_backward = false;
     }
+  }
+
+  // ---- XLA's layout copies around materialized attention (JAX mode) ------------------------------
+  // XLA runs attention's batched dots on operands in head-major layouts, so it copies Q, K, V and the
+  // gradients between the projections' [B, S, heads, dim] layout and the dots' (read and write, bf16).
+  // Each copy is one kernel, read off the compiled H200 steps s1_none_unrolled (MHA, unrolled) and
+  // g1_dots (GQA, scanned, recomputed scores). A copy of a [T, dim] bf16 tensor moves 2 T dim a bytes.
+  bool gqa_layouts() const { return kvl_ < hl_; }
+  void layout_copy(const std::string& name, double dim) { vector(name, 2 * T_ * dim * pr_.activation_bytes, 0); }
+  // Forward (and its recompute): Q, K, V into [B, heads, S, dim] (s1: input_transpose_fusion.8/.9/.10;
+  // g1: input_transpose_fusion.5/.6/.7), then Q and K into the score dot's operand layouts (s1:
+  // fusion.1249, fusion.1250; g1: fusion.380, fusion.381).
+  void xla_attention_layout_copies_forward() {
+    const double qd = hl_ * qk_dim_, kd = kvl_ * qk_dim_, vd = kvl_ * v_dim_;
+    layout_copy("attn_scores.q_layout", qd);
+    layout_copy("attn_scores.k_layout", kd);
+    layout_copy("attn_scores.v_layout", vd);
+    layout_copy("attn_scores.q_dot_layout", qd);
+    layout_copy("attn_scores.k_dot_layout", kd);
+  }
+  // Backward, before dP: the output gradient dO into the heads' layout (s1: loop_transpose_fusion.7);
+  // under GQA a second copy, grouped under the kv heads, for dP (g1: loop_transpose_fusion.2 and
+  // input_transpose_fusion.2).
+  void xla_output_grad_layout_copies() {
+    const double od = hl_ * v_dim_;
+    layout_copy("attn.do_layout", od);
+    if (gqa_layouts()) layout_copy("attn.do_gqa_layout", od);
+  }
+  // Backward, after dK: dQ, dK, dV joined into the QKV projection's layout twice, once for its dgrad
+  // and once for its wgrad (s1: input_concatenate_fusion.7 then wrapped_transpose.7; g1:
+  // input_concatenate_fusion and wrapped_concatenate); under GQA each gradient is first copied out of
+  // its grouped layout (g1: loop_transpose_fusion.1, loop_transpose_fusion, input_transpose_fusion.1).
+  void xla_attention_layout_copies_backward() {
+    const double qd = hl_ * qk_dim_, kd = kvl_ * qk_dim_, vd = kvl_ * v_dim_;
+    if (gqa_layouts()) {
+      layout_copy("attn_scores.dq_layout", qd);
+      layout_copy("attn_scores.dk_layout", kd);
+      layout_copy("attn_scores.dv_layout", vd);
+    }
+    layout_copy("attn_scores.dqkv_concat", qd + kd + vd);
+    layout_copy("attn_scores.dqkv_wgrad_layout", qd + kd + vd);
   }
 
   void add_attention_steps(std::vector<Step>& steps) {
@@ -878,15 +932,24 @@ class Builder {
       // Scores written to HBM (XLA without a flash kernel): QK^T, softmax in fp32, probs in bf16.
       steps.push_back({"attn_scores", bh * s_ * s_ * a,
                        [=, this] {
+                         if (jax_) xla_attention_layout_copies_forward();
                          gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a));
-                         const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a), 5 * bh * s_ * s_, bh * s_ * s_);
-                         // Recomputed in the backward, XLA fuses the softmax into row kernels of
-                         // 64 elements per thread (the H200 HLOs of dots/full/offload steps); in
-                         // the forward, and when the scores are saved, into lighter ones.
-                         if (jax_ && phase_ == Phase::recompute) {
-                           g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;  // f32 scores
-                           scores_recomputed_ = true;
+                         // XLA splits the softmax into two Triton row fusions of 64 elements per
+                         // thread, each reading the fp32 scores: a reduction writing one fp32
+                         // statistic per row, then the normalization writing the bf16
+                         // probabilities. Seen where the softmax is recomputed (g1_dots: fusion.94,
+                         // fusion.92; m1_dots) and in unrolled forwards (s1_none_unrolled:
+                         // fusion.858, fusion.603). The scanned forward's is left as one kernel.
+                         const bool split = jax_ && (phase_ == Phase::recompute || !t_.scan_layers);
+                         if (split) {
+                           const OpId red = vector("attn_scores.softmax.reduce", bh * s_ * s_ * 4 + bh * s_ * 4,
+                                                   3 * bh * s_ * s_, bh * s_ * s_);
+                           g_.ops[red].thread_bytes = kXlaRowElementsPerThread * 4;  // f32 scores
                          }
+                         const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a) + (split ? bh * s_ * 4 : 0),
+                                                (split ? 3 : 5) * bh * s_ * s_, bh * s_ * s_);
+                         if (split) g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;
+                         if (jax_ && phase_ == Phase::recompute) scores_recomputed_ = true;
                        },
                        [=, this] {
                          // XLA's softmax backward (the compiled H200 steps): with the scores
@@ -905,6 +968,10 @@ class Builder {
                            if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
                          }
                          scores_recomputed_ = false;
+                         // (Not modelled: g1_dots (GQA) runs this fusion twice, fusion.95 writing dS
+                         // transposed for dK's dot and fusion.96 for dQ's, where g4k_l4_full (GQA too)
+                         // feeds both dots from one, fusion.93; what makes XLA pick either is not
+                         // derived. docs/validation.md.)
                          // The score gradient dS lives until dK is done. XLA writes it as a new fp32
                          // buffer (dP dies here); Megatron's fused softmax backward works in place
                          // on dP, which then lives until dK.
@@ -920,9 +987,11 @@ class Builder {
                          gemm("attn_scores.dq", s_, qk_dim_, s_, bh, ds_extra);
                          const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh, ds_extra);
                          if (ds) g_.ops[dk].frees.push_back(*ds);
+                         if (jax_) xla_attention_layout_copies_backward();
                        }});
       steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },
                        [=, this] {
+                         if (jax_) xla_output_grad_layout_copies();
                          // dP = dO V^T, a score-sized bf16 tensor, until the softmax backward reads it.
                          const OpId dp = gemm("attn.dp", s_, s_, v_dim_, bh);
                          attn_dp_ = temp("attn.dP", bh * s_ * s_ * a);
@@ -1566,8 +1635,18 @@ class Builder {
     if (v == vstages_ - 1) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
-      // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
-      vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+      if (jax_) {
+        // XLA's loss backward, three passes over the logits (the same in every compiled H200 step,
+        // e.g. s1_none_unrolled, g1_dots, m1_none, g1_none_cudnn): a row pass over the bf16 logits
+        // (loop_add_subtract_fusion: read a), the fp32 gradient (loop_multiply_fusion: read a, write
+        // 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read 4, write a).
+        vector("cross_entropy.bwd.rows", T_ * V_ * a, 2 * T_ * V_);
+        vector("cross_entropy.bwd", T_ * V_ * (a + 4), 4 * T_ * V_);
+        vector("cross_entropy.bwd.cast", T_ * V_ * (4 + a), T_ * V_);
+      } else {
+        // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
+        vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+      }
       gemm_dgrad("logits", T_, V_, h_);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
       gemm_wgrad("logits", T_, V_, h_);
@@ -1684,7 +1763,7 @@ class Builder {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       mark_module(module_of_step(it->name, moe_layer));
       it->backward();
-      g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
+      if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
         g_.ops[last_compute()].frees.push_back(*f);
         by_step.erase(it->name);

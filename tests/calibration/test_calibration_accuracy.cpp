@@ -178,12 +178,12 @@ TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
 // Issue 4's memory acceptance at the scenario level: every measured H200 JAX step described as a
 // racksim scenario (scenarios/validation/h200/, written by make_scenarios.py) within 10% of
 // peak_bytes_in_use, and its step time within 10% of the measured median except the rows listed
-// (unrolled steps: XLA's host work and kernel count are not in the scenario builder; g1_dots:
-// XLA splits grouped-query materialized attention into three times the register-heavy row
-// fusions, which the builder does not mirror; docs/decisions.md). A row that improves or regresses shows up here.
+// (ours-s1_none_unrolled: XLA's host work per buffer reference and its finer norm/MLP kernels are not
+// all in the scenario builder, and the same program measured 8.8% faster in the reference row; g1_dots:
+// XLA runs the grouped-query softmax backward fusion twice, which the builder does not mirror;
+// docs/validation.md). A row that improves or regresses shows up here.
 TEST(ScenarioH200, JaxStepsWithinTenPercent) {
-  const std::set<std::string> step_misses = {"reference-s1_none_unrolled.yaml", "ours-s1_none_unrolled.yaml",
-                                             "ours-s1l16_none_unrolled.yaml", "ours-g1_dots.yaml"};
+  const std::set<std::string> step_misses = {"ours-s1_none_unrolled.yaml", "ours-g1_dots.yaml"};
   auto number_before = [](const std::string& text, const std::string& tag) {
     const auto at = text.find(tag);
     if (at == std::string::npos) return -1.0;

@@ -1,0 +1,124 @@
+// The JAX mode's materialized attention: the kernels XLA emits around the score dots, read off the
+// compiled H200 steps s1_none_unrolled (MHA, unrolled) and g1_dots (GQA, scanned, recomputed scores),
+// pinned here by count and bytes in closed form.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+constexpr double B = 2, S = 512, H = 8, Dh = 64, D = H * Dh, L = 2, a = 2;
+
+OpGraph jax_graph(int kv_heads, bool scan, const std::string& recompute) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: " + std::to_string(kv_heads) +
+          ", vocab: 4096, ffn: swiglu}\n"
+          "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: " + recompute +
+          ", attention: materialized, framework: jax, scan_layers: " + (scan ? "true" : "false") + "}\n",
+      "x.yaml");
+  return build_training_graph(sc.model, sc.training, sc.system.spec);
+}
+
+struct Kernels {
+  int count = 0;
+  double bytes = 0, thread_bytes = 0;
+};
+// Kernels by their name without the micro-batch/layer prefix, per phase ("forward.attn_scores.qk").
+std::map<std::string, Kernels> kernels(const OpGraph& g) {
+  std::map<std::string, Kernels> k;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const auto& op = g.ops[i];
+    if (op.kind != OpKind::kernel) continue;
+    std::string n = g.op_name(static_cast<OpId>(i));
+    if (const auto dot = n.find(".L"); dot != std::string::npos) n = n.substr(n.find('.', dot + 1) + 1);
+    const char* phase = op.phase == Phase::forward ? "forward." : op.phase == Phase::recompute ? "recompute." : "backward.";
+    auto& e = k[phase + n];
+    ++e.count;
+    e.bytes += op.hbm_bytes;
+    e.thread_bytes = op.thread_bytes;
+  }
+  return k;
+}
+
+}  // namespace
+
+// s1_none_unrolled: the forward softmax is a reduction (fusion.858: fp32 scores in, one fp32 value per
+// row out) and a normalization (fusion.603: fp32 scores and the row values in, bf16 probabilities out),
+// 64 elements per thread; Q, K, V are copied into the heads' layout and Q, K again into the dots'
+// (5 copies); the backward copies dO once and joins dQ, dK, dV twice; dK reads dS and its operands only.
+TEST(XlaAttention, UnrolledMhaKernelsAndBytes) {
+  auto k = kernels(jax_graph(8, false, "none"));
+  const double T = B * S, scores = B * H * S * S, rows = B * H * S;
+  EXPECT_EQ(k["forward.attn_scores.softmax.reduce"].count, L);
+  EXPECT_DOUBLE_EQ(k["forward.attn_scores.softmax.reduce"].bytes, L * (4 * scores + 4 * rows));
+  EXPECT_DOUBLE_EQ(k["forward.attn_scores.softmax.reduce"].thread_bytes, 256);
+  EXPECT_EQ(k["forward.attn_scores.softmax"].count, L);
+  EXPECT_DOUBLE_EQ(k["forward.attn_scores.softmax"].bytes, L * ((4 + a) * scores + 4 * rows));
+  EXPECT_DOUBLE_EQ(k["forward.attn_scores.softmax"].thread_bytes, 256);
+  const double copy = 2 * T * D * a;  // one [T, D] bf16 tensor read and written
+  for (const char* n : {"q_layout", "k_layout", "v_layout", "q_dot_layout", "k_dot_layout"}) {
+    EXPECT_EQ(k[std::string("forward.attn_scores.") + n].count, L) << n;
+    EXPECT_DOUBLE_EQ(k[std::string("forward.attn_scores.") + n].bytes, L * copy) << n;
+  }
+  EXPECT_EQ(k["backward.attn.do_layout"].count, L);
+  EXPECT_DOUBLE_EQ(k["backward.attn.do_layout"].bytes, L * copy);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dqkv_concat"].bytes, L * 3 * copy);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dqkv_wgrad_layout"].bytes, L * 3 * copy);
+  EXPECT_EQ(k.count("backward.attn.do_gqa_layout"), 0u);  // MHA: one dO layout
+  EXPECT_EQ(k.count("backward.attn_scores.dq_layout"), 0u);
+  // dQ and dK: the same batched dot shape, each reading fp32 dS (no second read of the scores on dK).
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dk"].bytes, k["backward.attn_scores.dq"].bytes);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dq"].bytes,
+                   L * (B * H * ((S * S + S * Dh) * a + S * Dh * a) + scores * (4 - a)));
+}
+
+// g1_dots: scanned layers whose scores are recomputed: the recomputed softmax is split as above, the
+// forward's is one kernel; under GQA dO is copied a second time (grouped under the kv heads) and dQ, dK,
+// dV are each copied out of their grouped layout before they are joined.
+TEST(XlaAttention, ScannedGqaRecomputeKernelsAndBytes) {
+  auto k = kernels(jax_graph(2, true, "save_dots"));
+  const double T = B * S, scores = B * H * S * S, rows = B * H * S, kvd = 2 * Dh;
+  EXPECT_EQ(k.count("forward.attn_scores.softmax.reduce"), 0u);
+  EXPECT_EQ(k["recompute.attn_scores.softmax.reduce"].count, L);
+  EXPECT_DOUBLE_EQ(k["recompute.attn_scores.softmax.reduce"].bytes, L * (4 * scores + 4 * rows));
+  EXPECT_DOUBLE_EQ(k["recompute.attn_scores.softmax"].bytes, L * ((4 + a) * scores + 4 * rows));
+  EXPECT_DOUBLE_EQ(k["recompute.attn_scores.k_layout"].bytes, L * 2 * T * kvd * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn.do_gqa_layout"].bytes, L * 2 * T * D * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dq_layout"].bytes, L * 2 * T * D * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dk_layout"].bytes, L * 2 * T * kvd * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dv_layout"].bytes, L * 2 * T * kvd * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dqkv_concat"].bytes, L * 2 * T * (D + 2 * kvd) * a);
+  EXPECT_DOUBLE_EQ(k["backward.attn_scores.dk"].bytes, k["backward.attn_scores.dq"].bytes);
+}
+
+// XLA's loss backward: a row pass over the bf16 logits, the fp32 gradient, its cast back to bf16 (every
+// compiled H200 step: loop_add_subtract_fusion, loop_multiply_fusion, wrapped_convert.1).
+TEST(XlaAttention, JaxLossBackwardIsThreePasses) {
+  auto k = kernels(jax_graph(8, false, "none"));
+  const double logits = B * S * 4096;
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd.rows"].bytes, logits * a);
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd"].bytes, logits * (a + 4));
+  EXPECT_DOUBLE_EQ(k["backward.mb0.v0.cross_entropy.bwd.cast"].bytes, logits * (4 + a));
+}
+
+// Megatron's materialized attention has none of XLA's kernels.
+TEST(XlaAttention, MegatronModeHasNoXlaKernels) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 2, vocab: 4096}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, attention: materialized}\n",
+      "m.yaml");
+  auto k = kernels(build_training_graph(sc.model, sc.training, sc.system.spec));
+  for (const auto& [name, e] : k) {
+    EXPECT_EQ(name.find("_layout"), std::string::npos) << name;
+    EXPECT_EQ(name.find("softmax.reduce"), std::string::npos) << name;
+  }
+}
