@@ -196,6 +196,14 @@ def derive():
         "Megatron counter after 8873b55d (causal, top-k experts)", "as qwen3-235b-gb200-bf16",
         dict(F_per_token=Fq), "tokens_per_s_per_gpu", 1055e12 / Fq, f"step {8192 * 4096 / (64 * 1055e12 / Fq):.2f} s at GBS 8192")
 
+    # --- Qwen3-235B-A22B long context on 128 GB200, MXFP8 (sec. 1b) ---------------------------
+    Fg = megatron_2025(L=94, h=4096, a=64, g=4, kv_channels=128, V=151936, s=131072, dense_layers=0,
+                       dense_ffn=12288, moe_layers=94, moe_ffn=1536, topk=8)
+    row("qwen3-235b-gb200-128k-mxfp8", "1150 TFLOP/s/GPU", "ModelZoo best_practice/qwen3/readme.md GB200 table (long context), sec. 1b",
+        "Megatron counter after 8873b55d (causal, top-k experts)", "as qwen3-235b-h100-128k-cp8",
+        dict(L=94, h=4096, s=131072, F_per_token=Fg), "tokens_per_s_per_gpu", 1150e12 / Fg,
+        f"step {1024 * 131072 / (128 * 1150e12 / Fg):.2f} s at GBS 1024 on 128 GPUs")
+
     # --- DeepSeek-V3 on 256 GB200 (sec. 1b, Megatron-LM discussion doc) ------------------------
     Fd = megatron_2025_mla(L=61, h=7168, a=128, V=129280, s=4096, q_lora=1536, kv_lora=512, qk_head=128,
                            qk_rope=64, v_head=128, dense_layers=3, dense_ffn=18432, moe_layers=58, moe_ffn=2048,
