@@ -199,13 +199,15 @@ TEST(SteadyState, PlanLengths) {
   EXPECT_EQ(plan_of(2, 1, 5)->m1, 2);  // pp 2: a whole round (half of it would be one micro-step)
   EXPECT_EQ(plan_of(2, 1, 5)->unit, 2);
   EXPECT_FALSE(plan_of(8, 1, 8));
-  EXPECT_EQ(plan_of(8, 1, 9)->m1, 4);  // even pp from 4: half a round, the longer run holds pp micro-batches
+  EXPECT_EQ(plan_of(8, 1, 9)->m1, 4);  // pp a multiple of 4: half a round; the longer run holds pp micro-batches
   EXPECT_EQ(plan_of(8, 1, 9)->unit, 4);
   EXPECT_EQ(plan_of(16, 1, 64)->m1, 8);
   EXPECT_EQ(plan_of(16, 1, 64)->unit, 8);
   EXPECT_FALSE(plan_of(5, 1, 10));  // odd pp: a whole round
   EXPECT_EQ(plan_of(5, 1, 11)->m1, 5);
   EXPECT_EQ(plan_of(5, 1, 11)->unit, 5);
+  EXPECT_EQ(plan_of(6, 1, 13)->m1, 6);  // pp 6: half a round would be odd
+  EXPECT_EQ(plan_of(6, 1, 13)->unit, 6);
   EXPECT_FALSE(plan_of(4, 2, 12));
   EXPECT_EQ(plan_of(4, 2, 16)->m1, 8);
   EXPECT_EQ(plan_of(4, 2, 16)->unit, 4);
