@@ -21,9 +21,16 @@ namespace racksim::sim {
 //   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
 //                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
 //                  1F1B pairs alternate between two patterns).
-//   1F1B:          pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and the first stage
-//                  holding pp micro-batches at once, the most it ever holds (the memory peak); a round
-//                  of pp micro-steps as the period, which averages patterns that repeat over several.
+//   1F1B, pp a multiple of 4: pp/2 and pp. The longer run has the first stage holding pp
+//                  micro-batches at once, the most it ever holds (the memory peak, exactly); a 1F1B
+//                  step of stages of equal work lasts (m + pp - 1)·(t_f + t_b) for every m, so half a
+//                  round already adds the period, and a heavier stage still catching up is what the
+//                  window check catches (it then starts the window at pp). The half round is an even
+//                  number of micro-steps (MoE exchanges overlapped in 1F1B pairs alternate between two
+//                  patterns).
+//   1F1B, other pp: pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and a round of pp
+//                  micro-steps as the period (half a round would be odd, or for pp 2 a run of one
+//                  micro-step, which both gathers the parameters and reduces the gradients).
 //   interleaved:   2·pp and 3·pp (the schedule needs multiples of pp): the first stage's warm-up,
 //                  (vp + 1)·pp - 2 chunks, fits with a steady phase after it.
 // Empty when the step has no more micro-steps than the longer run: it is replayed whole.
@@ -37,7 +44,7 @@ int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::Tra
 
 // The most layer-steps one simulation may replay: about 1.4 GB and 20 s. Llama 3 405B on 16,384
 // GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 10,080 with a long step (32 and
-// 48 micro-steps); 126 layers at pp 64, vp 1, 24,192 (64 + 128).
+// 48 micro-steps); 126 layers at pp 64, vp 1, 12,096 (32 + 64).
 inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
 
 // The largest model (10^15 parameters: a thousand times Llama 3 405B) and step (10^12 tokens: a

@@ -89,7 +89,13 @@ TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
                   "training.global_batch=64"});
   check(dense, {"training.parallelism.pp=2", "training.optimizer_sharding=fsdp", "training.global_batch=64"});
   check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192"});
-  EXPECT_EQ(n, 10);
+  // Half-round windows (pp/2 and pp micro-steps) on MoE steps of 8 stages, with and without the
+  // exchanges overlapped in 1F1B pairs, and on the 405B layout without interleaving at pp 16.
+  check(ds, {"training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096"});
+  check(ds, {"training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096",
+             "training.moe.a2a_overlap=true"});
+  check("/scenarios/llama3-405b-h100.yaml", {"training.parallelism.vp=1", "training.global_batch=4096"});
+  EXPECT_EQ(n, 13);
 }
 
 // Layouts the sweeps explore: no pipeline, 1F1B, interleaved; ZeRO-1 and FSDP; no, full and
@@ -189,9 +195,19 @@ TEST(SteadyState, PlanLengths) {
   EXPECT_FALSE(plan_of(1, 1, 4));  // no more micro-steps than the longer run: replayed whole
   EXPECT_EQ(plan_of(1, 1, 5)->m1, 2);
   EXPECT_EQ(plan_of(1, 1, 5)->unit, 2);
-  EXPECT_FALSE(plan_of(8, 1, 16));
-  EXPECT_EQ(plan_of(8, 1, 17)->m1, 8);
-  EXPECT_EQ(plan_of(8, 1, 17)->unit, 8);
+  EXPECT_FALSE(plan_of(2, 1, 4));
+  EXPECT_EQ(plan_of(2, 1, 5)->m1, 2);  // pp 2: a whole round (half of it would be one micro-step)
+  EXPECT_EQ(plan_of(2, 1, 5)->unit, 2);
+  EXPECT_FALSE(plan_of(8, 1, 8));
+  EXPECT_EQ(plan_of(8, 1, 9)->m1, 4);  // pp a multiple of 4: half a round; the longer run holds pp micro-batches
+  EXPECT_EQ(plan_of(8, 1, 9)->unit, 4);
+  EXPECT_EQ(plan_of(16, 1, 64)->m1, 8);
+  EXPECT_EQ(plan_of(16, 1, 64)->unit, 8);
+  EXPECT_FALSE(plan_of(5, 1, 10));  // odd pp: a whole round
+  EXPECT_EQ(plan_of(5, 1, 11)->m1, 5);
+  EXPECT_EQ(plan_of(5, 1, 11)->unit, 5);
+  EXPECT_EQ(plan_of(6, 1, 13)->m1, 6);  // pp 6: half a round would be odd
+  EXPECT_EQ(plan_of(6, 1, 13)->unit, 6);
   EXPECT_FALSE(plan_of(4, 2, 12));
   EXPECT_EQ(plan_of(4, 2, 16)->m1, 8);
   EXPECT_EQ(plan_of(4, 2, 16)->unit, 4);
