@@ -97,7 +97,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       {"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale.yaml", "--json"});
   ASSERT_EQ(r.code, 4) << r.err;
   const auto rows = nlohmann::json::parse(r.out);
-  ASSERT_EQ(rows.size(), 38u);
+  ASSERT_EQ(rows.size(), 41u);
   std::set<std::string> passing;
   double sum = 0;
   for (const auto& row : rows) {
@@ -114,12 +114,14 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Llama 3 405B 8K, 8192 H100 (TP8 PP16 DP64)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
-      "Pax GPT-175B TE FP8, 256 H100 (FSDP256)"};
+      "Pax GPT-175B TE FP8, 256 H100 (FSDP256)",
+      "Pax GPT-5B TE FP8, 256 H100 (FSDP256)",
+      "Pax GPT-126M, 64 H100 (DP64)"};
   EXPECT_EQ(passing, expected);
-  // 27.3% today on 38 rows (the Qwen3 128K GB200 row +22.6%; TE's chunked pipeline scatter +0.3 points, partial
-  // CUDA graphs -0.2; 28.1% before XLA's collective combiner on the MaxText A3 rows, now +40..+41%; 25.9% on the
+  // 25.4% today on 41 rows (the Pax 5B BF16 / FP8 and 126M rows -16.6% / -4.0% / +6.4%; the Qwen3 128K GB200
+  // row +22.5%; the Grace host factor -0.6 points, TE's chunked pipeline scatter +0.3, partial CUDA graphs -0.2; 28.1% before XLA's collective combiner on the MaxText A3 rows, now +40..+41%; 25.9% on the
   // 33 before those rows; 28.1% before the same-architecture GEMM ceiling transfer).
-  EXPECT_LT(sum / rows.size(), 0.28);
+  EXPECT_LT(sum / rows.size(), 0.26);
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

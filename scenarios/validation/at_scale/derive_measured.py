@@ -263,6 +263,17 @@ def derive():
         dict(GBS=1536, s=2048, GPUs=256, seq_per_s=84.45), "step_time_s", 1536 / 84.45,
         f"= {84.45 * 2048 / 256:.1f} tokens/s/GPU")
 
+    # --- Pax GPT-5B on 256 H100, FSDP256, TE BF16 / FP8, and GPT-126M on 64 H100, DP64 (sec. 5) -------------
+    for name, seq_s, what in (("pax-gpt5b-256xh100", 1657.24, "TE BF16"), ("pax-gpt5b-256xh100-fp8", 2374.66, "TE FP8")):
+        row(name, f"{seq_s} sequences/s", f"NVIDIA/JAX-Toolbox@28603900 rosetta/rosetta/projects/pax/README.md H100 results ({what}), sec. 5",
+            "convention-free: sequences/s", "step = GBS / (sequences/s); tokens/s/GPU = seq/s x 2048 / 256",
+            dict(GBS=2048, s=2048, GPUs=256, seq_per_s=seq_s), "step_time_s", 2048 / seq_s,
+            f"= {seq_s * 2048 / 256:.1f} tokens/s/GPU")
+    row("pax-gpt126m-64xh100", "4709.12 sequences/s", "NVIDIA/JAX-Toolbox@28603900 rosetta/rosetta/projects/pax/README.md H100 results (TE BF16), sec. 5",
+        "convention-free: sequences/s", "step = GBS / (sequences/s); tokens/s/GPU = seq/s x 2048 / 64",
+        dict(GBS=256, s=2048, GPUs=64, seq_per_s=4709.12), "step_time_s", 256 / 4709.12,
+        f"= {4709.12 * 2048 / 64:.1f} tokens/s/GPU")
+
 
 def main():
     derive()
