@@ -225,7 +225,7 @@ class Builder {
     }
     if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
     if (jax_) assign_xla_host_work();
-    if (partial_graphs_)  // what no per-module graph captured launches eagerly
+    if (partial_graphs_)  // what no layer's graph captured launches eagerly
       for (Op& op : g_.ops)
         if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
@@ -391,8 +391,9 @@ class Builder {
       op.host_waits_for = pending_host_wait_;
       pending_host_wait_ = kNoOp;
     }
-    if (op.kind == OpKind::kernel && !overlapped_.empty()) {
-      // The first kernel after an overlapped TP collective runs beside it; the second waits.
+    if (op.kind == OpKind::kernel && !overlapped_.empty() && !quantizing_) {
+      // The first kernel after an overlapped TP collective runs beside it; the second waits. (A GEMM's
+      // low-precision cast is not that kernel: Transformer Engine casts before it exchanges, see gemm().)
       if (overlap_countdown_ == 0) {
         overlap_countdown_ = 1;
       } else {
@@ -431,7 +432,11 @@ class Builder {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
       // that the backward GEMMs find their operand in the layout tensor cores need.
       const double in = q == Quant::forward ? m * k + k * n : m * k;
+      // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
+      // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
+      quantizing_ = true;
       vector(name + ".quantize", in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
+      quantizing_ = false;
     }
     Op& op = new_op();
     op.name = named(name);
@@ -589,6 +594,7 @@ class Builder {
   }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
+  bool quantizing_ = false;   // emitting a GEMM's fp8 cast (not the kernel beside an overlapped exchange)
   int overlap_countdown_ = 0;
 
   TensorId temp(const std::string& name, double bytes) {
@@ -1401,10 +1407,10 @@ class Builder {
     }
   }
   // Under training.cuda_graph_scope: the ops of captured modules come from Transformer Engine's graphs
-  // (no host work of their own; one graph launch where a captured stretch begins); every other op of the
-  // layer keeps its eager share of the layer's host work, and the MoE layer's own host work (router,
-  // dispatcher, permutations) is spread over the MoE ops outside the graphs, less the routing when the
-  // router is captured. Layer-level shares are per op, as in the eager model: the measured host figures
+  // (no host work of their own; one graph launch per layer and pass, at its first captured op); every
+  // other op of the layer keeps its eager share of the layer's host work, and the MoE layer's own host
+  // work (router, dispatcher, permutations) is spread over the MoE ops outside the graphs, less the
+  // routing when the router is captured. Layer-level shares are per op, as in the eager model: the measured host figures
   // are per layer, not per module (calibration/data/h200-2026-12-01-megatron-host).
   void charge_scoped_host_work(int l, std::size_t first, bool forward) {
     const auto& L = sys_.launch;
@@ -1414,15 +1420,17 @@ class Builder {
     std::size_t k = 0;
     Module cur = Module::other;
     std::size_t ops = 0, eager = 0;
-    Module prev = Module::other;
+    bool launched = false;
     for (std::size_t i = first; i < end; ++i) {
       while (k < module_marks_.size() && module_marks_[k].first <= i) cur = module_marks_[k++].second;
       Op& op = g_.ops[i];
       const bool in_graph = captured(cur);
       op.graph = in_graph ? GraphLaunch::captured : GraphLaunch::eager;
-      // Each captured module is a graph of its own (Transformer Engine graphs module by module).
-      op.graph_start = in_graph && (i == first || cur != prev || g_.ops[i - 1].graph != GraphLaunch::captured);
-      prev = cur;
+      // One graph per layer and pass, whatever the scopes: Megatron-Core's TransformerLayer captures its
+      // scoped parts (the attention, then the MLP or the router part) in one Transformer Engine callable
+      // (_te_cuda_graph_capture), replayed as one forward graph and one backward graph.
+      op.graph_start = in_graph && !launched;
+      launched = launched || in_graph;
       if (op.phase == Phase::recompute) continue;
       ++ops;
       eager += !in_graph;

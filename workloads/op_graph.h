@@ -164,8 +164,8 @@ struct Op {
   CommKernel comm_kernel = CommKernel::nccl;
   uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
   // How the host launches this op: per the job's switch (training.cuda_graphs: the whole micro-step from
-  // graphs or all eager), or, under training.cuda_graph_scope, from one of Transformer Engine's per-module
-  // graphs (captured; graph_start: the graph's first op, where the host pays one graph launch) or eagerly.
+  // graphs or all eager), or, under training.cuda_graph_scope, from the layer's Transformer Engine graph
+  // (captured; graph_start: the graph's first op, where the host pays one graph launch) or eagerly.
   GraphLaunch graph = GraphLaunch::step;
   bool graph_start = false;
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM

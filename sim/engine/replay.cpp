@@ -326,7 +326,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
             micro_step_[rank] = ms;
           }
         } else if (op.graph_start) {
-          h += l.graph_launch_s;  // one of Transformer Engine's per-module graphs (training.cuda_graph_scope)
+          h += l.graph_launch_s;  // a layer's Transformer Engine graph (training.cuda_graph_scope)
         }
         // A framework's measured host work includes its launches; otherwise the launch alone.
         h += op.host_s > 0 ? op.host_s : (from_graph ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);

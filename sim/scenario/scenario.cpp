@@ -238,7 +238,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node;
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -321,7 +321,7 @@ Scenario parse_scenario(Node root) {
       cr.finish();
     }
     set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
-    set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
+    if ((tpo_node = r.get("tp_comm_overlap"))) set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
@@ -410,6 +410,12 @@ Scenario parse_scenario(Node root) {
           .error(fmt::format("etp ({}) must divide the experts' ffn hidden size ({})", p.expert_tp(),
                              m.moe->expert_ffn_hidden));
   }
+  // Megatron-LM asserts --sequence-parallel under --tp-comm-overlap (arguments.py): Transformer Engine's
+  // userbuffers overlap the sequence-parallel all-gathers and reduce-scatters, and there are none without it.
+  if (tpo_node && t.tp_comm_overlap && !t.sequence_parallel && p.tp > 1 && t.framework != Framework::jax)
+    tpo_node->error("tp_comm_overlap needs sequence_parallel: true (Megatron-LM refuses --tp-comm-overlap without "
+                    "--sequence-parallel: Transformer Engine's userbuffers overlap the sequence-parallel all-gathers "
+                    "and reduce-scatters)");
   if (scope_node && t.cuda_graph_scope.any()) {
     const auto& g = t.cuda_graph_scope;
     if (!t.cuda_graphs)
@@ -422,6 +428,9 @@ Scenario parse_scenario(Node root) {
                         "after the router)");
     else if ((g.moe_router || g.moe_preprocess) && !m.moe)
       scope_node->error("moe_router / moe_preprocess capture parts of MoE layers: the model has none (model.moe)");
+    else if (t.recompute.mode == RecomputeMode::full)
+      scope_node->error("cuda_graph_scope with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
+                        "(arguments.py: recompute_granularity must not be full when CUDA Graphs are enabled)");
   }
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
   if (moe_node && m.moe) {

@@ -307,8 +307,14 @@ TEST(MegatronImport, CudaGraphScopeReachesItsKey) {
   EXPECT_TRUE(t.cuda_graph_scope.moe_preprocess);
   EXPECT_FALSE(t.cuda_graph_scope.mlp);
   bool warned = false;
-  for (const auto& w : r.warnings) warned |= w.find("--cuda-graph-scope mamba: not modelled") != std::string::npos;
+  bool added = false;
+  for (const auto& w : r.warnings) {
+    warned |= w.find("--cuda-graph-scope mamba: not modelled") != std::string::npos;
+    added |= w.find("--cuda-graph-scope moe_preprocess without moe_router: Megatron-Core requires both; moe_router added") !=
+             std::string::npos;
+  }
   EXPECT_TRUE(warned);
+  EXPECT_TRUE(added);  // the scope the script did not write is said
   // Without --cuda-graph-impl the scope has nothing to select: no key.
   EXPECT_EQ(meg(kDeepSeekArgs + "--cuda-graph-scope attn\n", opt).yaml.find("cuda_graph_scope"), std::string::npos);
 }

@@ -153,6 +153,17 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, cuda_graphs: tr
     if (o.kind == OpKind::collective && o.group == CommGroup::tp) (o.coll == hw::CollectiveOp::all_reduce ? ar : ag) += 1;
   EXPECT_GT(ar, 0);
   EXPECT_EQ(ag, 0);
+  // Megatron-LM refuses --tp-comm-overlap without --sequence-parallel (arguments.py): Transformer Engine's
+  // userbuffers overlap the sequence-parallel gathers and scatters, and there are none to overlap.
+  const std::string bad = R"(system: {preset: gb200-nvl72, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, sequence_parallel: false, tp_comm_overlap: true}
+)";
+  EXPECT_EQ(racksim::testing::scenario_error_text(bad, "t.yaml"),
+            "t.yaml:3:109: error: training.tp_comm_overlap: tp_comm_overlap needs sequence_parallel: true (Megatron-LM "
+            "refuses --tp-comm-overlap without --sequence-parallel: Transformer Engine's userbuffers overlap the "
+            "sequence-parallel all-gathers and reduce-scatters)");
+  EXPECT_EQ(racksim::testing::scenario_error_text(std::string(bad).replace(bad.find("tp: 8"), 5, "tp: 1"), "t.yaml"), "");
 }
 
 // Transformer Engine's userbuffer overlaps (tp_comm_overlap, Megatron mode), as TE's defaults set them:
@@ -227,6 +238,40 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, tp_comm_overlap
     EXPECT_NEAR((o.end_s - o.start_s) / alone.time_s, 1.0, 0.02);
   }
   EXPECT_EQ(checked, 1);
+}
+
+// Under fp8 each GEMM is preceded by its cast; the cast is not the kernel beside a ring exchange (TE casts the
+// local shard and exchanges fp8 data): the GEMM still runs beside the all-gather, the op after it waits.
+TEST(GraphScale, TensorParallelOverlapKeepsTheGemmBesideItsGatherUnderFp8) {
+  auto sc = load(R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32768}
+training: {seq_len: 4096, global_batch: 8, precision: fp8, parallelism: {tp: 8}, tp_comm_overlap: true}
+)");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  auto id = [&](const std::string& name) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
+    ADD_FAILURE() << "no op " << name;
+    return OpId{0};
+  };
+  auto waits = [&](OpId op, OpId on) {
+    return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
+  };
+  for (const char* layer : {"mb0.L0.qkv", "mb0.L0.mlp_gate"}) {
+    const OpId gemm = id(layer);
+    const OpId ag = id(std::string(layer == std::string("mb0.L0.qkv") ? "mb0.L0.qkv" : "mb0.L0.mlp") + ".tp_all_gather");
+    EXPECT_EQ(g.op_name(gemm - 1), std::string(layer) + ".quantize");
+    EXPECT_FALSE(waits(gemm - 1, ag)) << layer;
+    EXPECT_FALSE(waits(gemm, ag)) << layer;
+    bool joined = false;  // the next kernel after the GEMM, casts aside, waits for the gather
+    for (OpId i = gemm + 1; i < g.ops.size(); ++i) {
+      const std::string n = g.op_name(i);
+      if (g.ops[i].kind != OpKind::kernel || (n.size() > 9 && n.compare(n.size() - 9, 9, ".quantize") == 0)) continue;
+      joined = waits(i, ag);
+      break;
+    }
+    EXPECT_TRUE(joined) << layer;
+  }
 }
 
 // Many micro-steps are simulated at two lengths and extended at the steady-state period; the

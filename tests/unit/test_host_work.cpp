@@ -175,9 +175,9 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s,
               1e-12);
   EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s, 1e-12);
-  // Two graphs per pass (Transformer Engine captures module by module): attention, then norm2 + router
-  // in the forward; the same two in reverse order in the backward.
-  EXPECT_EQ(starts, 4);
+  // One graph per pass: Megatron-Core's TransformerLayer._te_cuda_graph_capture captures the attention and
+  // the router part in one Transformer Engine callable (one forward graph, one backward graph).
+  EXPECT_EQ(starts, 2);
 }
 
 // What the host does per step falls between the whole-step graphs and eager launches, and capturing
@@ -207,4 +207,7 @@ TEST(HostWork, CudaGraphScopeErrors) {
   EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [attn, moe_preprocess]").find("moe_preprocess needs moe_router"),
             std::string::npos);
   EXPECT_NE(error(", cuda_graphs: true, framework: jax, cuda_graph_scope: [attn]").find("XLA decides"), std::string::npos);
+  // Megatron-LM asserts recompute_granularity != full whenever CUDA graphs are on (arguments.py).
+  EXPECT_NE(error(", cuda_graphs: true, recompute: full, cuda_graph_scope: [attn]").find("refuses CUDA graphs under full recompute"),
+            std::string::npos);
 }

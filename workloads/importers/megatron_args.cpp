@@ -832,8 +832,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                          flag, fmt::join(dropped, " "), fmt::join(dropped, ", ")));
     if (!kept.empty()) {
       if (std::find(kept.begin(), kept.end(), "moe_preprocess") != kept.end() &&
-          std::find(kept.begin(), kept.end(), "moe_router") == kept.end())
+          std::find(kept.begin(), kept.end(), "moe_router") == kept.end()) {
         kept.insert(kept.begin(), "moe_router");  // Megatron-Core requires it with moe_preprocess
+        out.warnings.push_back(fmt::format("--{} moe_preprocess without moe_router: Megatron-Core requires both; "
+                                           "moe_router added",
+                                           flag));
+      }
       tw.line(2, "cuda_graph_scope", fmt::format("[{}]", fmt::join(kept, ", ")), src(flag));
     }
     break;
