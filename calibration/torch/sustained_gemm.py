@@ -8,7 +8,9 @@ measures it: for each shape, a short burst after the card idled, then back-to-ba
 reporting TFLOP/s per chunk with the SM clock, power draw, temperature and throttle reasons that
 nvidia-smi reports beside it. It changes no setting of the card.
 
-Usage: python3 sustained_gemm.py --out OUT.jsonl [--seconds 45] [--idle 10]
+Usage: python3 sustained_gemm.py --out OUT.jsonl [--seconds 45] [--idle 10] [--dtype bf16|fp8]
+(--dtype fp8: e4m3 operands through torch._scaled_mm with per-tensor scales, bf16 output: a Transformer Engine
+style FP8 GEMM; the correctness check then compares against fp32 on the dequantized operands.)
 """
 import argparse
 import json
@@ -50,23 +52,35 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=45.0)
     ap.add_argument("--idle", type=float, default=10.0)
+    ap.add_argument("--dtype", choices=["bf16", "fp8"], default="bf16")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     dev = torch.cuda.get_device_name()
     with open(args.out, "w") as f:
-        f.write(json.dumps({"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda,
+        f.write(json.dumps({"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "dtype": args.dtype,
                             "state_at_start": card_state()}) + "\n")
         for m, n, k in SHAPES:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            if args.dtype == "fp8":
+                # e4m3 operands, B column-major as cuBLASLt's FP8 GEMM wants it; unit scales (randn fits e4m3)
+                a = a.to(torch.float8_e4m3fn)
+                b = b.t().contiguous().to(torch.float8_e4m3fn).t()
+                one = torch.ones((), device="cuda", dtype=torch.float32)
+                fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+                c = fn()
+                ref = a[:256].float() @ b.float()
+                tol = 2e-2
+            else:
+                fn = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+                fn()
+                ref = a[:256].float() @ b.float()
+                tol = 1e-2
             # correctness once, against fp32 on a slice
-            torch.matmul(a, b, out=c)
-            ref = a[:256].float() @ b.float()
             rel = ((c[:256].float() - ref).norm() / ref.norm()).item()
-            assert rel < 1e-2, rel
+            assert rel < tol, rel
             flops = 2.0 * m * n * k
-            fn = lambda: torch.matmul(a, b, out=c)  # noqa: E731
             timed(fn, 5)  # warm-up: handles, heuristics
             torch.cuda.synchronize()
             time.sleep(args.idle)  # let the card cool and clock up as it would at the start of a job
