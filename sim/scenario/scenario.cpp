@@ -90,10 +90,12 @@ void parse_cuda_graph_scope(const Node& n, TrainingConfig::CudaGraphScope& g) {
     else if (*s == "mlp") g.mlp = true;
     else if (*s == "moe_router") g.moe_router = true;
     else if (*s == "moe_preprocess") g.moe_preprocess = true;
-    else if (*s == "moe" || *s == "mamba" || *s == "full_iteration" || *s == "full")
+    else if (*s == "moe" || *s == "mamba" || *s == "full_iteration" || *s == "full_iteration_inference" || *s == "full")
+      // ("full": older Megatron-Core's name for whole-layer capture, the default when no scope is given.)
       e.error(fmt::format("graph scope '{}' is Megatron-Core's but not modelled by racksim (moe captures drop-and-pad MoE "
-                          "layers, mamba Mamba layers; full and full_iteration: leave cuda_graph_scope out, which graphs "
-                          "every layer); modelled: attn, mlp, moe_router, moe_preprocess",
+                          "layers, mamba Mamba layers, full_iteration and full_iteration_inference a whole iteration; "
+                          "for whole-layer graphs leave cuda_graph_scope out); modelled: attn, mlp, moe_router, "
+                          "moe_preprocess",
                           *s));
     else e.error(MapReader::unknown_choice_message(*s, names));
   }

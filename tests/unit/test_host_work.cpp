@@ -203,6 +203,9 @@ TEST(HostWork, CudaGraphScopeErrors) {
             "moe_router | moe_preprocess (did you mean 'attn'?)");
   EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [moe]").find("graph scope 'moe' is Megatron-Core's but not modelled"),
             std::string::npos);
+  EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [full_iteration_inference]")
+                .find("graph scope 'full_iteration_inference' is Megatron-Core's but not modelled"),
+            std::string::npos);
   EXPECT_NE(error(", cuda_graph_scope: [attn]").find("it needs cuda_graphs: true"), std::string::npos);
   EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [attn, moe_preprocess]").find("moe_preprocess needs moe_router"),
             std::string::npos);

@@ -828,8 +828,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       else dropped.push_back(w);
     }
     if (!dropped.empty())
-      out.warnings.push_back(fmt::format("--{} {}: not modelled ({}); racksim models attn, mlp, moe_router, moe_preprocess",
-                                         flag, fmt::join(dropped, " "), fmt::join(dropped, ", ")));
+      out.warnings.push_back(fmt::format("--{} {}: not modelled; racksim models attn, mlp, moe_router, moe_preprocess",
+                                         flag, fmt::join(dropped, " ")));
     if (!kept.empty()) {
       if (std::find(kept.begin(), kept.end(), "moe_preprocess") != kept.end() &&
           std::find(kept.begin(), kept.end(), "moe_router") == kept.end()) {
