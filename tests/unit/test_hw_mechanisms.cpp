@@ -334,8 +334,8 @@ TEST(HwMechanism, CollectiveBesideComputeRunsAtTheMeasuredSlowdown) {
 // Issue #12: how much a GEMM slows beside an NCCL all-reduce. The measured setup
 // (calibration/data/h200x2-2026-11-29-mechanisms/overlap/overlap_matrix.jsonl, CUDA_DEVICE_MAX_CONNECTIONS=1):
 // GEMM A, an all-reduce that needs A, GEMMs B and C, 8192^3 bf16 on 2 H200. Per trial, B's excess over the
-// mean of A and C against the time the NCCL kernel was resident beside B (57 trials, 8/32/128 MiB; the
-// analysis is in docs/validation.md "Known misses"): slope 0.159 / 0.180 / 0.187 through the origin,
+// mean of A and C against the time the NCCL kernel was resident beside B (57 trials, 8/32/128 MiB;
+// calibration/torch/overlap_compute_slowdown.py, docs/validation.md "Known misses"): slope 0.159 / 0.180 / 0.187 through the origin,
 // 0.193 over all; 24 channels (NCCL's CTAs) of 132 SMs is 0.182. The replay reserves the collective's
 // share of the SMs while it moves data, so B loses sm_count / sm_count_gpu of its rate for that time.
 TEST(HwMechanism, GemmBesideAllReduceLosesTheCollectiveSmShare) {
