@@ -231,6 +231,10 @@ class Builder {
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
+    if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
+      g_.notes.push_back("training.cuda_graphs with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
+                         "(arguments.py: 'recompute_granularity must not be full when CUDA Graphs are enabled'); "
+                         "simulated as asked, with every micro-step's kernels from graphs");
     if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
       g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                          "matrix is not modelled (only the fused attention kernel's)");

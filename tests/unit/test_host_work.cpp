@@ -214,3 +214,21 @@ TEST(HostWork, CudaGraphScopeErrors) {
   EXPECT_NE(error(", cuda_graphs: true, recompute: full, cuda_graph_scope: [attn]").find("refuses CUDA graphs under full recompute"),
             std::string::npos);
 }
+
+// Whole-step CUDA graphs with full recompute: Megatron-LM refuses the pair; racksim simulates it (the
+// capacity-planning sweeps vary recompute around a graphed base) and says so in the report's notes.
+TEST(HostWork, CudaGraphsWithFullRecomputeAreFlagged) {
+  auto notes_of = [&](std::vector<std::string> sets) {
+    const auto sc = load(kTiny, sets);
+    return build_training_graph(sc.model, sc.training, sc.system.spec).notes;
+  };
+  auto flagged = [](const std::vector<std::string>& notes) {
+    for (const auto& n : notes)
+      if (n.find("Megatron-LM refuses CUDA graphs under full recompute") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(flagged(notes_of({"training.cuda_graphs=true", "training.recompute=full"})));
+  EXPECT_FALSE(flagged(notes_of({"training.cuda_graphs=true", "training.recompute=selective"})));
+  EXPECT_FALSE(flagged(notes_of({"training.recompute=full"})));
+  EXPECT_FALSE(flagged(notes_of({"training.cuda_graphs=true", "training.recompute=full", "training.framework=jax"})));
+}
