@@ -543,10 +543,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     reserve_sms(rank, sm_frac);
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
-    std::array<FlowNetwork::Use, 3> uses;
+    std::array<FlowNetwork::Use, 4> uses;
     std::size_t nuses = 0;
     if (c.bytes_per_rank_nvlink > 0) uses[nuses++] = {R.nvlink, c.bytes_per_rank_nvlink / moved};
     if (c.bytes_per_rank_nic > 0) uses[nuses++] = {R.nic, c.bytes_per_rank_nic / moved};
+    if (moved > 0) uses[nuses++] = {R.hbm, hbm_bytes_per_byte_moved(c, g_.ops[id])};
     const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
                                                            : std::numeric_limits<double>::infinity();
     if (nuses == 0 && !std::isfinite(cap)) {
@@ -562,6 +563,20 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       uses[nuses++] = {R.pace[lane], 1.0};
     }
     net_.start_flow_tagged(uses.data(), nuses, moved, tag(Then::collective_done, id), cap);
+  }
+  // A collective's own HBM traffic per byte it moves over the links, which memory-bound kernels beside it share
+  // (docs/decisions.md, "Collectives draw HBM"). NCCL's ring, tree and point-to-point kernels stage through
+  // FIFO buffers in the receiver's HBM: the sender reads its input, the peer's write lands in the staging
+  // buffer, the receiver reads it back and writes its output (a reduction's extra read of the local input is
+  // fused with that write): 4 bytes per byte moved; measured beside an HBM-bound copy on two H200s
+  // (calibration/torch/overlap_compute_slowdown.py: the copy loses 0.12-0.13 of its rate per second of a
+  // 32-128 MiB all-reduce). NVLS (multimem loads and stores; the switch reduces), DeepEP/HybridEP and Transformer
+  // Engine's userbuffers write straight into the destination buffer: the read at the source and the write
+  // at the destination, 2.
+  static double hbm_bytes_per_byte_moved(const hw::CollectiveCost& c, const Op& op) {
+    const bool direct = op.comm_kernel != CommKernel::nccl || (op.expert_top_k > 0 && op.expert_hierarchical) ||
+                        c.algorithm == hw::CollectiveAlgorithm::nvls || c.algorithm == hw::CollectiveAlgorithm::nvls_tree;
+    return direct ? 2.0 : 4.0;
   }
   void collective_done(OpId id) {
     const hw::CollectiveCost& c = *coll_cost_[id];

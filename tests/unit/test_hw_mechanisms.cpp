@@ -366,3 +366,44 @@ TEST(HwMechanism, GemmBesideAllReduceLosesTheCollectiveSmShare) {
                 cost.sm_count, sms, dur_b * 1e6, dur_a * 1e6, dur_b / dur_a);
   }
 }
+
+// An HBM-bound kernel beside an all-reduce on 2 H200 (one queue): NCCL's ring stages through HBM, 4 bytes
+// of HBM traffic per byte it moves (sim/engine/replay.cpp, hbm_bytes_per_byte_moved), so the kernel loses
+// 4 r / HBM of its rate while the collective moves data at r. Measured (calibration/torch/overlap_compute_slowdown.py
+// on the h200x2 overlap matrix, a 2 GiB copy beside a 128 MiB all-reduce resident 896 us): 0.12-0.13 of its rate
+// per second of the collective. The replay's collective runs faster beside compute than that (772 us, a separate
+// known gap, docs/validation.md), so the count is checked at the measured residency.
+TEST(HwMechanism, HbmBoundKernelBesideAllReduceSharesHbm) {
+  auto sc = two_gpu_dp();
+  const double hbm_Bps = sc.system.spec.gpu.hbm_bandwidth_Bps * sc.system.spec.gpu.hbm_efficiency;
+  const double bytes = 128.0 * 1024 * 1024;
+  auto streaming = [] {
+    Op op;
+    op.name = "copy_kernel";
+    op.unit = ExecUnit::vector;
+    op.dtype = sim::Dtype::fp32;
+    op.hbm_bytes = 2 * 2147483648.0;  // read and write 2 GiB
+    op.flops = 1;
+    return op;
+  };
+  OpGraph g;
+  const OpId a = g.add(streaming());
+  const OpId c = g.add(dp_all_reduce(bytes, {a}, false));
+  const OpId b = g.add(streaming());
+  g.add(streaming());
+  const auto r = sim::replay(g, sim::job_of(sc));
+  const auto cost = dp_all_reduce_alone(sc, bytes);
+  const double dur_a = r.ops[a].end_s - r.ops[a].start_s, dur_b = r.ops[b].end_s - r.ops[b].start_s;
+  ASSERT_LT(r.ops[c].end_s, r.ops[b].end_s);
+  const double moved = cost.bytes_per_rank_nvlink + cost.bytes_per_rank_nic;
+  // B is longer by the HBM the collective drew while moving its bytes: (HBM bytes per byte moved) x moved / HBM.
+  const double per_byte = (dur_b - dur_a) * hbm_Bps / moved;
+  EXPECT_NEAR(per_byte, 4.0, 0.04);
+  const double measured_residency_s = 896e-6;
+  const double predicted = per_byte * moved / measured_residency_s / hbm_Bps;
+  EXPECT_GE(predicted, 0.12 * 0.9) << predicted;
+  EXPECT_LE(predicted, 0.13 * 1.15) << predicted;
+  std::printf("2 GiB copy beside a 128 MiB all-reduce: collective %.0f us, copy B %.0f us vs A %.0f us; %.2f HBM bytes per "
+              "byte moved; at the measured 896 us residency the copy loses %.3f of its rate (measured 0.12-0.13)\n",
+              (r.ops[c].end_s - r.ops[c].start_s) * 1e6, dur_b * 1e6, dur_a * 1e6, per_byte, predicted);
+}
