@@ -530,6 +530,11 @@ class Builder {
   enum class TpOverlap { ring_exchange, pipeline, bulk, nccl };
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
+  // A pipeline or bulk exchange: a userbuffer kernel on the SMs set aside for it.
+  static void on_userbuffer_sms(Op& op) {
+    op.comm_kernel = CommKernel::dedicated_sms;
+    op.comm_sms = kUbSms;
+  }
   // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
   void tp_collective(const std::string& name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1) {
     if (tp_ == 1) return;
@@ -555,8 +560,7 @@ class Builder {
         op.comm_kernel = CommKernel::copy_engine;
         chunk_next_gemms_ = gemms;
       } else if (how != TpOverlap::nccl) {
-        op.comm_kernel = CommKernel::dedicated_sms;
-        op.comm_sms = kUbSms;
+        on_userbuffer_sms(op);
       }
       return;
     }
@@ -589,8 +593,7 @@ class Builder {
         gi = emit_last();
       }
       const OpId rs = collective(name, c, CommGroup::tp, bytes / split, {gi});
-      g_.ops[rs].comm_kernel = CommKernel::dedicated_sms;
-      g_.ops[rs].comm_sms = kUbSms;
+      on_userbuffer_sms(g_.ops[rs]);
       pieces.push_back(rs);
     }
     g_.ops[pieces.back() - 1].frees = std::move(frees);
@@ -1388,10 +1391,7 @@ class Builder {
     const bool moe = m_.is_moe_layer(l);
     const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s;
     const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
-    // The fused router and permutation each replace Python-level op chains with one kernel (their own
-    // host time, a few tens of microseconds, is not subtracted back).
-    const double moe_fwd = std::max(0.0, L.megatron_moe_forward_s - (t_.moe.router_fusion ? L.megatron_moe_routing_s : 0.0) -
-                                             (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
+    const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion);
     const double fwd = dense_fwd + (moe ? moe_fwd : 0.0);
     const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s : 0.0);
     const std::size_t end = g_.ops.size();
@@ -1409,6 +1409,15 @@ class Builder {
       if (g_.ops[i].phase == Phase::recompute) g_.ops[i].host_s += per_recomputed;
       else if (bwd > 0) g_.ops[i].host_s += bwd / static_cast<double>(backward_ops);
     }
+  }
+  // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
+  // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,
+  // and the permutations when fused (--moe-permute-fusion). (A fused kernel's own host time, a few tens of
+  // microseconds, is not added back.)
+  double moe_forward_host_s(bool routing_removed) const {
+    const auto& L = sys_.launch;
+    return std::max(0.0, L.megatron_moe_forward_s - (routing_removed ? L.megatron_moe_routing_s : 0.0) -
+                             (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
   }
   // Under training.cuda_graph_scope: the ops of captured modules come from Transformer Engine's graphs
   // (no host work of their own; one graph launch per layer and pass, at its first captured op); every
@@ -1440,9 +1449,7 @@ class Builder {
       eager += !in_graph;
     }
     module_marks_.clear();
-    const bool routing_left = !t_.moe.router_fusion && !g.moe_router;
-    const double moe_fwd = std::max(0.0, L.megatron_moe_forward_s - (routing_left ? 0.0 : L.megatron_moe_routing_s) -
-                                             (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
+    const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion || g.moe_router);
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
       sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;

@@ -68,6 +68,25 @@ enum class Then : uint64_t {
 };
 constexpr uint64_t tag(Then what, uint64_t id) { return (static_cast<uint64_t>(what) << 32) | id; }
 
+// Sorted runs merged into one, pairwise in log2(K) linear passes (a heap or a scan of the K heads costs
+// about 160 instructions per element at 16 runs). Neighbours are paired and std::merge takes the first
+// range on ties, so equal elements keep the order of their runs, then their order within a run.
+template <class T, class Less>
+std::vector<T> merge_runs(std::vector<std::vector<T>> runs, Less less) {
+  if (runs.empty()) return {};
+  while (runs.size() > 1) {
+    std::vector<std::vector<T>> next((runs.size() + 1) / 2);
+    for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
+      auto& out = next[k / 2];
+      out.resize(runs[k].size() + runs[k + 1].size());
+      std::merge(runs[k].begin(), runs[k].end(), runs[k + 1].begin(), runs[k + 1].end(), out.begin(), less);
+    }
+    if (runs.size() % 2 == 1) next.back() = std::move(runs.back());
+    runs = std::move(next);
+  }
+  return std::move(runs[0]);
+}
+
 class Replayer final : private EventQueue::Sink, private FlowNetwork::CompletionSink {
  public:
   Replayer(const OpGraph& g, const Job& job, const ReplayOptions& opt)
@@ -270,19 +289,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(ranks);
     if (ranks == 1) per_rank[0].reserve(g_.ops.size());
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), &per_rank[r]);
-    // The ranks' lists merged pairwise (log2(ranks) linear passes; a heap of heads cost about 160
-    // instructions per op with 16 ranks). (time, op) pairs are distinct: one merged order.
-    while (per_rank.size() > 1) {
-      std::vector<std::vector<std::pair<int64_t, OpId>>> next((per_rank.size() + 1) / 2);
-      for (std::size_t k = 0; k + 1 < per_rank.size(); k += 2) {
-        auto& out = next[k / 2];
-        out.resize(per_rank[k].size() + per_rank[k + 1].size());
-        std::merge(per_rank[k].begin(), per_rank[k].end(), per_rank[k + 1].begin(), per_rank[k + 1].end(), out.begin());
-      }
-      if (per_rank.size() % 2 == 1) next.back() = std::move(per_rank.back());
-      per_rank = std::move(next);
-    }
-    launches_ = std::move(per_rank[0]);
+    // The ranks' lists merged into one; (time, op) pairs are distinct: one merged order.
+    launches_ = merge_runs(std::move(per_rank), std::less<>{});
     next_launch_ = 0;
   }
   // Issues the rank's ops from its cursor until one waits for an op that has not finished: into
@@ -648,28 +656,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     int cls;
   };
   // Lists each in time order, merged into one in time order; equal times in list order, then in
-  // their order within a list (a stable K-way merge). Merged pairwise, in log2(K) linear passes (a
-  // scan of the K heads per event cost about a tenth of a sweep point's replay); pairing neighbours
-  // and std::merge taking the first range on ties keep that order.
+  // their order within a list (a stable K-way merge, merge_runs).
   template <std::size_t K>
   static std::vector<Event> merge_by_time(std::array<std::vector<Event>, K>&& lists) {
-    const auto earlier = [](const Event& a, const Event& b) { return a.time < b.time; };
     std::vector<std::vector<Event>> runs;
     runs.reserve(K);
     for (auto& l : lists)
       if (!l.empty()) runs.push_back(std::move(l));
-    if (runs.empty()) return {};
-    while (runs.size() > 1) {
-      std::vector<std::vector<Event>> next((runs.size() + 1) / 2);
-      for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
-        auto& out = next[k / 2];
-        out.resize(runs[k].size() + runs[k + 1].size());
-        std::merge(runs[k].begin(), runs[k].end(), runs[k + 1].begin(), runs[k + 1].end(), out.begin(), earlier);
-      }
-      if (runs.size() % 2 == 1) next.back() = std::move(runs.back());
-      runs = std::move(next);
-    }
-    return std::move(runs[0]);
+    return merge_runs(std::move(runs), [](const Event& a, const Event& b) { return a.time < b.time; });
   }
 
   void compute_breakdown() {
