@@ -6,6 +6,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -210,6 +211,14 @@ struct TrainingConfig {
   // Derived: tokens of one optimizer step over the whole job.
   double tokens_per_step() const { return static_cast<double>(global_batch) * seq_len; }
 };
+
+// The Megatron-Core graph scopes racksim models, each with its field (one table for the scenario parser,
+// the report's echo and the Megatron importer).
+inline constexpr std::array<std::pair<const char*, bool TrainingConfig::CudaGraphScope::*>, 4> kCudaGraphScopeNames = {{
+    {"attn", &TrainingConfig::CudaGraphScope::attn},
+    {"mlp", &TrainingConfig::CudaGraphScope::mlp},
+    {"moe_router", &TrainingConfig::CudaGraphScope::moe_router},
+    {"moe_preprocess", &TrainingConfig::CudaGraphScope::moe_preprocess}}};
 
 std::string to_string(OptimizerSharding s);
 std::string to_string(RecomputeMode m);

@@ -81,15 +81,15 @@ void parse_cuda_graph_scope(const Node& n, TrainingConfig::CudaGraphScope& g) {
                         n.describe()));
     return;
   }
-  static const std::vector<std::string> names = {"attn", "mlp", "moe_router", "moe_preprocess"};
+  std::vector<std::string> names;
+  for (const auto& [name, field] : kCudaGraphScopeNames) names.emplace_back(name);
   for (std::size_t i = 0; i < n.yaml().size(); ++i) {
     Node e = n.element(i);
     auto s = e.as_string();
     if (!s) continue;
-    if (*s == "attn") g.attn = true;
-    else if (*s == "mlp") g.mlp = true;
-    else if (*s == "moe_router") g.moe_router = true;
-    else if (*s == "moe_preprocess") g.moe_preprocess = true;
+    const auto* known = std::find_if(kCudaGraphScopeNames.begin(), kCudaGraphScopeNames.end(),
+                                     [&](const auto& entry) { return *s == entry.first; });
+    if (known != kCudaGraphScopeNames.end()) g.*(known->second) = true;
     else if (*s == "moe" || *s == "mamba" || *s == "full_iteration" || *s == "full_iteration_inference" || *s == "full")
       // ("full": older Megatron-Core's name for whole-layer capture, the default when no scope is given.)
       e.error(fmt::format("graph scope '{}' is Megatron-Core's but not modelled by racksim (moe captures drop-and-pad MoE "
@@ -656,10 +656,8 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (t.cuda_graph_scope.any()) {  // (only when set)
     auto& l = training["cuda_graph_scope"] = nlohmann::json::array();
-    const auto& g = t.cuda_graph_scope;
-    for (auto [on, name] : {std::pair{g.attn, "attn"}, std::pair{g.mlp, "mlp"}, std::pair{g.moe_router, "moe_router"},
-                            std::pair{g.moe_preprocess, "moe_preprocess"}})
-      if (on) l.push_back(name);
+    for (const auto& [name, field] : kCudaGraphScopeNames)
+      if (t.cuda_graph_scope.*field) l.push_back(name);
   }
   if (!(t.xla_pipelined == TrainingConfig::XlaPipelined{})) {  // (only when not XLA's default: reports stay as they were)
     auto& l = training["xla_pipelined_collectives"] = nlohmann::json::array();

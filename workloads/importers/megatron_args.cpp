@@ -16,6 +16,7 @@
 
 #include "input/diagnostics.h"
 #include "workloads/importers/scenario_writer.h"
+#include "workloads/training_config.h"
 
 namespace racksim::workloads::importers {
 
@@ -824,8 +825,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     std::vector<std::string> kept, dropped;
     std::istringstream words(*v);
     for (std::string w; words >> w;) {
-      if (w == "attn" || w == "mlp" || w == "moe_router" || w == "moe_preprocess") kept.push_back(w);
-      else dropped.push_back(w);
+      const bool modelled = std::any_of(kCudaGraphScopeNames.begin(), kCudaGraphScopeNames.end(),
+                                        [&](const auto& entry) { return w == entry.first; });
+      (modelled ? kept : dropped).push_back(w);
     }
     if (!dropped.empty())
       out.warnings.push_back(fmt::format("--{} {}: not modelled; racksim models attn, mlp, moe_router, moe_preprocess",
