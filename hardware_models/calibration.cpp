@@ -94,10 +94,11 @@ std::string quote(const std::string& s) {
 
 // ---------------------------------------------------------------- the model
 
-double GemmModel::shape_factor(double m, double n, double k, double batch, double peak, double ceiling) const {
+double GemmModel::shape_factor(double m, double n, double k, double batch, double peak, double ceiling,
+                               double k0_scale) const {
   const double f = 2.0 * std::max(1.0, batch) * m * n * k;
   double denom = 1.0;
-  if (k > 0) denom += k0 / k;
+  if (k > 0) denom += k0 * k0_scale / k;
   if (f > 0 && peak > 0 && ceiling > 0) denom += t0_s * peak * ceiling / f;
   return 1.0 / denom;
 }
@@ -542,6 +543,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
 
   std::vector<std::string> applied, kept;
   bool row_kernels_kept = false, xla_runtime_kept = false, attention_kept = false;
+  double attention_ratio = 0;  // measured causal forward attention / measured GEMM ceiling, when carried across
   if (cal.hbm && cal.hbm_efficiency > 0) {
     if (same_arch && !overridden("gpu.hbm_efficiency")) {
       spec.gpu.hbm_efficiency = cal.hbm_efficiency;
@@ -554,10 +556,23 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     }
   }
   if (cal.attention && cal.attention->forward_causal.e_max > 0) {
-    // Flash kernels are written per architecture (wgmma on Hopper, tcgen05 on Blackwell).
+    // Flash kernels are written per architecture (wgmma on Hopper, tcgen05 on Blackwell). On the same
+    // architecture the measured efficiency applies as measured. Across architectures the measured curve
+    // carries as a ratio to the GEMM ceiling measured on the same card (both at its power state), times
+    // this preset's GEMM ceiling: the rule the GEMM shape curve follows. Without it the kernel ran at the
+    // GEMM ceiling, which on Blackwell is above what cuDNN reaches (FlashAttention-4, arXiv 2603.05451:
+    // 1,613 TFLOP/s at best on B200 BF16, up to 1.3x cuDNN 9.13's).
+    const GemmModel* measured_gemm = cal.gemm_for(sim::Dtype::bf16);
     if (same_arch) {
       c->applied_attention = true;
       applied.push_back("fused attention");
+    } else if (const auto target = spec.gpu.matmul_efficiency.find(sim::Dtype::bf16);
+               measured_gemm && measured_gemm->e_max > 0 && target != spec.gpu.matmul_efficiency.end()) {
+      const double to_target = target->second / measured_gemm->e_max;
+      for (bool backward : {false, true})
+        for (bool causal : {false, true}) c->attention->curve(backward, causal).e_max *= to_target;
+      c->applied_attention = true;
+      attention_ratio = cal.attention->forward_causal.e_max / measured_gemm->e_max;
     } else {
       attention_kept = true;
     }
@@ -660,10 +675,20 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   if (!unmeasured.empty()) {
     std::string list;
     for (const auto& s : unmeasured) list += (list.empty() ? "" : ", ") + s;
-    c->warnings.push_back(fmt::format("calibration {} has no {} GEMM measurements: those use the preset's "
-                                      "matmul_efficiency for every shape",
-                                      cal.name, list));
+    const bool fp8_curve = cal.gemm_for(sim::Dtype::fp8) != nullptr;
+    c->warnings.push_back(fmt::format(
+        "calibration {} has no {} GEMM measurements: those use the preset's matmul_efficiency as their ceiling{}",
+        cal.name, list,
+        fp8_curve ? ", and the block-scaled ones (mxfp8, nvfp4) the fp8 shape curve under it, its per-tile overhead "
+                    "scaled by their tensor-core rate over fp8's (the same datapath)"
+                  : " at every shape"));
   }
+  if (attention_ratio > 0)
+    c->warnings.push_back(fmt::format(
+        "{}: its fused-attention efficiency was measured on {}: on {} flash attention runs at the measured ratio to "
+        "the GEMM ceiling ({:.2f} for the causal forward) times this preset's bf16 ceiling; the kernels differ by "
+        "architecture and that ratio is not measured here",
+        cal.name, to_string(cal.architecture), to_string(spec.gpu.architecture), attention_ratio));
   if (attention_kept)
     c->warnings.push_back(fmt::format(
         "{}: its fused-attention efficiency was measured on {} and is not applied to {}: flash attention there runs "

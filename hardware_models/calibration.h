@@ -52,10 +52,14 @@ struct GemmModel {
   std::vector<GemmPoint> shapes;
 
   // Shape factor in (0, 1]: efficiency / ceiling, for a GPU of peak `peak` running at `ceiling`.
-  double shape_factor(double m, double n, double k, double batch, double peak, double ceiling) const;
+  // `k0_scale` multiplies k0 for a datatype whose main loop runs that many times faster per K element
+  // than the measured one's while the per-tile prologue/epilogue time stays (see compute_model.cpp).
+  double shape_factor(double m, double n, double k, double batch, double peak, double ceiling,
+                      double k0_scale = 1.0) const;
   // Achieved fraction of `peak` for this shape, with `ceiling` as the large-shape efficiency.
-  double efficiency(double m, double n, double k, double batch, double peak, double ceiling) const {
-    return ceiling * shape_factor(m, n, k, batch, peak, ceiling);
+  double efficiency(double m, double n, double k, double batch, double peak, double ceiling,
+                    double k0_scale = 1.0) const {
+    return ceiling * shape_factor(m, n, k, batch, peak, ceiling, k0_scale);
   }
 };
 

@@ -116,12 +116,13 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-175B TE FP8, 256 H100 (FSDP256)",
       "Pax GPT-5B TE FP8, 256 H100 (FSDP256)",
-      "Pax GPT-126M, 64 H100 (DP64)"};
+      "Pax GPT-126M, 64 H100 (DP64)",
+      "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)"};
   EXPECT_EQ(passing, expected);
-  // 25.1% today on 41 rows (collectives drawing HBM -0.3 points; the Pax 5B BF16 / FP8 and 126M rows -16.6% / -4.0% / +6.4%; the Qwen3 128K GB200
-  // row +22.5%; the Grace host factor -0.6 points, TE's chunked pipeline scatter +0.3, partial CUDA graphs -0.2; 28.1% before XLA's collective combiner on the MaxText A3 rows, now +40..+41%; 25.9% on the
-  // 33 before those rows; 28.1% before the same-architecture GEMM ceiling transfer).
-  EXPECT_LT(sum / rows.size(), 0.26);
+  // 23.2% today on 41 rows (Blackwell: MXFP8 GEMMs on FP8's shape curve and flash attention at the H200's
+  // measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row +22.4% -> +1.7%; 25.1% before;
+  // the history of earlier moves is in docs/validation.md).
+  EXPECT_LT(sum / rows.size(), 0.24);
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

@@ -319,6 +319,57 @@ TEST(CalibTransfer, Gb200KeepsItsDatasheetPeakAndCeilings) {
   EXPECT_NE(all.find("nvfp4"), std::string::npos) << all;
 }
 
+// Block-scaled MXFP8 and NVFP4 have no measurements: on GB200 they take the measured FP8 shape curve under
+// their own ceiling, NVFP4's per-tile overhead k0 doubled (its main loop runs twice FP8's rate per K
+// element). Before, they ran at the ceiling at every shape, faster than FP8 at the same shape.
+TEST(CalibTransfer, BlockScaledGemmsTakeFp8ShapeCurve) {
+  hw::SystemSpec s = preset("gb200-nvl72");
+  hw::apply_calibration(s, *committed());
+  const hw::GemmModel& fp8 = committed()->gemm.at(sim::Dtype::fp8);
+  const double m = 4096, n = 4096, k = 2048;  // a DeepSeek-V3 expert down projection (K = 2048)
+  auto work = [&](sim::Dtype d) { return hw::KernelWork{true, d, 2.0 * m * n * k, 0, m, n, k, 1, 0}; };
+  const double ceil_fp8 = s.gpu.matmul_efficiency.at(sim::Dtype::fp8);
+  const double ceil_mx = s.gpu.matmul_efficiency.at(sim::Dtype::mxfp8);
+  const double e_fp8 = hw::gemm_efficiency(s, work(sim::Dtype::fp8));
+  const double e_mx = hw::gemm_efficiency(s, work(sim::Dtype::mxfp8));
+  const double e_fp4 = hw::gemm_efficiency(s, work(sim::Dtype::nvfp4));
+  // Same datapath, same peak (5,000 TFLOP/s), same cited ceiling: MXFP8 runs exactly as FP8 does.
+  EXPECT_DOUBLE_EQ(e_mx / ceil_mx, e_fp8 / ceil_fp8);
+  EXPECT_LT(e_mx, 0.9 * ceil_mx);  // 1 / (1 + 347 / 2048 + t0 term) ~ 0.83
+  // NVFP4 (10,000 TFLOP/s): the closed form with k0 doubled and its own peak in the fixed-cost term.
+  const double p4 = s.gpu.peak_dense_flops_per_s.at(sim::Dtype::nvfp4);
+  const double ceil4 = s.gpu.matmul_efficiency.at(sim::Dtype::nvfp4);
+  const double expected = ceil4 / (1.0 + 2.0 * fp8.k0 / k + fp8.t0_s * p4 * ceil4 / (2.0 * m * n * k));
+  EXPECT_NEAR(e_fp4, expected, 1e-12);
+  EXPECT_LT(e_fp4 / ceil4, e_fp8 / ceil_fp8);
+}
+
+// Flash attention across architectures: the H200's measured curve as a ratio to the GEMM ceiling measured on
+// the same card, times GB200's cited ceiling (before: the GEMM ceiling itself, above what cuDNN reaches).
+TEST(CalibTransfer, Gb200FlashAttentionAtMeasuredRatioToGemmCeiling) {
+  hw::SystemSpec s = preset("gb200-nvl72");
+  hw::apply_calibration(s, *committed());
+  ASSERT_TRUE(s.calibration->applied_attention);
+  const auto& measured = *committed()->attention;
+  const double ratio_to_target =
+      s.gpu.matmul_efficiency.at(sim::Dtype::bf16) / committed()->gemm.at(sim::Dtype::bf16).e_max;
+  const double seq = 8192;
+  for (int pass : {1, 2})
+    for (bool causal : {false, true}) {
+      hw::KernelWork w{true, sim::Dtype::bf16, 1e12, 0, 0, 0, 0, 1, 0};
+      w.attention = pass;
+      w.attention_causal = causal;
+      w.attention_seq = seq;
+      const auto& c = measured.curve(pass == 2, causal);
+      EXPECT_NEAR(hw::kernel_timing(s, w).efficiency, c.e_max * ratio_to_target / (1.0 + c.s0 / seq), 1e-12);
+    }
+  std::string all;
+  for (const auto& w : s.calibration->warnings) all += w + "\n";
+  EXPECT_NE(all.find("flash attention runs at the measured ratio to the GEMM ceiling (0.84 for the causal forward)"),
+            std::string::npos)
+      << all;
+}
+
 TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {
   const hw::SystemSpec before = preset("h100-sxm");
   hw::SystemSpec s = before;
