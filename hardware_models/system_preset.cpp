@@ -106,6 +106,7 @@ SystemSpec parse_system_preset(const Node& root) {
     }
     set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
     set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
+    set_if(r.number("fp8_blockwise_rate_ratio", false, 0.05, 1.0), s.gpu.fp8_blockwise_rate_ratio);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -286,7 +287,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
           if (l == key || l.ends_with("." + key)) matches.push_back(l);
         // Optional fields absent from this preset may still be set by full path.
         static const std::vector<std::string> optional_fields = {
-            "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.tensor_clock", "gpu.peak_dense.tf32",
+            "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock", "gpu.peak_dense.tf32",
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
             "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4",

@@ -47,6 +47,9 @@ struct GpuSpec {
   double hbm_efficiency = 1.0;         // achieved / datasheet HBM bandwidth for streaming kernels
   // A collective's time / its standalone time while compute kernels are resident on the GPU (>= 1).
   double collective_slowdown_beside_compute = 1.0;
+  // Blockwise-scaled FP8 GEMM throughput (1x128 activation tiles, 128x128 weight blocks) / per-tensor-scaled
+  // FP8 at the same shape; 0 = not given (such GEMMs then run at the per-tensor rate).
+  double fp8_blockwise_rate_ratio = 0;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

@@ -235,6 +235,15 @@ class Builder {
       g_.notes.push_back("training.cuda_graphs with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                          "(arguments.py: 'recompute_granularity must not be full when CUDA Graphs are enabled'); "
                          "simulated as asked, with every micro-step's kernels from graphs");
+    if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise)
+      g_.notes.push_back(
+          sys_.gpu.fp8_blockwise_rate_ratio > 0
+              ? fmt::format("training.fp8_recipe blockwise: FP8 GEMMs at {:g} of the per-tensor rate "
+                            "(gpu.fp8_blockwise_rate_ratio: each 128-deep block's partial sum is scaled on the CUDA cores)",
+                            sys_.gpu.fp8_blockwise_rate_ratio)
+              : fmt::format("training.fp8_recipe blockwise: {} gives no gpu.fp8_blockwise_rate_ratio (not measured on "
+                            "this GPU): FP8 GEMMs at the per-tensor rate",
+                            sys_.name));
     if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
       g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                          "matrix is not modelled (only the fused attention kernel's)");

@@ -19,6 +19,7 @@ std::string to_string(AttentionImpl a) { return std::string(sim::name_in(kAttent
 std::string to_string(Framework f) { return std::string(sim::name_in(kFrameworkNames, f)); }
 std::string to_string(MoeDispatcher d) { return std::string(sim::name_in(kMoeDispatcherNames, d)); }
 std::string to_string(CpComm c) { return std::string(sim::name_in(kCpCommNames, c)); }
+std::string to_string(Fp8Recipe r) { return std::string(sim::name_in(kFp8RecipeNames, r)); }
 
 }  // namespace racksim::workloads
 

@@ -123,6 +123,14 @@ struct PipelineLayout {
 enum class CpComm { p2p, all_gather, a2a };
 inline constexpr std::array<sim::EnumName<CpComm>, 3> kCpCommNames = {{{CpComm::p2p, "p2p"}, {CpComm::all_gather, "all_gather"}, {CpComm::a2a, "a2a"}}};
 
+// How an fp8 step scales its matmul operands (Megatron --fp8-recipe; mxfp8 is a precision of its own).
+// delayed and tensorwise keep one scale per tensor, which the tensor cores apply; blockwise (DeepSeek-V3's
+// 1x128 activation tiles and 128x128 weight blocks) needs a scale per 128-deep block of K, which Hopper's
+// tensor cores cannot apply: the GEMM promotes each block's partial sum on the CUDA cores (gpu.fp8_blockwise_rate_ratio).
+enum class Fp8Recipe { delayed, tensorwise, blockwise };
+inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
+    {{Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
+
 struct TrainingConfig {
   int seq_len = 0;
   int global_batch = 0;   // sequences per optimizer step
@@ -191,6 +199,7 @@ struct TrainingConfig {
   // and ZeRO parameter all-gathers overlapped with the next step's forward instead of after the
   // optimizer (the forward of a layer waits only for its own bucket).
   CpComm cp_comm = CpComm::p2p;     // Megatron's default
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // Megatron's default; only with precision fp8
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   // Dropout (Megatron --attention-dropout / --hidden-dropout, whose defaults are 0.1 each; LLM recipes
@@ -226,5 +235,6 @@ std::string to_string(AttentionImpl a);
 std::string to_string(Framework f);
 std::string to_string(MoeDispatcher d);
 std::string to_string(CpComm c);
+std::string to_string(Fp8Recipe r);
 
 }  // namespace racksim::workloads

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "hardware_models/calibration.h"
+#include "hardware_models/compute_model.h"
 #include "hardware_models/system_preset.h"
 #include "core/text.h"
 #include "core/units.h"
@@ -50,6 +51,19 @@ namespace {
 template <class T, class U>
 void set_if(std::optional<U> v, T& field) {
   if (v) field = static_cast<T>(*v);
+}
+
+// training.fp8_recipe blockwise: the per-block promotion slows the GEMM's main loop by the preset's measured
+// ratio, which is a lower fp8 ceiling (the shape curve's fixed cost stays: compute_model.cpp). Without the
+// ratio the per-tensor rate stays, and the graph's notes say so.
+void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
+  const double ratio = spec.gpu.fp8_blockwise_rate_ratio;
+  if (ratio <= 0) return;
+  const double before = hw::matmul_efficiency(spec, sim::Dtype::fp8);
+  spec.gpu.matmul_efficiency[sim::Dtype::fp8] = before * ratio;
+  auto& src = spec.sources["gpu.matmul_efficiency.fp8"];
+  src = fmt::format("{} x gpu.fp8_blockwise_rate_ratio {} (training.fp8_recipe blockwise){}", before, ratio,
+                    src.empty() ? "" : "; before: " + src);
 }
 
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
@@ -240,7 +254,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node;
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -326,6 +340,7 @@ Scenario parse_scenario(Node root) {
     if ((tpo_node = r.get("tp_comm_overlap"))) set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
+    if ((fp8_recipe_node = r.get("fp8_recipe"))) set_if(r.choice("fp8_recipe", kFp8RecipeNames), t.fp8_recipe);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
@@ -480,6 +495,11 @@ Scenario parse_scenario(Node root) {
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, sim::to_string(t.precision)));
+  if (fp8_recipe_node && t.precision != sim::Dtype::fp8)
+    fp8_recipe_node->error(fmt::format("fp8_recipe applies to precision fp8 (here {}): mxfp8 and nvfp4 scale their "
+                                       "blocks in the tensor cores, bf16 has no scales",
+                                       sim::to_string(t.precision)));
+  else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
   if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
@@ -654,6 +674,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
+  if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (t.cuda_graph_scope.any()) {  // (only when set)
     auto& l = training["cuda_graph_scope"] = nlohmann::json::array();
     for (const auto& [name, field] : kCudaGraphScopeNames)

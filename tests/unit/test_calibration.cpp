@@ -370,6 +370,36 @@ TEST(CalibTransfer, Gb200FlashAttentionAtMeasuredRatioToGemmCeiling) {
       << all;
 }
 
+// training.fp8_recipe blockwise on Hopper: the measured blockwise / per-tensor rate (0.854, calibration/data/
+// h200-2026-12-02-blockwise-fp8) lowers the fp8 ceiling, so the GEMM's main loop takes 1 / 0.854 as long and
+// its fixed cost t0 stays: t = t0 + F / (P e r) (1 + k0 / K). On a preset without the ratio the rate is kept.
+TEST(CalibTransfer, BlockwiseFp8GemmsRunAtTheMeasuredRatio) {
+  const char* base =
+      "system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: {preset: llama2-7b}\n"
+      "training: {seq_len: 4096, global_batch: 8, precision: fp8";
+  const auto tensorwise = sim::load_scenario_text(std::string(base) + "}\n", "t.yaml");
+  const auto blockwise = sim::load_scenario_text(std::string(base) + ", fp8_recipe: blockwise}\n", "b.yaml");
+  const double r = preset("h100-sxm").gpu.fp8_blockwise_rate_ratio;
+  EXPECT_DOUBLE_EQ(r, 0.854);
+  const auto& e0 = tensorwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8);
+  EXPECT_DOUBLE_EQ(blockwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), e0 * r);
+  EXPECT_NE(blockwise.system.spec.sources.at("gpu.matmul_efficiency.fp8").find("fp8_blockwise_rate_ratio 0.854"),
+            std::string::npos);
+  const hw::GemmModel& g = committed()->gemm.at(sim::Dtype::fp8);
+  const double m = 4096, n = 32768, k = 6144;  // a Mixtral 8x22B expert fc1
+  const hw::KernelWork w{true, sim::Dtype::fp8, 2.0 * m * n * k, 0, m, n, k, 1, 0};
+  const double t_tensor = hw::kernel_timing(tensorwise.system.spec, w).compute_s;
+  const double t_block = hw::kernel_timing(blockwise.system.spec, w).compute_s;
+  EXPECT_NEAR(t_block - g.t0_s, (t_tensor - g.t0_s) / r, 1e-12);
+  // Blackwell presets carry no measured ratio: blockwise keeps the per-tensor rate (the report says so).
+  const auto gb = sim::load_scenario_text(
+      "system: {preset: gb200-nvl72, gpus: 8, calibration: h200}\nmodel: {preset: llama2-7b}\n"
+      "training: {seq_len: 4096, global_batch: 8, precision: fp8, fp8_recipe: blockwise}\n",
+      "g.yaml");
+  EXPECT_DOUBLE_EQ(gb.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8),
+                   preset("gb200-nvl72").gpu.matmul_efficiency.at(sim::Dtype::fp8));
+}
+
 TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {
   const hw::SystemSpec before = preset("h100-sxm");
   hw::SystemSpec s = before;

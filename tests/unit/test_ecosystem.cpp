@@ -319,6 +319,23 @@ TEST(MegatronImport, CudaGraphScopeReachesItsKey) {
   EXPECT_EQ(meg(kDeepSeekArgs + "--cuda-graph-scope attn\n", opt).yaml.find("cuda_graph_scope"), std::string::npos);
 }
 
+// --fp8-recipe blockwise (DeepSeek-style 1x128 / 128x128 scales) reaches training.fp8_recipe, so the Hopper
+// presets' measured blockwise rate applies; mxfp8 stays a precision of its own.
+TEST(MegatronImport, Fp8RecipeReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 256;
+  std::string args = kDeepSeekArgs;
+  const std::string mx = "--fp8-recipe mxfp8";
+  args.replace(args.find(mx), mx.size(), "--fp8-recipe blockwise");
+  const auto r = meg(args, opt);
+  const auto sc = load(r);
+  EXPECT_EQ(sc.training.precision, racksim::sim::Dtype::fp8);
+  EXPECT_EQ(sc.training.fp8_recipe, racksim::workloads::Fp8Recipe::blockwise);
+  EXPECT_NE(r.yaml.find("fp8_recipe: blockwise"), std::string::npos) << r.yaml;
+  EXPECT_EQ(meg(kDeepSeekArgs, opt).yaml.find("fp8_recipe"), std::string::npos);
+}
+
 TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
   const std::string script = R"(#!/bin/bash
 GPUS_PER_NODE=8

@@ -702,7 +702,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "micro_batch", std::to_string(micro), fl.has("micro-batch-size") ? src("micro-batch-size") : "default 1");
 
   // precision
-  std::string precision = "bf16", prec_src;
+  std::string precision = "bf16", prec_src, fp8_recipe, fp8_recipe_src;
   if (auto fp4 = fl.str("fp4-format")) {
     precision = "nvfp4";
     prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
@@ -713,7 +713,14 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
-    if (recipe == "blockwise") out.warnings.push_back("--fp8-recipe blockwise: modelled as per-tensor fp8 GEMM throughput");
+    if (recipe == "blockwise" || recipe == "tensorwise" || recipe == "delayed") {
+      fp8_recipe = recipe;
+      fp8_recipe_src = src("fp8-recipe");
+    } else if (!recipe.empty() && recipe != "mxfp8") {
+      out.warnings.push_back(fmt::format("--fp8-recipe {}: not one racksim models (delayed, tensorwise, blockwise, "
+                                         "mxfp8); per-tensor fp8 GEMM throughput used",
+                                         recipe));
+    }
   } else if (fl.on("bf16")) {
     prec_src = "--bf16";
   } else if (fl.on("fp16")) {
@@ -724,6 +731,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                            "narrower matmuls, so bf16 is used");
   }
   tw.line(2, "precision", precision, prec_src);
+  if (!fp8_recipe.empty()) tw.line(2, "fp8_recipe", fp8_recipe, fp8_recipe_src);
 
   tw.line(2, "parallelism", "");
   tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
