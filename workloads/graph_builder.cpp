@@ -1175,13 +1175,25 @@ class Builder {
   // Mixture of experts (expert tensor parallelism 1): each rank routes its sequence-parallel
   // share of tokens, sends each token to its top_k experts over the expert-parallel group
   // (all-to-all), runs its experts/ep local experts as grouped GEMMs, and sends the results
-  // back. expert_imbalance scales the tokens of the busiest rank, which everyone waits for.
+  // back. expert_imbalance X (tokens at the busiest EP rank / the mean) is applied where the
+  // busiest rank sets the pace. Every rank sends its own tokens' top_k copies (dropless: as many
+  // as balanced), but the busiest rank receives X times the mean, so it runs X times the expert
+  // GEMMs and activation kernels, and its exchanges move X times the bytes; the others wait for
+  // it at the combine of every layer (forward and backward), so every simulated rank is that
+  // layer's busiest. Which rank is busiest differs from layer to layer (each layer's router
+  // prefers its own experts), so over a rank's layers its saved expert activations average to the
+  // mean: the activation memory stays at the balanced size.
   // An MoE token exchange over the EP group (dispatch or combine, either direction): tokens·top_k copies
-  // of token_bytes each, sent as the scenario's dispatcher does (hw::estimate_expert_exchange). The next
+  // of token_bytes each, sent as the scenario's dispatcher does (hw::estimate_expert_exchange), at the
+  // busiest rank's volume: X times the balanced bytes come into it (dispatch, and the combine's
+  // backward) or go out of it (combine, and the dispatch's backward), and an all-to-all ends when its
+  // busiest endpoint has moved its bytes. (Under DeepEP/HybridEP the NIC leg carries the busiest
+  // NVLink domain's share, which averages over its GPUs: X there is an upper bound.) The next
   // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
   void expert_exchange(const std::string& name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
-    const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, tokens * m_.moe->top_k * token_bytes, {last()});
+    const double busiest = tokens * t_.expert_imbalance;
+    const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes, {last()});
     Op& op = g_.ops[id];
     op.stream = StreamKind::comm_ep;
     op.expert_top_k = m_.moe->top_k;
@@ -1210,6 +1222,15 @@ class Builder {
     const double local_experts = E / ep_;
     const double expert_tokens = received * etp_;              // after the etp all-gather
     const double per_expert = expert_tokens / local_experts;
+    // Saved expert activations: a rank's mean load (see above), not the busiest rank's.
+    const double saved_expert_bytes = routed * etp_ * h_ * a;
+    // The token permutations: Megatron's alltoall dispatcher permutes the tokens a rank sends before
+    // the exchange and restores them after the combine (its own tokens: balanced); DeepEP's permutes
+    // the tokens a rank received into expert order after the dispatch and back before the combine
+    // (token_dispatcher.py, _DeepepManager.get_permuted/restored_hidden_states_by_experts): the busiest
+    // rank's tokens.
+    const double perm_scale = t_.moe.hierarchical() ? t_.expert_imbalance : 1.0;
+    const double permuted = routed * perm_scale;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
@@ -1228,10 +1249,10 @@ class Builder {
                        gemm("router.dgrad", Tsp_, h_, E);
                        gemm("router.wgrad", h_, E, Tsp_, 1, 2 * h_ * E * pr_.grad_bytes);
                      }});
-    steps.push_back({"dispatch", expert_tokens * h_ * a,
+    steps.push_back({"dispatch", saved_expert_bytes,
                      [=, this] {
                        const OpId routing = last_compute();  // router.topk: the routing map
-                       vector("dispatch.permute", 2 * routed * h_ * a, 0);
+                       vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
                        // dispatcher copies them off the routing map and waits for that copy before the EP
@@ -1249,10 +1270,10 @@ class Builder {
                      [=, this] {
                        etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
-                       vector("dispatch.unpermute.bwd", 2 * routed * h_ * a, routed * h_);
+                       vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                      }});
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
-    steps.push_back({"expert_out", expert_tokens * h_ * a,
+    steps.push_back({"expert_out", saved_expert_bytes,
                      [=, this] {
                        gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
                        vector("experts.act", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe, expert_tokens * fe);
@@ -1272,7 +1293,7 @@ class Builder {
                      [=, this] {
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
-                       vector("combine.unpermute", (routed + Tsp_) * h_ * a, routed * h_);
+                       vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (shared) {
                          // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
                          // tp-split MLP on all tokens); their own TP collectives are not modelled.
@@ -1298,7 +1319,7 @@ class Builder {
                          gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
                          mark_module(Module::moe_dispatch);
                        }
-                       vector("combine.bwd", 2 * routed * h_ * a, routed * h_);
+                       vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                      }});

@@ -427,3 +427,69 @@ training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4,
                            "training.seq_len=65536"},
                     "must divide the model's heads (32) and its kv_heads (16)");
 }
+
+// Routing imbalance X (training.expert_imbalance: tokens at the busiest EP rank / the mean), closed forms:
+// the busiest rank's expert GEMMs and activation kernels do X times the balanced work; every EP exchange
+// moves X times the balanced bytes at that rank (X times into it for the dispatch, out of it for the
+// combine, and the mirror in the backward); the permutations run on the tokens a rank sends under the
+// alltoall dispatcher (balanced) and on the tokens it received under DeepEP (X); the saved activations
+// stay at the mean (the busiest rank differs from layer to layer).
+TEST(ScaleMechanisms, ExpertImbalanceScalesTheBusiestRanksWorkAndExchanges) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 16}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8}}
+)";
+  const double X = 1.5;
+  struct Sums {
+    double expert_flops = 0, exchange_bytes = 0, permute_bytes = 0, saved_bytes = 0;
+    int exchanges = 0;
+  };
+  auto sums = [](const OpGraph& g) {
+    Sums s;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& o = g.ops[i];
+      const std::string n = g.op_name(static_cast<OpId>(i));
+      if (n.find(".experts.") != std::string::npos) s.expert_flops += o.flops;
+      if (o.kind == OpKind::collective && o.group == CommGroup::ep) {
+        s.exchange_bytes += o.coll_bytes;
+        ++s.exchanges;
+      }
+      if (o.kind == OpKind::kernel && (n.find("permute") != std::string::npos || n.ends_with(".combine.bwd")))
+        s.permute_bytes += o.hbm_bytes;
+    }
+    for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+      const std::string n = g.tensor_name(static_cast<TensorId>(t));
+      if (n.ends_with(".dispatch") || n.ends_with(".expert_out")) s.saved_bytes += g.tensors[t].bytes;
+    }
+    return s;
+  };
+  for (const char* dispatcher : {"alltoall", "deepep"}) {
+    SCOPED_TRACE(dispatcher);
+    const std::string d = std::string("training.moe.dispatcher=") + dispatcher;
+    const auto one = load(base, {d});
+    const auto hot = load(base, {d, "training.expert_imbalance=1.5"});
+    const Sums s1 = sums(build_training_graph(one.model, one.training, one.system.spec));
+    const Sums sx = sums(build_training_graph(hot.model, hot.training, hot.system.spec));
+    ASSERT_GT(s1.expert_flops, 0);
+    ASSERT_GT(s1.exchanges, 0);
+    ASSERT_GT(s1.permute_bytes, 0);
+    ASSERT_GT(s1.saved_bytes, 0);
+    EXPECT_EQ(sx.exchanges, s1.exchanges);
+    EXPECT_NEAR(sx.expert_flops / s1.expert_flops, X, 1e-9);
+    EXPECT_NEAR(sx.exchange_bytes / s1.exchange_bytes, X, 1e-9);
+    EXPECT_NEAR(sx.permute_bytes / s1.permute_bytes, std::string(dispatcher) == "deepep" ? X : 1.0, 1e-9);
+    EXPECT_NEAR(sx.saved_bytes / s1.saved_bytes, 1.0, 1e-12);
+  }
+  // The exchange's time: an all-to-all of the busiest rank's bytes, EP 16 over two nodes, NIC-bound,
+  // so its bandwidth time scales with X.
+  const auto sc = load(base);
+  const auto place = hw::place_group(sc.system.spec, 16, 1);
+  hw::ExpertExchange x;
+  x.tokens = 4096;
+  x.token_bytes = 4096 * 2;
+  x.top_k = 2;
+  const auto c1 = hw::estimate_expert_exchange(sc.system.spec, place, x);
+  x.tokens *= X;
+  const auto cx = hw::estimate_expert_exchange(sc.system.spec, place, x);
+  EXPECT_NEAR(cx.bandwidth_time_s / c1.bandwidth_time_s, X, 0.02);
+}
