@@ -26,10 +26,22 @@
 //    0.73 / 0.87 x. The per-channel step sequence of the ring kernels is the mechanism's likely home; no
 //    closed form fits all three operations, and its size on Blackwell needs a Blackwell GPU, so it is not
 //    modelled (a calibration carries the measured curves for the GPU counts it measured).
-// Outside the brief's table (printed, not asserted): NVLS approaches its asymptote more slowly than its 25 us
-// latency implies (8xH100 +40 % at 16 MiB, +19 % at 64 MiB; 8xB200 +36 % at 64 MiB); NVLink all-to-all is
-// 17-25 % (GB200 tray 44 %) above B4.1; 20 NVL72 racks over IB measure 406 GB/s where NCCL's NVLSTree model
-// gives 912 (fabric effects the model does not see).
+// Outside the brief's table (held to 15 % with the misses listed): NVLS approaches its asymptote more slowly
+// than its 25 us latency implies (8xH100 +40 % at 16 MiB, +19 % at 64 MiB; 8xB200 +36 % at 64 MiB); 20 NVL72
+// racks over IB measure 406 GB/s where NCCL's NVLSTree model gives 912 (fabric effects the model does not see).
+// All-to-all / send-recv inside a domain follow NCCL's p2p schedule (p2p_plan): the CTAs NCCL gives them, at
+// the per-CTA rate we measured on 2 x H200, bound Blackwell (B4.1 8xB200, GB200 and GB300 trays at 64-512 MiB
+// within 14 %, 256-512 MiB within 6 %; before, +25..+45 %). Known all-to-all misses:
+//  * Hopper through NVSwitch (8xH100 / 8xH200 at 16-512 MiB, +17..+30 %): 28 CTAs at 21.4 GB/s would move 599
+//    GB/s, so NCCL's NVLink (370.8) stays the limit, but B4.1 implies ~12 GB/s per CTA (half the rate we
+//    measured over the direct NV18 of 2 x H200, while Blackwell's NVSwitch systems imply 21-22). Why Hopper's
+//    CTAs are slower through the switch is not identified; an 8-GPU Hopper measurement would pin it.
+//  * 1 and 16 MiB on Blackwell (-19..-30 %): a peer's part is one 512 KiB Simple step there, and the model
+//    serialises its receive-side copy after it (the step tail); B4.1 shows most of that copy overlapped (the
+//    local copy out is likely faster than the remote write). Not modelled: no measurement separates the two.
+//  * 1 MiB on 2 x H200 (ours, +38..+46 %): the model's 12-17 us latency vs 25 us measured.
+// Across domains all-to-all keeps the link model (single-NIC rate per GPU; NCCL's net p2p channels are not
+// emulated).
 #include "hardware_models/collectives.h"
 
 #include <algorithm>
@@ -161,10 +173,25 @@ constexpr std::array<double, 24> kTreeCorrection[3] = {
     {{1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0}},
     {{1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0}},
     {{.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}}};
-// Point-to-point (all-to-all, send/recv): NCCL runs them on its p2p channels (32 = MAXCHANNELS) with 2
+// Point-to-point (all-to-all, send/recv) across NVLink domains: NCCL runs them on its p2p channels (32) with 2
 // channels per peer (NCCL_NCHANNELS_PER_NET_PEER default), i.e. 16 peers in flight; P2P uses LL or Simple.
 constexpr int kP2pChannels = 32;
 constexpr int kP2pChannelsPerPeer = 2;
+// Inside one NVLink domain the p2p schedule is emulated (p2p_plan below) from NCCL 2.30.7's source
+// (github NVIDIA/nccl @5067397c): src/graph/paths.cc ncclTopoComputeP2pChannels[PerPeer], src/enqueue.cc
+// scheduleP2pTasksToPlan / addP2pToPlan, src/include/channel.h ncclP2pChannelBaseForRound, src/init.cc
+// computeBuffSizes and ncclP2pSchedule, src/device/sendrecv.h.
+constexpr int kMaxP2pChannels = 64;                    // MAXCHANNELS (NCCL_MAX_P2P_NCHANNELS default)
+constexpr double kP2pNvlChunkBytes = 512.0 * 1024;     // NCCL_P2P_NVL_CHUNKSIZE default: one Simple step
+constexpr double kP2pLlThresholdBytes = 16384;         // NCCL_P2P_LL_THRESHOLD: LL iff bytes <= nChannels x this
+constexpr int kP2pRoundsPerBatch = 8;                  // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+// What one p2p channel (one CTA of 640 threads; with one send/recv pair in its batch, sendrecv.h gives it 10
+// send and 9 receive warps) moves per direction, measured: 2 x H200, send_recv of 1 GiB with
+// NCCL_MIN/MAX_NCHANNELS = 2 / 4 / 8 (so every channel is the limit) moves 43.4 / 85.7 / 168.3 GB/s, i.e.
+// 21.7 / 21.4 / 21.0 GB/s per channel (calibration/data/h200x2-2026-11-29-mechanisms/nccl/ch{2,4,8}.json). The
+// Simple copy loop is the same code on SM90 and SM100 (ncclCollUnroll 8, 16-byte packs, device.h), so the same
+// rate is used on Blackwell; the B4.1 Blackwell all-to-all rows then check it (collectives.cpp header).
+constexpr double kP2pChannelGBps = 21.4;
 
 constexpr double kEps = 1e-9;
 
@@ -610,6 +637,115 @@ Candidate nvls_tree_candidate(const Comm& c, double bytes) {
   return k;
 }
 
+// NCCL's p2p schedule inside one NVLink domain, per rank (all ranks are alike): which channel (CTA) carries
+// which part of which peer's transfer, and so how long the busiest CTA works.
+//  * p2pnChannels P = pow2Up(comm channels) (paths.cc). Channels per NVLink peer = 2 x (path bw / per-link bw)
+//    = 2 x links, pow2Up, capped at P. nChannelsMin halves from there while nChannelsMin x nRanks > P
+//    (enqueue.cc scheduleP2pTasksToPlan: "use all channels, but one channel per operation").
+//  * One operation (the send to peer rank+r and the receive from rank-r: round r, ncclP2pSchedule with one
+//    group per domain) of b bytes takes min(nChannelsMin, ceil(b / minPart)) channels, doubled while the
+//    part exceeds maxPart (addP2pToPlan; one domain: minPart = chunk/8, maxPart = 32 x chunk, chunk =
+//    NCCL_P2P_NVL_CHUNKSIZE 512 KiB). Its parts go to channels base(r) + part mod P, base(r) = the low log2(P)
+//    bits of r reversed (channel.h).
+//  * A CTA runs the operations of one batch (rounds within the same group of 8) side by side, splitting its
+//    warps (sendrecv.h), and batches one after another; either way it moves its bytes at one CTA's rate, so
+//    its time is (its bytes + one step per batch) / kP2pChannelGBps: the receiver copies a Simple step out
+//    only after the whole step has arrived, so each batch ends with one step (min(part, chunk)) not overlapped.
+// Self-copies (round 0 of all-to-all) are local and left out.
+struct P2pPlan {
+  double busiest_s = 0;   // time of the busiest CTA at kP2pChannelGBps
+  int channels_used = 0;  // CTAs that carry a remote part
+  int op_channels = 1;    // channels of one peer operation (NCCL's LL rule reads it)
+  double peer_bytes = 0;  // bytes of one peer operation
+};
+
+int pow2_up(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+int reverse_low_bits(int x, int bits) {
+  int r = 0;
+  for (int i = 0; i < bits; ++i) r |= ((x >> i) & 1) << (bits - 1 - i);
+  return r;
+}
+
+struct P2pChannels {
+  int P = 1;         // p2pnChannels
+  int per_peer = 1;  // p2pnChannelsPerPeer
+  int ch_min = 1;    // nChannelsMin of scheduleP2pTasksToPlan
+};
+
+P2pChannels p2p_channels(const Comm& c) {
+  P2pChannels k;
+  k.P = std::min(kMaxP2pChannels, pow2_up(std::min(c.comm_channels, kMaxP2pChannels)));
+  const int links = std::max(1, static_cast<int>(std::lround(c.nvl / kNcclNvlinkPerLink[c.arch])));
+  k.per_peer = std::min(k.P, pow2_up(2 * links));
+  k.ch_min = k.per_peer;
+  while (static_cast<long long>(k.ch_min) * c.n > k.P && k.ch_min > 1) k.ch_min /= 2;
+  return k;
+}
+
+// The plan for peer operations of b bytes each (all_to_all: rounds 1..n-1; send_recv: round 1).
+P2pPlan p2p_plan_peer(const Comm& c, const P2pChannels& k, CollectiveOp op, double b) {
+  P2pPlan plan;
+  const int P = k.P;
+  const double min_part = kP2pNvlChunkBytes / 8, max_part = kP2pNvlChunkBytes * 32;
+  int nch = std::max(1, std::min(k.ch_min, static_cast<int>(std::min(1e9, std::ceil(b / min_part)))));
+  double part = std::max(min_part, std::ceil(b / nch));
+  while (part > max_part && nch <= k.per_peer / 2) {
+    nch *= 2;
+    part = std::ceil(b / nch);
+  }
+  part = std::min(b, std::ceil(std::ceil(b / nch) / 4096.0) * 4096.0);  // ncclP2pPartBounds: 4 KiB aligned
+  plan.op_channels = nch;
+  plan.peer_bytes = b;
+  const int bits = log2i(P);
+  const int last_round = op == CollectiveOp::all_to_all ? c.n - 1 : 1;
+  std::vector<double> load(P, 0.0);
+  std::vector<double> tail(P, 0.0);
+  std::vector<int> batch_of(P, -1);  // last batch (round group) seen on each channel
+  for (int r = 1; r <= last_round; ++r) {
+    const int base = reverse_low_bits(r & (P - 1), bits);
+    double left = b;
+    for (int j = 0; j < nch && left > 0; ++j) {
+      const int ch = (base + j) & (P - 1);
+      const double pb = std::min(part, left);
+      left -= pb;
+      load[ch] += pb;
+      const int batch = r / kP2pRoundsPerBatch;
+      if (batch_of[ch] != batch) {  // a new batch on this CTA: one more unoverlapped step at its end
+        batch_of[ch] = batch;
+        tail[ch] += std::min(pb, kP2pNvlChunkBytes);
+      }
+    }
+  }
+  double busiest = 0;
+  for (int ch = 0; ch < P; ++ch) {
+    if (load[ch] > 0) ++plan.channels_used;
+    busiest = std::max(busiest, load[ch] + tail[ch]);
+  }
+  plan.busiest_s = busiest / (kP2pChannelGBps * 1e9);
+  return plan;
+}
+
+// NCCL's integer channel counts make its time drop where a larger message gets more channels (at b = k x 64 KiB
+// below nChannelsMin x 64 KiB, and where a part passes 16 MiB). racksim keeps time non-decreasing in size, as
+// with NCCL's tree correction above: the busiest CTA's time is held at its value just below each such point.
+P2pPlan p2p_plan(const Comm& c, CollectiveOp op, double bytes) {
+  const P2pChannels k = p2p_channels(c);
+  const double b = op == CollectiveOp::all_to_all ? bytes / c.n : bytes;
+  P2pPlan plan = p2p_plan_peer(c, k, op, b);
+  const double min_part = kP2pNvlChunkBytes / 8, max_part = kP2pNvlChunkBytes * 32;
+  auto hold = [&](double jump) {
+    if (jump < b) plan.busiest_s = std::max(plan.busiest_s, p2p_plan_peer(c, k, op, jump).busiest_s);
+  };
+  for (int m = 1; m < k.ch_min; ++m) hold(m * min_part);
+  for (int nch = k.ch_min; nch <= k.per_peer / 2; nch *= 2) hold(nch * max_part);
+  return plan;
+}
+
 // Point to point (all-to-all, send/recv). NCCL runs them on its p2p channels outside the tuning model, so the
 // bandwidths are the links NCCL's topology sees: the GPU's NVLink at NCCL's per-link rate (SMxx_NVLINK_BW) and
 // each NIC at the highest inter-node channel speed it sustains (48 GB/s for a 400 Gb/s NIC -- NVIDIA's
@@ -646,6 +782,15 @@ Candidate direct_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes
   const double t = std::max(t_nvl, t_nic);
   k.algbw = t > 0 ? 1.0 / t : std::numeric_limits<double>::infinity();
   k.bound = (p == kLL) ? "protocol" : (t_nic >= t_nvl ? "nic" : "nvlink");
+  if (c.nodes == 1 && p == kSimple && bytes > 0) {
+    // Inside a domain the CTAs NCCL gives the transfer, not only NVLink, can be the limit (p2p_plan).
+    const P2pPlan plan = p2p_plan(c, op, bytes);
+    k.sm = std::max(1, plan.channels_used);
+    if (plan.busiest_s * k.algbw * 1e9 > bytes) {
+      k.algbw = bytes / (plan.busiest_s * 1e9);
+      k.bound = "channel_cap";
+    }
+  }
   const double hw = c.nodes > 1 ? kNetRing[p] : nvlink_lat(c, kNvlinkRing, p);
   k.lat_us = kBaseRing[p] + steps * hw;
   k.nvl_bytes = bytes * nvl_frac;
@@ -743,6 +888,14 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
     if (A != CollectiveAlgorithm::auto_select && A != CollectiveAlgorithm::direct)
       cannot(what, "NCCL runs " + to_string(op) + " as point-to-point transfers (algorithm direct)");
     if (opt.protocol == CollectiveProtocol::ll128) cannot(what, "NCCL's point-to-point path uses LL or Simple, not LL128");
+    if (opt.protocol == CollectiveProtocol::auto_select && c.nodes == 1 && c.n > 1) {
+      // NCCL does not time p2p protocols: an operation runs LL iff its bytes <= its channels x
+      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple.
+      const P2pPlan plan = p2p_plan(c, op, bytes);
+      const Proto p = plan.peer_bytes <= plan.op_channels * kP2pLlThresholdBytes ? kLL : kSimple;
+      out.push_back(direct_candidate(c, op, p, bytes));
+      return out;
+    }
     for (Proto p : {kLL, kSimple})
       if (proto_allowed(opt, p)) out.push_back(direct_candidate(c, op, p, bytes));
     return out;

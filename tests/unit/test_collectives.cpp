@@ -126,6 +126,33 @@ TEST(CollectiveClosedForm, RingSimpleAllReduce) {
 }
 
 // ---------------------------------------------------------------------------------------------- NVLS
+// All-to-all inside a domain, NCCL's p2p schedule (collectives.cpp p2p_plan): 32 p2p channels, 4 per peer on 8
+// ranks (8 on 4), one peer's part per CTA, so the busiest CTA moves (bytes/n)/channels plus one 512 KiB step
+// at 21.4 GB/s per CTA (our 2 x H200 per-channel send_recv rate); on Blackwell that, not NVLink, is the limit.
+TEST(CollectiveClosedForm, AllToAllIsBoundByNcclsP2pChannels) {
+  const double cta_Bps = 21.4e9, step = 512.0 * 1024;
+  const auto b8 = estimate_collective(b200(), CollectiveOp::all_to_all, 512 * MiB, one_domain(8));
+  EXPECT_EQ(b8.protocol, "Simple");
+  EXPECT_EQ(b8.bound_by, "channel_cap");
+  EXPECT_EQ(b8.sm_count, 28);  // 7 peers x 4 channels; the self-copy's 4 are left out
+  EXPECT_NEAR(b8.bandwidth_time_s, (512 * MiB / 8 / 4 + step) / cta_Bps, 1e-12);
+  // 4 ranks: 8 channels per peer, 24 CTAs, the same 16 MiB per CTA.
+  const auto t4 = estimate_collective(gb200_nvl72(), CollectiveOp::all_to_all, 512 * MiB, one_domain(4));
+  EXPECT_EQ(t4.sm_count, 24);
+  EXPECT_NEAR(t4.bandwidth_time_s, (512 * MiB / 4 / 8 + step) / cta_Bps, 1e-12);
+  // At 1 GiB a peer's part would exceed 32 steps: 8 channels per peer, so CTAs carry two peers' parts.
+  const auto b8g = estimate_collective(b200(), CollectiveOp::all_to_all, GiB, one_domain(8));
+  EXPECT_EQ(b8g.sm_count, 32);
+  EXPECT_NEAR(b8g.bandwidth_time_s, (2 * GiB / 8 / 8 + step) / cta_Bps, 1e-12);
+  // Hopper: 28 CTAs could move 599 GB/s, more than NCCL's 370.8 GB/s NVLink, which stays the limit.
+  const auto h8 = estimate_collective(h100_sxm(), CollectiveOp::all_to_all, 512 * MiB, one_domain(8));
+  EXPECT_EQ(h8.bound_by, "nvlink");
+  EXPECT_NEAR(h8.bandwidth_time_s, 512 * MiB * 7 / 8 / 370.8e9, 1e-12);
+  // NCCL's protocol rule, not a timing: LL iff a peer's bytes <= its channels x 16 KiB.
+  EXPECT_EQ(estimate_collective(h100_sxm(), CollectiveOp::all_to_all, 64 * 1024, one_domain(8)).protocol, "LL");
+  EXPECT_EQ(estimate_collective(h100_sxm(), CollectiveOp::all_to_all, 256 * 1024, one_domain(8)).protocol, "Simple");
+}
+
 TEST(CollectiveNvls, BeatsRingAt8GpusFor1GiB) {
   for (const auto& sys : {h100_sxm(), h200_sxm(), b200()}) {
     const auto nv = estimate_collective(sys, CollectiveOp::all_reduce, GiB, one_domain(8));

@@ -19,12 +19,14 @@ sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets
 }
 
 // A pipeline with (nearly) free communication: 100 TB/s links, a tiny vocabulary so the stages
-// are balanced.
+// are balanced, and a narrow hidden size with a wide MLP so a stage's send (hidden x tokens) is small beside
+// its compute: links alone do not make a pipeline send free, since NCCL's p2p CTAs move 21.4 GB/s each
+// (collectives.cpp p2p_plan).
 const char* kPipeline = R"(system:
   preset: h200-sxm
   gpus: 4
   overrides: {scale_up.bandwidth_per_direction: 100 TB/s, scale_out.nic_bandwidth: 100 TB/s}
-model: {layers: 8, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 8, vocab: 256}
+model: {layers: 8, hidden: 1024, ffn_hidden: 131072, heads: 8, kv_heads: 8, vocab: 256}
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {pp: 4}, cuda_graphs: true}
 )";
 
