@@ -1231,6 +1231,11 @@ class Builder {
     // rank's tokens.
     const double perm_scale = t_.moe.hierarchical() ? t_.expert_imbalance : 1.0;
     const double permuted = routed * perm_scale;
+    // Megatron's alltoall dispatcher receives a rank's tokens in (source rank, expert) chunks; with more than
+    // one local expert it regroups them by expert after the exchange (and the etp gather) and back before the
+    // combine: sort_chunks_by_idxs in token_dispatcher.py, a copy of every received token (the busiest rank's).
+    // DeepEP/HybridEP fold this into their own permutation above; XLA's all-to-all is laid out by expert.
+    const bool sorts_chunks = !jax_ && !t_.moe.hierarchical() && ep_ > 1 && local_experts > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
@@ -1266,8 +1271,10 @@ class Builder {
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
+                       if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
+                       if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
@@ -1291,6 +1298,7 @@ class Builder {
     const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
+                       if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
@@ -1322,6 +1330,7 @@ class Builder {
                        vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
+                       if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                      }});
   }
 

@@ -434,6 +434,39 @@ training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4,
 // combine, and the mirror in the backward); the permutations run on the tokens a rank sends under the
 // alltoall dispatcher (balanced) and on the tokens it received under DeepEP (X); the saved activations
 // stay at the mean (the busiest rank differs from layer to layer).
+// Megatron's alltoall dispatcher regroups received tokens by local expert (sort_chunks_by_idxs) when a rank
+// holds more than one expert: one copy of every received token after the dispatch, one before the combine,
+// and both again in the backward, at the busiest rank's count. Not with one local expert, not under DeepEP.
+TEST(ScaleMechanisms, AlltoallDispatcherSortsChunksOfSeveralLocalExperts) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
+)";
+  auto sorts = [](const OpGraph& g, int& count) {
+    double bytes = 0;
+    count = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).find("sort_chunks") != std::string::npos) {
+        bytes += g.ops[i].hbm_bytes;
+        ++count;
+      }
+    return bytes;
+  };
+  const auto sc = load(base, {"training.expert_imbalance=1.5"});
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  int n = 0;
+  const double bytes = sorts(g, n);
+  const int layer_passes = sc.model.layers * sc.training.micro_steps();  // per rank: dp 8 / 8 = 1 sequence
+  ASSERT_EQ(n, 4 * layer_passes);
+  // 4 copies (read + write) of the busiest rank's tokens: 4096 tokens x top-2 x 1.5, hidden 4096, bf16.
+  EXPECT_NEAR(bytes / layer_passes, 4 * 2 * (4096 * 2 * 1.5) * 4096 * 2.0, 1.0);
+  for (const char* other : {"training.parallelism.ep=8", "training.moe.dispatcher=deepep"}) {
+    const auto o = load(base, {other});
+    sorts(build_training_graph(o.model, o.training, o.system.spec), n);
+    EXPECT_EQ(n, 0) << other;
+  }
+}
+
 TEST(ScaleMechanisms, ExpertImbalanceScalesTheBusiestRanksWorkAndExchanges) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 16}
 model: {preset: mixtral-8x7b}
