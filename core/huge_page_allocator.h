@@ -21,7 +21,7 @@ namespace racksim {
 
 namespace huge_pages {
 // Maps (or takes from the pool) a 2 MiB-aligned block of at least `bytes` (a multiple of 2 MiB),
-// marked for huge pages; nullptr where the system cannot (the caller falls back to new).
+// marked for huge pages; nullptr if the mapping fails or the system has no madvise.
 void* map(std::size_t bytes);
 // Returns a block from map(): kept in the pool while the pool holds under its bound, else unmapped.
 void unmap(void* p, std::size_t bytes) noexcept;
