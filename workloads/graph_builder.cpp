@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -321,6 +322,26 @@ class Builder {
   void prefix_micro_vstage(int v) { prefix_ = Name{0, NamePrefix::micro_vstage, static_cast<uint32_t>(mb_), static_cast<uint32_t>(v)}; }
   void prefix_micro_layer(int l) { prefix_ = Name{0, NamePrefix::micro_layer, static_cast<uint32_t>(mb_), static_cast<uint32_t>(l)}; }
   void prefix_rank() { prefix_ = Name{0, NamePrefix::rank, static_cast<uint32_t>(rank_), 0}; }
+  // Two parts of a name joined on the stack: an op's name is interned at once, so the builder makes
+  // no std::string (and no heap block for a long one) per op.
+  struct Joined {
+    std::array<char, 96> buf;
+    std::size_t len = 0;
+    std::string heap;  // a name longer than buf
+    operator std::string_view() const { return heap.empty() ? std::string_view(buf.data(), len) : std::string_view(heap); }  // NOLINT
+  };
+  static Joined cat(std::string_view a, std::string_view b) {
+    Joined j;
+    if (a.size() + b.size() <= j.buf.size()) {
+      std::copy(a.begin(), a.end(), j.buf.begin());
+      std::copy(b.begin(), b.end(), j.buf.begin() + static_cast<std::ptrdiff_t>(a.size()));
+      j.len = a.size() + b.size();
+    } else {
+      j.heap.reserve(a.size() + b.size());
+      j.heap.append(a).append(b);
+    }
+    return j;
+  }
   // The current prefix and this base: the name an op or tensor emitted now gets.
   Name named(std::string_view base) {
     Name n = prefix_;
@@ -439,7 +460,7 @@ class Builder {
     return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
   }
 
-  OpId gemm(const std::string& name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
+  OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
     if (fp8_class() && q != Quant::none) {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
@@ -448,7 +469,7 @@ class Builder {
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;
-      vector(name + ".quantize", in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
+      vector(cat(name, ".quantize"), in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
       quantizing_ = false;
     }
     Op& op = new_op();
@@ -468,15 +489,15 @@ class Builder {
   }
   // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
   // the fp32 main gradient: read and write 4 B per weight).
-  void gemm_fwd(const std::string& name, double m, double n, double k) { gemm(name, m, n, k, 1, 0, Quant::forward); }
-  void gemm_dgrad(const std::string& name, double m, double n, double k) {
-    gemm(name + ".dgrad", m, k, n, 1, 0, Quant::backward);
+  void gemm_fwd(std::string_view name, double m, double n, double k) { gemm(name, m, n, k, 1, 0, Quant::forward); }
+  void gemm_dgrad(std::string_view name, double m, double n, double k) {
+    gemm(cat(name, ".dgrad"), m, k, n, 1, 0, Quant::backward);
   }
-  void gemm_wgrad(const std::string& name, double m, double n, double k) {
-    gemm(name + ".wgrad", k, n, m, 1, 2 * k * n * pr_.grad_bytes, Quant::none);
+  void gemm_wgrad(std::string_view name, double m, double n, double k) {
+    gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, Quant::none);
   }
 
-  OpId vector(const std::string& name, double bytes, double flops, double sfu = 0) {
+  OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {
     Op& op = new_op();
     op.name = named(name);
     op.phase = phase_;
@@ -491,19 +512,19 @@ class Builder {
   // The residual add after attention or the MLP (read the branch and the residual, write the sum), with
   // hidden dropout (training.hidden_dropout) a random draw per element and a one-byte mask written for
   // the backward.
-  OpId residual(const std::string& name) {
+  OpId residual(std::string_view name) {
     const double elems = Tsp_ * h_, a = pr_.activation_bytes;
     if (t_.hidden_dropout <= 0) return vector(name, 3 * elems * a, elems);
     return vector(name, 3 * elems * a + elems, elems + elems * kDropoutRngOpsPerElement);
   }
   // Hidden dropout's backward: the gradient scaled by the saved mask (read both, write the gradient).
-  void residual_dropout_bwd(const std::string& name) {
+  void residual_dropout_bwd(std::string_view name) {
     if (t_.hidden_dropout <= 0) return;
     const double elems = Tsp_ * h_;
     vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
   }
 
-  OpId collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
+  OpId collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op& op = new_op();
     op.name = named(name);
     op.kind = OpKind::collective;
@@ -526,7 +547,7 @@ class Builder {
 
   // Collectives on the critical path (TP with sequence parallelism, MoE dispatch/combine): the
   // next compute op waits for them.
-  void inline_collective(const std::string& name, CollectiveOp c, CommGroup grp, double bytes) {
+  void inline_collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes) {
     const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
   }
@@ -545,7 +566,7 @@ class Builder {
     op.comm_sms = kUbSms;
   }
   // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
-  void tp_collective(const std::string& name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1) {
+  void tp_collective(std::string_view name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1) {
     if (tp_ == 1) return;
     if (!t_.sequence_parallel) {
       // Without sequence parallelism every TP rank holds all tokens: no gathers, and partial
@@ -580,7 +601,7 @@ class Builder {
   // output is reduce-scattered on the 16 SMs set aside while the next chunk computes; the op after the
   // GEMM waits for every piece (the layer's output is the scattered whole). The chunks keep the GEMM's
   // total FLOPs and bytes; its tensors are allocated by the first chunk and freed by the last.
-  void pipelined_reduce_scatter(const std::string& name, CollectiveOp c, double bytes) {
+  void pipelined_reduce_scatter(std::string_view name, CollectiveOp c, double bytes) {
     const OpId first = static_cast<OpId>(g_.ops.size() - 1);
     const double split = kUbPipelineSplits;
     Op& g = g_.ops[first];
@@ -613,7 +634,7 @@ class Builder {
   bool quantizing_ = false;   // emitting a GEMM's fp8 cast (not the kernel beside an overlapped exchange)
   int overlap_countdown_ = 0;
 
-  TensorId temp(const std::string& name, double bytes) {
+  TensorId temp(std::string_view name, double bytes) {
     return g_.tensor(named(name), MemCategory::activations, bytes, false, static_cast<uint16_t>(rank_));
   }
 
@@ -874,7 +895,7 @@ class Builder {
   // Each copy is one kernel, read off the compiled H200 steps s1_none_unrolled (MHA, unrolled) and
   // g1_dots (GQA, scanned, recomputed scores). A copy of a [T, dim] bf16 tensor moves 2 T dim a bytes.
   bool gqa_layouts() const { return kvl_ < hl_; }
-  void layout_copy(const std::string& name, double dim) { vector(name, 2 * T_ * dim * pr_.activation_bytes, 0); }
+  void layout_copy(std::string_view name, double dim) { vector(name, 2 * T_ * dim * pr_.activation_bytes, 0); }
   // Forward (and its recompute): Q, K, V into [B, heads, S, dim] (s1: input_transpose_fusion.8/.9/.10;
   // g1: input_transpose_fusion.5/.6/.7), then Q and K into the score dot's operand layouts (s1:
   // fusion.1249, fusion.1250; g1: fusion.380, fusion.381).
@@ -1063,7 +1084,7 @@ class Builder {
                          double out_bytes = 0) {
     const std::string n = backward ? "attn.flash.bwd" : "attn.flash";
     const double dropout_draws = t_.attention_dropout > 0 ? exps : 0;  // one per score element (see kernel)
-    auto kernel = [&](const std::string& name, double part, double extra_bytes, double keys) {
+    auto kernel = [&](std::string_view name, double part, double extra_bytes, double keys) {
       Op op;
       op.name = named(name);
       op.phase = phase_;
@@ -1079,7 +1100,7 @@ class Builder {
       // Attention dropout (training.attention_dropout): the kernel draws a random number per causal score
       // element, in forward and again in backward (the mask is regenerated, not stored). Measured as the
       // difference with and without dropout, it is charged as vector work after the kernel.
-      if (dropout_draws > 0) vector(name + ".dropout_rng", 0, dropout_draws * part * kDropoutRngOpsPerElement);
+      if (dropout_draws > 0) vector(cat(name, ".dropout_rng"), 0, dropout_draws * part * kDropoutRngOpsPerElement);
       return id;
     };
     if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
@@ -1124,51 +1145,51 @@ class Builder {
     const double a = pr_.activation_bytes;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const bool tpc = tensor_parallel && tp_ > 1;
-    auto gather = [=, this](const std::string& n, TpOverlap how, int gemms = 1) {
+    auto gather = [=, this](std::string_view n, TpOverlap how, int gemms = 1) {
       if (tpc) tp_collective(n, CollectiveOp::all_gather, T_ * h_ * a, how, gemms);
     };
-    auto scatter = [=, this](const std::string& n, TpOverlap how) {
+    auto scatter = [=, this](std::string_view n, TpOverlap how) {
       if (tpc) tp_collective(n, CollectiveOp::reduce_scatter, T_ * h_ * a, how);
     };
     const std::string p = tag;
     if (swiglu)
       steps.push_back({tag.empty() ? "mlp_gate" : tag + "gate", tokens * width * a,
                        [=, this] {
-                         gather(p + "mlp.tp_all_gather", TpOverlap::ring_exchange, 2);  // fc1: gate and up
-                         gemm_fwd(p + "mlp_gate", tokens, width, h_);
+                         gather(cat(p, "mlp.tp_all_gather"), TpOverlap::ring_exchange, 2);  // fc1: gate and up
+                         gemm_fwd(cat(p, "mlp_gate"), tokens, width, h_);
                        },
                        [=, this] {
-                         gemm_dgrad(p + "mlp_gate", tokens, width, h_);
-                         gather(p + "mlp_gate.wgrad.tp_all_gather", TpOverlap::bulk);
-                         gemm_wgrad(p + "mlp_gate", tokens, width, h_);
+                         gemm_dgrad(cat(p, "mlp_gate"), tokens, width, h_);
+                         gather(cat(p, "mlp_gate.wgrad.tp_all_gather"), TpOverlap::bulk);
+                         gemm_wgrad(cat(p, "mlp_gate"), tokens, width, h_);
                        }});
     steps.push_back({tag.empty() ? "mlp_up" : tag + "up", tokens * width * a,
                      [=, this] {
-                       if (!swiglu) gather(p + "mlp.tp_all_gather", TpOverlap::ring_exchange);
-                       gemm_fwd(p + "mlp_up", tokens, width, h_);
+                       if (!swiglu) gather(cat(p, "mlp.tp_all_gather"), TpOverlap::ring_exchange);
+                       gemm_fwd(cat(p, "mlp_up"), tokens, width, h_);
                      },
                      [=, this] {
-                       gemm_dgrad(p + "mlp_up", tokens, width, h_);
-                       scatter(p + "mlp.dgrad.tp_reduce_scatter", TpOverlap::bulk);
-                       if (!swiglu) gather(p + "mlp_up.wgrad.tp_all_gather", TpOverlap::bulk);
-                       gemm_wgrad(p + "mlp_up", tokens, width, h_);
+                       gemm_dgrad(cat(p, "mlp_up"), tokens, width, h_);
+                       scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
+                       if (!swiglu) gather(cat(p, "mlp_up.wgrad.tp_all_gather"), TpOverlap::bulk);
+                       gemm_wgrad(cat(p, "mlp_up"), tokens, width, h_);
                      }});
     const double act_in = swiglu ? 2 : 1;
     steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
-                     [=, this] { vector(p + "mlp_act", (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
-                     [=, this] { vector(p + "mlp_act.bwd", (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
+                     [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
+                     [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
     steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
-                       gemm_fwd(p + "mlp_out", tokens, h_, width);
-                       scatter(p + "mlp_out.tp_reduce_scatter", TpOverlap::pipeline);
-                       residual(p + "mlp_out.residual");
+                       gemm_fwd(cat(p, "mlp_out"), tokens, h_, width);
+                       scatter(cat(p, "mlp_out.tp_reduce_scatter"), TpOverlap::pipeline);
+                       residual(cat(p, "mlp_out.residual"));
                      },
                      [=, this] {
-                       residual_dropout_bwd(p + "mlp_out.dropout.bwd");
-                       vector(p + "mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
-                       gather(p + "mlp_out.tp_all_gather", TpOverlap::ring_exchange);
-                       gemm_dgrad(p + "mlp_out", tokens, h_, width);
-                       gemm_wgrad(p + "mlp_out", tokens, h_, width);
+                       residual_dropout_bwd(cat(p, "mlp_out.dropout.bwd"));
+                       vector(cat(p, "mlp_out.residual.bwd"), 3 * Tsp_ * h_ * a, Tsp_ * h_);
+                       gather(cat(p, "mlp_out.tp_all_gather"), TpOverlap::ring_exchange);
+                       gemm_dgrad(cat(p, "mlp_out"), tokens, h_, width);
+                       gemm_wgrad(cat(p, "mlp_out"), tokens, h_, width);
                      }});
   }
 
@@ -1190,7 +1211,7 @@ class Builder {
   // busiest endpoint has moved its bytes. (Under DeepEP/HybridEP the NIC leg carries the busiest
   // NVLink domain's share, which averages over its GPUs: X there is an upper bound.) The next
   // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
-  void expert_exchange(const std::string& name, double tokens, double token_bytes) {
+  void expert_exchange(std::string_view name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
     const double busiest = tokens * t_.expert_imbalance;
     const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes, {last()});
@@ -1205,7 +1226,7 @@ class Builder {
   // Expert tensor parallelism (etp > 1): the tokens an EP rank received are gathered over its etp group
   // before the experts (each holding 1/etp of every expert's FFN) and reduce-scattered after them
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
-  void etp_collective(const std::string& name, CollectiveOp c, double bytes) {
+  void etp_collective(std::string_view name, CollectiveOp c, double bytes) {
     if (etp_ == 1) return;
     const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
     g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for

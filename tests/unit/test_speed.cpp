@@ -7,6 +7,7 @@
 //   events) behave as what they replaced.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "cli_util.h"
 #include "core/event_queue.h"
 #include "core/flow_network.h"
+#include "core/huge_page_allocator.h"
 #include "core/small_vector.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -297,6 +299,40 @@ TEST(GraphNames, BuiltOnDemand) {
   EXPECT_EQ(t.first_component_key(a), t.first_component_key(b));
   EXPECT_NE(t.first_component_key(a), t.first_component_key(c));
   EXPECT_EQ(t.format(a), "mb3.v1.x");
+}
+
+// Freed huge-page arrays are pooled and handed to the next array they hold: the same mapping, its
+// elements constructed afresh; the pool empties on request.
+TEST(HugePagePool, ReusesFreedArrays) {
+  huge_pages::release_pool();
+  using Vec = std::vector<double, HugePageAllocator<double>>;
+  const std::size_t n = (std::size_t{3} << 20) / sizeof(double);  // 3 MiB: a 4 MiB mapping
+  const double* first = nullptr;
+  {
+    Vec a(n, 7.0);
+    first = a.data();
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first) % (std::size_t{2} << 20), 0u);
+  }
+  EXPECT_EQ(huge_pages::pooled_bytes(), std::size_t{4} << 20);
+  {
+    Vec b((std::size_t{2} << 20) / sizeof(double));  // needs 2 MiB: takes the pooled 4 MiB, value-initialized
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(huge_pages::pooled_bytes(), 0u);
+    EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](double x) { return x == 0.0; }));
+  }
+  EXPECT_EQ(huge_pages::pooled_bytes(), std::size_t{4} << 20);  // back with its own length
+  {
+    Vec c(3 * n);  // larger than anything pooled: a fresh mapping
+    EXPECT_NE(c.data(), first);
+  }
+  EXPECT_EQ(huge_pages::pooled_bytes(), (std::size_t{4} << 20) + (std::size_t{10} << 20));
+  {
+    Vec d;
+    d.reserve((std::size_t{200} << 20) / sizeof(double));  // over the pool's bound: unmapped when freed
+  }
+  EXPECT_EQ(huge_pages::pooled_bytes(), (std::size_t{4} << 20) + (std::size_t{10} << 20));
+  huge_pages::release_pool();
+  EXPECT_EQ(huge_pages::pooled_bytes(), 0u);
 }
 
 TEST(SmallVec, BehavesLikeAVector) {
