@@ -16,9 +16,10 @@ exception text, so the file says what was and was not available.
 import argparse
 import json
 import statistics
-import subprocess
 
 import torch
+
+from sustained_gemm import card_state, timed  # (run from the repository root: this folder is on sys.path)
 
 SHAPES = [  # (m, n, k, label)
     (8192, 8192, 8192, "square 8192"),
@@ -29,29 +30,6 @@ SHAPES = [  # (m, n, k, label)
     (8192, 28672, 8192, "Llama 70B MLP up at TP1, 8192 tokens"),
     (6144, 16384, 4096, "wgrad-like: K = 4096 tokens"),
 ]
-QUERY = "clocks.sm,power.draw,temperature.gpu"
-
-
-def card_state():
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-        sm, power, temp = [x.strip() for x in out.split(",")]
-        return {"sm_clock_MHz": float(sm), "power_W": float(power), "temperature_C": float(temp)}
-    except Exception as e:
-        return {"card_state_error": repr(e)}
-
-
-def timed(fn, n):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / n
-
-
 def quantize_1x128(x):
     """x (rows, K) bf16 -> e4m3 and one fp32 scale per row and 128-column tile: (rows, K/128)."""
     r, k = x.shape
@@ -158,7 +136,7 @@ def main():
                 for kind, (name, fn, _) in kinds.items():
                     if isinstance(checks[kind], str):
                         continue
-                    times[kind].append(timed(fn, args.reps))
+                    times[kind].append(timed(fn, args.reps) / args.reps)
             state = card_state()
             for kind, (name, fn, _) in kinds.items():
                 row = {"label": label, "m": m, "n": n, "k": k, "kind": kind, "call": name,
