@@ -335,6 +335,34 @@ TEST(HugePagePool, ReusesFreedArrays) {
   EXPECT_EQ(huge_pages::pooled_bytes(), 0u);
 }
 
+// The pool is process-wide and `sweep --jobs N` replays on N threads at once: arrays freed and taken
+// concurrently must never be handed to two owners, and the pool keeps its bound. Each thread fills its
+// array with its own mark and checks the whole of it before freeing (a block lent twice would be
+// overwritten by the other owner).
+TEST(HugePagePool, ThreadsNeverShareABlockAndThePoolKeepsItsBound) {
+  huge_pages::release_pool();
+  using Vec = std::vector<uint64_t, HugePageAllocator<uint64_t>>;
+  constexpr int kThreads = 4, kRounds = 40;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t)
+    pool.emplace_back([t, &bad] {
+      for (int r = 0; r < kRounds; ++r) {
+        // 2..18 MiB, varying by thread and round so that blocks of several sizes circulate.
+        const std::size_t mib = 2 + static_cast<std::size_t>((t * 7 + r * 5) % 17);
+        const uint64_t mark = (static_cast<uint64_t>(t) << 32) | static_cast<uint64_t>(r);
+        Vec v((mib << 20) / sizeof(uint64_t), mark);
+        std::this_thread::yield();
+        if (!std::all_of(v.begin(), v.end(), [mark](uint64_t x) { return x == mark; })) ++bad[t];
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+  EXPECT_LE(huge_pages::pooled_bytes(), std::size_t{128} << 20);
+  huge_pages::release_pool();
+  EXPECT_EQ(huge_pages::pooled_bytes(), 0u);
+}
+
 TEST(SmallVec, BehavesLikeAVector) {
   SmallVec<uint32_t, 2> v;
   EXPECT_TRUE(v.empty());
