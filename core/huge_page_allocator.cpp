@@ -46,10 +46,12 @@ void* map(std::size_t bytes) {
   Pool& P = pool();
   {
     std::lock_guard lock(P.mu);
-    // The smallest pooled block that holds the request.
+    // The smallest pooled block that holds the request, and at most twice its size: a small array must
+    // not hold a large block (and its memory) for its lifetime.
     auto best = P.free.end();
     for (auto it = P.free.begin(); it != P.free.end(); ++it)
-      if (it->second >= bytes && (best == P.free.end() || it->second < best->second)) best = it;
+      if (it->second >= bytes && it->second / 2 <= bytes && (best == P.free.end() || it->second < best->second))
+        best = it;
     if (best != P.free.end()) {
       const auto [p, len] = *best;
       *best = P.free.back();

@@ -495,10 +495,11 @@ Scenario parse_scenario(Node root) {
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
                                              sc.system.spec.gpu.model, sim::to_string(t.precision)));
-  if (fp8_recipe_node && t.precision != sim::Dtype::fp8)
-    fp8_recipe_node->error(fmt::format("fp8_recipe applies to precision fp8 (here {}): mxfp8 and nvfp4 scale their "
+  // delayed, the default, changes nothing and may stay in a base that a sweep runs at other precisions.
+  if (fp8_recipe_node && t.precision != sim::Dtype::fp8 && t.fp8_recipe != Fp8Recipe::delayed)
+    fp8_recipe_node->error(fmt::format("fp8_recipe {} applies to precision fp8 (here {}): mxfp8 and nvfp4 scale their "
                                        "blocks in the tensor cores, bf16 has no scales",
-                                       sim::to_string(t.precision)));
+                                       to_string(t.fp8_recipe), sim::to_string(t.precision)));
   else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
   if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;

@@ -339,6 +339,29 @@ TEST(HugePagePool, ReusesFreedArrays) {
 // concurrently must never be handed to two owners, and the pool keeps its bound. Each thread fills its
 // array with its own mark and checks the whole of it before freeing (a block lent twice would be
 // overwritten by the other owner).
+// A pooled block serves a request of at least half its size only: a small array does not hold a large
+// block (and its memory) for its lifetime.
+TEST(HugePagePool, SmallRequestDoesNotTakeALargeBlock) {
+  huge_pages::release_pool();
+  using Vec = std::vector<double, HugePageAllocator<double>>;
+  const double* big = nullptr;
+  {
+    Vec a((std::size_t{9} << 20) / sizeof(double));  // a 10 MiB mapping, pooled when freed
+    big = a.data();
+  }
+  ASSERT_EQ(huge_pages::pooled_bytes(), std::size_t{10} << 20);
+  {
+    Vec small((std::size_t{1} << 20) / sizeof(double));  // 2 MiB: a fresh mapping, the 10 MiB block stays
+    EXPECT_NE(small.data(), big);
+    EXPECT_EQ(huge_pages::pooled_bytes(), std::size_t{10} << 20);
+  }
+  {
+    Vec half((std::size_t{5} << 20) / sizeof(double));  // 6 MiB of 10: takes it
+    EXPECT_EQ(half.data(), big);
+  }
+  huge_pages::release_pool();
+}
+
 TEST(HugePagePool, ThreadsNeverShareABlockAndThePoolKeepsItsBound) {
   huge_pages::release_pool();
   using Vec = std::vector<uint64_t, HugePageAllocator<uint64_t>>;
