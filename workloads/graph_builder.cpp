@@ -1325,9 +1325,11 @@ class Builder {
     // alignment before the grouped GEMMs and strips it from their output (Fp8Padding / Fp8Unpadding,
     // experts.py:890-1043 at d98e8a6; TE fused_multi_row_padding: a copy of every token, skipped only when
     // every split is already aligned, which routed counts are not), and the backward runs both the other
-    // way. HybridEP pads inside its dispatch, and DeepEP's fused permutation does only with
-    // moe_use_grouped_tensor (default off): moe_utils.py skip_routed_expert_padding. XLA: static shapes.
-    const bool pads = !jax_ && fp8_class() && t_.moe.dispatcher != MoeDispatcher::hybridep;
+    // way. HybridEP pads inside its dispatch (moe_utils.py skip_routed_expert_padding), and DeepEP's fused
+    // permutation pads to the alignment itself (permute(..., align_size): fused_permute_and_pad_with_probs),
+    // after which every split is aligned and Fp8Padding copies nothing. XLA: static shapes.
+    const bool pads = !jax_ && fp8_class() &&
+                      (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
     const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
     steps.push_back({"expert_out", saved_expert_bytes,
