@@ -465,7 +465,10 @@ class Builder {
     if (fp8_class() && q != Quant::none) {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
       // that the backward GEMMs find their operand in the layout tensor cores need.
-      const double in = q == Quant::forward ? m * k + k * n : m * k;
+      // A grouped GEMM (batch > 1, the experts) casts every expert's operands: Transformer Engine's
+      // GroupedLinear quantizes the whole permuted input in one group_quantize over all m_splits
+      // (grouped_linear.py, TE d0067d0), not one expert's chunk. (XLA's fused casts: kept as they were.)
+      const double in = (q == Quant::forward ? m * k + k * n : m * k) * (jax_ ? 1.0 : batch);
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;
@@ -1257,14 +1260,17 @@ class Builder {
     // combine: sort_chunks_by_idxs in token_dispatcher.py, a copy of every received token (the busiest rank's).
     // DeepEP/HybridEP fold this into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = !jax_ && !t_.moe.hierarchical() && ep_ > 1 && local_experts > 1;
+    const bool a2a_metadata = !jax_ && !t_.moe.hierarchical() && ep_ > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
-    // Under fp8-class training the tokens are quantized before the dispatch (the expert GEMMs want them
+    // Under fp8-class training the tokens may be quantized before the dispatch (the expert GEMMs want them
     // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
     // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
-    // already in its bytes per element. The combine and both backward exchanges stay bf16.
+    // already in its bytes per element. Megatron-Core dispatches bf16 (training.moe.dispatch_fp8 says
+    // why); XLA and DeepSeek's own FP8 dispatch cast first. The combine and both backward exchanges stay bf16.
     const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
-    const double dispatch_bytes = fp8_class() ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
+    const bool dispatch_fp8 = fp8_class() && t_.moe.dispatch_fp8.value_or(jax_);
+    const double dispatch_bytes = dispatch_fp8 ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
                        gemm("router", Tsp_, E, h_);
@@ -1278,6 +1284,17 @@ class Builder {
     steps.push_back({"dispatch", saved_expert_bytes,
                      [=, this] {
                        const OpId routing = last_compute();  // router.topk: the routing map
+                       // The alltoall dispatcher's metadata: each rank's token count per expert, all-gathered
+                       // over the EP group before the exchange (gather_from_sequence_parallel_region in
+                       // MoEAlltoAllTokenDispatcher.preprocess, token_dispatcher.py ~550 at d98e8a6; int64 per
+                       // expert; its tp part is not modelled); the host reads the split sizes off it.
+                       OpId counts = routing;
+                       if (a2a_metadata) {
+                         counts = collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0, {last()});
+                         g_.ops[counts].stream = StreamKind::comm_ep;
+                         if (ep_overlap_) unjoined_ep_.push_back(counts);
+                         else pending_deps_.push_back(counts);
+                       }
                        vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
@@ -1288,8 +1305,11 @@ class Builder {
                        // combined 1F1B schedule issues the paired micro-batch's work before it waits, so the
                        // wait hides behind that work: not modelled there.
                        const bool waits = !jax_ && !ep_overlap_;
-                       if (waits && !t_.moe.hierarchical()) pending_host_wait_ = routing;
+                       if (waits && !t_.moe.hierarchical()) pending_host_wait_ = counts;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
+                       // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
+                       // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
+                       if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
                        if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
@@ -1297,23 +1317,38 @@ class Builder {
                      [=, this] {
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
+                       if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", Tsp_, a);  // the probs' gradient
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                      }});
+    // Under fp8-class training Megatron-Core's TEGroupedMLP pads each expert's token chunk to the recipe's
+    // alignment before the grouped GEMMs and strips it from their output (Fp8Padding / Fp8Unpadding,
+    // experts.py:890-1043 at d98e8a6; TE fused_multi_row_padding: a copy of every token, skipped only when
+    // every split is already aligned, which routed counts are not), and the backward runs both the other
+    // way. HybridEP pads inside its dispatch (moe_utils.py skip_routed_expert_padding), and DeepEP's fused
+    // permutation pads to the alignment itself (permute(..., align_size): fused_permute_and_pad_with_probs),
+    // after which every split is aligned and Fp8Padding copies nothing. XLA: static shapes.
+    const bool pads = !jax_ && fp8_class() &&
+                      (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
+    const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
     steps.push_back({"expert_out", saved_expert_bytes,
                      [=, this] {
+                       if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
                        gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
                        vector("experts.act", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward);
+                       if (pads) vector("experts.fp8_unpad", pad_copy_bytes, 0);
                      },
                      [=, this] {
+                       if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes);
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
                        gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
                             2 * h_ * mats * fe * local_experts * pr_.grad_bytes);
+                       if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
     const bool shared = e.shared_experts > 0;

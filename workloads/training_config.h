@@ -106,6 +106,13 @@ struct MoeOptions {
   // off by default, as in Megatron; they take the host work of what they fuse away.
   bool router_fusion = false;
   bool permute_fusion = false;
+  // The forward dispatch's token format under fp8-class training. Unset: as the framework does.
+  // Megatron-Core's alltoall, DeepEP and HybridEP dispatchers send the bf16 hidden states
+  // (token_dispatcher.py / fused_a2a.py at d98e8a6: "HybridEP dispatcher does not support fp8
+  // dispatch"; fp8/mxfp8 dispatch only through the opt-in NCCL-EP path, moe_dispatch_fwd_dtype,
+  // default bf16), and GroupedLinear quantizes after the exchange; XLA casts before it. true: the
+  // matmul format with its scales (DeepSeek-V3's own FP8 dispatch); false: bf16.
+  std::optional<bool> dispatch_fp8;
 };
 // An uneven pipeline split: the decoder layers of the first and the last VIRTUAL stage (0 allowed: a stage
 // of only the embedding or only the loss, as Megatron's --pipeline-model-parallel-layout "Et|(tt|)*30L"

@@ -353,6 +353,7 @@ Scenario parse_scenario(Node root) {
       set_if(mr.boolean("a2a_overlap"), t.moe.a2a_overlap);
       set_if(mr.boolean("router_fusion"), t.moe.router_fusion);
       set_if(mr.boolean("permute_fusion"), t.moe.permute_fusion);
+      if (auto v = mr.boolean("dispatch_fp8")) t.moe.dispatch_fp8 = *v;
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -707,6 +708,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                        {"a2a_overlap", t.moe.a2a_overlap},
                        {"router_fusion", t.moe.router_fusion},
                        {"permute_fusion", t.moe.permute_fusion}};
+  if (m.moe && t.moe.dispatch_fp8) training["moe"]["dispatch_fp8"] = *t.moe.dispatch_fp8;  // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

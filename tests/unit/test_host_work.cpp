@@ -101,7 +101,7 @@ TEST(HostWork, LayerHostTimeIsSpreadOverItsOps) {
 }
 
 // Megatron-Core's all-to-all dispatcher waits on the host for the token counts (taken off the routing
-// map) before the EP all-to-all; DeepEP/HybridEP wait for the dispatch itself before the experts.
+// map and all-gathered over the EP group) before the EP all-to-all; DeepEP/HybridEP wait for the dispatch itself before the experts.
 // Neither op is issued before the op it waits for has finished.
 TEST(HostWork, MoeDispatchersMakeTheHostWait) {
   for (const char* dispatcher : {"alltoall", "deepep"}) {
@@ -114,7 +114,7 @@ TEST(HostWork, MoeDispatchersMakeTheHostWait) {
       const std::string name = r.graph.op_name(static_cast<OpId>(i)), on = r.graph.op_name(op.host_waits_for);
       if (std::string(dispatcher) == "alltoall") {
         EXPECT_NE(name.find("dispatch.all_to_all"), std::string::npos) << name;
-        EXPECT_NE(on.find("router.topk"), std::string::npos) << on;
+        EXPECT_NE(on.find("dispatch.counts_all_gather"), std::string::npos) << on;  // the counts, gathered over EP
       } else {
         EXPECT_NE(on.find("dispatch.all_to_all"), std::string::npos) << on;
       }
