@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,7 +12,7 @@
 
 namespace racksim::sim {
 
-enum class Dtype { fp32, tf32, bf16, fp8, mxfp8, nvfp4 };
+enum class Dtype : uint8_t { fp32, tf32, bf16, fp8, mxfp8, nvfp4 };
 
 inline constexpr std::array<EnumName<Dtype>, 6> kDtypeNames = {{{Dtype::fp32, "fp32"},
                                                                  {Dtype::tf32, "tf32"},

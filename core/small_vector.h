@@ -55,10 +55,10 @@ class SmallVec {
     insert(end(), first, last);
   }
 
-  T* data() { return heap_ ? heap_ : inline_; }
-  const T* data() const { return heap_ ? heap_ : inline_; }
+  T* data() { return cap_ ? heap_ : inline_; }
+  const T* data() const { return cap_ ? heap_ : inline_; }
   std::size_t size() const { return size_; }
-  std::size_t capacity() const { return heap_ ? cap_ : N; }
+  std::size_t capacity() const { return cap_ ? cap_ : N; }
   bool empty() const { return size_ == 0; }
   T* begin() { return data(); }
   T* end() { return data() + size_; }
@@ -116,17 +116,17 @@ class SmallVec {
     cap_ = static_cast<uint32_t>(cap);
   }
   void release() {
-    if (heap_) ::operator delete(heap_);
-    heap_ = nullptr;
+    if (cap_) ::operator delete(heap_);
+    cap_ = 0;
   }
   void take(SmallVec& o) {
     size_ = o.size_;
-    if (o.heap_) {
+    if (o.cap_) {
       heap_ = o.heap_;
       cap_ = o.cap_;
-      o.heap_ = nullptr;
+      o.cap_ = 0;
     } else {
-      heap_ = nullptr;
+      cap_ = 0;
       // The whole buffer: a copy of fixed size is a few moves, where one of size_ elements was a
       // call to memcpy (an op's move, three of these, cost more than building the op).
       std::memcpy(inline_, o.inline_, sizeof(inline_));
@@ -134,10 +134,14 @@ class SmallVec {
     o.size_ = 0;
   }
 
-  T* heap_ = nullptr;
+  // The heap block and the inline elements share their bytes (cap_ says which is live): an op's
+  // three lists take 64 bytes, not 88 (docs/decisions.md, "A smaller Op").
+  union {
+    T* heap_;
+    T inline_[N]{};
+  };
   uint32_t size_ = 0;
-  uint32_t cap_ = 0;
-  T inline_[N]{};
+  uint32_t cap_ = 0;  // 0: the elements are inline
 };
 
 }  // namespace racksim

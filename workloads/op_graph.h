@@ -86,15 +86,15 @@ inline constexpr OpId kNoOp = 0xffffffffu;
 enum class NamePrefix : uint8_t { none, micro_vstage, micro_layer, rank, command_buffer };
 struct Name {
   uint32_t base = 0;  // OpGraph::names id (0: "")
-  NamePrefix prefix = NamePrefix::none;
   uint32_t a = 0, b = 0;
+  NamePrefix prefix = NamePrefix::none;
   // A string literal not interned yet (an op made by hand, as tests do): OpGraph::add and
   // OpGraph::tensor intern it.
   const char* literal = nullptr;
 
   Name() = default;
   explicit Name(uint32_t base_id, NamePrefix p = NamePrefix::none, uint32_t a_ = 0, uint32_t b_ = 0)
-      : base(base_id), prefix(p), a(a_), b(b_) {}
+      : base(base_id), a(a_), b(b_), prefix(p) {}
   Name(const char* text) : literal(text) {}  // NOLINT: a literal converts, as a std::string did
 };
 
@@ -129,8 +129,11 @@ class NameTable {
   uint32_t find_or_add(std::string_view s, uint64_t h);
 };
 
+// Laid out for the replay and the builder, which touch every op (docs/decisions.md, "A smaller Op"):
+// the first 64 bytes hold what the replay's setup pass reads (kind, rank, stream, deps) and the
+// allocations; then the counts, the frees and the sizes; the name last (read only for a trace or a
+// message). 224 bytes where it was 280: no field dropped or narrowed.
 struct Op {
-  Name name;
   uint16_t rank = 0;                  // which simulated rank (pipeline stage) runs it
   OpKind kind = OpKind::kernel;
   StreamKind stream = StreamKind::compute;
@@ -138,53 +141,54 @@ struct Op {
   // kernel
   ExecUnit unit = ExecUnit::vector;
   sim::Dtype dtype = sim::Dtype::bf16;
-  double flops = 0;
-  double hbm_bytes = 0;               // bytes read + written in HBM
-  double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
-  double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel
   uint8_t attention = 0;              // fused attention: 1 forward, 2 backward (flash efficiency)
   bool attention_causal = true;
-  double attention_seq = 0;           // key length of the fused attention
-  // host work of a runtime before this op can be launched (HLO replay: XLA command buffers)
-  bool host_program_start = false;    // the first op of one program execution
-  int host_commands = 0;              // commands of the command buffer this op opens (0: none)
-  int host_buffer_refs = 0;           // buffers those commands name
-  bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
-  // A framework's own host work before it issues this op, beyond the launch (Megatron-Core eager: the
-  // op's share of its layer's Python, dispatcher and autograd time), seconds. 0: the launch only.
-  double host_s = 0;
-  // The host stops until this op has finished before it issues this one: a device-to-host copy
-  // the framework reads (Megatron-Core's MoE token counts). kNoOp: no wait.
-  OpId host_waits_for = kNoOp;
+  // collective
+  hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
+  CommGroup group = CommGroup::dp;
+  CommKernel comm_kernel = CommKernel::nccl;
+  uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
   // A collective on its own stream under CUDA's default hardware queues (XLA's): its CTAs get SMs
   // only once the compute kernels resident when it became ready, and those released by the same op,
   // have drained (sim/engine/replay.cpp, SmWait). Megatron's NCCL kernels, dispatched in launch order
   // on one queue (CUDA_DEVICE_MAX_CONNECTIONS=1), start at once.
   bool queues_behind_compute = false;
-  CommKernel comm_kernel = CommKernel::nccl;
-  uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
   // How the host launches this op: per the job's switch (training.cuda_graphs: the whole micro-step from
   // graphs or all eager), or, under training.cuda_graph_scope, from the layer's Transformer Engine graph
   // (captured; graph_start: the graph's first op, where the host pays one graph launch) or eagerly.
   GraphLaunch graph = GraphLaunch::step;
   bool graph_start = false;
-  std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
+  // host work of a runtime before this op can be launched (HLO replay: XLA command buffers)
+  bool host_program_start = false;    // the first op of one program execution
+  bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
+  bool expert_hierarchical = false;   // NIC once per destination domain, then NVLink (DeepEP/HybridEP)
+  // The host stops until this op has finished before it issues this one: a device-to-host copy
+  // the framework reads (Megatron-Core's MoE token counts). kNoOp: no wait.
+  OpId host_waits_for = kNoOp;
+  SmallVec<OpId, 3> deps;
+  SmallVec<TensorId, 2> allocs;       // allocated when the op starts
   int gemm_batch = 1;
-  // collective
-  hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
-  CommGroup group = CommGroup::dp;
-  double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
   // An MoE token exchange (dispatch or combine, all_to_all over ep): how the tokens travel
   // (hw::estimate_expert_exchange). expert_top_k = 0: a plain all-to-all of coll_bytes.
   int expert_top_k = 0;               // experts per token; coll_bytes = tokens · top_k · bytes per token
   int expert_max_domains = 0;         // node-limited routing: NVLink domains per token (0: unlimited)
-  bool expert_hierarchical = false;   // NIC once per destination domain, then NVLink (DeepEP/HybridEP)
-  // host copy
-  double copy_bytes = 0;
-  SmallVec<OpId, 3> deps;
-  SmallVec<TensorId, 2> allocs;       // allocated when the op starts
+  int host_commands = 0;              // commands of the command buffer this op opens (0: none)
+  int host_buffer_refs = 0;           // buffers those commands name
   SmallVec<TensorId, 3> frees;        // freed when the op ends
+  double flops = 0;
+  double hbm_bytes = 0;               // bytes read + written in HBM
+  double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
+  double copy_bytes = 0;              // host copy
+  std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
+  double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
+  double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel
+  double attention_seq = 0;           // key length of the fused attention
+  // A framework's own host work before it issues this op, beyond the launch (Megatron-Core eager: the
+  // op's share of its layer's Python, dispatcher and autograd time), seconds. 0: the launch only.
+  double host_s = 0;
+  Name name;
 };
+static_assert(sizeof(Op) == 224, "an op's size is what the replay's passes read (docs/performance.md)");
 
 struct Tensor {
   Name name;
