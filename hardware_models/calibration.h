@@ -220,7 +220,7 @@ struct Calibration {
   bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
   bool applied_row_kernels = false;  // same architecture (register file and memory system)
   bool applied_nccl = false;         // the device measured, its NVLink not overridden: measured collectives apply
-  bool applied_attention = false;    // same architecture: fused attention at the measured efficiency
+  bool applied_attention = false;    // fused attention at the measured curve (another architecture: as a ratio to the GEMM ceiling)
   std::vector<std::string> warnings;
   // How it reached the preset, one line (report scenario.system.calibration_transfer, the info log):
   // "same device, measured figures used as measured..." or "transfer rule: ...".
