@@ -468,7 +468,11 @@ class Builder {
       // A grouped GEMM (batch > 1, the experts) casts every expert's operands: Transformer Engine's
       // GroupedLinear quantizes the whole permuted input in one group_quantize over all m_splits
       // (grouped_linear.py, TE d0067d0), not one expert's chunk. (XLA's fused casts: kept as they were.)
-      const double in = (q == Quant::forward ? m * k + k * n : m * k) * (jax_ ? 1.0 : batch);
+      // The weight is cast on a step's first micro-batch only: Megatron-Core's TE modules pass
+      // is_first_microbatch, and TE keeps the cast weight for the later micro-batches (its weight workspace;
+      // Megatron-LM training.py resets the flag each step). XLA's casts: kept as they were.
+      const bool weight_cast = jax_ || mb_ == 0;
+      const double in = (q == Quant::forward ? m * k + (weight_cast ? k * n : 0.0) : m * k) * (jax_ ? 1.0 : batch);
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;

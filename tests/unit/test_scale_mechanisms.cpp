@@ -584,6 +584,31 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
   EXPECT_NEAR(bytes_of(build_training_graph(jx.model, jx.training, jx.system.spec), ".experts.gate_up.quantize"), one_expert * 4, 1.0);
 }
 
+// Transformer Engine casts a weight on a step's first micro-batch only (Megatron-Core passes is_first_microbatch,
+// TE keeps the cast weight): later micro-batches cast the activation alone. XLA's casts are unchanged.
+TEST(ScaleMechanisms, Fp8WeightsAreCastOnTheFirstMicroBatchOnly) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
+)";
+  auto bytes_of = [](const OpGraph& g, std::string_view name) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)) == name) return g.ops[i].hbm_bytes;
+    return -1.0;
+  };
+  const double h = 4096, fe = 14336, per_expert = 4096.0 * 2 / 2;  // 2 local experts, top-2, balanced
+  const double tokens = 2 * per_expert * h, weights = 2 * h * 2 * fe;  // both experts' operands
+  const auto sc = load(base);
+  ASSERT_EQ(sc.training.micro_steps(), 2);
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  EXPECT_NEAR(bytes_of(g, "mb0.L0.experts.gate_up.quantize"), (tokens + weights) * 4, 1.0);
+  EXPECT_NEAR(bytes_of(g, "mb1.L0.experts.gate_up.quantize"), tokens * 4, 1.0);
+  const auto jx = load(base, {"training.framework=jax"});
+  const auto gj = build_training_graph(jx.model, jx.training, jx.system.spec);
+  ASSERT_GT(bytes_of(gj, "mb1.L0.experts.gate_up.quantize"), 0);
+  EXPECT_NEAR(bytes_of(gj, "mb1.L0.experts.gate_up.quantize"), bytes_of(gj, "mb0.L0.experts.gate_up.quantize"), 1.0);
+}
+
 // Under fp8-class training TEGroupedMLP pads each expert's chunk to the recipe's alignment before the grouped
 // GEMMs and strips it after (Fp8Padding / Fp8Unpadding), both again in the backward: four copies of the
 // busiest rank's tokens at hidden width. Not under HybridEP (it pads in its dispatch) nor DeepEP with the fused
