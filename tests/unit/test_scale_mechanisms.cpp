@@ -430,6 +430,31 @@ training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4,
                     "must divide the model's heads (32) and its kv_heads (16)");
 }
 
+// The first op whose name ends with `suffix` (a full name: that op), or null.
+static const Op* first_op_ending(const OpGraph& g, std::string_view suffix) {
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)).ends_with(suffix)) return &g.ops[i];
+  return nullptr;
+}
+
+// The HBM bytes of the first op whose name ends with `suffix`, or -1.
+static double hbm_bytes_of_op(const OpGraph& g, std::string_view suffix) {
+  const Op* o = first_op_ending(g, suffix);
+  return o ? o->hbm_bytes : -1.0;
+}
+
+// The HBM bytes of the ops whose name contains `part`, and how many there are.
+static double hbm_bytes_of_ops_named(const OpGraph& g, std::string_view part, int& count) {
+  double bytes = 0;
+  count = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)).find(part) != std::string::npos) {
+      bytes += g.ops[i].hbm_bytes;
+      ++count;
+    }
+  return bytes;
+}
+
 // Routing imbalance X (training.expert_imbalance: tokens at the busiest EP rank / the mean), closed forms:
 // the busiest rank's expert GEMMs and activation kernels do X times the balanced work; every EP exchange
 // moves X times the balanced bytes at that rank (X times into it for the dispatch, out of it for the
@@ -444,16 +469,7 @@ TEST(ScaleMechanisms, AlltoallDispatcherSortsChunksOfSeveralLocalExperts) {
 model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
 )";
-  auto sorts = [](const OpGraph& g, int& count) {
-    double bytes = 0;
-    count = 0;
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).find("sort_chunks") != std::string::npos) {
-        bytes += g.ops[i].hbm_bytes;
-        ++count;
-      }
-    return bytes;
-  };
+  auto sorts = [](const OpGraph& g, int& count) { return hbm_bytes_of_ops_named(g, "sort_chunks", count); };
   const auto sc = load(base, {"training.expert_imbalance=1.5"});
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
   int n = 0;
@@ -539,9 +555,8 @@ model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8}}
 )";
   auto bytes_of = [](const OpGraph& g, std::string_view suffix) {
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).ends_with(suffix)) return g.ops[i].coll_bytes;
-    return -1.0;
+    const Op* o = first_op_ending(g, suffix);
+    return o ? o->coll_bytes : -1.0;
   };
   const double copies = 4096.0 * 2;  // tokens x top-2, balanced
   const double bf16 = copies * 4096 * 2.0, fp8 = copies * 4096 * (1.0 + 4.0 / 128.0);
@@ -567,21 +582,16 @@ TEST(ScaleMechanisms, GroupedGemmQuantizesEveryLocalExpert) {
 model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
 )";
-  auto bytes_of = [](const OpGraph& g, std::string_view suffix) {
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).ends_with(suffix)) return g.ops[i].hbm_bytes;
-    return -1.0;
-  };
   const double h = 4096, fe = 14336, per_expert = 4096.0 * 2 / 2;  // 2 local experts, top-2, balanced
   const double one_expert = per_expert * h + h * 2 * fe;            // gate_up: tokens and the fused gate/up weight
   {
     const auto sc = load(base);
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    EXPECT_NEAR(bytes_of(g, ".experts.gate_up.quantize"), 2 * one_expert * 4, 1.0);
-    EXPECT_NEAR(bytes_of(g, ".experts.down.dgrad.quantize"), 2 * per_expert * h * 4, 1.0);  // the incoming gradient
+    EXPECT_NEAR(hbm_bytes_of_op(g, ".experts.gate_up.quantize"), 2 * one_expert * 4, 1.0);
+    EXPECT_NEAR(hbm_bytes_of_op(g, ".experts.down.dgrad.quantize"), 2 * per_expert * h * 4, 1.0);  // the incoming gradient
   }
   const auto jx = load(base, {"training.framework=jax"});  // XLA's casts: as before
-  EXPECT_NEAR(bytes_of(build_training_graph(jx.model, jx.training, jx.system.spec), ".experts.gate_up.quantize"), one_expert * 4, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(build_training_graph(jx.model, jx.training, jx.system.spec), ".experts.gate_up.quantize"), one_expert * 4, 1.0);
 }
 
 // Transformer Engine casts a weight on a step's first micro-batch only (Megatron-Core passes is_first_microbatch,
@@ -591,22 +601,17 @@ TEST(ScaleMechanisms, Fp8WeightsAreCastOnTheFirstMicroBatchOnly) {
 model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
 )";
-  auto bytes_of = [](const OpGraph& g, std::string_view name) {
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)) == name) return g.ops[i].hbm_bytes;
-    return -1.0;
-  };
   const double h = 4096, fe = 14336, per_expert = 4096.0 * 2 / 2;  // 2 local experts, top-2, balanced
   const double tokens = 2 * per_expert * h, weights = 2 * h * 2 * fe;  // both experts' operands
   const auto sc = load(base);
   ASSERT_EQ(sc.training.micro_steps(), 2);
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-  EXPECT_NEAR(bytes_of(g, "mb0.L0.experts.gate_up.quantize"), (tokens + weights) * 4, 1.0);
-  EXPECT_NEAR(bytes_of(g, "mb1.L0.experts.gate_up.quantize"), tokens * 4, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.experts.gate_up.quantize"), (tokens + weights) * 4, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(g, "mb1.L0.experts.gate_up.quantize"), tokens * 4, 1.0);
   const auto jx = load(base, {"training.framework=jax"});
   const auto gj = build_training_graph(jx.model, jx.training, jx.system.spec);
-  ASSERT_GT(bytes_of(gj, "mb1.L0.experts.gate_up.quantize"), 0);
-  EXPECT_NEAR(bytes_of(gj, "mb1.L0.experts.gate_up.quantize"), bytes_of(gj, "mb0.L0.experts.gate_up.quantize"), 1.0);
+  ASSERT_GT(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), 0);
+  EXPECT_NEAR(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), hbm_bytes_of_op(gj, "mb0.L0.experts.gate_up.quantize"), 1.0);
 }
 
 // Under fp8-class training TEGroupedMLP pads each expert's chunk to the recipe's alignment before the grouped
@@ -618,16 +623,7 @@ TEST(ScaleMechanisms, Fp8GroupedGemmPadsAndUnpadsExpertChunks) {
 model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8}}
 )";
-  auto pads = [](const OpGraph& g, int& count) {
-    double bytes = 0;
-    count = 0;
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).find(".experts.fp8_") != std::string::npos) {
-        bytes += g.ops[i].hbm_bytes;
-        ++count;
-      }
-    return bytes;
-  };
+  auto pads = [](const OpGraph& g, int& count) { return hbm_bytes_of_ops_named(g, ".experts.fp8_", count); };
   const auto sc = load(base, {"training.expert_imbalance=1.5"});
   int n = 0;
   const double bytes = pads(build_training_graph(sc.model, sc.training, sc.system.spec), n);
