@@ -655,8 +655,6 @@ Candidate nvls_tree_candidate(const Comm& c, double bytes) {
 struct P2pPlan {
   double busiest_s = 0;   // time of the busiest CTA at kP2pChannelGBps
   int channels_used = 0;  // CTAs that carry a remote part
-  int op_channels = 1;    // channels of one peer operation (NCCL's LL rule reads it)
-  double peer_bytes = 0;  // bytes of one peer operation
 };
 
 int pow2_up(int v) {
@@ -687,10 +685,17 @@ P2pChannels p2p_channels(const Comm& c) {
   return k;
 }
 
-// The plan for peer operations of b bytes each (all_to_all: rounds 1..n-1; send_recv: round 1).
-P2pPlan p2p_plan_peer(const Comm& c, const P2pChannels& k, CollectiveOp op, double b) {
-  P2pPlan plan;
-  const int P = k.P;
+// The bytes of one peer operation: an all-to-all sends bytes / n to each peer, a send/recv all of them.
+double p2p_peer_bytes(const Comm& c, CollectiveOp op, double bytes) {
+  return op == CollectiveOp::all_to_all ? bytes / c.n : bytes;
+}
+
+// How one peer operation of b bytes is split: its channels and the bytes of each part (addP2pToPlan).
+struct P2pSplit {
+  int channels = 1;
+  double part = 0;
+};
+P2pSplit p2p_split(const P2pChannels& k, double b) {
   const double min_part = kP2pNvlChunkBytes / 8, max_part = kP2pNvlChunkBytes * 32;
   int nch = std::max(1, std::min(k.ch_min, static_cast<int>(std::min(1e9, std::ceil(b / min_part)))));
   double part = std::max(min_part, std::ceil(b / nch));
@@ -698,9 +703,14 @@ P2pPlan p2p_plan_peer(const Comm& c, const P2pChannels& k, CollectiveOp op, doub
     nch *= 2;
     part = std::ceil(b / nch);
   }
-  part = std::min(b, std::ceil(std::ceil(b / nch) / 4096.0) * 4096.0);  // ncclP2pPartBounds: 4 KiB aligned
-  plan.op_channels = nch;
-  plan.peer_bytes = b;
+  return {nch, std::min(b, std::ceil(std::ceil(b / nch) / 4096.0) * 4096.0)};  // ncclP2pPartBounds: 4 KiB aligned
+}
+
+// The plan for peer operations of b bytes each (all_to_all: rounds 1..n-1; send_recv: round 1).
+P2pPlan p2p_plan_peer(const Comm& c, const P2pChannels& k, CollectiveOp op, double b) {
+  P2pPlan plan;
+  const int P = k.P;
+  const auto [nch, part] = p2p_split(k, b);
   const int bits = log2i(P);
   const int last_round = op == CollectiveOp::all_to_all ? c.n - 1 : 1;
   std::vector<double> load(P, 0.0);
@@ -735,7 +745,7 @@ P2pPlan p2p_plan_peer(const Comm& c, const P2pChannels& k, CollectiveOp op, doub
 // with NCCL's tree correction above: the busiest CTA's time is held at its value just below each such point.
 P2pPlan p2p_plan(const Comm& c, CollectiveOp op, double bytes) {
   const P2pChannels k = p2p_channels(c);
-  const double b = op == CollectiveOp::all_to_all ? bytes / c.n : bytes;
+  const double b = p2p_peer_bytes(c, op, bytes);
   P2pPlan plan = p2p_plan_peer(c, k, op, b);
   const double min_part = kP2pNvlChunkBytes / 8, max_part = kP2pNvlChunkBytes * 32;
   auto hold = [&](double jump) {
@@ -891,8 +901,8 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
     if (opt.protocol == CollectiveProtocol::auto_select && c.nodes == 1 && c.n > 1) {
       // NCCL does not time p2p protocols: an operation runs LL iff its bytes <= its channels x
       // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple.
-      const P2pPlan plan = p2p_plan(c, op, bytes);
-      const Proto p = plan.peer_bytes <= plan.op_channels * kP2pLlThresholdBytes ? kLL : kSimple;
+      const double b = p2p_peer_bytes(c, op, bytes);
+      const Proto p = b <= p2p_split(p2p_channels(c), b).channels * kP2pLlThresholdBytes ? kLL : kSimple;
       out.push_back(direct_candidate(c, op, p, bytes));
       return out;
     }

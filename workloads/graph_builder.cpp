@@ -1221,24 +1221,26 @@ class Builder {
   void expert_exchange(std::string_view name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
     const double busiest = tokens * t_.expert_imbalance;
-    const OpId id = collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes, {last()});
-    Op& op = g_.ops[id];
-    op.stream = StreamKind::comm_ep;
+    Op& op = g_.ops[ep_stream_collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes)];
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
     op.expert_hierarchical = t_.moe.hierarchical();
+  }
+  // A collective of the MoE layer's exchange stream (in order with the EP exchanges), after the last op:
+  // the next compute op waits for it, or under EP overlap it joins at the end of the pair.
+  OpId ep_stream_collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes) {
+    const OpId id = collective(name, c, grp, bytes, {last()});
+    g_.ops[id].stream = StreamKind::comm_ep;
     if (ep_overlap_) unjoined_ep_.push_back(id);
     else pending_deps_.push_back(id);
+    return id;
   }
   // Expert tensor parallelism (etp > 1): the tokens an EP rank received are gathered over its etp group
   // before the experts (each holding 1/etp of every expert's FFN) and reduce-scattered after them
   // (Megatron-Core's alltoall dispatcher over the expert-tensor-parallel group).
   void etp_collective(std::string_view name, CollectiveOp c, double bytes) {
     if (etp_ == 1) return;
-    const OpId id = collective(name, c, CommGroup::etp, bytes, {last()});
-    g_.ops[id].stream = StreamKind::comm_ep;  // in order with the exchange it gathers or scatters for
-    if (ep_overlap_) unjoined_ep_.push_back(id);
-    else pending_deps_.push_back(id);
+    ep_stream_collective(name, c, CommGroup::etp, bytes);  // in order with the exchange it gathers or scatters for
   }
 
   void add_moe_steps(std::vector<Step>& steps) {
@@ -1259,12 +1261,13 @@ class Builder {
     // rank's tokens.
     const double perm_scale = t_.moe.hierarchical() ? t_.expert_imbalance : 1.0;
     const double permuted = routed * perm_scale;
-    // Megatron's alltoall dispatcher receives a rank's tokens in (source rank, expert) chunks; with more than
-    // one local expert it regroups them by expert after the exchange (and the etp gather) and back before the
-    // combine: sort_chunks_by_idxs in token_dispatcher.py, a copy of every received token (the busiest rank's).
-    // DeepEP/HybridEP fold this into their own permutation above; XLA's all-to-all is laid out by expert.
-    const bool sorts_chunks = !jax_ && !t_.moe.hierarchical() && ep_ > 1 && local_experts > 1;
+    // Megatron's alltoall dispatcher over an EP group: its metadata exchanges (below, in the dispatch step).
     const bool a2a_metadata = !jax_ && !t_.moe.hierarchical() && ep_ > 1;
+    // It receives a rank's tokens in (source rank, expert) chunks; with more than one local expert it regroups
+    // them by expert after the exchange (and the etp gather) and back before the combine: sort_chunks_by_idxs
+    // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
+    // into their own permutation above; XLA's all-to-all is laid out by expert.
+    const bool sorts_chunks = a2a_metadata && local_experts > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens may be quantized before the dispatch (the expert GEMMs want them
@@ -1293,12 +1296,9 @@ class Builder {
                        // MoEAlltoAllTokenDispatcher.preprocess, token_dispatcher.py ~550 at d98e8a6; int64 per
                        // expert; its tp part is not modelled); the host reads the split sizes off it.
                        OpId counts = routing;
-                       if (a2a_metadata) {
-                         counts = collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0, {last()});
-                         g_.ops[counts].stream = StreamKind::comm_ep;
-                         if (ep_overlap_) unjoined_ep_.push_back(counts);
-                         else pending_deps_.push_back(counts);
-                       }
+                       if (a2a_metadata)
+                         counts = ep_stream_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep,
+                                                       ep_ * E * 8.0);
                        vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all

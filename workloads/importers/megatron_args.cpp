@@ -713,13 +713,13 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
-    if (recipe == "blockwise" || recipe == "tensorwise" || recipe == "delayed") {
+    if (sim::parse_in(kFp8RecipeNames, recipe)) {
       fp8_recipe = recipe;
       fp8_recipe_src = src("fp8-recipe");
     } else if (!recipe.empty() && recipe != "mxfp8") {
-      out.warnings.push_back(fmt::format("--fp8-recipe {}: not one racksim models (delayed, tensorwise, blockwise, "
-                                         "mxfp8); per-tensor fp8 GEMM throughput used",
-                                         recipe));
+      out.warnings.push_back(fmt::format("--fp8-recipe {}: not one racksim models ({}, mxfp8); per-tensor fp8 GEMM "
+                                         "throughput used",
+                                         recipe, fmt::join(sim::names_in(kFp8RecipeNames), ", ")));
     }
   } else if (fl.on("bf16")) {
     prec_src = "--bf16";
