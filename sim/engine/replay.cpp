@@ -555,9 +555,13 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     else if (w.blockers == 0) grant_sms(id);
   }
 
-  // The collective has its SMs.
+  // The collective has its SMs. NCCL launches one CTA per channel (NVIDIA/nccl src/enqueue.cc,
+  // ncclLaunchKernel: grid = the plan's channel count) and each CTA stays resident, spinning on its peers'
+  // FIFO flags, until its channel's last step: the SMs are held for the latency (handshakes, the ring's
+  // per-step waits) as well as while data moves, not from the first byte on.
   void begin_collective(OpId id) {
     res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
+    reserve_sms(g_.ops[id].rank, sm_fraction(*coll_cost_[id], g_.ops[id]));
     q_.schedule_tagged_after(SimTime::from_seconds(coll_cost_[id]->latency_s), tag(Then::move_data, id));
   }
 
@@ -575,7 +579,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const double sm_frac = sm_fraction(c, g_.ops[id]);
     const int rank = g_.ops[id].rank;
     Res& R = res_of_[rank];
-    reserve_sms(rank, sm_frac);
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
     std::array<FlowNetwork::Use, 4> uses;
