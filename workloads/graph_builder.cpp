@@ -1415,7 +1415,9 @@ class Builder {
                          gemm_fwd("shared.down", Tsp_, h_, w);
                          mark_module(Module::moe_dispatch);
                        }
-                       residual("mlp_out.residual");
+                       // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
+                       // recomputed only under full recompute.
+                       if (phase_ != Phase::recompute || t_.recompute.mode == RecomputeMode::full) residual("mlp_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd("mlp_out.dropout.bwd");
@@ -1884,11 +1886,18 @@ class Builder {
       by_step.set(f.step, f.tensor);
     }
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
-    // layer output is not needed by the backward, so its projection is not recomputed.
+    // layer output is not needed by the backward, so its projection is not recomputed -- except the
+    // combine of a Megatron-Core MoE layer whose dispatch is recomputed: only a checkpoint of the whole
+    // MoE layer (--recompute-modules moe, or full recompute) re-runs a dispatch, and
+    // tensor_parallel.checkpoint re-executes the whole function in the backward, its last part, the
+    // combine (all-to-all and unpermutation), included. XLA drops the unused part.
     phase_ = Phase::recompute;
     const bool moe_layer = m_.is_moe_layer(l);
+    const bool recompute_combine =
+        moe_layer && !jax_ &&
+        std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.name == "dispatch" && !s.saved && !s.offloaded; });
     for (const auto& step : steps) {
-      if (step.saved || step.offloaded || step.name == "mlp_out") continue;
+      if (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_combine)) continue;
       mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);

@@ -119,7 +119,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Pax GPT-126M, 64 H100 (DP64)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)"};
   EXPECT_EQ(passing, expected);
-  // 21.9% today on 41 rows (TE's bulk TP exchanges beside the dgrad and the wgrad, -0.001 points: 32B -20.2% -> -19.1%,
+  // 21.7% today on 41 rows (a checkpointed MoE layer replays its combine: Qwen3 H100 16K..128K 0.8-2.9 points
+  // closer, Megatron-FSDP +16.5% -> +16.7%, -0.2 points; 21.9% before: TE's bulk TP exchanges beside the dgrad and the wgrad, -0.001 points: 32B -20.2% -> -19.1%,
   // 70B -1.4% -> -0.5%, the passing set unchanged; TE's weight-cast cache, weights cast on the first micro-batch only, +0.4 points:
   // the fp8-class rows faster, Mixtral FP8 +9.0% -> +12.0%, out of 10% again; 21.5% before: Megatron-Core's MoE kernels, issue #12: bf16 dispatch under fp8, every expert's
   // cast in a grouped GEMM, fp8 chunk padding, the alltoall dispatcher's counts gather and probs all-to-all
@@ -128,7 +129,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.222);
+  EXPECT_LT(sum / rows.size(), 0.219);
 }
 
 // One MoE layer on 8 H100 (TP 1, EP 8, 4,096 tokens, BF16, forced balance) against Megatron-LM's MoE

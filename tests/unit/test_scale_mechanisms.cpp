@@ -268,13 +268,14 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
 
 // DeepSeek-V3 on 256 B200 (8 per node, EP 32, PP 8): the exchanges that real systems send hierarchically,
 // node-limited and beside another micro-batch's compute are no longer naive and fully exposed. (DeepSeek's
-// FP8 dispatch, as the test was set up: Megatron-Core's bf16 dispatch doubles the exchange, and with TP 2 its
-// overlap then hides 1.94 of 2.31 s instead of 2.05 of 2.17 s.)
+// FP8 dispatch, as the test was set up: Megatron-Core's bf16 dispatch doubles the exchange.)
+// (Selective recompute: Megatron-Core refuses the EP overlap under full recompute or a recomputed MoE layer,
+// transformer_config.py 'disable full recomputation when enabling overlap_moe_expert_parallel_comm'.)
 TEST(ScaleMechanisms, MoeAtScaleExposesLessCommunication) {
   const char* base = R"(system: {preset: b200, gpus: 256}
 model: {preset: deepseek-v3}
 training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, optimizer_sharding: zero1,
-           recompute: full, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true, moe: {dispatch_fp8: true}}
+           recompute: selective, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true, moe: {dispatch_fp8: true}}
 )";
   const auto naive = sim::simulate(load(base));
   const auto hier = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"}));
@@ -543,6 +544,41 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: 
   x.tokens *= X;
   const auto cx = hw::estimate_expert_exchange(sc.system.spec, place, x);
   EXPECT_NEAR(cx.bandwidth_time_s / c1.bandwidth_time_s, X, 0.02);
+}
+
+// A checkpointed Megatron-Core MoE layer (--recompute-modules moe, or full recompute: the only ways a dispatch
+// is recomputed) re-runs its whole forward in the backward, tensor_parallel.checkpoint being a replay of the
+// function: the combine's all-to-all and unpermutation come again, once per MoE layer and micro-batch; the
+// transformer layer's residual add, outside the MoE layer, only under full recompute. Saving the dispatch
+// (the experts' input) recomputes no combine, and XLA drops the combine's unused recompute.
+TEST(ScaleMechanisms, CheckpointedMoeLayerRecomputesItsCombine) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8},
+           moe: {dispatcher: deepep}}
+)";
+  auto recomputed = [](const sim::Scenario& sc, const std::string& suffix) {
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    int n = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
+    return n;
+  };
+  const auto moe = load(base, {"training.recompute={save: [qkv, attn, attn_out]}"});
+  const int layer_passes = moe.model.layers * moe.training.micro_steps();
+  EXPECT_EQ(recomputed(moe, ".combine.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".combine.unpermute"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".dispatch.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".mlp_out.residual"), 0);
+  const auto full = load(base, {"training.recompute=full"});
+  EXPECT_EQ(recomputed(full, ".combine.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.residual"), layer_passes);
+  const auto act = load(base, {"training.recompute={save: [qkv, attn, attn_out, router, dispatch]}"});
+  EXPECT_EQ(recomputed(act, ".combine.all_to_all"), 0);
+  EXPECT_GT(recomputed(act, ".experts.gate_up"), 0);
+  const auto jx = load(base, {"training.framework=jax", "training.recompute={save: [qkv, attn, attn_out]}"});
+  EXPECT_GT(recomputed(jx, ".dispatch.all_to_all"), 0);
+  EXPECT_EQ(recomputed(jx, ".combine.all_to_all"), 0);
 }
 
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
