@@ -1886,18 +1886,21 @@ class Builder {
       by_step.set(f.step, f.tensor);
     }
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
-    // layer output is not needed by the backward, so its projection is not recomputed -- except the
-    // combine of a Megatron-Core MoE layer whose dispatch is recomputed: only a checkpoint of the whole
-    // MoE layer (--recompute-modules moe, or full recompute) re-runs a dispatch, and
-    // tensor_parallel.checkpoint re-executes the whole function in the backward, its last part, the
-    // combine (all-to-all and unpermutation), included. XLA drops the unused part.
+    // layer output is not needed by the backward, and XLA drops its unused projection. Megatron's
+    // checkpoints (tensor_parallel.checkpoint, and TE's checkpoint under fp8, both reentrant) re-execute
+    // the whole checkpointed function in the backward, its last part included: under full recompute
+    // the layer's output projection (fc2), its TP reduce-scatter and the residual add
+    // (transformer_block.py _checkpointed_forward, random.py CheckpointFunction.backward); under a
+    // checkpoint of the whole MoE layer (--recompute-modules moe, the only other setting that re-runs
+    // a dispatch) the combine (all-to-all, unpermutation, shared experts).
     phase_ = Phase::recompute;
     const bool moe_layer = m_.is_moe_layer(l);
     const bool recompute_combine =
         moe_layer && !jax_ &&
         std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.name == "dispatch" && !s.saved && !s.offloaded; });
+    const bool recompute_output = recompute_combine || (!jax_ && t_.recompute.mode == RecomputeMode::full);
     for (const auto& step : steps) {
-      if (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_combine)) continue;
+      if (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output)) continue;
       mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);

@@ -581,6 +581,36 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: z
   EXPECT_EQ(recomputed(jx, ".combine.all_to_all"), 0);
 }
 
+// Megatron's full recompute replays the whole layer in the backward (a reentrant checkpoint re-executes
+// its function), the output projection, its TP reduce-scatter and the residual add included; XLA drops
+// the projection whose output no gradient reads. Selective recompute replays the attention core only.
+TEST(ScaleMechanisms, MegatronFullRecomputeReplaysTheOutputProjection) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
+           sequence_parallel: true}
+)";
+  auto recomputed = [](const sim::Scenario& sc, const std::string& suffix) {
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    int n = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
+    return n;
+  };
+  const auto full = load(base, {"training.recompute=full"});
+  const int layer_passes = full.model.layers * full.training.micro_steps();
+  EXPECT_EQ(recomputed(full, ".mlp_out"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.tp_reduce_scatter"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.residual"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_up"), layer_passes);
+  const auto jx = load(base, {"training.framework=jax", "training.recompute=full"});
+  EXPECT_EQ(recomputed(jx, ".mlp_out"), 0);
+  EXPECT_EQ(recomputed(jx, ".mlp_up"), layer_passes);
+  const auto sel = load(base, {"training.recompute=selective"});
+  EXPECT_EQ(recomputed(sel, ".mlp_out"), 0);
+  EXPECT_EQ(recomputed(sel, ".mlp_up"), 0);
+}
+
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
 // DeepEP and HybridEP: token_dispatcher.py / fused_a2a.py; GroupedLinear quantizes after the exchange);
 // training.moe.dispatch_fp8 true sends the matmul format with its scales (DeepSeek-V3's FP8 dispatch),
