@@ -444,6 +444,15 @@ static double hbm_bytes_of_op(const OpGraph& g, std::string_view suffix) {
   return o ? o->hbm_bytes : -1.0;
 }
 
+// Recomputed ops of a scenario's graph whose name ends with `suffix`.
+static int recomputed(const sim::Scenario& sc, std::string_view suffix) {
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  int n = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
+  return n;
+}
+
 // The HBM bytes of the ops whose name contains `part`, and how many there are.
 static double hbm_bytes_of_ops_named(const OpGraph& g, std::string_view part, int& count) {
   double bytes = 0;
@@ -557,13 +566,6 @@ model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8},
            moe: {dispatcher: deepep}}
 )";
-  auto recomputed = [](const sim::Scenario& sc, const std::string& suffix) {
-    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    int n = 0;
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
-    return n;
-  };
   const auto moe = load(base, {"training.recompute={save: [qkv, attn, attn_out]}"});
   const int layer_passes = moe.model.layers * moe.training.micro_steps();
   EXPECT_EQ(recomputed(moe, ".combine.all_to_all"), layer_passes);
@@ -590,13 +592,6 @@ model: {preset: llama3-8b}
 training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
            sequence_parallel: true}
 )";
-  auto recomputed = [](const sim::Scenario& sc, const std::string& suffix) {
-    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    int n = 0;
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
-    return n;
-  };
   const auto full = load(base, {"training.recompute=full"});
   const int layer_passes = full.model.layers * full.training.micro_steps();
   EXPECT_EQ(recomputed(full, ".mlp_out"), layer_passes);
