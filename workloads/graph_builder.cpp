@@ -636,6 +636,21 @@ class Builder {
     g_.ops[pieces.back() - 1].frees = std::move(frees);
     pending_deps_.insert(pending_deps_.end(), pieces.begin(), pieces.end());
   }
+  // Transformer Engine's LayerNormLinear backward under tp_comm_overlap (ub_bulk_dgrad, ub_bulk_wgrad; TE v1.8
+  // transformer_engine/pytorch/module/layernorm_linear.py, backward: BULK_OVERLAP_AG with the dgrad GEMM, then
+  // BULK_OVERLAP_RS with the wgrad GEMM, the main stream joining the userbuffer stream after each): the input's
+  // all-gather for the wgrad runs beside the dgrad GEMM, the dgrad's reduce-scatter beside the wgrad GEMM.
+  // Megatron mode with TP exchanges overlapped (XLA's are NCCL collectives, unchanged).
+  bool bulk_gather_beside_dgrad() const { return t_.tp_comm_overlap && !jax_ && tp_ > 1 && t_.sequence_parallel; }
+  // The overlapped TP exchanges, handed to the caller, who makes the wgrad GEMM wait for them (TE joins the
+  // userbuffer stream after the dgrad GEMM they ran beside), so the reduce-scatter emitted next counts the
+  // wgrad as the GEMM it runs beside.
+  std::vector<OpId> take_overlapped() {
+    std::vector<OpId> ids = std::move(overlapped_);
+    overlapped_.clear();
+    overlap_countdown_ = 0;
+    return ids;
+  }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
   bool quantizing_ = false;   // emitting a GEMM's fp8 cast (not the kernel beside an overlapped exchange)
@@ -971,6 +986,15 @@ class Builder {
                          gemm_fwd("qkv", T_, qd + kd + vd, h_);
                        },
                        [=, this] {
+                         if (bulk_gather_beside_dgrad()) {
+                           tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
+                           gemm_dgrad("qkv", T_, qd + kd + vd, h_);
+                           const auto gathered = take_overlapped();
+                           tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
+                           pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
+                           gemm_wgrad("qkv", T_, qd + kd + vd, h_);
+                           return;
+                         }
                          gemm_dgrad("qkv", T_, qd + kd + vd, h_);
                          tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
                          tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
@@ -1166,6 +1190,14 @@ class Builder {
                          gemm_fwd(cat(p, "mlp_gate"), tokens, width, h_);
                        },
                        [=, this] {
+                         if (tpc && bulk_gather_beside_dgrad()) {
+                           // fc1's second half (the gather went beside the up projection's dgrad): its
+                           // dgrad completes fc1's input gradient, reduce-scattered beside this wgrad.
+                           gemm_dgrad(cat(p, "mlp_gate"), tokens, width, h_);
+                           scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
+                           gemm_wgrad(cat(p, "mlp_gate"), tokens, width, h_);
+                           return;
+                         }
                          gemm_dgrad(cat(p, "mlp_gate"), tokens, width, h_);
                          gather(cat(p, "mlp_gate.wgrad.tp_all_gather"), TpOverlap::bulk);
                          gemm_wgrad(cat(p, "mlp_gate"), tokens, width, h_);
@@ -1176,6 +1208,17 @@ class Builder {
                        gemm_fwd(cat(p, "mlp_up"), tokens, width, h_);
                      },
                      [=, this] {
+                       if (tpc && bulk_gather_beside_dgrad()) {
+                         // fc1's input gathered for the wgrad beside the dgrad; with SwiGLU the reduce-scatter
+                         // waits for the gate's dgrad (fc1's other half, the next step backward).
+                         gather(cat(p, swiglu ? "mlp_gate.wgrad.tp_all_gather" : "mlp_up.wgrad.tp_all_gather"), TpOverlap::bulk);
+                         gemm_dgrad(cat(p, "mlp_up"), tokens, width, h_);
+                         const auto gathered = take_overlapped();
+                         if (!swiglu) scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
+                         pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
+                         gemm_wgrad(cat(p, "mlp_up"), tokens, width, h_);
+                         return;
+                       }
                        gemm_dgrad(cat(p, "mlp_up"), tokens, width, h_);
                        scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
                        if (!swiglu) gather(cat(p, "mlp_up.wgrad.tp_all_gather"), TpOverlap::bulk);
@@ -1372,7 +1415,9 @@ class Builder {
                          gemm_fwd("shared.down", Tsp_, h_, w);
                          mark_module(Module::moe_dispatch);
                        }
-                       residual("mlp_out.residual");
+                       // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
+                       // recomputed only under full recompute.
+                       if (phase_ != Phase::recompute || t_.recompute.mode == RecomputeMode::full) residual("mlp_out.residual");
                      },
                      [=, this] {
                        residual_dropout_bwd("mlp_out.dropout.bwd");
@@ -1841,11 +1886,21 @@ class Builder {
       by_step.set(f.step, f.tensor);
     }
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
-    // layer output is not needed by the backward, so its projection is not recomputed.
+    // layer output is not needed by the backward, and XLA drops its unused projection. Megatron's
+    // checkpoints (tensor_parallel.checkpoint, and TE's checkpoint under fp8, both reentrant) re-execute
+    // the whole checkpointed function in the backward, its last part included: under full recompute
+    // the layer's output projection (fc2), its TP reduce-scatter and the residual add
+    // (transformer_block.py _checkpointed_forward, random.py CheckpointFunction.backward); under a
+    // checkpoint of the whole MoE layer (--recompute-modules moe, the only other setting that re-runs
+    // a dispatch) the combine (all-to-all, unpermutation, shared experts).
     phase_ = Phase::recompute;
     const bool moe_layer = m_.is_moe_layer(l);
+    const bool recompute_combine =
+        moe_layer && !jax_ &&
+        std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.name == "dispatch" && !s.saved && !s.offloaded; });
+    const bool recompute_output = recompute_combine || (!jax_ && t_.recompute.mode == RecomputeMode::full);
     for (const auto& step : steps) {
-      if (step.saved || step.offloaded || step.name == "mlp_out") continue;
+      if (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output)) continue;
       mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);

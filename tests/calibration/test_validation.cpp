@@ -121,8 +121,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Pax GPT-126M, 64 H100 (DP64)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)"};
   EXPECT_EQ(passing, expected);
-  // 21.8% today on 41 rows (a collective's SMs held from its kernel's start, latency included, -0.06 points, no
-  // row by more than 0.6; 21.9% before: TE's weight-cast cache, weights cast on the first micro-batch only, +0.4 points:
+  // 21.7% today on 41 rows (a collective's SMs held from its kernel's start, latency included,
+  // -0.04 points, no row by more than 0.6: Megatron 7.1B +24.5% -> +23.9%, 70B -0.5% -> -1.0%; 21.7% before: a checkpointed MoE layer replays its combine: Qwen3 H100 16K..128K 0.8-2.9 points
+  // closer, Megatron-FSDP +16.5% -> +16.7%, -0.2 points; 21.9% before: TE's bulk TP exchanges beside the dgrad and the wgrad, -0.001 points: 32B -20.2% -> -19.1%,
+  // 70B -1.4% -> -0.5%, the passing set unchanged; TE's weight-cast cache, weights cast on the first micro-batch only, +0.4 points:
   // the fp8-class rows faster, Mixtral FP8 +9.0% -> +12.0%, out of 10% again; 21.5% before: Megatron-Core's MoE kernels, issue #12: bf16 dispatch under fp8, every expert's
   // cast in a grouped GEMM, fp8 chunk padding, the alltoall dispatcher's counts gather and probs all-to-all
   // -1.2 points: DeepSeek-V3 GB200 baseline +141.0% -> +117.3%, final +35.8% -> +28.0%, H800 +27.5% -> +18.8%,
@@ -130,7 +132,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.222);
+  EXPECT_LT(sum / rows.size(), 0.219);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

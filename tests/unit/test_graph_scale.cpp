@@ -276,6 +276,59 @@ training: {seq_len: 4096, global_batch: 8, precision: fp8, parallelism: {tp: 8},
   }
 }
 
+// Transformer Engine's LayerNormLinear backward under tp_comm_overlap (TE v1.8 layernorm_linear.py, the
+// release beside Megatron-Core r0.8): the bulk all-gather of the layer's input (for the wgrad) runs beside the
+// dgrad GEMM, the bulk reduce-scatter of the dgrad beside the wgrad GEMM. Both were beside the wgrad before,
+// the dgrad alone and the gather exposed after the wgrad. GELU MLP (fc1 one GEMM) and SwiGLU (gate and up):
+// the gather goes beside the first dgrad, the reduce-scatter after fc1's last dgrad, beside the last wgrad.
+TEST(GraphScale, BulkTensorParallelExchangesRunBesideTheDgradAndTheWgrad) {
+  for (const char* ffn : {"gelu", "swiglu"}) {
+    auto sc = load(std::string(R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32768, ffn: )") + ffn + R"(}
+training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, tp_comm_overlap: true, sequence_parallel: true}
+)");
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    auto id = [&](const std::string& name) {
+      for (std::size_t i = 0; i < g.ops.size(); ++i)
+        if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
+      ADD_FAILURE() << "no op " << name << " (" << ffn << ")";
+      return OpId{0};
+    };
+    auto waits = [&](OpId op, OpId on) {
+      return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
+    };
+    // The first kernel after `op` on the compute stream waits for it (the op after the GEMM beside it).
+    auto joined_after = [&](OpId gemm, OpId on) {
+      for (OpId i = gemm + 1; i < g.ops.size(); ++i)
+        if (g.ops[i].kind == OpKind::kernel) return waits(i, on);
+      return false;
+    };
+    const bool swiglu = std::string(ffn) == "swiglu";
+    struct Case { std::string ag, first_dgrad, first_wgrad, rs, last_dgrad, last_wgrad; };
+    std::vector<Case> cases = {{"mb0.L0.qkv.wgrad.tp_all_gather", "mb0.L0.qkv.dgrad", "mb0.L0.qkv.wgrad",
+                                "mb0.L0.qkv.dgrad.tp_reduce_scatter", "mb0.L0.qkv.dgrad", "mb0.L0.qkv.wgrad"}};
+    if (swiglu)
+      cases.push_back({"mb0.L0.mlp_gate.wgrad.tp_all_gather", "mb0.L0.mlp_up.dgrad", "mb0.L0.mlp_up.wgrad",
+                       "mb0.L0.mlp.dgrad.tp_reduce_scatter", "mb0.L0.mlp_gate.dgrad", "mb0.L0.mlp_gate.wgrad"});
+    else
+      cases.push_back({"mb0.L0.mlp_up.wgrad.tp_all_gather", "mb0.L0.mlp_up.dgrad", "mb0.L0.mlp_up.wgrad",
+                       "mb0.L0.mlp.dgrad.tp_reduce_scatter", "mb0.L0.mlp_up.dgrad", "mb0.L0.mlp_up.wgrad"});
+    for (const auto& c : cases) {
+      const OpId ag = id(c.ag), d1 = id(c.first_dgrad), w1 = id(c.first_wgrad), rs = id(c.rs), d2 = id(c.last_dgrad),
+                 w2 = id(c.last_wgrad);
+      EXPECT_EQ(g.ops[ag].comm_kernel, CommKernel::dedicated_sms) << c.ag;
+      EXPECT_EQ(g.ops[rs].comm_kernel, CommKernel::dedicated_sms) << c.rs;
+      EXPECT_LT(ag, d1) << c.ag;           // issued before the dgrad ...
+      EXPECT_FALSE(waits(d1, ag)) << c.ag;  // ... which runs beside it
+      EXPECT_TRUE(waits(w1, ag)) << c.ag;   // the wgrad consumes the gathered input
+      EXPECT_TRUE(waits(rs, d2)) << c.rs;   // the dgrad's reduce-scatter after fc1's (or qkv's) last dgrad ...
+      EXPECT_LT(rs, w2) << c.rs;
+      EXPECT_FALSE(waits(w2, rs)) << c.rs;      // ... beside the wgrad
+      EXPECT_TRUE(joined_after(w2, rs)) << c.rs;  // the next kernel waits for it
+    }
+  }
+}
+
 // Many micro-steps are simulated at two lengths and extended at the steady-state period; the
 // result must agree with simulating every micro-step.
 TEST(GraphScale, SteadyStateExtrapolationMatchesTheFullReplay) {

@@ -268,13 +268,14 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
 
 // DeepSeek-V3 on 256 B200 (8 per node, EP 32, PP 8): the exchanges that real systems send hierarchically,
 // node-limited and beside another micro-batch's compute are no longer naive and fully exposed. (DeepSeek's
-// FP8 dispatch, as the test was set up: Megatron-Core's bf16 dispatch doubles the exchange, and with TP 2 its
-// overlap then hides 1.94 of 2.31 s instead of 2.05 of 2.17 s.)
+// FP8 dispatch, as the test was set up: Megatron-Core's bf16 dispatch doubles the exchange.)
+// (Selective recompute: Megatron-Core refuses the EP overlap under full recompute or a recomputed MoE layer,
+// transformer_config.py 'disable full recomputation when enabling overlap_moe_expert_parallel_comm'.)
 TEST(ScaleMechanisms, MoeAtScaleExposesLessCommunication) {
   const char* base = R"(system: {preset: b200, gpus: 256}
 model: {preset: deepseek-v3}
 training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, optimizer_sharding: zero1,
-           recompute: full, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true, moe: {dispatch_fp8: true}}
+           recompute: selective, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true, moe: {dispatch_fp8: true}}
 )";
   const auto naive = sim::simulate(load(base));
   const auto hier = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"}));
@@ -443,6 +444,15 @@ static double hbm_bytes_of_op(const OpGraph& g, std::string_view suffix) {
   return o ? o->hbm_bytes : -1.0;
 }
 
+// Recomputed ops of a scenario's graph whose name ends with `suffix`.
+static int recomputed(const sim::Scenario& sc, std::string_view suffix) {
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  int n = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    n += g.ops[i].phase == Phase::recompute && g.op_name(static_cast<OpId>(i)).ends_with(suffix);
+  return n;
+}
+
 // The HBM bytes of the ops whose name contains `part`, and how many there are.
 static double hbm_bytes_of_ops_named(const OpGraph& g, std::string_view part, int& count) {
   double bytes = 0;
@@ -543,6 +553,57 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: 
   x.tokens *= X;
   const auto cx = hw::estimate_expert_exchange(sc.system.spec, place, x);
   EXPECT_NEAR(cx.bandwidth_time_s / c1.bandwidth_time_s, X, 0.02);
+}
+
+// A checkpointed Megatron-Core MoE layer (--recompute-modules moe, or full recompute: the only ways a dispatch
+// is recomputed) re-runs its whole forward in the backward, tensor_parallel.checkpoint being a replay of the
+// function: the combine's all-to-all and unpermutation come again, once per MoE layer and micro-batch; the
+// transformer layer's residual add, outside the MoE layer, only under full recompute. Saving the dispatch
+// (the experts' input) recomputes no combine, and XLA drops the combine's unused recompute.
+TEST(ScaleMechanisms, CheckpointedMoeLayerRecomputesItsCombine) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8},
+           moe: {dispatcher: deepep}}
+)";
+  const auto moe = load(base, {"training.recompute={save: [qkv, attn, attn_out]}"});
+  const int layer_passes = moe.model.layers * moe.training.micro_steps();
+  EXPECT_EQ(recomputed(moe, ".combine.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".combine.unpermute"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".dispatch.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(moe, ".mlp_out.residual"), 0);
+  const auto full = load(base, {"training.recompute=full"});
+  EXPECT_EQ(recomputed(full, ".combine.all_to_all"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.residual"), layer_passes);
+  const auto act = load(base, {"training.recompute={save: [qkv, attn, attn_out, router, dispatch]}"});
+  EXPECT_EQ(recomputed(act, ".combine.all_to_all"), 0);
+  EXPECT_GT(recomputed(act, ".experts.gate_up"), 0);
+  const auto jx = load(base, {"training.framework=jax", "training.recompute={save: [qkv, attn, attn_out]}"});
+  EXPECT_GT(recomputed(jx, ".dispatch.all_to_all"), 0);
+  EXPECT_EQ(recomputed(jx, ".combine.all_to_all"), 0);
+}
+
+// Megatron's full recompute replays the whole layer in the backward (a reentrant checkpoint re-executes
+// its function), the output projection, its TP reduce-scatter and the residual add included; XLA drops
+// the projection whose output no gradient reads. Selective recompute replays the attention core only.
+TEST(ScaleMechanisms, MegatronFullRecomputeReplaysTheOutputProjection) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
+           sequence_parallel: true}
+)";
+  const auto full = load(base, {"training.recompute=full"});
+  const int layer_passes = full.model.layers * full.training.micro_steps();
+  EXPECT_EQ(recomputed(full, ".mlp_out"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.tp_reduce_scatter"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_out.residual"), layer_passes);
+  EXPECT_EQ(recomputed(full, ".mlp_up"), layer_passes);
+  const auto jx = load(base, {"training.framework=jax", "training.recompute=full"});
+  EXPECT_EQ(recomputed(jx, ".mlp_out"), 0);
+  EXPECT_EQ(recomputed(jx, ".mlp_up"), layer_passes);
+  const auto sel = load(base, {"training.recompute=selective"});
+  EXPECT_EQ(recomputed(sel, ".mlp_out"), 0);
+  EXPECT_EQ(recomputed(sel, ".mlp_up"), 0);
 }
 
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
