@@ -137,8 +137,10 @@ struct StepMap {
 };
 
 // How a GEMM's inputs are quantized under fp8-class precisions (Transformer Engine style):
-// forward casts the activation and the weight; the backward casts the incoming gradient once.
-enum class Quant { none, forward, backward };
+// forward casts the activation and the weight; the backward casts the incoming gradient once;
+// operands_cast runs in the low precision on copies earlier casts wrote (the weight-gradient GEMM
+// reads the column-wise copies of the forward's input and the backward's gradient); none stays bf16.
+enum class Quant { none, forward, backward, operands_cast };
 
 // A cross-rank dependency resolved after every rank is built: the first op of a pipeline
 // chunk waits for the send of the chunk before it (forward) or after it (backward).
@@ -456,13 +458,17 @@ class Builder {
     return 0;
   }
   static bool is_data_parallel_stream(StreamKind s) { return s == StreamKind::comm_dp || s == StreamKind::comm_grad; }
+  // The output layer's GEMMs: Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer
+  // Engine module, so it runs in bf16 under fp8-class training (gpt_model.py; DeepSeek-V3 also keeps the output
+  // head in BF16, report sec. 3.3.1). XLA's: as the layers' (kept as it was).
+  Quant head_quant(Quant q) const { return jax_ ? q : Quant::none; }
   bool fp8_class() const {
     return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
   }
 
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
-    if (fp8_class() && q != Quant::none) {
+    if (fp8_class() && (q == Quant::forward || q == Quant::backward)) {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
       // that the backward GEMMs find their operand in the layout tensor cores need.
       // A grouped GEMM (batch > 1, the experts) casts every expert's operands: Transformer Engine's
@@ -497,11 +503,14 @@ class Builder {
   // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
   // the fp32 main gradient: read and write 4 B per weight).
   void gemm_fwd(std::string_view name, double m, double n, double k) { gemm(name, m, n, k, 1, 0, Quant::forward); }
-  void gemm_dgrad(std::string_view name, double m, double n, double k) {
-    gemm(cat(name, ".dgrad"), m, k, n, 1, 0, Quant::backward);
+  void gemm_dgrad(std::string_view name, double m, double n, double k, Quant q = Quant::backward) {
+    gemm(cat(name, ".dgrad"), m, k, n, 1, 0, q);
   }
-  void gemm_wgrad(std::string_view name, double m, double n, double k) {
-    gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, Quant::none);
+  // Under fp8-class training the wgrad runs in the low precision too: Transformer Engine quantizes all three
+  // GEMMs of a linear layer (Megatron-LM --fp8-wgrad, on by default: recipe override_linear_precision
+  // (False, False, False); DeepSeek-V3 report sec. 3.3.1, Fprop, Dgrad and Wgrad in FP8).
+  void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q = Quant::operands_cast) {
+    gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q);
   }
 
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {
@@ -1390,11 +1399,12 @@ class Builder {
                      [=, this] {
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
-                       gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes);
+                       gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes,
+                            Quant::operands_cast);
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
                        gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
-                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes);
+                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes, Quant::operands_cast);
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
@@ -1509,7 +1519,7 @@ class Builder {
       // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
       // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
       const bool fused_ce = t_.cross_entropy_fusion;
-      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::forward);
+      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, head_quant(Quant::forward));
       g_.ops[lg].allocs.push_back(logits);
       logits_[mb_] = logits;
       vector("cross_entropy", T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
@@ -1810,9 +1820,9 @@ class Builder {
         // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
         vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       }
-      gemm_dgrad("logits", T_, V_, h_);
+      gemm_dgrad("logits", T_, V_, h_, head_quant(Quant::backward));
       tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-      gemm_wgrad("logits", T_, V_, h_);
+      gemm_wgrad("logits", T_, V_, h_, head_quant(Quant::operands_cast));
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));
