@@ -509,7 +509,10 @@ class Builder {
   // Under fp8-class training the wgrad runs in the low precision too: Transformer Engine quantizes all three
   // GEMMs of a linear layer (Megatron-LM --fp8-wgrad, on by default: recipe override_linear_precision
   // (False, False, False); DeepSeek-V3 report sec. 3.3.1, Fprop, Dgrad and Wgrad in FP8).
-  void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q = Quant::operands_cast) {
+  // (training.fp8_wgrad false, Megatron --no-fp8-wgrad: bf16.)
+  Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
+  void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
+  void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
     gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q);
   }
 
@@ -1400,11 +1403,11 @@ class Builder {
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes,
-                            Quant::operands_cast);
+                            wgrad_quant());
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
                        gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
-                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes, Quant::operands_cast);
+                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;

@@ -207,6 +207,9 @@ struct TrainingConfig {
   // optimizer (the forward of a layer waits only for its own bucket).
   CpComm cp_comm = CpComm::p2p;     // Megatron's default
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // Megatron's default; only with precision fp8
+  // Under fp8-class precisions, the weight-gradient GEMM in the low precision too (Megatron --fp8-wgrad, on by
+  // default; --no-fp8-wgrad runs it in bf16, keeping Fprop and Dgrad in fp8).
+  bool fp8_wgrad = true;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   // Dropout (Megatron --attention-dropout / --hidden-dropout, whose defaults are 0.1 each; LLM recipes

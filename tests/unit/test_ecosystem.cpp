@@ -336,6 +336,18 @@ TEST(MegatronImport, Fp8RecipeReachesItsKey) {
   EXPECT_EQ(meg(kDeepSeekArgs, opt).yaml.find("fp8_recipe"), std::string::npos);
 }
 
+// --no-fp8-wgrad keeps the weight-gradient GEMMs in bf16 (training.fp8_wgrad false); without it the key is not written.
+TEST(MegatronImport, NoFp8WgradReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto r = meg(std::string(kDeepSeekArgs) + " --no-fp8-wgrad", opt);
+  EXPECT_FALSE(load(r).training.fp8_wgrad);
+  EXPECT_NE(r.yaml.find("fp8_wgrad: false"), std::string::npos) << r.yaml;
+  EXPECT_TRUE(load(meg(kDeepSeekArgs, opt)).training.fp8_wgrad);
+  EXPECT_EQ(meg(kDeepSeekArgs, opt).yaml.find("fp8_wgrad"), std::string::npos);
+}
+
 TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
   const std::string script = R"(#!/bin/bash
 GPUS_PER_NODE=8

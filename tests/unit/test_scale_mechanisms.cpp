@@ -606,6 +606,36 @@ training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: z
   EXPECT_EQ(recomputed(sel, ".mlp_up"), 0);
 }
 
+// Transformer Engine runs all three GEMMs of a linear layer in fp8 (Megatron --fp8-wgrad, on by default): the
+// wgrad at the fp8 dtype with no cast of its own (it reads the column-wise copies the forward and backward casts
+// wrote); training.fp8_wgrad false (--no-fp8-wgrad) keeps it bf16. Megatron's output layer is not a TE module:
+// its GEMMs stay bf16 under fp8; XLA's head follows the layers.
+TEST(ScaleMechanisms, Fp8TrainingRunsTheWgradInFp8) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1}}
+)";
+  auto dtype_of = [](const sim::Scenario& sc, std::string_view suffix) {
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const Op* o = first_op_ending(g, suffix);
+    return o ? o->dtype : sim::Dtype::fp32;
+  };
+  const auto fp8 = load(base);
+  EXPECT_EQ(dtype_of(fp8, ".mlp_up.wgrad"), sim::Dtype::fp8);
+  EXPECT_EQ(dtype_of(fp8, ".qkv.wgrad"), sim::Dtype::fp8);
+  EXPECT_EQ(dtype_of(fp8, ".mlp_up.dgrad"), sim::Dtype::fp8);
+  EXPECT_EQ(first_op_ending(build_training_graph(fp8.model, fp8.training, fp8.system.spec), ".mlp_up.wgrad.quantize"), nullptr);
+  EXPECT_EQ(dtype_of(fp8, ".logits"), sim::Dtype::bf16);
+  EXPECT_EQ(dtype_of(fp8, ".logits.wgrad"), sim::Dtype::bf16);
+  const auto no_wgrad = load(base, {"training.fp8_wgrad=false"});
+  EXPECT_EQ(dtype_of(no_wgrad, ".mlp_up.wgrad"), sim::Dtype::bf16);
+  EXPECT_EQ(dtype_of(no_wgrad, ".mlp_up.dgrad"), sim::Dtype::fp8);
+  const auto jx = load(base, {"training.framework=jax"});
+  EXPECT_EQ(dtype_of(jx, ".logits"), sim::Dtype::fp8);
+  EXPECT_EQ(dtype_of(jx, ".mlp_up.wgrad"), sim::Dtype::fp8);
+  EXPECT_GT(sim::simulate(no_wgrad).replay.step_time_s, sim::simulate(fp8).replay.step_time_s);
+}
+
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
 // DeepEP and HybridEP: token_dispatcher.py / fused_a2a.py; GroupedLinear quantizes after the exchange);
 // training.moe.dispatch_fp8 true sends the matmul format with its scales (DeepSeek-V3's FP8 dispatch),

@@ -45,7 +45,7 @@ const std::set<std::string>& switches() {
       "disable-bias-linear", "add-qkv-bias", "qk-layernorm", "apply-layernorm-1p", "no-position-embedding",
       "use-rotary-position-embeddings", "moe-grouped-gemm", "moe-permute-fusion", "mock-data", "no-load-optim",
       "no-load-rng", "log-throughput", "profile", "manual-gc", "cross-entropy-loss-fusion", "calculate-per-token-loss",
-      "grad-reduce-in-bf16", "fp8-param-gather", "no-masked-softmax-fusion", "no-bias-gelu-fusion",
+      "grad-reduce-in-bf16", "fp8-param-gather", "no-fp8-wgrad", "no-masked-softmax-fusion", "no-bias-gelu-fusion",
       "no-bias-swiglu-fusion", "no-rope-fusion", "no-gradient-accumulation-fusion", "no-mmap-bin-files",
       "no-create-attention-mask-in-dataloader", "accumulate-allreduce-grads-in-fp32", "attention-softmax-in-fp32",
       "moe-router-enable-expert-bias", "moe-router-pre-softmax", "moe-shared-expert-overlap",
@@ -732,6 +732,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   tw.line(2, "precision", precision, prec_src);
   if (!fp8_recipe.empty()) tw.line(2, "fp8_recipe", fp8_recipe, fp8_recipe_src);
+  if (precision != "bf16" && fl.on("no-fp8-wgrad")) tw.line(2, "fp8_wgrad", "false", src("no-fp8-wgrad"));
 
   tw.line(2, "parallelism", "");
   tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
