@@ -254,11 +254,21 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // instant -- the order they had as queue events scheduled before the run.
   void run_events() {
     // The flow network's completion events are kept by the network (external_events) with the
-    // sequence numbers they would have had: the three sources merge in (time, sequence) order.
+    // sequence numbers they would have had, and so are the events of the current instant (now_events_):
+    // the sources merge in (time, sequence) order.
     for (;;) {
       SimTime tq = SimTime::max(), tn = SimTime::max();
       uint64_t sq = 0, sn = 0;
-      const bool has_q = q_.peek(tq, sq);
+      bool has_q = q_.peek(tq, sq);
+      const bool has_now = next_now_ < now_events_.size();
+      // The queue's side: its heap or the instant's list, whichever is first.
+      const bool now_first = has_now && (!has_q || now_events_[next_now_].at < tq ||
+                                         (now_events_[next_now_].at == tq && now_events_[next_now_].seq < sq));
+      if (now_first) {
+        tq = now_events_[next_now_].at;
+        sq = now_events_[next_now_].seq;
+        has_q = true;
+      }
       const bool has_n = net_.pending_event(tn, sn);
       const bool has_l = next_launch_ < launches_.size();
       if (!has_q && !has_n && !has_l) break;
@@ -270,11 +280,31 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       } else if (net_first) {
         q_.advance_to(tn);
         net_.run_pending_event();
+      } else if (now_first) {
+        q_.advance_to(now_events_[next_now_].at);  // (the current instant: events are never behind it)
+        const uint64_t t = now_events_[next_now_++].tag;
+        if (next_now_ == now_events_.size()) {  // drained: reuse the storage
+          now_events_.clear();
+          next_now_ = 0;
+        }
+        on_event(t);
       } else {
         q_.step();
       }
     }
   }
+
+  // An event at the current instant (a kernel's pace check, a copy of no bytes, a collective in a group
+  // of one), kept in a list instead of the queue's heap: it takes the sequence number the queue would
+  // have given it, so the order of events is the queue's, without a heap push and pop per kernel.
+  struct NowEvent {
+    SimTime at;
+    uint64_t seq;
+    uint64_t tag;
+  };
+  std::vector<NowEvent> now_events_;  // in (time, sequence) order: appended at the current instant
+  std::size_t next_now_ = 0;
+  void schedule_now(uint64_t t) { now_events_.push_back(NowEvent{q_.now(), q_.reserve_seq(), t}); }
 
   double now_s() const { return q_.now().seconds(); }
 
@@ -399,7 +429,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       // The next kernel usually starts in this same instant: decide once the instant is over.
       if (R.running_count == 0 && R.paced_down) {
         const int rank = meta_[id].rank;
-        q_.schedule_tagged(q_.now(), tag(Then::update_pace, static_cast<uint64_t>(rank)));
+        schedule_now(tag(Then::update_pace, static_cast<uint64_t>(rank)));
       }
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
@@ -507,7 +537,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const std::array<FlowNetwork::Use, 4> uses = {
         FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
-      q_.schedule_tagged(q_.now(), tag(Then::finish_empty, id));
+      schedule_now(tag(Then::finish_empty, id));
       return;
     }
     net_.start_flow_tagged(uses.data(), uses.size(), op.copy_bytes, tag(h2d ? Then::h2d_done : Then::d2h_done, id));
@@ -516,7 +546,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   void start_collective(OpId id, const Op& op) {
     const GroupShape gs = group_shape(job_, op.group);
     if (gs.size <= 1 || op.coll_bytes <= 0) {
-      q_.schedule_tagged(q_.now(), tag(Then::finish_no_peers, id));
+      schedule_now(tag(Then::finish_no_peers, id));
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
