@@ -129,6 +129,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // in the order they were found: its dependents by index, then its stream successor.
     std::vector<std::array<int64_t, kStreamCount>> last_on_stream(res_of_.size());
     for (auto& a : last_on_stream) a.fill(-1);
+    ops_on_stream_.assign(res_of_.size(), {});
     succ_start_.assign(n + 1, 0);
     meta_.resize(n);
     // The edges (predecessor, op) in the order the successor lists are filled: each op's dependencies,
@@ -147,6 +148,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       const Op& op = g_.ops[i];
       if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", g_.op_name(i), op.rank, res_of_.size()));
       meta_[i] = OpMeta{op.rank, op.stream, op.kind, op.phase};
+      ++ops_on_stream_[op.rank][static_cast<int>(op.stream)];
       for (OpId d : op.deps) {
         if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", g_.op_name(i), d));
         ++succ_start_[d + 1];
@@ -236,6 +238,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     Phase phase;
   };
   std::vector<OpMeta> meta_;
+  // Ops per rank and stream: the timeline passes size their lists with it (no regrowth and copy).
+  std::vector<std::array<uint32_t, kStreamCount>> ops_on_stream_;
   // Ops are read ahead of use where the next ones are known (no effect on results).
   static constexpr std::size_t kAhead = 8;
   // A pass that reads one line of each op does little per op: it reads further ahead.
@@ -753,6 +757,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (meta_[i].stream == StreamKind::compute) busy[meta_[i].rank] += res_.ops[i].end_s - res_.ops[i].start_s;
     const int critical = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
     res_.breakdown_rank = critical;
+    for (int k = 0; k < kStreamCount; ++k) lists[k].reserve(2 * ops_on_stream_[critical][k]);
+    lists[kStreamCount].reserve(2 * ops_on_stream_[critical][static_cast<int>(StreamKind::compute)]);  // launch gaps
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const OpMeta& op = meta_[i];
       const auto& r = res_.ops[i];
@@ -804,6 +810,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // Per rank and stream the ops run one after the other: each list is in time order, so merging
     // them (by start) gives the rank's intervals in order without a sort.
     std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
+    for (std::size_t r = 0; r < spans.size(); ++r)
+      for (int k = 0; k < kStreamCount; ++k) spans[r][k].reserve(ops_on_stream_[r][k]);
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const auto& r = res_.ops[i];
       if (r.end_s > r.start_s)
