@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/event_queue.h"
+#include "core/small_vector.h"
 #include "core/time.h"
 
 namespace racksim::sim {
@@ -124,7 +125,9 @@ class FlowNetwork {
   };
   struct Flow {
     FlowId id = 0;  // 0: free slot
-    std::vector<PathEntry> path;
+    // Inline up to four resources (a replay's kernels cross two, its copies and collectives up to
+    // four): the solver and a finishing flow's removal read other flows' paths, one load fewer each.
+    SmallVec<PathEntry, 4> path;
     double amount = 0;
     double remaining = 0;  // as of last_update
     double rate_cap = 0;

@@ -421,8 +421,10 @@ class Builder {
     const OpId id = static_cast<OpId>(g_.ops.size() - 1);
     Op& op = g_.ops[id];
     op.rank = static_cast<uint16_t>(rank_);
-    op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
-    pending_deps_.clear();
+    if (!pending_deps_.empty()) {  // (most ops have none: no call)
+      op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
+      pending_deps_.clear();
+    }
     if (pending_host_wait_ != kNoOp) {
       op.host_waits_for = pending_host_wait_;
       pending_host_wait_ = kNoOp;

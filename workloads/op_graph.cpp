@@ -52,10 +52,14 @@ uint32_t NameTable::find_or_add(std::string_view s, uint64_t h) {
   if (slots_.empty()) slots_.assign(64, 0);
   const std::size_t mask = slots_.size() - 1;
   std::size_t i = static_cast<std::size_t>(h) & mask;
-  for (; slots_[i] != 0; i = (i + 1) & mask)
-    if (strings_[slots_[i] - 1] == s) return slots_[i] - 1;
+  for (; slots_[i] != 0; i = (i + 1) & mask) {
+    const uint32_t id = slots_[i] - 1;
+    if (hashes_[id] == h && views_[id] == s) return id;
+  }
   const auto id = static_cast<uint32_t>(strings_.size());
   const std::string& stored = strings_.emplace_back(s);
+  views_.emplace_back(stored);
+  hashes_.push_back(h);
   slots_[i] = id + 1;
   if (2 * strings_.size() > slots_.size()) {
     // Grow: rehash every name into twice the slots.
@@ -64,7 +68,7 @@ uint32_t NameTable::find_or_add(std::string_view s, uint64_t h) {
     const std::size_t m2 = slots_.size() - 1;
     for (uint32_t v : old) {
       if (v == 0) continue;
-      std::size_t j = static_cast<std::size_t>(hash_name(strings_[v - 1])) & m2;
+      std::size_t j = static_cast<std::size_t>(hashes_[v - 1]) & m2;
       while (slots_[j] != 0) j = (j + 1) & m2;
       slots_[j] = v;
     }

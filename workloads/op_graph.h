@@ -107,6 +107,8 @@ class NameTable {
   NameTable& operator=(const NameTable& o) {
     if (this == &o) return *this;
     strings_.clear();
+    views_.clear();
+    hashes_.clear();
     slots_.clear();
     group_.clear();
     for (const auto& x : o.strings_) intern(x);
@@ -123,7 +125,11 @@ class NameTable {
   uint64_t first_component_key(const Name& n) const;
 
  private:
-  std::deque<std::string> strings_;
+  std::deque<std::string> strings_;  // a deque: the strings never move, so views_ stay valid
+  // Per id: a view of its string and its hash. A lookup compares the hash before the text, and reads
+  // neither through the deque's blocks (interning is paid for every op a builder emits).
+  std::vector<std::string_view> views_;
+  std::vector<uint64_t> hashes_;
   std::vector<uint32_t> slots_;      // open addressing by hash: id + 1, 0 empty
   std::vector<uint64_t> group_;      // per id: first_component_key of a name with no prefix
   uint32_t find_or_add(std::string_view s, uint64_t h);

@@ -129,24 +129,37 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // in the order they were found: its dependents by index, then its stream successor.
     std::vector<std::array<int64_t, kStreamCount>> last_on_stream(res_of_.size());
     for (auto& a : last_on_stream) a.fill(-1);
-    std::vector<int64_t> stream_prev(n, -1);
+    ops_on_stream_.assign(res_of_.size(), {});
     succ_start_.assign(n + 1, 0);
     meta_.resize(n);
+    // The edges (predecessor, op) in the order the successor lists are filled: each op's dependencies,
+    // then its stream predecessor. Kept here so that filling them does not read every op a second time
+    // (a graph of 100,000 ops does not stay in the caches between two passes).
+    std::vector<std::pair<OpId, OpId>> edges;
+    edges.reserve(2 * n);
     for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) prefetch_op(static_cast<OpId>(i + kAhead));
+      // This pass reads each op's first 64 bytes only (rank, stream, kind, phase, deps): one or two cache
+      // lines (an op is 3.5 lines long, so every other op starts mid-line).
+      if (i + kAheadFirstLine < n) {
+        const char* p = reinterpret_cast<const char*>(&g_.ops[i + kAheadFirstLine]);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 63);
+      }
       const Op& op = g_.ops[i];
       if (op.rank >= res_of_.size()) throw std::logic_error(fmt::format("op {} on rank {} of {}", g_.op_name(i), op.rank, res_of_.size()));
       meta_[i] = OpMeta{op.rank, op.stream, op.kind, op.phase};
+      ++ops_on_stream_[op.rank][static_cast<int>(op.stream)];
       for (OpId d : op.deps) {
         if (d >= n || d == i) throw std::logic_error(fmt::format("op {} has a bad dependency {}", g_.op_name(i), d));
         ++succ_start_[d + 1];
         ++pending_[i];
+        edges.emplace_back(d, static_cast<OpId>(i));
       }
       auto& last = last_on_stream[op.rank][static_cast<int>(op.stream)];
       if (last >= 0) {
-        stream_prev[i] = last;
         ++succ_start_[last + 1];
         ++pending_[i];
+        edges.emplace_back(static_cast<OpId>(last), static_cast<OpId>(i));
       }
       last = static_cast<int64_t>(i);
       ++pending_[i];  // its launch on the host thread
@@ -155,17 +168,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     succ_.assign(succ_start_[n], 0);
     {
       std::vector<uint32_t> fill(succ_start_.begin(), succ_start_.end() - 1);
-      for (std::size_t i = 0; i < n; ++i) {
-        for (OpId d : g_.ops[i].deps) succ_[fill[d]++] = static_cast<OpId>(i);
-        if (stream_prev[i] >= 0) succ_[fill[stream_prev[i]]++] = static_cast<OpId>(i);
-      }
+      for (const auto& [from, to] : edges) succ_[fill[from]++] = to;
     }
     schedule_launches();
     run_events();
+    // (The step time, the latest end, is kept as ops finish: this check reads a byte per op, not its record.)
     for (std::size_t i = 0; i < n; ++i) {
       if (!done_[i])
         throw std::logic_error(fmt::format("replay stalled: op '{}' never ran (dependency cycle?)", g_.op_name(static_cast<OpId>(i))));
-      res_.step_time_s = std::max(res_.step_time_s, res_.ops[i].end_s);
     }
     compute_breakdown();
     compute_memory();
@@ -228,8 +238,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     Phase phase;
   };
   std::vector<OpMeta> meta_;
+  // Ops per rank and stream: the timeline passes size their lists with it (no regrowth and copy).
+  std::vector<std::array<uint32_t, kStreamCount>> ops_on_stream_;
   // Ops are read ahead of use where the next ones are known (no effect on results).
   static constexpr std::size_t kAhead = 8;
+  // A pass that reads one line of each op does little per op: it reads further ahead.
+  static constexpr std::size_t kAheadFirstLine = 16;
   void prefetch_op(OpId id) const {
     const char* p = reinterpret_cast<const char*>(&g_.ops[id]);
     for (std::size_t off = 0; off < sizeof(Op); off += 64) __builtin_prefetch(p + off);
@@ -244,11 +258,21 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // instant -- the order they had as queue events scheduled before the run.
   void run_events() {
     // The flow network's completion events are kept by the network (external_events) with the
-    // sequence numbers they would have had: the three sources merge in (time, sequence) order.
+    // sequence numbers they would have had, and so are the events of the current instant (now_events_):
+    // the sources merge in (time, sequence) order.
     for (;;) {
       SimTime tq = SimTime::max(), tn = SimTime::max();
       uint64_t sq = 0, sn = 0;
-      const bool has_q = q_.peek(tq, sq);
+      bool has_q = q_.peek(tq, sq);
+      const bool has_now = next_now_ < now_events_.size();
+      // The queue's side: its heap or the instant's list, whichever is first.
+      const bool now_first = has_now && (!has_q || now_events_[next_now_].at < tq ||
+                                         (now_events_[next_now_].at == tq && now_events_[next_now_].seq < sq));
+      if (now_first) {
+        tq = now_events_[next_now_].at;
+        sq = now_events_[next_now_].seq;
+        has_q = true;
+      }
       const bool has_n = net_.pending_event(tn, sn);
       const bool has_l = next_launch_ < launches_.size();
       if (!has_q && !has_n && !has_l) break;
@@ -260,11 +284,31 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       } else if (net_first) {
         q_.advance_to(tn);
         net_.run_pending_event();
+      } else if (now_first) {
+        q_.advance_to(now_events_[next_now_].at);  // (the current instant: events are never behind it)
+        const uint64_t t = now_events_[next_now_++].tag;
+        if (next_now_ == now_events_.size()) {  // drained: reuse the storage
+          now_events_.clear();
+          next_now_ = 0;
+        }
+        on_event(t);
       } else {
         q_.step();
       }
     }
   }
+
+  // An event at the current instant (a kernel's pace check, a copy of no bytes, a collective in a group
+  // of one), kept in a list instead of the queue's heap: it takes the sequence number the queue would
+  // have given it, so the order of events is the queue's, without a heap push and pop per kernel.
+  struct NowEvent {
+    SimTime at;
+    uint64_t seq;
+    uint64_t tag;
+  };
+  std::vector<NowEvent> now_events_;  // in (time, sequence) order: appended at the current instant
+  std::size_t next_now_ = 0;
+  void schedule_now(uint64_t t) { now_events_.push_back(NowEvent{q_.now(), q_.reserve_seq(), t}); }
 
   double now_s() const { return q_.now().seconds(); }
 
@@ -376,6 +420,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   void finish(OpId id, const char* bound_by) {
     auto& r = res_.ops[id];
     r.end_s = now_s();
+    res_.step_time_s = std::max(res_.step_time_s, r.end_s);
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
     if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
@@ -389,7 +434,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       // The next kernel usually starts in this same instant: decide once the instant is over.
       if (R.running_count == 0 && R.paced_down) {
         const int rank = meta_[id].rank;
-        q_.schedule_tagged(q_.now(), tag(Then::update_pace, static_cast<uint64_t>(rank)));
+        schedule_now(tag(Then::update_pace, static_cast<uint64_t>(rank)));
       }
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
@@ -426,12 +471,15 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const Op& op = g_.ops[id];
     auto& r = res_.ops[id];
     r.start_s = now_s();
-    // The ops this one releases start when it ends: read the parts of them that start() reads now.
+    // The ops this one releases start when it ends: read the parts of them that start() reads now, its
+    // first 192 bytes (the kernel's sizes end at byte 191). An op is 3.5 lines long, so every other op
+    // starts mid-line and those bytes span four lines: the last one is fetched through byte 191.
     for (OpId s : successors(id)) {
       const char* p = reinterpret_cast<const char*>(&g_.ops[s]);
       __builtin_prefetch(p);
       __builtin_prefetch(p + 64);
       __builtin_prefetch(p + 128);
+      __builtin_prefetch(p + 191);
       __builtin_prefetch(&res_.ops[s]);
     }
     switch (op.kind) {
@@ -497,7 +545,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const std::array<FlowNetwork::Use, 4> uses = {
         FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
-      q_.schedule_tagged(q_.now(), tag(Then::finish_empty, id));
+      schedule_now(tag(Then::finish_empty, id));
       return;
     }
     net_.start_flow_tagged(uses.data(), uses.size(), op.copy_bytes, tag(h2d ? Then::h2d_done : Then::d2h_done, id));
@@ -506,7 +554,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   void start_collective(OpId id, const Op& op) {
     const GroupShape gs = group_shape(job_, op.group);
     if (gs.size <= 1 || op.coll_bytes <= 0) {
-      q_.schedule_tagged(q_.now(), tag(Then::finish_no_peers, id));
+      schedule_now(tag(Then::finish_no_peers, id));
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
@@ -716,6 +764,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (meta_[i].stream == StreamKind::compute) busy[meta_[i].rank] += res_.ops[i].end_s - res_.ops[i].start_s;
     const int critical = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
     res_.breakdown_rank = critical;
+    for (int k = 0; k < kStreamCount; ++k) lists[k].reserve(2 * ops_on_stream_[critical][k]);
+    lists[kStreamCount].reserve(2 * ops_on_stream_[critical][static_cast<int>(StreamKind::compute)]);  // launch gaps
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const OpMeta& op = meta_[i];
       const auto& r = res_.ops[i];
@@ -767,6 +817,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // Per rank and stream the ops run one after the other: each list is in time order, so merging
     // them (by start) gives the rank's intervals in order without a sort.
     std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
+    for (std::size_t r = 0; r < spans.size(); ++r)
+      for (int k = 0; k < kStreamCount; ++k) spans[r][k].reserve(ops_on_stream_[r][k]);
     for (std::size_t i = 0; i < g_.ops.size(); ++i) {
       const auto& r = res_.ops[i];
       if (r.end_s > r.start_s)
@@ -828,7 +880,15 @@ ReplayResult replay(const OpGraph& graph, const Job& job, const ReplayOptions& o
 
 std::vector<MemoryEvent> memory_events(const OpGraph& g, std::span<const OpRecord> ops) {
   std::vector<MemoryEvent> ev;
+  ev.reserve(2 * g.tensors.size());  // a tensor is allocated and freed once, as a rule
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    // The two lists lie in bytes 48-111 of an op (one or two cache lines); the ops are read in
+    // order, so they are fetched ahead of use.
+    if (i + 16 < g.ops.size()) {
+      const char* p = reinterpret_cast<const char*>(&g.ops[i + 16]);
+      __builtin_prefetch(p + offsetof(Op, allocs));
+      __builtin_prefetch(p + offsetof(Op, frees) + sizeof(Op::frees) - 1);
+    }
     for (TensorId t : g.ops[i].allocs) ev.push_back({ops[i].start_s, true, t});
     for (TensorId t : g.ops[i].frees) ev.push_back({ops[i].end_s, false, t});
   }

@@ -302,25 +302,43 @@ void run_sweep_streaming(const SweepSpec& spec, Shard shard, int jobs, const Pro
   const auto index = [&](std::size_t k) {
     return static_cast<std::size_t>(shard.index) + k * static_cast<std::size_t>(shard.count);
   };
+  // Points that differ only in the last varied key are neighbours (the last key varies fastest) and, when
+  // that key is the global batch as in a capacity sweep, share their replays (ReplayCache). A worker takes
+  // such a run of points as one item: two workers that took neighbours one by one made the same replay,
+  // one of them waiting for the other (a 2-thread sweep ran on about one core). Kept to one point an item
+  // when there would be fewer than two items per worker, or with a shard (its points are not neighbours).
+  const std::size_t last = spec.keys.empty() ? 1 : std::max<std::size_t>(1, spec.keys.back().values.size());
+  const auto workers = static_cast<std::size_t>(std::max(1, jobs));
+  const std::size_t run = shard.count == 1 && n / last >= 2 * workers ? last : 1;
+  const std::size_t items = (n + run - 1) / run;
+  auto points_of = [&](std::size_t item) {
+    return std::make_pair(item * run, std::min(n, (item + 1) * run));  // [first, end) of shard positions
+  };
   // Results wait here from when they finish until every earlier point is written.
   std::mutex m;
   std::map<std::size_t, PointResult> waiting;
+  ProgressFn item_progress;
+  if (progress) item_progress = [&](std::size_t d, std::size_t) { progress(std::min(n, d * run), n); };
   parallel_for(
-      n, jobs,
-      [&](std::size_t k) {
-        PointResult r = run_point(spec, index(k), options, &cache);
-        std::lock_guard<std::mutex> lock(m);
-        waiting.emplace(k, std::move(r));
-      },
-      progress, 100, [&](std::size_t k) {
-        PointResult r;
-        {
+      items, jobs,
+      [&](std::size_t item) {
+        for (auto [k, end] = points_of(item); k < end; ++k) {
+          PointResult r = run_point(spec, index(k), options, &cache);
           std::lock_guard<std::mutex> lock(m);
-          auto it = waiting.find(k);
-          r = std::move(it->second);
-          waiting.erase(it);
+          waiting.emplace(k, std::move(r));
         }
-        row(std::move(r));
+      },
+      item_progress, 100, [&](std::size_t item) {
+        for (auto [k, end] = points_of(item); k < end; ++k) {
+          PointResult r;
+          {
+            std::lock_guard<std::mutex> lock(m);
+            auto it = waiting.find(k);
+            r = std::move(it->second);
+            waiting.erase(it);
+          }
+          row(std::move(r));
+        }
       });
 }
 
