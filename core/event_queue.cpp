@@ -1,4 +1,5 @@
 #include "core/event_queue.h"
+#include "core/heap_push.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -21,19 +22,7 @@ uint32_t EventQueue::take_slot(SimTime at, uint64_t seq) {
     slot_seq_[slot] = seq;
   }
   ++live_;
-  // std::push_heap's sift-up, on the new entry held in registers: push_back then push_heap wrote the
-  // entry field by field and read it back whole at once, a load that store forwarding cannot serve
-  // (it waits for the stores to reach the cache; a tenth of the replay's queue time in profiles).
-  std::size_t hole = heap_.size();
-  heap_.emplace_back();
-  const Entry e{at, seq, slot};
-  while (hole > 0) {
-    const std::size_t parent = (hole - 1) / 2;
-    if (!Later{}(heap_[parent], e)) break;
-    heap_[hole] = heap_[parent];
-    hole = parent;
-  }
-  heap_[hole] = e;
+  heap_push(heap_, Entry{at, seq, slot}, Later{});  // (core/heap_push.h: why not std::push_heap)
   return slot;
 }
 

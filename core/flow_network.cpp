@@ -1,4 +1,5 @@
 #include "core/flow_network.h"
+#include "core/heap_push.h"
 
 #include <algorithm>
 #include <cmath>
@@ -327,18 +328,7 @@ void FlowNetwork::update_completion(Slot slot) {
   if (when == SimTime::max() && !beyond_clock) return;
   f.in_completions = true;
   ++live_completions_;
-  // std::push_heap's sift-up on the new entry held in registers (as EventQueue::take_slot: no
-  // read-back of an entry just written field by field, which store forwarding cannot serve).
-  const Completion c{when.ps, f.id, ++f.completion_version, slot};
-  std::size_t hole = completions_.size();
-  completions_.emplace_back();
-  while (hole > 0) {
-    const std::size_t parent = (hole - 1) / 2;
-    if (!CompletionLater{}(completions_[parent], c)) break;
-    completions_[hole] = completions_[parent];
-    hole = parent;
-  }
-  completions_[hole] = c;
+  heap_push(completions_, Completion{when.ps, f.id, ++f.completion_version, slot}, CompletionLater{});  // (core/heap_push.h)
   if (completions_.size() > 64 && completions_.size() > 2 * live_completions_) {
     // O(n) after at least n/2 superseded entries: O(1) amortized per update.
     std::erase_if(completions_, [this](const Completion& c) { return !valid(c); });
