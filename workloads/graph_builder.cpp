@@ -1827,7 +1827,7 @@ class Builder {
       }
       gemm_dgrad("logits", T_, V_, h_, head_quant(Quant::backward));
       tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-      gemm_wgrad("logits", T_, V_, h_, head_quant(Quant::operands_cast));
+      gemm_wgrad("logits", T_, V_, h_, head_quant(wgrad_quant()));  // (XLA: as the layers', fp8_wgrad included)
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));

@@ -633,6 +633,12 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
   const auto jx = load(base, {"training.framework=jax"});
   EXPECT_EQ(dtype_of(jx, ".logits"), sim::Dtype::fp8);
   EXPECT_EQ(dtype_of(jx, ".mlp_up.wgrad"), sim::Dtype::fp8);
+  EXPECT_EQ(dtype_of(jx, ".logits.wgrad"), sim::Dtype::fp8);
+  // XLA's head follows the layers under training.fp8_wgrad false too: its wgrad in bf16 with theirs.
+  const auto jx_no_wgrad = load(base, {"training.framework=jax", "training.fp8_wgrad=false"});
+  EXPECT_EQ(dtype_of(jx_no_wgrad, ".mlp_up.wgrad"), sim::Dtype::bf16);
+  EXPECT_EQ(dtype_of(jx_no_wgrad, ".logits.wgrad"), sim::Dtype::bf16);
+  EXPECT_EQ(dtype_of(jx_no_wgrad, ".logits.dgrad"), sim::Dtype::fp8);
   EXPECT_GT(sim::simulate(no_wgrad).replay.step_time_s, sim::simulate(fp8).replay.step_time_s);
 }
 
