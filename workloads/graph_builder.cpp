@@ -1914,13 +1914,21 @@ class Builder {
         moe_layer && !jax_ &&
         std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.name == "dispatch" && !s.saved && !s.offloaded; });
     const bool recompute_output = recompute_combine || (!jax_ && t_.recompute.mode == RecomputeMode::full);
+    // Megatron's selective recompute checkpoints the core attention (--recompute-modules core_attn, the
+    // default list): its backward re-runs the attention kernel, flash or not, though the attention output
+    // stays saved as the output projection's input (attention.py checkpoint_core_attention,
+    // _checkpointed_attention_forward). The replayed output lives until the attention's backward.
+    const bool replay_core_attention = !jax_ && t_.recompute.mode == RecomputeMode::selective;
+    std::optional<TensorId> replayed_attention;
     for (const auto& step : steps) {
-      if (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output)) continue;
+      const bool replay = step.name == "attn" && replay_core_attention && step.saved;
+      if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
       mark_module(module_of_step(step.name, moe_layer));
       step.forward();
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
-      by_step.set(step.name, t);
+      if (replay) replayed_attention = t;
+      else by_step.set(step.name, t);
     }
     // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
     // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
@@ -1956,6 +1964,7 @@ class Builder {
         g_.ops[last_compute()].frees.push_back(*f);
         by_step.erase(it->name);
       }
+      if (replayed_attention && it->name == "attn") g_.ops[last_compute()].frees.push_back(*replayed_attention);
     }
     for (const auto& [name, t] : by_step.sorted()) to_free.push_back(t);
     to_free.push_back(st.input);

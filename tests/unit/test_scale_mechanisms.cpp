@@ -606,6 +606,28 @@ training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: z
   EXPECT_EQ(recomputed(sel, ".mlp_up"), 0);
 }
 
+// Megatron's selective recompute checkpoints the core attention (--recompute-modules core_attn): its backward
+// re-runs the flash kernel once per layer and micro-batch, though the attention output stays saved (the output
+// projection's input). JAX's selective policy and Megatron's `recompute: none` re-run nothing.
+TEST(ScaleMechanisms, MegatronSelectiveRecomputeReplaysTheCoreAttention) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
+           sequence_parallel: true, attention: flash}
+)";
+  const auto sel = load(base, {"training.recompute=selective"});
+  const int layer_passes = sel.model.layers * sel.training.micro_steps();
+  EXPECT_EQ(recomputed(sel, ".attn.flash"), layer_passes);
+  EXPECT_EQ(recomputed(sel, ".qkv"), 0);
+  EXPECT_EQ(recomputed(load(base, {"training.recompute=none"}), ".attn.flash"), 0);
+  EXPECT_EQ(recomputed(load(base, {"training.recompute=selective", "training.framework=jax"}), ".attn.flash"), 0);
+  // The saved set is unchanged: the peak grows by at most one layer's attention output (the replayed copy).
+  const auto none = load(base, {"training.recompute=none"});
+  const double one_output = 4096.0 * 4096 / 8 * 2;  // tokens x the rank's heads' width (hidden / tp), bf16
+  EXPECT_LE(sim::simulate(sel).replay.memory.peak_hbm_bytes, sim::simulate(none).replay.memory.peak_hbm_bytes + one_output);
+  EXPECT_GT(sim::simulate(sel).replay.step_time_s, sim::simulate(none).replay.step_time_s);
+}
+
 // Transformer Engine runs all three GEMMs of a linear layer in fp8 (Megatron --fp8-wgrad, on by default): the
 // wgrad at the fp8 dtype with no cast of its own (it reads the column-wise copies the forward and backward casts
 // wrote); training.fp8_wgrad false (--no-fp8-wgrad) keeps it bf16. Megatron's output layer is not a TE module:
