@@ -480,11 +480,18 @@ class Builder {
       // is_first_microbatch, and TE keeps the cast weight for the later micro-batches (its weight workspace;
       // Megatron-LM training.py resets the flag each step). XLA's casts: kept as they were.
       const bool weight_cast = jax_ || mb_ == 0;
-      const double in = (q == Quant::forward ? m * k + (weight_cast ? k * n : 0.0) : m * k) * (jax_ ? 1.0 : batch);
+      const double per = jax_ ? 1.0 : batch;
+      const double act = m * k * per, weight = q == Quant::forward && weight_cast ? k * n * per : 0.0;
+      const double in = act + weight;
+      // The activation's (or the incoming gradient's) column-wise copy feeds only the wgrad: under
+      // training.fp8_wgrad false (Megatron --no-fp8-wgrad) TE writes the row-wise copy alone and the wgrad
+      // reads the bf16 tensor. The weight keeps both (the dgrad reads its transpose).
+      const double a = pr_.activation_bytes, b = pr_.matmul_input_bytes;
+      const double bytes = t_.fp8_wgrad || jax_ ? in * (a + 2 * b) : in * a + (2 * weight + act) * b;
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;
-      vector(cat(name, ".quantize"), in * (pr_.activation_bytes + 2 * pr_.matmul_input_bytes), 2 * in);
+      vector(cat(name, ".quantize"), bytes, 2 * in);
       quantizing_ = false;
     }
     Op& op = new_op();

@@ -652,6 +652,16 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
   const auto no_wgrad = load(base, {"training.fp8_wgrad=false"});
   EXPECT_EQ(dtype_of(no_wgrad, ".mlp_up.wgrad"), sim::Dtype::bf16);
   EXPECT_EQ(dtype_of(no_wgrad, ".mlp_up.dgrad"), sim::Dtype::fp8);
+  // Without an fp8 wgrad the incoming gradient's cast writes the row-wise copy only: read 2 B, write 1 B
+  // per element instead of 2 B and 2 x 1 B.
+  {
+    const auto g8 = build_training_graph(fp8.model, fp8.training, fp8.system.spec);
+    const auto gb = build_training_graph(no_wgrad.model, no_wgrad.training, no_wgrad.system.spec);
+    const Op* cast8 = first_op_ending(g8, ".mlp_up.dgrad.quantize");
+    const Op* castb = first_op_ending(gb, ".mlp_up.dgrad.quantize");
+    ASSERT_TRUE(cast8 && castb);
+    EXPECT_DOUBLE_EQ(castb->hbm_bytes / cast8->hbm_bytes, 3.0 / 4.0);
+  }
   const auto jx = load(base, {"training.framework=jax"});
   EXPECT_EQ(dtype_of(jx, ".logits"), sim::Dtype::fp8);
   EXPECT_EQ(dtype_of(jx, ".mlp_up.wgrad"), sim::Dtype::fp8);
