@@ -250,18 +250,13 @@ TEST(ScenarioH200, MegatronStateMemoryMatchesPyTorch) {
 // reentrant checkpoint does) against racksim's, within 15%. It was 48.4 ms (-30%) while the recompute
 // skipped the layer's output projection; 61.4 ms (-11%) with it.
 TEST(ScenarioH200, FullRecomputeCostMatchesPyTorch) {
-  const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200-torch.yaml"});
+  const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200-torch.yaml", "--json"});
   std::map<std::string, std::pair<double, double>> step;  // case -> (predicted, measured)
-  std::istringstream lines(r.out);
-  for (std::string l; std::getline(lines, l);) {
-    std::istringstream f(l);
-    std::string torch, name, field;
-    double predicted = 0, measured = 0;
-    if (f >> torch >> name >> field >> predicted >> measured && field == "step_time_s") step[name] = {predicted, measured};
-  }
-  ASSERT_TRUE(step.count("p1_none_compiled") && step.count("p1_full_compiled")) << r.out;
-  const double predicted = step["p1_full_compiled"].first - step["p1_none_compiled"].first;
-  const double measured = step["p1_full_compiled"].second - step["p1_none_compiled"].second;
+  for (const auto& row : nlohmann::json::parse(r.out))
+    if (row["field"] == "step_time_s") step[row["case"]] = {row["predicted"], row["measured"]};
+  ASSERT_TRUE(step.count("torch p1_none_compiled") && step.count("torch p1_full_compiled")) << r.out;
+  const double predicted = step["torch p1_full_compiled"].first - step["torch p1_none_compiled"].first;
+  const double measured = step["torch p1_full_compiled"].second - step["torch p1_none_compiled"].second;
   EXPECT_NEAR(measured, 0.0688, 0.0005);
   EXPECT_NEAR(predicted / measured, 1.0, 0.15) << predicted << " s against " << measured << " s";
 }

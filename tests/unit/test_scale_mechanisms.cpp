@@ -37,6 +37,19 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 8,
            cuda_graphs: true}
 )";
 
+// Mixtral 8x7B under fp8 on one node, 2 local experts per rank, one micro-batch (the fp8 cast tests).
+const char* kMixtralFp8Ep4 = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
+)";
+
+// A dense layer stack inside one node with its TP exchanges sequence-parallel (the recompute tests).
+const char* kDenseTp8 = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
+           sequence_parallel: true}
+)";
+
 std::vector<std::string> with_dp(int dp, std::vector<std::string> sets) {
   sets.push_back("system.gpus=" + std::to_string(32 * dp));
   sets.push_back("training.global_batch=" + std::to_string(16 * dp));
@@ -587,11 +600,7 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: z
 // its function), the output projection, its TP reduce-scatter and the residual add included; XLA drops
 // the projection whose output no gradient reads. Selective recompute replays the attention core only.
 TEST(ScaleMechanisms, MegatronFullRecomputeReplaysTheOutputProjection) {
-  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
-model: {preset: llama3-8b}
-training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
-           sequence_parallel: true}
-)";
+  const char* base = kDenseTp8;
   const auto full = load(base, {"training.recompute=full"});
   const int layer_passes = full.model.layers * full.training.micro_steps();
   EXPECT_EQ(recomputed(full, ".mlp_out"), layer_passes);
@@ -610,22 +619,19 @@ training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: z
 // re-runs the flash kernel once per layer and micro-batch, though the attention output stays saved (the output
 // projection's input). JAX's selective policy and Megatron's `recompute: none` re-run nothing.
 TEST(ScaleMechanisms, MegatronSelectiveRecomputeReplaysTheCoreAttention) {
-  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
-model: {preset: llama3-8b}
-training: {seq_len: 4096, global_batch: 4, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8},
-           sequence_parallel: true, attention: flash}
-)";
+  const char* base = kDenseTp8;  // (flash attention: the default)
   const auto sel = load(base, {"training.recompute=selective"});
   const int layer_passes = sel.model.layers * sel.training.micro_steps();
   EXPECT_EQ(recomputed(sel, ".attn.flash"), layer_passes);
   EXPECT_EQ(recomputed(sel, ".qkv"), 0);
-  EXPECT_EQ(recomputed(load(base, {"training.recompute=none"}), ".attn.flash"), 0);
+  const auto none = load(base, {"training.recompute=none"});
+  EXPECT_EQ(recomputed(none, ".attn.flash"), 0);
   EXPECT_EQ(recomputed(load(base, {"training.recompute=selective", "training.framework=jax"}), ".attn.flash"), 0);
   // The saved set is unchanged: the peak grows by at most one layer's attention output (the replayed copy).
-  const auto none = load(base, {"training.recompute=none"});
   const double one_output = 4096.0 * 4096 / 8 * 2;  // tokens x the rank's heads' width (hidden / tp), bf16
-  EXPECT_LE(sim::simulate(sel).replay.memory.peak_hbm_bytes, sim::simulate(none).replay.memory.peak_hbm_bytes + one_output);
-  EXPECT_GT(sim::simulate(sel).replay.step_time_s, sim::simulate(none).replay.step_time_s);
+  const auto with_replay = sim::simulate(sel).replay, without = sim::simulate(none).replay;
+  EXPECT_LE(with_replay.memory.peak_hbm_bytes, without.memory.peak_hbm_bytes + one_output);
+  EXPECT_GT(with_replay.step_time_s, without.step_time_s);
 }
 
 // Transformer Engine runs all three GEMMs of a linear layer in fp8 (Megatron --fp8-wgrad, on by default): the
@@ -707,10 +713,7 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
 // expert's weight in its group_quantize, not one expert's: the experts' cast kernels scale with the number
 // of local experts. Cast bytes under fp8: read bf16, write row-wise and column-wise fp8 copies (4 B/elem).
 TEST(ScaleMechanisms, GroupedGemmQuantizesEveryLocalExpert) {
-  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
-)";
+  const char* base = kMixtralFp8Ep4;
   const double h = 4096, fe = 14336, per_expert = 4096.0 * 2 / 2;  // 2 local experts, top-2, balanced
   const double one_expert = per_expert * h + h * 2 * fe;            // gate_up: tokens and the fused gate/up weight
   {
@@ -726,18 +729,15 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
 // Transformer Engine casts a weight on a step's first micro-batch only (Megatron-Core passes is_first_microbatch,
 // TE keeps the cast weight): later micro-batches cast the activation alone. XLA's casts are unchanged.
 TEST(ScaleMechanisms, Fp8WeightsAreCastOnTheFirstMicroBatchOnly) {
-  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 4}}
-)";
+  const char* base = kMixtralFp8Ep4;
   const double h = 4096, fe = 14336, per_expert = 4096.0 * 2 / 2;  // 2 local experts, top-2, balanced
   const double tokens = 2 * per_expert * h, weights = 2 * h * 2 * fe;  // both experts' operands
-  const auto sc = load(base);
+  const auto sc = load(base, {"training.global_batch=16"});
   ASSERT_EQ(sc.training.micro_steps(), 2);
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
   EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.experts.gate_up.quantize"), (tokens + weights) * 4, 1.0);
   EXPECT_NEAR(hbm_bytes_of_op(g, "mb1.L0.experts.gate_up.quantize"), tokens * 4, 1.0);
-  const auto jx = load(base, {"training.framework=jax"});
+  const auto jx = load(base, {"training.global_batch=16", "training.framework=jax"});
   const auto gj = build_training_graph(jx.model, jx.training, jx.system.spec);
   ASSERT_GT(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), 0);
   EXPECT_NEAR(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), hbm_bytes_of_op(gj, "mb0.L0.experts.gate_up.quantize"), 1.0);
