@@ -399,15 +399,42 @@ Calibration parse_calibration(const Node& root) {
 }
 
 namespace {
-// The cited GEMM ceilings of the preset a calibration was fitted against; empty when that preset
-// cannot be loaded (a calibration of a user's own preset file), and the transfer then keeps the
-// target's cited ceilings (its warning says which were used).
-std::map<sim::Dtype, double> cited_ceilings_of(const std::string& preset) {
-  if (preset.empty()) return {};
+// The cited GEMM ceilings, peaks and sustained GEMM rates of the preset a calibration was fitted
+// against; left empty when that preset cannot be loaded (a calibration of a user's own preset file),
+// and the transfer then keeps the target's cited ceilings (its warning says which were used).
+void read_base_preset(Calibration& c) {
+  if (c.base_preset.empty()) return;
   input::LoadSession session;
   SystemSpec base;
-  if (!load_system_preset(preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) return {};
-  return {base.gpu.matmul_efficiency.begin(), base.gpu.matmul_efficiency.end()};
+  if (!load_system_preset(c.base_preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) return;
+  c.base_cited_ceiling = {base.gpu.matmul_efficiency.begin(), base.gpu.matmul_efficiency.end()};
+  c.base_peak_flops_per_s = base.gpu.peak_dense_flops_per_s;
+  c.base_sustained_gemm_source = base.gpu.sustained_gemm_source;
+  c.base_sustained_gemm_flops_per_s = base.gpu.sustained_gemm_flops_per_s;
+}
+
+// Geometric mean of target / base over the shapes one source measured on both GPUs in dtype `d`, and
+// how many shapes that was; nullopt without a common source or shape.
+struct SustainedRatio {
+  double ratio = 0;
+  int shapes = 0;
+};
+std::optional<SustainedRatio> sustained_ratio(const Calibration& cal, const SystemSpec& spec, sim::Dtype d) {
+  if (cal.base_sustained_gemm_source.empty() || cal.base_sustained_gemm_source != spec.gpu.sustained_gemm_source)
+    return std::nullopt;
+  const auto base = cal.base_sustained_gemm_flops_per_s.find(d);
+  const auto target = spec.gpu.sustained_gemm_flops_per_s.find(d);
+  if (base == cal.base_sustained_gemm_flops_per_s.end() || target == spec.gpu.sustained_gemm_flops_per_s.end())
+    return std::nullopt;
+  double log_sum = 0;
+  int n = 0;
+  for (const auto& [shape, rate] : target->second)
+    if (const auto b = base->second.find(shape); b != base->second.end() && b->second > 0 && rate > 0) {
+      log_sum += std::log(rate / b->second);
+      ++n;
+    }
+  if (n == 0) return std::nullopt;
+  return SustainedRatio{std::exp(log_sum / n), n};
 }
 }  // namespace
 
@@ -464,7 +491,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   }
   ctx->grafts = std::move(parked);
   if (!c || ctx->diag->size() != errors_before) return nullptr;
-  c->base_cited_ceiling = cited_ceilings_of(c->base_preset);
+  read_base_preset(*c);
   loaded.put(path, c);
   return c;
 }
@@ -508,6 +535,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   // (H100 and H200: the same cited MAMF, so the same ceiling) instead of giving the unmeasured part
   // the higher statistic. Across architectures the target's cited ceiling stays.
   std::vector<std::string> gemm_parts, ceilings, unmeasured;
+  std::map<sim::Dtype, double> sustained_moved;  // new ceiling / cited, per dtype carried by sustained rates
   for (const auto& [d, g] : cal.gemm) {
     if (!spec.gpu.peak_dense_flops_per_s.count(d)) continue;
     const std::string field = "gpu.matmul_efficiency." + to_string(d);
@@ -532,11 +560,48 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       c->applied_gemm_ceiling = true;
       ceilings.push_back(fmt::format("{} {} = measured {} x {}/{}", to_string(d), num(spec.gpu.matmul_efficiency[d], 3),
                                      num(g.e_max, 3), num(cited, 3), num(base_cited->second, 3)));
+    } else if (const auto sr = !c->same_device && !same_arch ? sustained_ratio(cal, spec, d) : std::nullopt;
+               sr && !overridden(field) && cal.base_peak_flops_per_s.count(d) && spec.gpu.peak_dense_flops_per_s.count(d)) {
+      // Another architecture: the measured ceiling times the ratio of one source's sustained GEMM rates on
+      // the two GPUs (same shapes, same method, each card at its power limit), per unit of dense peak. A
+      // cited MAMF is a burst figure (a short search at boost clock) and Blackwell loses more to its power
+      // limit than Hopper, so the MAMF ratio would carry the H200's power state to a card that cannot hold
+      // it (docs/decisions.md, "GEMM ceiling across architectures").
+      const double before = target_cited != spec.gpu.matmul_efficiency.end() ? target_cited->second : 0;
+      const double base_peak = cal.base_peak_flops_per_s.at(d), target_peak = spec.gpu.peak_dense_flops_per_s.at(d);
+      const double e = std::clamp(g.e_max * sr->ratio * base_peak / target_peak, 0.01, 1.0);
+      spec.gpu.matmul_efficiency[d] = e;
+      spec.sources[field] = fmt::format(
+          "{} gemm.{}.e_max {} x {}'s / {}'s sustained {} GEMM rate {} (geometric mean of {} shapes, {}; "
+          "gpu.sustained_gemm) x dense peak {} / {} (another architecture)",
+          tag, to_string(d), num(g.e_max, 3), spec.name, cal.base_preset, to_string(d), num(sr->ratio, 3), sr->shapes,
+          spec.gpu.sustained_gemm_source, sim::format_quantity(base_peak, QuantityKind::flops_per_second),
+          sim::format_quantity(target_peak, QuantityKind::flops_per_second));
+      c->applied_gemm_ceiling = true;
+      ceilings.push_back(fmt::format("{} {} = measured {} x sustained ratio {} x peak {}/{}", to_string(d), num(e, 3),
+                                     num(g.e_max, 3), num(sr->ratio, 3), num(base_peak / 1e12, 4),
+                                     num(target_peak / 1e12, 4)));
+      if (before > 0) sustained_moved[d] = e / before;
     } else {
       ceilings.push_back(fmt::format("{} {}", to_string(d),
                                      target_cited != spec.gpu.matmul_efficiency.end() ? num(target_cited->second, 3) : "n/a"));
     }
   }
+  // Block-scaled MXFP8 runs on FP8's tensor-core datapath and takes FP8's measured curve
+  // (compute_model.cpp); the preset cites FP8's figure for it, so its ceiling moves with FP8's. NVFP4
+  // keeps its own figure: its datapath differs and no source measured it on both GPUs.
+  if (const auto fp8 = sustained_moved.find(sim::Dtype::fp8); fp8 != sustained_moved.end() &&
+                                                              !cal.gemm.count(sim::Dtype::mxfp8) &&
+                                                              !overridden("gpu.matmul_efficiency.mxfp8"))
+    if (const auto mx = spec.gpu.matmul_efficiency.find(sim::Dtype::mxfp8); mx != spec.gpu.matmul_efficiency.end()) {
+      const double before = mx->second;
+      mx->second = std::clamp(before * fp8->second, 0.01, 1.0);
+      spec.sources["gpu.matmul_efficiency.mxfp8"] =
+          fmt::format("{} the preset's {} x {} (the fp8 ceiling's move under the sustained-rate transfer: MXFP8 runs "
+                      "on the fp8 datapath)",
+                      tag, num(before, 3), num(fp8->second, 3));
+      ceilings.push_back(fmt::format("mxfp8 {} = cited {} x fp8's {}", num(mx->second, 3), num(before, 3), num(fp8->second, 3)));
+    }
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
     if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
       unmeasured.push_back(to_string(d));
@@ -665,7 +730,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     c->warnings.push_back(fmt::format(
         "{} transferred from {} ({}, {}) to {} ({}, {}, {}): the GEMM shape curve applies as a ratio to its "
         "ceiling, with the ceilings {} (the preset's own cited ones; on the same architecture the measured "
-        "ones scaled by the cited ones) and datasheet peaks{}{}; the shape curve's "
+        "ones scaled by the cited ones; on another, where one source measured both GPUs the same way, the "
+        "measured ones scaled by its sustained rates) and datasheet peaks{}{}; the shape curve's "
         "differences between these GPUs (tile shapes, pipelines) are not measured",
         cal.name, cal.device_name, to_string(cal.architecture), to_string(cal.host_link), spec.name, spec.gpu.model,
         to_string(spec.gpu.architecture), to_string(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
@@ -717,9 +783,11 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                      "preset's ceilings",
                                      cal.device_name, to_string(cal.architecture), spec.gpu.model,
                                      to_string(spec.gpu.architecture), to_string(spec.host.link)),
-        c->applied_gemm_ceiling ? (c->same_device ? " with the measured ceiling"
-                                                  : " with the measured ceiling scaled by the presets' cited ceilings")
-                                : "",
+        c->applied_gemm_ceiling
+            ? (c->same_device ? " with the measured ceiling"
+                              : same_arch ? " with the measured ceiling scaled by the presets' cited ceilings"
+                                          : " with the measured ceiling scaled by both GPUs' sustained GEMM rates")
+            : "",
         applied_list.empty() ? "" : "; measured " + applied_list, kept_list.empty() ? "" : "; preset kept for " + kept_list,
         c->applied_nccl ? "; measured NCCL collectives" : "");
     spdlog::info("calibration {} ({}) applied to {}: {}", cal.name,

@@ -184,6 +184,11 @@ struct Calibration {
   // from the preset when the calibration is loaded, not from the file: the same-architecture transfer
   // scales the measured ceiling by the target's cited ceiling over these (docs/calibration.md).
   std::map<sim::Dtype, double> base_cited_ceiling;
+  // The base preset's dense peaks and sustained GEMM rates (gpu.sustained_gemm), read likewise: the
+  // transfer to another architecture scales the measured ceiling by one source's target / base rates.
+  std::map<sim::Dtype, double> base_peak_flops_per_s;
+  std::string base_sustained_gemm_source;
+  std::map<sim::Dtype, std::map<std::string, double>> base_sustained_gemm_flops_per_s;
   Architecture architecture = Architecture::hopper;
   HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
   int sm_count = 0;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -75,6 +77,41 @@ std::optional<double> quantity_in(MapReader& r, const std::string& key, Quantity
   return v;
 }
 
+// gpu.sustained_gemm: {source: tag, <dtype>: {MxNxK: rate, ...}}. The shapes are map keys, so each is
+// checked here: three positive integers joined by 'x'.
+void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
+  MapReader r(n);
+  if (!r.ok()) return;
+  set_if(r.string("source", true), gpu.sustained_gemm_source);
+  for (sim::Dtype d : {sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8, sim::Dtype::nvfp4}) {
+    auto table = r.get(to_string(d));
+    if (!table) continue;
+    if (!table->yaml().IsMap()) {
+      table->error(fmt::format("expected a mapping of MxNxK shape -> rate, got {}", table->describe()));
+      continue;
+    }
+    for (auto it = table->yaml().begin(); it != table->yaml().end(); ++it) {
+      const std::string shape = it->first.Scalar();
+      const Node row = table->child(shape);
+      int64_t dims[3] = {0, 0, 0};
+      char tail = 0;
+      if (std::sscanf(shape.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &dims[0], &dims[1], &dims[2], &tail) != 3 ||
+          dims[0] <= 0 || dims[1] <= 0 || dims[2] <= 0) {
+        row.error(fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", shape));
+        continue;
+      }
+      if (auto v = row.as_quantity(QuantityKind::flops_per_second)) {
+        if (*v >= kFlops.lo && *v <= kFlops.hi)
+          gpu.sustained_gemm_flops_per_s[d][shape] = *v;
+        else
+          row.error(fmt::format("must be between {} and {}, got {}", sim::format_quantity(kFlops.lo, QuantityKind::flops_per_second),
+                                sim::format_quantity(kFlops.hi, QuantityKind::flops_per_second), row.describe()));
+      }
+    }
+  }
+  r.finish();
+}
+
 }  // namespace
 
 SystemSpec parse_system_preset(const Node& root) {
@@ -105,6 +142,7 @@ SystemSpec parse_system_preset(const Node& root) {
       er.finish();
     }
     set_if(r.number("hbm_efficiency", true, 0.01, 1.0), s.gpu.hbm_efficiency);
+    if (auto sg = r.get("sustained_gemm")) read_sustained_gemm(*sg, s.gpu);
     set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
     set_if(r.number("fp8_blockwise_rate_ratio", false, 0.05, 1.0), s.gpu.fp8_blockwise_rate_ratio);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
@@ -290,7 +328,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock", "gpu.peak_dense.tf32",
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
-            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4",
+            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source",
             "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",

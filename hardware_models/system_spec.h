@@ -45,6 +45,11 @@ struct GpuSpec {
   // it by GEMM shape.
   std::map<sim::Dtype, double> matmul_efficiency;
   double hbm_efficiency = 1.0;         // achieved / datasheet HBM bandwidth for streaming kernels
+  // GEMM rates one source measured the same way on several GPUs (same shapes, long warm-up: the card at its
+  // power limit), per dtype and "MxNxK" shape. A calibration carries its measured ceiling to another
+  // architecture by the ratio of these on the two GPUs (docs/decisions.md, "GEMM ceiling across architectures").
+  std::string sustained_gemm_source;   // the source's tag: only figures of one source are compared
+  std::map<sim::Dtype, std::map<std::string, double>> sustained_gemm_flops_per_s;
   // A collective's time / its standalone time while compute kernels are resident on the GPU (>= 1).
   double collective_slowdown_beside_compute = 1.0;
   // Blockwise-scaled FP8 GEMM throughput (1x128 activation tiles, 128x128 weight blocks) / per-tensor-scaled

@@ -316,9 +316,11 @@ TEST(CalibGemm, ExpertShapesAgainstGroupedGemmMeasurements) {
 // GB200 optimization doc (shared reference at_scale_measurements.md §1b: Megatron-LM@79e8592b docs/discussions/
 // deepseek-v3-gb200-optimization, "2,672 TFLOP/s on K = 7168, N = 2048 (flush L2)", TE's multi-stream cuBLAS
 // grouped GEMM; M not stated: 4,096 tokens per expert at the doc's balanced EP32 layout). racksim's MXFP8 GEMM
-// there is the H200's FP8 shape curve under GB200's cited ceiling (docs/decisions.md): a known gap of 17-28%
-// (one expert or the 8 local experts as one launch), pinned so that a model change that closes or widens it
-// is seen. Mechanism not modelled: grouped launch and scale-factor loads on Blackwell, unmeasured.
+// there is the H200's FP8 shape curve under a ceiling carried by the sustained FP8 rates one source measured on
+// both GPUs (docs/decisions.md, "GEMM ceiling across architectures"); that transfer was not chosen with this
+// figure, which is an independent check (under the cited burst MAMF the model was 17-28% fast). Within -5..+10%
+// for one expert or the 8 local experts as one launch; grouped launch and scale-factor loads on Blackwell are
+// not modelled.
 TEST(CalibGemm, Gb200MxFp8GroupedExpertGemmAgainstThePublishedFigure) {
   auto c = committed();
   ASSERT_TRUE(c);
@@ -340,7 +342,7 @@ TEST(CalibGemm, Gb200MxFp8GroupedExpertGemmAgainstThePublishedFigure) {
     std::printf("  GB200 MXFP8 grouped GEMM, %d expert(s) of %gx%gx%g: model %.0f TFLOP/s, published %.0f (%+.1f%%)\n",
                 batch, m, n, k, model_flops_per_s / 1e12, published_flops_per_s / 1e12,
                 100 * (model_flops_per_s / published_flops_per_s - 1));
-    EXPECT_GT(model_flops_per_s / published_flops_per_s, 1.10) << batch;
-    EXPECT_LT(model_flops_per_s / published_flops_per_s, 1.35) << batch;
+    EXPECT_GT(model_flops_per_s / published_flops_per_s, 0.95) << batch;
+    EXPECT_LT(model_flops_per_s / published_flops_per_s, 1.10) << batch;
   }
 }

@@ -284,19 +284,47 @@ TEST(CalibApply, ScenarioOverrideWins) {
 }
 
 // Transfer (docs/calibration.md): to GB200 the shape curve carries over as a ratio to its
-// ceiling; datasheet peaks and the preset's cited ceilings stay; HBM, host link and launch stay
-// the preset's (different architecture and host link). To H100 (same architecture, same PCIe
-// host) the fractions carry over too.
-TEST(CalibTransfer, Gb200KeepsItsDatasheetPeakAndCeilings) {
+// ceiling; datasheet peaks stay; the fp8 ceiling (and MXFP8's, the same datapath) is the measured
+// one times the ratio of the sustained FP8 rates one source measured on both GPUs, per unit of
+// peak; bf16 and nvfp4, which no source measured on both, keep the preset's cited ceilings; HBM,
+// host link and launch stay the preset's (different architecture and host link). To H100 (same
+// architecture, same PCIe host) the fractions carry over too.
+TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
   const hw::SystemSpec before = preset("gb200-nvl72");
+  const hw::SystemSpec h200 = preset("h200-sxm");
   hw::SystemSpec s = before;
   hw::apply_calibration(s, *committed());
   ASSERT_TRUE(s.calibration);
   EXPECT_FALSE(s.calibration->same_device);
-  EXPECT_FALSE(s.calibration->applied_gemm_ceiling || s.calibration->applied_hbm || s.calibration->applied_host ||
-               s.calibration->applied_launch);
+  EXPECT_TRUE(s.calibration->applied_gemm_ceiling);
+  EXPECT_FALSE(s.calibration->applied_hbm || s.calibration->applied_host || s.calibration->applied_launch);
   EXPECT_EQ(s.gpu.peak_dense_flops_per_s, before.gpu.peak_dense_flops_per_s);
-  EXPECT_EQ(s.gpu.matmul_efficiency, before.gpu.matmul_efficiency);
+  for (sim::Dtype d : {sim::Dtype::bf16, sim::Dtype::nvfp4})
+    EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(d), before.gpu.matmul_efficiency.at(d)) << to_string(d);
+  // Closed form from the two presets' tables: geometric mean of GB200 / H200 over their common shapes.
+  const auto& g = before.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
+  const auto& h = h200.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
+  double log_sum = 0;
+  int shapes = 0;
+  for (const auto& [shape, rate] : g) {
+    ASSERT_TRUE(h.count(shape)) << shape;
+    log_sum += std::log(rate / h.at(shape));
+    ++shapes;
+  }
+  EXPECT_EQ(shapes, 5);
+  const double ratio = std::exp(log_sum / shapes);
+  EXPECT_NEAR(ratio, 2.18, 0.01);  // 2,834.6..2,906.9 against 1,249.1..1,366.3 TFLOP/s
+  const double fp8 = committed()->gemm.at(sim::Dtype::fp8).e_max * ratio * 1979e12 / 5000e12;
+  EXPECT_NEAR(s.gpu.matmul_efficiency.at(sim::Dtype::fp8), fp8, 1e-12);
+  EXPECT_LT(fp8, 0.9 * before.gpu.matmul_efficiency.at(sim::Dtype::fp8));  // below the cited burst MAMF (0.723)
+  EXPECT_NEAR(s.gpu.matmul_efficiency.at(sim::Dtype::mxfp8),
+              before.gpu.matmul_efficiency.at(sim::Dtype::mxfp8) * fp8 / before.gpu.matmul_efficiency.at(sim::Dtype::fp8),
+              1e-12);
+  // Without a common source the cited ceiling stays.
+  hw::SystemSpec other = before;
+  other.gpu.sustained_gemm_source = "another-benchmark";
+  hw::apply_calibration(other, *committed());
+  EXPECT_EQ(other.gpu.matmul_efficiency, before.gpu.matmul_efficiency);
   EXPECT_DOUBLE_EQ(s.gpu.hbm_efficiency, before.gpu.hbm_efficiency);
   EXPECT_DOUBLE_EQ(s.host.copy_efficiency, before.host.copy_efficiency);
   EXPECT_DOUBLE_EQ(s.host.link_bandwidth_both_directions_Bps, before.host.link_bandwidth_both_directions_Bps);
@@ -392,12 +420,13 @@ TEST(CalibTransfer, BlockwiseFp8GemmsRunAtTheMeasuredRatio) {
   const double t_block = hw::kernel_timing(blockwise.system.spec, w).compute_s;
   EXPECT_NEAR(t_block - g.t0_s, (t_tensor - g.t0_s) / r, 1e-12);
   // Blackwell presets carry no measured ratio: blockwise keeps the per-tensor rate (the report says so).
-  const auto gb = sim::load_scenario_text(
+  const std::string gb_base =
       "system: {preset: gb200-nvl72, gpus: 8, calibration: h200}\nmodel: {preset: llama2-7b}\n"
-      "training: {seq_len: 4096, global_batch: 8, precision: fp8, fp8_recipe: blockwise}\n",
-      "g.yaml");
+      "training: {seq_len: 4096, global_batch: 8, precision: fp8";
+  const auto gb = sim::load_scenario_text(gb_base + ", fp8_recipe: blockwise}\n", "g.yaml");
+  const auto gb_tensorwise = sim::load_scenario_text(gb_base + "}\n", "gt.yaml");
   EXPECT_DOUBLE_EQ(gb.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8),
-                   preset("gb200-nvl72").gpu.matmul_efficiency.at(sim::Dtype::fp8));
+                   gb_tensorwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8));
 }
 
 TEST(CalibTransfer, H100SameArchitectureCarriesFractions) {

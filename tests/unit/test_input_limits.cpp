@@ -549,6 +549,27 @@ TEST(InputLimitsPresets, CapacitiesAndRatesMustBePhysical) {
   EXPECT_TRUE(contains(with("reserved", "200 GB"), "leaves nothing of the"));
 }
 
+// gpu.sustained_gemm: shapes are map keys, so the parser checks each (MxNxK, positive integers) and its rate.
+TEST(InputLimitsPresets, SustainedGemmShapesAndRatesAreChecked) {
+  EXPECT_TRUE(contains(scenario_error("name: t\nsystem:\n  preset: h200-sxm\n  gpus: 8\n  overrides: "
+                                      "{gpu.sustained_gemm.fp8.8192x8192x8192: 0 TFLOP/s}\nmodel: {preset: llama3-8b}\n"
+                                      "training: {seq_len: 4096, global_batch: 64}\n"),
+                       "system.overrides.gpu.sustained_gemm.fp8.8192x8192x8192: must be between 1 GFLOP/s and 1 EFLOP/s"));
+  std::ifstream in(kSrc + "/hardware_models/presets/h200-sxm.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string at = "    fp8:\n      4096x4096x4096";
+  ASSERT_NE(text.find(at), std::string::npos);
+  text.replace(text.find(at), at.size(), "    fp8:\n      8192x8192: 1 TFLOP/s\n      4096x4096x4096");
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("racksim_sustained_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "bad.yaml") << text;
+  const std::string err = scenario_error("name: t\nsystem: {preset: " + (dir / "bad.yaml").string() +
+                                         ", gpus: 8}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 4096, global_batch: 64}\n");
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(contains(err, "bad.yaml:21:18: error: gpu.sustained_gemm.fp8.8192x8192: '8192x8192' is not a GEMM shape: "
+                            "write MxNxK with positive integers")) << err;
+}
+
 TEST(InputLimitsSimulation, TheStepsGraphIsBoundedBeforeItIsBuilt) {
   const std::string deep = "name: t\nsystem: {preset: h200-sxm, gpus: 8000}\n"
                            "model: {layers: 10000, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128256}\n"
