@@ -3,8 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
+#include <charconv>
 #include <filesystem>
 #include <set>
 
@@ -77,6 +76,23 @@ std::optional<double> quantity_in(MapReader& r, const std::string& key, Quantity
   return v;
 }
 
+// "MxNxK" with three positive integers that fit in 63 bits.
+bool is_gemm_shape(const std::string& shape) {
+  const char* p = shape.data();
+  const char* end = p + shape.size();
+  for (int i = 0; i < 3; ++i) {
+    int64_t v = 0;
+    const auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || v <= 0) return false;
+    p = next;
+    if (i < 2) {
+      if (p == end || *p != 'x') return false;
+      ++p;
+    }
+  }
+  return p == end;
+}
+
 // gpu.sustained_gemm: {source: tag, <dtype>: {MxNxK: rate, ...}}. The shapes are map keys, so each is
 // checked here: three positive integers joined by 'x'.
 void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
@@ -91,12 +107,15 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
       continue;
     }
     for (auto it = table->yaml().begin(); it != table->yaml().end(); ++it) {
+      if (!it->first.IsScalar()) {
+        table->error(fmt::format("expected MxNxK shapes as keys, got {}", Node(it->first, table->file(), table->path(),
+                                                                                 table->internal_path(), table->context())
+                                                                                .describe()));
+        continue;
+      }
       const std::string shape = it->first.Scalar();
       const Node row = table->child(shape);
-      int64_t dims[3] = {0, 0, 0};
-      char tail = 0;
-      if (std::sscanf(shape.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &dims[0], &dims[1], &dims[2], &tail) != 3 ||
-          dims[0] <= 0 || dims[1] <= 0 || dims[2] <= 0) {
+      if (!is_gemm_shape(shape)) {
         row.error(fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", shape));
         continue;
       }
