@@ -1001,12 +1001,22 @@ class Builder {
                                        TpOverlap::bulk);
                        }});
     } else {
-      steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
+      // Per-head query/key RMSNorm (model.qk_norm; Megatron-Core's q_layernorm/k_layernorm, TENorm): the heads
+      // are strided views of the fused QKV output and Transformer Engine's RMSNorm makes its input contiguous
+      // first (TE d0067d0 ops/basic/rmsnorm.py: input_.contiguous()), so the forward copies q and k, then reads
+      // and writes them; it keeps the copy for the backward, which reads it and the gradient and writes the
+      // input gradient. Measured as separate kernels in Megatron-Core's layer on the H200
+      // (calibration/data/h200-2026-12-02-megatron-moe-kernels). XLA fuses it with its neighbours: not modelled.
+      const bool qk_norm = m_.qk_norm && !jax_;
+      const double qk_elems = T_ * (qd + kd);
+      steps.push_back({"qkv", T_ * (qd + kd + vd) * a + (qk_norm ? qk_elems * a : 0.0),
                        [=, this] {
                          tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::ring_exchange);
                          gemm_fwd("qkv", T_, qd + kd + vd, h_);
+                         if (qk_norm) vector("qk_norm", 4 * qk_elems * a, 5 * qk_elems);
                        },
                        [=, this] {
+                         if (qk_norm) vector("qk_norm.bwd", 3 * qk_elems * a, 8 * qk_elems);
                          if (bulk_gather_beside_dgrad()) {
                            tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
                            gemm_dgrad("qkv", T_, qd + kd + vd, h_);

@@ -45,6 +45,7 @@ LayerParams layer_params(const ModelSpec& m, int layer) {
     p.mlp = ffn_mats * h * m.ffn_hidden;
   }
   p.norms = 2.0 * h;  // RMSNorm gains before attention and before the MLP
+  if (m.qk_norm) p.norms += 2.0 * hd;  // one gain vector for the query heads, one for the key heads
   return p;
 }
 
@@ -107,6 +108,7 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
   set_if(r.integer("vocab", true, 1, kBig), m.vocab);
   set_if(r.choice("ffn", kFfnKindNames), m.ffn);
   set_if(r.boolean("tied_embeddings"), m.tied_embeddings);
+  set_if(r.boolean("qk_norm"), m.qk_norm);
   if (auto e = r.get("moe")) {
     MapReader er(*e);
     MoeSpec moe;
@@ -143,6 +145,8 @@ void validate_model(const ModelSpec& m, const Node& where) {
   // head_dim defaults to hidden / heads, which must then be exact.
   if (m.heads > 0 && !m.mla && m.hidden % m.heads != 0 && m.head_dim == m.hidden / m.heads)
     where.child("heads").error(fmt::format("hidden ({}) is not divisible by heads ({}); give head_dim", m.hidden, m.heads));
+  if (m.qk_norm && m.mla)
+    where.child("qk_norm").error("qk_norm is for per-head query/key norms; MLA's latent norms are part of mla");
   if (m.moe && m.moe->first_dense_layers > m.layers)
     where.child("moe").error(fmt::format("first_dense_layers ({}) exceeds layers ({})", m.moe->first_dense_layers, m.layers));
 }

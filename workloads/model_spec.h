@@ -46,6 +46,8 @@ struct ModelSpec {
   int vocab = 0;
   FfnKind ffn = FfnKind::swiglu;
   bool tied_embeddings = false;
+  // RMSNorm over each query and key head before attention (Qwen3's q_norm/k_norm; Megatron --qk-layernorm).
+  bool qk_norm = false;
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
   double published_params = 0;         // for cross-checking; 0 = not given

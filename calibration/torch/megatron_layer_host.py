@@ -21,21 +21,12 @@ def main():
     ap.add_argument("--megatron", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.megatron)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29557")
-    import torch
-    torch.distributed.init_process_group("nccl", rank=0, world_size=1)
-    torch.cuda.set_device(0)
-    from megatron.core import parallel_state
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                                             expert_model_parallel_size=1)
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    model_parallel_cuda_manual_seed(123)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import emit, init, kernel_time_us, profiled_step
+    torch = init(args.megatron, 29557)
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from torch.profiler import profile, ProfilerActivity
 
     out = open(args.out, "w")
     out.write(json.dumps(dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name())) + "\n")
@@ -71,17 +62,12 @@ def main():
             def step():
                 block(x, attention_mask=None).float().square().mean().backward()
 
-            for _ in range(3):
-                step()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-                step()
-                torch.cuda.synchronize()
+            prof = profiled_step(torch, step)
             kernels, busy_us, syncs = 0, 0.0, {}
             for e in prof.events():
                 if e.device_type == torch.autograd.DeviceType.CUDA:
                     kernels += 1
-                    busy_us += e.device_time if hasattr(e, "device_time") else e.cuda_time
+                    busy_us += kernel_time_us(e)
                 elif "Synchronize" in e.name or "cudaMemcpy" in e.name or e.name in ("aten::item", "aten::_local_scalar_dense"):
                     syncs[e.name] = syncs.get(e.name, 0) + 1
             rec.update(step_kernels=kernels, step_gpu_busy_us=busy_us, host_sync_calls=syncs)
@@ -110,11 +96,7 @@ def main():
             import traceback
             rec["error"] = repr(e)[:500]
             rec["trace"] = traceback.format_exc()[-2000:]
-        out.write(json.dumps(rec) + "\n")
-        out.flush()
-        print(json.dumps({k: v for k, v in rec.items() if k != "trace"}), flush=True)
-        if "trace" in rec:
-            print(rec["trace"], flush=True)
+        emit(out, rec)
 
     # Host-bound shapes (GPU time per kernel a few microseconds): the host's time per layer.
     measure("dense_gpt_tiny", 8, 256, 4, 1024, 128, 1, 0.1)

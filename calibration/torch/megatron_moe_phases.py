@@ -18,16 +18,9 @@ def main():
     ap.add_argument("--megatron", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    sys.path.insert(0, args.megatron)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29558")
-    import torch
-    torch.distributed.init_process_group("nccl", rank=0, world_size=1)
-    torch.cuda.set_device(0)
-    from megatron.core import parallel_state
-    parallel_state.initialize_model_parallel(1, 1, expert_model_parallel_size=1)
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    model_parallel_cuda_manual_seed(123)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import init
+    torch = init(args.megatron, 29558)
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec

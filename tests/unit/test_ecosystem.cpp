@@ -348,6 +348,26 @@ TEST(MegatronImport, NoFp8WgradReachesItsKey) {
   EXPECT_EQ(meg(kDeepSeekArgs, opt).yaml.find("fp8_wgrad"), std::string::npos);
 }
 
+// --qk-layernorm (per-head query/key norms, as Qwen3) reaches model.qk_norm; with MLA it names the latent norms,
+// which mla already holds.
+TEST(MegatronImport, QkLayernormReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 8;
+  const std::string dense = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --group-query-attention "
+                            "--num-query-groups 2 --kv-channels 128 --vocab-size 1024 --seq-length 2048 "
+                            "--micro-batch-size 1 --global-batch-size 8 --bf16 --swiglu\n";
+  const auto r = meg(dense + "--qk-layernorm\n", opt);
+  EXPECT_TRUE(load(r).model.qk_norm);
+  EXPECT_NE(r.yaml.find("qk_norm: true"), std::string::npos) << r.yaml;
+  EXPECT_FALSE(load(meg(dense, opt)).model.qk_norm);
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto mla = meg(kDeepSeekArgs + "--qk-layernorm\n", opt);
+  EXPECT_FALSE(load(mla).model.qk_norm);
+  EXPECT_EQ(mla.yaml.find("qk_norm"), std::string::npos);
+}
+
 TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
   const std::string script = R"(#!/bin/bash
 GPUS_PER_NODE=8

@@ -634,6 +634,39 @@ TEST(ScaleMechanisms, MegatronSelectiveRecomputeReplaysTheCoreAttention) {
   EXPECT_GT(with_replay.step_time_s, without.step_time_s);
 }
 
+// Qwen3's per-head query/key RMSNorm (model.qk_norm) runs in Megatron-Core as Transformer Engine's RMSNorm on
+// the strided q/k views: a contiguous copy and the norm in the forward, the norm's backward after the
+// attention's; its input copy stays saved. The gains add 2 x head_dim parameters per layer. XLA: not modelled.
+TEST(ScaleMechanisms, QkNormRunsPerHeadNormKernels) {
+  const char* base = R"(system: {preset: h200-sxm, gpus: 1}
+model: {layers: 2, hidden: 1024, ffn_hidden: 4096, heads: 16, kv_heads: 2, head_dim: 128, vocab: 256, qk_norm: true}
+training: {seq_len: 2048, global_batch: 1, micro_batch: 1, optimizer_sharding: none}
+)";
+  auto ops_ending = [](const sim::Scenario& sc, std::string_view suffix) {
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::vector<Op> out;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).ends_with(suffix)) out.push_back(g.ops[i]);
+    return out;
+  };
+  const auto qk = load(base);
+  const double elems = 2048.0 * (16 + 2) * 128;  // tokens x (query + key heads) x head_dim
+  const auto fwd = ops_ending(qk, ".qk_norm"), bwd = ops_ending(qk, ".qk_norm.bwd");
+  ASSERT_EQ(fwd.size(), 2u);
+  ASSERT_EQ(bwd.size(), 2u);
+  EXPECT_DOUBLE_EQ(fwd[0].hbm_bytes, 4 * elems * 2);  // copy (read, write) + norm (read, write), bf16
+  EXPECT_DOUBLE_EQ(bwd[0].hbm_bytes, 3 * elems * 2);  // read the saved copy and the gradient, write the gradient
+  EXPECT_EQ(fwd[0].phase, Phase::forward);
+  EXPECT_EQ(bwd[0].phase, Phase::backward);
+  EXPECT_DOUBLE_EQ(layer_params(qk.model, 0).norms, 2.0 * 1024 + 2.0 * 128);
+  const auto plain = load(base, {"model.qk_norm=false"});
+  EXPECT_TRUE(ops_ending(plain, ".qk_norm").empty());
+  EXPECT_TRUE(ops_ending(load(base, {"training.framework=jax"}), ".qk_norm").empty());
+  const auto with = sim::simulate(qk).replay, without = sim::simulate(plain).replay;
+  EXPECT_GT(with.step_time_s, without.step_time_s);
+  EXPECT_GT(with.memory.peak_hbm_bytes, without.memory.peak_hbm_bytes);
+}
+
 // Transformer Engine runs all three GEMMs of a linear layer in fp8 (Megatron --fp8-wgrad, on by default): the
 // wgrad at the fp8 dtype with no cast of its own (it reads the column-wise copies the forward and backward casts
 // wrote); training.fp8_wgrad false (--no-fp8-wgrad) keeps it bf16. Megatron's output layer is not a TE module:

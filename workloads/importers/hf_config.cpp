@@ -244,6 +244,13 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
         fmt::format("HF {} has no tie_word_embeddings: {} defaults to false", file_name, cls);
   }
 
+  // Qwen3's attention normalizes every query and key head (Qwen3Attention q_norm/k_norm); no config key says so.
+  if (model_type == "qwen3" || model_type == "qwen3_moe") {
+    m.qk_norm = true;
+    src["qk_norm"] = fmt::format("HF {} model_type {}: {}'s attention has per-head q_norm/k_norm (RMSNorm of head_dim)",
+                                 file_name, model_type, fam ? fam->config_class : "the model");
+  }
+
   // Mixture of experts.
   const bool mixtral = model_type == "mixtral";
   const bool qwen_moe = model_type == "qwen2_moe" || model_type == "qwen3_moe";
@@ -367,8 +374,6 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
                                     "scenario's training.precision",
                                     root["quantization_config"].value("quant_method", std::string("quantization_config"))));
   if (model_type == "qwen2") out.notes.push_back("Qwen2's Q/K/V biases (attention) are not counted (about 0.01% of the parameters)");
-  if (model_type == "qwen3" || model_type == "qwen3_moe")
-    out.notes.push_back("Qwen3's per-head Q/K RMSNorm gains are not counted (2 x head_dim per layer)");
   if (r.has("attention_bias") && r.at("attention_bias").is_boolean() && r.at("attention_bias").get<bool>())
     out.notes.push_back("attention_bias true: the projection biases are not counted");
 
@@ -437,6 +442,7 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   o << "vocab: " << s.vocab << "\n";
   o << "ffn: " << to_string(s.ffn) << "\n";
   o << "tied_embeddings: " << (s.tied_embeddings ? "true" : "false") << "\n";
+  if (s.qk_norm) o << "qk_norm: true\n";
   if (s.moe) {
     o << "moe:\n";
     o << "  experts: " << s.moe->experts << "\n";
@@ -456,7 +462,7 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   o << "sources:\n";
   static const std::vector<std::string> order = {
       "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn", "tied_embeddings",
-      "moe.experts", "moe.top_k", "moe.expert_ffn_hidden", "moe.shared_experts", "moe.first_dense_layers",
+      "qk_norm", "moe.experts", "moe.top_k", "moe.expert_ffn_hidden", "moe.shared_experts", "moe.first_dense_layers",
       "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim", "mla.v_head_dim"};
   for (const auto& k : order)
     if (auto it = s.sources.find(k); it != s.sources.end()) o << "  " << k << ": " << q(it->second) << "\n";

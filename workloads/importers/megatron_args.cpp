@@ -397,7 +397,7 @@ bool ignorable(const std::string& f) {
       "rdzv-endpoint", "standalone", "max_restarts", "use-mcore-models", "use-legacy-models", "transformer-impl",
       "mock-data", "split", "vocab-file", "merge-file", "seed", "clip-grad", "weight-decay", "min-lr", "lr",
       "optimizer", "norm-epsilon", "normalization", "apply-layernorm-1p",
-      "qk-layernorm", "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
+      "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
       "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
       "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
       "no-rope-fusion", "no-gradient-accumulation-fusion", "cross-entropy-fusion-impl",
@@ -544,7 +544,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                           "kv-channels", "vocab-size", "swiglu", "group-query-attention", "untie-embeddings-and-output-weights",
                           "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
                           "moe-layer-freq", "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim",
-                          "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size"})
+                          "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size", "qk-layernorm"})
       if (fl.has(f)) fl.used.insert(f), out.ignored.push_back(shown(fl.last[f]) + " (the model is --model " + opt.model + ")");
     if (auto l = as_int("num-layers")) layers = static_cast<int>(*l);
   } else {
@@ -617,6 +617,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     const bool untied = fl.on("untie-embeddings-and-output-weights");
     mw.line(2, "tied_embeddings", untied ? "false" : "true",
             untied ? "--untie-embeddings-and-output-weights" : "no --untie-embeddings-and-output-weights: Megatron ties them");
+    if (fl.has("qk-layernorm") && fl.has("multi-latent-attention")) {  // MLA's latent norms: part of mla
+      fl.used.insert("qk-layernorm");
+      out.ignored.push_back(shown(fl.last["qk-layernorm"]) + " (with --multi-latent-attention: the latent norms, part of mla)");
+    } else if (fl.on("qk-layernorm")) {
+      mw.line(2, "qk_norm", "true", "--qk-layernorm");
+    }
     if (auto ne = as_int("num-experts"); ne && *ne > 0) {
       is_moe = true;
       experts = static_cast<int>(*ne);
