@@ -71,7 +71,8 @@ FlowNetwork::ResourceId FlowNetwork::add_resource(std::string name, double capac
 
 void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
   resource(r);  // validates the id
-  check_capacity(names_[r], capacity_per_s);
+  // (The name is read only for the message: the replay sets capacities tens of thousands of times.)
+  if (!(capacity_per_s > 0) || !std::isfinite(capacity_per_s)) check_capacity(names_[r], capacity_per_s);
   resources_[r].capacity = capacity_per_s;
   if (!resources_[r].users.empty()) mark_dirty(r);  // no flow on it: no rate changes
   if (!deferring_) settle();
@@ -113,10 +114,12 @@ FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, do
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: rate cap must be > 0, got {}", rate_cap_per_s));
   }
   bool any = false;
+  const std::size_t resources = resources_.size();
   for (std::size_t i = 0; i < count; ++i) {
     const Use& u = path[i];
-    if (u.resource >= resources_.size()) resource(u.resource);  // throws for an unknown id
-    if (!std::isfinite(u.coefficient) || u.coefficient < 0) {
+    if (u.resource >= resources) resource(u.resource);  // throws for an unknown id
+    // (One comparison pair: NaN fails both, an infinity the second.)
+    if (!(u.coefficient >= 0 && u.coefficient <= std::numeric_limits<double>::max())) {
       throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
                                               names_[u.resource], u.coefficient));
     }
@@ -146,8 +149,13 @@ FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, do
   for (std::size_t i = 0; i < count; ++i) {
     const Use& u = path[i];
     if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
-    auto same = std::find_if(f.path.begin(), f.path.end(), [&](const PathEntry& e) { return e.resource == u.resource; });
-    if (same != f.path.end()) {
+    PathEntry* same = nullptr;
+    for (PathEntry& e : f.path)
+      if (e.resource == u.resource) {
+        same = &e;
+        break;
+      }
+    if (same != nullptr) {
       same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
     } else {
       f.path.push_back(PathEntry{u.resource, 0, u.coefficient});
@@ -185,9 +193,19 @@ void FlowNetwork::launch(Slot slot) {
   } else if (alone(f)) {
     // Its component is itself: the solve's one-flow case (solve_alone) without marking, searching
     // and re-solving its resources. Most of a replay's flows (a kernel on its GPU's SMs and HBM, a
-    // collective on its links) start alone.
-    attach(slot, /*dirty=*/false);
-    solve_alone(f);
+    // collective on its links) start alone. Attached and solved in one pass over its path (what
+    // attach and solve_alone do, the same tie rules).
+    double best = 0;
+    int64_t who = kBoundByNone;
+    for (uint32_t i = 0; i < f.path.size(); ++i) {
+      PathEntry& pe = f.path[i];
+      Resource& res = resources_[pe.resource];
+      pe.user_index = static_cast<uint32_t>(res.users.size());
+      res.users.push_back(User{slot, i});
+      lower_level(best, who, res.capacity / pe.coefficient, static_cast<int64_t>(pe.resource));
+    }
+    f.attached = true;
+    take_alone_rate(f, best, who);
     apply(slot);
   } else {
     attach(slot, /*dirty=*/true);
@@ -409,14 +427,12 @@ void FlowNetwork::solve_alone(Flow& f) {
   // lower resource id first), without the heap.
   double best = 0;
   int64_t who = kBoundByNone;
-  for (const PathEntry& pe : f.path) {
-    const double lvl = resources_[pe.resource].capacity / pe.coefficient;
-    const auto id = static_cast<int64_t>(pe.resource);
-    if (who == kBoundByNone || lvl < best || (lvl == best && id < who)) {
-      best = lvl;
-      who = id;
-    }
-  }
+  for (const PathEntry& pe : f.path)
+    lower_level(best, who, resources_[pe.resource].capacity / pe.coefficient, static_cast<int64_t>(pe.resource));
+  take_alone_rate(f, best, who);
+}
+
+void FlowNetwork::take_alone_rate(Flow& f, double best, int64_t who) {
   if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
     best = f.rate_cap;
     who = kBoundByCap;

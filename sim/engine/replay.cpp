@@ -428,14 +428,13 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       host_waiters_.erase(w);
       for (int rank : ranks) issue_launches(rank, nullptr);
     }
+    // The pace check's place among this instant's events, when this kernel leaves none running.
+    uint64_t pace_seq = 0;
     if (meta_[id].kind == OpKind::kernel) {
       Res& R = res_of_[meta_[id].rank];
       stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
-      if (R.running_count == 0 && R.paced_down) {
-        const int rank = meta_[id].rank;
-        schedule_now(tag(Then::update_pace, static_cast<uint64_t>(rank)));
-      }
+      if (R.running_count == 0 && R.paced_down) pace_seq = q_.reserve_seq();
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
@@ -460,6 +459,17 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (w.blockers == 0) grant_sms(c);
     }
     ready_queuing_.resize(mark);
+    if (pace_seq != 0 && res_of_[meta_[id].rank].running_count == 0) {
+      // No kernel started: the check goes in at the place it took (events added since come after it).
+      // When one did start (the rule: the kernel this one released), the check would find a kernel resident
+      // and do nothing, so it is left out: a kernel started in this instant ends one picosecond later at the
+      // earliest, so none can leave the rank empty before the check's turn (the count was 0 before it).
+      // A skipped sequence number leaves the other events' order as it was.
+      const NowEvent e{q_.now(), pace_seq, tag(Then::update_pace, meta_[id].rank)};
+      std::size_t at = now_events_.size();
+      while (at > next_now_ && now_events_[at - 1].seq > pace_seq) --at;
+      now_events_.insert(now_events_.begin() + static_cast<std::ptrdiff_t>(at), e);
+    }
   }
 
   void grant_sms(OpId c) {
