@@ -74,7 +74,10 @@ void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
   // (The name is read only for the message: the replay sets capacities tens of thousands of times.)
   if (!(capacity_per_s > 0) || !std::isfinite(capacity_per_s)) check_capacity(names_[r], capacity_per_s);
   resources_[r].capacity = capacity_per_s;
-  if (!resources_[r].users.empty()) mark_dirty(r);  // no flow on it: no rate changes
+  // No flow on it: no rate changes, and nothing to settle (outside a completion batch every change so far
+  // has been settled, so settling now would find the next completion where it is).
+  if (resources_[r].users.empty()) return;
+  mark_dirty(r);
   if (!deferring_) settle();
 }
 
