@@ -291,6 +291,10 @@ void FlowNetwork::detach(Slot slot) {
   Flow& f = flows_[slot];
   for (const PathEntry& pe : f.path) {
     Resource& res = resources_[pe.resource];
+    if (res.users.size() == 1) {  // alone on it (the rule): nothing moves, nothing to re-solve
+      res.users.pop_back();
+      continue;
+    }
     // Swap-remove, fixing the moved user's back-index.
     const User last = res.users.back();
     res.users[pe.user_index] = last;
