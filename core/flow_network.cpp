@@ -109,7 +109,10 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
   return id;
 }
 
-FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, double amount, double rate_cap_per_s) {
+// The per-flow steps (begin_flow, launch, apply, update_completion, detach, release, settle, reschedule) are
+// inlined into their few callers in this file: GCC kept them as calls, and their prologues, reloads of the
+// network's fields and argument passing were a fifth of a lone flow's cost (405B run: -8 M instructions).
+[[gnu::always_inline]] inline FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, double amount, double rate_cap_per_s) {
   if (!std::isfinite(amount) || amount < 0) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: amount must be finite and >= 0, got {}", amount));
   }
@@ -183,7 +186,7 @@ FlowNetwork::Slot FlowNetwork::begin_flow(const Use* path, std::size_t count, do
   return slot;
 }
 
-void FlowNetwork::launch(Slot slot) {
+[[gnu::always_inline]] inline void FlowNetwork::launch(Slot slot) {
   Flow& f = flows_[slot];
   if (f.amount == 0) {
     // Completes at now() through the queue, so on_done never runs inside start_flow. It takes no
@@ -229,7 +232,7 @@ bool FlowNetwork::cancel_flow(FlowId id) {
   return true;
 }
 
-void FlowNetwork::release(Slot slot) {
+[[gnu::always_inline]] inline void FlowNetwork::release(Slot slot) {
   Flow& f = flows_[slot];
   f.id = 0;
   f.path.clear();
@@ -287,7 +290,7 @@ void FlowNetwork::attach(Slot slot, bool dirty) {
   f.attached = true;
 }
 
-void FlowNetwork::detach(Slot slot) {
+[[gnu::always_inline]] inline void FlowNetwork::detach(Slot slot) {
   Flow& f = flows_[slot];
   for (const PathEntry& pe : f.path) {
     Resource& res = resources_[pe.resource];
@@ -306,7 +309,7 @@ void FlowNetwork::detach(Slot slot) {
   f.attached = false;
 }
 
-void FlowNetwork::advance(Flow& f) {
+[[gnu::always_inline]] inline void FlowNetwork::advance(Flow& f) {
   const SimTime now = q_.now();
   if (now == f.last_update) return;
   const double dt_s = static_cast<double>((now - f.last_update).ps) / 1e12;
@@ -314,7 +317,7 @@ void FlowNetwork::advance(Flow& f) {
   f.last_update = now;
 }
 
-void FlowNetwork::drop_completion(Flow& f) {
+[[gnu::always_inline]] inline void FlowNetwork::drop_completion(Flow& f) {
   if (!f.in_completions) return;
   f.in_completions = false;  // its heap entry is now stale
   --live_completions_;
@@ -328,7 +331,7 @@ const FlowNetwork::Completion* FlowNetwork::earliest_completion_after_stale() {
   return completions_.empty() ? nullptr : &completions_.front();
 }
 
-void FlowNetwork::update_completion(Slot slot) {
+[[gnu::always_inline]] inline void FlowNetwork::update_completion(Slot slot) {
   Flow& f = flows_[slot];
   drop_completion(f);
   const SimTime now = q_.now();
@@ -361,7 +364,7 @@ void FlowNetwork::update_completion(Slot slot) {
   }
 }
 
-void FlowNetwork::settle() {
+[[gnu::always_inline]] inline void FlowNetwork::settle() {
   if (!dirty_.empty()) solve_components();
   reschedule();
 }
@@ -449,7 +452,7 @@ void FlowNetwork::take_alone_rate(Flow& f, double best, int64_t who) {
   f.new_bottleneck = who;
 }
 
-void FlowNetwork::apply(Slot s) {
+[[gnu::always_inline]] inline void FlowNetwork::apply(Slot s) {
   // A flow whose rate is unchanged keeps its completion time untouched, so unrelated events
   // cannot perturb it by float noise.
   Flow& f = flows_[s];
@@ -534,7 +537,7 @@ void FlowNetwork::progressive_filling() {
   }
 }
 
-void FlowNetwork::reschedule() {
+[[gnu::always_inline]] inline void FlowNetwork::reschedule() {
   const Completion* first = earliest_completion();
   const SimTime next = first == nullptr ? SimTime::max() : std::max(SimTime::from_ps(first->ps), q_.now());
   if (external_) {
