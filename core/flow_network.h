@@ -197,6 +197,14 @@ class FlowNetwork {
     }
   }
   void solve_alone(Flow& f);        // a flow's max-min rate with no other flow on its resources
+  // solve_alone's parts: the lowest level over the path (on a tie the lower resource id), then the cap.
+  static void lower_level(double& best, int64_t& who, double level, int64_t resource) {
+    if (who == kBoundByNone || level < best || (level == best && resource < who)) {
+      best = level;
+      who = resource;
+    }
+  }
+  static void take_alone_rate(Flow& f, double best, int64_t who);
   void apply(Slot s);               // takes a solved rate (new_rate, new_bottleneck)
   void advance(Flow& f);            // bring remaining up to now() at the current rate
   void update_completion(Slot s);   // recompute the completion key from remaining and rate

@@ -27,7 +27,18 @@ struct SimTime {
   static constexpr SimTime from_ps(int64_t p) { return SimTime{p}; }
   // Rounds to the nearest picosecond. Throws std::invalid_argument on a negative, NaN or infinite
   // value, or one that does not fit in int64 picoseconds.
-  static SimTime from_seconds(double s);
+  static SimTime from_seconds(double s) {
+    // In range (the rule: a launch time, a latency), inline; anything else (negative, NaN, infinite, beyond
+    // the clock) through the checked path, which throws. Below 9.2e6 s, s * 1e12 is below 2^63.
+    if (s >= 0 && s < 9.2e6) return SimTime{static_cast<int64_t>(round_ps(s * 1e12))};
+    return from_seconds_checked(s);
+  }
+  static SimTime from_seconds_checked(double s);
+  // std::round for x >= 0 without its library call: x - floor(x) is exact.
+  static double round_ps(double x) {
+    const double ps = __builtin_floor(x);
+    return x - ps >= 0.5 ? ps + 1 : ps;
+  }
   // Largest representable time; used as "never".
   static constexpr SimTime max() { return SimTime{std::numeric_limits<int64_t>::max()}; }
 

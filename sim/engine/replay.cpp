@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <stdexcept>
 
@@ -227,8 +228,13 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   std::vector<char> done_;     // per op
   std::vector<char> running_;  // per op: a compute kernel resident on the SMs now
   std::vector<const hw::CollectiveCost*> coll_cost_;  // per collective op: its cost (coll_cache_ entries)
-  std::vector<std::pair<int64_t, OpId>> launches_;     // ops by (launch end in ps, index)
-  std::size_t next_launch_ = 0;
+  // Launches planned before the run (see schedule_launches): per op its launch end in ps (-1: issued later, as a
+  // queue event), and the planned launches an op waits for with nothing else left, a min-heap by (time, op).
+  std::vector<int64_t> planned_ps_;
+  std::vector<std::pair<int64_t, OpId>> due_;
+  struct DueLater {
+    bool operator()(const std::pair<int64_t, OpId>& a, const std::pair<int64_t, OpId>& b) const { return a > b; }
+  };
   // What the passes over every op read, 6 bytes an op instead of its 280: a graph of 100,000 ops does
   // not fit in the caches, and a pass that reads one field of each op fetches a line of each.
   struct OpMeta {
@@ -253,9 +259,10 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     return {succ_.data() + succ_start_[id], succ_.data() + succ_start_[id + 1]};
   }
 
-  // The event loop. The launches planned before the run (every rank's up to its first host wait) are
-  // in (time, op) order: those are merged with the queue's events, ahead of queue events of the same
-  // instant -- the order they had as queue events scheduled before the run.
+  // The event loop. The launches planned before the run (every rank's up to its first host wait) come in
+  // (time, op) order, ahead of queue events of the same instant -- the order they had as queue events
+  // scheduled before the run. Only those that start an op are visited (due_): the others only count down
+  // their op's wait, which release() counts when the op's last dependency finishes.
   void run_events() {
     // The flow network's completion events are kept by the network (external_events) with the
     // sequence numbers they would have had, and so are the events of the current instant (now_events_):
@@ -274,13 +281,17 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         has_q = true;
       }
       const bool has_n = net_.pending_event(tn, sn);
-      const bool has_l = next_launch_ < launches_.size();
+      const bool has_l = !due_.empty();
       if (!has_q && !has_n && !has_l) break;
       const bool net_first = has_n && (!has_q || tn < tq || (tn == tq && sn < sq));
       const SimTime te = net_first ? tn : tq;  // the earliest of the queue's and the network's
-      if (has_l && (!(has_q || has_n) || launches_[next_launch_].first <= te.ps)) {
-        q_.advance_to(SimTime::from_ps(launches_[next_launch_].first));
-        release(launches_[next_launch_++].second);
+      if (has_l && (!(has_q || has_n) || due_.front().first <= te.ps)) {
+        const auto [at, id] = due_.front();
+        std::pop_heap(due_.begin(), due_.end(), DueLater{});
+        due_.pop_back();
+        q_.advance_to(SimTime::from_ps(at));
+        pending_[id] = 0;  // its launch was all it waited for
+        start(id);
       } else if (net_first) {
         q_.advance_to(tn);
         net_.run_pending_event();
@@ -348,16 +359,17 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     cursor_.assign(ranks, 0);
     if (ranks == 1) rank_ops_[0].reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
-    std::vector<std::vector<std::pair<int64_t, OpId>>> per_rank(ranks);
-    if (ranks == 1) per_rank[0].reserve(g_.ops.size());
-    for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), &per_rank[r]);
-    // The ranks' lists merged into one; (time, op) pairs are distinct: one merged order.
-    launches_ = merge_runs(std::move(per_rank), std::less<>{});
-    next_launch_ = 0;
+    planned_ps_.assign(g_.ops.size(), -1);
+    for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), /*before_run=*/true);
+    // Ops that wait for their launch alone from the start ((time, op) pairs are distinct: one order).
+    due_.clear();
+    for (std::size_t i = 0; i < g_.ops.size(); ++i)
+      if (planned_ps_[i] >= 0 && pending_[i] == 1) due_.emplace_back(planned_ps_[i], static_cast<OpId>(i));
+    std::make_heap(due_.begin(), due_.end(), DueLater{});
   }
-  // Issues the rank's ops from its cursor until one waits for an op that has not finished: into
-  // `before_run` while the launches are planned, as queue events once the run is under way.
-  void issue_launches(int rank, std::vector<std::pair<int64_t, OpId>>* before_run) {
+  // Issues the rank's ops from its cursor until one waits for an op that has not finished: planned
+  // (planned_ps_) before the run, as queue events once the run is under way.
+  void issue_launches(int rank, bool before_run) {
     const auto& l = sys_.launch;
     const bool graphs = job_.cuda_graphs;
     const std::vector<OpId>& ops = rank_ops_[rank];
@@ -403,7 +415,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         h += op.host_s > 0 ? op.host_s : (from_graph ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
       }
       res_.ops[i].launch_end_s = h;
-      if (before_run) before_run->emplace_back(SimTime::from_seconds(h).ps, i);
+      if (before_run) planned_ps_[i] = SimTime::from_seconds(h).ps;
       else q_.schedule_tagged(SimTime::from_seconds(h), tag(Then::release, i));
     }
   }
@@ -413,8 +425,22 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   std::vector<std::size_t> cursor_;            // per rank: the next op its host issues
   std::map<OpId, std::vector<int>> host_waiters_;  // op -> ranks whose host waits for it
 
+  // One thing the op waits for is done (a dependency, or a launch issued during the run). An op whose launch
+  // was planned counts it here: once its launch alone is left, it starts now if the launch is past (the
+  // loop takes launches ahead of the instant's events, so one at this instant is past too), else at it.
   void release(OpId id) {
-    if (--pending_[id] == 0) start(id);
+    const int left = --pending_[id];
+    if (left == 0) {
+      start(id);
+    } else if (left == 1 && planned_ps_[id] >= 0) {
+      if (planned_ps_[id] <= q_.now().ps) {
+        pending_[id] = 0;
+        start(id);
+      } else {
+        due_.emplace_back(planned_ps_[id], id);
+        std::push_heap(due_.begin(), due_.end(), DueLater{});
+      }
+    }
   }
 
   void finish(OpId id, const char* bound_by) {
@@ -426,16 +452,15 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
       const std::vector<int> ranks = std::move(w->second);
       host_waiters_.erase(w);
-      for (int rank : ranks) issue_launches(rank, nullptr);
+      for (int rank : ranks) issue_launches(rank, /*before_run=*/false);
     }
+    // The pace check's place among this instant's events, when this kernel leaves none running.
+    uint64_t pace_seq = 0;
     if (meta_[id].kind == OpKind::kernel) {
       Res& R = res_of_[meta_[id].rank];
       stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
-      if (R.running_count == 0 && R.paced_down) {
-        const int rank = meta_[id].rank;
-        schedule_now(tag(Then::update_pace, static_cast<uint64_t>(rank)));
-      }
+      if (R.running_count == 0 && R.paced_down) pace_seq = q_.reserve_seq();
       if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
@@ -460,6 +485,17 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (w.blockers == 0) grant_sms(c);
     }
     ready_queuing_.resize(mark);
+    if (pace_seq != 0 && res_of_[meta_[id].rank].running_count == 0) {
+      // No kernel started: the check goes in at the place it took (events added since come after it).
+      // When one did start (the rule: the kernel this one released), the check would find a kernel resident
+      // and do nothing, so it is left out: a kernel started in this instant ends one picosecond later at the
+      // earliest, so none can leave the rank empty before the check's turn (the count was 0 before it).
+      // A skipped sequence number leaves the other events' order as it was.
+      const NowEvent e{q_.now(), pace_seq, tag(Then::update_pace, meta_[id].rank)};
+      std::size_t at = now_events_.size();
+      while (at > next_now_ && now_events_[at - 1].seq > pace_seq) --at;
+      now_events_.insert(now_events_.begin() + static_cast<std::ptrdiff_t>(at), e);
+    }
   }
 
   void grant_sms(OpId c) {
@@ -537,7 +573,19 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     hw::CollectiveCost cost;
     std::string_view algorithm, bound_by;  // as labels
   };
-  std::map<std::tuple<int, double, int, int, int, int, bool>, CachedCost> coll_cache_;
+  using CollKey = std::tuple<int, double, int, int, int, int, bool>;
+  struct CollKeyHash {
+    std::size_t operator()(const CollKey& k) const {
+      uint64_t h = std::hash<double>{}(std::get<1>(k));
+      for (const uint64_t v : {static_cast<uint64_t>(std::get<0>(k)), static_cast<uint64_t>(std::get<2>(k)),
+                               static_cast<uint64_t>(std::get<3>(k)), static_cast<uint64_t>(std::get<4>(k)),
+                               static_cast<uint64_t>(std::get<5>(k)), static_cast<uint64_t>(std::get<6>(k))})
+        h = (h ^ v) * 0x100000001b3ull;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
+  std::unordered_map<CollKey, CachedCost, CollKeyHash> coll_cache_;
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
@@ -581,7 +629,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                                                    intern_label(cost.bound_by)})
                    .first;
     }
-    // The cache's entries stay put (std::map), so the events refer to it instead of copying.
+    // The cache's entries stay put (a node-based map), so the events refer to it instead of copying.
     const hw::CollectiveCost* cost = &cached->second.cost;
     res_.ops[id].algorithm = cached->second.algorithm;
     res_.ops[id].bound_by = cached->second.bound_by;

@@ -301,6 +301,23 @@ TEST(GraphNames, BuiltOnDemand) {
   EXPECT_EQ(t.format(a), "mb3.v1.x");
 }
 
+// Interning reads a name's last bytes as one word (hash and comparison): names that differ only there, in
+// the bytes the last word shares with the one before, or in length are told apart; equal texts are one id.
+TEST(NameTable, TellsApartNamesThatDifferInTheirLastBytes) {
+  workloads::NameTable t;
+  const std::vector<std::string> texts = {"a", "b", "ab", "abcdefg", "abcdefh", "abcdefgh", "abcdefgi",
+                                          "abcdefghi", "abcdefghj", "abcdefgxi", "abcdefghijklmno", "abcdefghijklmnp",
+                                          "abcdefgXijklmno", "mb0.L1.qkv.dgrad", "mb0.L1.qkv.wgrad", "mb0.L1.qkv.dgrad."};
+  std::set<uint32_t> ids;
+  for (const auto& s : texts) ids.insert(t.intern(s));
+  EXPECT_EQ(ids.size(), texts.size());
+  for (const auto& s : texts) {
+    const std::string copy = s;  // another buffer, the same text
+    EXPECT_EQ(t.str(t.intern(copy)), s);
+  }
+  EXPECT_EQ(t.size(), texts.size() + 1);  // and "" (id 0)
+}
+
 // Freed huge-page arrays are pooled and handed to the next array they hold: the same mapping, its
 // elements constructed afresh; the pool empties on request.
 TEST(HugePagePool, ReusesFreedArrays) {
