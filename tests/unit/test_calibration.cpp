@@ -394,6 +394,13 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
     faster += fmt::format("{}gpu.sustained_gemm.fp8.{}: {} TFLOP/s", faster.empty() ? "" : ", ", shape, 1.1 * rate / 1e12);
   EXPECT_NEAR(gb200(faster).system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1.1 * e.at(sim::Dtype::fp8), 1e-9);
 
+  // Blockwise FP8 slows the carried ceiling (applied after the calibration), here with a ratio set for GB200.
+  const auto blockwise = sim::load_scenario_text(
+      "system: {preset: gb200-nvl72, gpus: 8, calibration: h200, overrides: {gpu.fp8_blockwise_rate_ratio: 0.8}}\n"
+      "model: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 8, precision: fp8, fp8_recipe: blockwise}\n",
+      "b.yaml");
+  EXPECT_NEAR(blockwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 0.8 * e.at(sim::Dtype::fp8), 1e-12);
+
   const auto other = gb200("gpu.sustained_gemm.source: another-benchmark");
   EXPECT_EQ(other.system.spec.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
   EXPECT_EQ(other.system.spec.calibration->transfer.find("sustained"), std::string::npos);
