@@ -570,7 +570,13 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       // it (docs/decisions.md, "GEMM ceiling across architectures").
       const double before = target_cited != spec.gpu.matmul_efficiency.end() ? target_cited->second : 0;
       const double base_peak = cal.base_peak_flops_per_s.at(d), target_peak = spec.gpu.peak_dense_flops_per_s.at(d);
-      const double e = std::clamp(g.e_max * sr->ratio * base_peak / target_peak, 0.01, 1.0);
+      const double unclamped = g.e_max * sr->ratio * base_peak / target_peak;
+      const double e = std::clamp(unclamped, 0.01, 1.0);
+      if (e != unclamped)  // the two GPUs' rates and the measured ceiling disagree: say so
+        c->warnings.push_back(fmt::format(
+            "{}: the sustained-rate transfer gives {} a {} ceiling of {} of its peak, held at {}; check "
+            "gpu.sustained_gemm on both presets",
+            cal.name, spec.name, to_string(d), num(unclamped, 3), num(e, 3)));
       spec.gpu.matmul_efficiency[d] = e;
       spec.sources[field] = fmt::format(
           "{} gemm.{}.e_max {} x {}'s / {}'s sustained {} GEMM rate {} (geometric mean of {} shapes, {}; "

@@ -394,6 +394,15 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
     faster += fmt::format("{}gpu.sustained_gemm.fp8.{}: {} TFLOP/s", faster.empty() ? "" : ", ", shape, 1.1 * rate / 1e12);
   EXPECT_NEAR(gb200(faster).system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1.1 * e.at(sim::Dtype::fp8), 1e-9);
 
+  // Rates at the peak would carry the ceiling above 1: held at 1, with a warning.
+  std::string at_peak;
+  for (const auto& [shape, rate] : cited.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8))
+    at_peak += fmt::format("{}gpu.sustained_gemm.fp8.{}: 5000 TFLOP/s", at_peak.empty() ? "" : ", ", shape);
+  const auto held = gb200(at_peak);
+  EXPECT_DOUBLE_EQ(held.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1.0);
+  EXPECT_NE(warnings(held).find("the sustained-rate transfer gives gb200-nvl72 a fp8 ceiling of 1.0"), std::string::npos)
+      << warnings(held);
+
   // Blockwise FP8 slows the carried ceiling (applied after the calibration), here with a ratio set for GB200.
   const auto blockwise = sim::load_scenario_text(
       "system: {preset: gb200-nvl72, gpus: 8, calibration: h200, overrides: {gpu.fp8_blockwise_rate_ratio: 0.8}}\n"
