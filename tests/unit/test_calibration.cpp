@@ -410,6 +410,15 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
       "b.yaml");
   EXPECT_NEAR(blockwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 0.8 * e.at(sim::Dtype::fp8), 1e-12);
 
+  // A calibration whose base preset has no table (or cannot be loaded: a user's own preset file) keeps the cited
+  // ceilings on a target that has one.
+  hw::Calibration no_base = *committed();
+  no_base.base_sustained_gemm_source.clear();
+  no_base.base_sustained_gemm_flops_per_s.clear();
+  hw::SystemSpec kept = cited;
+  hw::apply_calibration(kept, no_base);
+  EXPECT_EQ(kept.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
+
   const auto other = gb200("gpu.sustained_gemm.source: another-benchmark");
   EXPECT_EQ(other.system.spec.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
   EXPECT_EQ(other.system.spec.calibration->transfer.find("sustained"), std::string::npos);
