@@ -538,6 +538,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   // target's cited ceiling.
   std::vector<std::string> gemm_parts, ceilings, unmeasured;
   std::map<sim::Dtype, double> sustained_moved;  // new ceiling / cited, per dtype carried by sustained rates
+  bool mxfp8_moved = false;                      // mxfp8 (not measured) moved with fp8's sustained-rate ceiling
   for (const auto& [d, g] : cal.gemm) {
     if (!spec.gpu.peak_dense_flops_per_s.count(d)) continue;
     const std::string field = "gpu.matmul_efficiency." + to_string(d);
@@ -571,7 +572,13 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       // it (docs/decisions.md, "GEMM ceiling across architectures").
       const double before = target_cited != spec.gpu.matmul_efficiency.end() ? target_cited->second : 0;
       const double base_peak = cal.base_peak_flops_per_s.at(d), target_peak = spec.gpu.peak_dense_flops_per_s.at(d);
-      const double e = std::clamp(g.e_max * sr->ratio * base_peak / target_peak, 0.01, 1.0);
+      const double unclamped = g.e_max * sr->ratio * base_peak / target_peak;
+      const double e = std::clamp(unclamped, 0.01, 1.0);
+      if (e != unclamped)  // the two GPUs' rates and the measured ceiling disagree: say so
+        c->warnings.push_back(fmt::format(
+            "{}: the sustained-rate transfer gives {} a {} ceiling of {} of its peak, held at {}; check "
+            "gpu.sustained_gemm on both presets",
+            cal.name, spec.name, to_string(d), num(unclamped, 3), num(e, 3)));
       spec.gpu.matmul_efficiency[d] = e;
       spec.sources[field] = fmt::format(
           "{} gemm.{}.e_max {} x {}'s / {}'s sustained {} GEMM rate {} (geometric mean of {} shapes, {}; "
@@ -584,9 +591,18 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                      num(g.e_max, 3), num(sr->ratio, 3), num(base_peak / 1e12, 4),
                                      num(target_peak / 1e12, 4)));
       if (before > 0) sustained_moved[d] = e / before;
-    } else {
-      ceilings.push_back(fmt::format("{} {}", to_string(d),
-                                     target_cited != spec.gpu.matmul_efficiency.end() ? num(target_cited->second, 3) : "n/a"));
+    } else if (!c->same_device) {
+      // Say why this ceiling did not move: a scenario override, or the preset's cited figure because the
+      // rule for this pair of GPUs had nothing to scale it by.
+      const std::string why =
+          overridden(field) ? "system.overrides"
+          : same_arch       ? "cited: no cited ceilings on both presets to scale by"
+                            : fmt::format("cited: no gpu.sustained_gemm {} rates of one source at common shapes on both {} and {}",
+                                          to_string(d), cal.base_preset.empty() ? "the base preset" : cal.base_preset,
+                                          spec.name);
+      ceilings.push_back(fmt::format("{} {} ({})", to_string(d),
+                                     target_cited != spec.gpu.matmul_efficiency.end() ? num(target_cited->second, 3) : "n/a",
+                                     why));
     }
   }
   // Block-scaled MXFP8 runs on FP8's tensor-core datapath and takes FP8's measured curve
@@ -603,6 +619,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                       "on the fp8 datapath)",
                       tag, num(before, 3), num(fp8->second, 3));
       ceilings.push_back(fmt::format("mxfp8 {} = cited {} x fp8's {}", num(mx->second, 3), num(before, 3), num(fp8->second, 3)));
+      mxfp8_moved = true;
     }
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
     if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
@@ -731,9 +748,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     for (const auto& s : applied) applied_list += (applied_list.empty() ? "" : ", ") + s;
     c->warnings.push_back(fmt::format(
         "{} transferred from {} ({}, {}) to {} ({}, {}, {}): the GEMM shape curve applies as a ratio to its "
-        "ceiling, with the ceilings {} (the preset's own cited ones; on the same architecture the measured "
-        "ones scaled by the cited ones; on another, where one source measured both GPUs the same way, the "
-        "measured ones scaled by its sustained rates) and datasheet peaks{}{}; the shape curve's "
+        "ceiling, with the ceilings {} (on the same architecture the measured ones scaled by the cited ones; on "
+        "another, where one source measured both GPUs the same way, the measured ones scaled by its sustained "
+        "rates; otherwise the preset's own cited ones) and datasheet peaks{}{}; the shape curve's "
         "differences between these GPUs (tile shapes, pipelines) are not measured",
         cal.name, cal.device_name, to_string(cal.architecture), to_string(cal.host_link), spec.name, spec.gpu.model,
         to_string(spec.gpu.architecture), to_string(spec.host.link), ceil_list.empty() ? "none" : ceil_list,
@@ -745,8 +762,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     for (const auto& s : unmeasured) list += (list.empty() ? "" : ", ") + s;
     const bool fp8_curve = cal.gemm_for(sim::Dtype::fp8) != nullptr;
     c->warnings.push_back(fmt::format(
-        "calibration {} has no {} GEMM measurements: those use the preset's matmul_efficiency as their ceiling{}",
-        cal.name, list,
+        "calibration {} has no {} GEMM measurements: those use the preset's matmul_efficiency as their ceiling{}{}",
+        cal.name, list, mxfp8_moved ? " (mxfp8's moved with fp8's, above)" : "",
         fp8_curve ? ", and the block-scaled ones (mxfp8, nvfp4) the fp8 shape curve under it, its per-tile overhead "
                     "scaled by their tensor-core rate over fp8's (the same datapath)"
                   : " at every shape"));
@@ -778,6 +795,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     std::string applied_list, kept_list;
     for (const auto& a : applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
     for (const auto& k : kept) kept_list += (kept_list.empty() ? "" : ", ") + k;
+    std::string sustained_list;
+    for (const auto& [d, f] : sustained_moved) sustained_list += (sustained_list.empty() ? "" : ", ") + to_string(d);
+    if (mxfp8_moved) sustained_list += ", mxfp8";
     c->transfer = fmt::format(
         "{}; GEMM shape model{}{}{}{}",
         c->same_device ? "same device, measured figures used as measured"
@@ -788,7 +808,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         c->applied_gemm_ceiling
             ? (c->same_device ? " with the measured ceiling"
                               : same_arch ? " with the measured ceiling scaled by the presets' cited ceilings"
-                                          : " with the measured ceiling scaled by both GPUs' sustained GEMM rates")
+                                          : fmt::format(" with the measured {} ceiling scaled by both GPUs' sustained GEMM "
+                                                        "rates", sustained_list))
             : "",
         applied_list.empty() ? "" : "; measured " + applied_list, kept_list.empty() ? "" : "; preset kept for " + kept_list,
         c->applied_nccl ? "; measured NCCL collectives" : "");

@@ -76,25 +76,28 @@ std::optional<double> quantity_in(MapReader& r, const std::string& key, Quantity
   return v;
 }
 
-// "MxNxK" with three positive integers that fit in 63 bits.
-bool is_gemm_shape(const std::string& shape) {
+// "MxNxK" with three positive integers that fit in 63 bits, written back without leading zeros (so that
+// 08192x8192x8192 and 8192x8192x8192 are one shape); nullopt when `shape` is not one.
+std::optional<std::string> gemm_shape(const std::string& shape) {
   const char* p = shape.data();
   const char* end = p + shape.size();
+  int64_t dims[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    int64_t v = 0;
-    const auto [next, ec] = std::from_chars(p, end, v);
-    if (ec != std::errc() || v <= 0) return false;
+    const auto [next, ec] = std::from_chars(p, end, dims[i]);
+    if (ec != std::errc() || dims[i] <= 0) return std::nullopt;
     p = next;
     if (i < 2) {
-      if (p == end || *p != 'x') return false;
+      if (p == end || *p != 'x') return std::nullopt;
       ++p;
     }
   }
-  return p == end;
+  if (p != end) return std::nullopt;
+  return fmt::format("{}x{}x{}", dims[0], dims[1], dims[2]);
 }
 
 // gpu.sustained_gemm: {source: tag, <dtype>: {MxNxK: rate, ...}}. The shapes are map keys, so each is
-// checked here: three positive integers joined by 'x'.
+// checked here (MapReader checks declared keys only): three positive integers joined by 'x', each shape
+// once, and a rate no higher than the dtype's dense peak. A key's problem is reported at the key.
 void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
   MapReader r(n);
   if (!r.ok()) return;
@@ -106,25 +109,47 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
       table->error(fmt::format("expected a mapping of MxNxK shape -> rate, got {}", table->describe()));
       continue;
     }
+    std::map<std::string, std::string> seen;  // shape without leading zeros -> as first written
     for (auto it = table->yaml().begin(); it != table->yaml().end(); ++it) {
-      if (!it->first.IsScalar()) {
-        table->error(fmt::format("expected MxNxK shapes as keys, got {}", Node(it->first, table->file(), table->path(),
-                                                                                 table->internal_path(), table->context())
-                                                                                .describe()));
+      const YAML::Node key = it->first;  // a handle: `it->` returns a proxy that dies with the statement
+      const Node key_node(key, table->file(), table->path(), table->internal_path(), table->context());
+      // At the key where the file has it; a key set by system.overrides or --set reports where it was set.
+      auto key_error = [&](const Node& row, const std::string& msg) {
+        const YAML::Mark m = key.Mark();
+        if (row.file() != table->file() || m.line < 0)
+          row.error(msg);
+        else
+          table->diag().error({table->file(), m.line + 1, m.column + 1}, row.path(), msg);
+      };
+      if (!key.IsScalar()) {
+        key_error(*table, fmt::format("expected MxNxK shapes as keys, got {}", key_node.describe()));
         continue;
       }
-      const std::string shape = it->first.Scalar();
-      const Node row = table->child(shape);
-      if (!is_gemm_shape(shape)) {
-        row.error(fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", shape));
+      const std::string written = key.Scalar();
+      const Node row = table->child(written);
+      const auto shape = gemm_shape(written);
+      if (!shape) {
+        key_error(row, fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", written));
+        continue;
+      }
+      if (const auto [first, fresh] = seen.emplace(*shape, written); !fresh) {
+        key_error(row, first->second == written
+                           ? fmt::format("duplicate shape '{}': give each shape once", written)
+                           : fmt::format("shape '{}' is '{}' again: give each shape once", written, first->second));
         continue;
       }
       if (auto v = row.as_quantity(QuantityKind::flops_per_second)) {
-        if (*v >= kFlops.lo && *v <= kFlops.hi)
-          gpu.sustained_gemm_flops_per_s[d][shape] = *v;
-        else
+        const auto peak = gpu.peak_dense_flops_per_s.find(d);
+        if (*v < kFlops.lo || *v > kFlops.hi)
           row.error(fmt::format("must be between {} and {}, got {}", sim::format_quantity(kFlops.lo, QuantityKind::flops_per_second),
                                 sim::format_quantity(kFlops.hi, QuantityKind::flops_per_second), row.describe()));
+        else if (peak != gpu.peak_dense_flops_per_s.end() && *v > peak->second)
+          row.error(fmt::format("{} is above this GPU's dense {} peak, {} (gpu.peak_dense.{}): a measured rate cannot "
+                                "exceed it; check the unit (TFLOP/s) and the dtype",
+                                sim::format_quantity(*v, QuantityKind::flops_per_second), to_string(d),
+                                sim::format_quantity(peak->second, QuantityKind::flops_per_second), to_string(d)));
+        else
+          gpu.sustained_gemm_flops_per_s[d][*shape] = *v;
       }
     }
   }

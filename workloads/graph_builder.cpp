@@ -247,6 +247,9 @@ class Builder {
               : fmt::format("training.fp8_recipe blockwise: {} gives no gpu.fp8_blockwise_rate_ratio (not measured on "
                             "this GPU): FP8 GEMMs at the per-tensor rate",
                             sys_.name));
+    if (jax_ && m_.qk_norm)
+      g_.notes.push_back("model.qk_norm under framework jax: the per-head query/key norms cost no time here (XLA "
+                         "fuses them with their neighbours; not measured); their gains count as parameters");
     if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
       g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                          "matrix is not modelled (only the fused attention kernel's)");

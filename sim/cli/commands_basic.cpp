@@ -177,6 +177,7 @@ int cmd_models(const std::string& name, bool json_out, std::ostream& out) {
             {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads},     {"kv_heads", m.kv_heads},
             {"head_dim", m.head_dim}, {"vocab", m.vocab},         {"ffn", workloads::to_string(m.ffn)},
             {"tied_embeddings", m.tied_embeddings},
+            {"qk_norm", m.qk_norm},
             {"params_derived", workloads::total_params(m)},
             {"active_params_derived", workloads::active_params(m)},
             {"params_published", m.published_params},

@@ -632,6 +632,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                 {"ffn_hidden", m.ffn_hidden}, {"heads", m.heads},   {"kv_heads", m.kv_heads},
                 {"head_dim", m.head_dim},   {"vocab", m.vocab},   {"ffn", to_string(m.ffn)},
                 {"tied_embeddings", m.tied_embeddings}};
+  // Echoed only when set (other reports keep their bytes). It must be here: the report's scenario reruns to
+  // the same numbers, and a sweep's replay cache is keyed by this JSON.
+  if (m.qk_norm) model["qk_norm"] = true;
   if (m.moe)
     model["moe"] = {{"experts", m.moe->experts},
                     {"top_k", m.moe->top_k},

@@ -347,6 +347,84 @@ TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
   EXPECT_NE(all.find("nvfp4"), std::string::npos) << all;
 }
 
+// The sustained-rate transfer and system.overrides: an overridden ceiling stays as set (and mxfp8 then keeps its
+// cited figure), an overridden sustained rate enters the ratio, and another source tag keeps the cited ceilings;
+// the report's transfer line and warnings say which ceiling came from where.
+TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
+  auto gb200 = [](const std::string& overrides) {
+    return sim::load_scenario_text("system: {preset: gb200-nvl72, gpus: 8, calibration: h200, overrides: {" + overrides +
+                                       "}}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 8}\n",
+                                   "t.yaml");
+  };
+  auto warnings = [](const sim::Scenario& sc) {
+    std::string all;
+    for (const auto& w : sc.system.spec.calibration->warnings) all += w + "\n";
+    return all;
+  };
+  const hw::SystemSpec cited = preset("gb200-nvl72");
+  const auto plain = gb200("");
+  const auto& e = plain.system.spec.gpu.matmul_efficiency;
+  EXPECT_NEAR(e.at(sim::Dtype::fp8), 0.611, 0.001);
+  EXPECT_DOUBLE_EQ(e.at(sim::Dtype::mxfp8), e.at(sim::Dtype::fp8));  // the preset cites fp8's figure for both
+  EXPECT_DOUBLE_EQ(e.at(sim::Dtype::bf16), cited.gpu.matmul_efficiency.at(sim::Dtype::bf16));
+  EXPECT_DOUBLE_EQ(e.at(sim::Dtype::nvfp4), cited.gpu.matmul_efficiency.at(sim::Dtype::nvfp4));
+  EXPECT_NE(plain.system.spec.calibration->transfer.find(
+                "with the measured fp8, mxfp8 ceiling scaled by both GPUs' sustained GEMM rates"),
+            std::string::npos)
+      << plain.system.spec.calibration->transfer;
+  const std::string w = warnings(plain);
+  EXPECT_NE(w.find("bf16 0.729 (cited: no gpu.sustained_gemm bf16 rates of one source at common shapes on both "
+                   "h200-sxm and gb200-nvl72)"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("no mxfp8, nvfp4 GEMM measurements: those use the preset's matmul_efficiency as their ceiling "
+                   "(mxfp8's moved with fp8's, above)"),
+            std::string::npos)
+      << w;
+
+  const auto set_fp8 = gb200("gpu.matmul_efficiency.fp8: 0.5");
+  EXPECT_DOUBLE_EQ(set_fp8.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 0.5);
+  EXPECT_DOUBLE_EQ(set_fp8.system.spec.gpu.matmul_efficiency.at(sim::Dtype::mxfp8),
+                   cited.gpu.matmul_efficiency.at(sim::Dtype::mxfp8));
+  EXPECT_NE(warnings(set_fp8).find("fp8 0.5 (system.overrides)"), std::string::npos) << warnings(set_fp8);
+
+  // Every GB200 rate 10% higher: the ceiling 10% higher (the geometric mean of the ratios).
+  std::string faster;
+  for (const auto& [shape, rate] : cited.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8))
+    faster += fmt::format("{}gpu.sustained_gemm.fp8.{}: {} TFLOP/s", faster.empty() ? "" : ", ", shape, 1.1 * rate / 1e12);
+  EXPECT_NEAR(gb200(faster).system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1.1 * e.at(sim::Dtype::fp8), 1e-9);
+
+  // Rates at the peak would carry the ceiling above 1: held at 1, with a warning.
+  std::string at_peak;
+  for (const auto& [shape, rate] : cited.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8))
+    at_peak += fmt::format("{}gpu.sustained_gemm.fp8.{}: 5000 TFLOP/s", at_peak.empty() ? "" : ", ", shape);
+  const auto held = gb200(at_peak);
+  EXPECT_DOUBLE_EQ(held.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1.0);
+  EXPECT_NE(warnings(held).find("the sustained-rate transfer gives gb200-nvl72 a fp8 ceiling of 1.0"), std::string::npos)
+      << warnings(held);
+
+  // Blockwise FP8 slows the carried ceiling (applied after the calibration), here with a ratio set for GB200.
+  const auto blockwise = sim::load_scenario_text(
+      "system: {preset: gb200-nvl72, gpus: 8, calibration: h200, overrides: {gpu.fp8_blockwise_rate_ratio: 0.8}}\n"
+      "model: {preset: llama3-8b}\ntraining: {seq_len: 1024, global_batch: 8, precision: fp8, fp8_recipe: blockwise}\n",
+      "b.yaml");
+  EXPECT_NEAR(blockwise.system.spec.gpu.matmul_efficiency.at(sim::Dtype::fp8), 0.8 * e.at(sim::Dtype::fp8), 1e-12);
+
+  // A calibration whose base preset has no table (or cannot be loaded: a user's own preset file) keeps the cited
+  // ceilings on a target that has one.
+  hw::Calibration no_base = *committed();
+  no_base.base_sustained_gemm_source.clear();
+  no_base.base_sustained_gemm_flops_per_s.clear();
+  hw::SystemSpec kept = cited;
+  hw::apply_calibration(kept, no_base);
+  EXPECT_EQ(kept.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
+
+  const auto other = gb200("gpu.sustained_gemm.source: another-benchmark");
+  EXPECT_EQ(other.system.spec.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
+  EXPECT_EQ(other.system.spec.calibration->transfer.find("sustained"), std::string::npos);
+  EXPECT_NE(warnings(other).find("fp8 0.723 (cited: no gpu.sustained_gemm fp8 rates"), std::string::npos) << warnings(other);
+}
+
 // Block-scaled MXFP8 and NVFP4 have no measurements: on GB200 they take the measured FP8 shape curve under
 // their own ceiling, NVFP4's per-tile overhead k0 doubled (its main loop runs twice FP8's rate per K
 // element). Before, they ran at the ceiling at every shape, faster than FP8 at the same shape.

@@ -117,7 +117,7 @@ TEST(HfImport, ImportedModelsMatchTheShippedPresets) {
     ASSERT_EQ(b.code, 0) << b.err;
     json ja = json::parse(a.out), jb = json::parse(b.out);
     for (const char* k : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn",
-                          "tied_embeddings", "params_derived", "active_params_derived"})
+                          "tied_embeddings", "qk_norm", "params_derived", "active_params_derived"})
       EXPECT_EQ(ja[k], jb[k]) << preset << " " << k;
     EXPECT_EQ(ja.value("moe", json()), jb.value("moe", json())) << preset;
   }

@@ -550,24 +550,53 @@ TEST(InputLimitsPresets, CapacitiesAndRatesMustBePhysical) {
 }
 
 // gpu.sustained_gemm: shapes are map keys, so the parser checks each (MxNxK, positive integers) and its rate.
-TEST(InputLimitsPresets, SustainedGemmShapesAndRatesAreChecked) {
-  EXPECT_TRUE(contains(scenario_error("name: t\nsystem:\n  preset: h200-sxm\n  gpus: 8\n  overrides: "
-                                      "{gpu.sustained_gemm.fp8.8192x8192x8192: 0 TFLOP/s}\nmodel: {preset: llama3-8b}\n"
-                                      "training: {seq_len: 4096, global_batch: 64}\n"),
-                       "system.overrides.gpu.sustained_gemm.fp8.8192x8192x8192: must be between 1 GFLOP/s and 1 EFLOP/s"));
+namespace {
+// The error of a scenario on h200-sxm.yaml with `replace` put in place of the first `at` in its text.
+std::string sustained_gemm_error(const std::string& at, const std::string& replace) {
   std::ifstream in(kSrc + "/hardware_models/presets/h200-sxm.yaml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string at = "    fp8:\n      4096x4096x4096";
-  ASSERT_NE(text.find(at), std::string::npos);
-  text.replace(text.find(at), at.size(), "    fp8:\n      8192x8192: 1 TFLOP/s\n      4096x4096x4096");
+  EXPECT_NE(text.find(at), std::string::npos) << at;
+  if (text.find(at) == std::string::npos) return "";
+  text.replace(text.find(at), at.size(), replace);
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("racksim_sustained_{}", ::getpid());
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "bad.yaml") << text;
   const std::string err = scenario_error("name: t\nsystem: {preset: " + (dir / "bad.yaml").string() +
                                          ", gpus: 8}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 4096, global_batch: 64}\n");
   std::filesystem::remove_all(dir);
-  EXPECT_TRUE(contains(err, "bad.yaml:21:18: error: gpu.sustained_gemm.fp8.8192x8192: '8192x8192' is not a GEMM shape: "
+  return err;
+}
+}  // namespace
+
+TEST(InputLimitsPresets, SustainedGemmShapesAndRatesAreChecked) {
+  EXPECT_TRUE(contains(scenario_error("name: t\nsystem:\n  preset: h200-sxm\n  gpus: 8\n  overrides: "
+                                      "{gpu.sustained_gemm.fp8.8192x8192x8192: 0 TFLOP/s}\nmodel: {preset: llama3-8b}\n"
+                                      "training: {seq_len: 4096, global_batch: 64}\n"),
+                       "system.overrides.gpu.sustained_gemm.fp8.8192x8192x8192: must be between 1 GFLOP/s and 1 EFLOP/s"));
+  // A key's problem is reported at the key (line 21, column 7).
+  const std::string err = sustained_gemm_error("    fp8:\n      4096x4096x4096", "    fp8:\n      8192x8192: 1 TFLOP/s\n      4096x4096x4096");
+  EXPECT_TRUE(contains(err, "bad.yaml:21:7: error: gpu.sustained_gemm.fp8.8192x8192: '8192x8192' is not a GEMM shape: "
                             "write MxNxK with positive integers")) << err;
+}
+
+// A shape given twice (also with leading zeros: the transfer matches shapes by name, so 08192x8192x8192 would
+// silently drop out of the ratio) is an error at the second key, and so is a rate above the dtype's dense peak
+// (1,979 TFLOP/s fp8 on the H200: a unit or dtype slip). Both were accepted before.
+TEST(InputLimitsPresets, SustainedGemmDuplicateShapesAndRatesAbovePeakAreErrors) {
+  const std::string at = "      8192x8192x8192: 1300.6 TFLOP/s\n";
+  std::string err = sustained_gemm_error(at, at + "      8192x8192x8192: 1400 TFLOP/s\n");
+  EXPECT_TRUE(contains(err, "bad.yaml:23:7: error: gpu.sustained_gemm.fp8.8192x8192x8192: duplicate shape '8192x8192x8192'"))
+      << err;
+  err = sustained_gemm_error(at, at + "      08192x8192x8192: 1400 TFLOP/s\n");
+  EXPECT_TRUE(contains(err, "bad.yaml:23:7: error: gpu.sustained_gemm.fp8.08192x8192x8192: shape '08192x8192x8192' is "
+                            "'8192x8192x8192' again")) << err;
+  err = sustained_gemm_error(at, "      8192x8192x8192: 2000 TFLOP/s\n");
+  EXPECT_TRUE(contains(err, "bad.yaml:22:23: error: gpu.sustained_gemm.fp8.8192x8192x8192: 2 PFLOP/s is above this "
+                            "GPU's dense fp8 peak")) << err;
+  // A table that is not a mapping, a key that is not text: at their places, with the fix.
+  err = sustained_gemm_error("    fp8:\n      4096x4096x4096: 1249.1 TFLOP/s", "    fp8: 5\n    bf16:\n      ? [1, 2]\n      : 1 TFLOP/s");
+  EXPECT_TRUE(contains(err, "bad.yaml:20:10: error: gpu.sustained_gemm.fp8: expected a mapping of MxNxK shape -> rate")) << err;
+  EXPECT_TRUE(contains(err, "bad.yaml:22:9: error: gpu.sustained_gemm.bf16: expected MxNxK shapes as keys, got a list")) << err;
 }
 
 TEST(InputLimitsSimulation, TheStepsGraphIsBoundedBeforeItIsBuilt) {

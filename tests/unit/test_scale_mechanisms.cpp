@@ -661,7 +661,14 @@ training: {seq_len: 2048, global_batch: 1, micro_batch: 1, optimizer_sharding: n
   EXPECT_DOUBLE_EQ(layer_params(qk.model, 0).norms, 2.0 * 1024 + 2.0 * 128);
   const auto plain = load(base, {"model.qk_norm=false"});
   EXPECT_TRUE(ops_ending(plain, ".qk_norm").empty());
-  EXPECT_TRUE(ops_ending(load(base, {"training.framework=jax"}), ".qk_norm").empty());
+  const auto jax = load(base, {"training.framework=jax"});
+  EXPECT_TRUE(ops_ending(jax, ".qk_norm").empty());
+  // ... and says so: the norms cost no time under XLA here (their gains still count as parameters).
+  const auto jax_notes = build_training_graph(jax.model, jax.training, jax.system.spec).notes;
+  EXPECT_EQ(std::count_if(jax_notes.begin(), jax_notes.end(),
+                          [](const std::string& n) { return n.rfind("model.qk_norm under framework jax", 0) == 0; }),
+            1);
+  EXPECT_DOUBLE_EQ(layer_params(jax.model, 0).norms, 2.0 * 1024 + 2.0 * 128);
   const auto with = sim::simulate(qk).replay, without = sim::simulate(plain).replay;
   EXPECT_GT(with.step_time_s, without.step_time_s);
   EXPECT_GT(with.memory.peak_hbm_bytes, without.memory.peak_hbm_bytes);

@@ -198,6 +198,31 @@ TEST_F(WorkflowSweepCli, OneRowPerPointWithErrorRows) {
   EXPECT_EQ(rows[5].back(), ',');  // valid row: empty error
 }
 
+// A sweep caches replays by the report's scenario JSON: a model field missing from it (model.qk_norm was) gave
+// every point of an axis over that field the first point's replay.
+TEST(WorkflowSweep, PointsThatDifferOnlyInQkNormAreReplayedApart) {
+  const std::string base =
+      write_file("wf_qk_base.yaml", "name: qk\nsystem: {preset: h200-sxm, gpus: 8}\n"
+                                    "model: {layers: 4, hidden: 4096, ffn_hidden: 12288, heads: 32, kv_heads: 4, "
+                                    "head_dim: 128, vocab: 32000}\n"
+                                    "training: {seq_len: 4096, global_batch: 8, micro_batch: 1}\n");
+  const std::string sweep = write_file("wf_qk_sweep.yaml", "base: " + base + "\nvary:\n  model.qk_norm: [true, false]\n");
+  auto r = run_cli({"sweep", sweep, "--jobs", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].rfind("0,true,", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[2].rfind("1,false,", 0), 0u) << rows[2];
+  auto step = [](const std::string& row) {
+    const auto a = row.find(',', row.find(',') + 1) + 1;
+    return std::stod(row.substr(a, row.find(',', a) - a));
+  };
+  EXPECT_GT(step(rows[1]), step(rows[2]));  // the q/k norms' kernels
+  const auto alone = run_cli({"run", base, "--json", "--set", "model.qk_norm=false"});
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_DOUBLE_EQ(step(rows[2]), nlohmann::json::parse(alone.out)["step_time_s"].get<double>());
+}
+
 TEST_F(WorkflowSweepCli, JobsDoNotChangeTheBytes) {
   auto a = run_cli({"sweep", sweep_, "--jobs", "1"});
   auto b = run_cli({"sweep", sweep_, "--jobs", "2"});
