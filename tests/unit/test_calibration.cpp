@@ -479,6 +479,20 @@ TEST(CalibTransfer, Gb200FlashAttentionAtMeasuredRatioToGemmCeiling) {
 // training.fp8_recipe blockwise on Hopper: the measured blockwise / per-tensor rate (0.854, calibration/data/
 // h200-2026-12-02-blockwise-fp8) lowers the fp8 ceiling, so the GEMM's main loop takes 1 / 0.854 as long and
 // its fixed cost t0 stays: t = t0 + F / (P e r) (1 + k0 / K). On a preset without the ratio the rate is kept.
+// B200 has no sustained measurement; its preset derives one from GB200's by the cited MAMF ratio (same die,
+// lower power limit), so a calibration carried to both keeps B200's fp8 rate below GB200's as the MAMFs do
+// (without it B200 kept its burst MAMF, 3,434 TFLOP/s, above GB200's carried 3,055).
+TEST(CalibTransfer, B200StaysBelowGb200UnderTheSustainedTransfer) {
+  hw::SystemSpec b200 = preset("b200"), gb200 = preset("gb200-nvl72");
+  hw::apply_calibration(b200, *committed());
+  hw::apply_calibration(gb200, *committed());
+  const auto rate = [](const hw::SystemSpec& s) {
+    return s.gpu.matmul_efficiency.at(sim::Dtype::fp8) * s.gpu.peak_dense_flops_per_s.at(sim::Dtype::fp8);
+  };
+  EXPECT_NEAR(rate(b200) / rate(gb200), 3432.5 / 3615.6, 1e-3);
+  EXPECT_DOUBLE_EQ(b200.gpu.matmul_efficiency.at(sim::Dtype::mxfp8), b200.gpu.matmul_efficiency.at(sim::Dtype::fp8));
+}
+
 TEST(CalibTransfer, BlockwiseFp8GemmsRunAtTheMeasuredRatio) {
   const char* base =
       "system: {preset: h100-sxm, gpus: 8, calibration: h200}\nmodel: {preset: llama2-7b}\n"
