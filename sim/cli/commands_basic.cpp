@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "hardware_models/calibration.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/system_preset.h"
 #include "core/units.h"
@@ -122,7 +123,7 @@ int cmd_collective_sweep(const CollectiveSweep& sw, bool json_out, std::ostream&
   return kOk;
 }
 
-int cmd_hw(const std::string& name, bool json_out, std::ostream& out) {
+int cmd_hw(const std::string& name, bool json_out, std::ostream& out, const std::string& calibration = "") {
   if (name.empty()) {
     for (const auto& n : hw::list_system_presets()) {
       input::LoadSession session;  // a shipped preset loads cleanly; its diagnostics are not shown in the list
@@ -142,14 +143,41 @@ int cmd_hw(const std::string& name, bool json_out, std::ostream& out) {
   hw::load_system_preset(name, nullptr, std::nullopt, ctx, s);
   diag.throw_if_any();
   const auto fields = hw::preset_fields(name);
+  // --calibration: the GEMM ceilings a scenario on this preset gets with that calibration (the transfer rule's
+  // result, docs/calibration.md), which the preset's own fields do not show.
+  json calibrated = json::object();
+  if (!calibration.empty()) {
+    YAML::Node named(calibration);
+    input::Node where(named, "<command line>", "--calibration", "--calibration", ctx);
+    auto cal = hw::load_calibration(calibration, &where, ctx);
+    diag.throw_if_any();
+    hw::SystemSpec c = s;
+    hw::apply_calibration(c, *cal);
+    json f = json::object();
+    for (const auto& [d, e] : c.gpu.matmul_efficiency) {
+      const std::string path = "gpu.matmul_efficiency." + to_string(d);
+      const auto src = c.sources.find(path);
+      f[path] = {{"value", fmt::format("{:.4g}", e)}, {"source", src != c.sources.end() ? src->second : ""}};
+    }
+    calibrated = {{"calibration", calibration}, {"transfer", c.calibration->transfer}, {"fields", f}};
+  }
   if (json_out) {
     json f = json::object();
     for (const auto& row : fields) f[row.path] = {{"value", row.value}, {"source", row.source}};
-    out << json{{"name", name}, {"fields", f}}.dump(2) << '\n';
+    json doc{{"name", name}, {"fields", f}};
+    if (!calibrated.empty()) doc["calibrated"] = calibrated;
+    out << doc.dump(2) << '\n';
   } else {
     for (const auto& row : fields) {
       out << fmt::format("{:<40} {}\n", row.path, row.value);
       if (!row.source.empty()) out << fmt::format("{:<40}   source: {}\n", "", row.source);
+    }
+    if (!calibrated.empty()) {
+      out << fmt::format("\nwith calibration {} ({}):\n", calibration, calibrated["transfer"].get<std::string>());
+      for (const auto& [path, v] : calibrated["fields"].items()) {
+        out << fmt::format("{:<40} {}\n", path, v["value"].get<std::string>());
+        out << fmt::format("{:<40}   source: {}\n", "", v["source"].get<std::string>());
+      }
     }
   }
   return kOk;
@@ -264,7 +292,7 @@ Registered register_collective(CLI::App& app) {
 }
 
 Registered register_hw(CLI::App& app) {
-  struct S { std::string name; bool json = false; CLI::App* show = nullptr; };
+  struct S { std::string name, calibration; bool json = false; CLI::App* show = nullptr; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("hw", "hardware presets");
   sub->require_subcommand(1);
@@ -272,7 +300,11 @@ Registered register_hw(CLI::App& app) {
   s->show = sub->add_subcommand("show", "show a preset with its sources");
   s->show->add_option("preset", s->name)->required();
   s->show->add_flag("--json", s->json);
-  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_hw(s->show->parsed() ? s->name : "", s->json, out); }};
+  s->show->add_option("--calibration", s->calibration,
+                      "also show the GEMM ceilings this calibration gives the preset (the transfer rule's result)");
+  return {sub, [s](std::ostream& out, std::ostream&) {
+            return cmd_hw(s->show->parsed() ? s->name : "", s->json, out, s->calibration);
+          }};
 }
 
 Registered register_models(CLI::App& app) {

@@ -4,6 +4,7 @@
 // in tests/calibration/test_calibration_accuracy.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -491,6 +492,24 @@ TEST(CalibTransfer, B200StaysBelowGb200UnderTheSustainedTransfer) {
   };
   EXPECT_NEAR(rate(b200) / rate(gb200), 3432.5 / 3615.6, 1e-3);
   EXPECT_DOUBLE_EQ(b200.gpu.matmul_efficiency.at(sim::Dtype::mxfp8), b200.gpu.matmul_efficiency.at(sim::Dtype::fp8));
+}
+
+// `racksim hw show PRESET --calibration NAME` shows the ceilings the transfer rule gives the preset, with their
+// sources, beside the preset's own cited ones; an unknown calibration is an error naming the nearest.
+TEST(CalibTransfer, HwShowPrintsTheCarriedCeilings) {
+  hw::SystemSpec gb200 = preset("gb200-nvl72");
+  hw::apply_calibration(gb200, *committed());
+  const auto r = racksim::testing::run_cli({"hw", "show", "gb200-nvl72", "--calibration", "h200", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["fields"]["gpu.matmul_efficiency.fp8"]["value"], "0.723");  // the preset's own, cited
+  const auto& fp8 = doc["calibrated"]["fields"]["gpu.matmul_efficiency.fp8"];
+  EXPECT_NEAR(std::stod(fp8["value"].get<std::string>()), gb200.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1e-4);
+  EXPECT_NE(fp8["source"].get<std::string>().find("sustained fp8 GEMM rate"), std::string::npos);
+  EXPECT_EQ(doc["calibrated"]["fields"]["gpu.matmul_efficiency.bf16"]["value"], "0.729");
+  const auto bad = racksim::testing::run_cli({"hw", "show", "gb200-nvl72", "--calibration", "h2000"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("unknown calibration 'h2000'; did you mean 'h200'?"), std::string::npos) << bad.err;
 }
 
 TEST(CalibTransfer, BlockwiseFp8GemmsRunAtTheMeasuredRatio) {
