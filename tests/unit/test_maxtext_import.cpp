@@ -142,6 +142,11 @@ TEST(MaxTextImport, ModelDimensionsComeFromTheModelConfig) {
   EXPECT_EQ(sc.model.vocab, 128256);
   EXPECT_EQ(sc.model.ffn, workloads::FfnKind::swiglu);
   EXPECT_FALSE(sc.model.tied_embeddings);
+  EXPECT_FALSE(sc.model.qk_norm);
+  // use_qk_norm (Qwen3's per-head q/k RMSNorm) reaches model.qk_norm: its gains count as parameters.
+  const auto qk = load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "use_qk_norm=true"}));
+  EXPECT_TRUE(qk.model.qk_norm);
+  EXPECT_DOUBLE_EQ(workloads::total_params(qk.model) - workloads::total_params(sc.model), 32 * 2 * 128);
   // DeepSeek-V3: the shipped preset's fields exactly (MLA, 256 experts top-8, 1 shared, 3 dense layers).
   sc = load(import({"model_name=deepseek3-671b", "ici_expert_parallelism=8", "dcn_data_parallelism=1",
                     "per_device_batch_size=1"}));

@@ -393,6 +393,9 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
                      c.src("mlp_activations"), gated ? "gated" : "two-matrix"));
   const bool tied = c.boolean("logits_via_embedding");
   mw.line(2, "tied_embeddings", tied ? "true" : "false", c.src("logits_via_embedding"));
+  // Per-head RMSNorm of queries and keys (Qwen3): its gains are parameters; under JAX racksim charges its
+  // kernels no time (docs/decisions.md, "Per-head query/key RMSNorm").
+  if (c.boolean("use_qk_norm")) mw.line(2, "qk_norm", "true", c.src("use_qk_norm"));
   const long long experts = c.integer("num_experts", 1, 1, 1'000'000);
   const bool moe = experts > 1;
   if (moe) {
