@@ -9,6 +9,7 @@ reporting TFLOP/s per chunk with the SM clock, power draw, temperature and throt
 nvidia-smi reports beside it. It changes no setting of the card.
 
 Usage: python3 sustained_gemm.py --out OUT.jsonl [--seconds 45] [--idle 10] [--dtype bf16|fp8]
+                                 [--shapes MxNxK,MxNxK,...]
 (--dtype fp8: e4m3 operands through torch._scaled_mm with per-tensor scales, bf16 output: a Transformer Engine
 style FP8 GEMM; the correctness check then compares against fp32 on the dequantized operands.)
 """
@@ -53,13 +54,15 @@ def main():
     ap.add_argument("--seconds", type=float, default=45.0)
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--dtype", choices=["bf16", "fp8"], default="bf16")
+    ap.add_argument("--shapes", default="", help="comma-separated MxNxK list (default: the two built-in shapes)")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     dev = torch.cuda.get_device_name()
     with open(args.out, "w") as f:
         f.write(json.dumps({"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "dtype": args.dtype,
                             "state_at_start": card_state()}) + "\n")
-        for m, n, k in SHAPES:
+        for m, n, k in shapes:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -102,7 +105,7 @@ def main():
         f.write(json.dumps({"state_at_end": card_state()}) + "\n")
     # short table last
     rows = [json.loads(x) for x in open(args.out)]
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         s = [r for r in rows if r.get("shape") == [m, n, k]]
         burst = [r for r in s if r["phase"] == "burst_after_idle"][0]
         sus = [r for r in s if r["phase"] == "sustained"]
