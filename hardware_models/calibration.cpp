@@ -533,9 +533,8 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   // (the asymptote of the curve over realistic shapes, at the card's power state) and a cited MAMF
   // (the best shape of a search) are different statistics, and the ratio keeps same-die parts equal
   // (H100 and H200: the same cited MAMF, so the same ceiling) instead of giving the unmeasured part
-  // the higher statistic. Across architectures it is the measured
-  // ceiling scaled by one source's sustained rates on both GPUs where both presets list them, else the
-  // target's cited ceiling.
+  // the higher statistic. Across architectures it is the measured ceiling scaled by one source's
+  // sustained rates on both GPUs where both presets list them, else the target's cited ceiling.
   std::vector<std::string> gemm_parts, ceilings, unmeasured;
   std::map<sim::Dtype, double> sustained_moved;  // new ceiling / cited, per dtype carried by sustained rates
   bool mxfp8_moved = false;                      // mxfp8 (not measured) moved with fp8's sustained-rate ceiling
