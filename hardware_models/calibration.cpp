@@ -399,18 +399,15 @@ Calibration parse_calibration(const Node& root) {
 }
 
 namespace {
-// The cited GEMM ceilings, peaks and sustained GEMM rates of the preset a calibration was fitted
-// against; left empty when that preset cannot be loaded (a calibration of a user's own preset file),
-// and the transfer then keeps the target's cited ceilings (its warning says which were used).
+// The GPU of the preset a calibration was fitted against; left empty when that preset cannot be loaded
+// (a calibration of a user's own preset file), and the transfer then keeps the target's cited ceilings
+// (its warning says which were used).
 void read_base_preset(Calibration& c) {
   if (c.base_preset.empty()) return;
   input::LoadSession session;
   SystemSpec base;
   if (!load_system_preset(c.base_preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) return;
-  c.base_cited_ceiling = {base.gpu.matmul_efficiency.begin(), base.gpu.matmul_efficiency.end()};
-  c.base_peak_flops_per_s = base.gpu.peak_dense_flops_per_s;
-  c.base_sustained_gemm_source = base.gpu.sustained_gemm_source;
-  c.base_sustained_gemm_flops_per_s = base.gpu.sustained_gemm_flops_per_s;
+  c.base_gpu = std::move(base.gpu);
 }
 
 // Geometric mean of target / base over the shapes one source measured on both GPUs in dtype `d`, and
@@ -419,12 +416,12 @@ struct SustainedRatio {
   double ratio = 0;
   int shapes = 0;
 };
-std::optional<SustainedRatio> sustained_ratio(const Calibration& cal, const SystemSpec& spec, sim::Dtype d) {
-  if (cal.base_sustained_gemm_source.empty() || cal.base_sustained_gemm_source != spec.gpu.sustained_gemm_source)
+std::optional<SustainedRatio> sustained_ratio(const GpuSpec& base_gpu, const GpuSpec& target_gpu, sim::Dtype d) {
+  if (base_gpu.sustained_gemm_source.empty() || base_gpu.sustained_gemm_source != target_gpu.sustained_gemm_source)
     return std::nullopt;
-  const auto base = cal.base_sustained_gemm_flops_per_s.find(d);
-  const auto target = spec.gpu.sustained_gemm_flops_per_s.find(d);
-  if (base == cal.base_sustained_gemm_flops_per_s.end() || target == spec.gpu.sustained_gemm_flops_per_s.end())
+  const auto base = base_gpu.sustained_gemm_flops_per_s.find(d);
+  const auto target = target_gpu.sustained_gemm_flops_per_s.find(d);
+  if (base == base_gpu.sustained_gemm_flops_per_s.end() || target == target_gpu.sustained_gemm_flops_per_s.end())
     return std::nullopt;
   double log_sum = 0;
   int n = 0;
@@ -543,9 +540,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     const std::string field = "gpu.matmul_efficiency." + to_string(d);
     gemm_parts.push_back(fmt::format("{} {} shapes, rms {:.1f}%, max {:.1f}%", to_string(d), g.points_fitted,
                                      100 * g.rms_residual, 100 * g.max_abs_residual));
-    const auto base_cited = cal.base_cited_ceiling.find(d);
+    const auto base_cited = cal.base_gpu.matmul_efficiency.find(d);
     const auto target_cited = spec.gpu.matmul_efficiency.find(d);
-    const bool scaled = !c->same_device && same_arch && base_cited != cal.base_cited_ceiling.end() &&
+    const bool scaled = !c->same_device && same_arch && base_cited != cal.base_gpu.matmul_efficiency.end() &&
                         base_cited->second > 0 && target_cited != spec.gpu.matmul_efficiency.end();
     if (c->same_device && !overridden(field)) {
       spec.gpu.matmul_efficiency[d] = g.e_max;
@@ -562,15 +559,15 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       c->applied_gemm_ceiling = true;
       ceilings.push_back(fmt::format("{} {} = measured {} x {}/{}", to_string(d), num(spec.gpu.matmul_efficiency[d], 3),
                                      num(g.e_max, 3), num(cited, 3), num(base_cited->second, 3)));
-    } else if (const auto sr = !c->same_device && !same_arch ? sustained_ratio(cal, spec, d) : std::nullopt;
-               sr && !overridden(field) && cal.base_peak_flops_per_s.count(d) && spec.gpu.peak_dense_flops_per_s.count(d)) {
+    } else if (const auto sr = !c->same_device && !same_arch ? sustained_ratio(cal.base_gpu, spec.gpu, d) : std::nullopt;
+               sr && !overridden(field) && cal.base_gpu.peak_dense_flops_per_s.count(d) && spec.gpu.peak_dense_flops_per_s.count(d)) {
       // Another architecture: the measured ceiling times the ratio of one source's sustained GEMM rates on
       // the two GPUs (same shapes, same method, each card at its power limit), per unit of dense peak. A
       // cited MAMF is a burst figure (a short search at boost clock) and Blackwell loses more to its power
       // limit than Hopper, so the MAMF ratio would carry the H200's power state to a card that cannot hold
       // it (docs/decisions.md, "GEMM ceiling across architectures").
       const double before = target_cited != spec.gpu.matmul_efficiency.end() ? target_cited->second : 0;
-      const double base_peak = cal.base_peak_flops_per_s.at(d), target_peak = spec.gpu.peak_dense_flops_per_s.at(d);
+      const double base_peak = cal.base_gpu.peak_dense_flops_per_s.at(d), target_peak = spec.gpu.peak_dense_flops_per_s.at(d);
       const double unclamped = g.e_max * sr->ratio * base_peak / target_peak;
       const double e = std::clamp(unclamped, 0.01, 1.0);
       if (e != unclamped)  // the two GPUs' rates and the measured ceiling disagree: say so

@@ -180,15 +180,12 @@ struct Calibration {
   std::string device_name;    // as the tool reported it ("NVIDIA H200")
   std::string base_preset;    // h200-sxm
   std::string gpu_model;      // the base preset's gpu.model: identifies "the same device"
-  // The base preset's cited GEMM ceilings (gpu.matmul_efficiency: best-shape MAMF / dense peak), read
-  // from the preset when the calibration is loaded, not from the file: the same-architecture transfer
-  // scales the measured ceiling by the target's cited ceiling over these (docs/calibration.md).
-  std::map<sim::Dtype, double> base_cited_ceiling;
-  // The base preset's dense peaks and sustained GEMM rates (gpu.sustained_gemm), read likewise: the
-  // transfer to another architecture scales the measured ceiling by one source's target / base rates.
-  std::map<sim::Dtype, double> base_peak_flops_per_s;
-  std::string base_sustained_gemm_source;
-  std::map<sim::Dtype, std::map<std::string, double>> base_sustained_gemm_flops_per_s;
+  // The base preset's GPU as its preset file gives it (cited ceilings gpu.matmul_efficiency, dense peaks,
+  // gpu.sustained_gemm), read from the preset when the calibration is loaded, not from the calibration file;
+  // empty when that preset cannot be loaded. The transfer scales the measured ceiling by the target's cited
+  // ceiling over the base's on the same architecture, by one source's target / base sustained rates across
+  // architectures (docs/calibration.md).
+  GpuSpec base_gpu;
   Architecture architecture = Architecture::hopper;
   HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
   int sm_count = 0;

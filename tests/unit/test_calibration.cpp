@@ -414,8 +414,8 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
   // A calibration whose base preset has no table (or cannot be loaded: a user's own preset file) keeps the cited
   // ceilings on a target that has one.
   hw::Calibration no_base = *committed();
-  no_base.base_sustained_gemm_source.clear();
-  no_base.base_sustained_gemm_flops_per_s.clear();
+  no_base.base_gpu.sustained_gemm_source.clear();
+  no_base.base_gpu.sustained_gemm_flops_per_s.clear();
   hw::SystemSpec kept = cited;
   hw::apply_calibration(kept, no_base);
   EXPECT_EQ(kept.gpu.matmul_efficiency, cited.gpu.matmul_efficiency);
