@@ -278,3 +278,74 @@ TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
     EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, 0.30) << row.name;
   }
 }
+
+// What the documents say about the at-scale suite is what it prints now: every row's error in
+// docs/validation.md's table (report.py's output, one decimal), its summary line, the README's headline
+// (rows within 10%, mean |error|), the README's figure for the published DeepSeek-V3 GB200 run, and the
+// README's step times of the two shipped at-scale what-ifs. A change that moves a row fails here until
+// the documents say so (the README once kept a stale "46% fast" after the row had moved to +36.7%).
+namespace {
+std::string read_flat(const std::string& relative) {
+  std::ifstream in(std::string(RACKSIM_SOURCE_DIR) + "/" + relative);
+  EXPECT_TRUE(in) << relative;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  std::replace(s.begin(), s.end(), '\n', ' ');  // sentences wrap across lines
+  return s;
+}
+double run_step_s(const std::string& scenario) {
+  const auto r = run_cli({"run", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/" + scenario, "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out)["step_time_s"].get<double>();
+}
+}  // namespace
+
+TEST(ScaleMechanisms, DocumentsStateTheAtScaleSuitesErrors) {
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale.yaml", "--json"});
+  ASSERT_EQ(r.code, 4) << r.err;
+  const json rows = json::parse(r.out);
+  std::map<std::string, double> doc_error_pct;
+  {
+    std::ifstream in(std::string(RACKSIM_SOURCE_DIR) + "/docs/validation.md");
+    ASSERT_TRUE(in);
+    const std::regex table_row(R"(^\| ([^|]+) \| [^|]+ \| [^|]+ \| ([+-][0-9.]+)% \|)");
+    std::smatch m;
+    for (std::string line; std::getline(in, line);)
+      if (std::regex_search(line, m, table_row)) doc_error_pct.emplace(m[1], std::stod(m[2]));
+  }
+  double sum_pct = 0;
+  int within10 = 0, within20 = 0;
+  double deepseek_final_pct = 0;
+  for (const auto& row : rows) {
+    const std::string name = row["case"].get<std::string>();
+    const double pct = 100 * row["error"].get<double>();
+    sum_pct += std::fabs(pct);
+    within10 += row["pass"].get<bool>();
+    within20 += std::fabs(pct) <= 20;
+    if (name == "DeepSeek-V3 MXFP8 final, 256 GB200 (HybridEP)") deepseek_final_pct = pct;
+    ASSERT_TRUE(doc_error_pct.count(name)) << "docs/validation.md has no table row for " << name;
+    EXPECT_NEAR(doc_error_pct.at(name), pct, 0.051) << name;
+  }
+  const double mean_pct = sum_pct / rows.size();
+  std::smatch m;
+  const std::string validation = read_flat("docs/validation.md");
+  ASSERT_TRUE(std::regex_search(validation, m,
+                                std::regex(R"((\d+) checks: (\d+) within 10%, (\d+) within 20%, mean \|error\| ([0-9.]+)%)")));
+  EXPECT_EQ(std::stoul(m[1]), rows.size());
+  EXPECT_EQ(std::stoi(m[2]), within10);
+  EXPECT_EQ(std::stoi(m[3]), within20);
+  EXPECT_NEAR(std::stod(m[4]), mean_pct, 0.051);
+
+  const std::string readme = read_flat("README.md");
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(within 10% on (\d+) of (\d+) rows, mean \|error\| ([0-9.]+)%)")));
+  EXPECT_EQ(std::stoi(m[1]), within10);
+  EXPECT_EQ(std::stoul(m[2]), rows.size());
+  EXPECT_NEAR(std::stod(m[3]), mean_pct, 0.051);
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(on the nearest one .*? racksim is (\d+)% fast)")));
+  EXPECT_NEAR(std::stod(m[1]), deepseek_final_pct, 0.5);
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(`llama3-405b-h100\.yaml` \([^)]*\): ([0-9.]+) s per step)")));
+  EXPECT_NEAR(std::stod(m[1]), run_step_s("llama3-405b-h100.yaml"), 0.0051);
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(`deepseek-v3-gb200\.yaml` \([^)]*\): ([0-9.]+) s per step)")));
+  EXPECT_NEAR(std::stod(m[1]), run_step_s("deepseek-v3-gb200.yaml"), 0.0051);
+}
