@@ -869,6 +869,10 @@ std::string nvls_unavailable(const SystemSpec& sys, const CollectiveOptions& opt
   if (c.nodes > 1)
     return "NVLS across NVLink domains needs CollNet (IB SHARP), which is not modelled (hardware_specs.md B2); "
            "for all_reduce use nvls_tree";
+  // NCCL's tuner skips NVLS and NVLSTree for every collective but all-reduce when the comm has more than
+  // NCCL_MAX_NVLS_ARITY ranks in its node (NVIDIA/nccl v2.30.7-1 src/enqueue.cc updateCollCostTable; localRanks
+  // since 2.27, nRanks in 2.25-2.26). Under MNNVL the node is the NVLink clique (src/graph/topo.cc fuses the
+  // clique's topology), so a 64-rank all-gather on one NVL72 runs a ring with NVLS on or off.
   if (op != CollectiveOp::all_reduce && c.ppn > kMaxNvlsArity)
     return "NVLS all_gather/reduce_scatter is limited to " + std::to_string(kMaxNvlsArity) +
            " ranks per domain (NCCL_MAX_NVLS_ARITY), the group has " + std::to_string(c.ppn);

@@ -463,10 +463,11 @@ class Builder {
     return 0;
   }
   static bool is_data_parallel_stream(StreamKind s) { return s == StreamKind::comm_dp || s == StreamKind::comm_grad; }
-  // The output layer's GEMMs: Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer
-  // Engine module, so it runs in bf16 under fp8-class training (gpt_model.py; DeepSeek-V3 also keeps the output
-  // head in BF16, report sec. 3.3.1). XLA's: as the layers' (kept as it was).
-  Quant head_quant(Quant q) const { return jax_ ? q : Quant::none; }
+  // The output layer's GEMMs stay bf16 under fp8-class training in both frameworks: Megatron-Core's output layer
+  // is its own ColumnParallelLinear, not a Transformer Engine module (gpt_model.py; DeepSeek-V3 also keeps the
+  // output head in BF16, report sec. 3.3.1); MaxText passes no quantization to logits_dense ("We do not quantize
+  // the logits matmul", AI-Hypercomputer/maxtext@e591f30 layers/decoders.py; its qwix rule matches only
+  // "decoder/.*layers.*"), and Pax's TE path replaces only the transformer stack (praxis te_helper.py).
   bool fp8_class() const {
     return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
   }
@@ -494,6 +495,11 @@ class Builder {
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;
+      // NVFP4's second-level scale is per tensor and from the current amax, which the quantize kernel needs
+      // before it starts: one more read of the bf16 input (TE JAX calculate_amax, a jnp.amax reduction before
+      // the quantize custom call; PyTorch nvte_compute_amax; TE f1d5f8d cpp_extensions/quantization.py,
+      // pytorch/csrc/quantizer.cpp). FP8's delayed and MXFP8's block scales need no such pass.
+      if (t_.precision == sim::Dtype::nvfp4) vector(cat(name, ".amax"), in * a, in);
       vector(cat(name, ".quantize"), bytes, 2 * in);
       quantizing_ = false;
     }
@@ -1544,7 +1550,7 @@ class Builder {
       // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
       // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
       const bool fused_ce = t_.cross_entropy_fusion;
-      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, head_quant(Quant::forward));
+      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
       g_.ops[lg].allocs.push_back(logits);
       logits_[mb_] = logits;
       vector("cross_entropy", T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
@@ -1845,9 +1851,9 @@ class Builder {
         // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
         vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
       }
-      gemm_dgrad("logits", T_, V_, h_, head_quant(Quant::backward));
+      gemm_dgrad("logits", T_, V_, h_, Quant::none);
       tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-      gemm_wgrad("logits", T_, V_, h_, head_quant(wgrad_quant()));  // (XLA: as the layers', fp8_wgrad included)
+      gemm_wgrad("logits", T_, V_, h_, Quant::none);
       g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));

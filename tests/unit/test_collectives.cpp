@@ -199,6 +199,27 @@ TEST(CollectiveNvls, SelectionSwitchPoints) {
             CollectiveAlgorithm::nvls);
 }
 
+// NCCL's tuner drops NVLS/NVLSTree for all-gather and reduce-scatter when the comm has more than
+// NCCL_MAX_NVLS_ARITY (32) ranks in its node, and under MNNVL the node is the NVLink clique (NVIDIA/nccl
+// v2.30.7-1 src/enqueue.cc updateCollCostTable, src/graph/topo.cc): a 64-rank FSDP all-gather on one NVL72
+// runs the same ring with NVLS on or off (seed claim 5); all-reduce keeps NVLS at 64 (32 heads). A pin of the
+// rule as re-read against NCCL 2.25-2.30, not a fix.
+TEST(CollectiveNvls, AllGatherAndReduceScatterOver32RanksOfOneDomainStayOnTheRing) {
+  const auto g = gb200_nvl72();
+  CollectiveOptions off;
+  off.nvls_enabled = false;
+  for (const CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter}) {
+    const auto on = estimate_collective(g, op, 1712e6, one_domain(64));
+    const auto no = estimate_collective(g, op, 1712e6, one_domain(64), off);
+    EXPECT_EQ(on.algorithm, CollectiveAlgorithm::ring);
+    EXPECT_DOUBLE_EQ(on.time_s, no.time_s);
+    EXPECT_EQ(estimate_collective(g, op, 1712e6, one_domain(32), algo(CollectiveAlgorithm::nvls)).algorithm,
+              CollectiveAlgorithm::nvls);
+  }
+  EXPECT_EQ(estimate_collective(g, CollectiveOp::all_reduce, GiB, one_domain(64), algo(CollectiveAlgorithm::nvls)).algorithm,
+            CollectiveAlgorithm::nvls);
+}
+
 // ---------------------------------------------------------------------------------------------- errors
 TEST(CollectiveErrors, ImpossibleRequestsThrow) {
   const auto h = h100_sxm();

@@ -676,8 +676,9 @@ training: {seq_len: 2048, global_batch: 1, micro_batch: 1, optimizer_sharding: n
 
 // Transformer Engine runs all three GEMMs of a linear layer in fp8 (Megatron --fp8-wgrad, on by default): the
 // wgrad at the fp8 dtype with no cast of its own (it reads the column-wise copies the forward and backward casts
-// wrote); training.fp8_wgrad false (--no-fp8-wgrad) keeps it bf16. Megatron's output layer is not a TE module:
-// its GEMMs stay bf16 under fp8; XLA's head follows the layers.
+// wrote); training.fp8_wgrad false (--no-fp8-wgrad) keeps it bf16. The output layer's GEMMs stay bf16 under fp8
+// in both frameworks: Megatron's output layer is not a TE module, and MaxText does not quantize logits_dense
+// (layers/decoders.py), nor Pax's TE path its softmax (until 2026-12-02 racksim ran XLA's head in fp8).
 TEST(ScaleMechanisms, Fp8TrainingRunsTheWgradInFp8) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 8}
 model: {preset: llama3-8b}
@@ -709,15 +710,44 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
     EXPECT_DOUBLE_EQ(castb->hbm_bytes / cast8->hbm_bytes, 3.0 / 4.0);
   }
   const auto jx = load(base, {"training.framework=jax"});
-  EXPECT_EQ(dtype_of(jx, ".logits"), sim::Dtype::fp8);
   EXPECT_EQ(dtype_of(jx, ".mlp_up.wgrad"), sim::Dtype::fp8);
-  EXPECT_EQ(dtype_of(jx, ".logits.wgrad"), sim::Dtype::fp8);
-  // XLA's head follows the layers under training.fp8_wgrad false too: its wgrad in bf16 with theirs.
+  for (const char* head : {".logits", ".logits.dgrad", ".logits.wgrad"}) EXPECT_EQ(dtype_of(jx, head), sim::Dtype::bf16) << head;
+  const auto jg = build_training_graph(jx.model, jx.training, jx.system.spec);
+  EXPECT_EQ(first_op_ending(jg, ".logits.quantize"), nullptr);
+  EXPECT_EQ(first_op_ending(jg, ".logits.dgrad.quantize"), nullptr);
   const auto jx_no_wgrad = load(base, {"training.framework=jax", "training.fp8_wgrad=false"});
   EXPECT_EQ(dtype_of(jx_no_wgrad, ".mlp_up.wgrad"), sim::Dtype::bf16);
-  EXPECT_EQ(dtype_of(jx_no_wgrad, ".logits.wgrad"), sim::Dtype::bf16);
-  EXPECT_EQ(dtype_of(jx_no_wgrad, ".logits.dgrad"), sim::Dtype::fp8);
+  EXPECT_EQ(dtype_of(jx_no_wgrad, ".mlp_up.dgrad"), sim::Dtype::fp8);
   EXPECT_GT(sim::simulate(no_wgrad).replay.step_time_s, sim::simulate(fp8).replay.step_time_s);
+}
+
+// NVFP4's per-tensor (second-level) scale comes from the tensor's current amax, which Transformer Engine computes
+// in a pass of its own before the quantize kernel (JAX: calculate_amax, a jnp.amax reduction; PyTorch:
+// nvte_compute_amax): one more read of the bf16 operand per cast. FP8's delayed scales and MXFP8's block scales
+// need none. (Until 2026-12-02 racksim counted the quantize kernel alone.)
+TEST(ScaleMechanisms, Nvfp4CastReadsItsInputOnceMoreForTheAmax) {
+  const char* base = R"(system: {preset: gb200-nvl72, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, optimizer_sharding: zero1, parallelism: {tp: 1}}
+)";
+  const double T = 4096, h = 4096, f = 14336;
+  for (const char* fw : {"megatron", "jax"}) {
+    const auto sc = load(base, {std::string("training.framework=") + fw});
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    // The forward cast of the down projection: its input (T x f) and weight (f x h), 2 bytes each read.
+    EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.mlp_out.amax"), (T * f + f * h) * 2, 1.0) << fw;
+    // The backward cast of the incoming gradient (T x h).
+    EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.mlp_out.dgrad.amax"), T * h * 2, 1.0) << fw;
+    // ... and it runs before the quantize kernel it feeds.
+    const Op* amax = first_op_ending(g, "mb0.L0.mlp_out.amax");
+    const Op* quant = first_op_ending(g, "mb0.L0.mlp_out.quantize");
+    ASSERT_TRUE(amax && quant);
+    EXPECT_LT(amax, quant) << fw;
+  }
+  for (const char* other : {"fp8", "mxfp8"}) {
+    const auto sc = load(base, {std::string("training.precision=") + other});
+    EXPECT_EQ(first_op_ending(build_training_graph(sc.model, sc.training, sc.system.spec), ".amax"), nullptr) << other;
+  }
 }
 
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
