@@ -226,7 +226,8 @@ Registered register_import(CLI::App& app) {
   mx->add_option("--xla-flags", m->opt.xla_flags,
                  "the run's XLA_FLAGS (MaxText's GPU scripts set them): --xla_gpu_enable_pipelined_{all_gather,"
                  "reduce_scatter,all_reduce} set training.xla_pipelined_collectives, --xla_gpu_{all_reduce,reduce_scatter,"
-                 "all_gather}_combine_threshold_bytes training.xla_combine_threshold; other flags are not read")
+                 "all_gather}_combine_threshold_bytes training.xla_combine_threshold, --xla_gpu_enable_command_buffer= (empty) "
+                 "training.cuda_graphs: false; other flags are not read")
       ->type_name("FLAGS");
   return {sub, [c, m, mx](std::ostream& out, std::ostream&) {
             if (mx->parsed()) return cmd_import_maxtext(*m, out);

@@ -203,4 +203,14 @@ TEST(XlaCombiner, MaxTextImportReadsTheThresholdFlags) {
   opt.xla_flags = "--xla_gpu_enable_pipelined_all_gather=true";
   const auto plain = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
   EXPECT_EQ(plain.yaml.find("xla_combine_threshold"), std::string::npos);
+  EXPECT_TRUE(sim::load_scenario_text(plain.yaml, "imported.yaml").training.cuda_graphs);  // XLA's default
+  // `--xla_gpu_enable_command_buffer=` (empty, as JAX-Toolbox's and MaxText's GPU scripts pass it) turns XLA's
+  // command buffers off; a list of command types keeps them on.
+  opt.xla_flags = "--xla_gpu_enable_latency_hiding_scheduler=true\n  --xla_gpu_enable_command_buffer=\n";
+  const auto off = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
+  EXPECT_FALSE(sim::load_scenario_text(off.yaml, "imported.yaml").training.cuda_graphs);
+  EXPECT_NE(off.yaml.find("XLA_FLAGS: --xla_gpu_enable_command_buffer= (empty"), std::string::npos) << off.yaml;
+  opt.xla_flags = "--xla_gpu_enable_command_buffer=FUSION,CUBLAS";
+  const auto on = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
+  EXPECT_TRUE(sim::load_scenario_text(on.yaml, "imported.yaml").training.cuda_graphs);
 }

@@ -782,6 +782,9 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   }
   tw.line(2, "scan_layers", c.boolean("scan_layers", true) ? "true" : "false", c.src("scan_layers"));
   tw.line(2, "donate_state", "true", "MaxText donates the train state to the step (maxtext_utils: donate_argnums=0)");
+  // XLA's command buffers: on by default (its default command types) unless the run's flags turn them off.
+  bool command_buffers = true;
+  std::string command_buffer_where;
   {
     // XLA's collective pipeliner: XLA's defaults (reduce-scatter only) unless the run's flags say otherwise.
     bool ag = false, rs = true, ar = false, any = false;
@@ -810,6 +813,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
             if (combine_where.find(src) == std::string::npos) combine_where += (combine_where.empty() ? "" : ", ") + src;
           }
         if (combine_flag) continue;
+        if (key == "--xla_gpu_enable_command_buffer") {
+          // A list of command types; empty (the scripts' `--xla_gpu_enable_command_buffer=`) turns them off.
+          command_buffers = !val.empty();
+          command_buffer_where = src + ": --xla_gpu_enable_command_buffer=" + val;
+          continue;
+        }
         bool* which[3] = {nullptr, nullptr, nullptr};
         if (key == "--xla_gpu_enable_pipelined_all_gather") which[0] = &ag;
         else if (key == "--xla_gpu_enable_pipelined_reduce_scatter") which[0] = &rs;
@@ -844,9 +853,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
       tw.line(2, "xla_combine_threshold", "{" + join(thresholds, ", ") + "}",
               combine_where + ": --xla_gpu_*_combine_threshold_bytes");
   }
-  tw.line(2, "cuda_graphs", "true",
-          "XLA's default command buffers (MaxText's GPU scripts turn them off with --xla_gpu_enable_command_buffer=''; "
-          "XLA_FLAGS are not in the config)");
+  if (command_buffer_where.empty())
+    tw.line(2, "cuda_graphs", "true",
+            "XLA's default command buffers (MaxText's GPU scripts turn them off with --xla_gpu_enable_command_buffer=''; "
+            "XLA_FLAGS are not in the config)");
+  else
+    tw.line(2, "cuda_graphs", command_buffers ? "true" : "false",
+            command_buffer_where + (command_buffers ? "" : " (empty: every thunk launched by the host)"));
   const bool sp = tensor_seq > 1 && tensor == 1;
   tw.line(2, "sequence_parallel", sp ? "true" : "false",
           tensor_seq > 1 ? "tensor_sequence: activations sharded along the sequence between the tensor-parallel regions"
