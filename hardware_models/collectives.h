@@ -96,8 +96,16 @@ struct ExpertExchange {
   double token_bytes = 0;
   int top_k = 1;
   int max_domains = 0;
-  bool hierarchical = false;
+  ExpertLibrary library = ExpertLibrary::nccl;  // nccl: plain; deepep, hybridep: hierarchical
+  bool hierarchical() const { return library != ExpertLibrary::nccl; }
 };
+// The rates DeepEP's and HybridEP's normal kernels were measured to sustain, as fractions of the link's
+// nominal rate per direction: on NVLink, of the bytes a GPU receives (its own share included, as the
+// libraries' tests count them); on the NIC, of the bytes it sends to other domains. nccl: {0, 0} (unused).
+struct ExpertLinkEfficiency {
+  double nvlink = 0, nic = 0;
+};
+ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library);
 // The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class.
 struct ExpertExchangeVolume {
   double domains = 0, remote_domains = 0, gpus = 0;
