@@ -1092,10 +1092,11 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   return r;
 }
 
-// DeepEP's normal (high-throughput) kernels run on a fixed SM budget: 20 SMs in DeepSeek-V3's training
-// (shared reference at_scale_measurements.md §4), 24 in Megatron-Core's DeepSeek-V3 recipes and DeepEP's
-// "min #SM" row (§1b, §7c). The recipes' 24 is what racksim's hierarchical dispatcher holds.
-constexpr int kExpertExchangeSms = 24;
+// The SMs a hierarchical exchange's kernels hold. DeepEP: 20, in DeepSeek-V3's training (shared reference
+// at_scale_measurements.md §4) and in Megatron-Core (DeepEP's Buffer.num_sms default at Megatron-LM 1e057005, which
+// sets none; set_deepep_num_sms(20) at d98e8a64, "DeepEP's historical mcore default"). HybridEP: 32, what
+// Megatron-MoE-ModelZoo's sbatch_benchmarking.sh passes (--moe-hybridep-num-sms 32, @e8650517), the rows' launcher.
+static int expert_exchange_sms(ExpertLibrary library) { return library == ExpertLibrary::hybridep ? 32 : 20; }
 
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
   if (!(x.tokens >= 0) || !(x.token_bytes >= 0) || x.top_k < 1 || x.max_domains < 0)
@@ -1168,7 +1169,7 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   const double t_nic = v.nic_bytes > 0 && nic_rate > 0 ? v.nic_bytes / nic_rate : 0.0;
   const double t_nvl = v.nvlink_bytes > 0 && nvl_rate > 0 ? v.nvlink_bytes / nvl_rate : 0.0;
   r.bandwidth_time_s = std::max(t_nic, t_nvl);
-  r.sm_count = kExpertExchangeSms;
+  r.sm_count = expert_exchange_sms(x.library);
   r.bound_by = r.latency_s > r.bandwidth_time_s ? "latency" : (t_nic >= t_nvl ? "nic" : "nvlink");
   finish(r, g.ranks);
   return r;

@@ -142,9 +142,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 22.5% today on 41 rows (DeepEP and HybridEP at their measured link rates, not NCCL's: Qwen3 H100 EP32 -19.7% ->
-  // -16.7%, 16K +26.9% -> +23.7%, 32K +21.3% -> +18.7%, GB200 BF16 +31.2% -> +28.8%, DeepSeek-V3 GB200 final +36.7% ->
-  // +34.5%; away: Megatron-FSDP +17.2% -> +17.7%, 128K GB200 -0.6% -> -1.0%); 22.9% before (Qwen3's per-head q/k RMSNorm, every Qwen3 row 0.2-2.3 points slower; the fp8/mxfp8
+  // 22.4% today on 41 rows (DeepEP and HybridEP at their measured link rates, not NCCL's, on 20 / 32 SMs: Qwen3
+  // H100 EP32 -19.7% -> -16.7%, 16K +26.9% -> +23.7%, 32K +21.3% -> +18.7%, GB200 BF16 +31.2% -> +28.8%, GB300 +40.3%
+  // -> +35.7%, DeepSeek-V3 GB200 final +36.7% -> +34.5%; away: Megatron-FSDP +17.2% -> +17.7%, 128K GB200 -0.6% ->
+  // -1.0%, EP32 A2A overlap -35.7% -> -35.9%, H800 +27.7% -> +28.5%); 22.9% before (Qwen3's per-head q/k RMSNorm, every Qwen3 row 0.2-2.3 points slower; the fp8/mxfp8
   // GEMM ceiling carried to Blackwell by one source's sustained rates, 0.723 -> 0.611: DeepSeek-V3 GB200 final
   // +46.4% -> +36.7%, baseline +144.7% -> +130.1%, GB300 +52.1% -> +40.3%); 23.9% before
   // (the wgrad GEMM in fp8 under fp8-class training, and Megatron's output layer
@@ -162,7 +163,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.228);
+  EXPECT_LT(sum / rows.size(), 0.226);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

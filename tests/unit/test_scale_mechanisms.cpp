@@ -286,6 +286,7 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
 // and over RDMA the (token, node) pairs including the sender's node. Its setting: 4,096 tokens of hidden 7168,
 // BF16, top-8 of 256 experts. The H20 (the H100's NVLink) and EP 32 figures set the rates; H800 intranode and
 // EP 64 check them. NCCL's link rates made DeepEP 23-26% faster than measured on NVLink and 10% on the NIC.
+// And each library holds the SMs its users give it.
 TEST(ScaleMechanisms, DeepEpMovesTokensAtItsMeasuredRates) {
   const char* model = "\nmodel: {preset: deepseek-v3}\ntraining: {seq_len: 4096, global_batch: 64, parallelism: {ep: 8}}\n";
   auto spec = [&](const std::string& preset, int gpus) {
@@ -322,6 +323,13 @@ TEST(ScaleMechanisms, DeepEpMovesTokensAtItsMeasuredRates) {
   EXPECT_NEAR(rdma_GBps(64, 4) / 50.5, 1.0, 0.05);  // 51 / 50 GB/s; the test's routing: top-4 groups of 8 nodes
   // 43 / 43 GB/s measured at 2 nodes, where half the pairs stay in the node: NVLink-bound, in the model too.
   EXPECT_NEAR(rdma_GBps(16, 0) / 43.0, 1.0, 0.10);
+  // The SMs the kernels hold (beside compute under EP overlap): DeepEP 20 (DeepSeek-V3; Megatron-Core's default),
+  // HybridEP 32 (the ModelZoo launcher's --moe-hybridep-num-sms); both were 24.
+  const auto h100 = spec("h100-sxm", 8);
+  const auto place = hw::place_group(h100, 8, 1);
+  EXPECT_EQ(hw::estimate_expert_exchange(h100, place, x).sm_count, 20);
+  x.library = hw::ExpertLibrary::hybridep;
+  EXPECT_EQ(hw::estimate_expert_exchange(h100, place, x).sm_count, 32);
 }
 
 // DeepSeek-V3 on 256 B200 (8 per node, EP 32, PP 8): the exchanges that real systems send hierarchically,
