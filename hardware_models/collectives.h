@@ -84,7 +84,8 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
 //    per (token, expert) pair;
 //  - hierarchical (DeepEP, HybridEP): a token crosses the NICs once per remote NVLink domain holding one of
 //    its experts, then is forwarded over NVLink to each GPU there holding one (one copy per GPU); the NIC
-//    and NVLink legs are pipelined (chunked), so the slower leg sets the time.
+//    and NVLink legs are pipelined (chunked), so the slower leg sets the time, each at the library's measured rate
+//    (expert_link_efficiency).
 // max_domains > 0 is node-limited routing (DeepSeek-V3: at most 4 nodes per token): a token's experts lie in
 // that many domains, which bounds the distinct domains (and GPUs) it reaches. Expected distinct domains and
 // GPUs are those of top_k uniform draws (with replacement) among the reachable ones: balanced routing with
