@@ -23,6 +23,11 @@ inline constexpr std::array<sim::EnumName<CollectiveOp>, 6> kCollectiveOpNames =
     {CollectiveOp::send_recv, "send_recv"},
 }};
 
+// Which library moves an MoE token exchange (workloads: training.moe.dispatcher): NCCL's all-to-all (one copy
+// per token and expert), or DeepEP's / HybridEP's hierarchical kernels, each at its own measured link rates
+// (hw::expert_link_efficiency).
+enum class ExpertLibrary : uint8_t { nccl, deepep, hybridep };
+
 std::string to_string(CollectiveOp op);                                     // "all_reduce", ...
 std::optional<CollectiveOp> collective_op_from_string(std::string_view s);  // nullopt: not one racksim models
 

@@ -1096,10 +1096,11 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   return r;
 }
 
-// DeepEP's normal (high-throughput) kernels run on a fixed SM budget: 20 SMs in DeepSeek-V3's training
-// (shared reference at_scale_measurements.md §4), 24 in Megatron-Core's DeepSeek-V3 recipes and DeepEP's
-// "min #SM" row (§1b, §7c). The recipes' 24 is what racksim's hierarchical dispatcher holds.
-constexpr int kExpertExchangeSms = 24;
+// The SMs a hierarchical exchange's kernels hold. DeepEP: 20, in DeepSeek-V3's training (shared reference
+// at_scale_measurements.md §4) and in Megatron-Core (DeepEP's Buffer.num_sms default at Megatron-LM 1e057005, which
+// sets none; set_deepep_num_sms(20) at d98e8a64, "DeepEP's historical mcore default"). HybridEP: 32, what
+// Megatron-MoE-ModelZoo's sbatch_benchmarking.sh passes (--moe-hybridep-num-sms 32, @e8650517), the rows' launcher.
+static int expert_exchange_sms(ExpertLibrary library) { return library == ExpertLibrary::hybridep ? 32 : 20; }
 
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
   if (!(x.tokens >= 0) || !(x.token_bytes >= 0) || x.top_k < 1 || x.max_domains < 0)
@@ -1113,7 +1114,7 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
   v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D
   v.gpus = distinct(reach * r);
   const double per_token = x.tokens * x.token_bytes;
-  if (x.hierarchical) {
+  if (x.hierarchical()) {
     v.nic_bytes = per_token * v.remote_domains;
     v.nvlink_bytes = per_token * v.gpus * (r - 1) / r;  // forwarded inside each domain from the GPU it arrived at
   } else {
@@ -1124,11 +1125,38 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
   return v;
 }
 
+// DeepEP's and HybridEP's measured rates (shared reference at_scale_measurements.md §1b and §7c; DeepEP issue
+// #16). Where a library was measured dispatching and combining, the one figure is the harmonic mean of the two:
+// a layer runs as many dispatch kernels as combine kernels (the forward dispatch and the combine's backward are
+// dispatches, the forward combine and the dispatch's backward combines), so their summed time is kept.
+ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library) {
+  auto harmonic = [](double a, double b) { return 2.0 / (1.0 / a + 1.0 / b); };
+  switch (library) {
+    case ExpertLibrary::deepep:
+      // NVLink: 337.35 GB/s intranode (EP 8, 24 SMs, 4,096 tokens of hidden 7168, top-8 of 256 experts, the
+      // best chunk size of tests/test_intranode.py) on H20, whose NVLink 4 is the H100's 18 links, 450 GB/s per
+      // direction (DeepEP issue #16; the maintainer: H800's 200 GB/s peaks near 160, and V1's README measured
+      // 153 / 158 GB/s dispatch / combine on H800: 0.77 / 0.79 of it). NIC: V1's README, internode EP 32 on
+      // H800 (4 nodes, one 400 Gb/s CX7 per GPU): 58 / 57 GB/s dispatch / combine, counted by
+      // tests/test_internode.py over (token, node) pairs including the sender's own node, of which (D-1)/D = 3/4
+      // cross the NIC with the test's uniform routing over 4 nodes: 43.5 / 42.8 GB/s of 50.
+      return {337.35 / 450.0, harmonic(58.0 * 0.75 / 50.0, 57.0 * 0.75 / 50.0)};
+    case ExpertLibrary::hybridep:
+      // NVLink: GB200 NVL36, EP 36, 32 SMs (the SMs Megatron-MoE-ModelZoo's sbatch_benchmarking.sh gives it,
+      // --moe-hybridep-num-sms 32): 714.66 / 657.72 GB/s dispatch / combine of 900 (DGX H100, 16 SMs: 368.9 /
+      // 368.87 of 450). NIC: 4 x DGX H100 over InfiniBand, 8 SMs, NIC bus bandwidth 44.2 / 45.0 GB/s of 50.
+      return {harmonic(714.66 / 900.0, 657.72 / 900.0), harmonic(44.2 / 50.0, 45.0 / 50.0)};
+    case ExpertLibrary::nccl:
+      break;
+  }
+  return {};
+}
+
 CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
                                         const CollectiveOptions& opt) {
   const double buffer = x.tokens * x.top_k * x.token_bytes;
   CollectiveCost plain = estimate_collective(sys, CollectiveOp::all_to_all, buffer, g, opt);
-  if (!x.hierarchical || g.ranks <= 1 || buffer <= 0) return plain;
+  if (!x.hierarchical() || g.ranks <= 1 || buffer <= 0) return plain;
   const Comm c = make_comm(sys, g, false);
   const ExpertExchangeVolume v = expert_exchange_volume(sys, g, x);
   CollectiveCost r = plain;  // latency: the same handshakes as NCCL's point-to-point exchange
@@ -1136,11 +1164,16 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   r.protocol = "Simple";
   r.bytes_per_rank_nic = v.nic_bytes;
   r.bytes_per_rank_nvlink = v.nvlink_bytes;
-  const double nic_rate = c.nics_per_gpu * c.nic_ladder * 1e9, nvl_rate = c.nvl * 1e9;
+  // Each leg at the library's measured rate (expert_link_efficiency), not NCCL's: the NIC's bytes at its share
+  // of the line rate; on NVLink, the GPU's received bytes (its own share included) at its share of the nominal
+  // rate per direction, of which (r-1)/r cross NVLink.
+  const ExpertLinkEfficiency eff = expert_link_efficiency(x.library);
+  const double nic_rate = c.nics_per_gpu * c.nic * 1e9 * eff.nic;
+  const double nvl_rate = sys.scale_up.bandwidth_per_direction_Bps * eff.nvlink * (c.ppn - 1) / c.ppn;
   const double t_nic = v.nic_bytes > 0 && nic_rate > 0 ? v.nic_bytes / nic_rate : 0.0;
   const double t_nvl = v.nvlink_bytes > 0 && nvl_rate > 0 ? v.nvlink_bytes / nvl_rate : 0.0;
   r.bandwidth_time_s = std::max(t_nic, t_nvl);
-  r.sm_count = kExpertExchangeSms;
+  r.sm_count = expert_exchange_sms(x.library);
   r.bound_by = r.latency_s > r.bandwidth_time_s ? "latency" : (t_nic >= t_nvl ? "nic" : "nvlink");
   finish(r, g.ranks);
   return r;

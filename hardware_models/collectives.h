@@ -84,7 +84,8 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
 //    per (token, expert) pair;
 //  - hierarchical (DeepEP, HybridEP): a token crosses the NICs once per remote NVLink domain holding one of
 //    its experts, then is forwarded over NVLink to each GPU there holding one (one copy per GPU); the NIC
-//    and NVLink legs are pipelined (chunked), so the slower leg sets the time.
+//    and NVLink legs are pipelined (chunked), so the slower leg sets the time, each at the library's measured rate
+//    (expert_link_efficiency).
 // max_domains > 0 is node-limited routing (DeepSeek-V3: at most 4 nodes per token): a token's experts lie in
 // that many domains, which bounds the distinct domains (and GPUs) it reaches. Expected distinct domains and
 // GPUs are those of top_k uniform draws (with replacement) among the reachable ones: balanced routing with
@@ -96,8 +97,16 @@ struct ExpertExchange {
   double token_bytes = 0;
   int top_k = 1;
   int max_domains = 0;
-  bool hierarchical = false;
+  ExpertLibrary library = ExpertLibrary::nccl;  // nccl: plain; deepep, hybridep: hierarchical
+  bool hierarchical() const { return library != ExpertLibrary::nccl; }
 };
+// The rates DeepEP's and HybridEP's normal kernels were measured to sustain, as fractions of the link's
+// nominal rate per direction: on NVLink, of the bytes a GPU receives (its own share included, as the
+// libraries' tests count them); on the NIC, of the bytes it sends to other domains. nccl: {0, 0} (unused).
+struct ExpertLinkEfficiency {
+  double nvlink = 0, nic = 0;
+};
+ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library);
 // The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class.
 struct ExpertExchangeVolume {
   double domains = 0, remote_domains = 0, gpus = 0;

@@ -1307,7 +1307,9 @@ class Builder {
     Op& op = g_.ops[ep_stream_collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes)];
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
-    op.expert_hierarchical = t_.moe.hierarchical();
+    op.expert_library = t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep
+                        : t_.moe.dispatcher == MoeDispatcher::hybridep ? hw::ExpertLibrary::hybridep
+                                                                       : hw::ExpertLibrary::nccl;
   }
   // A collective of the MoE layer's exchange stream (in order with the EP exchanges), after the last op:
   // the next compute op waits for it, or under EP overlap it joins at the end of the pair.

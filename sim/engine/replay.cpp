@@ -607,7 +607,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     }
     // A step repeats the same few collectives many times: estimate each kind once.
     const auto key = std::make_tuple(static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride, op.expert_top_k,
-                                     op.expert_max_domains, op.expert_hierarchical);
+                                     op.expert_max_domains, static_cast<int>(op.expert_library));
     auto cached = coll_cache_.find(key);
     if (cached == coll_cache_.end()) {
       hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
@@ -620,7 +620,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         x.token_bytes = 1;
         x.tokens = op.coll_bytes / op.expert_top_k;  // coll_bytes = tokens · top_k · bytes per token
         x.max_domains = op.expert_max_domains;
-        x.hierarchical = op.expert_hierarchical;
+        x.library = op.expert_library;
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {
         cost = hw::estimate_collective(sys_, op.coll, op.coll_bytes, place, opt);
@@ -708,7 +708,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // Engine's userbuffers write straight into the destination buffer: the read at the source and the write
   // at the destination, 2.
   static double hbm_bytes_per_byte_moved(const hw::CollectiveCost& c, const Op& op) {
-    const bool direct = op.comm_kernel != CommKernel::nccl || (op.expert_top_k > 0 && op.expert_hierarchical) ||
+    const bool direct = op.comm_kernel != CommKernel::nccl || (op.expert_top_k > 0 && op.expert_library != hw::ExpertLibrary::nccl) ||
                         c.algorithm == hw::CollectiveAlgorithm::nvls || c.algorithm == hw::CollectiveAlgorithm::nvls_tree;
     return direct ? 2.0 : 4.0;
   }

