@@ -1681,7 +1681,8 @@ class Builder {
   // (docs/decisions.md, "Layer templates").
   struct LayerTemplate {
     std::vector<int64_t> sig;            // the relative entry state (layer_signature)
-    bool usable = true;
+    bool recorded = false;               // false: the state seen once, nothing recorded yet
+    bool usable = false;
     OpId first_op = 0;
     TensorId first_tensor = 0;
     std::vector<Op> ops;
@@ -1701,12 +1702,19 @@ class Builder {
   static constexpr std::size_t kTemplatesPerLayer = 4;
   std::vector<std::vector<LayerTemplate>> templates_;  // by 2·layer + (0 forward, 1 backward)
   std::vector<int64_t> sig_;                            // scratch
+  std::size_t sig_key_ = SIZE_MAX;                      // the template key sig_ was taken for, at this op
   std::vector<TensorId> slots_;                         // scratch
+  std::vector<OpId> known_;                             // scratch
+  std::vector<Op> before_;                              // scratch
   // A template's tensor ids: those it made from 0, those it found as kSlotRef | their slot.
   static constexpr TensorId kSlotRef = 0x80000000u;
 
+  // A template pays for itself from about the fourth micro-batch (the first from a state is noted, the
+  // second recorded, the rest stamped): a graph of fewer micro-batches per rank is emitted op by op (the
+  // sweeps' extrapolated replays build 2 and 4, where recording cost more than it saved).
+  static constexpr int kTemplateMinMicroSteps = 8;
   bool templates_apply(int l, bool forward) {
-    if (!options_.layer_templates || jax_ || partial_graphs_ || fsdp_per_use() || m_.is_moe_layer(l) ||
+    if (!options_.layer_templates || micro_steps_ < kTemplateMinMicroSteps || jax_ || partial_graphs_ || fsdp_per_use() || m_.is_moe_layer(l) ||
         !layer_plan(l).offloaded.empty() || g_.ops.empty())
       return false;
     if (pending_host_wait_ != kNoOp || pending_cross_ || quantizing_ || fsdp_mark_next_ || attn_dp_ || scores_recomputed_ ||
@@ -1751,13 +1759,15 @@ class Builder {
   }
 
   bool stamp_layer(int l, bool forward, TensorId& layer_input) {
+    sig_key_ = SIZE_MAX;
     if (!templates_apply(l, forward)) return false;
     const std::size_t key = 2 * static_cast<std::size_t>(l) + (forward ? 0 : 1);
     if (key >= templates_.size()) return false;
     layer_signature();
+    sig_key_ = key;  // (record_layer, called next when nothing matches, reuses it)
     const LayerTemplate* tpl = nullptr;
     for (const LayerTemplate& c : templates_[key])
-      if (c.usable && c.sig == sig_) {
+      if (c.recorded && c.usable && c.sig == sig_) {
         tpl = &c;
         break;
       }
@@ -1822,27 +1832,43 @@ class Builder {
       return;
     }
     if (templates_.size() <= key) templates_.resize(2 * static_cast<std::size_t>(std::max(1, m_.layers)));
-    LayerTemplate tpl;
-    layer_signature();
-    tpl.sig = sig_;
+    if (sig_key_ != key) layer_signature();
+    sig_key_ = SIZE_MAX;
+    auto& list = templates_[key];
+    LayerTemplate* seen = nullptr;
+    for (LayerTemplate& c : list)
+      if (c.sig == sig_) {
+        seen = &c;
+        break;
+      }
+    // A state seen for the first time is only noted: a graph of few micro-batches would pay for
+    // recordings it never stamps. The second layer to begin from it is recorded.
+    if (!seen || seen->recorded) {
+      if (!seen && list.size() < kTemplatesPerLayer) list.emplace_back().sig = sig_;
+      if (forward) layer_forward_ops(l, layer_input);
+      else layer_backward_ops(l);
+      return;
+    }
+    LayerTemplate& tpl = *seen;  // (the list does not change while the layer is emitted)
+    tpl.recorded = true;
     tpl.first_op = static_cast<OpId>(g_.ops.size());
     tpl.first_tensor = static_cast<TensorId>(g_.tensors.size());
     if (!forward) layer_slots(l, forward, layer_input, tpl.slots, &tpl.kept_names);
     else layer_slots(l, forward, layer_input, tpl.slots, nullptr);
     // The ops before the layer its emission may reach: each must come out unchanged.
-    std::vector<OpId> known(pending_deps_.begin(), pending_deps_.end());
+    std::vector<OpId>& known = known_;
+    known.assign(pending_deps_.begin(), pending_deps_.end());
     known.insert(known.end(), overlapped_.begin(), overlapped_.end());
     known.push_back(last());
     known.push_back(last_compute());
     known.push_back(tpl.first_op - 1);
-    std::vector<Op> before;
+    std::vector<Op>& before = before_;
+    before.clear();
     for (OpId id : known) before.push_back(g_.ops[id]);
     const uint32_t micro = static_cast<uint32_t>(mb_);
     if (forward) layer_forward_ops(l, layer_input);
     else layer_backward_ops(l);
 
-    auto& list = templates_[key];
-    if (list.size() >= kTemplatesPerLayer) return;
     bool ok = !pending_cross_ && !quantizing_ && !fsdp_mark_next_ && !attn_dp_ && !scores_recomputed_ &&
               module_marks_.empty() && unjoined_ep_.empty() && pending_alloc_.empty() &&
               prefix_.prefix == NamePrefix::micro_layer && prefix_.a == static_cast<uint32_t>(mb_) &&
@@ -1897,7 +1923,6 @@ class Builder {
       tpl.tensors.assign(g_.tensors.begin() + tpl.first_tensor, g_.tensors.end());
       tpl.exit = {pending_deps_, overlapped_, pending_host_wait_, overlap_countdown_, chunk_next_gemms_, phase_};
     }
-    list.push_back(std::move(tpl));
   }
   // XLA's runtime on the host (launch.xla_*, measured: hardware_models/calibrated/h200.yaml xla_runtime),
   // as the HLO replay charges it (workloads/hlo/hlo_lower.cpp, assign_host_work): one program execution
