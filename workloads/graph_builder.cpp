@@ -1773,13 +1773,22 @@ class Builder {
       }
     if (!tpl) return false;
     std::vector<TensorId>& slots = slots_;
-    if (!forward) {
-      const LayerState& st = layer_state_.at({mb_, l});
-      if (st.kept.items.size() != tpl->kept_names.size()) return false;
-      for (std::size_t i = 0; i < tpl->kept_names.size(); ++i)
-        if (st.kept.items[i].first != tpl->kept_names[i]) return false;
+    slots.clear();
+    auto state = layer_state_.end();
+    if (forward) {
+      slots.push_back(layer_input);
+    } else {
+      state = layer_state_.find({mb_, l});
+      const auto& kept = state->second.kept.items;
+      if (kept.size() != tpl->kept_names.size()) return false;
+      slots.push_back(state->second.input);
+      for (std::size_t i = 0; i < kept.size(); ++i) {
+        // (The names view the cached steps' strings: the same pointer, as a rule.)
+        const std::string_view a = kept[i].first, b = tpl->kept_names[i];
+        if (!(a.data() == b.data() && a.size() == b.size()) && a != b) return false;
+        slots.push_back(kept[i].second);
+      }
     }
-    layer_slots(l, forward, layer_input, slots, nullptr);
     const auto first = static_cast<OpId>(g_.ops.size());
     const auto tfirst = static_cast<TensorId>(g_.tensors.size());
     const OpId delta = first - tpl->first_op;  // (unsigned: wraps back for ids before the layer)
@@ -1813,10 +1822,12 @@ class Builder {
       LayerState& st = layer_state_[{mb_, l}];
       st.input = layer_input;
       st.kept.items.reserve(tpl->kept_names.size());
-      for (std::size_t i = 0; i < tpl->kept_names.size(); ++i) st.kept.set(tpl->kept_names[i], tensor_id(tpl->kept_exit[i]));
+      // (The recording's names are distinct: appended as StepMap::set would.)
+      for (std::size_t i = 0; i < tpl->kept_names.size(); ++i)
+        st.kept.items.emplace_back(tpl->kept_names[i], tensor_id(tpl->kept_exit[i]));
       layer_input = tensor_id(tpl->out);
     } else {
-      layer_state_.erase({mb_, l});
+      layer_state_.erase(state);
     }
     if (options_.stamped_layers) ++*options_.stamped_layers;
     return true;
