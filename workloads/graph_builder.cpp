@@ -1681,7 +1681,6 @@ class Builder {
   // (docs/decisions.md, "Layer templates").
   struct LayerTemplate {
     std::vector<int64_t> sig;            // the relative entry state (layer_signature)
-    bool recorded = false;               // false: the state seen once, nothing recorded yet
     bool usable = false;
     OpId first_op = 0;
     TensorId first_tensor = 0;
@@ -1709,9 +1708,9 @@ class Builder {
   // A template's tensor ids: those it made from 0, those it found as kSlotRef | their slot.
   static constexpr TensorId kSlotRef = 0x80000000u;
 
-  // A template pays for itself from about the fourth micro-batch (the first from a state is noted, the
-  // second recorded, the rest stamped): a graph of fewer micro-batches per rank is emitted op by op (the
-  // sweeps' extrapolated replays build 2 and 4, where recording cost more than it saved).
+  // A template pays for itself after a few micro-batches (the first from a state is recorded, the rest
+  // stamped): a graph of fewer micro-batches per rank is emitted op by op (the sweeps' extrapolated
+  // replays build 2 and 4, where recording cost more than it saved).
   static constexpr int kTemplateMinMicroSteps = 8;
   bool templates_apply(int l, bool forward) {
     if (!options_.layer_templates || micro_steps_ < kTemplateMinMicroSteps || jax_ || partial_graphs_ || fsdp_per_use() || m_.is_moe_layer(l) ||
@@ -1767,7 +1766,7 @@ class Builder {
     sig_key_ = key;  // (record_layer, called next when nothing matches, reuses it)
     const LayerTemplate* tpl = nullptr;
     for (const LayerTemplate& c : templates_[key])
-      if (c.recorded && c.usable && c.sig == sig_) {
+      if (c.usable && c.sig == sig_) {
         tpl = &c;
         break;
       }
@@ -1852,16 +1851,15 @@ class Builder {
         seen = &c;
         break;
       }
-    // A state seen for the first time is only noted: a graph of few micro-batches would pay for
-    // recordings it never stamps. The second layer to begin from it is recorded.
-    if (!seen || seen->recorded) {
-      if (!seen && list.size() < kTemplatesPerLayer) list.emplace_back().sig = sig_;
+    // The first layer from a new state is recorded (with 8 micro-steps or more, a state met once is met again
+    // as a rule: only the last micro-batch's backward, after the gradient reductions, is met once per layer).
+    if (seen || list.size() >= kTemplatesPerLayer) {
       if (forward) layer_forward_ops(l, layer_input);
       else layer_backward_ops(l);
       return;
     }
-    LayerTemplate& tpl = *seen;  // (the list does not change while the layer is emitted)
-    tpl.recorded = true;
+    LayerTemplate& tpl = list.emplace_back();  // (the list does not change while the layer is emitted)
+    tpl.sig = sig_;
     tpl.first_op = static_cast<OpId>(g_.ops.size());
     tpl.first_tensor = static_cast<TensorId>(g_.tensors.size());
     if (!forward) layer_slots(l, forward, layer_input, tpl.slots, &tpl.kept_names);
