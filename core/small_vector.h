@@ -26,7 +26,14 @@ class SmallVec {
   SmallVec() = default;
   SmallVec(std::initializer_list<T> l) { assign(l.begin(), l.end()); }
   SmallVec(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT: converts like a vector would
-  SmallVec(const SmallVec& o) { assign(o.begin(), o.end()); }
+  SmallVec(const SmallVec& o) {
+    if (o.cap_) {
+      assign(o.begin(), o.end());
+      return;
+    }
+    std::memcpy(inline_, o.inline_, sizeof(inline_));  // (a copy of fixed size, as in take())
+    size_ = o.size_;
+  }
   SmallVec(SmallVec&& o) noexcept { take(o); }
   ~SmallVec() { release(); }
   SmallVec& operator=(const SmallVec& o) {

@@ -29,6 +29,16 @@ Precision precision_of(const TrainingConfig& t);
 // Every pipeline stage is built (one simulated rank each); other ranks are symmetric.
 OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys);
 
+// layer_templates: a layer's forward or backward that begins from the same builder state as an earlier
+// micro-batch's is copied from it (the same graph, built with less work); false emits every op (tests
+// compare the two). stamped_layers, when given, counts the copies.
+struct BuildOptions {
+  bool layer_templates = true;
+  int* stamped_layers = nullptr;
+};
+OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
+                             const BuildOptions& options);
+
 // The activation names a policy keeps in HBM / sends to host for one layer.
 struct SavePlan {
   std::vector<std::string> saved;

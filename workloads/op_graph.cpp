@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace racksim::workloads {
@@ -10,6 +11,25 @@ std::string to_string(StreamKind s) { return std::string(sim::name_in(kStreamKin
 std::string to_string(Phase p) { return std::string(sim::name_in(kPhaseNames, p)); }
 std::string to_string(CommGroup g) { return std::string(sim::name_in(kCommGroupNames, g)); }
 std::string to_string(MemCategory c) { return std::string(sim::name_in(kMemCategoryNames, c)); }
+
+bool same_op(const Op& a, const Op& b) {
+  auto same = [](const auto& x, const auto& y) { return std::equal(x.begin(), x.end(), y.begin(), y.end()); };
+  const auto same_name = [](const Name& x, const Name& y) {
+    return x.base == y.base && x.a == y.a && x.b == y.b && x.prefix == y.prefix && x.literal == y.literal;
+  };
+  return a.rank == b.rank && a.kind == b.kind && a.stream == b.stream && a.phase == b.phase && a.unit == b.unit &&
+         a.dtype == b.dtype && a.attention == b.attention && a.attention_causal == b.attention_causal &&
+         a.coll == b.coll && a.group == b.group && a.comm_kernel == b.comm_kernel && a.comm_sms == b.comm_sms &&
+         a.queues_behind_compute == b.queues_behind_compute && a.graph == b.graph && a.graph_start == b.graph_start &&
+         a.host_program_start == b.host_program_start && a.host_rerecord == b.host_rerecord &&
+         a.expert_hierarchical == b.expert_hierarchical && a.host_waits_for == b.host_waits_for && same(a.deps, b.deps) &&
+         same(a.allocs, b.allocs) && a.gemm_batch == b.gemm_batch && a.expert_top_k == b.expert_top_k &&
+         a.expert_max_domains == b.expert_max_domains && a.host_commands == b.host_commands &&
+         a.host_buffer_refs == b.host_buffer_refs && same(a.frees, b.frees) && a.flops == b.flops &&
+         a.hbm_bytes == b.hbm_bytes && a.coll_bytes == b.coll_bytes && a.copy_bytes == b.copy_bytes &&
+         a.gemm_mnk == b.gemm_mnk && a.sfu_ops == b.sfu_ops && a.thread_bytes == b.thread_bytes &&
+         a.attention_seq == b.attention_seq && a.host_s == b.host_s && same_name(a.name, b.name);
+}
 
 namespace {
 

@@ -196,6 +196,10 @@ struct Op {
 };
 static_assert(sizeof(Op) == 224, "an op's size is what the replay's passes read (docs/performance.md)");
 
+// Every field equal (names by their ids): the builder's layer templates check that a recorded layer left
+// the ops before it untouched, and tests compare graphs built two ways.
+bool same_op(const Op& a, const Op& b);
+
 struct Tensor {
   Name name;
   uint16_t rank = 0;

@@ -53,18 +53,26 @@ std::optional<sim::Scenario> load_or_skip(benchmark::State& state, const Case& c
   return sim::load_scenario(kSrc + "/" + c.file, c.sets);
 }
 
-void BM_BuildGraph(benchmark::State& state, const Case* c) {
+// With the builder's layer templates (as a run builds it) or op by op (BuildGraphOpByOp/: the same graph);
+// stamped: layers copied from a template per build.
+void build_graph(benchmark::State& state, const Case* c, bool layer_templates) {
   const std::optional<sim::Scenario> loaded = load_or_skip(state, *c);
   if (!loaded) return;
   const sim::Scenario& sc = *loaded;
   std::size_t ops = 0;
+  int stamped = 0;
   for (auto _ : state) {
-    auto g = racksim::workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+    stamped = 0;
+    auto g = racksim::workloads::build_training_graph(sc.model, sc.training, sc.system.spec,
+                                                      racksim::workloads::BuildOptions{layer_templates, &stamped});
     ops = g.ops.size();
     benchmark::DoNotOptimize(g.ops.data());
   }
   state.counters["ops"] = static_cast<double>(ops);
+  state.counters["stamped"] = stamped;
 }
+void BM_BuildGraph(benchmark::State& state, const Case* c) { build_graph(state, c, true); }
+void BM_BuildGraphOpByOp(benchmark::State& state, const Case* c) { build_graph(state, c, false); }
 
 void BM_Simulate(benchmark::State& state, const Case* c) {
   const std::optional<sim::Scenario> loaded = load_or_skip(state, *c);
@@ -150,6 +158,8 @@ void BM_Sweep16(benchmark::State& state) {
 const bool registered = [] {
   for (const auto& c : cases()) {
     benchmark::RegisterBenchmark((std::string("BuildGraph/") + c.name).c_str(), BM_BuildGraph, &c)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BuildGraphOpByOp/") + c.name).c_str(), BM_BuildGraphOpByOp, &c)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((std::string("Simulate/") + c.name).c_str(), BM_Simulate, &c)
         ->Unit(benchmark::kMillisecond);
