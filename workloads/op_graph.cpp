@@ -13,6 +13,9 @@ std::string to_string(CommGroup g) { return std::string(sim::name_in(kCommGroupN
 std::string to_string(MemCategory c) { return std::string(sim::name_in(kMemCategoryNames, c)); }
 
 bool same_op(const Op& a, const Op& b) {
+  // Every field of Op is compared below: a new field must be added here, or a layer template could stamp an op
+  // that differs from the one it would build (the size check catches most additions).
+  static_assert(sizeof(Op) == 224, "Op changed: compare its new field in same_op");
   auto same = [](const auto& x, const auto& y) { return std::equal(x.begin(), x.end(), y.begin(), y.end()); };
   const auto same_name = [](const Name& x, const Name& y) {
     return x.base == y.base && x.a == y.a && x.b == y.b && x.prefix == y.prefix && x.literal == y.literal;
@@ -22,7 +25,7 @@ bool same_op(const Op& a, const Op& b) {
          a.coll == b.coll && a.group == b.group && a.comm_kernel == b.comm_kernel && a.comm_sms == b.comm_sms &&
          a.queues_behind_compute == b.queues_behind_compute && a.graph == b.graph && a.graph_start == b.graph_start &&
          a.host_program_start == b.host_program_start && a.host_rerecord == b.host_rerecord &&
-         a.expert_hierarchical == b.expert_hierarchical && a.host_waits_for == b.host_waits_for && same(a.deps, b.deps) &&
+         a.expert_library == b.expert_library && a.host_waits_for == b.host_waits_for && same(a.deps, b.deps) &&
          same(a.allocs, b.allocs) && a.gemm_batch == b.gemm_batch && a.expert_top_k == b.expert_top_k &&
          a.expert_max_domains == b.expert_max_domains && a.host_commands == b.host_commands &&
          a.host_buffer_refs == b.host_buffer_refs && same(a.frees, b.frees) && a.flops == b.flops &&
