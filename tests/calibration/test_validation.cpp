@@ -142,7 +142,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 22.9% today on 41 rows (JAX's output head in bf16 under fp8, as MaxText and Pax run it: Pax TE FP8 5B -15.0% ->
+  // 22.3% today on 41 rows (Megatron's NaN checks as host waits: 1.7B +22.1% -> +12.4%, 7.1B +23.9% -> +21.3%,
+  // 70B -1.0% -> -1.9%, the passing set unchanged); 22.9% before (JAX's output head in bf16 under fp8, as MaxText and Pax run it: Pax TE FP8 5B -15.0% ->
   // -13.7%, 175B -12.1% -> -11.9%, 22.93% -> 22.89%; before it, Qwen3's per-head q/k RMSNorm, every Qwen3 row 0.2-2.3 points slower; the fp8/mxfp8
   // GEMM ceiling carried to Blackwell by one source's sustained rates, 0.723 -> 0.611: DeepSeek-V3 GB200 final
   // +46.4% -> +36.7%, baseline +144.7% -> +130.1%, GB300 +52.1% -> +40.3%); 23.9% before
@@ -161,7 +162,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.232);
+  EXPECT_LT(sum / rows.size(), 0.226);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
