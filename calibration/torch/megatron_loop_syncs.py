@@ -22,7 +22,7 @@ Usage (on the device): python3 megatron_loop_syncs.py MLM OUT -- <pretrain_gpt.p
 import collections, gzip, json, os, shutil, sys, time, traceback, warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from megatron_pretrain_step import shims  # noqa: E402
+from megatron_pretrain_step import run_pretrain_gpt, shims  # noqa: E402
 
 
 def env_iters(name):
@@ -180,9 +180,7 @@ def main():
         return r
 
     T.train_step = train_step
-    sys.argv = [os.path.join(mlm, "pretrain_gpt.py")] + rest
-    import runpy
-    runpy.run_path(os.path.join(mlm, "pretrain_gpt.py"), run_name="__main__")
+    run_pretrain_gpt(mlm, rest)
 
 
 if __name__ == "__main__":
