@@ -1559,6 +1559,10 @@ class Builder {
       vector("cross_entropy", T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
       g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
       if (has_buf) g_.ops.back().frees.push_back(buf);
+      // Megatron reads the micro-batch's loss on the host before it issues anything else: the NaN check
+      // (pretrain_gpt.py:136-141 at f2e5db40, validate_result later) and, at f2e5db40, num_tokens.item()
+      // (schedules.py:404,424).
+      if (nan_checks()) pending_host_wait_ = last();
     } else {
       const OpId send = collective("pp.send_activation", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
@@ -2149,7 +2153,9 @@ class Builder {
       vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
       if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
+      if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
     } else {
+      if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
       sends_[ChunkKey{false, mb_, v}] =
           collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
@@ -2336,6 +2342,7 @@ class Builder {
       deferred_grads_.push_back({prefix_, name, dense_params, expert_params});
       return;
     }
+    if (bucket_nan_checks() && !flushing_grads_) nan_check_bucket(name, dense_params + expert_params, false);
     const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
     const OpId ready = last();
     if (combining()) {
@@ -2383,6 +2390,28 @@ class Builder {
     }
   }
   std::vector<OpId> carried_grads_;  // pipelined gradient collectives of the previous iteration
+
+  // Megatron's NaN checks (training.check_for_nan, Megatron's default). Before a gradient bucket's
+  // reduction its DDP takes the norm of the bucket's gradients and tests it on the host
+  // (param_and_grad_buffer.py:111-117 at f2e5db40; check_grads through the rerun state machine's
+  // validate_result since): the host waits there for the backward so far, and the GPU then waits for the
+  // host's next launches (calibration/data/h200-2026-12-02-megatron-loop-syncs). With
+  // --overlap-grad-reduce buckets close as the backward fills them, each at max(40M, 1M x dp) parameters
+  // (distributed_data_parallel.py:51-54), at layer granularity here; without it one bucket is checked
+  // after the backward (not modelled: the GPU has finished by then).
+  bool nan_checks() const { return !jax_ && t_.check_for_nan; }
+  bool bucket_nan_checks() const {
+    const auto mode = t_.optimizer_sharding;
+    return nan_checks() && t_.overlap_grad_reduce && (mode == OptimizerSharding::none || mode == OptimizerSharding::zero1);
+  }
+  double nan_bucket_params_ = 0;
+  void nan_check_bucket(const std::string& name, double params, bool close) {
+    nan_bucket_params_ += params;
+    if (nan_bucket_params_ <= 0 || (!close && nan_bucket_params_ < std::max(40e6, 1e6 * dp_))) return;
+    vector(name + ".nan_check", nan_bucket_params_ * pr_.grad_reduce_bytes, 2 * nan_bucket_params_);
+    pending_host_wait_ = last();
+    nan_bucket_params_ = 0;
+  }
 
   // ---- XLA's collective combiners (AllReduceCombiner, ReduceScatterCombiner) -----------------------
   // XLA merges independent collectives of one kind over the same devices, in program order, while their

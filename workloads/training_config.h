@@ -224,6 +224,10 @@ struct TrainingConfig {
   // entropy, separate passes (cast to fp32, max, subtract, exp, sum, divide; in backward scale and cast
   // back; megatron/core/tensor_parallel/cross_entropy.py).
   bool cross_entropy_fusion = true;
+  // Megatron --check-for-nan-in-loss-and-grad (on by default in Megatron; --no-check-... turns it off):
+  // the host reads back each micro-batch's loss and each gradient bucket's norm before its reduction,
+  // waiting for the GPU there (docs/decisions.md). Ignored under framework: jax.
+  bool check_for_nan = true;
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }

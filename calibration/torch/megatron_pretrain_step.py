@@ -104,6 +104,11 @@ def main():
         return r
 
     T.train_step = train_step
+    run_pretrain_gpt(mlm, rest)
+
+
+def run_pretrain_gpt(mlm, rest):
+    """Runs MLM's pretrain_gpt.py in this process with the arguments rest (after the caller's patches)."""
     sys.argv = [os.path.join(mlm, "pretrain_gpt.py")] + rest
     import runpy
     runpy.run_path(os.path.join(mlm, "pretrain_gpt.py"), run_name="__main__")

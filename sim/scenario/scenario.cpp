@@ -347,6 +347,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
     set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
+    set_if(r.boolean("check_for_nan"), t.check_for_nan);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
       set_if(mr.choice("dispatcher", kMoeDispatcherNames), t.moe.dispatcher);
@@ -680,6 +681,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
+  if (!t.check_for_nan) training["check_for_nan"] = false;
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
   if (t.cuda_graph_scope.any()) {  // (only when set)

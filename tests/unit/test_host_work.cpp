@@ -106,7 +106,8 @@ TEST(HostWork, LayerHostTimeIsSpreadOverItsOps) {
 // Neither op is issued before the op it waits for has finished.
 TEST(HostWork, MoeDispatchersMakeTheHostWait) {
   for (const char* dispatcher : {"alltoall", "deepep"}) {
-    const auto r = sim::simulate(load(kMoe, {std::string("training.moe.dispatcher=") + dispatcher}));
+    // (without Megatron's NaN checks, whose waits HostWork.MegatronNanChecksMakeTheHostWait counts)
+    const auto r = sim::simulate(load(kMoe, {std::string("training.moe.dispatcher=") + dispatcher, "training.check_for_nan=false"}));
     int waits = 0;
     for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
       const Op& op = r.graph.ops[i];
@@ -124,6 +125,46 @@ TEST(HostWork, MoeDispatchersMakeTheHostWait) {
     // One per MoE layer forward and micro-batch: 4 layers x 2 micro-batches (32 sequences over dp 16).
     EXPECT_EQ(waits, 4 * 2) << dispatcher;
   }
+}
+
+// Megatron's NaN checks (on by default): the host reads each micro-batch's loss before issuing more, and
+// in the last micro-batch each gradient bucket's norm before its reduction (buckets of at least 40M
+// parameters, filled in backward order). Measured in Megatron's loop on the H200
+// (calibration/data/h200-2026-12-02-megatron-loop-syncs): 4 loss and 26 bucket read-backs per step of the
+// 1.7B job, and 70 ms less forward-backward without them.
+TEST(HostWork, MegatronNanChecksMakeTheHostWait) {
+  // 8 layers of 16.8M parameters (hidden 1024, gated MLP 4096); vocab 32,768 x 1,024 = 33.6M parameters
+  // each in the embedding and the head (untied).
+  const char* job = R"(system: {preset: h100-sxm, gpus: 1}
+model: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768, tied_embeddings: false}
+training: {seq_len: 2048, global_batch: 3, micro_batch: 1, parallelism: {tp: 1, pp: 1}, overlap_grad_reduce: true}
+)";
+  const auto r = sim::simulate(load(job));
+  int loss_waits = 0, bucket_waits = 0;
+  double checked_bytes = 0;
+  for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+    const Op& op = r.graph.ops[i];
+    const std::string name = r.graph.op_name(static_cast<OpId>(i));
+    if (name.find("nan_check") != std::string::npos) {
+      EXPECT_EQ(name.rfind("mb2.", 0), 0u) << name;  // the last micro-batch only
+      checked_bytes += op.hbm_bytes;
+    }
+    if (op.host_waits_for == kNoOp) continue;
+    const std::string on = r.graph.op_name(op.host_waits_for);
+    if (on.find("cross_entropy") != std::string::npos) ++loss_waits;
+    if (on.find("nan_check") != std::string::npos) ++bucket_waits;
+    EXPECT_GE(r.replay.ops[i].launch_start_s, r.replay.ops[op.host_waits_for].end_s) << name;
+  }
+  EXPECT_EQ(loss_waits, 3);
+  // In backward order, each bucket closing at 50.3M: the head and layer 7, layers 6..4, layers 3..1,
+  // layer 0 and the embedding.
+  EXPECT_EQ(bucket_waits, 4);
+  const double params = 2 * 32768.0 * 1024 + 8 * 16.78e6;
+  EXPECT_NEAR(checked_bytes / 4, params, 0.01 * params);  // every fp32 main grad read once
+  // --no-check-for-nan-in-loss-and-grad: no waits, and the GPU no longer idles behind them.
+  const auto off = sim::simulate(load(job, {"training.check_for_nan=false"}));
+  for (const auto& op : off.graph.ops) EXPECT_EQ(op.host_waits_for, kNoOp);
+  EXPECT_GT(r.replay.step_time_s, off.replay.step_time_s);
 }
 
 // JAX: XLA's static shapes need no host read-back, and its runtime is modelled by launch.xla_*.

@@ -87,8 +87,11 @@ TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
   const double p = 4, m = 16;
   for (int v : {1, 2})
     for (const char* overlap : {"true", "false"}) {
+      // (Megatron's NaN checks off: their host waits, at the last stage's losses and in the last
+      // micro-batch, make micro-steps unequal, which the closed form below does not describe.)
       const std::vector<std::string> sets = {"training.parallelism.vp=" + std::to_string(v),
-                                             std::string("training.overlap_grad_reduce=") + overlap};
+                                             std::string("training.overlap_grad_reduce=") + overlap,
+                                             "training.check_for_nan=false"};
       const auto one = sim::simulate(load(kStages, with_dp(1, sets)));
       const double bubble1 = one.replay.breakdown.pipeline_bubble_s;
       const double stage_time = one.replay.step_time_s - bubble1;  // m micro-batches, comm on the path included
