@@ -328,7 +328,15 @@ struct Comm {
   int comm_channels = 1;
   int nvls_channels = 0;
   double nic_ladder = 0;  // highest inter-ladder speed one NIC sustains (p2p over NIC)
+  double nic_efficiency = 1.0;  // scale_out.nic_efficiency: the transport's rate / line rate
 };
+
+// GB/s a rank's NICs move when NCCL's model gives them `nic_rate`: that, or less where the transport does not run
+// the NIC at line rate (scale_out.nic_efficiency < 1). NCCL's search and tuning still see the line rate (the
+// TCPX plugin reports its NICs' speed), so the efficiency bounds the data, not the channel plan.
+double nic_sustained(const Comm& c, double nic_rate) {
+  return c.nic_efficiency < 1.0 ? std::min(nic_rate, c.nics_per_gpu * c.nic * c.nic_efficiency) : nic_rate;
+}
 
 Arch arch_of(const SystemSpec& sys) {
   switch (sys.gpu.architecture) {
@@ -368,6 +376,7 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
                                 "' has no scale-out NIC (scale_out.nic_bandwidth_Bps / nics_per_gpu)");
   c.nvls_hw = sys.scale_up.nvswitch && sys.scale_up.nvls && nvls_enabled;  // all our architectures are SM90+
   c.nic_ladder = c.nic > 0 ? ladder_floor(kInterLadder[c.arch], c.nic) : 0.0;
+  c.nic_efficiency = sys.scale_out.nic_efficiency;
 
   const double nvl = c.nvl;
   const int nics = c.ppn * c.nics_per_gpu;  // this group's NICs in one domain (each GPU owns its own)
@@ -815,7 +824,7 @@ struct Evaluated {
   double total() const { return lat_s + bw_s; }
 };
 
-Evaluated evaluate(const Candidate& k, double bytes, int share) {
+Evaluated evaluate(const Comm& c, const Candidate& k, double bytes) {
   Evaluated e;
   e.k = k;
   double algbw = k.algbw;
@@ -823,22 +832,23 @@ Evaluated evaluate(const Candidate& k, double bytes, int share) {
   e.lat_s = k.lat_us * 1e-6;
   e.bw_s = std::isfinite(algbw) && algbw > 0 ? bytes / (algbw * 1e9) : 0.0;
   e.bound = k.bound;
-  if (share > 1) {
-    // Communicators running at the same time on the same ports split them: the rank's bytes on each link
-    // class cannot move faster than 1/share of that class (max-min fair). NCCL's model knows nothing of it.
-    if (k.nvl_rate > 0) {
-      const double floor_nvl = share * k.nvl_bytes / (k.nvl_rate * 1e9);
-      if (floor_nvl > e.bw_s) {
-        e.bw_s = floor_nvl;
-        e.bound = "nvlink";
-      }
+  const int share = c.share;
+  const double nic_rate = nic_sustained(c, k.nic_rate);
+  // Communicators running at the same time on the same ports split them: the rank's bytes on each link
+  // class cannot move faster than 1/share of that class (max-min fair). NCCL's model knows nothing of it.
+  // A transport below line rate (nic_efficiency) bounds the NIC's bytes the same way, shared or not.
+  if (share > 1 && k.nvl_rate > 0) {
+    const double floor_nvl = share * k.nvl_bytes / (k.nvl_rate * 1e9);
+    if (floor_nvl > e.bw_s) {
+      e.bw_s = floor_nvl;
+      e.bound = "nvlink";
     }
-    if (k.nic_rate > 0) {
-      const double floor_nic = share * k.nic_bytes / (k.nic_rate * 1e9);
-      if (floor_nic > e.bw_s) {
-        e.bw_s = floor_nic;
-        e.bound = "nic";
-      }
+  }
+  if ((share > 1 || nic_rate < k.nic_rate) && nic_rate > 0) {
+    const double floor_nic = share * k.nic_bytes / (nic_rate * 1e9);
+    if (floor_nic > e.bw_s) {
+      e.bw_s = floor_nic;
+      e.bound = "nic";
     }
   }
   return e;
@@ -1074,7 +1084,7 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
   Evaluated best;
   bool have = false;
   for (const auto& k : cands) {
-    Evaluated e = evaluate(k, bytes, c.share);
+    Evaluated e = evaluate(c, k, bytes);
     if (!have || e.total() < best.total()) {
       best = e;
       have = true;
@@ -1166,9 +1176,10 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   r.bytes_per_rank_nvlink = v.nvlink_bytes;
   // Each leg at the library's measured rate (expert_link_efficiency), not NCCL's: the NIC's bytes at its share
   // of the line rate; on NVLink, the GPU's received bytes (its own share included) at its share of the nominal
-  // rate per direction, of which (r-1)/r cross NVLink.
+  // rate per direction, of which (r-1)/r cross NVLink. The library's NIC share was measured on InfiniBand; a
+  // transport below line rate (scale_out.nic_efficiency, e.g. GPUDirect-TCPX) scales it further.
   const ExpertLinkEfficiency eff = expert_link_efficiency(x.library);
-  const double nic_rate = c.nics_per_gpu * c.nic * 1e9 * eff.nic;
+  const double nic_rate = c.nics_per_gpu * c.nic * 1e9 * eff.nic * c.nic_efficiency;
   const double nvl_rate = sys.scale_up.bandwidth_per_direction_Bps * eff.nvlink * (c.ppn - 1) / c.ppn;
   const double t_nic = v.nic_bytes > 0 && nic_rate > 0 ? v.nic_bytes / nic_rate : 0.0;
   const double t_nvl = v.nvlink_bytes > 0 && nvl_rate > 0 ? v.nvlink_bytes / nvl_rate : 0.0;

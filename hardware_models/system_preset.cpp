@@ -246,6 +246,7 @@ SystemSpec parse_system_preset(const Node& root) {
     MapReader r(*o);
     set_if(quantity_in(r, "nic_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.scale_out.nic_bandwidth_Bps);
     set_if(r.integer("nics_per_gpu", true, 1, 64), s.scale_out.nics_per_gpu);
+    set_if(r.number("nic_efficiency", false, 0.01, 1.0), s.scale_out.nic_efficiency);
     r.finish();
   }
   if (auto m = top.get("memory")) {
@@ -376,7 +377,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
-            "launch.megatron_moe_permutation"};
+            "launch.megatron_moe_permutation", "scale_out.nic_efficiency"};
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {

@@ -109,6 +109,10 @@ struct ScaleUpSpec {
 struct ScaleOutSpec {
   double nic_bandwidth_Bps = 0;                // per NIC, one direction
   int nics_per_gpu = 1;
+  // What the NIC's transport sustains for large transfers / its line rate. 1: RDMA (InfiniBand, RoCE), which
+  // NCCL's model runs at its channel speed for the line rate. Below 1 for a host-driven path such as
+  // GPUDirect-TCPX (A3 High), where NCCL still plans channels for the line rate but the data moves slower.
+  double nic_efficiency = 1.0;
 };
 
 struct MemorySpec {

@@ -569,9 +569,13 @@ class Builder {
     const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp ||
                                grp == CommGroup::dp_shard || grp == CommGroup::edp_shard ||
                                grp == CommGroup::dp_replicate;
-    op.stream = !data_parallel               ? StreamKind::comm
-                : c == CollectiveOp::all_gather    ? StreamKind::comm_dp
-                                             : StreamKind::comm_grad;
+    // XLA issues every asynchronous collective on one stream (AsyncStreamKind::kCollective, openxla/xla
+    // xla/service/gpu/runtime/nccl_clique_key.h): with unrolled layers the weight gathers queue with the
+    // gradient reductions, in the order of gathers_before_grads. Megatron and FSDP gather on a stream of their
+    // own; scanned JAX layers keep two streams too (the pipeliner's order on one stream is not modelled).
+    op.stream = !data_parallel                                               ? StreamKind::comm
+                : (c == CollectiveOp::all_gather && !gathers_before_grads()) ? StreamKind::comm_dp
+                                                                             : StreamKind::comm_grad;
     op.phase = phase_;
     op.coll = c;
     op.group = grp;
@@ -2142,8 +2146,12 @@ class Builder {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
       layer_backward(l);
-      if (last_micro_for_sync()) grad_sync("grad", dense_weights(l), expert_weights(l), true);
+      if (last_micro_for_sync()) {
+        if (gathers_before_grads()) deferred_sync_ = DeferredSync{prefix_, l};
+        else grad_sync("grad", dense_weights(l), expert_weights(l), true);
+      }
     }
+    flush_deferred_sync();
     carried_grads_.clear();  // the last iteration's pipelined collectives, peeled after the loop
     prefix_micro_vstage(v);
     phase_ = Phase::backward;
@@ -2160,6 +2168,27 @@ class Builder {
           collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
     if (combining()) flush_grad_combines();
+  }
+  // XLA runs all its asynchronous collectives on one stream (AsyncStreamKind::kCollective, see collective()), in the
+  // order its latency-hiding scheduler issues them: a layer's weight gather needs only the weights, so it is issued
+  // to overlap the layer after it in the backward, before that layer's gradient collectives, which wait for its
+  // wgrad. Unrolled layers: a layer's gradient sync is emitted after the next layer's gather (its ready op is the
+  // same: last() skips data-parallel collectives). Scanned layers are left as they were (two streams): their
+  // iterations and the collective pipeliner fix another order, not modelled on one stream.
+  bool gathers_before_grads() const { return jax_ && !t_.scan_layers && fsdp_per_use(); }
+  struct DeferredSync {
+    Name prefix;
+    int layer = 0;
+  };
+  std::optional<DeferredSync> deferred_sync_;
+  void flush_deferred_sync() {
+    if (!deferred_sync_) return;
+    const Name keep = prefix_;
+    const int l = deferred_sync_->layer;
+    prefix_ = deferred_sync_->prefix;
+    deferred_sync_.reset();
+    grad_sync("grad", dense_weights(l), expert_weights(l), true);
+    prefix_ = keep;
   }
   std::vector<TensorId> pending_alloc_;
   void attach_pending_allocs(OpId id) {
@@ -2199,6 +2228,7 @@ class Builder {
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
     StepMap<TensorId> by_step = st.kept;  // freed once their step's backward ran
     if (fsdp_per_use()) to_free.push_back(fsdp_gather(l));
+    flush_deferred_sync();
     for (const auto& f : st.fetched) {
       pending_deps_.push_back(f.copy);  // offloaded activations must be back first
       by_step.set(f.step, f.tensor);

@@ -112,7 +112,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                                       h.link_bandwidth_both_directions_Bps * h.copy_efficiency / link_sharers);
       x.host_mem = net_.add_resource(p + "host_memory", h.memory_bandwidth_Bps / host_sharers);
       x.nvlink = net_.add_resource(p + "nvlink", sys_.scale_up.bandwidth_per_direction_Bps);
-      x.nic = net_.add_resource(p + "nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu);
+      x.nic = net_.add_resource(p + "nic", sys_.scale_out.nic_bandwidth_Bps * sys_.scale_out.nics_per_gpu *
+                                               sys_.scale_out.nic_efficiency);
       for (std::size_t k = 0; k < x.pace.size(); ++k) x.pace[k] = net_.add_resource(p + fmt::format("collective_pace{}", k), 1.0);
       res_of_.push_back(x);
     }

@@ -621,6 +621,8 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
     cal["transfer"] = g.calibration->transfer;
   }
   sys["resolved"]["calibration"] = cal;
+  // Echoed only when below line rate (other reports keep their bytes).
+  if (g.scale_out.nic_efficiency < 1.0) sys["resolved"]["scale_out"]["nic_efficiency"] = g.scale_out.nic_efficiency;
   return sys;
 }
 

@@ -117,7 +117,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-126M, 64 H100 (DP64)",
-      "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)"};
+      "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
+      // -0.3%: its 1-VM step +20% too fast against a scale-out loss 13 points too large (docs/validation.md).
+      "MaxText Llama2-7B, 128 H100 (A3 16 VMs, FSDP8 x data 16)"};
   EXPECT_EQ(passing, expected);
   // What fp8 buys on the same layout, measured against predicted, within 5% (three pairs of the suite):
   // the absolute misses of these rows are their BF16 baselines'. While the wgrad ran in bf16 under fp8
@@ -142,7 +144,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 22.3% today on 41 rows (Megatron's NaN checks as host waits: 1.7B +22.1% -> +12.4%, 7.1B +23.9% -> +21.3%,
+  // 20.3% today on 41 rows (this stop's four mechanisms together, 22.9% -> 20.3%: GPUDirect-TCPX at 0.667 of line
+  // rate and XLA's gathers and gradient reductions on one stream: MaxText A3 2-16 VMs +38.3/+39.5/+29.7/+39.8% ->
+  // +36.7/+32.2/+15.9/-0.3%, the 16-VM row within 10% only by two errors cancelling (docs/validation.md);
+  // Megatron's NaN checks as host waits: 1.7B +22.1% -> +12.4%, 7.1B +23.9% -> +21.3%,
   // 70B -1.0% -> -1.9%, the passing set unchanged; DeepEP and HybridEP at their measured link rates, not NCCL's, on 20 / 32 SMs: Qwen3
   // H100 EP32 -19.7% -> -16.7%, 16K +26.9% -> +23.7%, GB300 +40.3% -> +35.7%, DeepSeek-V3 GB200 final +36.7% -> +34.5%;
   // away: Megatron-FSDP +17.2% -> +17.7%, 128K GB200 -0.6% -> -1.0%, EP32 A2A overlap -35.7% -> -35.9%, H800 +27.7% -> +28.5%); 22.9% before (JAX's output head in bf16 under fp8, as MaxText and Pax run it: Pax TE FP8 5B -15.0% ->
@@ -164,7 +169,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.226);
+  EXPECT_LT(sum / rows.size(), 0.205);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

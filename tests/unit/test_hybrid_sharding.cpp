@@ -178,6 +178,44 @@ TEST(HybridSharding, JaxScannedLayersEndTheIterationWithTheReplicaAllReduce) {
   }
 }
 
+// XLA runs every asynchronous collective on one stream (AsyncStreamKind::kCollective, openxla/xla
+// xla/service/gpu/runtime/nccl_clique_key.h in 2024, later backends/gpu/collectives/gpu_clique_key.h): weight
+// gathers, gradient reduce-scatters and the replica all-reduce queue behind each other. Its latency-hiding
+// scheduler issues a layer's gather (it needs only the weights) before the gradient collectives of the layer
+// after it in the backward, which wait for that layer's wgrad. Unrolled layers: on the one stream, L1's gather
+// comes before L2's reduce-scatter and all-reduce, and L2's all-reduce before L0's gather. Megatron keeps its
+// gathers and reductions on separate streams.
+TEST(HybridSharding, JaxDataParallelCollectivesShareOneStreamGathersFirst) {
+  const auto sc = load(kDense, {"training.framework=jax", "training.scan_layers=false", "training.parallelism.dp_shard=8"});
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  auto find = [&](const std::string& name) -> std::optional<OpId> {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
+    return std::nullopt;
+  };
+  std::optional<OpId> ag1, ag0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& o = g.ops[i];
+    if (o.kind != OpKind::collective || o.phase != Phase::backward || o.coll != hw::CollectiveOp::all_gather) continue;
+    const std::string n = g.op_name(static_cast<OpId>(i));
+    if (n.rfind("mb0.L1.", 0) == 0) ag1 = static_cast<OpId>(i);
+    if (n.rfind("mb0.L0.", 0) == 0) ag0 = static_cast<OpId>(i);
+  }
+  const auto rs2 = find("mb0.L2.grad.reduce_scatter"), ar2 = find("mb0.L2.grad.replica_all_reduce");
+  ASSERT_TRUE(ag1 && ag0 && rs2 && ar2);
+  EXPECT_EQ(g.ops[*ag1].stream, g.ops[*rs2].stream);
+  EXPECT_EQ(g.ops[*ag1].stream, g.ops[*ar2].stream);
+  EXPECT_LT(*ag1, *rs2);
+  EXPECT_LT(*rs2, *ar2);
+  EXPECT_LT(*ar2, *ag0);
+  const auto mg = load(kDense, {"training.parallelism.dp_shard=8"});
+  const auto gm = build_training_graph(mg.model, mg.training, mg.system.spec);
+  bool separate = false;
+  for (const Op& o : gm.ops)
+    separate |= o.kind == OpKind::collective && o.coll == hw::CollectiveOp::all_gather && o.stream == StreamKind::comm_dp;
+  EXPECT_TRUE(separate);
+}
+
 TEST(HybridSharding, BadValuesNameTheKey) {
   EXPECT_EQ(error_text(kDense, {"training.parallelism.dp_shard=6"}),
             "--set training.parallelism.dp_shard=6:1:1: error: training.parallelism.dp_shard: dp_shard (6) must divide "
