@@ -378,6 +378,10 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
             "launch.megatron_moe_permutation", "scale_out.nic_efficiency"};
+        // An optional field absent from this preset is named by its short name the same way.
+        if (matches.empty())
+          for (const auto& f : optional_fields)
+            if (f.ends_with("." + key)) matches.push_back(f);
         if (matches.size() == 1) {
           target = matches[0];
         } else if (std::find(optional_fields.begin(), optional_fields.end(), key) != optional_fields.end()) {

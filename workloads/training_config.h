@@ -88,7 +88,8 @@ const std::vector<std::string>& recompute_alias_names();
 //  all_to_all: NCCL all-to-all over the EP group, one copy per (token, expert) pair ("alltoall").
 //  hierarchical: DeepEP / HybridEP ("flex"): a token crosses the NIC once per destination NVLink
 //  domain and is forwarded over NVLink to the GPUs holding its experts there, one copy per GPU.
-//  deepep and hybridep are both modelled as hierarchical; the name is kept for the report.
+//  deepep and hybridep are both hierarchical, each at its own measured link rates and SM count
+//  (hw::expert_link_efficiency; DeepEP 20 SMs, HybridEP 32).
 enum class MoeDispatcher { all_to_all, deepep, hybridep };
 inline constexpr std::array<sim::EnumName<MoeDispatcher>, 3> kMoeDispatcherNames = {
     {{MoeDispatcher::all_to_all, "alltoall"}, {MoeDispatcher::deepep, "deepep"}, {MoeDispatcher::hybridep, "hybridep"}}};

@@ -368,6 +368,39 @@ TEST(MegatronImport, QkLayernormReachesItsKey) {
   EXPECT_EQ(mla.yaml.find("qk_norm"), std::string::npos);
 }
 
+// --no-check-for-nan-in-loss-and-grad turns Megatron's NaN checks (host waits) off: training.check_for_nan false, from
+// a script or from Megatron's printed arguments (check_for_nan_in_loss_and_grad False); without it the key is not
+// written (Megatron's default, on).
+TEST(MegatronImport, NoCheckForNanReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 8;
+  const std::string dense = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --vocab-size 1024 "
+                            "--seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --bf16 --swiglu\n";
+  const auto off = meg(dense + "--no-check-for-nan-in-loss-and-grad\n", opt);
+  EXPECT_FALSE(load(off).training.check_for_nan);
+  EXPECT_NE(off.yaml.find("check_for_nan: false"), std::string::npos) << off.yaml;
+  for (const auto& w : off.warnings) EXPECT_EQ(w.find("check-for-nan"), std::string::npos) << w;
+  EXPECT_TRUE(load(meg(dense, opt)).training.check_for_nan);
+  EXPECT_EQ(meg(dense, opt).yaml.find("check_for_nan"), std::string::npos);
+  // The later of the two switches holds.
+  EXPECT_TRUE(load(meg(dense + "--no-check-for-nan-in-loss-and-grad --check-for-nan-in-loss-and-grad\n", opt))
+                  .training.check_for_nan);
+  const std::string log = "------------------------ arguments ------------------------\n"
+                          "  bf16 ............................................ True\n"
+                          "  check_for_nan_in_loss_and_grad .................. False\n"
+                          "  global_batch_size ............................... 8\n"
+                          "  hidden_size ..................................... 1024\n"
+                          "  micro_batch_size ................................ 1\n"
+                          "  num_attention_heads ............................. 16\n"
+                          "  num_layers ...................................... 4\n"
+                          "  padded_vocab_size ............................... 1024\n"
+                          "  seq_length ...................................... 2048\n"
+                          "  world_size ...................................... 8\n"
+                          "-------------------- end of arguments ---------------------\n";
+  EXPECT_FALSE(load(meg(log, opt)).training.check_for_nan);
+}
+
 TEST(MegatronImport, ScriptsWithVariablesArraysAndContinuations) {
   const std::string script = R"(#!/bin/bash
 GPUS_PER_NODE=8

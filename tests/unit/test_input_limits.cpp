@@ -549,6 +549,20 @@ TEST(InputLimitsPresets, CapacitiesAndRatesMustBePhysical) {
   EXPECT_TRUE(contains(with("reserved", "200 GB"), "leaves nothing of the"));
 }
 
+// An optional preset field the preset does not write (scale_out.nic_efficiency on h200-sxm) is named by its short
+// name as a written one is, and keeps its range check.
+TEST(InputLimitsPresets, OptionalFieldsTakeTheirShortName) {
+  auto text = [](const std::string& field, const std::string& value) {
+    return "name: t\nsystem:\n  preset: h200-sxm\n  gpus: 8\n  overrides: {" + field + ": " + value +
+           "}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 4096, global_batch: 64}\n";
+  };
+  EXPECT_DOUBLE_EQ(sim::load_scenario_text(text("nic_efficiency", "0.5"), "t.yaml").system.spec.scale_out.nic_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(
+      sim::load_scenario_text(text("scale_out.nic_efficiency", "0.5"), "t.yaml").system.spec.scale_out.nic_efficiency, 0.5);
+  EXPECT_TRUE(contains(scenario_error(text("nic_efficiency", "0")), "must be between 0.01 and 1, got 0"));
+  EXPECT_TRUE(contains(scenario_error(text("nic_efficiency", "1.5")), "must be between 0.01 and 1, got 1.5"));
+}
+
 // gpu.sustained_gemm: shapes are map keys, so the parser checks each (MxNxK, positive integers) and its rate.
 namespace {
 // The error of a scenario on h200-sxm.yaml with `replace` put in place of the first `at` in its text.

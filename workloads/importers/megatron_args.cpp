@@ -291,6 +291,14 @@ Extracted extract(const std::string& text) {
       const std::string value = trim(line.substr(v));
       if (name.empty()) continue;
       if (name == "world_size") ex.world_size = std::atoi(value.c_str());
+      if (name == "check_for_nan_in_loss_and_grad" && value == "False") {
+        // A default-on switch printed off: the flag that turns it off.
+        Arg a;
+        a.flag = "no-check-for-nan-in-loss-and-grad";
+        a.line = lineno;
+        ex.args.push_back(a);
+        continue;
+      }
       if (value == "False" || value == "None") continue;
       std::string flag = name;
       if (auto it = renamed.find(name); it != renamed.end()) flag = it->second;
@@ -413,7 +421,7 @@ bool ignorable(const std::string& f) {
       "rotary-base", "rotary-percent", "rotary-seq-len-interpolation-factor", "rotary-scaling-factor", "mscale",
       "mscale-all-dim", "use-precision-aware-optimizer", "te-rng-tracker", "use-te-rng-tracker", "bias-dropout-fusion",
       "no-persist-layer-norm", "defer-embedding-wgrad-compute", "async-save", "auto-detect-ckpt-format",
-      "check-for-nan-in-loss-and-grad", "no-check-for-nan-in-loss-and-grad", "no-async-tensor-model-parallel-allreduce",
+      "no-async-tensor-model-parallel-allreduce",
       "exit-on-missing-checkpoint", "decoupled-weight-decay", "untie-embeddings-and-output-weights-placeholder",
       "cp-comm-type", "ddp-bucket-size", "ddp-average-in-collective", "timing-log-level", "timing-log-option",
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
@@ -887,6 +895,18 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const bool cef = fl.on("cross-entropy-loss-fusion");
   tw.line(2, "cross_entropy_fusion", cef ? "true" : "false",
           cef ? "--cross-entropy-loss-fusion" : "no --cross-entropy-loss-fusion (Megatron's default: unfused)");
+  // Megatron's NaN checks (training.check_for_nan): on by default; --no-check-for-nan-in-loss-and-grad turns them
+  // off (--check-for-nan-in-loss-and-grad, older Megatron's switch, on). Given both, the later one holds.
+  {
+    const std::string* nan_flag = nullptr;
+    for (const auto& a : ex.args)
+      if (a.flag == "no-check-for-nan-in-loss-and-grad" || a.flag == "check-for-nan-in-loss-and-grad") nan_flag = &a.flag;
+    fl.on("no-check-for-nan-in-loss-and-grad");
+    fl.on("check-for-nan-in-loss-and-grad");
+    if (nan_flag) {
+      tw.line(2, "check_for_nan", nan_flag->starts_with("no-") ? "false" : "true", src(*nan_flag));
+    }
+  }
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
   if (fl.on("grad-reduce-in-bf16"))
