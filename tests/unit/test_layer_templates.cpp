@@ -97,6 +97,9 @@ TEST(LayerTemplates, VariantsBuildTheSameGraph) {
       {", cp_comm: a2a", "{tp: 1, cp: 2, pp: 2}"},
       {", hidden_dropout: 0.1, attention_dropout: 0.1", "{tp: 2, pp: 2}"},
       {", cuda_graphs: true", "{tp: 2, pp: 2}"},
+      // Megatron's NaN checks place host waits at micro-batch ends and gradient-bucket closes (review11's list).
+      {", check_for_nan: false", "{tp: 2, pp: 2}"},
+      {", overlap_grad_reduce: true, optimizer_sharding: zero1, check_for_nan: true", "{tp: 2, pp: 2, vp: 2}"},
   };
   int stamped = 0;
   for (const auto& [extra, par] : variants) stamped += check(small(extra, par), extra + " " + par);
