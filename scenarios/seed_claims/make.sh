@@ -64,10 +64,8 @@ J9="model_name=llama3-8b hardware=gpu scan_layers=False attention=cudnn_flash_te
 #    Both sides run the example's own XLA_FLAGS (nvfp4_example.sh, verbatim but the dump flags): command buffers off,
 #    2 GiB combine thresholds (8 GiB / 4), double buffering off, rematerialization pass off.
 X9="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_triton_gemm=false --xla_gpu_enable_command_buffer= --xla_gpu_all_reduce_combine_threshold_bytes=2147483648 --xla_gpu_all_gather_combine_threshold_bytes=2147483648 --xla_gpu_reduce_scatter_combine_threshold_bytes=2147483648 --xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true --xla_gpu_enable_while_loop_double_buffering=false --xla_gpu_enable_all_gather_combine_by_dim=false --xla_gpu_enable_reduce_scatter_combine_by_dim=false --xla_disable_hlo_passes=rematerialization"
-XLA_SAVED=$XLA; XLA=$X9
-imp 09-gb300-nvfp4 gb300-nvl72 4 $T/base.yml $J9 quantization=te_nvfp4_no_rht remat_policy=minimal_with_context
-imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu remat_policy=save_dot_with_context_except_mlp
-XLA=$XLA_SAVED
+XLA=$X9 imp 09-gb300-nvfp4 gb300-nvl72 4 $T/base.yml $J9 quantization=te_nvfp4_no_rht remat_policy=minimal_with_context
+XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu remat_policy=save_dot_with_context_except_mlp
 # 10: weak scaling, MaxText's Llama 3 70B GPU config: one rack's 64 GPUs vs 8 racks' (ici = the 64 GPUs of a rack)
 imp 10-llama70b-64  gb200-nvl72 64  $L70 ici_fsdp_parallelism=64
 imp 10-llama70b-512 gb200-nvl72 512 $L70 ici_fsdp_parallelism=64 dcn_fsdp_parallelism=8
