@@ -194,7 +194,8 @@ struct Op {
   double host_s = 0;
   Name name;
 };
-static_assert(sizeof(Op) == 224, "an op's size is what the replay's passes read (docs/performance.md)");
+static_assert(sizeof(Op) == 224, "an op's size is what the replay's passes read (docs/performance.md); a new field "
+                                  "must also be compared in same_op (op_graph.cpp)");
 
 // Every field equal (names by their ids): the builder's layer templates check that a recorded layer left
 // the ops before it untouched, and tests compare graphs built two ways.
