@@ -262,6 +262,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     StreamKind stream;
     OpKind kind;
     Phase phase;
+    bool host_waits = false;  // a host waits for it (host_waiters_ has it): finish() looks it up only then
   };
   std::vector<OpMeta> meta_;
   // Ops per rank and stream: the timeline passes size their lists with it (no regrowth and copy).
@@ -410,6 +411,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (op.host_waits_for != workloads::kNoOp) {
         if (!done_[op.host_waits_for]) {
           host_waiters_[op.host_waits_for].push_back(rank);
+          meta_[op.host_waits_for].host_waits = true;
           return;
         }
         h = std::max(h, res_.ops[op.host_waits_for].end_s);
@@ -483,7 +485,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     res_.step_time_s = std::max(res_.step_time_s, r.end_s);
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
-    if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
+    if (meta_[id].host_waits) {
+      const auto w = host_waiters_.find(id);
       const std::vector<int> ranks = std::move(w->second);
       host_waiters_.erase(w);
       for (int rank : ranks) issue_launches(rank, /*before_run=*/false);
@@ -495,7 +498,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
       if (R.running_count == 0 && R.paced_down) pace_seq = q_.reserve_seq();
-      if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
+      if (auto b = blocked_by_kernel_.empty() ? blocked_by_kernel_.end() : blocked_by_kernel_.find(id);
+          b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
         for (OpId c : waiting)
