@@ -249,11 +249,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     }
   };
   // The sequence number of the event being run (a planned launch's, when one is taken): a launch of this
-  // instant with a lower number has had its turn.
+  // instant with a lower number has had its turn (with the same number: it is the one being taken, or both
+  // were planned before the run, which come first at their instant).
   uint64_t current_seq_ = 0;
   bool launch_past(const Planned& p) const {
     const int64_t now = q_.now().ps;
-    return p.ps < now || (p.ps == now && p.seq < current_seq_);
+    return p.ps < now || (p.ps == now && p.seq <= current_seq_);
   }
   // What the passes over every op read, 6 bytes an op instead of its 280: a graph of 100,000 ops does
   // not fit in the caches, and a pass that reads one field of each op fetches a line of each.
