@@ -35,23 +35,28 @@ def main():
     with open(os.path.join(HERE, "ladder.json")) as f:
         ladder = json.load(f)
     flops_per_token = deepseek_v3_gb200_flops_per_token()
-    print("| # | rung (dispatcher) | measured TFLOP/s (tok/s/GPU) | racksim tok/s/GPU | measured gain | racksim gain | racksim: what changed |")
+    tokens_per_gpu = None  # per step: GBS x seq / GPUs, from the baseline's resolved scenario
+    print("| # | rung (dispatcher) | measured TFLOP/s: tok/s/GPU, step | racksim tok/s/GPU, step | measured gain | racksim gain | racksim: what changed |")
     print("|---|---|---|---|---|---|---|")
-    prev_tf = prev_tps = None
+    prev_tf = prev_tps = first_tps = None
     for r in ladder["rungs"]:
         tps_measured = r["tflops"] * 1e12 / flops_per_token
         if r["scenario"]:
-            tps = run(a.racksim, os.path.join(HERE, r["scenario"]))["tokens_per_s_per_gpu"]
+            rep = run(a.racksim, os.path.join(HERE, r["scenario"]))
+            tps = rep["tokens_per_s_per_gpu"]
+            t = rep["scenario"]["training"]
+            tokens_per_gpu = t["global_batch"] * t["seq_len"] / rep["scenario"]["system"]["gpus"]
         else:
             tps = prev_tps  # nothing racksim models changes
+        first_tps = first_tps or tps
         gain_m = f"{r['tflops'] / prev_tf:.3f}" if prev_tf else "-"
         gain_p = f"{tps / prev_tps:.3f}" if prev_tps else "-"
-        print(f"| {r['rung']} | {r['step']} ({r['dispatcher']}) | {r['tflops']:.2f} ({tps_measured:,.0f}) | {tps:,.0f} | "
-              f"{gain_m} | {gain_p} | {r['racksim']} |")
+        print(f"| {r['rung']} | {r['step']} ({r['dispatcher']}) | {r['tflops']:.2f}: {tps_measured:,.0f}, "
+              f"{tokens_per_gpu / tps_measured:.2f} s | {tps:,.0f}, {tokens_per_gpu / tps:.2f} s | {gain_m} | {gain_p} | "
+              f"{r['racksim']} |")
         prev_tf, prev_tps = r["tflops"], tps
     first, last = ladder["rungs"][0], ladder["rungs"][-1]
-    print(f"\nwhole ladder: measured {last['tflops'] / first['tflops']:.3f}x, racksim "
-          f"{prev_tps / run(a.racksim, os.path.join(HERE, first['scenario']))['tokens_per_s_per_gpu']:.3f}x")
+    print(f"\nwhole ladder: measured {last['tflops'] / first['tflops']:.3f}x, racksim {prev_tps / first_tps:.3f}x")
 
 
 if __name__ == "__main__":
