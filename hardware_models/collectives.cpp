@@ -1139,10 +1139,18 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
 // #16). Where a library was measured dispatching and combining, the one figure is the harmonic mean of the two:
 // a layer runs as many dispatch kernels as combine kernels (the forward dispatch and the combine's backward are
 // dispatches, the forward combine and the dispatch's backward combines), so their summed time is kept.
-ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library) {
+ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library, int nvlink_peers) {
   auto harmonic = [](double a, double b) { return 2.0 / (1.0 / a + 1.0 / b); };
   switch (library) {
     case ExpertLibrary::deepep:
+      if (nvlink_peers > kDeepEpMaxNvlinkPeers)
+        // An NVLink domain of more ranks than DeepEP's intranode kernels serve (multi-node NVLink, through
+        // DeepEP PR 218): EP 32 on GB200 NVL72 with 24 SMs reached about 400 GB/s dispatch and 190 GB/s
+        // combine algorithm bandwidth of the 900 GB/s per direction (shared reference at_scale_measurements.md
+        // §1b; NVIDIA/Megatron-LM@79e8592b docs/discussions/deepseek-v3-gb200-optimization/
+        // deepseek-v3-gb200-optimization.md line 108, the same figure convention as HybridEP's below). The NIC
+        // leg is unchanged.
+        return {harmonic(400.0 / 900.0, 190.0 / 900.0), harmonic(58.0 * 0.75 / 50.0, 57.0 * 0.75 / 50.0)};
       // NVLink: 337.35 GB/s intranode (EP 8, 24 SMs, 4,096 tokens of hidden 7168, top-8 of 256 experts, the
       // best chunk size of tests/test_intranode.py) on H20, whose NVLink 4 is the H100's 18 links, 450 GB/s per
       // direction (DeepEP issue #16; the maintainer: H800's 200 GB/s peaks near 160, and V1's README measured
@@ -1178,7 +1186,7 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   // of the line rate; on NVLink, the GPU's received bytes (its own share included) at its share of the nominal
   // rate per direction, of which (r-1)/r cross NVLink. The library's NIC share was measured on InfiniBand; a
   // transport below line rate (scale_out.nic_efficiency, e.g. GPUDirect-TCPX) scales it further.
-  const ExpertLinkEfficiency eff = expert_link_efficiency(x.library);
+  const ExpertLinkEfficiency eff = expert_link_efficiency(x.library, c.ppn);
   const double nic_rate = c.nics_per_gpu * c.nic * 1e9 * eff.nic * c.nic_efficiency;
   const double nvl_rate = sys.scale_up.bandwidth_per_direction_Bps * eff.nvlink * (c.ppn - 1) / c.ppn;
   const double t_nic = v.nic_bytes > 0 && nic_rate > 0 ? v.nic_bytes / nic_rate : 0.0;

@@ -103,10 +103,15 @@ struct ExpertExchange {
 // The rates DeepEP's and HybridEP's normal kernels were measured to sustain, as fractions of the link's
 // nominal rate per direction: on NVLink, of the bytes a GPU receives (its own share included, as the
 // libraries' tests count them); on the NIC, of the bytes it sends to other domains. nccl: {0, 0} (unused).
+// nvlink_peers: the group's ranks in one NVLink domain. DeepEP serves up to kDeepEpMaxNvlinkPeers NVLink
+// peers officially ("does not officially support scenarios where the NVLink domain is larger than 8",
+// NVIDIA/Megatron-LM@79e8592b docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md
+// line 108); a larger domain (EP 32 on GB200 NVL72) runs a community multi-node-NVLink path, measured slower.
 struct ExpertLinkEfficiency {
   double nvlink = 0, nic = 0;
 };
-ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library);
+inline constexpr int kDeepEpMaxNvlinkPeers = 8;
+ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library, int nvlink_peers);
 // The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class.
 struct ExpertExchangeVolume {
   double domains = 0, remote_domains = 0, gpus = 0;

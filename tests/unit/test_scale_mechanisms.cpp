@@ -335,6 +335,29 @@ TEST(ScaleMechanisms, DeepEpMovesTokensAtItsMeasuredRates) {
   EXPECT_EQ(hw::estimate_expert_exchange(h100, place, x).sm_count, 32);
 }
 
+// DeepEP across an NVLink domain of more than 8 ranks (EP 32 in one GB200 NVL72 rack) runs at the rates the
+// Megatron-LM DeepSeek-V3 GB200 doc measured there (about 400 GB/s dispatch, 190 GB/s combine, of 900 per
+// direction): received bytes over time is their harmonic mean, 2 / (1/400 + 1/190) = 257.6 GB/s. Eight ranks of
+// the same rack keep the intranode rate (0.750 of 900 = 675 GB/s); HybridEP is unaffected (0.761 of 900).
+TEST(ScaleMechanisms, DeepEpOverMultiNodeNvlinkAtItsPublishedRate) {
+  const auto sys = load("system: {preset: gb200-nvl72, gpus: 32}\nmodel: {preset: deepseek-v3}\n"
+                        "training: {seq_len: 4096, global_batch: 64, parallelism: {ep: 32}}\n").system.spec;
+  hw::ExpertExchange x;
+  x.tokens = 4096;
+  x.token_bytes = 7168 * 2;
+  x.top_k = 8;
+  x.library = hw::ExpertLibrary::deepep;
+  auto received_GBps = [&](int ep) {
+    const auto place = hw::place_group(sys, ep, 1);
+    const auto v = hw::expert_exchange_volume(sys, place, x);
+    return x.tokens * x.token_bytes * v.gpus / hw::estimate_expert_exchange(sys, place, x).bandwidth_time_s / 1e9;
+  };
+  EXPECT_NEAR(received_GBps(32), 2.0 / (1.0 / 400.0 + 1.0 / 190.0), 0.01);
+  EXPECT_NEAR(received_GBps(8), 337.35 / 450.0 * 900.0, 0.01);
+  x.library = hw::ExpertLibrary::hybridep;
+  EXPECT_NEAR(received_GBps(32), 2.0 / (1.0 / 714.66 + 1.0 / 657.72), 0.01);
+}
+
 // DeepSeek-V3 on 256 B200 (8 per node, EP 32, PP 8): the exchanges that real systems send hierarchically,
 // node-limited and beside another micro-batch's compute are no longer naive and fully exposed. (DeepSeek's
 // FP8 dispatch, as the test was set up: Megatron-Core's bf16 dispatch doubles the exchange.)

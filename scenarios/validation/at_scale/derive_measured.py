@@ -100,6 +100,14 @@ def llama2_7b_all_params():
     return L * per_layer + 2 * V * h + h
 
 
+def deepseek_v3_gb200_flops_per_token():
+    """Megatron's counter (MLA branch) for DeepSeek-V3 at seq 4096, no MTP: the GB200 rows and the
+    optimization ladder (ladder/ladder.py)."""
+    return megatron_2025_mla(L=61, h=7168, a=128, V=129280, s=4096, q_lora=1536, kv_lora=512, qk_head=128,
+                             qk_rope=64, v_head=128, dense_layers=3, dense_ffn=18432, moe_layers=58, moe_ffn=2048,
+                             topk=8, shared_ffn=2048)
+
+
 ROWS = []
 
 
@@ -205,9 +213,7 @@ def derive():
         f"step {1024 * 131072 / (128 * 1150e12 / Fg):.2f} s at GBS 1024 on 128 GPUs")
 
     # --- DeepSeek-V3 on 256 GB200 (sec. 1b, Megatron-LM discussion doc) ------------------------
-    Fd = megatron_2025_mla(L=61, h=7168, a=128, V=129280, s=4096, q_lora=1536, kv_lora=512, qk_head=128,
-                           qk_rope=64, v_head=128, dense_layers=3, dense_ffn=18432, moe_layers=58, moe_ffn=2048,
-                           topk=8, shared_ffn=2048)
+    Fd = deepseek_v3_gb200_flops_per_token()
     for name, tf in (("deepseek-v3-gb200-baseline-a2a", 494.46), ("deepseek-v3-gb200-final-hybridep", 970.01)):
         row(name, f"{tf} TFLOP/s/GPU", "NVIDIA/Megatron-LM@79e8592b docs/discussions/deepseek-v3-gb200-optimization, sec. 3 table",
             "Megatron counter, MLA branch (causal core attention, top-k experts, no MTP: the launch script has no --mtp-num-layers)",
