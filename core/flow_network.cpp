@@ -70,7 +70,7 @@ FlowNetwork::ResourceId FlowNetwork::add_resource(std::string name, double capac
 }
 
 void FlowNetwork::set_capacity(ResourceId r, double capacity_per_s) {
-  resource(r);  // validates the id
+  if (r >= resources_.size()) resource(r);  // throws for an unknown id (the check inline: tens of thousands of calls)
   // (The name is read only for the message: the replay sets capacities tens of thousands of times.)
   if (!(capacity_per_s > 0) || !std::isfinite(capacity_per_s)) check_capacity(names_[r], capacity_per_s);
   resources_[r].capacity = capacity_per_s;
@@ -119,21 +119,6 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
   if (!(rate_cap_per_s > 0)) {
     throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: rate cap must be > 0, got {}", rate_cap_per_s));
   }
-  bool any = false;
-  const std::size_t resources = resources_.size();
-  for (std::size_t i = 0; i < count; ++i) {
-    const Use& u = path[i];
-    if (u.resource >= resources) resource(u.resource);  // throws for an unknown id
-    // (One comparison pair: NaN fails both, an infinity the second.)
-    if (!(u.coefficient >= 0 && u.coefficient <= std::numeric_limits<double>::max())) {
-      throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
-                                              names_[u.resource], u.coefficient));
-    }
-    any = any || u.coefficient != 0;
-  }
-  if (!any && std::isinf(rate_cap_per_s)) {
-    throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
-  }
 
   Slot slot = 0;
   if (free_slots_.empty()) {
@@ -145,15 +130,21 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
     slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  if (next_id_ >= (uint64_t{1} << 32)) throw std::length_error("FlowNetwork: too many flows started");
-  const FlowId id = (next_id_++ << 32) | slot;
   Flow& f = flows_[slot];
-  // Reset the slot field by field: its path keeps its storage (no allocation per flow), and its
-  // completion version keeps stale entries of the slot's last flow stale.
-  f.id = id;
+  // The path is checked as it is built, in one pass that also notes whether the flow is alone (launch): a
+  // bad use gives the slot back before throwing, so the network is as it was. Its storage stays (no
+  // allocation per flow).
   f.path.clear();
+  bool alone = true;
+  const std::size_t resources = resources_.size();
   for (std::size_t i = 0; i < count; ++i) {
     const Use& u = path[i];
+    // (One comparison pair: NaN fails both, an infinity the second.)
+    if (u.resource >= resources || !(u.coefficient >= 0 && u.coefficient <= std::numeric_limits<double>::max())) {
+      f.path.clear();
+      free_slots_.push_back(slot);
+      bad_use(u);
+    }
     if (u.coefficient == 0) continue;  // consumes nothing, so it cannot bound the flow
     PathEntry* same = nullptr;
     for (PathEntry& e : f.path)
@@ -165,8 +156,21 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
       same->coefficient += u.coefficient;  // crossing a resource twice uses it twice
     } else {
       f.path.push_back(PathEntry{u.resource, 0, u.coefficient});
+      const Resource& res = resources_[u.resource];
+      alone = alone && !res.dirty && res.users.empty();
     }
   }
+  if (f.path.empty() && std::isinf(rate_cap_per_s)) {
+    free_slots_.push_back(slot);
+    throw std::invalid_argument("FlowNetwork::start_flow: a flow that crosses no resource needs a finite rate cap");
+  }
+  if (next_id_ >= (uint64_t{1} << 32)) {
+    f.path.clear();
+    free_slots_.push_back(slot);
+    throw std::length_error("FlowNetwork: too many flows started");
+  }
+  // Reset the slot field by field: its completion version keeps stale entries of the slot's last flow stale.
+  f.id = (next_id_++ << 32) | slot;
   f.amount = amount;
   f.remaining = amount;
   f.rate_cap = rate_cap_per_s;
@@ -182,8 +186,15 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
   f.attached = false;
   f.finished = false;
   f.tagged = false;
+  f.alone = alone;
   ++active_;
   return slot;
+}
+
+void FlowNetwork::bad_use(const Use& u) const {
+  resource(u.resource);  // throws for an unknown id
+  throw std::invalid_argument(fmt::format("FlowNetwork::start_flow: coefficient on '{}' must be finite and >= 0, got {}",
+                                          names_[u.resource], u.coefficient));
 }
 
 [[gnu::always_inline]] inline void FlowNetwork::launch(Slot slot) {
@@ -196,7 +207,7 @@ FlowNetwork::FlowId FlowNetwork::start_flow_tagged(const Use* path, std::size_t 
     f.rate = f.rate_cap;  // alone in its own component
     f.bottleneck = kBoundByCap;
     update_completion(slot);
-  } else if (alone(f)) {
+  } else if (f.alone) {
     // Its component is itself: the solve's one-flow case (solve_alone) without marking, searching
     // and re-solving its resources. Most of a replay's flows (a kernel on its GPU's SMs and HBM, a
     // collective on its links) start alone. Attached and solved in one pass over its path (what
@@ -442,7 +453,7 @@ void FlowNetwork::solve_alone(Flow& f) {
   take_alone_rate(f, best, who);
 }
 
-void FlowNetwork::take_alone_rate(Flow& f, double best, int64_t who) {
+[[gnu::always_inline]] inline void FlowNetwork::take_alone_rate(Flow& f, double best, int64_t who) {
   if (who == kBoundByNone || (std::isfinite(f.rate_cap) && f.rate_cap < best)) {
     best = f.rate_cap;
     who = kBoundByCap;

@@ -145,6 +145,7 @@ class FlowNetwork {
     bool attached = false;        // listed in its resources' users (not zero-amount or pathless flows)
     bool finished = false;        // completing now; kept only while the on_done callbacks run
     bool tagged = false;          // reports to sink_ with `tag`; else on_done_[slot] (may be empty)
+    bool alone = false;           // begin_flow: its resources carry no other flow and no unsolved change
     uint64_t tag = 0;
   };
   struct User {
@@ -181,14 +182,7 @@ class FlowNetwork {
   void release(Slot s);
   void attach(Slot s, bool dirty);
   void detach(Slot s);
-  // Alone: its resources carry no other flow and no change waits to be solved on them.
-  bool alone(const Flow& f) const {
-    for (const PathEntry& pe : f.path) {
-      const Resource& res = resources_[pe.resource];
-      if (res.dirty || !res.users.empty()) return false;
-    }
-    return true;
-  }
+  [[noreturn, gnu::cold]] void bad_use(const Use& u) const;  // begin_flow's error for an unknown resource or bad coefficient
   void mark_dirty(ResourceId r) {  // in the header: called per path entry of every start and end
     Resource& res = resources_[r];
     if (!res.dirty) {

@@ -57,7 +57,6 @@ GroupShape group_shape(const Job& job, CommGroup g) {
 // What an event or a finished flow does, with the op it concerns: tag = (what << 32) | op id. The
 // queue and the network call back with the tag (no std::function per event or flow).
 enum class Then : uint64_t {
-  release,          // queue: a launch the host issued after the run began
   finish_empty,     // queue: a copy of no bytes
   finish_no_peers,  // queue: a collective in a group of one
   update_pace,      // queue: the op id is a rank; re-pace its collectives once the instant is over
@@ -229,13 +228,34 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   std::vector<char> done_;     // per op
   std::vector<char> running_;  // per op: a compute kernel resident on the SMs now
   std::vector<const hw::CollectiveCost*> coll_cost_;  // per collective op: its cost (coll_cache_ entries)
-  // Launches planned before the run (see schedule_launches): per op its launch end in ps (-1: issued later, as a
-  // queue event), and the planned launches an op waits for with nothing else left, a min-heap by (time, op).
-  std::vector<int64_t> planned_ps_;
-  std::vector<std::pair<int64_t, OpId>> due_;
-  struct DueLater {
-    bool operator()(const std::pair<int64_t, OpId>& a, const std::pair<int64_t, OpId>& b) const { return a > b; }
+  // Planned launches (see issue_launches): per op its launch end in ps (-1: not issued yet) and the sequence
+  // number its queue event would have had (0 for those planned before the run, which came ahead of every queue
+  // event of their instant); and the planned launches an op waits for with nothing else left, a min-heap by
+  // (time, sequence, op).
+  struct Planned {
+    int64_t ps = -1;
+    uint64_t seq = 0;
   };
+  std::vector<Planned> planned_;
+  struct Due {
+    int64_t ps;
+    uint64_t seq;
+    OpId id;
+  };
+  std::vector<Due> due_;
+  struct DueLater {
+    bool operator()(const Due& a, const Due& b) const {
+      return a.ps != b.ps ? a.ps > b.ps : a.seq != b.seq ? a.seq > b.seq : a.id > b.id;
+    }
+  };
+  // The sequence number of the event being run (a planned launch's, when one is taken): a launch of this
+  // instant with a lower number has had its turn (with the same number: it is the one being taken, or both
+  // were planned before the run, which come first at their instant).
+  uint64_t current_seq_ = 0;
+  bool launch_past(const Planned& p) const {
+    const int64_t now = q_.now().ps;
+    return p.ps < now || (p.ps == now && p.seq <= current_seq_);
+  }
   // What the passes over every op read, 6 bytes an op instead of its 280: a graph of 100,000 ops does
   // not fit in the caches, and a pass that reads one field of each op fetches a line of each.
   struct OpMeta {
@@ -243,6 +263,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     StreamKind stream;
     OpKind kind;
     Phase phase;
+    bool host_waits = false;  // a host waits for it (host_waiters_ has it): finish() looks it up only then
   };
   std::vector<OpMeta> meta_;
   // Ops per rank and stream: the timeline passes size their lists with it (no regrowth and copy).
@@ -260,10 +281,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     return {succ_.data() + succ_start_[id], succ_.data() + succ_start_[id + 1]};
   }
 
-  // The event loop. The launches planned before the run (every rank's up to its first host wait) come in
-  // (time, op) order, ahead of queue events of the same instant -- the order they had as queue events
-  // scheduled before the run. Only those that start an op are visited (due_): the others only count down
-  // their op's wait, which release() counts when the op's last dependency finishes.
+  // The event loop. Planned launches come in (time, sequence) order among the queue's and the network's
+  // events: those planned before the run (every rank's up to its first host wait) ahead of the events of their
+  // instant, in (time, op) order, and those issued during the run where their queue events were. Only those
+  // that start an op are visited (due_): the others only count down their op's wait, which release() counts
+  // when the op's last dependency finishes.
   void run_events() {
     // The flow network's completion events are kept by the network (external_events) with the
     // sequence numbers they would have had, and so are the events of the current instant (now_events_):
@@ -286,18 +308,23 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (!has_q && !has_n && !has_l) break;
       const bool net_first = has_n && (!has_q || tn < tq || (tn == tq && sn < sq));
       const SimTime te = net_first ? tn : tq;  // the earliest of the queue's and the network's
-      if (has_l && (!(has_q || has_n) || due_.front().first <= te.ps)) {
-        const auto [at, id] = due_.front();
+      const uint64_t se = net_first ? sn : sq;
+      if (has_l && (!(has_q || has_n) || due_.front().ps < te.ps ||
+                    (due_.front().ps == te.ps && due_.front().seq < se))) {
+        const Due d = due_.front();
         std::pop_heap(due_.begin(), due_.end(), DueLater{});
         due_.pop_back();
-        q_.advance_to(SimTime::from_ps(at));
-        pending_[id] = 0;  // its launch was all it waited for
-        start(id);
+        q_.advance_to(SimTime::from_ps(d.ps));
+        current_seq_ = d.seq;
+        pending_[d.id] = 0;  // its launch was all it waited for
+        start(d.id);
       } else if (net_first) {
         q_.advance_to(tn);
+        current_seq_ = sn;
         net_.run_pending_event();
       } else if (now_first) {
         q_.advance_to(now_events_[next_now_].at);  // (the current instant: events are never behind it)
+        current_seq_ = now_events_[next_now_].seq;
         const uint64_t t = now_events_[next_now_++].tag;
         if (next_now_ == now_events_.size()) {  // drained: reuse the storage
           now_events_.clear();
@@ -305,6 +332,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         }
         on_event(t);
       } else {
+        current_seq_ = sq;
         q_.step();
       }
     }
@@ -327,7 +355,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   void on_event(uint64_t t) override {
     const auto id = static_cast<OpId>(t & 0xffffffffu);
     switch (static_cast<Then>(t >> 32)) {
-      case Then::release: release(id); break;
       case Then::finish_empty: finish(id, "empty"); break;
       case Then::finish_no_peers: finish(id, "no_peers"); break;
       case Then::update_pace: update_pace(res_of_[id]); break;
@@ -349,9 +376,9 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // The host thread issues every op in program order, each after its host work (the launch, a
   // framework's own time). It runs ahead of the GPU except where the framework reads a result back
   // (Op::host_waits_for): there it stops until that op has finished, then goes on from that time.
-  // Launches up to each rank's first wait are known before the run: kept per rank in (time, op) order
-  // and merged (run_events takes them ahead of queue events of the same instant); the rank's later
-  // ones are issued as queue events when the op it waits for finishes.
+  // Launches up to each rank's first wait are planned before the run (run_events takes them ahead of queue
+  // events of the same instant); the rank's later ones are planned when the op it waits for finishes, each
+  // with the sequence number its queue event would have had (run_events takes it where it took that event).
   void schedule_launches() {
     const std::size_t ranks = res_of_.size();
     host_s_.assign(ranks, 0.0);
@@ -360,16 +387,18 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     cursor_.assign(ranks, 0);
     if (ranks == 1) rank_ops_[0].reserve(g_.ops.size());
     for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
-    planned_ps_.assign(g_.ops.size(), -1);
+    planned_.assign(g_.ops.size(), Planned{});
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), /*before_run=*/true);
-    // Ops that wait for their launch alone from the start ((time, op) pairs are distinct: one order).
+    // Ops that wait for their launch alone from the start ((time, 0, op) keys are distinct: one order).
     due_.clear();
     for (std::size_t i = 0; i < g_.ops.size(); ++i)
-      if (planned_ps_[i] >= 0 && pending_[i] == 1) due_.emplace_back(planned_ps_[i], static_cast<OpId>(i));
+      if (planned_[i].ps >= 0 && pending_[i] == 1) due_.push_back(Due{planned_[i].ps, 0, static_cast<OpId>(i)});
     std::make_heap(due_.begin(), due_.end(), DueLater{});
   }
-  // Issues the rank's ops from its cursor until one waits for an op that has not finished: planned
-  // (planned_ps_) before the run, as queue events once the run is under way.
+  // Issues the rank's ops from its cursor until one waits for an op that has not finished. Once the run is
+  // under way each launch takes the queue's next sequence number, as the queue event that it was did: events
+  // keep their numbers and their order. An op with nothing else left waits for it in due_ (its launch is
+  // later than the current event: a later instant, or this one with a later number).
   void issue_launches(int rank, bool before_run) {
     const auto& l = sys_.launch;
     const bool graphs = job_.cuda_graphs;
@@ -383,6 +412,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (op.host_waits_for != workloads::kNoOp) {
         if (!done_[op.host_waits_for]) {
           host_waiters_[op.host_waits_for].push_back(rank);
+          meta_[op.host_waits_for].host_waits = true;
           return;
         }
         h = std::max(h, res_.ops[op.host_waits_for].end_s);
@@ -416,8 +446,16 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         h += op.host_s > 0 ? op.host_s : (from_graph ? l.graph_kernel_launch_s : l.eager_kernel_launch_s);
       }
       res_.ops[i].launch_end_s = h;
-      if (before_run) planned_ps_[i] = SimTime::from_seconds(h).ps;
-      else q_.schedule_tagged(SimTime::from_seconds(h), tag(Then::release, i));
+      Planned& p = planned_[i];
+      p.ps = SimTime::from_seconds(h).ps;
+      if (!before_run) {
+        if (p.ps < q_.now().ps) throw std::logic_error(fmt::format("replay: op {} launched before now", g_.op_name(i)));
+        p.seq = q_.reserve_seq();
+        if (pending_[i] == 1) {
+          due_.push_back(Due{p.ps, p.seq, i});
+          std::push_heap(due_.begin(), due_.end(), DueLater{});
+        }
+      }
     }
   }
   std::vector<double> host_s_;                 // per rank: when its host thread is free
@@ -426,19 +464,17 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   std::vector<std::size_t> cursor_;            // per rank: the next op its host issues
   std::map<OpId, std::vector<int>> host_waiters_;  // op -> ranks whose host waits for it
 
-  // One thing the op waits for is done (a dependency, or a launch issued during the run). An op whose launch
-  // was planned counts it here: once its launch alone is left, it starts now if the launch is past (the
-  // loop takes launches ahead of the instant's events, so one at this instant is past too), else at it.
+  // One of the op's dependencies is done. Its launch is counted here: once the launch alone is left, the
+  // op starts now if the launch has had its turn (launch_past), else at it; a launch not issued yet is
+  // counted when issue_launches plans it.
   void release(OpId id) {
-    const int left = --pending_[id];
-    if (left == 0) {
-      start(id);
-    } else if (left == 1 && planned_ps_[id] >= 0) {
-      if (planned_ps_[id] <= q_.now().ps) {
+    // (A launch is never counted down here, so at least it is left.)
+    if (--pending_[id] == 1 && planned_[id].ps >= 0) {
+      if (launch_past(planned_[id])) {
         pending_[id] = 0;
         start(id);
       } else {
-        due_.emplace_back(planned_ps_[id], id);
+        due_.push_back(Due{planned_[id].ps, planned_[id].seq, id});
         std::push_heap(due_.begin(), due_.end(), DueLater{});
       }
     }
@@ -450,7 +486,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     res_.step_time_s = std::max(res_.step_time_s, r.end_s);
     if (r.bound_by.empty()) r.bound_by = bound_by;
     done_[id] = 1;
-    if (auto w = host_waiters_.find(id); w != host_waiters_.end()) {
+    if (meta_[id].host_waits) {
+      const auto w = host_waiters_.find(id);
       const std::vector<int> ranks = std::move(w->second);
       host_waiters_.erase(w);
       for (int rank : ranks) issue_launches(rank, /*before_run=*/false);
@@ -462,7 +499,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       stop_running(R, id);
       // The next kernel usually starts in this same instant: decide once the instant is over.
       if (R.running_count == 0 && R.paced_down) pace_seq = q_.reserve_seq();
-      if (auto b = blocked_by_kernel_.find(id); b != blocked_by_kernel_.end()) {
+      if (auto b = blocked_by_kernel_.empty() ? blocked_by_kernel_.end() : blocked_by_kernel_.find(id);
+          b != blocked_by_kernel_.end()) {
         const std::vector<OpId> waiting = std::move(b->second);
         blocked_by_kernel_.erase(b);
         for (OpId c : waiting)

@@ -317,6 +317,34 @@ TEST(FlowNetwork, RejectsInvalidInput) {
   EXPECT_TRUE(q.empty());
 }
 
+// A start rejected for a use after valid ones (begin_flow checks each use as it builds the path) leaves
+// nothing behind: the resources it named before the bad use carry no part of it, so later flows there
+// (one of them in the slot the rejected start took) are alone at the full rate, and the flow already
+// running keeps its rate and its end.
+TEST(FlowNetwork, ARejectedStartLeavesTheNetworkAsItWas) {
+  EventQueue q;
+  FlowNetwork net(q);
+  const auto a = net.add_resource("a", 10.0);
+  const auto b = net.add_resource("b", 4.0);
+  const auto c = net.add_resource("c", 5.0);
+  Done done;
+  const FlowId running = net.start_flow({{a}}, 20.0, done.cb(q));
+  EXPECT_THROW(net.start_flow({{b}, {c}, {a, -1.0}}, 1.0, {}), std::invalid_argument);
+  EXPECT_THROW(net.start_flow({{b}, {c}, {b + 7}}, 1.0, {}), std::out_of_range);
+  EXPECT_EQ(net.active_flows(), 1u);
+  EXPECT_EQ(net.rate(running), 10.0);
+  const FlowId on_c = net.start_flow({{c}}, 10.0, done.cb(q));
+  const FlowId on_b = net.start_flow({{b}}, 8.0, done.cb(q));
+  EXPECT_EQ(net.rate(on_c), 5.0);
+  EXPECT_EQ(net.rate(on_b), 4.0);
+  EXPECT_EQ(net.utilization(b), 1.0);
+  EXPECT_EQ(net.rate(running), 10.0);
+  q.run();
+  EXPECT_EQ(done.at_ps[running], 2 * kS);
+  EXPECT_EQ(done.at_ps[on_c], 2 * kS);
+  EXPECT_EQ(done.at_ps[on_b], 2 * kS);
+}
+
 TEST(FlowNetwork, OnDoneCanStartTheNextFlow) {
   EventQueue q;
   FlowNetwork net(q);
