@@ -2,10 +2,10 @@
 """Host time of the per-expert PyTorch calls in Transformer Engine's GroupedLinear (TE 2.6.0.dev0,
 NVIDIA/TransformerEngine@07afda98, transformer_engine/pytorch/module/grouped_linear.py), bf16 path:
 
-- forward: torch.split(inp_view, m_splits) (line 124): one view per expert;
-- backward: torch.split(grad_output_view, m_splits) (line 323) and, under Megatron's fused wgrad
+- forward: torch.split(inp_view, m_splits) (line 129): one view per expert;
+- backward: torch.split(grad_output_view, m_splits) (line 314) and, under Megatron's fused wgrad
   accumulation, one torch.empty(weight.main_grad.shape) per expert (handle_custom_ddp_from_mcore,
-  lines 436-441: the dummy wgrad returned to autograd; TransformerEngine issue #1499);
+  lines 421-441: the dummy wgrad returned to autograd; TransformerEngine issue #1499);
 - reference: one torch.mm and one torch.nn.functional.linear call, the GEMM dispatch of the dense MLP's
   linear layers that racksim's per-layer host figures already contain.
 
