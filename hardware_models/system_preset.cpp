@@ -216,6 +216,9 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "megatron_moe_backward", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_backward_s);
     set_if(quantity_in(r, "megatron_moe_routing", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_routing_s);
     set_if(quantity_in(r, "megatron_moe_permutation", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_permutation_s);
+    set_if(quantity_in(r, "te_grouped_gemm", QuantityKind::seconds, false, kLatency), s.launch.te_grouped_gemm_s);
+    set_if(quantity_in(r, "te_grouped_call", QuantityKind::seconds, false, kLatency), s.launch.te_grouped_call_s);
+    set_if(quantity_in(r, "megatron_gemm_dispatch", QuantityKind::seconds, false, kLatency), s.launch.megatron_gemm_dispatch_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -377,7 +380,9 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
-            "launch.megatron_moe_permutation", "scale_out.nic_efficiency"};
+            "launch.megatron_moe_permutation", "launch.te_grouped_gemm", "launch.te_grouped_call",
+            "launch.megatron_gemm_dispatch",
+            "scale_out.nic_efficiency"};
         // An optional field absent from this preset is named by its short name the same way.
         if (matches.empty())
           for (const auto& f : optional_fields)

@@ -85,6 +85,16 @@ struct LaunchSpec {
   // permutation (--moe-permute-fusion) replace with a kernel each.
   double megatron_moe_routing_s = 0;
   double megatron_moe_permutation_s = 0;
+  // Transformer Engine's grouped GEMM (Megatron-Core's TEGroupedMLP: GroupedLinear), which the figures above
+  // leave out (measured with a dense MLP standing in for the experts): the host issues one cuBLASLt GEMM per
+  // local expert, each with descriptors and a heuristic query built anew, plus per-expert PyTorch views and
+  // wgrad placeholders (te_grouped_gemm_s, per GEMM), and the four compute streams' events once per grouped call
+  // (te_grouped_call_s). It replaces the one dense GEMM dispatch per call that the layer figures hold
+  // (megatron_gemm_dispatch_s: a torch.mm call's host time). 0: not modelled.
+  // Measured, calibration/data/h200-2026-12-03-te-grouped-gemm-host.
+  double te_grouped_gemm_s = 0;
+  double te_grouped_call_s = 0;
+  double megatron_gemm_dispatch_s = 0;
 };
 
 struct HostSpec {

@@ -1426,23 +1426,29 @@ class Builder {
                       (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
     const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
+    const double grouped_host = grouped_gemm_host_s(local_experts);
     steps.push_back({"expert_out", saved_expert_bytes,
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
-                       gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
+                       g_.ops[gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward)].host_s +=
+                           grouped_host;
                        vector("experts.act", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe, expert_tokens * fe);
-                       gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward);
+                       g_.ops[gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward)].host_s += grouped_host;
                        if (pads) vector("experts.fp8_unpad", pad_copy_bytes, 0);
                      },
                      [=, this] {
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
-                       gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
-                       gemm("experts.down.wgrad", fe, h_, per_expert, local_experts, 2 * fe * h_ * local_experts * pr_.grad_bytes,
-                            wgrad_quant());
+                       g_.ops[gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward)].host_s +=
+                           grouped_host;
+                       g_.ops[gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
+                                   2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant())]
+                           .host_s += grouped_host;
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
-                       gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
-                       gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
-                            2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
+                       g_.ops[gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward)]
+                           .host_s += grouped_host;
+                       g_.ops[gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
+                                   2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant())]
+                           .host_s += grouped_host;
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
@@ -1614,6 +1620,16 @@ class Builder {
     const auto& L = sys_.launch;
     return std::max(0.0, L.megatron_moe_forward_s - (routing_removed ? L.megatron_moe_routing_s : 0.0) -
                              (t_.moe.permute_fusion ? L.megatron_moe_permutation_s : 0.0));
+  }
+  // Transformer Engine's grouped GEMM on the host (GroupedLinear, TE 2.6 at the rows' image): one cuBLASLt GEMM
+  // per local expert, each with its descriptors and heuristic query built anew (cublaslt_gemm.cu cublas_gemm),
+  // the per-expert torch.split views and wgrad placeholders, and the four compute streams' events once per
+  // call, less the one dense GEMM dispatch the layer's host figures already hold for it. Charged to the grouped
+  // GEMM op itself: the host issues it after the dispatcher's wait. None under XLA or whole-step graphs.
+  double grouped_gemm_host_s(double gemms) const {
+    if (jax_ || (t_.cuda_graphs && !partial_graphs_)) return 0.0;
+    const auto& L = sys_.launch;
+    return std::max(0.0, gemms * L.te_grouped_gemm_s + L.te_grouped_call_s - L.megatron_gemm_dispatch_s);
   }
   // Under training.cuda_graph_scope: the ops of captured modules come from Transformer Engine's graphs
   // (no host work of their own; one graph launch per layer and pass, at its first captured op); every

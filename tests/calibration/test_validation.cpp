@@ -125,6 +125,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Llama 3 405B 8K, 8192 H100 (TP8 PP16 DP64)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
+      // +9.6%: Transformer Engine's grouped-GEMM host time, 16 local experts (was +10.8%).
+      "Qwen3-235B seq 64K forced balance, 256 H100 (TP4 CP4 PP8 VPP4 EP8)",
       "Pax GPT-126M, 64 H100 (DP64)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
       // -0.3%: its 1-VM step +20% too fast against a scale-out loss 13 points too large (docs/validation.md).
@@ -153,7 +155,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 20.3% today on 41 rows (this stop's four mechanisms together, 22.9% -> 20.3%: GPUDirect-TCPX at 0.667 of line
+  // 19.7% today on 41 rows (Transformer Engine's grouped-GEMM host time per local expert, measured on the H200's
+  // host: Qwen3 H100 TP4 PP8 EP8 -45.1% -> -35.1%, 16K/32K/64K/128K +22.7/+18.4/+10.8/+7.7% -> +20.4/+16.5/+9.6/+7.0%,
+  // GB200 BF16 +28.5% -> +17.6%, DeepSeek-V3 GB200 final +34.0% -> +32.5%, EP32 -16.6% -> -16.2%; away: Megatron-FSDP
+  // +17.8% -> +19.7%); 20.3% before (four mechanisms together, 22.9% -> 20.3%: GPUDirect-TCPX at 0.667 of line
   // rate and XLA's gathers and gradient reductions on one stream: MaxText A3 2-16 VMs +38.3/+39.5/+29.7/+39.8% ->
   // +36.7/+32.2/+15.9/-0.3%, the 16-VM row within 10% only by two errors cancelling (docs/validation.md);
   // Megatron's NaN checks as host waits: 1.7B +22.1% -> +12.4%, 7.1B +23.9% -> +21.3%,
@@ -178,7 +183,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.205);
+  EXPECT_LT(sum / rows.size(), 0.199);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
@@ -398,10 +403,10 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
   const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
-                                   {3, {0.845, true, {"moe"}}},
+                                   {3, {0.841, true, {"moe"}}},
                                    {4, {1.020, true, {"recompute"}}},
-                                   {5, {0.997, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.335, false, {"moe"}}}};
+                                   {5, {0.994, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {10, {1.331, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;
@@ -438,7 +443,7 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.148x (the end is the at-scale final row).
-  EXPECT_NEAR(prev_tps / first_tps, 1.148, 0.005);
+  // The whole ladder: 1.962x measured, racksim 1.135x (the end is the at-scale final row).
+  EXPECT_NEAR(prev_tps / first_tps, 1.135, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

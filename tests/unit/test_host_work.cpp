@@ -213,10 +213,14 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   }
   ASSERT_GT(fwd_eager, 0);
   ASSERT_LT(fwd_eager, fwd_ops);
-  // Forward: the eager ops' share of the dense layer's host time, and the MoE host work less the routing.
-  EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s,
+  // Forward: the eager ops' share of the dense layer's host time, and the MoE host work less the routing; the
+  // experts' grouped GEMMs (eager) their own (2 forward, 4 backward; 2 local experts).
+  const double grouped = 2 * l.te_grouped_gemm_s + l.te_grouped_call_s - l.megatron_gemm_dispatch_s;
+  ASSERT_GT(grouped, 0);
+  EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s +
+                       2 * grouped,
               1e-12);
-  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s, 1e-12);
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s + 4 * grouped, 1e-12);
   // One graph per pass: Megatron-Core's TransformerLayer._te_cuda_graph_capture captures the attention and
   // the router part in one Transformer Engine callable (one forward graph, one backward graph).
   EXPECT_EQ(starts, 2);
@@ -273,4 +277,48 @@ TEST(HostWork, CudaGraphsWithFullRecomputeAreFlagged) {
   EXPECT_FALSE(flagged(notes_of({"training.cuda_graphs=true", "training.recompute=selective"})));
   EXPECT_FALSE(flagged(notes_of({"training.recompute=full"})));
   EXPECT_FALSE(flagged(notes_of({"training.cuda_graphs=true", "training.recompute=full", "training.framework=jax"})));
+}
+
+// Transformer Engine's grouped GEMM (calibration/data/h200-2026-12-03-te-grouped-gemm-host): each grouped
+// expert GEMM op carries launch.te_grouped_gemm per local expert and launch.te_grouped_call once, less the dense
+// GEMM dispatch (launch.megatron_gemm_dispatch) that the layer's host figures hold, on top of its share of the
+// layer's host time. Per MoE layer pass: 2 grouped calls forward (fc1, fc2), 4 backward (their dgrad and wgrad),
+// so host time per layer pass = (local experts x per-GEMM + per-call - dispatch) x 6.
+TEST(HostWork, GroupedExpertGemmsCarryTheirPerGemmHostTime) {
+  ASSERT_GT(load(kMoe).system.spec.launch.te_grouped_gemm_s, 0);  // the shipped preset carries the measurement
+  const std::vector<std::string> on = {"system.overrides.launch.te_grouped_gemm=20 us",
+                                       "system.overrides.launch.te_grouped_call=7 us",
+                                       "system.overrides.launch.megatron_gemm_dispatch=12 us"};
+  const std::vector<std::string> off = {"system.overrides.launch.te_grouped_gemm=0 s",
+                                        "system.overrides.launch.te_grouped_call=0 s",
+                                        "system.overrides.launch.megatron_gemm_dispatch=0 s"};
+  auto graph = [&](std::vector<std::string> sets, std::vector<std::string> more = {}) {
+    sets.insert(sets.end(), more.begin(), more.end());
+    const auto sc = load(kMoe, sets);
+    return build_training_graph(sc.model, sc.training, sc.system.spec);
+  };
+  const OpGraph with = graph(on), without = graph(off);
+  ASSERT_EQ(with.ops.size(), without.ops.size());
+  const double local_experts = 16.0 / 8, per_call = local_experts * 20e-6 + 7e-6 - 12e-6;
+  double fwd = 0, bwd = 0;
+  int changed = 0;
+  for (std::size_t i = 0; i < with.ops.size(); ++i) {
+    const double d = with.ops[i].host_s - without.ops[i].host_s;
+    if (d == 0) continue;
+    ++changed;
+    const std::string name = with.op_name(static_cast<OpId>(i));
+    EXPECT_NE(name.find(".experts."), std::string::npos) << name;
+    EXPECT_NEAR(d, per_call, 1e-15) << name;
+    if (name.rfind("mb0.L1.", 0) == 0) (with.ops[i].phase == Phase::forward ? fwd : bwd) += d;
+  }
+  EXPECT_NEAR(fwd, 2 * per_call, 1e-15);
+  EXPECT_NEAR(bwd, 4 * per_call, 1e-15);
+  EXPECT_EQ(changed, 6 * 4 * 2);  // 6 grouped GEMMs x 4 MoE layers x 2 micro-batches
+  // Whole-step CUDA graphs replay the GEMMs, and XLA has no such host path: nothing charged.
+  for (const auto& more : {std::vector<std::string>{"training.cuda_graphs=true"},
+                           std::vector<std::string>{"training.framework=jax"}}) {
+    const OpGraph a = graph(on, more), b = graph(off, more);
+    ASSERT_EQ(a.ops.size(), b.ops.size());
+    for (std::size_t i = 0; i < a.ops.size(); ++i) EXPECT_EQ(a.ops[i].host_s, b.ops[i].host_s) << more[0];
+  }
 }
