@@ -5,12 +5,14 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 #include "core/text.h"
@@ -423,6 +425,103 @@ bool check_yaml_document(const YAML::Node& root, const std::string& text, const 
   return true;
 }
 
+namespace {
+
+// A citation's text that yaml-cpp takes byte for byte between double quotes: no quote, no escape,
+// no control character (UTF-8 bytes pass through its scanner as they are).
+bool plain_quoted_text(std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\' || c < 0x20 || c == 0x7F) return false;
+  }
+  return true;
+}
+
+struct Citation {
+  int line = 0;          // 0-based, as yaml-cpp's marks
+  int quote_column = 0;  // where the value (its opening quote) starts
+  std::string text;
+};
+
+}  // namespace
+
+std::optional<YAML::Node> load_with_citations_set_after(const std::string& text, std::string& parsed) {
+  // The last line that is exactly `sources:` (a comment may follow); the block runs to the end.
+  std::vector<std::string_view> lines;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    lines.emplace_back(text.data() + at, end - at);
+    at = end + 1;
+  }
+  auto is_sources_line = [](std::string_view l) {
+    if (!l.starts_with("sources:")) return false;
+    l.remove_prefix(8);
+    const std::size_t rest = l.find_first_not_of(' ');
+    return rest == std::string_view::npos || (l[rest] == '#' && rest > 0);
+  };
+  std::size_t head = lines.size();
+  while (head-- > 0 && !is_sources_line(lines[head])) {}
+  if (head >= lines.size() || head == 0) return std::nullopt;
+  std::vector<Citation> cites;
+  parsed.clear();
+  parsed.reserve(text.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    if (i > head) {
+      const std::size_t first = l.find_first_not_of(' ');
+      if (first != std::string_view::npos && l[first] != '#') {
+        // `  key: "text"` with trailing spaces at most; the key as a field path.
+        if (first != 2) return std::nullopt;
+        std::size_t k = 2;
+        while (k < l.size() && (std::isalnum(static_cast<unsigned char>(l[k])) || l[k] == '_' || l[k] == '.' || l[k] == '-')) ++k;
+        if (k == 2 || !std::isalpha(static_cast<unsigned char>(l[2])) || l.substr(k, 3) != ": \"") return std::nullopt;
+        const std::size_t open = k + 2;
+        const std::size_t close = l.find('"', open + 1);
+        if (close == std::string_view::npos || l.find_first_not_of(' ', close + 1) != std::string_view::npos) return std::nullopt;
+        const std::string_view value = l.substr(open + 1, close - open - 1);
+        if (!plain_quoted_text(value)) return std::nullopt;
+        cites.push_back({static_cast<int>(i), static_cast<int>(open), std::string(value)});
+        l = l.substr(0, open + 1);
+        parsed.append(l);
+        parsed.append("\"");
+        if (i + 1 < lines.size()) parsed.push_back('\n');
+        continue;
+      }
+    }
+    parsed.append(l);
+    if (i + 1 < lines.size()) parsed.push_back('\n');
+  }
+  if (cites.empty()) return std::nullopt;
+  YAML::Node root;
+  try {
+    root = YAML::Load(parsed);
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  // The block must have been read as the expected mapping: each citation a "" at its line and column.
+  if (!root.IsMap()) return std::nullopt;
+  YAML::Node block;
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == "sources" && it->first.Mark().line == static_cast<int>(head) &&
+        it->first.Mark().column == 0)
+      block = it->second;
+  if (!block.IsDefined() || !block.IsMap() || block.size() != cites.size()) return std::nullopt;
+  std::size_t n = 0;
+  for (auto it = block.begin(); it != block.end(); ++it, ++n) {
+    YAML::Node value = it->second;
+    const YAML::Mark m = value.Mark();
+    if (!value.IsScalar() || !value.Scalar().empty() || value.Tag() != "!" || m.line != cites[n].line ||
+        m.column != cites[n].quote_column)
+      return std::nullopt;
+  }
+  n = 0;
+  for (auto it = block.begin(); it != block.end(); ++it, ++n) {
+    YAML::Node value = it->second;
+    value = cites[n].text;  // the same node: its tag and mark stay
+  }
+  return root;
+}
+
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx) {
   // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
@@ -435,8 +534,11 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
     }
   }
   try {
-    YAML::Node root = YAML::Load(text);
-    if (const auto rest = ends_with_the_text(root, text) ? std::nullopt : after_first_document(text)) {
+    std::string cheaper;
+    auto quick = load_with_citations_set_after(text, cheaper);
+    YAML::Node root = quick ? *quick : YAML::Load(text);
+    const std::string& read = quick ? cheaper : text;  // the text the marks index
+    if (const auto rest = ends_with_the_text(root, read) ? std::nullopt : after_first_document(read)) {
       const int line = rest->mark.line >= 0 ? rest->mark.line + 1 : 0;
       const int col = rest->mark.column >= 0 ? rest->mark.column + 1 : 0;
       if (rest->junk)
@@ -452,7 +554,7 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
       ctx->diag->error({file_label, 0, 0}, "", "file is empty: expected a mapping of keys");
       return std::nullopt;
     }
-    if (!check_yaml_document(root, text, {file_label, 1, 1}, "", *ctx->diag)) return std::nullopt;
+    if (!check_yaml_document(root, read, {file_label, 1, 1}, "", *ctx->diag)) return std::nullopt;
     return Node(root, file_label, "", "", ctx);
   } catch (const YAML::DeepRecursion& e) {
     const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;

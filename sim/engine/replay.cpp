@@ -979,9 +979,32 @@ std::vector<MemoryEvent> memory_events(const OpGraph& g, std::span<const OpRecor
     for (TensorId t : g.ops[i].allocs) ev.push_back({ops[i].start_s, true, t});
     for (TensorId t : g.ops[i].frees) ev.push_back({ops[i].end_s, false, t});
   }
-  std::stable_sort(ev.begin(), ev.end(), [](const MemoryEvent& a, const MemoryEvent& b) {
+  // A stable sort, so the order is std::stable_sort's; merging the runs the ops' order leaves
+  // already sorted costs N log(runs) instead of N log N.
+  const auto before = [](const MemoryEvent& a, const MemoryEvent& b) {
     return a.t_s != b.t_s ? a.t_s < b.t_s : (!a.alloc && b.alloc);
-  });
+  };
+  std::vector<std::size_t> runs{0};  // where each sorted run starts, then the end
+  for (std::size_t i = 1; i < ev.size(); ++i)
+    if (before(ev[i], ev[i - 1])) runs.push_back(i);
+  runs.push_back(ev.size());
+  std::vector<MemoryEvent> merged(ev.size());
+  while (runs.size() > 2) {
+    std::vector<std::size_t> next{0};
+    std::size_t k = 0;
+    for (; k + 2 < runs.size(); k += 2) {
+      std::merge(ev.begin() + static_cast<std::ptrdiff_t>(runs[k]), ev.begin() + static_cast<std::ptrdiff_t>(runs[k + 1]),
+                 ev.begin() + static_cast<std::ptrdiff_t>(runs[k + 1]), ev.begin() + static_cast<std::ptrdiff_t>(runs[k + 2]),
+                 merged.begin() + static_cast<std::ptrdiff_t>(runs[k]), before);
+      next.push_back(runs[k + 2]);
+    }
+    if (k + 1 < runs.size()) {  // an odd run left over
+      std::copy(ev.begin() + static_cast<std::ptrdiff_t>(runs[k]), ev.end(), merged.begin() + static_cast<std::ptrdiff_t>(runs[k]));
+      next.push_back(ev.size());
+    }
+    ev.swap(merged);
+    runs.swap(next);
+  }
   return ev;
 }
 

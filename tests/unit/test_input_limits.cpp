@@ -111,6 +111,53 @@ TEST(InputLimitsYaml, ADocumentEndingBeforeTheTextIsFoundWithoutAMarkerLine) {
   EXPECT_EQ(scenario_error(kHeader + "- x\n"), "s.yaml:5:1: error: malformed YAML: end of map not found");
 }
 
+// A file ending in one-line citations is parsed with the citations as "" and their text set after
+// (input/yaml_reader.h): the tree must equal yaml-cpp's own, node for node, for every file that ends
+// so, and anything else must take the full parse.
+void expect_same_tree(const YAML::Node& a, const YAML::Node& b, const std::string& where) {
+  ASSERT_EQ(a.Type(), b.Type()) << where;
+  EXPECT_EQ(a.Tag(), b.Tag()) << where;
+  EXPECT_EQ(a.Style(), b.Style()) << where;
+  EXPECT_EQ(a.Mark().line, b.Mark().line) << where;
+  EXPECT_EQ(a.Mark().column, b.Mark().column) << where;
+  if (a.IsScalar()) {
+    EXPECT_EQ(a.Scalar(), b.Scalar()) << where;
+  }
+  ASSERT_EQ(a.size(), b.size()) << where;
+  if (a.IsSequence())
+    for (std::size_t i = 0; i < a.size(); ++i) expect_same_tree(a[i], b[i], where + "[" + std::to_string(i) + "]");
+  if (a.IsMap())
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+      expect_same_tree(i->first, j->first, where + " key");
+      expect_same_tree(i->second, j->second, where + "." + i->first.Scalar());
+    }
+}
+
+TEST(InputLimitsYaml, CitationsSetAfterTheParseGiveYamlCppsOwnTree) {
+  int quick = 0;
+  for (const auto& dir : {"hardware_models/presets", "workloads/models", "scenarios", "calibration/data"})
+    for (const auto& e : std::filesystem::recursive_directory_iterator(kSrc + "/" + dir)) {
+      if (e.path().extension() != ".yaml") continue;
+      const std::string text = input::read_file_bounded(e.path().string(), 1 << 24, "a YAML file", input::Binary::stop);
+      std::string parsed;
+      const auto tree = input::load_with_citations_set_after(text, parsed);
+      if (!tree) continue;
+      ++quick;
+      EXPECT_LT(parsed.size(), text.size()) << e.path();
+      expect_same_tree(*tree, YAML::Load(text), e.path().string());
+    }
+  EXPECT_GE(quick, 6);  // every system preset at least
+  std::string parsed;
+  const std::string ok = "a: 1\nsources:\n  a: \"x # y: 2\"\n  # note\n\n";
+  ASSERT_TRUE(input::load_with_citations_set_after(ok, parsed));
+  EXPECT_EQ((*input::load_with_citations_set_after(ok, parsed))["sources"]["a"].Scalar(), "x # y: 2");
+  // An escape, a key after the block, another indentation, a quote left open, a block of something else.
+  for (const std::string other : {"a: 1\nsources:\n  a: \"x\\ty\"\n", "a: 1\nsources:\n  a: \"x\"\nb: 2\n",
+                                  "a: 1\nsources:\n    a: \"x\"\n", "a: 1\nsources:\n  a: \"x\n",
+                                  "a: \"1\nsources:\n  a: \"x\"\n", "a: 1\nsources: x\n  a: \"x\"\n"})
+    EXPECT_FALSE(input::load_with_citations_set_after(other, parsed)) << other;
+}
+
 TEST(InputLimitsYaml, ASecondDocumentIsAnErrorNotIgnored) {
   EXPECT_EQ(scenario_error(kHeader + "---\nname: other\n"),
             "s.yaml:5:1: error: a second YAML document ('---') starts here: racksim reads one document per file; "
