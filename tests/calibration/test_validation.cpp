@@ -380,6 +380,40 @@ TEST(ScaleMechanisms, DocumentsStateTheAtScaleSuitesErrors) {
   EXPECT_NEAR(std::stod(m[1]), run_step_s("deepseek-v3-gb200.yaml"), 0.0051);
 }
 
+// The README's command list states each validation suite's pass count ("N/M within 10%") and shows the
+// quickstart's report; both are checked against what the program prints now (the at-scale count once read
+// 11/41 after the suite had reached 13/41, and the quickstart block drifted by a rounding digit).
+TEST(ScaleMechanisms, ReadmeStatesEachSuitesPassCountAndTheQuickstartReport) {
+  const std::string readme = read_doc("README.md");
+  const std::regex suite_line(R"(racksim validate (scenarios/\S+\.yaml) +#[^\n]*?(\d+)/(\d+) within 10%)");
+  int suites = 0;
+  for (std::sregex_iterator it(readme.begin(), readme.end(), suite_line), end; it != end; ++it) {
+    const std::string suite = (*it)[1];
+    json rows;
+    if (suite == "scenarios/validation/at_scale.yaml") {
+      rows = at_scale_suite();
+    } else {
+      const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/" + suite, "--json"});
+      ASSERT_TRUE(r.code == 0 || r.code == 4) << suite << ": " << r.err;
+      rows = json::parse(r.out);
+    }
+    int passing = 0;
+    for (const auto& row : rows) passing += row["pass"].get<bool>();
+    EXPECT_EQ(std::stoi((*it)[2]), passing) << suite;
+    EXPECT_EQ(std::stoul((*it)[3]), rows.size()) << suite;
+    ++suites;
+  }
+  EXPECT_GE(suites, 4);  // hlo, hlo-x2, h200x2, at_scale
+
+  // The block after "It ends with the prediction for `scenarios/quickstart.yaml`": its first lines are `run`'s.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(```\n(scenario +llama3-8b[^`]*?)```)")));
+  const std::string shown = m[1];
+  const auto r = run_cli({"run", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, shown.size()), shown);
+}
+
 // The DeepSeek-V3 GB200 optimization ladder (scenarios/validation/at_scale/ladder/: ladder.json, ladder.py;
 // docs/validation.md, "The DeepSeek-V3 GB200 optimization ladder"): 13 published rungs from 494 to 970 TFLOP/s,
 // of which racksim can express five by scenario keys. Diagnostics, not validation targets: this pins each
