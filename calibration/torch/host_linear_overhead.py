@@ -10,9 +10,11 @@ call from CUDA events around the same loop after a synchronise. Autograd on (tra
 keeps its graph) and off (torch.no_grad), 7 repetitions each after warm-up; medians and minima reported.
 Usage: python3 host_linear_overhead.py --out FILE.json
 """
-import argparse, json, platform, statistics, subprocess, time
+import argparse, json, platform, statistics, time
 
 import torch
+
+from host_identity import host_cpu_model
 
 
 def measure(lin, x, n, grad):
@@ -47,12 +49,7 @@ def main():
     torch.manual_seed(0)
     lin = torch.nn.Linear(2048, 2048, bias=False, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(8192, 2048, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    cpu_model = ""
-    try:
-        cpu_model = [l for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                     if l.startswith("Model name")][0].split(":", 1)[1].strip()
-    except Exception:
-        pass
+    cpu_model = host_cpu_model()
     rows = {"grad": measure(lin, x, a.n, True), "no_grad": measure(lin, x, a.n, False)}
     out = {"tool": "calibration/torch/host_linear_overhead.py", "what": "torch.nn.Linear(2048, 2048, bf16) forward on 8192 tokens",
            "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),

@@ -13,9 +13,11 @@ The GPU is kept busy (torch.cuda._sleep on the current stream) so no call waits 
 is divided by the calls (per view for split). A batch is kept only if the sleep kernel was still running
 when the loop ended. Usage: python3 te_grouped_python_host.py --out FILE.json
 """
-import argparse, json, platform, statistics, subprocess, time
+import argparse, json, platform, statistics, time
 
 import torch
+
+from host_identity import host_cpu_model
 
 
 def timed(fn, per_batch, batches=15, sleep_cycles=30_000_000):
@@ -81,12 +83,7 @@ def main():
 
         rows.append({"what": "torch.mm", "per": "call", "tokens": tokens, **timed(mm, reps)})
         rows.append({"what": "F.linear", "per": "call", "tokens": tokens, **timed(linear, reps)})
-    cpu_model = ""
-    try:
-        cpu_model = [l for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                     if l.startswith("Model name")][0].split(":", 1)[1].strip()
-    except Exception:
-        pass
+    cpu_model = host_cpu_model()
     out = {"tool": "calibration/torch/te_grouped_python_host.py", "torch": torch.__version__,
            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0), "cpu": cpu_model,
            "python": platform.python_version(), "calls_per_batch": reps, "rows": rows}
