@@ -385,7 +385,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     micro_step_.assign(ranks, g_.names.first_component_key(Name{}));  // ""
     rank_ops_.assign(ranks, {});
     cursor_.assign(ranks, 0);
-    if (ranks == 1) rank_ops_[0].reserve(g_.ops.size());
+    for (std::size_t r = 0; r < ranks; ++r) {  // sized once (no regrowth and copy)
+      std::size_t on_rank = 0;
+      for (uint32_t c : ops_on_stream_[r]) on_rank += c;
+      rank_ops_[r].reserve(on_rank);
+    }
     for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
     planned_.assign(g_.ops.size(), Planned{});
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), /*before_run=*/true);

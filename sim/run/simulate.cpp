@@ -127,7 +127,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   out.job = job_of(scenario);
   // The step's figures are the described step's, also when a shorter one is replayed.
   StepInfo step;
-  step.scenario = scenario_to_json(scenario);
+  if (options.report_scenario) step.scenario = scenario_to_json(scenario);
   step.file = scenario.file;
   step.model_flops_per_step = model_flops_per_step(scenario.model, scenario.training);
   step.tokens_per_step = scenario.training.tokens_per_step();
