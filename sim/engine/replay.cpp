@@ -905,21 +905,54 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   }
 
   void compute_rank_busy() {
-    // Per rank and stream the ops run one after the other: each list is in time order, so merging
-    // them (by start) gives the rank's intervals in order without a sort.
-    std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
-    for (std::size_t r = 0; r < spans.size(); ++r)
-      for (int k = 0; k < kStreamCount; ++k) spans[r][k].reserve(ops_on_stream_[r][k]);
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
-      const auto& r = res_.ops[i];
-      if (r.end_s > r.start_s)
-        spans[meta_[i].rank][static_cast<int>(meta_[i].stream)].push_back({r.start_s, 0, static_cast<int>(i)});
+    // Per rank and stream the ops run one after the other, so each stream's ops are in time order: the rank's
+    // intervals in start order come from a merge of its streams' heads (no list of events made and merged).
+    // The union's parts, and so their sum, do not depend on the order of equal starts.
+    const std::size_t ranks = res_of_.size();
+    std::vector<uint32_t> first(ranks * kStreamCount + 1, 0);  // CSR: the ops of (rank, stream) in op order
+    for (std::size_t r = 0; r < ranks; ++r)
+      for (int k = 0; k < kStreamCount; ++k) first[r * kStreamCount + k + 1] = ops_on_stream_[r][k];
+    for (std::size_t j = 0; j + 1 < first.size(); ++j) first[j + 1] += first[j];
+    std::vector<OpId> ops(first.back());
+    {
+      std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+      for (std::size_t i = 0; i < g_.ops.size(); ++i)
+        ops[fill[meta_[i].rank * kStreamCount + static_cast<int>(meta_[i].stream)]++] = static_cast<OpId>(i);
     }
-    res_.rank_busy_s.assign(res_of_.size(), 0.0);
-    for (std::size_t k = 0; k < spans.size(); ++k) {
+    res_.rank_busy_s.assign(ranks, 0.0);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::array<uint32_t, kStreamCount> at{}, end{};
+      std::array<double, kStreamCount> head_s{};  // the start of each list's next op of positive length
+      std::size_t lists = 0;
+      // Moves list l's head to its next op of positive length; false when there is none.
+      auto settle_head = [&](std::size_t l) {
+        for (; at[l] < end[l]; ++at[l]) {
+          const OpRecord& o = res_.ops[ops[at[l]]];
+          if (o.end_s > o.start_s) {
+            head_s[l] = o.start_s;
+            return true;
+          }
+        }
+        return false;
+      };
+      for (int k = 0; k < kStreamCount; ++k) {
+        const std::size_t j = r * kStreamCount + k;
+        at[lists] = first[j];
+        end[lists] = first[j + 1];
+        if (settle_head(lists)) ++lists;
+      }
       double busy = 0, a = 0, b = -1;
-      for (const Event& x : merge_by_time(std::move(spans[k]))) {
-        const double s = x.time, e = res_.ops[static_cast<std::size_t>(x.cls)].end_s;
+      while (lists > 0) {
+        std::size_t best = 0;
+        for (std::size_t l = 1; l < lists; ++l)
+          if (head_s[l] < head_s[best]) best = l;
+        const double s = head_s[best], e = res_.ops[ops[at[best]++]].end_s;
+        if (!settle_head(best)) {  // drained: the last list takes its place
+          --lists;
+          at[best] = at[lists];
+          end[best] = end[lists];
+          head_s[best] = head_s[lists];
+        }
         if (s > b) {
           if (b > a) busy += b - a;
           a = s;
@@ -929,7 +962,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         }
       }
       if (b > a) busy += b - a;
-      res_.rank_busy_s[k] = busy;
+      res_.rank_busy_s[r] = busy;
     }
   }
 
