@@ -68,25 +68,6 @@ enum class Then : uint64_t {
 };
 constexpr uint64_t tag(Then what, uint64_t id) { return (static_cast<uint64_t>(what) << 32) | id; }
 
-// Sorted runs merged into one, pairwise in log2(K) linear passes (a heap or a scan of the K heads costs
-// about 160 instructions per element at 16 runs). Neighbours are paired and std::merge takes the first
-// range on ties, so equal elements keep the order of their runs, then their order within a run.
-template <class T, class Less>
-std::vector<T> merge_runs(std::vector<std::vector<T>> runs, Less less) {
-  if (runs.empty()) return {};
-  while (runs.size() > 1) {
-    std::vector<std::vector<T>> next((runs.size() + 1) / 2);
-    for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
-      auto& out = next[k / 2];
-      out.resize(runs[k].size() + runs[k + 1].size());
-      std::merge(runs[k].begin(), runs[k].end(), runs[k + 1].begin(), runs[k + 1].end(), out.begin(), less);
-    }
-    if (runs.size() % 2 == 1) next.back() = std::move(runs.back());
-    runs = std::move(next);
-  }
-  return std::move(runs[0]);
-}
-
 class Replayer final : private EventQueue::Sink, private FlowNetwork::CompletionSink {
  public:
   Replayer(const OpGraph& g, const Job& job, const ReplayOptions& opt)
@@ -824,15 +805,28 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     int delta;
     int cls;
   };
-  // Lists each in time order, merged into one in time order; equal times in list order, then in
-  // their order within a list (a stable K-way merge, merge_runs).
-  template <std::size_t K>
-  static std::vector<Event> merge_by_time(std::array<std::vector<Event>, K>&& lists) {
-    std::vector<std::vector<Event>> runs;
-    runs.reserve(K);
-    for (auto& l : lists)
-      if (!l.empty()) runs.push_back(std::move(l));
-    return merge_runs(std::move(runs), [](const Event& a, const Event& b) { return a.time < b.time; });
+  // Visits the events of lists each in time order, in time order: the earliest of the lists' heads each time
+  // (a scan of at most kStreamCount + 1 heads; no merged list is made). Equal times come in no set order.
+  template <std::size_t K, class Visit>
+  static void for_each_by_time(const std::array<std::vector<Event>, K>& lists, Visit visit) {
+    std::array<const Event*, K> at{}, end{};
+    std::size_t n = 0;
+    for (const auto& l : lists)
+      if (!l.empty()) {
+        at[n] = l.data();
+        end[n++] = l.data() + l.size();
+      }
+    while (n > 0) {
+      std::size_t best = 0;
+      for (std::size_t k = 1; k < n; ++k)
+        if (at[k]->time < at[best]->time) best = k;
+      visit(*at[best]++);
+      if (at[best] == end[best]) {  // drained: the last list takes its place
+        --n;
+        at[best] = at[n];
+        end[best] = end[n];
+      }
+    }
   }
 
   void compute_breakdown() {
@@ -874,11 +868,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         add_to(list, r.start_s, r.end_s, kCopy);
       }
     }
-    const std::vector<Event> ev = merge_by_time(std::move(lists));
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    for (const auto& [time, delta, cls] : ev) {  // NOLINT
+    for_each_by_time(lists, [&](const Event& e) {
+      const double time = e.time;
       const double dt = time - t;
       if (dt > 0) {
         int c = kCount;  // idle
@@ -890,8 +884,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         total[c] += dt;
       }
       t = time;
-      active[cls] += delta;
-    }
+      active[e.cls] += e.delta;
+    });
     total[kCount] += std::max(0.0, res_.step_time_s - t);
     auto& b = res_.breakdown;
     b.compute_s = total[kCompute];
