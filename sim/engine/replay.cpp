@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -600,7 +601,9 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   using CollKey = std::tuple<int, double, int, int, int, int, bool>;
   struct CollKeyHash {
     std::size_t operator()(const CollKey& k) const {
-      uint64_t h = std::hash<double>{}(std::get<1>(k));
+      // The bytes' bit pattern (std::hash<double> is a call to _Hash_bytes): a key's bytes are > 0 (start_collective),
+      // so no two equal keys have different patterns (as 0.0 and -0.0 would).
+      uint64_t h = std::bit_cast<uint64_t>(std::get<1>(k)) * 0x9e3779b97f4a7c15ull;
       for (const uint64_t v : {static_cast<uint64_t>(std::get<0>(k)), static_cast<uint64_t>(std::get<2>(k)),
                                static_cast<uint64_t>(std::get<3>(k)), static_cast<uint64_t>(std::get<4>(k)),
                                static_cast<uint64_t>(std::get<5>(k)), static_cast<uint64_t>(std::get<6>(k))})
