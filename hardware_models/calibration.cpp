@@ -821,13 +821,7 @@ namespace {
 // `racksim calibrate fit` writes it; nullopt when that block cannot be read this way (the full load
 // then decides). Parsing the whole file costs about 250 M instructions (yaml-cpp), and a scenario of
 // another preset (every H100 or GB200 one) needs no more than this one line of it.
-std::optional<std::string> written_base_preset(const std::string& path) {
-  std::string text;
-  try {
-    text = input::read_file_bounded(path, input::limits::kMaxYamlFileBytes, "a YAML file", input::Binary::stop);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+std::optional<std::string> read_base_preset(const std::string& text) {
   std::size_t start = text.rfind("device:", 0) == 0 ? 0 : text.find("\ndevice:");
   if (start == std::string::npos) return std::nullopt;
   if (start > 0) ++start;
@@ -844,6 +838,22 @@ std::optional<std::string> written_base_preset(const std::string& path) {
   } catch (const std::exception&) {
   }
   return std::nullopt;
+}
+
+// Asked for every calibration file at every load of a scenario that names none (each point of a sweep):
+// the answer is kept per file while it is unchanged (input/file_cache.h).
+std::optional<std::string> written_base_preset(const std::string& path) {
+  static input::FileCache<std::optional<std::string>> seen;
+  if (auto known = seen.get(path)) return *known;
+  std::string text;
+  try {
+    text = input::read_file_bounded(path, input::limits::kMaxYamlFileBytes, "a YAML file", input::Binary::stop);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  auto base = read_base_preset(text);
+  seen.put(path, base);
+  return base;
 }
 
 }  // namespace

@@ -523,7 +523,7 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
 }
 
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
-                                   const std::shared_ptr<LoadContext>& ctx) {
+                                   const std::shared_ptr<LoadContext>& ctx, YamlParse parse) {
   // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
   // some of them, so reject early with a clear message.
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -535,7 +535,7 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   }
   try {
     std::string cheaper;
-    auto quick = load_with_citations_set_after(text, cheaper);
+    auto quick = parse == YamlParse::quick ? load_with_citations_set_after(text, cheaper) : std::nullopt;
     YAML::Node root = quick ? *quick : YAML::Load(text);
     const std::string& read = quick ? cheaper : text;  // the text the marks index
     if (const auto rest = ends_with_the_text(root, read) ? std::nullopt : after_first_document(read)) {

@@ -136,8 +136,11 @@ class MapReader {
 std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
 // The same without the cache: reads and parses the file now.
 std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
+// How load_yaml_text parses: `quick` takes load_with_citations_set_after where it applies, `full` always
+// yaml-cpp's own parse (the fuzz test Fuzz.PresetCitationsSetAfterGiveTheFullParsesResult compares the two).
+enum class YamlParse { quick, full };
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
-                                   const std::shared_ptr<LoadContext>& ctx);
+                                   const std::shared_ptr<LoadContext>& ctx, YamlParse parse = YamlParse::quick);
 
 // YAML::Load(text), cheaper for a file that ends in a top-level `sources:` block of one-line
 // citations (`  field.path: "text"`, as every system preset does): yaml-cpp's scanner costs about

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -67,25 +68,6 @@ enum class Then : uint64_t {
   collective_done,  // flow
 };
 constexpr uint64_t tag(Then what, uint64_t id) { return (static_cast<uint64_t>(what) << 32) | id; }
-
-// Sorted runs merged into one, pairwise in log2(K) linear passes (a heap or a scan of the K heads costs
-// about 160 instructions per element at 16 runs). Neighbours are paired and std::merge takes the first
-// range on ties, so equal elements keep the order of their runs, then their order within a run.
-template <class T, class Less>
-std::vector<T> merge_runs(std::vector<std::vector<T>> runs, Less less) {
-  if (runs.empty()) return {};
-  while (runs.size() > 1) {
-    std::vector<std::vector<T>> next((runs.size() + 1) / 2);
-    for (std::size_t k = 0; k + 1 < runs.size(); k += 2) {
-      auto& out = next[k / 2];
-      out.resize(runs[k].size() + runs[k + 1].size());
-      std::merge(runs[k].begin(), runs[k].end(), runs[k + 1].begin(), runs[k + 1].end(), out.begin(), less);
-    }
-    if (runs.size() % 2 == 1) next.back() = std::move(runs.back());
-    runs = std::move(next);
-  }
-  return std::move(runs[0]);
-}
 
 class Replayer final : private EventQueue::Sink, private FlowNetwork::CompletionSink {
  public:
@@ -385,7 +367,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     micro_step_.assign(ranks, g_.names.first_component_key(Name{}));  // ""
     rank_ops_.assign(ranks, {});
     cursor_.assign(ranks, 0);
-    if (ranks == 1) rank_ops_[0].reserve(g_.ops.size());
+    for (std::size_t r = 0; r < ranks; ++r) {  // sized once (no regrowth and copy)
+      std::size_t on_rank = 0;
+      for (uint32_t c : ops_on_stream_[r]) on_rank += c;
+      rank_ops_[r].reserve(on_rank);
+    }
     for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
     planned_.assign(g_.ops.size(), Planned{});
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), /*before_run=*/true);
@@ -615,7 +601,9 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   using CollKey = std::tuple<int, double, int, int, int, int, bool>;
   struct CollKeyHash {
     std::size_t operator()(const CollKey& k) const {
-      uint64_t h = std::hash<double>{}(std::get<1>(k));
+      // The bytes' bit pattern (std::hash<double> is a call to _Hash_bytes): a key's bytes are > 0 (start_collective),
+      // so no two equal keys have different patterns (as 0.0 and -0.0 would).
+      uint64_t h = std::bit_cast<uint64_t>(std::get<1>(k)) * 0x9e3779b97f4a7c15ull;
       for (const uint64_t v : {static_cast<uint64_t>(std::get<0>(k)), static_cast<uint64_t>(std::get<2>(k)),
                                static_cast<uint64_t>(std::get<3>(k)), static_cast<uint64_t>(std::get<4>(k)),
                                static_cast<uint64_t>(std::get<5>(k)), static_cast<uint64_t>(std::get<6>(k))})
@@ -820,15 +808,28 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     int delta;
     int cls;
   };
-  // Lists each in time order, merged into one in time order; equal times in list order, then in
-  // their order within a list (a stable K-way merge, merge_runs).
-  template <std::size_t K>
-  static std::vector<Event> merge_by_time(std::array<std::vector<Event>, K>&& lists) {
-    std::vector<std::vector<Event>> runs;
-    runs.reserve(K);
-    for (auto& l : lists)
-      if (!l.empty()) runs.push_back(std::move(l));
-    return merge_runs(std::move(runs), [](const Event& a, const Event& b) { return a.time < b.time; });
+  // Visits the events of lists each in time order, in time order: the earliest of the lists' heads each time
+  // (a scan of at most kStreamCount + 1 heads; no merged list is made). Equal times come in no set order.
+  template <std::size_t K, class Visit>
+  static void for_each_by_time(const std::array<std::vector<Event>, K>& lists, Visit visit) {
+    std::array<const Event*, K> at{}, end{};
+    std::size_t n = 0;
+    for (const auto& l : lists)
+      if (!l.empty()) {
+        at[n] = l.data();
+        end[n++] = l.data() + l.size();
+      }
+    while (n > 0) {
+      std::size_t best = 0;
+      for (std::size_t k = 1; k < n; ++k)
+        if (at[k]->time < at[best]->time) best = k;
+      visit(*at[best]++);
+      if (at[best] == end[best]) {  // drained: the last list takes its place
+        --n;
+        at[best] = at[n];
+        end[best] = end[n];
+      }
+    }
   }
 
   void compute_breakdown() {
@@ -870,11 +871,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         add_to(list, r.start_s, r.end_s, kCopy);
       }
     }
-    const std::vector<Event> ev = merge_by_time(std::move(lists));
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    for (const auto& [time, delta, cls] : ev) {  // NOLINT
+    for_each_by_time(lists, [&](const Event& e) {
+      const double time = e.time;
       const double dt = time - t;
       if (dt > 0) {
         int c = kCount;  // idle
@@ -886,8 +887,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         total[c] += dt;
       }
       t = time;
-      active[cls] += delta;
-    }
+      active[e.cls] += e.delta;
+    });
     total[kCount] += std::max(0.0, res_.step_time_s - t);
     auto& b = res_.breakdown;
     b.compute_s = total[kCompute];
@@ -901,21 +902,54 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   }
 
   void compute_rank_busy() {
-    // Per rank and stream the ops run one after the other: each list is in time order, so merging
-    // them (by start) gives the rank's intervals in order without a sort.
-    std::vector<std::array<std::vector<Event>, kStreamCount>> spans(res_of_.size());
-    for (std::size_t r = 0; r < spans.size(); ++r)
-      for (int k = 0; k < kStreamCount; ++k) spans[r][k].reserve(ops_on_stream_[r][k]);
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
-      const auto& r = res_.ops[i];
-      if (r.end_s > r.start_s)
-        spans[meta_[i].rank][static_cast<int>(meta_[i].stream)].push_back({r.start_s, 0, static_cast<int>(i)});
+    // Per rank and stream the ops run one after the other, so each stream's ops are in time order: the rank's
+    // intervals in start order come from a merge of its streams' heads (no list of events made and merged).
+    // The union's parts, and so their sum, do not depend on the order of equal starts.
+    const std::size_t ranks = res_of_.size();
+    std::vector<uint32_t> first(ranks * kStreamCount + 1, 0);  // CSR: the ops of (rank, stream) in op order
+    for (std::size_t r = 0; r < ranks; ++r)
+      for (int k = 0; k < kStreamCount; ++k) first[r * kStreamCount + k + 1] = ops_on_stream_[r][k];
+    for (std::size_t j = 0; j + 1 < first.size(); ++j) first[j + 1] += first[j];
+    std::vector<OpId> ops(first.back());
+    {
+      std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+      for (std::size_t i = 0; i < g_.ops.size(); ++i)
+        ops[fill[meta_[i].rank * kStreamCount + static_cast<int>(meta_[i].stream)]++] = static_cast<OpId>(i);
     }
-    res_.rank_busy_s.assign(res_of_.size(), 0.0);
-    for (std::size_t k = 0; k < spans.size(); ++k) {
+    res_.rank_busy_s.assign(ranks, 0.0);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::array<uint32_t, kStreamCount> at{}, end{};
+      std::array<double, kStreamCount> head_s{};  // the start of each list's next op of positive length
+      std::size_t lists = 0;
+      // Moves list l's head to its next op of positive length; false when there is none.
+      auto settle_head = [&](std::size_t l) {
+        for (; at[l] < end[l]; ++at[l]) {
+          const OpRecord& o = res_.ops[ops[at[l]]];
+          if (o.end_s > o.start_s) {
+            head_s[l] = o.start_s;
+            return true;
+          }
+        }
+        return false;
+      };
+      for (int k = 0; k < kStreamCount; ++k) {
+        const std::size_t j = r * kStreamCount + k;
+        at[lists] = first[j];
+        end[lists] = first[j + 1];
+        if (settle_head(lists)) ++lists;
+      }
       double busy = 0, a = 0, b = -1;
-      for (const Event& x : merge_by_time(std::move(spans[k]))) {
-        const double s = x.time, e = res_.ops[static_cast<std::size_t>(x.cls)].end_s;
+      while (lists > 0) {
+        std::size_t best = 0;
+        for (std::size_t l = 1; l < lists; ++l)
+          if (head_s[l] < head_s[best]) best = l;
+        const double s = head_s[best], e = res_.ops[ops[at[best]++]].end_s;
+        if (!settle_head(best)) {  // drained: the last list takes its place
+          --lists;
+          at[best] = at[lists];
+          end[best] = end[lists];
+          head_s[best] = head_s[lists];
+        }
         if (s > b) {
           if (b > a) busy += b - a;
           a = s;
@@ -925,7 +959,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         }
       }
       if (b > a) busy += b - a;
-      res_.rank_busy_s[k] = busy;
+      res_.rank_busy_s[r] = busy;
     }
   }
 

@@ -46,6 +46,9 @@ struct SimulateOptions {
   // Off, a steady-state extrapolation may take its replays from `cache`.
   bool keep_detail = true;
   ReplayCache* cache = nullptr;
+  // Echo the scenario in the report (its "scenario" key; null when off): a sweep's rows leave it out, and
+  // making it costs about a third of a sweep point's scenario_to_json.
+  bool report_scenario = true;
 };
 
 // A described model: builds the graph, replays it and assembles the report. A step with more

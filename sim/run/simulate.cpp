@@ -127,12 +127,20 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   out.job = job_of(scenario);
   // The step's figures are the described step's, also when a shorter one is replayed.
   StepInfo step;
-  step.scenario = scenario_to_json(scenario);
+  if (options.report_scenario) step.scenario = scenario_to_json(scenario);
   step.file = scenario.file;
   step.model_flops_per_step = model_flops_per_step(scenario.model, scenario.training);
   step.tokens_per_step = scenario.training.tokens_per_step();
   auto plan = options.exact ? std::nullopt : steady_state_plan(scenario);
   const int m = scenario.training.micro_steps();
+  // The cache's key: the scenario's JSON at the length replayed. The lengths differ from the scenario in their
+  // global batch alone (with_micro_steps), so the JSON is made once and that field set for each.
+  std::optional<json> key_json;
+  auto cache_key = [&](const Scenario& s) {
+    if (!key_json) key_json = scenario_to_json(s);
+    (*key_json)["training"]["global_batch"] = s.training.global_batch;
+    return key_json->dump();
+  };
   // The replay at a length: its graph and records when they are kept, else from the cache.
   auto summary_of = [&](const Scenario& s, OpGraph* keep_graph, ReplayResult* keep_replay) {
     auto make = [&s, keep_graph, keep_replay] {
@@ -148,7 +156,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
       decltype(ReplayResult::ops)().swap(e.replay.ops);  // (= {} would keep the capacity)
       return e;
     };
-    if (options.cache && !keep_graph) return options.cache->get(scenario_to_json(s).dump(), make);
+    if (options.cache && !keep_graph) return options.cache->get(cache_key(s), make);
     return std::shared_ptr<const ReplayCache::Entry>(std::make_shared<const ReplayCache::Entry>(make()));
   };
   std::shared_ptr<const ReplayCache::Entry> ra, rb;

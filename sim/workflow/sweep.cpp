@@ -270,6 +270,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptio
     opt.exact = options.exact;
     opt.keep_detail = false;
     opt.cache = cache;
+    opt.report_scenario = false;  // erased below
     auto res = sim::simulate(sim::load_scenario(spec.base, point_overrides(spec, index)), opt);
     r.report = std::move(res.report);
     r.report.erase("scenario");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fuzz_util.h"
+#include "yaml_tree_util.h"
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include <sstream>
 
 #include "core/units.h"
+#include "hardware_models/system_preset.h"
+#include "input/yaml_reader.h"
 #include "input/diagnostics.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -96,4 +99,66 @@ TEST(Fuzz, QuantityParserNeverCrashes) {
 TEST(Fuzz, DeepNestingIsAnError) {
   const std::string deep = "system: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
   EXPECT_THROW(sim::load_scenario_text(deep, "deep.yaml"), input::InputError);
+}
+
+// A system preset's `sources:` block is parsed with its citations as "" and their text set after
+// (input::load_with_citations_set_after). Mutated presets (most of their bytes are that block) must give,
+// through the loader and the preset reader, exactly what the full parse gives: the same diagnostics, and
+// where a tree comes back the same tree node for node.
+TEST(Fuzz, PresetCitationsSetAfterGiveTheFullParsesResult) {
+  std::vector<std::string> presets;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/hardware_models/presets")) {
+    if (e.path().extension() != ".yaml") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    presets.push_back(ss.str());
+  }
+  std::sort(presets.begin(), presets.end());
+  ASSERT_GE(presets.size(), 6u);
+  // What a citation line may hold and what breaks its shape: quotes, escapes, comments, tabs, line ends,
+  // indentation, keys, other YAML, bytes outside ASCII.
+  static const std::vector<std::string> tokens = {
+      "\"", "\\", "\\\"", "'", "#", " #", ": ", ":", "\t", "\r", "\r\n", "\n", "\n  ", "\n    ", " ", "  ",
+      "\n  a: \"x\"", "\nsources:\n", "sources:", "\nsources: # c\n", "- ", "[", "{", "}", "&a ", "*a", "!!str ",
+      "? ", "|", ">", "---", "...", "\xc3\xa9", "\xff", "\xef\xbb\xbf", "\x7f", "\x01", "\n# note\n", "\n\n",
+      "gpu.hbm_bandwidth: \"", "\"\n", "%"};
+  std::mt19937_64 rng(racksim::testing::fuzz_seed(20261203));
+  racksim::testing::MemoryLimit limit;
+  int quick = 0, loaded = 0, rejected = 0;
+  auto load = [](const std::string& text, input::YamlParse parse, std::optional<YAML::Node>& tree) {
+    input::LoadSession session;
+    std::vector<std::string> messages;
+    if (auto root = input::load_yaml_text(text, "p.yaml", session.ctx, parse)) {
+      tree = root->yaml();
+      hw::parse_system_preset(*root);
+    }
+    for (const auto& d : session.diag.list()) messages.push_back(d.format());
+    return messages;
+  };
+  for (int i = 0; i < racksim::testing::fuzz_iterations(300); ++i) {
+    // Half the cases mutated anywhere; every case gets one to three tokens put into its citation lines.
+    std::string text = presets[rng() % presets.size()];
+    if (rng() % 2) text = racksim::testing::mutate(std::move(text), presets, tokens, rng, {});
+    const std::size_t block = text.rfind("\nsources:");
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0 && block != std::string::npos; --k) {
+      const std::size_t at = block + 1 + rng() % (text.size() - block);
+      text.insert(std::min(at, text.size()), tokens[rng() % tokens.size()]);
+    }
+    std::string parsed;
+    if (input::load_with_citations_set_after(text, parsed)) ++quick;
+    std::optional<YAML::Node> tree_quick, tree_full;
+    const auto got = load(text, input::YamlParse::quick, tree_quick);
+    const auto want = load(text, input::YamlParse::full, tree_full);
+    ASSERT_EQ(got, want) << text;
+    ASSERT_EQ(tree_quick.has_value(), tree_full.has_value()) << text;
+    if (tree_quick) racksim::testing::expect_same_tree(*tree_quick, *tree_full, "mutated preset");
+    if (::testing::Test::HasFailure()) FAIL() << text;
+    (want.empty() ? loaded : rejected)++;
+  }
+  // The quick parse must be taken often, and both outcomes must occur.
+  EXPECT_GT(quick, 40);
+  EXPECT_GT(loaded, 20);
+  EXPECT_GT(rejected, 20);
+  std::cout << "quick parse " << quick << ", loaded " << loaded << ", rejected " << rejected << "\n";
 }

@@ -28,6 +28,7 @@
 #include "core/event_queue.h"
 #include "core/flow_network.h"
 #include "input/diagnostics.h"
+#include "yaml_tree_util.h"
 #include "input/files.h"
 #include "input/yaml_reader.h"
 #include "sim/report/report.h"
@@ -114,24 +115,7 @@ TEST(InputLimitsYaml, ADocumentEndingBeforeTheTextIsFoundWithoutAMarkerLine) {
 // A file ending in one-line citations is parsed with the citations as "" and their text set after
 // (input/yaml_reader.h): the tree must equal yaml-cpp's own, node for node, for every file that ends
 // so, and anything else must take the full parse.
-void expect_same_tree(const YAML::Node& a, const YAML::Node& b, const std::string& where) {
-  ASSERT_EQ(a.Type(), b.Type()) << where;
-  EXPECT_EQ(a.Tag(), b.Tag()) << where;
-  EXPECT_EQ(a.Style(), b.Style()) << where;
-  EXPECT_EQ(a.Mark().line, b.Mark().line) << where;
-  EXPECT_EQ(a.Mark().column, b.Mark().column) << where;
-  if (a.IsScalar()) {
-    EXPECT_EQ(a.Scalar(), b.Scalar()) << where;
-  }
-  ASSERT_EQ(a.size(), b.size()) << where;
-  if (a.IsSequence())
-    for (std::size_t i = 0; i < a.size(); ++i) expect_same_tree(a[i], b[i], where + "[" + std::to_string(i) + "]");
-  if (a.IsMap())
-    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
-      expect_same_tree(i->first, j->first, where + " key");
-      expect_same_tree(i->second, j->second, where + "." + i->first.Scalar());
-    }
-}
+using racksim::testing::expect_same_tree;
 
 TEST(InputLimitsYaml, CitationsSetAfterTheParseGiveYamlCppsOwnTree) {
   int quick = 0;

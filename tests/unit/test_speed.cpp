@@ -454,3 +454,50 @@ TEST(FlowNetworkExternal, SameOrderAsQueueEvents) {
   EXPECT_EQ(internal, run(true));
   EXPECT_EQ(internal, (std::vector<std::string>{"early-scheduled", "flow", "late-scheduled"}));
 }
+
+// The steady-state check's per-rank busy time (ReplayOptions::rank_busy: a merge of each rank's streams by
+// start) is the union of the rank's intervals of positive length, summed part by part in time order: the
+// same double as all of the rank's intervals sorted by start and joined.
+TEST(SteadyState, RankBusyIsTheUnionOfTheRanksIntervals) {
+  const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> cases = {
+      {"/scenarios/llama3-70b-gb200.yaml", {{"training.parallelism.pp", "4"}, {"training.global_batch", "64"}}},
+      {"/scenarios/llama3-70b-gb200.yaml",
+       {{"training.parallelism.pp", "2"}, {"training.global_batch", "32"}, {"training.recompute", "{save: [qkv], offload: [mlp_up]}"}}},
+      {"/scenarios/deepseek-v3-gb200.yaml", {{"training.global_batch", "512"}}}};
+  for (const auto& [file, sets] : cases) {
+    std::vector<sim::SetOverride> overrides;
+    for (const auto& [k, v] : sets) overrides.push_back(sim::parse_set_overrides({k + "=" + v}).front());
+    const auto sc = sim::load_scenario(kSrc + file, overrides);
+    const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+    sim::ReplayOptions ro;
+    ro.rank_busy = true;
+    const auto r = sim::replay(g, sim::job_of(sc), ro);
+    ASSERT_EQ(r.rank_busy_s.size(), static_cast<std::size_t>(std::max(1, g.ranks))) << file;
+    int streams_seen = 0;
+    for (int rank = 0; rank < std::max(1, g.ranks); ++rank) {
+      std::vector<std::pair<double, double>> spans;
+      std::set<int> streams;
+      for (std::size_t i = 0; i < g.ops.size(); ++i)
+        if (g.ops[i].rank == rank && r.ops[i].end_s > r.ops[i].start_s) {
+          spans.emplace_back(r.ops[i].start_s, r.ops[i].end_s);
+          streams.insert(static_cast<int>(g.ops[i].stream));
+        }
+      streams_seen = std::max(streams_seen, static_cast<int>(streams.size()));
+      std::stable_sort(spans.begin(), spans.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      double busy = 0, a = 0, b = -1;
+      for (const auto& [s, e] : spans) {
+        if (s > b) {
+          if (b > a) busy += b - a;
+          a = s;
+          b = e;
+        } else {
+          b = std::max(b, e);
+        }
+      }
+      if (b > a) busy += b - a;
+      EXPECT_EQ(r.rank_busy_s[rank], busy) << file << " rank " << rank;
+      EXPECT_GT(busy, 0) << file;
+    }
+    EXPECT_GE(streams_seen, 3) << file;  // the merge has several lists to take from
+  }
+}
