@@ -155,7 +155,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 19.7% today on 41 rows (Transformer Engine's grouped-GEMM host time per local expert, measured on the H200's
+  // 19.1% today on 41 rows (the five Qwen3 H100 4K rows at the configuration published with their table,
+  // ModelZoo@31c56861: no TP comm overlap, no router fusion, unfused cross entropy: EP32 -16.2% -> -10.9%, its A2A
+  // overlap row -35.7% -> -30.3%, PP32 -38.0% -> -25.7%, TP4 PP8 EP8 -35.1% -> -30.6%; away: Megatron-FSDP +19.7% ->
+  // +21.7%); 19.7% before (Transformer Engine's grouped-GEMM host time per local expert, measured on the H200's
   // host: Qwen3 H100 TP4 PP8 EP8 -45.1% -> -35.1%, 16K/32K/64K/128K +22.7/+18.4/+10.8/+7.7% -> +20.4/+16.5/+9.6/+7.0%,
   // GB200 BF16 +28.5% -> +17.6%, DeepSeek-V3 GB200 final +34.0% -> +32.5%, EP32 -16.6% -> -16.2%; away: Megatron-FSDP
   // +17.8% -> +19.7%); 20.3% before (four mechanisms together, 22.9% -> 20.3%: GPUDirect-TCPX at 0.667 of line
@@ -183,7 +186,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.199);
+  EXPECT_LT(sum / rows.size(), 0.192);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
