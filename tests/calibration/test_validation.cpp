@@ -155,7 +155,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 19.1% today on 41 rows (the five Qwen3 H100 4K rows at the configuration published with their table,
+  // 18.7% today on 41 rows (the four Qwen3 H100 long-context rows without TP comm overlap, as their table's
+  // publishing commit ran them, ModelZoo@b0b92ff: 16K/32K/64K/128K +20.4/+16.5/+9.6/+7.0% -> +14.1/+11.5/+6.5/+5.2%);
+  // 19.1% before (the five Qwen3 H100 4K rows at the configuration published with their table,
   // ModelZoo@31c56861: no TP comm overlap, no router fusion, unfused cross entropy: EP32 -16.2% -> -10.9%, its A2A
   // overlap row -35.7% -> -30.3%, PP32 -38.0% -> -25.7%, TP4 PP8 EP8 -35.1% -> -30.6%; away: Megatron-FSDP +19.7% ->
   // +21.7%); 19.7% before (Transformer Engine's grouped-GEMM host time per local expert, measured on the H200's
@@ -186,7 +188,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.192);
+  EXPECT_LT(sum / rows.size(), 0.188);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
