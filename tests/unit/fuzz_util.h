@@ -18,10 +18,12 @@
 
 namespace racksim::testing {
 
-// Every file in `dir`, sorted by content so the order does not depend on the file system.
-inline std::vector<std::string> read_corpus(const std::string& dir) {
+// Every file in `dir` (with `extension` only those whose name ends so), sorted by content so the order does
+// not depend on the file system.
+inline std::vector<std::string> read_corpus(const std::string& dir, const std::string& extension = "") {
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (!extension.empty() && e.path().extension() != extension) continue;
     std::ifstream in(e.path(), std::ios::binary);
     std::ostringstream ss;
     ss << in.rdbuf();

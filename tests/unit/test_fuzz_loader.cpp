@@ -106,15 +106,7 @@ TEST(Fuzz, DeepNestingIsAnError) {
 // through the loader and the preset reader, exactly what the full parse gives: the same diagnostics, and
 // where a tree comes back the same tree node for node.
 TEST(Fuzz, PresetCitationsSetAfterGiveTheFullParsesResult) {
-  std::vector<std::string> presets;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(RACKSIM_SOURCE_DIR) + "/hardware_models/presets")) {
-    if (e.path().extension() != ".yaml") continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    presets.push_back(ss.str());
-  }
-  std::sort(presets.begin(), presets.end());
+  const auto presets = racksim::testing::read_corpus(std::string(RACKSIM_SOURCE_DIR) + "/hardware_models/presets", ".yaml");
   ASSERT_GE(presets.size(), 6u);
   // What a citation line may hold and what breaks its shape: quotes, escapes, comments, tabs, line ends,
   // indentation, keys, other YAML, bytes outside ASCII.
