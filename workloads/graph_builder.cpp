@@ -1426,29 +1426,29 @@ class Builder {
                       (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
     const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
+    // Each grouped GEMM op also carries Transformer Engine's host time for its local experts' GEMMs.
     const double grouped_host = grouped_gemm_host_s(local_experts);
+    const auto grouped_gemm = [this, grouped_host](std::string_view name, double m, double n, double k, double batch,
+                                                   double extra_bytes, Quant quant) {
+      g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)].host_s += grouped_host;
+    };
     steps.push_back({"expert_out", saved_expert_bytes,
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
-                       g_.ops[gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward)].host_s +=
-                           grouped_host;
+                       grouped_gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
                        vector("experts.act", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe, expert_tokens * fe);
-                       g_.ops[gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward)].host_s += grouped_host;
+                       grouped_gemm("experts.down", per_expert, h_, fe, local_experts, 0, Quant::forward);
                        if (pads) vector("experts.fp8_unpad", pad_copy_bytes, 0);
                      },
                      [=, this] {
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
-                       g_.ops[gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward)].host_s +=
-                           grouped_host;
-                       g_.ops[gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
-                                   2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant())]
-                           .host_s += grouped_host;
+                       grouped_gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
+                       grouped_gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
+                                    2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant());
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
-                       g_.ops[gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward)]
-                           .host_s += grouped_host;
-                       g_.ops[gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
-                                   2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant())]
-                           .host_s += grouped_host;
+                       grouped_gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
+                       grouped_gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
+                                    2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
