@@ -808,26 +808,32 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     int delta;
     int cls;
   };
-  // Visits the events of lists each in time order, in time order: the earliest of the lists' heads each time
-  // (a scan of at most kStreamCount + 1 heads; no merged list is made). Equal times come in no set order.
-  template <std::size_t K, class Visit>
-  static void for_each_by_time(const std::array<std::vector<Event>, K>& lists, Visit visit) {
-    std::array<const Event*, K> at{}, end{};
+  // Visits the elements of ranges each in order of key(x), in that order: the element at the earliest of the
+  // ranges' heads each time (a scan of at most K heads; no merged list is made; a drained range gives its place
+  // to the last one). Equal keys come in no set order.
+  template <class T, std::size_t K, class Key, class Visit>
+  static void for_each_in_order(const std::array<std::span<const T>, K>& ranges, Key key, Visit visit) {
+    std::array<const T*, K> at{}, end{};
+    std::array<double, K> head{};
     std::size_t n = 0;
-    for (const auto& l : lists)
-      if (!l.empty()) {
-        at[n] = l.data();
-        end[n++] = l.data() + l.size();
+    for (const auto& range : ranges)
+      if (!range.empty()) {
+        at[n] = range.data();
+        end[n] = range.data() + range.size();
+        head[n++] = key(range.front());
       }
     while (n > 0) {
       std::size_t best = 0;
       for (std::size_t k = 1; k < n; ++k)
-        if (at[k]->time < at[best]->time) best = k;
-      visit(*at[best]++);
-      if (at[best] == end[best]) {  // drained: the last list takes its place
+        if (head[k] < head[best]) best = k;
+      visit(*at[best]);
+      if (++at[best] == end[best]) {
         --n;
         at[best] = at[n];
         end[best] = end[n];
+        head[best] = head[n];
+      } else {
+        head[best] = key(*at[best]);
       }
     }
   }
@@ -874,7 +880,9 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    for_each_by_time(lists, [&](const Event& e) {
+    std::array<std::span<const Event>, kStreamCount + 1> ranges;
+    for (std::size_t k = 0; k < ranges.size(); ++k) ranges[k] = lists[k];
+    for_each_in_order(ranges, [](const Event& e) { return e.time; }, [&](const Event& e) {
       const double time = e.time;
       const double dt = time - t;
       if (dt > 0) {
@@ -902,54 +910,33 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   }
 
   void compute_rank_busy() {
-    // Per rank and stream the ops run one after the other, so each stream's ops are in time order: the rank's
-    // intervals in start order come from a merge of its streams' heads (no list of events made and merged).
-    // The union's parts, and so their sum, do not depend on the order of equal starts.
+    // Per rank and stream the ops run one after the other, so each stream's ops of positive length are in time
+    // order: the rank's intervals in start order come from a scan of its streams' heads (for_each_in_order; no
+    // list of events made and merged). The union's parts, and so their sum, do not depend on the order of equal
+    // starts.
     const std::size_t ranks = res_of_.size();
+    auto list_of = [&](std::size_t i) { return meta_[i].rank * kStreamCount + static_cast<int>(meta_[i].stream); };
+    auto runs = [&](std::size_t i) { return res_.ops[i].end_s > res_.ops[i].start_s; };
     std::vector<uint32_t> first(ranks * kStreamCount + 1, 0);  // CSR: the ops of (rank, stream) in op order
-    for (std::size_t r = 0; r < ranks; ++r)
-      for (int k = 0; k < kStreamCount; ++k) first[r * kStreamCount + k + 1] = ops_on_stream_[r][k];
+    for (std::size_t i = 0; i < g_.ops.size(); ++i)
+      if (runs(i)) ++first[list_of(i) + 1];
     for (std::size_t j = 0; j + 1 < first.size(); ++j) first[j + 1] += first[j];
     std::vector<OpId> ops(first.back());
     {
       std::vector<uint32_t> fill(first.begin(), first.end() - 1);
       for (std::size_t i = 0; i < g_.ops.size(); ++i)
-        ops[fill[meta_[i].rank * kStreamCount + static_cast<int>(meta_[i].stream)]++] = static_cast<OpId>(i);
+        if (runs(i)) ops[fill[list_of(i)]++] = static_cast<OpId>(i);
     }
     res_.rank_busy_s.assign(ranks, 0.0);
     for (std::size_t r = 0; r < ranks; ++r) {
-      std::array<uint32_t, kStreamCount> at{}, end{};
-      std::array<double, kStreamCount> head_s{};  // the start of each list's next op of positive length
-      std::size_t lists = 0;
-      // Moves list l's head to its next op of positive length; false when there is none.
-      auto settle_head = [&](std::size_t l) {
-        for (; at[l] < end[l]; ++at[l]) {
-          const OpRecord& o = res_.ops[ops[at[l]]];
-          if (o.end_s > o.start_s) {
-            head_s[l] = o.start_s;
-            return true;
-          }
-        }
-        return false;
-      };
+      std::array<std::span<const OpId>, kStreamCount> ranges;
       for (int k = 0; k < kStreamCount; ++k) {
         const std::size_t j = r * kStreamCount + k;
-        at[lists] = first[j];
-        end[lists] = first[j + 1];
-        if (settle_head(lists)) ++lists;
+        ranges[k] = std::span<const OpId>(ops).subspan(first[j], first[j + 1] - first[j]);
       }
       double busy = 0, a = 0, b = -1;
-      while (lists > 0) {
-        std::size_t best = 0;
-        for (std::size_t l = 1; l < lists; ++l)
-          if (head_s[l] < head_s[best]) best = l;
-        const double s = head_s[best], e = res_.ops[ops[at[best]++]].end_s;
-        if (!settle_head(best)) {  // drained: the last list takes its place
-          --lists;
-          at[best] = at[lists];
-          end[best] = end[lists];
-          head_s[best] = head_s[lists];
-        }
+      for_each_in_order(ranges, [&](OpId op) { return res_.ops[op].start_s; }, [&](OpId op) {
+        const double s = res_.ops[op].start_s, e = res_.ops[op].end_s;
         if (s > b) {
           if (b > a) busy += b - a;
           a = s;
@@ -957,7 +944,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         } else {
           b = std::max(b, e);
         }
-      }
+      });
       if (b > a) busy += b - a;
       res_.rank_busy_s[r] = busy;
     }
