@@ -9,9 +9,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "sim/cli/cli.h"
 #include "tests/unit/cli_util.h"
@@ -89,7 +92,10 @@ void expect_rendered(const Rendered& r, std::size_t min_charts, const std::vecto
 class HtmlReport : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string d = ::testing::TempDir();
+    // CTest runs each test of this suite in its own process, each writing these files first: a folder per
+    // process, so that one test's set-up does not rewrite the reports while another reads them.
+    const std::string d = ::testing::TempDir() + "/racksim_html_report_" + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
     run_ = d + "/report_run.html";
     compare_ = d + "/report_compare.html";
     sweep_ = d + "/report_sweep.html";
