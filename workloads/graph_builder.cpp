@@ -20,9 +20,19 @@ using hw::CollectiveOp;
 
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
-  const double attention = 6.0 * t.global_batch * m.layers * static_cast<double>(t.seq_len) * t.seq_len *
+  const int layers = m.layers + t.mtp_layers;
+  const double attention = 6.0 * t.global_batch * layers * static_cast<double>(t.seq_len) * t.seq_len *
                            (static_cast<double>(m.heads) * m.head_dim);
-  return 6.0 * active_params(m) * tokens + attention;
+  double params = active_params(m);
+  if (t.mtp_layers > 0 && m.layers > 0) {
+    // Each MTP depth as Megatron-LM's counter takes it (training.py num_floating_point_operations at d98e8a64):
+    // a layer of the last layer's kind, its norms and projection (3h + 2h^2), and one more pass of the logits.
+    LayerParams p = layer_params(m, m.layers - 1);
+    if (m.is_moe_layer(m.layers - 1)) p.experts *= static_cast<double>(m.moe->top_k) / m.moe->experts;
+    const double h = m.hidden;
+    params += t.mtp_layers * (p.total() + 3.0 * h + 2.0 * h * h + static_cast<double>(m.vocab) * h);
+  }
+  return 6.0 * params * tokens + attention;
 }
 
 Precision precision_of(const TrainingConfig& t) {
@@ -187,6 +197,11 @@ class Builder {
     vstages_ = pp_ * vp_;
     jax_ = t.framework == Framework::jax;
     vstage_first_layer_ = split_layers(m.layers, vstages_, t.pipeline);
+    // Multi-token prediction: Megatron-Core places its modules after the decoder on the last pipeline stage
+    // (with the loss), so they are layers m.layers .. m.layers + D - 1 of the last virtual stage.
+    mtp_ = t.mtp_layers;
+    graph_layers_ = m.layers + mtp_;
+    vstage_first_layer_.back() += mtp_;
   }
 
   OpGraph build() {
@@ -194,7 +209,7 @@ class Builder {
     // About 37 ops per layer and micro-step (more with recompute): 48 leaves room, so that most graphs
     // never grow the vector (a growth moves every op; the 405B step's 75,008 ops outgrew 36 per layer
     // by 3%). Pages not touched are never mapped.
-    g_.ops.reserve(static_cast<std::size_t>(std::max(1, m_.layers)) * static_cast<std::size_t>(std::max(1, micro_steps_)) * 48);
+    g_.ops.reserve(static_cast<std::size_t>(std::max(1, graph_layers_)) * static_cast<std::size_t>(std::max(1, micro_steps_)) * 48);
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
       fsdp_prev_start_.reset();
@@ -204,6 +219,8 @@ class Builder {
       deferred_grads_.clear();
       layer_state_.clear();
       logits_.clear();
+      mtp_logits_.clear();
+      mtp_saved_.clear();
       add_resident_state();
       if (overlapped_param_gather()) gather_params_ahead();
       for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r)) {
@@ -323,6 +340,9 @@ class Builder {
   // f_ FFN hidden of this tp rank, V_ vocabulary of this tp rank.
   double s_ = 0, b_ = 0, T_ = 0, Tsp_ = 0, h_ = 0, hl_ = 0, kvl_ = 0, qk_dim_ = 0, v_dim_ = 0, f_ = 0, V_ = 0;
   std::vector<int> vstage_first_layer_;  // size vstages_ + 1
+  int mtp_ = 0;           // multi-token-prediction depth (training.mtp_layers)
+  int graph_layers_ = 0;  // decoder layers and MTP layers: the layer indices the graph uses
+  bool is_mtp_layer(int l) const { return l >= m_.layers; }
   Phase phase_ = Phase::forward;
   Name prefix_;  // the prefix of the names emitted now (its base unused)
   void prefix_micro_vstage(int v) { prefix_ = Name{0, NamePrefix::micro_vstage, static_cast<uint32_t>(mb_), static_cast<uint32_t>(v)}; }
@@ -375,7 +395,11 @@ class Builder {
   double layer_weights(int l) const { return dense_weights(l) + expert_weights(l); }
   double dense_weights(int l) const {
     const LayerParams p = layer_params(m_, l);
-    return (p.attention + p.mlp) / tp_ + p.router + p.norms;
+    double w = (p.attention + p.mlp) / tp_ + p.router + p.norms;
+    // An MTP layer's module adds its projection from 2h to h (column-parallel, eh_proj) and three RMSNorm
+    // gains (enorm, hnorm, its final norm): Megatron-LM training.py's FLOP counter counts the same.
+    if (is_mtp_layer(l)) w += 2.0 * h_ * h_ / tp_ + 3.0 * h_;
+    return w;
   }
   double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
   // Ranks over which each part's state is sharded by ZeRO/FSDP: all its replicas, or with hybrid sharding its
@@ -385,7 +409,12 @@ class Builder {
   CommGroup dense_shard_group() const { return rep_ > 1 ? CommGroup::dp_shard : CommGroup::dp_cp; }
   CommGroup expert_shard_group() const { return rep_ > 1 ? CommGroup::edp_shard : CommGroup::edp; }
   double embedding_weights() const { return static_cast<double>(m_.vocab) * m_.hidden / tp_; }
-  double head_weights() const { return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden; }
+  double head_weights() const {
+    // Under MTP the last stage embeds the shifted tokens with the shared embedding: on a stage of its own it
+    // keeps a copy of it (Megatron-Core's shared embedding on the last stage, as for tied embeddings).
+    const double mtp_embedding = mtp_ > 0 && pp_ > 1 && !m_.tied_embeddings ? embedding_weights() : 0.0;
+    return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden + mtp_embedding;
+  }
   bool holds_embedding() const { return rank_ == 0; }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
   double local_params() const { return local_expert_params() + local_dense_params(); }
@@ -844,7 +873,7 @@ class Builder {
   std::vector<char> steps_cached_;
   const std::vector<Step>& layer_steps(int l) {
     if (steps_cache_.empty()) {
-      steps_cache_.resize(static_cast<std::size_t>(std::max(0, m_.layers)));
+      steps_cache_.resize(static_cast<std::size_t>(std::max(0, graph_layers_)));
       steps_cached_.assign(steps_cache_.size(), 0);
     }
     if (!steps_cached_[l]) {
@@ -1509,6 +1538,8 @@ class Builder {
   };
   std::map<std::pair<int, int>, LayerState> layer_state_;  // (micro-batch, layer)
   std::map<int, TensorId> logits_;
+  std::map<std::pair<int, int>, TensorId> mtp_logits_;  // (micro, depth) -> an MTP head's fp32 logits
+  std::optional<TensorId> mtp_head_buf_;                 // FSDP: the gathered head, kept for the MTP heads
   std::map<int, TensorId> chunk_output_;                   // micro-batch -> activation to send
 
   void forward_chunk(int v) {
@@ -1541,8 +1572,15 @@ class Builder {
       const double per_chunk = std::accumulate(residual_bytes.begin(), residual_bytes.end(), 0.0);
       if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
     }
+    TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
+    std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head
     for (int l = first_layer(v); l < end_layer(v); ++l) {
+      if (is_mtp_layer(l)) {
+        if (l == m_.layers) decoder_out = x;
+        mtp_input(l, x);
+      }
       layer_forward(l, x);
+      if (is_mtp_layer(l)) mtp_outputs.push_back(x);
       // ... and copies each iteration's residuals into their slice (dynamic-update-slice: read and
       // write), as the compiled reference steps do (shared/reference/hlo/m1_none: fusion-start /
       // loop_dynamic_update_slice_fusion in the forward loop).
@@ -1555,19 +1593,17 @@ class Builder {
       wait_for_params(kHeadBucket);
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
-      vector("final_norm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-      tp_collective("logits.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
-      const TensorId logits = temp("logits.fp32", T_ * V_ * 4);
-      // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
-      // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
-      // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
-      // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
-      const bool fused_ce = t_.cross_entropy_fusion;
-      const OpId lg = gemm("logits", T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
-      g_.ops[lg].allocs.push_back(logits);
-      logits_[mb_] = logits;
-      vector("cross_entropy", T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
-      g_.ops.back().frees.push_back(x);  // the last layer's output feeds only the head
+      // Megatron-Core's GPT model runs the MTP losses (each depth's norm, the shared output layer and its
+      // cross entropy) before the main one (gpt_model.py _postprocess).
+      for (int k = 0; k < mtp_; ++k) {
+        prefix_micro_layer(m_.layers + k);
+        // A depth's output also feeds the next depth's input norm, whose backward frees it.
+        const bool feeds_next = k + 1 < mtp_;
+        mtp_logits_[{mb_, k}] = output_head("mtp.", mtp_outputs[static_cast<std::size_t>(k)], !feeds_next);
+      }
+      prefix_micro_vstage(v);
+      // The decoder's output feeds only the head, or under MTP also the first depth's input norm.
+      logits_[mb_] = output_head("", mtp_ > 0 ? decoder_out : x, mtp_ == 0);
       if (has_buf) g_.ops.back().frees.push_back(buf);
       // Megatron reads the micro-batch's loss on the host before it issues anything else: the NaN check
       // (pretrain_gpt.py:136-141 at f2e5db40, validate_result later) and, at f2e5db40, num_tokens.item()
@@ -1578,6 +1614,99 @@ class Builder {
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
     }
+  }
+
+  // The output layer and the loss of one micro-batch over `x` (names prefixed "mtp." for an MTP depth): the final
+  // RMSNorm, the tp gather of the sequence-parallel tokens, the logits GEMM against this tp rank's vocabulary
+  // slice and the cross entropy. Returns the fp32 logits, which live until the head's backward; `free_input`:
+  // the cross entropy is the input's last reader.
+  TensorId output_head(std::string_view pre, TensorId x, bool free_input) {
+    const double a = pr_.activation_bytes;
+    vector(cat(pre, "final_norm"), 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
+    tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    const TensorId logits = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
+    // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
+    // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
+    // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
+    // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
+    const bool fused_ce = t_.cross_entropy_fusion;
+    const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
+    g_.ops[lg].allocs.push_back(logits);
+    vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
+    if (free_input) g_.ops.back().frees.push_back(x);
+    return logits;
+  }
+  // The backward of output_head: the loss gradient over the logits, the logits GEMM's dgrad (its tp
+  // reduce-scatter) and wgrad, and the final norm's backward (returned: it reads the norm's input).
+  OpId output_head_backward(std::string_view pre, TensorId logits) {
+    const double a = pr_.activation_bytes;
+    if (jax_) {
+      // XLA's loss backward, three passes over the logits (the same in every compiled H200 step,
+      // e.g. s1_none_unrolled, g1_dots, m1_none, g1_none_cudnn): a row pass over the bf16 logits
+      // (loop_add_subtract_fusion: read a), the fp32 gradient (loop_multiply_fusion: read a, write
+      // 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read 4, write a).
+      vector(cat(pre, "cross_entropy.bwd.rows"), T_ * V_ * a, 2 * T_ * V_);
+      vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (a + 4), 4 * T_ * V_);
+      vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
+    } else {
+      // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
+      vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+    }
+    gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+    gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    g_.ops[last()].frees.push_back(logits);
+    return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+  }
+
+  // ---- multi-token prediction (training.mtp_layers) --------------------------------------------
+  // Megatron-Core's MultiTokenPredictionLayer before its transformer layer (multi_token_prediction.py
+  // _get_embeddings, _concat_embeddings at d98e8a64): the shared embedding of the tokens shifted by one more
+  // position, RMSNorm of it (enorm) and of the previous depth's hidden states (hnorm), their concatenation, the
+  // column-parallel projection eh_proj from 2h to h (gathering the sequence-parallel input), and the gather of
+  // its tp-split output back to the full hidden size, scattered to the sequence-parallel slice. `x` in: the
+  // previous depth's output (the decoder's for the first); out: the projection, the layer's input.
+  std::map<std::pair<int, int>, std::array<TensorId, 3>> mtp_saved_;  // (micro, depth) -> embedding, concat, hidden in
+  void mtp_input(int l, TensorId& x) {
+    const double a = pr_.activation_bytes;
+    const int k = l - m_.layers;
+    prefix_micro_layer(l);
+    const TensorId emb = temp("mtp.embedding", Tsp_ * h_ * a);
+    g_.ops[vector("mtp.embedding", 2 * Tsp_ * h_ * a, 0)].allocs.push_back(emb);
+    vector("mtp.enorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
+    vector("mtp.hnorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
+    const TensorId cat_in = temp("mtp.concat", 2 * Tsp_ * h_ * a);
+    g_.ops[vector("mtp.concat", 4 * Tsp_ * h_ * a, 0)].allocs.push_back(cat_in);
+    tp_collective("mtp.eh_proj.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::ring_exchange);
+    gemm_fwd("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
+    tp_collective("mtp.eh_proj.out_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    const TensorId out = temp("mtp.eh_proj.out", Tsp_ * h_ * a);
+    g_.ops[last()].allocs.push_back(out);
+    mtp_saved_[{mb_, k}] = {emb, cat_in, x};
+    x = out;
+  }
+  // Its backward, after the MTP layer's: the gradient scattered back to the tp-split output, eh_proj's dgrad
+  // (reduce-scattered over tp) and wgrad, the concatenation's split, both norms' backward and the embedding's
+  // (a scatter-add into the shared table's gradient). Frees what the forward kept, and the previous depth's
+  // hidden states, whose last reader hnorm's backward is.
+  void mtp_input_backward(int l) {
+    const double a = pr_.activation_bytes;
+    const int k = l - m_.layers;
+    prefix_micro_layer(l);
+    const auto it = mtp_saved_.find({mb_, k});
+    const auto [emb, cat_in, hidden_in] = it->second;
+    mtp_saved_.erase(it);
+    tp_collective("mtp.eh_proj.out_all_gather.bwd", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    gemm_dgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
+    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::bulk);
+    gemm_wgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
+    g_.ops[last()].frees.push_back(cat_in);
+    vector("mtp.concat.bwd", 4 * Tsp_ * h_ * a, 0);
+    vector("mtp.hnorm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+    g_.ops[last()].frees.push_back(hidden_in);
+    vector("mtp.enorm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+    g_.ops[last()].frees.push_back(emb);
+    vector("mtp.embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
   }
 
   // Megatron-Core's host work for one layer and micro-batch (eager), spread evenly over the ops the
@@ -1867,7 +1996,7 @@ class Builder {
       else layer_backward_ops(l);
       return;
     }
-    if (templates_.size() <= key) templates_.resize(2 * static_cast<std::size_t>(std::max(1, m_.layers)));
+    if (templates_.size() <= key) templates_.resize(2 * static_cast<std::size_t>(std::max(1, graph_layers_)));
     if (sig_key_ != key) layer_signature();
     sig_key_ = SIZE_MAX;
     auto& list = templates_[key];
@@ -2134,26 +2263,13 @@ class Builder {
     if (v == vstages_ - 1) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
-      if (jax_) {
-        // XLA's loss backward, three passes over the logits (the same in every compiled H200 step,
-        // e.g. s1_none_unrolled, g1_dots, m1_none, g1_none_cudnn): a row pass over the bf16 logits
-        // (loop_add_subtract_fusion: read a), the fp32 gradient (loop_multiply_fusion: read a, write
-        // 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read 4, write a).
-        vector("cross_entropy.bwd.rows", T_ * V_ * a, 2 * T_ * V_);
-        vector("cross_entropy.bwd", T_ * V_ * (a + 4), 4 * T_ * V_);
-        vector("cross_entropy.bwd.cast", T_ * V_ * (4 + a), T_ * V_);
-      } else {
-        // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
-        vector("cross_entropy.bwd", T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
-      }
-      gemm_dgrad("logits", T_, V_, h_, Quant::none);
-      tp_collective("logits.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-      gemm_wgrad("logits", T_, V_, h_, Quant::none);
-      g_.ops[last()].frees.push_back(logits_[mb_]);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
-      attach_pending_allocs(vector("final_norm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_));
-      if (has_buf) g_.ops.back().frees.push_back(buf);
-      if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
+      attach_pending_allocs(output_head_backward("", logits_[mb_]));
+      // Under MTP the output layer's weights and the shared embedding get gradient until the first depth's
+      // backward: the gathered weights and the head's gradient sync wait for it (below).
+      if (has_buf && mtp_ > 0) mtp_head_buf_ = buf;
+      else if (has_buf) g_.ops.back().frees.push_back(buf);
+      if (last_micro_for_sync() && mtp_ == 0) grad_sync("grad.head", head_weights());
     } else {
       pending_cross_ = ChunkKey{false, mb_, v + 1};
       attach_pending_allocs(vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0));
@@ -2161,7 +2277,21 @@ class Builder {
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
+      if (is_mtp_layer(l)) {  // this depth's loss, then its layer, then what made the layer's input
+        prefix_micro_layer(l);
+        const auto lg = mtp_logits_.find({mb_, l - m_.layers});
+        output_head_backward("mtp.", lg->second);
+        mtp_logits_.erase(lg);
+      }
       layer_backward(l);
+      if (is_mtp_layer(l)) {
+        mtp_input_backward(l);
+        if (l == m_.layers) {
+          if (mtp_head_buf_) g_.ops.back().frees.push_back(*mtp_head_buf_);
+          mtp_head_buf_.reset();
+          if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
+        }
+      }
       if (last_micro_for_sync()) {
         if (gathers_before_grads()) deferred_sync_ = DeferredSync{prefix_, l};
         else grad_sync("grad", dense_weights(l), expert_weights(l), true);

@@ -148,6 +148,11 @@ struct TrainingConfig {
   OptimizerSharding optimizer_sharding = OptimizerSharding::none;
   RecomputePolicy recompute;
   bool offload_optimizer = false;
+  // Multi-token prediction (DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): D sequential modules on
+  // the last pipeline stage, each an embedding of the tokens shifted by k, two RMSNorms and a projection
+  // from 2h to h before one transformer layer of the model's last layer's kind, then its own norm and the
+  // shared output head with a loss of its own. 0: none (racksim's default; Megatron's too).
+  int mtp_layers = 0;
   AttentionImpl attention = AttentionImpl::flash;
   bool cuda_graphs = false;
   // Megatron-Core's --cuda-graph-scope with Transformer Engine's graphs (--cuda-graph-impl transformer_engine):

@@ -24,7 +24,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
   const auto plan = steady_state_plan(t);
   const int64_t steps = plan ? 2 * static_cast<int64_t>(plan->m1) + plan->unit : t.micro_steps();
-  return static_cast<int64_t>(m.layers) * steps;
+  return static_cast<int64_t>(m.layers + t.mtp_layers) * steps;
 }
 
 void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model) {

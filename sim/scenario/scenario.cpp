@@ -301,6 +301,7 @@ Scenario parse_scenario(Node root) {
       set_if(or_.boolean("optimizer"), t.offload_optimizer);
       or_.finish();
     }
+    set_if(r.integer("mtp_layers", false, 0, 16), t.mtp_layers);
     set_if(r.choice("attention", kAttentionImplNames), t.attention);
     set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
     if ((scope_node = r.get("cuda_graph_scope"))) parse_cuda_graph_scope(*scope_node, t.cuda_graph_scope);
@@ -452,6 +453,9 @@ Scenario parse_scenario(Node root) {
       scope_node->error("cuda_graph_scope with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                         "(arguments.py: recompute_granularity must not be full when CUDA Graphs are enabled)");
   }
+  if (t.mtp_layers > 0 && t.framework == Framework::jax)
+    tn->child("mtp_layers").error("mtp_layers is modelled as Megatron-Core runs it (--mtp-num-layers); in JAX mode "
+                                  "(MaxText's mtp_num_layers) it is not: set training.mtp_layers: 0");
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
   if (moe_node && m.moe) {
     if (t.moe.a2a_overlap && p.ep < 2)
@@ -684,6 +688,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
+  if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
   if (t.cuda_graph_scope.any()) {  // (only when set)

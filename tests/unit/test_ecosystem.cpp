@@ -286,7 +286,8 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
     return false;
   };
   EXPECT_TRUE(has("--foo-bar 3 (line 14): not an argument racksim knows"));
-  EXPECT_TRUE(has("--mtp-num-layers 1"));
+  EXPECT_EQ(t.mtp_layers, 1);  // --mtp-num-layers 1: training.mtp_layers, no longer a warning
+  EXPECT_FALSE(has("--mtp-num-layers"));
   EXPECT_TRUE(has("--recompute-modules core_attn"));
   EXPECT_FALSE(has("--lr"));
   EXPECT_NE(std::find(r.ignored.begin(), r.ignored.end(), "--lr 1e-4"), r.ignored.end());

@@ -280,9 +280,10 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
                                            *f, *f, e.first_dense_layers));
       if (auto mtp = r.integer("num_nextn_predict_layers", false, 0); mtp && *mtp > 0)
         out.warnings.push_back(fmt::format(
-            "num_nextn_predict_layers {}: the multi-token-prediction module{} (one more transformer layer and a "
-            "projection each) is not modelled: neither its parameters nor its compute are counted",
-            *mtp, *mtp == 1 ? "" : "s"));
+            "num_nextn_predict_layers {0}: {0} multi-token-prediction module{1} (one more transformer layer and a "
+            "projection each) {2} not part of the model preset; a scenario trains with {3} under training.mtp_layers: "
+            "{0} (Megatron-Core's --mtp-num-layers)",
+            *mtp, *mtp == 1 ? "" : "s", *mtp == 1 ? "is" : "are", *mtp == 1 ? "it" : "them"));
       if (r.has("n_group") && r.has("topk_group")) {
         const auto groups = r.integer("n_group", false), topk = r.integer("topk_group", false);
         if (groups && topk)

@@ -442,7 +442,8 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     warn(c.src("decoder_block") + ": modelled as a pre-norm block (norm, attention, norm, MLP or MoE); the block's own "
                                   "extra norms, soft-capping or local layers are not");
   if (c.integer("mtp_num_layers", 0, 0, 1'000) > 0)
-    warn(c.src("mtp_num_layers") + ": multi-token prediction is not modelled (its layers' parameters and compute are left out)");
+    warn(c.src("mtp_num_layers") + ": multi-token prediction is not modelled in JAX mode (training.mtp_layers is "
+                                   "Megatron-Core's): its layers' parameters and compute are left out");
   if (c.integer("num_vocab_tiling", 1, 1, 1'000'000) > 1)
     warn(c.src("num_vocab_tiling") + ": racksim keeps the whole logits tensor (peak memory overstated)");
   if (c.boolean("enable_dropout") && c.number("dropout_rate", 0) > 0)

@@ -691,10 +691,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       const long long vh = as_int("v-head-dim").value_or(128);
       mw.line(4, "v_head_dim", std::to_string(vh), fl.has("v-head-dim") ? src("v-head-dim") : "Megatron's default --v-head-dim 128");
     }
-    if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0)
-      out.warnings.push_back(fmt::format("--mtp-num-layers {}: multi-token prediction is not modelled (its layers' "
-                                         "parameters and compute are left out)",
-                                         *mtp));
   }
   (void)vocab_out;
   (void)experts;
@@ -947,6 +943,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     fl.str("moe-router-num-groups");
     if (fl.on("overlap-moe-expert-parallel-comm")) tw.line(4, "a2a_overlap", "true", "--overlap-moe-expert-parallel-comm");
   }
+  if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0) tw.line(2, "mtp_layers", std::to_string(*mtp), src("mtp-num-layers"));
   // Uneven pipeline ends.
   const auto first = as_int("decoder-first-pipeline-num-layers");
   const auto last = as_int("decoder-last-pipeline-num-layers");

@@ -1,0 +1,133 @@
+// Multi-token prediction (training.mtp_layers; DeepSeek-V3 sec. 2.2, Megatron-Core --mtp-num-layers): what each
+// depth adds to the graph, the weights and the FLOP counter, in closed form.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/run/run.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+sim::Scenario load(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return racksim::testing::scenario_from_text(yaml, "t.yaml", sets);
+}
+
+// A small MoE model whose last layer is an MoE layer: one GPU, one micro-batch.
+const char* kMoe = R"(system: {preset: h100-sxm, gpus: 1}
+model: {layers: 3, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768,
+        moe: {experts: 8, top_k: 2, expert_ffn_hidden: 512, first_dense_layers: 1}}
+training: {seq_len: 2048, global_batch: 1, micro_batch: 1, parallelism: {tp: 1, pp: 1}}
+)";
+constexpr double kTokens = 2048, kHidden = 1024, kVocab = 32768;
+
+double flops_of(const OpGraph& g, const std::string& infix) {
+  double f = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)).find(infix) != std::string::npos) f += g.ops[i].flops;
+  return f;
+}
+double resident(const OpGraph& g, MemCategory c, int rank) {
+  double b = 0;
+  for (TensorId t : g.resident)
+    if (g.tensors[t].category == c && g.tensors[t].rank == rank) b += g.tensors[t].bytes;
+  return b;
+}
+
+}  // namespace
+
+// One depth runs one more layer of the last layer's kind (its ops named L3, after the decoder's L0-L2), the
+// projection eh_proj from 2h to h, and the output layer once more; forward and backward are 3x the forward's
+// 2mnk each. Nothing else of the graph changes.
+TEST(Mtp, OneDepthAddsALayerAProjectionAndAHead) {
+  const auto base = load(kMoe);
+  const auto sc = load(kMoe, {"training.mtp_layers=1"});
+  const auto g0 = build_training_graph(base.model, base.training, base.system.spec);
+  const auto g1 = build_training_graph(sc.model, sc.training, sc.system.spec);
+  // The micro-batch's ops (the optimizer's update grows with the parameters: tested below by the weights).
+  const double total0 = flops_of(g0, "mb0."), total1 = flops_of(g1, "mb0.");
+  // The MTP layer's ops other than the module's own ("mtp.") match the last decoder layer's.
+  double mtp_layer = 0;
+  for (std::size_t i = 0; i < g1.ops.size(); ++i) {
+    const std::string n = g1.op_name(static_cast<OpId>(i));
+    if (n.find(".L3.") != std::string::npos && n.find(".mtp.") == std::string::npos) mtp_layer += g1.ops[i].flops;
+  }
+  EXPECT_DOUBLE_EQ(mtp_layer, flops_of(g0, ".L2."));
+  EXPECT_DOUBLE_EQ(flops_of(g1, "mtp.eh_proj"), 3 * 2 * kTokens * kHidden * 2 * kHidden);
+  EXPECT_DOUBLE_EQ(flops_of(g1, "mtp.logits"), 3 * 2 * kTokens * kVocab * kHidden);
+  EXPECT_DOUBLE_EQ(flops_of(g1, ".v0.logits"), flops_of(g0, ".v0.logits"));
+  const double norms_and_ce = flops_of(g1, ".mtp.") - flops_of(g1, "mtp.eh_proj") - flops_of(g1, "mtp.logits");
+  EXPECT_DOUBLE_EQ(total1 - total0, mtp_layer + flops_of(g1, ".mtp."));
+  EXPECT_LT(norms_and_ce, 0.02 * (total1 - total0));  // the norms and the loss are vector work
+  // Its weights: one more layer, the projection and three norm gains (bf16 weights, fp32 gradients).
+  const auto p = layer_params(sc.model, 2);
+  const double added = p.total() + 2 * kHidden * kHidden + 3 * kHidden;
+  EXPECT_DOUBLE_EQ(resident(g1, MemCategory::weights, 0) - resident(g0, MemCategory::weights, 0), 2 * added);
+  EXPECT_DOUBLE_EQ(resident(g1, MemCategory::gradients, 0) - resident(g0, MemCategory::gradients, 0), 4 * added);
+  // And the step takes longer, by about what the added work costs.
+  const double t0 = sim::simulate(base).replay.step_time_s, t1 = sim::simulate(sc).replay.step_time_s;
+  EXPECT_GT(t1 / t0, 1.15);
+  EXPECT_LT(t1 / t0, 1.8);
+}
+
+// Megatron-LM's FLOP counter (training.py num_floating_point_operations at d98e8a64): per depth a layer of the
+// last layer's kind (its attention core too), 3h + 2h^2 for the norms and projection, and one more logits pass.
+TEST(Mtp, ModelFlopsCountEachDepthAsMegatronDoes) {
+  const auto base = load(kMoe);
+  const auto sc = load(kMoe, {"training.mtp_layers=2"});
+  const double f0 = model_flops_per_step(base.model, base.training);
+  const double f2 = model_flops_per_step(sc.model, sc.training);
+  auto p = layer_params(sc.model, 2);
+  p.experts *= 2.0 / 8.0;  // top-2 of 8 experts
+  const double per_depth = 6 * kTokens * (p.total() + 3 * kHidden + 2 * kHidden * kHidden + kVocab * kHidden) +
+                           6 * kTokens * kTokens * (8 * 128);  // the attention core's term, as the decoder's layers
+  EXPECT_NEAR((f2 - f0) / (2 * per_depth), 1.0, 1e-12);
+}
+
+// Under a pipeline the last stage holds the depth's layer and a copy of the shared embedding; the first stage
+// is unchanged. DeepSeek-V3 with its one depth then holds 683.6B parameters in all, against the published
+// checkpoint's 685B "including the 14B multi-token-prediction module" (HF deepseek-ai/DeepSeek-V3 README), whose
+// module also stores its own copy of the output head (0.93B), which training shares.
+TEST(Mtp, LastStageHoldsTheDepthAndTheSharedEmbedding) {
+  const char* ds = R"(system: {preset: h800-sxm, gpus: 16}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 1, pp: 2, ep: 8}}
+)";
+  const auto base = load(ds);
+  const auto sc = load(ds, {"training.mtp_layers=1"});
+  const auto g0 = build_training_graph(base.model, base.training, base.system.spec);
+  const auto g1 = build_training_graph(sc.model, sc.training, sc.system.spec);
+  EXPECT_DOUBLE_EQ(resident(g1, MemCategory::weights, 0), resident(g0, MemCategory::weights, 0));
+  // Parameters of the whole model: dense ones once per stage, routed experts over the 8 expert ranks.
+  double params = 0;
+  const auto& m = sc.model;
+  for (int l = 0; l <= m.layers; ++l) {
+    const auto p = layer_params(m, l);  // l == m.layers: the MTP layer (last layer's kind)
+    params += p.total();
+  }
+  params += embedding_params(m) + m.hidden * 2.0 * m.hidden + 3.0 * m.hidden + static_cast<double>(m.vocab) * m.hidden;
+  EXPECT_NEAR(params / 685e9, 1.0, 0.005);
+  const double added_bytes = resident(g1, MemCategory::weights, 1) - resident(g0, MemCategory::weights, 1);
+  const auto p = layer_params(m, m.layers);
+  const double added = (p.total() - p.experts) + p.experts / 8 + 2.0 * m.hidden * m.hidden + 3.0 * m.hidden +
+                       static_cast<double>(m.vocab) * m.hidden;
+  EXPECT_NEAR(added_bytes / (2 * added), 1.0, 1e-12);
+}
+
+// The key is Megatron-Core's; XLA's MTP (MaxText mtp_num_layers) is not modelled.
+TEST(Mtp, RefusedInJaxMode) {
+  const std::string err = racksim::testing::scenario_error_text(R"(system: {preset: h100-sxm, gpus: 1}
+model: {layers: 3, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
+training: {seq_len: 2048, global_batch: 1, framework: jax, mtp_layers: 1}
+)", "t.yaml");
+  EXPECT_NE(err.find("t.yaml:3:"), std::string::npos) << err;
+  EXPECT_NE(err.find("training.mtp_layers"), std::string::npos) << err;
+  EXPECT_NE(err.find("in JAX mode"), std::string::npos) << err;
+}
