@@ -410,10 +410,13 @@ class Builder {
   CommGroup expert_shard_group() const { return rep_ > 1 ? CommGroup::edp_shard : CommGroup::edp; }
   double embedding_weights() const { return static_cast<double>(m_.vocab) * m_.hidden / tp_; }
   double head_weights() const {
-    // Under MTP the last stage embeds the shifted tokens with the shared embedding: on a stage of its own it
-    // keeps a copy of it (Megatron-Core's shared embedding on the last stage, as for tied embeddings).
-    const double mtp_embedding = mtp_ > 0 && pp_ > 1 && !m_.tied_embeddings ? embedding_weights() : 0.0;
-    return (m_.tied_embeddings ? 0.0 : embedding_weights()) + m_.hidden + mtp_embedding;
+    // The output layer's table, or with tied embeddings none of its own; but a last stage that is not the first
+    // keeps a copy of the word embeddings when it needs them (Megatron-Core's shared_embedding_or_output_weight,
+    // its gradients all-reduced with the first stage's): for the tied output layer, and under MTP to embed the
+    // shifted tokens. (JAX: one parameter tree, kept as it was.)
+    const bool shared_copy = pp_ > 1 && !jax_ && (m_.tied_embeddings || mtp_ > 0);
+    const double tables = (m_.tied_embeddings ? 0.0 : 1.0) + (shared_copy ? 1.0 : 0.0);
+    return tables * embedding_weights() + m_.hidden;
   }
   bool holds_embedding() const { return rank_ == 0; }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }

@@ -131,3 +131,25 @@ training: {seq_len: 2048, global_batch: 1, framework: jax, mtp_layers: 1}
   EXPECT_NE(err.find("training.mtp_layers"), std::string::npos) << err;
   EXPECT_NE(err.find("in JAX mode"), std::string::npos) << err;
 }
+
+// Megatron keeps a copy of the word embeddings on a last stage that needs them: the tied output layer's table
+// (shared_embedding_or_output_weight), or under MTP the shifted tokens' embedding; one copy serves both.
+TEST(Mtp, LastStageKeepsOneCopyOfTheEmbeddingsWhereItNeedsThem) {
+  const char* tied = R"(system: {preset: h100-sxm, gpus: 2}
+model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768, tied_embeddings: true}
+training: {seq_len: 2048, global_batch: 2, micro_batch: 1, parallelism: {tp: 1, pp: 2}}
+)";
+  const auto sc = load(tied), one_stage = load(tied, {"training.parallelism.pp=1", "system.gpus=1"});
+  const auto mtp = load(tied, {"training.mtp_layers=1"});
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const auto g1 = build_training_graph(one_stage.model, one_stage.training, one_stage.system.spec);
+  const auto gm = build_training_graph(mtp.model, mtp.training, mtp.system.spec);
+  const double table_bytes = 2 * kVocab * kHidden;  // bf16 weights
+  const double layer_bytes = 2 * layer_params(sc.model, 0).total();
+  // Two layers and the final norm gain on the last stage, and the table's copy; one stage holds the table once.
+  EXPECT_DOUBLE_EQ(resident(g, MemCategory::weights, 1), 2 * layer_bytes + 2 * kHidden + table_bytes);
+  EXPECT_DOUBLE_EQ(resident(g1, MemCategory::weights, 0), 4 * layer_bytes + 2 * kHidden + table_bytes);
+  // MTP on top: its layer and projection, and no second copy.
+  EXPECT_DOUBLE_EQ(resident(gm, MemCategory::weights, 1) - resident(g, MemCategory::weights, 1),
+                   layer_bytes + 2 * (2 * kHidden * kHidden + 3 * kHidden));
+}
