@@ -395,11 +395,7 @@ class Builder {
   double layer_weights(int l) const { return dense_weights(l) + expert_weights(l); }
   double dense_weights(int l) const {
     const LayerParams p = layer_params(m_, l);
-    double w = (p.attention + p.mlp) / tp_ + p.router + p.norms;
-    // An MTP layer's module adds its projection from 2h to h (column-parallel, eh_proj) and three RMSNorm
-    // gains (enorm, hnorm, its final norm): Megatron-LM training.py's FLOP counter counts the same.
-    if (is_mtp_layer(l)) w += 2.0 * h_ * h_ / tp_ + 3.0 * h_;
-    return w;
+    return (p.attention + p.mlp) / tp_ + p.router + p.norms;
   }
   double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
   // Ranks over which each part's state is sharded by ZeRO/FSDP: all its replicas, or with hybrid sharding its
@@ -416,7 +412,17 @@ class Builder {
     // shifted tokens. (JAX: one parameter tree, kept as it was.)
     const bool shared_copy = pp_ > 1 && !jax_ && (m_.tied_embeddings || mtp_ > 0);
     const double tables = (m_.tied_embeddings ? 0.0 : 1.0) + (shared_copy ? 1.0 : 0.0);
-    return tables * embedding_weights() + m_.hidden;
+    return tables * embedding_weights() + m_.hidden + mtp_ * mtp_module_weights();
+  }
+  // Each MTP depth's module around its transformer layer: the column-parallel projection eh_proj from 2h to h and
+  // three RMSNorm gains (enorm, hnorm, its final norm), as Megatron-LM's FLOP counter counts them. They sit with the
+  // output layer's weights (one bucket, gathered before the first depth's input and kept until its backward).
+  double mtp_module_weights() const { return 2.0 * h_ * h_ / tp_ + 3.0 * h_; }
+  // Under FSDP a depth embeds with the word embeddings: on the first stage (pp 1) they are gathered again with the
+  // head, since the first lookup's gather was released.
+  double head_gather_weights() const {
+    const bool table_elsewhere = mtp_ > 0 && !(pp_ > 1 && !jax_) && !m_.tied_embeddings;
+    return head_weights() + (table_elsewhere ? embedding_weights() : 0.0);
   }
   bool holds_embedding() const { return rank_ == 0; }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
@@ -1577,9 +1583,20 @@ class Builder {
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
     std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head
+    bool head_gathered = false;
+    TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
+    auto gather_head = [&] {
+      head_gathered = true;
+      wait_for_params(kHeadBucket);
+      if (fsdp) head_buf = fsdp_gather_params(head_gather_weights());
+    };
     for (int l = first_layer(v); l < end_layer(v); ++l) {
       if (is_mtp_layer(l)) {
-        if (l == m_.layers) decoder_out = x;
+        if (l == m_.layers) {
+          decoder_out = x;
+          prefix_micro_vstage(v);
+          gather_head();  // the depths embed with the shared table and project with eh_proj
+        }
         mtp_input(l, x);
       }
       layer_forward(l, x);
@@ -1593,9 +1610,7 @@ class Builder {
     }
     prefix_micro_vstage(v);
     if (v == vstages_ - 1) {
-      wait_for_params(kHeadBucket);
-      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
-      const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
+      if (!head_gathered) gather_head();
       // Megatron-Core's GPT model runs the MTP losses (each depth's norm, the shared output layer and its
       // cross entropy) before the main one (gpt_model.py _postprocess).
       for (int k = 0; k < mtp_; ++k) {
@@ -1607,7 +1622,7 @@ class Builder {
       prefix_micro_vstage(v);
       // The decoder's output feeds only the head, or under MTP also the first depth's input norm.
       logits_[mb_] = output_head("", mtp_ > 0 ? decoder_out : x, mtp_ == 0);
-      if (has_buf) g_.ops.back().frees.push_back(buf);
+      if (fsdp) g_.ops.back().frees.push_back(head_buf);
       // Megatron reads the micro-batch's loss on the host before it issues anything else: the NaN check
       // (pretrain_gpt.py:136-141 at f2e5db40, validate_result later) and, at f2e5db40, num_tokens.item()
       // (schedules.py:404,424).
@@ -1680,13 +1695,25 @@ class Builder {
     vector("mtp.hnorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     const TensorId cat_in = temp("mtp.concat", 2 * Tsp_ * h_ * a);
     g_.ops[vector("mtp.concat", 4 * Tsp_ * h_ * a, 0)].allocs.push_back(cat_in);
-    tp_collective("mtp.eh_proj.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::ring_exchange);
+    mtp_tp_collective("mtp.eh_proj.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a);
     gemm_fwd("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
-    tp_collective("mtp.eh_proj.out_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    // gather_from_tensor_model_parallel_region: an all-gather of the hidden dimension, with or without sequence
+    // parallelism (its backward is a split, no exchange).
+    if (tp_ > 1) inline_collective("mtp.eh_proj.out_all_gather", CollectiveOp::all_gather, CommGroup::tp, T_ * h_ * a);
     const TensorId out = temp("mtp.eh_proj.out", Tsp_ * h_ * a);
     g_.ops[last()].allocs.push_back(out);
     mtp_saved_[{mb_, k}] = {emb, cat_in, x};
     x = out;
+  }
+  // eh_proj's tensor-parallel exchanges: NCCL kernels the next op waits for (Megatron-Core gives its
+  // tp_comm_buffer_name "mtp_eh_proj" no userbuffer overlap), under sequence parallelism's rules.
+  void mtp_tp_collective(std::string_view name, CollectiveOp c, double bytes) {
+    if (tp_ == 1) return;
+    if (!t_.sequence_parallel) {
+      if (c == CollectiveOp::all_gather) return;
+      if (c == CollectiveOp::reduce_scatter) c = CollectiveOp::all_reduce;
+    }
+    inline_collective(name, c, CommGroup::tp, bytes);
   }
   // Its backward, after the MTP layer's: the gradient scattered back to the tp-split output, eh_proj's dgrad
   // (reduce-scattered over tp) and wgrad, the concatenation's split, both norms' backward and the embedding's
@@ -1699,9 +1726,12 @@ class Builder {
     const auto it = mtp_saved_.find({mb_, k});
     const auto [emb, cat_in, hidden_in] = it->second;
     mtp_saved_.erase(it);
-    tp_collective("mtp.eh_proj.out_all_gather.bwd", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    // The sequence-parallel scatter's backward gathers the tokens; the column-parallel layer reduce-scatters its
+    // input gradient (all-reduce without sequence parallelism) and gathers its input again for the wgrad.
+    mtp_tp_collective("mtp.eh_proj.out_scatter.bwd", CollectiveOp::all_gather, T_ * h_ * a);
     gemm_dgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
-    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::bulk);
+    mtp_tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a);
+    mtp_tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a);
     gemm_wgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
     g_.ops[last()].frees.push_back(cat_in);
     vector("mtp.concat.bwd", 4 * Tsp_ * h_ * a, 0);
@@ -2268,8 +2298,18 @@ class Builder {
       const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(output_head_backward("", logits_[mb_]));
-      // Under MTP the output layer's weights and the shared embedding get gradient until the first depth's
-      // backward: the gathered weights and the head's gradient sync wait for it (below).
+      // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
+      // one tensor for their losses (process_mtp_loss), so autograd reaches the layers only when all are done; a
+      // depth's output is then last read by the next depth's hnorm backward.
+      for (int k = mtp_ - 1; k >= 0; --k) {
+        prefix_micro_layer(m_.layers + k);
+        const auto lg = mtp_logits_.find({mb_, k});
+        output_head_backward("mtp.", lg->second);
+        mtp_logits_.erase(lg);
+      }
+      prefix_micro_vstage(v);
+      // Under MTP eh_proj and the shared embedding get gradient until the first depth's input backward: the
+      // gathered weights and the head's gradient sync wait for it (below).
       if (has_buf && mtp_ > 0) mtp_head_buf_ = buf;
       else if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync() && mtp_ == 0) grad_sync("grad.head", head_weights());
@@ -2280,12 +2320,6 @@ class Builder {
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
-      if (is_mtp_layer(l)) {  // this depth's loss, then its layer, then what made the layer's input
-        prefix_micro_layer(l);
-        const auto lg = mtp_logits_.find({mb_, l - m_.layers});
-        output_head_backward("mtp.", lg->second);
-        mtp_logits_.erase(lg);
-      }
       layer_backward(l);
       if (is_mtp_layer(l)) {
         mtp_input_backward(l);

@@ -2,6 +2,7 @@
 // or from inline fields in a scenario. Parameter and FLOP counts are derived here, once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -54,7 +55,8 @@ struct ModelSpec {
   double published_active_params = 0;
   std::map<std::string, std::string> sources;
 
-  bool is_moe_layer(int layer) const { return moe && layer >= moe->first_dense_layers; }
+  // Indices past the last layer are multi-token-prediction layers (training.mtp_layers): the last layer's kind.
+  bool is_moe_layer(int layer) const { return moe && std::min(layer, layers - 1) >= moe->first_dense_layers; }
 };
 
 // Per-layer weight counts (elements), used by the graph builder and the memory model.

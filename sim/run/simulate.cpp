@@ -114,13 +114,14 @@ namespace {
 RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options) {
   // The scenario's bound (check_replay_size) counts the plan's two lengths; --exact replays every
   // micro-step, so it is held to the same bound on those.
-  const int64_t exact_work = static_cast<int64_t>(scenario.model.layers) * scenario.training.micro_steps();
+  const int layers = scenario.model.layers + scenario.training.mtp_layers;
+  const int64_t exact_work = static_cast<int64_t>(layers) * scenario.training.micro_steps();
   if (options.exact && steady_state_plan(scenario) && exact_work > kMaxReplayedLayerSteps) {
     input::Diagnostic d;
     d.where.file = scenario.file.empty() ? "<scenario>" : scenario.file;
     d.message = fmt::format("--exact: {} layers x {} micro-steps = {} layer-steps, more than {} (docs/decisions.md, "
                             "\"Input limits\"); without --exact the step is extrapolated from its steady state",
-                            scenario.model.layers, scenario.training.micro_steps(), exact_work, kMaxReplayedLayerSteps);
+                            layers, scenario.training.micro_steps(), exact_work, kMaxReplayedLayerSteps);
     throw input::InputError(std::vector<input::Diagnostic>{d});
   }
   RunResult out;

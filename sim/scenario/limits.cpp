@@ -53,7 +53,7 @@ void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingC
   model.child("layers").error(fmt::format(
       "the step is too large to simulate: {} layers x {} = {} layer-steps, more than {} (about 20 KB of memory "
       "each; docs/decisions.md, \"Input limits\"); use fewer layers, pipeline stages or micro-steps",
-      m.layers, steps, work, kMaxReplayedLayerSteps));
+      m.layers + t.mtp_layers, steps, work, kMaxReplayedLayerSteps));
 }
 
 }  // namespace racksim::sim

@@ -153,3 +153,104 @@ training: {seq_len: 2048, global_batch: 2, micro_batch: 1, parallelism: {tp: 1, 
   EXPECT_DOUBLE_EQ(resident(gm, MemCategory::weights, 1) - resident(g, MemCategory::weights, 1),
                    layer_bytes + 2 * (2 * kHidden * kHidden + 3 * kHidden));
 }
+
+namespace {
+// Every activation the step allocates is allocated once and freed once, not before it was allocated.
+void expect_each_tensor_allocated_and_freed_once(const OpGraph& g, const std::string& what) {
+  std::vector<int> allocs(g.tensors.size(), 0), frees(g.tensors.size(), 0);
+  std::vector<std::size_t> at(g.tensors.size(), 0);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    for (TensorId t : g.ops[i].allocs) ++allocs[t], at[t] = i;
+    for (TensorId t : g.ops[i].frees) {
+      ++frees[t];
+      EXPECT_GE(i, at[t]) << what << ": " << g.tensor_name(t) << " freed before it is made";
+    }
+  }
+  std::vector<char> resident(g.tensors.size(), 0);
+  for (TensorId t : g.resident) resident[t] = 1;
+  for (TensorId t = 0; t < g.tensors.size(); ++t) {
+    if (resident[t] || g.tensors[t].category != MemCategory::activations) continue;
+    EXPECT_EQ(allocs[t], 1) << what << ": " << g.tensor_name(t);
+    EXPECT_EQ(frees[t], 1) << what << ": " << g.tensor_name(t);
+  }
+}
+std::size_t index_of(const OpGraph& g, const std::string& name) {
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)) == name) return i;
+  ADD_FAILURE() << "no op " << name;
+  return 0;
+}
+std::size_t freed_at(const OpGraph& g, const std::string& tensor) {
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    for (TensorId t : g.ops[i].frees)
+      if (g.tensor_name(t) == tensor) return i;
+  ADD_FAILURE() << "never freed: " << tensor;
+  return 0;
+}
+}  // namespace
+
+// Two depths: every loss's backward runs before any depth's layer (Megatron's process_mtp_loss), so a depth's
+// output outlives its own head's backward and dies with the next depth's hnorm backward; and across layouts each
+// activation is made and released exactly once.
+TEST(Mtp, TwoDepthsKeepEachOutputUntilItsLastReader) {
+  const auto sc = load(kMoe, {"training.mtp_layers=2"});
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  EXPECT_GT(freed_at(g, "mb0.L3.mlp_out"), index_of(g, "mb0.L3.mtp.final_norm.bwd"));
+  EXPECT_EQ(freed_at(g, "mb0.L3.mlp_out"), index_of(g, "mb0.L4.mtp.hnorm.bwd"));
+  EXPECT_LT(index_of(g, "mb0.L3.mtp.final_norm.bwd"), index_of(g, "mb0.L4.mlp_out.residual.bwd"));
+  const char* wide = R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768,
+        moe: {experts: 8, top_k: 2, expert_ffn_hidden: 512, first_dense_layers: 1}}
+training: {seq_len: 2048, global_batch: 8, micro_batch: 1, mtp_layers: 2,
+           parallelism: {tp: 2, pp: 2, vp: 2, ep: 2}}
+)";
+  for (const auto& sets : std::vector<std::vector<std::string>>{
+           {},
+           {"training.sequence_parallel=false"},
+           {"training.optimizer_sharding=fsdp"},
+           {"training.recompute=full"},
+           {"training.pipeline.first_stage_layers=0", "training.pipeline.last_stage_layers=0"}}) {
+    const auto s2 = load(wide, sets);
+    expect_each_tensor_allocated_and_freed_once(build_training_graph(s2.model, s2.training, s2.system.spec),
+                                                sets.empty() ? "tp 2 pp 2 vp 2" : sets.front());
+  }
+}
+
+// eh_proj over tp 2 as Megatron-Core runs it: column-parallel (with sequence parallelism its input gathered, its
+// input gradient reduce-scattered and the input gathered again for the wgrad; without, an all-reduce), its output
+// gathered along the hidden size either way; NCCL kernels, no userbuffer overlap.
+TEST(Mtp, ProjectionExchangesOverTensorParallelRanks) {
+  const char* tp2 = R"(system: {preset: h100-sxm, gpus: 2}
+model: {layers: 2, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
+training: {seq_len: 2048, global_batch: 1, micro_batch: 1, mtp_layers: 1, tp_comm_overlap: true,
+           parallelism: {tp: 2, pp: 1}}
+)";
+  auto exchanges = [](const OpGraph& g) {
+    std::map<std::string, std::pair<hw::CollectiveOp, double>> out;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const std::string n = g.op_name(static_cast<OpId>(i));
+      if (g.ops[i].kind == OpKind::collective && n.find(".mtp.eh_proj") != std::string::npos) {
+        EXPECT_EQ(g.ops[i].group, CommGroup::tp) << n;
+        EXPECT_EQ(g.ops[i].comm_kernel, CommKernel::nccl) << n;
+        out[n.substr(n.find("mtp."))] = {g.ops[i].coll, g.ops[i].coll_bytes};
+      }
+    }
+    return out;
+  };
+  const double a = 2, th = kTokens * kHidden * a;
+  const auto sp = load(tp2), nosp = load(tp2, {"training.sequence_parallel=false", "training.tp_comm_overlap=false"});
+  const auto e_sp = exchanges(build_training_graph(sp.model, sp.training, sp.system.spec));
+  const auto e_no = exchanges(build_training_graph(nosp.model, nosp.training, nosp.system.spec));
+  using C = hw::CollectiveOp;
+  const std::map<std::string, std::pair<C, double>> want_sp = {
+      {"mtp.eh_proj.tp_all_gather", {C::all_gather, 2 * th}},
+      {"mtp.eh_proj.out_all_gather", {C::all_gather, th}},
+      {"mtp.eh_proj.out_scatter.bwd", {C::all_gather, th}},
+      {"mtp.eh_proj.dgrad.tp_reduce_scatter", {C::reduce_scatter, 2 * th}},
+      {"mtp.eh_proj.wgrad.tp_all_gather", {C::all_gather, 2 * th}}};
+  const std::map<std::string, std::pair<C, double>> want_no = {
+      {"mtp.eh_proj.out_all_gather", {C::all_gather, th}},
+      {"mtp.eh_proj.dgrad.tp_reduce_scatter", {C::all_reduce, 2 * th}}};
+  EXPECT_EQ(e_sp, want_sp);
+  EXPECT_EQ(e_no, want_no);
+}
