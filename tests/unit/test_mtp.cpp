@@ -77,18 +77,22 @@ TEST(Mtp, OneDepthAddsALayerAProjectionAndAHead) {
   EXPECT_LT(t1 / t0, 1.8);
 }
 
-// Megatron-LM's FLOP counter (training.py num_floating_point_operations at d98e8a64): per depth a layer of the
-// last layer's kind (its attention core too), 3h + 2h^2 for the norms and projection, and one more logits pass.
+// Megatron-LM's FLOP counter (training.py num_floating_point_operations at d98e8a64), written out term by term:
+// per depth a layer of the last layer's kind (attention projections, top-k routed experts, no router or norms), its
+// attention core as racksim counts the decoder's, 3h + 2h^2 for the module's norms and projection, and one more
+// logits pass; 6 FLOPs per multiply-add and token for forward and backward. racksim's layer also counts its router
+// and norm gains (0.1% of this layer), hence the tolerance.
 TEST(Mtp, ModelFlopsCountEachDepthAsMegatronDoes) {
   const auto base = load(kMoe);
   const auto sc = load(kMoe, {"training.mtp_layers=2"});
   const double f0 = model_flops_per_step(base.model, base.training);
   const double f2 = model_flops_per_step(sc.model, sc.training);
-  auto p = layer_params(sc.model, 2);
-  p.experts *= 2.0 / 8.0;  // top-2 of 8 experts
-  const double per_depth = 6 * kTokens * (p.total() + 3 * kHidden + 2 * kHidden * kHidden + kVocab * kHidden) +
-                           6 * kTokens * kTokens * (8 * 128);  // the attention core's term, as the decoder's layers
-  EXPECT_NEAR((f2 - f0) / (2 * per_depth), 1.0, 1e-12);
+  const double h = kHidden, attention_proj = 4 * h * h;  // q, k, v, o with 8 heads of 128 = h
+  const double routed = 2 * 3 * h * 512;                  // top-2 SwiGLU experts of 512
+  const double core = 6 * kTokens * kTokens * h;          // the decoder layers' attention-core term, per layer
+  const double per_depth = 6 * kTokens * (attention_proj + routed + 3 * h + 2 * h * h + kVocab * h) + core;
+  EXPECT_NEAR((f2 - f0) / (2 * per_depth), 1.0, 0.002);
+  EXPECT_GT((f2 - f0) / (2 * per_depth), 1.0);  // the router and norm gains on top
 }
 
 // Under a pipeline the last stage holds the depth's layer and a copy of the shared embedding; the first stage
