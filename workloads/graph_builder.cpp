@@ -47,7 +47,7 @@ Precision precision_of(const TrainingConfig& t) {
   p.activation_bytes = 2.0;
   p.master_weight_bytes = 4.0;
   p.grad_bytes = 4.0;
-  p.optimizer_bytes = 8.0;      // Adam first and second moments, fp32
+  p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
   p.grad_reduce_bytes = 4.0;    // Megatron reduces main grads in fp32 under bf16 training
   // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8
   // copy under fp8-class training (Megatron --fp8-param-gather, Transformer Engine fp8 params).

@@ -20,7 +20,7 @@ struct Precision {
   double activation_bytes;     // saved activations (bf16)
   double master_weight_bytes;  // fp32
   double grad_bytes;           // fp32 main grads
-  double optimizer_bytes;      // Adam m and v, fp32 each
+  double optimizer_bytes;      // Adam m and v: fp32 each, or bf16 each (training.adam_moments)
   double grad_reduce_bytes;    // data-parallel gradient reduction dtype (fp32)
   double param_gather_bytes;   // parameter all-gather dtype (bf16; fp8 where frameworks do it)
 };

@@ -52,6 +52,12 @@ inline constexpr std::array<sim::EnumName<RecomputeMode>, 5> kRecomputeModeNames
                                                                                       {RecomputeMode::full, "full"},
                                                                                       {RecomputeMode::save_dots, "save_dots"},
                                                                                       {RecomputeMode::names, "names"}}};
+// The Adam moments' dtype: fp32, or bf16 (Megatron-Core's precision-aware optimizer, --use-precision-aware-optimizer
+// --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, as DeepSeek-V3 trained: arXiv 2412.19437 sec. 3.3.3). Master weights and
+// main gradients stay fp32.
+enum class AdamMoments { fp32, bf16 };
+inline constexpr std::array<sim::EnumName<AdamMoments>, 2> kAdamMomentsNames = {
+    {{AdamMoments::fp32, "fp32"}, {AdamMoments::bf16, "bf16"}}};
 enum class AttentionImpl { flash, materialized };
 inline constexpr std::array<sim::EnumName<AttentionImpl>, 2> kAttentionImplNames = {
     {{AttentionImpl::flash, "flash"}, {AttentionImpl::materialized, "materialized"}}};
@@ -153,6 +159,7 @@ struct TrainingConfig {
   // from 2h to h before one transformer layer of the model's last layer's kind, then its own norm and the
   // shared output head with a loss of its own. 0: none (racksim's default; Megatron's too).
   int mtp_layers = 0;
+  AdamMoments adam_moments = AdamMoments::fp32;
   AttentionImpl attention = AttentionImpl::flash;
   bool cuda_graphs = false;
   // Megatron-Core's --cuda-graph-scope with Transformer Engine's graphs (--cuda-graph-impl transformer_engine):
@@ -256,5 +263,6 @@ std::string to_string(Framework f);
 std::string to_string(MoeDispatcher d);
 std::string to_string(CpComm c);
 std::string to_string(Fp8Recipe r);
+std::string to_string(AdamMoments a);
 
 }  // namespace racksim::workloads

@@ -302,6 +302,7 @@ Scenario parse_scenario(Node root) {
       or_.finish();
     }
     set_if(r.integer("mtp_layers", false, 0, 16), t.mtp_layers);
+    set_if(r.choice("adam_moments", kAdamMomentsNames), t.adam_moments);
     set_if(r.choice("attention", kAttentionImplNames), t.attention);
     set_if(r.boolean("cuda_graphs"), t.cuda_graphs);
     if ((scope_node = r.get("cuda_graph_scope"))) parse_cuda_graph_scope(*scope_node, t.cuda_graph_scope);
@@ -689,6 +690,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
+  if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
   if (t.cuda_graph_scope.any()) {  // (only when set)

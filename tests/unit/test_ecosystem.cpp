@@ -799,3 +799,22 @@ TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
 
 }  // namespace
 
+
+// Megatron-Core's precision-aware optimizer: both Adam moments in bf16 map to training.adam_moments; one of them
+// alone, or without the optimizer switch, is a warning and stays fp32.
+TEST(MegatronImport, AdamMomentDtypesReachTheirKey) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const std::string aware = kDeepSeekArgs + "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16\n";
+  EXPECT_EQ(load(meg(aware, opt)).training.adam_moments, racksim::workloads::AdamMoments::bf16);
+  const auto half = meg(kDeepSeekArgs + "--use-precision-aware-optimizer --exp-avg-dtype bf16 --main-params-dtype fp16\n", opt);
+  EXPECT_EQ(load(half).training.adam_moments, racksim::workloads::AdamMoments::fp32);
+  auto has = [&](const std::string& needle) {
+    for (const auto& w : half.warnings)
+      if (w.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("--exp-avg-dtype bf16 --exp-avg-sq-dtype fp32: racksim keeps both Adam moments"));
+  EXPECT_TRUE(has("--main-params-dtype fp16: racksim keeps fp32 master weights"));
+}

@@ -1,5 +1,6 @@
 // Multi-token prediction (training.mtp_layers; DeepSeek-V3 sec. 2.2, Megatron-Core --mtp-num-layers): what each
-// depth adds to the graph, the weights and the FLOP counter, in closed form.
+// depth adds to the graph, the weights and the FLOP counter, in closed form; and the other part of DeepSeek-V3's
+// memory recipe, bf16 Adam moments (training.adam_moments).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -257,4 +258,27 @@ training: {seq_len: 2048, global_batch: 1, micro_batch: 1, mtp_layers: 1, tp_com
       {"mtp.eh_proj.dgrad.tp_reduce_scatter", {C::all_reduce, 2 * th}}};
   EXPECT_EQ(e_sp, want_sp);
   EXPECT_EQ(e_no, want_no);
+}
+
+// training.adam_moments: bf16 (Megatron's precision-aware optimizer with bf16 exp_avg and exp_avg_sq): the optimizer
+// state per parameter of the shard is the fp32 master copy and two bf16 moments, 8 bytes instead of 12, and the
+// AdamW kernel reads and writes 8 bytes fewer per parameter.
+TEST(AdamMoments, Bf16MomentsHalveTheMomentsBytes) {
+  const auto fp32 = load(kMoe, {"system.gpus=4", "training.parallelism.dp=4", "training.global_batch=4",
+                                "training.optimizer_sharding=zero1"});
+  const auto bf16 = load(kMoe, {"system.gpus=4", "training.parallelism.dp=4", "training.global_batch=4",
+                                "training.optimizer_sharding=zero1", "training.adam_moments=bf16"});
+  const auto g0 = build_training_graph(fp32.model, fp32.training, fp32.system.spec);
+  const auto g1 = build_training_graph(bf16.model, bf16.training, bf16.system.spec);
+  const double o0 = resident(g0, MemCategory::optimizer, 0), o1 = resident(g1, MemCategory::optimizer, 0);
+  EXPECT_NEAR(o1 / o0, 8.0 / 12.0, 1e-12);
+  auto adam_bytes = [](const OpGraph& g) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).find("optimizer.adamw") != std::string::npos) return g.ops[i].hbm_bytes;
+    return 0.0;
+  };
+  const double shard = o0 / 12;  // parameters of this rank's shard
+  EXPECT_DOUBLE_EQ(adam_bytes(g0) - adam_bytes(g1), 2 * 4 * shard);
+  EXPECT_EQ(sim::scenario_to_json(bf16)["training"]["adam_moments"], "bf16");  // echoed only when bf16
+  EXPECT_FALSE(sim::scenario_to_json(fp32)["training"].contains("adam_moments"));
 }

@@ -944,6 +944,20 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (fl.on("overlap-moe-expert-parallel-comm")) tw.line(4, "a2a_overlap", "true", "--overlap-moe-expert-parallel-comm");
   }
   if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0) tw.line(2, "mtp_layers", std::to_string(*mtp), src("mtp-num-layers"));
+  // The precision-aware optimizer's moment dtypes (fp32 by default; only with --use-precision-aware-optimizer).
+  {
+    const bool aware = fl.on("use-precision-aware-optimizer");
+    const std::string m1 = fl.str("exp-avg-dtype").value_or("fp32"), m2 = fl.str("exp-avg-sq-dtype").value_or("fp32");
+    if (aware && m1 == "bf16" && m2 == "bf16")
+      tw.line(2, "adam_moments", "bf16", src("exp-avg-dtype") + " " + src("exp-avg-sq-dtype"));
+    else if (m1 != "fp32" || m2 != "fp32")
+      out.warnings.push_back(fmt::format("--exp-avg-dtype {} --exp-avg-sq-dtype {}{}: racksim keeps both Adam moments "
+                                         "in bf16 (training.adam_moments: bf16) or both in fp32; modelled as fp32",
+                                         m1, m2, aware ? "" : " without --use-precision-aware-optimizer"));
+    for (const char* f : {"main-params-dtype", "main-grads-dtype"})
+      if (auto d = fl.str(f); d && *d != "fp32")
+        out.warnings.push_back(fmt::format("--{} {}: racksim keeps fp32 master weights and main gradients", f, *d));
+  }
   // Uneven pipeline ends.
   const auto first = as_int("decoder-first-pipeline-num-layers");
   const auto last = as_int("decoder-last-pipeline-num-layers");
