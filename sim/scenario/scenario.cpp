@@ -457,6 +457,10 @@ Scenario parse_scenario(Node root) {
   if (t.mtp_layers > 0 && t.framework == Framework::jax)
     tn->child("mtp_layers").error("mtp_layers is modelled as Megatron-Core runs it (--mtp-num-layers); in JAX mode "
                                   "(MaxText's mtp_num_layers) it is not: set training.mtp_layers: 0");
+  if (t.adam_moments != AdamMoments::fp32 && t.framework == Framework::jax)
+    tn->child("adam_moments").error("adam_moments is Megatron-Core's precision-aware optimizer (--exp-avg-dtype, "
+                                    "--exp-avg-sq-dtype); in JAX mode (optax's mu_dtype) it is not modelled: set "
+                                    "training.adam_moments: fp32");
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
   if (moe_node && m.moe) {
     if (t.moe.a2a_overlap && p.ep < 2)

@@ -126,7 +126,7 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 1,
   EXPECT_NEAR(added_bytes / (2 * added), 1.0, 1e-12);
 }
 
-// The key is Megatron-Core's; XLA's MTP (MaxText mtp_num_layers) is not modelled.
+// Both keys are Megatron-Core's; XLA's MTP (MaxText mtp_num_layers) and optax's moment dtypes are not modelled.
 TEST(Mtp, RefusedInJaxMode) {
   const std::string err = racksim::testing::scenario_error_text(R"(system: {preset: h100-sxm, gpus: 1}
 model: {layers: 3, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
@@ -135,6 +135,12 @@ training: {seq_len: 2048, global_batch: 1, framework: jax, mtp_layers: 1}
   EXPECT_NE(err.find("t.yaml:3:"), std::string::npos) << err;
   EXPECT_NE(err.find("training.mtp_layers"), std::string::npos) << err;
   EXPECT_NE(err.find("in JAX mode"), std::string::npos) << err;
+  const std::string moments = racksim::testing::scenario_error_text(R"(system: {preset: h100-sxm, gpus: 1}
+model: {layers: 3, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
+training: {seq_len: 2048, global_batch: 1, framework: jax, adam_moments: bf16}
+)", "t.yaml");
+  EXPECT_NE(moments.find("training.adam_moments"), std::string::npos) << moments;
+  EXPECT_NE(moments.find("in JAX mode"), std::string::npos) << moments;
 }
 
 // Megatron keeps a copy of the word embeddings on a last stage that needs them: the tied output layer's table
