@@ -410,10 +410,10 @@ class Builder {
     // keeps a copy of the word embeddings when it needs them (Megatron-Core's shared_embedding_or_output_weight,
     // its gradients all-reduced with the first stage's): for the tied output layer, and under MTP to embed the
     // shifted tokens. (JAX: one parameter tree, kept as it was.)
-    const bool shared_copy = pp_ > 1 && !jax_ && (m_.tied_embeddings || mtp_ > 0);
-    const double tables = (m_.tied_embeddings ? 0.0 : 1.0) + (shared_copy ? 1.0 : 0.0);
+    const double tables = (m_.tied_embeddings ? 0.0 : 1.0) + (keeps_embedding_copy() ? 1.0 : 0.0);
     return tables * embedding_weights() + m_.hidden + mtp_ * mtp_module_weights();
   }
+  bool keeps_embedding_copy() const { return pp_ > 1 && !jax_ && (m_.tied_embeddings || mtp_ > 0); }
   // Each MTP depth's module around its transformer layer: the column-parallel projection eh_proj from 2h to h and
   // three RMSNorm gains (enorm, hnorm, its final norm), as Megatron-LM's FLOP counter counts them. They sit with the
   // output layer's weights (one bucket, gathered before the first depth's input and kept until its backward).
@@ -421,7 +421,7 @@ class Builder {
   // Under FSDP a depth embeds with the word embeddings: on the first stage (pp 1) they are gathered again with the
   // head, since the first lookup's gather was released.
   double head_gather_weights() const {
-    const bool table_elsewhere = mtp_ > 0 && !(pp_ > 1 && !jax_) && !m_.tied_embeddings;
+    const bool table_elsewhere = mtp_ > 0 && !m_.tied_embeddings && !keeps_embedding_copy();
     return head_weights() + (table_elsewhere ? embedding_weights() : 0.0);
   }
   bool holds_embedding() const { return rank_ == 0; }
@@ -636,8 +636,10 @@ class Builder {
   // whose GEMM consumes them (qkv and fc1 forward, proj and fc2 dgrad) on the copy engines (use_ce,
   // 1 SM, no SM margin), the GEMM in tp chunks; pipeline for the forward reduce-scatters (16 SMs set
   // aside, set_sm_margin), the GEMM in 4 chunks; bulk for the backward's other exchanges (16 SMs set
-  // aside). `nccl`: a layer outside TE (Megatron's own output layer), an NCCL kernel.
-  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl };
+  // aside). `nccl`: a layer outside TE (Megatron's own output layer), an NCCL kernel. `none`: a layer TE gives no
+  // userbuffer (Megatron's MTP eh_proj, tp_comm_buffer_name "mtp_eh_proj"): an NCCL kernel the next op waits for,
+  // under tp_comm_overlap too.
+  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl, none };
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
   // A pipeline or bulk exchange: a userbuffer kernel on the SMs set aside for it.
@@ -659,7 +661,7 @@ class Builder {
       pipelined_reduce_scatter(name, c, bytes);
       return;
     }
-    if (t_.tp_comm_overlap) {
+    if (t_.tp_comm_overlap && how != TpOverlap::none) {
       // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
       // for it, the GEMM itself does not.
       const OpId id = collective(name, c, CommGroup::tp, bytes, {last()});
@@ -1548,7 +1550,6 @@ class Builder {
   std::map<std::pair<int, int>, LayerState> layer_state_;  // (micro-batch, layer)
   std::map<int, TensorId> logits_;
   std::map<std::pair<int, int>, TensorId> mtp_logits_;  // (micro, depth) -> an MTP head's fp32 logits
-  std::optional<TensorId> mtp_head_buf_;                 // FSDP: the gathered head, kept for the MTP heads
   std::map<int, TensorId> chunk_output_;                   // micro-batch -> activation to send
 
   void forward_chunk(int v) {
@@ -1583,10 +1584,8 @@ class Builder {
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
     std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head
-    bool head_gathered = false;
     TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
     auto gather_head = [&] {
-      head_gathered = true;
       wait_for_params(kHeadBucket);
       if (fsdp) head_buf = fsdp_gather_params(head_gather_weights());
     };
@@ -1610,7 +1609,7 @@ class Builder {
     }
     prefix_micro_vstage(v);
     if (v == vstages_ - 1) {
-      if (!head_gathered) gather_head();
+      if (mtp_ == 0) gather_head();  // (under MTP, before the first depth: above)
       // Megatron-Core's GPT model runs the MTP losses (each depth's norm, the shared output layer and its
       // cross entropy) before the main one (gpt_model.py _postprocess).
       for (int k = 0; k < mtp_; ++k) {
@@ -1695,7 +1694,7 @@ class Builder {
     vector("mtp.hnorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     const TensorId cat_in = temp("mtp.concat", 2 * Tsp_ * h_ * a);
     g_.ops[vector("mtp.concat", 4 * Tsp_ * h_ * a, 0)].allocs.push_back(cat_in);
-    mtp_tp_collective("mtp.eh_proj.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a);
+    tp_collective("mtp.eh_proj.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::none);
     gemm_fwd("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
     // gather_from_tensor_model_parallel_region: an all-gather of the hidden dimension, with or without sequence
     // parallelism (its backward is a split, no exchange).
@@ -1704,16 +1703,6 @@ class Builder {
     g_.ops[last()].allocs.push_back(out);
     mtp_saved_[{mb_, k}] = {emb, cat_in, x};
     x = out;
-  }
-  // eh_proj's tensor-parallel exchanges: NCCL kernels the next op waits for (Megatron-Core gives its
-  // tp_comm_buffer_name "mtp_eh_proj" no userbuffer overlap), under sequence parallelism's rules.
-  void mtp_tp_collective(std::string_view name, CollectiveOp c, double bytes) {
-    if (tp_ == 1) return;
-    if (!t_.sequence_parallel) {
-      if (c == CollectiveOp::all_gather) return;
-      if (c == CollectiveOp::reduce_scatter) c = CollectiveOp::all_reduce;
-    }
-    inline_collective(name, c, CommGroup::tp, bytes);
   }
   // Its backward, after the MTP layer's: the gradient scattered back to the tp-split output, eh_proj's dgrad
   // (reduce-scattered over tp) and wgrad, the concatenation's split, both norms' backward and the embedding's
@@ -1728,10 +1717,10 @@ class Builder {
     mtp_saved_.erase(it);
     // The sequence-parallel scatter's backward gathers the tokens; the column-parallel layer reduce-scatters its
     // input gradient (all-reduce without sequence parallelism) and gathers its input again for the wgrad.
-    mtp_tp_collective("mtp.eh_proj.out_scatter.bwd", CollectiveOp::all_gather, T_ * h_ * a);
+    tp_collective("mtp.eh_proj.out_scatter.bwd", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
     gemm_dgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
-    mtp_tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a);
-    mtp_tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a);
+    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::none);
+    tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::none);
     gemm_wgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
     g_.ops[last()].frees.push_back(cat_in);
     vector("mtp.concat.bwd", 4 * Tsp_ * h_ * a, 0);
@@ -2293,9 +2282,15 @@ class Builder {
       jax_grads_allocated_ = true;
     }
     const bool fsdp = fsdp_per_use();
+    TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules)
+    // The output layer's (and MTP modules', shared embedding's) gradients are complete: release the gathered
+    // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
+    auto release_head = [&] {
+      if (fsdp) g_.ops.back().frees.push_back(head_buf);
+      if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
+    };
     if (v == vstages_ - 1) {
-      const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
-      const TensorId buf = fsdp ? fsdp_gather_params(head_weights()) : TensorId{0};
+      if (fsdp) head_buf = fsdp_gather_params(head_weights());
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(output_head_backward("", logits_[mb_]));
       // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
@@ -2308,11 +2303,7 @@ class Builder {
         mtp_logits_.erase(lg);
       }
       prefix_micro_vstage(v);
-      // Under MTP eh_proj and the shared embedding get gradient until the first depth's input backward: the
-      // gathered weights and the head's gradient sync wait for it (below).
-      if (has_buf && mtp_ > 0) mtp_head_buf_ = buf;
-      else if (has_buf) g_.ops.back().frees.push_back(buf);
-      if (last_micro_for_sync() && mtp_ == 0) grad_sync("grad.head", head_weights());
+      if (mtp_ == 0) release_head();
     } else {
       pending_cross_ = ChunkKey{false, mb_, v + 1};
       attach_pending_allocs(vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0));
@@ -2323,11 +2314,7 @@ class Builder {
       layer_backward(l);
       if (is_mtp_layer(l)) {
         mtp_input_backward(l);
-        if (l == m_.layers) {
-          if (mtp_head_buf_) g_.ops.back().frees.push_back(*mtp_head_buf_);
-          mtp_head_buf_.reset();
-          if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
-        }
+        if (l == m_.layers) release_head();
       }
       if (last_micro_for_sync()) {
         if (gathers_before_grads()) deferred_sync_ = DeferredSync{prefix_, l};
