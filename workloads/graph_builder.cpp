@@ -20,7 +20,7 @@ using hw::CollectiveOp;
 
 double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
-  const int layers = m.layers + t.mtp_layers;
+  const int layers = t.graph_layers(m.layers);
   const double attention = 6.0 * t.global_batch * layers * static_cast<double>(t.seq_len) * t.seq_len *
                            (static_cast<double>(m.heads) * m.head_dim);
   double params = active_params(m);
@@ -200,7 +200,7 @@ class Builder {
     // Multi-token prediction: Megatron-Core places its modules after the decoder on the last pipeline stage
     // (with the loss), so they are layers m.layers .. m.layers + D - 1 of the last virtual stage.
     mtp_ = t.mtp_layers;
-    graph_layers_ = m.layers + mtp_;
+    graph_layers_ = t.graph_layers(m.layers);
     vstage_first_layer_.back() += mtp_;
   }
 

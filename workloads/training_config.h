@@ -159,6 +159,8 @@ struct TrainingConfig {
   // from 2h to h before one transformer layer of the model's last layer's kind, then its own norm and the
   // shared output head with a loss of its own. 0: none (racksim's default; Megatron's too).
   int mtp_layers = 0;
+  // The layers a step's graph builds and replays: the model's decoder layers and the MTP depths.
+  int graph_layers(int model_layers) const { return model_layers + mtp_layers; }
   AdamMoments adam_moments = AdamMoments::fp32;
   AttentionImpl attention = AttentionImpl::flash;
   bool cuda_graphs = false;

@@ -114,7 +114,7 @@ namespace {
 RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options) {
   // The scenario's bound (check_replay_size) counts the plan's two lengths; --exact replays every
   // micro-step, so it is held to the same bound on those.
-  const int layers = scenario.model.layers + scenario.training.mtp_layers;
+  const int layers = scenario.training.graph_layers(scenario.model.layers);
   const int64_t exact_work = static_cast<int64_t>(layers) * scenario.training.micro_steps();
   if (options.exact && steady_state_plan(scenario) && exact_work > kMaxReplayedLayerSteps) {
     input::Diagnostic d;

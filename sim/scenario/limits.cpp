@@ -24,7 +24,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
   const auto plan = steady_state_plan(t);
   const int64_t steps = plan ? 2 * static_cast<int64_t>(plan->m1) + plan->unit : t.micro_steps();
-  return static_cast<int64_t>(m.layers + t.mtp_layers) * steps;
+  return static_cast<int64_t>(t.graph_layers(m.layers)) * steps;
 }
 
 void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model) {
@@ -53,7 +53,7 @@ void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingC
   model.child("layers").error(fmt::format(
       "the step is too large to simulate: {} layers x {} = {} layer-steps, more than {} (about 20 KB of memory "
       "each; docs/decisions.md, \"Input limits\"); use fewer layers, pipeline stages or micro-steps",
-      m.layers + t.mtp_layers, steps, work, kMaxReplayedLayerSteps));
+      t.graph_layers(m.layers), steps, work, kMaxReplayedLayerSteps));
 }
 
 }  // namespace racksim::sim
