@@ -213,6 +213,7 @@ class Builder {
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
       fsdp_prev_start_.reset();
+      fsdp_prefetched_.clear();
       pair_open_ = false;
       unjoined_ep_.clear();
       param_ready_.clear();
@@ -1554,6 +1555,7 @@ class Builder {
 
   void forward_chunk(int v) {
     phase_ = Phase::forward;
+    chunk_ = v;
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
     TensorId x;
@@ -2165,7 +2167,7 @@ class Builder {
     st.input = layer_input;  // every policy keeps the layer input
     wait_for_params(l);
     std::vector<TensorId> fsdp_bufs;
-    if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_layer_params(l, l + 1));
     std::vector<TensorId> transient;
     TensorId out = layer_input;
     const bool moe_layer = m_.is_moe_layer(l);
@@ -2229,6 +2231,52 @@ class Builder {
     in_loop_gather_ = false;
     return buf;
   }
+  // Layer l's gathered weights for this pass, and the next layer's gather issued (`next`: l + 1 forward,
+  // l - 1 backward). Megatron-FSDP (--use-custom-fsdp, Megatron-LM@1e057005 custom_fsdp/
+  // fully_sharded_data_parallel.py: _pre_forward_param_unshard and _pre_backward call
+  // all_gather_params with prefetch, whose suggested size is twice an FSDP unit's parameters) issues,
+  // from a layer's pre-forward (pre-backward) hook, that layer's gather if it is not already there and
+  // the next unit's in the pass's order. So the next gather is on the host before the layer's own
+  // kernels and host waits (DeepEP's token counts), and on the GPU it follows the gather before it on
+  // the gather stream, with no dependency on compute. Elsewhere (XLA) fsdp_gather's rules hold.
+  int chunk_ = 0;  // the virtual stage being emitted
+  struct Prefetched {
+    TensorId buf = 0;
+    std::vector<OpId> gathers;
+  };
+  std::map<std::pair<int, int>, Prefetched> fsdp_prefetched_;  // (micro-batch, layer) -> its gather
+  TensorId fsdp_layer_params(int l, int next) {
+    if (jax_) return fsdp_gather(l);
+    TensorId buf = 0;
+    if (auto it = fsdp_prefetched_.find({mb_, l}); it != fsdp_prefetched_.end()) {
+      buf = it->second.buf;
+      pending_deps_.insert(pending_deps_.end(), it->second.gathers.begin(), it->second.gathers.end());
+      fsdp_prefetched_.erase(it);
+    } else {
+      buf = megatron_gather(l);
+    }
+    if (next >= first_layer(chunk_) && next < end_layer(chunk_)) {
+      // The gather takes none of this layer's pending dependencies, and this layer's compute does not
+      // wait for it.
+      std::vector<OpId> layer_deps;
+      layer_deps.swap(pending_deps_);
+      prefix_micro_layer(next);
+      Prefetched p;
+      p.buf = megatron_gather(next);
+      p.gathers.swap(pending_deps_);
+      pending_deps_.swap(layer_deps);
+      fsdp_prefetched_[{mb_, next}] = std::move(p);
+      prefix_micro_layer(l);
+    }
+    return buf;
+  }
+  TensorId megatron_gather(int l) {
+    fsdp_no_compute_dep_ = true;
+    const TensorId buf = fsdp_gather(l);
+    fsdp_no_compute_dep_ = false;
+    return buf;
+  }
+  bool fsdp_no_compute_dep_ = false;
   // JAX with scanned layers: a layer's gather is inside its iteration of XLA's while loop, unless the
   // collective pipeliner moved it into the previous iteration (--xla_gpu_enable_pipelined_all_gather:
   // kBackward pipelining, xla/service/collective_pipeliner.h; the first layer's is peeled before the loop).
@@ -2251,7 +2299,7 @@ class Builder {
     // start of the previous iteration (which already waited for those), so it does not wait for them.
     std::vector<OpId> held;
     if (own_iteration) deps.push_back(last());
-    else if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+    else if (fsdp_prev_start_ && !fsdp_no_compute_dep_) deps.push_back(*fsdp_prev_start_);
     if (in_loop_gather_ && scanned_loop() && t_.xla_pipelined.all_gather) held.swap(pending_deps_);
     // The next compute op starts this layer: the gather after this one may begin with it.
     fsdp_mark_next_ = true;
@@ -2270,6 +2318,7 @@ class Builder {
 
   void backward_chunk(int v) {
     phase_ = Phase::backward;
+    chunk_ = v;
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
     if (combining() && last_micro_for_sync()) plan_grad_combines(v);
@@ -2397,7 +2446,7 @@ class Builder {
     const SavePlan& plan = layer_plan(l);
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
     StepMap<TensorId> by_step = st.kept;  // freed once their step's backward ran
-    if (fsdp_per_use()) to_free.push_back(fsdp_gather(l));
+    if (fsdp_per_use()) to_free.push_back(fsdp_layer_params(l, l - 1));
     flush_deferred_sync();
     for (const auto& f : st.fetched) {
       pending_deps_.push_back(f.copy);  // offloaded activations must be back first

@@ -2,6 +2,8 @@
 // MoE FLOPs from active parameters, memory against Megatron-LM's theoretical formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "hardware_models/collectives.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -71,6 +73,48 @@ training: {seq_len: 2048, global_batch: 32, micro_batch: 1}
   // FSDP: in each of 4 micro-steps, bf16 parameters gathered for forward and again for backward,
   // fp32 gradients reduce-scattered.
   EXPECT_DOUBLE_EQ(bytes("fsdp"), 4 * (2.0 + 2.0 + 4.0) * n);
+}
+
+// Megatron-FSDP (custom FSDP, optim_grads_params) issues the next layer's gather from the current layer's
+// pre-forward (pre-backward) hook: on the host before the layer's own kernels and host waits, with no
+// dependency on compute, and the layer's compute does not wait for it (fully_sharded_data_parallel.py
+// _pre_forward_param_unshard / _pre_backward, all_gather_params with prefetch). Before, the gather of layer
+// l + 1 came after all of layer l's ops in host order, so a host wait in layer l (DeepEP's token counts,
+// NaN checks) held it back until the GPU reached that point.
+TEST(GraphScale, MegatronFsdpPrefetchesTheNextLayerFromTheLayerHook) {
+  const auto sc = load(R"(system: {preset: h200-sxm, gpus: 8}
+model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, vocab: 32768}
+training: {seq_len: 2048, global_batch: 16, micro_batch: 1, optimizer_sharding: fsdp}
+)");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  auto find = [&](const std::string& name, Phase phase) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].phase == phase && g.op_name(static_cast<OpId>(i)) == name) return i;
+    ADD_FAILURE() << "no op " << name;
+    return std::size_t{0};
+  };
+  auto depends_on = [&](std::size_t op, std::size_t on) {
+    const auto& d = g.ops[op].deps;
+    return std::find(d.begin(), d.end(), static_cast<OpId>(on)) != d.end();
+  };
+  for (int mb : {0, 1}) {
+    const std::string m = "mb" + std::to_string(mb) + ".";
+    // Forward: layer 1's gather is issued before layer 0's first kernel; it waits for no kernel; layer 0
+    // does not wait for it, layer 1 does.
+    const std::size_t ag1 = find(m + "L1.fsdp.param_all_gather", Phase::forward);
+    const std::size_t l0 = find(m + "L0.norm1", Phase::forward);
+    const std::size_t l1 = find(m + "L1.norm1", Phase::forward);
+    EXPECT_LT(ag1, l0) << m;
+    for (OpId d : g.ops[ag1].deps) EXPECT_EQ(g.ops[d].kind, OpKind::collective) << m << g.op_name(d);
+    for (std::size_t i = l0; i < l1; ++i) EXPECT_FALSE(depends_on(i, ag1)) << m << g.op_name(static_cast<OpId>(i));
+    EXPECT_TRUE(depends_on(l1, ag1)) << m;
+    // Backward (layers 3, 2, 1, 0): layer 2's gather is issued from layer 3's hook, before layer 3's
+    // backward kernels and its gradient reduce-scatter.
+    const std::size_t ag2 = find(m + "L2.fsdp.param_all_gather", Phase::backward);
+    EXPECT_LT(ag2, find(m + "L3.mlp_out.residual.bwd", Phase::backward)) << m;
+    EXPECT_LT(ag2, find(m + "L3.grad.reduce_scatter", Phase::backward)) << m;
+    for (OpId d : g.ops[ag2].deps) EXPECT_EQ(g.ops[d].kind, OpKind::collective) << m << g.op_name(d);
+  }
 }
 
 TEST(GraphScale, MoeFlopsFollowActiveParameters) {
