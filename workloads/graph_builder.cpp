@@ -1560,11 +1560,10 @@ class Builder {
     const bool fsdp = fsdp_per_use();
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
-      x = temp("embedding.out", Tsp_ * h_ * a);
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
-      const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
-      g_.ops[emb].allocs.push_back(x);
+      OpId emb = 0;
+      x = embedding_forward("embedding", "embedding.out", emb);
       if (has_buf) g_.ops[emb].frees.push_back(buf);
     } else {
       // The activation arrives from the previous stage.
@@ -1633,6 +1632,64 @@ class Builder {
     }
   }
 
+  // Megatron-Core's word embedding over tp (Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py
+  // VocabParallelEmbedding.forward; megatron/core/models/common/embeddings/language_model_embedding.py
+  // LanguageModelEmbedding.forward). Each tp rank holds a 1/tp slice of the vocabulary and looks up every token of
+  // the micro-batch, the full sequence, not its sequence-parallel shard: a lookup of T rows (zeros for tokens outside
+  // its slice, the masked_fill of output_parallel[input_mask, :] = 0), whose partial sums are then reduced over tp:
+  // under sequence parallelism reduce-scattered to the rank's shard (reduce_scatter_to_sequence_parallel_region,
+  // reduce_scatter_embeddings being set for rotary models) and copied once more (clone_scatter_output_in_embedding,
+  // True by default: the clone after the scatter); without it all-reduced (reduce_from_tensor_model_parallel_region).
+  // Plain NCCL calls on the default stream, so the next op waits for them, with or without tp_comm_overlap.
+  // `name`: the op's name ("embedding", "mtp.embedding"); `out_name`: its output's; `lookup`: the lookup kernel (an
+  // FSDP gather is released there). Returns the output, the first layer's input (Tsp tokens). At tp 1 (and in JAX
+  // mode, as XLA partitions it, unchanged) one lookup of the rank's tokens.
+  TensorId embedding_forward(std::string_view name, std::string_view out_name, OpId& lookup) {
+    const double a = pr_.activation_bytes;
+    if (jax_ || tp_ == 1) {
+      const TensorId x = temp(out_name, Tsp_ * h_ * a);
+      lookup = vector(name, 2 * Tsp_ * h_ * a, 0);
+      g_.ops[lookup].allocs.push_back(x);
+      return x;
+    }
+    const bool sp = t_.sequence_parallel;
+    // The lookup's output: T x h on every tp rank (without sequence parallelism it is the output itself, reduced in
+    // place).
+    const TensorId full = temp(sp ? cat(name, ".lookup") : std::string_view(out_name), T_ * h_ * a);
+    lookup = vector(name, 2 * T_ * h_ * a, 0);
+    g_.ops[lookup].allocs.push_back(full);
+    vector(cat(name, ".mask"), 2 * T_ * h_ * a + T_, T_ * h_);
+    if (!sp) {
+      pending_deps_.push_back(
+          collective(cat(name, ".tp_all_reduce"), CollectiveOp::all_reduce, CommGroup::tp, T_ * h_ * a, {last()}));
+      return full;
+    }
+    const TensorId shard = temp(cat(name, ".scattered"), Tsp_ * h_ * a);
+    const OpId rs = collective(cat(name, ".tp_reduce_scatter"), CollectiveOp::reduce_scatter, CommGroup::tp, T_ * h_ * a, {last()});
+    g_.ops[rs].allocs.push_back(shard);
+    g_.ops[rs].frees.push_back(full);
+    pending_deps_.push_back(rs);
+    const TensorId x = temp(out_name, Tsp_ * h_ * a);
+    const OpId clone = vector(cat(name, ".clone"), 2 * Tsp_ * h_ * a, 0);
+    g_.ops[clone].allocs.push_back(x);
+    g_.ops[clone].frees.push_back(shard);
+    return x;
+  }
+  // Its backward: under sequence parallelism the reduce-scatter's backward, an all-gather of the output gradient to all
+  // T tokens (the clone's is none; without sequence parallelism the all-reduce's backward is the identity); the
+  // masked_fill's backward (the gradient of the masked rows zeroed); the lookup's backward, a scatter-add of the T
+  // rows into the fp32 main gradient of this rank's slice.
+  void embedding_backward(std::string_view name) {
+    const double a = pr_.activation_bytes;
+    if (jax_ || tp_ == 1) {
+      vector(cat(name, ".bwd"), Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      return;
+    }
+    tp_collective(cat(name, ".bwd.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
+    vector(cat(name, ".mask.bwd"), 2 * T_ * h_ * a + T_, T_ * h_);
+    vector(cat(name, ".bwd"), T_ * h_ * (a + 4), T_ * h_);
+  }
+
   // The output layer and the loss of one micro-batch over `x` (names prefixed "mtp." for an MTP depth): the final
   // RMSNorm, the tp gather of the sequence-parallel tokens, the logits GEMM against this tp rank's vocabulary
   // slice and the cross entropy. Returns the fp32 logits, which live until the head's backward; `free_input`:
@@ -1688,8 +1745,8 @@ class Builder {
     const double a = pr_.activation_bytes;
     const int k = l - m_.layers;
     prefix_micro_layer(l);
-    const TensorId emb = temp("mtp.embedding", Tsp_ * h_ * a);
-    g_.ops[vector("mtp.embedding", 2 * Tsp_ * h_ * a, 0)].allocs.push_back(emb);
+    OpId lookup = 0;
+    const TensorId emb = embedding_forward("mtp.embedding", "mtp.embedding", lookup);
     vector("mtp.enorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     vector("mtp.hnorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     const TensorId cat_in = temp("mtp.concat", 2 * Tsp_ * h_ * a);
@@ -1728,7 +1785,7 @@ class Builder {
     g_.ops[last()].frees.push_back(hidden_in);
     vector("mtp.enorm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
     g_.ops[last()].frees.push_back(emb);
-    vector("mtp.embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+    embedding_backward("mtp.embedding");
   }
 
   // Megatron-Core's host work for one layer and micro-batch (eager), spread evenly over the ops the
@@ -2328,7 +2385,7 @@ class Builder {
     if (v == 0) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
-      vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      embedding_backward("embedding");
       if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
