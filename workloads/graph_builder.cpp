@@ -1620,7 +1620,7 @@ class Builder {
       prefix_micro_vstage(v);
       // The decoder's output feeds only the head, or under MTP also the first depth's input norm.
       logits_[mb_] = output_head("", mtp_ > 0 ? decoder_out : x, mtp_ == 0);
-      if (fsdp) g_.ops.back().frees.push_back(head_buf);
+      if (fsdp) g_.ops[last_compute()].frees.push_back(head_buf);
       // Megatron reads the micro-batch's loss on the host before it issues anything else: the NaN check
       // (pretrain_gpt.py:136-141 at f2e5db40, validate_result later) and, at f2e5db40, num_tokens.item()
       // (schedules.py:404,424).
@@ -1706,8 +1706,34 @@ class Builder {
     const bool fused_ce = t_.cross_entropy_fusion;
     const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
     g_.ops[lg].allocs.push_back(logits);
-    vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
-    if (free_input) g_.ops.back().frees.push_back(x);
+    // Over tp the vocabulary-parallel loss reduces per-token fp32 statistics over the tp ranks (Megatron-LM@d98e8a64
+    // megatron/core/tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy.forward; the fused path,
+    // megatron/core/fusions/fused_cross_entropy.py _VocabParallelCrossEntropy.forward): the all-reduce (MAX) of each
+    // token's largest logit, then the sums, two all-reduces (predicted_logits, sum_exp_logits) unfused, one of the two
+    // concatenated when fused. T fp32 values each (2T concatenated); NCCL calls on the default stream, each waited for.
+    // Unfused, the kernels run between them as the source orders them: the cast and max (a + 8 bytes per logit), the
+    // subtraction, exp and sum (20), the division after the sums (8). racksim's fused loss is one pass over the fp32
+    // logits, after which its two reductions run.
+    const bool ce_reduces = tp_ > 1 && !jax_;
+    auto ce_all_reduce = [&](std::string_view what, double values) {
+      tp_collective(cat(pre, what), CollectiveOp::all_reduce, values * 4, TpOverlap::none);
+    };
+    OpId ce = 0;
+    if (!ce_reduces || fused_ce) {
+      ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
+      if (ce_reduces) {
+        ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+        ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
+      }
+    } else {
+      vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 8), 2 * T_ * V_);
+      ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+      vector(cat(pre, "cross_entropy"), T_ * V_ * 20, 3 * T_ * V_, T_ * V_);
+      ce_all_reduce("cross_entropy.predicted.tp_all_reduce", T_);
+      ce_all_reduce("cross_entropy.sum_exp.tp_all_reduce", T_);
+      ce = vector(cat(pre, "cross_entropy.normalize"), T_ * V_ * 8, T_ * V_);
+    }
+    if (free_input) g_.ops[ce].frees.push_back(x);
     return logits;
   }
   // The backward of output_head: the loss gradient over the logits, the logits GEMM's dgrad (its tp

@@ -127,3 +127,57 @@ TEST(TpReductions, MtpEmbeddingReducesLikeTheMainOne) {
     EXPECT_EQ(ops_named(g, "v0.embedding.tp_").ids.size(), static_cast<std::size_t>(kMicroSteps));
   }
 }
+
+// The vocabulary-parallel loss over tp reduces per-token fp32 statistics of all T tokens (the logits are gathered
+// to the full sequence): unfused (cross_entropy.py) the max, then predicted_logits and sum_exp_logits in two more
+// all-reduces, each T x 4 bytes; fused (fused_cross_entropy.py) the max, then one all-reduce of the two concatenated
+// (2T x 4 bytes). Once per micro-batch and loss (an MTP depth has its own), with or without sequence parallelism,
+// each waited for by the op after it. The loss kernels keep their bytes (unfused, split where the source reduces).
+TEST(TpReductions, VocabParallelCrossEntropyReducesPerTokenStatistics) {
+  for (int tp : {2, 4, 8})
+    for (bool fused : {false, true})
+      for (bool sp : {true, false}) {
+        SCOPED_TRACE("tp " + std::to_string(tp) + (fused ? " fused" : " unfused") + (sp ? " with SP" : " without SP"));
+        const auto g = graph_of(load(dense(tp), {std::string("training.cross_entropy_fusion=") + (fused ? "true" : "false"),
+                                                 std::string("training.sequence_parallel=") + (sp ? "true" : "false"),
+                                                 "training.mtp_layers=1"}));
+        // In issue order, per micro-batch: the MTP depth's loss, then the main one.
+        const std::vector<std::pair<std::string, double>> want =
+            fused ? std::vector<std::pair<std::string, double>>{{"cross_entropy.max.tp_all_reduce", kT},
+                                                                {"cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * kT}}
+                  : std::vector<std::pair<std::string, double>>{{"cross_entropy.max.tp_all_reduce", kT},
+                                                                {"cross_entropy.predicted.tp_all_reduce", kT},
+                                                                {"cross_entropy.sum_exp.tp_all_reduce", kT}};
+        std::vector<OpId> reductions;
+        for (std::size_t i = 0; i < g.ops.size(); ++i)
+          if (g.ops[i].kind == OpKind::collective && g.op_name(static_cast<OpId>(i)).find("cross_entropy") != std::string::npos)
+            reductions.push_back(static_cast<OpId>(i));
+        ASSERT_EQ(reductions.size(), 2 * want.size() * kMicroSteps);
+        for (std::size_t k = 0; k < reductions.size(); ++k) {
+          const OpId id = reductions[k];
+          const Op& o = g.ops[id];
+          const auto& [name, values] = want[k % want.size()];
+          const std::string n = g.op_name(id);
+          EXPECT_TRUE(n.ends_with(name)) << n;
+          EXPECT_EQ(n.find(".mtp.") != std::string::npos, (k / want.size()) % 2 == 0) << n;
+          EXPECT_EQ(o.group, CommGroup::tp);
+          EXPECT_EQ(o.coll, C::all_reduce);
+          EXPECT_EQ(o.phase, Phase::forward);
+          EXPECT_DOUBLE_EQ(o.coll_bytes, values * 4);
+          EXPECT_NEAR(per_rank(o, tp) / (2.0 * (tp - 1) / tp * values * 4), 1.0, 1e-12);
+          EXPECT_TRUE(waits_for(g.ops[id + 1], id)) << g.op_name(id + 1) << " after " << n;
+        }
+        // Unfused: the max's kernel before its reduction, the division after the sums.
+        if (!fused) {
+          EXPECT_TRUE(g.op_name(reductions[0] - 1).ends_with("cross_entropy.max"));
+          EXPECT_TRUE(g.op_name(reductions[2] + 1).ends_with("cross_entropy.normalize"));
+        }
+        const double V = kVocab / tp;
+        double kernels = 0;
+        for (OpId id : ops_named(g, "v0.cross_entropy").ids)
+          if (g.ops[id].kind == OpKind::kernel && g.ops[id].phase == Phase::forward) kernels += g.ops[id].hbm_bytes;
+        EXPECT_DOUBLE_EQ(kernels, kMicroSteps * kT * V * (fused ? 8 : kA + 36));
+      }
+  // tp 1: none.
+  EXPECT_TRUE(ops_named(graph_of(load(dense(1))), "tp_all_reduce").ids.empty());
+}
