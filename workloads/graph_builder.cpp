@@ -249,6 +249,14 @@ class Builder {
       for (Op& op : g_.ops)
         if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
+    // The embedding group's all-reduce starts on both of its ranks when both have reached it.
+    if (embd_all_reduce_.size() == 2) {
+      auto& first = g_.ops[embd_all_reduce_[0]].deps;
+      auto& second = g_.ops[embd_all_reduce_[1]].deps;
+      const auto first_own = first;  // (a copy: the list grows)
+      first.insert(first.end(), second.begin(), second.end());
+      second.insert(second.end(), first_own.begin(), first_own.end());
+    }
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
@@ -2925,6 +2933,58 @@ class Builder {
   std::vector<DeferredGrad> deferred_grads_;
   bool flushing_grads_ = false;
 
+  // ---- the end of Megatron-Core's finalize_model_grads --------------------------------------------
+  // After finish_grad_sync (every data-parallel gradient reduction done and waited for) and before the optimizer
+  // step, finalize_model_grads (Megatron-LM@d98e8a64 megatron/core/distributed/finalize_model_grads.py) runs two
+  // more reductions, in this order, each a blocking NCCL call on the default stream:
+  //  - _allreduce_non_tensor_model_parallel_grads: the gradients of the parameters every tp rank holds whole but
+  //    computes from its own tokens, summed over tp in one coalesced all-reduce (flattened into one buffer, reduced,
+  //    copied back) of their fp32 main gradients: under sequence parallelism every parameter marked
+  //    sequence_parallel (each layer's norms, Transformer Engine's LayerNormLinear/LayerNormMLP and TENorm; the MoE
+  //    router, moe/router.py Router.reset_parameters; the final norm; an MTP depth's enorm, hnorm and final norm),
+  //    and with q/k layernorms those, with or without it;
+  //  - _allreduce_word_embedding_grads: where the last stage keeps a copy of the word embeddings (tied output layer,
+  //    or MTP: _get_shared_word_embedding_weight), the two copies' gradients all-reduced over the embedding group
+  //    (the first and the last stage, CommGroup::embd; fp32 main gradients). The collective completes only when both
+  //    stages have reached it, so each waits for the other's backward, gradient reductions and first reduction.
+  // Under FSDP (and racksim's ZeRO-2) a rank holds only its shard of the gradients, which is what it reduces
+  // (Megatron-FSDP: the DTensor's local tensor).
+  double tp_replicated_grad_params() const {
+    if (tp_ == 1) return 0;
+    double n = 0;
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      for (int l = first_layer(v); l < end_layer(v); ++l) {
+        const LayerParams p = layer_params(m_, l);
+        if (t_.sequence_parallel) n += p.norms + p.router;        // (p.norms holds the q/k norms' gains)
+        else if (m_.qk_norm) n += 2.0 * m_.head_dim;              // the q/k layernorms, matched by name
+      }
+    }
+    if (holds_head() && t_.sequence_parallel) n += h_ + mtp_ * 3.0 * h_;  // final norm; MTP enorm, hnorm, final norm
+    return n;
+  }
+  bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
+  std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
+  // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
+  // for the optimizer's.
+  void finalize_model_grads_tail() {
+    const double share = grads_sharded() ? 1.0 / dense_replicas() : 1.0;
+    const double n = tp_replicated_grad_params() * share;
+    OpId tail = kNoOp;
+    if (n > 0) {
+      const double bytes = n * pr_.grad_bytes;
+      vector("finalize.tp_grads.flatten", 2 * bytes, 0);
+      pending_deps_.push_back(collective("finalize.tp_grads.tp_all_reduce", CollectiveOp::all_reduce, CommGroup::tp, bytes, {last()}));
+      tail = vector("finalize.tp_grads.copy_back", 2 * bytes, 0);
+    }
+    if (keeps_embedding_copy() && (holds_embedding() || holds_head())) {
+      tail = collective("finalize.embedding_grads.all_reduce", CollectiveOp::all_reduce, CommGroup::embd,
+                        embedding_weights() * share * pr_.grad_bytes, {last()});
+      embd_all_reduce_.push_back(tail);
+    }
+    if (tail != kNoOp) pending_deps_.push_back(tail);
+  }
+
   void optimizer_step() {
     phase_ = Phase::optimizer;
     flushing_grads_ = true;
@@ -2939,6 +2999,7 @@ class Builder {
     const double shard = sharded ? sharded_params() : local_params();
     pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
+    if (!jax_) finalize_model_grads_tail();
     if (t_.offload_optimizer) {
       g_.notes.push_back(
           "optimizer offload: gradients go to host and updated weights come back over the host link; the CPU "

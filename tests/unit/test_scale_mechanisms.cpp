@@ -219,8 +219,9 @@ training: {seq_len: 8192, global_batch: 8, micro_batch: 1, optimizer_sharding: z
   EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::reduce_scatter, Phase::backward, "logits") / (m * layers * 2 * tp_layer),
               1.0, 1e-9);
   // The fused vocabulary-parallel loss per micro-batch: all-reduces of each token's max logit and of its two sums
-  // (fp32, s/cp tokens).
+  // (fp32, s/cp tokens); once per step the tp all-reduce of the norms' fp32 gradients (two per layer, the final norm).
   EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_reduce, Phase::forward) / (m * 3 * s_local * 4), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_reduce, Phase::optimizer) / (4 * (layers * 2 * h + h)), 1.0, 1e-9);
   // PP: one activation forward and one gradient backward per micro-batch and stage boundary, of the
   // rank's (s/cp)/tp·h slice.
   EXPECT_NEAR(volume(g, CommGroup::pp, hw::CollectiveOp::send_recv) / (2.0 * m * (2 - 1) * s_local / 4 * h * a), 1.0, 1e-9);

@@ -181,3 +181,127 @@ TEST(TpReductions, VocabParallelCrossEntropyReducesPerTokenStatistics) {
   // tp 1: none.
   EXPECT_TRUE(ops_named(graph_of(load(dense(1))), "tp_all_reduce").ids.empty());
 }
+
+namespace {
+
+// An MoE model with q/k norms on two pipeline stages (layers 0-1 and 2-3, layer 0 dense) and one MTP depth on the
+// last: every kind of parameter finalize_model_grads reduces over tp.
+std::string moe_qk(int tp, int pp = 2) {
+  return "system: {preset: h100-sxm, gpus: " + std::to_string(2 * tp * pp) + R"(}
+model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768, qk_norm: true,
+        moe: {experts: 8, top_k: 2, expert_ffn_hidden: 512, first_dense_layers: 1}}
+training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: zero1, mtp_layers: 1,
+           overlap_grad_reduce: true, parallelism: {tp: )" + std::to_string(tp) + ", pp: " + std::to_string(pp) + "}}\n";
+}
+
+// A data-parallel gradient reduction (on its own stream).
+bool gradient_reduction(const Op& o) { return o.kind == OpKind::collective && o.stream == StreamKind::comm_grad; }
+// Every op `id` depends on, directly or not.
+std::vector<bool> ancestors(const OpGraph& g, OpId id) {
+  std::vector<bool> seen(g.ops.size(), false);
+  std::vector<OpId> todo{id};
+  while (!todo.empty()) {
+    const OpId x = todo.back();
+    todo.pop_back();
+    for (OpId d : g.ops[x].deps)
+      if (!seen[d]) {
+        seen[d] = true;
+        todo.push_back(d);
+      }
+  }
+  return seen;
+}
+
+}  // namespace
+
+// _allreduce_non_tensor_model_parallel_grads: once per step, after every data-parallel gradient reduction of the rank
+// (finish_grad_sync) and before its optimizer step, one coalesced all-reduce over tp of the fp32 main gradients of
+// the parameters marked sequence_parallel (each layer's two norms and q/k norms, the MoE router, the final norm, the
+// MTP depth's three norms), or without sequence parallelism of the q/k layernorms only.
+TEST(TpReductions, FinalizeModelGradsReducesReplicatedGradientsOverTp) {
+  for (int tp : {2, 4, 8})
+    for (bool sp : {true, false}) {
+      SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " with" : " without") + " sequence parallelism");
+      const auto sc = load(moe_qk(tp), {std::string("training.sequence_parallel=") + (sp ? "true" : "false")});
+      const auto g = graph_of(sc);
+      const double h = kH, hd = 128, E = 8;
+      // Per stage: layers 0-1 (dense, MoE) and 2-3 plus the MTP layer (MoE); norms 2h + 2hd, router h·E.
+      const double layer = 2 * h + 2 * hd;
+      const double want[2] = {sp ? 2 * layer + h * E : 2 * 2 * hd,
+                              sp ? 3 * (layer + h * E) + h + 3 * h : 3 * 2 * hd};
+      const Found ar = ops_named(g, "finalize.tp_grads.tp_all_reduce");
+      ASSERT_EQ(ar.ids.size(), 2u);  // once per step on each stage
+      for (OpId id : ar.ids) {
+        const Op& o = g.ops[id];
+        EXPECT_EQ(o.group, CommGroup::tp);
+        EXPECT_EQ(o.coll, C::all_reduce);
+        EXPECT_EQ(o.phase, Phase::optimizer);
+        EXPECT_DOUBLE_EQ(o.coll_bytes, 4 * want[o.rank]) << "rank " << o.rank;
+        EXPECT_NEAR(per_rank(o, tp) / (2.0 * (tp - 1) / tp * 4 * want[o.rank]), 1.0, 1e-12);
+        // After every data-parallel gradient reduction of its rank, and before its optimizer step.
+        const auto before = ancestors(g, id);
+        int grads = 0;
+        for (std::size_t i = 0; i < g.ops.size(); ++i)
+          if (g.ops[i].rank == o.rank && gradient_reduction(g.ops[i])) {
+            ++grads;
+            EXPECT_TRUE(before[i]) << g.op_name(static_cast<OpId>(i)) << " not before " << g.op_name(id);
+          }
+        EXPECT_GT(grads, 0);
+        bool optimizer_after = false;
+        for (std::size_t i = id + 1; i < g.ops.size() && g.ops[i].rank == o.rank; ++i)
+          if (g.op_name(static_cast<OpId>(i)).ends_with("optimizer.adamw")) optimizer_after = ancestors(g, static_cast<OpId>(i))[id];
+        EXPECT_TRUE(optimizer_after);
+      }
+    }
+  // Without q/k norms and sequence parallelism, nothing to reduce; at tp 1 neither.
+  EXPECT_TRUE(ops_named(graph_of(load(dense(4), {"training.sequence_parallel=false"})), "finalize.").ids.empty());
+  EXPECT_TRUE(ops_named(graph_of(load(moe_qk(1))), "finalize.tp_grads").ids.empty());
+}
+
+// _allreduce_word_embedding_grads: only where the last stage keeps a copy of the word embeddings (pp > 1 with tied
+// embeddings or MTP), the two copies' fp32 gradients (V/tp x h) all-reduced over the embedding group: the first and
+// the last stage, across nodes here. Both stages wait for it, and it starts when both have reached it.
+TEST(TpReductions, EmbeddingGradientsAllReducedBetweenFirstAndLastStage) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
+training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: zero1, overlap_grad_reduce: true,
+           parallelism: {tp: 4, pp: 4}}
+)";
+  auto embd_ops = [](const OpGraph& g) {
+    std::vector<OpId> ids;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].kind == OpKind::collective && g.ops[i].group == CommGroup::embd) ids.push_back(static_cast<OpId>(i));
+    return ids;
+  };
+  EXPECT_TRUE(embd_ops(graph_of(load(base))).empty());  // untied, no MTP: nothing shared
+  EXPECT_TRUE(embd_ops(graph_of(load(base, {"model.tied_embeddings=true", "training.parallelism.pp=1", "system.gpus=8"}))).empty());
+  const double table = kVocab * kH / 4;  // this tp rank's rows
+  for (const auto& sets : {std::vector<std::string>{"model.tied_embeddings=true"}, std::vector<std::string>{"training.mtp_layers=1"},
+                           std::vector<std::string>{"model.tied_embeddings=true", "training.optimizer_sharding=zero2"}}) {
+    SCOPED_TRACE(sets.back());
+    const auto sc = load(base, sets);
+    const auto g = graph_of(sc);
+    const auto ids = embd_ops(g);
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(g.ops[ids[0]].rank, 0);
+    EXPECT_EQ(g.ops[ids[1]].rank, 3);
+    const bool zero2 = sets.back() == "training.optimizer_sharding=zero2";  // gradients held as dp shards
+    for (OpId id : ids) {
+      const Op& o = g.ops[id];
+      EXPECT_EQ(o.coll, C::all_reduce);
+      EXPECT_EQ(o.stream, StreamKind::comm);
+      EXPECT_DOUBLE_EQ(o.coll_bytes, 4 * table / (zero2 ? 2 : 1));
+      EXPECT_DOUBLE_EQ(per_rank(o, 2), o.coll_bytes);  // 2 (n-1)/n = 1 over two ranks
+      // After the rank's tp all-reduce of finalize (and so after its gradient reductions), before its optimizer.
+      EXPECT_TRUE(ancestors(g, id)[ops_named(g, "rank" + std::to_string(o.rank) + ".finalize.tp_grads.tp_all_reduce").ids.at(0)]);
+      EXPECT_TRUE(ancestors(g, ops_named(g, "rank" + std::to_string(o.rank) + ".optimizer.adamw").ids.at(0))[id]);
+    }
+    // In the replay: across nodes (stage 0 and stage 3 are 24 ranks apart), one collective on both ranks.
+    const auto res = sim::replay(g, sim::job_of(sc));
+    EXPECT_EQ(res.ops[ids[0]].bound_by, "nic");
+    EXPECT_DOUBLE_EQ(res.ops[ids[0]].start_s, res.ops[ids[1]].start_s);
+    EXPECT_DOUBLE_EQ(res.ops[ids[0]].end_s, res.ops[ids[1]].end_s);
+    // The last stage ends its backward long before the first: it waits for the first stage's reductions.
+    EXPECT_GT(res.ops[ids[1]].start_s, res.ops[ids[1] - 1].end_s);
+  }
+}
