@@ -250,6 +250,14 @@ class Builder {
       for (Op& op : g_.ops)
         if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
+    // The embedding group's all-reduce starts on both of its ranks when both have reached it.
+    if (embd_all_reduce_.size() == 2) {
+      auto& first = g_.ops[embd_all_reduce_[0]].deps;
+      auto& second = g_.ops[embd_all_reduce_[1]].deps;
+      const auto first_own = first;  // (a copy: the list grows)
+      first.insert(first.end(), second.begin(), second.end());
+      second.insert(second.end(), first_own.begin(), first_own.end());
+    }
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
@@ -1562,11 +1570,10 @@ class Builder {
     const bool fsdp = fsdp_per_use();
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
-      x = temp("embedding.out", Tsp_ * h_ * a);
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
-      const OpId emb = vector("embedding", 2 * Tsp_ * h_ * a, 0);
-      g_.ops[emb].allocs.push_back(x);
+      OpId emb = 0;
+      x = embedding_forward("embedding", "embedding.out", emb);
       if (has_buf) g_.ops[emb].frees.push_back(buf);
     } else {
       // The activation arrives from the previous stage.
@@ -1623,7 +1630,7 @@ class Builder {
       prefix_micro_vstage(v);
       // The decoder's output feeds only the head, or under MTP also the first depth's input norm.
       logits_[mb_] = output_head("", mtp_ > 0 ? decoder_out : x, mtp_ == 0);
-      if (fsdp) g_.ops.back().frees.push_back(head_buf);
+      if (fsdp) g_.ops[last_compute()].frees.push_back(head_buf);
       // Megatron reads the micro-batch's loss on the host before it issues anything else: the NaN check
       // (pretrain_gpt.py:136-141 at f2e5db40, validate_result later) and, at f2e5db40, num_tokens.item()
       // (schedules.py:404,424).
@@ -1633,6 +1640,64 @@ class Builder {
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
     }
+  }
+
+  // Megatron-Core's word embedding over tp (Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py
+  // VocabParallelEmbedding.forward; megatron/core/models/common/embeddings/language_model_embedding.py
+  // LanguageModelEmbedding.forward). Each tp rank holds a 1/tp slice of the vocabulary and looks up every token of
+  // the micro-batch, the full sequence, not its sequence-parallel shard: a lookup of T rows (zeros for tokens outside
+  // its slice, the masked_fill of output_parallel[input_mask, :] = 0), whose partial sums are then reduced over tp:
+  // under sequence parallelism reduce-scattered to the rank's shard (reduce_scatter_to_sequence_parallel_region,
+  // reduce_scatter_embeddings being set for rotary models) and copied once more (clone_scatter_output_in_embedding,
+  // True by default: the clone after the scatter); without it all-reduced (reduce_from_tensor_model_parallel_region).
+  // Plain NCCL calls on the default stream, so the next op waits for them, with or without tp_comm_overlap.
+  // `name`: the op's name ("embedding", "mtp.embedding"); `out_name`: its output's; `lookup`: the lookup kernel (an
+  // FSDP gather is released there). Returns the output, the first layer's input (Tsp tokens). At tp 1 (and in JAX
+  // mode, as XLA partitions it, unchanged) one lookup of the rank's tokens.
+  TensorId embedding_forward(std::string_view name, std::string_view out_name, OpId& lookup) {
+    const double a = pr_.activation_bytes;
+    if (jax_ || tp_ == 1) {
+      const TensorId x = temp(out_name, Tsp_ * h_ * a);
+      lookup = vector(name, 2 * Tsp_ * h_ * a, 0);
+      g_.ops[lookup].allocs.push_back(x);
+      return x;
+    }
+    const bool sp = t_.sequence_parallel;
+    // The lookup's output: T x h on every tp rank (without sequence parallelism it is the output itself, reduced in
+    // place).
+    const TensorId full = temp(sp ? cat(name, ".lookup") : std::string_view(out_name), T_ * h_ * a);
+    lookup = vector(name, 2 * T_ * h_ * a, 0);
+    g_.ops[lookup].allocs.push_back(full);
+    vector(cat(name, ".mask"), 2 * T_ * h_ * a + T_, T_ * h_);
+    if (!sp) {
+      pending_deps_.push_back(
+          collective(cat(name, ".tp_all_reduce"), CollectiveOp::all_reduce, CommGroup::tp, T_ * h_ * a, {last()}));
+      return full;
+    }
+    const TensorId shard = temp(cat(name, ".scattered"), Tsp_ * h_ * a);
+    const OpId rs = collective(cat(name, ".tp_reduce_scatter"), CollectiveOp::reduce_scatter, CommGroup::tp, T_ * h_ * a, {last()});
+    g_.ops[rs].allocs.push_back(shard);
+    g_.ops[rs].frees.push_back(full);
+    pending_deps_.push_back(rs);
+    const TensorId x = temp(out_name, Tsp_ * h_ * a);
+    const OpId clone = vector(cat(name, ".clone"), 2 * Tsp_ * h_ * a, 0);
+    g_.ops[clone].allocs.push_back(x);
+    g_.ops[clone].frees.push_back(shard);
+    return x;
+  }
+  // Its backward: under sequence parallelism the reduce-scatter's backward, an all-gather of the output gradient to all
+  // T tokens (the clone's is none; without sequence parallelism the all-reduce's backward is the identity); the
+  // masked_fill's backward (the gradient of the masked rows zeroed); the lookup's backward, a scatter-add of the T
+  // rows into the fp32 main gradient of this rank's slice.
+  void embedding_backward(std::string_view name) {
+    const double a = pr_.activation_bytes;
+    if (jax_ || tp_ == 1) {
+      vector(cat(name, ".bwd"), Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      return;
+    }
+    tp_collective(cat(name, ".bwd.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
+    vector(cat(name, ".mask.bwd"), 2 * T_ * h_ * a + T_, T_ * h_);
+    vector(cat(name, ".bwd"), T_ * h_ * (a + 4), T_ * h_);
   }
 
   // The output layer and the loss of one micro-batch over `x` (names prefixed "mtp." for an MTP depth): the final
@@ -1651,8 +1716,34 @@ class Builder {
     const bool fused_ce = t_.cross_entropy_fusion;
     const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
     g_.ops[lg].allocs.push_back(logits);
-    vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
-    if (free_input) g_.ops.back().frees.push_back(x);
+    // Over tp the vocabulary-parallel loss reduces per-token fp32 statistics over the tp ranks (Megatron-LM@d98e8a64
+    // megatron/core/tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy.forward; the fused path,
+    // megatron/core/fusions/fused_cross_entropy.py _VocabParallelCrossEntropy.forward): the all-reduce (MAX) of each
+    // token's largest logit, then the sums, two all-reduces (predicted_logits, sum_exp_logits) unfused, one of the two
+    // concatenated when fused. T fp32 values each (2T concatenated); NCCL calls on the default stream, each waited for.
+    // Unfused, the kernels run between them as the source orders them: the cast and max (a + 8 bytes per logit), the
+    // subtraction, exp and sum (20), the division after the sums (8). racksim's fused loss is one pass over the fp32
+    // logits, after which its two reductions run.
+    const bool ce_reduces = tp_ > 1 && !jax_;
+    auto ce_all_reduce = [&](std::string_view what, double values) {
+      tp_collective(cat(pre, what), CollectiveOp::all_reduce, values * 4, TpOverlap::none);
+    };
+    OpId ce = 0;
+    if (!ce_reduces || fused_ce) {
+      ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
+      if (ce_reduces) {
+        ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+        ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
+      }
+    } else {
+      vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 8), 2 * T_ * V_);
+      ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+      vector(cat(pre, "cross_entropy"), T_ * V_ * 20, 3 * T_ * V_, T_ * V_);
+      ce_all_reduce("cross_entropy.predicted.tp_all_reduce", T_);
+      ce_all_reduce("cross_entropy.sum_exp.tp_all_reduce", T_);
+      ce = vector(cat(pre, "cross_entropy.normalize"), T_ * V_ * 8, T_ * V_);
+    }
+    if (free_input) g_.ops[ce].frees.push_back(x);
     return logits;
   }
   // The backward of output_head: the loss gradient over the logits, the logits GEMM's dgrad (its tp
@@ -1690,8 +1781,8 @@ class Builder {
     const double a = pr_.activation_bytes;
     const int k = l - m_.layers;
     prefix_micro_layer(l);
-    const TensorId emb = temp("mtp.embedding", Tsp_ * h_ * a);
-    g_.ops[vector("mtp.embedding", 2 * Tsp_ * h_ * a, 0)].allocs.push_back(emb);
+    OpId lookup = 0;
+    const TensorId emb = embedding_forward("mtp.embedding", "mtp.embedding", lookup);
     vector("mtp.enorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     vector("mtp.hnorm", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
     const TensorId cat_in = temp("mtp.concat", 2 * Tsp_ * h_ * a);
@@ -1730,7 +1821,7 @@ class Builder {
     g_.ops[last()].frees.push_back(hidden_in);
     vector("mtp.enorm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
     g_.ops[last()].frees.push_back(emb);
-    vector("mtp.embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+    embedding_backward("mtp.embedding");
   }
 
   // Megatron-Core's host work for one layer and micro-batch (eager), spread evenly over the ops the
@@ -2377,7 +2468,7 @@ class Builder {
     if (v == 0) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
-      vector("embedding.bwd", Tsp_ * h_ * (a + 4), Tsp_ * h_);
+      embedding_backward("embedding");
       if (has_buf) g_.ops.back().frees.push_back(buf);
       if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
@@ -2891,6 +2982,58 @@ class Builder {
   std::vector<DeferredGrad> deferred_grads_;
   bool flushing_grads_ = false;
 
+  // ---- the end of Megatron-Core's finalize_model_grads --------------------------------------------
+  // After finish_grad_sync (every data-parallel gradient reduction done and waited for) and before the optimizer
+  // step, finalize_model_grads (Megatron-LM@d98e8a64 megatron/core/distributed/finalize_model_grads.py) runs two
+  // more reductions, in this order, each a blocking NCCL call on the default stream:
+  //  - _allreduce_non_tensor_model_parallel_grads: the gradients of the parameters every tp rank holds whole but
+  //    computes from its own tokens, summed over tp in one coalesced all-reduce (flattened into one buffer, reduced,
+  //    copied back) of their fp32 main gradients: under sequence parallelism every parameter marked
+  //    sequence_parallel (each layer's norms, Transformer Engine's LayerNormLinear/LayerNormMLP and TENorm; the MoE
+  //    router, moe/router.py Router.reset_parameters; the final norm; an MTP depth's enorm, hnorm and final norm),
+  //    and with q/k layernorms those, with or without it;
+  //  - _allreduce_word_embedding_grads: where the last stage keeps a copy of the word embeddings (tied output layer,
+  //    or MTP: _get_shared_word_embedding_weight), the two copies' gradients all-reduced over the embedding group
+  //    (the first and the last stage, CommGroup::embd; fp32 main gradients). The collective completes only when both
+  //    stages have reached it, so each waits for the other's backward, gradient reductions and first reduction.
+  // Under FSDP (and racksim's ZeRO-2) a rank holds only its shard of the gradients, which is what it reduces
+  // (Megatron-FSDP: the DTensor's local tensor).
+  double tp_replicated_grad_params() const {
+    if (tp_ == 1) return 0;
+    double n = 0;
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      for (int l = first_layer(v); l < end_layer(v); ++l) {
+        const LayerParams p = layer_params(m_, l);
+        if (t_.sequence_parallel) n += p.norms + p.router;        // (p.norms holds the q/k norms' gains)
+        else if (m_.qk_norm) n += 2.0 * m_.head_dim;              // the q/k layernorms, matched by name
+      }
+    }
+    if (holds_head() && t_.sequence_parallel) n += h_ + mtp_ * 3.0 * h_;  // final norm; MTP enorm, hnorm, final norm
+    return n;
+  }
+  bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
+  std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
+  // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
+  // for the optimizer's.
+  void finalize_model_grads_tail() {
+    const double share = grads_sharded() ? 1.0 / dense_replicas() : 1.0;
+    const double n = tp_replicated_grad_params() * share;
+    OpId tail = kNoOp;
+    if (n > 0) {
+      const double bytes = n * pr_.grad_bytes;
+      vector("finalize.tp_grads.flatten", 2 * bytes, 0);
+      pending_deps_.push_back(collective("finalize.tp_grads.tp_all_reduce", CollectiveOp::all_reduce, CommGroup::tp, bytes, {last()}));
+      tail = vector("finalize.tp_grads.copy_back", 2 * bytes, 0);
+    }
+    if (keeps_embedding_copy() && (holds_embedding() || holds_head())) {
+      tail = collective("finalize.embedding_grads.all_reduce", CollectiveOp::all_reduce, CommGroup::embd,
+                        embedding_weights() * share * pr_.grad_bytes, {last()});
+      embd_all_reduce_.push_back(tail);
+    }
+    if (tail != kNoOp) pending_deps_.push_back(tail);
+  }
+
   void optimizer_step() {
     phase_ = Phase::optimizer;
     flushing_grads_ = true;
@@ -2905,6 +3048,7 @@ class Builder {
     const double shard = sharded ? sharded_params() : local_params();
     pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
+    if (!jax_) finalize_model_grads_tail();
     if (t_.offload_optimizer) {
       g_.notes.push_back(
           "optimizer offload: gradients go to host and updated weights come back over the host link; the CPU "

@@ -43,7 +43,10 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // Hybrid sharding (training.parallelism.dp_shard = s < dp, r = dp/s replicas): dp_shard: the dense shard group,
 // dp_cp's innermost s·cp ranks; edp_shard: the expert shard group, edp/r ranks; dp_replicate: the r ranks holding
 // the same shard (stride tp·cp·s, the same ranks for dense and expert parts).
-enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate };
+// embd: Megatron-Core's embedding group, the first and the last rank of a pipeline group (parallel_state.py
+// default_embedding_ranks): 2 ranks, stride (pp-1)·tp·cp·dp, over which the two copies of the word embeddings'
+// gradients are all-reduced (finalize_model_grads); one rank when pp is 1.
+enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate, embd };
 enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
@@ -58,10 +61,11 @@ inline constexpr std::array<sim::EnumName<StreamKind>, kStreamCount> kStreamKind
      {StreamKind::comm_ep, "expert exchanges"}}};
 inline constexpr std::array<sim::EnumName<Phase>, 4> kPhaseNames = {
     {{Phase::forward, "forward"}, {Phase::backward, "backward"}, {Phase::recompute, "recompute"}, {Phase::optimizer, "optimizer"}}};
-inline constexpr std::array<sim::EnumName<CommGroup>, 11> kCommGroupNames = {
+inline constexpr std::array<sim::EnumName<CommGroup>, 12> kCommGroupNames = {
     {{CommGroup::dp, "dp"}, {CommGroup::tp, "tp"}, {CommGroup::pp, "pp"}, {CommGroup::cp, "cp"},
      {CommGroup::ep, "ep"}, {CommGroup::dp_cp, "dp_cp"}, {CommGroup::edp, "edp"}, {CommGroup::etp, "etp"},
-     {CommGroup::dp_shard, "dp_shard"}, {CommGroup::edp_shard, "edp_shard"}, {CommGroup::dp_replicate, "dp_replicate"}}};
+     {CommGroup::dp_shard, "dp_shard"}, {CommGroup::edp_shard, "edp_shard"}, {CommGroup::dp_replicate, "dp_replicate"},
+     {CommGroup::embd, "embd"}}};
 inline constexpr std::array<sim::EnumName<MemCategory>, kMemCategoryCount> kMemCategoryNames = {
     {{MemCategory::weights, "weights"},
      {MemCategory::gradients, "gradients"},

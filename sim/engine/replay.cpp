@@ -51,6 +51,8 @@ GroupShape group_shape(const Job& job, CommGroup g) {
     case CommGroup::dp_shard: return {p.dp_shard_size() * p.cp, p.tp};
     case CommGroup::edp_shard: return {p.expert_dp() / p.dp_replicas(), p.expert_tp() * p.ep};
     case CommGroup::dp_replicate: return {p.dp_replicas(), p.tp * p.cp * p.dp_shard_size()};
+    // The first and the last stage of a pipeline group: its members 0 and pp-1.
+    case CommGroup::embd: return {p.pp > 1 ? 2 : 1, p.pp > 1 ? (p.pp - 1) * p.tp * p.cp * p.dp : 1};
   }
   return {};
 }
