@@ -648,7 +648,12 @@ class Builder {
   // aside). `nccl`: a layer outside TE (Megatron's own output layer), an NCCL kernel. `none`: a layer TE gives no
   // userbuffer (Megatron's MTP eh_proj, tp_comm_buffer_name "mtp_eh_proj"): an NCCL kernel the next op waits for,
   // under tp_comm_overlap too.
-  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl, none };
+  // How a TP exchange runs beside the GEMMs. ring_exchange, pipeline, bulk: Transformer Engine's userbuffers, only
+  // under tp_comm_overlap; nccl: an NCCL collective beside the next GEMM under tp_comm_overlap, inline otherwise;
+  // async: an asynchronous NCCL call beside the next GEMM whatever tp_comm_overlap says (Megatron-Core's own
+  // ColumnParallelLinear and Transformer Engine's modules without userbuffers, which rely on
+  // CUDA_DEVICE_MAX_CONNECTIONS=1 to have it scheduled before the GEMM); none: inline.
+  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl, async, none };
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
   // A pipeline or bulk exchange: a userbuffer kernel on the SMs set aside for it.
@@ -670,7 +675,7 @@ class Builder {
       pipelined_reduce_scatter(name, c, bytes);
       return;
     }
-    if (t_.tp_comm_overlap && how != TpOverlap::none) {
+    if ((t_.tp_comm_overlap && how != TpOverlap::none) || how == TpOverlap::async) {
       // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
       // for it, the GEMM itself does not.
       const OpId id = collective(name, c, CommGroup::tp, bytes, {last()});
@@ -680,7 +685,7 @@ class Builder {
       if (how == TpOverlap::ring_exchange) {
         op.comm_kernel = CommKernel::copy_engine;
         chunk_next_gemms_ = gemms;
-      } else if (how != TpOverlap::nccl) {
+      } else if (how != TpOverlap::nccl && how != TpOverlap::async) {
         on_userbuffer_sms(op);
       }
       return;
@@ -725,7 +730,15 @@ class Builder {
   // BULK_OVERLAP_RS with the wgrad GEMM, the main stream joining the userbuffer stream after each): the input's
   // all-gather for the wgrad runs beside the dgrad GEMM, the dgrad's reduce-scatter beside the wgrad GEMM.
   // Megatron mode with TP exchanges overlapped (XLA's are NCCL collectives, unchanged).
-  bool bulk_gather_beside_dgrad() const { return t_.tp_comm_overlap && !jax_ && tp_ > 1 && t_.sequence_parallel; }
+  // Without userbuffers Transformer Engine's column-parallel modules do the same with asynchronous NCCL calls
+  // (TE 07afda98 linear.py, layernorm_linear.py, layernorm_mlp.py _*.backward: the input's gather_along_first_dim
+  // with async_op=True before the dgrad GEMM, waited for before the wgrad GEMM; the dgrad's
+  // reduce_scatter_along_first_dim, or allreduce without sequence parallelism, with async_op=True before the wgrad
+  // GEMM, waited for at the module's end).
+  bool bulk_gather_beside_dgrad() const {
+    return !jax_ && tp_ > 1 && (t_.tp_comm_overlap ? t_.sequence_parallel : true);
+  }
+  TpOverlap bwd_tp_overlap() const { return t_.tp_comm_overlap ? TpOverlap::bulk : TpOverlap::async; }
   // The overlapped TP exchanges, handed to the caller, who makes the wgrad GEMM wait for them (TE joins the
   // userbuffer stream after the dgrad GEMM they ran beside), so the reduce-scatter emitted next counts the
   // wgrad as the GEMM it runs beside.
@@ -1081,10 +1094,10 @@ class Builder {
                        [=, this] {
                          if (qk_norm) vector("qk_norm.bwd", 3 * qk_elems * a, 8 * qk_elems);
                          if (bulk_gather_beside_dgrad()) {
-                           tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
+                           tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, bwd_tp_overlap());
                            gemm_dgrad("qkv", T_, qd + kd + vd, h_);
                            const auto gathered = take_overlapped();
-                           tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
+                           tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, bwd_tp_overlap());
                            pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
                            gemm_wgrad("qkv", T_, qd + kd + vd, h_);
                            return;
@@ -1288,7 +1301,7 @@ class Builder {
                            // fc1's second half (the gather went beside the up projection's dgrad): its
                            // dgrad completes fc1's input gradient, reduce-scattered beside this wgrad.
                            gemm_dgrad(cat(p, "mlp_gate"), tokens, width, h_);
-                           scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
+                           scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), bwd_tp_overlap());
                            gemm_wgrad(cat(p, "mlp_gate"), tokens, width, h_);
                            return;
                          }
@@ -1305,10 +1318,10 @@ class Builder {
                        if (tpc && bulk_gather_beside_dgrad()) {
                          // fc1's input gathered for the wgrad beside the dgrad; with SwiGLU the reduce-scatter
                          // waits for the gate's dgrad (fc1's other half, the next step backward).
-                         gather(cat(p, swiglu ? "mlp_gate.wgrad.tp_all_gather" : "mlp_up.wgrad.tp_all_gather"), TpOverlap::bulk);
+                         gather(cat(p, swiglu ? "mlp_gate.wgrad.tp_all_gather" : "mlp_up.wgrad.tp_all_gather"), bwd_tp_overlap());
                          gemm_dgrad(cat(p, "mlp_up"), tokens, width, h_);
                          const auto gathered = take_overlapped();
-                         if (!swiglu) scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), TpOverlap::bulk);
+                         if (!swiglu) scatter(cat(p, "mlp.dgrad.tp_reduce_scatter"), bwd_tp_overlap());
                          pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
                          gemm_wgrad(cat(p, "mlp_up"), tokens, width, h_);
                          return;
@@ -1707,7 +1720,11 @@ class Builder {
   TensorId output_head(std::string_view pre, TensorId x, bool free_input) {
     const double a = pr_.activation_bytes;
     vector(cat(pre, "final_norm"), 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_);
-    tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::nccl);
+    // Megatron-Core's output layer is its own ColumnParallelLinear (Megatron-LM@d98e8a64 gpt_model.py;
+    // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.forward): the sequence-parallel
+    // input is gathered synchronously before the GEMM, with or without tp_comm_overlap (userbuffers serve
+    // Transformer Engine's layers only).
+    tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, jax_ ? TpOverlap::nccl : TpOverlap::none);
     const TensorId logits = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
     // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
     // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
@@ -1762,9 +1779,21 @@ class Builder {
       // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
       vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
     }
-    gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
-    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-    gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    if (jax_) {
+      gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+      tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+      gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    } else {
+      // Its backward (the same function's backward): the forward kept the input's sequence shard, so the input is
+      // gathered again for the wgrad, asynchronously beside the dgrad GEMM; the dgrad's reduce-scatter (all-reduce
+      // without sequence parallelism) runs asynchronously beside the wgrad GEMM.
+      tp_collective(cat(pre, "logits.wgrad.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::async);
+      gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+      const auto gathered = take_overlapped();
+      tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::async);
+      pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
+      gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    }
     g_.ops[last()].frees.push_back(logits);
     return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
   }

@@ -96,10 +96,13 @@ TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
       const double bubble1 = one.replay.breakdown.pipeline_bubble_s;
       const double stage_time = one.replay.step_time_s - bubble1;  // m micro-batches, comm on the path included
       // Without data parallelism: the closed form, to within the pipeline sends' own latency (2.4% at vp 1) and the
-      // first stage's vocabulary-parallel embedding (its lookup of the whole sequence, the tp reduce-scatter and, in
-      // the backward, the gather: 0.6 ms of its 23 ms per micro-batch at this shape, 1.1 points more at vp 1), by
-      // which the busiest stage's micro-batches are longer than the others' and its bubble below the equal-stage form.
-      EXPECT_NEAR(bubble1 / ((p - 1) / (v * m) * stage_time), 1.0, 0.04) << "vp=" << v;
+      // end stages' own exchanges: the first stage's vocabulary-parallel embedding (its lookup of the whole sequence,
+      // the tp reduce-scatter and, in the backward, the gather: 0.6 ms of its 23 ms per micro-batch at this shape)
+      // and the last stage's output layer (its synchronous input gather), by which the end stages' micro-batches are
+      // longer than the others'. Since the backward's column-parallel exchanges run beside the GEMMs (2026-12-03)
+      // the step's stage time is 5% shorter and the bubble, set by the slower end stages, not: 1.008 of the
+      // equal-stage form at vp 1, 1.056 at vp 2 (0.976 and 0.980 before the end stages' exchanges were modelled).
+      EXPECT_NEAR(bubble1 / ((p - 1) / (v * m) * stage_time), 1.0, 0.06) << "vp=" << v;
       for (int dp : {2, 8}) {
         const auto r = sim::simulate(load(kStages, with_dp(dp, sets)));
         const double ratio = r.replay.breakdown.pipeline_bubble_s / bubble1;
@@ -211,11 +214,12 @@ training: {seq_len: 8192, global_batch: 8, micro_batch: 1, optimizer_sharding: z
   // activation): forward, an all-gather before and a reduce-scatter after each of the two TP regions;
   // backward, the mirror pair plus Megatron's re-gather of each region's input for the weight gradient.
   // Per micro-batch once more on the first stage: the vocabulary-parallel embedding's reduce-scatter of its
-  // (s/cp)·h lookup, and in the backward the all-gather of its output gradient.
+  // (s/cp)·h lookup, and in the backward the all-gather of its output gradient; and on the last stage the output
+  // layer's re-gather of its input for the weight gradient (Megatron's ColumnParallelLinear backward).
   const double tp_layer = s_local * h * a;
   EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::forward, "logits") / (m * layers * 2 * tp_layer), 1.0, 1e-9);
   EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::reduce_scatter, Phase::forward) / (m * (layers * 2 + 1) * tp_layer), 1.0, 1e-9);
-  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::backward) / (m * (layers * 4 + 1) * tp_layer), 1.0, 1e-9);
+  EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::backward) / (m * (layers * 4 + 2) * tp_layer), 1.0, 1e-9);
   EXPECT_NEAR(volume(g, CommGroup::tp, hw::CollectiveOp::reduce_scatter, Phase::backward, "logits") / (m * layers * 2 * tp_layer),
               1.0, 1e-9);
   // The fused vocabulary-parallel loss per micro-batch: all-reduces of each token's max logit and of its two sums
