@@ -32,6 +32,17 @@ model: {layers: 8, hidden: 1024, ffn_hidden: 131072, heads: 8, kv_heads: 8, voca
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {pp: 4}, cuda_graphs: true}
 )";
 
+// The op of that name (the first, in graph order), and whether `op` lists `on` among its dependencies.
+OpId op_id(const OpGraph& g, const std::string& name) {
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
+  ADD_FAILURE() << "no op " << name;
+  return OpId{0};
+}
+bool waits_for(const OpGraph& g, OpId op, OpId on) {
+  return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
+}
+
 }  // namespace
 
 TEST(GraphScale, OneFOneBBubbleMatchesClosedForm) {
@@ -93,10 +104,7 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 1, optimizer_sharding: 
     ADD_FAILURE() << "no op " << name;
     return std::size_t{0};
   };
-  auto depends_on = [&](std::size_t op, std::size_t on) {
-    const auto& d = g.ops[op].deps;
-    return std::find(d.begin(), d.end(), static_cast<OpId>(on)) != d.end();
-  };
+  auto depends_on = [&](std::size_t op, std::size_t on) { return waits_for(g, static_cast<OpId>(op), static_cast<OpId>(on)); };
   for (int mb : {0, 1}) {
     const std::string m = "mb" + std::to_string(mb) + ".";
     // Forward: layer 1's gather is issued before layer 0's first kernel; it waits for no kernel; layer 0
@@ -299,15 +307,8 @@ model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, voca
 training: {seq_len: 4096, global_batch: 8, precision: fp8, parallelism: {tp: 8}, tp_comm_overlap: true}
 )");
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-  auto id = [&](const std::string& name) {
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
-    ADD_FAILURE() << "no op " << name;
-    return OpId{0};
-  };
-  auto waits = [&](OpId op, OpId on) {
-    return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
-  };
+  auto id = [&](const std::string& name) { return op_id(g, name); };
+  auto waits = [&](OpId op, OpId on) { return waits_for(g, op, on); };
   for (const char* layer : {"mb0.L0.qkv", "mb0.L0.mlp_gate"}) {
     const OpId gemm = id(layer);
     const OpId ag = id(std::string(layer == std::string("mb0.L0.qkv") ? "mb0.L0.qkv" : "mb0.L0.mlp") + ".tp_all_gather");
@@ -341,15 +342,8 @@ model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, voca
 training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, sequence_parallel: true, tp_comm_overlap: )" +
                    (ub ? "true" : "false") + "}\n");
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    auto id = [&](const std::string& name) {
-      for (std::size_t i = 0; i < g.ops.size(); ++i)
-        if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
-      ADD_FAILURE() << "no op " << name << " (" << ffn << ")";
-      return OpId{0};
-    };
-    auto waits = [&](OpId op, OpId on) {
-      return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
-    };
+    auto id = [&](const std::string& name) { return op_id(g, name); };
+    auto waits = [&](OpId op, OpId on) { return waits_for(g, op, on); };
     // The first kernel after `op` on the compute stream waits for it (the op after the GEMM beside it).
     auto joined_after = [&](OpId gemm, OpId on) {
       for (OpId i = gemm + 1; i < g.ops.size(); ++i)
@@ -398,15 +392,8 @@ model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, voca
 training: {seq_len: 4096, global_batch: 8, parallelism: {tp: 8}, sequence_parallel: true, tp_comm_overlap: )") +
                          (ub ? "true" : "false") + "}\n");
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    auto id = [&](const std::string& name) {
-      for (std::size_t i = 0; i < g.ops.size(); ++i)
-        if (g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
-      ADD_FAILURE() << "no op " << name;
-      return OpId{0};
-    };
-    auto waits = [&](OpId op, OpId on) {
-      return std::find(g.ops[op].deps.begin(), g.ops[op].deps.end(), on) != g.ops[op].deps.end();
-    };
+    auto id = [&](const std::string& name) { return op_id(g, name); };
+    auto waits = [&](OpId op, OpId on) { return waits_for(g, op, on); };
     const OpId fwd_ag = id("mb0.v0.logits.tp_all_gather"), logits = id("mb0.v0.logits");
     EXPECT_TRUE(waits(logits, fwd_ag)) << ub;  // synchronous
     const OpId ag = id("mb0.v0.logits.wgrad.tp_all_gather"), dgrad = id("mb0.v0.logits.dgrad"),
