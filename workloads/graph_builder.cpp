@@ -1704,13 +1704,29 @@ class Builder {
   // rows into the fp32 main gradient of this rank's slice.
   void embedding_backward(std::string_view name) {
     const double a = pr_.activation_bytes;
-    if (jax_ || tp_ == 1) {
+    if (jax_) {
       vector(cat(name, ".bwd"), Tsp_ * h_ * (a + 4), Tsp_ * h_);
       return;
     }
-    tp_collective(cat(name, ".bwd.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
-    vector(cat(name, ".mask.bwd"), 2 * T_ * h_ * a + T_, T_ * h_);
-    vector(cat(name, ".bwd"), T_ * h_ * (a + 4), T_ * h_);
+    if (tp_ > 1) {
+      tp_collective(cat(name, ".bwd.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
+      vector(cat(name, ".mask.bwd"), 2 * T_ * h_ * a + T_, T_ * h_);
+    }
+    embedding_weight_grad(name, tp_ > 1 ? T_ : Tsp_);
+  }
+  // The lookup's weight gradient in Megatron mode. VocabParallelEmbedding looks up with F.embedding (dense, not
+  // sparse: Megatron-LM@d98e8a64 tensor_parallel/layers.py VocabParallelEmbedding.forward), whose backward is
+  // PyTorch's embedding_dense_backward: a zeroed gradient of the whole [V/tp, h] table in the weights' dtype into
+  // which the `tokens` rows are summed. Megatron's DDP hook then adds it into the fp32 main gradient and drops it
+  // (distributed/distributed_data_parallel.py _make_backward_post_hook: param.main_grad.add_(param.grad.data); the
+  // embedding has no fused weight-gradient accumulation). Every micro-batch: the zero fill (E·a written), the rows
+  // (read the incoming gradient, read and write the rows: 3·a per element), the add (E·(a + 2·4)).
+  void embedding_weight_grad(std::string_view name, double tokens) {
+    const double a = pr_.activation_bytes, table = embedding_weights();
+    const TensorId grad = temp(cat(name, ".grad"), table * a);
+    g_.ops[vector(cat(name, ".bwd.zero"), table * a, 0)].allocs.push_back(grad);
+    vector(cat(name, ".bwd"), tokens * h_ * 3 * a, tokens * h_);
+    g_.ops[vector(cat(name, ".bwd.main_grad_add"), table * (a + 2 * pr_.grad_bytes), table)].frees.push_back(grad);
   }
 
   // The output layer and the loss of one micro-batch over `x` (names prefixed "mtp." for an MTP depth): the final

@@ -305,3 +305,33 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: 
     EXPECT_GT(res.ops[ids[1]].start_s, res.ops[ids[1] - 1].end_s);
   }
 }
+
+// The embedding's weight gradient as PyTorch and Megatron make it (dense, in the weights' dtype, then added into the
+// fp32 main gradient by the DDP hook), every micro-batch, at any tp: the zero fill of the V/tp x h table, the T rows,
+// the add (read the bf16 table, read and write the fp32 one). Before 2026-12-03 racksim charged a scatter of the T rows
+// into the main gradient alone, which undercounted the table's traffic by about V/(tp·T) x 2 (8x here at tp 1).
+TEST(TpReductions, EmbeddingWeightGradientIsDenseAndAddedIntoTheMainGradient) {
+  for (int tp : {1, 2, 4}) {
+    const auto g = graph_of(load(dense(tp)));
+    const double table = kVocab / tp * kH;
+    const Found zero = ops_named(g, ".embedding.bwd.zero"), add = ops_named(g, ".embedding.bwd.main_grad_add");
+    ASSERT_EQ(zero.ids.size(), static_cast<std::size_t>(kMicroSteps)) << "tp " << tp;
+    ASSERT_EQ(add.ids.size(), static_cast<std::size_t>(kMicroSteps)) << "tp " << tp;
+    EXPECT_DOUBLE_EQ(zero.bytes, kMicroSteps * table * kA) << "tp " << tp;
+    EXPECT_DOUBLE_EQ(add.bytes, kMicroSteps * table * (kA + 2 * 4)) << "tp " << tp;
+    // The rows: the whole micro-batch's tokens on every tp rank (the gradient was gathered), read once, the rows read
+    // and written.
+    double rows = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const std::string n = g.op_name(static_cast<OpId>(i));
+      if (n.size() > 14 && n.compare(n.size() - 14, 14, ".embedding.bwd") == 0) rows += g.ops[i].hbm_bytes;
+    }
+    EXPECT_DOUBLE_EQ(rows, kMicroSteps * kT * kH * 3 * kA) << "tp " << tp;
+    // The bf16 table lives from the zero fill to the add.
+    ASSERT_EQ(g.ops[zero.ids[0]].allocs.size(), 1u);
+    ASSERT_EQ(g.ops[add.ids[0]].frees.size(), 1u);
+    const TensorId grad = g.ops[zero.ids[0]].allocs[0];
+    EXPECT_DOUBLE_EQ(g.tensors[grad].bytes, table * kA);
+    EXPECT_EQ(g.ops[add.ids[0]].frees[0], grad);
+  }
+}
