@@ -1746,8 +1746,15 @@ class Builder {
     // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
     // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
     // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
+    // Megatron's fused loss (--cross-entropy-loss-fusion, the native implementation: Megatron-LM@d98e8a64
+    // megatron/core/fusions/fused_cross_entropy.py) takes the activation-dtype logits through three fused functions
+    // whose results are materialized around its two all-reduces: calculate_logits_max (read a, write the fp32 copy),
+    // calculate_predicted_logits (the in-place subtraction and exp, and the sum: read and write 4),
+    // calculate_cross_entropy_loss (the in-place division: read and write 4): a + 20 bytes per logit. (XLA's fused
+    // loss writes fp32 logits from the GEMM and reads them once: unchanged.)
     const bool fused_ce = t_.cross_entropy_fusion;
-    const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none);
+    const bool megatron_fused = fused_ce && !jax_;
+    const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce && jax_ ? T_ * V_ * (4 - a) : 0, Quant::none);
     g_.ops[lg].allocs.push_back(logits);
     // Over tp the vocabulary-parallel loss reduces per-token fp32 statistics over the tp ranks (Megatron-LM@d98e8a64
     // megatron/core/tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy.forward; the fused path,
@@ -1762,7 +1769,13 @@ class Builder {
       tp_collective(cat(pre, what), CollectiveOp::all_reduce, values * 4, TpOverlap::none);
     };
     OpId ce = 0;
-    if (!ce_reduces || fused_ce) {
+    if (megatron_fused) {
+      vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 4), T_ * V_);
+      if (ce_reduces) ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+      vector(cat(pre, "cross_entropy"), T_ * V_ * 8, 3 * T_ * V_, T_ * V_);
+      if (ce_reduces) ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
+      ce = vector(cat(pre, "cross_entropy.normalize"), T_ * V_ * 8, T_ * V_);
+    } else if (!ce_reduces || fused_ce) {
       ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
       if (ce_reduces) {
         ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
@@ -1793,7 +1806,10 @@ class Builder {
       vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
     } else {
       // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
-      vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 4 + a : 12 + a), 4 * T_ * V_);
+      // Unfused: the softmax scaled in place (read and write 4), then cast back (read 4, write a). Fused
+      // (calculate_gradients, one fused function): the softmax read, scaled in place and written back (an input
+      // it mutates), the activation-dtype gradient written: 8 + a.
+      vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 8 + a : 12 + a), 4 * T_ * V_);
     }
     if (jax_) {
       gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);

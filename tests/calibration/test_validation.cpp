@@ -130,6 +130,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
       // -0.3%: its 1-VM step +20% too fast against a scale-out loss 13 points too large (docs/validation.md).
       "MaxText Llama2-7B, 128 H100 (A3 16 VMs, FSDP8 x data 16)",
+      // +8.0%: the embeddings' dense weight gradient and Megatron's fused loss as it runs (was +16.5%).
+      "DeepSeek-V3 FP8, 2048 H800 (PP16 EP64 ZeRO-1; run average)",
       // +8.1%: Megatron-FSDP's next-layer gather issued from the layer's hook (was +21.7%).
       "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)"};
   EXPECT_EQ(passing, expected);
@@ -189,7 +191,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.185);
+  EXPECT_LT(sum / rows.size(), 0.181);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
