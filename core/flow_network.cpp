@@ -505,12 +505,25 @@ void FlowNetwork::progressive_filling() {
     const Flow& f = flows_[comp_flows_[i]];
     if (std::isfinite(f.rate_cap)) heap_.push_back(Level{f.rate_cap, -1 - static_cast<int64_t>(i), 0});
   }
-  std::make_heap(heap_.begin(), heap_.end(), LevelLater{});
+  // A few entries (the common component: a kernel and a collective beside it) are kept unordered and the lowest
+  // found by a scan: LevelLater orders the entries totally (one entry per resource and per capped flow), so the scan
+  // takes them in the heap's order and the solve is the same.
+  const bool scan = heap_.size() <= kScanEntries;
+  if (!scan) std::make_heap(heap_.begin(), heap_.end(), LevelLater{});
 
   double level = 0;
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), LevelLater{});
-    const Level top = heap_.back();
+    Level top;
+    if (scan) {
+      std::size_t lowest = 0;
+      for (std::size_t i = 1; i < heap_.size(); ++i)
+        if (LevelLater{}(heap_[lowest], heap_[i])) lowest = i;
+      top = heap_[lowest];
+      heap_[lowest] = heap_.back();
+    } else {
+      std::pop_heap(heap_.begin(), heap_.end(), LevelLater{});
+      top = heap_.back();
+    }
     heap_.pop_back();
     if (top.who >= 0) {
       Resource& res = resources_[static_cast<std::size_t>(top.who)];
@@ -530,7 +543,7 @@ void FlowNetwork::progressive_filling() {
         // Never below the current level: the true value is not, only rounding can make it so.
         const double saturation = (res.capacity - res.frozen_use) / res.unfrozen_coef;
         heap_.push_back(Level{std::max(level, saturation), top.who, res.version});
-        std::push_heap(heap_.begin(), heap_.end(), LevelLater{});
+        if (!scan) std::push_heap(heap_.begin(), heap_.end(), LevelLater{});
         continue;
       }
       level = std::max(level, top.level);

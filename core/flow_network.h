@@ -164,10 +164,11 @@ class FlowNetwork {
     double unfrozen_coef = 0;  // sum of coefficients of unfrozen flows
   };
   struct Level {
-    double level;
-    int64_t who;  // resource id, or -(1 + index into comp_flows_) for a flow's cap
-    uint32_t version;
+    double level = 0;
+    int64_t who = 0;  // resource id, or -(1 + index into comp_flows_) for a flow's cap
+    uint32_t version = 0;
   };
+  static constexpr std::size_t kScanEntries = 8;  // progressive_filling scans instead of a heap up to this many
   struct Completion {
     int64_t ps;
     FlowId id;
