@@ -309,6 +309,7 @@ class Builder {
   int tp_ = 1, pp_ = 1, vp_ = 1, cp_ = 1, ep_ = 1, dp_ = 1, etp_ = 1, edp_ = 1, micro_steps_ = 1, vstages_ = 1;
   int rep_ = 1;  // replica groups of the sharded state (training.parallelism.dp_shard): 1 = plain ZeRO/FSDP
   int rank_ = 0, mb_ = 0;
+  int chunk_ = 0;  // the virtual stage being emitted (forward_chunk, backward_chunk)
   bool materialized_ = false, jax_ = false;
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
   struct LayerBody {
@@ -645,14 +646,11 @@ class Builder {
   // whose GEMM consumes them (qkv and fc1 forward, proj and fc2 dgrad) on the copy engines (use_ce,
   // 1 SM, no SM margin), the GEMM in tp chunks; pipeline for the forward reduce-scatters (16 SMs set
   // aside, set_sm_margin), the GEMM in 4 chunks; bulk for the backward's other exchanges (16 SMs set
-  // aside). `nccl`: a layer outside TE (Megatron's own output layer), an NCCL kernel. `none`: a layer TE gives no
-  // userbuffer (Megatron's MTP eh_proj, tp_comm_buffer_name "mtp_eh_proj"): an NCCL kernel the next op waits for,
-  // under tp_comm_overlap too.
-  // How a TP exchange runs beside the GEMMs. ring_exchange, pipeline, bulk: Transformer Engine's userbuffers, only
-  // under tp_comm_overlap; nccl: an NCCL collective beside the next GEMM under tp_comm_overlap, inline otherwise;
-  // async: an asynchronous NCCL call beside the next GEMM whatever tp_comm_overlap says (Megatron-Core's own
-  // ColumnParallelLinear and Transformer Engine's modules without userbuffers, which rely on
-  // CUDA_DEVICE_MAX_CONNECTIONS=1 to have it scheduled before the GEMM); none: inline.
+  // aside); each only under tp_comm_overlap, inline otherwise. `nccl`: an NCCL collective beside the next GEMM under
+  // tp_comm_overlap, inline otherwise (XLA's, JAX mode). `async`: an asynchronous NCCL call beside the next GEMM
+  // whatever tp_comm_overlap says (Megatron-Core's own ColumnParallelLinear, the output layer, and Transformer
+  // Engine's modules without userbuffers, e.g. the MTP eh_proj, which rely on CUDA_DEVICE_MAX_CONNECTIONS=1 to have it
+  // scheduled before the GEMM). `none`: inline, an NCCL kernel the next op waits for.
   enum class TpOverlap { ring_exchange, pipeline, bulk, nccl, async, none };
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
@@ -1741,56 +1739,59 @@ class Builder {
     // input is gathered synchronously before the GEMM, with or without tp_comm_overlap (userbuffers serve
     // Transformer Engine's layers only).
     tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, jax_ ? TpOverlap::nccl : TpOverlap::none);
-    const TensorId logits = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
-    // Fused: the logits GEMM writes fp32 and one kernel reads and rewrites them. Unfused (Megatron's
-    // vocab-parallel cross entropy without --cross-entropy-loss-fusion, cross_entropy.py): the GEMM
-    // writes the activation dtype, then cast to fp32 (read a, write 4), max (read 4), subtract, exp
-    // (read and write 4 each), sum (read 4), divide (read and write 4): a + 36 bytes per logit.
-    // Megatron's fused loss (--cross-entropy-loss-fusion, the native implementation: Megatron-LM@d98e8a64
-    // megatron/core/fusions/fused_cross_entropy.py) takes the activation-dtype logits through three fused functions
-    // whose results are materialized around its two all-reduces: calculate_logits_max (read a, write the fp32 copy),
-    // calculate_predicted_logits (the in-place subtraction and exp, and the sum: read and write 4),
-    // calculate_cross_entropy_loss (the in-place division: read and write 4): a + 20 bytes per logit. (XLA's fused
-    // loss writes fp32 logits from the GEMM and reads them once: unchanged.)
     const bool fused_ce = t_.cross_entropy_fusion;
-    const bool megatron_fused = fused_ce && !jax_;
-    const OpId lg = gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce && jax_ ? T_ * V_ * (4 - a) : 0, Quant::none);
-    g_.ops[lg].allocs.push_back(logits);
-    // Over tp the vocabulary-parallel loss reduces per-token fp32 statistics over the tp ranks (Megatron-LM@d98e8a64
-    // megatron/core/tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy.forward; the fused path,
-    // megatron/core/fusions/fused_cross_entropy.py _VocabParallelCrossEntropy.forward): the all-reduce (MAX) of each
-    // token's largest logit, then the sums, two all-reduces (predicted_logits, sum_exp_logits) unfused, one of the two
-    // concatenated when fused. T fp32 values each (2T concatenated); NCCL calls on the default stream, each waited for.
-    // Unfused, the kernels run between them as the source orders them: the cast and max (a + 8 bytes per logit), the
-    // subtraction, exp and sum (20), the division after the sums (8). racksim's fused loss is one pass over the fp32
-    // logits, after which its two reductions run.
-    const bool ce_reduces = tp_ > 1 && !jax_;
+    if (jax_) {
+      // XLA: with its fused loss the logits GEMM writes fp32 (4 - a more) and one pass reads and rewrites them (8
+      // bytes per logit); unfused, the cast, max, subtraction, exp, sum and division (a + 36). The fp32 logits live
+      // until the head's backward.
+      const TensorId logits = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
+      g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none)].allocs.push_back(logits);
+      const OpId ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 8 : a + 36), 6 * T_ * V_, T_ * V_);
+      if (free_input) g_.ops[ce].frees.push_back(x);
+      return logits;
+    }
+    // Megatron: the GEMM writes the activation dtype, and the loss makes an fp32 copy, which it turns into the
+    // softmax the backward reads; the activation-dtype logits live until the loss is computed (gpt_model.py
+    // _postprocess holds them). Over tp the vocabulary-parallel loss reduces per-token fp32 statistics over the tp
+    // ranks, NCCL calls on the default stream, each waited for, with the kernels between them as the source orders
+    // them (Megatron-LM@d98e8a64):
+    //  - unfused (tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy.forward): the cast and max (a + 8 bytes
+    //    per logit), all-reduce (MAX) of each token's largest logit; the subtraction, exp and sums (20), two
+    //    all-reduces (predicted_logits, sum_exp_logits); the division (8): a + 36;
+    //  - fused (--cross-entropy-loss-fusion, the native implementation, fusions/fused_cross_entropy.py): three fused
+    //    functions whose results are materialized around the two all-reduces (the sums concatenated into one):
+    //    calculate_logits_max (read a, write the fp32 copy), calculate_predicted_logits (the in-place subtraction and
+    //    exp, and the sums: read and write 4), calculate_cross_entropy_loss (the in-place division: read and write 4):
+    //    a + 20.
+    //  T fp32 values per all-reduce (2T concatenated).
+    const TensorId logits = temp(cat(pre, "logits"), T_ * V_ * a);
+    g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, 0, Quant::none)].allocs.push_back(logits);
+    const TensorId probs = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
     auto ce_all_reduce = [&](std::string_view what, double values) {
       tp_collective(cat(pre, what), CollectiveOp::all_reduce, values * 4, TpOverlap::none);
     };
-    OpId ce = 0;
-    if (megatron_fused) {
-      vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 4), T_ * V_);
-      if (ce_reduces) ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
+    const bool reduces = tp_ > 1;
+    OpId first = 0, ce = 0;
+    if (fused_ce) {
+      first = vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 4), T_ * V_);
+      if (reduces) ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
       vector(cat(pre, "cross_entropy"), T_ * V_ * 8, 3 * T_ * V_, T_ * V_);
-      if (ce_reduces) ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
+      if (reduces) ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
       ce = vector(cat(pre, "cross_entropy.normalize"), T_ * V_ * 8, T_ * V_);
-    } else if (!ce_reduces || fused_ce) {
-      ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 4 * 2 : a + 36), 6 * T_ * V_, T_ * V_);
-      if (ce_reduces) {
-        ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
-        ce_all_reduce("cross_entropy.predicted_sum_exp.tp_all_reduce", 2 * T_);
-      }
-    } else {
-      vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 8), 2 * T_ * V_);
+    } else if (reduces) {
+      first = vector(cat(pre, "cross_entropy.max"), T_ * V_ * (a + 8), 2 * T_ * V_);
       ce_all_reduce("cross_entropy.max.tp_all_reduce", T_);
       vector(cat(pre, "cross_entropy"), T_ * V_ * 20, 3 * T_ * V_, T_ * V_);
       ce_all_reduce("cross_entropy.predicted.tp_all_reduce", T_);
       ce_all_reduce("cross_entropy.sum_exp.tp_all_reduce", T_);
       ce = vector(cat(pre, "cross_entropy.normalize"), T_ * V_ * 8, T_ * V_);
+    } else {
+      first = ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (a + 36), 6 * T_ * V_, T_ * V_);
     }
+    g_.ops[first].allocs.push_back(probs);
+    g_.ops[ce].frees.push_back(logits);
     if (free_input) g_.ops[ce].frees.push_back(x);
-    return logits;
+    return probs;
   }
   // The backward of output_head: the loss gradient over the logits, the logits GEMM's dgrad (its tp
   // reduce-scatter) and wgrad, and the final norm's backward (returned: it reads the norm's input).
@@ -1804,29 +1805,30 @@ class Builder {
       vector(cat(pre, "cross_entropy.bwd.rows"), T_ * V_ * a, 2 * T_ * V_);
       vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (a + 4), 4 * T_ * V_);
       vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
-    } else {
-      // Unfused backward: the softmax scaled in place (read and write 4), then cast back (read 4, write a).
-      // Unfused: the softmax scaled in place (read and write 4), then cast back (read 4, write a). Fused
-      // (calculate_gradients, one fused function): the softmax read, scaled in place and written back (an input
-      // it mutates), the activation-dtype gradient written: 8 + a.
-      vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 8 + a : 12 + a), 4 * T_ * V_);
-    }
-    if (jax_) {
       gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
       tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
       gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
-    } else {
-      // Its backward (the same function's backward): the forward kept the input's sequence shard, so the input is
-      // gathered again for the wgrad, asynchronously beside the dgrad GEMM; the dgrad's reduce-scatter (all-reduce
-      // without sequence parallelism) runs asynchronously beside the wgrad GEMM.
-      tp_collective(cat(pre, "logits.wgrad.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::async);
-      gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
-      const auto gathered = take_overlapped();
-      tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::async);
-      pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
-      gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+      g_.ops[last()].frees.push_back(logits);
+      return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
     }
-    g_.ops[last()].frees.push_back(logits);
+    // Megatron's loss backward turns the saved fp32 softmax (`logits`) into the activation-dtype gradient of the
+    // logits, which the output layer's GEMMs read. Unfused: the softmax scaled in place (read and write 4), then cast
+    // (read 4, write a). Fused (calculate_gradients, one fused function): the softmax read, scaled in place and
+    // written back (an input it mutates), the gradient written: 8 + a.
+    const TensorId grad = temp(cat(pre, "logits.grad"), T_ * V_ * a);
+    const OpId bwd = vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (t_.cross_entropy_fusion ? 8 + a : 12 + a), 4 * T_ * V_);
+    g_.ops[bwd].allocs.push_back(grad);
+    g_.ops[bwd].frees.push_back(logits);
+    // The output layer's backward (LinearWithGradAccumulationAndAsyncCommunication.backward): the forward kept the
+    // input's sequence shard, so the input is gathered again for the wgrad, asynchronously beside the dgrad GEMM; the
+    // dgrad's reduce-scatter (all-reduce without sequence parallelism) runs asynchronously beside the wgrad GEMM.
+    tp_collective(cat(pre, "logits.wgrad.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::async);
+    gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    const auto gathered = take_overlapped();
+    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::async);
+    pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
+    gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    g_.ops[last()].frees.push_back(grad);
     return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
   }
 
@@ -1869,12 +1871,16 @@ class Builder {
     const auto it = mtp_saved_.find({mb_, k});
     const auto [emb, cat_in, hidden_in] = it->second;
     mtp_saved_.erase(it);
-    // The sequence-parallel scatter's backward gathers the tokens; the column-parallel layer reduce-scatters its
-    // input gradient (all-reduce without sequence parallelism) and gathers its input again for the wgrad.
+    // The sequence-parallel scatter's backward gathers the tokens. eh_proj is a TEColumnParallelLinear without a
+    // userbuffer, so its backward is TE's without userbuffers (linear.py): the input gathered again for the wgrad,
+    // asynchronously beside the dgrad GEMM, and the input gradient reduce-scattered (all-reduced without sequence
+    // parallelism) asynchronously beside the wgrad GEMM, under tp_comm_overlap too.
     tp_collective("mtp.eh_proj.out_scatter.bwd", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
+    tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::async);
     gemm_dgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
-    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::none);
-    tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::none);
+    const auto gathered = take_overlapped();
+    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::async);
+    pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
     gemm_wgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
     g_.ops[last()].frees.push_back(cat_in);
     vector("mtp.concat.bwd", 4 * Tsp_ * h_ * a, 0);
@@ -2377,9 +2383,12 @@ class Builder {
     return 0;
   }
 
-  TensorId fsdp_gather(int l) {
+  // When a layer's gather may start on the GPU: after the previous layer's compute started (one layer of
+  // prefetch), or after the work issued before it (Megatron-FSDP: see fsdp_layer_params).
+  enum class GatherAfter { previous_layer_start, issued_work };
+  TensorId fsdp_gather(int l, GatherAfter after = GatherAfter::previous_layer_start) {
     in_loop_gather_ = true;
-    const TensorId buf = fsdp_gather_params(dense_weights(l), expert_weights(l));
+    const TensorId buf = fsdp_gather_params(dense_weights(l), expert_weights(l), after);
     in_loop_gather_ = false;
     return buf;
   }
@@ -2389,9 +2398,11 @@ class Builder {
   // all_gather_params with prefetch, whose suggested size is twice an FSDP unit's parameters) issues,
   // from a layer's pre-forward (pre-backward) hook, that layer's gather if it is not already there and
   // the next unit's in the pass's order. So the next gather is on the host before the layer's own
-  // kernels and host waits (DeepEP's token counts), and on the GPU it follows the gather before it on
-  // the gather stream, with no dependency on compute. Elsewhere (XLA) fsdp_gather's rules hold.
-  int chunk_ = 0;  // the virtual stage being emitted
+  // kernels and host waits (DeepEP's token counts). On the GPU it waits for the work issued before it:
+  // the gather is an async torch.distributed call (param_and_grad_buffer.py all_gather_bucket_and_set_items),
+  // and ProcessGroupNCCL makes its stream wait on the current stream at the call (syncStream), i.e. for the
+  // previous layer's kernels, which bounds the gathered weights in flight. Elsewhere (XLA) fsdp_gather's
+  // rules hold.
   struct Prefetched {
     TensorId buf = 0;
     std::vector<OpId> gathers;
@@ -2405,7 +2416,7 @@ class Builder {
       pending_deps_.insert(pending_deps_.end(), it->second.gathers.begin(), it->second.gathers.end());
       fsdp_prefetched_.erase(it);
     } else {
-      buf = megatron_gather(l);
+      buf = fsdp_gather(l, GatherAfter::issued_work);
     }
     if (next >= first_layer(chunk_) && next < end_layer(chunk_)) {
       // The gather takes none of this layer's pending dependencies, and this layer's compute does not
@@ -2414,7 +2425,7 @@ class Builder {
       layer_deps.swap(pending_deps_);
       prefix_micro_layer(next);
       Prefetched p;
-      p.buf = megatron_gather(next);
+      p.buf = fsdp_gather(next, GatherAfter::issued_work);
       p.gathers.swap(pending_deps_);
       pending_deps_.swap(layer_deps);
       fsdp_prefetched_[{mb_, next}] = std::move(p);
@@ -2422,13 +2433,6 @@ class Builder {
     }
     return buf;
   }
-  TensorId megatron_gather(int l) {
-    fsdp_no_compute_dep_ = true;
-    const TensorId buf = fsdp_gather(l);
-    fsdp_no_compute_dep_ = false;
-    return buf;
-  }
-  bool fsdp_no_compute_dep_ = false;
   // JAX with scanned layers: a layer's gather is inside its iteration of XLA's while loop, unless the
   // collective pipeliner moved it into the previous iteration (--xla_gpu_enable_pipelined_all_gather:
   // kBackward pipelining, xla/service/collective_pipeliner.h; the first layer's is peeled before the loop).
@@ -2438,7 +2442,8 @@ class Builder {
   // compute starts.
   std::optional<OpId> fsdp_prev_start_;
   bool fsdp_mark_next_ = false;
-  TensorId fsdp_gather_params(double dense_params, double expert_params = 0) {
+  TensorId fsdp_gather_params(double dense_params, double expert_params = 0,
+                              GatherAfter after = GatherAfter::previous_layer_start) {
     // ZeRO-3: gather these weights before use, each part over its own replicas (dense over dp·cp,
     // routed experts over edp). The all-gather may start as soon as the previous layer's compute
     // starts (one layer of prefetch, as FSDP does), not earlier.
@@ -2451,7 +2456,11 @@ class Builder {
     // start of the previous iteration (which already waited for those), so it does not wait for them.
     std::vector<OpId> held;
     if (own_iteration) deps.push_back(last());
-    else if (fsdp_prev_start_ && !fsdp_no_compute_dep_) deps.push_back(*fsdp_prev_start_);
+    else if (after == GatherAfter::issued_work) {
+      if (const OpId c = last_compute(); c != 0) deps.push_back(c);
+    } else if (fsdp_prev_start_) {
+      deps.push_back(*fsdp_prev_start_);
+    }
     if (in_loop_gather_ && scanned_loop() && t_.xla_pipelined.all_gather) held.swap(pending_deps_);
     // The next compute op starts this layer: the gather after this one may begin with it.
     fsdp_mark_next_ = true;
