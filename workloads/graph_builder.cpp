@@ -2446,7 +2446,8 @@ class Builder {
                               GatherAfter after = GatherAfter::previous_layer_start) {
     // ZeRO-3: gather these weights before use, each part over its own replicas (dense over dp·cp,
     // routed experts over edp). The all-gather may start as soon as the previous layer's compute
-    // starts (one layer of prefetch, as FSDP does), not earlier.
+    // starts (one layer of prefetch), not earlier; or, `issued_work`, once the kernels issued before it
+    // are done (Megatron-FSDP, which issues it from the layer's hook: fsdp_layer_params).
     const double dense_bytes = dense_params * pr_.param_gather_bytes;  // the gathered (full) weights
     const double expert_bytes = expert_params * pr_.param_gather_bytes;
     std::vector<OpId> deps;
