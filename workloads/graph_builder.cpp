@@ -637,9 +637,10 @@ class Builder {
 
   // Collectives on the critical path (TP with sequence parallelism, MoE dispatch/combine): the
   // next compute op waits for them.
-  void inline_collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes) {
+  OpId inline_collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes) {
     const OpId id = collective(name, c, grp, bytes, {last()});
     pending_deps_.push_back(id);
+    return id;
   }
   // Transformer Engine's userbuffer overlaps under tp_comm_overlap (its initialize_ub defaults,
   // transformer_engine/pytorch/module/base.py, get_default_config): ring exchange for the all-gathers
@@ -745,6 +746,21 @@ class Builder {
     overlapped_.clear();
     overlap_countdown_ = 0;
     return ids;
+  }
+  // A column-parallel layer's backward with its two exchanges beside the GEMMs (`how`: TE's bulk userbuffers, or
+  // asynchronous NCCL calls): the input gathered again for the wgrad beside the dgrad GEMM, which the wgrad waits for,
+  // and the dgrad's reduce-scatter (all-reduce without sequence parallelism) beside the wgrad GEMM, which the next
+  // kernel waits for. `quantized`: the GEMMs at the training's low precision (false: the output layer, bf16).
+  void column_parallel_backward(std::string_view name, double m, double n, double k, double input_bytes, TpOverlap how,
+                                bool quantized = true) {
+    tp_collective(cat(name, ".wgrad.tp_all_gather"), CollectiveOp::all_gather, input_bytes, how);
+    if (quantized) gemm_dgrad(name, m, n, k);
+    else gemm_dgrad(name, m, n, k, Quant::none);
+    const auto gathered = take_overlapped();
+    tp_collective(cat(name, ".dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, input_bytes, how);
+    pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
+    if (quantized) gemm_wgrad(name, m, n, k);
+    else gemm_wgrad(name, m, n, k, Quant::none);
   }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
@@ -1092,12 +1108,7 @@ class Builder {
                        [=, this] {
                          if (qk_norm) vector("qk_norm.bwd", 3 * qk_elems * a, 8 * qk_elems);
                          if (bulk_gather_beside_dgrad()) {
-                           tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, bwd_tp_overlap());
-                           gemm_dgrad("qkv", T_, qd + kd + vd, h_);
-                           const auto gathered = take_overlapped();
-                           tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, bwd_tp_overlap());
-                           pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
-                           gemm_wgrad("qkv", T_, qd + kd + vd, h_);
+                           column_parallel_backward("qkv", T_, qd + kd + vd, h_, T_ * h_ * a, bwd_tp_overlap());
                            return;
                          }
                          gemm_dgrad("qkv", T_, qd + kd + vd, h_);
@@ -1681,15 +1692,13 @@ class Builder {
     g_.ops[lookup].allocs.push_back(full);
     vector(cat(name, ".mask"), 2 * T_ * h_ * a + T_, T_ * h_);
     if (!sp) {
-      pending_deps_.push_back(
-          collective(cat(name, ".tp_all_reduce"), CollectiveOp::all_reduce, CommGroup::tp, T_ * h_ * a, {last()}));
+      inline_collective(cat(name, ".tp_all_reduce"), CollectiveOp::all_reduce, CommGroup::tp, T_ * h_ * a);
       return full;
     }
     const TensorId shard = temp(cat(name, ".scattered"), Tsp_ * h_ * a);
-    const OpId rs = collective(cat(name, ".tp_reduce_scatter"), CollectiveOp::reduce_scatter, CommGroup::tp, T_ * h_ * a, {last()});
+    const OpId rs = inline_collective(cat(name, ".tp_reduce_scatter"), CollectiveOp::reduce_scatter, CommGroup::tp, T_ * h_ * a);
     g_.ops[rs].allocs.push_back(shard);
     g_.ops[rs].frees.push_back(full);
-    pending_deps_.push_back(rs);
     const TensorId x = temp(out_name, Tsp_ * h_ * a);
     const OpId clone = vector(cat(name, ".clone"), 2 * Tsp_ * h_ * a, 0);
     g_.ops[clone].allocs.push_back(x);
@@ -1698,8 +1707,8 @@ class Builder {
   }
   // Its backward: under sequence parallelism the reduce-scatter's backward, an all-gather of the output gradient to all
   // T tokens (the clone's is none; without sequence parallelism the all-reduce's backward is the identity); the
-  // masked_fill's backward (the gradient of the masked rows zeroed); the lookup's backward, a scatter-add of the T
-  // rows into the fp32 main gradient of this rank's slice.
+  // masked_fill's backward (the gradient of the masked rows zeroed); the lookup's weight gradient
+  // (embedding_weight_grad). XLA's: a scatter-add of the rows into the gradient, unchanged.
   void embedding_backward(std::string_view name) {
     const double a = pr_.activation_bytes;
     if (jax_) {
@@ -1822,12 +1831,7 @@ class Builder {
     // The output layer's backward (LinearWithGradAccumulationAndAsyncCommunication.backward): the forward kept the
     // input's sequence shard, so the input is gathered again for the wgrad, asynchronously beside the dgrad GEMM; the
     // dgrad's reduce-scatter (all-reduce without sequence parallelism) runs asynchronously beside the wgrad GEMM.
-    tp_collective(cat(pre, "logits.wgrad.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::async);
-    gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
-    const auto gathered = take_overlapped();
-    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::async);
-    pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
-    gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
+    column_parallel_backward(cat(pre, "logits"), T_, V_, h_, T_ * h_ * a, TpOverlap::async, /*quantized=*/false);
     g_.ops[last()].frees.push_back(grad);
     return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
   }
@@ -1862,7 +1866,7 @@ class Builder {
   }
   // Its backward, after the MTP layer's: the gradient scattered back to the tp-split output, eh_proj's dgrad
   // (reduce-scattered over tp) and wgrad, the concatenation's split, both norms' backward and the embedding's
-  // (a scatter-add into the shared table's gradient). Frees what the forward kept, and the previous depth's
+  // (the shared table's dense gradient, embedding_weight_grad). Frees what the forward kept, and the previous depth's
   // hidden states, whose last reader hnorm's backward is.
   void mtp_input_backward(int l) {
     const double a = pr_.activation_bytes;
@@ -1876,12 +1880,7 @@ class Builder {
     // asynchronously beside the dgrad GEMM, and the input gradient reduce-scattered (all-reduced without sequence
     // parallelism) asynchronously beside the wgrad GEMM, under tp_comm_overlap too.
     tp_collective("mtp.eh_proj.out_scatter.bwd", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
-    tp_collective("mtp.eh_proj.wgrad.tp_all_gather", CollectiveOp::all_gather, 2 * T_ * h_ * a, TpOverlap::async);
-    gemm_dgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
-    const auto gathered = take_overlapped();
-    tp_collective("mtp.eh_proj.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, 2 * T_ * h_ * a, TpOverlap::async);
-    pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
-    gemm_wgrad("mtp.eh_proj", T_, h_ / tp_, 2 * h_);
+    column_parallel_backward("mtp.eh_proj", T_, h_ / tp_, 2 * h_, 2 * T_ * h_ * a, TpOverlap::async);
     g_.ops[last()].frees.push_back(cat_in);
     vector("mtp.concat.bwd", 4 * Tsp_ * h_ * a, 0);
     vector("mtp.hnorm.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
@@ -3094,7 +3093,7 @@ class Builder {
     if (n > 0) {
       const double bytes = n * pr_.grad_bytes;
       vector("finalize.tp_grads.flatten", 2 * bytes, 0);
-      pending_deps_.push_back(collective("finalize.tp_grads.tp_all_reduce", CollectiveOp::all_reduce, CommGroup::tp, bytes, {last()}));
+      inline_collective("finalize.tp_grads.tp_all_reduce", CollectiveOp::all_reduce, CommGroup::tp, bytes);
       tail = vector("finalize.tp_grads.copy_back", 2 * bytes, 0);
     }
     if (keeps_embedding_copy() && (holds_embedding() || holds_head())) {

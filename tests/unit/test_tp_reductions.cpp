@@ -65,7 +65,7 @@ bool waits_for(const Op& o, OpId d) {
 // bytes), zeroes the rows of tokens outside it, and the partial rows are reduce-scattered to the rank's sequence shard
 // (per rank (tp-1)/tp T h a), or without sequence parallelism all-reduced (2 (tp-1)/tp T h a); once per micro-batch,
 // on the critical path. Backward: the reduce-scatter's all-gather of the output gradient (nothing without sequence
-// parallelism), then the scatter-add of all T rows.
+// parallelism), then the weight gradient over all T rows (EmbeddingWeightGradientIsDenseAndAddedIntoTheMainGradient).
 TEST(TpReductions, VocabParallelEmbeddingReducesTheFullSequence) {
   for (int tp : {2, 4, 8})
     for (bool sp : {true, false}) {
