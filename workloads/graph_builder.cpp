@@ -224,25 +224,42 @@ class Builder {
       mtp_saved_.clear();
       add_resident_state();
       if (overlapped_param_gather()) gather_params_ahead();
-      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r)) {
+      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap())) {
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
-        // EP overlap: a paired chunk's exchanges do not hold up compute; they are joined at the end of
-        // the pair (the forward carries them into the backward that follows it).
+        // EP overlap. Megatron mode: the pair's two chunks are emitted one after the other with their own
+        // dependencies, then issued in Megatron-Core's combined 1F1B order (close_pair). JAX mode: a paired
+        // chunk's exchanges do not hold up compute; they are joined at the end of the pair (the forward
+        // carries them into the backward that follows it).
         ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && e.paired;
+        ep_interleave_ = ep_overlap_ && megatron_ep_overlap();
+        if (ep_interleave_ && !pair_open_) {
+          pair_first_op_ = static_cast<OpId>(g_.ops.size());
+          pair_halves_.clear();
+          pair_ctx_.clear();
+        }
+        const auto half_first = static_cast<OpId>(g_.ops.size());
         if (e.forward)
           forward_chunk(v);
         else
           backward_chunk(v);
+        if (ep_interleave_) pair_halves_.push_back({e.forward, e.micro, v, half_first, static_cast<OpId>(g_.ops.size())});
         // The first chunk of a pair carries its exchanges into the second; after the second (or an
         // unpaired chunk) the next op waits for them all.
         pair_open_ = ep_overlap_ && !pair_open_;
         if (!pair_open_) {
           pending_deps_.insert(pending_deps_.end(), unjoined_ep_.begin(), unjoined_ep_.end());
           unjoined_ep_.clear();
+          if (ep_interleave_) close_pair();
+          ep_interleave_ = false;
         }
       }
       optimizer_step();
+    }
+    if (!issue_orders_.empty()) {  // the pairs' ops in their issue order, the others as emitted
+      g_.issue_order.resize(g_.ops.size());
+      std::iota(g_.issue_order.begin(), g_.issue_order.end(), OpId{0});
+      for (const auto& [first, order] : issue_orders_) std::copy(order.begin(), order.end(), g_.issue_order.begin() + first);
     }
     if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
     if (jax_) assign_xla_host_work();
@@ -294,7 +311,8 @@ class Builder {
       if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
         g_.notes.push_back(
             "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
-            "recompute): the exchanges are overlapped as a DualPipe-like schedule would");
+            "recompute): the exchanges are overlapped as a DualPipe-like schedule would, loosely (a paired "
+            "chunk's exchanges do not hold up its own compute; Megatron-Core's layer-by-layer order is not used)");
     }
     return std::move(g_);
   }
@@ -390,7 +408,170 @@ class Builder {
   std::map<ChunkKey, OpId> sends_;
   bool ep_overlap_ = false;             // this chunk's EP exchanges run beside the paired chunk's compute
   bool pair_open_ = false;              // the first chunk of an overlapped pair has run
-  std::vector<OpId> unjoined_ep_;       // exchanges of the open pair, joined after its second chunk
+  std::vector<OpId> unjoined_ep_;       // JAX mode: exchanges of the open pair, joined after its second chunk
+  // EP overlap where Megatron-Core runs it (Megatron mode, an interleaved pipeline or none, no full recompute):
+  // the combined 1F1B order below. Elsewhere (JAX mode, and the layouts Megatron-Core refuses, which racksim
+  // overlaps as a DualPipe-like schedule would) the paired chunk's exchanges do not gate the compute after them.
+  bool megatron_ep_overlap() const {
+    return t_.moe.a2a_overlap && m_.moe && ep_ > 1 && !jax_ && (pp_ == 1 || vp_ > 1) &&
+           t_.recompute.mode != RecomputeMode::full;
+  }
+  bool loose_ep_overlap() const { return ep_overlap_ && !megatron_ep_overlap(); }
+
+  // ---- EP overlap as Megatron-Core's combined 1F1B schedule issues it (Megatron mode) ------------------
+  // Megatron-LM@d98e8a64 megatron/core/models/common/model_chunk_schedule_plan.py: TransformerModelChunkSchedulePlan
+  // .run pairs layer i of the forward chunk with layer n-1-i of the backward chunk (the rest of the longer chunk
+  // follows alone), and TransformerLayerSchedulePlan.run issues each pair of layers as
+  //   comm stream:    combine_bwd  | dispatch_fwd -> dispatch_bwd     | combine_fwd
+  //   compute stream: pre_dispatch | mlp_bwd -> mlp_bwd_dw -> mlp_fwd  | pre_dispatch_bwd
+  // on the host in the order combine_bwd, pre_dispatch_fwd, mlp_bwd, dispatch_fwd, mlp_bwd_dw, dispatch_bwd,
+  // mlp_fwd, combine_fwd, pre_dispatch_bwd (the attention's wgrad included). The nodes
+  // (megatron/core/models/gpt/fine_grained_callables.py): pre_dispatch = attention, pre-MLP norm, shared
+  // experts, router, dispatch preprocess (permutation); dispatch = the exchange; mlp = dispatch postprocess,
+  // experts, combine preprocess (a dense layer's MLP); combine = the exchange, unpermutation, residual add.
+  // The builder emits the two chunks whole, each with its own dependencies, and close_pair orders the pair's
+  // ops by (layer slot, node) into OpGraph::issue_order, which the replay takes as program order. Kept on the
+  // compute stream (Megatron runs them on the communication stream): the combine's unpermutation and residual
+  // add (last in the slot, after pre_dispatch_bwd) and the combine backward's (first in the slot).
+  enum class EpNode : uint8_t {
+    b_combine, f_pre, b_mlp, f_dispatch, b_mlp_dw, b_dispatch, f_mlp, f_combine, b_pre, f_combine_compute, none
+  };
+  // What an op of the open pair was emitted as: its layer (-1: outside the layer loop) and step.
+  enum class EpStep : uint8_t { none, attention, dense_mlp, moe_pre, dispatch, experts, combine };
+  struct EpCtx {
+    int layer = -1;
+    EpStep step = EpStep::none;
+  };
+  struct PairHalf {
+    bool forward;
+    int micro, vstage;
+    OpId first, end;
+  };
+  bool ep_interleave_ = false;  // the open pair is issued in the combined 1F1B order
+  OpId pair_first_op_ = 0;
+  std::vector<PairHalf> pair_halves_;
+  std::vector<EpCtx> pair_ctx_;  // per op of the open pair, from emit_last
+  EpCtx ep_ctx_;                 // the layer and step being emitted now
+  std::vector<std::pair<OpId, std::vector<OpId>>> issue_orders_;  // (a pair's first op, its ops in issue order)
+  static EpStep ep_step_of(std::string_view step, bool moe_layer) {
+    if (step == "norm1" || step == "qkv" || step == "attn_scores" || step == "attn" || step == "attn_out") return EpStep::attention;
+    if (!moe_layer) return EpStep::dense_mlp;
+    if (step == "dispatch") return EpStep::dispatch;
+    if (step == "expert_out") return EpStep::experts;
+    if (step == "mlp_out") return EpStep::combine;
+    return EpStep::moe_pre;  // norm2, router
+  }
+  EpNode ep_node(const Op& op, EpStep step, bool forward) const {
+    if (op.phase == Phase::recompute) return EpNode::b_combine;  // first in its slot, in emission order
+    const std::string_view name = g_.names.str(op.name.base);
+    const bool exchange = op.kind == OpKind::collective && op.stream == StreamKind::comm_ep;
+    const bool sort = name.starts_with("dispatch.sort_chunks") || name.starts_with("combine.sort_chunks");
+    switch (step) {
+      case EpStep::none: return EpNode::none;
+      case EpStep::attention:
+      case EpStep::moe_pre: return forward ? EpNode::f_pre : EpNode::b_pre;
+      // A dense layer's MLP; its wgrads stay with its dgrads (a tp collective may wait for them).
+      case EpStep::dense_mlp: return forward ? EpNode::f_mlp : EpNode::b_mlp;
+      case EpStep::dispatch:
+        if (sort) return forward ? EpNode::f_mlp : EpNode::b_mlp;
+        // The alltoall dispatcher's token counts are its preprocess (pre_dispatch).
+        if (exchange && name != "dispatch.counts_all_gather") return forward ? EpNode::f_dispatch : EpNode::b_dispatch;
+        return forward ? EpNode::f_pre : EpNode::b_pre;
+      case EpStep::experts:
+        return forward ? EpNode::f_mlp : name.find(".wgrad") != std::string_view::npos ? EpNode::b_mlp_dw : EpNode::b_mlp;
+      case EpStep::combine:
+        if (sort) return forward ? EpNode::f_mlp : EpNode::b_mlp;
+        if (name.starts_with("shared.")) return forward ? EpNode::f_pre : EpNode::b_pre;  // in pre_dispatch
+        if (!forward) return EpNode::b_combine;
+        return exchange ? EpNode::f_combine : EpNode::f_combine_compute;
+    }
+    return EpNode::none;
+  }
+  // Orders the closed pair's ops (see EpNode) and records the order. Dependencies between the two chunks'
+  // ops (micro-batches that share no data) are dropped: they come from emitting one chunk after the other.
+  // A host wait of one chunk for the other's op (the loss's NaN check) moves after the pair, where Megatron
+  // reads it (after the combined step returns). The expert dispatch's backward waits for the experts' dgrad,
+  // not their wgrad (mlp_bwd_dw is issued after it).
+  void close_pair() {
+    const OpId S = pair_first_op_;
+    const auto E = static_cast<OpId>(g_.ops.size());
+    if (pair_halves_.size() != 2 || E == S) return;
+    pair_ctx_.resize(E - S);
+    const PairHalf* fh = pair_halves_[0].forward ? &pair_halves_[0] : &pair_halves_[1];
+    const PairHalf* bh = pair_halves_[0].forward ? &pair_halves_[1] : &pair_halves_[0];
+    if (!fh->forward || bh->forward || fh->micro == bh->micro)
+      throw std::logic_error("close_pair: a pair is the forward and the backward of two micro-batches");
+    const int nf = end_layer(fh->vstage) - first_layer(fh->vstage);
+    const int nb = end_layer(bh->vstage) - first_layer(bh->vstage);
+    const int overlapped = std::min(nf, nb);
+    const int epilogue = 2 + nf + nb;
+    struct Key {
+      int slot = 0, node = 0;
+    };
+    std::vector<Key> key(E - S);
+    std::vector<EpNode> node(E - S, EpNode::none);
+    const auto in_pair = [&](OpId d) { return d >= S && d < E; };
+    const auto half_of = [&](OpId id) { return id >= fh->first && id < fh->end ? 0 : 1; };
+    OpId moved_wait = kNoOp;
+    for (const PairHalf* h : {fh, bh}) {
+      const bool fwd = h->forward;
+      OpId last_tagged = kNoOp;
+      for (OpId i = h->first; i < h->end; ++i) {
+        const EpCtx& c = pair_ctx_[i - S];
+        if (c.layer >= 0 && c.step != EpStep::none) {
+          node[i - S] = ep_node(g_.ops[i], c.step, fwd);
+          last_tagged = i;
+        }
+      }
+      Key cur{0, fwd ? 0 : 1};  // the chunk's preprocess: the forward's, then the backward's
+      OpId last_mlp = kNoOp;    // the backward's latest mlp_bwd op
+      for (OpId i = h->first; i < h->end; ++i) {
+        Op& op = g_.ops[i];
+        const EpCtx& c = pair_ctx_[i - S];
+        const EpNode n = node[i - S];
+        if (n != EpNode::none) {
+          const int ordinal = fwd ? c.layer - first_layer(h->vstage) : end_layer(h->vstage) - 1 - c.layer;
+          const int slot = fwd ? (ordinal < overlapped ? 1 + ordinal : 1 + nb + (ordinal - overlapped)) : 1 + ordinal;
+          cur = Key{slot, static_cast<int>(n)};
+        } else if (last_tagged != kNoOp && i > last_tagged) {
+          cur = Key{epilogue, fwd ? 0 : 1};  // the chunk's postprocess
+        }  // (else: before the layers, the preprocess; between, with the op emitted before it)
+        key[i - S] = cur;
+        SmallVec<OpId, 3> deps;
+        for (OpId d : op.deps) {
+          if (in_pair(d) && half_of(d) != half_of(i)) continue;
+          if (n == EpNode::b_dispatch && in_pair(d) && node[d - S] == EpNode::b_mlp_dw && last_mlp != kNoOp) d = last_mlp;
+          if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+        }
+        op.deps = std::move(deps);
+        if (n == EpNode::b_mlp) last_mlp = i;
+        if (op.host_waits_for != kNoOp && in_pair(op.host_waits_for) && half_of(op.host_waits_for) != half_of(i)) {
+          moved_wait = moved_wait == kNoOp ? op.host_waits_for : std::max(moved_wait, op.host_waits_for);
+          op.host_waits_for = kNoOp;
+        }
+      }
+    }
+    if (moved_wait != kNoOp && pending_host_wait_ == kNoOp) pending_host_wait_ = moved_wait;
+    std::vector<OpId> order(E - S);
+    std::iota(order.begin(), order.end(), S);
+    std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) {
+      const Key& x = key[a - S];
+      const Key& y = key[b - S];
+      return x.slot != y.slot ? x.slot < y.slot : x.node < y.node;
+    });
+    // Every dependency inside the pair comes earlier in the order (else the replay would stall).
+    std::vector<OpId> pos(E - S);
+    for (OpId p = 0; p < E - S; ++p) pos[order[p] - S] = p;
+    for (OpId i = S; i < E; ++i) {
+      for (OpId d : g_.ops[i].deps)
+        if (in_pair(d) && pos[d - S] >= pos[i - S])
+          throw std::logic_error(fmt::format("EP overlap: op {} would be issued before {}, which it waits for", g_.op_name(i), g_.op_name(d)));
+      const OpId w = g_.ops[i].host_waits_for;
+      if (w != kNoOp && in_pair(w) && pos[w - S] >= pos[i - S])
+        throw std::logic_error(fmt::format("EP overlap: op {} would be issued before {}, which its host waits for", g_.op_name(i), g_.op_name(w)));
+    }
+    issue_orders_.emplace_back(S, std::move(order));
+  }
 
   // ---- layout (workloads/pipeline_schedule.h) ----------------------------------------------------
   int first_layer(int v) const { return vstage_first_layer_[v]; }
@@ -499,6 +680,10 @@ class Builder {
     if (pending_cross_) {
       cross_deps_.emplace_back(id, *pending_cross_);
       pending_cross_.reset();
+    }
+    if (ep_interleave_) {
+      pair_ctx_.resize(id - pair_first_op_ + 1);
+      pair_ctx_.back() = ep_ctx_;
     }
     return id;
   }
@@ -1392,7 +1577,7 @@ class Builder {
   OpId ep_stream_collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes) {
     const OpId id = collective(name, c, grp, bytes, {last()});
     g_.ops[id].stream = StreamKind::comm_ep;
-    if (ep_overlap_) unjoined_ep_.push_back(id);
+    if (loose_ep_overlap()) unjoined_ep_.push_back(id);
     else pending_deps_.push_back(id);
     return id;
   }
@@ -1467,9 +1652,9 @@ class Builder {
                        // all-to-all (or, with no EP/TP exchange, before the experts); DeepEP and HybridEP
                        // wait for the dispatch itself (tokens_per_expert.sum() / .item()) before the
                        // experts. XLA's static shapes need no such wait. Under EP overlap Megatron-Core's
-                       // combined 1F1B schedule issues the paired micro-batch's work before it waits, so the
-                       // wait hides behind that work: not modelled there.
-                       const bool waits = !jax_ && !ep_overlap_;
+                       // combined 1F1B schedule has issued the paired micro-batch's work before it waits
+                       // (close_pair's order); the looser DualPipe-like overlap places no wait.
+                       const bool waits = !jax_ && !loose_ep_overlap();
                        if (waits && !t_.moe.hierarchical()) pending_host_wait_ = counts;
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
@@ -2050,6 +2235,7 @@ class Builder {
   static constexpr int kTemplateMinMicroSteps = 8;
   bool templates_apply(int l, bool forward) {
     if (!options_.layer_templates || micro_steps_ < kTemplateMinMicroSteps || jax_ || partial_graphs_ || fsdp_per_use() || m_.is_moe_layer(l) ||
+        ep_interleave_ ||
         !layer_plan(l).offloaded.empty() || g_.ops.empty())
       return false;
     if (pending_host_wait_ != kNoOp || pending_cross_ || quantizing_ || fsdp_mark_next_ || attn_dp_ || scores_recomputed_ ||
@@ -2330,7 +2516,9 @@ class Builder {
     const bool moe_layer = m_.is_moe_layer(l);
     for (const auto& step : layer_steps(l)) {
       mark_module(module_of_step(step.name, moe_layer));
+      ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
       step.forward();
+      ep_ctx_ = EpCtx{};
       const OpId producer = last();
       g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
       const TensorId t = temp(step.name, step.out_bytes);
@@ -2637,7 +2825,9 @@ class Builder {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
       mark_module(module_of_step(step.name, moe_layer));
+      ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
       step.forward();
+      ep_ctx_ = EpCtx{};
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
       if (replay) replayed_attention = t;
@@ -2671,7 +2861,9 @@ class Builder {
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       mark_module(module_of_step(it->name, moe_layer));
+      ep_ctx_ = EpCtx{l, ep_step_of(it->name, moe_layer)};
       it->backward();
+      ep_ctx_ = EpCtx{};
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
         g_.ops[last_compute()].frees.push_back(*f);

@@ -218,6 +218,10 @@ struct OpGraph {
   std::vector<Tensor> tensors;
   std::vector<TensorId> resident;     // allocated for the whole step (weights, optimizer state, ...)
   int ranks = 1;                      // simulated ranks: one per pipeline stage (each a distinct role)
+  // Program order (each rank's host issue order, and each stream's order) when it is not the ops' index
+  // order: a permutation of the op ids, each rank's ops still contiguous. Empty: index order. (Megatron-Core's
+  // combined 1F1B schedule interleaves two chunks that the builder emits one after the other.)
+  std::vector<OpId> issue_order;
   bool xla_program = false;           // an imported XLA program: eager launches go through XLA's thunks
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
   NameTable names;                    // bases of the ops' and tensors' names

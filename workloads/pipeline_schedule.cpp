@@ -4,13 +4,13 @@
 
 namespace racksim::workloads {
 
-int warmup_forwards(int pp, int vp, int micro_steps, int rank) {
+int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap) {
   if (pp <= 1) return 0;
-  const int w = vp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vp - 1) * pp;
+  const int w = (vp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vp - 1) * pp) + (ep_overlap ? 1 : 0);
   return std::min(w, micro_steps * vp);
 }
 
-std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank) {
+std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank, bool ep_overlap) {
   std::vector<ScheduleEntry> out;
   const int m = micro_steps;
   if (pp == 1) {
@@ -28,7 +28,7 @@ std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, in
     return fwd ? c : vp - 1 - c;
   };
   auto micro = [&](int k) { return vp == 1 ? k : (k / (pp * vp)) * pp + k % pp; };
-  const int warmup = warmup_forwards(pp, vp, m, rank);
+  const int warmup = warmup_forwards(pp, vp, m, rank, ep_overlap);
   out.reserve(static_cast<std::size_t>(2 * total));
   for (int k = 0; k < warmup; ++k) out.push_back({true, micro(k), chunk(k, true), false});
   for (int i = 0; i < total - warmup; ++i) {

@@ -122,11 +122,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // (a graph of 100,000 ops does not stay in the caches between two passes).
     std::vector<std::pair<OpId, OpId>> edges;
     edges.reserve(2 * n);
-    for (std::size_t i = 0; i < n; ++i) {
+    const bool reordered = !g_.issue_order.empty();
+    if (reordered && g_.issue_order.size() != n) throw std::logic_error("replay: issue_order is not a permutation of the ops");
+    for (std::size_t at = 0; at < n; ++at) {
       // This pass reads each op's first 64 bytes only (rank, stream, kind, phase, deps): one or two cache
       // lines (an op is 3.5 lines long, so every other op starts mid-line).
-      if (i + kAheadFirstLine < n) {
-        const char* p = reinterpret_cast<const char*>(&g_.ops[i + kAheadFirstLine]);
+      const std::size_t i = reordered ? g_.issue_order[at] : at;
+      if (at + kAheadFirstLine < n) {
+        const char* p = reinterpret_cast<const char*>(&g_.ops[reordered ? g_.issue_order[at + kAheadFirstLine] : at + kAheadFirstLine]);
         __builtin_prefetch(p);
         __builtin_prefetch(p + 63);
       }
@@ -261,6 +264,9 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     for (std::size_t off = 0; off < sizeof(Op); off += 64) __builtin_prefetch(p + off);
   }
 
+  // The op at position `at` of program order (OpGraph::issue_order, or index order).
+  std::size_t program_op(std::size_t at) const { return g_.issue_order.empty() ? at : g_.issue_order[at]; }
+
   std::span<const OpId> successors(OpId id) const {
     return {succ_.data() + succ_start_[id], succ_.data() + succ_start_[id + 1]};
   }
@@ -374,7 +380,10 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       for (uint32_t c : ops_on_stream_[r]) on_rank += c;
       rank_ops_[r].reserve(on_rank);
     }
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
+    if (g_.issue_order.empty())
+      for (std::size_t i = 0; i < g_.ops.size(); ++i) rank_ops_[meta_[i].rank].push_back(static_cast<OpId>(i));
+    else
+      for (OpId i : g_.issue_order) rank_ops_[meta_[i].rank].push_back(i);
     planned_.assign(g_.ops.size(), Planned{});
     for (std::size_t r = 0; r < ranks; ++r) issue_launches(static_cast<int>(r), /*before_run=*/true);
     // Ops that wait for their launch alone from the start ((time, 0, op) keys are distinct: one order).
@@ -862,7 +871,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     res_.breakdown_rank = critical;
     for (int k = 0; k < kStreamCount; ++k) lists[k].reserve(2 * ops_on_stream_[critical][k]);
     lists[kStreamCount].reserve(2 * ops_on_stream_[critical][static_cast<int>(StreamKind::compute)]);  // launch gaps
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+    for (std::size_t at = 0; at < g_.ops.size(); ++at) {
+      const std::size_t i = program_op(at);
       const OpMeta& op = meta_[i];
       const auto& r = res_.ops[i];
       if (op.rank != critical) continue;
@@ -926,8 +936,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     std::vector<OpId> ops(first.back());
     {
       std::vector<uint32_t> fill(first.begin(), first.end() - 1);
-      for (std::size_t i = 0; i < g_.ops.size(); ++i)
-        if (runs(i)) ops[fill[list_of(i)]++] = static_cast<OpId>(i);
+      for (std::size_t at = 0; at < g_.ops.size(); ++at)
+        if (const std::size_t i = program_op(at); runs(i)) ops[fill[list_of(i)]++] = static_cast<OpId>(i);
     }
     res_.rank_busy_s.assign(ranks, 0.0);
     for (std::size_t r = 0; r < ranks; ++r) {
