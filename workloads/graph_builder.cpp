@@ -559,9 +559,9 @@ class Builder {
       const Key& y = key[b - S];
       return x.slot != y.slot ? x.slot < y.slot : x.node < y.node;
     });
-    // Every dependency inside the pair comes earlier in the order (else the replay would stall).
     std::vector<OpId> pos(E - S);
     for (OpId p = 0; p < E - S; ++p) pos[order[p] - S] = p;
+    // Every dependency inside the pair comes earlier in the order (else the replay would stall).
     for (OpId i = S; i < E; ++i) {
       for (OpId d : g_.ops[i].deps)
         if (in_pair(d) && pos[d - S] >= pos[i - S])
@@ -1656,6 +1656,14 @@ class Builder {
                        // (close_pair's order); the looser DualPipe-like overlap places no wait.
                        const bool waits = !jax_ && !loose_ep_overlap();
                        if (waits && !t_.moe.hierarchical()) pending_host_wait_ = counts;
+                       // DeepEP's and HybridEP's dispatch first exchange every rank's token counts per expert
+                       // (DeepEP's notify_dispatch, HybridEP's preprocessing) and the host waits for them, inside
+                       // the dispatch call, to size the receive buffers before it launches the exchange (deepseek-ai/
+                       // DeepEP Buffer.dispatch without cached layout; Megatron-LM@d98e8a64 token_dispatcher.py
+                       // _HybridEPManager: "HybridEP sizes buffers dynamically (CPU sync in dispatch)"). int32 counts.
+                       if (waits && t_.moe.hierarchical() && ep_ > 1)
+                         pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
+                                                                   ep_ * E * 4.0);
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.

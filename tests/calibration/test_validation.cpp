@@ -441,11 +441,11 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   };
   // Rung 2 router fusion: 0.24 ms of host time per MoE forward hides behind GPU work. Rung 3 DeepEP: its
   // exchanges at the doc's EP32 rates (257.6 GB/s) are slower than NCCL's all-to-all, and the host time it saves
-  // is not on racksim's critical path. Rung 4: the MLA chain's recompute, GPU time only. Rung 5: partial CUDA
+  // is not on racksim's critical path, and its host waits for the notify's counts inside the dispatch call. Rung 4: the MLA chain's recompute, GPU time only. Rung 5: partial CUDA
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
   const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
-                                   {3, {0.841, true, {"moe"}}},
+                                   {3, {0.834, true, {"moe"}}},
                                    {4, {1.020, true, {"recompute"}}},
                                    {5, {0.994, true, {"cuda_graphs", "cuda_graph_scope"}}},
                                    {10, {1.331, false, {"moe"}}}};
@@ -485,7 +485,7 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.135x (the end is the at-scale final row).
-  EXPECT_NEAR(prev_tps / first_tps, 1.135, 0.005);
+  // The whole ladder: 1.962x measured, racksim 1.119x (the end is the at-scale final row).
+  EXPECT_NEAR(prev_tps / first_tps, 1.119, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

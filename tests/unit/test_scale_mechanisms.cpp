@@ -1044,3 +1044,24 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, op
   EXPECT_LT(overlapped.replay.breakdown.exposed_communication_s, plain.replay.breakdown.exposed_communication_s - 0.05);
   EXPECT_LT(overlapped.replay.step_time_s, plain.replay.step_time_s - 0.05);
 }
+
+// DeepEP's and HybridEP's dispatch exchange the ranks' token counts first (DeepEP's notify_dispatch, HybridEP's
+// preprocessing) and the host waits for them inside the dispatch call, before it launches the exchange; it waits
+// again for the exchange before the experts (the permutation's tokens_per_expert.sum().item()). Megatron mode only.
+TEST(ScaleMechanisms, HierarchicalDispatchWaitsOnTheHostForItsNotify) {
+  for (const char* dispatcher : {"deepep", "hybridep"}) {
+    const auto sc = load(std::string(R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, parallelism: {tp: 1, pp: 1, ep: 8, dp: 64},
+           moe: {dispatcher: )") + dispatcher + "}}\n");
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::map<std::string, OpId> by_name;
+    for (OpId i = 0; i < g.ops.size(); ++i) by_name[g.op_name(i)] = i;
+    ASSERT_TRUE(by_name.count("mb0.L3.dispatch.notify")) << dispatcher;
+    const OpId notify = by_name.at("mb0.L3.dispatch.notify"), exchange = by_name.at("mb0.L3.dispatch.all_to_all");
+    EXPECT_EQ(g.ops[notify].stream, StreamKind::comm_ep);
+    EXPECT_DOUBLE_EQ(g.ops[notify].coll_bytes, 8 * 8 * 4.0);  // ep ranks x experts x int32
+    EXPECT_EQ(g.ops[exchange].host_waits_for, notify) << dispatcher;
+    EXPECT_EQ(g.ops[by_name.at("mb0.L3.experts.gate_up")].host_waits_for, exchange) << dispatcher;
+  }
+}
