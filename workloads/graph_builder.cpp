@@ -438,6 +438,9 @@ class Builder {
   };
   // What an op of the open pair was emitted as: its layer (-1: outside the layer loop) and step.
   enum class EpStep : uint8_t { none, attention, dense_mlp, moe_pre, dispatch, experts, combine };
+  // layer: the decoder layer; kEpPre / kEpPost: the chunk's pre- or post-processing (before or after its layers);
+  // -1: outside both (the op goes with the op emitted before it).
+  static constexpr int kEpPre = -2, kEpPost = -3;
   struct EpCtx {
     int layer = -1;
     EpStep step = EpStep::none;
@@ -513,18 +516,18 @@ class Builder {
     const auto in_pair = [&](OpId d) { return d >= S && d < E; };
     const auto half_of = [&](OpId id) { return id >= fh->first && id < fh->end ? 0 : 1; };
     OpId moved_wait = kNoOp;
+    // The chunks' pre- and post-processing (TransformerModelChunkSchedulePlan.run): before the layers the forward's
+    // receive and embedding, then the backward's receive and loss backward; after them the forward's send, the
+    // backward's send, the forward's post-process (output layer and loss) and the backward's embedding backward.
+    const bool f_has_loss = fh->vstage == vstages_ - 1, b_has_embedding = bh->vstage == 0;
     for (const PairHalf* h : {fh, bh}) {
       const bool fwd = h->forward;
-      OpId last_tagged = kNoOp;
       for (OpId i = h->first; i < h->end; ++i) {
         const EpCtx& c = pair_ctx_[i - S];
-        if (c.layer >= 0 && c.step != EpStep::none) {
-          node[i - S] = ep_node(g_.ops[i], c.step, fwd);
-          last_tagged = i;
-        }
+        if (c.layer >= 0 && c.step != EpStep::none) node[i - S] = ep_node(g_.ops[i], c.step, fwd);
       }
-      Key cur{0, fwd ? 0 : 1};  // the chunk's preprocess: the forward's, then the backward's
-      OpId last_mlp = kNoOp;    // the backward's latest mlp_bwd op
+      Key cur{0, fwd ? 0 : 1};
+      OpId last_mlp = kNoOp;  // the backward's latest mlp_bwd op
       for (OpId i = h->first; i < h->end; ++i) {
         Op& op = g_.ops[i];
         const EpCtx& c = pair_ctx_[i - S];
@@ -533,9 +536,11 @@ class Builder {
           const int ordinal = fwd ? c.layer - first_layer(h->vstage) : end_layer(h->vstage) - 1 - c.layer;
           const int slot = fwd ? (ordinal < overlapped ? 1 + ordinal : 1 + nb + (ordinal - overlapped)) : 1 + ordinal;
           cur = Key{slot, static_cast<int>(n)};
-        } else if (last_tagged != kNoOp && i > last_tagged) {
-          cur = Key{epilogue, fwd ? 0 : 1};  // the chunk's postprocess
-        }  // (else: before the layers, the preprocess; between, with the op emitted before it)
+        } else if (c.layer == kEpPre) {
+          cur = Key{0, fwd ? 0 : 1};
+        } else if (c.layer == kEpPost) {
+          cur = Key{epilogue, fwd ? (f_has_loss ? 2 : 0) : (b_has_embedding ? 3 : 1)};
+        }  // (else: with the op emitted before it)
         key[i - S] = cur;
         SmallVec<OpId, 3> deps;
         for (OpId d : op.deps) {
@@ -551,6 +556,41 @@ class Builder {
         }
       }
     }
+    // --delay-wgrad-compute (which Megatron-Core's EP overlap is run with: the ModelZoo's A2A_OVERLAP sets both):
+    // the backward chunk's last layer (its first decoder layer) issues its pre_dispatch wgrads after the chunk's
+    // sends, which wait for the data gradient only; what waits for those wgrads (the gradient reductions) follows them.
+    {
+      const int l0 = first_layer(bh->vstage);
+      const Key after_sends{epilogue, 2};  // after both sends, with the forward's post-process (emission order)
+      OpId last_data = kNoOp;
+      std::vector<OpId> delayed;
+      const auto waits_on_delayed = [&](OpId d) { return std::find(delayed.begin(), delayed.end(), d) != delayed.end(); };
+      for (OpId i = bh->first; i < bh->end; ++i) {
+        Op& op = g_.ops[i];
+        const EpCtx& c = pair_ctx_[i - S];
+        if (c.layer == l0 && node[i - S] == EpNode::b_pre && op.kind == OpKind::kernel &&
+            g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos) {
+          delayed.push_back(i);
+          key[i - S] = after_sends;
+          continue;
+        }
+        if (!delayed.empty() && std::any_of(op.deps.begin(), op.deps.end(), waits_on_delayed)) {
+          if (g_.names.str(op.name.base).starts_with("pp.send") && last_data != kNoOp) {
+            for (OpId& d : op.deps)
+              if (waits_on_delayed(d)) d = last_data;
+            SmallVec<OpId, 3> unique;
+            for (OpId d : op.deps)
+              if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(d);
+            op.deps = std::move(unique);
+          } else if (key[i - S].slot < epilogue || (key[i - S].slot == epilogue && key[i - S].node < after_sends.node)) {
+            key[i - S] = after_sends;
+            delayed.push_back(i);  // (what waits for it follows it too)
+            continue;
+          }
+        }
+        if (key[i - S].slot != epilogue && op.stream == StreamKind::compute) last_data = i;
+      }
+    }
     if (moved_wait != kNoOp && pending_host_wait_ == kNoOp) pending_host_wait_ = moved_wait;
     std::vector<OpId> order(E - S);
     std::iota(order.begin(), order.end(), S);
@@ -559,6 +599,14 @@ class Builder {
       const Key& y = key[b - S];
       return x.slot != y.slot ? x.slot < y.slot : x.node < y.node;
     });
+    // A host wait from before the pair (the previous forward's NaN check at pp 1, where the backward is emitted
+    // first) stops the host before the pair's first op.
+    for (OpId i = S; i < E; ++i) {
+      Op& op = g_.ops[i];
+      if (op.host_waits_for == kNoOp || op.host_waits_for >= S || i == order[0] || g_.ops[order[0]].host_waits_for != kNoOp) continue;
+      g_.ops[order[0]].host_waits_for = op.host_waits_for;
+      op.host_waits_for = kNoOp;
+    }
     std::vector<OpId> pos(E - S);
     for (OpId p = 0; p < E - S; ++p) pos[order[p] - S] = p;
     // Every dependency inside the pair comes earlier in the order (else the replay would stall).
@@ -1641,10 +1689,10 @@ class Builder {
                        // over the EP group before the exchange (gather_from_sequence_parallel_region in
                        // MoEAlltoAllTokenDispatcher.preprocess, token_dispatcher.py ~550 at d98e8a6; int64 per
                        // expert; its tp part is not modelled); the host reads the split sizes off it.
+                       // A plain NCCL call on the current stream (not the exchanges' stream): the permutation waits for it.
                        OpId counts = routing;
                        if (a2a_metadata)
-                         counts = ep_stream_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep,
-                                                       ep_ * E * 8.0);
+                         counts = inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
                        vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
@@ -1781,6 +1829,7 @@ class Builder {
     chunk_ = v;
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
+    if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
     TensorId x;
     const bool fsdp = fsdp_per_use();
     if (v == 0) {
@@ -1820,7 +1869,9 @@ class Builder {
           prefix_micro_vstage(v);
           gather_head();  // the depths embed with the shared table and project with eh_proj
         }
+        if (ep_interleave_) ep_ctx_ = EpCtx{l, EpStep::attention};  // before the depth's layer, in its pre_dispatch
         mtp_input(l, x);
+        ep_ctx_ = EpCtx{};
       }
       layer_forward(l, x);
       if (is_mtp_layer(l)) mtp_outputs.push_back(x);
@@ -1832,6 +1883,7 @@ class Builder {
           vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
     }
     prefix_micro_vstage(v);
+    if (ep_interleave_) ep_ctx_ = EpCtx{kEpPost};
     if (v == vstages_ - 1) {
       if (mtp_ == 0) gather_head();  // (under MTP, before the first depth: above)
       // Megatron-Core's GPT model runs the MTP losses (each depth's norm, the shared output layer and its
@@ -1855,6 +1907,7 @@ class Builder {
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
     }
+    ep_ctx_ = EpCtx{};
   }
 
   // Megatron-Core's word embedding over tp (Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py
@@ -2524,7 +2577,7 @@ class Builder {
     const bool moe_layer = m_.is_moe_layer(l);
     for (const auto& step : layer_steps(l)) {
       mark_module(module_of_step(step.name, moe_layer));
-      ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
+      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
       step.forward();
       ep_ctx_ = EpCtx{};
       const OpId producer = last();
@@ -2678,6 +2731,7 @@ class Builder {
     chunk_ = v;
     const double a = pr_.activation_bytes;
     prefix_micro_vstage(v);
+    if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
     if (combining() && last_micro_for_sync()) plan_grad_combines(v);
     // Without donation XLA places the gradients, which die when the optimizer writes its
     // outputs, inside those outputs' (already allocated) buffers: no memory of their own (seen
@@ -2731,6 +2785,7 @@ class Builder {
     carried_grads_.clear();  // the last iteration's pipelined collectives, peeled after the loop
     prefix_micro_vstage(v);
     phase_ = Phase::backward;
+    if (ep_interleave_) ep_ctx_ = EpCtx{kEpPost};
     if (v == 0) {
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
@@ -2744,6 +2799,7 @@ class Builder {
           collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
     }
     if (combining()) flush_grad_combines();
+    ep_ctx_ = EpCtx{};
   }
   // XLA runs all its asynchronous collectives on one stream (AsyncStreamKind::kCollective, see collective()), in the
   // order its latency-hiding scheduler issues them: a layer's weight gather needs only the weights, so it is issued
@@ -2833,7 +2889,7 @@ class Builder {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
       mark_module(module_of_step(step.name, moe_layer));
-      ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
+      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
       step.forward();
       ep_ctx_ = EpCtx{};
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
@@ -2869,7 +2925,7 @@ class Builder {
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       mark_module(module_of_step(it->name, moe_layer));
-      ep_ctx_ = EpCtx{l, ep_step_of(it->name, moe_layer)};
+      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(it->name, moe_layer)};
       it->backward();
       ep_ctx_ = EpCtx{};
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;

@@ -27,8 +27,8 @@ struct ScheduleEntry {
 // pp - rank - 1 with one chunk per rank (1F1B), (pp - rank - 1)·2 + (vp - 1)·pp interleaved; at most
 // every chunk (micro_steps · vp). 0 without a pipeline. `ep_overlap` (Megatron-Core's combined 1F1B,
 // --overlap-moe-expert-parallel-comm) adds one, "to ensure the forward and backward computations are
-// independent in all 1f1b steps" (get_pp_rank_microbatches at d98e8a64; Megatron allows the overlap only
-// interleaved, racksim adds the same one with vp 1).
+// independent in all 1f1b steps" (get_pp_rank_microbatches at d98e8a64). The builder asks for it where it issues
+// Megatron-Core's combined order (an interleaved pipeline), not for the DualPipe-like overlap of vp 1.
 int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap = false);
 
 // Rank `rank`'s issue order under Megatron's 1F1B (vp = 1) or interleaved (vp > 1) schedule: the warm-up
