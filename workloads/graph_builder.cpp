@@ -464,11 +464,13 @@ class Builder {
     if (step == "mlp_out") return EpStep::combine;
     return EpStep::moe_pre;  // norm2, router
   }
-  EpNode ep_node(const Op& op, EpStep step, bool forward) const {
+  // `after_exchange`: an exchange (an op on the exchanges' stream) of the same step was emitted before this op. In
+  // the dispatch and combine steps the compute before the exchange belongs to the node before it, the compute after
+  // it to the node after it (the permutations and chunk sorts of each dispatcher are emitted where it runs them).
+  EpNode ep_node(const Op& op, EpStep step, bool forward, bool after_exchange) const {
     if (op.phase == Phase::recompute) return EpNode::b_combine;  // first in its slot, in emission order
     const std::string_view name = g_.names.str(op.name.base);
     const bool exchange = op.kind == OpKind::collective && op.stream == StreamKind::comm_ep;
-    const bool sort = name.starts_with("dispatch.sort_chunks") || name.starts_with("combine.sort_chunks");
     switch (step) {
       case EpStep::none: return EpNode::none;
       case EpStep::attention:
@@ -476,17 +478,16 @@ class Builder {
       // A dense layer's MLP; its wgrads stay with its dgrads (a tp collective may wait for them).
       case EpStep::dense_mlp: return forward ? EpNode::f_mlp : EpNode::b_mlp;
       case EpStep::dispatch:
-        if (sort) return forward ? EpNode::f_mlp : EpNode::b_mlp;
-        // The alltoall dispatcher's token counts are its preprocess (pre_dispatch).
-        if (exchange && name != "dispatch.counts_all_gather") return forward ? EpNode::f_dispatch : EpNode::b_dispatch;
-        return forward ? EpNode::f_pre : EpNode::b_pre;
+        if (exchange) return forward ? EpNode::f_dispatch : EpNode::b_dispatch;
+        if (forward) return after_exchange ? EpNode::f_mlp : EpNode::f_pre;
+        return after_exchange ? EpNode::b_pre : EpNode::b_mlp;
       case EpStep::experts:
         return forward ? EpNode::f_mlp : name.find(".wgrad") != std::string_view::npos ? EpNode::b_mlp_dw : EpNode::b_mlp;
       case EpStep::combine:
-        if (sort) return forward ? EpNode::f_mlp : EpNode::b_mlp;
         if (name.starts_with("shared.")) return forward ? EpNode::f_pre : EpNode::b_pre;  // in pre_dispatch
-        if (!forward) return EpNode::b_combine;
-        return exchange ? EpNode::f_combine : EpNode::f_combine_compute;
+        if (exchange) return forward ? EpNode::f_combine : EpNode::b_combine;
+        if (forward) return after_exchange ? EpNode::f_combine_compute : EpNode::f_mlp;
+        return after_exchange ? EpNode::b_mlp : EpNode::b_combine;
     }
     return EpNode::none;
   }
@@ -522,12 +523,18 @@ class Builder {
     const bool f_has_loss = fh->vstage == vstages_ - 1, b_has_embedding = bh->vstage == 0;
     for (const PairHalf* h : {fh, bh}) {
       const bool fwd = h->forward;
+      EpCtx step_of_exchange;  // the layer and step of the last exchange seen
       for (OpId i = h->first; i < h->end; ++i) {
         const EpCtx& c = pair_ctx_[i - S];
-        if (c.layer >= 0 && c.step != EpStep::none) node[i - S] = ep_node(g_.ops[i], c.step, fwd);
+        if (c.layer < 0 || c.step == EpStep::none) continue;
+        const bool after = step_of_exchange.layer == c.layer && step_of_exchange.step == c.step;
+        node[i - S] = ep_node(g_.ops[i], c.step, fwd, after);
+        if (g_.ops[i].kind == OpKind::collective && g_.ops[i].stream == StreamKind::comm_ep && g_.ops[i].phase != Phase::recompute)
+          step_of_exchange = c;
       }
       Key cur{0, fwd ? 0 : 1};
-      OpId last_mlp = kNoOp;  // the backward's latest mlp_bwd op
+      OpId last_mlp = kNoOp;      // the backward's latest mlp_bwd op
+      OpId last_combine = kNoOp;  // the backward's latest combine_bwd op
       for (OpId i = h->first; i < h->end; ++i) {
         Op& op = g_.ops[i];
         const EpCtx& c = pair_ctx_[i - S];
@@ -546,10 +553,14 @@ class Builder {
         for (OpId d : op.deps) {
           if (in_pair(d) && half_of(d) != half_of(i)) continue;
           if (n == EpNode::b_dispatch && in_pair(d) && node[d - S] == EpNode::b_mlp_dw && last_mlp != kNoOp) d = last_mlp;
+          // The combine backward's exchange follows the combine's gradient, not the shared experts' backward
+          // emitted before it (pre_dispatch_bwd, issued later).
+          if (n == EpNode::b_combine && in_pair(d) && node[d - S] == EpNode::b_pre && last_combine != kNoOp) d = last_combine;
           if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
         }
         op.deps = std::move(deps);
         if (n == EpNode::b_mlp) last_mlp = i;
+        if (n == EpNode::b_combine) last_combine = i;
         if (op.host_waits_for != kNoOp && in_pair(op.host_waits_for) && half_of(op.host_waits_for) != half_of(i)) {
           moved_wait = moved_wait == kNoOp ? op.host_waits_for : std::max(moved_wait, op.host_waits_for);
           op.host_waits_for = kNoOp;
@@ -1693,7 +1704,10 @@ class Builder {
                        OpId counts = routing;
                        if (a2a_metadata)
                          counts = inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
-                       vector("dispatch.permute", 2 * permuted * h_ * a, 0);
+                       // The alltoall dispatcher permutes before the exchange (its preprocess); DeepEP and HybridEP
+                       // after it, into expert order (dispatch_postprocess: get_permuted_hidden_states_by_experts).
+                       const bool flex = t_.moe.hierarchical();
+                       if (!flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
                        // dispatcher copies them off the routing map and waits for that copy before the EP
@@ -1718,14 +1732,17 @@ class Builder {
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
                        if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
+                       if (flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
+                       const bool flex = t_.moe.hierarchical();
+                       if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", Tsp_, a);  // the probs' gradient
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
-                       vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
+                       if (!flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                      }});
     // Under fp8-class training Megatron-Core's TEGroupedMLP pads each expert's token chunk to the recipe's
     // alignment before the grouped GEMMs and strips it from their output (Fp8Padding / Fp8Unpadding,
@@ -1767,19 +1784,28 @@ class Builder {
     const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
+                       // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
+                       // (combine_preprocess: get_restored_hidden_states_by_experts).
+                       const bool flex = t_.moe.hierarchical();
+                       if (flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
-                       vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
+                       if (!flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (shared) {
                          // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
-                         // tp-split MLP on all tokens); their own TP collectives are not modelled.
+                         // tp-split MLP on all tokens); their own TP collectives are not modelled. They read the
+                         // layer's normalized input, not the combine's output (Megatron-Core computes them before
+                         // the router, MoELayer.forward): the combine's dependency is left for the residual add.
+                         std::vector<OpId> combine_deps;
+                         combine_deps.swap(pending_deps_);
                          const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
                          mark_module(Module::moe_router);  // (captured with the router, before it in Megatron-Core)
                          gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
                          vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
                          gemm_fwd("shared.down", Tsp_, h_, w);
                          mark_module(Module::moe_dispatch);
+                         pending_deps_.insert(pending_deps_.end(), combine_deps.begin(), combine_deps.end());
                        }
                        // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
                        // recomputed only under full recompute.
@@ -1798,9 +1824,11 @@ class Builder {
                          gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
                          mark_module(Module::moe_dispatch);
                        }
-                       vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
+                       const bool flex = t_.moe.hierarchical();
+                       if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
+                       if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                      }});
   }

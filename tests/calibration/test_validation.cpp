@@ -133,7 +133,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       // +8.0%: the embeddings' dense weight gradient and Megatron's fused loss as it runs (was +16.5%).
       "DeepSeek-V3 FP8, 2048 H800 (PP16 EP64 ZeRO-1; run average)",
       // +8.6%: Megatron-FSDP's next-layer gather issued from the layer's hook (was +21.7%).
-      "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)"};
+      "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
+      // -9.99%: DeepEP's host waits (its notify's counts, the exchange before the permutation into expert order).
+      "Qwen3-235B, 256 H100 (TP2 PP8 VPP4 EP32, DeepEP)"};
   EXPECT_EQ(passing, expected);
   // What fp8 buys on the same layout, measured against predicted, within 5% (three pairs of the suite):
   // the absolute misses of these rows are their BF16 baselines'. While the wgrad ran in bf16 under fp8
@@ -445,9 +447,9 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
   const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
-                                   {3, {0.834, true, {"moe"}}},
+                                   {3, {0.841, true, {"moe"}}},
                                    {4, {1.020, true, {"recompute"}}},
-                                   {5, {0.994, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {5, {0.989, true, {"cuda_graphs", "cuda_graph_scope"}}},
                                    {10, {1.331, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
@@ -485,7 +487,7 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.119x (the end is the at-scale final row).
-  EXPECT_NEAR(prev_tps / first_tps, 1.119, 0.005);
+  // The whole ladder: 1.962x measured, racksim 1.126x (the end is the at-scale final row).
+  EXPECT_NEAR(prev_tps / first_tps, 1.126, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }
