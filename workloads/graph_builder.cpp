@@ -629,6 +629,20 @@ class Builder {
       if (w != kNoOp && in_pair(w) && pos[w - S] >= pos[i - S])
         throw std::logic_error(fmt::format("EP overlap: op {} would be issued before {}, which its host waits for", g_.op_name(i), g_.op_name(w)));
     }
+    // Whole-step CUDA graphs (cuda_graphs without a scope): one graph per chunk, as without the overlap. The engine
+    // opens a graph where the micro-batch in the ops' names changes in program order, which the interleaved order
+    // changes at every node: each half's ops become one captured graph, opened at its first op in the order.
+    if (t_.cuda_graphs && !partial_graphs_) {
+      bool opened[2] = {false, false};
+      for (OpId id : order) {
+        Op& op = g_.ops[id];
+        if (op.graph != GraphLaunch::step) continue;
+        const int h = half_of(id);
+        op.graph = GraphLaunch::captured;
+        op.graph_start = !opened[h];
+        opened[h] = true;
+      }
+    }
     issue_orders_.emplace_back(S, std::move(order));
   }
 

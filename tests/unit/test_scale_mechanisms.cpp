@@ -1101,6 +1101,7 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
       {"training.optimizer_sharding=fsdp", "training.parallelism.pp=1", "training.parallelism.vp=1", "training.parallelism.dp=64",
        "training.global_batch=256"},
       {"training.overlap_grad_reduce=true", "training.overlap_param_gather=true"},
+      {"training.cuda_graphs=true"},
   };
   for (const auto& v : variants) {
     std::string label;
@@ -1116,4 +1117,20 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
     EXPECT_NEAR(a.replay.step_time_s, b.replay.step_time_s, 5e-3 * b.replay.step_time_s) << label;
     EXPECT_EQ(a.replay.memory.peak_hbm_bytes, b.replay.memory.peak_hbm_bytes) << label;
   }
+}
+
+// Whole-step CUDA graphs under the combined order: one graph per chunk, as without the overlap (the engine opens a
+// graph where the micro-batch in the names changes, which the interleaved order changes at every node).
+TEST(ScaleMechanisms, EpOverlapKeepsOneCudaGraphPerChunk) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1, cuda_graphs: true,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: alltoall, a2a_overlap: true}}
+)");
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  // Rank 0: 8 micro-batches x 2 chunks = 16 forwards, 5 in the warm-up, so 11 pairs of two graphs.
+  int starts = 0;
+  for (const Op& op : g.ops)
+    if (op.rank == 0 && op.graph == GraphLaunch::captured) starts += op.graph_start;
+  EXPECT_EQ(starts, 2 * 11);
 }
