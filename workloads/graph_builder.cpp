@@ -519,7 +519,8 @@ class Builder {
     OpId moved_wait = kNoOp;
     // The chunks' pre- and post-processing (TransformerModelChunkSchedulePlan.run): before the layers the forward's
     // receive and embedding, then the backward's receive and loss backward; after them the forward's send, the
-    // backward's send, the forward's post-process (output layer and loss) and the backward's embedding backward.
+    // backward's send, the backward's delayed wgrads (below), the forward's post-process (output layer and loss) and
+    // the backward's embedding backward.
     const bool f_has_loss = fh->vstage == vstages_ - 1, b_has_embedding = bh->vstage == 0;
     for (const PairHalf* h : {fh, bh}) {
       const bool fwd = h->forward;
@@ -546,7 +547,7 @@ class Builder {
         } else if (c.layer == kEpPre) {
           cur = Key{0, fwd ? 0 : 1};
         } else if (c.layer == kEpPost) {
-          cur = Key{epilogue, fwd ? (f_has_loss ? 2 : 0) : (b_has_embedding ? 3 : 1)};
+          cur = Key{epilogue, fwd ? (f_has_loss ? 3 : 0) : (b_has_embedding ? 4 : 1)};
         }  // (else: with the op emitted before it)
         key[i - S] = cur;
         SmallVec<OpId, 3> deps;
@@ -572,7 +573,7 @@ class Builder {
     // sends, which wait for the data gradient only; what waits for those wgrads (the gradient reductions) follows them.
     {
       const int l0 = first_layer(bh->vstage);
-      const Key after_sends{epilogue, 2};  // after both sends, with the forward's post-process (emission order)
+      const Key after_sends{epilogue, 2};  // after both sends, before the forward's post-process
       OpId last_data = kNoOp;
       std::vector<OpId> delayed;
       const auto waits_on_delayed = [&](OpId d) { return std::find(delayed.begin(), delayed.end(), d) != delayed.end(); };
@@ -1697,8 +1698,33 @@ class Builder {
     const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
     const bool dispatch_fp8 = fp8_class() && t_.moe.dispatch_fp8.value_or(jax_);
     const double dispatch_bytes = dispatch_fp8 ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
+    // The shared experts: on this rank the 1/tp token slice at full width (a tp-split MLP on all tokens); their own
+    // TP collectives are not modelled. Megatron-Core computes them first, before the router, on the normalized input
+    // (MoELayer.forward: shared_experts_compute, then route), and autograd runs their backward after the router's
+    // (lower sequence numbers last). XLA: after the combine, as the compiled steps showed (left as it was).
+    const bool shared = e.shared_experts > 0;
+    const double shared_w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
+    const auto shared_forward = [=, this] {
+      mark_module(Module::moe_router);  // (captured with the router)
+      gemm_fwd("shared.gate_up", Tsp_, mats * shared_w, h_);
+      vector("shared.act", (mats + 1) * Tsp_ * shared_w * a, 8 * Tsp_ * shared_w, Tsp_ * shared_w);
+      gemm_fwd("shared.down", Tsp_, h_, shared_w);
+      mark_module(Module::moe_dispatch);
+    };
+    const auto shared_backward = [=, this] {
+      mark_module(Module::moe_router);
+      gemm_dgrad("shared.down", Tsp_, h_, shared_w);
+      gemm_wgrad("shared.down", Tsp_, h_, shared_w);
+      vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * shared_w * a, 12 * Tsp_ * shared_w, Tsp_ * shared_w);
+      gemm_dgrad("shared.gate_up", Tsp_, mats * shared_w, h_);
+      gemm_wgrad("shared.gate_up", Tsp_, mats * shared_w, h_);
+      mark_module(Module::moe_dispatch);
+    };
+    const bool shared_first = shared && !jax_;
     steps.push_back({"router", Tsp_ * E * 4,
                      [=, this] {
+                       if (shared_first) shared_forward();
+                       mark_module(Module::moe_router);
                        gemm("router", Tsp_, E, h_);
                        vector("router.topk", Tsp_ * E * 4 * 2, 10 * Tsp_ * E, Tsp_ * E);
                      },
@@ -1706,6 +1732,8 @@ class Builder {
                        vector("router.topk.bwd", Tsp_ * E * 4 * 2, 4 * Tsp_ * E);
                        gemm("router.dgrad", Tsp_, h_, E);
                        gemm("router.wgrad", h_, E, Tsp_, 1, 2 * h_ * E * pr_.grad_bytes);
+                       if (shared_first) shared_backward();
+                       mark_module(Module::moe_router);
                      }});
     steps.push_back({"dispatch", saved_expert_bytes,
                      [=, this] {
@@ -1715,9 +1743,12 @@ class Builder {
                        // MoEAlltoAllTokenDispatcher.preprocess, token_dispatcher.py ~550 at d98e8a6; int64 per
                        // expert; its tp part is not modelled); the host reads the split sizes off it.
                        // A plain NCCL call on the current stream (not the exchanges' stream): the permutation waits for it.
+                       // (Under the looser DualPipe-like overlap it stays on the exchanges' stream, joined after the pair.)
                        OpId counts = routing;
                        if (a2a_metadata)
-                         counts = inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
+                         counts = loose_ep_overlap()
+                                      ? ep_stream_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0)
+                                      : inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
                        // The alltoall dispatcher permutes before the exchange (its preprocess); DeepEP and HybridEP
                        // after it, into expert order (dispatch_postprocess: get_permuted_hidden_states_by_experts).
                        const bool flex = t_.moe.hierarchical();
@@ -1732,19 +1763,27 @@ class Builder {
                        // (close_pair's order); the looser DualPipe-like overlap places no wait.
                        const bool waits = !jax_ && !loose_ep_overlap();
                        if (waits && !t_.moe.hierarchical()) pending_host_wait_ = counts;
-                       // DeepEP's and HybridEP's dispatch first exchange every rank's token counts per expert
-                       // (DeepEP's notify_dispatch, HybridEP's preprocessing) and the host waits for them, inside
-                       // the dispatch call, to size the receive buffers before it launches the exchange (deepseek-ai/
-                       // DeepEP Buffer.dispatch without cached layout; Megatron-LM@d98e8a64 token_dispatcher.py
-                       // _HybridEPManager: "HybridEP sizes buffers dynamically (CPU sync in dispatch)"). int32 counts.
+                       // DeepEP's and HybridEP's dispatch first exchange routing metadata and the host waits for it,
+                       // inside the dispatch call, to size the receive buffers before it launches the exchange:
+                       // DeepEP's notify_dispatch, every rank's int32 token counts per expert (deepseek-ai/DeepEP
+                       // Buffer.dispatch without a cached layout); HybridEP's preprocessing, an all-gather of the
+                       // ranks' boolean routing maps, a byte per token and expert (deepseek-ai/DeepEP hybrid_ep_buffer.py;
+                       // Megatron-LM@d98e8a64 token_dispatcher.py _HybridEPManager: "HybridEP sizes buffers
+                       // dynamically (CPU sync in dispatch)").
+                       const bool hybridep = t_.moe.dispatcher == MoeDispatcher::hybridep;
                        if (waits && t_.moe.hierarchical() && ep_ > 1)
                          pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
-                                                                   ep_ * E * 4.0);
+                                                                   hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
-                       if (waits && t_.moe.hierarchical() && ep_ > 1) pending_host_wait_ = last();
+                       // DeepEP's receive counts come back as a host list (fused_a2a.py: tokens_per_expert =
+                       // torch.tensor(num_recv_tokens_per_expert_list)), but its routing map is rebuilt from the received
+                       // indices on the GPU and read by the permutation (_indices_to_multihot's boolean indexing, unless
+                       // the experimental fused path): the host waits for the exchange. HybridEP permutes inside its
+                       // dispatch and has its counts from the preprocessing: no second wait.
+                       if (waits && t_.moe.dispatcher == MoeDispatcher::deepep && ep_ > 1) pending_host_wait_ = last();
                        etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
@@ -1795,7 +1834,6 @@ class Builder {
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
-    const bool shared = e.shared_experts > 0;
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
@@ -1806,21 +1844,7 @@ class Builder {
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a);
                        if (!flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
-                       if (shared) {
-                         // The shared experts' FLOPs on this rank: the 1/tp token slice at full width (a
-                         // tp-split MLP on all tokens); their own TP collectives are not modelled. They read the
-                         // layer's normalized input, not the combine's output (Megatron-Core computes them before
-                         // the router, MoELayer.forward): the combine's dependency is left for the residual add.
-                         std::vector<OpId> combine_deps;
-                         combine_deps.swap(pending_deps_);
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
-                         mark_module(Module::moe_router);  // (captured with the router, before it in Megatron-Core)
-                         gemm_fwd("shared.gate_up", Tsp_, mats * w, h_);
-                         vector("shared.act", (mats + 1) * Tsp_ * w * a, 8 * Tsp_ * w, Tsp_ * w);
-                         gemm_fwd("shared.down", Tsp_, h_, w);
-                         mark_module(Module::moe_dispatch);
-                         pending_deps_.insert(pending_deps_.end(), combine_deps.begin(), combine_deps.end());
-                       }
+                       if (shared && !shared_first) shared_forward();
                        // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
                        // recomputed only under full recompute.
                        if (phase_ != Phase::recompute || t_.recompute.mode == RecomputeMode::full) residual("mlp_out.residual");
@@ -1828,16 +1852,7 @@ class Builder {
                      [=, this] {
                        residual_dropout_bwd("mlp_out.dropout.bwd");
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
-                       if (shared) {
-                         const double w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
-                         mark_module(Module::moe_router);
-                         gemm_dgrad("shared.down", Tsp_, h_, w);
-                         gemm_wgrad("shared.down", Tsp_, h_, w);
-                         vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * w * a, 12 * Tsp_ * w, Tsp_ * w);
-                         gemm_dgrad("shared.gate_up", Tsp_, mats * w, h_);
-                         gemm_wgrad("shared.gate_up", Tsp_, mats * w, h_);
-                         mark_module(Module::moe_dispatch);
-                       }
+                       if (shared && !shared_first) shared_backward();
                        const bool flex = t_.moe.hierarchical();
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);

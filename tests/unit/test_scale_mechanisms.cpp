@@ -1068,15 +1068,17 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, par
     std::map<std::string, OpId> by_name;
     for (OpId i = 0; i < g.ops.size(); ++i) by_name[g.op_name(i)] = i;
     ASSERT_TRUE(by_name.count("mb0.L3.dispatch.notify")) << dispatcher;
+    const bool deepep = std::string(dispatcher) == "deepep";
     const OpId notify = by_name.at("mb0.L3.dispatch.notify"), exchange = by_name.at("mb0.L3.dispatch.all_to_all");
     EXPECT_EQ(g.ops[notify].stream, StreamKind::comm_ep);
-    EXPECT_DOUBLE_EQ(g.ops[notify].coll_bytes, 8 * 8 * 4.0);  // ep ranks x experts x int32
+    // DeepEP: ep ranks x experts int32 counts; HybridEP: the ep ranks' boolean routing maps (4,096 tokens x 8 experts).
+    EXPECT_DOUBLE_EQ(g.ops[notify].coll_bytes, deepep ? 8 * 8 * 4.0 : 8 * 4096 * 8.0) << dispatcher;
     EXPECT_EQ(g.ops[exchange].host_waits_for, notify) << dispatcher;
-    // DeepEP and HybridEP permute the received tokens after the exchange (dispatch_postprocess): the permutation
-    // waits on the host for the exchange's token count.
+    // Both permute the received tokens after the exchange (dispatch_postprocess; HybridEP inside its dispatch). DeepEP's
+    // permutation reads a routing map rebuilt on the GPU: the host waits for the exchange; HybridEP's does not.
     const OpId permute = by_name.at("mb0.L3.dispatch.permute");
     EXPECT_GT(permute, exchange);
-    EXPECT_EQ(g.ops[permute].host_waits_for, exchange) << dispatcher;
+    EXPECT_EQ(g.ops[permute].host_waits_for, deepep ? exchange : kNoOp) << dispatcher;
   }
 }
 
@@ -1133,4 +1135,27 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, op
   for (const Op& op : g.ops)
     if (op.rank == 0 && op.graph == GraphLaunch::captured) starts += op.graph_start;
   EXPECT_EQ(starts, 2 * 11);
+}
+
+// Megatron-Core computes the shared experts before the router (MoELayer.forward: shared_experts_compute, then route) and
+// autograd runs their backward after the router's; they neither wait for nor hide the combine.
+TEST(ScaleMechanisms, SharedExpertsRunBeforeTheRouter) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16,
+           parallelism: {tp: 1, pp: 1, ep: 8, dp: 64}, moe: {dispatcher: deepep}}
+)");
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  std::map<std::string, OpId> first;  // each name's first op (the forward; recompute comes later)
+  for (OpId i = 0; i < g.ops.size(); ++i) first.emplace(g.op_name(i), i);
+  const auto at = [&](const std::string& n) {
+    EXPECT_TRUE(first.count(n)) << n;
+    return first.count(n) ? first.at(n) : kNoOp;
+  };
+  // Layer 3 is DeepSeek-V3's first MoE layer.
+  EXPECT_LT(at("mb0.L3.shared.down"), at("mb0.L3.router"));
+  EXPECT_LT(at("mb0.L3.router.wgrad"), at("mb0.L3.shared.down.dgrad"));
+  EXPECT_LT(at("mb0.L3.dispatch.bwd.all_to_all"), at("mb0.L3.shared.down.dgrad"));
+  for (const char* n : {"mb0.L3.shared.gate_up", "mb0.L3.shared.down"})
+    for (OpId d : g.ops[at(n)].deps) EXPECT_EQ(g.op_name(d).find("combine"), std::string::npos) << n << " waits for " << g.op_name(d);
 }
