@@ -106,7 +106,9 @@ struct MoeOptions {
   // groups = nodes): each token's experts lie in at most this many NVLink domains. 0: unlimited.
   int max_nodes_per_token = 0;
   // Megatron-Core --overlap-moe-expert-parallel-comm (and DualPipe): in the 1F1B steady state, the
-  // EP exchanges of one micro-batch run beside the compute of the micro-batch paired with it.
+  // EP exchanges of one micro-batch run beside the compute of the micro-batch paired with it. In Megatron mode
+  // with an interleaved pipeline or none, in Megatron-Core's combined 1F1B order, with --delay-wgrad-compute
+  // (which its recipes set with it); elsewhere a looser DualPipe-like pairing (docs/decisions.md).
   bool a2a_overlap = false;
   // Megatron-Core's fused router (--moe-router-fusion: top-k, score function and aux-loss scores in one
   // kernel) and fused permutation (--moe-permute-fusion: permute, unpermute and chunk sorting). Both
