@@ -496,119 +496,96 @@ class Builder {
   // A host wait of one chunk for the other's op (the loss's NaN check) moves after the pair, where Megatron
   // reads it (after the combined step returns). The expert dispatch's backward waits for the experts' dgrad,
   // not their wgrad (mlp_bwd_dw is issued after it).
+  // The open pair while close_pair orders it: its ops [first, end), its halves, and per op its node and key.
+  struct PairKey {
+    int slot = 0, node = 0;
+  };
+  struct PairLayout {
+    OpId first = 0, end = 0;
+    const PairHalf* fwd = nullptr;
+    const PairHalf* bwd = nullptr;
+    int epilogue = 0;            // the slot after every layer's
+    std::vector<PairKey> key;    // per op: (layer slot, node) in issue order
+    std::vector<EpNode> node;
+    bool contains(OpId id) const { return id >= first && id < end; }
+    int half_of(OpId id) const { return id >= fwd->first && id < fwd->end ? 0 : 1; }
+  };
   void close_pair() {
-    const OpId S = pair_first_op_;
-    const auto E = static_cast<OpId>(g_.ops.size());
-    if (pair_halves_.size() != 2 || E == S) return;
+    PairLayout P;
+    P.first = pair_first_op_;
+    P.end = static_cast<OpId>(g_.ops.size());
+    if (pair_halves_.size() != 2 || P.end == P.first) return;
+    const OpId S = P.first, E = P.end;
     pair_ctx_.resize(E - S);
-    const PairHalf* fh = pair_halves_[0].forward ? &pair_halves_[0] : &pair_halves_[1];
-    const PairHalf* bh = pair_halves_[0].forward ? &pair_halves_[1] : &pair_halves_[0];
-    if (!fh->forward || bh->forward || fh->micro == bh->micro)
+    P.fwd = pair_halves_[0].forward ? &pair_halves_[0] : &pair_halves_[1];
+    P.bwd = pair_halves_[0].forward ? &pair_halves_[1] : &pair_halves_[0];
+    if (!P.fwd->forward || P.bwd->forward || P.fwd->micro == P.bwd->micro)
       throw std::logic_error("close_pair: a pair is the forward and the backward of two micro-batches");
-    const int nf = end_layer(fh->vstage) - first_layer(fh->vstage);
-    const int nb = end_layer(bh->vstage) - first_layer(bh->vstage);
+    const int nf = end_layer(P.fwd->vstage) - first_layer(P.fwd->vstage);
+    const int nb = end_layer(P.bwd->vstage) - first_layer(P.bwd->vstage);
     const int overlapped = std::min(nf, nb);
-    const int epilogue = 2 + nf + nb;
-    struct Key {
-      int slot = 0, node = 0;
-    };
-    std::vector<Key> key(E - S);
-    std::vector<EpNode> node(E - S, EpNode::none);
-    const auto in_pair = [&](OpId d) { return d >= S && d < E; };
-    const auto half_of = [&](OpId id) { return id >= fh->first && id < fh->end ? 0 : 1; };
+    P.epilogue = 2 + nf + nb;
+    P.key.assign(E - S, PairKey{});
+    P.node.assign(E - S, EpNode::none);
     OpId moved_wait = kNoOp;
     // The chunks' pre- and post-processing (TransformerModelChunkSchedulePlan.run): before the layers the forward's
     // receive and embedding, then the backward's receive and loss backward; after them the forward's send, the
-    // backward's send, the backward's delayed wgrads (below), the forward's post-process (output layer and loss) and
-    // the backward's embedding backward.
-    const bool f_has_loss = fh->vstage == vstages_ - 1, b_has_embedding = bh->vstage == 0;
-    for (const PairHalf* h : {fh, bh}) {
+    // backward's send, the backward's delayed wgrads (delay_first_layer_wgrads), the forward's post-process (output
+    // layer and loss) and the backward's embedding backward.
+    const bool f_has_loss = P.fwd->vstage == vstages_ - 1, b_has_embedding = P.bwd->vstage == 0;
+    for (const PairHalf* h : {P.fwd, P.bwd}) {
       const bool fwd = h->forward;
       EpCtx step_of_exchange;  // the layer and step of the last exchange seen
       for (OpId i = h->first; i < h->end; ++i) {
         const EpCtx& c = pair_ctx_[i - S];
         if (c.layer < 0 || c.step == EpStep::none) continue;
         const bool after = step_of_exchange.layer == c.layer && step_of_exchange.step == c.step;
-        node[i - S] = ep_node(g_.ops[i], c.step, fwd, after);
+        P.node[i - S] = ep_node(g_.ops[i], c.step, fwd, after);
         if (g_.ops[i].kind == OpKind::collective && g_.ops[i].stream == StreamKind::comm_ep && g_.ops[i].phase != Phase::recompute)
           step_of_exchange = c;
       }
-      Key cur{0, fwd ? 0 : 1};
+      PairKey cur{0, fwd ? 0 : 1};
       OpId last_mlp = kNoOp;      // the backward's latest mlp_bwd op
       OpId last_combine = kNoOp;  // the backward's latest combine_bwd op
       for (OpId i = h->first; i < h->end; ++i) {
         Op& op = g_.ops[i];
         const EpCtx& c = pair_ctx_[i - S];
-        const EpNode n = node[i - S];
+        const EpNode n = P.node[i - S];
         if (n != EpNode::none) {
           const int ordinal = fwd ? c.layer - first_layer(h->vstage) : end_layer(h->vstage) - 1 - c.layer;
           const int slot = fwd ? (ordinal < overlapped ? 1 + ordinal : 1 + nb + (ordinal - overlapped)) : 1 + ordinal;
-          cur = Key{slot, static_cast<int>(n)};
+          cur = PairKey{slot, static_cast<int>(n)};
         } else if (c.layer == kEpPre) {
-          cur = Key{0, fwd ? 0 : 1};
+          cur = PairKey{0, fwd ? 0 : 1};
         } else if (c.layer == kEpPost) {
-          cur = Key{epilogue, fwd ? (f_has_loss ? 3 : 0) : (b_has_embedding ? 4 : 1)};
+          cur = PairKey{P.epilogue, fwd ? (f_has_loss ? 3 : 0) : (b_has_embedding ? 4 : 1)};
         }  // (else: with the op emitted before it)
-        key[i - S] = cur;
+        P.key[i - S] = cur;
         SmallVec<OpId, 3> deps;
         for (OpId d : op.deps) {
-          if (in_pair(d) && half_of(d) != half_of(i)) continue;
-          if (n == EpNode::b_dispatch && in_pair(d) && node[d - S] == EpNode::b_mlp_dw && last_mlp != kNoOp) d = last_mlp;
+          if (P.contains(d) && P.half_of(d) != P.half_of(i)) continue;
+          if (n == EpNode::b_dispatch && P.contains(d) && P.node[d - S] == EpNode::b_mlp_dw && last_mlp != kNoOp) d = last_mlp;
           // The combine backward's exchange follows the combine's gradient, not the shared experts' backward
           // emitted before it (pre_dispatch_bwd, issued later).
-          if (n == EpNode::b_combine && in_pair(d) && node[d - S] == EpNode::b_pre && last_combine != kNoOp) d = last_combine;
+          if (n == EpNode::b_combine && P.contains(d) && P.node[d - S] == EpNode::b_pre && last_combine != kNoOp) d = last_combine;
           if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
         }
         op.deps = std::move(deps);
         if (n == EpNode::b_mlp) last_mlp = i;
         if (n == EpNode::b_combine) last_combine = i;
-        if (op.host_waits_for != kNoOp && in_pair(op.host_waits_for) && half_of(op.host_waits_for) != half_of(i)) {
+        if (op.host_waits_for != kNoOp && P.contains(op.host_waits_for) && P.half_of(op.host_waits_for) != P.half_of(i)) {
           moved_wait = moved_wait == kNoOp ? op.host_waits_for : std::max(moved_wait, op.host_waits_for);
           op.host_waits_for = kNoOp;
         }
       }
     }
-    // --delay-wgrad-compute (which Megatron-Core's EP overlap is run with: the ModelZoo's A2A_OVERLAP sets both):
-    // the backward chunk's last layer (its first decoder layer) issues its pre_dispatch wgrads after the chunk's
-    // sends, which wait for the data gradient only; what waits for those wgrads (the gradient reductions) follows them.
-    {
-      const int l0 = first_layer(bh->vstage);
-      const Key after_sends{epilogue, 2};  // after both sends, before the forward's post-process
-      OpId last_data = kNoOp;
-      std::vector<OpId> delayed;
-      const auto waits_on_delayed = [&](OpId d) { return std::find(delayed.begin(), delayed.end(), d) != delayed.end(); };
-      for (OpId i = bh->first; i < bh->end; ++i) {
-        Op& op = g_.ops[i];
-        const EpCtx& c = pair_ctx_[i - S];
-        if (c.layer == l0 && node[i - S] == EpNode::b_pre && op.kind == OpKind::kernel &&
-            g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos) {
-          delayed.push_back(i);
-          key[i - S] = after_sends;
-          continue;
-        }
-        if (!delayed.empty() && std::any_of(op.deps.begin(), op.deps.end(), waits_on_delayed)) {
-          if (g_.names.str(op.name.base).starts_with("pp.send") && last_data != kNoOp) {
-            for (OpId& d : op.deps)
-              if (waits_on_delayed(d)) d = last_data;
-            SmallVec<OpId, 3> unique;
-            for (OpId d : op.deps)
-              if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(d);
-            op.deps = std::move(unique);
-          } else if (key[i - S].slot < epilogue || (key[i - S].slot == epilogue && key[i - S].node < after_sends.node)) {
-            key[i - S] = after_sends;
-            delayed.push_back(i);  // (what waits for it follows it too)
-            continue;
-          }
-        }
-        if (key[i - S].slot != epilogue && op.stream == StreamKind::compute) last_data = i;
-      }
-    }
+    delay_first_layer_wgrads(P);
     if (moved_wait != kNoOp && pending_host_wait_ == kNoOp) pending_host_wait_ = moved_wait;
     std::vector<OpId> order(E - S);
     std::iota(order.begin(), order.end(), S);
     std::stable_sort(order.begin(), order.end(), [&](OpId a, OpId b) {
-      const Key& x = key[a - S];
-      const Key& y = key[b - S];
+      const PairKey& x = P.key[a - S];
+      const PairKey& y = P.key[b - S];
       return x.slot != y.slot ? x.slot < y.slot : x.node < y.node;
     });
     // A host wait from before the pair (the previous forward's NaN check at pp 1, where the backward is emitted
@@ -619,32 +596,76 @@ class Builder {
       g_.ops[order[0]].host_waits_for = op.host_waits_for;
       op.host_waits_for = kNoOp;
     }
-    std::vector<OpId> pos(E - S);
-    for (OpId p = 0; p < E - S; ++p) pos[order[p] - S] = p;
-    // Every dependency inside the pair comes earlier in the order (else the replay would stall).
-    for (OpId i = S; i < E; ++i) {
+    check_pair_order(P, order);
+    capture_pair_graphs(P, order);
+    issue_orders_.emplace_back(S, std::move(order));
+  }
+  // --delay-wgrad-compute (which Megatron-Core's EP overlap is run with: the ModelZoo's A2A_OVERLAP sets both): the
+  // backward chunk's last layer (its first decoder layer) issues its pre_dispatch wgrads after the chunk's sends, which
+  // wait for the data gradient only; what waits for those wgrads (the gradient reductions) follows them.
+  void delay_first_layer_wgrads(PairLayout& P) {
+    const OpId S = P.first;
+    const int l0 = first_layer(P.bwd->vstage);
+    const PairKey after_sends{P.epilogue, 2};  // after both sends, before the forward's post-process
+    OpId last_data = kNoOp;
+    std::vector<OpId> delayed;
+    const auto waits_on_delayed = [&](OpId d) { return std::find(delayed.begin(), delayed.end(), d) != delayed.end(); };
+    for (OpId i = P.bwd->first; i < P.bwd->end; ++i) {
+      Op& op = g_.ops[i];
+      const EpCtx& c = pair_ctx_[i - S];
+      if (c.layer == l0 && P.node[i - S] == EpNode::b_pre && op.kind == OpKind::kernel &&
+          g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos) {
+        delayed.push_back(i);
+        P.key[i - S] = after_sends;
+        continue;
+      }
+      PairKey& k = P.key[i - S];
+      if (!delayed.empty() && std::any_of(op.deps.begin(), op.deps.end(), waits_on_delayed)) {
+        if (g_.names.str(op.name.base).starts_with("pp.send") && last_data != kNoOp) {
+          SmallVec<OpId, 3> deps;
+          for (OpId d : op.deps) {
+            if (waits_on_delayed(d)) d = last_data;
+            if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+          }
+          op.deps = std::move(deps);
+        } else if (k.slot < P.epilogue || (k.slot == P.epilogue && k.node < after_sends.node)) {
+          k = after_sends;
+          delayed.push_back(i);  // (what waits for it follows it too)
+          continue;
+        }
+      }
+      if (k.slot != P.epilogue && op.stream == StreamKind::compute) last_data = i;
+    }
+  }
+  // Every dependency and host wait inside the pair comes earlier in the order: else the replay would stall, so the
+  // builder says which op it is.
+  void check_pair_order(const PairLayout& P, const std::vector<OpId>& order) const {
+    const OpId S = P.first;
+    std::vector<OpId> pos(P.end - S);
+    for (OpId p = 0; p < P.end - S; ++p) pos[order[p] - S] = p;
+    for (OpId i = S; i < P.end; ++i) {
       for (OpId d : g_.ops[i].deps)
-        if (in_pair(d) && pos[d - S] >= pos[i - S])
+        if (P.contains(d) && pos[d - S] >= pos[i - S])
           throw std::logic_error(fmt::format("EP overlap: op {} would be issued before {}, which it waits for", g_.op_name(i), g_.op_name(d)));
       const OpId w = g_.ops[i].host_waits_for;
-      if (w != kNoOp && in_pair(w) && pos[w - S] >= pos[i - S])
+      if (w != kNoOp && P.contains(w) && pos[w - S] >= pos[i - S])
         throw std::logic_error(fmt::format("EP overlap: op {} would be issued before {}, which its host waits for", g_.op_name(i), g_.op_name(w)));
     }
-    // Whole-step CUDA graphs (cuda_graphs without a scope): one graph per chunk, as without the overlap. The engine
-    // opens a graph where the micro-batch in the ops' names changes in program order, which the interleaved order
-    // changes at every node: each half's ops become one captured graph, opened at its first op in the order.
-    if (t_.cuda_graphs && !partial_graphs_) {
-      bool opened[2] = {false, false};
-      for (OpId id : order) {
-        Op& op = g_.ops[id];
-        if (op.graph != GraphLaunch::step) continue;
-        const int h = half_of(id);
-        op.graph = GraphLaunch::captured;
-        op.graph_start = !opened[h];
-        opened[h] = true;
-      }
+  }
+  // Whole-step CUDA graphs (cuda_graphs without a scope): one graph per chunk, as without the overlap. The engine opens
+  // a graph where the micro-batch in the ops' names changes in program order, which the interleaved order changes at
+  // every node: each half's ops become one captured graph, opened at its first op in the order.
+  void capture_pair_graphs(const PairLayout& P, const std::vector<OpId>& order) {
+    if (!t_.cuda_graphs || partial_graphs_) return;
+    bool opened[2] = {false, false};
+    for (OpId id : order) {
+      Op& op = g_.ops[id];
+      if (op.graph != GraphLaunch::step) continue;
+      const int h = P.half_of(id);
+      op.graph = GraphLaunch::captured;
+      op.graph_start = !opened[h];
+      opened[h] = true;
     }
-    issue_orders_.emplace_back(S, std::move(order));
   }
 
   // ---- layout (workloads/pipeline_schedule.h) ----------------------------------------------------
