@@ -467,6 +467,8 @@ class Builder {
   // `after_exchange`: an exchange (an op on the exchanges' stream) of the same step was emitted before this op. In
   // the dispatch and combine steps the compute before the exchange belongs to the node before it, the compute after
   // it to the node after it (the permutations and chunk sorts of each dispatcher are emitted where it runs them).
+  // A weight-gradient GEMM (gemm_wgrad's and the grouped experts' names).
+  bool is_wgrad(const Op& op) const { return g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos; }
   EpNode ep_node(const Op& op, EpStep step, bool forward, bool after_exchange) const {
     if (op.phase == Phase::recompute) return EpNode::b_combine;  // first in its slot, in emission order
     const std::string_view name = g_.names.str(op.name.base);
@@ -482,7 +484,7 @@ class Builder {
         if (forward) return after_exchange ? EpNode::f_mlp : EpNode::f_pre;
         return after_exchange ? EpNode::b_pre : EpNode::b_mlp;
       case EpStep::experts:
-        return forward ? EpNode::f_mlp : name.find(".wgrad") != std::string_view::npos ? EpNode::b_mlp_dw : EpNode::b_mlp;
+        return forward ? EpNode::f_mlp : is_wgrad(op) ? EpNode::b_mlp_dw : EpNode::b_mlp;
       case EpStep::combine:
         if (name.starts_with("shared.")) return forward ? EpNode::f_pre : EpNode::b_pre;  // in pre_dispatch
         if (exchange) return forward ? EpNode::f_combine : EpNode::b_combine;
@@ -491,11 +493,6 @@ class Builder {
     }
     return EpNode::none;
   }
-  // Orders the closed pair's ops (see EpNode) and records the order. Dependencies between the two chunks'
-  // ops (micro-batches that share no data) are dropped: they come from emitting one chunk after the other.
-  // A host wait of one chunk for the other's op (the loss's NaN check) moves after the pair, where Megatron
-  // reads it (after the combined step returns). The expert dispatch's backward waits for the experts' dgrad,
-  // not their wgrad (mlp_bwd_dw is issued after it).
   // The open pair while close_pair orders it: its ops [first, end), its halves, and per op its node and key.
   struct PairKey {
     int slot = 0, node = 0;
@@ -510,6 +507,11 @@ class Builder {
     bool contains(OpId id) const { return id >= first && id < end; }
     int half_of(OpId id) const { return id >= fwd->first && id < fwd->end ? 0 : 1; }
   };
+  // Orders the closed pair's ops (see EpNode) and records the order. Dependencies between the two chunks'
+  // ops (micro-batches that share no data) are dropped: they come from emitting one chunk after the other.
+  // A host wait of one chunk for the other's op (the loss's NaN check) moves after the pair, where Megatron
+  // reads it (after the combined step returns). The expert dispatch's backward waits for the experts' dgrad,
+  // not their wgrad (mlp_bwd_dw is issued after it).
   void close_pair() {
     PairLayout P;
     P.first = pair_first_op_;
@@ -613,8 +615,7 @@ class Builder {
     for (OpId i = P.bwd->first; i < P.bwd->end; ++i) {
       Op& op = g_.ops[i];
       const EpCtx& c = pair_ctx_[i - S];
-      if (c.layer == l0 && P.node[i - S] == EpNode::b_pre && op.kind == OpKind::kernel &&
-          g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos) {
+      if (c.layer == l0 && P.node[i - S] == EpNode::b_pre && op.kind == OpKind::kernel && is_wgrad(op)) {
         delayed.push_back(i);
         P.key[i - S] = after_sends;
         continue;
@@ -1696,14 +1697,15 @@ class Builder {
     // Saved expert activations: a rank's mean load (see above), not the busiest rank's.
     const double saved_expert_bytes = routed * etp_ * h_ * a;
     // The token permutations: Megatron's alltoall dispatcher permutes the tokens a rank sends before
-    // the exchange and restores them after the combine (its own tokens: balanced); DeepEP's permutes
-    // the tokens a rank received into expert order after the dispatch and back before the combine
-    // (token_dispatcher.py, _DeepepManager.get_permuted/restored_hidden_states_by_experts): the busiest
-    // rank's tokens.
-    const double perm_scale = t_.moe.hierarchical() ? t_.expert_imbalance : 1.0;
+    // the exchange and restores them after the combine (its own tokens: balanced); DeepEP's and HybridEP's
+    // (`flex`, Megatron-Core's flex dispatcher) permute the tokens a rank received into expert order after
+    // the dispatch and back before the combine (token_dispatcher.py, _DeepepManager.get_permuted/
+    // restored_hidden_states_by_experts): the busiest rank's tokens.
+    const bool flex = t_.moe.hierarchical();
+    const double perm_scale = flex ? t_.expert_imbalance : 1.0;
     const double permuted = routed * perm_scale;
     // Megatron's alltoall dispatcher over an EP group: its metadata exchanges (below, in the dispatch step).
-    const bool a2a_metadata = !jax_ && !t_.moe.hierarchical() && ep_ > 1;
+    const bool a2a_metadata = !jax_ && !flex && ep_ > 1;
     // It receives a rank's tokens in (source rank, expert) chunks; with more than one local expert it regroups
     // them by expert after the exchange (and the etp gather) and back before the combine: sort_chunks_by_idxs
     // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
@@ -1772,18 +1774,17 @@ class Builder {
                                       : inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
                        // The alltoall dispatcher permutes before the exchange (its preprocess); DeepEP and HybridEP
                        // after it, into expert order (dispatch_postprocess: get_permuted_hidden_states_by_experts).
-                       const bool flex = t_.moe.hierarchical();
                        if (!flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
                        // dispatcher copies them off the routing map and waits for that copy before the EP
                        // all-to-all (or, with no EP/TP exchange, before the experts); DeepEP and HybridEP
-                       // wait for the dispatch itself (tokens_per_expert.sum() / .item()) before the
-                       // experts. XLA's static shapes need no such wait. Under EP overlap Megatron-Core's
+                       // wait inside their dispatch, and DeepEP again after it (both below). XLA's static
+                       // shapes need no such wait. Under EP overlap Megatron-Core's
                        // combined 1F1B schedule has issued the paired micro-batch's work before it waits
                        // (close_pair's order); the looser DualPipe-like overlap places no wait.
                        const bool waits = !jax_ && !loose_ep_overlap();
-                       if (waits && !t_.moe.hierarchical()) pending_host_wait_ = counts;
+                       if (waits && !flex) pending_host_wait_ = counts;
                        // DeepEP's and HybridEP's dispatch first exchange routing metadata and the host waits for it,
                        // inside the dispatch call, to size the receive buffers before it launches the exchange:
                        // DeepEP's notify_dispatch, every rank's int32 token counts per expert (deepseek-ai/DeepEP
@@ -1792,7 +1793,7 @@ class Builder {
                        // Megatron-LM@d98e8a64 token_dispatcher.py _HybridEPManager: "HybridEP sizes buffers
                        // dynamically (CPU sync in dispatch)").
                        const bool hybridep = t_.moe.dispatcher == MoeDispatcher::hybridep;
-                       if (waits && t_.moe.hierarchical() && ep_ > 1)
+                       if (waits && flex && ep_ > 1)
                          pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
                                                                    hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
@@ -1810,7 +1811,6 @@ class Builder {
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
-                       const bool flex = t_.moe.hierarchical();
                        if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
@@ -1859,7 +1859,6 @@ class Builder {
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
                        // (combine_preprocess: get_restored_hidden_states_by_experts).
-                       const bool flex = t_.moe.hierarchical();
                        if (flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
@@ -1874,7 +1873,6 @@ class Builder {
                        residual_dropout_bwd("mlp_out.dropout.bwd");
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared && !shared_first) shared_backward();
-                       const bool flex = t_.moe.hierarchical();
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
