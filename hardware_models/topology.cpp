@@ -1,6 +1,8 @@
 #include "hardware_models/topology.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -13,7 +15,9 @@ int GroupPlacement::domains() const {
   return static_cast<int>((n + per - 1) / per);  // in 64 bits: n + per - 1 may not fit in int
 }
 
-GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_ranks) {
+namespace {
+
+void check_group(const SystemSpec& sys, int group_size, int stride_in_ranks) {
   if (group_size < 1)
     throw std::invalid_argument("place_group: group_size must be >= 1 (got " + std::to_string(group_size) + ")");
   if (group_size > kMaxGpus)
@@ -22,26 +26,64 @@ GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_
   if (stride_in_ranks < 1)
     throw std::invalid_argument("place_group: stride_in_ranks must be >= 1 (got " +
                                 std::to_string(stride_in_ranks) + ")");
-  const int domain = sys.scale_up.domain_size;
-  if (domain < 1)
+  if (sys.scale_up.domain_size < 1)
     throw std::invalid_argument("place_group: system '" + sys.name + "' has no NVLink domain size (scale_up.domain_size)");
+}
 
+// The members first + k*stride (k = 0..size-1): the domains they touch and the fewest members in any of them.
+// A domain is visited by a contiguous run of members, so counting runs suffices.
+struct Spread {
+  int64_t domains = 0;
+  int64_t fewest = 0;
+};
+Spread spread(int64_t first, int64_t size, int64_t stride, int64_t domain) {
+  Spread s;
+  int64_t last_domain = -1;
+  int64_t run = 0;
+  for (int64_t k = 0; k < size; ++k) {
+    const int64_t d = (first + k * stride) / domain;
+    if (d != last_domain) {
+      if (run > 0) s.fewest = s.domains == 1 ? run : std::min(s.fewest, run);
+      ++s.domains;
+      last_domain = d;
+      run = 0;
+    }
+    ++run;
+  }
+  s.fewest = s.domains <= 1 ? run : std::min(s.fewest, run);
+  return s;
+}
+
+GroupPlacement placement(int group_size, const Spread& s) {
   GroupPlacement g;
   g.ranks = group_size;
   g.concurrent_groups_sharing_nic = 1;
-  // Members sit at k*stride (k = 0..group_size-1) relative to the first; count the domains they touch.
-  // A domain is visited by a contiguous run of members, so counting changes of domain index suffices.
-  long long touched = 0;
-  long long last_domain = -1;
-  for (long long k = 0; k < group_size; ++k) {
-    const long long d = (k * stride_in_ranks) / domain;
-    if (d != last_domain) {
-      ++touched;
-      last_domain = d;
-    }
-  }
-  g.ranks_per_domain = static_cast<int>((group_size + touched - 1) / touched);
+  g.ranks_per_domain = static_cast<int>(s.fewest);
   return g;
+}
+
+}  // namespace
+
+GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_ranks) {
+  check_group(sys, group_size, stride_in_ranks);
+  return placement(group_size, spread(0, group_size, stride_in_ranks, sys.scale_up.domain_size));
+}
+
+GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks) {
+  check_group(sys, group_size, stride_in_ranks);
+  const int64_t n = group_size, st = stride_in_ranks, domain = sys.scale_up.domain_size;
+  const int64_t block = n * st;  // the groups of this shape tile the ranks in blocks of size*stride
+  const int64_t ranks = std::max<int64_t>(job_ranks, (n - 1) * st + 1);
+  // The pattern of placements repeats every lcm(block, domain) ranks: the groups whose first member lies
+  // in that span are all the distinct ones.
+  const int64_t span = std::min(ranks, std::lcm(block, domain));
+  Spread worst = spread(0, n, st, domain);
+  for (int64_t first = 0; first < span; ++first) {
+    if (first % block >= st || first + (n - 1) * st >= ranks) continue;
+    const Spread s = spread(first, n, st, domain);
+    if (s.fewest < worst.fewest) worst = s;
+  }
+  return placement(group_size, worst);
 }
 
 double nvlink_link_bandwidth_Bps(int nvlink_generation) {

@@ -22,11 +22,22 @@ struct GroupPlacement {
 
 // The placement of a group of `group_size` ranks whose consecutive members are `stride_in_ranks` apart in
 // the global rank order (TP group: stride 1; a DP group of a TP=t, CP=c, PP=p job: stride t*c (Megatron
-// order tp-cp-dp-pp) -- the caller knows its order). Counts the domains the members actually touch, so a
-// stride that does not divide the domain size is handled (ranks_per_domain = ceil(size / domains touched)).
+// order tp-cp-dp-pp) -- the caller knows its order), its first member at rank 0. Counts the members in each
+// domain they touch; ranks_per_domain is the fewest of them. Every GPU owns its NICs, so the domain with the
+// fewest members has the fewest NICs for the traffic that crosses between domains: a ring's channels cross
+// every domain boundary and NCCL keeps the channel count and bandwidth of its slowest node, so that domain
+// bounds the collective (73 ranks on 72-GPU domains: one GPU's NIC carries the whole ring). A group split
+// evenly is unchanged (ranks / domains). The latency side takes ceil(ranks / fewest) domains, more hops
+// than the group crosses when it is split unevenly (docs/decisions.md, "Groups that straddle NVLink domains").
 // concurrent_groups_sharing_nic is 1: on a rail-optimized fabric every member uses its own GPU's NICs.
 // Throws std::invalid_argument for group_size < 1, stride < 1 or a system without a domain size.
 GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_ranks);
+
+// The same for every group of this shape in a job of `job_ranks` ranks (ranks [0, job_ranks) fill the domains
+// in order): the placement of the group with the fewest members in one domain. A synchronous step waits for
+// its slowest group, and a group that straddles a domain boundary (64-rank groups on 72-GPU racks: ranks
+// 64-127 are 8 + 56) is slower than the first one, which place_group alone would time.
+GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks);
 
 // NVLink arithmetic from the preset (hardware_specs.md A3).
 // Nominal bandwidth of one NVLink link, one direction: NVLink 4 (H100/H200) 25 GB/s, NVLink 5 (B200,

@@ -27,7 +27,7 @@ imp() {  # imp NAME SYSTEM GPUS CONFIG [overrides...]
   cat "$D/headers/$name.txt" "$tmp" > "$D/$name.yaml"
   rm -f "$tmp"
 }
-nvl8() { sed -i "s|^  gpus: \(.*\)|  gpus: \1\n  $NVL8   # the previous generation's 8-GPU NVLink domain (HGX H100/H200: 8 GPUs, 18 NVLink 4 links = 450 GB/s per direction)|" "$D/$1.yaml"; }
+nvl8() { sed -i "/^  overrides: /d" "$D/$1.yaml"; sed -i "s|^  gpus: \(.*\)|  gpus: \1\n  $NVL8   # the previous generation's 8-GPU NVLink domain (HGX H100/H200: 8 GPUs, 18 NVLink 4 links = 450 GB/s per direction)|" "$D/$1.yaml"; }
 nographs() { sed -i 's|^  cuda_graphs: true .*|  cuda_graphs: false              # XLA_FLAGS=--xla_gpu_enable_command_buffer= (JAX-Toolbox docs/frameworks/maxtext/README.md, MaxText gpu/a3 scripts): every thunk launched by the host|' "$D/$1.yaml"; }
 
 # 1: same model and precision, H100 vs GB200 (MaxText's Llama 3 70B GPU config; FSDP over all GPUs as MaxText's

@@ -628,6 +628,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       return static_cast<std::size_t>(h ^ (h >> 29));
     }
   };
+  // Where each shape of group sits (every group of the job placed once: hw::place_group_in_job scans them).
+  std::vector<std::pair<std::pair<int, int>, hw::GroupPlacement>> placements_;
+  const hw::GroupPlacement& placement(const GroupShape& gs) {
+    for (const auto& [shape, place] : placements_)
+      if (shape.first == gs.size && shape.second == gs.stride) return place;
+    placements_.emplace_back(std::pair{gs.size, gs.stride}, hw::place_group_in_job(sys_, gs.size, gs.stride, job_.system.gpus));
+    return placements_.back().second;
+  }
   // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
   std::unordered_map<CollKey, CachedCost, CollKeyHash> coll_cache_;
 
@@ -654,7 +662,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                                      op.expert_max_domains, static_cast<int>(op.expert_library));
     auto cached = coll_cache_.find(key);
     if (cached == coll_cache_.end()) {
-      hw::GroupPlacement place = hw::place_group(sys_, gs.size, gs.stride);
+      const hw::GroupPlacement place = placement(gs);
       hw::CollectiveOptions opt;
       opt.nvls_enabled = job_.nvls;
       hw::CollectiveCost cost;

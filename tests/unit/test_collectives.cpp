@@ -71,14 +71,53 @@ TEST(CollectivePlacement, TensorAndDataParallelGroups) {
   EXPECT_EQ(tp4.domains(), 1);
 
   const auto g = gb200_nvl72();
+  // Split unevenly, the domain with the fewest members (the fewest NICs) bounds the traffic between domains.
   auto dp72 = place_group(g, 64, 4);  // TP=4 on NVL72: 18 + 18 + 18 + 10 DP members over 4 racks
-  EXPECT_EQ(dp72.ranks_per_domain, 16);  // NCCL's ppn: nRanks / nNodes
-  EXPECT_EQ(dp72.domains(), 4);
+  EXPECT_EQ(dp72.ranks_per_domain, 10);
+  EXPECT_EQ(dp72.domains(), 7);  // ceil(64 / 10): the latency side counts more hops than the 4 racks
   auto odd = place_group(g, 9, 16);  // members at 0,16,..,128: 5 in rack 0, 4 in rack 1
-  EXPECT_EQ(odd.domains(), 2);
-  EXPECT_EQ(odd.ranks_per_domain, 5);
+  EXPECT_EQ(odd.domains(), 3);
+  EXPECT_EQ(odd.ranks_per_domain, 4);
   EXPECT_THROW(place_group(g, 0, 1), std::invalid_argument);
   EXPECT_THROW(place_group(g, 4, 0), std::invalid_argument);
+}
+
+// A group split unevenly over domains: its lone member's NIC carries the whole ring. 73 ranks on 72-GPU
+// domains reduce-scatter S in at least S (n-1)/n over one NIC, 14x the 72-rank time inside one domain.
+TEST(CollectivePlacement, UnevenSplitIsBoundByTheSmallestDomain) {
+  const auto g = gb200_nvl72();
+  const double bytes = 32.0 * (1ull << 30);
+  const auto one = place_group(g, 73, 1);
+  EXPECT_EQ(one.ranks_per_domain, 1);
+  const double nic_Bps = g.scale_out.nic_bandwidth_Bps * g.scale_out.nics_per_gpu;
+  const double bound_s = bytes * 72 / 73 / nic_Bps;
+  const double t73 = estimate_collective(g, CollectiveOp::reduce_scatter, bytes, one).time_s;
+  EXPECT_GE(t73, bound_s);
+  EXPECT_LT(t73, 1.2 * bound_s / g.scale_out.nic_efficiency);
+  const double t72 = estimate_collective(g, CollectiveOp::reduce_scatter, bytes, place_group(g, 72, 1)).time_s;
+  EXPECT_GT(t73, 10 * t72);
+  const auto h = h100_sxm();  // 9 ranks on 8-GPU nodes: the ninth GPU's NIC
+  const double b = 128.0 * (1 << 20);
+  EXPECT_GE(estimate_collective(h, CollectiveOp::all_gather, b, place_group(h, 9, 1)).time_s,
+            b * 8 / 9 / (h.scale_out.nic_bandwidth_Bps * h.scale_out.nics_per_gpu));
+}
+
+// In a job, every group of a shape is placed: 64-rank groups in 256 ranks on 72-GPU racks are 64, 8 + 56,
+// 16 + 48 and 24 + 40: the worst has 8 in one rack. With 64 of the job's GPUs per rack all are whole.
+TEST(CollectivePlacement, EveryGroupOfTheJobIsPlaced) {
+  auto g = gb200_nvl72();
+  EXPECT_EQ(place_group(g, 64, 1).ranks_per_domain, 64);
+  EXPECT_EQ(place_group_in_job(g, 64, 1, 256).ranks_per_domain, 8);
+  EXPECT_EQ(place_group_in_job(g, 8, 1, 256).ranks_per_domain, 8);   // 72 = 9 x 8: no EP-8 group straddles
+  EXPECT_EQ(place_group_in_job(g, 32, 1, 256).ranks_per_domain, 8);  // ranks 64-95: 8 + 24
+  EXPECT_EQ(place_group_in_job(g, 4, 64, 256).ranks_per_domain, 1);  // one member per 64: never two in a rack
+  EXPECT_EQ(place_group_in_job(g, 2, 255, 256).ranks_per_domain, 1);  // an embedding group: first and last stage
+  g.scale_up.domain_size = 64;
+  EXPECT_EQ(place_group_in_job(g, 64, 1, 256).ranks_per_domain, 64);
+  EXPECT_EQ(place_group_in_job(g, 32, 1, 256).ranks_per_domain, 32);
+  const auto h = h100_sxm();  // 16,384 ranks, TP 8: DP groups of 128 at stride 8, one member per node
+  EXPECT_EQ(place_group_in_job(h, 128, 8, 16384).ranks_per_domain, 1);
+  EXPECT_EQ(place_group_in_job(h, 8, 1, 16384).ranks_per_domain, 8);
 }
 
 TEST(CollectivePlacement, NvlinkLinks) {

@@ -408,6 +408,20 @@ training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, opt
 }
 
 // Megatron's uneven split: the ends as given, the other stages even (DeepSeek-V3's "Et|(tt|)*30L").
+// Groups that straddle NVLink domains: DeepSeek-V3 with EP 64 on 256 GB200 has its stage-1 expert groups
+// (ranks 64-127) split 8 + 56 over two 72-GPU racks, so their exchanges cross the NICs; the job placed 64 per
+// rack (NVLink-aware Slurm segments) keeps every group in one rack. The step waits for the slower groups.
+TEST(ScaleMechanisms, GroupsThatStraddleDomainsAreTimedAtTheirPlacement) {
+  const char* base = R"(system: {preset: gb200-nvl72, gpus: 256}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 4, ep: 64}, moe: {dispatcher: hybridep}}
+)";
+  const auto packed = sim::simulate(load(base));
+  const auto segmented = sim::simulate(load(base, {"system.overrides={scale_up.domain_size: 64}"}));
+  EXPECT_GT(packed.replay.breakdown.exposed_communication_s, 2 * segmented.replay.breakdown.exposed_communication_s);
+  EXPECT_GT(packed.replay.step_time_s, 1.2 * segmented.replay.step_time_s);
+}
+
 TEST(ScaleMechanisms, UnevenFirstAndLastStages) {
   const auto sc = load(R"(system: {preset: gb200-nvl72, gpus: 256}
 model: {preset: deepseek-v3}

@@ -905,6 +905,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   Writer sw;
   sw.line(2, "preset", opt.system, opt.system_given ? "racksim import --system" : "default (no --system)");
   sw.line(2, "gpus", std::to_string(gpus), fmt::format("{} slice(s) x {} GPUs", slices, per_slice));
+  // A slice's GPUs are the ICI (NVLink) part of the mesh: on racks with more GPUs than a slice, a job of
+  // several slices takes one slice's GPUs from each rack, so its NVLink domains hold per_slice of its ranks
+  // (racksim places the ranks in domains in order; docs/decisions.md, "Groups that straddle NVLink domains").
+  if (slices > 1 && per_slice < opt.domain_size)
+    sw.line(2, "overrides", fmt::format("{{scale_up.domain_size: {}}}", per_slice),
+            fmt::format("the job's GPUs per NVLink domain: one slice of {} per {}-GPU domain", per_slice, opt.domain_size));
   o << sw.o.str();
   o << "model:\n" << mw.o.str();
   o << "training:\n" << tw.o.str();
