@@ -1835,7 +1835,14 @@ class Builder {
                                                    double extra_bytes, Quant quant) {
       g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)].host_s += grouped_host;
     };
-    steps.push_back({"expert_out", saved_expert_bytes,
+    // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64): fc1's
+    // output, which the activation saves (the routing probabilities are applied there, so the unpermutation
+    // needs no expert output), and the activation's output, which fc2 saves as its input; fc1's input is the
+    // dispatch step's. The shared experts' fc1 output and activation likewise (their input is the layer's
+    // normalized input). The rank's mean load, as above.
+    const double expert_saved_bytes =
+        (routed * etp_ * fe + (shared ? Tsp_ * shared_w : 0.0)) * (mats + 1) * a;
+    steps.push_back({"expert_out", expert_saved_bytes,
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
                        grouped_gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);

@@ -30,10 +30,12 @@ namespace {
 
 // MoE layers: MaxText names the experts' gate/up/down outputs mlpwi_0/mlpwi_1/mlpwo as the dense MLP's
 // (layers/moe.py), so a policy saving those keeps every expert's intermediates; racksim's MoE layer
-// names only the router logits, the dispatched tokens and the expert block's output.
+// names only the router logits, the dispatched tokens and the experts' block (expert_out: what
+// Megatron-Core's grouped MLP saves, the gate/up output and the activation's output).
 const char* kMoeExperts =
-    "MoE layers: the policy keeps the experts' gate/up/down outputs (mlpwi_0, mlpwi_1, mlpwo); racksim keeps the "
-    "expert block's output (expert_out) instead and recomputes the experts' gate, up and activation";
+    "MoE layers: the policy keeps the experts' gate/up/down outputs (mlpwi_0, mlpwi_1, mlpwo); racksim's expert_out "
+    "keeps the experts' gate/up output and their activation's output instead (the down projection's output is not "
+    "kept)";
 
 }  // namespace
 

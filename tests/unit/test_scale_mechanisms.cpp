@@ -168,6 +168,32 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: fp8, opt
 }
 
 // Megatron's expert grid etp-ep-edp: an EP group is strided by etp, edp by etp·ep; dense groups keep tp-cp-dp.
+// What the experts keep for their backward (Megatron-Core's TEGroupedMLP): fc1's input (the dispatched tokens),
+// fc1's output (the activation saves it; the routing probabilities are applied there) and the activation's output
+// (fc2's input), per routed token copy: h + (2 + 1) fe bf16 values for SwiGLU experts; the shared experts' fc1
+// output and activation per token. Mixtral 8x22B (fe 16,384, top 2): 8x the expert output it used to count.
+TEST(ScaleMechanisms, ExpertActivationsKeepTheExpertsIntermediates) {
+  for (const char* preset : {"mixtral-8x22b", "deepseek-v3"}) {
+    const auto sc = load(std::string("system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: ") + preset +
+                         "}\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, recompute: none, "
+                         "parallelism: {tp: 1, pp: 1, ep: 8}}\n");
+    const auto& m = sc.model;
+    const auto& e = *m.moe;
+    const double routed = 4096.0 * e.top_k, fe = e.expert_ffn_hidden;
+    const double shared = 4096.0 * e.shared_experts * e.expert_ffn_hidden;
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    double dispatch = 0, experts = 0;
+    for (TensorId t = 0; t < g.tensors.size(); ++t) {
+      const std::string name = g.tensor_name(t);
+      if (name.find("mb0.L" + std::to_string(m.layers - 1) + ".") == std::string::npos) continue;
+      if (name.ends_with(".dispatch")) dispatch = g.tensors[t].bytes;
+      if (name.ends_with(".expert_out")) experts = g.tensors[t].bytes;
+    }
+    EXPECT_NEAR(dispatch / (routed * m.hidden * 2), 1.0, 1e-12) << preset;
+    EXPECT_NEAR(experts / ((routed * fe + shared) * 3 * 2), 1.0, 1e-12) << preset;
+  }
+}
+
 TEST(ScaleMechanisms, ExpertTensorParallelismShardsExpertsAndGathersTokens) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 64}
 model: {preset: mixtral-8x7b}
