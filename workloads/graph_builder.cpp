@@ -1239,6 +1239,7 @@ class Builder {
     // XLA's intermediates (fp32 residual stream, fp32 softmax) exist wherever XLA computes the
     // step: in forward, and again when it recomputes it. Under a saving policy the saved ones are
     // exactly the named dot outputs (bf16), so those keep their own size.
+    if (!jax_ && fp8_class() && t_.fp8_wgrad) te_quantized_saves(steps, l);
     if (jax_) {
       const SavePlan& plan = layer_plan(l);
       std::vector<Step*> xla;
@@ -1250,6 +1251,35 @@ class Builder {
       jax_residual_sizes(xla, l);
     }
     return steps;
+  }
+
+  // Under fp8-class training Transformer Engine's linear layers save their input for the weight gradient in
+  // the low-precision format, not bf16: the quantized copy the forward made, column-wise only (linear.py at
+  // NVIDIA/TransformerEngine@d0067d0, `_Linear.forward`: `inputmat.update_usage(rowwise_usage=False,
+  // columnwise_usage=True)`, then `saved_inputmat = inputmat`; grouped_linear.py and layernorm_linear.py's
+  // ln_out alike). So the tensors that only a GEMM's backward reads shrink to the format's bytes with its
+  // scales: the attention's LayerNormLinear output (norm1; not MLA, whose two down projections each quantize the
+  // normalized input), the dense MLP's (norm2; an MoE layer's normalized input feeds the router in bf16), fc2's
+  // input (mlp_act) and the experts' fc1 and fc2 inputs (dispatch, and the activation's part of expert_out).
+  // The attention output stays in bf16 for the flash kernel's backward and the projection keeps its quantized
+  // copy beside it. Under training.fp8_wgrad false (--no-fp8-wgrad) the wgrad reads bf16 inputs: unchanged.
+  void te_quantized_saves(std::vector<Step>& steps, int l) const {
+    const double a = pr_.activation_bytes;
+    const double scale = t_.precision == sim::Dtype::mxfp8                                               ? 1.0 / 32.0
+                         : t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise ? 4.0 / 128.0
+                                                                                                     : 0.0;
+    const double q = pr_.matmul_input_bytes + scale;  // bytes per saved value (nvfp4's scales are in its bytes)
+    const bool moe = m_.is_moe_layer(l);
+    const double mats = m_.ffn == FfnKind::swiglu ? 2 : 1;
+    for (Step& st : steps) {
+      if ((st.name == "norm1" && !m_.mla) || (st.name == "norm2" && !moe) || st.name == "mlp_act" ||
+          st.name == "dispatch")
+        st.out_bytes *= q / a;
+      else if (st.name == "attn")
+        st.out_bytes *= (a + q) / a;
+      else if (st.name == "expert_out")  // (mats + 1) values per row: fc1's output in bf16, fc2's input quantized
+        st.out_bytes *= (mats * a + q) / ((mats + 1) * a);
+    }
   }
 
   // What XLA keeps for the backward differs from Megatron's hand-written layers. Read off the

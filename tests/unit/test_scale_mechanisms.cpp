@@ -194,6 +194,37 @@ TEST(ScaleMechanisms, ExpertActivationsKeepTheExpertsIntermediates) {
   }
 }
 
+// Under fp8 Transformer Engine's linear layers save their input for the weight gradient quantized (1 byte a value
+// plus the recipe's scales), so the tensors only a GEMM's backward reads halve; the attention output is kept in
+// bf16 for the flash backward and quantized beside it. --no-fp8-wgrad keeps bf16 inputs.
+TEST(ScaleMechanisms, Fp8TrainingSavesGemmInputsQuantized) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 1}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 1, micro_batch: 1, recompute: none}
+)";
+  const auto saved = [](const sim::Scenario& sc) {
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::map<std::string, double> bytes;
+    for (TensorId t = 0; t < g.tensors.size(); ++t) {
+      const std::string name = g.tensor_name(t);
+      const auto at = name.find("mb0.L0.");
+      if (at != std::string::npos) bytes[name.substr(at + 7)] = g.tensors[t].bytes;
+    }
+    return bytes;
+  };
+  const auto bf16 = saved(load(base));
+  const auto fp8 = saved(load(base, {"training.precision=fp8"}));
+  const auto mx = saved(load(base, {"training.precision=mxfp8", "system.preset=b200"}));
+  const auto no_wgrad = saved(load(base, {"training.precision=fp8", "training.fp8_wgrad=false"}));
+  for (const char* name : {"norm1", "norm2", "mlp_act"}) {
+    EXPECT_DOUBLE_EQ(fp8.at(name) / bf16.at(name), 0.5) << name;
+    EXPECT_DOUBLE_EQ(mx.at(name) / bf16.at(name), (1 + 1.0 / 32) / 2) << name;  // an 8-bit scale per 32 values
+  }
+  EXPECT_DOUBLE_EQ(fp8.at("attn") / bf16.at("attn"), 1.5);
+  for (const char* name : {"qkv", "attn_out", "mlp_gate", "mlp_up"}) EXPECT_DOUBLE_EQ(fp8.at(name), bf16.at(name)) << name;
+  for (const auto& [name, b] : bf16) EXPECT_DOUBLE_EQ(no_wgrad.at(name), b) << name;
+}
+
 TEST(ScaleMechanisms, ExpertTensorParallelismShardsExpertsAndGathersTokens) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 64}
 model: {preset: mixtral-8x7b}
