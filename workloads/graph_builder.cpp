@@ -293,6 +293,18 @@ class Builder {
     if (jax_ && m_.qk_norm)
       g_.notes.push_back("model.qk_norm under framework jax: the per-head query/key norms cost no time here (XLA "
                          "fuses them with their neighbours; not measured); their gains count as parameters");
+    if (!jax_ && vstages_ > 1 && !t_.pipeline.uneven() && m_.layers % vstages_ != 0) {
+      // Megatron-LM refuses a layer count that the virtual stages do not divide unless the split is given
+      // (--decoder-first/last-pipeline-num-layers); racksim takes the ends' layers off first and says so.
+      const auto layers_of = [this](int v) { return vstage_first_layer_[v + 1] - vstage_first_layer_[v]; };
+      int most = 0;
+      for (int v = 0; v < vstages_; ++v) most = std::max(most, layers_of(v));
+      g_.notes.push_back(fmt::format(
+          "model.layers {} over {} virtual pipeline stages (pp {} x vp {}) do not divide: the first holds {}, the "
+          "last {}, the others up to {} (Megatron-LM needs the split stated: training.pipeline.first_stage_layers / "
+          "last_stage_layers)",
+          m_.layers, vstages_, pp_, vp_, layers_of(0), layers_of(vstages_ - 1) - mtp_, most));
+    }
     if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
       g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                          "matrix is not modelled (only the fused attention kernel's)");

@@ -630,10 +630,19 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   };
   // Where each shape of group sits (every group of the job placed once: hw::place_group_in_job scans them).
   std::vector<std::pair<std::pair<int, int>, hw::GroupPlacement>> placements_;
-  const hw::GroupPlacement& placement(const GroupShape& gs) {
+  // A shape whose worst group sits worse than its first says so in the report: the job's placement decides it.
+  const hw::GroupPlacement& placement(const GroupShape& gs, CommGroup group) {
     for (const auto& [shape, place] : placements_)
       if (shape.first == gs.size && shape.second == gs.stride) return place;
-    placements_.emplace_back(std::pair{gs.size, gs.stride}, hw::place_group_in_job(sys_, gs.size, gs.stride, job_.system.gpus));
+    const hw::GroupPlacement worst = hw::place_group_in_job(sys_, gs.size, gs.stride, job_.system.gpus);
+    const int first = hw::place_group(sys_, gs.size, gs.stride).ranks_per_domain;
+    if (worst.ranks_per_domain < first)
+      res_.warnings.push_back(fmt::format(
+          "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "
+          "the first {}; timed at the worst (a job that uses fewer GPUs of each domain, as NVLink-aware "
+          "scheduling does, says so with system.overrides: {{scale_up.domain_size: N}})",
+          workloads::to_string(group), gs.size, sys_.scale_up.domain_size, worst.ranks_per_domain, first));
+    placements_.emplace_back(std::pair{gs.size, gs.stride}, worst);
     return placements_.back().second;
   }
   // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
@@ -662,7 +671,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                                      op.expert_max_domains, static_cast<int>(op.expert_library));
     auto cached = coll_cache_.find(key);
     if (cached == coll_cache_.end()) {
-      const hw::GroupPlacement place = placement(gs);
+      const hw::GroupPlacement place = placement(gs, op.group);
       hw::CollectiveOptions opt;
       opt.nvls_enabled = job_.nvls;
       hw::CollectiveCost cost;

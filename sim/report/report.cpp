@@ -62,6 +62,7 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   const double host_capacity_per_gpu = job.system.spec.host.memory_capacity_bytes / job.system.spec.host.gpus_per_host;
 
   std::vector<std::string> warnings = in.notes;
+  warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());
   if (job.system.spec.calibration)
     for (const auto& w : job.system.spec.calibration->warnings) warnings.push_back("calibration: " + w);
   if (!job.system.calibration)

@@ -477,6 +477,14 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 4
   const auto segmented = sim::simulate(load(base, {"system.overrides={scale_up.domain_size: 64}"}));
   EXPECT_GT(packed.replay.breakdown.exposed_communication_s, 2 * segmented.replay.breakdown.exposed_communication_s);
   EXPECT_GT(packed.replay.step_time_s, 1.2 * segmented.replay.step_time_s);
+  const auto straddles = [](const sim::RunResult& r) {
+    for (const auto& w : r.report["warnings"])
+      if (w.get<std::string>().find("straddle NVLink domains of 72 GPUs: the worst has 8 of its ranks") != std::string::npos)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(straddles(packed));
+  EXPECT_FALSE(straddles(segmented));
 }
 
 TEST(ScaleMechanisms, UnevenFirstAndLastStages) {
@@ -502,6 +510,17 @@ training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp:
            pipeline: {first_stage_layers: 2, last_stage_layers: 0}}
 )",
                     {}, "must split evenly");
+  // Without a stated split, a layer count the virtual stages do not divide loses its layers at the ends, and the
+  // report says so (Megatron-LM would refuse it): 126 layers over 32 virtual stages, 3 at each end, 4 elsewhere.
+  const auto odd = load(R"(system: {preset: h100-sxm, gpus: 256}
+model: {preset: llama3-405b}
+training: {seq_len: 8192, global_batch: 32, parallelism: {tp: 8, pp: 16, vp: 2}}
+)");
+  const auto notes = build_training_graph(odd.model, odd.training, odd.system.spec).notes;
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("model.layers 126 over 32 virtual pipeline stages (pp 16 x vp 2) do not divide: the first holds 3, "
+                  "the last 3, the others up to 4") != std::string::npos;
+  }));
 }
 
 // --overlap-grad-reduce: off (Megatron's default), every bucket is reduced after the backward; on, as
