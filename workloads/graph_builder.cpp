@@ -472,7 +472,7 @@ class Builder {
     if (step == "norm1" || step == "qkv" || step == "attn_scores" || step == "attn" || step == "attn_out") return EpStep::attention;
     if (!moe_layer) return EpStep::dense_mlp;
     if (step == "dispatch") return EpStep::dispatch;
-    if (step == "expert_out") return EpStep::experts;
+    if (step == "expert_out" || step == "expert_act") return EpStep::experts;
     if (step == "mlp_out") return EpStep::combine;
     return EpStep::moe_pre;  // norm2, router
   }
@@ -1236,6 +1236,15 @@ class Builder {
     if (!p) p = save_plan(t_.recompute, materialized_, moe);
     return *p;
   }
+  // The policy keeps the experts' fc1 output but not their activation's (Megatron's moe_act recompute).
+  bool moe_act_recomputed(int l) {
+    const SavePlan& plan = layer_plan(l);
+    const auto has = [](const std::vector<std::string>& v, std::string_view n) {
+      return std::find(v.begin(), v.end(), n) != v.end();
+    };
+    return (has(plan.saved, "expert_out") || has(plan.offloaded, "expert_out")) && !has(plan.saved, "expert_act") &&
+           !has(plan.offloaded, "expert_act");
+  }
   std::vector<Step> make_layer_steps(int l) {
     const double a = pr_.activation_bytes;
     std::vector<Step> steps;
@@ -1245,7 +1254,7 @@ class Builder {
     steps.push_back({"norm2", Tsp_ * h_ * a, [=, this] { vector("norm2", 2 * Tsp_ * h_ * a, 5 * Tsp_ * h_); },
                      [=, this] { vector("norm2.bwd", 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_); }});
     if (m_.is_moe_layer(l))
-      add_moe_steps(steps);
+      add_moe_steps(steps, l);
     else
       add_mlp_steps(steps, T_, f_, true, "");
     // XLA's intermediates (fp32 residual stream, fp32 softmax) exist wherever XLA computes the
@@ -1272,25 +1281,32 @@ class Builder {
   // ln_out alike). So the tensors that only a GEMM's backward reads shrink to the format's bytes with its
   // scales: the attention's LayerNormLinear output (norm1; not MLA, whose two down projections each quantize the
   // normalized input), the dense MLP's (norm2; an MoE layer's normalized input feeds the router in bf16), fc2's
-  // input (mlp_act) and the experts' fc1 and fc2 inputs (dispatch, and the activation's part of expert_out).
-  // The attention output stays in bf16 for the flash kernel's backward and the projection keeps its quantized
-  // copy beside it. Under training.fp8_wgrad false (--no-fp8-wgrad) the wgrad reads bf16 inputs: unchanged.
-  void te_quantized_saves(std::vector<Step>& steps, int l) const {
+  // input (mlp_act) and the experts' fc1 and fc2 inputs (dispatch, expert_act; under moe_act recompute fc2 saves
+  // the recomputed bf16 tensor instead: experts.py set_save_original_input). Under training.fp8_wgrad false
+  // (--no-fp8-wgrad) the wgrad reads bf16 inputs: unchanged.
+  void te_quantized_saves(std::vector<Step>& steps, int l) {
     const double a = pr_.activation_bytes;
     const double scale = t_.precision == sim::Dtype::mxfp8                                               ? 1.0 / 32.0
                          : t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise ? 4.0 / 128.0
                                                                                                      : 0.0;
     const double q = pr_.matmul_input_bytes + scale;  // bytes per saved value (nvfp4's scales are in its bytes)
     const bool moe = m_.is_moe_layer(l);
-    const double mats = m_.ffn == FfnKind::swiglu ? 2 : 1;
+    // Megatron-Core asks the attention's output projection to save its bf16 input (set_save_original_input)
+    // for every fp8 recipe but delayed scaling, and for fp4 (attention.py at d98e8a64, lines 428-444): the
+    // flash kernel keeps that tensor anyway. Under delayed scaling the projection keeps its quantized copy
+    // beside it; with an unfused attention the backward does not read the context, only the copy. Likewise
+    // the shared experts' fc1 saves a quantized copy of the MoE layer's normalized input under delayed scaling
+    // only (shared_experts.py); the router keeps the bf16 tensor.
+    const bool delayed = t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::delayed;
+    const bool shared = moe && m_.moe->shared_experts > 0;
     for (Step& st : steps) {
       if ((st.name == "norm1" && !m_.mla) || (st.name == "norm2" && !moe) || st.name == "mlp_act" ||
-          st.name == "dispatch")
+          st.name == "dispatch" || (st.name == "expert_act" && !moe_act_recomputed(l)))
         st.out_bytes *= q / a;
-      else if (st.name == "attn")
+      else if (st.name == "attn" && delayed)
+        st.out_bytes *= (materialized_ ? q : a + q) / a;
+      else if (st.name == "norm2" && shared && delayed)
         st.out_bytes *= (a + q) / a;
-      else if (st.name == "expert_out")  // (mats + 1) values per row: fc1's output in bf16, fc2's input quantized
-        st.out_bytes *= (mats * a + q) / ((mats + 1) * a);
     }
   }
 
@@ -1727,7 +1743,7 @@ class Builder {
     ep_stream_collective(name, c, CommGroup::etp, bytes);  // in order with the exchange it gathers or scatters for
   }
 
-  void add_moe_steps(std::vector<Step>& steps) {
+  void add_moe_steps(std::vector<Step>& steps, int l) {
     const double a = pr_.activation_bytes;
     const auto& e = *m_.moe;
     const double E = e.experts, fe = e.expert_ffn_hidden / static_cast<double>(etp_);  // this rank's slice
@@ -1882,8 +1898,26 @@ class Builder {
     // needs no expert output), and the activation's output, which fc2 saves as its input; fc1's input is the
     // dispatch step's. The shared experts' fc1 output and activation likewise (their input is the layer's
     // normalized input). The rank's mean load, as above.
-    const double expert_saved_bytes =
-        (routed * etp_ * fe + (shared ? Tsp_ * shared_w : 0.0)) * (mats + 1) * a;
+    // expert_out keeps fc1's output (and the shared experts' two tensors); expert_act the routed experts'
+    // activation output, so that a policy without it recomputes the activation as Megatron's
+    // --recompute-modules moe_act does (experts.py: the activation in CheckpointWithoutOutput, its output
+    // discarded after fc2 and recomputed before fc2's backward). MaxText's policies name the experts' gate, up and
+    // down outputs instead (mlpwi_0, mlpwi_1, mlpwo: layers/moe.py): in JAX mode expert_out is those three.
+    const double routed_rows = routed * etp_, shared_rows = shared ? Tsp_ * shared_w / fe : 0.0;
+    const double expert_saved_bytes = jax_ ? routed_rows * (mats * fe + h_) * a
+                                           : (routed_rows * mats + shared_rows * (mats + 1)) * fe * a;
+    const double act_saved_bytes = routed_rows * fe * a;
+    // The activation's output, listed before the experts' step so that it dies with their backward (fc2's, which
+    // reads it; its own backward is empty); recomputed alone (one more activation kernel before the backward) when
+    // the policy keeps expert_out but not expert_act. Its forward is the experts' step's.
+    const bool act_alone = moe_act_recomputed(l);
+    steps.push_back({"expert_act", act_saved_bytes,
+                     [=, this] {
+                       if (phase_ == Phase::recompute && act_alone)
+                         vector("experts.act.recompute", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe,
+                                expert_tokens * fe);
+                     },
+                     [] {}});
     steps.push_back({"expert_out", expert_saved_bytes,
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);

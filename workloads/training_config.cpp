@@ -9,7 +9,7 @@ const std::vector<std::string>& activation_names() {
 }
 
 const std::vector<std::string>& moe_activation_names() {
-  static const std::vector<std::string> names = {"router", "dispatch", "expert_out"};
+  static const std::vector<std::string> names = {"router", "dispatch", "expert_out", "expert_act"};
   return names;
 }
 
@@ -30,12 +30,11 @@ namespace {
 
 // MoE layers: MaxText names the experts' gate/up/down outputs mlpwi_0/mlpwi_1/mlpwo as the dense MLP's
 // (layers/moe.py), so a policy saving those keeps every expert's intermediates; racksim's MoE layer
-// names only the router logits, the dispatched tokens and the experts' block (expert_out: what
-// Megatron-Core's grouped MLP saves, the gate/up output and the activation's output).
+// names the router logits, the dispatched tokens, the experts' gate/up output (expert_out; in JAX mode with
+// the down projection's output, as MaxText's names) and their activation's output (expert_act).
 const char* kMoeExperts =
-    "MoE layers: the policy keeps the experts' gate/up/down outputs (mlpwi_0, mlpwi_1, mlpwo); racksim's expert_out "
-    "keeps the experts' gate/up output and their activation's output instead (the down projection's output is not "
-    "kept)";
+    "MoE layers: the policy keeps the experts' gate/up/down outputs (mlpwi_0, mlpwi_1, mlpwo), racksim's expert_out "
+    "(in JAX mode the gate, up and down outputs); the experts' activation (expert_act) is recomputed";
 
 }  // namespace
 

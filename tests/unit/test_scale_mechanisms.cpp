@@ -169,34 +169,56 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: fp8, opt
 
 // Megatron's expert grid etp-ep-edp: an EP group is strided by etp, edp by etp·ep; dense groups keep tp-cp-dp.
 // What the experts keep for their backward (Megatron-Core's TEGroupedMLP): fc1's input (the dispatched tokens),
-// fc1's output (the activation saves it; the routing probabilities are applied there) and the activation's output
-// (fc2's input), per routed token copy: h + (2 + 1) fe bf16 values for SwiGLU experts; the shared experts' fc1
-// output and activation per token. Mixtral 8x22B (fe 16,384, top 2): 8x the expert output it used to count.
+// fc1's output (expert_out; the activation saves it, the routing probabilities are applied there) and the
+// activation's output (expert_act, fc2's input), per routed token copy: h, 2 fe and fe bf16 values for SwiGLU
+// experts, and the shared experts' fc1 output and activation per token in expert_out. Mixtral 8x22B (fe 16,384,
+// top 2): 8x the expert output racksim used to count. MaxText's policies name the gate, up and down outputs, so in
+// JAX mode expert_out is 2 fe + h. A list without expert_act recomputes the activation (Megatron's moe_act).
 TEST(ScaleMechanisms, ExpertActivationsKeepTheExpertsIntermediates) {
   for (const char* preset : {"mixtral-8x22b", "deepseek-v3"}) {
-    const auto sc = load(std::string("system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: ") + preset +
-                         "}\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, recompute: none, "
-                         "parallelism: {tp: 1, pp: 1, ep: 8}}\n");
+    const std::string base = std::string("system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: ") + preset +
+                             "}\ntraining: {seq_len: 4096, global_batch: 8, micro_batch: 1, recompute: none, "
+                             "parallelism: {tp: 1, pp: 1, ep: 8}}\n";
+    struct Kept {
+      double dispatch = 0, experts = 0, act = 0;
+      int act_recomputes = 0;
+    };
+    const auto kept = [](const sim::Scenario& sc) {
+      const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+      const std::string layer = "mb0.L" + std::to_string(sc.model.layers - 1) + ".";
+      Kept k;
+      for (TensorId t = 0; t < g.tensors.size(); ++t) {
+        const std::string name = g.tensor_name(t);
+        if (name.find(layer) == std::string::npos) continue;
+        if (name.ends_with(".dispatch")) k.dispatch = g.tensors[t].bytes;
+        if (name.ends_with(".expert_out")) k.experts = g.tensors[t].bytes;
+        if (name.ends_with(".expert_act")) k.act = g.tensors[t].bytes;
+      }
+      for (std::size_t i = 0; i < g.ops.size(); ++i)
+        if (g.op_name(static_cast<OpId>(i)).find("experts.act.recompute") != std::string::npos) ++k.act_recomputes;
+      return k;
+    };
+    const auto sc = load(base);
     const auto& m = sc.model;
     const auto& e = *m.moe;
     const double routed = 4096.0 * e.top_k, fe = e.expert_ffn_hidden;
     const double shared = 4096.0 * e.shared_experts * e.expert_ffn_hidden;
-    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    double dispatch = 0, experts = 0;
-    for (TensorId t = 0; t < g.tensors.size(); ++t) {
-      const std::string name = g.tensor_name(t);
-      if (name.find("mb0.L" + std::to_string(m.layers - 1) + ".") == std::string::npos) continue;
-      if (name.ends_with(".dispatch")) dispatch = g.tensors[t].bytes;
-      if (name.ends_with(".expert_out")) experts = g.tensors[t].bytes;
-    }
-    EXPECT_NEAR(dispatch / (routed * m.hidden * 2), 1.0, 1e-12) << preset;
-    EXPECT_NEAR(experts / ((routed * fe + shared) * 3 * 2), 1.0, 1e-12) << preset;
+    const Kept all = kept(sc);
+    EXPECT_NEAR(all.dispatch / (routed * m.hidden * 2), 1.0, 1e-12) << preset;
+    EXPECT_NEAR(all.experts / ((routed * 2 * fe + shared * 3) * 2), 1.0, 1e-12) << preset;
+    EXPECT_NEAR(all.act / (routed * fe * 2), 1.0, 1e-12) << preset;
+    EXPECT_EQ(all.act_recomputes, 0) << preset;
+    const Kept moe_act = kept(load(base, {"training.recompute={save: [norm1, qkv, attn, attn_out, norm2, router, "
+                                          "dispatch, expert_out]}"}));
+    EXPECT_GT(moe_act.act_recomputes, 0) << preset;  // one activation kernel per micro-batch and MoE layer
+    const Kept jax = kept(load(base, {"training.framework=jax"}));
+    EXPECT_NEAR(jax.experts / (routed * (2 * fe + m.hidden) * 2), 1.0, 1e-12) << preset;
   }
 }
 
 // Under fp8 Transformer Engine's linear layers save their input for the weight gradient quantized (1 byte a value
 // plus the recipe's scales), so the tensors only a GEMM's backward reads halve; the attention output is kept in
-// bf16 for the flash backward and quantized beside it. --no-fp8-wgrad keeps bf16 inputs.
+// bf16 for the flash backward, and under delayed scaling quantized beside it. --no-fp8-wgrad keeps bf16 inputs.
 TEST(ScaleMechanisms, Fp8TrainingSavesGemmInputsQuantized) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 1}
 model: {preset: llama3-8b}
@@ -220,7 +242,10 @@ training: {seq_len: 4096, global_batch: 1, micro_batch: 1, recompute: none}
     EXPECT_DOUBLE_EQ(fp8.at(name) / bf16.at(name), 0.5) << name;
     EXPECT_DOUBLE_EQ(mx.at(name) / bf16.at(name), (1 + 1.0 / 32) / 2) << name;  // an 8-bit scale per 32 values
   }
+  // The projection keeps its own quantized copy of the attention output only under delayed scaling; Megatron-Core
+  // has it save the bf16 tensor for every other recipe (set_save_original_input).
   EXPECT_DOUBLE_EQ(fp8.at("attn") / bf16.at("attn"), 1.5);
+  EXPECT_DOUBLE_EQ(mx.at("attn"), bf16.at("attn"));
   for (const char* name : {"qkv", "attn_out", "mlp_gate", "mlp_up"}) EXPECT_DOUBLE_EQ(fp8.at(name), bf16.at(name)) << name;
   for (const auto& [name, b] : bf16) EXPECT_DOUBLE_EQ(no_wgrad.at(name), b) << name;
 }
