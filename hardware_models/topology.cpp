@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -69,20 +70,25 @@ GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_
   return placement(group_size, spread(0, group_size, stride_in_ranks, sys.scale_up.domain_size));
 }
 
-GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks) {
+GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks,
+                                  int first_from, int first_to) {
   check_group(sys, group_size, stride_in_ranks);
   const int64_t n = group_size, st = stride_in_ranks, domain = sys.scale_up.domain_size;
   const int64_t block = n * st;  // the groups of this shape tile the ranks in blocks of size*stride
   const int64_t ranks = std::max<int64_t>(job_ranks, (n - 1) * st + 1);
+  const int64_t lo = std::clamp<int64_t>(first_from, 0, ranks - 1);
+  const int64_t hi = first_to < 0 ? ranks : std::clamp<int64_t>(first_to, lo + 1, ranks);
   // The pattern of placements repeats every lcm(block, domain) ranks: the groups whose first member lies
   // in that span are all the distinct ones.
-  const int64_t span = std::min(ranks, std::lcm(block, domain));
-  Spread worst = spread(0, n, st, domain);
-  for (int64_t first = 0; first < span; ++first) {
+  const int64_t span = std::min(hi, lo + std::lcm(block, domain));
+  Spread worst{};
+  worst.fewest = std::numeric_limits<int64_t>::max();
+  for (int64_t first = lo; first < span; ++first) {
     if (first % block >= st || first + (n - 1) * st >= ranks) continue;
     const Spread s = spread(first, n, st, domain);
     if (s.fewest < worst.fewest) worst = s;
   }
+  if (worst.domains == 0) worst = spread(lo - lo % block, n, st, domain);  // no group starts in the range
   return placement(group_size, worst);
 }
 

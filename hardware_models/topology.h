@@ -34,10 +34,12 @@ struct GroupPlacement {
 GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_ranks);
 
 // The same for every group of this shape in a job of `job_ranks` ranks (ranks [0, job_ranks) fill the domains
-// in order): the placement of the group with the fewest members in one domain. A synchronous step waits for
-// its slowest group, and a group that straddles a domain boundary (64-rank groups on 72-GPU racks: ranks
-// 64-127 are 8 + 56) is slower than the first one, which place_group alone would time.
-GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks);
+// in order) whose first member lies in [first_from, first_to) (first_to -1: the whole job): the placement of the
+// group with the fewest members in one domain. A group that straddles a domain boundary (64-rank groups on
+// 72-GPU racks: ranks 64-127 are 8 + 56) is slower than the first one, which place_group alone would time; the
+// caller narrows the range to the ranks of one pipeline stage for the groups that stay inside a stage.
+GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks,
+                                  int first_from = 0, int first_to = -1);
 
 // NVLink arithmetic from the preset (hardware_specs.md A3).
 // Nominal bandwidth of one NVLink link, one direction: NVLink 4 (H100/H200) 25 GB/s, NVLink 5 (B200,

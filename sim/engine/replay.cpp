@@ -615,7 +615,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     hw::CollectiveCost cost;
     std::string_view algorithm, bound_by;  // as labels
   };
-  using CollKey = std::tuple<int, double, int, int, int, int, bool>;
+  using CollKey = std::tuple<int, double, int, int, int, int, int, int>;  // ..., library, placement_stage
   struct CollKeyHash {
     std::size_t operator()(const CollKey& k) const {
       // The bytes' bit pattern (std::hash<double> is a call to _Hash_bytes): a key's bytes are > 0 (start_collective),
@@ -623,27 +623,55 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       uint64_t h = std::bit_cast<uint64_t>(std::get<1>(k)) * 0x9e3779b97f4a7c15ull;
       for (const uint64_t v : {static_cast<uint64_t>(std::get<0>(k)), static_cast<uint64_t>(std::get<2>(k)),
                                static_cast<uint64_t>(std::get<3>(k)), static_cast<uint64_t>(std::get<4>(k)),
-                               static_cast<uint64_t>(std::get<5>(k)), static_cast<uint64_t>(std::get<6>(k))})
+                               static_cast<uint64_t>(std::get<5>(k)), static_cast<uint64_t>(std::get<6>(k)),
+                               static_cast<uint64_t>(std::get<7>(k))})
         h = (h ^ v) * 0x100000001b3ull;
       return static_cast<std::size_t>(h ^ (h >> 29));
     }
   };
-  // Where each shape of group sits (every group of the job placed once: hw::place_group_in_job scans them).
-  std::vector<std::pair<std::pair<int, int>, hw::GroupPlacement>> placements_;
-  // A shape whose worst group sits worse than its first says so in the report: the job's placement decides it.
-  const hw::GroupPlacement& placement(const GroupShape& gs, CommGroup group) {
-    for (const auto& [shape, place] : placements_)
-      if (shape.first == gs.size && shape.second == gs.stride) return place;
-    const hw::GroupPlacement worst = hw::place_group_in_job(sys_, gs.size, gs.stride, job_.system.gpus);
-    const int first = hw::place_group(sys_, gs.size, gs.stride).ranks_per_domain;
-    if (worst.ranks_per_domain < first)
-      res_.warnings.push_back(fmt::format(
-          "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "
-          "the first {}; timed at the worst (a job that uses fewer GPUs of each domain, as NVLink-aware "
-          "scheduling does, says so with system.overrides: {{scale_up.domain_size: N}})",
-          workloads::to_string(group), gs.size, sys_.scale_up.domain_size, worst.ranks_per_domain, first));
-    placements_.emplace_back(std::pair{gs.size, gs.stride}, worst);
-    return placements_.back().second;
+  // Where each shape of group sits: the groups that stay inside a pipeline stage (all but the pipeline's and the
+  // embedding's) are placed over that stage's ranks [stage·S, (stage+1)·S), S = the job's GPUs / pp (Megatron's
+  // pp is the outermost dimension); the others over the whole job (hw::place_group_in_job scans them).
+  struct Placed {
+    int size, stride;
+    hw::GroupPlacement place;
+  };
+  std::vector<std::vector<Placed>> placements_;  // [stage + 1]: the shapes placed (stage -1: over the whole job)
+  std::vector<std::pair<int, int>> warned_shapes_;
+  // Which placement a collective of `group` on simulated rank `rank` (its pipeline stage) takes: -1 over the
+  // whole job, else the stage whose ranks it scans (0 for every stage when stages start at domain boundaries).
+  int placement_stage(CommGroup group, int rank) const {
+    const int pp = std::max(1, job_.parallelism.pp);
+    if (group == CommGroup::pp || group == CommGroup::embd || pp == 1) return -1;
+    return (job_.system.gpus / pp) % std::max(1, sys_.scale_up.domain_size) == 0 ? 0 : rank;
+  }
+  const hw::GroupPlacement& placement(const GroupShape& gs, CommGroup group, int stage) {
+    const int pp = std::max(1, job_.parallelism.pp), gpus = job_.system.gpus;
+    if (placements_.size() < static_cast<std::size_t>(pp) + 1) placements_.resize(static_cast<std::size_t>(pp) + 1);
+    auto& placed = placements_[static_cast<std::size_t>(stage + 1)];
+    for (const auto& p : placed)
+      if (p.size == gs.size && p.stride == gs.stride) return p.place;
+    const int per_stage = gpus / pp;
+    const hw::GroupPlacement place =
+        stage < 0 ? hw::place_group_in_job(sys_, gs.size, gs.stride, gpus)
+                  : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus, stage * per_stage, (stage + 1) * per_stage);
+    // A shape whose worst group in the job sits worse than its first says so in the report, once.
+    const std::pair<int, int> shape{gs.size, gs.stride};
+    if (std::find(warned_shapes_.begin(), warned_shapes_.end(), shape) == warned_shapes_.end()) {
+      warned_shapes_.push_back(shape);
+      const bool same_everywhere = stage <= 0 && (stage < 0 || per_stage % std::max(1, sys_.scale_up.domain_size) == 0);
+      const int worst = same_everywhere ? place.ranks_per_domain
+                                        : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus).ranks_per_domain;
+      const int first = hw::place_group(sys_, gs.size, gs.stride).ranks_per_domain;
+      if (worst < first)
+        res_.warnings.push_back(fmt::format(
+            "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "
+            "the first {}; each is timed at its own stage's worst (a job that uses fewer GPUs of each domain, as "
+            "NVLink-aware scheduling does, says so with system.overrides: {{scale_up.domain_size: N}})",
+            workloads::to_string(group), gs.size, sys_.scale_up.domain_size, worst, first));
+    }
+    placed.push_back({gs.size, gs.stride, place});
+    return placed.back().place;
   }
   // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
   std::unordered_map<CollKey, CachedCost, CollKeyHash> coll_cache_;
@@ -667,11 +695,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
-    const auto key = std::make_tuple(static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride, op.expert_top_k,
-                                     op.expert_max_domains, static_cast<int>(op.expert_library));
+    const int stage = placement_stage(op.group, op.rank);
+    const CollKey key{static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride, op.expert_top_k,
+                      op.expert_max_domains, static_cast<int>(op.expert_library), stage};
     auto cached = coll_cache_.find(key);
     if (cached == coll_cache_.end()) {
-      const hw::GroupPlacement place = placement(gs, op.group);
+      const hw::GroupPlacement place = placement(gs, op.group, stage);
       hw::CollectiveOptions opt;
       opt.nvls_enabled = job_.nvls;
       hw::CollectiveCost cost;

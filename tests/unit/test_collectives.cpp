@@ -112,6 +112,10 @@ TEST(CollectivePlacement, EveryGroupOfTheJobIsPlaced) {
   EXPECT_EQ(place_group_in_job(g, 32, 1, 256).ranks_per_domain, 8);  // ranks 64-95: 8 + 24
   EXPECT_EQ(place_group_in_job(g, 4, 64, 256).ranks_per_domain, 1);  // one member per 64: never two in a rack
   EXPECT_EQ(place_group_in_job(g, 2, 255, 256).ranks_per_domain, 1);  // an embedding group: first and last stage
+  // Over one pipeline stage's ranks (pp 4: 64 each): stage 0's group is whole, stage 1's is 8 + 56.
+  EXPECT_EQ(place_group_in_job(g, 64, 1, 256, 0, 64).ranks_per_domain, 64);
+  EXPECT_EQ(place_group_in_job(g, 64, 1, 256, 64, 128).ranks_per_domain, 8);
+  EXPECT_EQ(place_group_in_job(g, 8, 8, 256, 64, 128).ranks_per_domain, 1);  // its dp group: 1 + 7
   g.scale_up.domain_size = 64;
   EXPECT_EQ(place_group_in_job(g, 64, 1, 256).ranks_per_domain, 64);
   EXPECT_EQ(place_group_in_job(g, 32, 1, 256).ranks_per_domain, 32);
