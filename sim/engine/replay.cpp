@@ -663,6 +663,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       const int worst = same_everywhere ? place.ranks_per_domain
                                         : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus).ranks_per_domain;
       const int first = hw::place_group(sys_, gs.size, gs.stride).ranks_per_domain;
+      // Tensor (and expert-tensor) parallelism across domains: legal, but every layer's exchanges cross the NICs.
+      if ((group == CommGroup::tp || group == CommGroup::etp) && hw::place_group(sys_, gs.size, gs.stride).domains() > 1)
+        res_.warnings.push_back(fmt::format(
+            "{} groups of {} ranks span NVLink domains of {} GPUs: every layer's {} exchanges cross the NICs "
+            "(frameworks keep tensor parallelism inside a domain)",
+            workloads::to_string(group), gs.size, sys_.scale_up.domain_size, workloads::to_string(group)));
       if (worst < first)
         res_.warnings.push_back(fmt::format(
             "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "

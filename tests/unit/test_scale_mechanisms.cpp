@@ -510,6 +510,15 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 4
   };
   EXPECT_TRUE(straddles(packed));
   EXPECT_FALSE(straddles(segmented));
+  // Tensor parallelism over two 8-GPU nodes is timed over the NICs, and the report says so.
+  const auto tp16 = sim::simulate(load(R"(system: {preset: h100-sxm, gpus: 32}
+model: {preset: llama3-70b}
+training: {seq_len: 4096, global_batch: 2, parallelism: {tp: 16}}
+)"));
+  bool spans = false;
+  for (const auto& w : tp16.report["warnings"])
+    spans = spans || w.get<std::string>().find("tp groups of 16 ranks span NVLink domains of 8 GPUs") != std::string::npos;
+  EXPECT_TRUE(spans);
 }
 
 TEST(ScaleMechanisms, UnevenFirstAndLastStages) {
