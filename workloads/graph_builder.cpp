@@ -1590,16 +1590,38 @@ class Builder {
       return id;
     };
     if (cp_ == 1 || t_.cp_comm == CpComm::p2p) {
+      // Transformer Engine's ring (AttnFuncWithCPAndKVP2P, context_parallel.py at TE d0067d0): ring step j, which
+      // brings chunk j's K/V, is posted at the start of step j-1, as soon as step j-1's K/V arrived, and runs
+      // beside chunk j-1; in the backward it also carries the dK/dV summed through chunk j-2, so it waits for that
+      // step's end (its kernel and the sums after it). A chunk waits only for the K/V it reads.
+      // Merging the steps is element-wise work of its own: the forward rescales and adds each step's partial output
+      // into the result (flash_attn_fwd_out_correction, after the ring; a bf16 read of the step's output and a
+      // read and write of the sum, on half the rows for the steps beyond this rank's own under the causal split),
+      // and the backward adds each step's dQ into the sum and, from the second step, its dK and dV into the
+      // received ones (dq.add_, dk.add_, dv.add_). Per step: 3 x the step's dQ (or output) bytes, 3 x the K/V
+      // bytes. Steps 0..r are whole for rank r and the rest half: (3 cp + 1) / 4 whole steps on the average rank.
+      const double whole_steps = cp_ > 1 ? (3.0 * cp_ + 1) / 4 : 1.0;
+      const double q_bytes = std::max(0.0, qkv_bytes - kv_bytes);
+      const OpId before = last();
+      std::vector<OpId> step_ends;
+      OpId ring = kNoOp;
       for (int j = 0; j < cp_; ++j) {
         if (j > 0) {
-          // Ring step: send this rank's K,V (and in backward their gradients) to the next rank.
-          const OpId x = collective(fmt::format("attn.cp_ring{}", j), CollectiveOp::send_recv, CommGroup::cp,
-                                    backward ? 2 * kv_bytes : kv_bytes, {last()});
-          pending_deps_.push_back(x);
+          SmallVec<OpId, 3> deps{j == 1 ? before : ring};
+          if (backward && j >= 2) deps.push_back(step_ends[static_cast<std::size_t>(j - 2)]);
+          ring = collective(fmt::format("attn.cp_ring{}", j), CollectiveOp::send_recv, CommGroup::cp,
+                            backward ? 2 * kv_bytes : kv_bytes, std::move(deps));
+          pending_deps_.push_back(ring);
         }
         // Each chunk streams one rank's s_ keys (load-balanced causal split).
-        kernel(cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n, 1.0 / cp_, j > 0 ? kv_bytes : 0, s_);
+        OpId end = kernel(cp_ > 1 ? fmt::format("{}.chunk{}", n, j) : n, 1.0 / cp_, j > 0 ? kv_bytes : 0, s_);
+        if (backward && cp_ > 1 && j > 0)
+          end = vector(fmt::format("{}.chunk{}.grad_sum", n, j),
+                       3 * q_bytes * whole_steps / cp_ + 3 * kv_bytes, (q_bytes * whole_steps / cp_ + kv_bytes) / 2);
+        step_ends.push_back(end);
       }
+      if (!backward && cp_ > 1)
+        vector(cat(n, ".out_correction"), 3 * out_bytes * whole_steps, out_bytes * whole_steps);  // a mul, an add
       return;
     }
     if (t_.cp_comm == CpComm::all_gather) {

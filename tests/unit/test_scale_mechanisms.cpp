@@ -250,6 +250,42 @@ training: {seq_len: 4096, global_batch: 1, micro_batch: 1, recompute: none}
   for (const auto& [name, b] : bf16) EXPECT_DOUBLE_EQ(no_wgrad.at(name), b) << name;
 }
 
+// Context parallelism's ring (Transformer Engine's AttnFuncWithCPAndKVP2P): ring step j, which brings chunk j's K/V,
+// leaves as soon as step j-1's K/V arrived and runs beside chunk j-1 (it used to wait for that chunk); in the
+// backward it also carries the dK/dV summed through step j-2, so it waits for that step's end. The forward merges
+// the steps' partial outputs after the ring, the backward sums each step's gradients.
+TEST(ScaleMechanisms, ContextParallelRingOverlapsTheChunks) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 32768, global_batch: 2, parallelism: {tp: 1, cp: 4}, recompute: none}
+)");
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const auto find = [&](const std::string& name, Phase phase) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].phase == phase && g.op_name(static_cast<OpId>(i)) == name) return static_cast<OpId>(i);
+    ADD_FAILURE() << "no op " << name;
+    return OpId{0};
+  };
+  const auto deps_of = [&](OpId id) {
+    std::set<std::string> names;
+    for (OpId d : g.ops[id].deps) names.insert(g.op_name(d));
+    return names;
+  };
+  const auto fwd2 = deps_of(find("mb0.L0.attn.cp_ring2", Phase::forward));
+  EXPECT_TRUE(fwd2.count("mb0.L0.attn.cp_ring1"));
+  EXPECT_FALSE(fwd2.count("mb0.L0.attn.flash.chunk1"));
+  const auto bwd3 = deps_of(find("mb0.L0.attn.cp_ring3", Phase::backward));
+  EXPECT_TRUE(bwd3.count("mb0.L0.attn.cp_ring2"));
+  EXPECT_TRUE(bwd3.count("mb0.L0.attn.flash.bwd.chunk1.grad_sum"));
+  EXPECT_FALSE(bwd3.count("mb0.L0.attn.flash.bwd.chunk2.grad_sum"));
+  find("mb0.L0.attn.flash.out_correction", Phase::forward);
+  // Replayed, the second ring step starts before the chunk it used to wait for has ended.
+  const auto r = sim::simulate(sc);  // one micro-step per rank: replayed whole, its graph kept
+  ASSERT_EQ(r.graph.ops.size(), g.ops.size());
+  const OpId ring2 = find("mb0.L0.attn.cp_ring2", Phase::forward), chunk1 = find("mb0.L0.attn.flash.chunk1", Phase::forward);
+  EXPECT_LT(r.replay.ops[ring2].start_s, r.replay.ops[chunk1].end_s);
+}
+
 TEST(ScaleMechanisms, ExpertTensorParallelismShardsExpertsAndGathersTokens) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 64}
 model: {preset: mixtral-8x7b}
