@@ -43,6 +43,7 @@ SweepSpec parse_sweep(const Node& root) {
     }
   }
   std::vector<YAML::Mark> key_marks;
+  std::vector<std::vector<YAML::Mark>> value_marks;  // per key, per value
   if (vary) {
     spec.vary_line = vary->where().line;
     spec.vary_column = vary->where().column;
@@ -80,6 +81,7 @@ SweepSpec parse_sweep(const Node& root) {
           continue;
         }
         VaryKey vk{key, {}};
+        std::vector<YAML::Mark> marks;
         for (std::size_t i = 0; i < values.yaml().size(); ++i) {
           const Node v = values.element(i);
           if (!v.yaml().IsDefined() || v.yaml().IsNull()) {
@@ -87,9 +89,11 @@ SweepSpec parse_sweep(const Node& root) {
             continue;
           }
           vk.values.push_back(flow_yaml(v.yaml()));
+          marks.push_back(v.yaml().Mark());
         }
         spec.keys.push_back(std::move(vk));
         key_marks.push_back(km);
+        value_marks.push_back(std::move(marks));
       }
     }
   }
@@ -127,6 +131,31 @@ SweepSpec parse_sweep(const Node& root) {
     }
   } catch (const std::exception&) {
     // Anything else is a per-point result.
+  }
+  diag.throw_if_any();
+  // A value its key cannot take (not a number, no unit, not one of the names) is an input error, reported at the
+  // value; a value that is well-formed but makes the layout impossible (tp not dividing heads) stays a per-point
+  // result, as the other keys' values may decide it. Each distinct value is probed alone on the base.
+  for (std::size_t i = 0; i < spec.keys.size(); ++i) {
+    const auto& k = spec.keys[i];
+    for (std::size_t j = 0; j < k.values.size(); ++j) {
+      if (std::find(k.values.begin(), k.values.begin() + static_cast<std::ptrdiff_t>(j), k.values[j]) !=
+          k.values.begin() + static_cast<std::ptrdiff_t>(j))
+        continue;  // probed already
+      try {
+        sim::load_scenario(spec.base, {{k.path, k.values[j]}});
+      } catch (const input::InputError& e) {
+        for (const auto& d : e.diagnostics()) {
+          const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0;
+          if (!malformed || !(d.key_path == k.path || d.key_path.rfind(k.path + ".", 0) == 0)) continue;
+          const YAML::Mark& m = value_marks[i][j];
+          diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path, d.message);
+          break;
+        }
+      } catch (const std::exception&) {
+        // A per-point result.
+      }
+    }
   }
   diag.throw_if_any();
   return spec;

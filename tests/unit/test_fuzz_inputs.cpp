@@ -81,7 +81,9 @@ TEST(FuzzInputs, SweepFilesNeverCrash) {
     return true;
   });
   std::cout << "[ fuzz     ] sweeps: loaded " << ok << ", rejected " << bad << ", ran " << ran << '\n';
-  EXPECT_GT(ok, 20);
+  // Enough mutants load for the run path to be exercised (19 of 1,200 since a value its key cannot take is
+  // rejected at load, 2026-12-03; it was 20+ when such values became error rows).
+  EXPECT_GT(ok, 15);
   EXPECT_GT(bad, 100);
 }
 

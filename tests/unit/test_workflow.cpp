@@ -121,6 +121,14 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tpp: [1, 2]\n", kLabel),
             kLabel + ":3:3: error: vary.training.parallelism.tpp: not a key of the base scenario: unknown key 'tpp'; "
                      "did you mean 'tp'?");
+  // A value its key cannot take is reported at the value; a well-formed value that makes the layout impossible
+  // (tp 3 does not divide the heads) stays a per-point error row.
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tp: [1, two]\n", kLabel),
+            kLabel + ":3:32: error: vary.training.parallelism.tp: expected a whole number, got 'two'");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.recompute: [none, sometimes]\n", kLabel),
+            kLabel + ":3:30: error: vary.training.recompute: unknown value 'sometimes'; expected one of none | "
+                     "selective | full | save_dots | {save: [...], offload: [...]}");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tp: [1, 3]\n", kLabel), "");
   // Every problem at once.
   const std::string many = load_error("vary:\n  a: []\n  b: 3\n", kLabel);
   EXPECT_EQ(lines(many).size(), 3u) << many;
