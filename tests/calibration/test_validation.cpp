@@ -124,7 +124,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 462B, 6144 H100 (TP8 PP16 DP48)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       // (Out since the ring overlaps its chunks as Transformer Engine's does: the Qwen3 H100 64K and 128K rows,
-      // +10.5% and +10.2%, too fast; docs/decisions.md, "Context parallelism's ring overlaps its chunks".)
+      // +10.4% and +10.2%, too fast; docs/decisions.md, "Context parallelism's ring overlaps its chunks".)
       "Pax GPT-126M, 64 H100 (DP64)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
       // -0.3%: its 1-VM step +20% too fast against a scale-out loss 13 points too large (docs/validation.md).
