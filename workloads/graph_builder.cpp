@@ -694,7 +694,10 @@ class Builder {
   double layer_weights(int l) const { return dense_weights(l) + expert_weights(l); }
   double dense_weights(int l) const {
     const LayerParams p = layer_params(m_, l);
-    return (p.attention + p.mlp) / tp_ + p.router + p.norms;
+    // With more tp ranks than key/value heads Megatron-Core replicates each head over tp / kv_heads ranks
+    // (num_query_groups a divisor of tp, transformer_config.py): those weights split kv_heads ways only.
+    const double kv = !m_.mla && m_.kv_heads > 0 && m_.kv_heads < tp_ ? 2.0 * m_.hidden * m_.kv_heads * m_.head_dim : 0.0;
+    return (p.attention - kv + p.mlp) / tp_ + kv / std::max(1, m_.kv_heads) + p.router + p.norms;
   }
   double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
   // Ranks over which each part's state is sharded by ZeRO/FSDP: all its replicas, or with hybrid sharding its

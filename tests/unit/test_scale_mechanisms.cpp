@@ -286,6 +286,27 @@ training: {seq_len: 32768, global_batch: 2, parallelism: {tp: 1, cp: 4}, recompu
   EXPECT_LT(r.replay.ops[ring2].start_s, r.replay.ops[chunk1].end_s);
 }
 
+// With more tensor-parallel ranks than key/value heads (Llama 3 70B's 8 at tp 16) each K/V head is replicated over
+// tp / kv_heads ranks, as Megatron-Core does: those weights split 8 ways, the rest 16.
+TEST(ScaleMechanisms, KeyValueHeadsReplicatedBeyondTheirCount) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 32}
+model: {preset: llama3-70b}
+training: {seq_len: 4096, global_batch: 2, parallelism: {tp: 16}, optimizer_sharding: zero1}
+)");
+  const auto& m = sc.model;
+  double expected = embedding_params(m) / 16;  // the tp-split embedding and head, the final norm (tiny)
+  for (int l = 0; l < m.layers; ++l) {
+    const auto p = layer_params(m, l);
+    const double kv = 2.0 * m.hidden * m.kv_heads * m.head_dim;
+    expected += (p.attention - kv + p.mlp) / 16 + kv / m.kv_heads + p.norms;
+  }
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  double weights = 0;
+  for (TensorId t : g.resident)
+    if (g.tensors[t].category == MemCategory::weights) weights += g.tensors[t].bytes;
+  EXPECT_NEAR(weights / (2 * expected), 1.0, 0.002);
+}
+
 TEST(ScaleMechanisms, ExpertTensorParallelismShardsExpertsAndGathersTokens) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 64}
 model: {preset: mixtral-8x7b}
