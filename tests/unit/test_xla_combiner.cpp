@@ -6,6 +6,8 @@
 // the uncombined graph, scanned loops and Megatron mode untouched, bad values failing with the key's path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -213,4 +215,18 @@ TEST(XlaCombiner, MaxTextImportReadsTheThresholdFlags) {
   opt.xla_flags = "--xla_gpu_enable_command_buffer=FUSION,CUBLAS";
   const auto on = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
   EXPECT_TRUE(sim::load_scenario_text(on.yaml, "imported.yaml").training.cuda_graphs);
+  // A pipeliner flag that is not true or false keeps XLA's default (reduce-scatter pipelined) and says so.
+  opt.xla_flags = "--xla_gpu_enable_pipelined_reduce_scatter=banana";
+  const auto banana = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml", {}, opt);
+  EXPECT_EQ(banana.yaml.find("xla_pipelined_collectives"), std::string::npos) << banana.yaml;
+  EXPECT_TRUE(std::any_of(banana.warnings.begin(), banana.warnings.end(), [](const std::string& w) {
+    return w == "XLA_FLAGS: --xla_gpu_enable_pipelined_reduce_scatter=banana is not true or false; XLA's default is kept";
+  }));
+  // A slice (the ICI axes' product) larger than the NVLink domain says its ICI axes cross the NICs.
+  opt.xla_flags.clear();
+  const auto wide = workloads::importers::import_maxtext(std::string(RACKSIM_SOURCE_DIR) + "/tests/data/maxtext/base.yml",
+                                                         {"ici_tensor_parallelism=16", "ici_fsdp_parallelism=1"}, opt);
+  EXPECT_TRUE(std::any_of(wide.warnings.begin(), wide.warnings.end(), [](const std::string& w) {
+    return w.find("a slice of 16 GPUs") != std::string::npos && w.find("NVLink domain of 8") != std::string::npos;
+  }));
 }

@@ -522,6 +522,10 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   if (G > 0 && G != gpus)
     throw input_error("--gpus", 0, 0, "", fmt::format("--gpus {} but the mesh has {} GPUs ({} slices of {})", G, gpus, slices, per_slice));
   if (gpus > 1'048'576) throw input_error("--gpus", 0, 0, "", fmt::format("{} GPUs: more than racksim's bound 1,048,576", gpus));
+  // A slice is the ICI part of the mesh, meant to sit in one NVLink domain: a larger one crosses NICs on its ICI axes.
+  if (per_slice > opt.domain_size)
+    warn(fmt::format("a slice of {} GPUs ({}) is larger than {}'s NVLink domain of {}: its ICI axes cross the NICs",
+                     per_slice, per_slice_src, opt.system, opt.domain_size));
   auto total = [&](const std::string& a) { return ici[a] * dcn[a]; };
   auto axis_src = [&](const std::string& a) {
     return fmt::format("ici_{0}_parallelism {1} x dcn_{0}_parallelism {2}", a, ici[a], dcn[a]);
@@ -826,6 +830,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
         else if (key == "--xla_gpu_enable_pipelined_all_reduce") which[0] = &ar;
         else if (key == "--xla_gpu_enable_pipelined_collectives") which[0] = &ag, which[1] = &rs, which[2] = &ar;
         else continue;
+        // XLA's boolean flags take true/false (absl: also 1/0, yes/no, t/f); anything else XLA rejects, so
+        // the flag is left at XLA's default here and the import says so.
+        const bool off = val == "false" || val == "False" || val == "0";
+        if (!on && !off) {
+          warn(fmt::format("{}: {}={} is not true or false; XLA's default is kept", src, key, val));
+          continue;
+        }
         for (bool* w : which)
           if (w) *w = on;
         any = true;
