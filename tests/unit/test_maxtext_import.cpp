@@ -279,11 +279,11 @@ TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
             "command line 'ici_fsdp_paralelism=8': error: ici_fsdp_paralelism: not a key of the base config " + kBaseYml +
                 " (did you mean 'ici_fsdp_parallelism'?)");
   EXPECT_NE(error_of([] { import({"model_name"}); }).find("expected KEY=VALUE"), std::string::npos);
-  // A bad value in a file: file:line:column and the key.
+  // A bad value in a file: the value's file:line:column and the key.
   const std::string run = temp_file("run.yml", "base_config: \"" + kBaseYml + "\"\nmodel_name: llama3-8b\n"
                                                 "per_device_batch_size: many\n");
   EXPECT_EQ(error_of([&] { import({}, "h100-sxm", 0, 8, run); }),
-            run + ":3:1: error: per_device_batch_size: expected a number, got 'many'");
+            run + ":3:24: error: per_device_batch_size: expected a number, got 'many'");
   // An unknown key in a run config.
   const std::string run2 = temp_file("run2.yml", "base_config: \"" + kBaseYml + "\"\nremat_polcy: full\n");
   EXPECT_EQ(error_of([&] { import({}, "h100-sxm", 0, 8, run2); }),

@@ -89,10 +89,13 @@ class Config {
     return e.at(k);
   }
   std::string label;  // the config file, for keys no file sets
+  // A value's error points at the value where the file has it (its key's line otherwise: a command-line value).
   [[noreturn]] void bad(const std::string& k, const std::string& msg) const {
     auto it = e.find(k);
     if (it == e.end()) throw input_error(label, 0, 0, k, msg);
     const auto& en = it->second;
+    const YAML::Mark m = en.value.Mark();
+    if (en.where.line > 0 && !m.is_null()) throw input_error(en.where.file, m.line + 1, m.column + 1, k, msg);
     throw input_error(en.where.file, en.where.line, en.where.column, k, msg);
   }
   // "key: value (origin)" for a scenario comment.
