@@ -476,6 +476,13 @@ class Builder {
     if (step == "mlp_out") return EpStep::combine;
     return EpStep::moe_pre;  // norm2, router
   }
+  // Emits a layer step's forward or backward in its module, tagged with its layer and step for the open EP pair.
+  void run_step(int l, std::string_view step, bool moe_layer, const std::function<void()>& emit_step) {
+    mark_module(module_of_step(step, moe_layer));
+    if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step, moe_layer)};
+    emit_step();
+    ep_ctx_ = EpCtx{};
+  }
   // `after_exchange`: an exchange (an op on the exchanges' stream) of the same step was emitted before this op. In
   // the dispatch and combine steps the compute before the exchange belongs to the node before it, the compute after
   // it to the node after it (the permutations and chunk sorts of each dispatcher are emitted where it runs them).
@@ -1223,8 +1230,8 @@ class Builder {
       std::vector<Step> steps = make_layer_steps(l);
       const SavePlan& plan = layer_plan(l);
       for (Step& st : steps) {
-        st.saved = std::find(plan.saved.begin(), plan.saved.end(), st.name) != plan.saved.end();
-        st.offloaded = std::find(plan.offloaded.begin(), plan.offloaded.end(), st.name) != plan.offloaded.end();
+        st.saved = plan.saves(st.name);
+        st.offloaded = plan.offloads(st.name);
       }
       steps_cache_[l] = std::move(steps);
       steps_cached_[l] = 1;
@@ -1242,11 +1249,7 @@ class Builder {
   // The policy keeps the experts' fc1 output but not their activation's (Megatron's moe_act recompute).
   bool moe_act_recomputed(int l) {
     const SavePlan& plan = layer_plan(l);
-    const auto has = [](const std::vector<std::string>& v, std::string_view n) {
-      return std::find(v.begin(), v.end(), n) != v.end();
-    };
-    return (has(plan.saved, "expert_out") || has(plan.offloaded, "expert_out")) && !has(plan.saved, "expert_act") &&
-           !has(plan.offloaded, "expert_act");
+    return plan.keeps("expert_out") && !plan.keeps("expert_act");
   }
   std::vector<Step> make_layer_steps(int l) {
     const double a = pr_.activation_bytes;
@@ -1268,9 +1271,7 @@ class Builder {
       const SavePlan& plan = layer_plan(l);
       std::vector<Step*> xla;
       for (auto& st : steps)
-        if (t_.recompute.mode == RecomputeMode::none ||
-            (std::find(plan.saved.begin(), plan.saved.end(), st.name) == plan.saved.end() &&
-             std::find(plan.offloaded.begin(), plan.offloaded.end(), st.name) == plan.offloaded.end()))
+        if (t_.recompute.mode == RecomputeMode::none || !plan.keeps(st.name))
           xla.push_back(&st);
       jax_residual_sizes(xla, l);
     }
@@ -1918,16 +1919,15 @@ class Builder {
                                                    double extra_bytes, Quant quant) {
       g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)].host_s += grouped_host;
     };
-    // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64): fc1's
-    // output, which the activation saves (the routing probabilities are applied there, so the unpermutation
-    // needs no expert output), and the activation's output, which fc2 saves as its input; fc1's input is the
-    // dispatch step's. The shared experts' fc1 output and activation likewise (their input is the layer's
-    // normalized input). The rank's mean load, as above.
-    // expert_out keeps fc1's output (and the shared experts' two tensors); expert_act the routed experts'
-    // activation output, so that a policy without it recomputes the activation as Megatron's
-    // --recompute-modules moe_act does (experts.py: the activation in CheckpointWithoutOutput, its output
-    // discarded after fc2 and recomputed before fc2's backward). MaxText's policies name the experts' gate, up and
-    // down outputs instead (mlpwi_0, mlpwi_1, mlpwo: layers/moe.py): in JAX mode expert_out is those three.
+    // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64), at the
+    // rank's mean load as above: fc1's input is the dispatch step's; expert_out is fc1's output, which the
+    // activation saves (the routing probabilities are applied there, so the unpermutation needs no expert output),
+    // with the shared experts' fc1 output and activation (their input is the layer's normalized input); expert_act
+    // is the routed experts' activation output, fc2's saved input, so that a policy without it recomputes the
+    // activation as Megatron's --recompute-modules moe_act does (experts.py: the activation in
+    // CheckpointWithoutOutput, its output discarded after fc2 and recomputed before fc2's backward). MaxText's
+    // policies name the experts' gate, up and down outputs instead (mlpwi_0, mlpwi_1, mlpwo: layers/moe.py): in
+    // JAX mode expert_out is those three.
     const double routed_rows = routed * etp_, shared_rows = shared ? Tsp_ * shared_w / fe : 0.0;
     const double expert_saved_bytes = jax_ ? routed_rows * (mats * fe + h_) * a
                                            : (routed_rows * mats + shared_rows * (mats + 1)) * fe * a;
@@ -2760,10 +2760,7 @@ class Builder {
     TensorId out = layer_input;
     const bool moe_layer = m_.is_moe_layer(l);
     for (const auto& step : layer_steps(l)) {
-      mark_module(module_of_step(step.name, moe_layer));
-      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
-      step.forward();
-      ep_ctx_ = EpCtx{};
+      run_step(l, step.name, moe_layer, step.forward);
       const OpId producer = last();
       g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
       const TensorId t = temp(step.name, step.out_bytes);
@@ -3072,10 +3069,7 @@ class Builder {
     for (const auto& step : steps) {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
-      mark_module(module_of_step(step.name, moe_layer));
-      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step.name, moe_layer)};
-      step.forward();
-      ep_ctx_ = EpCtx{};
+      run_step(l, step.name, moe_layer, step.forward);
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);
       if (replay) replayed_attention = t;
@@ -3096,7 +3090,7 @@ class Builder {
                {"norm1", Tsp_ * h_ * a},
                {"norm2", Tsp_ * h_ * a},
                {"mlp_act", T_ * f_ * a}})
-        if (std::find(plan.saved.begin(), plan.saved.end(), name) != plan.saved.end() &&
+        if (plan.saves(name) &&
             std::any_of(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; }))
           copy += bytes;  // (an MoE layer has no dense SwiGLU product)
       if (copy > 0) {
@@ -3108,10 +3102,7 @@ class Builder {
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      mark_module(module_of_step(it->name, moe_layer));
-      if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(it->name, moe_layer)};
-      it->backward();
-      ep_ctx_ = EpCtx{};
+      run_step(l, it->name, moe_layer, it->backward);
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
         g_.ops[last_compute()].frees.push_back(*f);

@@ -3,6 +3,11 @@
 // per the optimizer-sharding mode, and the optimizer.
 #pragma once
 
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "hardware_models/system_spec.h"
 #include "workloads/model_spec.h"
 #include "workloads/op_graph.h"
@@ -43,6 +48,9 @@ OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const 
 struct SavePlan {
   std::vector<std::string> saved;
   std::vector<std::string> offloaded;
+  bool saves(std::string_view name) const { return std::find(saved.begin(), saved.end(), name) != saved.end(); }
+  bool offloads(std::string_view name) const { return std::find(offloaded.begin(), offloaded.end(), name) != offloaded.end(); }
+  bool keeps(std::string_view name) const { return saves(name) || offloads(name); }  // in HBM or on the host
 };
 SavePlan save_plan(const RecomputePolicy& p, bool materialized_attention, bool moe_layer);
 

@@ -641,9 +641,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // Which placement a collective of `group` on simulated rank `rank` (its pipeline stage) takes: -1 over the
   // whole job, else the stage whose ranks it scans (0 for every stage when stages start at domain boundaries).
   int placement_stage(CommGroup group, int rank) const {
-    const int pp = std::max(1, job_.parallelism.pp);
-    if (group == CommGroup::pp || group == CommGroup::embd || pp == 1) return -1;
-    return (job_.system.gpus / pp) % std::max(1, sys_.scale_up.domain_size) == 0 ? 0 : rank;
+    if (group == CommGroup::pp || group == CommGroup::embd || job_.parallelism.pp <= 1) return -1;
+    return stages_start_at_domains() ? 0 : rank;
+  }
+  bool stages_start_at_domains() const {
+    return (job_.system.gpus / std::max(1, job_.parallelism.pp)) % std::max(1, sys_.scale_up.domain_size) == 0;
   }
   const hw::GroupPlacement& placement(const GroupShape& gs, CommGroup group, int stage) {
     const int pp = std::max(1, job_.parallelism.pp), gpus = job_.system.gpus;
@@ -659,12 +661,13 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const std::pair<int, int> shape{gs.size, gs.stride};
     if (std::find(warned_shapes_.begin(), warned_shapes_.end(), shape) == warned_shapes_.end()) {
       warned_shapes_.push_back(shape);
-      const bool same_everywhere = stage <= 0 && (stage < 0 || per_stage % std::max(1, sys_.scale_up.domain_size) == 0);
+      const bool same_everywhere = stage < 0 || stages_start_at_domains();  // `place` is the job's worst then
       const int worst = same_everywhere ? place.ranks_per_domain
                                         : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus).ranks_per_domain;
-      const int first = hw::place_group(sys_, gs.size, gs.stride).ranks_per_domain;
+      const hw::GroupPlacement first_group = hw::place_group(sys_, gs.size, gs.stride);
+      const int first = first_group.ranks_per_domain;
       // Tensor (and expert-tensor) parallelism across domains: legal, but every layer's exchanges cross the NICs.
-      if ((group == CommGroup::tp || group == CommGroup::etp) && hw::place_group(sys_, gs.size, gs.stride).domains() > 1)
+      if ((group == CommGroup::tp || group == CommGroup::etp) && first_group.domains() > 1)
         res_.warnings.push_back(fmt::format(
             "{} groups of {} ranks span NVLink domains of {} GPUs: every layer's {} exchanges cross the NICs "
             "(frameworks keep tensor parallelism inside a domain)",
