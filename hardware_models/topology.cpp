@@ -71,10 +71,10 @@ GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_
 }
 
 GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks,
-                                  int first_from, int first_to) {
+                                  int first_from, int first_to, bool tiled) {
   check_group(sys, group_size, stride_in_ranks);
   const int64_t n = group_size, st = stride_in_ranks, domain = sys.scale_up.domain_size;
-  const int64_t block = n * st;  // the groups of this shape tile the ranks in blocks of size*stride
+  const int64_t block = tiled ? n * st : st;  // the groups of this shape tile the ranks in blocks of size*stride
   const int64_t ranks = std::max<int64_t>(job_ranks, (n - 1) * st + 1);
   const int64_t lo = std::clamp<int64_t>(first_from, 0, ranks - 1);
   const int64_t hi = first_to < 0 ? ranks : std::clamp<int64_t>(first_to, lo + 1, ranks);

@@ -38,8 +38,10 @@ GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_
 // group with the fewest members in one domain. A group that straddles a domain boundary (64-rank groups on
 // 72-GPU racks: ranks 64-127 are 8 + 56) is slower than the first one, which place_group alone would time; the
 // caller narrows the range to the ranks of one pipeline stage for the groups that stay inside a stage.
+// The groups of a shape tile the ranks (a group starts where rank % (size·stride) < stride), unless `tiled` is
+// false: then every rank of the range starts one (a pipeline hop's pair of stages r, r+1 starts at any stage).
 GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks,
-                                  int first_from = 0, int first_to = -1);
+                                  int first_from = 0, int first_to = -1, bool tiled = true);
 
 // NVLink arithmetic from the preset (hardware_specs.md A3).
 // Nominal bandwidth of one NVLink link, one direction: NVLink 4 (H100/H200) 25 GB/s, NVLink 5 (B200,

@@ -267,6 +267,9 @@ class Builder {
       for (Op& op : g_.ops)
         if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
+    for (const auto& [waiter, key] : cross_host_waits_)
+      if (waiter < g_.ops.size() && g_.ops[waiter].rank == g_.ops[waiter - 1].rank && g_.ops[waiter].host_waits_for == kNoOp)
+        g_.ops[waiter].host_waits_for = sends_.at(key);
     // The embedding group's all-reduce starts on both of its ranks when both have reached it.
     if (embd_all_reduce_.size() == 2) {
       auto& first = g_.ops[embd_all_reduce_[0]].deps;
@@ -417,6 +420,8 @@ class Builder {
   std::vector<OpId> pending_deps_;      // deps attached to the next emitted op
   std::optional<ChunkKey> pending_cross_;
   std::vector<std::pair<OpId, ChunkKey>> cross_deps_;
+  // Under p2p_host_sync: the op after a chunk's receive, whose host waits for the tensor it receives (the peer's send).
+  std::vector<std::pair<OpId, ChunkKey>> cross_host_waits_;
   std::map<ChunkKey, OpId> sends_;
   bool ep_overlap_ = false;             // this chunk's EP exchanges run beside the paired chunk's compute
   bool pair_open_ = false;              // the first chunk of an overlapped pair has run
@@ -429,6 +434,17 @@ class Builder {
            t_.recompute.mode != RecomputeMode::full;
   }
   bool loose_ep_overlap() const { return ep_overlap_ && !megatron_ep_overlap(); }
+  // Megatron's non-interleaved 1F1B exchanges activations and gradients with batch_isend_irecv and then calls
+  // torch.cuda.synchronize() (Megatron-LM@d98e8a64 p2p_communication.py _communicate: batch_p2p_comm and
+  // batch_p2p_sync, both on: arguments.py turns overlap_p2p_comm off without virtual stages, argument_utils.py sets
+  // batch_p2p_comm = not overlap_p2p_comm, model_parallel_config.py defaults batch_p2p_sync to True and no flag
+  // changes it). So the host stops at every exchange until its own send is out and the tensor it receives is
+  // in, and only then issues the next chunk: the GPU starts that chunk at the host's pace. The interleaved
+  // schedule overlaps its exchanges (overlap_p2p_comm, no sync); a job under the loose EP pairing (a layout
+  // Megatron-Core's EP overlap refuses) stands for DualPipe, whose waits are stream waits. JAX has no host-side exchange.
+  bool p2p_host_sync() const {
+    return !jax_ && pp_ > 1 && vp_ == 1 && !(t_.moe.a2a_overlap && m_.moe && ep_ > 1 && !megatron_ep_overlap());
+  }
 
   // ---- EP overlap as Megatron-Core's combined 1F1B schedule issues it (Megatron mode) ------------------
   // Megatron-LM@d98e8a64 megatron/core/models/common/model_chunk_schedule_plan.py: TransformerModelChunkSchedulePlan
@@ -2029,6 +2045,7 @@ class Builder {
       x = temp("pp.recv", Tsp_ * h_ * a);
       const OpId recv = vector("pp.recv_copy", 2 * Tsp_ * h_ * a, 0);
       g_.ops[recv].allocs.push_back(x);
+      if (p2p_host_sync()) cross_host_waits_.emplace_back(recv + 1, ChunkKey{true, mb_, v - 1});  // the chunk's next op
     }
     const bool stacked = jax_ && t_.scan_layers;
     std::vector<double> residual_bytes;  // per layer of the chunk, only when stacked
@@ -2090,6 +2107,7 @@ class Builder {
       const OpId send = collective("pp.send_activation", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
       g_.ops[send].frees.push_back(x);
       sends_[ChunkKey{true, mb_, v}] = send;
+      if (p2p_host_sync()) pending_host_wait_ = send;
     }
     ep_ctx_ = EpCtx{};
   }
@@ -2947,7 +2965,9 @@ class Builder {
       if (mtp_ == 0) release_head();
     } else {
       pending_cross_ = ChunkKey{false, mb_, v + 1};
-      attach_pending_allocs(vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0));
+      const OpId recv = vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0);
+      attach_pending_allocs(recv);
+      if (p2p_host_sync()) cross_host_waits_.emplace_back(recv + 1, ChunkKey{false, mb_, v + 1});
     }
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
       prefetch_offloaded(l);
@@ -2976,8 +2996,9 @@ class Builder {
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
     } else {
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
-      sends_[ChunkKey{false, mb_, v}] =
-          collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+      const OpId send = collective("pp.send_grad", CollectiveOp::send_recv, CommGroup::pp, Tsp_ * h_ * a, {last()});
+      sends_[ChunkKey{false, mb_, v}] = send;
+      if (p2p_host_sync()) pending_host_wait_ = send;
     }
     if (combining()) flush_grad_combines();
     ep_ctx_ = EpCtx{};

@@ -644,6 +644,18 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     if (group == CommGroup::pp || group == CommGroup::embd || job_.parallelism.pp <= 1) return -1;
     return stages_start_at_domains() ? 0 : rank;
   }
+  // A pipeline send goes to one neighbour: the pair of ranks it joins (the sender's stage and the next one forward,
+  // the one before backward; the last stage's forward send wraps to the first under virtual stages, and the first
+  // stage's backward send to the last), placed where those two stages' ranks sit, not where the whole pipeline
+  // group spans: 2 ranks at the stage stride S = tp·cp·dp and the lower stage's first members, or for the wrapping
+  // pair the embedding group's shape (stages 0 and pp-1, stride (pp-1)·S) at the first stage's. So a hop between
+  // two stages inside one NVLink domain runs over NVLink, whatever the other hops cross.
+  std::pair<GroupShape, int> pipeline_pair(const Op& op) const {
+    const int pp = job_.parallelism.pp, stride = group_shape(job_, CommGroup::pp).stride;
+    const int from = op.rank, to = (op.phase == Phase::backward ? from - 1 + pp : from + 1) % pp;
+    if (std::abs(to - from) != 1) return {GroupShape{2, (pp - 1) * stride}, 0};
+    return {GroupShape{2, stride}, std::min(from, to)};
+  }
   bool stages_start_at_domains() const {
     return (job_.system.gpus / std::max(1, job_.parallelism.pp)) % std::max(1, sys_.scale_up.domain_size) == 0;
   }
@@ -654,9 +666,10 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     for (const auto& p : placed)
       if (p.size == gs.size && p.stride == gs.stride) return p.place;
     const int per_stage = gpus / pp;
+    const bool tiled = group != CommGroup::pp;  // a pipeline hop's pair starts at any stage (pipeline_pair)
     const hw::GroupPlacement place =
         stage < 0 ? hw::place_group_in_job(sys_, gs.size, gs.stride, gpus)
-                  : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus, stage * per_stage, (stage + 1) * per_stage);
+                  : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus, stage * per_stage, (stage + 1) * per_stage, tiled);
     // A shape whose worst group in the job sits worse than its first says so in the report, once.
     const std::pair<int, int> shape{gs.size, gs.stride};
     if (std::find(warned_shapes_.begin(), warned_shapes_.end(), shape) == warned_shapes_.end()) {
@@ -672,7 +685,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
             "{} groups of {} ranks span NVLink domains of {} GPUs: every layer's {} exchanges cross the NICs "
             "(frameworks keep tensor parallelism inside a domain)",
             workloads::to_string(group), gs.size, sys_.scale_up.domain_size, workloads::to_string(group)));
-      if (worst < first)
+      if (worst < first && group != CommGroup::pp)  // (pipeline hops: each pair is timed where it sits)
         res_.warnings.push_back(fmt::format(
             "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "
             "the first {}; each is timed at its own stage's worst (a job that uses fewer GPUs of each domain, as "
@@ -698,13 +711,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   }
 
   void start_collective(OpId id, const Op& op) {
-    const GroupShape gs = group_shape(job_, op.group);
+    GroupShape gs = group_shape(job_, op.group);
     if (gs.size <= 1 || op.coll_bytes <= 0) {
       schedule_now(tag(Then::finish_no_peers, id));
       return;
     }
     // A step repeats the same few collectives many times: estimate each kind once.
-    const int stage = placement_stage(op.group, op.rank);
+    int stage = placement_stage(op.group, op.rank);
+    if (op.group == CommGroup::pp) std::tie(gs, stage) = pipeline_pair(op);
     const CollKey key{static_cast<int>(op.coll), op.coll_bytes, gs.size, gs.stride, op.expert_top_k,
                       op.expert_max_domains, static_cast<int>(op.expert_library), stage};
     auto cached = coll_cache_.find(key);

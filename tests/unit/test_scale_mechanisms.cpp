@@ -134,6 +134,46 @@ TEST(ScaleMechanisms, PipelineSendsDoNotDependOnGradientReductions) {
   EXPECT_GT(sends, 0);
 }
 
+// Megatron's non-interleaved 1F1B synchronizes the device after every batched exchange (p2p_communication.py
+// _communicate: batch_p2p_comm and batch_p2p_sync, both on without virtual stages): the host issues a chunk only
+// when its own send is out and the tensor it receives is in. The interleaved schedule overlaps its exchanges.
+TEST(ScaleMechanisms, OneFOneBWaitsOnTheHostAtEveryExchange) {
+  const char* small = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 32, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 1024, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 8, pp: 4}, optimizer_sharding: zero1,
+           cuda_graphs: false, nvls: false}
+)";
+  for (int v : {1, 2}) {
+    const auto sc = load(small, {"training.parallelism.vp=" + std::to_string(v)});
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    int recvs = 0, sends = 0;
+    for (OpId i = 0; i + 1 < g.ops.size(); ++i) {
+      const std::string name = g.op_name(i);
+      const Op& next = g.ops[i + 1];
+      if (name.find(".pp.recv") != std::string::npos) {
+        ++recvs;
+        // The op after the receive waits for the peer's send (the one the receive copies from).
+        const bool waits_for_peer = next.host_waits_for != kNoOp && g.ops[next.host_waits_for].rank != g.ops[i].rank &&
+                                    g.op_name(next.host_waits_for).find(".pp.send") != std::string::npos;
+        EXPECT_EQ(waits_for_peer, v == 1) << name << " vp=" << v;
+      }
+      if (name.find(".pp.send") != std::string::npos && next.rank == g.ops[i].rank) {
+        ++sends;
+        EXPECT_EQ(next.host_waits_for == i, v == 1) << name << " vp=" << v;
+      }
+    }
+    EXPECT_GT(recvs, 0);
+    EXPECT_GT(sends, 0);
+  }
+  // Host-bound (tp 8, small layers, eager launches): the host's lead is lost at every exchange, so the step is the
+  // closed form (m + p - 1)/m of one stage's share of the unpipelined step (0.313 s against 0.311; the host running
+  // ahead through the exchanges, as before, gave 0.276).
+  const auto one = sim::simulate(load(small, {"training.parallelism.pp=1", "system.gpus=8"}), {.exact = true});
+  const auto four = sim::simulate(load(small), {.exact = true});
+  const double m = 8, p = 4;
+  EXPECT_NEAR(four.replay.step_time_s / ((m + p - 1) / m * one.replay.step_time_s / p), 1.0, 0.03);
+}
+
 // DeepSeek-V3 on 128 GB200, EP 32, ZeRO-1: expert weights are replicated over edp = tp·cp·dp/(ep·etp)
 // = 4 ranks, so their optimizer state is sharded over 4, not over dp = 32.
 TEST(ScaleMechanisms, ExpertOptimizerStateIsShardedOverTheExpertDataParallelGroup) {
@@ -576,6 +616,43 @@ training: {seq_len: 4096, global_batch: 2, parallelism: {tp: 16}}
   for (const auto& w : tp16.report["warnings"])
     spans = spans || w.get<std::string>().find("tp groups of 16 ranks span NVLink domains of 8 GPUs") != std::string::npos;
   EXPECT_TRUE(spans);
+}
+
+// A pipeline send joins two neighbouring stages: it runs over NVLink when those two sit in one domain, whatever the
+// other hops cross (it was timed by the span of the whole pipeline group: every hop over the NICs). Eight stages of one
+// GPU on 4-GPU domains: only the hop 3 <-> 4 leaves a domain.
+TEST(ScaleMechanisms, PipelineHopsAreTimedWhereTheirTwoStagesSit) {
+  const auto r = sim::simulate(load(R"(system: {preset: h100-sxm, gpus: 8, overrides: {scale_up.domain_size: 4}}
+model: {layers: 16, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 1024, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 1, pp: 8}, cuda_graphs: true}
+)"));
+  int nvlink = 0, nic = 0;
+  for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+    const std::string name = r.graph.op_name(static_cast<OpId>(i));
+    if (name.find(".pp.send") == std::string::npos) continue;
+    const int from = r.graph.ops[i].rank, to = name.find("send_grad") != std::string::npos ? from - 1 : from + 1;
+    const bool crosses = std::min(from, to) == 3;
+    EXPECT_EQ(r.replay.ops[i].bound_by == "nic", crosses) << name << " on stage " << from << ": " << r.replay.ops[i].bound_by;
+    (crosses ? nic : nvlink) += 1;
+  }
+  EXPECT_GT(nvlink, 0);
+  EXPECT_GT(nic, 0);
+  // The interleaved schedule's wrapping hop (the last stage's forward send to the first) is the pair (0, pp-1): on
+  // 8 stages of 4-GPU domains it crosses; on one 8-GPU domain it does not.
+  for (int domain : {4, 8}) {
+    const auto v = sim::simulate(load(R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 16, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 1024, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 1, pp: 8, vp: 2}, cuda_graphs: true}
+)", {"system.overrides={scale_up.domain_size: " + std::to_string(domain) + "}"}));
+    int wraps = 0;
+    for (std::size_t i = 0; i < v.graph.ops.size(); ++i) {
+      const std::string name = v.graph.op_name(static_cast<OpId>(i));
+      if (name.find(".pp.send_activation") == std::string::npos || v.graph.ops[i].rank != 7) continue;
+      ++wraps;
+      EXPECT_EQ(v.replay.ops[i].bound_by == "nic", domain == 4) << name << " domain " << domain;
+    }
+    EXPECT_GT(wraps, 0);
+  }
 }
 
 TEST(ScaleMechanisms, UnevenFirstAndLastStages) {
