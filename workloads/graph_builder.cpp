@@ -196,7 +196,7 @@ class Builder {
     micro_steps_ = t.micro_steps();
     vstages_ = pp_ * vp_;
     jax_ = t.framework == Framework::jax;
-    vstage_first_layer_ = split_layers(m.layers, vstages_, t.pipeline);
+    vstage_first_layer_ = split_layers(m.layers, pp_, vp_, t.pipeline);
     // Multi-token prediction: Megatron-Core places its modules after the decoder on the last pipeline stage
     // (with the loss), so they are layers m.layers .. m.layers + D - 1 of the last virtual stage.
     mtp_ = t.mtp_layers;

@@ -64,4 +64,17 @@ std::vector<int> split_layers(int layers, int vstages, const PipelineLayout& lay
   return first_layer;
 }
 
+std::vector<int> split_layers(int layers, int pp, int vp, const PipelineLayout& layout) {
+  if (!layout.by_rank() || pp < 2) return split_layers(layers, pp * vp, layout);
+  const int first = layout.first_rank_layers, last = layout.last_rank_layers;
+  const int middle = pp - (first >= 0) - (last >= 0);
+  const int rest = layers - std::max(first, 0) - std::max(last, 0);
+  std::vector<int> per_rank(static_cast<std::size_t>(pp), middle > 0 ? rest / middle : 0);
+  if (first >= 0) per_rank.front() = first;
+  if (last >= 0) per_rank.back() = last;
+  std::vector<int> first_layer(static_cast<std::size_t>(pp * vp) + 1, 0);
+  for (int v = 0; v < pp * vp; ++v) first_layer[v + 1] = first_layer[v] + per_rank[static_cast<std::size_t>(v % pp)] / vp;
+  return first_layer;
+}
+
 }  // namespace racksim::workloads

@@ -44,5 +44,10 @@ std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, in
 // between). An uneven `layout` (Megatron's --decoder-first/last-pipeline-num-layers) sets the ends and
 // shares the rest evenly (the scenario loader checks that it divides).
 std::vector<int> split_layers(int layers, int vstages, const PipelineLayout& layout);
+// The same for pp ranks of vp virtual stages each (virtual stage v = chunk·pp + rank), where the layout may count the
+// first and last rank's layers (PipelineLayout::by_rank: each of those ranks' chunks gets its count / vp, every
+// other rank's chunk (layers - ends) / (middle ranks) / vp, as Megatron-Core builds them). The scenario checks
+// that these divide.
+std::vector<int> split_layers(int layers, int pp, int vp, const PipelineLayout& layout);
 
 }  // namespace racksim::workloads

@@ -128,10 +128,17 @@ struct MoeOptions {
 // or --account-for-embedding/loss-in-pipeline-split give); the other virtual stages share the rest
 // evenly. -1: not given. With vp 1 these are Megatron's --decoder-first/last-pipeline-num-layers; with
 // vp > 1 those count a whole physical stage (all its chunks), so divide them by vp.
+// Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
+// stage's decoder layers (the split --pipeline-model-parallel-layout and --account-for-embedding/loss-in-pipeline-split
+// make). Per pipeline rank: Megatron's --decoder-first/last-pipeline-num-layers, the first and the last rank's layers,
+// split evenly over that rank's virtual stages (transformer_block.py get_num_layers_to_build). With vp 1 they agree.
 struct PipelineLayout {
   int first_stage_layers = -1;
   int last_stage_layers = -1;
-  bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
+  int first_rank_layers = -1;
+  int last_rank_layers = -1;
+  bool by_rank() const { return first_rank_layers >= 0 || last_rank_layers >= 0; }
+  bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0 || by_rank(); }
 };
 
 // Megatron-Core's context-parallel attention (--cp-comm-type): ring of K/V sends, all-gather of K/V,

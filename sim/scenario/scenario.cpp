@@ -364,6 +364,8 @@ Scenario parse_scenario(Node root) {
       MapReader plr(*pipe_node);
       set_if(plr.integer("first_stage_layers", false, 0, 1'000'000), t.pipeline.first_stage_layers);
       set_if(plr.integer("last_stage_layers", false, 0, 1'000'000), t.pipeline.last_stage_layers);
+      set_if(plr.integer("first_rank_layers", false, 0, 1'000'000), t.pipeline.first_rank_layers);
+      set_if(plr.integer("last_rank_layers", false, 0, 1'000'000), t.pipeline.last_rank_layers);
       plr.finish();
     }
     r.finish();
@@ -393,7 +395,8 @@ Scenario parse_scenario(Node root) {
   if (m.ffn_hidden % p.tp != 0)
     at_par.child("tp").error(fmt::format("tp ({}) must divide ffn_hidden ({})", p.tp, m.ffn_hidden));
   // Virtual stages without decoder layers exist only at the ends, when the uneven split says so.
-  const int empty_ends = (t.pipeline.first_stage_layers == 0) + (t.pipeline.last_stage_layers == 0);
+  const int empty_ends = (t.pipeline.first_stage_layers == 0) + (t.pipeline.last_stage_layers == 0) +
+                         p.vp * ((t.pipeline.first_rank_layers == 0) + (t.pipeline.last_rank_layers == 0));
   if (static_cast<int64_t>(p.pp) * p.vp > static_cast<int64_t>(m.layers) + empty_ends)
     at_par.child("pp").error(fmt::format("pp·vp = {}·{} exceeds the model's {} layers", p.pp, p.vp, m.layers));
   if (p.vp > 1 && p.pp == 1) at_par.child("vp").error("vp > 1 (interleaved stages) needs pp > 1");
@@ -473,7 +476,36 @@ Scenario parse_scenario(Node root) {
           "training.parallelism.etp: 1 (etp is {})",
           p.expert_tp()));
   }
-  if (t.pipeline.uneven()) {
+  const bool by_stage = t.pipeline.first_stage_layers >= 0 || t.pipeline.last_stage_layers >= 0;
+  if (t.pipeline.by_rank()) {
+    const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
+    const int first = t.pipeline.first_rank_layers, last = t.pipeline.last_rank_layers;
+    const int64_t ends = static_cast<int64_t>(std::max(first, 0)) + std::max(last, 0);
+    const int middle_ranks = p.pp - (first >= 0) - (last >= 0);
+    if (by_stage) {
+      at_pipe.error("first_rank_layers / last_rank_layers (Megatron's --decoder-first/last-pipeline-num-layers, a whole "
+                    "pipeline rank) and first_stage_layers / last_stage_layers (one virtual stage) state the same split "
+                    "two ways: give one pair");
+    } else if (p.pp < 2) {
+      at_pipe.error("first_rank_layers / last_rank_layers need pp > 1");
+    } else if (ends > m.layers || (middle_ranks > 0 && (m.layers - ends) % middle_ranks != 0) ||
+               (middle_ranks == 0 && ends != m.layers)) {
+      at_pipe.error(fmt::format("the model's {} layers less the first and last ranks' {} must split evenly over the "
+                                "other {} pipeline ranks (Megatron-LM: 'the left over layers must be divisible by left "
+                                "over stages')",
+                                m.layers, ends, middle_ranks));
+    } else {
+      const int64_t middle = middle_ranks > 0 ? (m.layers - ends) / middle_ranks : 0;
+      for (const auto& [what, n] : {std::pair<const char*, int64_t>{"first rank's", first}, {"last rank's", last},
+                                    {"other ranks'", middle_ranks > 0 ? middle : -1}})
+        if (n >= 0 && n % p.vp != 0) {
+          at_pipe.error(fmt::format("the {} {} layers must split evenly over each rank's vp = {} virtual stages (Megatron-LM: "
+                                    "'num_layers_per_pipeline_rank should be divisible by vp_size')",
+                                    what, n, p.vp));
+          break;
+        }
+    }
+  } else if (t.pipeline.uneven()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
     const int first = t.pipeline.first_stage_layers, last = t.pipeline.last_stage_layers;
     const int64_t stages = static_cast<int64_t>(p.pp) * p.vp;
@@ -720,6 +752,8 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   }
   if (t.pipeline.first_stage_layers >= 0) training["pipeline"]["first_stage_layers"] = t.pipeline.first_stage_layers;
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
+  if (t.pipeline.first_rank_layers >= 0) training["pipeline"]["first_rank_layers"] = t.pipeline.first_rank_layers;
+  if (t.pipeline.last_rank_layers >= 0) training["pipeline"]["last_rank_layers"] = t.pipeline.last_rank_layers;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (t.parallelism.dp_shard > 0) training["parallelism"]["dp_shard"] = t.parallelism.dp_shard;  // (only when set)
   if (m.moe)

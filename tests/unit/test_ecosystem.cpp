@@ -238,7 +238,6 @@ const std::string kDeepSeekArgs = R"(
 --vocab-size 129280 --swiglu --untie-embeddings-and-output-weights --seq-length 4096
 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 4
 --expert-model-parallel-size 32 --expert-tensor-parallel-size 1
---decoder-first-pipeline-num-layers 0 --decoder-last-pipeline-num-layers 1
 --micro-batch-size 1 --global-batch-size 8192 --bf16 --fp8-format e4m3 --fp8-recipe mxfp8
 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 --recompute-granularity selective --recompute-modules core_attn mla_up_proj
@@ -262,8 +261,6 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(t.moe.dispatcher, racksim::workloads::MoeDispatcher::deepep);
   EXPECT_EQ(t.moe.max_nodes_per_token, 4);
   EXPECT_TRUE(t.moe.a2a_overlap);
-  EXPECT_EQ(t.pipeline.first_stage_layers, 0);
-  EXPECT_EQ(t.pipeline.last_stage_layers, 1);
   EXPECT_EQ(t.precision, racksim::sim::Dtype::mxfp8);
   EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
   EXPECT_TRUE(t.overlap_grad_reduce);
@@ -285,7 +282,7 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
       if (w.find(needle) != std::string::npos) return true;
     return false;
   };
-  EXPECT_TRUE(has("--foo-bar 3 (line 14): not an argument racksim knows"));
+  EXPECT_TRUE(has("--foo-bar 3 (line 13): not an argument racksim knows"));
   EXPECT_EQ(t.mtp_layers, 1);  // --mtp-num-layers 1: training.mtp_layers, no longer a warning
   EXPECT_FALSE(has("--mtp-num-layers"));
   EXPECT_TRUE(has("--recompute-modules core_attn"));
@@ -433,6 +430,37 @@ torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \
   EXPECT_TRUE(sc.training.tp_comm_overlap);
   EXPECT_EQ(sc.training.recompute.mode, racksim::workloads::RecomputeMode::full);
   EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
+}
+
+// --decoder-first/last-pipeline-num-layers count whole pipeline ranks: racksim's first/last_rank_layers, which split
+// them over the rank's virtual stages as Megatron-Core does. --num-layers-per-virtual-pipeline-stage is derived and
+// refused as Megatron-LM's arguments.py does (not beside an uneven split; chunks must divide a rank's layers).
+TEST(MegatronImport, UnevenPipelineEndsCountWholeRanks) {
+  const std::string args =
+      "--num-layers 28 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --seq-length 4096 "
+      "--vocab-size 1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --pipeline-model-parallel-size 4 ";
+  imp::MegatronOptions opt;
+  opt.gpus = 4;
+  const auto r = meg(args + "--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 4 "
+                            "--decoder-last-pipeline-num-layers 4", opt);
+  const auto t = load(r).training;
+  EXPECT_EQ(t.pipeline.first_rank_layers, 4);
+  EXPECT_EQ(t.pipeline.last_rank_layers, 4);
+  EXPECT_EQ(t.pipeline.first_stage_layers, -1);
+  EXPECT_EQ(t.parallelism.vp, 2);
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("decoder-first"), std::string::npos) << w;
+  const auto refused = [&](const std::string& extra, const std::string& what) {
+    try {
+      meg(args + extra, opt);
+      ADD_FAILURE() << "imported: " << extra;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused("--num-layers-per-virtual-pipeline-stage 2 --decoder-first-pipeline-num-layers 4",
+          "please use --num-virtual-stages-per-pipeline-rank");
+  refused("--num-layers-per-virtual-pipeline-stage 2", "28 layers over pp 4 do not split into chunks of 2");
+  EXPECT_EQ(load(meg(args + "--num-layers-per-virtual-pipeline-stage 7", opt)).training.parallelism.vp, 1);
 }
 
 TEST(MegatronImport, VocabularyIsPaddedAsMegatronPadsIt) {

@@ -678,6 +678,38 @@ training: {seq_len: 4096, global_batch: 256, precision: mxfp8, parallelism: {pp:
            pipeline: {first_stage_layers: 2, last_stage_layers: 0}}
 )",
                     {}, "must split evenly");
+  // Megatron's --decoder-first/last-pipeline-num-layers count a whole pipeline rank, split over its virtual stages
+  // (transformer_block.py get_num_layers_to_build): 28 layers, first and last rank 4, pp 4 vp 2 -> 4/10/10/4 per rank,
+  // 2/5/5/2 per chunk. (Stated per virtual stage, the same counts give the first and last chunk alone 4 each.)
+  const char* small = R"(system: {preset: h100-sxm, gpus: 4}
+model: {layers: 28, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 1024, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 8, parallelism: {pp: 4, vp: 2}, pipeline: {first_rank_layers: 4, last_rank_layers: 4}}
+)";
+  const auto by_rank = load(small);
+  EXPECT_EQ(split_layers(28, 4, 2, by_rank.training.pipeline), (std::vector<int>{0, 2, 7, 12, 14, 16, 21, 26, 28}));
+  const auto gr = build_training_graph(by_rank.model, by_rank.training, by_rank.system.spec);
+  std::map<int, std::set<int>> rank_layers;
+  for (std::size_t i = 0; i < gr.ops.size(); ++i) {
+    const std::string name = gr.op_name(static_cast<OpId>(i));
+    if (name.rfind("mb0.L", 0) == 0 && gr.ops[i].phase == Phase::forward)
+      rank_layers[gr.ops[i].rank].insert(std::stoi(name.substr(5, name.find('.', 5) - 5)));
+  }
+  EXPECT_EQ(rank_layers[0], (std::set<int>{0, 1, 14, 15}));
+  EXPECT_EQ(rank_layers[1].size(), 10u);
+  EXPECT_EQ(rank_layers[3], (std::set<int>{12, 13, 26, 27}));
+  // With vp 1 the two ways agree.
+  PipelineLayout rank1, stage1;
+  rank1.first_rank_layers = stage1.first_stage_layers = 4;
+  rank1.last_rank_layers = stage1.last_stage_layers = 6;
+  EXPECT_EQ(split_layers(30, 4, 1, rank1), split_layers(30, 4, stage1));
+  // Megatron's refusals, as input errors: a rank's layers not divisible by vp, the rest not by the middle ranks,
+  // and the split stated both ways.
+  expect_load_error(small, {"training.pipeline={first_rank_layers: 3, last_rank_layers: 5}"},
+                    "the first rank's 3 layers must split evenly over each rank's vp = 2 virtual stages");
+  expect_load_error(small, {"training.pipeline={first_rank_layers: 2, last_rank_layers: 3}"},
+                    "must split evenly over the other 2 pipeline ranks");
+  expect_load_error(small, {"training.pipeline={first_rank_layers: 4, first_stage_layers: 2}"},
+                    "state the same split two ways");
   // Without a stated split, a layer count the virtual stages do not divide loses its layers at the ends, and the
   // report says so (Megatron-LM would refuse it): 126 layers over 32 virtual stages, 3 at each end, 4 elsewhere.
   const auto odd = load(R"(system: {preset: h100-sxm, gpus: 256}

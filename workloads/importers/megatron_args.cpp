@@ -754,12 +754,22 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (auto v = as_int("virtual-pipeline-model-parallel-size")) vp = *v, vp_src = src("virtual-pipeline-model-parallel-size");
   else if (auto v2 = as_int("num-virtual-stages-per-pipeline-rank")) vp = *v2, vp_src = src("num-virtual-stages-per-pipeline-rank");
   else if (auto per = as_int("num-layers-per-virtual-pipeline-stage"); per && *per > 0 && layers > 0) {
-    const auto first = as_int("decoder-first-pipeline-num-layers").value_or(-1);
-    const auto last = as_int("decoder-last-pipeline-num-layers").value_or(-1);
-    const long long rest = layers - std::max<long long>(first, 0) - std::max<long long>(last, 0);
-    const long long chunks = rest / *per + (first >= 0) + (last >= 0);
-    vp = std::max<long long>(1, chunks / std::max(pp, 1));
-    vp_src = src("num-layers-per-virtual-pipeline-stage") + fmt::format(": {} layers / ({} layers x pp {})", layers, *per, pp);
+    // As Megatron-LM derives it (arguments.py, d98e8a64), with its refusals: not beside an uneven split, and the
+    // layers (with the embedding and loss when they count) must split over pp, each rank's over the chunk size.
+    if (fl.has("decoder-first-pipeline-num-layers") || fl.has("decoder-last-pipeline-num-layers"))
+      fail(label, src("num-layers-per-virtual-pipeline-stage") + " with --decoder-first/last-pipeline-num-layers: "
+                  "Megatron-LM refuses it ('please use --num-virtual-stages-per-pipeline-rank to specify virtual "
+                  "pipeline parallel degree when enable uneven pipeline parallelism')");
+    const long long counted = layers + fl.on("account-for-embedding-in-pipeline-split") +
+                              fl.on("account-for-loss-in-pipeline-split");
+    const long long ranks = std::max(pp, 1);
+    if (counted % ranks != 0 || (counted / ranks) % *per != 0)
+      fail(label, fmt::format("{}: {} layers over pp {} do not split into chunks of {} (Megatron-LM: 'number of "
+                              "layers of the model must be divisible pipeline model parallel size' and 'number of layers "
+                              "per pipeline stage must be divisible number of layers per virtual pipeline stage')",
+                              src("num-layers-per-virtual-pipeline-stage"), counted, ranks, *per));
+    vp = std::max<long long>(1, counted / ranks / *per);
+    vp_src = src("num-layers-per-virtual-pipeline-stage") + fmt::format(": {} layers / ({} layers x pp {})", counted, *per, pp);
   }
   if (vp > 1) tw.line(4, "vp", std::to_string(vp), vp_src);
   tw.line(4, "cp", std::to_string(cp), fl.has("context-parallel-size") ? src("context-parallel-size") : "default 1");
@@ -963,13 +973,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const auto last = as_int("decoder-last-pipeline-num-layers");
   if (first || last) {
     tw.line(2, "pipeline", "");
-    if (first) tw.line(4, "first_stage_layers", std::to_string(*first), src("decoder-first-pipeline-num-layers"));
-    if (last) tw.line(4, "last_stage_layers", std::to_string(*last), src("decoder-last-pipeline-num-layers"));
-    if (fl.has("virtual-pipeline-model-parallel-size") || fl.has("num-virtual-stages-per-pipeline-rank") ||
-        fl.has("num-layers-per-virtual-pipeline-stage"))
-      out.warnings.push_back(
-          "--decoder-first/last-pipeline-num-layers count a whole physical stage; racksim's first/last_stage_layers "
-          "count its first/last virtual stage: with interleaving, check the split (docs/decisions.md)");
+    // Megatron's flags count a whole pipeline rank (split over its virtual stages): racksim's *_rank_layers.
+    if (first) tw.line(4, "first_rank_layers", std::to_string(*first), src("decoder-first-pipeline-num-layers"));
+    if (last) tw.line(4, "last_rank_layers", std::to_string(*last), src("decoder-last-pipeline-num-layers"));
   }
   if (fl.has("pipeline-model-parallel-layout")) {
     fl.used.insert("pipeline-model-parallel-layout");
