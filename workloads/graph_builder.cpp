@@ -49,9 +49,11 @@ Precision precision_of(const TrainingConfig& t) {
   p.grad_bytes = 4.0;
   p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
   p.grad_reduce_bytes = 4.0;    // Megatron reduces main grads in fp32 under bf16 training
-  // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8
-  // copy under fp8-class training (Megatron --fp8-param-gather, Transformer Engine fp8 params).
-  p.param_gather_bytes = p.matmul_input_bytes < 2.0 ? p.matmul_input_bytes : 2.0;
+  // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8 copy under fp8-class
+  // training where the parameters are fp8: Megatron's --fp8-param-gather (training.fp8_param_gather), and in JAX
+  // mode as it was (TE casts before the gather there, see docs/seed_claims.md).
+  const bool fp8_params = t.framework == Framework::jax || t.fp8_param_gather;
+  p.param_gather_bytes = p.matmul_input_bytes < 2.0 && fp8_params ? p.matmul_input_bytes : 2.0;
   return p;
 }
 
@@ -770,6 +772,25 @@ class Builder {
     if (holds_head()) n += head_weights();
     return n;
   }
+  // The layers' weights Transformer Engine runs in fp8 on this rank: every local layer's less its router and norms.
+  double local_quantized_weights() const {
+    double n = 0;
+    for (int c = 0; c < vp_; ++c) {
+      const int v = c * pp_ + rank_;
+      for (int l = first_layer(v); l < end_layer(v); ++l) {
+        const LayerParams p = layer_params(m_, l);
+        n += layer_weights(l) - p.router - p.norms;
+      }
+    }
+    return n;
+  }
+  // Scale bytes per quantized weight value: MXFP8 one E8M0 byte per 32; blockwise FP8 one fp32 per 128x128 block;
+  // per-tensor FP8 none to speak of; NVFP4's are in its matmul_input_bytes.
+  double weight_scale_bytes() const {
+    if (t_.precision == sim::Dtype::mxfp8) return 1.0 / 32.0;
+    if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise) return 4.0 / (128.0 * 128.0);
+    return 0.0;
+  }
   // This rank's share of its parameters' state when it is sharded over each part's replicas.
   double sharded_params() const {
     return local_dense_params() / dense_replicas() + local_expert_params() / expert_replicas();
@@ -851,7 +872,9 @@ class Builder {
       // The weight is cast on a step's first micro-batch only: Megatron-Core's TE modules pass
       // is_first_microbatch, and TE keeps the cast weight for the later micro-batches (its weight workspace;
       // Megatron-LM training.py resets the flag each step). XLA's casts: kept as they were.
-      const bool weight_cast = jax_ || mb_ == 0;
+      // Under --fp8-param-gather the parameters already are fp8 tensors: no cast of the weight here (the optimizer
+      // casts its shard after the step, 1/dp of it, not modelled).
+      const bool weight_cast = jax_ || (mb_ == 0 && !t_.fp8_param_gather);
       const double per = jax_ ? 1.0 : batch;
       const double act = m * k * per, weight = q == Quant::forward && weight_cast ? k * n * per : 0.0;
       const double in = act + weight;
@@ -1121,6 +1144,12 @@ class Builder {
       jax_grads_allocated_ = false;
     } else {
       resident("weights.bf16", MemCategory::weights, n_weight * pr_.activation_bytes);
+      if (fp8_class() && !t_.fp8_param_gather && !fsdp_per_use())
+        // Transformer Engine's weight workspace (linear.py _fp8_workspaces, kept across micro-batches and steps since
+        // Megatron-Core passes is_first_microbatch): each TE layer's weight quantized row-wise and column-wise, with
+        // the format's scales (MXFP8 one byte per 32; blockwise fp32 per 128x128 block; NVFP4's in its bytes). The
+        // layers' GEMM weights only: the router, the norms and the output layer are not TE fp8 modules.
+        resident("weights.fp8_cache", MemCategory::weights, local_quantized_weights() * 2 * (pr_.matmul_input_bytes + weight_scale_bytes()));
       resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
       resident("optimizer.master_m_v", MemCategory::optimizer,
                n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);

@@ -234,6 +234,11 @@ struct TrainingConfig {
   // Under fp8-class precisions, the weight-gradient GEMM in the low precision too (Megatron --fp8-wgrad, on by
   // default; --no-fp8-wgrad runs it in bf16, keeping Fprop and Dgrad in fp8).
   bool fp8_wgrad = true;
+  // Megatron mode, fp8-class precisions: --fp8-param-gather (off by default, as in Megatron). On, the parameters are
+  // Transformer Engine fp8 tensors (their row-wise and column-wise copies, about the bf16 weights' 2 bytes) and the
+  // distributed optimizer gathers them in fp8. Off, the parameters stay bf16 (gathered in bf16) and each TE layer
+  // keeps its weight's fp8 copies in a workspace from the step's first micro-batch on (is_first_microbatch).
+  bool fp8_param_gather = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   // Dropout (Megatron --attention-dropout / --hidden-dropout, whose defaults are 0.1 each; LLM recipes

@@ -344,6 +344,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     if ((fp8_recipe_node = r.get("fp8_recipe"))) set_if(r.choice("fp8_recipe", kFp8RecipeNames), t.fp8_recipe);
     set_if(r.boolean("fp8_wgrad"), t.fp8_wgrad);
+    set_if(r.boolean("fp8_param_gather"), t.fp8_param_gather);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
@@ -729,6 +730,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
+  if (t.fp8_param_gather) training["fp8_param_gather"] = true;
   if (t.cuda_graph_scope.any()) {  // (only when set)
     auto& l = training["cuda_graph_scope"] = nlohmann::json::array();
     for (const auto& [name, field] : kCudaGraphScopeNames)

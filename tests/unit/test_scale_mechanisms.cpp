@@ -762,8 +762,11 @@ training: {seq_len: 8192, global_batch: 512, optimizer_sharding: zero1, parallel
 )",
                            R"(system: {preset: gb200-nvl72, gpus: 256}
 model: {preset: deepseek-v3}
-training: {seq_len: 4096, global_batch: 256, precision: fp8, optimizer_sharding: zero1, parallelism: {pp: 4, ep: 16}}
+training: {seq_len: 4096, global_batch: 256, precision: fp8, fp8_param_gather: true, optimizer_sharding: zero1,
+           parallelism: {pp: 4, ep: 16}}
 )"}) {
+    // (fp8 parameters: Megatron's formula has no term for Transformer Engine's weight workspace, which bf16
+    // parameters under fp8 training add: Fp8WeightWorkspaceUnlessTheParametersAreFp8.)
     const auto sc = load(yaml);
     const auto& p = sc.training.parallelism;
     const auto& m = sc.model;
@@ -1194,6 +1197,48 @@ TEST(ScaleMechanisms, Fp8WeightsAreCastOnTheFirstMicroBatchOnly) {
   const auto gj = build_training_graph(jx.model, jx.training, jx.system.spec);
   ASSERT_GT(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), 0);
   EXPECT_NEAR(hbm_bytes_of_op(gj, "mb1.L0.experts.gate_up.quantize"), hbm_bytes_of_op(gj, "mb0.L0.experts.gate_up.quantize"), 1.0);
+}
+
+// Megatron's default (no --fp8-param-gather): bf16 parameters, gathered in bf16, and Transformer Engine's weight workspace,
+// each layer GEMM weight quantized row-wise and column-wise from the first micro-batch on (+2 bytes per weight, MXFP8's
+// scales on top). With --fp8-param-gather the parameters are fp8 tensors: no workspace, no cast in the layers, and the
+// distributed optimizer gathers 1 byte per parameter.
+TEST(ScaleMechanisms, Fp8WeightWorkspaceUnlessTheParametersAreFp8) {
+  const char* base = R"(system: {preset: gb200-nvl72, gpus: 16}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 32, micro_batch: 1, precision: mxfp8, optimizer_sharding: zero1,
+           overlap_param_gather: true, parallelism: {tp: 1, ep: 8}}
+)";
+  const auto cached = load(base), fp8 = load(base, {"training.fp8_param_gather=true"});
+  const auto gc = build_training_graph(cached.model, cached.training, cached.system.spec);
+  const auto gf = build_training_graph(fp8.model, fp8.training, fp8.system.spec);
+  const auto weights = [](const OpGraph& g) {
+    double w = 0;
+    for (TensorId t : g.resident)
+      if (g.tensors[t].category == MemCategory::weights) w += g.tensors[t].bytes;
+    return w;
+  };
+  const auto& m = cached.model;
+  double gemm_weights = 0;  // this rank's (pp 1: every layer): attention and the 8 / ep = 1 local expert
+  for (int l = 0; l < m.layers; ++l) {
+    const auto p = layer_params(m, l);
+    gemm_weights += p.attention + p.mlp + p.experts / 8;
+  }
+  EXPECT_NEAR((weights(gc) - weights(gf)) / (gemm_weights * 2 * (1 + 1.0 / 32)), 1.0, 1e-9);
+  // The parameter gathers: bf16 without, fp8 with.
+  const double gather_c = volume(gc, CommGroup::dp_cp, hw::CollectiveOp::all_gather) +
+                          volume(gc, CommGroup::edp, hw::CollectiveOp::all_gather);
+  const double gather_f = volume(gf, CommGroup::dp_cp, hw::CollectiveOp::all_gather) +
+                          volume(gf, CommGroup::edp, hw::CollectiveOp::all_gather);
+  ASSERT_GT(gather_f, 0);
+  EXPECT_NEAR(gather_c / gather_f, 2.0, 1e-9);
+  // The first micro-batch casts the weight only without fp8 parameters.
+  EXPECT_GT(hbm_bytes_of_op(gc, "mb0.L0.experts.gate_up.quantize"), hbm_bytes_of_op(gf, "mb0.L0.experts.gate_up.quantize"));
+  EXPECT_NEAR(hbm_bytes_of_op(gf, "mb0.L0.experts.gate_up.quantize"), hbm_bytes_of_op(gf, "mb1.L0.experts.gate_up.quantize"), 1.0);
+  // Not in bf16.
+  const auto bf = load(base, {"training.precision=bf16"});
+  const auto gb = build_training_graph(bf.model, bf.training, bf.system.spec);
+  EXPECT_NEAR(weights(gb), weights(gf), 1.0);
 }
 
 // Under fp8-class training TEGroupedMLP pads each expert's chunk to the recipe's alignment before the grouped

@@ -743,6 +743,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "precision", precision, prec_src);
   if (!fp8_recipe.empty()) tw.line(2, "fp8_recipe", fp8_recipe, fp8_recipe_src);
   if (precision != "bf16" && fl.on("no-fp8-wgrad")) tw.line(2, "fp8_wgrad", "false", src("no-fp8-wgrad"));
+  if (precision != "bf16" && fl.on("fp8-param-gather")) tw.line(2, "fp8_param_gather", "true", src("fp8-param-gather"));
 
   tw.line(2, "parallelism", "");
   tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
@@ -919,9 +920,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     out.warnings.push_back("--grad-reduce-in-bf16: Megatron then keeps and reduces the gradient buffer in bf16; racksim "
                            "keeps and reduces fp32 main gradients (Megatron's default): 2 bytes per parameter more memory "
                            "and twice the data-parallel bytes of this run");
-  if (fl.on("fp8-param-gather"))
-    out.warnings.push_back("--fp8-param-gather: Megatron then keeps the weights in fp8 (1 byte per parameter); racksim "
-                           "keeps a bf16 copy (2 bytes per parameter)");
 
   // MoE training options
   const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
