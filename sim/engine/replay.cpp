@@ -926,11 +926,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
 
   void compute_breakdown() {
     // Sweep the timeline: at each instant the step is doing the most useful thing running.
-    enum Cls { kCompute, kRecompute, kComm, kCopy, kLaunch, kCount };
-    // Events per stream (and the launch gaps of the compute stream): the ops of a stream run one
-    // after the other, so each list is in time order already and a merge replaces a sort. The order
-    // of events at the same instant does not matter (time spent is counted between instants).
-    std::array<std::vector<Event>, kStreamCount + 1> lists;
+    enum Cls { kCompute, kRecompute, kComm, kCopy, kLaunch, kBubble, kCount };
+    // Events per stream (and the launch gaps of the compute stream, and its waits for a pipeline receive): the ops
+    // of a stream run one after the other, so each list is in time order already and a merge replaces a sort. The
+    // order of events at the same instant does not matter (time spent is counted between instants).
+    std::array<std::vector<Event>, kStreamCount + 2> lists;
+    const std::size_t kLaunchList = kStreamCount, kBubbleList = kStreamCount + 1;
     auto add_to = [&](std::vector<Event>& ev, double a, double b, int cls) {
       if (b <= a) return;
       ev.push_back({a, +1, cls});
@@ -945,7 +946,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const int critical = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
     res_.breakdown_rank = critical;
     for (int k = 0; k < kStreamCount; ++k) lists[k].reserve(2 * ops_on_stream_[critical][k]);
-    lists[kStreamCount].reserve(2 * ops_on_stream_[critical][static_cast<int>(StreamKind::compute)]);  // launch gaps
+    lists[kLaunchList].reserve(2 * ops_on_stream_[critical][static_cast<int>(StreamKind::compute)]);
     for (std::size_t at = 0; at < g_.ops.size(); ++at) {
       const std::size_t i = program_op(at);
       const OpMeta& op = meta_[i];
@@ -955,7 +956,14 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (op.stream == StreamKind::compute) {
         // The GPU waited for this launch: the kernel started the moment the host issued it.
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
-          add_to(lists[kStreamCount], std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+          add_to(lists[kLaunchList], std::max(prev_compute_end, r.launch_start_s), r.start_s, kLaunch);
+        // The pipeline bubble: the stream free and the op issued, it waits for the tensor a neighbouring stage sends
+        // (its receive depends on that stage's send). Other waits with nothing running stay idle (host waits).
+        if (g_.ranks > 1 && r.start_s > prev_compute_end)
+          for (OpId d : g_.ops[i].deps)
+            if (meta_[d].rank != critical && g_.ops[d].kind == OpKind::collective && g_.ops[d].group == CommGroup::pp)
+              add_to(lists[kBubbleList], std::max(prev_compute_end, r.launch_end_s), std::min(res_.ops[d].end_s, r.start_s),
+                     kBubble);
         add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
       } else if (pace_lane(op.stream) >= 0) {  // a communication stream
@@ -967,7 +975,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     std::array<int, kCount> active{};
     std::array<double, kCount + 1> total{};
     double t = 0;
-    std::array<std::span<const Event>, kStreamCount + 1> ranges;
+    std::array<std::span<const Event>, kStreamCount + 2> ranges;
     for (std::size_t k = 0; k < ranges.size(); ++k) ranges[k] = lists[k];
     for_each_in_order(ranges, [](const Event& e) { return e.time; }, [&](const Event& e) {
       const double time = e.time;
@@ -984,16 +992,16 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       t = time;
       active[e.cls] += e.delta;
     });
-    total[kCount] += std::max(0.0, res_.step_time_s - t);
+    // After its last op a stage of a pipeline waits for the others' cool-down: bubble too.
+    total[g_.ranks > 1 ? kBubble : kCount] += std::max(0.0, res_.step_time_s - t);
     auto& b = res_.breakdown;
     b.compute_s = total[kCompute];
     b.recompute_s = total[kRecompute];
     b.exposed_communication_s = total[kComm];
     b.exposed_offload_s = total[kCopy];
     b.launch_overhead_s = total[kLaunch];
-    // With pipeline stages, waiting with nothing to run is the pipeline bubble.
-    if (g_.ranks > 1) b.pipeline_bubble_s = total[kCount];
-    else b.idle_s = total[kCount];
+    b.pipeline_bubble_s = total[kBubble];
+    b.idle_s = total[kCount];
   }
 
   void compute_rank_busy() {

@@ -172,6 +172,13 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 8, 
   const auto four = sim::simulate(load(small), {.exact = true});
   const double m = 8, p = 4;
   EXPECT_NEAR(four.replay.step_time_s / ((m + p - 1) / m * one.replay.step_time_s / p), 1.0, 0.03);
+  // The breakdown's pipeline bubble is the stage waiting for a neighbour's tensor (and for the others' cool-down):
+  // (p - 1)/m of the rest of the step. The host waits that leave the GPU idle without one (the NaN checks' waits;
+  // idle 0.167 s of the unpipelined step) stay idle, a quarter of it on this stage, where all of it used to be
+  // called bubble (0.127 s against the closed form's 0.085 s).
+  const auto& b = four.replay.breakdown;
+  EXPECT_NEAR(b.pipeline_bubble_s / ((p - 1) / m * (four.replay.step_time_s - b.pipeline_bubble_s)), 1.0, 0.05);
+  EXPECT_NEAR(b.idle_s / (one.replay.breakdown.idle_s / p), 1.0, 0.05);
 }
 
 // DeepSeek-V3 on 128 GB200, EP 32, ZeRO-1: expert weights are replicated over edp = tp·cp·dp/(ep·etp)
