@@ -126,6 +126,12 @@ constexpr double kNvlinkNvlsTree = 25.0;  // NVLSTree, Simple only
 constexpr double kNetTree[3] = {5.0, 8.5, 14.0};
 constexpr double kNetRing[3] = {2.7, 4.0, 14.0};
 constexpr double kNetNvlsTree = 20.9;
+// PAT (NCCL 2.30 tuning.cc): base 8 us; per node-doubling the network's tree latency / 3.5 (one rank per node: the
+// Tree row, 14 us Simple), plus 2.8 us per rank ("still a linear part"); its bus bandwidth is 0.75 of the graph's.
+constexpr double kBasePat = 8.0;
+constexpr double kPatLogDivisor = 3.5;
+constexpr double kPatPerRankUs = 2.8;
+constexpr double kPatBandwidthFactor = 0.75;
 // NCCL's ring/tree latency table has one NVLink row, unchanged since Hopper (B3.3 history). Its newer
 // symmetric-kernel model (B3.5, sym_kernels.cc), written with Blackwell in view, puts the base latency of the
 // same kind of kernel on Blackwell at 11 us vs 4.5 us on Hopper for LL all-reduce (x2.44) and 19.5 vs 7.8 us for
@@ -555,6 +561,35 @@ Candidate ring_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes) 
   return k;
 }
 
+// NCCL's PAT (Parallel Aggregated Trees) all-gather / reduce-scatter, which NCCL enables by default when every rank
+// of the communicator is on its own node (tuning.cc ncclPatEnable: nNodes == nRanks, a host network): the data
+// parallel groups of a tp-8 job on 8-GPU nodes. It runs on the tree graph (init.cc: graphs[PAT] = treeGraph, here
+// the ring graph, see tree_candidate), Simple only, at 0.75 of its bus bandwidth, which NCCL does not convert to an
+// algorithm bandwidth for all-gather/reduce-scatter; its latency grows with log2(nodes) and, more gently than the
+// ring's (nodes - 1) network steps, with the rank count. So it wins at small and medium sizes across many nodes
+// (16 MiB over 128 nodes: 0.86 ms against the ring's 1.46) and the ring at large ones. The bytes on the wire are
+// the ring's.
+Candidate pat_candidate(const Comm& c, double bytes) {
+  Candidate k;
+  k.algo = CollectiveAlgorithm::pat;
+  k.proto = kSimple;
+  const double bw = c.nodes <= 2 ? c.ring.bw_intra : c.ring.bw_inter;
+  k.algbw = kPatBandwidthFactor * c.ring.nch * bw;
+  k.bound = c.ring.nic_limited ? "nic" : "nvlink";
+  k.lat_us = kBasePat + log2i(c.nodes) * (kNetTree[kSimple] / kPatLogDivisor) + c.n * kPatPerRankUs;
+  k.sm = channels_for(c.comm_channels, kSimple, false, c.n, bytes);
+  ring_bytes(c, static_cast<double>(c.n - 1) / c.n * bytes, &k);
+  k.nvl_rate = c.nvl;
+  k.nic_rate = c.nics_per_gpu * c.nic_ladder;
+  return k;
+}
+
+std::string pat_unavailable(const Comm& c, CollectiveOp op) {
+  if (op != CollectiveOp::all_gather && op != CollectiveOp::reduce_scatter) return "PAT serves all_gather and reduce_scatter only";
+  if (c.n < 2 || c.nodes != c.n) return "NCCL enables PAT only with one rank per node (NVLink domain)";
+  return "";
+}
+
 Candidate tree_candidate(const Comm& c, Proto p, double bytes) {
   // The tree graph is taken as the ring graph (NCCL searches trees with the rings' channel count; on an
   // NVSwitch domain with one NIC per GPU both reach the same per-channel speed). We assume the balanced tree
@@ -943,6 +978,14 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
   if (want_auto || A == CollectiveAlgorithm::ring)
     for (Proto p : protos)
       if (proto_allowed(opt, p)) out.push_back(ring_candidate(c, op, p, bytes));
+  if (want_auto || A == CollectiveAlgorithm::pat) {
+    const std::string why = pat_unavailable(c, op);
+    if (A == CollectiveAlgorithm::pat) {
+      if (!why.empty()) cannot(what, why);
+      if (!proto_allowed(opt, kSimple)) cannot(what, "PAT runs the Simple protocol only");
+    }
+    if (why.empty() && proto_allowed(opt, kSimple)) out.push_back(pat_candidate(c, bytes));
+  }
   if (want_auto || A == CollectiveAlgorithm::nvls) {
     const std::string why = nvls_unavailable(sys, opt, c, op);
     if (A == CollectiveAlgorithm::nvls) {

@@ -21,19 +21,21 @@
 
 namespace racksim::hw {
 
-// direct: all-to-all and send/recv (point-to-point over NVLink inside a domain, NICs across).
-enum class CollectiveAlgorithm { auto_select, ring, tree, nvls, nvls_tree, hierarchical, direct };
+// direct: all-to-all and send/recv (point-to-point over NVLink inside a domain, NICs across). pat: NCCL's
+// Parallel Aggregated Trees (2.23+), all-gather and reduce-scatter of one rank per node.
+enum class CollectiveAlgorithm { auto_select, ring, tree, nvls, nvls_tree, hierarchical, direct, pat };
 // NCCL's protocols. auto_select: the fastest enabled one (what NCCL does).
 enum class CollectiveProtocol { auto_select, ll, ll128, simple };
 
-inline constexpr std::array<sim::EnumName<CollectiveAlgorithm>, 7> kCollectiveAlgorithmNames = {
+inline constexpr std::array<sim::EnumName<CollectiveAlgorithm>, 8> kCollectiveAlgorithmNames = {
     {{CollectiveAlgorithm::auto_select, "auto"},
      {CollectiveAlgorithm::ring, "ring"},
      {CollectiveAlgorithm::tree, "tree"},
      {CollectiveAlgorithm::nvls, "nvls"},
      {CollectiveAlgorithm::nvls_tree, "nvls_tree"},
      {CollectiveAlgorithm::hierarchical, "hierarchical"},
-     {CollectiveAlgorithm::direct, "direct"}}};
+     {CollectiveAlgorithm::direct, "direct"},
+     {CollectiveAlgorithm::pat, "pat"}}};
 // NCCL's own spelling (NCCL_PROTO); parsing ignores case.
 inline constexpr std::array<sim::EnumName<CollectiveProtocol>, 4> kCollectiveProtocolNames = {
     {{CollectiveProtocol::auto_select, "auto"},

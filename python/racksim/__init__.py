@@ -137,8 +137,10 @@ def _size(v: Union[str, int, float, None]) -> str:
 
 def collective(system: str, gpus: int, op: str = "all_reduce", bytes: Union[str, int, None] = None, *,
                algo: str = "auto", min_bytes: Union[str, int, None] = None, max_bytes: Union[str, int, None] = None,
-               factor: Optional[float] = None, step_bytes: Union[str, int, None] = None):
+               factor: Optional[float] = None, step_bytes: Union[str, int, None] = None, stride: int = 1):
     """One collective (``bytes=``, e.g. "1GiB"; an int means bytes): ``racksim collective --json``.
+
+    ``stride``: the members' distance in the job's ranks (``--stride``; a tp-8 job's data-parallel group: 8).
 
     With ``min_bytes``/``max_bytes`` (and ``factor`` or ``step_bytes``, nccl-tests' -b -e -f -i):
     the list of rows of the nccl-tests-shaped sweep (size, count, type, time_us, algbw, busbw, ...).
@@ -148,12 +150,13 @@ def collective(system: str, gpus: int, op: str = "all_reduce", bytes: Union[str,
             raise TypeError("collective: give bytes=, or min_bytes=/max_bytes=, not both")
         lo = _size(min_bytes if min_bytes is not None else max_bytes)
         hi = _size(max_bytes if max_bytes is not None else min_bytes)
-        rows, _ = _racksim.collective_sweep(system, int(gpus), op, lo, hi, float(factor or 0), _size(step_bytes), algo)
+        rows, _ = _racksim.collective_sweep(system, int(gpus), op, lo, hi, float(factor or 0), _size(step_bytes), algo,
+                                            int(stride))
         return json.loads(rows)
     if bytes is None:
         raise TypeError("collective: give bytes= (e.g. '1GiB'), or min_bytes=/max_bytes=")
     size = f"{int(bytes)} B" if isinstance(bytes, int) else str(bytes)
-    return json.loads(_racksim.collective(system, int(gpus), op, size, algo))
+    return json.loads(_racksim.collective(system, int(gpus), op, size, algo, int(stride)))
 
 
 def nccl_tests_table(system: str, gpus: int, op: str = "all_reduce", *, min_bytes: Union[str, int] = 8,

@@ -112,20 +112,21 @@ std::pair<std::string, int> validate(const Source& src, int jobs) {
 }
 
 std::string collective(const std::string& system, int gpus, const std::string& op, const std::string& bytes,
-                       const std::string& algo) {
+                       const std::string& algo, int stride) {
   py::gil_scoped_release nogil;
-  return cli::collective_json(system, gpus, op, bytes, algo).dump();
+  return cli::collective_json(system, gpus, op, bytes, algo, stride).dump();
 }
 
 // Returns [rows as JSON text, the nccl-tests table].
 std::pair<std::string, std::string> collective_sweep(const std::string& system, int gpus, const std::string& op,
                                                      const std::string& min_bytes, const std::string& max_bytes,
                                                      double factor, const std::string& step_bytes,
-                                                     const std::string& algo) {
+                                                     const std::string& algo, int stride) {
   py::gil_scoped_release nogil;
   cli::CollectiveSweep s;
   s.system = system;
   s.gpus = gpus;
+  s.stride = stride;
   s.op = op;
   s.algo = algo;
   s.min_bytes = min_bytes;
@@ -172,9 +173,9 @@ PYBIND11_MODULE(_racksim, m) {
   m.def("sweep", &sweep, py::arg("source"), py::arg("jobs"), py::arg("shard"), py::arg("out"), py::arg("report"));
   m.def("replay", &replay, py::arg("module"), py::arg("system"), py::arg("gpus"), py::arg("sets"), py::arg("trace"));
   m.def("validate", &validate, py::arg("source"), py::arg("jobs"));
-  m.def("collective", &collective, py::arg("system"), py::arg("gpus"), py::arg("op"), py::arg("bytes"), py::arg("algo"));
+  m.def("collective", &collective, py::arg("system"), py::arg("gpus"), py::arg("op"), py::arg("bytes"), py::arg("algo"), py::arg("stride") = 1);
   m.def("collective_sweep", &collective_sweep, py::arg("system"), py::arg("gpus"), py::arg("op"), py::arg("min_bytes"),
-        py::arg("max_bytes"), py::arg("factor"), py::arg("step_bytes"), py::arg("algo"));
+        py::arg("max_bytes"), py::arg("factor"), py::arg("step_bytes"), py::arg("algo"), py::arg("stride") = 1);
   m.def("main", &main_, py::arg("args"), "run the racksim CLI in-process: (exit code, stdout, stderr)");
   m.def("set_log_level", [](const std::string& level) {
     const int v = level == "info" ? 1 : level == "debug" ? 2 : 0;

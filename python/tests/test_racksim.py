@@ -265,6 +265,13 @@ def test_collective_equals_cli(cli_json):
     assert c["busbw_GBps"] == pytest.approx(c["algbw_GBps"] * 2 * 7 / 8)
 
 
+def test_collective_stride_equals_cli(cli_json):
+    c = racksim.collective("h100-sxm", 128, "all_gather", "16MiB", stride=8)
+    assert c == cli_json("collective", "--system", "h100-sxm", "--gpus", "128", "--stride", "8", "--op", "all_gather",
+                         "--bytes", "16MiB", "--json")
+    assert c["algorithm"] == "pat"  # one rank per node: NCCL's PAT at this size
+
+
 def test_collective_int_bytes():
     assert racksim.collective("h200-sxm", 8, bytes=1 << 30) == racksim.collective("h200-sxm", 8, bytes="1GiB")
 

@@ -41,7 +41,7 @@ Prepared prepare(const std::string& system, const std::string& op_s, const std::
                                                fmt::join(sim::names_in(hw::kCollectiveOpNames), " | ")));
   const auto algo = hw::collective_algorithm_from_string(algo_s);
   if (!algo)
-    diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected auto | ring | tree | nvls", algo_s));
+    diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected auto | ring | tree | nvls | nvls_tree | pat | hierarchical | direct", algo_s));
   if (op) p.op = *op;
   if (algo) p.opt.algorithm = *algo;
   return p;
@@ -63,11 +63,14 @@ double parse_bytes(const std::string& text, const char* option, input::Diagnosti
   return 0;
 }
 
-void check_gpus(int gpus, input::Diagnostics& diag) {
+void check_gpus(int gpus, int stride, input::Diagnostics& diag) {
   if (gpus < 1 || gpus > hw::kMaxGpus)
     diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
                fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, \"Input limits\")",
                            hw::kMaxGpus));
+  else if (stride < 1 || (static_cast<int64_t>(gpus) - 1) * stride + 1 > hw::kMaxGpus)
+    diag.error({fmt::format("--stride {}", stride), 0, 0}, "",
+               fmt::format("must be at least 1, and the group's span (gpus - 1) x stride + 1 at most {} GPUs", hw::kMaxGpus));
 }
 
 // nccl-tests' size with a plain number meaning bytes and K/M/G suffixes powers of 1024 (its -b
@@ -100,9 +103,9 @@ double parse_nccl_size(const std::string& text, const char* option, input::Diagn
   return parse_bytes(text, option, diag);
 }
 
-hw::CollectiveCost estimate(const Prepared& p, double bytes, int gpus, const char* option) {
+hw::CollectiveCost estimate(const Prepared& p, double bytes, int gpus, int stride, const char* option) {
   try {
-    return hw::estimate_collective(p.spec, p.op, bytes, hw::place_group(p.spec, gpus, 1), p.opt);
+    return hw::estimate_collective(p.spec, p.op, bytes, hw::place_group(p.spec, gpus, stride), p.opt);
   } catch (const std::invalid_argument& e) {
     throw input_error(option, 0, 0, "", e.what());
   }
@@ -134,13 +137,13 @@ std::string float_str(double v, int width) {
 }  // namespace
 
 json collective_json(const std::string& system, int gpus, const std::string& op, const std::string& bytes_s,
-                     const std::string& algo) {
+                     const std::string& algo, int stride) {
   input::LoadSession session;
   Prepared p = prepare(system, op, algo, session);
   const double bytes = parse_bytes(bytes_s, "--bytes", session.diag);
-  check_gpus(gpus, session.diag);
+  check_gpus(gpus, stride, session.diag);
   session.diag.throw_if_any();
-  const hw::CollectiveCost c = estimate(p, bytes, gpus, "--algo");
+  const hw::CollectiveCost c = estimate(p, bytes, gpus, stride, "--algo");
   return json{{"op", hw::to_string(p.op)},
               {"gpus", gpus},
               {"bytes", bytes},
@@ -155,7 +158,7 @@ json collective_sweep_json(const CollectiveSweep& s) {
   input::LoadSession session;
   auto& diag = session.diag;
   Prepared p = prepare(s.system, s.op, s.algo, session);
-  check_gpus(s.gpus, diag);
+  check_gpus(s.gpus, s.stride, diag);
   const double lo = parse_nccl_size(s.min_bytes, "-b", diag);
   const double hi = parse_nccl_size(s.max_bytes, "-e", diag);
   double step = 0;
@@ -189,7 +192,7 @@ json collective_sweep_json(const CollectiveSweep& s) {
       param_count = std::floor(count / s.gpus);
       bytes = param_count * s.gpus * word;
     }
-    const hw::CollectiveCost c = estimate(p, bytes, s.gpus, "--algo");
+    const hw::CollectiveCost c = estimate(p, bytes, s.gpus, s.stride, "--algo");
     rows.push_back({{"size", static_cast<std::int64_t>(bytes)},
                     {"count", static_cast<std::int64_t>(param_count)},
                     {"type", "float"},

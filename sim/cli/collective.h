@@ -12,12 +12,15 @@ namespace racksim::cli {
 // The object `racksim collective --json` prints for one size:
 // {"op", "gpus", "bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"}.
 // Throws input::InputError for an unknown system/op/algorithm or a size without a unit.
+// `stride`: the group's members that many ranks apart in the job (packed into NVLink domains in rank order): a
+// data-parallel group of a tp-8 job is --stride 8, one rank per 8-GPU node.
 nlohmann::json collective_json(const std::string& system, int gpus, const std::string& op, const std::string& bytes,
-                               const std::string& algo);
+                               const std::string& algo, int stride = 1);
 
 struct CollectiveSweep {
   std::string system;
   int gpus = 8;
+  int stride = 1;                // the members' distance in the job's ranks (see collective_json)
   std::string op = "all_reduce";
   std::string algo = "auto";
   std::string min_bytes = "8";   // -b (nccl-tests' default 32M; sizes take units: 8, 1K, 8G)

@@ -98,9 +98,9 @@ int cmd_compare(const std::string& base, const std::string& variant, const Commo
   return kOk;
 }
 
-int cmd_collective(const std::string& system, int gpus, const std::string& op_s, const std::string& bytes_s,
+int cmd_collective(const std::string& system, int gpus, int stride, const std::string& op_s, const std::string& bytes_s,
                    const std::string& algo_s, bool json_out, std::ostream& out) {
-  const json j = collective_json(system, gpus, op_s, bytes_s, algo_s);
+  const json j = collective_json(system, gpus, op_s, bytes_s, algo_s, stride);
   if (json_out) {
     out << j.dump() << '\n';
   } else {
@@ -264,6 +264,10 @@ Registered register_collective(CLI::App& app) {
       "collective", "time one collective on a system (--bytes), or sweep sizes as nccl-tests does (-b -e -f)");
   sub->add_option("--system", s->sw.system, "system preset (racksim hw list)")->required()->type_name("PRESET");
   sub->add_option("--gpus", s->sw.gpus, "communicator size")->required()->type_name("N");
+  sub->add_option("--stride", s->sw.stride,
+                  "the members' distance in the job's ranks, packed into NVLink domains (a data-parallel group of a "
+                  "tp-8 job: 8, one rank per 8-GPU node; default 1)")
+      ->type_name("N");
   sub->add_option("--op", s->sw.op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv")
       ->capture_default_str()
       ->type_name("OP");
@@ -277,7 +281,7 @@ Registered register_collective(CLI::App& app) {
   auto* i = sub->add_option("-i,--stepbytes", s->sw.step_bytes, "nccl-tests sweep: add this many bytes instead")
                 ->type_name("STEP");
   bytes->excludes(b)->excludes(e)->excludes(f)->excludes(i);
-  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls")->capture_default_str()->type_name("ALGO");
+  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls | nvls_tree | pat | hierarchical | direct")->capture_default_str()->type_name("ALGO");
   sub->add_flag("--json", s->json, "print JSON (a list of rows for a sweep)");
   return {sub, [s, b, e](std::ostream& out, std::ostream&) {
             if (b->count() || e->count()) {
@@ -287,7 +291,7 @@ Registered register_collective(CLI::App& app) {
               return cmd_collective_sweep(sw, s->json, out);
             }
             if (s->bytes.empty()) throw std::invalid_argument("collective: give --bytes SIZE, or -b MIN -e MAX [-f FACTOR]");
-            return cmd_collective(s->sw.system, s->sw.gpus, s->sw.op, s->bytes, s->sw.algo, s->json, out);
+            return cmd_collective(s->sw.system, s->sw.gpus, s->sw.stride, s->sw.op, s->bytes, s->sw.algo, s->json, out);
           }};
 }
 

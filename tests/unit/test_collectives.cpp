@@ -46,7 +46,7 @@ TEST(CollectiveNames, RoundTrip) {
     EXPECT_EQ(collective_op_from_string(to_string(op)), op);
   for (auto a : {CollectiveAlgorithm::auto_select, CollectiveAlgorithm::ring, CollectiveAlgorithm::tree,
                  CollectiveAlgorithm::nvls, CollectiveAlgorithm::nvls_tree, CollectiveAlgorithm::hierarchical,
-                 CollectiveAlgorithm::direct})
+                 CollectiveAlgorithm::direct, CollectiveAlgorithm::pat})
     EXPECT_EQ(collective_algorithm_from_string(to_string(a)), a);
   EXPECT_EQ(to_string(CollectiveAlgorithm::auto_select), "auto");
   EXPECT_EQ(collective_protocol_from_string("ll128"), CollectiveProtocol::ll128);
@@ -166,6 +166,39 @@ TEST(CollectiveClosedForm, RingSimpleAllReduce) {
       EXPECT_DOUBLE_EQ(r.algbw_Bps, S / r.time_s);
     }
   }
+}
+
+// NCCL's PAT for all-gather / reduce-scatter with one rank per node (a tp-8 job's data-parallel groups): its tuner's
+// latency, 8 + log2(nodes) x 14 / 3.5 + 2.8 x ranks us, and 0.75 of the graph's bus bandwidth, not converted to an
+// algorithm bandwidth (tuning.cc, NCCL 2.30): the ring's bandwidth time x n/(n-1) / 0.75. It wins at small and
+// medium sizes over many nodes and loses to the ring at large ones; never with two ranks in a node, never for
+// all-reduce.
+TEST(CollectiveClosedForm, PatForOneRankPerNode) {
+  const auto sys = h100_sxm();
+  const GroupPlacement rail{128, 1, 1};  // 128 ranks, one per 8-GPU node (stride 8)
+  EXPECT_EQ(place_group(sys, 128, 8).ranks_per_domain, 1);
+  CollectiveOptions ring_simple = algo(CollectiveAlgorithm::ring);
+  ring_simple.protocol = CollectiveProtocol::simple;
+  for (auto op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter}) {
+    const double S = 16 * MiB;
+    const auto r = estimate_collective(sys, op, S, rail);
+    EXPECT_EQ(r.algorithm, CollectiveAlgorithm::pat);
+    EXPECT_EQ(r.protocol, "Simple");
+    const double lat = (8.0 + 7 * 14.0 / 3.5 + 128 * 2.8) * 1e-6;
+    EXPECT_NEAR(r.latency_s, lat, lat * 1e-12);
+    const auto ring = estimate_collective(sys, op, S, rail, ring_simple);
+    EXPECT_NEAR(r.bandwidth_time_s, ring.bandwidth_time_s * 128.0 / 127.0 / 0.75, 1e-9 * r.bandwidth_time_s);
+    EXPECT_LT(r.time_s, 0.7 * estimate_collective(sys, op, S, rail, algo(CollectiveAlgorithm::ring)).time_s);
+    EXPECT_NEAR(r.bytes_per_rank_nic, 127.0 / 128.0 * S, 1.0);
+  }
+  EXPECT_EQ(estimate_collective(sys, CollectiveOp::all_gather, 1 * GiB, rail).algorithm, CollectiveAlgorithm::ring);
+  // Two ranks per node, or an all-reduce: no PAT.
+  EXPECT_NE(estimate_collective(sys, CollectiveOp::all_gather, 16 * MiB, GroupPlacement{128, 2, 1}).algorithm,
+            CollectiveAlgorithm::pat);
+  EXPECT_THROW(estimate_collective(sys, CollectiveOp::all_gather, 16 * MiB, GroupPlacement{128, 2, 1}, algo(CollectiveAlgorithm::pat)),
+               std::invalid_argument);
+  EXPECT_THROW(estimate_collective(sys, CollectiveOp::all_reduce, 16 * MiB, rail, algo(CollectiveAlgorithm::pat)),
+               std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------- NVLS

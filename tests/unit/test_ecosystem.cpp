@@ -661,6 +661,20 @@ TEST(NcclTests, CalibrateFitReadsEveryShape) {
   EXPECT_NE(r.out.find("nccl all_to_all x8: latency 35.00 us, algbw 150.0 GB/s"), std::string::npos) << r.out;
 }
 
+// `racksim collective --stride N` places the group's members N ranks apart: a tp-8 job's data-parallel group, one
+// rank per node, where NCCL runs PAT for all-gather / reduce-scatter at medium sizes; packed (stride 1) the same 128
+// ranks fill 16 nodes and run a ring. A stride the job cannot hold is an input error naming the option.
+TEST(NcclTests, CollectiveStridePlacesTheGroup) {
+  EXPECT_EQ(racksim::cli::collective_json("h100-sxm", 128, "all_gather", "16MiB", "auto", 8)["algorithm"], "pat");
+  EXPECT_EQ(racksim::cli::collective_json("h100-sxm", 128, "all_gather", "16MiB", "auto")["algorithm"], "ring");
+  try {
+    racksim::cli::collective_json("h100-sxm", 128, "all_gather", "16MiB", "auto", 0);
+    ADD_FAILURE() << "stride 0 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--stride 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NcclTests, CollectiveTableReadsBackAsWhatItPredicted) {
   racksim::cli::CollectiveSweep s;
   s.system = "h200-sxm";
