@@ -476,6 +476,15 @@ Scenario parse_scenario(Node root) {
           "the deepep/hybridep dispatcher is modelled with expert tensor parallelism 1 only; set "
           "training.parallelism.etp: 1 (etp is {})",
           p.expert_tp()));
+    // Megatron-Core dispatches fp8 through DeepEP only: HybridEP asserts against it ("HybridEP dispatcher does not
+    // support fp8 dispatch now", fused_a2a.py at d98e8a64) and the alltoall dispatcher has no fp8 path.
+    if (t.framework == Framework::megatron && t.moe.dispatch_fp8.value_or(false) &&
+        t.moe.dispatcher != MoeDispatcher::deepep)
+      moe_node->child("dispatch_fp8").error(fmt::format(
+          "dispatch_fp8 with the {} dispatcher: Megatron-Core dispatches fp8 through DeepEP only (HybridEP: \"HybridEP "
+          "dispatcher does not support fp8 dispatch now\"; alltoall has no fp8 path); use dispatcher: deepep or drop "
+          "dispatch_fp8",
+          to_string(t.moe.dispatcher)));
   }
   const bool by_stage = t.pipeline.first_stage_layers >= 0 || t.pipeline.last_stage_layers >= 0;
   if (t.pipeline.by_rank()) {

@@ -567,12 +567,14 @@ TEST(ScaleMechanisms, MoeAtScaleExposesLessCommunication) {
   const char* base = R"(system: {preset: b200, gpus: 256}
 model: {preset: deepseek-v3}
 training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, optimizer_sharding: zero1,
-           recompute: selective, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true, moe: {dispatch_fp8: true}}
+           recompute: selective, parallelism: {pp: 8, ep: 32}, overlap_grad_reduce: true}
 )";
+  // (NCCL's alltoall dispatches bf16 in Megatron-Core; DeepEP in fp8, as DeepSeek-V3 ran.)
   const auto naive = sim::simulate(load(base));
-  const auto hier = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"}));
+  const auto hier = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4",
+                                              "training.moe.dispatch_fp8=true"}));
   const auto overlapped = sim::simulate(load(base, {"training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4",
-                                                    "training.moe.a2a_overlap=true"}));
+                                                    "training.moe.dispatch_fp8=true", "training.moe.a2a_overlap=true"}));
   const double e0 = naive.replay.breakdown.exposed_communication_s;
   const double e1 = hier.replay.breakdown.exposed_communication_s;
   const double e2 = overlapped.replay.breakdown.exposed_communication_s;
@@ -584,7 +586,8 @@ training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, opt
   // With tensor parallelism the exchanges run on their own stream: the TP collectives of the paired
   // micro-batch do not queue behind them, so the overlap hides as much as without TP.
   const std::vector<std::string> tp2 = {"training.parallelism.tp=2", "training.parallelism.etp=1",
-                                        "training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4"};
+                                        "training.moe.dispatcher=deepep", "training.moe.max_nodes_per_token=4",
+                                        "training.moe.dispatch_fp8=true"};
   auto with = [](std::vector<std::string> v, const std::string& x) { v.push_back(x); return v; };
   const double tp_plain = sim::simulate(load(base, tp2)).replay.breakdown.exposed_communication_s;
   const double tp_over = sim::simulate(load(base, with(tp2, "training.moe.a2a_overlap=true"))).replay.breakdown.exposed_communication_s;
@@ -1162,7 +1165,7 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
     std::vector<std::string> sets;
     double dispatch;
   };
-  for (const Case& c : {Case{{}, bf16}, Case{{"training.moe.dispatch_fp8=true"}, fp8},
+  for (const Case& c : {Case{{}, bf16}, Case{{"training.moe.dispatcher=deepep", "training.moe.dispatch_fp8=true"}, fp8},
                         Case{{"training.framework=jax"}, fp8}, Case{{"training.framework=jax", "training.moe.dispatch_fp8=false"}, bf16}}) {
     const auto sc = load(base, c.sets);
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
@@ -1170,6 +1173,10 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
     EXPECT_NEAR(bytes_of(g, ".dispatch.all_to_all"), c.dispatch, 1.0) << label;
     EXPECT_NEAR(bytes_of(g, ".combine.all_to_all"), bf16, 1.0) << label;
   }
+  // Megatron-Core has no fp8 dispatch through NCCL's alltoall or HybridEP (fused_a2a.py asserts): an input error.
+  for (const char* d : {"alltoall", "hybridep"})
+    expect_load_error(base, {std::string("training.moe.dispatcher=") + d, "training.moe.dispatch_fp8=true"},
+                      "Megatron-Core dispatches fp8 through DeepEP only");
 }
 
 // Transformer Engine's GroupedLinear casts the whole permuted input (every local expert's chunk) and every
