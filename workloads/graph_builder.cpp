@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -214,6 +215,8 @@ class Builder {
     g_.ops.reserve(static_cast<std::size_t>(std::max(1, graph_layers_)) * static_cast<std::size_t>(std::max(1, micro_steps_)) * 48);
     for (int r = 0; r < pp_; ++r) {
       rank_ = r;
+      grad_reduce_queue_.clear();
+      grad_reduce_queued_ = 0;
       fsdp_prev_start_.reset();
       fsdp_prefetched_.clear();
       pair_open_ = false;
@@ -784,6 +787,15 @@ class Builder {
     }
     return n;
   }
+  // The quantized copies of a weight Transformer Engine keeps: row-wise and column-wise, except a per-tensor FP8 weight
+  // (delayed or current scaling) on Blackwell, whose tensor cores take the row-wise data in every layout: TE then makes
+  // no transpose (Float8Quantizer / Float8CurrentScalingQuantizer::create_tensor skip it when
+  // nvte_is_non_tn_fp8_gemm_supported(), transformer_engine/pytorch/csrc/quantizer.cpp). MXFP8 and NVFP4 scale along
+  // one axis, and blockwise FP8 per 128-block: both copies.
+  double weight_copies() const {
+    const bool per_tensor = t_.precision == sim::Dtype::fp8 && t_.fp8_recipe != Fp8Recipe::blockwise;
+    return per_tensor && sys_.gpu.architecture != hw::Architecture::hopper ? 1.0 : 2.0;
+  }
   // Scale bytes per quantized weight value: MXFP8 one E8M0 byte per 32; blockwise FP8 one fp32 per 128x128 block;
   // per-tensor FP8 none to speak of; NVFP4's are in its matmul_input_bytes.
   double weight_scale_bytes() const {
@@ -1149,7 +1161,8 @@ class Builder {
         // Megatron-Core passes is_first_microbatch): each TE layer's weight quantized row-wise and column-wise, with
         // the format's scales (MXFP8 one byte per 32; blockwise fp32 per 128x128 block; NVFP4's in its bytes). The
         // layers' GEMM weights only: the router, the norms and the output layer are not TE fp8 modules.
-        resident("weights.fp8_cache", MemCategory::weights, local_quantized_weights() * 2 * (pr_.matmul_input_bytes + weight_scale_bytes()));
+        resident("weights.fp8_cache", MemCategory::weights,
+                 local_quantized_weights() * weight_copies() * (pr_.matmul_input_bytes + weight_scale_bytes()));
       resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
       resident("optimizer.master_m_v", MemCategory::optimizer,
                n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
@@ -3001,7 +3014,9 @@ class Builder {
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
       prefetch_offloaded(l);
       if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
+      const auto layer_first_op = static_cast<OpId>(g_.ops.size());
       layer_backward(l);
+      hold_unsharded_grads(l, layer_first_op);
       if (is_mtp_layer(l)) {
         mtp_input_backward(l);
         if (l == m_.layers) release_head();
@@ -3223,6 +3238,45 @@ class Builder {
     const auto mode = t_.optimizer_sharding;
     return mode == OptimizerSharding::zero2 || fsdp_per_use() || mb_ == micro_steps_ - 1;
   }
+  // Sharded gradients (ZeRO-2, FSDP per use, Megatron mode): a layer's backward still writes its whole gradient, in
+  // fp32 (Megatron-FSDP's main_grad buffer of the layer's parameters; torch FSDP2's unsharded gradient before its
+  // reduce-scatter), which lives from the layer's first backward op (its wgrads) until the reduce-scatter that shards
+  // it has finished; only the shard stays resident (add_resident_state). Allocated on the first backward-phase op of
+  // the layer's ops [first, end), freed by grad_sync's last collective for the layer.
+  void hold_unsharded_grads(int l, OpId first) {
+    const auto mode = t_.optimizer_sharding;
+    if (jax_ || !(mode == OptimizerSharding::zero2 || fsdp_per_use()) || !last_micro_for_sync()) return;
+    for (OpId i = first; i < g_.ops.size(); ++i)
+      if (g_.ops[i].rank == rank_ && g_.ops[i].phase == Phase::backward) {
+        const TensorId t = g_.tensor(named("grads.unsharded"), MemCategory::gradients,
+                                     (dense_weights(l) + expert_weights(l)) * pr_.grad_bytes, false, static_cast<uint16_t>(rank_));
+        g_.ops[i].allocs.push_back(t);
+        unsharded_grads_ = t;
+        return;
+      }
+  }
+  std::optional<TensorId> unsharded_grads_;  // the layer's whole gradient, freed by its grad_sync
+  // Megatron-FSDP bounds the whole gradients waiting for their reduce-scatter: before it issues a bucket's, it makes
+  // the compute stream wait for (and frees) the oldest queued ones while the queue holds more than
+  // max(1e9, 2 x the mean FSDP unit) parameters (megatron_fsdp.py suggested_RS_queue_capacity; param_and_grad_buffer.py
+  // GradReducePipeline.wait_for_previous_grad_reduce, Megatron-LM@d98e8a64). Without the bound a step whose
+  // reductions are slower than its backward would hold every layer's gradient. ZeRO-2 takes the same bound
+  // (DeepSpeed's default reduce bucket, 5e8 parameters, double-buffered). A queued reduction's params, in issue order:
+  std::deque<std::pair<OpId, double>> grad_reduce_queue_;
+  double grad_reduce_queued_ = 0;
+  void throttle_grad_reductions(OpId reduction, double params) {
+    grad_reduce_queue_.emplace_back(reduction, params);
+    grad_reduce_queued_ += params;
+    double units = 0;
+    for (int l = 0; l < m_.layers; ++l) units += layer_weights(l);
+    const double capacity = std::max(1e9, 2.0 * units / std::max(1, m_.layers));
+    while (grad_reduce_queued_ > capacity && grad_reduce_queue_.size() > 1) {
+      pending_deps_.push_back(grad_reduce_queue_.front().first);  // the next op (compute) waits for it
+      grad_reduce_queued_ -= grad_reduce_queue_.front().second;
+      grad_reduce_queue_.pop_front();
+    }
+  }
+
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
   void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {
     const auto mode = t_.optimizer_sharding;
@@ -3236,6 +3290,9 @@ class Builder {
     if (bucket_nan_checks() && !flushing_grads_) nan_check_bucket(name, dense_params + expert_params, false);
     const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
     const OpId ready = last();
+    // The layer's whole gradient (hold_unsharded_grads, Megatron mode only: never combined) is freed when the last
+    // of its reductions ends.
+    const std::optional<TensorId> whole = in_layer_loop ? std::exchange(unsharded_grads_, std::nullopt) : std::nullopt;
     if (combining()) {
       combined_grad_sync(name, dense_params, expert_params, op, ready);
       return;
@@ -3247,6 +3304,11 @@ class Builder {
     if (expert_params > 0 && expert_replicas() > 1)
       grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, expert_shard_group(),
                                      expert_params * pr_.grad_reduce_bytes, {ready}));
+    if (whole) {
+      const OpId reduced = grad_ops_.size() > first ? grad_ops_.back() : ready;
+      g_.ops[reduced].frees.push_back(*whole);
+      throttle_grad_reductions(reduced, dense_params + expert_params);
+    }
     // Hybrid sharding: each shard group's reduced shard is then summed over the replicas (XLA: the all-reduce
     // over the data axis of the reduce-scattered gradient; FSDP2 HSDP and Megatron's distributed-optimizer
     // instances do the same), dense and expert shards together, after their reduce-scatters.

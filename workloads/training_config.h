@@ -123,15 +123,11 @@ struct MoeOptions {
   // matmul format with its scales (DeepSeek-V3's own FP8 dispatch); false: bf16.
   std::optional<bool> dispatch_fp8;
 };
-// An uneven pipeline split: the decoder layers of the first and the last VIRTUAL stage (0 allowed: a stage
-// of only the embedding or only the loss, as Megatron's --pipeline-model-parallel-layout "Et|(tt|)*30L"
-// or --account-for-embedding/loss-in-pipeline-split give); the other virtual stages share the rest
-// evenly. -1: not given. With vp 1 these are Megatron's --decoder-first/last-pipeline-num-layers; with
-// vp > 1 those count a whole physical stage (all its chunks), so divide them by vp.
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
-// stage's decoder layers (the split --pipeline-model-parallel-layout and --account-for-embedding/loss-in-pipeline-split
-// make). Per pipeline rank: Megatron's --decoder-first/last-pipeline-num-layers, the first and the last rank's layers,
-// split evenly over that rank's virtual stages (transformer_block.py get_num_layers_to_build). With vp 1 they agree.
+// stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split
+// --pipeline-model-parallel-layout "Et|(tt|)*30L" and --account-for-embedding/loss-in-pipeline-split make). Per
+// pipeline rank: Megatron's --decoder-first/last-pipeline-num-layers, the first and the last rank's layers (at least
+// 1), split evenly over that rank's virtual stages (transformer_block.py get_num_layers_to_build). With vp 1 they agree.
 struct PipelineLayout {
   int first_stage_layers = -1;
   int last_stage_layers = -1;

@@ -396,8 +396,7 @@ Scenario parse_scenario(Node root) {
   if (m.ffn_hidden % p.tp != 0)
     at_par.child("tp").error(fmt::format("tp ({}) must divide ffn_hidden ({})", p.tp, m.ffn_hidden));
   // Virtual stages without decoder layers exist only at the ends, when the uneven split says so.
-  const int empty_ends = (t.pipeline.first_stage_layers == 0) + (t.pipeline.last_stage_layers == 0) +
-                         p.vp * ((t.pipeline.first_rank_layers == 0) + (t.pipeline.last_rank_layers == 0));
+  const int empty_ends = (t.pipeline.first_stage_layers == 0) + (t.pipeline.last_stage_layers == 0);
   if (static_cast<int64_t>(p.pp) * p.vp > static_cast<int64_t>(m.layers) + empty_ends)
     at_par.child("pp").error(fmt::format("pp·vp = {}·{} exceeds the model's {} layers", p.pp, p.vp, m.layers));
   if (p.vp > 1 && p.pp == 1) at_par.child("vp").error("vp > 1 (interleaved stages) needs pp > 1");
@@ -476,15 +475,29 @@ Scenario parse_scenario(Node root) {
           "the deepep/hybridep dispatcher is modelled with expert tensor parallelism 1 only; set "
           "training.parallelism.etp: 1 (etp is {})",
           p.expert_tp()));
-    // Megatron-Core dispatches fp8 through DeepEP only: HybridEP asserts against it ("HybridEP dispatcher does not
-    // support fp8 dispatch now", fused_a2a.py at d98e8a64) and the alltoall dispatcher has no fp8 path.
+    // An fp8 dispatch is modelled through DeepEP only, DeepSeek-V3's own FP8 dispatch (its training framework, which
+    // Megatron mode stands in for). Megatron-Core itself dispatches bf16 through all three (fused_a2a.py at d98e8a64
+    // hands DeepEP the bf16 hidden states; HybridEP asserts "HybridEP dispatcher does not support fp8 dispatch now";
+    // alltoall has no fp8 path; its one fp8 dispatch is the ncclep backend's moe_dispatch_fwd_dtype).
     if (t.framework == Framework::megatron && t.moe.dispatch_fp8.value_or(false) &&
         t.moe.dispatcher != MoeDispatcher::deepep)
       moe_node->child("dispatch_fp8").error(fmt::format(
-          "dispatch_fp8 with the {} dispatcher: Megatron-Core dispatches fp8 through DeepEP only (HybridEP: \"HybridEP "
-          "dispatcher does not support fp8 dispatch now\"; alltoall has no fp8 path); use dispatcher: deepep or drop "
-          "dispatch_fp8",
+          "dispatch_fp8 with the {} dispatcher: an fp8 dispatch is modelled through DeepEP only (DeepSeek-V3's own); "
+          "Megatron-Core's HybridEP refuses it (\"HybridEP dispatcher does not support fp8 dispatch now\") and its "
+          "alltoall has no fp8 path; use dispatcher: deepep or drop dispatch_fp8",
           to_string(t.moe.dispatcher)));
+  }
+  if (t.fp8_param_gather) {
+    const Node at = tn->child("fp8_param_gather");
+    const bool fp8 = t.precision == sim::Dtype::fp8 || t.precision == sim::Dtype::mxfp8 || t.precision == sim::Dtype::nvfp4;
+    if (t.framework == Framework::jax)
+      at.error("fp8_param_gather is Megatron's --fp8-param-gather; in JAX mode the gathers follow the precision");
+    else if (!fp8)
+      at.error(fmt::format("fp8_param_gather needs an fp8-class precision (fp8, mxfp8, nvfp4); precision is {}",
+                           sim::to_string(t.precision)));
+    else if (t.optimizer_sharding == OptimizerSharding::none)
+      at.error("fp8_param_gather needs sharded parameters (Megatron-LM: '--fp8-param-gather only supported with "
+               "distributed optimizer, torch fsdp2, megatron fsdp'): set optimizer_sharding");
   }
   const bool by_stage = t.pipeline.first_stage_layers >= 0 || t.pipeline.last_stage_layers >= 0;
   if (t.pipeline.by_rank()) {
@@ -498,11 +511,15 @@ Scenario parse_scenario(Node root) {
                     "two ways: give one pair");
     } else if (p.pp < 2) {
       at_pipe.error("first_rank_layers / last_rank_layers need pp > 1");
-    } else if (ends > m.layers || (middle_ranks > 0 && (m.layers - ends) % middle_ranks != 0) ||
+    } else if (first == 0 || last == 0) {
+      at_pipe.error("first_rank_layers / last_rank_layers must be at least 1 (Megatron-LM: "
+                    "'num_layers_in_first_pipeline_stage must be larger than 0'); a stage of only the embedding or the "
+                    "loss is first_stage_layers / last_stage_layers: 0");
+    } else if (ends > m.layers || (middle_ranks > 0 && ((m.layers - ends) % middle_ranks != 0 || m.layers - ends < middle_ranks)) ||
                (middle_ranks == 0 && ends != m.layers)) {
       at_pipe.error(fmt::format("the model's {} layers less the first and last ranks' {} must split evenly over the "
-                                "other {} pipeline ranks (Megatron-LM: 'the left over layers must be divisible by left "
-                                "over stages')",
+                                "other {} pipeline ranks, at least one each (Megatron-LM: 'the left over layers must be "
+                                "divisible by left over stages')",
                                 m.layers, ends, middle_ranks));
     } else {
       const int64_t middle = middle_ranks > 0 ? (m.layers - ends) / middle_ranks : 0;

@@ -134,6 +134,29 @@ TEST(ScaleMechanisms, PipelineSendsDoNotDependOnGradientReductions) {
   EXPECT_GT(sends, 0);
 }
 
+// Sharded gradients (FSDP per use, ZeRO-2) in Megatron mode: a layer's backward writes its whole fp32 gradient, which
+// lives until the reduce-scatter that shards it has finished. At the peak the gradients are the resident shard plus
+// one or two layers' whole gradients (the one being written, the previous one's still being reduced); only the shard
+// was counted before.
+TEST(ScaleMechanisms, ShardedGradientsHoldTheLayersWholeGradientUntilReduced) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 8192, ffn_hidden: 28672, heads: 64, kv_heads: 8, vocab: 32000, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: fsdp, parallelism: {tp: 1}}
+)";
+  for (const char* mode : {"fsdp", "zero2"}) {
+    const auto sc = load(base, {std::string("training.optimizer_sharding=") + mode});
+    const auto r = sim::simulate(sc);
+    const double grads = r.report["memory_breakdown_bytes"]["gradients"].get<double>();
+    const auto& m = sc.model;
+    double total = embedding_params(m), layer = 0;
+    for (int l = 0; l < m.layers; ++l) total += layer_params(m, l).total();
+    layer = layer_params(m, 1).total();
+    const double shard = 4 * total / 16, whole = 4 * layer;
+    EXPECT_GE(grads, shard + 0.99 * whole) << mode;
+    EXPECT_LE(grads, shard + 2.01 * whole) << mode;
+  }
+}
+
 // Megatron's non-interleaved 1F1B synchronizes the device after every batched exchange (p2p_communication.py
 // _communicate: batch_p2p_comm and batch_p2p_sync, both on without virtual stages): the host issues a chunk only
 // when its own send is out and the tensor it receives is in. The interleaved schedule overlaps its exchanges.
@@ -720,6 +743,9 @@ training: {seq_len: 4096, global_batch: 8, parallelism: {pp: 4, vp: 2}, pipeline
                     "must split evenly over the other 2 pipeline ranks");
   expect_load_error(small, {"training.pipeline={first_rank_layers: 4, first_stage_layers: 2}"},
                     "state the same split two ways");
+  expect_load_error(small, {"training.pipeline={first_rank_layers: 0, last_rank_layers: 4}"}, "must be at least 1");
+  expect_load_error(small, {"model.layers=8", "training.parallelism.vp=1", "training.pipeline={first_rank_layers: 4, last_rank_layers: 4}"},
+                    "at least one each");
   // Without a stated split, a layer count the virtual stages do not divide loses its layers at the ends, and the
   // report says so (Megatron-LM would refuse it): 126 layers over 32 virtual stages, 3 at each end, 4 elsewhere.
   const auto odd = load(R"(system: {preset: h100-sxm, gpus: 256}
@@ -1176,7 +1202,7 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
   // Megatron-Core has no fp8 dispatch through NCCL's alltoall or HybridEP (fused_a2a.py asserts): an input error.
   for (const char* d : {"alltoall", "hybridep"})
     expect_load_error(base, {std::string("training.moe.dispatcher=") + d, "training.moe.dispatch_fp8=true"},
-                      "Megatron-Core dispatches fp8 through DeepEP only");
+                      "an fp8 dispatch is modelled through DeepEP only");
 }
 
 // Transformer Engine's GroupedLinear casts the whole permuted input (every local expert's chunk) and every
@@ -1253,6 +1279,22 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, precision: mxfp8, op
   const auto bf = load(base, {"training.precision=bf16"});
   const auto gb = build_training_graph(bf.model, bf.training, bf.system.spec);
   EXPECT_NEAR(weights(gb), weights(gf), 1.0);
+  // Per-tensor FP8 on Blackwell keeps one copy (no transpose: Blackwell's FP8 GEMMs take any layout); on Hopper two.
+  for (const char* preset : {"gb200-nvl72", "h100-sxm"}) {
+    const std::vector<std::string> sets = {std::string("system.preset=") + preset, "training.precision=fp8"};
+    const auto a = load(base, sets);
+    auto with_fp8_params = sets;
+    with_fp8_params.push_back("training.fp8_param_gather=true");
+    const auto b = load(base, with_fp8_params);
+    const double cache = weights(build_training_graph(a.model, a.training, a.system.spec)) -
+                         weights(build_training_graph(b.model, b.training, b.system.spec));
+    EXPECT_NEAR(cache / gemm_weights, std::string(preset) == "h100-sxm" ? 2.0 : 1.0, 1e-9) << preset;
+  }
+  // Megatron's refusals and settings where the flag means nothing: input errors.
+  expect_load_error(base, {"training.fp8_param_gather=true", "training.precision=bf16"}, "needs an fp8-class precision");
+  expect_load_error(base, {"training.fp8_param_gather=true", "training.optimizer_sharding=none"},
+                    "fp8_param_gather needs sharded parameters");
+  expect_load_error(base, {"training.fp8_param_gather=true", "training.framework=jax"}, "in JAX mode");
 }
 
 // Under fp8-class training TEGroupedMLP pads each expert's chunk to the recipe's alignment before the grouped

@@ -744,6 +744,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (!fp8_recipe.empty()) tw.line(2, "fp8_recipe", fp8_recipe, fp8_recipe_src);
   if (precision != "bf16" && fl.on("no-fp8-wgrad")) tw.line(2, "fp8_wgrad", "false", src("no-fp8-wgrad"));
   if (precision != "bf16" && fl.on("fp8-param-gather")) tw.line(2, "fp8_param_gather", "true", src("fp8-param-gather"));
+  else if (fl.on("fp8-param-gather"))
+    out.warnings.push_back("--fp8-param-gather without --fp8-format: Megatron keeps bf16 parameters; no effect");
 
   tw.line(2, "parallelism", "");
   tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
