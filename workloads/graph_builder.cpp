@@ -1166,6 +1166,8 @@ class Builder {
       resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
       resident("optimizer.master_m_v", MemCategory::optimizer,
                n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
+      // Offloaded, the optimizer also keeps a pinned fp32 copy of its gradient shard on the host (hybrid_optimizer.py).
+      if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * pr_.grad_bytes, true);
     }
   }
   TensorId jax_grads_ = 0;
@@ -3664,8 +3666,8 @@ class Builder {
     if (!jax_) finalize_model_grads_tail();
     if (t_.offload_optimizer) {
       g_.notes.push_back(
-          "optimizer offload: gradients go to host and updated weights come back over the host link; the CPU "
-          "Adam step itself is not timed");
+          "optimizer offload: gradients go to host, the CPU Adam step streams the fp32 state through the host's memory, "
+          "updated weights come back over the host link (Megatron's HybridDeviceOptimizer, offload fraction 1)");
       Op d;
       d.name = named("optimizer.grads_to_host");
       d.rank = static_cast<uint16_t>(rank_);
@@ -3676,6 +3678,20 @@ class Builder {
       d.deps = pending_deps_;
       pending_deps_.clear();
       const OpId d2h = g_.add(std::move(d));
+      // The CPU Adam step (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py at d98e8a64: the host waits for
+      // the gradients' copy, steps a torch Adam on the host, then copies the parameters back): it reads the fp32
+      // gradient, master weight and moments and writes the master weight and moments, at the host's memory bandwidth
+      // (the floor; the host's arithmetic is not modelled), shared by the GPUs of the host.
+      Op a;
+      a.name = named("optimizer.cpu_adam");
+      a.rank = static_cast<uint16_t>(rank_);
+      a.kind = OpKind::copy_d2h;
+      a.host_compute = true;
+      a.stream = StreamKind::d2h;
+      a.phase = Phase::optimizer;
+      a.copy_bytes = shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
+      a.deps = {d2h};
+      const OpId adam = g_.add(std::move(a));
       Op u;
       u.name = named("optimizer.weights_from_host");
       u.rank = static_cast<uint16_t>(rank_);
@@ -3683,7 +3699,7 @@ class Builder {
       u.stream = StreamKind::h2d;
       u.phase = Phase::optimizer;
       u.copy_bytes = shard * pr_.activation_bytes;
-      u.deps = {d2h};
+      u.deps = {adam};
       pending_deps_ = {g_.add(std::move(u))};
       vector("optimizer.cast_weights", shard * 2 * pr_.activation_bytes, shard);
     } else {

@@ -24,6 +24,7 @@ bool same_op(const Op& a, const Op& b) {
          a.coll == b.coll && a.group == b.group && a.comm_kernel == b.comm_kernel && a.comm_sms == b.comm_sms &&
          a.queues_behind_compute == b.queues_behind_compute && a.graph == b.graph && a.graph_start == b.graph_start &&
          a.host_program_start == b.host_program_start && a.host_rerecord == b.host_rerecord &&
+         a.host_compute == b.host_compute &&
          a.expert_library == b.expert_library && a.host_waits_for == b.host_waits_for && same(a.deps, b.deps) &&
          same(a.allocs, b.allocs) && a.gemm_batch == b.gemm_batch && a.expert_top_k == b.expert_top_k &&
          a.expert_max_domains == b.expert_max_domains && a.host_commands == b.host_commands &&

@@ -171,6 +171,9 @@ struct Op {
   // host work of a runtime before this op can be launched (HLO replay: XLA command buffers)
   bool host_program_start = false;    // the first op of one program execution
   bool host_rerecord = false;         // the command buffer is re-recorded (its buffers moved)
+  // A host-side step timed by the host memory it streams (copy_bytes), not a copy over the link: the CPU Adam step
+  // of an offloaded optimizer.
+  bool host_compute = false;
   hw::ExpertLibrary expert_library = hw::ExpertLibrary::nccl;  // DeepEP/HybridEP: NIC once per domain, then NVLink
   // The host stops until this op has finished before it issues this one: a device-to-host copy
   // the framework reads (Megatron-Core's MoE token counts). kNoOp: no wait.

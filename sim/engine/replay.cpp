@@ -67,6 +67,7 @@ enum class Then : uint64_t {
   kernel_done,      // flow
   h2d_done,         // flow
   d2h_done,         // flow
+  host_done,        // flow: a host-side step (Op::host_compute)
   collective_done,  // flow
 };
 constexpr uint64_t tag(Then what, uint64_t id) { return (static_cast<uint64_t>(what) << 32) | id; }
@@ -364,6 +365,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case Then::kernel_done: finish(id, ""); break;
       case Then::h2d_done: finish(id, "host_link_h2d"); break;
       case Then::d2h_done: finish(id, "host_link_d2h"); break;
+      case Then::host_done: finish(id, "host_memory"); break;
       case Then::collective_done: collective_done(id); break;
       default: throw std::logic_error(fmt::format("replay: flow tag {:#x} is not a flow's", t));
     }
@@ -705,6 +707,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         FlowNetwork::Use{h2d ? R.h2d : R.d2h, 1.0}, {R.host_both, 1.0}, {R.host_mem, 1.0}, {R.hbm, 1.0}};
     if (op.copy_bytes <= 0) {
       schedule_now(tag(Then::finish_empty, id));
+      return;
+    }
+    if (op.host_compute) {  // the host's memory only (shared by the GPUs of the host, as copies share it)
+      const FlowNetwork::Use host{R.host_mem, 1.0};
+      net_.start_flow_tagged(&host, 1, op.copy_bytes, tag(Then::host_done, id));
       return;
     }
     net_.start_flow_tagged(uses.data(), uses.size(), op.copy_bytes, tag(h2d ? Then::h2d_done : Then::d2h_done, id));

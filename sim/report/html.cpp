@@ -21,6 +21,7 @@ namespace {
 double ns_round(double s) { return std::round(s * 1e9) / 1e9; }
 
 std::string category_of(const Op& op) {
+  if (op.host_compute) return "host (CPU)";
   switch (op.kind) {
     case OpKind::kernel: return to_string(op.phase);
     case OpKind::collective: return "collective " + to_string(op.group);

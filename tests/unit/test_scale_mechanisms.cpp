@@ -157,6 +157,38 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: 
   }
 }
 
+// An offloaded optimizer (Megatron's HybridDeviceOptimizer): gradients to the host, the CPU Adam step at the host's
+// memory bandwidth (fp32 gradient, master and moments read, master and moments written: 28 bytes per parameter of
+// the shard), shared by the GPUs of the host, then the weights back. The host keeps the fp32 state and a pinned fp32
+// gradient: 16 bytes per parameter. The step used to move the bytes over the link only.
+TEST(ScaleMechanisms, OffloadedOptimizerStepsAtTheHostsMemoryBandwidth) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 4, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32000, ffn: swiglu}
+training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1},
+           offload: {optimizer: true}}
+)";
+  const auto sc = load(base);
+  const auto r = sim::simulate(sc);
+  const auto& m = sc.model;
+  double params = embedding_params(m);
+  for (int l = 0; l < m.layers; ++l) params += layer_params(m, l).total();
+  const double shard = params / 8;
+  EXPECT_NEAR(r.report["host_memory_bytes"].get<double>() / (16 * shard), 1.0, 1e-6);
+  int found = 0;
+  for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+    if (r.graph.op_name(static_cast<OpId>(i)) != "rank0.optimizer.cpu_adam") continue;
+    ++found;
+    const Op& o = r.graph.ops[i];
+    EXPECT_TRUE(o.host_compute);
+    EXPECT_DOUBLE_EQ(o.copy_bytes, 28 * shard);
+    // The 8 GPUs of the host share its memory: 8 x 28 bytes x the shard at 563.2 GB/s (h100-sxm's host).
+    const double expect = 8 * 28 * shard / 563.2e9;
+    EXPECT_NEAR((r.replay.ops[i].end_s - r.replay.ops[i].start_s) / expect, 1.0, 0.01);
+    EXPECT_EQ(r.replay.ops[i].bound_by, "host_memory");
+  }
+  EXPECT_EQ(found, 1);
+}
+
 // Megatron's non-interleaved 1F1B synchronizes the device after every batched exchange (p2p_communication.py
 // _communicate: batch_p2p_comm and batch_p2p_sync, both on without virtual stages): the host issues a chunk only
 // when its own send is out and the tensor it receives is in. The interleaved schedule overlaps its exchanges.
