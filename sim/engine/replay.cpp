@@ -797,10 +797,19 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     Res& R = res_of_[rank];
     // Progress in bytes this rank moves, so concurrent collectives share a link byte for byte.
     const double moved = c.bytes_per_rank_nvlink + c.bytes_per_rank_nic;
-    std::array<FlowNetwork::Use, 4> uses;
+    std::array<FlowNetwork::Use, 6> uses;
     std::size_t nuses = 0;
     if (c.bytes_per_rank_nvlink > 0) uses[nuses++] = {R.nvlink, c.bytes_per_rank_nvlink / moved};
-    if (c.bytes_per_rank_nic > 0) uses[nuses++] = {R.nic, c.bytes_per_rank_nic / moved};
+    if (c.bytes_per_rank_nic > 0) {
+      uses[nuses++] = {R.nic, c.bytes_per_rank_nic / moved};
+      // On a PCIe host the NIC reaches the GPU's memory (GPUDirect RDMA) through the PCIe switch the GPU hangs off, over
+      // the GPU's own x16 link: what it sends leaves over that link and what it receives arrives over it, the lanes
+      // that host copies (activation or optimizer offload) use too. Grace's C2C is not on the NIC's path.
+      if (sys_.host.link != hw::HostLinkKind::nvlink_c2c) {
+        uses[nuses++] = {R.d2h, c.bytes_per_rank_nic / moved};
+        uses[nuses++] = {R.h2d, c.bytes_per_rank_nic / moved};
+      }
+    }
     if (moved > 0) uses[nuses++] = {R.hbm, hbm_bytes_per_byte_moved(c, g_.ops[id])};
     const double cap = c.bandwidth_time_s > 0 && moved > 0 ? moved / c.bandwidth_time_s
                                                            : std::numeric_limits<double>::infinity();

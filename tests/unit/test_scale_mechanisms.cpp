@@ -189,6 +189,35 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: z
   EXPECT_EQ(found, 1);
 }
 
+// On a PCIe host the NIC reaches GPU memory over the GPU's own x16 link, which host copies use too: a data-parallel
+// reduce-scatter beside activation fetches shares that link (on DGX H100 the two want about 100 GB/s of a 59 GB/s
+// direction), where they had run as if on separate wires. Grace's C2C is not on the NIC's path: there they do not meet.
+TEST(ScaleMechanisms, NicTrafficSharesThePcieLinkWithHostCopies) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128256, ffn: swiglu}
+training: {seq_len: 8192, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1},
+           overlap_grad_reduce: true, cuda_graphs: false,
+           recompute: {save: [norm1, qkv, attn, attn_out, norm2, mlp_act, mlp_out], offload: [mlp_gate, mlp_up]}}
+)";
+  const auto rs_time = [](const sim::RunResult& r) {
+    for (std::size_t i = 0; i < r.graph.ops.size(); ++i)
+      if (r.graph.op_name(static_cast<OpId>(i)).find("L3.grad.reduce_scatter") != std::string::npos)
+        return r.replay.ops[i].end_s - r.replay.ops[i].start_s;
+    return -1.0;
+  };
+  const std::vector<std::string> kept = {
+      "training.recompute={save: [norm1, qkv, attn, attn_out, norm2, mlp_gate, mlp_up, mlp_act, mlp_out]}"};
+  const double alone = rs_time(sim::simulate(load(base, kept)));
+  const double beside = rs_time(sim::simulate(load(base)));
+  ASSERT_GT(alone, 0);
+  EXPECT_GT(beside, 1.15 * alone);
+  // GB200 (C2C host link): the copies do not slow the NIC.
+  const std::vector<std::string> gb = {"system.preset=gb200-nvl72", "system.gpus=16", "system.overrides={scale_up.domain_size: 8}"};
+  auto gb_kept = gb;
+  gb_kept.push_back(kept.front());
+  EXPECT_NEAR(rs_time(sim::simulate(load(base, gb))) / rs_time(sim::simulate(load(base, gb_kept))), 1.0, 0.02);
+}
+
 // Megatron's non-interleaved 1F1B synchronizes the device after every batched exchange (p2p_communication.py
 // _communicate: batch_p2p_comm and batch_p2p_sync, both on without virtual stages): the host issues a chunk only
 // when its own send is out and the tensor it receives is in. The interleaved schedule overlaps its exchanges.
