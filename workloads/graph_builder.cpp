@@ -3266,13 +3266,16 @@ class Builder {
   // (DeepSpeed's default reduce bucket, 5e8 parameters, double-buffered). A queued reduction's params, in issue order:
   std::deque<std::pair<OpId, double>> grad_reduce_queue_;
   double grad_reduce_queued_ = 0;
+  double grad_reduce_capacity_ = -1;  // computed on first use (the model's mean layer: one pass over the layers)
   void throttle_grad_reductions(OpId reduction, double params) {
     grad_reduce_queue_.emplace_back(reduction, params);
     grad_reduce_queued_ += params;
-    double units = 0;
-    for (int l = 0; l < m_.layers; ++l) units += layer_weights(l);
-    const double capacity = std::max(1e9, 2.0 * units / std::max(1, m_.layers));
-    while (grad_reduce_queued_ > capacity && grad_reduce_queue_.size() > 1) {
+    if (grad_reduce_capacity_ < 0) {
+      double units = 0;
+      for (int l = 0; l < m_.layers; ++l) units += layer_weights(l);
+      grad_reduce_capacity_ = std::max(1e9, 2.0 * units / std::max(1, m_.layers));
+    }
+    while (grad_reduce_queued_ > grad_reduce_capacity_ && grad_reduce_queue_.size() > 1) {
       pending_deps_.push_back(grad_reduce_queue_.front().first);  // the next op (compute) waits for it
       grad_reduce_queued_ -= grad_reduce_queue_.front().second;
       grad_reduce_queue_.pop_front();
