@@ -236,7 +236,7 @@ class Builder {
         // dependencies, then issued in Megatron-Core's combined 1F1B order (close_pair). JAX mode: a paired
         // chunk's exchanges do not hold up compute; they are joined at the end of the pair (the forward
         // carries them into the backward that follows it).
-        ep_overlap_ = t_.moe.a2a_overlap && m_.moe && ep_ > 1 && e.paired;
+        ep_overlap_ = ep_overlap_asked() && e.paired;
         ep_interleave_ = ep_overlap_ && megatron_ep_overlap();
         if (ep_interleave_ && !pair_open_) {
           pair_first_op_ = static_cast<OpId>(g_.ops.size());
@@ -434,8 +434,10 @@ class Builder {
   // EP overlap where Megatron-Core runs it (Megatron mode, an interleaved pipeline or none, no full recompute):
   // the combined 1F1B order below. Elsewhere (JAX mode, and the layouts Megatron-Core refuses, which racksim
   // overlaps as a DualPipe-like schedule would) the paired chunk's exchanges do not gate the compute after them.
+  // The job asks for EP overlap and has expert exchanges to overlap.
+  bool ep_overlap_asked() const { return t_.moe.a2a_overlap && m_.moe && ep_ > 1; }
   bool megatron_ep_overlap() const {
-    return t_.moe.a2a_overlap && m_.moe && ep_ > 1 && !jax_ && (pp_ == 1 || vp_ > 1) &&
+    return ep_overlap_asked() && !jax_ && (pp_ == 1 || vp_ > 1) &&
            t_.recompute.mode != RecomputeMode::full;
   }
   bool loose_ep_overlap() const { return ep_overlap_ && !megatron_ep_overlap(); }
@@ -448,7 +450,7 @@ class Builder {
   // schedule overlaps its exchanges (overlap_p2p_comm, no sync); a job under the loose EP pairing (a layout
   // Megatron-Core's EP overlap refuses) stands for DualPipe, whose waits are stream waits. JAX has no host-side exchange.
   bool p2p_host_sync() const {
-    return !jax_ && pp_ > 1 && vp_ == 1 && !(t_.moe.a2a_overlap && m_.moe && ep_ > 1 && !megatron_ep_overlap());
+    return !jax_ && pp_ > 1 && vp_ == 1 && !(ep_overlap_asked() && !megatron_ep_overlap());
   }
 
   // ---- EP overlap as Megatron-Core's combined 1F1B schedule issues it (Megatron mode) ------------------
@@ -757,35 +759,31 @@ class Builder {
   bool holds_embedding() const { return rank_ == 0; }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
   double local_params() const { return local_expert_params() + local_dense_params(); }
-  double local_expert_params() const {
+  // Sum of per_layer(l) over this rank's layers (its vp virtual stages v = chunk·pp + rank).
+  template <class PerLayer>
+  double sum_over_local_layers(PerLayer per_layer) const {
     double n = 0;
     for (int c = 0; c < vp_; ++c) {
       const int v = c * pp_ + rank_;
-      for (int l = first_layer(v); l < end_layer(v); ++l) n += expert_weights(l);
+      for (int l = first_layer(v); l < end_layer(v); ++l) n += per_layer(l);
     }
     return n;
   }
+  double local_expert_params() const {
+    return sum_over_local_layers([this](int l) { return expert_weights(l); });
+  }
   double local_dense_params() const {
-    double n = 0;
-    for (int c = 0; c < vp_; ++c) {
-      const int v = c * pp_ + rank_;
-      for (int l = first_layer(v); l < end_layer(v); ++l) n += dense_weights(l);
-    }
+    double n = sum_over_local_layers([this](int l) { return dense_weights(l); });
     if (holds_embedding()) n += embedding_weights();
     if (holds_head()) n += head_weights();
     return n;
   }
   // The layers' weights Transformer Engine runs in fp8 on this rank: every local layer's less its router and norms.
   double local_quantized_weights() const {
-    double n = 0;
-    for (int c = 0; c < vp_; ++c) {
-      const int v = c * pp_ + rank_;
-      for (int l = first_layer(v); l < end_layer(v); ++l) {
-        const LayerParams p = layer_params(m_, l);
-        n += layer_weights(l) - p.router - p.norms;
-      }
-    }
-    return n;
+    return sum_over_local_layers([this](int l) {
+      const LayerParams p = layer_params(m_, l);
+      return layer_weights(l) - p.router - p.norms;
+    });
   }
   // The quantized copies of a weight Transformer Engine keeps: row-wise and column-wise, except a per-tensor FP8 weight
   // (delayed or current scaling) on Blackwell, whose tensor cores take the row-wise data in every layout: TE then makes
@@ -796,11 +794,12 @@ class Builder {
     const bool per_tensor = t_.precision == sim::Dtype::fp8 && t_.fp8_recipe != Fp8Recipe::blockwise;
     return per_tensor && sys_.gpu.architecture != hw::Architecture::hopper ? 1.0 : 2.0;
   }
-  // Scale bytes per quantized weight value: MXFP8 one E8M0 byte per 32; blockwise FP8 one fp32 per 128x128 block;
-  // per-tensor FP8 none to speak of; NVFP4's are in its matmul_input_bytes.
-  double weight_scale_bytes() const {
+  // Scale bytes per quantized value in Transformer Engine's formats: MXFP8 one E8M0 byte per 32; blockwise FP8 one
+  // fp32 per 1x128 tile of an activation or per 128x128 block of a weight (DeepSeek-V3's scheme, --fp8-recipe
+  // blockwise); per-tensor FP8 none to speak of; NVFP4's are in its matmul_input_bytes.
+  double te_scale_bytes(bool weight) const {
     if (t_.precision == sim::Dtype::mxfp8) return 1.0 / 32.0;
-    if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise) return 4.0 / (128.0 * 128.0);
+    if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise) return weight ? 4.0 / (128.0 * 128.0) : 4.0 / 128.0;
     return 0.0;
   }
   // This rank's share of its parameters' state when it is sharded over each part's replicas.
@@ -869,9 +868,7 @@ class Builder {
   // output head in BF16, report sec. 3.3.1); MaxText passes no quantization to logits_dense ("We do not quantize
   // the logits matmul", AI-Hypercomputer/maxtext@e591f30 layers/decoders.py; its qwix rule matches only
   // "decoder/.*layers.*"), and Pax's TE path replaces only the transformer stack (praxis te_helper.py).
-  bool fp8_class() const {
-    return t_.precision == sim::Dtype::fp8 || t_.precision == sim::Dtype::mxfp8 || t_.precision == sim::Dtype::nvfp4;
-  }
+  bool fp8_class() const { return t_.fp8_class(); }
 
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
@@ -1133,7 +1130,7 @@ class Builder {
     const double shard = sharded_params();
     const auto mode = t_.optimizer_sharding;
     const double n_opt = mode != OptimizerSharding::none ? shard : n;
-    const double n_grad = (mode == OptimizerSharding::zero2 || fsdp_per_use()) ? shard : n;
+    const double n_grad = grads_sharded() ? shard : n;
     const double n_weight = fsdp_per_use() ? shard : n;
     const auto r = static_cast<uint16_t>(rank_);
     auto resident = [&](const std::string& name, MemCategory c, double bytes, bool host = false) {
@@ -1162,7 +1159,7 @@ class Builder {
         // the format's scales (MXFP8 one byte per 32; blockwise fp32 per 128x128 block; NVFP4's in its bytes). The
         // layers' GEMM weights only: the router, the norms and the output layer are not TE fp8 modules.
         resident("weights.fp8_cache", MemCategory::weights,
-                 local_quantized_weights() * weight_copies() * (pr_.matmul_input_bytes + weight_scale_bytes()));
+                 local_quantized_weights() * weight_copies() * (pr_.matmul_input_bytes + te_scale_bytes(true)));
       resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
       resident("optimizer.master_m_v", MemCategory::optimizer,
                n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
@@ -1350,10 +1347,7 @@ class Builder {
   // (--no-fp8-wgrad) the wgrad reads bf16 inputs: unchanged.
   void te_quantized_saves(std::vector<Step>& steps, int l) {
     const double a = pr_.activation_bytes;
-    const double scale = t_.precision == sim::Dtype::mxfp8                                               ? 1.0 / 32.0
-                         : t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise ? 4.0 / 128.0
-                                                                                                     : 0.0;
-    const double q = pr_.matmul_input_bytes + scale;  // bytes per saved value (nvfp4's scales are in its bytes)
+    const double q = pr_.matmul_input_bytes + te_scale_bytes(false);  // bytes per saved value
     const bool moe = m_.is_moe_layer(l);
     // Megatron-Core asks the attention's output projection to save its bf16 input (set_save_original_input)
     // for every fp8 recipe but delayed scaling, and for fp4 (attention.py at d98e8a64, lines 428-444): the
@@ -3236,22 +3230,18 @@ class Builder {
   // Buckets are layers; once per optimizer step after the last micro-batch (none, zero1) or in
   // every micro-batch (zero2, fsdp). Dense weights reduce over dp·cp; routed experts over the
   // expert-data-parallel group dp·cp/ep.
-  bool last_micro_for_sync() const {
-    const auto mode = t_.optimizer_sharding;
-    return mode == OptimizerSharding::zero2 || fsdp_per_use() || mb_ == micro_steps_ - 1;
-  }
+  bool last_micro_for_sync() const { return grads_sharded() || mb_ == micro_steps_ - 1; }
   // Sharded gradients (ZeRO-2, FSDP per use, Megatron mode): a layer's backward still writes its whole gradient, in
   // fp32 (Megatron-FSDP's main_grad buffer of the layer's parameters; torch FSDP2's unsharded gradient before its
   // reduce-scatter), which lives from the layer's first backward op (its wgrads) until the reduce-scatter that shards
   // it has finished; only the shard stays resident (add_resident_state). Allocated on the first backward-phase op of
   // the layer's ops [first, end), freed by grad_sync's last collective for the layer.
   void hold_unsharded_grads(int l, OpId first) {
-    const auto mode = t_.optimizer_sharding;
-    if (jax_ || !(mode == OptimizerSharding::zero2 || fsdp_per_use()) || !last_micro_for_sync()) return;
+    if (jax_ || !grads_sharded()) return;
     for (OpId i = first; i < g_.ops.size(); ++i)
       if (g_.ops[i].rank == rank_ && g_.ops[i].phase == Phase::backward) {
         const TensorId t = g_.tensor(named("grads.unsharded"), MemCategory::gradients,
-                                     (dense_weights(l) + expert_weights(l)) * pr_.grad_bytes, false, static_cast<uint16_t>(rank_));
+                                     layer_weights(l) * pr_.grad_bytes, false, static_cast<uint16_t>(rank_));
         g_.ops[i].allocs.push_back(t);
         unsharded_grads_ = t;
         return;
@@ -3667,50 +3657,41 @@ class Builder {
     pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
     if (!jax_) finalize_model_grads_tail();
+    // Adam: read the gradient, master weight and moments; write the master weight and moments.
+    const double adam_bytes = shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
     if (t_.offload_optimizer) {
       g_.notes.push_back(
           "optimizer offload: gradients go to host, the CPU Adam step streams the fp32 state through the host's memory, "
           "updated weights come back over the host link (Megatron's HybridDeviceOptimizer, offload fraction 1)");
-      Op d;
-      d.name = named("optimizer.grads_to_host");
-      d.rank = static_cast<uint16_t>(rank_);
-      d.kind = OpKind::copy_d2h;
-      d.stream = StreamKind::d2h;
-      d.phase = Phase::optimizer;
-      d.copy_bytes = shard * pr_.grad_bytes;
-      d.deps = pending_deps_;
-      pending_deps_.clear();
-      const OpId d2h = g_.add(std::move(d));
       // The CPU Adam step (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py at d98e8a64: the host waits for
-      // the gradients' copy, steps a torch Adam on the host, then copies the parameters back): it reads the fp32
-      // gradient, master weight and moments and writes the master weight and moments, at the host's memory bandwidth
-      // (the floor; the host's arithmetic is not modelled), shared by the GPUs of the host.
-      Op a;
-      a.name = named("optimizer.cpu_adam");
-      a.rank = static_cast<uint16_t>(rank_);
-      a.kind = OpKind::copy_d2h;
-      a.host_compute = true;
-      a.stream = StreamKind::d2h;
-      a.phase = Phase::optimizer;
-      a.copy_bytes = shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
-      a.deps = {d2h};
-      const OpId adam = g_.add(std::move(a));
-      Op u;
-      u.name = named("optimizer.weights_from_host");
-      u.rank = static_cast<uint16_t>(rank_);
-      u.kind = OpKind::copy_h2d;
-      u.stream = StreamKind::h2d;
-      u.phase = Phase::optimizer;
-      u.copy_bytes = shard * pr_.activation_bytes;
-      u.deps = {adam};
-      pending_deps_ = {g_.add(std::move(u))};
+      // the gradients' copy, steps a torch Adam on the host, then copies the parameters back) streams the Adam state
+      // at the host's memory bandwidth (the floor; the host's arithmetic is not modelled), shared by the GPUs of the
+      // host.
+      auto host_side = [&](std::string_view name, OpKind kind, StreamKind stream, double bytes, SmallVec<OpId, 3> deps,
+                           bool host_compute = false) {
+        Op o;
+        o.name = named(name);
+        o.rank = static_cast<uint16_t>(rank_);
+        o.kind = kind;
+        o.host_compute = host_compute;
+        o.stream = stream;
+        o.phase = Phase::optimizer;
+        o.copy_bytes = bytes;
+        o.deps = std::move(deps);
+        return g_.add(std::move(o));
+      };
+      SmallVec<OpId, 3> reduced;
+      for (OpId d : pending_deps_) reduced.push_back(d);
+      pending_deps_.clear();
+      const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * pr_.grad_bytes,
+                                 std::move(reduced));
+      const OpId adam = host_side("optimizer.cpu_adam", OpKind::copy_d2h, StreamKind::d2h, adam_bytes, {d2h}, true);
+      pending_deps_ = {host_side("optimizer.weights_from_host", OpKind::copy_h2d, StreamKind::h2d,
+                                 shard * pr_.activation_bytes, {adam})};
       vector("optimizer.cast_weights", shard * 2 * pr_.activation_bytes, shard);
     } else {
-      // AdamW: read grad, master, m, v; write master, m, v (and the bf16 working copy).
-      const double bytes = jax_ ? shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes))
-                                : shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes) +
-                                           pr_.activation_bytes);
-      const OpId adam = vector("optimizer.adamw", bytes, 15 * shard);
+      // On the GPU Megatron also writes the bf16 working copy.
+      const OpId adam = vector("optimizer.adamw", jax_ ? adam_bytes : adam_bytes + shard * pr_.activation_bytes, 15 * shard);
       if (jax_) g_.ops[adam].frees.push_back(jax_grads_);
     }
     // ZeRO-1/2: the updated shards are gathered back into every replica, each part over its group.

@@ -133,8 +133,9 @@ struct PipelineLayout {
   int last_stage_layers = -1;
   int first_rank_layers = -1;
   int last_rank_layers = -1;
+  bool by_stage() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
   bool by_rank() const { return first_rank_layers >= 0 || last_rank_layers >= 0; }
-  bool uneven() const { return first_stage_layers >= 0 || last_stage_layers >= 0 || by_rank(); }
+  bool uneven() const { return by_stage() || by_rank(); }
 };
 
 // Megatron-Core's context-parallel attention (--cp-comm-type): ring of K/V sends, all-gather of K/V,
@@ -151,6 +152,10 @@ inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
     {{Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
 
 struct TrainingConfig {
+  // The matmuls in a low-precision format with scales (fp8, mxfp8, nvfp4), Transformer Engine's or XLA's.
+  bool fp8_class() const {
+    return precision == sim::Dtype::fp8 || precision == sim::Dtype::mxfp8 || precision == sim::Dtype::nvfp4;
+  }
   int seq_len = 0;
   int global_batch = 0;   // sequences per optimizer step
   int micro_batch = 1;    // sequences per micro-step per data-parallel rank

@@ -41,7 +41,8 @@ Prepared prepare(const std::string& system, const std::string& op_s, const std::
                                                fmt::join(sim::names_in(hw::kCollectiveOpNames), " | ")));
   const auto algo = hw::collective_algorithm_from_string(algo_s);
   if (!algo)
-    diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected auto | ring | tree | nvls | nvls_tree | pat | hierarchical | direct", algo_s));
+    diag.error({"--algo", 0, 0}, "", fmt::format("unknown algorithm '{}'; expected {}", algo_s,
+                                                 fmt::join(sim::names_in(hw::kCollectiveAlgorithmNames), " | ")));
   if (op) p.op = *op;
   if (algo) p.opt.algorithm = *algo;
   return p;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -281,7 +282,9 @@ Registered register_collective(CLI::App& app) {
   auto* i = sub->add_option("-i,--stepbytes", s->sw.step_bytes, "nccl-tests sweep: add this many bytes instead")
                 ->type_name("STEP");
   bytes->excludes(b)->excludes(e)->excludes(f)->excludes(i);
-  sub->add_option("--algo", s->sw.algo, "auto | ring | tree | nvls | nvls_tree | pat | hierarchical | direct")->capture_default_str()->type_name("ALGO");
+  sub->add_option("--algo", s->sw.algo, fmt::format("{}", fmt::join(sim::names_in(hw::kCollectiveAlgorithmNames), " | ")))
+      ->capture_default_str()
+      ->type_name("ALGO");
   sub->add_flag("--json", s->json, "print JSON (a list of rows for a sweep)");
   return {sub, [s, b, e](std::ostream& out, std::ostream&) {
             if (b->count() || e->count()) {

@@ -489,23 +489,21 @@ Scenario parse_scenario(Node root) {
   }
   if (t.fp8_param_gather) {
     const Node at = tn->child("fp8_param_gather");
-    const bool fp8 = t.precision == sim::Dtype::fp8 || t.precision == sim::Dtype::mxfp8 || t.precision == sim::Dtype::nvfp4;
     if (t.framework == Framework::jax)
       at.error("fp8_param_gather is Megatron's --fp8-param-gather; in JAX mode the gathers follow the precision");
-    else if (!fp8)
+    else if (!t.fp8_class())
       at.error(fmt::format("fp8_param_gather needs an fp8-class precision (fp8, mxfp8, nvfp4); precision is {}",
                            sim::to_string(t.precision)));
     else if (t.optimizer_sharding == OptimizerSharding::none)
       at.error("fp8_param_gather needs sharded parameters (Megatron-LM: '--fp8-param-gather only supported with "
                "distributed optimizer, torch fsdp2, megatron fsdp'): set optimizer_sharding");
   }
-  const bool by_stage = t.pipeline.first_stage_layers >= 0 || t.pipeline.last_stage_layers >= 0;
   if (t.pipeline.by_rank()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
     const int first = t.pipeline.first_rank_layers, last = t.pipeline.last_rank_layers;
     const int64_t ends = static_cast<int64_t>(std::max(first, 0)) + std::max(last, 0);
     const int middle_ranks = p.pp - (first >= 0) - (last >= 0);
-    if (by_stage) {
+    if (t.pipeline.by_stage()) {
       at_pipe.error("first_rank_layers / last_rank_layers (Megatron's --decoder-first/last-pipeline-num-layers, a whole "
                     "pipeline rank) and first_stage_layers / last_stage_layers (one virtual stage) state the same split "
                     "two ways: give one pair");
