@@ -1,9 +1,15 @@
 #include "core/huge_page_allocator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#include <unistd.h>
+#endif
 
 namespace racksim::huge_pages {
 namespace {
@@ -111,6 +117,43 @@ void release_pool() noexcept {
   for (const auto& [p, len] : P.free) ::munmap(p, len);
   P.free.clear();
   P.free_bytes = 0;
+#endif
+}
+
+std::size_t configure_process_heap(std::size_t reserve_bytes) noexcept {
+#if defined(__GLIBC__)
+  // A simulation allocates and frees arrays of a few MiB per replay (a sweep, thousands of them):
+  // glibc maps such blocks afresh and trims freed heap back to the system, so every replay faulted
+  // its pages in again (60,000 page faults per 100 sweep points, a tenth of the CPU time). Blocks up
+  // to 32 MiB (glibc's largest threshold) come from the heap, and freed heap is kept for reuse. The
+  // kept heap and the huge-page pool together raised the peak RSS (100 sweep points: 49 -> 75 MB,
+  // docs/decisions.md); under sweep --jobs each thread's malloc arena keeps its own.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(__GLIBC__)
+  // The many small blocks of one run (graph names, maps, the flow network's lists: about 10 MB for the
+  // 16,384-GPU step) faulted in 4 KiB at a time, 2,300 faults and a third of that run's CPU on the
+  // development VM (docs/performance.md). glibc extends the main heap (brk) by a request plus M_TOP_PAD,
+  // so one extension covers the whole reserve, one mapping the kernel lets us mark for huge pages. The
+  // probe is larger than the heap's free top and under the mmap threshold just set, so glibc must extend
+  // the heap to serve it. Later extensions are not marked (a brk extension with other flags is a mapping
+  // of its own). Pages are touched only as malloc hands them out: the reserve costs address space.
+  mallopt(M_TOP_PAD, static_cast<int>(reserve_bytes));
+  void* probe = std::malloc(kHuge);
+  const auto begin = reinterpret_cast<std::uintptr_t>(probe);
+  const auto end = reinterpret_cast<std::uintptr_t>(::sbrk(0));
+  const std::uintptr_t aligned = (begin + kHuge - 1) & ~(kHuge - 1);
+  std::size_t marked = 0;
+  if (probe != nullptr && end > aligned &&
+      ::madvise(reinterpret_cast<void*>(aligned), end - aligned, MADV_HUGEPAGE) == 0)
+    marked = end - aligned;
+  std::free(probe);
+  mallopt(M_TOP_PAD, 128 << 10);  // glibc's default pad again for later extensions
+  return marked;
+#else
+  (void)reserve_bytes;
+  return 0;
 #endif
 }
 

@@ -29,6 +29,11 @@ void unmap(void* p, std::size_t bytes) noexcept;
 void release_pool() noexcept;
 // Bytes held in the pool now.
 std::size_t pooled_bytes() noexcept;
+// Sets glibc's malloc up for a simulation process: blocks up to 32 MiB from the heap, freed heap kept,
+// and the main heap grown by `reserve_bytes` at once with that span marked for huge pages. Returns the
+// bytes marked (0 where there is no glibc or madvise). Call first thing in main, before any thread
+// starts. No effect on results.
+std::size_t configure_process_heap(std::size_t reserve_bytes) noexcept;
 }  // namespace huge_pages
 
 template <class T>

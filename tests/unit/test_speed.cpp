@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -401,6 +403,36 @@ TEST(HugePagePool, ThreadsNeverShareABlockAndThePoolKeepsItsBound) {
   EXPECT_LE(huge_pages::pooled_bytes(), std::size_t{128} << 20);
   huge_pages::release_pool();
   EXPECT_EQ(huge_pages::pooled_bytes(), 0u);
+}
+
+// The CLI's process heap: configure_process_heap grows the main heap by the reserve in one extension and
+// marks it for huge pages (VmFlags "hg" in /proc/self/smaps), so a run's small blocks fault in 2 MiB at a
+// time. Run in a child process: it changes malloc's settings for the rest of the process.
+bool heap_reserve_is_one_huge_page_mapping() {
+  const std::size_t reserve = std::size_t{64} << 20, huge = std::size_t{2} << 20;
+  const std::size_t marked = huge_pages::configure_process_heap(reserve);
+  // A [heap] mapping of at least the reserve less the first huge page's alignment, flagged "hg".
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool heap = false, found = false;
+  std::size_t heap_bytes = 0;
+  while (std::getline(smaps, line)) {
+    const auto dash = line.find('-'), space = line.find(' ');
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && dash != std::string::npos &&
+        dash < space) {
+      heap = line.find("[heap]") != std::string::npos;
+      heap_bytes = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16) -
+                   std::stoull(line.substr(0, dash), nullptr, 16);
+    } else if (heap && line.rfind("VmFlags:", 0) == 0 && line.find(" hg") != std::string::npos) {
+      found = found || heap_bytes + huge >= reserve;
+    }
+  }
+  return found && marked + huge >= reserve;
+}
+
+TEST(ProcessHeap, ReserveIsOneHugePageMapping) {
+  if (!fs::exists("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no transparent huge pages";
+  EXPECT_EXIT(std::exit(heap_reserve_is_one_huge_page_mapping() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(SmallVec, BehavesLikeAVector) {
