@@ -28,7 +28,15 @@
 //    modelled (a calibration carries the measured curves for the GPU counts it measured).
 // Outside the brief's table (held to 15 % with the misses listed): NVLS approaches its asymptote more slowly
 // than its 25 us latency implies (8xH100 +40 % at 16 MiB, +19 % at 64 MiB; 8xB200 +36 % at 64 MiB); 20 NVL72
-// racks over IB measure 406 GB/s where NCCL's NVLSTree model gives 912 (fabric effects the model does not see).
+// racks over IB measure 406 GB/s where NCCL's NVLSTree model gives 912. Read off NCCL (2.26.2 / 2.28.9, checked
+// by running its search code on an 18-tray rack, 2026-12-03): the MNNVL rack is one fused topology, its NVLS graph
+// has 32 heads (NCCL_MAX_NVLS_ARITY) at 20 / 40 GB/s, as emulated here, each head on its own NIC, and each
+// head's NIC carries S/32 per direction on 2 racks and 2S/32 on 3 or more (double binary trees, connect.cc
+// ncclGetDtree). The measured 2- and 20-rack curves both put each head's NIC at about 13 GB/s, a quarter of its
+// line rate, and a fixed ~4.6 ms per call at 20 racks against NCCL's ~0.2 ms: neither is in NCCL's model or
+// ours. Candidate, not verified: NVLSTree's chunk, capped at 64 KiB from 4 nodes (enqueue.cc; NVIDIA/nccl PR
+// #1112 measured 280 -> 104 GB/s from that cap on 8 P5 nodes). A run with NCCL_NVLSTREE_MAX_CHUNKSIZE raised
+// would settle it; until then the miss stays listed.
 // All-to-all / send-recv inside a domain follow NCCL's p2p schedule (p2p_plan): the CTAs NCCL gives them, at
 // the per-CTA rate we measured on 2 x H200, bound Blackwell (B4.1 8xB200, GB200 and GB300 trays at 64-512 MiB
 // within 14 %, 256-512 MiB within 6 %; before, +25..+45 %). Known all-to-all misses:
