@@ -302,7 +302,10 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
     const std::string key = it->first.Scalar();
     Node child = n.child(key);
     const std::string full = prefix.empty() ? key : prefix + "." + key;
-    if (child.yaml().IsMap())
+    if (child.yaml().IsMap() && child.yaml().size() == 0)
+      // `{}` for a field (or a group) sets nothing: said, not skipped (a sweep's `{}` point ran the preset's value).
+      child.error("expected a value, or a mapping of preset fields, got an empty mapping");
+    else if (child.yaml().IsMap())
       flatten_overrides(child, full, out);
     else
       out.emplace_back(full, child);

@@ -168,9 +168,11 @@ json collective_sweep_json(const CollectiveSweep& s) {
   if (hi < lo) diag.error({"-e", 0, 0}, "", "the largest size must not be smaller than -b");
   if (hi > kMaxCollectiveBytes)
     diag.error({"-e", 0, 0}, "", fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", s.max_bytes));
-  if (s.factor > 0 && s.factor <= 1) diag.error({"-f", 0, 0}, "", "the factor must be greater than 1");
-  if (s.factor > 0 && !s.step_bytes.empty()) diag.error({"-i", 0, 0}, "", "give -f or -i, not both");
-  if (s.factor <= 0 && !s.step_bytes.empty() && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
+  // 0 is "not given" (the default 2 or -i applies); anything else, negative and NaN too, must be > 1.
+  if (s.factor != 0 && !(s.factor > 1))
+    diag.error({"-f", 0, 0}, "", fmt::format("the factor must be greater than 1, got {:g}", s.factor));
+  if (s.factor != 0 && !s.step_bytes.empty()) diag.error({"-i", 0, 0}, "", "give -f or -i, not both");
+  if (s.factor == 0 && !s.step_bytes.empty() && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
   diag.throw_if_any();
   const double factor = s.factor > 0 ? s.factor : (s.step_bytes.empty() ? 2.0 : 0.0);
   // nccl-tests' loop: size from -b to -e, times the factor or plus the step; count = size / 4

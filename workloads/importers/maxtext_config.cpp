@@ -571,7 +571,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   const double pdbs = c.number("per_device_batch_size", 12);
   const long long ga = c.integer("gradient_accumulation_steps", 1, 1, 1'000'000);
   const double step_seqs = pdbs * static_cast<double>(gpus);
-  if (pdbs <= 0 || std::abs(step_seqs - std::round(step_seqs)) > 1e-9)
+  // At most the scenario's own bound on a step's sequences (1e9): beyond it llround is undefined (1e300 per device
+  // printed a negative batch).
+  if (pdbs <= 0 || step_seqs > 1e9)
+    c.bad("per_device_batch_size", fmt::format("per_device_batch_size {} x {} GPUs = {:g} sequences: must be more than 0 "
+                                               "and at most 1e9 sequences a step",
+                                               scalar_text(c.e.at("per_device_batch_size").value), gpus, step_seqs));
+  if (std::abs(step_seqs - std::round(step_seqs)) > 1e-9)
     c.bad("per_device_batch_size", fmt::format("per_device_batch_size {} x {} GPUs = {} sequences: not a positive whole "
                                                "number",
                                                scalar_text(c.e.at("per_device_batch_size").value), gpus, step_seqs));

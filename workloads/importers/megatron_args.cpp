@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "input/diagnostics.h"
 #include "workloads/importers/scenario_writer.h"
@@ -69,9 +72,19 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// A shell word past Shell::kMaxExpandedBytes, at `line` of the script.
+struct ExpansionTooLong : std::length_error {
+  int line;
+  ExpansionTooLong(int l, const std::string& what) : std::length_error(what), line(l) {}
+};
+
 class Shell {
  public:
   std::map<std::string, std::string> vars;
+  int line = 0;  // the script line being read, for the expansion bound's message
+  // A variable's value, or a word, expanded: at most this long. A script that doubles a variable line after line
+  // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
+  static constexpr std::size_t kMaxExpandedBytes = std::size_t{1} << 20;
 
   // Evaluates $((...)) with integers, + - * / and variables.
   std::string arith(const std::string& expr) {
@@ -131,9 +144,17 @@ class Shell {
     return std::to_string(acc);
   }
 
+  void check_length(const std::string& s) const {
+    if (s.size() > kMaxExpandedBytes)
+      throw ExpansionTooLong(line, fmt::format("a shell word expands to more than {} bytes (a variable that grows line "
+                                               "after line?); racksim reads launch scripts' variables up to that size",
+                                               kMaxExpandedBytes));
+  }
+
   std::string expand(const std::string& word) {
     std::string out;
     for (std::size_t i = 0; i < word.size();) {
+      check_length(out);
       if (word[i] != '$') {
         out += word[i++];
         continue;
@@ -178,6 +199,7 @@ class Shell {
       if (it != vars.end()) out += it->second;
       i = j;
     }
+    check_length(out);
     return out;
   }
 
@@ -336,6 +358,7 @@ Extracted extract(const std::string& text) {
   Shell sh;
   int nproc = 0, nnodes = 1;
   for (const auto& [line, lineno] : lines) {
+    sh.line = lineno;
     auto ws = words(line);
     if (ws.empty()) continue;
     std::vector<std::string> rest;
@@ -469,7 +492,12 @@ using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 
 MegatronImport import_megatron_args_text(const std::string& text, const std::string& label, const MegatronOptions& opt) {
   MegatronImport out;
-  Extracted ex = extract(text);
+  Extracted ex;
+  try {
+    ex = extract(text);
+  } catch (const ExpansionTooLong& e) {
+    throw input_error(label, e.line, 1, "", e.what());
+  }
   if (ex.args.empty()) fail(label, "no Megatron arguments found (expected --flags, a launch script or Megatron's "
                                    "printed arguments block)");
   Flags fl;
@@ -489,10 +517,25 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     auto v = fl.str(f);
     if (!v) return std::nullopt;
     char* end = nullptr;
+    errno = 0;
     const long long n = std::strtoll(v->c_str(), &end, 10);
-    if (v->empty() || end != v->c_str() + v->size() || n < 0) {
+    // Every integer the import reads is a size or a count Megatron keeps in a Python int but racksim in an int:
+    // a value past that range is refused as written (it used to wrap: 4294967304 layers imported as 8).
+    if (v->empty() || end != v->c_str() + v->size() || n < 0 || errno == ERANGE ||
+        n > std::numeric_limits<int>::max()) {
       input::Diagnostics d;
-      d.error({label, fl.last[f].line, 1}, "--" + f, fmt::format("expected a non-negative integer, got '{}'", *v));
+      d.error({label, fl.last[f].line, 1}, "--" + f,
+              fmt::format("expected a non-negative integer of at most {}, got '{}'", std::numeric_limits<int>::max(), *v));
+      d.throw_if_any();
+    }
+    return n;
+  };
+  // Sizes Megatron requires to be at least 1 (a parallel size or a divisor of 0 divides by zero).
+  auto as_size = [&](const std::string& f) -> std::optional<long long> {
+    auto n = as_int(f);
+    if (n && *n < 1) {
+      input::Diagnostics d;
+      d.error({label, fl.last[f].line, 1}, "--" + f, fmt::format("must be at least 1, got '{}'", *fl.str(f)));
       d.throw_if_any();
     }
     return n;
@@ -500,11 +543,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   auto src = [&](const std::string& f) { return shown(fl.last[f]); };
 
   // ---- parallelism
-  const int tp = static_cast<int>(as_int("tensor-model-parallel-size").value_or(1));
-  const int pp = static_cast<int>(as_int("pipeline-model-parallel-size").value_or(1));
-  const int cp = static_cast<int>(as_int("context-parallel-size").value_or(1));
-  const int ep = static_cast<int>(as_int("expert-model-parallel-size").value_or(1));
-  const auto etp = as_int("expert-tensor-parallel-size");
+  const int tp = static_cast<int>(as_size("tensor-model-parallel-size").value_or(1));
+  const int pp = static_cast<int>(as_size("pipeline-model-parallel-size").value_or(1));
+  const int cp = static_cast<int>(as_size("context-parallel-size").value_or(1));
+  const int ep = static_cast<int>(as_size("expert-model-parallel-size").value_or(1));
+  const auto etp = as_size("expert-tensor-parallel-size");
 
   // ---- GPUs and system
   int gpus = opt.gpus;
@@ -599,7 +642,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       vocab_src = src("padded-vocab-size");
     } else {
       long long v = opt.vocab > 0 ? opt.vocab : *as_int("vocab-size");
-      const long long div = as_int("make-vocab-size-divisible-by").value_or(128) * tp;
+      const long long div = as_size("make-vocab-size-divisible-by").value_or(128) * tp;
       const long long padded = (v + div - 1) / div * div;
       vocab = static_cast<int>(padded);
       vocab_src = fmt::format("{}{}", opt.vocab > 0 ? fmt::format("racksim import --vocab {}", opt.vocab) : src("vocab-size"),
@@ -719,6 +762,13 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     fl.str("fp4-recipe");
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
   } else if (auto fp8 = fl.str("fp8-format")) {
+    // Megatron's choices (transformer_config.py `fp8: Literal['e4m3', 'hybrid']`, --fp8-format): anything else never ran.
+    if (*fp8 != "e4m3" && *fp8 != "hybrid") {
+      input::Diagnostics d;
+      d.error({label, fl.last["fp8-format"].line, 1}, "--fp8-format",
+              fmt::format("unknown value '{}'; Megatron takes e4m3 | hybrid", *fp8));
+      d.throw_if_any();
+    }
     const std::string recipe = fl.str("fp8-recipe").value_or("");
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
@@ -754,9 +804,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // --num-layers-per-virtual-pipeline-stage (layers per chunk).
   long long vp = 1;
   std::string vp_src = "default 1 (no interleaving)";
-  if (auto v = as_int("virtual-pipeline-model-parallel-size")) vp = *v, vp_src = src("virtual-pipeline-model-parallel-size");
+  if (auto v = as_size("virtual-pipeline-model-parallel-size")) vp = *v, vp_src = src("virtual-pipeline-model-parallel-size");
   else if (auto v2 = as_int("num-virtual-stages-per-pipeline-rank")) vp = *v2, vp_src = src("num-virtual-stages-per-pipeline-rank");
-  else if (auto per = as_int("num-layers-per-virtual-pipeline-stage"); per && *per > 0 && layers > 0) {
+  else if (auto per = as_size("num-layers-per-virtual-pipeline-stage"); per && layers > 0) {
     // As Megatron-LM derives it (arguments.py, d98e8a64), with its refusals: not beside an uneven split, and the
     // layers (with the embedding and loss when they count) must split over pp, each rank's over the chunk size.
     if (fl.has("decoder-first-pipeline-num-layers") || fl.has("decoder-last-pipeline-num-layers"))

@@ -40,3 +40,7 @@ golden_case(import.maxtext.llama3_8b_gpu 0 stdout import/maxtext/llama3_8b_gpu.y
             per_device_batch_size=4 quantization=fp8 dcn_data_parallelism=2)
 golden_case(import.error.maxtext_unknown_key 1 stderr import/errors/maxtext_unknown_key.stderr
             import maxtext ../data/maxtext/base.yml model_name=llama3-8b ici_fsdp_paralelism=8)
+# A per-device batch past the scenario's bound (1e9 sequences a step): refused as written, not a wrapped integer.
+golden_case(import.error.maxtext_batch_past_bound 1 stderr import/errors/maxtext_batch_past_bound.stderr
+            import maxtext ../data/maxtext/gpu/models/llama3_8b.yml --system h100-sxm --gpus 16
+            per_device_batch_size=1e300)
