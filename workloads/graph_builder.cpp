@@ -1104,7 +1104,13 @@ class Builder {
   // kernel waits for. `quantized`: the GEMMs at the training's low precision (false: the output layer, bf16).
   void column_parallel_backward(std::string_view name, double m, double n, double k, double input_bytes, TpOverlap how,
                                 bool quantized = true) {
+    // What the layer's output gradient waits for (an inline exchange before it: context parallelism's
+    // all-to-all or reduce-scatter of dQ/dK/dV) holds both the gather and the dgrad: the dgrad reads that
+    // gradient, and the gather's NCCL stream is made to wait for the compute stream where it is issued
+    // (ProcessGroupNCCL), which already waits for the exchange. The gather alone took it before.
+    const std::vector<OpId> grad_ready = pending_deps_;
     tp_collective(cat(name, ".wgrad.tp_all_gather"), CollectiveOp::all_gather, input_bytes, how);
+    if (pending_deps_.empty()) pending_deps_ = grad_ready;
     if (quantized) gemm_dgrad(name, m, n, k);
     else gemm_dgrad(name, m, n, k, Quant::none);
     const auto gathered = take_overlapped();

@@ -927,6 +927,37 @@ training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 4,
                     "must divide the model's heads (32) and its kv_heads (16)");
 }
 
+// The QKV projection's backward reads dQ/dK/dV only once context parallelism's backward exchange has delivered
+// them (Ulysses: the all-to-all of the gradients; all-gather: the reduce-scatter of dK/dV): its dgrad runs after
+// that exchange, also when the tp all-gather of its input for the wgrad is emitted first (sequence parallelism).
+// It used to start beside the exchange.
+TEST(ScaleMechanisms, QkvDgradWaitsForTheContextParallelGradientExchange) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 2, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 16, vocab: 32000}
+training: {seq_len: 32768, global_batch: 8, micro_batch: 1, parallelism: {tp: 2, cp: 4}, sequence_parallel: true}
+)";
+  for (const auto& [variant, exchange] : {std::pair{"a2a", "attn.cp_a2a_dqkv"}, std::pair{"all_gather", "attn.cp_dkv_reduce_scatter"}}) {
+    for (const char* overlap : {"false", "true"}) {
+      const auto sc = load(base, {std::string("training.cp_comm=") + variant, std::string("training.tp_comm_overlap=") + overlap});
+      const auto run = sim::simulate(sc, sim::SimulateOptions{.exact = true});
+      const OpGraph& g = run.graph;
+      ASSERT_EQ(g.ops.size(), run.replay.ops.size());
+      int checked = 0;
+      for (std::size_t i = 0; i < g.ops.size(); ++i) {
+        const std::string n = g.op_name(static_cast<OpId>(i));
+        if (!n.ends_with(".qkv.dgrad")) continue;
+        const std::string layer = n.substr(0, n.size() - std::string(".qkv.dgrad").size());
+        for (std::size_t j = 0; j < g.ops.size(); ++j)
+          if (g.op_name(static_cast<OpId>(j)) == layer + "." + exchange) {
+            EXPECT_GE(run.replay.ops[i].start_s, run.replay.ops[j].end_s - 1e-12) << variant << " " << overlap << " " << n;
+            ++checked;
+          }
+      }
+      EXPECT_GT(checked, 0) << variant << " " << overlap;
+    }
+  }
+}
+
 // The first op whose name ends with `suffix` (a full name: that op), or null.
 static const Op* first_op_ending(const OpGraph& g, std::string_view suffix) {
   for (std::size_t i = 0; i < g.ops.size(); ++i)
