@@ -717,7 +717,8 @@ class Builder {
 
   // ---- parameters held by this rank --------------------------------------------------------
   // Weights of layer l on one rank: attention and dense MLP (shared experts too) split by tp; routed
-  // experts split by ep·etp (Megatron's expert tensor parallelism); router and norms replicated.
+  // experts split by ep·etp (Megatron's expert tensor parallelism); MLA's down projections, router and norms
+  // replicated.
   // The two parts are replicated over different groups: dense weights over the dp·cp ranks of the
   // same tp rank and stage, routed experts over the expert-data-parallel group of edp =
   // tp·cp·dp/(ep·etp) ranks. Gradients, optimizer state and FSDP shards follow each part's group.
@@ -727,7 +728,7 @@ class Builder {
     // With more tp ranks than key/value heads Megatron-Core replicates each head over tp / kv_heads ranks
     // (num_query_groups a divisor of tp, transformer_config.py): those weights split kv_heads ways only.
     const double kv = !m_.mla && m_.kv_heads > 0 && m_.kv_heads < tp_ ? 2.0 * m_.hidden * m_.kv_heads * m_.head_dim : 0.0;
-    return (p.attention - kv + p.mlp) / tp_ + kv / std::max(1, m_.kv_heads) + p.router + p.norms;
+    return (p.attention - kv + p.mlp) / tp_ + kv / std::max(1, m_.kv_heads) + p.attention_replicated + p.router + p.norms;
   }
   double expert_weights(int l) const { return layer_params(m_, l).experts / (static_cast<double>(ep_) * etp_); }
   // Ranks over which each part's state is sharded by ZeRO/FSDP: all its replicas, or with hybrid sharding its
@@ -1474,24 +1475,40 @@ class Builder {
       const auto& mla = *m_.mla;
       const double ql = mla.q_lora_rank, kvlr = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
+      // Megatron-Core with Transformer Engine (multi_latent_attention.py _qkv_down_projection and
+      // get_query_key_value_tensors): the down projections are duplicated on every tp rank and run on the rank's own
+      // tokens (its sequence-parallel part, all of them without sequence parallelism); the compressed latents (and
+      // the rope key) are what the up projections, column-parallel, gather over tp, not the hidden state. In the
+      // backward the latents' gradients are reduce-scattered (all-reduced without sequence parallelism) before the
+      // down projections' own backward, which then needs no exchange.
+      auto up_backward = [this](std::string_view n, double mm, double nn, double kk, double in_bytes) {
+        if (bulk_gather_beside_dgrad()) {
+          column_parallel_backward(n, mm, nn, kk, in_bytes, bwd_tp_overlap());
+          return;
+        }
+        gemm_dgrad(n, mm, nn, kk);
+        tp_collective(cat(n, ".dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, in_bytes, TpOverlap::bulk);
+        tp_collective(cat(n, ".wgrad.tp_all_gather"), CollectiveOp::all_gather, in_bytes, TpOverlap::bulk);
+        gemm_wgrad(n, mm, nn, kk);
+      };
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
-                         tp_collective("qkv.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a,
-                                       TpOverlap::ring_exchange, 0);  // MLA's down projections are not TP-split
-                         gemm_fwd("q_down", T_, ql, h_);
+                         gemm_fwd("q_down", Tsp_, ql, h_);
+                         gemm_fwd("kv_down", Tsp_, kvlr + rope, h_);
+                         tp_collective("q_up.tp_all_gather", CollectiveOp::all_gather, T_ * ql * a, TpOverlap::ring_exchange);
                          gemm_fwd("q_up", T_, qd, ql);
-                         gemm_fwd("kv_down", T_, kvlr + rope, h_);
+                         tp_collective("kv_up.tp_all_gather", CollectiveOp::all_gather, T_ * (kvlr + rope) * a,
+                                       TpOverlap::ring_exchange);
                          gemm_fwd("kv_up", T_, qkv_out - qd, kvlr);
                        },
                        [=, this] {
-                         for (auto [n, mm, nn, kk] : {std::tuple{"kv_up", T_, qkv_out - qd, kvlr},
-                                                      std::tuple{"kv_down", T_, kvlr + rope, h_},
-                                                      std::tuple{"q_up", T_, qd, ql}, std::tuple{"q_down", T_, ql, h_}}) {
+                         up_backward("kv_up", T_, qkv_out - qd, kvlr, T_ * (kvlr + rope) * a);
+                         up_backward("q_up", T_, qd, ql, T_ * ql * a);
+                         for (auto [n, mm, nn, kk] : {std::tuple{"kv_down", Tsp_, kvlr + rope, h_},
+                                                      std::tuple{"q_down", Tsp_, ql, h_}}) {
                            gemm_dgrad(n, mm, nn, kk);
                            gemm_wgrad(n, mm, nn, kk);
                          }
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a,
-                                       TpOverlap::bulk);
                        }});
     } else {
       // Per-head query/key RMSNorm (model.qk_norm; Megatron-Core's q_layernorm/k_layernorm, TENorm): the heads
@@ -3619,7 +3636,9 @@ class Builder {
       const int v = c * pp_ + rank_;
       for (int l = first_layer(v); l < end_layer(v); ++l) {
         const LayerParams p = layer_params(m_, l);
-        if (t_.sequence_parallel) n += p.norms + p.router;        // (p.norms holds the q/k norms' gains)
+        // (p.norms holds the q/k norms' and MLA's latent norms' gains; MLA's duplicated down projections are marked
+        // sequence_parallel too, transformer_engine.py TELinear)
+        if (t_.sequence_parallel) n += p.norms + p.router + p.attention_replicated;
         else if (m_.qk_norm) n += 2.0 * m_.head_dim;              // the q/k layernorms, matched by name
       }
     }

@@ -25,11 +25,11 @@ LayerParams layer_params(const ModelSpec& m, int layer) {
     // shared rope key; per-head up-projections for K (nope) and V; output projection.
     const auto& a = *m.mla;
     const double qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    p.attention = h * a.q_lora_rank + a.q_lora_rank * m.heads * qk_head  // Q down + up
-                  + h * (a.kv_lora_rank + a.qk_rope_head_dim)            // KV down + rope key
+    p.attention = a.q_lora_rank * m.heads * qk_head                        // Q up
                   + a.kv_lora_rank * m.heads * (a.qk_nope_head_dim + a.v_head_dim)  // K/V up
-                  + m.heads * a.v_head_dim * h                           // output
-                  + a.q_lora_rank + a.kv_lora_rank;                      // the two latent norms
+                  + m.heads * a.v_head_dim * h;                          // output
+    p.attention_replicated = h * a.q_lora_rank                           // Q down
+                             + h * (a.kv_lora_rank + a.qk_rope_head_dim);  // KV down + rope key
   } else {
     p.attention = h * (m.heads * hd)          // Q
                   + 2.0 * h * (m.kv_heads * hd)  // K, V
@@ -46,6 +46,7 @@ LayerParams layer_params(const ModelSpec& m, int layer) {
   }
   p.norms = 2.0 * h;  // RMSNorm gains before attention and before the MLP
   if (m.qk_norm) p.norms += 2.0 * hd;  // one gain vector for the query heads, one for the key heads
+  if (m.mla) p.norms += m.mla->q_lora_rank + m.mla->kv_lora_rank;  // MLA's two latent norms
   return p;
 }
 

@@ -61,12 +61,15 @@ struct ModelSpec {
 
 // Per-layer weight counts (elements), used by the graph builder and the memory model.
 struct LayerParams {
-  double attention = 0;   // Q, K, V, O projections (or MLA's low-rank projections)
+  double attention = 0;   // Q, K, V, O projections (MLA: its up- and output projections), split over tp
+  // MLA's down projections (W_dq, W_dkv with the rope key): duplicated on every tp rank under Transformer Engine
+  // (multi_latent_attention.py builds them TELinear parallel_mode='duplicated').
+  double attention_replicated = 0;
   double mlp = 0;         // dense FFN, or shared experts in an MoE layer
   double experts = 0;     // all routed experts of an MoE layer
   double router = 0;
-  double norms = 0;
-  double total() const { return attention + mlp + experts + router + norms; }
+  double norms = 0;       // norm gains (MLA's two latent norms too), replicated over tp
+  double total() const { return attention + attention_replicated + mlp + experts + router + norms; }
 };
 
 LayerParams layer_params(const ModelSpec& m, int layer);

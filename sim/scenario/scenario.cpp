@@ -409,6 +409,17 @@ Scenario parse_scenario(Node root) {
       at_par.child("ep").error(fmt::format("ep ({}) must divide the model's experts ({})", p.ep, m.moe->experts));
   }
   if (p.etp > 0 && !m.moe) at_par.child("etp").error("etp needs a mixture-of-experts model (model.moe)");
+  if (m.moe && t.expert_imbalance > 1.0 && m.moe->top_k > 0 && m.moe->experts % p.ep == 0) {
+    // The busiest EP rank receives at most min(top_k, experts/ep) copies of every token of its EP group (one per
+    // expert it hosts), against top_k/ep on average: X <= ep·min(top_k, E/ep)/top_k. With ep 1 that is 1 (a rank
+    // runs all copies of its own tokens, balanced or not).
+    const double x_max = static_cast<double>(p.ep) * std::min(m.moe->top_k, m.moe->experts / p.ep) / m.moe->top_k;
+    if (t.expert_imbalance > x_max + 1e-9)
+      tn->child("expert_imbalance")
+          .error(fmt::format("{:g} is more than the busiest expert-parallel rank can receive: ep·min(top_k, experts/ep)/"
+                             "top_k = {}·min({}, {}/{})/{} = {:g}",
+                             t.expert_imbalance, p.ep, m.moe->top_k, m.moe->experts, p.ep, m.moe->top_k, x_max));
+  }
   if (p.dp_shard > 0 && p.dp > 0) {
     // Hybrid sharding: ZeRO/FSDP inside a shard group of dp_shard ranks, replicated over dp/dp_shard groups.
     if (t.optimizer_sharding == OptimizerSharding::none)

@@ -971,6 +971,53 @@ static double hbm_bytes_of_op(const OpGraph& g, std::string_view suffix) {
   return o ? o->hbm_bytes : -1.0;
 }
 
+// MLA under tensor parallelism as Megatron-Core runs it with Transformer Engine (multi_latent_attention.py): the
+// down projections are duplicated on every tp rank (their weights not split) and run on the rank's own
+// sequence-parallel tokens; the up projections gather the compressed latents and the rope key, T·(q_lora_rank +
+// kv_lora_rank + rope)·2 bytes, not the hidden state T·h·2. Before, racksim split the down projections over tp,
+// gathered the hidden state and ran the down projections on all T tokens.
+TEST(ScaleMechanisms, MlaDownProjectionsAreDuplicatedOverTensorParallelRanks) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 16}
+model:
+  layers: 2
+  hidden: 2048
+  ffn_hidden: 8192
+  heads: 16
+  kv_heads: 16
+  head_dim: 128
+  vocab: 32000
+  mla: {q_lora_rank: 768, kv_lora_rank: 256, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 4, pp: 1}, sequence_parallel: true}
+)";
+  const double h = 2048, ql = 768, kvlr = 256, rope = 64, T = 4096, tp = 4, heads = 16;
+  const auto sc = load(base);
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  // FLOPs of the down projections: the rank's T/tp tokens.
+  const Op* q_down = first_op_ending(g, ".q_down");
+  ASSERT_NE(q_down, nullptr);
+  EXPECT_DOUBLE_EQ(q_down->flops, 2 * (T / tp) * ql * h);
+  const Op* kv_down = first_op_ending(g, ".kv_down");
+  ASSERT_NE(kv_down, nullptr);
+  EXPECT_DOUBLE_EQ(kv_down->flops, 2 * (T / tp) * (kvlr + rope) * h);
+  // The forward's tp all-gathers per micro-batch: in each of the 2 layers the latents and the rope key, and the
+  // MLP's input (T·h); then the output layer's input (T·h).
+  const int m = sc.training.micro_steps();
+  const double gathered = volume(g, CommGroup::tp, hw::CollectiveOp::all_gather, Phase::forward) / m;
+  EXPECT_NEAR(gathered / (2 * (T * (ql + kvlr + rope) * 2 + T * h * 2) + T * h * 2), 1.0, 1e-9);
+  // Weights on a rank: the down projections whole, the up and output projections split over tp; the two latent
+  // norms with the layer's norms (replicated).
+  const auto p = layer_params(sc.model, 0);
+  EXPECT_DOUBLE_EQ(p.attention_replicated, h * ql + h * (kvlr + rope));
+  EXPECT_DOUBLE_EQ(p.attention, ql * heads * (128 + 64) + kvlr * heads * (128 + 128) + heads * 128 * h);
+  EXPECT_DOUBLE_EQ(p.norms, 2 * h + ql + kvlr);
+  double held = 0;
+  for (TensorId t : g.resident)
+    if (g.tensors[t].rank == 0 && g.tensors[t].category == MemCategory::weights) held += g.tensors[t].bytes;
+  const double per_layer = (p.attention + p.mlp) / tp + p.attention_replicated + p.norms;
+  const double embedding = 2 * 32000.0 * h / tp + h;  // untied input and output tables split over tp, final norm
+  EXPECT_NEAR(held / (2 * (2 * per_layer + embedding)), 1.0, 1e-9);
+}
+
 // Recomputed ops of a scenario's graph whose name ends with `suffix`.
 static int recomputed(const sim::Scenario& sc, std::string_view suffix) {
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
