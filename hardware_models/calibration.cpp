@@ -287,12 +287,16 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.quantity("graph_kernel_launch", QuantityKind::seconds, true), x.graph_kernel_launch_s);
     set_if(r.quantity("graph_launch", QuantityKind::seconds, true), x.graph_launch_s);
     set_if(r.quantity("min_kernel_duration", QuantityKind::seconds, true), x.min_kernel_duration_s);
+    set_if(r.quantity("eager_kernel_gap", QuantityKind::seconds, false), x.eager_kernel_gap_s);
     if (auto f = r.get("fit", true)) {
       MapReader fr(*f);
       set_if(fr.number("eager_rms", true, 0, 1e6), x.eager_rms);
       set_if(fr.number("graph_node_rms", true, 0, 1e6), x.graph_node_rms);
       set_if(fr.number("graph_launch_rms", true, 0, 1e6), x.graph_launch_rms);
       set_if(fr.number("min_kernel_rms", true, 0, 1e6), x.min_kernel_rms);
+      if (auto n = fr.number("eager_gap_points", false, 0, 1e6)) x.eager_gap_points = static_cast<int>(*n);
+      set_if(fr.quantity("eager_gap_min", QuantityKind::seconds, false), x.eager_gap_min_s);
+      set_if(fr.quantity("eager_gap_max", QuantityKind::seconds, false), x.eager_gap_max_s);
       fr.finish();
     }
     r.finish();
@@ -695,6 +699,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       set_unless_overridden("launch.eager_kernel_launch", l.eager_kernel_launch_s, spec.launch.eager_kernel_launch_s, why);
       set_unless_overridden("launch.graph_kernel_launch", l.graph_kernel_launch_s, spec.launch.graph_kernel_launch_s, why);
       set_unless_overridden("launch.graph_launch", l.graph_launch_s, spec.launch.graph_launch_s, why);
+      if (l.eager_kernel_gap_s > 0)
+        set_unless_overridden("launch.eager_kernel_gap", l.eager_kernel_gap_s, spec.launch.eager_kernel_gap_s,
+                              [&](const std::string& f) { return fmt::format("{} {} (measured, host out of the way)", tag, f); });
       c->applied_launch = true;
       applied.push_back("launch");
     } else {
@@ -953,8 +960,15 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  graph_kernel_launch: {}", us(l.graph_kernel_launch_s)));
     line(fmt::format("  graph_launch: {}", us(l.graph_launch_s)));
     line(fmt::format("  min_kernel_duration: {}", us(l.min_kernel_duration_s)));
-    line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}}}",
-                     fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms)));
+    if (l.eager_kernel_gap_s > 0) line(fmt::format("  eager_kernel_gap: {}", us(l.eager_kernel_gap_s)));
+    if (l.eager_gap_points > 0)
+      line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}, eager_gap_points: {}, "
+                       "eager_gap_min: {}, eager_gap_max: {}}}",
+                       fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms),
+                       l.eager_gap_points, us(l.eager_gap_min_s), us(l.eager_gap_max_s)));
+    else
+      line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}}}",
+                       fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms)));
   }
   if (c.row_kernels) {
     const auto& f = *c.row_kernels;

@@ -205,6 +205,11 @@ struct Calibration {
     double graph_launch_s = 0;
     double min_kernel_duration_s = 0;
     double eager_rms = 0, graph_node_rms = 0, graph_launch_rms = 0, min_kernel_rms = 0;
+    // From racksim-kernel-gap/1 measurements (calibration/bench/kernel_gap.cu): an eager kernel's GPU time beyond a
+    // graph node's with the host out of the way, the median over the measured kernels; 0: not measured.
+    double eager_kernel_gap_s = 0;
+    int eager_gap_points = 0;
+    double eager_gap_min_s = 0, eager_gap_max_s = 0;
   };
   std::optional<Launch> launch;
   std::vector<ContentionPoint> contention;

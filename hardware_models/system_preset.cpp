@@ -203,6 +203,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "eager_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.eager_kernel_launch_s);
     set_if(quantity_in(r, "graph_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_kernel_launch_s);
     set_if(quantity_in(r, "graph_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_launch_s);
+    set_if(quantity_in(r, "eager_kernel_gap", QuantityKind::seconds, false, kLatency), s.launch.eager_kernel_gap_s);
     // XLA's GPU runtime on the host (HLO replay only); absent: not modelled.
     set_if(quantity_in(r, "xla_program", QuantityKind::seconds, false, kLatency), s.launch.xla_program_s);
     set_if(quantity_in(r, "xla_command", QuantityKind::seconds, false, kLatency), s.launch.xla_command_s);
@@ -380,7 +381,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
             "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
             "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source",
-            "launch.xla_program", "launch.xla_command", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
+            "launch.xla_program", "launch.xla_command", "launch.eager_kernel_gap", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
             "launch.megatron_moe_permutation", "launch.te_grouped_gemm", "launch.te_grouped_call",

@@ -65,6 +65,9 @@ struct LaunchSpec {
   double eager_kernel_launch_s = 0;    // host CPU time per cudaLaunchKernel (serializes)
   double graph_kernel_launch_s = 0;    // per kernel node when replaying a CUDA graph
   double graph_launch_s = 0;           // fixed cost of one cudaGraphLaunch
+  // GPU time of an eagerly launched kernel's boundary beyond a CUDA graph node's, paid even when the host has
+  // queued it long before (the stream front end; calibration/data/h200-2026-12-03-kernel-gap). 0: not modelled.
+  double eager_kernel_gap_s = 0;
   // XLA's GPU runtime (HLO replay only; 0 = not modelled): a fixed host cost per program
   // execution, per command of each command-buffer execution, and per buffer reference when a
   // command buffer is re-recorded because its buffers moved. Set by a calibration.

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -99,8 +100,16 @@ int main(int argc, char** argv) {
                              {"copy_4MiB", fill, 4 << 20},   {"copy_16MiB", fill, 16 << 20}};
   std::FILE* f = std::fopen(out_path, "w");
   if (!f) return 1;
-  std::fprintf(f, "{\"device\": \"%s\", \"sms\": %d, \"clock_khz\": %d, \"n\": %d, \"reps\": %d, \"cases\": [\n", prop.name,
-               prop.multiProcessorCount, clock_khz, N, reps);
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  int driver = 0;
+  CK(cudaDriverGetVersion(&driver));
+  // racksim calibrate fit reads this schema (calibration/fit/calibration_fit.cpp, launch.eager_kernel_gap).
+  std::fprintf(f,
+               "{\"schema\": \"racksim-kernel-gap/1\", \"date\": \"%s\", \"device\": \"%s\", \"cuda_driver_api\": %d, "
+               "\"sms\": %d, \"clock_khz\": %d, \"n\": %d, \"reps\": %d, \"cases\": [\n",
+               date, prop.name, driver, prop.multiProcessorCount, clock_khz, N, reps);
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
     auto median_min = [](std::vector<double> v) {

@@ -160,6 +160,7 @@ struct Inputs {
   std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
   std::vector<DispatchPoint> dispatch;      // XLA runtime host work, measured
   std::vector<AttentionPoint> attention;    // fused attention kernels, measured
+  std::vector<double> eager_gap_s;          // eager kernel minus graph node, host out of the way (kernel_gap.cu)
   std::string device_name, driver;
   int sm_count = 0;
   std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
@@ -322,6 +323,37 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
   in.sources.push_back(cs);
 }
 
+// calibration/bench/kernel_gap.cu: per kernel case, the GPU's time per kernel queued eagerly and as a graph node, the
+// host out of the way; a point is their difference. Its first runs (2026-12-03) were written before the program
+// named its schema: those are recognized by their cases.
+bool is_kernel_gap_json(const json& j, const std::string& schema) {
+  if (schema.starts_with("racksim-kernel-gap/")) return true;
+  return schema.empty() && j.is_object() && j.contains("cases") && j["cases"].is_array() && !j["cases"].empty() &&
+         j["cases"][0].is_object() && j["cases"][0].contains("eager_us") && j["cases"][0].contains("graph_us");
+}
+void read_kernel_gap_json(const json& j, const std::string& shown, Inputs& in) {
+  CalibrationSource cs;
+  cs.path = shown;
+  cs.schema = "racksim-kernel-gap/1";
+  cs.date = j.value("date", "");
+  note_device(in, j.value("device", ""), shown);
+  int left_out = 0, rows = 0;
+  for (const json& r : j["cases"]) {
+    ++rows;
+    double eager = 0, graph = 0;
+    if (r.is_object() && r.contains("eager_us") && r.contains("graph_us") && r["eager_us"].is_object() &&
+        r["graph_us"].is_object()) {
+      eager = r["eager_us"].value("median", 0.0);
+      graph = r["graph_us"].value("median", 0.0);
+    }
+    if (usable(eager, graph) && eager > graph) in.eager_gap_s.push_back((eager - graph) * 1e-6);
+    else ++left_out;
+  }
+  note_dropped(in, shown, "eager_gap", left_out, rows, "no positive eager and graph medians with eager > graph");
+  cs.used.push_back("eager_gap");
+  in.sources.push_back(cs);
+}
+
 // nlohmann's message without its "[json.exception.type_error.302] " tag.
 std::string json_message(const json::exception& e) {
   std::string s = e.what();
@@ -342,9 +374,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
   if (schema.starts_with("racksim-attention/")) return read_attention_json(j, shown, in);
+  if (is_kernel_gap_json(j, schema)) return read_kernel_gap_json(j, shown, in);
   if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
     fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1, "
-                            "racksim-xla-runtime/1 or racksim-attention/1",
+                            "racksim-xla-runtime/1, racksim-attention/1 or racksim-kernel-gap/1",
                             schema));
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs;
@@ -822,6 +855,17 @@ Calibration fit_calibration(const FitOptions& opt) {
     l.graph_node_rms = g.rms_residual;
     l.graph_launch_rms = gl.rms_residual;
     l.min_kernel_rms = mk.rms_residual;
+    if (!in.eager_gap_s.empty()) {
+      // One figure for every kernel size: the measured differences do not grow with the kernel (empty to a 16 MiB
+      // copy), so their median, with their range.
+      std::vector<double> g = in.eager_gap_s;
+      std::sort(g.begin(), g.end());
+      const std::size_t n = g.size();
+      l.eager_kernel_gap_s = n % 2 ? g[n / 2] : 0.5 * (g[n / 2 - 1] + g[n / 2]);
+      l.eager_gap_points = static_cast<int>(n);
+      l.eager_gap_min_s = g.front();
+      l.eager_gap_max_s = g.back();
+    }
     c.launch = l;
   }
   c.contention = in.contention;

@@ -64,6 +64,7 @@ enum class Then : uint64_t {
   finish_no_peers,  // queue: a collective in a group of one
   update_pace,      // queue: the op id is a rank; re-pace its collectives once the instant is over
   move_data,        // queue: a collective's latency is over; its data moves
+  kernel_start,     // queue: an eager kernel's boundary on its stream is over; its work starts
   kernel_done,      // flow
   h2d_done,         // flow
   d2h_done,         // flow
@@ -356,6 +357,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case Then::finish_no_peers: finish(id, "no_peers"); break;
       case Then::update_pace: update_pace(res_of_[id]); break;
       case Then::move_data: move_collective_data(id); break;
+      case Then::kernel_start: start_kernel_now(id, g_.ops[id]); break;
       default: throw std::logic_error(fmt::format("replay: event tag {:#x} is not a queue event", t));
     }
   }
@@ -570,7 +572,22 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     }
   }
 
+  // An eagerly launched kernel holds its stream for launch.eager_kernel_gap before its work starts (the stream's
+  // front end, measured with the host out of the way: calibration/data/h200-2026-12-03-kernel-gap); a kernel replayed
+  // from a CUDA graph does not. The gap uses no SM or HBM: nothing else on the GPU waits for it.
+  bool launched_eagerly(const Op& op) const {
+    if (g_.xla_program || op.graph == workloads::GraphLaunch::step) return !job_.cuda_graphs;
+    return op.graph == workloads::GraphLaunch::eager;
+  }
   void start_kernel(OpId id, const Op& op) {
+    const double gap_s = sys_.launch.eager_kernel_gap_s;
+    if (gap_s > 0 && launched_eagerly(op)) {
+      q_.schedule_tagged_after(SimTime::from_seconds(gap_s), tag(Then::kernel_start, id));
+      return;
+    }
+    start_kernel_now(id, op);
+  }
+  void start_kernel_now(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
     start_running(R, id);
     if (R.running_count == 1) update_pace(R);

@@ -691,6 +691,8 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
       {"scale_out", {{"nic_bandwidth", format_quantity(g.scale_out.nic_bandwidth_Bps, QuantityKind::bytes_per_second)},
                      {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
       {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
+  if (g.launch.eager_kernel_gap_s > 0)
+    sys["resolved"]["launch"]["eager_kernel_gap"] = format_quantity(g.launch.eager_kernel_gap_s, QuantityKind::seconds);
   // Which calibration produced the numbers, where it came from and how it reached this preset.
   json cal = {{"source", sc.calibration_source}};
   if (g.calibration) {

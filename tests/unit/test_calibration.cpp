@@ -40,6 +40,7 @@ const std::string kPair = kSrc + "/calibration/data/h200x2-2026-11-29";  // 2 GP
 const std::string kXla = kSrc + "/calibration/data/h200-2026-11-29-xla";   // XLA kernels and dispatch
 const std::string kNoCb = kSrc + "/calibration/data/h200-2026-11-29-nocb";  // XLA without command buffers
 const std::string kAttn = kSrc + "/calibration/data/h200-2026-11-29-attention";  // fused attention kernels
+const std::string kGap = kSrc + "/calibration/data/h200-2026-12-03-kernel-gap";  // eager vs graph kernel boundaries
 const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
 
 std::string slurp(const std::string& path) {
@@ -72,7 +73,7 @@ hw::SystemSpec preset(const std::string& name) { return racksim::testing::shippe
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   calib::FitOptions opt;
-  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn};
+  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn, kGap};
   opt.base_preset = "h200-sxm";
   opt.xla_kernel_cost = calib::hlo_kernel_cost();
   opt.xla_program = calib::hlo_program_host_work();
@@ -81,18 +82,18 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
                                         "calibrate fit --from calibration/data/h200-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-xla --from calibration/data/h200-2026-11-29-nocb --from "
-                                        "calibration/data/h200-2026-11-29-attention "
-                                        "--base h200-sxm --out "
+                                        "calibration/data/h200-2026-11-29-attention --from "
+                                        "calibration/data/h200-2026-12-03-kernel-gap --base h200-sxm --out "
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
-  opt.from_dirs = {kAttn, kNoCb, kXla, kPair, kGemm, kBench};
+  opt.from_dirs = {kGap, kAttn, kNoCb, kXla, kPair, kGemm, kBench};
   EXPECT_EQ(hw::write_calibration_yaml(calib::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
-  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--from", kAttn, "--base", "h200-sxm", "--out", out,
+  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--from", kAttn, "--from", kGap, "--base", "h200-sxm", "--out", out,
                            "--quiet"},
                           o, e);
   ASSERT_EQ(rc, cli::kOk) << e.str();
@@ -586,13 +587,13 @@ TEST(CalibLoad, XlaSectionsAreStrict) {
   replace("form: \"t = max(bytes / hbm, bytes * thread_bytes / k)\"", "form: \"t = bytes / hbm\"");
   const auto row = text.find("source: ", text.find("row_kernels:"));
   ASSERT_NE(row, std::string::npos);
-  text.replace(row, 9, "source: 9");
+  text.replace(row, 9, "source: 99");
   const std::string errs = load_errors(text);
   EXPECT_NE(errs.find("xla_runtime.rerecord_reff: unknown key 'rerecord_reff'; did you mean 'rerecord_ref'?"),
             std::string::npos)
       << errs;
   EXPECT_NE(errs.find("unsupported row-kernel model 't = bytes / hbm'"), std::string::npos) << errs;
-  EXPECT_NE(errs.find("no source #9"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("no source #99"), std::string::npos) << errs;
 }
 
 TEST(CalibLoad, MissingUnitIsAnError) {

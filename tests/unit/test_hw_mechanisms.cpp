@@ -117,14 +117,15 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
       "t.yaml");
   ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->row_kernels);
   const double kB = h200.system.spec.calibration->row_kernels->k_Bps_B;
+  const double gap = h200.system.spec.launch.eager_kernel_gap_s;  // an eager kernel's stream gap (within its span)
   const auto r = sim::replay(g, sim::job_of(h200));
-  EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, 5e9 * 384 / kB, 1e-9);
+  EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, gap + 5e9 * 384 / kB, 1e-9);
   EXPECT_EQ(r.ops[0].bound_by, "occupancy");
   // Few bytes per thread: streaming, as any kernel.
   g.ops[0].thread_bytes = 16;
   const auto s = sim::replay(g, sim::job_of(h200));
-  EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s, 5e9 / (h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency),
-              1e-9);
+  EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s,
+              gap + 5e9 / (h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency), 1e-9);
   // Blackwell with the Hopper calibration: not applied (and said so).
   auto gb = sim::load_scenario_text(
       "system: {preset: gb200-nvl72, gpus: 4, calibration: h200}\nmodel: {preset: llama3-8b}\n"
@@ -238,6 +239,41 @@ TEST(HwMechanism, EagerLaunchBoundKernelsLeaveTheGpuIdle) {
   const auto rg = sim::replay(g, sim::job_of(graphs));
   EXPECT_LT(rg.step_time_s, r.step_time_s / 2);
   EXPECT_NEAR(rg.ops[0].start_s, launch_end(graphs, 0), 1e-12);
+}
+
+// An eagerly launched kernel holds its stream for launch.eager_kernel_gap before its work (measured on the H200 with
+// the host out of the way: 0.86 us over a graph node, calibration/data/h200-2026-12-03-kernel-gap). With the host
+// ahead of the GPU, N kernels take N gaps more than without; replayed from a CUDA graph they take none; with the
+// host behind, the gaps hide under the launches but the last.
+TEST(HwMechanism, EagerKernelsPayTheStreamGapWhenTheHostIsAhead) {
+  const int n = 50;
+  OpGraph g;
+  for (int i = 0; i < n; ++i) g.add(gemm(2048, 2048, 2048));  // ~20 us each: the GPU is behind the host
+  auto eager = on("h200-sxm", false);
+  eager.system.spec.launch.eager_kernel_launch_s = 1e-6;
+  const double base = sim::replay(g, sim::job_of(eager)).step_time_s;
+  const double gap = 0.86e-6;
+  eager.system.spec.launch.eager_kernel_gap_s = gap;
+  EXPECT_NEAR(sim::replay(g, sim::job_of(eager)).step_time_s - base, n * gap, 1e-12);
+  auto graphs = on("h200-sxm", true);
+  const double graphs_base = sim::replay(g, sim::job_of(graphs)).step_time_s;
+  graphs.system.spec.launch.eager_kernel_gap_s = gap;
+  EXPECT_NEAR(sim::replay(g, sim::job_of(graphs)).step_time_s, graphs_base, 1e-15);
+  // Host-bound: tiny kernels behind 5 us launches.
+  OpGraph tiny;
+  for (int i = 0; i < n; ++i) {
+    Op k;
+    k.name = "tiny";
+    k.hbm_bytes = 1e3;
+    tiny.add(k);
+  }
+  eager.system.spec.launch.eager_kernel_launch_s = 5e-6;
+  EXPECT_NEAR(sim::replay(tiny, sim::job_of(eager)).step_time_s, n * 5e-6 + gap + hw::kMinKernelDuration_s, 1e-12);
+  // The shipped H200 calibration carries the measured figure, and the Hopper presets take it with the launch costs.
+  const auto cal = sim::load_scenario_text("system: {preset: h100-sxm, gpus: 1, calibration: h200}\nmodel: {preset: llama3-8b}\n"
+                                           "training: {seq_len: 1024, global_batch: 1}\n",
+                                           "t.yaml");
+  EXPECT_NEAR(cal.system.spec.launch.eager_kernel_gap_s, 0.8554e-6, 1e-12);
 }
 
 // A collective that reaches the GPU through an event wait (XLA's async collectives) gets SMs only
