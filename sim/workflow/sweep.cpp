@@ -117,12 +117,14 @@ SweepSpec parse_sweep(const Node& root) {
     sim::load_scenario(spec.base, probe);
   } catch (const input::InputError& e) {
     for (const auto& d : e.diagnostics()) {
+      // (An unknown field of system.overrides is the preset's "unknown preset field"; a key inside a mapping value,
+      // `training.parallelism: [{tpp: 2}]`, is reported below the vary key.)
       const bool about_key = d.message.rfind("unknown key", 0) == 0 || d.message.rfind("cannot set", 0) == 0 ||
-                             d.message.rfind("duplicate key", 0) == 0;
+                             d.message.rfind("duplicate key", 0) == 0 || d.message.rfind("unknown preset field", 0) == 0;
       if (!about_key) continue;
       for (std::size_t i = 0; i < spec.keys.size(); ++i) {
         const std::string& p = spec.keys[i].path;
-        if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0) {
+        if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0 || d.key_path.rfind(p + ".", 0) == 0) {
           diag.error({spec.file, key_marks[i].line + 1, key_marks[i].column + 1}, "vary." + p,
                      fmt::format("not a key of the base scenario: {}", d.message));
           break;
