@@ -81,9 +81,10 @@ TEST(FuzzInputs, SweepFilesNeverCrash) {
     return true;
   });
   std::cout << "[ fuzz     ] sweeps: loaded " << ok << ", rejected " << bad << ", ran " << ran << '\n';
-  // Enough mutants load for the run path to be exercised (19 of 1,200 since a value its key cannot take is
-  // rejected at load, 2026-12-03; it was 20+ when such values became error rows).
-  EXPECT_GT(ok, 15);
+  // Enough mutants load for the run path to be exercised (14 of 1,200 since unknown keys inside an axis's mapping
+  // values and unknown preset fields are rejected at load too, 2026-12-03, late; 19 when a value its key cannot take
+  // became a load error; 20+ when such values were error rows).
+  EXPECT_GT(ok, 10);
   EXPECT_GT(bad, 100);
 }
 
