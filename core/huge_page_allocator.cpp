@@ -137,10 +137,15 @@ std::size_t configure_process_heap(std::size_t reserve_bytes) noexcept {
   // development VM (docs/performance.md). glibc extends the main heap (brk) by a request plus M_TOP_PAD,
   // so one extension covers the whole reserve, one mapping the kernel lets us mark for huge pages. The
   // probe is larger than the heap's free top and under the mmap threshold just set, so glibc must extend
-  // the heap to serve it. Later extensions are not marked (a brk extension with other flags is a mapping
+  // the heap to serve it (unless a free block elsewhere holds it; then less is marked). Later extensions are not marked (a brk extension with other flags is a mapping
   // of its own). Pages are touched only as malloc hands them out: the reserve costs address space.
-  mallopt(M_TOP_PAD, static_cast<int>(reserve_bytes));
+  mallopt(M_TOP_PAD, static_cast<int>(std::min<std::size_t>(reserve_bytes, std::size_t{1} << 30)));
+  // Larger than the heap's free top chunk (keepcost), so that the top cannot serve it without growing.
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33)
+  void* probe = std::malloc(mallinfo2().keepcost + kHuge);
+#else
   void* probe = std::malloc(kHuge);
+#endif
   const auto begin = reinterpret_cast<std::uintptr_t>(probe);
   const auto end = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   const std::uintptr_t aligned = (begin + kHuge - 1) & ~(kHuge - 1);

@@ -34,7 +34,8 @@
 // head's NIC carries S/32 per direction on 2 racks and 2S/32 on 3 or more (double binary trees, connect.cc
 // ncclGetDtree). The measured 2- and 20-rack curves both put each head's NIC at about 13 GB/s, a quarter of its
 // line rate, and a fixed ~4.6 ms per call at 20 racks against NCCL's ~0.2 ms: neither is in NCCL's model or
-// ours. Candidate, not verified: NVLSTree's chunk, capped at 64 KiB from 4 nodes (enqueue.cc; NVIDIA/nccl PR
+// ours. Candidate, not verified: NVLSTree's chunk, capped at 64 KiB from 4 nodes (enqueue.cc in 2.26; at 2.30
+// transport/nvls.cc's ncclNvlsTreeSm100Tuning sets 128 KiB for such NICs; NVIDIA/nccl PR
 // #1112 measured 280 -> 104 GB/s from that cap on 8 P5 nodes). A run with NCCL_NVLSTREE_MAX_CHUNKSIZE raised
 // would settle it; until then the miss stays listed.
 // All-to-all / send-recv inside a domain follow NCCL's p2p schedule (p2p_plan): the CTAs NCCL gives them, at

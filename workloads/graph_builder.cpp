@@ -1497,12 +1497,18 @@ class Builder {
                          gemm_fwd("kv_down", Tsp_, kvlr + rope, h_);
                          tp_collective("q_up.tp_all_gather", CollectiveOp::all_gather, T_ * ql * a, TpOverlap::ring_exchange);
                          gemm_fwd("q_up", T_, qd, ql);
-                         tp_collective("kv_up.tp_all_gather", CollectiveOp::all_gather, T_ * (kvlr + rope) * a,
-                                       TpOverlap::ring_exchange);
+                         tp_collective("kv_up.tp_all_gather", CollectiveOp::all_gather, T_ * kvlr * a, TpOverlap::ring_exchange);
                          gemm_fwd("kv_up", T_, qkv_out - qd, kvlr);
+                         // The rope key, split from the down projection's output, gathered on its own (sequence
+                         // parallelism only: without it every rank has all tokens).
+                         if (t_.sequence_parallel)
+                           tp_collective("k_pos_emb.tp_all_gather", CollectiveOp::all_gather, T_ * rope * a, TpOverlap::none);
                        },
                        [=, this] {
-                         up_backward("kv_up", T_, qkv_out - qd, kvlr, T_ * (kvlr + rope) * a);
+                         if (t_.sequence_parallel)
+                           tp_collective("k_pos_emb.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * rope * a,
+                                         TpOverlap::none);
+                         up_backward("kv_up", T_, qkv_out - qd, kvlr, T_ * kvlr * a);
                          up_backward("q_up", T_, qd, ql, T_ * ql * a);
                          for (auto [n, mm, nn, kk] : {std::tuple{"kv_down", Tsp_, kvlr + rope, h_},
                                                       std::tuple{"q_down", Tsp_, ql, h_}}) {
@@ -3740,6 +3746,18 @@ OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const 
 
 OpGraph build_training_graph(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSpec& sys,
                              const BuildOptions& options) {
+  if (m.mla && t.tp_comm_overlap && t.framework == Framework::megatron && t.parallelism.tp > 1) {
+    // Megatron-Core builds MLA's linears with Transformer Engine buffer names userbuffers do not know (q_down_proj,
+    // ...), and TELinear then sets tp_comm_overlap = False on the config every module shares (transformer_engine.py
+    // at d98e8a64): the whole model runs without userbuffers.
+    TrainingConfig off = t;
+    off.tp_comm_overlap = false;
+    Builder b(m, off, sys, options);
+    OpGraph g = b.build();
+    g.notes.push_back("training.tp_comm_overlap: Megatron-Core turns it off for a model with multi-latent attention "
+                      "(TELinear disables it on the shared config for MLA's buffer names); modelled without userbuffers");
+    return g;
+  }
   Builder b(m, t, sys, options);
   return b.build();
 }

@@ -337,14 +337,16 @@ void read_kernel_gap_json(const json& j, const std::string& shown, Inputs& in) {
   cs.schema = "racksim-kernel-gap/1";
   cs.date = j.value("date", "");
   note_device(in, j.value("device", ""), shown);
+  if (!j.contains("cases") || !j["cases"].is_array()) fail(shown, "racksim-kernel-gap/1 without a 'cases' list");
   int left_out = 0, rows = 0;
   for (const json& r : j["cases"]) {
     ++rows;
     double eager = 0, graph = 0;
     if (r.is_object() && r.contains("eager_us") && r.contains("graph_us") && r["eager_us"].is_object() &&
-        r["graph_us"].is_object()) {
-      eager = r["eager_us"].value("median", 0.0);
-      graph = r["graph_us"].value("median", 0.0);
+        r["graph_us"].is_object() && r["eager_us"].contains("median") && r["eager_us"]["median"].is_number() &&
+        r["graph_us"].contains("median") && r["graph_us"]["median"].is_number()) {
+      eager = r["eager_us"]["median"].get<double>();
+      graph = r["graph_us"]["median"].get<double>();
     }
     if (usable(eager, graph) && eager > graph) in.eager_gap_s.push_back((eager - graph) * 1e-6);
     else ++left_out;
@@ -374,7 +376,13 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
   if (schema.starts_with("racksim-attention/")) return read_attention_json(j, shown, in);
-  if (is_kernel_gap_json(j, schema)) return read_kernel_gap_json(j, shown, in);
+  if (is_kernel_gap_json(j, schema)) {
+    try {
+      return read_kernel_gap_json(j, shown, in);
+    } catch (const json::exception& e) {
+      fail(shown, fmt::format("not a racksim-kernel-gap/1 file: {}", json_message(e)));
+    }
+  }
   if (!schema.starts_with("racksim-bench/") && !schema.starts_with("racksim-gemm-torch/"))
     fail(shown, fmt::format("JSON without a known schema ('{}'): expected racksim-bench/1, racksim-gemm-torch/1, "
                             "racksim-xla-runtime/1, racksim-attention/1 or racksim-kernel-gap/1",

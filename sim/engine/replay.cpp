@@ -357,7 +357,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case Then::finish_no_peers: finish(id, "no_peers"); break;
       case Then::update_pace: update_pace(res_of_[id]); break;
       case Then::move_data: move_collective_data(id); break;
-      case Then::kernel_start: start_kernel_now(id, g_.ops[id]); break;
+      case Then::kernel_start: start_kernel_work(id, g_.ops[id]); break;
       default: throw std::logic_error(fmt::format("replay: event tag {:#x} is not a queue event", t));
     }
   }
@@ -579,18 +579,21 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     if (g_.xla_program || op.graph == workloads::GraphLaunch::step) return !job_.cuda_graphs;
     return op.graph == workloads::GraphLaunch::eager;
   }
+  // The kernel counts as running from the start of its gap: a collective released with it still yields it the SMs
+  // (SmWait), and one beside it keeps the pace measured beside back-to-back eager kernels (their gaps included).
   void start_kernel(OpId id, const Op& op) {
+    Res& R = res_of_[op.rank];
+    start_running(R, id);
+    if (R.running_count == 1) update_pace(R);
     const double gap_s = sys_.launch.eager_kernel_gap_s;
     if (gap_s > 0 && launched_eagerly(op)) {
       q_.schedule_tagged_after(SimTime::from_seconds(gap_s), tag(Then::kernel_start, id));
       return;
     }
-    start_kernel_now(id, op);
+    start_kernel_work(id, op);
   }
-  void start_kernel_now(OpId id, const Op& op) {
+  void start_kernel_work(OpId id, const Op& op) {
     Res& R = res_of_[op.rank];
-    start_running(R, id);
-    if (R.running_count == 1) update_pace(R);
     hw::KernelWork w;
     w.tensor_core = op.unit == ExecUnit::tensor;
     w.dtype = op.dtype;

@@ -26,6 +26,12 @@ using nlohmann::json;
 
 namespace {
 
+// A load error about a key itself (a name the scenario or the preset does not have), not about a value.
+bool names_a_key(const std::string& message) {
+  return message.rfind("unknown key", 0) == 0 || message.rfind("cannot set", 0) == 0 ||
+         message.rfind("duplicate key", 0) == 0 || message.rfind("unknown preset field", 0) == 0;
+}
+
 SweepSpec parse_sweep(const Node& root) {
   SweepSpec spec;
   spec.file = root.file();
@@ -117,14 +123,12 @@ SweepSpec parse_sweep(const Node& root) {
     sim::load_scenario(spec.base, probe);
   } catch (const input::InputError& e) {
     for (const auto& d : e.diagnostics()) {
-      // (An unknown field of system.overrides is the preset's "unknown preset field"; a key inside a mapping value,
-      // `training.parallelism: [{tpp: 2}]`, is reported below the vary key.)
-      const bool about_key = d.message.rfind("unknown key", 0) == 0 || d.message.rfind("cannot set", 0) == 0 ||
-                             d.message.rfind("duplicate key", 0) == 0 || d.message.rfind("unknown preset field", 0) == 0;
-      if (!about_key) continue;
+      // (An unknown field of system.overrides is the preset's "unknown preset field". A key inside a mapping value,
+      // `training.parallelism: [{tpp: 2}]`, is the value's fault: the per-value probe below reports it there.)
+      if (!names_a_key(d.message)) continue;
       for (std::size_t i = 0; i < spec.keys.size(); ++i) {
         const std::string& p = spec.keys[i].path;
-        if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0 || d.key_path.rfind(p + ".", 0) == 0) {
+        if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0) {
           diag.error({spec.file, key_marks[i].line + 1, key_marks[i].column + 1}, "vary." + p,
                      fmt::format("not a key of the base scenario: {}", d.message));
           break;
@@ -148,10 +152,13 @@ SweepSpec parse_sweep(const Node& root) {
         sim::load_scenario(spec.base, {{k.path, k.values[j]}});
       } catch (const input::InputError& e) {
         for (const auto& d : e.diagnostics()) {
-          const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0;
-          if (!malformed || !(d.key_path == k.path || d.key_path.rfind(k.path + ".", 0) == 0)) continue;
+          const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
+          const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
+                                 (inside && names_a_key(d.message));
+          if (!malformed || !(d.key_path == k.path || inside)) continue;
           const YAML::Mark& m = value_marks[i][j];
-          diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path, d.message);
+          diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path,
+                     inside ? fmt::format("a value of this axis: {}", d.message) : d.message);
           break;
         }
       } catch (const std::exception&) {

@@ -1016,6 +1016,38 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {tp: 4,
   const double per_layer = (p.attention + p.mlp) / tp + p.attention_replicated + p.norms;
   const double embedding = 2 * 32000.0 * h / tp + h;  // untied input and output tables split over tp, final norm
   EXPECT_NEAR(held / (2 * (2 * per_layer + embedding)), 1.0, 1e-9);
+  // The attention's tp exchanges by name, per layer and micro-batch: the backward reduce-scatters the latents' and
+  // the rope key's gradients and gathers the latents again for the up projections' wgrads (not the rope key).
+  const auto mla_bytes = [&](const OpGraph& gr, hw::CollectiveOp op, Phase ph) {
+    double b = 0;
+    for (std::size_t i = 0; i < gr.ops.size(); ++i) {
+      const Op& o = gr.ops[i];
+      const std::string n = gr.op_name(static_cast<OpId>(i));
+      if (o.kind == OpKind::collective && o.group == CommGroup::tp && o.coll == op && o.phase == ph &&
+          (n.find(".q_up.") != std::string::npos || n.find(".kv_up.") != std::string::npos ||
+           n.find(".k_pos_emb.") != std::string::npos))
+        b += o.coll_bytes;
+    }
+    return b / sc.training.micro_steps() / 2;
+  };
+  EXPECT_NEAR(mla_bytes(g, hw::CollectiveOp::reduce_scatter, Phase::backward) / (T * (ql + kvlr + rope) * 2), 1.0, 1e-9);
+  EXPECT_NEAR(mla_bytes(g, hw::CollectiveOp::all_gather, Phase::backward) / (T * (ql + kvlr) * 2), 1.0, 1e-9);
+  // Without sequence parallelism every rank has all tokens: no gathers, the latents' gradients all-reduced, nothing
+  // for the rope key.
+  const auto nosp = load(base, {"training.sequence_parallel=false"});
+  const auto g2 = build_training_graph(nosp.model, nosp.training, nosp.system.spec);
+  EXPECT_EQ(mla_bytes(g2, hw::CollectiveOp::all_gather, Phase::forward), 0.0);
+  EXPECT_NEAR(mla_bytes(g2, hw::CollectiveOp::all_reduce, Phase::backward) / (T * (ql + kvlr) * 2), 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(first_op_ending(g2, ".q_down")->flops, 2 * T * ql * h);
+  // Megatron-Core runs an MLA model without userbuffers whatever tp_comm_overlap says (TELinear turns it off on the
+  // shared config for MLA's buffer names): the same graph, and a note.
+  const auto ub = load(base, {"training.tp_comm_overlap=true"});
+  const auto g3 = build_training_graph(ub.model, ub.training, ub.system.spec);
+  ASSERT_EQ(g3.ops.size(), g.ops.size());
+  for (std::size_t i = 0; i < g.ops.size(); ++i) EXPECT_TRUE(same_op(g.ops[i], g3.ops[i])) << g.op_name(static_cast<OpId>(i));
+  EXPECT_TRUE(std::any_of(g3.notes.begin(), g3.notes.end(), [](const std::string& s) {
+    return s.find("multi-latent attention") != std::string::npos;
+  }));
 }
 
 // Recomputed ops of a scenario's graph whose name ends with `suffix`.

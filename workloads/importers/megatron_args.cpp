@@ -128,22 +128,36 @@ class Shell {
       if (!(in >> op)) break;
       long long w = 0;
       if (!read_num(w)) return "";
-      if (op == '*') term *= w;
-      else if (op == '/') term = w ? term / w : 0;
-      else if (op == '+' || op == '-') {
-        acc = pending == '+' ? acc + term : acc - term;
+      // Past 64 bits the expression is not read (as a shell would wrap, racksim leaves it unexpanded).
+      if (op == '*') {
+        if (__builtin_mul_overflow(term, w, &term)) return "";
+      } else if (op == '/') {
+        term = w && !(term == std::numeric_limits<long long>::min() && w == -1) ? term / w : 0;
+      } else if (op == '+' || op == '-') {
+        if (pending == '+' ? __builtin_add_overflow(acc, term, &acc) : __builtin_sub_overflow(acc, term, &acc)) return "";
         pending = op;
         term = w;
       } else {
         return "";
       }
     }
-    acc = pending == '+' ? acc + term : acc - term;
+    if (pending == '+' ? __builtin_add_overflow(acc, term, &acc) : __builtin_sub_overflow(acc, term, &acc)) return "";
     (void)terms;
     (void)ops;
     return std::to_string(acc);
   }
 
+  // All variables' values together: at most this much (10,000 lines of B1=$A would each stay under the word bound).
+  static constexpr std::size_t kMaxVariableBytes = std::size_t{16} << 20;
+  std::size_t variable_bytes = 0;
+  void set_var(const std::string& name, std::string value) {
+    variable_bytes += value.size();
+    if (variable_bytes > kMaxVariableBytes)
+      throw ExpansionTooLong(line, fmt::format("the script's shell variables hold more than {} bytes together; racksim "
+                                               "reads launch scripts' variables up to that size",
+                                               kMaxVariableBytes));
+    vars[name] = std::move(value);
+  }
   void check_length(const std::string& s) const {
     if (s.size() > kMaxExpandedBytes)
       throw ExpansionTooLong(line, fmt::format("a shell word expands to more than {} bytes (a variable that grows line "
@@ -390,7 +404,7 @@ Extracted extract(const std::string& text) {
           continue;
         }
         if (ws.size() == i + 1) {
-          sh.vars[name] = sh.expand(value);
+          sh.set_var(name, sh.expand(value));
           continue;
         }
       }
@@ -555,7 +569,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (gpus <= 0 && ex.torchrun_gpus > 0) gpus = ex.torchrun_gpus, gpus_src = ex.torchrun_source;
   if (gpus <= 0 && ex.world_size > 0) gpus = ex.world_size, gpus_src = "Megatron's printed world_size";
   if (gpus <= 0) {
-    gpus = tp * pp * cp;
+    long long model_parallel = 0;  // each size is at most INT_MAX, so their product may pass 64 bits
+    if (__builtin_mul_overflow(static_cast<long long>(tp), static_cast<long long>(pp), &model_parallel) ||
+        __builtin_mul_overflow(model_parallel, static_cast<long long>(cp), &model_parallel) || model_parallel > 1'048'576)
+      fail(label, fmt::format("tp·pp·cp = {}·{}·{} GPUs without a GPU count: more than racksim simulates (1,048,576)",
+                              tp, pp, cp));
+    gpus = static_cast<int>(model_parallel);
     gpus_src = "tp·pp·cp: no GPU count in the arguments (data parallel 1); pass --gpus";
     out.warnings.push_back(fmt::format("no GPU count (torchrun --nproc_per_node/--nnodes, or --gpus): {} GPUs = "
                                        "tp·pp·cp, data parallel 1",
@@ -644,6 +663,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       long long v = opt.vocab > 0 ? opt.vocab : *as_int("vocab-size");
       const long long div = as_size("make-vocab-size-divisible-by").value_or(128) * tp;
       const long long padded = (v + div - 1) / div * div;
+      if (padded > std::numeric_limits<int>::max())
+        fail(label, fmt::format("--vocab-size {} padded to a multiple of {} is {}: more than racksim takes ({})", v, div,
+                                padded, std::numeric_limits<int>::max()));
       vocab = static_cast<int>(padded);
       vocab_src = fmt::format("{}{}", opt.vocab > 0 ? fmt::format("racksim import --vocab {}", opt.vocab) : src("vocab-size"),
                               padded != v ? fmt::format(", padded to a multiple of {}·tp = {} as Megatron does", div / tp, div)
@@ -805,7 +827,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   long long vp = 1;
   std::string vp_src = "default 1 (no interleaving)";
   if (auto v = as_size("virtual-pipeline-model-parallel-size")) vp = *v, vp_src = src("virtual-pipeline-model-parallel-size");
-  else if (auto v2 = as_int("num-virtual-stages-per-pipeline-rank")) vp = *v2, vp_src = src("num-virtual-stages-per-pipeline-rank");
+  else if (auto v2 = as_size("num-virtual-stages-per-pipeline-rank")) vp = *v2, vp_src = src("num-virtual-stages-per-pipeline-rank");
   else if (auto per = as_size("num-layers-per-virtual-pipeline-stage"); per && layers > 0) {
     // As Megatron-LM derives it (arguments.py, d98e8a64), with its refusals: not beside an uneven split, and the
     // layers (with the embedding and loss when they count) must split over pp, each rank's over the chunk size.
