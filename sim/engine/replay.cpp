@@ -574,7 +574,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
 
   // An eagerly launched kernel holds its stream for launch.eager_kernel_gap before its work starts (the stream's
   // front end, measured with the host out of the way: calibration/data/h200-2026-12-03-kernel-gap); a kernel replayed
-  // from a CUDA graph does not. The gap uses no SM or HBM: nothing else on the GPU waits for it.
+  // from a CUDA graph does not. The gap takes no SM or HBM bandwidth from the flow network.
   bool launched_eagerly(const Op& op) const {
     if (g_.xla_program || op.graph == workloads::GraphLaunch::step) return !job_.cuda_graphs;
     return op.graph == workloads::GraphLaunch::eager;
