@@ -131,7 +131,7 @@ std::pair<std::string, std::string> collective_sweep(const std::string& system, 
   s.algo = algo;
   s.min_bytes = min_bytes;
   s.max_bytes = max_bytes;
-  s.factor = factor;
+  if (factor != 0) s.factor = factor;  // the Python API's 0: not given
   s.step_bytes = step_bytes;
   const json rows = cli::collective_sweep_json(s);
   return {rows.dump(), cli::nccl_tests_table(s, rows)};

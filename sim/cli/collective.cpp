@@ -168,13 +168,13 @@ json collective_sweep_json(const CollectiveSweep& s) {
   if (hi < lo) diag.error({"-e", 0, 0}, "", "the largest size must not be smaller than -b");
   if (hi > kMaxCollectiveBytes)
     diag.error({"-e", 0, 0}, "", fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", s.max_bytes));
-  // 0 is "not given" (the default 2 or -i applies); anything else, negative and NaN too, must be > 1.
-  if (s.factor != 0 && !(s.factor > 1))
-    diag.error({"-f", 0, 0}, "", fmt::format("the factor must be greater than 1, got {:g}", s.factor));
-  if (s.factor != 0 && !s.step_bytes.empty()) diag.error({"-i", 0, 0}, "", "give -f or -i, not both");
-  if (s.factor == 0 && !s.step_bytes.empty() && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
+  // A given factor, 0, negative and NaN too, must be > 1; not given, the default 2 or -i applies.
+  if (s.factor && !(*s.factor > 1))
+    diag.error({"-f", 0, 0}, "", fmt::format("the factor must be greater than 1, got {:g}", *s.factor));
+  if (s.factor && !s.step_bytes.empty()) diag.error({"-i", 0, 0}, "", "give -f or -i, not both");
+  if (!s.factor && !s.step_bytes.empty() && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
   diag.throw_if_any();
-  const double factor = s.factor > 0 ? s.factor : (s.step_bytes.empty() ? 2.0 : 0.0);
+  const double factor = s.factor ? *s.factor : (s.step_bytes.empty() ? 2.0 : 0.0);
   // nccl-tests' loop: size from -b to -e, times the factor or plus the step; count = size / 4
   // (float); the collectives whose buffers split over ranks round the count down to a multiple.
   const double word = 4;
@@ -221,7 +221,7 @@ std::string nccl_tests_table(const CollectiveSweep& s, const json& rows) {
   o << fmt::format("# Collective test starting: {}\n", binary);
   o << fmt::format("# nThread 1 nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: 0 iters: 1 agg iters: 1 "
                    "validation: 0 graph: 0\n",
-                   s.gpus, lo, hi, s.step_bytes.empty() ? fmt::format("{:g}", s.factor > 0 ? s.factor : 2.0) : s.step_bytes,
+                   s.gpus, lo, hi, s.step_bytes.empty() ? fmt::format("{:g}", s.factor.value_or(2.0)) : s.step_bytes,
                    s.step_bytes.empty() ? "factor" : "bytes");
   o << "#\n# Using devices\n";
   for (int r = 0; r < s.gpus; ++r)

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 
 namespace racksim::cli {
@@ -25,7 +26,7 @@ struct CollectiveSweep {
   std::string algo = "auto";
   std::string min_bytes = "8";   // -b (nccl-tests' default 32M; sizes take units: 8, 1K, 8G)
   std::string max_bytes = "8";   // -e
-  double factor = 0;             // -f: multiply the size by this (> 1) ...
+  std::optional<double> factor;  // -f: multiply the size by this (> 1; not given: 2, or -i) ...
   std::string step_bytes;        // -i: ... or add this many bytes
 };
 

@@ -286,15 +286,9 @@ Registered register_collective(CLI::App& app) {
       ->capture_default_str()
       ->type_name("ALGO");
   sub->add_flag("--json", s->json, "print JSON (a list of rows for a sweep)");
-  return {sub, [s, b, e, f](std::ostream& out, std::ostream&) {
+  return {sub, [s, b, e](std::ostream& out, std::ostream&) {
             if (b->count() || e->count()) {
               CollectiveSweep sw = s->sw;
-              // -f 0 given on the command line is a bad factor, not "no factor" (CollectiveSweep's 0).
-              if (f->count() && sw.factor == 0) {
-                input::Diagnostics d;
-                d.error({"-f", 0, 0}, "", "the factor must be greater than 1, got 0");
-                d.throw_if_any();
-              }
               if (!b->count()) sw.min_bytes = sw.max_bytes;
               if (!e->count()) sw.max_bytes = sw.min_bytes;
               return cmd_collective_sweep(sw, s->json, out);
