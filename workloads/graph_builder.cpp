@@ -899,8 +899,14 @@ class Builder {
       // NVFP4's second-level scale is per tensor and from the current amax, which the quantize kernel needs
       // before it starts: one more read of the bf16 input (TE JAX calculate_amax, a jnp.amax reduction before
       // the quantize custom call; PyTorch nvte_compute_amax; TE f1d5f8d cpp_extensions/quantization.py,
-      // pytorch/csrc/quantizer.cpp). FP8's delayed and MXFP8's block scales need no such pass.
-      if (t_.precision == sim::Dtype::nvfp4) vector(cat(name, ".amax"), in * a, in);
+      // pytorch/csrc/quantizer.cpp). FP8 with current (tensorwise) scaling does the same:
+      // Float8CurrentScalingQuantizer::quantize_impl runs nvte_compute_amax_with_config before nvte_quantize_v2
+      // (TE d0067d0 pytorch/csrc/quantizer.cpp). Delayed scaling (the previous steps' amax) and MXFP8's and the
+      // blockwise recipe's block scales need no such pass. (Not modelled: the amax all-reduce over the tensor-
+      // parallel group that current scaling adds where TE sets with_amax_reduction, and the scale kernel.)
+      const bool current_amax = t_.precision == sim::Dtype::nvfp4 ||
+                                (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::tensorwise);
+      if (current_amax) vector(cat(name, ".amax"), in * a, in);
       vector(cat(name, ".quantize"), bytes, 2 * in);
       quantizing_ = false;
     }

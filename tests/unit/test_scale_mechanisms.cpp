@@ -1318,7 +1318,7 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: fp8, optim
 // in a pass of its own before the quantize kernel (JAX: calculate_amax, a jnp.amax reduction; PyTorch:
 // nvte_compute_amax): one more read of the bf16 operand per cast. FP8's delayed scales and MXFP8's block scales
 // need none. (Until 2026-12-02 racksim counted the quantize kernel alone.)
-TEST(ScaleMechanisms, Nvfp4CastReadsItsInputOnceMoreForTheAmax) {
+TEST(ScaleMechanisms, CurrentScalingCastsReadTheirInputOnceMoreForTheAmax) {
   const char* base = R"(system: {preset: gb200-nvl72, gpus: 8}
 model: {preset: llama3-8b}
 training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, optimizer_sharding: zero1, parallelism: {tp: 1}}
@@ -1341,6 +1341,15 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, opt
     const auto sc = load(base, {std::string("training.precision=") + other});
     EXPECT_EQ(first_op_ending(build_training_graph(sc.model, sc.training, sc.system.spec), ".amax"), nullptr) << other;
   }
+  // FP8 with current (tensorwise) scaling computes its amax the same way (Float8CurrentScalingQuantizer::
+  // quantize_impl: nvte_compute_amax_with_config, then nvte_quantize_v2); blockwise scales need none. (Until
+  // 2026-12-03 tensorwise ran exactly as fast as delayed scaling.)
+  const auto tw = load(base, {"training.precision=fp8", "training.fp8_recipe=tensorwise"});
+  const auto gt = build_training_graph(tw.model, tw.training, tw.system.spec);
+  EXPECT_NEAR(hbm_bytes_of_op(gt, "mb0.L0.mlp_out.amax"), (T * f + f * h) * 2, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gt, "mb0.L0.mlp_out.dgrad.amax"), T * h * 2, 1.0);
+  const auto bw = load(base, {"system.preset=h100-sxm", "training.precision=fp8", "training.fp8_recipe=blockwise"});
+  EXPECT_EQ(first_op_ending(build_training_graph(bw.model, bw.training, bw.system.spec), ".amax"), nullptr);
 }
 
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
