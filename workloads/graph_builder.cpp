@@ -873,6 +873,7 @@ class Builder {
 
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
+    const bool input_cast_done = std::exchange(input_cast_done_, false);
     if (fp8_class() && (q == Quant::forward || q == Quant::backward)) {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
       // that the backward GEMMs find their operand in the layout tensor cores need.
@@ -886,7 +887,8 @@ class Builder {
       // casts its shard after the step, 1/dp of it, not modelled).
       const bool weight_cast = jax_ || (mb_ == 0 && !t_.fp8_param_gather);
       const double per = jax_ ? 1.0 : batch;
-      const double act = m * k * per, weight = q == Quant::forward && weight_cast ? k * n * per : 0.0;
+      const double act = input_cast_done ? 0.0 : m * k * per;
+      const double weight = q == Quant::forward && weight_cast ? k * n * per : 0.0;
       const double in = act + weight;
       // The activation's (or the incoming gradient's) column-wise copy feeds only the wgrad: under
       // training.fp8_wgrad false (Megatron --no-fp8-wgrad) TE writes the row-wise copy alone and the wgrad
@@ -906,8 +908,10 @@ class Builder {
       // parallel group that current scaling adds where TE sets with_amax_reduction, and the scale kernel.)
       const bool current_amax = t_.precision == sim::Dtype::nvfp4 ||
                                 (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::tensorwise);
-      if (current_amax) vector(cat(name, ".amax"), in * a, in);
-      vector(cat(name, ".quantize"), bytes, 2 * in);
+      if (in > 0) {
+        if (current_amax) vector(cat(name, ".amax"), in * a, in);
+        vector(cat(name, ".quantize"), bytes, 2 * in);
+      }
       quantizing_ = false;
     }
     Op& op = new_op();
@@ -1126,6 +1130,9 @@ class Builder {
     if (quantized) gemm_wgrad(name, m, n, k);
     else gemm_wgrad(name, m, n, k, Quant::none);
   }
+  // The next forward GEMM's input is already in fp8: Megatron-Core's fc1 is one Transformer Engine LayerNormLinear of
+  // width 2·ffn (gate and up), whose input TE quantizes once; racksim emits its halves as two GEMMs.
+  bool input_cast_done_ = false;
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
   bool quantizing_ = false;   // emitting a GEMM's fp8 cast (not the kernel beside an overlapped exchange)
@@ -1775,6 +1782,7 @@ class Builder {
     steps.push_back({tag.empty() ? "mlp_up" : tag + "up", tokens * width * a,
                      [=, this] {
                        if (!swiglu) gather(cat(p, "mlp.tp_all_gather"), TpOverlap::ring_exchange);
+                       input_cast_done_ = swiglu && !jax_;  // fc1's input was cast with its gate half
                        gemm_fwd(cat(p, "mlp_up"), tokens, width, h_);
                      },
                      [=, this] {

@@ -1352,6 +1352,30 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, opt
   EXPECT_EQ(first_op_ending(build_training_graph(bw.model, bw.training, bw.system.spec), ".amax"), nullptr);
 }
 
+// Megatron-Core's fc1 is one Transformer Engine LayerNormLinear of width 2·ffn: under fp8 its input is quantized
+// once. racksim emits the gate and up halves as two GEMMs; the up half's cast now holds only its weight (on a step's
+// first micro-batch) and nothing after it. XLA's two dots (MaxText wi_0, wi_1) keep a cast each. (Until 2026-12-03
+// the input was cast twice.)
+TEST(ScaleMechanisms, MegatronFc1QuantizesItsInputOnce) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, optimizer_sharding: zero1, parallelism: {tp: 1}}
+)";
+  const double T = 4096, h = 4096, f = 14336, a = 2, b = 1;
+  const auto sc = load(base);
+  const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  // mb0: the gate half casts the input and its weight, the up half its weight alone (bf16 read, two fp8 copies).
+  EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.mlp_gate.quantize"), (T * h + h * f) * (a + 2 * b), 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(g, "mb0.L0.mlp_up.quantize"), h * f * (a + 2 * b), 1.0);
+  // mb1: the weights are cast already; only the gate half's input cast remains.
+  EXPECT_NEAR(hbm_bytes_of_op(g, "mb1.L0.mlp_gate.quantize"), T * h * (a + 2 * b), 1.0);
+  EXPECT_EQ(first_op_ending(g, "mb1.L0.mlp_up.quantize"), nullptr);
+  const auto jx = load(base, {"training.framework=jax"});
+  const auto gj = build_training_graph(jx.model, jx.training, jx.system.spec);
+  EXPECT_GT(hbm_bytes_of_op(gj, "mlp_gate.quantize"), 0.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gj, "mlp_up.quantize"), hbm_bytes_of_op(gj, "mlp_gate.quantize"), 1.0);
+}
+
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
 // DeepEP and HybridEP: token_dispatcher.py / fused_a2a.py; GroupedLinear quantizes after the exchange);
 // training.moe.dispatch_fp8 true sends the matmul format with its scales (DeepSeek-V3's FP8 dispatch),
