@@ -961,14 +961,13 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  graph_launch: {}", us(l.graph_launch_s)));
     line(fmt::format("  min_kernel_duration: {}", us(l.min_kernel_duration_s)));
     if (l.eager_kernel_gap_s > 0) line(fmt::format("  eager_kernel_gap: {}", us(l.eager_kernel_gap_s)));
-    if (l.eager_gap_points > 0)
-      line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}, eager_gap_points: {}, "
-                       "eager_gap_min: {}, eager_gap_max: {}}}",
-                       fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms),
-                       l.eager_gap_points, us(l.eager_gap_min_s), us(l.eager_gap_max_s)));
-    else
-      line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}}}",
-                       fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms)));
+    const std::string gap_fit = l.eager_gap_points > 0 ? fmt::format(", eager_gap_points: {}, eager_gap_min: {}, eager_gap_max: {}",
+                                                                      l.eager_gap_points, us(l.eager_gap_min_s),
+                                                                      us(l.eager_gap_max_s))
+                                                          : std::string();
+    line(fmt::format("  fit: {{eager_rms: {}, graph_node_rms: {}, graph_launch_rms: {}, min_kernel_rms: {}{}}}",
+                     fixed4(l.eager_rms), fixed4(l.graph_node_rms), fixed4(l.graph_launch_rms), fixed4(l.min_kernel_rms),
+                     gap_fit));
   }
   if (c.row_kernels) {
     const auto& f = *c.row_kernels;

@@ -153,7 +153,9 @@ struct StepMap {
 // forward casts the activation and the weight; the backward casts the incoming gradient once;
 // operands_cast runs in the low precision on copies earlier casts wrote (the weight-gradient GEMM
 // reads the column-wise copies of the forward's input and the backward's gradient); none stays bf16.
-enum class Quant { none, forward, backward, operands_cast };
+// forward_weight_only: a forward GEMM whose input another GEMM's cast already quantized (Megatron-Core's fc1 is one
+// Transformer Engine LayerNormLinear of width 2·ffn, emitted as its gate and up halves): it casts its weight alone.
+enum class Quant { none, forward, forward_weight_only, backward, operands_cast };
 
 // A cross-rank dependency resolved after every rank is built: the first op of a pipeline
 // chunk waits for the send of the chunk before it (forward) or after it (backward).
@@ -873,8 +875,7 @@ class Builder {
 
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
-    const bool input_cast_done = std::exchange(input_cast_done_, false);
-    if (fp8_class() && (q == Quant::forward || q == Quant::backward)) {
+    if (fp8_class() && (q == Quant::forward || q == Quant::forward_weight_only || q == Quant::backward)) {
       // Cast to the low-precision format: row-wise and column-wise (transposed) copies, so
       // that the backward GEMMs find their operand in the layout tensor cores need.
       // A grouped GEMM (batch > 1, the experts) casts every expert's operands: Transformer Engine's
@@ -887,8 +888,8 @@ class Builder {
       // casts its shard after the step, 1/dp of it, not modelled).
       const bool weight_cast = jax_ || (mb_ == 0 && !t_.fp8_param_gather);
       const double per = jax_ ? 1.0 : batch;
-      const double act = input_cast_done ? 0.0 : m * k * per;
-      const double weight = q == Quant::forward && weight_cast ? k * n * per : 0.0;
+      const double act = q == Quant::forward_weight_only ? 0.0 : m * k * per;
+      const double weight = (q == Quant::forward || q == Quant::forward_weight_only) && weight_cast ? k * n * per : 0.0;
       const double in = act + weight;
       // The activation's (or the incoming gradient's) column-wise copy feeds only the wgrad: under
       // training.fp8_wgrad false (Megatron --no-fp8-wgrad) TE writes the row-wise copy alone and the wgrad
@@ -1130,9 +1131,19 @@ class Builder {
     if (quantized) gemm_wgrad(name, m, n, k);
     else gemm_wgrad(name, m, n, k, Quant::none);
   }
-  // The next forward GEMM's input is already in fp8: Megatron-Core's fc1 is one Transformer Engine LayerNormLinear of
-  // width 2·ffn (gate and up), whose input TE quantizes once; racksim emits its halves as two GEMMs.
-  bool input_cast_done_ = false;
+  // A Transformer Engine column-parallel layer's backward in a transformer layer: the gather beside the dgrad where
+  // that is the job's mode, else dgrad, its input gradient's reduce-scatter, the input's gather, then the wgrad
+  // (userbuffers' bulk exchanges under tp_comm_overlap).
+  void column_parallel_layer_backward(std::string_view name, double m, double n, double k, double input_bytes) {
+    if (bulk_gather_beside_dgrad()) {
+      column_parallel_backward(name, m, n, k, input_bytes, bwd_tp_overlap());
+      return;
+    }
+    gemm_dgrad(name, m, n, k);
+    tp_collective(cat(name, ".dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, input_bytes, TpOverlap::bulk);
+    tp_collective(cat(name, ".wgrad.tp_all_gather"), CollectiveOp::all_gather, input_bytes, TpOverlap::bulk);
+    gemm_wgrad(name, m, n, k);
+  }
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
   bool quantizing_ = false;   // emitting a GEMM's fp8 cast (not the kernel beside an overlapped exchange)
@@ -1494,16 +1505,6 @@ class Builder {
       // the rope key) are what the up projections, column-parallel, gather over tp, not the hidden state. In the
       // backward the latents' gradients are reduce-scattered (all-reduced without sequence parallelism) before the
       // down projections' own backward, which then needs no exchange.
-      auto up_backward = [this](std::string_view n, double mm, double nn, double kk, double in_bytes) {
-        if (bulk_gather_beside_dgrad()) {
-          column_parallel_backward(n, mm, nn, kk, in_bytes, bwd_tp_overlap());
-          return;
-        }
-        gemm_dgrad(n, mm, nn, kk);
-        tp_collective(cat(n, ".dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, in_bytes, TpOverlap::bulk);
-        tp_collective(cat(n, ".wgrad.tp_all_gather"), CollectiveOp::all_gather, in_bytes, TpOverlap::bulk);
-        gemm_wgrad(n, mm, nn, kk);
-      };
       steps.push_back({"qkv", T_ * (qd + kd + vd) * a,
                        [=, this] {
                          gemm_fwd("q_down", Tsp_, ql, h_);
@@ -1521,8 +1522,8 @@ class Builder {
                          if (t_.sequence_parallel)
                            tp_collective("k_pos_emb.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * rope * a,
                                          TpOverlap::none);
-                         up_backward("kv_up", T_, qkv_out - qd, kvlr, T_ * kvlr * a);
-                         up_backward("q_up", T_, qd, ql, T_ * ql * a);
+                         column_parallel_layer_backward("kv_up", T_, qkv_out - qd, kvlr, T_ * kvlr * a);
+                         column_parallel_layer_backward("q_up", T_, qd, ql, T_ * ql * a);
                          for (auto [n, mm, nn, kk] : {std::tuple{"kv_down", Tsp_, kvlr + rope, h_},
                                                       std::tuple{"q_down", Tsp_, ql, h_}}) {
                            gemm_dgrad(n, mm, nn, kk);
@@ -1546,14 +1547,7 @@ class Builder {
                        },
                        [=, this] {
                          if (qk_norm) vector("qk_norm.bwd", 3 * qk_elems * a, 8 * qk_elems);
-                         if (bulk_gather_beside_dgrad()) {
-                           column_parallel_backward("qkv", T_, qd + kd + vd, h_, T_ * h_ * a, bwd_tp_overlap());
-                           return;
-                         }
-                         gemm_dgrad("qkv", T_, qd + kd + vd, h_);
-                         tp_collective("qkv.dgrad.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::bulk);
-                         tp_collective("qkv.wgrad.tp_all_gather", CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::bulk);
-                         gemm_wgrad("qkv", T_, qd + kd + vd, h_);
+                         column_parallel_layer_backward("qkv", T_, qd + kd + vd, h_, T_ * h_ * a);
                        }});
     }
     const double bh = b_ * hl_;
@@ -1782,8 +1776,9 @@ class Builder {
     steps.push_back({tag.empty() ? "mlp_up" : tag + "up", tokens * width * a,
                      [=, this] {
                        if (!swiglu) gather(cat(p, "mlp.tp_all_gather"), TpOverlap::ring_exchange);
-                       input_cast_done_ = swiglu && !jax_;  // fc1's input was cast with its gate half
-                       gemm_fwd(cat(p, "mlp_up"), tokens, width, h_);
+                       // fc1's input was cast with its gate half (Megatron); XLA's two dots cast it each.
+                       gemm(cat(p, "mlp_up"), tokens, width, h_, 1, 0,
+                            swiglu && !jax_ ? Quant::forward_weight_only : Quant::forward);
                      },
                      [=, this] {
                        if (tpc && bulk_gather_beside_dgrad()) {
