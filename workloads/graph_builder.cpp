@@ -992,9 +992,11 @@ class Builder {
     op.group = grp;
     op.coll_bytes = bytes;
     op.deps = std::move(deps);
-    // XLA's collectives reach the GPU behind the compute stream's next kernel; Megatron's, launched in
-    // order on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1), do not (op_graph.h).
-    op.queues_behind_compute = jax_;
+    // With more than one hardware queue (XLA's default; Megatron-Core's EP overlap) a collective reaches the GPU
+    // behind the compute kernels resident when it becomes ready; launched in order on one queue
+    // (CUDA_DEVICE_MAX_CONNECTIONS=1, Megatron's usual setting) it does not (op_graph.h). Userbuffer exchanges,
+    // whose GEMM leaves them SMs or which run on the copy engines, are exempted where they are made.
+    op.queues_behind_compute = t_.max_connections() > 1;
     return emit_last();
   }
 
@@ -1022,6 +1024,7 @@ class Builder {
   static void on_userbuffer_sms(Op& op) {
     op.comm_kernel = CommKernel::dedicated_sms;
     op.comm_sms = kUbSms;
+    op.queues_behind_compute = false;  // the GEMM beside it is launched on the other SMs (set_sm_margin)
   }
   // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
   void tp_collective(std::string_view name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1) {
@@ -1046,6 +1049,7 @@ class Builder {
       if (jax_) return;  // XLA's collectives are NCCL kernels (its collective matmul is not modelled)
       if (how == TpOverlap::ring_exchange) {
         op.comm_kernel = CommKernel::copy_engine;
+        op.queues_behind_compute = false;  // copy engines, no SMs to wait for
         chunk_next_gemms_ = gemms;
       } else if (how != TpOverlap::nccl && how != TpOverlap::async) {
         on_userbuffer_sms(op);

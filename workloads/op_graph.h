@@ -158,10 +158,11 @@ struct Op {
   CommGroup group = CommGroup::dp;
   CommKernel comm_kernel = CommKernel::nccl;
   uint8_t comm_sms = 0;               // CommKernel::dedicated_sms: how many
-  // A collective on its own stream under CUDA's default hardware queues (XLA's): its CTAs get SMs
-  // only once the compute kernels resident when it became ready, and those released by the same op,
-  // have drained (sim/engine/replay.cpp, SmWait). Megatron's NCCL kernels, dispatched in launch order
-  // on one queue (CUDA_DEVICE_MAX_CONNECTIONS=1), start at once.
+  // A collective on its own stream with more than one hardware queue (CUDA's default 8, XLA's; 32 under
+  // Megatron-Core's EP overlap; training.cuda_device_max_connections): its CTAs get SMs only once the compute
+  // kernels resident when it became ready, and those released by the same op, have drained
+  // (sim/engine/replay.cpp, SmWait). Dispatched in launch order on one queue (CUDA_DEVICE_MAX_CONNECTIONS=1,
+  // Megatron's usual setting) it starts at once, as do userbuffer exchanges (SMs set aside, copy engines).
   bool queues_behind_compute = false;
   // How the host launches this op: per the job's switch (training.cuda_graphs: the whole micro-step from
   // graphs or all eager), or, under training.cuda_graph_scope, from the layer's Transformer Engine graph

@@ -198,6 +198,19 @@ struct TrainingConfig {
   // Engine --tp-comm-overlap with userbuffers; XLA's collective matmul): the collective runs
   // beside the GEMM instead of before or after it.
   bool tp_comm_overlap = false;
+  // CUDA_DEVICE_MAX_CONNECTIONS, the hardware queues the job's streams share. With one, kernels reach the GPU in
+  // launch order, so a collective launched before the next GEMM gets its SMs first (Megatron sets 1 for its
+  // TP/SP ordering); with more, a collective that becomes ready while compute kernels hold the SMs starts only
+  // when they drain (measured on 2 x H200, docs/decisions.md). Unset: 1 in Megatron mode, 32 with
+  // moe.a2a_overlap (Megatron-Core's EP overlap requires more than one: megatron/core/transformer/moe/README.md;
+  // Megatron-MoE-ModelZoo's sbatch_benchmarking.sh exports 32 with A2A_OVERLAP=1), and CUDA's default 8 in JAX
+  // mode (XLA sets none).
+  std::optional<int> cuda_device_max_connections;
+  int max_connections() const {
+    if (cuda_device_max_connections) return *cuda_device_max_connections;
+    if (framework == Framework::jax) return 8;
+    return moe.a2a_overlap ? 32 : 1;
+  }
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations

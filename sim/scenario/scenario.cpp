@@ -309,6 +309,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("nvls"), t.nvls);
     set_if(r.choice("framework", kFrameworkNames), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
+    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32)) t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
@@ -479,6 +480,11 @@ Scenario parse_scenario(Node root) {
   if (moe_node && m.moe) {
     if (t.moe.a2a_overlap && p.ep < 2)
       moe_node->child("a2a_overlap").error("a2a_overlap overlaps the expert-parallel exchanges: it needs ep > 1");
+    if (t.moe.a2a_overlap && t.framework == Framework::megatron && t.max_connections() == 1)
+      tn->child("cuda_device_max_connections")
+          .error("Megatron-Core's EP all-to-all overlap (training.moe.a2a_overlap) requires CUDA_DEVICE_MAX_CONNECTIONS > 1 "
+                 "(megatron/core/transformer/moe/README.md; Megatron-MoE-ModelZoo exports 32): set "
+                 "training.cuda_device_max_connections above 1, or leave it out");
     // DeepEP/HybridEP (Megatron's flex dispatcher) exchange over one tp x ep group with no separate etp
     // collectives; racksim models them over the EP group with etp 1 only.
     if (t.moe.hierarchical() && p.expert_tp() > 1)
@@ -768,6 +774,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
   if (t.fp8_param_gather) training["fp8_param_gather"] = true;
+  if (t.cuda_device_max_connections) training["cuda_device_max_connections"] = *t.cuda_device_max_connections;
   if (t.cuda_graph_scope.any()) {  // (only when set)
     auto& l = training["cuda_graph_scope"] = nlohmann::json::array();
     for (const auto& [name, field] : kCudaGraphScopeNames)

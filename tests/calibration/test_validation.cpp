@@ -162,7 +162,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 17.4% today on 41 rows (flash attention fitted on keys up to 128K, calibration/data/h200-2026-12-04-attention-long:
+  // 17.3% today on 41 rows (CUDA_DEVICE_MAX_CONNECTIONS 32 under the EP overlap: Qwen3 H100 A2A overlap -29.5% -> -28.7%,
+  // GB300 +29.3% -> +26.9%); 17.4% (flash attention fitted on keys up to 128K, calibration/data/h200-2026-12-04-attention-long:
   // Qwen3 H100 16K/32K/64K/128K +13.9/+12.6/+10.3/+10.1% -> +12.3/+10.1/+6.7/+5.7%, Llama 3 405B 131K +27.5% -> +24.0%,
   // 128K GB200 +0.1% -> -4.6%); 17.8% before; 18.7% (the four Qwen3 H100 long-context rows without TP comm overlap, as their table's
   // publishing commit ran them, ModelZoo@b0b92ff: 16K/32K/64K/128K +20.4/+16.5/+9.6/+7.0% -> +14.1/+11.5/+6.5/+5.2%);
@@ -197,7 +198,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.175);
+  EXPECT_LT(sum / rows.size(), 0.174);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

@@ -1754,3 +1754,47 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16,
   for (const char* n : {"mb0.L3.shared.gate_up", "mb0.L3.shared.down"})
     for (OpId d : g.ops[at(n)].deps) EXPECT_EQ(g.op_name(d).find("combine"), std::string::npos) << n << " waits for " << g.op_name(d);
 }
+
+// CUDA_DEVICE_MAX_CONNECTIONS: Megatron's usual 1 dispatches every kernel in launch order, so a collective starts at
+// once; Megatron-Core's EP overlap needs more than one (the ModelZoo exports 32), and then a collective (the expert
+// exchanges too) reaches the GPU behind the compute kernels resident when it became ready, as XLA's do. Userbuffer
+// exchanges, whose GEMM leaves them SMs or which run on the copy engines, never wait. A step with the exchanges held
+// back is longer than the same step with them dispatched in order.
+TEST(ScaleMechanisms, CollectivesQueueBehindComputeWithMoreThanOneHardwareQueue) {
+  const std::string moe = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 2, pp: 2, vp: 2, ep: 8, dp: 16}, sequence_parallel: true, tp_comm_overlap: true,
+           moe: {dispatcher: alltoall, a2a_overlap: true}}
+)";
+  auto queued = [](const sim::Scenario& sc) {
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    int exchanges = 0, exchanges_queued = 0, userbuffers = 0, userbuffers_queued = 0, others = 0, others_queued = 0;
+    for (const Op& o : g.ops) {
+      if (o.kind != OpKind::collective) continue;
+      int& n = o.stream == StreamKind::comm_ep ? exchanges : o.comm_kernel != CommKernel::nccl ? userbuffers : others;
+      int& q = o.stream == StreamKind::comm_ep ? exchanges_queued
+               : o.comm_kernel != CommKernel::nccl ? userbuffers_queued
+                                                   : others_queued;
+      ++n;
+      q += o.queues_behind_compute;
+    }
+    EXPECT_GT(exchanges, 0);
+    EXPECT_GT(userbuffers, 0);
+    EXPECT_GT(others, 0);
+    EXPECT_EQ(userbuffers_queued, 0);
+    return std::array<double, 2>{static_cast<double>(exchanges_queued) / exchanges,
+                                 static_cast<double>(others_queued) / others};
+  };
+  const auto overlap = load(moe);
+  EXPECT_EQ(overlap.training.max_connections(), 32);
+  EXPECT_EQ(queued(overlap), (std::array<double, 2>{1.0, 1.0}));
+  const auto in_order = load(moe, {"training.moe.a2a_overlap=false"});
+  EXPECT_EQ(in_order.training.max_connections(), 1);
+  EXPECT_EQ(queued(in_order), (std::array<double, 2>{0.0, 0.0}));
+  const auto eight = load(moe, {"training.moe.a2a_overlap=false", "training.cuda_device_max_connections=8"});
+  EXPECT_EQ(queued(eight), (std::array<double, 2>{1.0, 1.0}));
+  EXPECT_GT(sim::simulate(eight).replay.step_time_s, sim::simulate(in_order).replay.step_time_s);
+  expect_load_error(moe, {"training.cuda_device_max_connections=1"}, "requires CUDA_DEVICE_MAX_CONNECTIONS > 1");
+  expect_load_error(moe, {"training.cuda_device_max_connections=33"}, "cuda_device_max_connections");
+}
