@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fused (flash) attention throughput on one GPU, for racksim's attention efficiency.
+"""Fused (flash) attention throughput on one GPU, for racksim's attention efficiency (short timed bursts; for the
+rows a training step runs, at the card's power cap, use attention_sustained.py --short --sustained-forward --json).
 
 torch.nn.functional.scaled_dot_product_attention on bf16 [B, H, S, D] (the backend PyTorch
 picks: cuDNN's flash kernels on Hopper), forward alone and forward + backward, timed with CUDA
@@ -49,13 +50,15 @@ def main():
             q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
             g = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16)
 
+            # The training forward (grad enabled; under no_grad PyTorch runs a faster inference kernel), and forward
+            # + backward through autograd.grad (o.backward would add every call's gradients into q/k/v.grad). Until
+            # 2026-12-04 this script did both of those, and its 2026-11-29 rows carry the bias (their README).
             def fwd():
-                with torch.no_grad():
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
             def fwd_bwd():
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                o.backward(g)
+                torch.autograd.grad(o, (q, k, v), g)
 
             f_med, f_min, f_max = timed(fwd)
             t_med, t_min, t_max = timed(fwd_bwd)

@@ -10,11 +10,19 @@ This measures both states at key lengths 4,096-131,072, causal (the rows' case) 
 shapes (the off-diagonal blocks of ring context parallelism), and an 8192^3 bf16 GEMM the same way as the
 reference for the GEMM's state. It changes no setting of the card.
 
-Per shape: `--idle` seconds idle, then a burst (3 single calls of forward, then of forward + backward, each
-timed alone: the card at its maximum clock), then forward + backward back to back for `--seconds`, one
-CUDA-event pair per call, the card's SM clock and power read by NVML every 0.25 s. Writes JSON lines.
+Per shape: `--idle` seconds idle, then a burst (3 single calls of the training forward, then of forward +
+backward, each timed alone: the card at its maximum clock), then forward + backward back to back for
+`--seconds`, one CUDA-event pair per call, the card's SM clock and power read by NVML every 0.25 s. Writes JSON
+lines. (Until 2026-12-04, 03:10 UTC the forward was timed under no_grad, PyTorch's faster inference kernel, and
+the backward accumulated into q/k/v.grad: calibration/data/h200-2026-12-04-attention-long ran that version.)
 
-Usage: python3 attention_sustained.py --out OUT.jsonl [--seconds 8] [--idle 5]
+With --sustained-forward the forward alone also runs back to back (for --seconds / 2) before forward + backward,
+and with --json FILE the rows at the cap are written as racksim-attention/1 for `racksim calibrate fit` (forward_s:
+the forward alone at the cap; backward_s: forward + backward at the cap minus it; as
+calibration/data/h200-2026-12-04-attention-train/derive.py does from the JSON lines).
+
+Usage: python3 attention_sustained.py --out OUT.jsonl [--seconds 8] [--idle 5] [--short] [--sustained-forward]
+                                      [--json attention.json]
 """
 import argparse
 import json
@@ -33,6 +41,9 @@ except ImportError:  # the timings stand without the card's state
 # (B, H, S, causal): B*H*S^2 about 2.5e10 for the causal shapes, so one forward + backward takes ~50 ms.
 SHAPES = [(48, 32, 4096, True), (12, 32, 8192, True), (3, 32, 16384, True), (1, 24, 32768, True),
           (1, 6, 65536, True), (1, 2, 131072, True), (3, 32, 16384, False), (1, 3, 65536, False)]
+# With --short as well: the shapes of calibration/torch/attention_bench.py (1K-8K keys, causal and not).
+SHORT = [(B, H, S, c) for c in (True, False)
+         for (B, H, S) in ((16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192), (8, 32, 2048), (2, 32, 4096))]
 D = 128
 
 
@@ -116,7 +127,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--idle", type=float, default=5.0)
+    ap.add_argument("--short", action="store_true", help="also the 1K-8K shapes of attention_bench.py")
+    ap.add_argument("--sustained-forward", action="store_true",
+                    help="also the forward alone back to back for --seconds / 2, before forward + backward")
+    ap.add_argument("--json", default="", help="also write the rows at the cap as racksim-attention/1 "
+                                                "(needs --sustained-forward)")
     args = ap.parse_args()
+    if args.json and not args.sustained_forward:
+        ap.error("--json needs --sustained-forward (the forward's time at the cap)")
+    fit_rows = []
     sampler = CardSampler()
     dev = torch.device("cuda")
     with open(args.out, "w") as f:
@@ -146,17 +165,19 @@ def main():
         print(json.dumps({k: row[k] for k in ("kind", "burst_tflops", "sustained_tflops")}), flush=True)
         del a_, b_, c_, ref
 
-        for (B, H, S, causal) in SHAPES:
+        for (B, H, S, causal) in (SHORT if args.short else []) + SHAPES:
             q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
             g = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16)
 
+            # The training forward (grad enabled: the kernel that also writes the softmax statistics the backward
+            # reads; under no_grad PyTorch runs a faster inference kernel), and forward + backward through
+            # autograd.grad (o.backward would also add each call's gradients into q/k/v.grad: three more kernels).
             def fwd():
-                with torch.no_grad():
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
             def fwd_bwd():
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                o.backward(g)
+                torch.autograd.grad(o, (q, k, v), g)
 
             fwd()
             fwd_bwd()  # first calls pick the kernels
@@ -167,6 +188,8 @@ def main():
             time.sleep(args.idle)
             burst_f = [time_one(fwd) for _ in range(3)]
             burst_fb = [time_one(fwd_bwd) for _ in range(3)]
+            # The forward alone at the cap too (its share of forward + backward there), then forward + backward.
+            calls_f = back_to_back(fwd, args.seconds / 2) if args.sustained_forward else []
             with sampler:
                 calls = back_to_back(fwd_bwd, args.seconds)
             row = {"kind": "attention", "B": B, "H": H, "S": S, "D": D, "causal": causal,
@@ -176,14 +199,28 @@ def main():
             row["burst_backward_tflops"] = (fb_flops - f_flops) / (row["burst_forward_backward_s"] - row["burst_forward_s"]) / 1e12
             row["burst_forward_backward_tflops"] = fb_flops / row["burst_forward_backward_s"] / 1e12
             row.update(summarize(calls, sampler.samples, fb_flops))
+            if calls_f:
+                row["sustained_forward_s"] = statistics.median(t for (_, t) in calls_f[len(calls_f) // 2:])
+                row["sustained_forward_tflops"] = f_flops / row["sustained_forward_s"] / 1e12
+                fit_rows.append(dict(B=B, H=H, S=S, D=D, causal=causal, forward_s=row["sustained_forward_s"],
+                                     backward_s=row["sustained_s"] - row["sustained_forward_s"], forward_flops=f_flops,
+                                     backward_flops=fb_flops - f_flops))
             f.write(json.dumps(row) + "\n")
             f.flush()
             print(json.dumps({k: row[k] for k in ("S", "causal", "burst_forward_tflops", "burst_backward_tflops",
-                                                  "burst_forward_backward_tflops", "sustained_tflops", "sm_clock_MHz")
+                                                  "burst_forward_backward_tflops", "sustained_tflops", "sustained_forward_tflops",
+                                                  "sm_clock_MHz")
                               if k in row}), flush=True)
             del q, k, v, g
             torch.cuda.empty_cache()
         f.write(json.dumps({"state_at_end": sampler.state()}) + "\n")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(dict(schema="racksim-attention/1", date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           device=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
+                           cudnn=torch.backends.cudnn.version(),
+                           note="at the power cap: the forward alone, and forward + backward minus it", rows=fit_rows),
+                      out, indent=1)
 
 
 if __name__ == "__main__":

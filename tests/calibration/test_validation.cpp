@@ -123,8 +123,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
       "Megatron GPT 462B, 6144 H100 (TP8 PP16 DP48)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
-      // Back in (+6.7%, +5.7%; they were +10.3%, +10.1%) since flash attention's backward is fitted on keys up to
-      // 128K as well (calibration/data/h200-2026-12-04-attention-long): it levels off near 0.52 of peak, not 0.61.
+      // Back in (+9.5%, +5.9%, +4.7%; they were +12.6%, +10.3%, +10.1%) since flash attention is fitted to the kernels a
+      // training step runs, at the power cap, on keys of 1K-128K (calibration/data/h200-2026-12-04-attention-train): its
+      // backward levels off near 0.53 of peak from 16K keys on, where the curve fitted on keys up to 8K gave 0.61.
+      "Qwen3-235B seq 32K forced balance, 256 H100 (TP4 CP2 PP8 VPP4 EP8)",
       "Qwen3-235B seq 64K forced balance, 256 H100 (TP4 CP4 PP8 VPP4 EP8)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
       "Pax GPT-126M, 64 H100 (DP64)",
@@ -162,10 +164,11 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 17.3% today on 41 rows (CUDA_DEVICE_MAX_CONNECTIONS 32 under the EP overlap: Qwen3 H100 A2A overlap -29.5% -> -28.7%,
-  // GB300 +29.3% -> +26.9%); 17.4% (flash attention fitted on keys up to 128K, calibration/data/h200-2026-12-04-attention-long:
-  // Qwen3 H100 16K/32K/64K/128K +13.9/+12.6/+10.3/+10.1% -> +12.3/+10.1/+6.7/+5.7%, Llama 3 405B 131K +27.5% -> +24.0%,
-  // 128K GB200 +0.1% -> -4.6%); 17.8% before; 18.7% (the four Qwen3 H100 long-context rows without TP comm overlap, as their table's
+  // 17.5% today on 41 rows, 16 within 10% (flash attention as a training step runs it, at the power cap, keys 1K-128K,
+  // calibration/data/h200-2026-12-04-attention-train; the earlier sets timed the inference forward and accumulated
+  // gradients in the backward: Qwen3 H100 16K..128K +13.9/+12.6/+10.3/+10.1% -> +11.9/+9.5/+5.9/+4.7%, Llama 3 405B
+  // 131K +27.5% -> +22.4%, 128K GB200 +0.1% -> -6.5%, the 4K rows 0.1-1.7 points faster); CUDA_DEVICE_MAX_CONNECTIONS 32
+  // under the EP overlap: Qwen3 H100 A2A overlap -29.5% -> -28.7%, GB300 +29.3% -> +26.9%; 17.8% before; 18.7% (the four Qwen3 H100 long-context rows without TP comm overlap, as their table's
   // publishing commit ran them, ModelZoo@b0b92ff: 16K/32K/64K/128K +20.4/+16.5/+9.6/+7.0% -> +14.1/+11.5/+6.5/+5.2%);
   // 19.1% before (the five Qwen3 H100 4K rows at the configuration published with their table,
   // ModelZoo@31c56861: no TP comm overlap, no router fusion, unfused cross entropy: EP32 -16.2% -> -10.9%, its A2A
@@ -198,7 +201,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.174);
+  EXPECT_LT(sum / rows.size(), 0.177);
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in
