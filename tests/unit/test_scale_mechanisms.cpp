@@ -1794,6 +1794,28 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, op
   EXPECT_EQ(queued(in_order), (std::array<double, 2>{0.0, 0.0}));
   const auto eight = load(moe, {"training.moe.a2a_overlap=false", "training.cuda_device_max_connections=8"});
   EXPECT_EQ(queued(eight), (std::array<double, 2>{1.0, 1.0}));
+  EXPECT_EQ(sim::scenario_to_json(eight)["training"]["cuda_device_max_connections"], 8);  // (the replay cache's key)
+  EXPECT_FALSE(sim::scenario_to_json(in_order)["training"].contains("cuda_device_max_connections"));
+  // JAX mode: CUDA's default 8 (XLA sets none); 1 dispatches XLA's collectives in order as well.
+  const auto jax = load(R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {framework: jax, seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: fsdp}
+)");
+  EXPECT_EQ(jax.training.max_connections(), 8);
+  auto jax_queued = [](const sim::Scenario& sc) {
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    int n = 0, q = 0;
+    for (const Op& o : g.ops)
+      if (o.kind == OpKind::collective) ++n, q += o.queues_behind_compute;
+    EXPECT_GT(n, 0);
+    return static_cast<double>(q) / n;
+  };
+  EXPECT_EQ(jax_queued(jax), 1.0);
+  EXPECT_EQ(jax_queued(load(R"(system: {preset: h100-sxm, gpus: 8}
+model: {preset: llama3-8b}
+training: {framework: jax, seq_len: 4096, global_batch: 8, micro_batch: 1, optimizer_sharding: fsdp,
+           cuda_device_max_connections: 1}
+)")), 0.0);
   EXPECT_GT(sim::simulate(eight).replay.step_time_s, sim::simulate(in_order).replay.step_time_s);
   expect_load_error(moe, {"training.cuda_device_max_connections=1"}, "requires CUDA_DEVICE_MAX_CONNECTIONS > 1");
   expect_load_error(moe, {"training.cuda_device_max_connections=33"}, "cuda_device_max_connections");
