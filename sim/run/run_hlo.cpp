@@ -33,6 +33,11 @@ RunResult run_hlo(const std::string& path, const std::string& system, int gpus, 
   check_replay_sets(overrides);
   workloads::ImportedWorkload w = workloads::hlo::import_hlo(path, gpus);
   const Job job = load_job(system, w.gpus, w.tp, w.precision, overrides, "racksim replay");
+  // XLA's collectives queue behind the resident compute (hlo_lower.cpp) under CUDA's default hardware queues; with
+  // one queue they are dispatched in launch order and start at once.
+  if (job.cuda_device_max_connections == 1)
+    for (auto& op : w.graph.ops)
+      if (op.kind == workloads::OpKind::collective) op.queues_behind_compute = false;
   return simulate(job, std::move(w));
 }
 

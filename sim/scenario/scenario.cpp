@@ -618,6 +618,7 @@ Job job_of(const Scenario& s) {
   job.precision = s.training.precision;
   job.cuda_graphs = s.training.cuda_graphs;
   job.nvls = s.training.nvls;
+  job.cuda_device_max_connections = s.training.max_connections();
   return job;
 }
 
@@ -640,6 +641,8 @@ Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, 
     MapReader r(*tn);
     set_if(r.boolean("cuda_graphs"), job.cuda_graphs);
     set_if(r.boolean("nvls"), job.nvls);
+    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32))
+      job.cuda_device_max_connections = static_cast<int>(*mc);
     r.finish();
   }
   top.finish();

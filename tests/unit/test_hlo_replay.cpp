@@ -88,3 +88,16 @@ TEST(HloReplay, TheCommandPrintsTheRunLayersReport) {
   EXPECT_EQ(json::parse(r.out).dump(), k.dump());
 }
 
+
+// XLA's collectives queue behind the resident compute under CUDA's default hardware queues; with
+// training.cuda_device_max_connections=1 they are dispatched in launch order and start beside it, so the measured
+// two-GPU data-parallel step (its gradient all-reduces beside the backward) replays shorter.
+TEST(HloReplay, OneHardwareQueueDispatchesXlasCollectivesInOrder) {
+  const std::string module = std::string(RACKSIM_SOURCE_DIR) +
+                             "/calibration/data/h200x2-2026-11-29-mechanisms/x2b/x2_dp_d4096_l8_dots.hlo.txt.gz";
+  const double queued = racksim::sim::run_hlo(module, "h200-sxm", 2, {}).report["step_time_s"].get<double>();
+  const double in_order =
+      racksim::sim::run_hlo(module, "h200-sxm", 2, {"training.cuda_device_max_connections=1"}).report["step_time_s"].get<double>();
+  EXPECT_LT(in_order, queued * 0.995);
+  EXPECT_EQ(run_cli({"replay", module, "--system", "h200-sxm", "--set", "training.cuda_device_max_connections=33"}).code, 1);
+}
