@@ -35,7 +35,7 @@ struct Job {
   bool cuda_graphs = true;                // kernels launched from CUDA graphs (else eagerly)
   bool nvls = true;                       // NVLink SHARP collectives where the system has them
   // CUDA_DEVICE_MAX_CONNECTIONS (workloads/training_config.h): above 1 a collective reaches the GPU behind the compute
-  // kernels resident when it became ready. A scenario's builder reads the training config; an HLO replay this (XLA's
+  // kernels resident when it became ready. A scenario's builder reads the training config; an HLO replay reads this (XLA's
   // default 8, `replay --set training.cuda_device_max_connections=1` to dispatch in launch order).
   int cuda_device_max_connections = 8;
 };
