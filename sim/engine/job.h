@@ -34,9 +34,9 @@ struct Job {
   sim::Dtype precision = sim::Dtype::bf16;  // matmul precision: the dense peak the report's MFU divides by
   bool cuda_graphs = true;                // kernels launched from CUDA graphs (else eagerly)
   bool nvls = true;                       // NVLink SHARP collectives where the system has them
-  // CUDA_DEVICE_MAX_CONNECTIONS (workloads/training_config.h): above 1 a collective reaches the GPU behind the compute
-  // kernels resident when it became ready. A scenario's builder reads the training config; an HLO replay reads this (XLA's
-  // default 8, `replay --set training.cuda_device_max_connections=1` to dispatch in launch order).
+  // CUDA_DEVICE_MAX_CONNECTIONS (workloads/training_config.h): above 1 a collective reaches the GPU behind the
+  // compute kernels resident when it became ready. A scenario's builder reads the training config; an HLO replay
+  // reads this (XLA's default 8; `replay --set training.cuda_device_max_connections=1` dispatches in launch order).
   int cuda_device_max_connections = 8;
 };
 

@@ -309,7 +309,8 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("nvls"), t.nvls);
     set_if(r.choice("framework", kFrameworkNames), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
-    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32)) t.cuda_device_max_connections = static_cast<int>(*mc);
+    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32))
+      t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
