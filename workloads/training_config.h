@@ -206,6 +206,7 @@ struct TrainingConfig {
   // Megatron-MoE-ModelZoo's sbatch_benchmarking.sh exports 32 with A2A_OVERLAP=1), and CUDA's default 8 in JAX
   // mode (XLA sets none).
   std::optional<int> cuda_device_max_connections;
+  static constexpr int kMaxConnections = 32;  // CUDA takes CUDA_DEVICE_MAX_CONNECTIONS from 1 to 32
   int max_connections() const {
     if (cuda_device_max_connections) return *cuda_device_max_connections;
     if (framework == Framework::jax) return 8;

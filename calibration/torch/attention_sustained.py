@@ -6,9 +6,9 @@ lengths of 1,024-8,192 from 20 timed repetitions, each followed by a synchronize
 long-context rows of the at-scale suite (Llama 3 405B at 131,072; Qwen3-235B at 16K-128K) spend most of
 their step in attention, back to back for hours, where the card sits at its power limit
 (calibration/data/h200-2026-12-02-sustained-gemm: a GEMM falls to 0.86 of its burst rate within 0.5 s).
-This measures both states at key lengths 4,096-131,072, causal (the rows' case) and a few non-causal
-shapes (the off-diagonal blocks of ring context parallelism), and an 8192^3 bf16 GEMM the same way as the
-reference for the GEMM's state. It changes no setting of the card.
+This measures both states at key lengths 4,096-131,072 (with --short also the 1,024-8,192 shapes of
+attention_bench.py), causal (the rows' case) and a few non-causal shapes (the off-diagonal blocks of ring context
+parallelism), and an 8192^3 bf16 GEMM the same way as the reference for the GEMM's state. It changes no setting of the card.
 
 Per shape: `--idle` seconds idle, then a burst (3 single calls of the training forward, then of forward +
 backward, each timed alone: the card at its maximum clock), then forward + backward back to back for

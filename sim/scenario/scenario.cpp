@@ -309,7 +309,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("nvls"), t.nvls);
     set_if(r.choice("framework", kFrameworkNames), t.framework);
     set_if(r.boolean("donate_state"), t.donate_state);
-    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32))
+    if (auto mc = r.integer("cuda_device_max_connections", false, 1, TrainingConfig::kMaxConnections))
       t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     if (auto xp = r.get("xla_pipelined_collectives")) {
@@ -642,7 +642,7 @@ Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, 
     MapReader r(*tn);
     set_if(r.boolean("cuda_graphs"), job.cuda_graphs);
     set_if(r.boolean("nvls"), job.nvls);
-    if (auto mc = r.integer("cuda_device_max_connections", false, 1, 32))
+    if (auto mc = r.integer("cuda_device_max_connections", false, 1, TrainingConfig::kMaxConnections))
       job.cuda_device_max_connections = static_cast<int>(*mc);
     r.finish();
   }

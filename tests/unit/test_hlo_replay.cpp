@@ -88,7 +88,6 @@ TEST(HloReplay, TheCommandPrintsTheRunLayersReport) {
   EXPECT_EQ(json::parse(r.out).dump(), k.dump());
 }
 
-
 // XLA's collectives queue behind the resident compute under CUDA's default hardware queues; with
 // training.cuda_device_max_connections=1 they are dispatched in launch order and start beside it, so the measured
 // two-GPU data-parallel step (its gradient all-reduces beside the backward) replays shorter.
