@@ -23,11 +23,18 @@ SOURCES = [
      "calibration/data/h200-2026-11-29-gqa/jax_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-extra", "jax_steps.jsonl"),
      "calibration/data/h200-2026-11-29-extra/jax_steps.jsonl"),
+    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-12-04-llama7b", "jax_steps.jsonl"),
+     "calibration/data/h200-2026-12-04-llama7b/jax_steps.jsonl"),
 ]
 POLICY = {
     "none": "none",
     "full": "full",
     "dots": "save_dots",
+    # minimal_flash as train_step.py runs it: the attention output is named, but jax.nn.dot_product_attention's
+    # residuals (its softmax statistics) are not, so XLA recomputes the flash forward in the backward as under
+    # `dots` (the compiled l7b16_* steps run it twice). Transformer Engine names its residuals "context" too,
+    # which is why MaxText's minimal_flash with TE attention is racksim's save list with `attn`.
+    "dots_flash": "save_dots",
     "offload": "{save: [], offload: [qkv, attn, attn_out, mlp_gate, mlp_up, mlp_out]}",
 }
 OUT = os.path.join(ROOT, "scenarios", "validation", "h200")

@@ -107,6 +107,16 @@ GQA = {
     "g4k_l4_full": dict(D=4096, L=4, H=32, KV=8, F=14336, S=4096, B=2, V=32768, policy="full", attention="xla", scan=True),
 }
 
+# Llama 2 7B's layer (MaxText's llama2-7b: D 4096, 32 heads, F 11008, vocab 32,000) at 16 of its 32 layers
+# (the full model's fp32 state and activations do not fit one GPU), 4,096 tokens, unrolled, cuDNN flash
+# attention and MaxText's minimal_flash remat: the per-GPU work of the MaxText A3 (per-device batch 4) and
+# JAX-Toolbox (BS/GPU 2) Llama2-7B rows of the at-scale suite, without their FSDP collectives.
+LLAMA7B = dict(D=4096, L=16, H=32, F=11008, S=4096, V=32000, policy="dots_flash", attention="cudnn", scan=False)
+L7B = {
+    "l7b16_b4_mflash": dict(LLAMA7B, B=4),
+    "l7b16_b2_mflash": dict(LLAMA7B, B=2),
+}
+
 # Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
 # re-recording, outputs alias the arguments), and a longer unrolled program.
 RUNTIME = {
@@ -123,7 +133,7 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **SMOKE}
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **SMOKE}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -147,6 +157,7 @@ SUITES = {
     "x2b": list(X2_LATER),
     "runtime": list(RUNTIME),
     "gqa": list(GQA),
+    "llama7b": list(L7B),
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
@@ -236,6 +247,11 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         pol = {
             "full": jax.checkpoint_policies.nothing_saveable,
             "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+            # MaxText's minimal_flash: the weight-matmul outputs and the flash attention's output.
+            "dots_flash": jax.checkpoint_policies.save_from_both_policies(
+                jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+                jax.checkpoint_policies.save_only_these_names("attn"),
+            ),
             "offload": jax.checkpoint_policies.save_and_offload_only_these_names(
                 names_which_can_be_saved=[],
                 names_which_can_be_offloaded=OFFLOAD_NAMES,
@@ -510,7 +526,7 @@ def main():
     ap.add_argument("--custom", metavar="NAME", help="run an ad-hoc configuration in this process")
     for k, d in (("D", 1024), ("L", 8), ("H", 8), ("F", 4096), ("S", 1024), ("B", 8), ("V", 32768)):
         ap.add_argument(f"--{k}", type=int, default=d)
-    ap.add_argument("--policy", choices=["none", "full", "dots", "offload"], default="none")
+    ap.add_argument("--policy", choices=["none", "full", "dots", "dots_flash", "offload"], default="none")
     ap.add_argument("--attention", choices=["xla", "cudnn"], default="xla")
     ap.add_argument("--no-scan", action="store_true", help="unroll the layers in a Python loop")
     ap.add_argument("--outdir", default="jax_out")

