@@ -3169,6 +3169,22 @@ class Builder {
     // _checkpointed_attention_forward). The replayed output lives until the attention's backward.
     const bool replay_core_attention = !jax_ && t_.recompute.mode == RecomputeMode::selective;
     std::optional<TensorId> replayed_attention;
+    // XLA under a saving policy casts the layer's fp32 weights to bf16 again in the backward: a cast is not
+    // a dot, so no policy keeps it, and the backward's GEMMs need the bf16 copy (one convert fusion per weight
+    // in the recompute of every compiled H200 step with a policy: m1_dots and d4096_l8_dots scanned,
+    // l7b16_b4_mflash unrolled, 5 per layer; calibration/data/h200-2026-12-04-llama7b). Read 4 B, write 2 B
+    // per weight; the copy lives until the layer's backward ends. (Under fp8-class training the GEMM's own
+    // quantize of the weight is emitted where it runs.)
+    std::optional<TensorId> recast_weights;
+    if (jax_ && !fp8_class() &&
+        std::any_of(steps.begin(), steps.end(), [&](const Step& s) {
+          return !s.saved && !s.offloaded && !(s.name == "mlp_out" && !recompute_output);
+        })) {
+      const double w = layer_weights(l);
+      vector("weights.cast", w * (4 + pr_.activation_bytes), w);
+      recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
+      g_.ops[last()].allocs.push_back(*recast_weights);
+    }
     for (const auto& step : steps) {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
@@ -3214,6 +3230,7 @@ class Builder {
       if (replayed_attention && it->name == "attn") g_.ops[last_compute()].frees.push_back(*replayed_attention);
     }
     for (const auto& [name, t] : by_step.sorted()) to_free.push_back(t);
+    if (recast_weights) to_free.push_back(*recast_weights);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : to_free) closing.frees.push_back(t);

@@ -48,6 +48,13 @@ std::map<std::string, Kernels> kernels(const OpGraph& g) {
   return k;
 }
 
+// Kernels whose name contains `part`, in every phase.
+int k_count(const std::map<std::string, Kernels>& k, const std::string& part) {
+  int n = 0;
+  for (const auto& [name, e] : k) n += name.find(part) != std::string::npos ? e.count : 0;
+  return n;
+}
+
 }  // namespace
 
 // s1_none_unrolled: the forward softmax is a reduction (fusion.858: fp32 scores in, one fp32 value per
@@ -121,4 +128,26 @@ TEST(XlaAttention, MegatronModeHasNoXlaKernels) {
     EXPECT_EQ(name.find("_layout"), std::string::npos) << name;
     EXPECT_EQ(name.find("softmax.reduce"), std::string::npos) << name;
   }
+}
+
+// Under a saving policy XLA casts each layer's fp32 weights to bf16 again in the backward (a convert fusion
+// per weight in the recompute of every compiled H200 step with a policy: m1_dots, d4096_l8_dots, l7b16_b4_mflash):
+// one kernel per layer, 4 + 2 bytes per weight of the layer (q, k, v, o: 4 D^2; SwiGLU 3 D F; two norms 2 D).
+// None without recompute, and none under fp8-class training, whose GEMMs quantize their weights themselves.
+TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
+  const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D;
+  for (const bool scan : {true, false}) {
+    for (const char* policy : {"save_dots", "full"}) {
+      auto k = kernels(jax_graph(8, scan, policy));
+      EXPECT_EQ(k["recompute.weights.cast"].count, L) << policy << " scan " << scan;
+      EXPECT_DOUBLE_EQ(k["recompute.weights.cast"].bytes, L * weights * (4 + a)) << policy << " scan " << scan;
+    }
+    EXPECT_EQ(k_count(kernels(jax_graph(8, scan, "none")), "weights.cast"), 0);
+  }
+  const auto fp8 = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: save_dots, precision: fp8, framework: jax}\n",
+      "f.yaml");
+  EXPECT_EQ(k_count(kernels(build_training_graph(fp8.model, fp8.training, fp8.system.spec)), "weights.cast"), 0);
 }
