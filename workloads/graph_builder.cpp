@@ -3169,21 +3169,25 @@ class Builder {
     // _checkpointed_attention_forward). The replayed output lives until the attention's backward.
     const bool replay_core_attention = !jax_ && t_.recompute.mode == RecomputeMode::selective;
     std::optional<TensorId> replayed_attention;
-    // XLA under a saving policy casts the layer's fp32 weights to bf16 again in the backward: a cast is not
+    // XLA under a remat policy casts the layer's fp32 weights to bf16 again in the backward: a cast is not
     // a dot, so no policy keeps it, and the backward's GEMMs need the bf16 copy (one convert fusion per weight
-    // in the recompute of every compiled H200 step with a policy: m1_dots and d4096_l8_dots scanned,
-    // l7b16_b4_mflash unrolled, 5 per layer; calibration/data/h200-2026-12-04-llama7b). Read 4 B, write 2 B
-    // per weight; the copy lives until the layer's backward ends. (Under fp8-class training the GEMM's own
-    // quantize of the weight is emitted where it runs.)
+    // in the recompute of every compiled H200 step with a policy, offloading ones included: m1_dots, m1_full,
+    // m1_off and d4096_l8_dots scanned, l7b16_b4_mflash unrolled, 5 per layer; calibration/data/
+    // h200-2026-12-04-llama7b). Read 4 B, write 2 B per weight. Under FSDP XLA casts the rank's fp32 shard and
+    // gathers bf16 (the two-GPU x2_fsdp_m1_dots HLO: half of m1_dots's recompute converts, bf16 all-gathers), so
+    // the cast covers the shard. Scanned, the copy is a buffer of its own until the layer's backward ends;
+    // unrolled, jax_residual_sizes already counts a bf16 copy of the layer's weights in norm1's output, which
+    // the policy recomputes. (Under fp8-class training the GEMM's own quantize of the weight is emitted where it
+    // runs.)
     std::optional<TensorId> recast_weights;
-    if (jax_ && !fp8_class() &&
-        std::any_of(steps.begin(), steps.end(), [&](const Step& s) {
-          return !s.saved && !s.offloaded && !(s.name == "mlp_out" && !recompute_output);
-        })) {
-      const double w = layer_weights(l);
+    if (jax_ && !fp8_class() && t_.recompute.mode != RecomputeMode::none) {
+      const double w = fsdp_per_use() ? dense_weights(l) / dense_replicas() + expert_weights(l) / expert_replicas()
+                                      : layer_weights(l);
       vector("weights.cast", w * (4 + pr_.activation_bytes), w);
-      recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
-      g_.ops[last()].allocs.push_back(*recast_weights);
+      if (t_.scan_layers) {
+        recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
+        g_.ops[last()].allocs.push_back(*recast_weights);
+      }
     }
     for (const auto& step : steps) {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;

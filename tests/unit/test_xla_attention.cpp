@@ -130,20 +130,41 @@ TEST(XlaAttention, MegatronModeHasNoXlaKernels) {
   }
 }
 
-// Under a saving policy XLA casts each layer's fp32 weights to bf16 again in the backward (a convert fusion
-// per weight in the recompute of every compiled H200 step with a policy: m1_dots, d4096_l8_dots, l7b16_b4_mflash):
-// one kernel per layer, 4 + 2 bytes per weight of the layer (q, k, v, o: 4 D^2; SwiGLU 3 D F; two norms 2 D).
-// None without recompute, and none under fp8-class training, whose GEMMs quantize their weights themselves.
+// Under a remat policy XLA casts each layer's fp32 weights to bf16 again in the backward (a convert fusion
+// per weight in the recompute of every compiled H200 step with a policy: m1_dots, m1_full, d4096_l8_dots,
+// l7b16_b4_mflash): one kernel per layer, 4 + 2 bytes per weight of the layer (q, k, v, o: 4 D^2; SwiGLU 3 D F;
+// two norms 2 D), also when the policy keeps every step. Scanned, the bf16 copy is a buffer of its own;
+// unrolled, norm1's recomputed output already carries it (jax_residual_sizes), so there is no second one. Under
+// FSDP the rank casts its shard (x2_fsdp_m1_dots). None without recompute, and none under fp8-class training,
+// whose GEMMs quantize their weights themselves.
 TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
   const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D;
+  auto copies = [](const OpGraph& g) {
+    int n = 0;
+    for (std::size_t t = 0; t < g.tensors.size(); ++t)
+      n += g.tensor_name(static_cast<TensorId>(t)).find("weights.cast.bf16") != std::string::npos;
+    return n;
+  };
   for (const bool scan : {true, false}) {
-    for (const char* policy : {"save_dots", "full"}) {
-      auto k = kernels(jax_graph(8, scan, policy));
+    for (const char* policy :
+         {"save_dots", "full", "{save: [qkv, attn_scores, attn, attn_out, norm1, norm2, mlp_gate, mlp_up, mlp_act, mlp_out]}"}) {
+      const OpGraph g = jax_graph(8, scan, policy);
+      auto k = kernels(g);
       EXPECT_EQ(k["recompute.weights.cast"].count, L) << policy << " scan " << scan;
       EXPECT_DOUBLE_EQ(k["recompute.weights.cast"].bytes, L * weights * (4 + a)) << policy << " scan " << scan;
+      EXPECT_EQ(copies(g), scan ? L : 0) << policy << " scan " << scan;
     }
     EXPECT_EQ(k_count(kernels(jax_graph(8, scan, "none")), "weights.cast"), 0);
   }
+  const auto fsdp = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 2}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 4, micro_batch: 2, recompute: save_dots, framework: jax,\n"
+      "           parallelism: {dp: 2}, optimizer_sharding: fsdp}\n",
+      "d.yaml");
+  auto kf = kernels(build_training_graph(fsdp.model, fsdp.training, fsdp.system.spec));
+  ASSERT_GT(kf["recompute.weights.cast"].count, 0);
+  EXPECT_DOUBLE_EQ(kf["recompute.weights.cast"].bytes / kf["recompute.weights.cast"].count, weights / 2 * (4 + a));
   const auto fp8 = sim::load_scenario_text(
       "system: {preset: h200-sxm, gpus: 1}\n"
       "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
