@@ -1205,6 +1205,7 @@ class Builder {
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
   std::optional<TensorId> attn_dp_;  // materialized attention: dP between its GEMM and the softmax backward
+  bool scores_saved_ = false;        // the forward step being built is a residual the policy keeps
   bool scores_recomputed_ = false;   // this layer's backward recomputed the scores (XLA's heavy row fusions)
 
   // ---- XLA buffer assignment without donation ----------------------------------------------
@@ -1560,7 +1561,13 @@ class Builder {
       steps.push_back({"attn_scores", bh * s_ * s_ * a,
                        [=, this] {
                          if (jax_) xla_attention_layout_copies_forward();
-                         gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a));
+                         // Scanned, the forward's score dot is a Triton GEMM fusion that applies the causal mask
+                         // as select(mask, scale * QK^T, fill) from two loop-invariant [B heads, S, S] operands
+                         // materialized before the loop, a pred mask and an fp32 fill: 5 B more per score read
+                         // (gemm_fusion_dot.48 of m1_none and s1_none_scan, .49 of m1_dots and d4096_l8_dots, .53 of
+                         // m1_full, .43 of g4k_l4_full, .39 of g1_dots; the recomputed dot reads neither).
+                         const double mask_reads = jax_ && t_.scan_layers && phase_ == Phase::forward ? bh * s_ * s_ * 5 : 0;
+                         gemm("attn_scores.qk", s_, s_, qk_dim_, bh, bh * s_ * s_ * (4 - a) + mask_reads);
                          // XLA splits the softmax into two Triton row fusions of 64 elements per
                          // thread, each reading the fp32 scores: a reduction writing one fp32
                          // statistic per row, then the normalization writing the bf16
@@ -1568,6 +1575,19 @@ class Builder {
                          // fusion.92; m1_dots) and in unrolled forwards (s1_none_unrolled:
                          // fusion.858, fusion.603). The scanned forward's is left as one kernel.
                          const bool split = jax_ && (phase_ == Phase::recompute || !t_.scan_layers);
+                         // Scanned, with the scores kept for the backward (no policy), the forward's softmax is
+                         // three fusions, as the loop saves both the fp32 exponentials and the bf16
+                         // probabilities: the row max and exp (read the fp32 scores, write fp32), the row sum
+                         // (read them again), and the division with the bf16 convert (read fp32, write bf16);
+                         // the two stacks' dynamic-update-slices are scan.stack_copy (m1_none and s1_none_scan:
+                         // fusion.157 / fusion.160, input_reduce_fusion.7, loop_convert_fusion). With the scores
+                         // not kept (m1_dots, m1_full) it stays one fusion (fusion.168 / .169, 6 B per score).
+                         if (jax_ && t_.scan_layers && phase_ == Phase::forward && scores_saved_) {
+                           vector("attn_scores.softmax.exp", bh * s_ * s_ * 8 + bh * s_ * 4, 2 * bh * s_ * s_, bh * s_ * s_);
+                           vector("attn_scores.softmax.reduce", bh * s_ * s_ * 4 + bh * s_ * 4, bh * s_ * s_);
+                           vector("attn_scores.softmax", bh * s_ * s_ * (4 + a) + bh * s_ * 4, bh * s_ * s_);
+                           return;
+                         }
                          if (split) {
                            const OpId red = vector("attn_scores.softmax.reduce", bh * s_ * s_ * 4 + bh * s_ * 4,
                                                    3 * bh * s_ * s_, bh * s_ * s_);
@@ -2135,6 +2155,9 @@ class Builder {
       for (int l = first_layer(v); l < end_layer(v); ++l) residual_bytes.push_back(saved_residual_bytes(l));
       const double per_chunk = std::accumulate(residual_bytes.begin(), residual_bytes.end(), 0.0);
       if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
+      // The score dot's mask operands (above, attn_scores.qk), broadcast once before the loop (m1_full:
+      // loop_broadcast_fusion, pred, and loop_broadcast_fusion.2, fp32, [B, heads, S, S]).
+      if (materialized_ && !m_.mla) vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
     std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head
@@ -2857,10 +2880,34 @@ class Builder {
     std::vector<TensorId> transient;
     TensorId out = layer_input;
     const bool moe_layer = m_.is_moe_layer(l);
+    // Scanned, XLA casts each of the layer's fp32 weights to bf16 inside the forward loop body: one convert
+    // fusion per weight per iteration (read 4 B, write 2 B), under every policy (calibration/data/
+    // h200-2026-11-29: m1_none and s1_none_scan loop_convert_fusion.3-.7, m1_full .7-.11, m1_dots .5-.9, five per
+    // layer). Without a policy the bf16 copy is also a residual of the loop (saved_residual_bytes); with one it is
+    // transient and the backward recasts (weights.cast).
+    std::optional<TensorId> forward_cast;
+    if (scanned_forward_weight_cast()) {
+      const double w = cast_weight_count(l);
+      vector("weights.cast", w * (4 + pr_.activation_bytes), w);
+      if (!stacks_cast_weights()) {
+        forward_cast = temp("weights.cast.forward", w * pr_.activation_bytes);
+        g_.ops[last()].allocs.push_back(*forward_cast);
+      }
+    }
     for (const auto& step : layer_steps(l)) {
+      scores_saved_ = step.saved;
       run_step(l, step.name, moe_layer, step.forward);
+      scores_saved_ = false;
       const OpId producer = last();
-      g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
+      // Scanned, a residual's extra XLA buffers (jax_residual_sizes) are not written by the step's fusion: a
+      // saved one is computed by the dynamic-update-slice fusion that writes it into its stack (scan.stack_copy
+      // counts that read and write; m1_none and s1_none_scan: loop_dynamic_update_slice_fusion.32/.28/.23/.19
+      // write the fp32 residual stream and normalized inputs from bf16 operands, .17/.13/.16 the SwiGLU's
+      // intermediates from the gate), and an unsaved one is not written at all (m1_full, m1_dots,
+      // d4096_l8_dots: the forward's norm fusions write bf16 only, the softmax fusion.169/.168 reads the fp32
+      // scores and writes the bf16 probabilities, 6 B per score, the SwiGLU product loop_multiply_fusion 3 x
+      // T F bf16). The backward still reads the saved ones back.
+      if (!scanned_loop()) g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
       const TensorId t = temp(step.name, step.out_bytes);
       g_.ops[producer].allocs.push_back(t);
       out = t;
@@ -2894,6 +2941,7 @@ class Builder {
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : transient) closing.frees.push_back(t);
     for (TensorId t : fsdp_bufs) closing.frees.push_back(t);
+    if (forward_cast) closing.frees.push_back(*forward_cast);
     layer_input = out;
   }
   // Bytes of layer l's activations that the recompute policy keeps in HBM for the backward
@@ -2902,8 +2950,19 @@ class Builder {
     double bytes = Tsp_ * h_ * pr_.activation_bytes;  // the layer input
     for (const auto& st : layer_steps(l))
       if (st.saved) bytes += st.out_bytes;
+    if (stacks_cast_weights()) bytes += cast_weight_count(l) * pr_.activation_bytes;
     return bytes;
   }
+  // The weights XLA casts to bf16 for a layer: under FSDP the rank's shard (it casts before the bf16 gather).
+  double cast_weight_count(int l) const {
+    return fsdp_per_use() ? dense_weights(l) / dense_replicas() + expert_weights(l) / expert_replicas() : layer_weights(l);
+  }
+  bool scanned_forward_weight_cast() const { return scanned_loop() && !fp8_class(); }
+  // Without a remat policy the scanned forward keeps each layer's bf16 weights for the backward GEMMs: the
+  // loop writes them into stacked bf16 buffers (m1_none, s1_none_scan: loop_dynamic_update_slice_fusion.33-.37,
+  // [L, ...] bf16 outputs of the forward while loop) and the backward slices them out (fusion-start dynamic
+  // slices of the five weights, scan.stack_slice).
+  bool stacks_cast_weights() const { return scanned_forward_weight_cast() && t_.recompute.mode == RecomputeMode::none; }
   OpId last_compute() const {
     for (OpId i = last(); i > 0; --i)
       if (g_.ops[i].stream == StreamKind::compute) return i;
@@ -3181,8 +3240,7 @@ class Builder {
     // runs.)
     std::optional<TensorId> recast_weights;
     if (jax_ && !fp8_class() && t_.recompute.mode != RecomputeMode::none) {
-      const double w = fsdp_per_use() ? dense_weights(l) / dense_replicas() + expert_weights(l) / expert_replicas()
-                                      : layer_weights(l);
+      const double w = cast_weight_count(l);
       vector("weights.cast", w * (4 + pr_.activation_bytes), w);
       if (t_.scan_layers) {
         recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
@@ -3216,6 +3274,9 @@ class Builder {
         if (plan.saves(name) &&
             std::any_of(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; }))
           copy += bytes;  // (an MoE layer has no dense SwiGLU product)
+      // ... and the layer's bf16 weights the forward stacked (no policy): m1_none's backward loop slices the
+      // five out (fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
+      if (stacks_cast_weights()) copy += cast_weight_count(l) * a;
       if (copy > 0) {
         phase_ = Phase::backward;
         vector("scan.stack_slice", 2 * copy, 0);

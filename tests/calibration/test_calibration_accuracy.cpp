@@ -220,19 +220,13 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
 }
 
 // The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
-// peak within 10%, every step but x2_dp_s1_none_scan's (17% fast: the small step's host dispatch and
-// in-loop all-reduce waits, calibration/data/h200x2-2026-11-29-mechanisms/README.md). The miss is pinned
-// so that it is noticed when it goes away.
-TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercentButOne) {
+// peak and every step within 10%. x2_dp_s1_none_scan, the small step, passes by 0.1 point (-9.9%) since the
+// scanned forward is emitted as XLA compiles it (2026-12-04; -14.8% before): its host dispatch and in-loop
+// all-reduce waits are still not in the scenario (calibration/data/h200x2-2026-11-29-mechanisms/README.md).
+TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercent) {
   const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200x2.yaml"});
-  EXPECT_EQ(r.code, 4) << r.out << r.err;
-  EXPECT_NE(r.out.find("10 checks: 9 pass, 1 outside tolerance"), std::string::npos) << r.out;
-  std::istringstream lines(r.out);
-  bool s1_missed = false;
-  for (std::string l; std::getline(lines, l);)
-    if (l.starts_with("x2_dp_s1_none_scan ") && l.find("step_time_s") != std::string::npos)
-      s1_missed = l.find(" NO") != std::string::npos;
-  EXPECT_TRUE(s1_missed) << r.out;
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("10 checks: 10 pass, 0 outside tolerance"), std::string::npos) << r.out;
 }
 
 // racksim's Megatron path against PyTorch steps that keep Megatron's state, with fused element-wise

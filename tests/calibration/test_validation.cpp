@@ -164,7 +164,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     };
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, 0.05) << p.fp8;
   }
-  // 17.5% today on 41 rows, 16 within 10% (flash attention as a training step runs it, at the power cap, keys 1K-128K,
+  // 17.6% today on 41 rows, 16 within 10% (the scanned JAX forward as XLA compiles it: the Pax FSDP256 rows 0.6-2.2
+  // points faster; the weights' recast in the backward, -0.004 points); 17.5% before (flash attention as a training step runs it, at the power cap, keys 1K-128K,
   // calibration/data/h200-2026-12-04-attention-train; the earlier sets timed the inference forward and accumulated
   // gradients in the backward: Qwen3 H100 16K..128K +13.9/+12.6/+10.3/+10.1% -> +11.9/+9.5/+5.9/+4.7%, Llama 3 405B
   // 131K +27.5% -> +22.4%, 128K GB200 +0.1% -> -6.5%, the 4K rows 0.1-1.7 points faster); CUDA_DEVICE_MAX_CONNECTIONS 32
@@ -201,7 +202,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1755);  // 17.51% (2026-12-04, XLA's weight recasts in the backward: -0.004 points)
+  EXPECT_LT(sum / rows.size(), 0.1770);  // 17.64% (2026-12-04: the scanned forward as XLA compiles it, +0.13 points on the Pax rows)
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

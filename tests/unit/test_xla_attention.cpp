@@ -154,7 +154,8 @@ TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
       EXPECT_DOUBLE_EQ(k["recompute.weights.cast"].bytes, L * weights * (4 + a)) << policy << " scan " << scan;
       EXPECT_EQ(copies(g), scan ? L : 0) << policy << " scan " << scan;
     }
-    EXPECT_EQ(k_count(kernels(jax_graph(8, scan, "none")), "weights.cast"), 0);
+    // (Scanned, the forward casts too, under every policy: ScannedForwardCastsStacksAndMasks.)
+    EXPECT_EQ(k_count(kernels(jax_graph(8, scan, "none")), "recompute.weights.cast"), 0);
   }
   const auto fsdp = sim::load_scenario_text(
       "system: {preset: h200-sxm, gpus: 2}\n"
@@ -171,4 +172,53 @@ TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
       "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: save_dots, precision: fp8, framework: jax}\n",
       "f.yaml");
   EXPECT_EQ(k_count(kernels(build_training_graph(fp8.model, fp8.training, fp8.system.spec)), "weights.cast"), 0);
+}
+
+// Scanned (lax.scan) forward loop, read off the compiled H200 steps (calibration/data/h200-2026-11-29):
+//  - each layer's five fp32 weights are cast to bf16 inside the loop body, one convert fusion each, under every
+//    policy (read 4 B, write 2 B per weight; m1_none, s1_none_scan, m1_dots, m1_full). Without a policy the bf16
+//    copies are residuals: stacked (a dynamic-update-slice, read and write) and sliced out in the backward;
+//  - with the scores kept (no policy) the softmax is three fusions: max and exp (fp32 in, fp32 out), the row sum
+//    (fp32 in), the division and bf16 convert (fp32 in, bf16 out) -- m1_none's fusion.157, input_reduce_fusion.7,
+//    loop_convert_fusion; with the scores recomputed it stays one fusion (fp32 in, bf16 out: m1_full fusion.169);
+//  - the steps' extra XLA residuals are not written by the forward fusions (the stack's dynamic-update-slice
+//    computes the saved ones; unsaved ones are never written): the SwiGLU product moves 3 T F bf16;
+//  - the score dot reads a pred mask and an fp32 fill, [B heads, S, S], 5 B per score more than unrolled or in
+//    the recompute (gemm_fusion_dot.48 of m1_none), both broadcast once before the loop.
+TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
+  const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D, T = B * S, scores = B * H * S * S;
+  auto none = kernels(jax_graph(8, true, "none"));
+  auto dots = kernels(jax_graph(8, true, "save_dots"));
+  auto unrolled = kernels(jax_graph(8, false, "none"));
+  for (auto* k : {&none, &dots}) {
+    EXPECT_EQ((*k)["forward.weights.cast"].count, L);
+    EXPECT_DOUBLE_EQ((*k)["forward.weights.cast"].bytes, L * weights * (4 + a));
+  }
+  EXPECT_EQ(unrolled["forward.weights.cast"].count, 0);
+  // The stacks: the bf16 weights are copied in (read and write) and sliced out; the policy keeps none of them.
+  auto none_copy = none["forward.scan.stack_copy"].bytes / L, dots_copy = dots["forward.scan.stack_copy"].bytes / L;
+  auto none_slice = none["backward.scan.stack_slice"].bytes / L;
+  // The slice copies out the bf16 operands of the backward's GEMMs: Q, K, V, the attention output, the
+  // probabilities, both normalized inputs, the SwiGLU product, and now the weights.
+  EXPECT_DOUBLE_EQ(none_slice, 2 * a * (T * 6 * D + scores + T * F + weights));
+  EXPECT_GT(none_copy, dots_copy);
+  // The softmax with the scores kept: 8 + 4 + 6 B per score and one fp32 statistic per row each.
+  EXPECT_EQ(none["forward.attn_scores.softmax.exp"].count, L);
+  EXPECT_DOUBLE_EQ(none["forward.attn_scores.softmax.exp"].bytes, L * (8 * scores + 4 * B * H * S));
+  EXPECT_DOUBLE_EQ(none["forward.attn_scores.softmax.reduce"].bytes, L * (4 * scores + 4 * B * H * S));
+  EXPECT_DOUBLE_EQ(none["forward.attn_scores.softmax"].bytes, L * ((4 + a) * scores + 4 * B * H * S));
+  // ... recomputed: one fusion in the forward, fp32 in and bf16 out, nothing more.
+  EXPECT_EQ(dots["forward.attn_scores.softmax.exp"].count, 0);
+  EXPECT_DOUBLE_EQ(dots["forward.attn_scores.softmax"].bytes, L * (4 + a) * scores);
+  EXPECT_DOUBLE_EQ(dots["forward.mlp_act"].bytes, L * 3 * T * F * a);
+  // The score dot's mask operands: 5 B per score in the scanned forward only, broadcast once.
+  EXPECT_DOUBLE_EQ(dots["forward.attn_scores.qk"].bytes - dots["recompute.attn_scores.qk"].bytes, L * 5 * scores);
+  EXPECT_DOUBLE_EQ(none["forward.attn_scores.qk"].bytes - unrolled["forward.attn_scores.qk"].bytes, L * 5 * scores);
+  EXPECT_EQ(k_count(dots, "attn_scores.mask_init"), 1);
+  EXPECT_EQ(k_count(unrolled, "attn_scores.mask_init"), 0);
+  for (const auto& [name, e] : dots) {
+    if (name.find("attn_scores.mask_init") != std::string::npos) {
+      EXPECT_DOUBLE_EQ(e.bytes, 5 * scores);
+    }
+  }
 }
