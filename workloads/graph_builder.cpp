@@ -64,6 +64,8 @@ Precision precision_of(const TrainingConfig& t) {
 // S = 1024..8192; the forward softmax of steps that save everything uses 16). The engine turns
 // the operand bytes per thread into the calibrated occupancy bound (compute_model.h).
 constexpr double kXlaRowElementsPerThread = 64;
+// The kept-tensor name of a scanned layer's bf16 weights in the forward loop's stack (no remat policy).
+constexpr std::string_view kStackedWeights = "weights.stacked";
 
 // Dropout's random draw per element and direction, in vector-fp32 operations (the engine times them at the
 // GPU's FP32 rate): 1.62 ps per causal attention-score element forward + backward on the H200, the mean of
@@ -2157,7 +2159,8 @@ class Builder {
       if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
       // The score dot's mask operands (above, attn_scores.qk), broadcast once before the loop (m1_full:
       // loop_broadcast_fusion, pred, and loop_broadcast_fusion.2, fp32, [B, heads, S, S]).
-      if (materialized_ && !m_.mla) vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
+      // (MLA's scores are [B, heads, S, S] as well: the same operands.)
+      if (materialized_) vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
     std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head
@@ -2182,9 +2185,12 @@ class Builder {
       // ... and copies each iteration's residuals into their slice (dynamic-update-slice: read and
       // write), as the compiled reference steps do (shared/reference/hlo/m1_none: fusion-start /
       // loop_dynamic_update_slice_fusion in the forward loop).
+      // The bf16 weights' stack (no policy) is written from the fp32 weights: that fusion reads the fp32 slice
+      // and converts (m1_none: fused_dynamic_update_slice.33-.37 take f32 operands), 4 B read, 2 B written.
       if (stacked)
         if (const double r = residual_bytes[l - first_layer(v)]; r > 0)
-          vector("scan.stack_copy", 2 * r, 0);  // prefix_: mbN.Ll.
+          vector("scan.stack_copy", 2 * r + (stacks_cast_weights() ? cast_weight_count(l) * (4 - a) : 0.0),
+                 0);  // prefix_: mbN.Ll.
     }
     prefix_micro_vstage(v);
     if (ep_interleave_) ep_ctx_ = EpCtx{kEpPost};
@@ -2889,9 +2895,14 @@ class Builder {
     if (scanned_forward_weight_cast()) {
       const double w = cast_weight_count(l);
       vector("weights.cast", w * (4 + pr_.activation_bytes), w);
-      if (!stacks_cast_weights()) {
-        forward_cast = temp("weights.cast.forward", w * pr_.activation_bytes);
-        g_.ops[last()].allocs.push_back(*forward_cast);
+      forward_cast = temp("weights.cast.forward", w * pr_.activation_bytes);
+      g_.ops[last()].allocs.push_back(*forward_cast);
+      // Stacked (no policy), the loop's bf16 stack of the weights holds a second copy until the layer's backward
+      // ends, like a residual (freed with the kept tensors no backward step claims); scan.stack_copy writes it.
+      if (stacks_cast_weights()) {
+        const TensorId stacked = temp("weights.cast.stacked", w * pr_.activation_bytes);
+        g_.ops[last()].allocs.push_back(stacked);
+        st.kept.set(kStackedWeights, stacked);
       }
     }
     for (const auto& step : layer_steps(l)) {

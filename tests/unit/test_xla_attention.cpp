@@ -48,6 +48,13 @@ std::map<std::string, Kernels> kernels(const OpGraph& g) {
   return k;
 }
 
+// Bytes of the kernels whose name contains `part`, in every phase.
+double bytes_of(const std::map<std::string, Kernels>& k, const std::string& part) {
+  double b = 0;
+  for (const auto& [name, e] : k) b += name.find(part) != std::string::npos ? e.bytes : 0;
+  return b;
+}
+
 // Kernels whose name contains `part`, in every phase.
 int k_count(const std::map<std::string, Kernels>& k, const std::string& part) {
   int n = 0;
@@ -166,6 +173,9 @@ TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
   auto kf = kernels(build_training_graph(fsdp.model, fsdp.training, fsdp.system.spec));
   ASSERT_GT(kf["recompute.weights.cast"].count, 0);
   EXPECT_DOUBLE_EQ(kf["recompute.weights.cast"].bytes / kf["recompute.weights.cast"].count, weights / 2 * (4 + a));
+  // (... and so does the scanned forward's cast.)
+  EXPECT_EQ(kf["forward.weights.cast"].count, kf["recompute.weights.cast"].count);
+  EXPECT_DOUBLE_EQ(kf["forward.weights.cast"].bytes, kf["recompute.weights.cast"].bytes);
   const auto fp8 = sim::load_scenario_text(
       "system: {preset: h200-sxm, gpus: 1}\n"
       "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
@@ -201,7 +211,26 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   // The slice copies out the bf16 operands of the backward's GEMMs: Q, K, V, the attention output, the
   // probabilities, both normalized inputs, the SwiGLU product, and now the weights.
   EXPECT_DOUBLE_EQ(none_slice, 2 * a * (T * 6 * D + scores + T * F + weights));
-  EXPECT_GT(none_copy, dots_copy);
+  // Every residual is copied into its stack as it is (read and write what scan.stack_init zeroes), but the
+  // weights' stack is written from the fp32 weights: read 4 B, write 2 B (m1_none: fused_dynamic_update_slice.33-.37
+  // take the f32 operand and convert).
+  EXPECT_DOUBLE_EQ(none_copy * L, 2 * bytes_of(none, "scan.stack_init") + L * weights * (4 - a));
+  EXPECT_DOUBLE_EQ(dots_copy * L, 2 * bytes_of(dots, "scan.stack_init"));
+  // ... and the stack holds a bf16 copy of each layer's weights from its forward until its backward.
+  const OpGraph none_graph = jax_graph(8, true, "none");
+  for (const auto& [policy, g] : {std::pair<const char*, OpGraph>{"none", none_graph}, {"save_dots", jax_graph(8, true, "save_dots")}}) {
+    int stacked = 0, freed_in_backward = 0;
+    for (std::size_t t = 0; t < g.tensors.size(); ++t)
+      if (g.tensor_name(static_cast<TensorId>(t)).find("weights.cast.stacked") != std::string::npos) {
+        ++stacked;
+        EXPECT_DOUBLE_EQ(g.tensors[t].bytes, weights * a);
+      }
+    for (const auto& op : g.ops)
+      for (TensorId t : op.frees)
+        freed_in_backward += op.phase == Phase::backward && g.tensor_name(t).find("weights.cast.stacked") != std::string::npos;
+    EXPECT_EQ(stacked, std::string(policy) == "none" ? L : 0) << policy;
+    EXPECT_EQ(freed_in_backward, stacked) << policy;
+  }
   // The softmax with the scores kept: 8 + 4 + 6 B per score and one fp32 statistic per row each.
   EXPECT_EQ(none["forward.attn_scores.softmax.exp"].count, L);
   EXPECT_DOUBLE_EQ(none["forward.attn_scores.softmax.exp"].bytes, L * (8 * scores + 4 * B * H * S));
@@ -216,6 +245,13 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   EXPECT_DOUBLE_EQ(none["forward.attn_scores.qk"].bytes - unrolled["forward.attn_scores.qk"].bytes, L * 5 * scores);
   EXPECT_EQ(k_count(dots, "attn_scores.mask_init"), 1);
   EXPECT_EQ(k_count(unrolled, "attn_scores.mask_init"), 0);
+  // (A flash kernel masks inside itself: no operands.)
+  const auto flash = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: none, attention: flash, framework: jax}\n",
+      "f.yaml");
+  EXPECT_EQ(k_count(kernels(build_training_graph(flash.model, flash.training, flash.system.spec)), "mask_init"), 0);
   for (const auto& [name, e] : dots) {
     if (name.find("attn_scores.mask_init") != std::string::npos) {
       EXPECT_DOUBLE_EQ(e.bytes, 5 * scores);
