@@ -1303,6 +1303,18 @@ class Builder {
              (pos + step.size() + 1 == tensor_name.size() || tensor_name.compare(pos + step.size() + 1, 11, ".recomputed") == 0);
     };
     if (is("attn_scores")) return {4.0 / 6, 2.0 / 6};
+    // The weights' bf16 stack is one buffer per weight array (m1_none_cudnn's forward loop: bf16 [L, D, 3D],
+    // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains
+    // are not cast.
+    if (is("weights.cast.stacked")) {
+      const double qkv = m_.hidden * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_), o = hl_ * v_dim_ * m_.hidden;
+      const double fh = f_ * static_cast<double>(m_.hidden);
+      std::vector<double> arrays = {qkv, o, fh, fh};
+      if (m_.ffn == FfnKind::swiglu) arrays.push_back(fh);
+      const double sum = std::accumulate(arrays.begin(), arrays.end(), 0.0);
+      for (double& x : arrays) x /= sum;
+      return arrays;
+    }
     if (t_.scan_layers) {
       if (is("norm1")) return {0.5, 0.5};
       if (is("attn_out")) return {2.0 / 6, 4.0 / 6};
