@@ -504,7 +504,9 @@ class Builder {
     return EpStep::moe_pre;  // norm2, router
   }
   // Emits a layer step's forward or backward in its module, tagged with its layer and step for the open EP pair.
+  int step_layer_ = -1;  // the layer whose step is being emitted (run_step)
   void run_step(int l, std::string_view step, bool moe_layer, const std::function<void()>& emit_step) {
+    step_layer_ = l;
     mark_module(module_of_step(step, moe_layer));
     if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step, moe_layer)};
     emit_step();
@@ -1433,7 +1435,14 @@ class Builder {
   // input and normalized activations in bf16 (about six B·S·D bf16 tensors in all), and one bf16
   // copy of the layer's weights (the cast the backward GEMMs reuse). pack_into_outputs then
   // places what fits inside the optimizer's outputs, as XLA does.
-  void jax_residual_sizes(const std::vector<Step*>& steps, int l) const {
+  // Scanned, with the gate and up projections kept and their product not: XLA recomputes the product inside the SwiGLU
+  // backward's fusion rather than in a kernel of its own (m1_dots, m1_dots_cudnn, g1_dots, m1_off).
+  bool xla_swiglu_product_in_backward(int l) {
+    if (!jax_ || !t_.scan_layers || m_.ffn != FfnKind::swiglu || t_.recompute.mode == RecomputeMode::none || l < 0) return false;
+    const SavePlan& plan = layer_plan(l);
+    return plan.keeps("mlp_gate") && plan.keeps("mlp_up") && !plan.keeps("mlp_act");
+  }
+  void jax_residual_sizes(const std::vector<Step*>& steps, int l) {
     if (!t_.scan_layers) {
       for (Step* p : steps) {
         Step& st = *p;
@@ -1461,11 +1470,22 @@ class Builder {
       else if (st.name == "mlp_act") st.out_bytes = T_ * f_ * pr_.activation_bytes * 4;
       // The extra residuals are written by the forward fusion and read back by the backward.
       st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
+      // The dense SwiGLU's backward (mlp_act.bwd: 5 T·F bf16 of its own) as XLA fuses it in the scanned loop: with
+      // no policy it reads the kept intermediates, 9 T·F in all (m1_none and m1_none_cudnn: loop_add_fusion.2, 6,
+      // and loop_multiply_fusion.1, 3); with the gate and up kept it recomputes the product inside its own
+      // multi-output fusion, 6 in all and no separate recompute (m1_dots, m1_dots_cudnn, g1_dots:
+      // loop_add_multiply_fusion, three bf16 outputs; xla_swiglu_product_in_backward); with them recomputed too, 7
+      // after the product's own recompute (m1_full: loop_add_fusion, 4, and loop_multiply_fusion.1, 3).
+      if (st.name == "mlp_act" && m_.ffn == FfnKind::swiglu) {
+        const double tf = T_ * f_ * pr_.activation_bytes;
+        st.extra_io_bytes = t_.recompute.mode == RecomputeMode::none ? 4 * tf : xla_swiglu_product_in_backward(l) ? tf : 2 * tf;
+      }
       // Recomputed scores are read by the recomputed softmax's fusions and the softmax backward
       // fusion, each counted with its own bytes; the dK dot reads only dS (g1_dots: gemm_fusion_dot.44
-      // and .43 move the same 2.23 GB).
-      if (materialized_ && st.name == "attn_scores" && t_.recompute.mode != RecomputeMode::none)
-        st.extra_read_by_backward = false;
+      // and .43 move the same 2.23 GB). Kept ones likewise: the softmax backward's own bytes (11 B per score)
+      // already read them, and the bf16 probabilities' slice is scan.stack_slice (m1_none: loop_select_fusion
+      // 5.91 GB per layer, as racksim's attn_scores.softmax.bwd; fusion-start.23 the slice); no third read.
+      if (materialized_ && st.name == "attn_scores") st.extra_read_by_backward = false;
     }
   }
 
@@ -1506,8 +1526,10 @@ class Builder {
       layout_copy("attn_scores.dk_layout", kd);
       layout_copy("attn_scores.dv_layout", vd);
     }
-    layout_copy("attn_scores.dqkv_concat", qd + kd + vd);
-    layout_copy("attn_scores.dqkv_wgrad_layout", qd + kd + vd);
+    if (t_.fused_qkv) {
+      layout_copy("attn_scores.dqkv_concat", qd + kd + vd);
+      layout_copy("attn_scores.dqkv_wgrad_layout", qd + kd + vd);
+    }
   }
 
   void add_attention_steps(std::vector<Step>& steps) {
@@ -1672,6 +1694,13 @@ class Builder {
                        [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes, qkv_bytes, out_bytes); },
                        [=, this] {
                          attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes, qkv_bytes, out_bytes);
+                         // The fused kernel returns dQ, dK and dV apart; with one fused QKV weight XLA joins them into
+                         // its layout twice, for the dgrad and for the wgrad (m1_*_cudnn, g1_none_cudnn, s8k_dots_cudnn,
+                         // l7b16_b*_mflash: input_concatenate_fusion and wrapped_concatenate, 2 + 2 B per element each).
+                         if (jax_ && t_.fused_qkv && !m_.mla) {
+                           layout_copy("attn.dqkv_concat", qd + kd + vd);
+                           layout_copy("attn.dqkv_wgrad_layout", qd + kd + vd);
+                         }
                        }});
     }
     steps.push_back({"attn_out", Tsp_ * h_ * a,
@@ -1837,7 +1866,10 @@ class Builder {
                      }});
     const double act_in = swiglu ? 2 : 1;
     steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
-                     [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
+                     [=, this] {
+                       if (tag.empty() && phase_ == Phase::recompute && xla_swiglu_product_in_backward(step_layer_)) return;
+                       vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width);
+                     },
                      [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
     steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
@@ -3318,6 +3350,11 @@ class Builder {
       if (replayed_attention && it->name == "attn") g_.ops[last_compute()].frees.push_back(*replayed_attention);
     }
     for (const auto& [name, t] : by_step.sorted()) to_free.push_back(t);
+    // Scanned, the backward loop writes each layer's weight gradients into fp32 buffers stacked over the layers:
+    // one dynamic-update-slice fusion per weight array that reads the wgrad GEMM's bf16 output and writes fp32
+    // (every scanned compiled H200 step: loop_dynamic_update_slice_fusion x5 per layer, 6 B per weight; m1_*: 0.40 GB
+    // per layer of 67.1M weights). Under FSDP, the rank's shard.
+    if (jax_ && t_.scan_layers) vector("scan.grad_stack", cast_weight_count(l) * (pr_.activation_bytes + 4), 0);
     if (recast_weights) to_free.push_back(*recast_weights);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];

@@ -214,6 +214,10 @@ struct TrainingConfig {
   }
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
+  // jax: Q, K and V projected by one fused weight, so XLA joins their gradients into its layout for the dgrad and the
+  // wgrad (two copies per layer; the compiled H200 programs, Praxis's combined QKV projection, MaxText fused_qkv: true);
+  // false: three projections, no join (MaxText's default). Megatron's linear_qkv is always fused (TE needs no copy).
+  bool fused_qkv = true;
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
   // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the
   // previous iteration, its reduce-scatter / all-reduce into the next (xla/service/collective_pipeliner.h).

@@ -312,6 +312,7 @@ Scenario parse_scenario(Node root) {
     if (auto mc = r.integer("cuda_device_max_connections", false, 1, TrainingConfig::kMaxConnections))
       t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
+    set_if(r.boolean("fused_qkv"), t.fused_qkv);
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
       auto& x = t.xla_pipelined;

@@ -258,3 +258,50 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
     }
   }
 }
+
+namespace {
+OpGraph jax_text_graph(const std::string& training) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, " + training + "}\n",
+      "b.yaml");
+  return build_training_graph(sc.model, sc.training, sc.system.spec);
+}
+}  // namespace
+
+// The scanned backward as XLA compiles it (every scanned compiled H200 step; docs/decisions.md, "The scanned
+// backward as XLA compiles it"):
+//  - each layer's weight gradients written into fp32 stacks: read the wgrad's bf16 output, write fp32, 6 B per
+//    weight (loop_dynamic_update_slice_fusion x5 per layer); none unrolled;
+//  - with one fused QKV weight, dQ, dK, dV joined into its layout twice under a fused attention kernel too
+//    (m1_*_cudnn, l7b16_*_mflash: input_concatenate_fusion, wrapped_concatenate); none with three projections;
+//  - the dense SwiGLU's backward in units of T·F bf16: 9 with no policy, 6 with the gate and up kept (the product
+//    recomputed inside the fusion, no recompute kernel of its own), 7 after a recompute of the product under full;
+//  - the kept scores are read by the softmax backward alone (no third read charged to the next kernel).
+TEST(XlaAttention, ScannedBackwardStacksGradientsJoinsQkvAndFusesTheSwiglu) {
+  const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D, T = B * S, tf = T * F * a;
+  auto scan = kernels(jax_text_graph("recompute: save_dots, attention: flash, scan_layers: true"));
+  auto unrolled = kernels(jax_text_graph("recompute: save_dots, attention: flash, scan_layers: false"));
+  EXPECT_EQ(scan["backward.scan.grad_stack"].count, L);
+  EXPECT_DOUBLE_EQ(scan["backward.scan.grad_stack"].bytes, L * weights * (a + 4));
+  EXPECT_EQ(k_count(unrolled, "grad_stack"), 0);
+  // The fused QKV's joins, each a read and a write of [T, 3D] bf16, scanned or not; none for three projections.
+  for (auto* k : {&scan, &unrolled}) {
+    EXPECT_DOUBLE_EQ((*k)["backward.attn.dqkv_concat"].bytes, L * 2 * T * 3 * D * a);
+    EXPECT_DOUBLE_EQ((*k)["backward.attn.dqkv_wgrad_layout"].bytes, L * 2 * T * 3 * D * a);
+  }
+  auto apart = kernels(jax_text_graph("recompute: save_dots, attention: flash, fused_qkv: false"));
+  EXPECT_EQ(k_count(apart, "dqkv"), 0);
+  // The SwiGLU backward by policy, and the product's recompute.
+  auto none = kernels(jax_text_graph("recompute: none, attention: flash"));
+  auto full = kernels(jax_text_graph("recompute: full, attention: flash"));
+  EXPECT_DOUBLE_EQ(none["backward.mlp_act.bwd"].bytes, L * 9 * tf);
+  EXPECT_DOUBLE_EQ(scan["backward.mlp_act.bwd"].bytes, L * 6 * tf);
+  EXPECT_EQ(scan["recompute.mlp_act"].count, 0);
+  EXPECT_DOUBLE_EQ(full["backward.mlp_act.bwd"].bytes, L * 7 * tf);
+  EXPECT_DOUBLE_EQ(full["recompute.mlp_act"].bytes, L * 3 * tf);
+  // Materialized, no policy: the kernel after the softmax backward (the wgrad layout of dQKV) moves its own bytes.
+  auto kept = kernels(jax_graph(8, true, "none"));
+  EXPECT_DOUBLE_EQ(kept["backward.attn_scores.dqkv_wgrad_layout"].bytes, L * 2 * T * 3 * D * a);
+}
