@@ -1632,6 +1632,14 @@ class Builder {
                          const OpId sm = vector("attn_scores.softmax", bh * s_ * s_ * (4 + a) + (split ? bh * s_ * 4 : 0),
                                                 (split ? 3 : 5) * bh * s_ * s_, bh * s_ * s_);
                          if (split) g_.ops[sm].thread_bytes = kXlaRowElementsPerThread * 4;
+                         // Grouped-query, scanned, under full remat: the recomputed bf16 probabilities are transposed
+                         // into the two dots' layouts, a read and a write each (g4k_l4_full wrapped_transpose.1 and .2,
+                         // and every shape under full in calibration/data/h200-2026-12-04-gqa-compile).
+                         if (jax_ && phase_ == Phase::recompute && t_.scan_layers && gqa_layouts() &&
+                             t_.recompute.mode == RecomputeMode::full) {
+                           vector("attn_scores.probs_layout", 2 * bh * s_ * s_ * a, 0);
+                           vector("attn_scores.probs_dk_layout", 2 * bh * s_ * s_ * a, 0);
+                         }
                          if (jax_ && phase_ == Phase::recompute) scores_recomputed_ = true;
                        },
                        [=, this] {
@@ -1650,19 +1658,31 @@ class Builder {
                            sb = vector("attn_scores.softmax.bwd", bh * s_ * s_ * (jax_ ? 4 + a + 4 : 3 * a), 4 * bh * s_ * s_);
                            if (jax_) g_.ops[sb].thread_bytes = kXlaRowElementsPerThread * (4 + a);
                          }
+                         // Grouped-query, scanned, under a saving policy XLA runs this fusion twice, once per
+                         // layout of dS the two dots read ([B, kv, S, S, group] for dQ's, [B, kv, S, group, S]
+                         // for dK's): g1_dots fusion.95 and .96, and every shape compiled in
+                         // calibration/data/h200-2026-12-04-gqa-compile under dots. Under full remat it runs
+                         // once and transposes the probabilities in the recompute instead (attn_scores.softmax).
+                         const bool twice = jax_ && fused && t_.scan_layers && gqa_layouts() &&
+                                            t_.recompute.mode != RecomputeMode::none && t_.recompute.mode != RecomputeMode::full;
+                         std::optional<OpId> sb2;
+                         if (twice) {
+                           sb2 = vector("attn_scores.softmax.bwd.kv_layout", bh * s_ * s_ * (4 + a + 4), 4 * bh * s_ * s_);
+                           g_.ops[*sb2].thread_bytes = kXlaRowElementsPerThread * (4 + a);
+                         }
                          scores_recomputed_ = false;
-                         // (Not modelled: g1_dots (GQA) runs this fusion twice, fusion.95 writing dS
-                         // transposed for dK's dot and fusion.96 for dQ's, where g4k_l4_full (GQA too)
-                         // feeds both dots from one, fusion.93; what makes XLA pick either is not
-                         // derived. docs/validation.md.)
                          // The score gradient dS lives until dK is done. XLA writes it as a new fp32
                          // buffer (dP dies here); Megatron's fused softmax backward works in place
                          // on dP, which then lives until dK.
-                         std::optional<TensorId> ds = attn_dp_;
+                         std::optional<TensorId> ds = attn_dp_, ds2;
                          if (jax_) {
                            ds = temp("attn_scores.dS", bh * s_ * s_ * 4);
                            g_.ops[sb].allocs.push_back(*ds);
-                           if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
+                           if (sb2) {
+                             ds2 = temp("attn_scores.dS.kv_layout", bh * s_ * s_ * 4);
+                             g_.ops[*sb2].allocs.push_back(*ds2);
+                           }
+                           if (attn_dp_) g_.ops[sb2 ? *sb2 : sb].frees.push_back(*attn_dp_);
                          }
                          attn_dp_.reset();
                          // dQ and dK read dS in fp32 under XLA (Triton GEMM fusions convert it).
@@ -1670,6 +1690,7 @@ class Builder {
                          gemm("attn_scores.dq", s_, qk_dim_, s_, bh, ds_extra);
                          const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh, ds_extra);
                          if (ds) g_.ops[dk].frees.push_back(*ds);
+                         if (ds2) g_.ops[dk].frees.push_back(*ds2);
                          if (jax_) xla_attention_layout_copies_backward();
                        }});
       steps.push_back({"attn", T_ * od * a, [=, this] { gemm("attn.pv", s_, v_dim_, s_, bh); },

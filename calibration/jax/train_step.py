@@ -446,6 +446,8 @@ def child_main(args):
             D=args.D, L=args.L, H=args.H, F=args.F, S=args.S, B=args.B, V=args.V,
             policy=args.policy, attention=args.attention, scan=not args.no_scan,
         )
+        if args.KV:
+            c["KV"] = args.KV
     enforce = name not in REFERENCE
     try:
         row = run_config(name, c, args.outdir, args.max_gb * 1e9, enforce)
@@ -526,6 +528,7 @@ def main():
     ap.add_argument("--custom", metavar="NAME", help="run an ad-hoc configuration in this process")
     for k, d in (("D", 1024), ("L", 8), ("H", 8), ("F", 4096), ("S", 1024), ("B", 8), ("V", 32768)):
         ap.add_argument(f"--{k}", type=int, default=d)
+    ap.add_argument("--KV", type=int, default=0, help="key/value heads (grouped-query attention); 0: as many as --H")
     ap.add_argument("--policy", choices=["none", "full", "dots", "dots_flash", "offload"], default="none")
     ap.add_argument("--attention", choices=["xla", "cudnn"], default="xla")
     ap.add_argument("--no-scan", action="store_true", help="unroll the layers in a Python loop")

@@ -305,3 +305,23 @@ TEST(XlaAttention, ScannedBackwardStacksGradientsJoinsQkvAndFusesTheSwiglu) {
   auto kept = kernels(jax_graph(8, true, "none"));
   EXPECT_DOUBLE_EQ(kept["backward.attn_scores.dqkv_wgrad_layout"].bytes, L * 2 * T * 3 * D * a);
 }
+
+// Grouped-query, scanned, materialized attention (calibration/data/h200-2026-12-04-gqa-compile, 7 shapes x 3 policies
+// compiled on the H200, and the measured g1_dots, g4k_l4_full): under a saving policy XLA runs the softmax backward
+// twice, once per layout of dS its two dots read; under full remat once, after transposing the recomputed bf16
+// probabilities into both layouts (read and write each). Multi-head attention does neither.
+TEST(XlaAttention, GroupedQueryScoreGradientLayouts) {
+  const double scores = B * H * S * S;
+  auto dots = kernels(jax_graph(2, true, "save_dots"));
+  auto full = kernels(jax_graph(2, true, "full"));
+  auto mha = kernels(jax_graph(8, true, "save_dots"));
+  EXPECT_EQ(dots["backward.attn_scores.softmax.bwd.kv_layout"].count, L);
+  EXPECT_DOUBLE_EQ(dots["backward.attn_scores.softmax.bwd.kv_layout"].bytes, dots["backward.attn_scores.softmax.bwd"].bytes);
+  EXPECT_DOUBLE_EQ(dots["backward.attn_scores.softmax.bwd"].bytes, L * scores * (4 + a + 4));
+  EXPECT_EQ(k_count(dots, "probs_layout"), 0);
+  EXPECT_EQ(k_count(full, "softmax.bwd.kv_layout"), 0);
+  EXPECT_DOUBLE_EQ(full["recompute.attn_scores.probs_layout"].bytes, L * 2 * scores * a);
+  EXPECT_DOUBLE_EQ(full["recompute.attn_scores.probs_dk_layout"].bytes, L * 2 * scores * a);
+  EXPECT_EQ(k_count(mha, "kv_layout") + k_count(mha, "probs_layout"), 0);
+  EXPECT_EQ(k_count(kernels(jax_graph(2, false, "save_dots")), "softmax.bwd.kv_layout"), 0);  // unrolled: not measured
+}
