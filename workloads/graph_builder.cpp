@@ -504,9 +504,7 @@ class Builder {
     return EpStep::moe_pre;  // norm2, router
   }
   // Emits a layer step's forward or backward in its module, tagged with its layer and step for the open EP pair.
-  int step_layer_ = -1;  // the layer whose step is being emitted (run_step)
   void run_step(int l, std::string_view step, bool moe_layer, const std::function<void()>& emit_step) {
-    step_layer_ = l;
     mark_module(module_of_step(step, moe_layer));
     if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step, moe_layer)};
     emit_step();
@@ -1306,12 +1304,12 @@ class Builder {
     };
     if (is("attn_scores")) return {4.0 / 6, 2.0 / 6};
     // The weights' bf16 stack is one buffer per weight array (m1_none_cudnn's forward loop: bf16 [L, D, 3D],
-    // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains
-    // are not cast.
+    // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains'
+    // share (2 D of the layer's weights) is left in with the others. (Packing runs for dense, non-MLA models only.)
     if (is("weights.cast.stacked")) {
-      const double qkv = m_.hidden * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_), o = hl_ * v_dim_ * m_.hidden;
-      const double fh = f_ * static_cast<double>(m_.hidden);
-      std::vector<double> arrays = {qkv, o, fh, fh};
+      const double D = m_.hidden, q = D * hl_ * qk_dim_, k = D * kvl_ * qk_dim_, v = D * kvl_ * v_dim_, o = hl_ * v_dim_ * D;
+      const double fh = f_ * D;
+      std::vector<double> arrays = t_.fused_qkv ? std::vector<double>{q + k + v, o, fh, fh} : std::vector<double>{q, k, v, o, fh, fh};
       if (m_.ffn == FfnKind::swiglu) arrays.push_back(fh);
       const double sum = std::accumulate(arrays.begin(), arrays.end(), 0.0);
       for (double& x : arrays) x /= sum;
@@ -1526,7 +1524,7 @@ class Builder {
       layout_copy("attn_scores.dk_layout", kd);
       layout_copy("attn_scores.dv_layout", vd);
     }
-    if (t_.fused_qkv) {
+    if (t_.fused_qkv && !m_.mla) {  // (MLA projects queries and keys/values apart)
       layout_copy("attn_scores.dqkv_concat", qd + kd + vd);
       layout_copy("attn_scores.dqkv_wgrad_layout", qd + kd + vd);
     }
@@ -1887,10 +1885,7 @@ class Builder {
                      }});
     const double act_in = swiglu ? 2 : 1;
     steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
-                     [=, this] {
-                       if (tag.empty() && phase_ == Phase::recompute && xla_swiglu_product_in_backward(step_layer_)) return;
-                       vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width);
-                     },
+                     [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
                      [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
     steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
@@ -3326,6 +3321,8 @@ class Builder {
     for (const auto& step : steps) {
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
+      // (XLA recomputes the SwiGLU product inside the backward's fusion here: no kernel, no buffer of its own.)
+      if (step.name == "mlp_act" && xla_swiglu_product_in_backward(l)) continue;
       run_step(l, step.name, moe_layer, step.forward);
       const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
       g_.ops[last()].allocs.push_back(t);

@@ -774,6 +774,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
+  if (!t.fused_qkv) training["fused_qkv"] = false;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
