@@ -216,8 +216,8 @@ struct TrainingConfig {
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
   // jax: Q, K and V projected by one fused weight, so XLA joins their gradients into its layout for the dgrad and the
   // wgrad (two copies per layer; the compiled H200 programs, Praxis's combined QKV projection, MaxText fused_qkv: true);
-  // false: three projections (MaxText's default), assumed to need no join (no such program compiled). Megatron mode
-  // ignores it.
+  // false: three projections (MaxText's default), no join (compiled on the H200 with a fused attention kernel:
+  // calibration/data/h200-2026-12-04-qkv-split-compile). Megatron mode ignores it.
   bool fused_qkv = true;
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
   // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the

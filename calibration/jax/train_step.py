@@ -192,10 +192,13 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     ndev, shard = int(c.get("devices", 1)), c.get("shard", "none")
     donate = bool(c.get("donate", False))
     KV = int(c.get("KV", H))
+    split_qkv = bool(c.get("split_qkv", False))
     assert H % KV == 0, "H must be a multiple of KV"
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
     if KV != H:
         row["KV"] = KV
+    if split_qkv:
+        row["split_qkv"] = True
     if donate:
         row["donate"] = True
     if ndev > 1:
@@ -228,8 +231,13 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
 
     def layer(x, lp):
         h = rms(x, lp["n1"])
-        qkv = checkpoint_name(h @ lp["wqkv"].astype(bf16), "qkv")
-        q, k, v = jnp.split(qkv, [D, D + KV * Dh], axis=-1)
+        if split_qkv:  # three projections, as MaxText's default (fused_qkv: False)
+            q = checkpoint_name(h @ lp["wq"].astype(bf16), "qkv")
+            k = checkpoint_name(h @ lp["wk"].astype(bf16), "qkv")
+            v = checkpoint_name(h @ lp["wv"].astype(bf16), "qkv")
+        else:
+            qkv = checkpoint_name(h @ lp["wqkv"].astype(bf16), "qkv")
+            q, k, v = jnp.split(qkv, [D, D + KV * Dh], axis=-1)
         q = q.reshape(B, S, H, Dh)
         k = k.reshape(B, S, KV, Dh)
         v = v.reshape(B, S, KV, Dh)
@@ -297,7 +305,9 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
                 "wd": nrm(ks[1], (L, F, D), F ** -0.5 / (2 * L) ** 0.5),
                 "wg": nrm(ks[2], (L, D, F), D ** -0.5),
                 "wo": nrm(ks[3], (L, D, D), D ** -0.5 / (2 * L) ** 0.5),
-                "wqkv": nrm(ks[4], (L, D, D + 2 * KV * Dh), D ** -0.5),
+                **({"wq": nrm(ks[4], (L, D, D), D ** -0.5), "wk": nrm(jax.random.split(ks[7])[0], (L, D, KV * Dh), D ** -0.5),
+                    "wv": nrm(jax.random.split(ks[7])[1], (L, D, KV * Dh), D ** -0.5)} if split_qkv else
+                   {"wqkv": nrm(ks[4], (L, D, D + 2 * KV * Dh), D ** -0.5)}),
                 "wu": nrm(ks[5], (L, D, F), D ** -0.5),
             },
             "norm_f": jnp.ones((D,), f32),
@@ -448,6 +458,8 @@ def child_main(args):
         )
         if args.KV:
             c["KV"] = args.KV
+        if args.split_qkv:
+            c["split_qkv"] = True
     enforce = name not in REFERENCE
     try:
         row = run_config(name, c, args.outdir, args.max_gb * 1e9, enforce)
@@ -532,6 +544,7 @@ def main():
     ap.add_argument("--policy", choices=["none", "full", "dots", "dots_flash", "offload"], default="none")
     ap.add_argument("--attention", choices=["xla", "cudnn"], default="xla")
     ap.add_argument("--no-scan", action="store_true", help="unroll the layers in a Python loop")
+    ap.add_argument("--split-qkv", action="store_true", help="three Q, K, V projections instead of one fused weight")
     ap.add_argument("--outdir", default="jax_out")
     ap.add_argument("--result", help="(child) write the row here")
     ap.add_argument("--jsonl", default="jax_steps.jsonl", help="(driver) rows file inside outdir")
