@@ -27,6 +27,16 @@ OpGraph jax_graph(int kv_heads, bool scan, const std::string& recompute) {
   return build_training_graph(sc.model, sc.training, sc.system.spec);
 }
 
+// A one-GPU JAX-mode graph of the small swiglu decoder with these training keys.
+OpGraph jax_text_graph(const std::string& training) {
+  const auto sc = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, " + training + "}\n",
+      "b.yaml");
+  return build_training_graph(sc.model, sc.training, sc.system.spec);
+}
+
 struct Kernels {
   int count = 0;
   double bytes = 0, thread_bytes = 0;
@@ -176,12 +186,7 @@ TEST(XlaAttention, SavingPolicyRecastsTheWeightsInTheBackward) {
   // (... and so does the scanned forward's cast.)
   EXPECT_EQ(kf["forward.weights.cast"].count, kf["recompute.weights.cast"].count);
   EXPECT_DOUBLE_EQ(kf["forward.weights.cast"].bytes, kf["recompute.weights.cast"].bytes);
-  const auto fp8 = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 1}\n"
-      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
-      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: save_dots, precision: fp8, framework: jax}\n",
-      "f.yaml");
-  EXPECT_EQ(k_count(kernels(build_training_graph(fp8.model, fp8.training, fp8.system.spec)), "weights.cast"), 0);
+  EXPECT_EQ(k_count(kernels(jax_text_graph("recompute: save_dots, precision: fp8")), "weights.cast"), 0);
 }
 
 // Scanned (lax.scan) forward loop, read off the compiled H200 steps (calibration/data/h200-2026-11-29):
@@ -246,29 +251,13 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   EXPECT_EQ(k_count(dots, "attn_scores.mask_init"), 1);
   EXPECT_EQ(k_count(unrolled, "attn_scores.mask_init"), 0);
   // (A flash kernel masks inside itself: no operands.)
-  const auto flash = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 1}\n"
-      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
-      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: none, attention: flash, framework: jax}\n",
-      "f.yaml");
-  EXPECT_EQ(k_count(kernels(build_training_graph(flash.model, flash.training, flash.system.spec)), "mask_init"), 0);
+  EXPECT_EQ(k_count(kernels(jax_text_graph("recompute: none, attention: flash")), "mask_init"), 0);
   for (const auto& [name, e] : dots) {
     if (name.find("attn_scores.mask_init") != std::string::npos) {
       EXPECT_DOUBLE_EQ(e.bytes, 5 * scores);
     }
   }
 }
-
-namespace {
-OpGraph jax_text_graph(const std::string& training) {
-  const auto sc = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 1}\n"
-      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
-      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, " + training + "}\n",
-      "b.yaml");
-  return build_training_graph(sc.model, sc.training, sc.system.spec);
-}
-}  // namespace
 
 // The scanned backward as XLA compiles it (every scanned compiled H200 step; docs/decisions.md, "The scanned
 // backward as XLA compiles it"):
