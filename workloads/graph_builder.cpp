@@ -1469,8 +1469,8 @@ class Builder {
       // The extra residuals are written by the forward fusion and read back by the backward.
       st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
       // The dense SwiGLU's backward (mlp_act.bwd: 5 T·F bf16 of its own) as XLA fuses it in the scanned loop: with
-      // no policy it reads the kept intermediates, 9 T·F in all (m1_none and m1_none_cudnn: loop_add_fusion.2, 6,
-      // and loop_multiply_fusion.1, 3); with the gate and up kept it recomputes the product inside its own
+      // no policy it reads the kept intermediates, 9 T·F in all (m1_none: loop_add_fusion, 6, and loop_multiply_fusion,
+      // 3; m1_none_cudnn: .2 and .1); with the gate and up kept it recomputes the product inside its own
       // multi-output fusion, 6 in all and no separate recompute (m1_dots, m1_dots_cudnn, g1_dots:
       // loop_add_multiply_fusion, three bf16 outputs; xla_swiglu_product_in_backward); with them recomputed too, 7
       // after the product's own recompute (m1_full: loop_add_fusion, 4, and loop_multiply_fusion.1, 3).
