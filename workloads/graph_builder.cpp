@@ -64,8 +64,8 @@ Precision precision_of(const TrainingConfig& t) {
 // S = 1024..8192; the forward softmax of steps that save everything uses 16). The engine turns
 // the operand bytes per thread into the calibrated occupancy bound (compute_model.h).
 constexpr double kXlaRowElementsPerThread = 64;
-// The kept-tensor name of a scanned layer's bf16 weights in the forward loop's stack (no remat policy).
-constexpr std::string_view kStackedWeights = "weights.stacked";
+// A scanned layer's bf16 weights in the forward loop's stack (no remat policy): its tensor's name and kept key.
+constexpr std::string_view kStackedWeights = "weights.cast.stacked";
 
 // Dropout's random draw per element and direction, in vector-fp32 operations (the engine times them at the
 // GPU's FP32 rate): 1.62 ps per causal attention-score element forward + backward on the H200, the mean of
@@ -1219,13 +1219,19 @@ class Builder {
   // per parameter array, in JAX's layout (layer weights stacked over layers), twice. Under
   // lax.scan the residuals of one kind are one stacked buffer for all layers; unrolled, one per
   // layer. A temporary placed there costs no memory of its own (its bytes become 0).
+  // A dense layer's weight arrays in JAX's parameter tree, in elements on this rank: the attention's projections
+  // (one fused QKV array, or q, k and v apart under fused_qkv: false), the output projection, the MLP's two or three.
+  std::vector<double> dense_layer_weight_arrays() const {
+    const double q = h_ * hl_ * qk_dim_, k = h_ * kvl_ * qk_dim_, v = h_ * kvl_ * v_dim_, o = hl_ * v_dim_ * h_, fh = f_ * h_;
+    std::vector<double> arrays = t_.fused_qkv ? std::vector<double>{q + k + v, o, fh, fh} : std::vector<double>{q, k, v, o, fh, fh};
+    if (m_.ffn == FfnKind::swiglu) arrays.push_back(fh);
+    return arrays;
+  }
   void pack_into_outputs() {
     const double f32 = 4, L = static_cast<double>(m_.layers);
-    const double qd = hl_ * qk_dim_ * tp_, kd = kvl_ * qk_dim_ * tp_, vd = kvl_ * v_dim_ * tp_, od = hl_ * v_dim_ * tp_;
-    std::vector<double> leaves = {static_cast<double>(m_.vocab) * h_ * f32 / tp_, L * h_ * (qd + kd + vd) * f32 / tp_,
-                                  L * od * h_ * f32 / tp_, L * f_ * h_ * f32, L * f_ * h_ * f32};
+    std::vector<double> leaves = {static_cast<double>(m_.vocab) * h_ * f32 / tp_};
+    for (double x : dense_layer_weight_arrays()) leaves.push_back(L * x * f32);  // stacked over the layers
     if (!m_.tied_embeddings) leaves.push_back(static_cast<double>(m_.vocab) * h_ * f32 / tp_);
-    if (m_.ffn == FfnKind::swiglu) leaves.push_back(L * f_ * h_ * f32);
     std::vector<std::pair<double, std::vector<std::pair<std::size_t, std::size_t>>>> outs;  // size, placed intervals
     // The moments are sharded like the optimizer state (1/dp of each array under zero1/2, fsdp).
     const double opt_share = t_.optimizer_sharding != OptimizerSharding::none ? static_cast<double>(rep_) / dp_ : 1.0;
@@ -1306,11 +1312,8 @@ class Builder {
     // The weights' bf16 stack is one buffer per weight array (m1_none_cudnn's forward loop: bf16 [L, D, 3D],
     // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains'
     // share (2 D of the layer's weights) is left in with the others. (Packing runs for dense, non-MLA models only.)
-    if (is("weights.cast.stacked")) {
-      const double D = m_.hidden, q = D * hl_ * qk_dim_, k = D * kvl_ * qk_dim_, v = D * kvl_ * v_dim_, o = hl_ * v_dim_ * D;
-      const double fh = f_ * D;
-      std::vector<double> arrays = t_.fused_qkv ? std::vector<double>{q + k + v, o, fh, fh} : std::vector<double>{q, k, v, o, fh, fh};
-      if (m_.ffn == FfnKind::swiglu) arrays.push_back(fh);
+    if (is(std::string(kStackedWeights))) {
+      std::vector<double> arrays = dense_layer_weight_arrays();
       const double sum = std::accumulate(arrays.begin(), arrays.end(), 0.0);
       for (double& x : arrays) x /= sum;
       return arrays;
@@ -1524,10 +1527,17 @@ class Builder {
       layout_copy("attn_scores.dk_layout", kd);
       layout_copy("attn_scores.dv_layout", vd);
     }
-    if (t_.fused_qkv && !m_.mla) {  // (MLA projects queries and keys/values apart)
-      layout_copy("attn_scores.dqkv_concat", qd + kd + vd);
-      layout_copy("attn_scores.dqkv_wgrad_layout", qd + kd + vd);
-    }
+    qkv_gradient_joins("attn_scores.");
+  }
+  // With one fused QKV weight, dQ, dK and dV joined into its layout twice, for the dgrad and for the wgrad (the
+  // materialized path above; under a fused attention kernel m1_*_cudnn, g1_none_cudnn, s8k_dots_cudnn, l7b16_b*_mflash:
+  // input_concatenate_fusion and wrapped_concatenate). Three projections need none (calibration/data/h200-2026-12-04-
+  // qkv-split-compile); nor does MLA, which projects queries and keys/values apart.
+  void qkv_gradient_joins(std::string_view step) {
+    if (!t_.fused_qkv || m_.mla) return;
+    const double qkv = hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_;
+    layout_copy(cat(step, "dqkv_concat"), qkv);
+    layout_copy(cat(step, "dqkv_wgrad_layout"), qkv);
   }
 
   void add_attention_steps(std::vector<Step>& steps) {
@@ -1713,13 +1723,7 @@ class Builder {
                        [=, this] { attention_kernels(false, fwd_flops, exps, io, kv_bytes, qkv_bytes, out_bytes); },
                        [=, this] {
                          attention_kernels(true, 2.5 * fwd_flops, exps, 2 * io + T_ * od * a, kv_bytes, qkv_bytes, out_bytes);
-                         // The fused kernel returns dQ, dK and dV apart; with one fused QKV weight XLA joins them into
-                         // its layout twice, for the dgrad and for the wgrad (m1_*_cudnn, g1_none_cudnn, s8k_dots_cudnn,
-                         // l7b16_b*_mflash: input_concatenate_fusion and wrapped_concatenate, 2 + 2 B per element each).
-                         if (jax_ && t_.fused_qkv && !m_.mla) {
-                           layout_copy("attn.dqkv_concat", qd + kd + vd);
-                           layout_copy("attn.dqkv_wgrad_layout", qd + kd + vd);
-                         }
+                         if (jax_) qkv_gradient_joins("attn.");  // the fused kernel returns dQ, dK, dV apart
                        }});
     }
     steps.push_back({"attn_out", Tsp_ * h_ * a,
@@ -2960,7 +2964,7 @@ class Builder {
       // Stacked (no policy), the loop's bf16 stack of the weights holds a second copy until the layer's backward
       // ends, like a residual (freed with the kept tensors no backward step claims); scan.stack_copy writes it.
       if (stacks_cast_weights()) {
-        const TensorId stacked = temp("weights.cast.stacked", w * pr_.activation_bytes);
+        const TensorId stacked = temp(kStackedWeights, w * pr_.activation_bytes);
         g_.ops[last()].allocs.push_back(stacked);
         st.kept.set(kStackedWeights, stacked);
       }
