@@ -27,13 +27,16 @@ OpGraph jax_graph(int kv_heads, bool scan, const std::string& recompute) {
   return build_training_graph(sc.model, sc.training, sc.system.spec);
 }
 
-// A one-GPU JAX-mode graph of the small swiglu decoder with these training keys.
-OpGraph jax_text_graph(const std::string& training) {
-  const auto sc = sim::load_scenario_text(
+// A one-GPU JAX-mode scenario of the small swiglu decoder with these training keys, and its graph.
+sim::Scenario jax_text_scenario(const std::string& training) {
+  return sim::load_scenario_text(
       "system: {preset: h200-sxm, gpus: 1}\n"
       "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
       "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, " + training + "}\n",
       "b.yaml");
+}
+OpGraph jax_text_graph(const std::string& training) {
+  const auto sc = jax_text_scenario(training);
   return build_training_graph(sc.model, sc.training, sc.system.spec);
 }
 
@@ -320,18 +323,10 @@ TEST(XlaAttention, GroupedQueryScoreGradientLayouts) {
 // SwiGLU backward recomputes has no recompute buffer; without donation the weights' stack is five buffers, which
 // buffer assignment places inside the moments' outputs (one buffer of the whole layer fits none of them).
 TEST(XlaAttention, ScannedBackwardReviewFixes) {
-  auto load = [](const std::string& training) {
-    return sim::load_scenario_text(
-        "system: {preset: h200-sxm, gpus: 1}\n"
-        "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
-        "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, " + training + "}\n",
-        "r.yaml");
-  };
-  const auto fused = load("attention: flash"), apart = load("attention: flash, fused_qkv: false");
+  const auto fused = jax_text_scenario("attention: flash"), apart = jax_text_scenario("attention: flash, fused_qkv: false");
   EXPECT_FALSE(sim::scenario_to_json(fused)["training"].contains("fused_qkv"));
   EXPECT_EQ(sim::scenario_to_json(apart)["training"]["fused_qkv"], false);
-  const auto mat = load("attention: materialized, recompute: save_dots, fused_qkv: false");
-  EXPECT_EQ(k_count(kernels(build_training_graph(mat.model, mat.training, mat.system.spec)), "dqkv"), 0);
+  EXPECT_EQ(k_count(kernels(jax_text_graph("attention: materialized, recompute: save_dots, fused_qkv: false")), "dqkv"), 0);
   auto tensor_bytes = [](const OpGraph& g, const std::string& part, int* count) {
     double b = 0;
     for (std::size_t t = 0; t < g.tensors.size(); ++t)
@@ -342,22 +337,18 @@ TEST(XlaAttention, ScannedBackwardReviewFixes) {
     return b;
   };
   int n = 0;
-  const auto dots = load("attention: flash, recompute: save_dots");
-  tensor_bytes(build_training_graph(dots.model, dots.training, dots.system.spec), "mlp_act.recomputed", &n);
+  tensor_bytes(jax_text_graph("attention: flash, recompute: save_dots"), "mlp_act.recomputed", &n);
   EXPECT_EQ(n, 0);
-  const auto full = load("attention: flash, recompute: full");
-  tensor_bytes(build_training_graph(full.model, full.training, full.system.spec), "mlp_act.recomputed", &n);
+  tensor_bytes(jax_text_graph("attention: flash, recompute: full"), "mlp_act.recomputed", &n);
   EXPECT_EQ(n, L);
   n = 0;
   const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D;
   // (Here the three SwiGLU arrays' stacks land in moment outputs; the attention's find theirs taken.)
-  const auto undonated = load("attention: flash, recompute: none, donate_state: false");
-  const double left = tensor_bytes(build_training_graph(undonated.model, undonated.training, undonated.system.spec),
+  const double left = tensor_bytes(jax_text_graph("attention: flash, recompute: none, donate_state: false"),
                                    "weights.cast.stacked", &n);
   EXPECT_EQ(n, L);
   EXPECT_NEAR(left, L * weights * a * (4 * D * D) / (4 * D * D + 3 * D * F), 1.0);  // the q/k/v and o stacks' share
   n = 0;
-  const auto donated = load("attention: flash, recompute: none, donate_state: true");
-  EXPECT_DOUBLE_EQ(tensor_bytes(build_training_graph(donated.model, donated.training, donated.system.spec),
+  EXPECT_DOUBLE_EQ(tensor_bytes(jax_text_graph("attention: flash, recompute: none, donate_state: true"),
                                 "weights.cast.stacked", &n), L * weights * a);
 }
