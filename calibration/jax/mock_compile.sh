@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Compiles (does not run) MaxText's Llama 2 7B A3 step (AI-Hypercomputer/maxtext@efb6d9e4
+# MaxText/configs/a3/llama_2_7b/{1,2,16}vm.sh: ici_fsdp 8, dcn_data = #VMs, per_device_batch_size 4,
+# seq 4096, cudnn_flash_te, minimal_flash, scan_layers false, use_iota_embed) for 8, 16 and 128 GPUs on one GPU,
+# through JAX's mock GPU topology (mock_compile.py), each with its script's XLA_FLAGS. Usage, on the device,
+# from the repository root:   bash calibration/jax/mock_compile.sh OUTDIR
+# --xla_gpu_shard_autotuning=false: XLA shards autotuning over the job's processes and waits for the others'
+# results through the distributed key-value store, which the mocked processes never write (the compile hangs).
+# XLA flags this XLA no longer knows are dropped (XLA aborts on an unknown flag) and listed in OUTDIR/flags_*.txt.
+set -u
+OUT=$1; mkdir -p "$OUT"
+COMMON="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_triton_gemm=false --xla_gpu_graph_level=0 --xla_gpu_enable_command_buffer=
+ --xla_gpu_enable_highest_priority_async_stream=true --xla_gpu_enable_pipelined_all_gather=true
+ --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true
+ --xla_gpu_enable_while_loop_double_buffering=true --xla_gpu_enable_triton_softmax_fusion=false
+ --xla_gpu_enable_all_gather_combine_by_dim=false --xla_gpu_enable_reduce_scatter_combine_by_dim=false
+ --xla_disable_hlo_passes=rematerialization --xla_gpu_shard_autotuning=false"
+thresholds() {  # all_reduce all_gather reduce_scatter (bytes)
+  echo "--xla_gpu_all_reduce_combine_threshold_bytes=$1 --xla_gpu_all_gather_combine_threshold_bytes=$2 --xla_gpu_reduce_scatter_combine_threshold_bytes=$3"
+}
+known_flags() {  # drop the flags this XLA rejects; print the rest
+  local flags="$1" tag="$2"
+  for i in 1 2 3 4 5 6 7 8; do
+    err=$(XLA_FLAGS="$flags" python3 -c "import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()" 2>&1 >/dev/null)
+    bad=$(echo "$err" | grep -i "unknown flag" | grep -o -- "--xla_[a-z0-9_]*" | sort -u)
+    [ -z "$bad" ] && break
+    echo "dropped: $bad" >> "$OUT/flags_$tag.txt"
+    for b in $bad; do flags=$(echo "$flags" | tr ' \n' '\n\n' | grep -v -- "^$b=" | tr '\n' ' '); done
+  done
+  echo "$flags" | tr -s ' \n' '  ' > "$OUT/flags_${tag}_used.txt"
+  echo "$flags"
+}
+run() {  # name topology mesh B flags
+  local f; f=$(known_flags "$5" "$1")
+  XLA_FLAGS="$f" XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 CUDA_DEVICE_MAX_CONNECTIONS=1 NVTE_FUSED_ATTN=1 \
+    timeout 300 python3 calibration/jax/mock_compile.py --name "$1" --topology "$2" --mesh "$3" --B "$4" \
+    --iota-embed --outdir "$OUT" > "$OUT/$1.log" 2>&1
+  echo "$1 rc=$?"; tail -2 "$OUT/$1.log"
+}
+run mt_1vm 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)"
+run mt_2vm 2x8x1 2,8 4 "$COMMON $(thresholds 67108864 134217728 67108864)"
+run mt_16vm 16x8x1 16,8 4 "$COMMON $(thresholds 1073741824 134217728 134217728)"
