@@ -49,11 +49,22 @@ Precision precision_of(const TrainingConfig& t) {
   p.master_weight_bytes = 4.0;
   p.grad_bytes = 4.0;
   p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
-  p.grad_reduce_bytes = 4.0;    // Megatron reduces main grads in fp32 under bf16 training
+  // Megatron reduces its fp32 main grads under bf16 training. XLA (JAX mode) reduces a weight's gradient where the
+  // SPMD partitioner resolves the weight-gradient dot's partial sum over the batch: on the dot's output, in the
+  // compute dtype (bf16; under TE's fp8/nvfp4 recipes too, whose weight-gradient GEMM writes bf16), before the
+  // convert to the fp32 parameter's dtype. Read off every data-parallel and FSDP program compiled so far: the
+  // two-GPU steps (calibration/data/h200x2-2026-11-29-mechanisms: bf16 all-reduces and reduce-scatters of the
+  // layer weights, scanned or not) and MaxText's Llama 2 7B compiled for 8, 16 and 128 GPUs
+  // (calibration/data/h200-2026-12-04-mock-compile: bf16 reduce-scatters over fsdp and all-reduces over data).
+  // The input embedding's gradient (a gather's transpose, a scatter-add into the fp32 table) is reduced in fp32
+  // in those programs, as are the norms' gains (not separated here).
+  const bool jax = t.framework == Framework::jax;
+  p.grad_reduce_bytes = jax && t.precision != sim::Dtype::fp32 && t.precision != sim::Dtype::tf32 ? 2.0 : 4.0;
+  p.embedding_grad_reduce_bytes = 4.0;
   // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8 copy under fp8-class
   // training where the parameters are fp8: Megatron's --fp8-param-gather (training.fp8_param_gather), and in JAX
   // mode as it was (TE casts before the gather there, see docs/seed_claims.md).
-  const bool fp8_params = t.framework == Framework::jax || t.fp8_param_gather;
+  const bool fp8_params = jax || t.fp8_param_gather;
   p.param_gather_bytes = p.matmul_input_bytes < 2.0 && fp8_params ? p.matmul_input_bytes : 2.0;
   return p;
 }
@@ -271,6 +282,7 @@ class Builder {
       for (const auto& [first, order] : issue_orders_) std::copy(order.begin(), order.end(), g_.issue_order.begin() + first);
     }
     if (jax_ && !t_.donate_state && pp_ == 1 && !m_.moe && !m_.mla) pack_into_outputs();
+    if (combining()) xla_scheduler_windows();
     if (jax_) assign_xla_host_work();
     if (partial_graphs_)  // what no layer's graph captured launches eagerly
       for (Op& op : g_.ops)
@@ -3208,7 +3220,7 @@ class Builder {
       const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
       embedding_backward("embedding");
       if (has_buf) g_.ops.back().frees.push_back(buf);
-      if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights());
+      if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights(), 0, false, pr_.embedding_grad_reduce_bytes);
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
     } else {
       if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
@@ -3479,7 +3491,10 @@ class Builder {
   }
 
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
-  void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false) {
+  // `elem_bytes`: the reduction's bytes per parameter (0: the weights' grad_reduce_bytes).
+  void grad_sync(const std::string& name, double dense_params, double expert_params = 0, bool in_layer_loop = false,
+                 double elem_bytes = 0) {
+    const double eb = elem_bytes > 0 ? elem_bytes : pr_.grad_reduce_bytes;
     const auto mode = t_.optimizer_sharding;
     // Megatron's DDP without --overlap-grad-reduce reduces every bucket after the whole backward
     // (finish_grad_sync); ZeRO-2/FSDP (PyTorch FSDP) and XLA always reduce as gradients appear.
@@ -3495,16 +3510,16 @@ class Builder {
     // of its reductions ends.
     const std::optional<TensorId> whole = in_layer_loop ? std::exchange(unsharded_grads_, std::nullopt) : std::nullopt;
     if (combining()) {
-      combined_grad_sync(name, dense_params, expert_params, op, ready);
+      combined_grad_sync(name, dense_params, expert_params, op, ready, eb);
       return;
     }
     const std::size_t first = grad_ops_.size();
     if (dense_replicas() > 1 && dense_params > 0)
       grad_ops_.push_back(collective(name + "." + to_string(op), op, dense_shard_group(),
-                                     dense_params * pr_.grad_reduce_bytes, {ready}));
+                                     dense_params * eb, {ready}));
     if (expert_params > 0 && expert_replicas() > 1)
       grad_ops_.push_back(collective(name + ".experts." + to_string(op), op, expert_shard_group(),
-                                     expert_params * pr_.grad_reduce_bytes, {ready}));
+                                     expert_params * eb, {ready}));
     if (whole) {
       const OpId reduced = grad_ops_.size() > first ? grad_ops_.back() : ready;
       g_.ops[reduced].frees.push_back(*whole);
@@ -3514,7 +3529,7 @@ class Builder {
     // over the data axis of the reduce-scattered gradient; FSDP2 HSDP and Megatron's distributed-optimizer
     // instances do the same), dense and expert shards together, after their reduce-scatters.
     if (rep_ > 1 && op == CollectiveOp::reduce_scatter) {
-      const double shard_bytes = (dense_params / dense_replicas() + expert_params / expert_replicas()) * pr_.grad_reduce_bytes;
+      const double shard_bytes = (dense_params / dense_replicas() + expert_params / expert_replicas()) * eb;
       SmallVec<OpId, 3> after;
       for (std::size_t i = first; i < grad_ops_.size(); ++i) after.push_back(grad_ops_[i]);
       if (after.empty()) after.push_back(ready);
@@ -3607,15 +3622,15 @@ class Builder {
   struct MemberSizes {
     double output[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
   };
-  MemberSizes member_sizes(double dense_params, double expert_params) const {
+  MemberSizes member_sizes(double dense_params, double expert_params, double elem_bytes) const {
     MemberSizes m;
     const CollectiveOp op = grad_sync_op();
-    m.bytes[0] = dense_replicas() > 1 && dense_params > 0 ? dense_params * pr_.grad_reduce_bytes : 0;
-    m.bytes[1] = expert_params > 0 && expert_replicas() > 1 ? expert_params * pr_.grad_reduce_bytes : 0;
+    m.bytes[0] = dense_replicas() > 1 && dense_params > 0 ? dense_params * elem_bytes : 0;
+    m.bytes[1] = expert_params > 0 && expert_replicas() > 1 ? expert_params * elem_bytes : 0;
     m.output[0] = op == CollectiveOp::reduce_scatter ? m.bytes[0] / dense_replicas() : m.bytes[0];
     m.output[1] = op == CollectiveOp::reduce_scatter ? m.bytes[1] / expert_replicas() : m.bytes[1];
     m.bytes[2] = m.output[2] = rep_ > 1 && op == CollectiveOp::reduce_scatter
-                                   ? (dense_params / dense_replicas() + expert_params / expert_replicas()) * pr_.grad_reduce_bytes
+                                   ? (dense_params / dense_replicas() + expert_params / expert_replicas()) * elem_bytes
                                    : 0;
     return m;
   }
@@ -3631,9 +3646,10 @@ class Builder {
   // left alone and the group goes on past it.
   void plan_grad_combines(int v) {
     std::vector<MemberSizes> members;
-    if (v == vstages_ - 1) members.push_back(member_sizes(head_weights(), 0));
-    for (int l = end_layer(v) - 1; l >= first_layer(v); --l) members.push_back(member_sizes(dense_weights(l), expert_weights(l)));
-    if (v == 0) members.push_back(member_sizes(embedding_weights(), 0));
+    const double eb = pr_.grad_reduce_bytes;
+    if (v == vstages_ - 1) members.push_back(member_sizes(head_weights(), 0, eb));
+    for (int l = end_layer(v) - 1; l >= first_layer(v); --l) members.push_back(member_sizes(dense_weights(l), expert_weights(l), eb));
+    if (v == 0) members.push_back(member_sizes(embedding_weights(), 0, pr_.embedding_grad_reduce_bytes));
     for (int k = 0; k < 3; ++k) {
       auto& p = plan_[k];
       p.alone.assign(members.size(), false);
@@ -3701,6 +3717,7 @@ class Builder {
     const std::string name =
         g.members == 1 ? g.name + "." + g.tail : fmt::format("{}.combined_{}.{}", g.name, g.members, g.tail);
     const OpId id = collective(name, g.op, g.group, g.bytes, std::move(deps));
+    xla_windowed_.push_back(id);
     prefix_ = saved_prefix;
     phase_ = saved_phase;
     pending_deps_.swap(saved_deps);
@@ -3743,8 +3760,9 @@ class Builder {
       if (pending_rs_[k].members > 0) flush_rs(k);
     emit_ready_ar();
   }
-  void combined_grad_sync(const std::string& name, double dense_params, double expert_params, CollectiveOp op, OpId ready) {
-    const MemberSizes m = member_sizes(dense_params, expert_params);
+  void combined_grad_sync(const std::string& name, double dense_params, double expert_params, CollectiveOp op, OpId ready,
+                          double elem_bytes) {
+    const MemberSizes m = member_sizes(dense_params, expert_params, elem_bytes);
     const std::size_t i = plan_index_++;
     auto planned = [&](int k, const std::vector<bool>& v, bool fallback) { return i < plan_[k].alone.size() ? v[i] : fallback; };
     const CommGroup groups[2] = {dense_shard_group(), expert_shard_group()};
@@ -3756,6 +3774,7 @@ class Builder {
       if (planned(k, plan_[k].alone, true)) {  // too large to combine: alone, as uncombined
         const OpId id = collective(name + "." + tails[k], op, groups[k], m.bytes[k], {ready});
         grad_ops_.push_back(id);
+        xla_windowed_.push_back(id);
         after.push_back(id);
         continue;
       }
@@ -3788,6 +3807,37 @@ class Builder {
     }
   }
   std::vector<OpId> grad_ops_;
+
+  // ---- XLA's latency hiding scheduler: where the step waits for a gradient collective ---------------
+  // In XLA's program every asynchronous collective is a start and a done at fixed places in one instruction
+  // sequence; compute after the done waits for the collective, whatever it costs on the real network. The
+  // scheduler places the start so that the compute between start and done covers its own estimate of the
+  // collective's latency: in XLA's GPU cost model (GpuLatencyEstimator over ApproximateLatencyEstimator,
+  // xla/service/gpu/gpu_latency_hiding_scheduler.cc and xla/service/latency_hiding_scheduler.cc) an async
+  // collective's latency is 5000 units and a cuBLAS/cuDNN call or a loop fusion costs 1000: "the LHS will try
+  // to schedule approximately 5 of these in between each start/end pair". A gradient reduce-scatter or
+  // replica all-reduce has no user in the backward (the optimizer at the end, or a later collective), so only
+  // that window bounds it: the sixth kernel after it waits for it. (MaxText's Llama 2 7B compiled for 16 GPUs,
+  // calibration/data/h200-2026-12-04-mock-compile: 1-4 GEMMs, 2-4 ms of compute, between each start and done.)
+  // Unrolled programs only (in a scanned loop the iteration's end already bounds them). Counted over the
+  // compute stream's kernels: XLA's reductions (input fusions, cost 1) count as 1000 here, which shortens a
+  // window by the norms it contains.
+  static constexpr int kXlaWindowKernels = 5;
+  std::vector<OpId> xla_windowed_;  // the gradient collectives of an unrolled JAX program
+  void xla_scheduler_windows() {
+    for (OpId c : xla_windowed_) {
+      int seen = 0;
+      for (auto i = static_cast<std::size_t>(c) + 1; i < g_.ops.size(); ++i) {
+        Op& op = g_.ops[i];
+        if (op.rank != g_.ops[c].rank) break;
+        if (op.kind != OpKind::kernel || op.stream != StreamKind::compute) continue;
+        if (++seen <= kXlaWindowKernels) continue;
+        if (std::find(op.deps.begin(), op.deps.end(), c) == op.deps.end()) op.deps.push_back(c);
+        break;
+      }
+    }
+  }
+
   struct DeferredGrad {
     Name prefix;  // where it was deferred: its name keeps that prefix
     std::string name;

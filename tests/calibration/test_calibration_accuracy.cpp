@@ -219,13 +219,16 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
 }
 
 // The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
-// peak and every step within 10%. x2_dp_s1_none_scan, the small step, passes by 0.1 point (-9.9%) since the
-// scanned forward is emitted as XLA compiles it (2026-12-04; -14.8% before): its host dispatch and in-loop
-// all-reduce waits are still not in the scenario (calibration/data/h200x2-2026-11-29-mechanisms/README.md).
+// peak within 10%, every step but one. x2_dp_s1_none_scan, the small step, is 13.6% fast since its gradients
+// are all-reduced in bf16 as XLA's program does (2026-12-04; -9.9% with fp32 all-reduces): the replay of its own
+// program misses it too (-10.5%, HloReplay.TwoGpuStepsWithinTenPercentButOne) and the scenario is within 3.4% of
+// that replay; what both lack is its host dispatch and the in-loop all-reduce waits of a 24 ms step
+// (calibration/data/h200x2-2026-11-29-mechanisms/README.md).
 TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercent) {
   const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200x2.yaml"});
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("10 checks: 10 pass, 0 outside tolerance"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 4) << r.out << r.err;  // one check outside its tolerance
+  EXPECT_NE(r.out.find("10 checks: 9 pass, 1 outside tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("case 'x2_dp_s1_none_scan': step_time_s predicted"), std::string::npos) << r.out;
 }
 
 // racksim's Megatron path against PyTorch steps that keep Megatron's state, with fused element-wise

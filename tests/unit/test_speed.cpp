@@ -142,8 +142,8 @@ TEST(SteadyState, ValidationSuitesAgreeWithExactAndKeepTheirSummaries) {
       {"scenarios/validation/h200.yaml", "70 checks: 68 pass, 2 outside tolerance"},
       {"scenarios/validation/hlo.yaml", "78 checks: 78 pass, 0 outside tolerance"},
       {"scenarios/validation/hlo-x2.yaml", "16 checks: 15 pass, 1 outside tolerance"},
-      {"scenarios/validation/h200x2.yaml", "10 checks: 10 pass, 0 outside tolerance"},
-      {"scenarios/validation/at_scale.yaml", "41 checks: 16 pass, 25 outside tolerance"},
+      {"scenarios/validation/h200x2.yaml", "10 checks: 9 pass, 1 outside tolerance"},
+      {"scenarios/validation/at_scale.yaml", "41 checks: 15 pass, 26 outside tolerance"},
       {"scenarios/seed_claims/suite.yaml", "10 checks: 1 pass, 9 outside tolerance"},
   };
   for (const auto& [suite, summary] : summaries) {
