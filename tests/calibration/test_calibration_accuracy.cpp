@@ -228,7 +228,7 @@ TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercent) {
   const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200x2.yaml"});
   EXPECT_EQ(r.code, 4) << r.out << r.err;  // one check outside its tolerance
   EXPECT_NE(r.out.find("10 checks: 9 pass, 1 outside tolerance"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("case 'x2_dp_s1_none_scan': step_time_s predicted"), std::string::npos) << r.out;
+  EXPECT_NE((r.out + r.err).find("case 'x2_dp_s1_none_scan': step_time_s predicted"), std::string::npos) << r.out << r.err;
 }
 
 // racksim's Megatron path against PyTorch steps that keep Megatron's state, with fused element-wise
