@@ -79,6 +79,43 @@ def collective_summary(hlo: str):
     return dict(out)
 
 
+def run_local(jax, jnp, np, compiled, args, steps, V, log):
+    """Runs the compiled cluster program on this process's one GPU: every input is a global array made of its
+    local shard only (as each process of a multi-process job provides its own), weights ~N(0, 0.02), norms 1,
+    tokens uniform. Returns the step times (each synchronized) after 3 warm-ups."""
+    rng = np.random.default_rng(0)
+
+    def local(x, zero=False):
+        dev = jax.local_devices()[0]
+        idx = x.sharding.addressable_devices_indices_map(x.shape)[dev]
+        shape = tuple(len(range(*sl.indices(n))) for sl, n in zip(idx, x.shape))
+        if zero:
+            buf = np.zeros(shape, x.dtype)
+        elif x.dtype == jnp.int32:
+            buf = rng.integers(0, V, size=shape, dtype=np.int32)
+        elif len(x.shape) <= 1:
+            buf = np.ones(shape, np.float32) if len(x.shape) == 1 else np.zeros(shape, x.dtype)
+        else:
+            buf = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(x.dtype)
+        return jax.make_array_from_single_device_arrays(x.shape, x.sharding, [jax.device_put(buf, dev)])
+
+    p, tok, tgt = (jax.tree_util.tree_map(local, t) for t in (args[0], args[2], args[3]))
+    o = jax.tree_util.tree_map(lambda x: local(x, zero=True), args[1])  # Adam's moments and count start at zero
+    times = []
+    for i in range(3 + steps):
+        t0 = time.perf_counter()
+        p, o, loss = compiled(p, o, tok, tgt)
+        jax.block_until_ready((p, o, loss))
+        dt = time.perf_counter() - t0
+        if i >= 3:
+            times.append(dt)
+        log(f"step {i}: {dt * 1e3:.1f} ms")
+    times.sort()
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return {"run_steps": steps, "step_s_median": times[len(times) // 2], "step_s_min": times[0], "step_s_max": times[-1],
+            "step_s_all": times, "peak_bytes_in_use": int(stats.get("peak_bytes_in_use", -1))}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", required=True)
@@ -91,6 +128,9 @@ def main():
     ap.add_argument("--scan", action="store_true", help="layers under jax.lax.scan (default: unrolled)")
     ap.add_argument("--iota-embed", action="store_true", help="embedding as a one-hot matmul (use_iota_embed)")
     ap.add_argument("--outdir", default="mock_out")
+    ap.add_argument("--run", type=int, default=0, metavar="N",
+                    help="also run the compiled step N times on this GPU (its shard of every input; the collectives "
+                         "go to JAX's mock NCCL, which moves nothing): the per-GPU time of the cluster's program")
     a = ap.parse_args()
 
     import faulthandler
@@ -224,6 +264,8 @@ def main():
         f.write(hlo)
     row["hlo_file"] = f"{a.name}.hlo.txt.gz"
     row["collectives"] = collective_summary(hlo)
+    if a.run > 0:
+        row.update(run_local(jax, jnp, np, compiled, (p, o, tok, tgt), a.run, V, log))
     with open(os.path.join(a.outdir, f"{a.name}.json"), "w") as f:
         json.dump(row, f, indent=1)
     print(json.dumps({k: row[k] for k in ("name", "devices", "compile_s", "mem_analysis")}))

@@ -3,7 +3,8 @@
 # MaxText/configs/a3/llama_2_7b/{1,2,16}vm.sh: ici_fsdp 8, dcn_data = #VMs, per_device_batch_size 4,
 # seq 4096, cudnn_flash_te, minimal_flash, scan_layers false, use_iota_embed) for 8, 16 and 128 GPUs on one GPU,
 # through JAX's mock GPU topology (mock_compile.py), each with its script's XLA_FLAGS. Usage, on the device,
-# from the repository root:   bash calibration/jax/mock_compile.sh OUTDIR
+# from the repository root:   bash calibration/jax/mock_compile.sh OUTDIR [run]
+# (`run`: compile the 1-VM program and also run it on this GPU, below.)
 # --xla_gpu_shard_autotuning=false: XLA shards autotuning over the job's processes and waits for the others'
 # results through the distributed key-value store, which the mocked processes never write (the compile hangs).
 # XLA flags this XLA no longer knows are dropped (XLA aborts on an unknown flag) and listed in OUTDIR/flags_*.txt.
@@ -30,13 +31,21 @@ known_flags() {  # drop the flags this XLA rejects; print the rest
   echo "$flags" | tr -s ' \n' '  ' > "$OUT/flags_${tag}_used.txt"
   echo "$flags"
 }
-run() {  # name topology mesh B flags
+run() {  # name topology mesh B flags [more mock_compile.py arguments]
   local f; f=$(known_flags "$5" "$1")
   XLA_FLAGS="$f" XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 CUDA_DEVICE_MAX_CONNECTIONS=1 NVTE_FUSED_ATTN=1 \
     timeout 300 python3 calibration/jax/mock_compile.py --name "$1" --topology "$2" --mesh "$3" --B "$4" \
-    --iota-embed --outdir "$OUT" > "$OUT/$1.log" 2>&1
+    --iota-embed --outdir "$OUT" "${@:6}" > "$OUT/$1.log" 2>&1
   echo "$1 rc=$?"; tail -2 "$OUT/$1.log"
 }
+if [ "${2:-}" = run ]; then
+  # The 1-VM program run on this GPU (its shard of every input; the collectives go to JAX's mock NCCL): the
+  # per-GPU time of the 8-GPU step without its communication, at per-device batch 4 (MaxText's A3 rows) and 2
+  # (the JAX-Toolbox row's batch, with 1vm.sh's flags).
+  run mt_1vm_run 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)" --run 8
+  run mt_1vm_b2_run 1x8x1 1,8 2 "$COMMON $(thresholds 134217728 134217728 67108864)" --run 8
+  exit 0
+fi
 run mt_1vm 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)"
 run mt_2vm 2x8x1 2,8 4 "$COMMON $(thresholds 67108864 134217728 67108864)"
 run mt_16vm 16x8x1 16,8 4 "$COMMON $(thresholds 1073741824 134217728 134217728)"
