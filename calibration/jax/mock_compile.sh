@@ -35,17 +35,30 @@ run() {  # name topology mesh B flags [more mock_compile.py arguments]
   local f; f=$(known_flags "$5" "$1")
   XLA_FLAGS="$f" XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 CUDA_DEVICE_MAX_CONNECTIONS=1 NVTE_FUSED_ATTN=1 \
     timeout 300 python3 calibration/jax/mock_compile.py --name "$1" --topology "$2" --mesh "$3" --B "$4" \
-    --iota-embed --outdir "$OUT" "${@:6}" > "$OUT/$1.log" 2>&1
+    --outdir "$OUT" "${@:6}" > "$OUT/$1.log" 2>&1
   echo "$1 rc=$?"; tail -2 "$OUT/$1.log"
 }
 if [ "${2:-}" = run ]; then
   # The 1-VM program run on this GPU (its shard of every input; the collectives go to JAX's mock NCCL): the
   # per-GPU time of the 8-GPU step without its communication, at per-device batch 4 (MaxText's A3 rows) and 2
   # (the JAX-Toolbox row's batch, with 1vm.sh's flags).
-  run mt_1vm_run 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)" --run 8
-  run mt_1vm_b2_run 1x8x1 1,8 2 "$COMMON $(thresholds 134217728 134217728 67108864)" --run 8
+  run mt_1vm_run 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)" --iota-embed --run 8
+  run mt_1vm_b2_run 1x8x1 1,8 2 "$COMMON $(thresholds 134217728 134217728 67108864)" --iota-embed --run 8
   exit 0
 fi
-run mt_1vm 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)"
-run mt_2vm 2x8x1 2,8 4 "$COMMON $(thresholds 67108864 134217728 67108864)"
-run mt_16vm 16x8x1 16,8 4 "$COMMON $(thresholds 1073741824 134217728 134217728)"
+if [ "${2:-}" = seed10 ]; then
+  # Seed claim 10's pair (scenarios/seed_claims/10-llama70b-{64,512}.yaml): MaxText's Llama 3 70B GPU config
+  # (gpu/models/llama3_70b.yml: per_device_batch_size 4, seq 8192, remat full, scanned layers, cuDNN flash) with FSDP
+  # over 64 GPUs (one rack: 16 trays of 4) and 512 (8 racks), under the collective pipeliner's flags the seed scenarios
+  # carry (128vm.sh@5505348a) and XLA's default combine thresholds. GB200 is compiled for as this Hopper GPU.
+  SEED="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_pipelined_all_gather=true
+   --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true
+   --xla_gpu_enable_while_loop_double_buffering=true --xla_gpu_shard_autotuning=false"
+  L70="--L 80 --D 8192 --H 64 --KV 8 --F 28672 --V 128256 --S 8192 --scan --policy full"
+  run c10_64 16x4x1 1,64 4 "$SEED" $L70
+  run c10_512 128x4x1 1,512 4 "$SEED" $L70
+  exit 0
+fi
+run mt_1vm 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)" --iota-embed
+run mt_2vm 2x8x1 2,8 4 "$COMMON $(thresholds 67108864 134217728 67108864)" --iota-embed
+run mt_16vm 16x8x1 16,8 4 "$COMMON $(thresholds 1073741824 134217728 134217728)" --iota-embed

@@ -236,6 +236,38 @@ TEST(XlaCombiner, TheSixthKernelAfterAGradientCollectiveWaitsForIt) {
   }
 }
 
+// XLA gathers an FSDP layer's weights array by array (one all-gather per sharded weight from the SPMD partitioner),
+// merged by the all-gather combiner only while the gathered outputs sum to at most its threshold: MaxText's programs
+// compiled for 8-512 GPUs (calibration/data/h200-2026-12-04-mock-compile) have seven per layer at the 30 MiB default
+// for Llama 3 70B and four at A3's 128 MiB for Llama 2 7B. Here (D 4096, F 11008): q, k, v, o 33.6 MB each and the
+// three MLP matrices 90.2 MB each in bf16; 128 MiB takes q, k, v, o (exactly 128 MiB) into one. Megatron's FSDP
+// (PyTorch's flat parameter, Megatron-FSDP's buckets) gathers a layer in one collective.
+TEST(XlaCombiner, FsdpGathersAreXlasPerWeightArrays) {
+  const double a = 4096.0 * 4096 * 2, f = 4096.0 * 11008 * 2, norms = 2 * 4096.0 * 2;
+  auto layer_gathers = [&](std::vector<std::string> sets) {
+    sets.push_back("training.fused_qkv=false");  // MaxText's q, k and v projections apart
+    const auto g = graph(load(kHybrid, sets));
+    std::vector<double> bytes;  // layer 2's forward gathers, in graph order (the backward gathers it again)
+    for (std::size_t i = 0; i < g.ops.size() && g.ops[i].phase == Phase::forward; ++i)
+      if (g.ops[i].kind == OpKind::collective && g.ops[i].coll == hw::CollectiveOp::all_gather &&
+          g.op_name(static_cast<OpId>(i)).rfind("mb0.L2.fsdp.param_all_gather", 0) == 0)
+        bytes.push_back(g.ops[i].coll_bytes);
+    return bytes;
+  };
+  const auto def = layer_gathers({});
+  ASSERT_EQ(def.size(), 7u);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(def[i] / a, 1.0, 1e-9) << i;
+  for (int i = 4; i < 6; ++i) EXPECT_NEAR(def[i] / f, 1.0, 1e-9) << i;
+  EXPECT_NEAR(def[6] / (f + norms), 1.0, 1e-9);
+  const auto big = layer_gathers({"training.xla_combine_threshold={all_gather: 128 MiB}"});
+  ASSERT_EQ(big.size(), 4u);
+  EXPECT_NEAR(big[0] / (4 * a), 1.0, 1e-9);
+  EXPECT_NEAR(big[3] / (f + norms), 1.0, 1e-9);
+  const auto meg = layer_gathers({"training.framework=megatron"});
+  ASSERT_EQ(meg.size(), 1u);
+  EXPECT_NEAR(meg[0] / (4 * a + 3 * f + norms), 1.0, 1e-9);
+}
+
 TEST(XlaCombiner, ScannedLoopsAndMegatronAreUnchanged) {
   for (const std::vector<std::string>& mode : {std::vector<std::string>{"training.scan_layers=true"},
                                               std::vector<std::string>{"training.framework=megatron"}}) {
