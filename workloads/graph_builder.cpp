@@ -3744,7 +3744,6 @@ class Builder {
     const std::string name =
         g.members == 1 ? g.name + "." + g.tail : fmt::format("{}.combined_{}.{}", g.name, g.members, g.tail);
     const OpId id = collective(name, g.op, g.group, g.bytes, std::move(deps));
-    xla_windowed_.push_back(id);
     prefix_ = saved_prefix;
     phase_ = saved_phase;
     pending_deps_.swap(saved_deps);
@@ -3801,7 +3800,6 @@ class Builder {
       if (planned(k, plan_[k].alone, true)) {  // too large to combine: alone, as uncombined
         const OpId id = collective(name + "." + tails[k], op, groups[k], m.bytes[k], {ready});
         grad_ops_.push_back(id);
-        xla_windowed_.push_back(id);
         after.push_back(id);
         continue;
       }
@@ -3850,9 +3848,21 @@ class Builder {
   // compute stream's kernels: XLA's reductions (input fusions, cost 1) count as 1000 here, which shortens a
   // window by the norms it contains.
   static constexpr int kXlaWindowKernels = 5;
-  std::vector<OpId> xla_windowed_;  // the gradient collectives of an unrolled JAX program
+  // The gradient collectives: reduce-scatters and all-reduces of the backward over a data-parallel group (found in
+  // the finished graph, so that layers copied from a template are covered too).
+  static bool gradient_collective(const Op& op) {
+    if (op.kind != OpKind::collective || op.phase != Phase::backward) return false;
+    if (op.coll != CollectiveOp::reduce_scatter && op.coll != CollectiveOp::all_reduce) return false;
+    switch (op.group) {
+      case CommGroup::dp: case CommGroup::dp_cp: case CommGroup::dp_shard: case CommGroup::dp_replicate:
+      case CommGroup::edp: case CommGroup::edp_shard: return true;
+      default: return false;
+    }
+  }
   void xla_scheduler_windows() {
-    for (OpId c : xla_windowed_) {
+    for (std::size_t ci = 0; ci < g_.ops.size(); ++ci) {
+      if (!gradient_collective(g_.ops[ci])) continue;
+      const auto c = static_cast<OpId>(ci);
       int seen = 0;
       for (auto i = static_cast<std::size_t>(c) + 1; i < g_.ops.size(); ++i) {
         Op& op = g_.ops[i];
