@@ -286,12 +286,12 @@ TEST(SeedClaims, WeakScalingEfficiencyIsAtMostOne) {
 // The scenario builder's JAX mode against XLA's own program for the same job: MaxText's Llama 2 7B A3 rows
 // (8, 16 and 128 H100: FSDP 8 in a VM, data parallel across VMs over GPUDirect-TCPX) compiled for those GPU
 // counts through JAX's mock GPU topology (calibration/data/h200-2026-12-04-mock-compile) and replayed on the
-// same system. Two mechanisms read off those programs make the builder follow them: the weight gradients
-// reduced in bf16 (it reduced them in fp32), and XLA's scheduler waiting for each gradient collective five
-// kernels after its start (it let them overlap as much compute as they needed). Without them the builder's
+// same system. Three mechanisms read off those programs make the builder follow them: the weight gradients
+// reduced in bf16 (it reduced them in fp32), XLA's scheduler waiting for each gradient collective five kernels
+// after its start (it let them overlap as much compute as they needed), and the weights gathered array by array. Without them the builder's
 // step grew by 0.03 s from one VM to two where the replay grows 0.19 s (measured: 0.24 s), and by 0.70 s to
 // sixteen where the replay grows 0.38 s (measured 0.45 s). Bound: each step within 6% of the replay (today
-// -4.2, -2.1, -2.6%), each growth over one VM within 0.05 s of the replay's.
+// -3.9, -2.0, -2.5%), each growth over one VM within 0.05 s of the replay's.
 TEST(ScaleMechanisms, MaxTextA3StepsFollowXlasCompiledPrograms) {
   const std::string dir = std::string(RACKSIM_SOURCE_DIR) + "/calibration/data/h200-2026-12-04-mock-compile/";
   const std::string scen = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale/maxtext-llama2-7b-";
