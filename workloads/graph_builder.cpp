@@ -3172,23 +3172,27 @@ class Builder {
     for (double a : arrays) sum += a;
     if (sum <= 0 || sum > dense_params * (1 + 1e-9)) return {};
     const double gb = pr_.param_gather_bytes, limit = t_.xla_combine_threshold.all_gather_bytes;
-    std::vector<double> pieces;
-    double open = 0;
-    for (double a : arrays) {
-      const double out = a * gb;
-      if (out > limit) {
-        pieces.push_back(out);
+    std::vector<std::pair<std::size_t, double>> pieces;  // (the first member's position, bytes)
+    std::pair<std::size_t, double> open{0, 0.0};
+    for (std::size_t i = 0; i < arrays.size(); ++i) {
+      const double out = arrays[i] * gb;
+      if (out > limit) {  // alone; the open group goes on past it (k and v merge around nothing here)
+        pieces.push_back({i, out});
         continue;
       }
-      if (open > 0 && open + out > limit) {
+      if (open.second > 0 && open.second + out > limit) {
         pieces.push_back(open);
-        open = 0;
+        open = {i, 0.0};
       }
-      open += out;
+      if (open.second == 0) open.first = i;
+      open.second += out;
     }
-    if (open > 0) pieces.push_back(open);
-    pieces.back() += (dense_params - sum) * gb;
-    return pieces;
+    if (open.second > 0) pieces.push_back(open);
+    std::sort(pieces.begin(), pieces.end());  // program order: by each piece's first array
+    std::vector<double> bytes;
+    for (const auto& p : pieces) bytes.push_back(p.second);
+    bytes.back() += (dense_params - sum) * gb;  // the norms' gains with the last
+    return bytes;
   }
 
   void backward_chunk(int v) {
@@ -3859,16 +3863,26 @@ class Builder {
       default: return false;
     }
   }
+  // The micro-batch an op belongs to (its name's "mb{a}." prefix), or -1 (the optimizer, the step's ends).
+  static int64_t micro_of(const Op& op) {
+    const bool micro = op.name.prefix == NamePrefix::micro_vstage || op.name.prefix == NamePrefix::micro_layer;
+    return micro ? static_cast<int64_t>(op.name.a) : -1;
+  }
+  // Under gradient accumulation the micro-batches are iterations of a loop (MaxText's accumulation scan): an
+  // iteration ends when its collectives have, so a window never reaches into the next micro-batch; its first kernel
+  // waits instead.
   void xla_scheduler_windows() {
     for (std::size_t ci = 0; ci < g_.ops.size(); ++ci) {
       if (!gradient_collective(g_.ops[ci])) continue;
       const auto c = static_cast<OpId>(ci);
+      const int64_t micro = micro_of(g_.ops[c]);
       int seen = 0;
       for (auto i = static_cast<std::size_t>(c) + 1; i < g_.ops.size(); ++i) {
         Op& op = g_.ops[i];
         if (op.rank != g_.ops[c].rank) break;
         if (op.kind != OpKind::kernel || op.stream != StreamKind::compute) continue;
-        if (++seen <= kXlaWindowKernels) continue;
+        const bool next_micro = micro >= 0 && micro_of(op) >= 0 && micro_of(op) != micro;
+        if (!next_micro && ++seen <= kXlaWindowKernels) continue;
         if (std::find(op.deps.begin(), op.deps.end(), c) == op.deps.end()) op.deps.push_back(c);
         break;
       }

@@ -233,7 +233,8 @@ struct TrainingConfig {
   // independent collectives of one kind over one group until their bytes would exceed these thresholds
   // (--xla_gpu_{all_reduce,reduce_scatter,all_gather}_combine_threshold_bytes). Defaults: XLA's,
   // kDefault*CombineThreshold = 30 MiB + 7 bytes (openxla/xla@9b2cf8eb xla/service/collective_utils.h).
-  // Applied to the gradient reduce-scatters and replica all-reduces of unrolled programs (docs/decisions.md).
+  // Applied to the gradient reduce-scatters and replica all-reduces of unrolled programs, and to FSDP's per-array
+  // weight gathers (docs/decisions.md, "XLA gathers FSDP weights array by array").
   static constexpr double kXlaDefaultCombineThresholdBytes = 30.0 * 1024 * 1024 + 7;
   struct XlaCombineThreshold {
     double all_reduce_bytes = kXlaDefaultCombineThresholdBytes;

@@ -220,7 +220,7 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
 
 // The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
 // peak within 10%, every step but one. x2_dp_s1_none_scan, the small step, is 13.6% fast since its gradients
-// are all-reduced in bf16 as XLA's program does (2026-12-04; -9.9% with fp32 all-reduces): the replay of its own
+// are all-reduced in bf16 as XLA's program does (2026-12-04; -9.6% with fp32 all-reduces): the replay of its own
 // program misses it too (-10.5%, HloReplay.TwoGpuStepsWithinTenPercentButOne) and the scenario is within 3.4% of
 // that replay; what both lack is its host dispatch and the in-loop all-reduce waits of a 24 ms step
 // (calibration/data/h200x2-2026-11-29-mechanisms/README.md).

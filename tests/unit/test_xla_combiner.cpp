@@ -160,8 +160,6 @@ TEST(XlaCombiner, ReduceScattersCombineAndTheirAllReducesFollow) {
   }
 }
 
-// Scanned layers: one gradient collective per kind in the loop body, nothing to combine (XLA does not
-// combine across iterations); Megatron mode has no XLA. Both build the same graph whatever the thresholds.
 // XLA reduces a weight's gradient on the weight-gradient dot's output, in bf16, before its convert to the fp32
 // parameter's dtype (every compiled data-parallel and FSDP program: calibration/data/h200x2-2026-11-29-mechanisms,
 // h200-2026-12-04-mock-compile); the embedding's, a scatter-add into the fp32 table, in fp32. Megatron reduces its
@@ -221,6 +219,32 @@ TEST(XlaCombiner, TheSixthKernelAfterAGradientCollectiveWaitsForIt) {
   }
   // The last ones (L0's and the embedding's, issued at the end of the backward) meet the optimizer first.
   EXPECT_EQ(bounded, 8);
+  // Under gradient accumulation (4 micro-batches) a window never reaches into the next micro-batch: each gradient
+  // collective is waited for in its own micro-batch, or by the next micro-batch's first kernel.
+  {
+    const auto ga = graph(load(kHybrid, {"training.global_batch=128"}));
+    int checked = 0;
+    for (std::size_t c = 0; c < ga.ops.size(); ++c) {
+      const Op& co = ga.ops[c];
+      if (co.kind != OpKind::collective || co.phase != Phase::backward || co.coll != hw::CollectiveOp::reduce_scatter) continue;
+      const std::string cn = ga.op_name(static_cast<OpId>(c));
+      const std::string micro = cn.substr(0, cn.find('.') + 1);  // "mbN."
+      bool first_of_next = true;
+      for (std::size_t i = c + 1; i < ga.ops.size(); ++i) {
+        const Op& op = ga.ops[i];
+        if (op.kind != OpKind::kernel || op.stream != StreamKind::compute) continue;
+        const std::string n = ga.op_name(static_cast<OpId>(i));
+        const bool same = n.rfind(micro, 0) == 0;
+        if (std::find(op.deps.begin(), op.deps.end(), static_cast<OpId>(c)) != op.deps.end()) {
+          EXPECT_TRUE(same || first_of_next) << cn << " waited for by " << n;
+          ++checked;
+          break;
+        }
+        if (!same && n.rfind("mb", 0) == 0) first_of_next = false;
+      }
+    }
+    EXPECT_GE(checked, 18);  // 6 reduce-scatters in each of the first three micro-batches at least
+  }
   // Scanned, the loop's iterations bound them: no window deps.
   const auto gs = graph(load(kHybrid, {"training.scan_layers=true"}));
   for (OpId c : collectives(gs, CommGroup::dp_shard, hw::CollectiveOp::reduce_scatter)) {
@@ -266,8 +290,18 @@ TEST(XlaCombiner, FsdpGathersAreXlasPerWeightArrays) {
   const auto meg = layer_gathers({"training.framework=megatron"});
   ASSERT_EQ(meg.size(), 1u);
   EXPECT_NEAR(meg[0] / (4 * a + 3 * f + norms), 1.0, 1e-9);
+  // Grouped-query attention (8 KV heads): k and v, 8.4 MB each, merge under the 30 MiB default; the pieces stay in
+  // program order, q, k+v, o, then the MLP.
+  const auto gqa = layer_gathers({"model.kv_heads=8"});
+  ASSERT_EQ(gqa.size(), 6u);
+  EXPECT_NEAR(gqa[0] / a, 1.0, 1e-9);
+  EXPECT_NEAR(gqa[1] / (a / 2), 1.0, 1e-9);
+  EXPECT_NEAR(gqa[2] / a, 1.0, 1e-9);
+  EXPECT_NEAR(gqa[5] / (f + norms), 1.0, 1e-9);
 }
 
+// Scanned layers: one gradient collective per kind in the loop body, nothing to combine (XLA does not
+// combine across iterations); Megatron mode has no XLA. Both build the same graph whatever the thresholds.
 TEST(XlaCombiner, ScannedLoopsAndMegatronAreUnchanged) {
   for (const std::vector<std::string>& mode : {std::vector<std::string>{"training.scan_layers=true"},
                                               std::vector<std::string>{"training.framework=megatron"}}) {
