@@ -17,8 +17,14 @@ parameters cast to bf16 inside the step (weight_dtype float32); embedding by one
 fsdp; nothing maps weights to 'data'); activations' batch over ('data', 'fsdp'). Each layer is wrapped in
 jax.checkpoint with the chosen policy (minimal_flash = dots with no batch dims + the name 'context').
 
-Usage (on the device): python3 mock_compile.py --name NAME --topology 2x8x1 --mesh 2,8 [model flags] --outdir OUT
+Usage (on a machine with one GPU of the model to compile for; XLA_FLAGS must include --xla_gpu_shard_autotuning=false,
+or the compile waits for the mocked processes' autotuning results forever; mock_compile.sh sets it):
+  XLA_FLAGS=--xla_gpu_shard_autotuning=false python3 mock_compile.py --name NAME --topology 2x8x1 --mesh 2,8 \
+      [--L --D --H --KV --F --S --B --V] [--policy minimal_flash] [--scan] [--iota-embed] --outdir OUT
+  racksim replay OUT/NAME.hlo.txt.gz --system h100-sxm --gpus 16 --set system.calibration=h200
 Writes OUT/NAME.hlo.txt.gz and OUT/NAME.json (shapes, flags, versions, memory analysis, collective summary).
+--run N also runs the program on the one GPU with JAX's mock NCCL: not a timing measurement (the README of
+calibration/data/h200-2026-12-04-mock-compile says why).
 """
 
 import argparse
