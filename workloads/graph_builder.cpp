@@ -3171,26 +3171,17 @@ class Builder {
     double sum = 0;
     for (double a : arrays) sum += a;
     if (sum <= 0 || sum > dense_params * (1 + 1e-9)) return {};
-    const double gb = pr_.param_gather_bytes, limit = t_.xla_combine_threshold.all_gather_bytes;
-    std::vector<std::pair<std::size_t, double>> pieces;  // (the first member's position, bytes)
-    std::pair<std::size_t, double> open{0, 0.0};
-    for (std::size_t i = 0; i < arrays.size(); ++i) {
-      const double out = arrays[i] * gb;
-      if (out > limit) {  // alone; the open group goes on past it (k and v merge around nothing here)
-        pieces.push_back({i, out});
-        continue;
-      }
-      if (open.second > 0 && open.second + out > limit) {
-        pieces.push_back(open);
-        open = {i, 0.0};
-      }
-      if (open.second == 0) open.first = i;
-      open.second += out;
+    const double gb = pr_.param_gather_bytes;
+    std::vector<double> outs;
+    for (double a : arrays) outs.push_back(a * gb);
+    const std::vector<int> group = xla_combine_groups(outs, t_.xla_combine_threshold.all_gather_bytes);
+    std::vector<double> bytes;  // per group, in program order (groups are numbered by their first array)
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      if (group[i] < 0) continue;  // (an array of no bytes)
+      const auto g = static_cast<std::size_t>(group[i]);
+      if (g >= bytes.size()) bytes.resize(g + 1, 0.0);
+      bytes[g] += outs[i];
     }
-    if (open.second > 0) pieces.push_back(open);
-    std::sort(pieces.begin(), pieces.end());  // program order: by each piece's first array
-    std::vector<double> bytes;
-    for (const auto& p : pieces) bytes.push_back(p.second);
     bytes.back() += (dense_params - sum) * gb;  // the norms' gains with the last
     return bytes;
   }
@@ -3685,9 +3676,7 @@ class Builder {
     const auto& th = t_.xla_combine_threshold;
     return kind < 2 && grad_sync_op() == CollectiveOp::reduce_scatter ? th.reduce_scatter_bytes : th.all_reduce_bytes;
   }
-  // XLA's greedy pass (CombineInstructionsByKey): in program order, a member joins the open group while the
-  // summed output stays <= the threshold and the group has fewer than 256; one larger than the threshold is
-  // left alone and the group goes on past it.
+  // This backward pass's gradient collectives grouped by XLA's greedy combiner (xla_combine_groups), per kind.
   void plan_grad_combines(int v) {
     std::vector<MemberSizes> members;
     const double eb = pr_.grad_reduce_bytes;
@@ -3696,30 +3685,48 @@ class Builder {
     if (v == 0) members.push_back(member_sizes(embedding_weights(), 0, pr_.embedding_grad_reduce_bytes));
     for (int k = 0; k < 3; ++k) {
       auto& p = plan_[k];
+      const double limit = threshold(k);
+      std::vector<double> outs;
+      for (const MemberSizes& m : members) outs.push_back(m.output[k]);
+      const std::vector<int> group = xla_combine_groups(outs, limit);
       p.alone.assign(members.size(), false);
       p.closes.assign(members.size(), false);
-      const double limit = threshold(k);
-      double sum = 0;
-      int count = 0;
-      std::optional<std::size_t> last;  // the open group's last member
+      std::vector<std::size_t> last_of(members.size(), SIZE_MAX);  // per group, its last member
       for (std::size_t i = 0; i < members.size(); ++i) {
-        const double out = members[i].output[k];
-        if (out <= 0 || out > limit) {
-          p.alone[i] = true;
-          continue;
-        }
-        if (last && (sum + out > limit || count >= kXlaCombineMaxCount)) {
-          p.closes[*last] = true;
-          sum = 0;
-          count = 0;
-        }
-        sum += out;
-        ++count;
-        last = i;
+        p.alone[i] = outs[i] <= 0 || outs[i] > limit;
+        if (!p.alone[i]) last_of[static_cast<std::size_t>(group[i])] = i;
       }
-      if (last) p.closes[*last] = true;
+      for (std::size_t g : last_of)
+        if (g != SIZE_MAX) p.closes[g] = true;
     }
     plan_index_ = 0;
+  }
+  // XLA's greedy combiner (CombineInstructionsByKey): in program order, a member joins the open group while the
+  // summed outputs stay <= the threshold and the group has fewer than 256; one larger than the threshold stays alone
+  // (its own group) and the open group goes on past it; one of no bytes takes no part (-1). Each member's group,
+  // numbered in order of the group's first member.
+  static std::vector<int> xla_combine_groups(const std::vector<double>& outputs, double limit) {
+    std::vector<int> group(outputs.size(), -1);
+    int next = 0, open = -1, count = 0;
+    double sum = 0;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const double out = outputs[i];
+      if (out <= 0) continue;
+      if (out > limit) {
+        group[i] = next++;
+        continue;
+      }
+      if (open >= 0 && (sum + out > limit || count >= kXlaCombineMaxCount)) open = -1;
+      if (open < 0) {
+        open = next++;
+        sum = 0;
+        count = 0;
+      }
+      sum += out;
+      ++count;
+      group[i] = open;
+    }
+    return group;
   }
 
   void add_member(CombineGroup& g, const std::string& name, std::span<const OpId> deps, double bytes) {

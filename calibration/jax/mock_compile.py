@@ -136,7 +136,8 @@ def main():
     ap.add_argument("--outdir", default="mock_out")
     ap.add_argument("--run", type=int, default=0, metavar="N",
                     help="also run the compiled step N times on this GPU (its shard of every input; the collectives "
-                         "go to JAX's mock NCCL, which moves nothing): the per-GPU time of the cluster's program")
+                         "go to JAX's mock NCCL, which moves nothing). Not a timing of the cluster's program: the "
+                         "gathered operands are uninitialized")
     a = ap.parse_args()
 
     import faulthandler
