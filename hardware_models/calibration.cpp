@@ -69,6 +69,7 @@ namespace {
 constexpr const char* kFormat = "racksim-calibration/1";
 constexpr const char* kGemmForm = "t = t0 + F / (P * e_max) * (1 + k0 / K)";
 constexpr const char* kRowKernelForm = "t = max(bytes / hbm, bytes * thread_bytes / k)";
+constexpr const char* kLoopFusionForm = "t = max(bytes / hbm, indices / index_rate)";
 constexpr const char* kAttentionForm = "t = F / (P * e_max) * (1 + s0 / S)";
 constexpr const char* kXlaRuntimeForm = "exposed = program + command * commands + rerecord_ref * rerecorded_refs";
 
@@ -338,6 +339,23 @@ Calibration parse_calibration(const Node& root) {
     });
     r.finish();
     c.row_kernels = f;
+  }
+  if (auto lf = top.get("loop_fusions")) {
+    MapReader r(*lf);
+    LoopFusionFit f;
+    check_form(r, *lf, kLoopFusionForm, "loop-fusion");
+    set_if(r.quantity("index_rate", QuantityKind::ops_per_second, true), f.index_rate_per_s);
+    if (!(f.index_rate_per_s > 0) && r.has("index_rate")) lf->child("index_rate").error("must be positive");
+    read_fit(r, f.points, f.rms_residual, f.max_abs_residual);
+    if (auto ks = r.get("kernels", true)) read_rows(*ks, f.kernels, [&](MapReader& pr, const Node& e, LoopFusionPoint& p) {
+      set_if(pr.string("label", true), p.label);
+      set_if(pr.quantity("bytes", QuantityKind::bytes, true), p.bytes);
+      set_if(pr.number("indices", true), p.indices);
+      set_if(pr.boolean("fitted", true), p.fitted);
+      read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
+    });
+    r.finish();
+    c.loop_fusions = f;
   }
   if (auto at = top.get("attention")) {
     MapReader r(*at);
@@ -626,7 +644,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       unmeasured.push_back(to_string(d));
 
   std::vector<std::string> applied, kept;
-  bool row_kernels_kept = false, xla_runtime_kept = false, attention_kept = false;
+  bool row_kernels_kept = false, loop_fusions_kept = false, xla_runtime_kept = false, attention_kept = false;
   double attention_ratio = 0;  // measured causal forward attention / measured GEMM ceiling, when carried across
   if (cal.hbm && cal.hbm_efficiency > 0) {
     if (same_arch && !overridden("gpu.hbm_efficiency")) {
@@ -668,6 +686,15 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
       applied.push_back("row-kernel occupancy");
     } else {
       row_kernels_kept = true;
+    }
+  }
+  if (cal.loop_fusions && cal.loop_fusions->index_rate_per_s > 0) {
+    // SMs, their block scheduling and store issue: the architecture's (and its SM count and clock).
+    if (same_arch) {
+      c->applied_loop_fusions = true;
+      applied.push_back("loop-fusion index rate");
+    } else {
+      loop_fusions_kept = true;
     }
   }
   if (cal.copy_efficiency > 0 && cal.both_directions_fraction > 0) {
@@ -788,6 +815,11 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         "here use the preset's XLA runtime figures{}",
         cal.name, to_string(cal.host_link), spec.name, to_string(spec.host.link),
         spec.launch.xla_command_s > 0 ? " (see their sources)" : ", none: XLA's per-step host work is left out"));
+  if (loop_fusions_kept)
+    c->warnings.push_back(fmt::format(
+        "{}: its loop-fusion index rate (XLA's element-wise and fill kernels) was measured on {} and is not applied "
+        "to {}: those kernels stream at the HBM rate here, which is optimistic for kernels of 1-4 bytes per index",
+        cal.name, to_string(cal.architecture), to_string(spec.gpu.architecture)));
   if (row_kernels_kept)
     c->warnings.push_back(fmt::format(
         "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "
@@ -980,6 +1012,19 @@ std::string write_calibration_yaml(const Calibration& c) {
       line(fmt::format("    - {{label: {}, bytes: {} MB, thread_bytes: {} B, measured: {}, model: {}, residual: {}, "
                        "fitted: {}, source: {}}}",
                        quote(p.label), num(p.bytes / 1e6), num(p.thread_bytes), us(p.measured_s), us(p.model_s),
+                       signed4(p.residual), p.fitted ? "true" : "false", p.source));
+  }
+  if (c.loop_fusions) {
+    const auto& f = *c.loop_fusions;
+    line("loop_fusions:            # XLA loop-emitter kernels (element-wise, fills): one thread per output index");
+    line(fmt::format("  form: {}", quote(kLoopFusionForm)));
+    line(fmt::format("  index_rate: {} Gop/s", num(f.index_rate_per_s / 1e9)));
+    line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
+    line("  kernels:");
+    for (const auto& p : f.kernels)
+      line(fmt::format("    - {{label: {}, bytes: {} MB, indices: {}, measured: {}, model: {}, residual: {}, "
+                       "fitted: {}, source: {}}}",
+                       quote(p.label), num(p.bytes / 1e6), num(p.indices), us(p.measured_s), us(p.model_s),
                        signed4(p.residual), p.fitted ? "true" : "false", p.source));
   }
   if (c.attention) {

@@ -114,6 +114,27 @@ struct RowKernelFit {
   std::vector<RowKernelPoint> kernels;
 };
 
+// XLA's loop emitter (kind=kLoop fusions: element-wise maps, fills) runs one thread per output
+// index; measured on one architecture, no such kernel covers more than `index_rate` indices a
+// second, however few bytes each index moves: t = max(bytes / HBM rate, indices / index_rate).
+// One point per measured kernel.
+struct LoopFusionPoint {
+  std::string label;          // measurement / kernel name
+  double bytes = 0;           // HBM bytes read + written (the importer's count)
+  double indices = 0;         // output indices (the importer's count)
+  double measured_s = 0;
+  double model_s = 0;
+  double residual = 0;        // (model - measured) / measured
+  bool fitted = false;        // slower than streaming: in the fit of the rate
+  int source = 0;
+};
+struct LoopFusionFit {
+  double index_rate_per_s = 0;  // output indices a second
+  int points = 0;               // fitted points
+  double rms_residual = 0, max_abs_residual = 0;  // over every point, with the max() model
+  std::vector<LoopFusionPoint> kernels;
+};
+
 // Fused (flash) attention kernels: efficiency against the bf16 dense peak grows with the key
 // length S as e_max / (1 + s0 / S) (each query tile streams S keys; the prologue, epilogue and
 // softmax bookkeeping are per tile), one curve per direction and mask.
@@ -215,6 +236,7 @@ struct Calibration {
   std::vector<ContentionPoint> contention;
   std::vector<NcclFit> nccl;
   std::optional<RowKernelFit> row_kernels;  // from racksim-xla-runtime/1 measurements
+  std::optional<LoopFusionFit> loop_fusions;  // likewise (XLA's loop-emitter kernels)
   std::optional<XlaRuntimeFit> xla_runtime;  // likewise (dispatch rows)
   std::optional<AttentionFit> attention;     // from racksim-attention/1 measurements
   std::vector<std::string> notes;           // observations of the fit, written to the file
@@ -226,6 +248,7 @@ struct Calibration {
   // Which measured figures replaced the preset's (the rest stay the preset's cited values).
   bool applied_gemm_ceiling = false, applied_hbm = false, applied_host = false, applied_launch = false;
   bool applied_row_kernels = false;  // same architecture (register file and memory system)
+  bool applied_loop_fusions = false; // same architecture (SMs, their block and store rates)
   bool applied_nccl = false;         // the device measured, its NVLink not overridden: measured collectives apply
   bool applied_attention = false;    // fused attention at the measured curve (another architecture: as a ratio to the GEMM ceiling)
   std::vector<std::string> warnings;

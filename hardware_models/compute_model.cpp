@@ -74,6 +74,16 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
       t.sfu_bound = false;
     }
   }
+  if (w.loop_indices > 0 && sys.calibration && sys.calibration->applied_loop_fusions && sys.calibration->loop_fusions &&
+      sys.calibration->loop_fusions->index_rate_per_s > 0) {
+    const double index_s = w.loop_indices / sys.calibration->loop_fusions->index_rate_per_s;
+    if (index_s > t.compute_s) {
+      t.compute_s = index_s;
+      t.index_bound = true;
+      t.sfu_bound = false;
+      t.occupancy_bound = false;
+    }
+  }
   return t;
 }
 

@@ -16,6 +16,7 @@ struct KernelWork {
   int batch = 1;
   double sfu_ops = 0;          // exponentials (softmax) on the special-function units
   double thread_bytes = 0;     // operand bytes per thread of a register-tiled row kernel (0: none)
+  double loop_indices = 0;     // output indices of an XLA loop-emitter kernel (0: none)
   // fused (flash) attention: 0 none, 1 forward, 2 backward; its mask and key length
   int attention = 0;
   bool attention_causal = true;
@@ -29,6 +30,7 @@ struct KernelTiming {
   double efficiency = 1.0;  // achieved fraction of the datasheet peak used for compute_s
   bool sfu_bound = false;   // exponentials, not matmuls, bound the compute time
   bool occupancy_bound = false;  // a row kernel's loads in flight, not HBM, bound its time
+  bool index_bound = false;      // a loop kernel's output indices, not HBM, bound its time
 };
 
 // The large-shape (ceiling) efficiency of the dtype: the preset's cited MAMF figure, or the
@@ -54,6 +56,9 @@ double min_kernel_duration(const SystemSpec& sys);
 // in flight, so its bandwidth is at most k / thread_bytes (Little's law; k calibrated per
 // architecture, docs/calibration.md "Row kernels"). That bound is charged as SM time, since the
 // SMs, not HBM, are what it waits on. Without an applied calibration: no bound.
+// A kernel of XLA's loop emitter covers `loop_indices` output indices, one thread each, and no GPU
+// runs them faster than the measured index rate of its architecture, whatever few bytes each moves
+// (docs/calibration.md, "Loop fusions"): t >= indices / rate, also charged as SM time.
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w);
 
 }  // namespace racksim::hw

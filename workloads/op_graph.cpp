@@ -30,7 +30,7 @@ bool same_op(const Op& a, const Op& b) {
          a.expert_max_domains == b.expert_max_domains && a.host_commands == b.host_commands &&
          a.host_buffer_refs == b.host_buffer_refs && same(a.frees, b.frees) && a.flops == b.flops &&
          a.hbm_bytes == b.hbm_bytes && a.coll_bytes == b.coll_bytes && a.copy_bytes == b.copy_bytes &&
-         a.gemm_mnk == b.gemm_mnk && a.sfu_ops == b.sfu_ops && a.thread_bytes == b.thread_bytes &&
+         a.gemm_mnk == b.gemm_mnk && a.sfu_ops == b.sfu_ops && a.thread_bytes == b.thread_bytes && a.loop_indices == b.loop_indices &&
          a.attention_seq == b.attention_seq && a.host_s == b.host_s && same_name(a.name, b.name);
 }
 

@@ -188,6 +188,7 @@ struct Op {
   int expert_max_domains = 0;         // node-limited routing: NVLink domains per token (0: unlimited)
   int host_commands = 0;              // commands of the command buffer this op opens (0: none)
   int host_buffer_refs = 0;           // buffers those commands name
+  float loop_indices = 0;             // output indices of an XLA loop-emitter kernel (0: none); a float fills padding
   SmallVec<TensorId, 3> frees;        // freed when the op ends
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM

@@ -158,6 +158,7 @@ struct Inputs {
   };
   std::vector<NcclGroup> nccl;
   std::vector<RowKernelPoint> row_kernels;  // XLA Triton block-level fusions, measured
+  std::vector<LoopFusionPoint> loop_fusions;  // XLA loop-emitter kernels, measured
   std::vector<DispatchPoint> dispatch;      // XLA runtime host work, measured
   std::vector<AttentionPoint> attention;    // fused attention kernels, measured
   std::vector<double> eager_gap_s;          // eager kernel minus graph node, host out of the way (kernel_gap.cu)
@@ -232,7 +233,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
   const XlaKernelCostFn& cost = opt.xla_kernel_cost;
   const int src = static_cast<int>(in.sources.size());
   CalibrationSource cs = script_source(j, shown, in);
-  int points = 0;
+  int points = 0, loop_points = 0;
   if (cost && j.contains("kernels") && j["kernels"].is_array()) {
     for (const json& run : j["kernels"]) {
       const std::string hlo = run.value("hlo_file", "");
@@ -244,9 +245,21 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
           durations[k["name"].get<std::string>()].push_back(k["dur_us"].get<double>() * 1e-6);
       for (auto& [name, d] : durations) {
         const auto c = cost(hlo_path, name);
-        if (!c || !(c->thread_bytes > 0) || !(c->bytes > 0)) continue;
+        if (!c || !(c->bytes > 0)) continue;
         std::sort(d.begin(), d.end());
         if (!(d[d.size() / 2] > 0)) continue;  // a profiler row of zero duration says nothing
+        if (c->loop_indices > 0) {
+          LoopFusionPoint p;
+          p.label = run.value("name", "") + " " + name;
+          p.bytes = c->bytes;
+          p.indices = c->loop_indices;
+          p.measured_s = d[d.size() / 2];
+          p.source = src;
+          in.loop_fusions.push_back(p);
+          ++loop_points;
+          continue;
+        }
+        if (!(c->thread_bytes > 0)) continue;
         RowKernelPoint p;
         p.label = run.value("name", "") + " " + name;
         p.bytes = c->bytes;
@@ -259,6 +272,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
     }
   }
   if (points > 0) cs.used.push_back("row_kernels");
+  if (loop_points > 0) cs.used.push_back("loop_fusions");
   // Dispatch rows: programs of one command buffer (the unrolled chains), where the GPU waits
   // for the host's whole work each step: exposed = step time - GPU span of the last profiled step.
   int rows = 0;
@@ -649,6 +663,55 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
   return f;
 }
 
+// index_rate of t = max(bytes / hbm, indices / index_rate): the rate that minimises the rms relative
+// residual of that model over every measured loop-emitter kernel (the same deterministic 1-D search as
+// the row kernels'). `fitted` marks the kernels the bound governs.
+LoopFusionFit fit_loop_fusions(std::vector<LoopFusionPoint> pts, double hbm_Bps) {
+  std::sort(pts.begin(), pts.end(), [](const LoopFusionPoint& a, const LoopFusionPoint& b) {
+    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
+  });
+  auto rms_at = [&](double log_r) {
+    const double r = std::exp(log_r);
+    double ss = 0;
+    for (const auto& p : pts) {
+      const double m = std::max(p.bytes / hbm_Bps, p.indices / r);
+      ss += std::pow((m - p.measured_s) / p.measured_s, 2);
+    }
+    return ss;
+  };
+  // Between 1 G and 1e15 indices a second.
+  const double lo = std::log(1e9), hi = std::log(1e15);
+  const int steps = 900;
+  int best = 0;
+  double best_v = 1e300;
+  for (int i = 0; i <= steps; ++i) {
+    const double v = rms_at(lo + (hi - lo) * i / steps);
+    if (v < best_v) best_v = v, best = i;
+  }
+  double a = lo + (hi - lo) * std::max(0, best - 1) / steps, b = lo + (hi - lo) * std::min(steps, best + 1) / steps;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  for (int it = 0; it < 100; ++it) {
+    const double c = b - g * (b - a), d = a + g * (b - a);
+    if (rms_at(c) < rms_at(d)) b = d;
+    else a = c;
+  }
+  LoopFusionFit f;
+  f.index_rate_per_s = std::exp(0.5 * (a + b));
+  double ss = 0;
+  for (auto& p : pts) {
+    const double index_s = p.indices / f.index_rate_per_s;
+    p.fitted = index_s > p.bytes / hbm_Bps;
+    p.model_s = std::max(p.bytes / hbm_Bps, index_s);
+    p.residual = (p.model_s - p.measured_s) / p.measured_s;
+    ss += p.residual * p.residual;
+    f.max_abs_residual = std::max(f.max_abs_residual, std::abs(p.residual));
+    if (p.fitted) ++f.points;
+  }
+  f.rms_residual = pts.empty() ? 0 : std::sqrt(ss / static_cast<double>(pts.size()));
+  f.kernels = std::move(pts);
+  return f;
+}
+
 // Per direction and mask: t = F / (P * e_max) * (1 + s0 / S), linear in (1/e_max, s0/e_max);
 // relative least squares with non-negative coefficients.
 AttentionFit fit_attention(std::vector<AttentionPoint> pts, double peak) {
@@ -885,6 +948,9 @@ Calibration fit_calibration(const FitOptions& opt) {
   }
   if (!in.row_kernels.empty()) c.row_kernels = fit_row_kernels(in.row_kernels, c.hbm ? c.hbm->bandwidth_Bps
                                                                                   : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
+  if (!in.loop_fusions.empty())
+    c.loop_fusions = fit_loop_fusions(in.loop_fusions, c.hbm ? c.hbm->bandwidth_Bps
+                                                             : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency);
 
   const double hbm_rate = c.hbm ? c.hbm->bandwidth_Bps : base.gpu.hbm_bandwidth_Bps * base.gpu.hbm_efficiency;
   std::map<sim::Dtype, std::vector<GemmPoint>> by_dtype;

@@ -21,6 +21,7 @@ namespace racksim::calib {
 struct XlaKernelCost {
   double bytes = 0;
   double thread_bytes = 0;
+  double loop_indices = 0;  // output indices of a loop-emitter kernel (0 if it is not one)
 };
 using XlaKernelCostFn =
     std::function<std::optional<XlaKernelCost>(const std::string& hlo_path, const std::string& kernel_name)>;

@@ -28,7 +28,7 @@ XlaKernelCostFn hlo_kernel_cost() {
         if (n != kernel) continue;
         hlo::CostModel cost(m);
         const hlo::OpCost k = cost.cost(c, inst);
-        return XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes};
+        return XlaKernelCost{k.bytes_read + k.bytes_written, k.thread_bytes, k.loop_indices};
       }
     return std::nullopt;
   };

@@ -14,12 +14,20 @@
    XLA attention. Every GPU kernel of the profiled steps with its duration and the launch
    details the profiler records (grid, block, registers, occupancy); the optimized HLO of each
    function is written beside it, so the kernels map to HLO fusions by name.
+3. XLA's loop fusions at their limits (`loops`): fills (a broadcast of zero, as the zero-initialised
+   gradient accumulators and scan stacks of a training step) of pred/s8/bf16/f32 with one, two or
+   four outputs, and element-wise maps that move 2-8 bytes per output index (negate, add, convert,
+   compare), each alone in a program over 2^27 elements ([32768, 4096]) and 2^25; every GPU kernel
+   of two profiled calls, as in (2). Where a fusion moves few bytes per index its time is bound by
+   the indices it writes, not by HBM bytes (docs/decisions.md, "XLA's loop fusions write at most so
+   many indices a second").
 
 Output (OUTDIR): xla_runtime.json (schema racksim-xla-runtime/1), NAME.hlo.txt.gz per function,
 the raw profiles NAME.perfetto.json.gz.
 
   python3 xla_runtime_bench.py --outdir OUT
   python3 xla_runtime_bench.py --outdir OUT --only dispatch --devices 2   # one process, two GPUs
+  python3 xla_runtime_bench.py --outdir OUT --only loops
 """
 
 import argparse
@@ -229,6 +237,43 @@ def kernel_suite(outdir, res):
         print(f"{name}: step {statistics.median(ts) * 1e3:.3f} ms", flush=True)
 
 
+def loop_suite(outdir, res):
+    """Loop fusions alone in a program: fills and element-wise maps of 2-8 bytes per output index."""
+    i8 = jnp.int8
+    cases = []
+    for rows in (32768, 8192):
+        shape = (rows, 4096)
+        tag = f"{rows // 1024}k"
+        for dt, dn in ((jnp.bool_, "pred"), (i8, "s8"), (bf16, "bf16"), (f32, "f32")):
+            cases.append((f"fill_{dn}_{tag}", (lambda dt=dt, shape=shape: jnp.zeros(shape, dt)), ()))
+        cases.append((f"fill_2xbf16_{tag}", (lambda shape=shape: (jnp.zeros(shape, bf16), jnp.zeros(shape, bf16))), ()))
+        cases.append((f"fill_4xbf16_{tag}", (lambda shape=shape: tuple(jnp.zeros(shape, bf16) for _ in range(4))), ()))
+        cases.append((f"fill_2xf32_{tag}", (lambda shape=shape: (jnp.zeros(shape, f32), jnp.zeros(shape, f32))), ()))
+        key = jax.random.PRNGKey(rows)
+        xb = jax.random.normal(key, shape, bf16)
+        yb = jax.random.normal(jax.random.fold_in(key, 1), shape, bf16)
+        xf = jax.random.normal(jax.random.fold_in(key, 2), shape, f32)
+        xi = (jax.random.normal(jax.random.fold_in(key, 3), shape, f32) * 40).astype(i8)
+        cases += [
+            (f"neg_s8_{tag}", lambda x: -x, (xi,)),
+            (f"neg_bf16_{tag}", lambda x: -x, (xb,)),
+            (f"gt_bf16_pred_{tag}", lambda x: x > 0, (xb,)),
+            (f"add_bf16_{tag}", lambda x, y: x + y, (xb, yb)),
+            (f"cvt_f32_bf16_{tag}", lambda x: x.astype(bf16), (xf,)),
+            (f"cvt_bf16_f32_{tag}", lambda x: x.astype(f32), (xb,)),
+            (f"neg_f32_{tag}", lambda x: -x, (xf,)),
+        ]
+    for name, f, args in cases:
+        g = jax.jit(f)
+        hlo = write_hlo(g, args, outdir, name)
+        ts = timed(g, args, warm=2, reps=8)
+        ev = profile(g, args, outdir, name)
+        res["kernels"].append({"name": name, "hlo_file": hlo, "step_s_all": ts, "step_s_median": statistics.median(ts),
+                               "profiled_steps": 2, "gpu_kernels": kernel_rows(ev)})
+        ks = [k for k in res["kernels"][-1]["gpu_kernels"]]
+        print(f"{name}: " + ", ".join(f"{k['name']} {k['dur_us']:.1f} us" for k in ks), flush=True)
+
+
 def command_buffers_enabled():
     """False when XLA_FLAGS empties --xla_gpu_enable_command_buffer (every kernel launched one by one)."""
     for flag in os.environ.get("XLA_FLAGS", "").split():
@@ -255,7 +300,7 @@ def main():
            "dispatch": [], "kernels": []}
     only = a.only.split(",")
     path = os.path.join(a.outdir, "xla_runtime.json")
-    for part, fn in (("dispatch", dispatch_suite), ("kernels", kernel_suite)):
+    for part, fn in (("dispatch", dispatch_suite), ("kernels", kernel_suite), ("loops", loop_suite)):
         if part in only:
             try:
                 fn(a.outdir, res)

@@ -61,6 +61,15 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
                          p.bytes / 1e6, p.thread_bytes, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
                          p.fitted ? "" : " [streams]", p.label);
   }
+  if (c.loop_fusions) {
+    const auto& f = *c.loop_fusions;
+    out << fmt::format("loop fusions: {:.1f} G indices/s ({} index-bound of {}; rms {:.2f}%, max {:.2f}% with the HBM roofline)\n",
+                       f.index_rate_per_s / 1e9, f.points, f.kernels.size(), 100 * f.rms_residual, 100 * f.max_abs_residual);
+    for (const auto& p : f.kernels)
+      out << fmt::format("  {:>9.1f} MB {:>12.0f} indices  meas {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%{}  {}\n",
+                         p.bytes / 1e6, p.indices, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
+                         p.fitted ? "" : " [streams]", p.label);
+  }
   if (c.xla_runtime) {
     const auto& f = *c.xla_runtime;
     out << fmt::format("xla runtime: {:.1f} us per program + {:.3f} us per command + {:.3f} us per re-recorded buffer "

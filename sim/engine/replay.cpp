@@ -605,6 +605,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     w.batch = op.gemm_batch;
     w.sfu_ops = op.sfu_ops;
     w.thread_bytes = op.thread_bytes;
+    w.loop_indices = op.loop_indices;
     w.attention = op.attention;
     w.attention_causal = op.attention_causal;
     w.attention_seq = op.attention_seq;
@@ -629,6 +630,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                             : t.compute_s < mem_s                       ? "hbm"
                             : t.sfu_bound                               ? "sfu"
                             : t.occupancy_bound                         ? "occupancy"
+                            : t.index_bound                             ? "loop_indices"
                             : op.unit == ExecUnit::tensor               ? "tensor_core"
                                                                         : "cuda_core";
     net_.start_flow_tagged(uses.data(), nuses, amount, tag(Then::kernel_done, id), amount / t.min_s);

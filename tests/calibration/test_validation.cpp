@@ -73,22 +73,26 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 
 // Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD
 // HLO on the calibrated H200 (four of the eight steps measured after the mechanisms they check were
-// built). Fifteen of sixteen checks within 10%; the known miss is the small data-parallel step
-// (x2_dp_s1_none_scan, 11% fast): its kernels run 3% longer than the replay's (half the batch per GPU),
-// it waits 1.9 ms per step for its gradient all-reduces where the replay has 1.0, and the host's
-// dispatch between steps (as long as on one GPU, where a 3% excess in the replay's kernel time hides it)
-// is not in the replay (calibration/data/h200x2-2026-11-29-mechanisms/README.md). The test pins the miss
-// so that it is noticed when it goes away.
-TEST(HloReplay, TwoGpuStepsWithinTenPercentButOne) {
+// built). All sixteen checks within 10% since XLA's loop fusions are bounded by their output indices
+// (docs/decisions.md, "XLA's loop fusions write at most so many indices a second"). The small data-parallel
+// step (x2_dp_s1_none_scan) is still the furthest, 8% fast: the host's dispatch between steps (as long as on
+// one GPU) is not in the replay, and it waits longer for its in-loop gradient all-reduces than the replay says
+// (calibration/data/h200x2-2026-11-29-mechanisms/README.md). Pinned between -10% and -5% so that a change that
+// moves it is noticed.
+TEST(HloReplay, TwoGpuStepsWithinTenPercent) {
   const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo-x2.yaml"});
-  EXPECT_EQ(r.code, 4) << r.out << r.err;
-  EXPECT_NE(r.out.find("16 checks: 15 pass, 1 outside tolerance"), std::string::npos) << r.out;
-  bool s1_missed = false;
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("16 checks: 16 pass, 0 outside tolerance"), std::string::npos) << r.out;
+  double s1_error = 0;
   std::istringstream lines(r.out);
   for (std::string l; std::getline(lines, l);)
-    if (l.find("x2_dp_s1_none_scan") != std::string::npos && l.find("step_time_s") != std::string::npos)
-      s1_missed = l.find(" NO") != std::string::npos;
-  EXPECT_TRUE(s1_missed) << r.out;
+    if (l.find("x2_dp_s1_none_scan") != std::string::npos && l.find("step_time_s") != std::string::npos) {
+      const auto pct = l.rfind('%');
+      const auto start = l.rfind(' ', pct);
+      s1_error = std::stod(l.substr(start + 1, pct - start - 1));
+    }
+  EXPECT_GT(s1_error, -10.0) << r.out;
+  EXPECT_LT(s1_error, -5.0) << r.out;
 }
 
 // XLA's own programs for the published JAX runs, compiled for their GPU counts through JAX's mock GPU topology and

@@ -41,6 +41,7 @@ const std::string kXla = kSrc + "/calibration/data/h200-2026-11-29-xla";   // XL
 const std::string kNoCb = kSrc + "/calibration/data/h200-2026-11-29-nocb";  // XLA without command buffers
 const std::string kGap = kSrc + "/calibration/data/h200-2026-12-03-kernel-gap";  // eager vs graph kernel boundaries
 const std::string kAttn = kSrc + "/calibration/data/h200-2026-12-04-attention-train";  // fused attention, 1K-128K keys, at the power cap
+const std::string kLoops = kSrc + "/calibration/data/h200-2026-12-04-loop-fusions";  // XLA loop fusions: fills, element-wise
 const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
 
 std::string slurp(const std::string& path) {
@@ -73,7 +74,7 @@ hw::SystemSpec preset(const std::string& name) { return racksim::testing::shippe
 // The committed file is exactly what `racksim calibrate fit` writes from the committed data.
 TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   calib::FitOptions opt;
-  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn, kGap};
+  opt.from_dirs = {kBench, kGemm, kPair, kXla, kNoCb, kAttn, kGap, kLoops};
   opt.base_preset = "h200-sxm";
   opt.xla_kernel_cost = calib::hlo_kernel_cost();
   opt.xla_program = calib::hlo_program_host_work();
@@ -83,17 +84,18 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
                                         "calibration/data/h200-2026-11-29-gemm --from calibration/data/h200x2-2026-11-29 --from "
                                         "calibration/data/h200-2026-11-29-xla --from calibration/data/h200-2026-11-29-nocb --from "
                                         "calibration/data/h200-2026-12-04-attention-train --from "
-                                        "calibration/data/h200-2026-12-03-kernel-gap --base h200-sxm --out "
+                                        "calibration/data/h200-2026-12-03-kernel-gap --from "
+                                        "calibration/data/h200-2026-12-04-loop-fusions --base h200-sxm --out "
                                         "hardware_models/calibrated/h200.yaml";
   // The order of --from does not matter.
-  opt.from_dirs = {kGap, kAttn, kNoCb, kXla, kPair, kGemm, kBench};
+  opt.from_dirs = {kLoops, kGap, kAttn, kNoCb, kXla, kPair, kGemm, kBench};
   EXPECT_EQ(hw::write_calibration_yaml(calib::fit_calibration(opt)), text);
 }
 
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
-  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--from", kAttn, "--from", kGap, "--base", "h200-sxm", "--out", out,
+  const int rc = cli::run({"calibrate", "fit", "--from", kBench, "--from", kGemm, "--from", kPair, "--from", kXla, "--from", kNoCb, "--from", kAttn, "--from", kGap, "--from", kLoops, "--base", "h200-sxm", "--out", out,
                            "--quiet"},
                           o, e);
   ASSERT_EQ(rc, cli::kOk) << e.str();

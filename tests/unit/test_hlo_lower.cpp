@@ -138,6 +138,43 @@ ENTRY %main (a: f32[64,2048], b: bf16[64,2048]) -> f32[64,2048] {
   EXPECT_DOUBLE_EQ(row->hbm_bytes, 64 * 2048 * 10.0);
   // The same fusion as a loop fusion (no tile): a streaming kernel.
   EXPECT_DOUBLE_EQ(ops_named(lower_text(with("kind=kLoop, calls=%fused_row")).graph, "row").front()->thread_bytes, 0.0);
+  // ... whose threads cover its 64 x 2048 output indices (XLA's loop emitter); the Triton fusion has none.
+  EXPECT_FLOAT_EQ(ops_named(lower_text(with("kind=kLoop, calls=%fused_row")).graph, "row").front()->loop_indices,
+                  64.0f * 2048);
+  EXPECT_FLOAT_EQ(row->loop_indices, 0.0f);
+  EXPECT_FLOAT_EQ(ops_named(lower_text(with("kind=kInput, calls=%fused_row")).graph, "row").front()->loop_indices, 0.0f);
+}
+
+// A multi-output loop fusion (a fill of two zeroed buffers, as a training step's accumulators) covers the
+// indices of one output; a concatenate or an in-place update has an emitter of its own: no loop indices.
+TEST(HloLower, LoopFusionIndicesAreOneOutputsElements) {
+  const auto fill = lower_text(R"(HloModule t, is_scheduled=true
+%fill () -> (bf16[8,1024,4096], bf16[8,1024,4096]) {
+  %z = bf16[] constant(0)
+  %b0 = bf16[8,1024,4096]{2,1,0} broadcast(%z), dimensions={}
+  %b1 = bf16[8,1024,4096]{2,1,0} broadcast(%z), dimensions={}
+  ROOT %t = (bf16[8,1024,4096]{2,1,0}, bf16[8,1024,4096]{2,1,0}) tuple(%b0, %b1)
+}
+ENTRY %main () -> (bf16[8,1024,4096], bf16[8,1024,4096]) {
+  ROOT %f = (bf16[8,1024,4096]{2,1,0}, bf16[8,1024,4096]{2,1,0}) fusion(), kind=kLoop, calls=%fill
+}
+)");
+  const Op* f = ops_named(fill.graph, "f").front();
+  EXPECT_FLOAT_EQ(f->loop_indices, 8.0f * 1024 * 4096);
+  EXPECT_DOUBLE_EQ(f->hbm_bytes, 2 * 8.0 * 1024 * 4096 * 2);
+  const auto cat = lower_text(R"(HloModule t, is_scheduled=true
+%cat (p0: bf16[1024,2048], p1: bf16[1024,2048]) -> bf16[1024,4096] {
+  %p0 = bf16[1024,2048]{1,0} parameter(0)
+  %p1 = bf16[1024,2048]{1,0} parameter(1)
+  ROOT %c = bf16[1024,4096]{1,0} concatenate(%p0, %p1), dimensions={1}
+}
+ENTRY %main (a: bf16[1024,2048], b: bf16[1024,2048]) -> bf16[1024,4096] {
+  %a = bf16[1024,2048]{1,0} parameter(0)
+  %b = bf16[1024,2048]{1,0} parameter(1)
+  ROOT %f = bf16[1024,4096]{1,0} fusion(%a, %b), kind=kLoop, calls=%cat
+}
+)");
+  EXPECT_FLOAT_EQ(ops_named(cat.graph, "f").front()->loop_indices, 0.0f);
 }
 
 TEST(HloLower, InPlaceDynamicUpdateSliceWritesOnlyTheUpdate) {

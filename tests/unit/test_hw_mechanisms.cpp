@@ -102,6 +102,51 @@ TEST(HwMechanism, MemoryBoundKernelAndCopyShareHbm) {
   EXPECT_GT(both.ops[0].end_s - both.ops[0].start_s, 8e9 / hbm);
 }
 
+// A kernel of XLA's loop emitter covers its output indices at no more than the calibrated index rate on the
+// architecture measured (a 2^27-index bf16 fill: 165 us, not the 69 us of its 268 MB at the HBM rate), streams
+// at the HBM rate where the bytes per index are many, and is not bounded on another architecture (said so).
+TEST(HwMechanism, LoopFusionIndexBoundWhereCalibrated) {
+  Op k;
+  k.name = "loop_broadcast_fusion";
+  k.hbm_bytes = 2.0 * 134217728;
+  k.loop_indices = 134217728.0f;
+  OpGraph g;
+  g.add(k);
+  auto h200 = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1, calibration: h200}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 1}\n",
+      "t.yaml");
+  ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->loop_fusions);
+  const double rate = h200.system.spec.calibration->loop_fusions->index_rate_per_s;
+  const double hbm = h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency;
+  const double gap = h200.system.spec.launch.eager_kernel_gap_s;
+  const auto r = sim::replay(g, sim::job_of(h200));
+  EXPECT_NEAR(r.ops[0].end_s - r.ops[0].start_s, gap + 134217728.0 / rate, 1e-9);
+  EXPECT_GT(134217728.0 / rate, 2.0 * 2.0 * 134217728 / hbm);  // more than twice the HBM time
+  EXPECT_EQ(r.ops[0].bound_by, "loop_indices");
+  // Eight bytes per index (two f32 outputs): the HBM rate bounds it.
+  g.ops[0].hbm_bytes = 8.0 * 134217728;
+  const auto s = sim::replay(g, sim::job_of(h200));
+  EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s, gap + 8.0 * 134217728 / hbm, 1e-9);
+  // Not a loop kernel: the HBM rate.
+  g.ops[0].hbm_bytes = 2.0 * 134217728;
+  g.ops[0].loop_indices = 0;
+  const auto n = sim::replay(g, sim::job_of(h200));
+  EXPECT_NEAR(n.ops[0].end_s - n.ops[0].start_s, gap + 2.0 * 134217728 / hbm, 1e-9);
+  // Blackwell with the Hopper calibration: not applied, and the report says so.
+  auto gb = sim::load_scenario_text(
+      "system: {preset: gb200-nvl72, gpus: 4, calibration: h200}\nmodel: {preset: llama3-8b}\n"
+      "training: {seq_len: 1024, global_batch: 4}\n",
+      "t.yaml");
+  g.ops[0].loop_indices = 134217728.0f;
+  const auto b = sim::replay(g, sim::job_of(gb));
+  EXPECT_NEAR(b.ops[0].end_s - b.ops[0].start_s,
+              2.0 * 134217728 / (gb.system.spec.gpu.hbm_bandwidth_Bps * gb.system.spec.gpu.hbm_efficiency), 1e-9);
+  bool warned = false;
+  for (const auto& w : gb.system.spec.calibration->warnings) warned |= w.find("loop-fusion index rate") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
 // A register-tiled row kernel is bounded by k / thread_bytes (the calibrated occupancy bound)
 // on the architecture that was calibrated, and streams at the HBM rate elsewhere.
 TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {

@@ -496,6 +496,37 @@ double triton_thread_bytes(const Instruction& inst, const Computation& fused, do
   return operand_bytes / programs / (32.0 * warps);
 }
 
+// The output indices of a fusion that XLA's loop emitter generates (kind=kLoop): one per element of
+// the root's first output (a multi-output loop fusion's outputs share their shape), looked through
+// bitcasts. Roots with emitters of their own (in-place dynamic-update-slice and scatter, which cover
+// the update; concatenate, which covers its largest operand with its own unrolling) and Triton
+// fusions get 0, as does every other fusion kind.
+double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
+  const std::string* kind = inst.attr("kind");
+  if (!kind || *kind != "kLoop" || fused.root < 0) return 0;
+  const auto f = backend_config(inst);
+  if (f.is_object() && f.contains("fusion_backend_config") && f["fusion_backend_config"].is_object() &&
+      f["fusion_backend_config"].value("kind", std::string()) == "__triton")
+    return 0;
+  int v = fused.root;
+  for (int d = 0; d < 64; ++d) {
+    const Instruction& r = fused.instructions[static_cast<std::size_t>(v)];
+    if (r.opcode == "bitcast" && !r.operands.empty()) {
+      v = r.operands[0];
+      continue;
+    }
+    if (r.opcode == "tuple") {
+      if (r.operands.empty()) return 0;
+      v = r.operands[0];
+      continue;
+    }
+    if (r.opcode == "dynamic-update-slice" || r.opcode == "scatter" || r.opcode == "concatenate") return 0;
+    const Shape& s = r.shape.is_tuple && !r.shape.tuple.empty() ? r.shape.tuple[0] : r.shape;
+    return s.elements();
+  }
+  return 0;
+}
+
 OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst, const Computation& fused) {
   OpCost out;
   for (const auto& fi : fused.instructions) add_instruction_flops(fused, fi, out, 1);
@@ -527,6 +558,7 @@ OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst
   };
   written(fused.root, 0);
   out.thread_bytes = triton_thread_bytes(inst, fused, out.bytes_read);
+  out.loop_indices = loop_emitter_indices(inst, fused);
   return out;
 }
 

@@ -610,6 +610,7 @@ class Lowerer {
       op.hbm_bytes = hbm;
       op.sfu_ops = k.sfu_ops;
       op.thread_bytes = k.thread_bytes;
+      op.loop_indices = static_cast<float>(k.loop_indices);
       if (k.attention_flops > 0) {
         op.attention = k.attention_forward ? 1 : 2;
         op.attention_causal = k.attention_causal;
