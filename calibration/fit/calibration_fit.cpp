@@ -614,24 +614,28 @@ GemmModel fit_gemm(sim::Dtype d, std::vector<GemmPoint> pts, double peak, double
 
 }  // namespace
 
-// k of t = max(bytes / hbm, bytes * thread_bytes / k): the k that minimises the rms relative
-// residual of that model over every measured row kernel (a 1-D search on log k: a coarse grid,
-// then golden-section refinement; deterministic). `fitted` marks the kernels the bound governs.
-RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
-  std::sort(pts.begin(), pts.end(), [](const RowKernelPoint& a, const RowKernelPoint& b) {
+namespace {
+
+// The bound B in [lo, hi] of t = max(bytes / hbm, work / B) over measured kernels (one work figure per kernel:
+// operand bytes x thread bytes for the row kernels, output indices for the loop kernels) that minimises the rms
+// relative residual: a 1-D search on log B, a coarse grid, then golden-section refinement (deterministic). Then
+// every point's model time and residual, `fitted` where the bound governs it, and the fit's statistics.
+template <class Point, class Fit>
+double fit_hbm_or_bound(std::vector<Point>& pts, double hbm_Bps, double lo_bound, double hi_bound,
+                        double (*work)(const Point&), Fit& f) {
+  std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) {
     return std::tie(a.source, a.label) < std::tie(b.source, b.label);
   });
-  auto rms_at = [&](double log_k) {
-    const double k = std::exp(log_k);
+  auto rms_at = [&](double log_b) {
+    const double bound = std::exp(log_b);
     double ss = 0;
     for (const auto& p : pts) {
-      const double m = std::max(p.bytes / hbm_Bps, p.bytes * p.thread_bytes / k);
+      const double m = std::max(p.bytes / hbm_Bps, work(p) / bound);
       ss += std::pow((m - p.measured_s) / p.measured_s, 2);
     }
     return ss;
   };
-  // k between 1 GB/s x B and 1e9 GB/s x B.
-  const double lo = std::log(1e9), hi = std::log(1e18);
+  const double lo = std::log(lo_bound), hi = std::log(hi_bound);
   const int steps = 900;
   int best = 0;
   double best_v = 1e300;
@@ -646,68 +650,36 @@ RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
     if (rms_at(c) < rms_at(d)) b = d;
     else a = c;
   }
-  RowKernelFit f;
-  f.k_Bps_B = std::exp(0.5 * (a + b));
+  const double bound = std::exp(0.5 * (a + b));
   double ss = 0;
   for (auto& p : pts) {
-    const double occupancy_s = p.bytes * p.thread_bytes / f.k_Bps_B;
-    p.fitted = occupancy_s > p.bytes / hbm_Bps;
-    p.model_s = std::max(p.bytes / hbm_Bps, occupancy_s);
+    const double bound_s = work(p) / bound;
+    p.fitted = bound_s > p.bytes / hbm_Bps;
+    p.model_s = std::max(p.bytes / hbm_Bps, bound_s);
     p.residual = (p.model_s - p.measured_s) / p.measured_s;
     ss += p.residual * p.residual;
     f.max_abs_residual = std::max(f.max_abs_residual, std::abs(p.residual));
     if (p.fitted) ++f.points;
   }
   f.rms_residual = pts.empty() ? 0 : std::sqrt(ss / static_cast<double>(pts.size()));
+  return bound;
+}
+
+}  // namespace
+
+// k of t = max(bytes / hbm, bytes * thread_bytes / k), k between 1 GB/s x B and 1e9 GB/s x B.
+RowKernelFit fit_row_kernels(std::vector<RowKernelPoint> pts, double hbm_Bps) {
+  RowKernelFit f;
+  f.k_Bps_B = fit_hbm_or_bound(pts, hbm_Bps, 1e9, 1e18,
+                               +[](const RowKernelPoint& p) { return p.bytes * p.thread_bytes; }, f);
   f.kernels = std::move(pts);
   return f;
 }
 
-// index_rate of t = max(bytes / hbm, indices / index_rate): the rate that minimises the rms relative
-// residual of that model over every measured loop-emitter kernel (the same deterministic 1-D search as
-// the row kernels'). `fitted` marks the kernels the bound governs.
+// index_rate of t = max(bytes / hbm, indices / index_rate), between 1 G and 1e15 indices a second.
 LoopFusionFit fit_loop_fusions(std::vector<LoopFusionPoint> pts, double hbm_Bps) {
-  std::sort(pts.begin(), pts.end(), [](const LoopFusionPoint& a, const LoopFusionPoint& b) {
-    return std::tie(a.source, a.label) < std::tie(b.source, b.label);
-  });
-  auto rms_at = [&](double log_r) {
-    const double r = std::exp(log_r);
-    double ss = 0;
-    for (const auto& p : pts) {
-      const double m = std::max(p.bytes / hbm_Bps, p.indices / r);
-      ss += std::pow((m - p.measured_s) / p.measured_s, 2);
-    }
-    return ss;
-  };
-  // Between 1 G and 1e15 indices a second.
-  const double lo = std::log(1e9), hi = std::log(1e15);
-  const int steps = 900;
-  int best = 0;
-  double best_v = 1e300;
-  for (int i = 0; i <= steps; ++i) {
-    const double v = rms_at(lo + (hi - lo) * i / steps);
-    if (v < best_v) best_v = v, best = i;
-  }
-  double a = lo + (hi - lo) * std::max(0, best - 1) / steps, b = lo + (hi - lo) * std::min(steps, best + 1) / steps;
-  const double g = (std::sqrt(5.0) - 1) / 2;
-  for (int it = 0; it < 100; ++it) {
-    const double c = b - g * (b - a), d = a + g * (b - a);
-    if (rms_at(c) < rms_at(d)) b = d;
-    else a = c;
-  }
   LoopFusionFit f;
-  f.index_rate_per_s = std::exp(0.5 * (a + b));
-  double ss = 0;
-  for (auto& p : pts) {
-    const double index_s = p.indices / f.index_rate_per_s;
-    p.fitted = index_s > p.bytes / hbm_Bps;
-    p.model_s = std::max(p.bytes / hbm_Bps, index_s);
-    p.residual = (p.model_s - p.measured_s) / p.measured_s;
-    ss += p.residual * p.residual;
-    f.max_abs_residual = std::max(f.max_abs_residual, std::abs(p.residual));
-    if (p.fitted) ++f.points;
-  }
-  f.rms_residual = pts.empty() ? 0 : std::sqrt(ss / static_cast<double>(pts.size()));
+  f.index_rate_per_s = fit_hbm_or_bound(pts, hbm_Bps, 1e9, 1e15, +[](const LoopFusionPoint& p) { return p.indices; }, f);
   f.kernels = std::move(pts);
   return f;
 }

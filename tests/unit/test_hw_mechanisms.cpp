@@ -42,6 +42,14 @@ Op copy(OpKind kind, double bytes) {
   return op;
 }
 
+// A job on `gpus` GPUs of `preset` with the H200's calibration (applied in full on Hopper, in part elsewhere).
+sim::Scenario calibrated_h200(const std::string& preset, int gpus) {
+  return sim::load_scenario_text("system: {preset: " + preset + ", gpus: " + std::to_string(gpus) +
+                                     ", calibration: h200}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 1024, "
+                                     "global_batch: " + std::to_string(gpus) + "}\n",
+                                 "t.yaml");
+}
+
 // Launch of op i ends at (i+1) * graph_kernel_launch + graph_launch with CUDA graphs.
 double launch_end(const sim::Scenario& sc, int i) {
   return sc.system.spec.launch.graph_launch_s + (i + 1) * sc.system.spec.launch.graph_kernel_launch_s;
@@ -112,10 +120,7 @@ TEST(HwMechanism, LoopFusionIndexBoundWhereCalibrated) {
   k.loop_indices = 134217728.0f;
   OpGraph g;
   g.add(k);
-  auto h200 = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 1, calibration: h200}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 1}\n",
-      "t.yaml");
+  auto h200 = calibrated_h200("h200-sxm", 1);
   ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->loop_fusions);
   const double rate = h200.system.spec.calibration->loop_fusions->index_rate_per_s;
   const double hbm = h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency;
@@ -134,10 +139,7 @@ TEST(HwMechanism, LoopFusionIndexBoundWhereCalibrated) {
   const auto n = sim::replay(g, sim::job_of(h200));
   EXPECT_NEAR(n.ops[0].end_s - n.ops[0].start_s, gap + 2.0 * 134217728 / hbm, 1e-9);
   // Blackwell with the Hopper calibration: not applied, and the report says so.
-  auto gb = sim::load_scenario_text(
-      "system: {preset: gb200-nvl72, gpus: 4, calibration: h200}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 4}\n",
-      "t.yaml");
+  auto gb = calibrated_h200("gb200-nvl72", 4);
   g.ops[0].loop_indices = 134217728.0f;
   const auto b = sim::replay(g, sim::job_of(gb));
   EXPECT_NEAR(b.ops[0].end_s - b.ops[0].start_s,
@@ -156,10 +158,7 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
   k.thread_bytes = 384;
   OpGraph g;
   g.add(k);
-  auto h200 = sim::load_scenario_text(
-      "system: {preset: h200-sxm, gpus: 1, calibration: h200}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 1}\n",
-      "t.yaml");
+  auto h200 = calibrated_h200("h200-sxm", 1);
   ASSERT_TRUE(h200.system.spec.calibration && h200.system.spec.calibration->row_kernels);
   const double kB = h200.system.spec.calibration->row_kernels->k_Bps_B;
   const double gap = h200.system.spec.launch.eager_kernel_gap_s;  // an eager kernel's stream gap (within its span)
@@ -172,10 +171,7 @@ TEST(HwMechanism, RowKernelOccupancyBoundWhereCalibrated) {
   EXPECT_NEAR(s.ops[0].end_s - s.ops[0].start_s,
               gap + 5e9 / (h200.system.spec.gpu.hbm_bandwidth_Bps * h200.system.spec.gpu.hbm_efficiency), 1e-9);
   // Blackwell with the Hopper calibration: not applied (and said so).
-  auto gb = sim::load_scenario_text(
-      "system: {preset: gb200-nvl72, gpus: 4, calibration: h200}\nmodel: {preset: llama3-8b}\n"
-      "training: {seq_len: 1024, global_batch: 4}\n",
-      "t.yaml");
+  auto gb = calibrated_h200("gb200-nvl72", 4);
   g.ops[0].thread_bytes = 384;
   const auto b = sim::replay(g, sim::job_of(gb));
   EXPECT_NEAR(b.ops[0].end_s - b.ops[0].start_s, 5e9 / (gb.system.spec.gpu.hbm_bandwidth_Bps * gb.system.spec.gpu.hbm_efficiency),
