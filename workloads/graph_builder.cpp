@@ -2236,7 +2236,12 @@ class Builder {
       // The score dot's mask operands (above, attn_scores.qk), broadcast once before the loop (m1_full:
       // loop_broadcast_fusion, pred, and loop_broadcast_fusion.2, fp32, [B, heads, S, S]).
       // (MLA's scores are [B, heads, S, S] as well: the same operands.)
-      if (materialized_) vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
+      // Two fills of [B, heads, S, S] indices each, which XLA's loop emitter covers index by index (a pred fill takes
+      // as long as an f32 one: docs/decisions.md, "XLA's loop fusions write at most so many indices a second").
+      if (materialized_) {
+        const OpId init = vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
+        g_.ops[init].loop_indices = static_cast<float>(2.0 * b_ * hl_ * s_ * s_);
+      }
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head
     std::vector<TensorId> mtp_outputs;  // each MTP layer's output, for its head

@@ -42,7 +42,7 @@ OpGraph jax_text_graph(const std::string& training) {
 
 struct Kernels {
   int count = 0;
-  double bytes = 0, thread_bytes = 0;
+  double bytes = 0, thread_bytes = 0, loop_indices = 0;
 };
 // Kernels by their name without the micro-batch/layer prefix, per phase ("forward.attn_scores.qk").
 std::map<std::string, Kernels> kernels(const OpGraph& g) {
@@ -57,6 +57,7 @@ std::map<std::string, Kernels> kernels(const OpGraph& g) {
     ++e.count;
     e.bytes += op.hbm_bytes;
     e.thread_bytes = op.thread_bytes;
+    e.loop_indices += op.loop_indices;
   }
   return k;
 }
@@ -258,6 +259,7 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   for (const auto& [name, e] : dots) {
     if (name.find("attn_scores.mask_init") != std::string::npos) {
       EXPECT_DOUBLE_EQ(e.bytes, 5 * scores);
+      EXPECT_DOUBLE_EQ(e.loop_indices, static_cast<double>(static_cast<float>(2 * scores)));  // a pred fill and an fp32 fill
     }
   }
 }
