@@ -350,7 +350,7 @@ Calibration parse_calibration(const Node& root) {
     if (auto ks = r.get("kernels", true)) read_rows(*ks, f.kernels, [&](MapReader& pr, const Node& e, LoopFusionPoint& p) {
       set_if(pr.string("label", true), p.label);
       set_if(pr.quantity("bytes", QuantityKind::bytes, true), p.bytes);
-      set_if(pr.number("indices", true), p.indices);
+      set_if(pr.number("indices", true, 1), p.indices);
       set_if(pr.boolean("fitted", true), p.fitted);
       read_fit_row(pr, e, nsources, p.measured_s, p.model_s, p.residual, p.source);
     });
@@ -689,8 +689,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
     }
   }
   if (cal.loop_fusions && cal.loop_fusions->index_rate_per_s > 0) {
-    // SMs, their block scheduling and store issue: the architecture's (and its SM count and clock).
-    if (same_arch) {
+    // The SMs issue the indices: the architecture's and its SM count's (the Hopper SXM parts, H100, H800 and H200,
+    // share 132 SMs and the clock; a part with another count keeps the HBM rate, with the warning below).
+    if (same_arch && (cal.sm_count <= 0 || spec.gpu.sm_count <= 0 || cal.sm_count == spec.gpu.sm_count)) {
       c->applied_loop_fusions = true;
       applied.push_back("loop-fusion index rate");
     } else {
@@ -817,9 +818,11 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
         spec.launch.xla_command_s > 0 ? " (see their sources)" : ", none: XLA's per-step host work is left out"));
   if (loop_fusions_kept)
     c->warnings.push_back(fmt::format(
-        "{}: its loop-fusion index rate (XLA's element-wise and fill kernels) was measured on {} and is not applied "
-        "to {}: those kernels stream at the HBM rate here, which is optimistic for kernels of 1-4 bytes per index",
-        cal.name, to_string(cal.architecture), to_string(spec.gpu.architecture)));
+        "{}: its loop-fusion index rate (XLA's element-wise and fill kernels) was measured on {} with {} SMs and is "
+        "not applied to {} ({}, {} SMs): those kernels stream at the HBM rate here, which is optimistic for kernels "
+        "of 1-4 bytes per index",
+        cal.name, to_string(cal.architecture), cal.sm_count, spec.name, to_string(spec.gpu.architecture),
+        spec.gpu.sm_count));
   if (row_kernels_kept)
     c->warnings.push_back(fmt::format(
         "{}: its row-kernel occupancy bound (XLA Triton fusions) was measured on {} and is not applied to {}: "

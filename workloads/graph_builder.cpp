@@ -2237,10 +2237,12 @@ class Builder {
       // loop_broadcast_fusion, pred, and loop_broadcast_fusion.2, fp32, [B, heads, S, S]).
       // (MLA's scores are [B, heads, S, S] as well: the same operands.)
       // Two fills of [B, heads, S, S] indices each, which XLA's loop emitter covers index by index (a pred fill takes
-      // as long as an f32 one: docs/decisions.md, "XLA's loop fusions write at most so many indices a second").
+      // as long as an f32 one on the H200: docs/decisions.md, "XLA's loop fusions write at most so many indices a
+      // second"); two kernels, since each is bound on its own (the fp32 one by HBM on a slower part).
       if (materialized_) {
-        const OpId init = vector("attn_scores.mask_init", b_ * hl_ * s_ * s_ * 5, 0);
-        g_.ops[init].loop_indices = static_cast<float>(2.0 * b_ * hl_ * s_ * s_);
+        const double scores = b_ * hl_ * s_ * s_;
+        g_.ops[vector("attn_scores.mask_init.pred", scores, 0)].loop_indices = static_cast<float>(scores);
+        g_.ops[vector("attn_scores.mask_init.fp32", 4 * scores, 0)].loop_indices = static_cast<float>(scores);
       }
     }
     TensorId decoder_out = 0;           // under MTP: the decoder's output, for the main head

@@ -32,6 +32,18 @@ double tensor_flops(const OpGraph& g, Phase only = Phase::optimizer, bool filter
 
 }  // namespace
 
+// same_op compares every field that a kernel's time depends on: the layer templates rely on it to notice a
+// recorded layer that differs (here an XLA loop kernel's output indices, which bound its time).
+TEST(Graph, SameOpComparesTheLoopIndices) {
+  workloads::Op a;
+  a.hbm_bytes = 1e6;
+  a.loop_indices = 1e6f;
+  workloads::Op b = a;
+  EXPECT_TRUE(workloads::same_op(a, b));
+  b.loop_indices = 2e6f;
+  EXPECT_FALSE(workloads::same_op(a, b));
+}
+
 TEST(Graph, FlopsMatchSixNTokensPlusFlashAttention) {
   auto sc = scenario("");
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);

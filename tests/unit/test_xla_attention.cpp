@@ -252,16 +252,19 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   // The score dot's mask operands: 5 B per score in the scanned forward only, broadcast once.
   EXPECT_DOUBLE_EQ(dots["forward.attn_scores.qk"].bytes - dots["recompute.attn_scores.qk"].bytes, L * 5 * scores);
   EXPECT_DOUBLE_EQ(none["forward.attn_scores.qk"].bytes - unrolled["forward.attn_scores.qk"].bytes, L * 5 * scores);
-  EXPECT_EQ(k_count(dots, "attn_scores.mask_init"), 1);
+  EXPECT_EQ(k_count(dots, "attn_scores.mask_init"), 2);  // a pred fill and an fp32 fill
   EXPECT_EQ(k_count(unrolled, "attn_scores.mask_init"), 0);
   // (A flash kernel masks inside itself: no operands.)
   EXPECT_EQ(k_count(kernels(jax_text_graph("recompute: none, attention: flash")), "mask_init"), 0);
+  int fills = 0;
   for (const auto& [name, e] : dots) {
-    if (name.find("attn_scores.mask_init") != std::string::npos) {
-      EXPECT_DOUBLE_EQ(e.bytes, 5 * scores);
-      EXPECT_DOUBLE_EQ(e.loop_indices, static_cast<double>(static_cast<float>(2 * scores)));  // a pred fill and an fp32 fill
-    }
+    if (name.find("attn_scores.mask_init.") == std::string::npos) continue;
+    const bool pred = name.find("mask_init.pred") != std::string::npos;
+    EXPECT_DOUBLE_EQ(e.bytes, (pred ? 1 : 4) * scores) << name;
+    EXPECT_DOUBLE_EQ(e.loop_indices, static_cast<double>(static_cast<float>(scores))) << name;
+    ++fills;
   }
+  EXPECT_EQ(fills, 2);
 }
 
 // The scanned backward as XLA compiles it (every scanned compiled H200 step; docs/decisions.md, "The scanned

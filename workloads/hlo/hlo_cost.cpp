@@ -499,15 +499,11 @@ double triton_thread_bytes(const Instruction& inst, const Computation& fused, do
 // The output indices of a fusion that XLA's loop emitter generates (kind=kLoop): one per element of
 // the root's first output (a multi-output loop fusion's outputs share their shape), looked through
 // bitcasts. Roots with emitters of their own (in-place dynamic-update-slice and scatter, which cover
-// the update; concatenate, which covers its largest operand with its own unrolling) and Triton
-// fusions get 0, as does every other fusion kind.
+// the update; concatenate, which covers its largest operand with its own unrolling) get 0, as does
+// every other fusion kind (Triton fusions are kind=kCustom).
 double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
   const std::string* kind = inst.attr("kind");
   if (!kind || *kind != "kLoop" || fused.root < 0) return 0;
-  const auto f = backend_config(inst);
-  if (f.is_object() && f.contains("fusion_backend_config") && f["fusion_backend_config"].is_object() &&
-      f["fusion_backend_config"].value("kind", std::string()) == "__triton")
-    return 0;
   int v = fused.root;
   for (int d = 0; d < 64; ++d) {
     const Instruction& r = fused.instructions[static_cast<std::size_t>(v)];
