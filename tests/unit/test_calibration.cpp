@@ -625,6 +625,29 @@ TEST(CalibLoad, XlaSectionsAreStrict) {
   EXPECT_NE(errs.find("no source #99"), std::string::npos) << errs;
 }
 
+// The loop-fusion section likewise: a misspelt key, a rate in the wrong unit, a row of no indices.
+TEST(CalibLoad, LoopFusionSectionIsStrict) {
+  std::string text = slurp(kCommitted);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto pos = text.find(from);
+    ASSERT_NE(pos, std::string::npos) << from;
+    text.replace(pos, from.size(), to);
+  };
+  const auto section = text.find("loop_fusions:");
+  ASSERT_NE(section, std::string::npos);
+  replace("  index_rate: 815.551 Gop/s", "  index_rate: 815.551 GB/s");
+  const auto row = text.find("indices: ", section);
+  ASSERT_NE(row, std::string::npos);
+  text.replace(row, text.find(',', row) - row, "indices: 0");
+  replace("  form: \"t = max(bytes / hbm, indices / index_rate)\"\n",
+          "  form: \"t = max(bytes / hbm, indices / index_rate)\"\n  raet: 1\n");
+  const std::string errs = load_errors(text);
+  EXPECT_NE(errs.find("loop_fusions.index_rate"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("an op rate"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("loop_fusions.kernels[0].indices"), std::string::npos) << errs;
+  EXPECT_NE(errs.find("loop_fusions.raet: unknown key 'raet'"), std::string::npos) << errs;
+}
+
 TEST(CalibLoad, MissingUnitIsAnError) {
   std::string text = slurp(kCommitted);
   const auto pos = text.find("  t0: ");
