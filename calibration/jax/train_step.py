@@ -421,6 +421,18 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         te = time.perf_counter()
         if i >= STEPS_WARMUP:
             times.append(te - ts)
+    # RACKSIM_ASYNC_STEPS=N: N more steps dispatched without waiting between them (JAX's asynchronous dispatch lets
+    # the host prepare step i+1 while the GPU runs step i), one wait at the end. The synchronized step minus this
+    # one is the host time a synchronized step exposes (the call's prologue and the wait's return), unprofiled.
+    n_async = int(os.environ.get("RACKSIM_ASYNC_STEPS", "0"))
+    if n_async > 0:
+        for rep in range(3):
+            ts = time.perf_counter()
+            for _ in range(n_async):
+                p, o, loss = compiled(p, o, tok, tgt)
+            jax.block_until_ready((p, o, loss))
+            row.setdefault("async_step_s_all", []).append((time.perf_counter() - ts) / n_async)
+        row["async_step_s_median"] = sorted(row["async_step_s_all"])[1]
     prof = os.environ.get("RACKSIM_PROFILE_DIR")
     if prof:  # two more steps under the profiler (after the timed ones, so the timing is unaffected)
         jax.profiler.start_trace(os.path.join(prof, name), create_perfetto_trace=True)
