@@ -432,7 +432,7 @@ double CostModel::read_bytes_of_param(const Computation& fused, int param_index,
     for (int o : fused.instructions[i].operands) users[static_cast<std::size_t>(o)].push_back(static_cast<int>(i));
   // Bytes read through value v, or -1 if some use reads all of it.
   std::function<double(int, int)> access = [&](int v, int d) -> double {
-    if (d > 64) return -1;
+    if (d > 64 || v == fused.root) return -1;  // the root's value is written out whole
     double total = 0;
     for (int u : users[static_cast<std::size_t>(v)]) {
       const Instruction& ui = fused.instructions[static_cast<std::size_t>(u)];
@@ -449,6 +449,15 @@ double CostModel::read_bytes_of_param(const Computation& fused, int param_index,
         } else if (k == 0 && ui.opcode == "scatter") {
           // In place; the combiner reads the rows it updates.
           total += operand_shape(fused, ui, ui.operands.size() - 1).bytes();
+        } else if (is_elementwise(ui.opcode) && !ui.shape.is_tuple && ui.shape.elements() > 0 &&
+                   ui.shape.elements() == fused.instructions[static_cast<std::size_t>(v)].shape.elements()) {
+          // A fused element-wise op (a convert, a scale) is computed index by index where its result is used, so an
+          // operand that reaches only slices or gathers through it is read only there (the loss's f32 convert of
+          // the bf16 logits before the target logit's gather reads 8,192 of 268M elements), in its own dtype.
+          const double sub = access(u, d + 1);
+          if (sub < 0) return -1;
+          const Shape& from = fused.instructions[static_cast<std::size_t>(v)].shape;
+          total += sub * (from.bytes() / from.elements()) / (ui.shape.bytes() / ui.shape.elements());
         } else {
           return -1;
         }
