@@ -507,9 +507,11 @@ double triton_thread_bytes(const Instruction& inst, const Computation& fused, do
 
 // The output indices of a fusion that XLA's loop emitter generates (kind=kLoop): one per element of
 // the root's first output (a multi-output loop fusion's outputs share their shape), looked through
-// bitcasts. Roots with emitters of their own (in-place dynamic-update-slice and scatter, which cover
-// the update; concatenate, which covers its largest operand with its own unrolling) get 0, as does
-// every other fusion kind (Triton fusions are kind=kCustom).
+// bitcasts. An in-place dynamic-update-slice root covers its update's indices, one thread each, as the
+// loop emitter does (the scan stacks' per-iteration writes: 67M bf16 indices in 85-92 us on the H200,
+// calibration/data/h200x2-2026-11-29-mechanisms x2b profiles). Roots with emitters of their own (scatter;
+// concatenate, which covers its largest operand with its own unrolling) get 0, as does every other
+// fusion kind (Triton fusions are kind=kCustom).
 double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
   const std::string* kind = inst.attr("kind");
   if (!kind || *kind != "kLoop" || fused.root < 0) return 0;
@@ -525,7 +527,8 @@ double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
       v = r.operands[0];
       continue;
     }
-    if (r.opcode == "dynamic-update-slice" || r.opcode == "scatter" || r.opcode == "concatenate") return 0;
+    if (r.opcode == "dynamic-update-slice") return r.operands.size() > 1 ? operand_shape(fused, r, 1).elements() : 0;
+    if (r.opcode == "scatter" || r.opcode == "concatenate") return 0;
     const Shape& s = r.shape.is_tuple && !r.shape.tuple.empty() ? r.shape.tuple[0] : r.shape;
     return s.elements();
   }
