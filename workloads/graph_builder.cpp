@@ -2447,11 +2447,14 @@ class Builder {
   OpId output_head_backward(std::string_view pre, TensorId logits) {
     const double a = pr_.activation_bytes;
     if (jax_) {
-      // XLA's loss backward, three passes over the logits (the same in every compiled H200 step,
-      // e.g. s1_none_unrolled, g1_dots, m1_none, g1_none_cudnn): a row pass over the bf16 logits
-      // (loop_add_subtract_fusion: read a), the fp32 gradient (loop_multiply_fusion: read a, write
-      // 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read 4, write a).
-      vector(cat(pre, "cross_entropy.bwd.rows"), T_ * V_ * a, 2 * T_ * V_);
+      // XLA's loss backward (the same in every compiled H200 step, e.g. s1_none_unrolled, g1_dots, m1_none,
+      // g1_none_cudnn): a per-token pass that gathers each target logit (loop_add_subtract_fusion: its row
+      // statistics, targets and the one gathered logit in, two fp32 values out per token; 2.4 us measured for 8,192
+      // tokens, where reading the whole logits would take 138 us: docs/decisions.md, "An operand sliced through a
+      // fused element-wise op is read only where sliced"), then two passes over the logits: the fp32 gradient
+      // (loop_multiply_fusion: read a, write 4) and its cast to bf16 for the logits GEMMs (wrapped_convert.1: read
+      // 4, write a).
+      vector(cat(pre, "cross_entropy.bwd.rows"), T_ * (a + 24), 10 * T_);
       vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (a + 4), 4 * T_ * V_);
       vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
       gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
