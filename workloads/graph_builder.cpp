@@ -2270,10 +2270,15 @@ class Builder {
       // loop_dynamic_update_slice_fusion in the forward loop).
       // The bf16 weights' stack (no policy) is written from the fp32 weights: that fusion reads the fp32 slice
       // and converts (m1_none: fused_dynamic_update_slice.33-.37 take f32 operands), 4 B read, 2 B written.
+      // Each is an in-place update whose threads cover its slice's elements: at 2 bytes read and 2 written per
+      // element, the index rate bounds it, not HBM (docs/decisions.md, "XLA's loop fusions write at most so many
+      // indices a second"); the residuals counted in the activation dtype.
       if (stacked)
-        if (const double r = residual_bytes[l - first_layer(v)]; r > 0)
-          vector("scan.stack_copy", 2 * r + (stacks_cast_weights() ? cast_weight_count(l) * (4 - a) : 0.0),
-                 0);  // prefix_: mbN.Ll.
+        if (const double r = residual_bytes[l - first_layer(v)]; r > 0) {
+          const double weights = stacks_cast_weights() ? cast_weight_count(l) : 0.0;
+          const OpId copy = vector("scan.stack_copy", 2 * r + weights * (4 - a), 0);  // prefix_: mbN.Ll.
+          g_.ops[copy].loop_indices = static_cast<float>(r / a + weights);
+        }
     }
     prefix_micro_vstage(v);
     if (ep_interleave_) ep_ctx_ = EpCtx{kEpPost};

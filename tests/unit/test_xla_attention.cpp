@@ -226,6 +226,12 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
   // take the f32 operand and convert).
   EXPECT_DOUBLE_EQ(none_copy * L, 2 * bytes_of(none, "scan.stack_init") + L * weights * (4 - a));
   EXPECT_DOUBLE_EQ(dots_copy * L, 2 * bytes_of(dots, "scan.stack_init"));
+  // Each copy is an in-place update over its elements, which bounds it at the loop-index rate: the residuals' bf16
+  // elements and, under no policy, the weights' (what the replay charges XLA's in-place update fusions).
+  EXPECT_NEAR(dots["forward.scan.stack_copy"].loop_indices, bytes_of(dots, "scan.stack_init") / a,
+              1e-6 * bytes_of(dots, "scan.stack_init"));
+  EXPECT_NEAR(none["forward.scan.stack_copy"].loop_indices, bytes_of(none, "scan.stack_init") / a + L * weights,
+              1e-6 * bytes_of(none, "scan.stack_init"));
   // ... and the stack holds a bf16 copy of each layer's weights from its forward until its backward.
   const OpGraph none_graph = jax_graph(8, true, "none");
   for (const auto& [policy, g] : {std::pair<const char*, OpGraph>{"none", none_graph}, {"save_dots", jax_graph(8, true, "save_dots")}}) {
