@@ -251,11 +251,12 @@ TEST(ScenarioH200, JaxStepsWithinTenPercent) {
 }
 
 // The two-GPU data-parallel JAX steps at scenario level (the one-GPU scenarios with gpus 2, dp 2): every
-// peak within 10%, every step but one. x2_dp_s1_none_scan, the small step, is 13.6% fast since its gradients
-// are all-reduced in bf16 as XLA's program does (2026-12-04; -9.6% with fp32 all-reduces): the replay of its own
-// program is -8.0% (HloReplay.TwoGpuStepsWithinTenPercent; -10.5% before its fills were bounded by their output
-// indices, which the scenario builder's ops do not carry); what both lack is its host dispatch and the in-loop
-// all-reduce waits of a 24 ms step (calibration/data/h200x2-2026-11-29-mechanisms/README.md).
+// peak within 10%, every step but one. x2_dp_s1_none_scan, the small step, is 11.5% fast (13.6% from its bf16
+// gradient all-reduces, as XLA's program does, 2026-12-04, until its stack copies took the loop-index bound the same
+// day; -9.6% with fp32 all-reduces): the replay of its own program is -7.3% (HloReplay.TwoGpuStepsWithinTenPercent;
+// -10.5% before its fills and in-place updates were bounded by their output indices); what both lack is its host
+// dispatch and the in-loop all-reduce waits of a 24 ms step (calibration/data/h200x2-2026-11-29-mechanisms/README.md,
+// calibration/data/h200-2026-12-04-sync-async).
 TEST(ScenarioH200, TwoGpuDataParallelStepsWithinTenPercent) {
   const auto r = racksim::testing::run_cli({"validate", kSrc + "/scenarios/validation/h200x2.yaml"});
   EXPECT_EQ(r.code, 4) << r.out << r.err;  // one check outside its tolerance
