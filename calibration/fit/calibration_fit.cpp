@@ -248,26 +248,22 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
         if (!c || !(c->bytes > 0)) continue;
         std::sort(d.begin(), d.end());
         if (!(d[d.size() / 2] > 0)) continue;  // a profiler row of zero duration says nothing
-        if (c->loop_indices > 0) {
-          LoopFusionPoint p;
+        auto measured = [&](auto p) {  // the fields every kernel point has
           p.label = run.value("name", "") + " " + name;
           p.bytes = c->bytes;
-          p.indices = c->loop_indices;
           p.measured_s = d[d.size() / 2];
           p.source = src;
-          in.loop_fusions.push_back(p);
+          return p;
+        };
+        if (c->loop_indices > 0) {
+          in.loop_fusions.push_back(measured(LoopFusionPoint{}));
+          in.loop_fusions.back().indices = c->loop_indices;
           ++loop_points;
-          continue;
+        } else if (c->thread_bytes > 0) {
+          in.row_kernels.push_back(measured(RowKernelPoint{}));
+          in.row_kernels.back().thread_bytes = c->thread_bytes;
+          ++points;
         }
-        if (!(c->thread_bytes > 0)) continue;
-        RowKernelPoint p;
-        p.label = run.value("name", "") + " " + name;
-        p.bytes = c->bytes;
-        p.thread_bytes = c->thread_bytes;
-        p.measured_s = d[d.size() / 2];
-        p.source = src;
-        in.row_kernels.push_back(p);
-        ++points;
       }
     }
   }

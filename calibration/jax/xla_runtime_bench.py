@@ -270,8 +270,8 @@ def loop_suite(outdir, res):
         ev = profile(g, args, outdir, name)
         res["kernels"].append({"name": name, "hlo_file": hlo, "step_s_all": ts, "step_s_median": statistics.median(ts),
                                "profiled_steps": 2, "gpu_kernels": kernel_rows(ev)})
-        ks = [k for k in res["kernels"][-1]["gpu_kernels"]]
-        print(f"{name}: " + ", ".join(f"{k['name']} {k['dur_us']:.1f} us" for k in ks), flush=True)
+        print(f"{name}: " + ", ".join(f"{k['name']} {k['dur_us']:.1f} us" for k in res["kernels"][-1]["gpu_kernels"]),
+              flush=True)
 
 
 def command_buffers_enabled():

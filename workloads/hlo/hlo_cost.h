@@ -49,10 +49,10 @@ struct OpCost {
   // each program's tile of every operand in registers: the operand bytes one thread holds.
   // 0 for every other kernel. The engine turns it into an occupancy bound (compute_model.h).
   double thread_bytes = 0;
-  // XLA's loop emitter (kind=kLoop fusions; not a concatenate, dynamic-update-slice or scatter
-  // root, which have emitters of their own): the output indices its threads cover, the element
-  // count of the root's (first) output. The engine turns it into a bound of so many indices a
-  // second (compute_model.h). 0 for every other kernel.
+  // XLA's loop emitter (kind=kLoop fusions; not a concatenate or scatter root, which have emitters
+  // of their own): the output indices its threads cover, the element count of the root's (first)
+  // output, or of the update for an in-place dynamic-update-slice root. The engine turns it into a
+  // bound of so many indices a second (compute_model.h). 0 for every other kernel.
   double loop_indices = 0;
   bool unknown = false;          // opcode or custom-call target not modelled
   std::string unknown_what;
