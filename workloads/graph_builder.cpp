@@ -987,6 +987,19 @@ class Builder {
     vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
   }
 
+  // A device-to-device memcpy (XLA's dynamic memcpy fusions): on the copy engines, HBM only. On a stream of its own it
+  // starts after `after` (the kernel issued before it), as a CUDA graph's node that follows it.
+  OpId device_copy(std::string_view name, double bytes, StreamKind stream, OpId after) {
+    Op& op = new_op();
+    op.name = named(name);
+    op.phase = phase_;
+    op.kind = OpKind::copy_d2d;
+    op.stream = stream;
+    op.copy_bytes = bytes;
+    if (after != kNoOp && stream != StreamKind::compute) op.deps.push_back(after);
+    return emit_last();
+  }
+
   OpId collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op& op = new_op();
     op.name = named(name);
@@ -3400,31 +3413,52 @@ class Builder {
     // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the
     // normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none: fusion-start
     // dynamic slices in the backward loop).
+    // Each slice is one of XLA's dynamic memcpys (hlo_cost.h, dynamic_memcpy_bytes): with command buffers a memcpy node
+    // the CUDA graph runs beside the kernels from the top of the loop body, which the backward step reading it waits
+    // for (the replay of the same programs, hlo_lower.cpp); without them, copies in line on the compute stream.
+    // A saved output is first read by the backward of the step after its own (its consumer's weight gradient or
+    // input gradient); the layer's weights by its first backward step (a simplification: XLA waits for each where
+    // its dgrad reads it, the MLP's first).
+    std::vector<std::vector<OpId>> slice_copies_for(steps.size());
     if (jax_ && t_.scan_layers) {
       const double a = pr_.activation_bytes;
-      double copy = 0;
+      std::vector<std::pair<std::size_t, double>> slices;  // (step whose backward reads it, bytes)
       for (const auto& [name, bytes] : std::initializer_list<std::pair<const char*, double>>{
                {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a},
                {"attn", T_ * hl_ * v_dim_ * a},
                {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0},
                {"norm1", Tsp_ * h_ * a},
                {"norm2", Tsp_ * h_ * a},
-               {"mlp_act", T_ * f_ * a}})
-        if (plan.saves(name) &&
-            std::any_of(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; }))
-          copy += bytes;  // (an MoE layer has no dense SwiGLU product)
+               {"mlp_act", T_ * f_ * a}}) {
+        const auto at = std::find_if(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; });
+        if (bytes > 0 && plan.saves(name) && at != steps.end())  // (an MoE layer has no dense SwiGLU product)
+          slices.emplace_back(std::min<std::size_t>(static_cast<std::size_t>(at - steps.begin()) + 1, steps.size() - 1), bytes);
+      }
       // ... and the layer's bf16 weights the forward stacked (no policy): m1_none's backward loop slices the
       // five out (fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
-      if (stacks_cast_weights()) copy += cast_weight_count(l) * a;
-      if (copy > 0) {
+      if (stacks_cast_weights()) slices.emplace_back(steps.size() - 1, cast_weight_count(l) * a);
+      if (!slices.empty()) {
         phase_ = Phase::backward;
-        vector("scan.stack_slice", 2 * copy, 0);
+        const std::vector<OpId> held = std::exchange(pending_deps_, {});  // for the first backward kernel, not a copy
+        if (t_.cuda_graphs) {
+          std::stable_sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+          const OpId after = last_compute();
+          for (const auto& [consumer, bytes] : slices)
+            slice_copies_for[consumer].push_back(device_copy("scan.stack_slice", bytes, StreamKind::d2d, after));
+        } else {
+          double total = 0;
+          for (const auto& sl : slices) total += sl.second;
+          device_copy("scan.stack_slice", total, StreamKind::compute, kNoOp);
+        }
+        pending_deps_ = held;
       }
     }
     // Backward step by step; an activation dies as soon as the step that saved it is done
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const auto& copies = slice_copies_for[static_cast<std::size_t>(steps.rend() - it - 1)];
+      pending_deps_.insert(pending_deps_.end(), copies.begin(), copies.end());
       run_step(l, it->name, moe_layer, it->backward);
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {

@@ -20,15 +20,18 @@
 
 namespace racksim::workloads {
 
-enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
+// copy_d2d: a device-to-device memcpy on the copy engines (XLA's dynamic memcpy fusions): HBM only, no SMs.
+enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h, copy_d2d };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
 // comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
 // stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
 // so a gradient bucket never delays the next layer's prefetch or a pipeline send. comm_ep: MoE token
 // exchanges (and their etp collectives) on a stream of their own, as Megatron-Core's EP overlap runs
 // them, so a TP collective never queues behind an exchange that overlaps another micro-batch's compute.
-enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
-constexpr int kStreamCount = 7;
+// d2d: device-to-device copies a CUDA graph runs beside the kernels (an XLA command buffer's memcpy nodes
+// with no dependency on the kernels before them).
+enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep, d2d };
+constexpr int kStreamCount = 8;
 enum class ExecUnit : uint8_t { tensor, vector };
 // What moves a collective's data: an NCCL kernel (SMs shared with compute, slowed beside it), or
 // Transformer Engine's userbuffers under tp_comm_overlap: copy engines (ring exchange: no SMs, not
@@ -58,7 +61,8 @@ inline constexpr std::array<sim::EnumName<StreamKind>, kStreamCount> kStreamKind
      {StreamKind::d2h, "D2H"},
      {StreamKind::comm_dp, "parameter gathers"},
      {StreamKind::comm_grad, "gradient reductions"},
-     {StreamKind::comm_ep, "expert exchanges"}}};
+     {StreamKind::comm_ep, "expert exchanges"},
+     {StreamKind::d2d, "D2D copies"}}};
 inline constexpr std::array<sim::EnumName<Phase>, 4> kPhaseNames = {
     {{Phase::forward, "forward"}, {Phase::backward, "backward"}, {Phase::recompute, "recompute"}, {Phase::optimizer, "optimizer"}}};
 inline constexpr std::array<sim::EnumName<CommGroup>, 12> kCommGroupNames = {

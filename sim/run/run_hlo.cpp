@@ -38,6 +38,11 @@ RunResult run_hlo(const std::string& path, const std::string& system, int gpus, 
   if (job.cuda_device_max_connections == 1)
     for (auto& op : w.graph.ops)
       if (op.kind == workloads::OpKind::collective) op.queues_behind_compute = false;
+  // Without command buffers each thunk is launched on its stream in program order: XLA's dynamic memcpys of an async
+  // wrapper on the default stream (operation_queue_id 0) run there, between the kernels (hlo_lower.cpp).
+  if (!job.cuda_graphs)
+    for (auto& op : w.graph.ops)
+      if (op.stream == workloads::StreamKind::d2d) op.stream = workloads::StreamKind::compute;
   return simulate(job, std::move(w));
 }
 

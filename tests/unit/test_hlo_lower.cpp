@@ -148,6 +148,75 @@ ENTRY %main (a: f32[64,2048], b: bf16[64,2048]) -> f32[64,2048] {
 // A multi-output loop fusion (a fill of two zeroed buffers, as a training step's accumulators) covers the
 // indices of one output; a concatenate has an emitter of its own (no loop indices); an in-place update covers its
 // update's indices.
+// XLA emits a contiguous dynamic slice whose offset follows a for loop's counter as a device-to-device memcpy
+// (DynamicMemcpyFusion; the scanned backward's residual slices in the H200 profiles, MemcpyD2D). An async one
+// (fusion-start) is a command-buffer node beside the kernels: the D2D stream; an inline one a copy on the compute
+// stream. Not one: a slice that is not contiguous (a column), a slice outside any loop, or an update by a
+// computed (bitcast) value: kernels, as before.
+TEST(HloLower, LoopSlicesAreDeviceCopies) {
+  const auto r = lower_file("memcpy_loop.hlo");
+  const double slice_bytes = 256.0 * 256 * 4;
+  const auto starts = ops_named(r.graph, "start"), inl = ops_named(r.graph, "inline");
+  ASSERT_EQ(starts.size(), 4u);
+  ASSERT_EQ(inl.size(), 4u);
+  for (const Op* op : starts) {
+    EXPECT_EQ(op->kind, OpKind::copy_d2d);
+    EXPECT_EQ(op->stream, StreamKind::d2d);
+    EXPECT_DOUBLE_EQ(op->copy_bytes, slice_bytes);
+    EXPECT_FLOAT_EQ(op->loop_indices, 0.0f);  // a memcpy, not the loop emitter
+  }
+  for (const Op* op : inl) {
+    EXPECT_EQ(op->kind, OpKind::copy_d2d);
+    EXPECT_EQ(op->stream, StreamKind::compute);
+  }
+  for (const Op* op : ops_named(r.graph, "column")) EXPECT_EQ(op->kind, OpKind::kernel);
+  for (const Op* op : ops_named(r.graph, "outside")) EXPECT_EQ(op->kind, OpKind::kernel);
+  EXPECT_EQ(r.summary.device_copies, 8u);
+  // The compute stream waits for the async copy where its result is used (the fusion-done): the next kernel.
+  const OpId first = id_of(r.graph, starts[0]);
+  bool waited = false;
+  for (const auto& op : r.graph.ops)
+    for (OpId d : op.deps) waited = waited || (d == first && op.stream == StreamKind::compute);
+  EXPECT_TRUE(waited);
+}
+
+// Which fused computations XLA can run as a memcpy (xla/backends/gpu/codegen/copy.cc): an in-place update of one
+// parameter by another is one (the update's bytes); by a bitcast of one it is not (the scanned forward's stack
+// writes: kernels in the profiles); nor a slice at an offset read from an array.
+TEST(HloLower, DynamicMemcpyNeedsParametersAndScalarOffsets) {
+  const Module m = parse_hlo_text(R"(HloModule t
+%by_param (p0: bf16[8,1024], p1: bf16[1,1024], p2: s32[]) -> bf16[8,1024] {
+  %p0 = bf16[8,1024]{1,0} parameter(0)
+  %p1 = bf16[1,1024]{1,0} parameter(1)
+  %p2 = s32[] parameter(2)
+  %z = s32[] constant(0)
+  ROOT %u = bf16[8,1024]{1,0} dynamic-update-slice(%p0, %p1, %p2, %z)
+}
+%by_bitcast (q0: bf16[8,1024], q1: bf16[1024], q2: s32[]) -> bf16[8,1024] {
+  %q0 = bf16[8,1024]{1,0} parameter(0)
+  %q1 = bf16[1024]{0} parameter(1)
+  %b = bf16[1,1024]{1,0} bitcast(%q1)
+  %q2 = s32[] parameter(2)
+  %z.1 = s32[] constant(0)
+  ROOT %u.1 = bf16[8,1024]{1,0} dynamic-update-slice(%q0, %b, %q2, %z.1)
+}
+%offset_from_array (r0: bf16[8,1024], r1: s32[4]) -> bf16[1,1024] {
+  %r0 = bf16[8,1024]{1,0} parameter(0)
+  %r1 = s32[4]{0} parameter(1)
+  %s = s32[1]{0} slice(%r1), slice={[0:1]}
+  %i = s32[] bitcast(%s)
+  %z.2 = s32[] constant(0)
+  ROOT %d = bf16[1,1024]{1,0} dynamic-slice(%r0, %i, %z.2), dynamic_slice_sizes={1,1024}
+}
+ENTRY %main (a: bf16[8,1024]) -> bf16[8,1024] {
+  ROOT %a = bf16[8,1024]{1,0} parameter(0)
+}
+)", "t.hlo");
+  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_param")), 1024.0 * 2);
+  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_bitcast")), 0.0);
+  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("offset_from_array")), 0.0);
+}
+
 TEST(HloLower, LoopFusionIndicesAreOneOutputsElements) {
   const auto fill = lower_text(R"(HloModule t, is_scheduled=true
 %fill () -> (bf16[8,1024,4096], bf16[8,1024,4096]) {

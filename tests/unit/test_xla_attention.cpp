@@ -49,13 +49,13 @@ std::map<std::string, Kernels> kernels(const OpGraph& g) {
   std::map<std::string, Kernels> k;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const auto& op = g.ops[i];
-    if (op.kind != OpKind::kernel) continue;
+    if (op.kind != OpKind::kernel && op.kind != OpKind::copy_d2d) continue;  // (a device copy: its HBM traffic)
     std::string n = g.op_name(static_cast<OpId>(i));
     if (const auto dot = n.find(".L"); dot != std::string::npos) n = n.substr(n.find('.', dot + 1) + 1);
     const char* phase = op.phase == Phase::forward ? "forward." : op.phase == Phase::recompute ? "recompute." : "backward.";
     auto& e = k[phase + n];
     ++e.count;
-    e.bytes += op.hbm_bytes;
+    e.bytes += op.kind == OpKind::copy_d2d ? 2 * op.copy_bytes : op.hbm_bytes;
     e.thread_bytes = op.thread_bytes;
     e.loop_indices += op.loop_indices;
   }
@@ -283,6 +283,54 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
 //  - the dense SwiGLU's backward in units of T·F bf16: 9 with no policy, 6 with the gate and up kept (the product
 //    recomputed inside the fusion, no recompute kernel of its own), 7 after a recompute of the product under full;
 //  - the kept scores are read by the softmax backward alone (no third read charged to the next kernel).
+// The scanned backward's slices of the stacked residuals are XLA's dynamic memcpys (hlo_cost.h): with command
+// buffers, device-to-device copies beside the kernels (the D2D stream), one per residual, each waited for by the
+// first backward step that reads it; without, one copy in line on the compute stream. Either way they are copies
+// (no SMs, no loop-index bound) of the same bytes.
+TEST(XlaAttention, ScannedBackwardSlicesAreDeviceCopiesBesideTheKernels) {
+  auto graph = [](bool graphs) {
+    const auto sc = sim::load_scenario_text(
+        std::string("system: {preset: h200-sxm, gpus: 1}\n"
+                    "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+                    "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: none, framework: jax,\n"
+                    "           scan_layers: true, attention: flash, cuda_graphs: ") +
+            (graphs ? "true" : "false") + "}\n",
+        "s.yaml");
+    return build_training_graph(sc.model, sc.training, sc.system.spec);
+  };
+  const OpGraph on = graph(true), off = graph(false);
+  auto slices = [](const OpGraph& g) {
+    std::vector<OpId> out;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).find("scan.stack_slice") != std::string::npos) out.push_back(static_cast<OpId>(i));
+    return out;
+  };
+  const auto s_on = slices(on), s_off = slices(off);
+  ASSERT_EQ(s_off.size(), 2u);  // one per layer
+  double bytes_on = 0, bytes_off = 0;
+  for (OpId i : s_off) {
+    EXPECT_EQ(off.ops[i].kind, OpKind::copy_d2d);
+    EXPECT_EQ(off.ops[i].stream, StreamKind::compute);
+    bytes_off += off.ops[i].copy_bytes;
+  }
+  // No policy keeps q/k/v, the attention output, both norms' outputs, the SwiGLU product and the weights: each its
+  // own copy per layer.
+  ASSERT_GT(s_on.size(), s_off.size());
+  for (OpId i : s_on) {
+    EXPECT_EQ(on.ops[i].kind, OpKind::copy_d2d);
+    EXPECT_EQ(on.ops[i].stream, StreamKind::d2d);
+    ASSERT_EQ(on.ops[i].deps.size(), 1u);  // after the kernel issued before it
+    EXPECT_EQ(on.ops[on.ops[i].deps[0]].stream, StreamKind::compute);
+    bytes_on += on.ops[i].copy_bytes;
+    // ... and a backward kernel waits for it.
+    bool waited = false;
+    for (const auto& op : on.ops)
+      for (OpId d : op.deps) waited = waited || (d == i && op.stream == StreamKind::compute);
+    EXPECT_TRUE(waited) << on.op_name(i);
+  }
+  EXPECT_DOUBLE_EQ(bytes_on, bytes_off);
+}
+
 TEST(XlaAttention, ScannedBackwardStacksGradientsJoinsQkvAndFusesTheSwiglu) {
   const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D, T = B * S, tf = T * F * a;
   auto scan = kernels(jax_text_graph("recompute: save_dots, attention: flash, scan_layers: true"));

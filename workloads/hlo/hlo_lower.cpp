@@ -600,6 +600,17 @@ class Lowerer {
       op.copy_bytes = host_bytes;
       s_.host_bytes += host_bytes;
       ++s_.host_copies;
+    } else if (k.memcpy_bytes > 0 && loop_weight_ < 1) {
+      // A dynamic memcpy fusion (hlo_cost.h): its offsets follow the enclosing loop's counter (XLA also requires
+      // the loop to be a for loop; a while loop here has a trip count, known or read off its condition). An async
+      // one (fusion-start) is a memcpy node of the command buffer with no dependency on the kernels issued before
+      // it, which the CUDA graph runs beside them (the profiles: MemcpyD2D on four streams other than the
+      // kernels'); without command buffers it is back on XLA's default stream (run_hlo.cpp moves it there).
+      op.kind = OpKind::copy_d2d;
+      op.stream = async ? StreamKind::d2d : StreamKind::compute;
+      op.copy_bytes = k.memcpy_bytes;
+      s_.hbm_bytes += 2 * k.memcpy_bytes;
+      ++s_.device_copies;
     } else {
       op.kind = OpKind::kernel;
       op.stream = StreamKind::compute;
@@ -699,8 +710,8 @@ class Lowerer {
     // (Thunk::ThunkInfo: execution_stream_id = max(0, operation_queue_id)). Host-memory
     // dynamic-(update-)slices wrapped that way are therefore serialized with compute, as the
     // H200 profile of m1_off shows (MemcpyD2H/MemcpyH2D on the compute stream).
-    const bool on_default_stream =
-        async && !ci.is_collective && inst.opcode != "copy-start" && queue_id(c, inst) == 0;
+    const bool on_default_stream = async && !ci.is_collective && op.kind != OpKind::copy_d2d &&
+                                   inst.opcode != "copy-start" && queue_id(c, inst) == 0;
     const bool sync_other_stream = op.stream != StreamKind::compute && (!async || on_default_stream);
     if (sync_other_stream && op.kind != OpKind::collective) s_.serialized_host_bytes += op.copy_bytes;
     if (op.stream == StreamKind::compute) {
