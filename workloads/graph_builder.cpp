@@ -3471,8 +3471,12 @@ class Builder {
     // Scanned, the backward loop writes each layer's weight gradients into fp32 buffers stacked over the layers:
     // one dynamic-update-slice fusion per weight array that reads the wgrad GEMM's bf16 output and writes fp32
     // (every scanned compiled H200 step: loop_dynamic_update_slice_fusion x5 per layer, 6 B per weight; m1_*: 0.40 GB
-    // per layer of 67.1M weights). Under FSDP, the rank's shard.
-    if (jax_ && t_.scan_layers) vector("scan.grad_stack", cast_weight_count(l) * (pr_.activation_bytes + 4), 0);
+    // per layer of 67.1M weights). Under FSDP, the rank's shard. Each is an in-place update over its weights, one
+    // index per weight, under the loop-index bound as the forward's stack copies (the replay charges XLA's).
+    if (jax_ && t_.scan_layers) {
+      const OpId stack = vector("scan.grad_stack", cast_weight_count(l) * (pr_.activation_bytes + 4), 0);
+      g_.ops[stack].loop_indices = static_cast<float>(cast_weight_count(l));
+    }
     if (recast_weights) to_free.push_back(*recast_weights);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];

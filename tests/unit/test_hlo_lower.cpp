@@ -182,7 +182,7 @@ TEST(HloLower, LoopSlicesAreDeviceCopies) {
 
 // Which fused computations XLA can run as a memcpy (xla/backends/gpu/codegen/copy.cc): an in-place update of one
 // parameter by another is one (the update's bytes); by a bitcast of one it is not (the scanned forward's stack
-// writes: kernels in the profiles); nor a slice at an offset read from an array.
+// writes: kernels in the profiles); nor a slice at an offset read from an array; a slice of a bitcast parameter is.
 TEST(HloLower, DynamicMemcpyNeedsParametersAndScalarOffsets) {
   const Module m = parse_hlo_text(R"(HloModule t
 %by_param (p0: bf16[8,1024], p1: bf16[1,1024], p2: s32[]) -> bf16[8,1024] {
@@ -208,10 +208,19 @@ TEST(HloLower, DynamicMemcpyNeedsParametersAndScalarOffsets) {
   %z.2 = s32[] constant(0)
   ROOT %d = bf16[1,1024]{1,0} dynamic-slice(%r0, %i, %z.2), dynamic_slice_sizes={1,1024}
 }
+%slice_of_bitcast (t0: bf16[8,2,512]) -> bf16[1,1024] {
+  %t0 = bf16[8,2,512]{2,1,0} parameter(0)
+  %bt = bf16[8,1024]{1,0} bitcast(%t0)
+  %t1 = s32[] constant(3)
+  %z.3 = s32[] constant(0)
+  ROOT %d.1 = bf16[1,1024]{1,0} dynamic-slice(%bt, %t1, %z.3), dynamic_slice_sizes={1,1024}
+}
 ENTRY %main (a: bf16[8,1024]) -> bf16[8,1024] {
   ROOT %a = bf16[8,1024]{1,0} parameter(0)
 }
 )", "t.hlo");
+  // A slice of a bitcast of a parameter is one (the profiles' bitcast stacks).
+  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("slice_of_bitcast")), 1024.0 * 2);
   EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_param")), 1024.0 * 2);
   EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_bitcast")), 0.0);
   EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("offset_from_array")), 0.0);

@@ -541,17 +541,27 @@ double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
 // constant or follows a for-loop's induction variable (openxla/xla xla/backends/gpu/codegen/copy.cc,
 // DynamicMemcpyFusion::IsCandidateFusion and GetMemcpyDescriptorForFusion). Seen in the H200 profiles of the
 // scanned backward loops (calibration/data/h200x2-2026-11-29-mechanisms/x2b: loop_dynamic_slice_fusion.15-.29 as
-// MemcpyD2D, 8 MB in 7.6-8.8 us, 268 MB in 131 us). The offsets there are `7 - i` computed inside the fusion,
-// so scalar arithmetic on parameters and constants is accepted; the loop is the caller's to check.
+// MemcpyD2D, 8 MB in 7.6-8.8 us, 268 MB in 131 us). The offsets there are `7 - i` computed inside the fusion
+// (XLA resolves an offset's functional dependency on the induction variable), so scalar arithmetic on parameters
+// and constants is accepted; the loop is the caller's to check.
 double dynamic_memcpy_bytes(const Computation& fused) {
   if (fused.root < 0) return 0;
-  const Instruction& r = fused.root_instruction();
+  auto at = [&](int v) -> const Instruction& { return fused.instructions[static_cast<std::size_t>(v)]; };
+  auto skip_bitcast = [&](int v) { return at(v).opcode == "bitcast" && !at(v).operands.empty() ? at(v).operands[0] : v; };
+  const Instruction& r = at(skip_bitcast(fused.root));
   const bool ds = r.opcode == "dynamic-slice", dus = r.opcode == "dynamic-update-slice";
   if (!ds && !dus) return 0;
+  if (dus && at(fused.root).opcode == "bitcast") return 0;
   const std::size_t first_offset = ds ? 1 : 2;
   if (r.operands.size() < first_offset) return 0;
-  for (std::size_t k = 0; k < first_offset; ++k)
-    if (fused.instructions[static_cast<std::size_t>(r.operands[k])].opcode != "parameter") return 0;
+  // XLA looks through one bitcast of each (SkipOptionalBitcast at openxla/xla@6027898). The profiles agree for the
+  // slices (the scanned backward's slices of bitcast stacks, loop_dynamic_slice_fusion.20-.22: MemcpyD2D) but not
+  // for the updates: the scanned forward's stack writes of a bitcast update ran as kernels (x2 profiles, 85-92 us
+  // for 67M indices), so an update must be a parameter itself, as in the XLA of the measured runs.
+  for (std::size_t k = 0; k < first_offset; ++k) {
+    const int v = r.operands[k];
+    if (at(ds ? skip_bitcast(v) : v).opcode != "parameter") return 0;
+  }
   const Shape& full = operand_shape(fused, r, 0);
   const Shape& part = ds ? r.shape : operand_shape(fused, r, 1);
   const std::size_t rank = full.dims.size();
