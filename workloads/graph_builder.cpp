@@ -2944,9 +2944,11 @@ class Builder {
     std::vector<int> body(n, -1);  // scanned layer body (index into layer_bodies_); -1 otherwise
     std::vector<char> starts(n, 0);
     starts[0] = 1;
+    // Kernels and device-to-device copies (a command buffer's memcpy nodes) are commands; collectives and host
+    // copies are not in the buffers.
+    auto command = [&](std::size_t i) { return g_.ops[i].kind == OpKind::kernel || g_.ops[i].kind == OpKind::copy_d2d; };
     for (std::size_t i = 1; i < n; ++i)
-      starts[i] = g_.ops[i].rank != g_.ops[i - 1].rank || g_.ops[i].kind != OpKind::kernel ||
-                  g_.ops[i - 1].kind != OpKind::kernel;  // collectives and copies are not in the buffers
+      starts[i] = g_.ops[i].rank != g_.ops[i - 1].rank || !command(i) || !command(i - 1);
     if (t_.scan_layers)
       for (std::size_t k = 0; k < layer_bodies_.size(); ++k) {
         const auto& lb = layer_bodies_[k];
@@ -2965,10 +2967,11 @@ class Builder {
       std::size_t end = first + 1;
       while (end < n && !starts[end]) ++end;
       Op& head = g_.ops[first];
-      if (head.kind == OpKind::kernel) {
+      if (command(first)) {
         head.host_commands = static_cast<int>(end - first);
-        int refs = 0;
-        for (std::size_t j = first; j < end; ++j) refs += g_.ops[j].unit == ExecUnit::tensor ? 3 : 2;
+        int refs = 0;  // a GEMM names three buffers; an element-wise kernel or a copy two
+        for (std::size_t j = first; j < end; ++j)
+          refs += g_.ops[j].kind == OpKind::kernel && g_.ops[j].unit == ExecUnit::tensor ? 3 : 2;
         head.host_buffer_refs = refs;
         const bool repeat = body[first] >= 0 && !first_bodies.count(body[first]);
         head.host_rerecord = !t_.donate_state && !repeat;
@@ -3345,6 +3348,70 @@ class Builder {
     }
   }
 
+  // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise fusions read a slice in
+  // place, but XLA copies out (dynamic-slice: read and write) the bf16 ones that feed GEMMs -- Q, K, V, the attention
+  // output, the bf16 probabilities, the normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none:
+  // fusion-start dynamic slices in the backward loop), and under no policy the layer's bf16 weights the forward
+  // stacked (m1_none: fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
+  // Each slice is one of XLA's dynamic memcpys (hlo_cost.h, dynamic_memcpy_bytes), issued at the top of the loop body
+  // (the scheduler starts them early, before the body's recompute): with command buffers a memcpy node the CUDA
+  // graph runs beside the kernels, after the work issued before it, and waited for by the first backward step that
+  // reads it (the replay of the same programs, hlo_lower.cpp); without them, one copy in line on the compute stream.
+  // The backward runs the steps in reverse, so a residual's first reader is the latest step in forward order that
+  // reads it: norm1's output the QKV projection's weight gradient, norm2's the MLP's up projection's (after the gate
+  // under SwiGLU), Q/K/V the attention (the P·V product's V before the scores), the scores the attention, the
+  // attention output its projection, the SwiGLU product the down projection; the weights the first backward step (a
+  // simplification: XLA waits for each weight where its dgrad reads it, the MLP's first). Per step (index into
+  // `steps`), the copies its backward waits for.
+  // Only without a remat policy: under one (save_dots, a list of names, full) the compiled steps' backward loops have
+  // no such slices (every scanned H200 program with a policy, one and two GPUs: the only dynamic-slice fusion-starts
+  // are the forward's slices of the norms' gains; m1_none 17, s1_none_scan 15), as the backward's fusions read the
+  // policy's saved residuals in place out of their stacks.
+  std::vector<std::vector<OpId>> scanned_stack_slices(int l, const std::vector<Step>& steps, const SavePlan& plan) {
+    std::vector<std::vector<OpId>> copies_for(steps.size());
+    if (!jax_ || !t_.scan_layers || steps.empty() || t_.recompute.mode != RecomputeMode::none) return copies_for;
+    const double a = pr_.activation_bytes;
+    auto index_of = [&](std::string_view name) -> std::optional<std::size_t> {
+      const auto at = std::find_if(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; });
+      return at == steps.end() ? std::nullopt : std::optional<std::size_t>(static_cast<std::size_t>(at - steps.begin()));
+    };
+    struct Residual {
+      const char* name;
+      double bytes;
+      std::initializer_list<const char*> readers;
+    };
+    std::vector<std::pair<std::size_t, double>> slices;  // (step whose backward first reads it, bytes)
+    for (const Residual& r : std::initializer_list<Residual>{
+             {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a, {"attn_scores", "attn"}},
+             {"attn", T_ * hl_ * v_dim_ * a, {"attn_out"}},
+             {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0, {"attn"}},
+             {"norm1", Tsp_ * h_ * a, {"qkv"}},
+             {"norm2", Tsp_ * h_ * a, {"mlp_gate", "mlp_up"}},
+             {"mlp_act", T_ * f_ * a, {"mlp_out"}}}) {
+      if (r.bytes <= 0 || !plan.saves(r.name) || !index_of(r.name)) continue;  // (an MoE layer has no dense SwiGLU product)
+      std::optional<std::size_t> reader;
+      for (const char* name : r.readers)
+        if (const auto i = index_of(name)) reader = std::max(reader.value_or(0), *i);
+      slices.emplace_back(reader.value_or(steps.size() - 1), r.bytes);
+    }
+    if (stacks_cast_weights()) slices.emplace_back(steps.size() - 1, cast_weight_count(l) * a);
+    if (slices.empty()) return copies_for;
+    const Phase saved_phase = std::exchange(phase_, Phase::backward);
+    const std::vector<OpId> held = std::exchange(pending_deps_, {});  // for the first backward kernel, not a copy
+    if (t_.cuda_graphs) {
+      std::stable_sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      const OpId after = last_compute();
+      for (const auto& [reader, bytes] : slices)
+        copies_for[reader].push_back(device_copy("scan.stack_slice", bytes, StreamKind::d2d, after));
+    } else {
+      double total = 0;
+      for (const auto& sl : slices) total += sl.second;
+      device_copy("scan.stack_slice", total, StreamKind::compute, kNoOp);
+    }
+    pending_deps_ = held;
+    phase_ = saved_phase;
+    return copies_for;
+  }
   void layer_backward_ops(int l) {
     prefix_micro_layer(l);
     auto& st = layer_state_[{mb_, l}];
@@ -3366,6 +3433,7 @@ class Builder {
     // (transformer_block.py _checkpointed_forward, random.py CheckpointFunction.backward); under a
     // checkpoint of the whole MoE layer (--recompute-modules moe, the only other setting that re-runs
     // a dispatch) the combine (all-to-all, unpermutation, shared experts).
+    const std::vector<std::vector<OpId>> slice_copies_for = scanned_stack_slices(l, steps, plan);
     phase_ = Phase::recompute;
     const bool moe_layer = m_.is_moe_layer(l);
     const bool recompute_combine =
@@ -3407,51 +3475,6 @@ class Builder {
       g_.ops[last()].allocs.push_back(t);
       if (replay) replayed_attention = t;
       else by_step.set(step.name, t);
-    }
-    // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
-    // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
-    // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the
-    // normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none: fusion-start
-    // dynamic slices in the backward loop).
-    // Each slice is one of XLA's dynamic memcpys (hlo_cost.h, dynamic_memcpy_bytes): with command buffers a memcpy node
-    // the CUDA graph runs beside the kernels from the top of the loop body, which the backward step reading it waits
-    // for (the replay of the same programs, hlo_lower.cpp); without them, copies in line on the compute stream.
-    // A saved output is first read by the backward of the step after its own (its consumer's weight gradient or
-    // input gradient); the layer's weights by its first backward step (a simplification: XLA waits for each where
-    // its dgrad reads it, the MLP's first).
-    std::vector<std::vector<OpId>> slice_copies_for(steps.size());
-    if (jax_ && t_.scan_layers) {
-      const double a = pr_.activation_bytes;
-      std::vector<std::pair<std::size_t, double>> slices;  // (step whose backward reads it, bytes)
-      for (const auto& [name, bytes] : std::initializer_list<std::pair<const char*, double>>{
-               {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a},
-               {"attn", T_ * hl_ * v_dim_ * a},
-               {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0},
-               {"norm1", Tsp_ * h_ * a},
-               {"norm2", Tsp_ * h_ * a},
-               {"mlp_act", T_ * f_ * a}}) {
-        const auto at = std::find_if(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; });
-        if (bytes > 0 && plan.saves(name) && at != steps.end())  // (an MoE layer has no dense SwiGLU product)
-          slices.emplace_back(std::min<std::size_t>(static_cast<std::size_t>(at - steps.begin()) + 1, steps.size() - 1), bytes);
-      }
-      // ... and the layer's bf16 weights the forward stacked (no policy): m1_none's backward loop slices the
-      // five out (fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
-      if (stacks_cast_weights()) slices.emplace_back(steps.size() - 1, cast_weight_count(l) * a);
-      if (!slices.empty()) {
-        phase_ = Phase::backward;
-        const std::vector<OpId> held = std::exchange(pending_deps_, {});  // for the first backward kernel, not a copy
-        if (t_.cuda_graphs) {
-          std::stable_sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-          const OpId after = last_compute();
-          for (const auto& [consumer, bytes] : slices)
-            slice_copies_for[consumer].push_back(device_copy("scan.stack_slice", bytes, StreamKind::d2d, after));
-        } else {
-          double total = 0;
-          for (const auto& sl : slices) total += sl.second;
-          device_copy("scan.stack_slice", total, StreamKind::compute, kNoOp);
-        }
-        pending_deps_ = held;
-      }
     }
     // Backward step by step; an activation dies as soon as the step that saved it is done
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).

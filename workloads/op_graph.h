@@ -197,7 +197,7 @@ struct Op {
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM
   double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
-  double copy_bytes = 0;              // host copy
+  double copy_bytes = 0;              // a host copy's or a device-to-device copy's bytes
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
   double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel

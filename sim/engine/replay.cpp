@@ -368,7 +368,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case Then::kernel_done: finish(id, ""); break;
       case Then::h2d_done: finish(id, "host_link_h2d"); break;
       case Then::d2h_done: finish(id, "host_link_d2h"); break;
-      case Then::d2d_done: finish(id, "hbm"); break;
+      case Then::d2d_done: finish(id, ""); break;
       case Then::host_done: finish(id, "host_memory"); break;
       case Then::collective_done: collective_done(id); break;
       default: throw std::logic_error(fmt::format("replay: flow tag {:#x} is not a flow's", t));
@@ -751,8 +751,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       return;
     }
     const FlowNetwork::Use hbm{res_of_[op.rank].hbm, 1.0};
-    const double amount = 2 * op.copy_bytes;
-    net_.start_flow_tagged(&hbm, 1, amount, tag(Then::d2d_done, id), amount / hw::min_kernel_duration(sys_));
+    const double amount = 2 * op.copy_bytes, min_s = hw::min_kernel_duration(sys_);
+    // What bounds it alone (for the trace): its bytes at the HBM rate, or the floor.
+    res_.ops[id].bound_by =
+        amount / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency) < min_s ? "min_kernel_time" : "hbm";
+    net_.start_flow_tagged(&hbm, 1, amount, tag(Then::d2d_done, id), amount / min_s);
   }
 
   void start_collective(OpId id, const Op& op) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "input/diagnostics.h"
@@ -23,6 +25,13 @@ ImportResult lower_file(const std::string& name, int gpus = 1) {
   LowerOptions o;
   o.gpus = gpus;
   return lower_module(load_hlo_file(kCorpus + name), o);
+}
+
+std::string load_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 ImportResult lower_text(const std::string& text, int gpus = 1) {
@@ -145,14 +154,12 @@ ENTRY %main (a: f32[64,2048], b: bf16[64,2048]) -> f32[64,2048] {
   EXPECT_FLOAT_EQ(ops_named(lower_text(with("kind=kInput, calls=%fused_row")).graph, "row").front()->loop_indices, 0.0f);
 }
 
-// A multi-output loop fusion (a fill of two zeroed buffers, as a training step's accumulators) covers the
-// indices of one output; a concatenate has an emitter of its own (no loop indices); an in-place update covers its
-// update's indices.
 // XLA emits a contiguous dynamic slice whose offset follows a for loop's counter as a device-to-device memcpy
 // (DynamicMemcpyFusion; the scanned backward's residual slices in the H200 profiles, MemcpyD2D). An async one
 // (fusion-start) is a command-buffer node beside the kernels: the D2D stream; an inline one a copy on the compute
-// stream. Not one: a slice that is not contiguous (a column), a slice outside any loop, or an update by a
-// computed (bitcast) value: kernels, as before.
+// stream. Not one: a slice that is not contiguous (a column; or any slice of an operand whose layout puts the
+// sliced dimension minor), a slice outside any loop, or one in a while loop XLA cannot read as a for loop (no
+// known_init_step): kernels, as before. (Updates: DynamicMemcpyNeedsParametersAndScalarOffsets.)
 TEST(HloLower, LoopSlicesAreDeviceCopies) {
   const auto r = lower_file("memcpy_loop.hlo");
   const double slice_bytes = 256.0 * 256 * 4;
@@ -178,6 +185,18 @@ TEST(HloLower, LoopSlicesAreDeviceCopies) {
   for (const auto& op : r.graph.ops)
     for (OpId d : op.deps) waited = waited || (d == first && op.stream == StreamKind::compute);
   EXPECT_TRUE(waited);
+  // The same program with the stack's layout reversed ({0,1,2}: the sliced dimension is the most minor one), or with
+  // a while loop that is not a for loop: no copies.
+  std::string text = load_text(kCorpus + "memcpy_loop.hlo");
+  auto replaced = [](std::string t, const std::string& from, const std::string& to) {
+    for (std::size_t at = t.find(from); at != std::string::npos; at = t.find(from, at + to.size())) t.replace(at, from.size(), to);
+    return t;
+  };
+  const auto column_major = lower_text(replaced(text, "f32[4,256,256]{2,1,0}", "f32[4,256,256]{0,1,2}"));
+  EXPECT_EQ(column_major.summary.device_copies, 0u);
+  for (const Op* op : ops_named(column_major.graph, "start")) EXPECT_EQ(op->kind, OpKind::kernel);
+  const auto not_for = lower_text(replaced(text, "\"known_init_step\":{\"init\":\"0\",\"step\":\"1\"},", ""));
+  EXPECT_EQ(not_for.summary.device_copies, 0u);
 }
 
 // Which fused computations XLA can run as a memcpy (xla/backends/gpu/codegen/copy.cc): an in-place update of one

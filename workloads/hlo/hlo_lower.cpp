@@ -154,6 +154,7 @@ class Lowerer {
   std::vector<MemCategory> param_cat_;
   int consecutive_group_ = 0;        // group size mapped to CommGroup::tp
   double loop_weight_ = 1;           // 1 / product of the trip counts of the enclosing loops
+  bool in_for_loop_ = false;         // the innermost enclosing loop is a for loop (known init, step and trip count)
 
   // ---- values and buffers
 
@@ -483,6 +484,8 @@ class Lowerer {
     const bool eval_condition = li.source != "known_trip_count";  // XLA skips it when the count is known
     const double outer_weight = loop_weight_;
     loop_weight_ = outer_weight / static_cast<double>(std::max<int64_t>(1, *trips));
+    const bool outer_for = in_for_loop_;
+    in_for_loop_ = cfg.is_object() && cfg.contains("known_init_step") && li.source == "known_trip_count";
     const bool outer_repeat = in_repeat_;
     for (int64_t t = 0; t < *trips; ++t) {
       ++segment_;
@@ -496,6 +499,7 @@ class Lowerer {
     in_repeat_ = outer_repeat;
     segment_repeat_[segment_] = in_repeat_;
     loop_weight_ = outer_weight;
+    in_for_loop_ = outer_for;
     return cur;
   }
 
@@ -600,12 +604,13 @@ class Lowerer {
       op.copy_bytes = host_bytes;
       s_.host_bytes += host_bytes;
       ++s_.host_copies;
-    } else if (k.memcpy_bytes > 0 && loop_weight_ < 1) {
-      // A dynamic memcpy fusion (hlo_cost.h): its offsets follow the enclosing loop's counter (XLA also requires
-      // the loop to be a for loop; a while loop here has a trip count, known or read off its condition). An async
-      // one (fusion-start) is a memcpy node of the command buffer with no dependency on the kernels issued before
-      // it, which the CUDA graph runs beside them (the profiles: MemcpyD2D on four streams other than the
-      // kernels'); without command buffers it is back on XLA's default stream (run_hlo.cpp moves it there).
+    } else if (k.memcpy_bytes > 0 && in_for_loop_) {
+      // A dynamic memcpy fusion (hlo_cost.h): its offsets follow the enclosing loop's counter, and XLA requires that
+      // loop to be a for loop (known_init_step and known_trip_count in its backend config). An async one
+      // (fusion-start) is a memcpy node of the command buffer, which the CUDA graph runs beside the kernels once
+      // what it depends on is done (the profiles: MemcpyD2D on four streams other than the kernels'); here it starts
+      // after what XLA's default stream issued before it, as other async wrappers. Without command buffers it is
+      // back on XLA's default stream (run_hlo.cpp moves it there).
       op.kind = OpKind::copy_d2d;
       op.stream = async ? StreamKind::d2d : StreamKind::compute;
       op.copy_bytes = k.memcpy_bytes;
