@@ -3354,9 +3354,11 @@ class Builder {
   // fusion-start dynamic slices in the backward loop), and under no policy the layer's bf16 weights the forward
   // stacked (m1_none: fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
   // Each slice is one of XLA's dynamic memcpys (hlo_cost.h, dynamic_memcpy_bytes), issued at the top of the loop body
-  // (the scheduler starts them early, before the body's recompute): with command buffers a memcpy node the CUDA
-  // graph runs beside the kernels, after the work issued before it, and waited for by the first backward step that
-  // reads it (the replay of the same programs, hlo_lower.cpp); without them, one copy in line on the compute stream.
+  // (the scheduler starts them early, before the body's recompute). In a job of several GPUs with command buffers,
+  // a memcpy node run on the copy engines beside the kernels, after the work issued before it, and waited for by
+  // the first backward step that reads it (the two-GPU profiles and their replays, hlo_lower.cpp); on one GPU (the
+  // nodes ran as the driver's memcpy kernels, in line: one-GPU profiles of 2026-12-04) or without command buffers,
+  // the slices are one pass in line on the compute stream, read and write, as before.
   // The backward runs the steps in reverse, so a residual's first reader is the latest step in forward order that
   // reads it: norm1's output the QKV projection's weight gradient, norm2's the MLP's up projection's (after the gate
   // under SwiGLU), Q/K/V the attention (the P·V product's V before the scores), the scores the attention, the
@@ -3398,7 +3400,7 @@ class Builder {
     if (slices.empty()) return copies_for;
     const Phase saved_phase = std::exchange(phase_, Phase::backward);
     const std::vector<OpId> held = std::exchange(pending_deps_, {});  // for the first backward kernel, not a copy
-    if (t_.cuda_graphs) {
+    if (t_.cuda_graphs && tp_ * cp_ * pp_ * dp_ > 1) {
       std::stable_sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
       const OpId after = last_compute();
       for (const auto& [reader, bytes] : slices)
@@ -3406,7 +3408,7 @@ class Builder {
     } else {
       double total = 0;
       for (const auto& sl : slices) total += sl.second;
-      device_copy("scan.stack_slice", total, StreamKind::compute, kNoOp);
+      vector("scan.stack_slice", 2 * total, 0);
     }
     pending_deps_ = held;
     phase_ = saved_phase;

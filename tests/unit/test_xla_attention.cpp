@@ -283,36 +283,39 @@ TEST(XlaAttention, ScannedForwardCastsStacksAndMasks) {
 //  - the dense SwiGLU's backward in units of T·F bf16: 9 with no policy, 6 with the gate and up kept (the product
 //    recomputed inside the fusion, no recompute kernel of its own), 7 after a recompute of the product under full;
 //  - the kept scores are read by the softmax backward alone (no third read charged to the next kernel).
-// The scanned backward's slices of the stacked residuals are XLA's dynamic memcpys (hlo_cost.h): with command
-// buffers, device-to-device copies beside the kernels (the D2D stream), one per residual, each waited for by the
-// first backward step that reads it; without, one copy in line on the compute stream. Either way they are copies
-// (no SMs, no loop-index bound) of the same bytes.
+// The scanned backward's slices of the stacked residuals are XLA's dynamic memcpys (hlo_cost.h): in a job of several
+// GPUs with command buffers, device-to-device copies beside the kernels (the D2D stream), one per residual, each
+// waited for by the first backward step that reads it; on one GPU or without command buffers, one pass in line on the
+// compute stream (read and write) of the same bytes. Under a remat policy, none.
 TEST(XlaAttention, ScannedBackwardSlicesAreDeviceCopiesBesideTheKernels) {
-  auto graph = [](bool graphs) {
+  auto graph = [](bool graphs, int gpus, const std::string& recompute = "none") {
     const auto sc = sim::load_scenario_text(
-        std::string("system: {preset: h200-sxm, gpus: 1}\n"
-                    "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
-                    "training: {seq_len: 512, global_batch: 2, micro_batch: 2, recompute: none, framework: jax,\n"
-                    "           scan_layers: true, attention: flash, cuda_graphs: ") +
+        "system: {preset: h200-sxm, gpus: " + std::to_string(gpus) + "}\n"
+        "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+        "training: {seq_len: 512, global_batch: 4, micro_batch: 2, recompute: " + recompute + ", framework: jax,\n"
+        "           scan_layers: true, attention: flash, parallelism: {dp: " + std::to_string(gpus) + "}, cuda_graphs: " +
             (graphs ? "true" : "false") + "}\n",
         "s.yaml");
     return build_training_graph(sc.model, sc.training, sc.system.spec);
   };
-  const OpGraph on = graph(true), off = graph(false);
+  const OpGraph on = graph(true, 2), off = graph(false, 2), one_gpu = graph(true, 1);
   auto slices = [](const OpGraph& g) {
     std::vector<OpId> out;
     for (std::size_t i = 0; i < g.ops.size(); ++i)
       if (g.op_name(static_cast<OpId>(i)).find("scan.stack_slice") != std::string::npos) out.push_back(static_cast<OpId>(i));
     return out;
   };
-  const auto s_on = slices(on), s_off = slices(off);
-  ASSERT_EQ(s_off.size(), 2u);  // one per layer
+  const auto s_on = slices(on), s_off = slices(off), s_one = slices(one_gpu);
+  ASSERT_EQ(s_off.size(), 2u);  // one per layer (one micro-step per rank)
   double bytes_on = 0, bytes_off = 0;
   for (OpId i : s_off) {
-    EXPECT_EQ(off.ops[i].kind, OpKind::copy_d2d);
+    EXPECT_EQ(off.ops[i].kind, OpKind::kernel);
     EXPECT_EQ(off.ops[i].stream, StreamKind::compute);
-    bytes_off += off.ops[i].copy_bytes;
+    bytes_off += off.ops[i].hbm_bytes / 2;
   }
+  ASSERT_EQ(s_one.size(), s_off.size() * 2);  // one GPU: two micro-steps, one pass per layer each
+  for (OpId i : s_one) EXPECT_EQ(one_gpu.ops[i].kind, OpKind::kernel);
+  EXPECT_TRUE(slices(graph(true, 2, "save_dots")).empty());
   // No policy keeps q/k/v, the attention output, both norms' outputs, the SwiGLU product and the weights: each its
   // own copy per layer.
   ASSERT_GT(s_on.size(), s_off.size());

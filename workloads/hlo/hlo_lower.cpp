@@ -604,15 +604,17 @@ class Lowerer {
       op.copy_bytes = host_bytes;
       s_.host_bytes += host_bytes;
       ++s_.host_copies;
-    } else if (k.memcpy_bytes > 0 && in_for_loop_) {
+    } else if (k.memcpy_bytes > 0 && in_for_loop_ && async && m_.replica_count * m_.num_partitions > 1) {
       // A dynamic memcpy fusion (hlo_cost.h): its offsets follow the enclosing loop's counter, and XLA requires that
       // loop to be a for loop (known_init_step and known_trip_count in its backend config). An async one
-      // (fusion-start) is a memcpy node of the command buffer, which the CUDA graph runs beside the kernels once
-      // what it depends on is done (the profiles: MemcpyD2D on four streams other than the kernels'); here it starts
-      // after what XLA's default stream issued before it, as other async wrappers. Without command buffers it is
-      // back on XLA's default stream (run_hlo.cpp moves it there).
+      // (fusion-start) in a program of several devices is a memcpy node of the command buffer that ran on the copy
+      // engines beside the kernels (the two-GPU profiles: MemcpyD2D on four streams other than the kernels'); here it
+      // starts after what XLA's default stream issued before it, as other async wrappers. Without command buffers
+      // it is back on XLA's default stream (run_hlo.cpp moves it there). In a one-device program the same nodes ran
+      // as the driver's memcpy kernels in line with the others (one-GPU profiles of 2026-12-04: memcpy128 and
+      // memcpy32_post, no overlap), so there, and for an inline one, the fusion stays a kernel as before.
       op.kind = OpKind::copy_d2d;
-      op.stream = async ? StreamKind::d2d : StreamKind::compute;
+      op.stream = StreamKind::d2d;
       op.copy_bytes = k.memcpy_bytes;
       s_.hbm_bytes += 2 * k.memcpy_bytes;
       ++s_.device_copies;
