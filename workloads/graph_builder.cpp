@@ -987,19 +987,6 @@ class Builder {
     vector(name, elems * (2 * pr_.activation_bytes + 1), elems);
   }
 
-  // A device-to-device memcpy (XLA's dynamic memcpy fusions): on the copy engines, HBM only. On a stream of its own it
-  // starts after `after` (the kernel issued before it), as a CUDA graph's node that follows it.
-  OpId device_copy(std::string_view name, double bytes, StreamKind stream, OpId after) {
-    Op& op = new_op();
-    op.name = named(name);
-    op.phase = phase_;
-    op.kind = OpKind::copy_d2d;
-    op.stream = stream;
-    op.copy_bytes = bytes;
-    if (after != kNoOp && stream != StreamKind::compute) op.deps.push_back(after);
-    return emit_last();
-  }
-
   OpId collective(std::string_view name, CollectiveOp c, CommGroup grp, double bytes, SmallVec<OpId, 3> deps = {}) {
     Op& op = new_op();
     op.name = named(name);
@@ -2944,11 +2931,9 @@ class Builder {
     std::vector<int> body(n, -1);  // scanned layer body (index into layer_bodies_); -1 otherwise
     std::vector<char> starts(n, 0);
     starts[0] = 1;
-    // Kernels and device-to-device copies (a command buffer's memcpy nodes) are commands; collectives and host
-    // copies are not in the buffers.
-    auto command = [&](std::size_t i) { return g_.ops[i].kind == OpKind::kernel || g_.ops[i].kind == OpKind::copy_d2d; };
     for (std::size_t i = 1; i < n; ++i)
-      starts[i] = g_.ops[i].rank != g_.ops[i - 1].rank || !command(i) || !command(i - 1);
+      starts[i] = g_.ops[i].rank != g_.ops[i - 1].rank || g_.ops[i].kind != OpKind::kernel ||
+                  g_.ops[i - 1].kind != OpKind::kernel;  // collectives and copies are not in the buffers
     if (t_.scan_layers)
       for (std::size_t k = 0; k < layer_bodies_.size(); ++k) {
         const auto& lb = layer_bodies_[k];
@@ -2967,11 +2952,10 @@ class Builder {
       std::size_t end = first + 1;
       while (end < n && !starts[end]) ++end;
       Op& head = g_.ops[first];
-      if (command(first)) {
+      if (head.kind == OpKind::kernel) {
         head.host_commands = static_cast<int>(end - first);
-        int refs = 0;  // a GEMM names three buffers; an element-wise kernel or a copy two
-        for (std::size_t j = first; j < end; ++j)
-          refs += g_.ops[j].kind == OpKind::kernel && g_.ops[j].unit == ExecUnit::tensor ? 3 : 2;
+        int refs = 0;
+        for (std::size_t j = first; j < end; ++j) refs += g_.ops[j].unit == ExecUnit::tensor ? 3 : 2;
         head.host_buffer_refs = refs;
         const bool repeat = body[first] >= 0 && !first_bodies.count(body[first]);
         head.host_rerecord = !t_.donate_state && !repeat;
@@ -3348,72 +3332,6 @@ class Builder {
     }
   }
 
-  // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise fusions read a slice in
-  // place, but XLA copies out (dynamic-slice: read and write) the bf16 ones that feed GEMMs -- Q, K, V, the attention
-  // output, the bf16 probabilities, the normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none:
-  // fusion-start dynamic slices in the backward loop), and under no policy the layer's bf16 weights the forward
-  // stacked (m1_none: fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
-  // Each slice is one of XLA's dynamic memcpys (hlo_cost.h, dynamic_memcpy_bytes), issued at the top of the loop body
-  // (the scheduler starts them early, before the body's recompute). In a job of several GPUs with command buffers,
-  // a memcpy node run on the copy engines beside the kernels, after the work issued before it, and waited for by
-  // the first backward step that reads it (the two-GPU profiles and their replays, hlo_lower.cpp); on one GPU (the
-  // nodes ran as the driver's memcpy kernels, in line: one-GPU profiles of 2026-12-04) or without command buffers,
-  // the slices are one pass in line on the compute stream, read and write, as before.
-  // The backward runs the steps in reverse, so a residual's first reader is the latest step in forward order that
-  // reads it: norm1's output the QKV projection's weight gradient, norm2's the MLP's up projection's (after the gate
-  // under SwiGLU), Q/K/V the attention (the P·V product's V before the scores), the scores the attention, the
-  // attention output its projection, the SwiGLU product the down projection; the weights the first backward step (a
-  // simplification: XLA waits for each weight where its dgrad reads it, the MLP's first). Per step (index into
-  // `steps`), the copies its backward waits for.
-  // Only without a remat policy: under one (save_dots, a list of names, full) the compiled steps' backward loops have
-  // no such slices (every scanned H200 program with a policy, one and two GPUs: the only dynamic-slice fusion-starts
-  // are the forward's slices of the norms' gains; m1_none 17, s1_none_scan 15), as the backward's fusions read the
-  // policy's saved residuals in place out of their stacks.
-  std::vector<std::vector<OpId>> scanned_stack_slices(int l, const std::vector<Step>& steps, const SavePlan& plan) {
-    std::vector<std::vector<OpId>> copies_for(steps.size());
-    if (!jax_ || !t_.scan_layers || steps.empty() || t_.recompute.mode != RecomputeMode::none) return copies_for;
-    const double a = pr_.activation_bytes;
-    auto index_of = [&](std::string_view name) -> std::optional<std::size_t> {
-      const auto at = std::find_if(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; });
-      return at == steps.end() ? std::nullopt : std::optional<std::size_t>(static_cast<std::size_t>(at - steps.begin()));
-    };
-    struct Residual {
-      const char* name;
-      double bytes;
-      std::initializer_list<const char*> readers;
-    };
-    std::vector<std::pair<std::size_t, double>> slices;  // (step whose backward first reads it, bytes)
-    for (const Residual& r : std::initializer_list<Residual>{
-             {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a, {"attn_scores", "attn"}},
-             {"attn", T_ * hl_ * v_dim_ * a, {"attn_out"}},
-             {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0, {"attn"}},
-             {"norm1", Tsp_ * h_ * a, {"qkv"}},
-             {"norm2", Tsp_ * h_ * a, {"mlp_gate", "mlp_up"}},
-             {"mlp_act", T_ * f_ * a, {"mlp_out"}}}) {
-      if (r.bytes <= 0 || !plan.saves(r.name) || !index_of(r.name)) continue;  // (an MoE layer has no dense SwiGLU product)
-      std::optional<std::size_t> reader;
-      for (const char* name : r.readers)
-        if (const auto i = index_of(name)) reader = std::max(reader.value_or(0), *i);
-      slices.emplace_back(reader.value_or(steps.size() - 1), r.bytes);
-    }
-    if (stacks_cast_weights()) slices.emplace_back(steps.size() - 1, cast_weight_count(l) * a);
-    if (slices.empty()) return copies_for;
-    const Phase saved_phase = std::exchange(phase_, Phase::backward);
-    const std::vector<OpId> held = std::exchange(pending_deps_, {});  // for the first backward kernel, not a copy
-    if (t_.cuda_graphs && tp_ * cp_ * pp_ * dp_ > 1) {
-      std::stable_sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-      const OpId after = last_compute();
-      for (const auto& [reader, bytes] : slices)
-        copies_for[reader].push_back(device_copy("scan.stack_slice", bytes, StreamKind::d2d, after));
-    } else {
-      double total = 0;
-      for (const auto& sl : slices) total += sl.second;
-      vector("scan.stack_slice", 2 * total, 0);
-    }
-    pending_deps_ = held;
-    phase_ = saved_phase;
-    return copies_for;
-  }
   void layer_backward_ops(int l) {
     prefix_micro_layer(l);
     auto& st = layer_state_[{mb_, l}];
@@ -3435,7 +3353,6 @@ class Builder {
     // (transformer_block.py _checkpointed_forward, random.py CheckpointFunction.backward); under a
     // checkpoint of the whole MoE layer (--recompute-modules moe, the only other setting that re-runs
     // a dispatch) the combine (all-to-all, unpermutation, shared experts).
-    const std::vector<std::vector<OpId>> slice_copies_for = scanned_stack_slices(l, steps, plan);
     phase_ = Phase::recompute;
     const bool moe_layer = m_.is_moe_layer(l);
     const bool recompute_combine =
@@ -3478,12 +3395,39 @@ class Builder {
       if (replay) replayed_attention = t;
       else by_step.set(step.name, t);
     }
+    // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
+    // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
+    // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the
+    // normalized inputs and the SwiGLU product (shared/reference/hlo/m1_none: fusion-start
+    // dynamic slices in the backward loop). Only without a remat policy: under one (save_dots, a list of names,
+    // full, offload) the compiled steps' backward loops have no such slices (every scanned H200 program with a policy,
+    // one and two GPUs: the only dynamic-slice fusion-starts are the forward's slices of the norms' gains; m1_none has
+    // 17, s1_none_scan 15), as the backward's fusions read the policy's saved residuals in place out of their stacks.
+    if (jax_ && t_.scan_layers && t_.recompute.mode == RecomputeMode::none) {
+      const double a = pr_.activation_bytes;
+      double copy = 0;
+      for (const auto& [name, bytes] : std::initializer_list<std::pair<const char*, double>>{
+               {"qkv", T_ * (hl_ * qk_dim_ + kvl_ * qk_dim_ + kvl_ * v_dim_) * a},
+               {"attn", T_ * hl_ * v_dim_ * a},
+               {"attn_scores", materialized_ ? b_ * hl_ * s_ * s_ * a : 0.0},
+               {"norm1", Tsp_ * h_ * a},
+               {"norm2", Tsp_ * h_ * a},
+               {"mlp_act", T_ * f_ * a}})
+        if (plan.saves(name) &&
+            std::any_of(steps.begin(), steps.end(), [&](const Step& st) { return st.name == name; }))
+          copy += bytes;  // (an MoE layer has no dense SwiGLU product)
+      // ... and the layer's bf16 weights the forward stacked (no policy): m1_none's backward loop slices the
+      // five out (fusion-start.15/.16/.17/.22/.29, bf16[1,...] dynamic slices).
+      if (stacks_cast_weights()) copy += cast_weight_count(l) * a;
+      if (copy > 0) {
+        phase_ = Phase::backward;
+        vector("scan.stack_slice", 2 * copy, 0);
+      }
+    }
     // Backward step by step; an activation dies as soon as the step that saved it is done
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      const auto& copies = slice_copies_for[static_cast<std::size_t>(steps.rend() - it - 1)];
-      pending_deps_.insert(pending_deps_.end(), copies.begin(), copies.end());
       run_step(l, it->name, moe_layer, it->backward);
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
@@ -3496,12 +3440,8 @@ class Builder {
     // Scanned, the backward loop writes each layer's weight gradients into fp32 buffers stacked over the layers:
     // one dynamic-update-slice fusion per weight array that reads the wgrad GEMM's bf16 output and writes fp32
     // (every scanned compiled H200 step: loop_dynamic_update_slice_fusion x5 per layer, 6 B per weight; m1_*: 0.40 GB
-    // per layer of 67.1M weights). Under FSDP, the rank's shard. Each is an in-place update over its weights, one
-    // index per weight, under the loop-index bound as the forward's stack copies (the replay charges XLA's).
-    if (jax_ && t_.scan_layers) {
-      const OpId stack = vector("scan.grad_stack", cast_weight_count(l) * (pr_.activation_bytes + 4), 0);
-      g_.ops[stack].loop_indices = static_cast<float>(cast_weight_count(l));
-    }
+    // per layer of 67.1M weights). Under FSDP, the rank's shard.
+    if (jax_ && t_.scan_layers) vector("scan.grad_stack", cast_weight_count(l) * (pr_.activation_bytes + 4), 0);
     if (recast_weights) to_free.push_back(*recast_weights);
     to_free.push_back(st.input);
     auto& closing = g_.ops[last_compute()];

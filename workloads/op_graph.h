@@ -20,18 +20,15 @@
 
 namespace racksim::workloads {
 
-// copy_d2d: a device-to-device memcpy on the copy engines (XLA's dynamic memcpy fusions): HBM only, no SMs.
-enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h, copy_d2d };
+enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
 // comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
 // stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
 // so a gradient bucket never delays the next layer's prefetch or a pipeline send. comm_ep: MoE token
 // exchanges (and their etp collectives) on a stream of their own, as Megatron-Core's EP overlap runs
 // them, so a TP collective never queues behind an exchange that overlaps another micro-batch's compute.
-// d2d: device-to-device copies a CUDA graph runs beside the kernels (an XLA command buffer's memcpy nodes
-// with no dependency on the kernels before them).
-enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep, d2d };
-constexpr int kStreamCount = 8;
+enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };
+constexpr int kStreamCount = 7;
 enum class ExecUnit : uint8_t { tensor, vector };
 // What moves a collective's data: an NCCL kernel (SMs shared with compute, slowed beside it), or
 // Transformer Engine's userbuffers under tp_comm_overlap: copy engines (ring exchange: no SMs, not
@@ -61,8 +58,7 @@ inline constexpr std::array<sim::EnumName<StreamKind>, kStreamCount> kStreamKind
      {StreamKind::d2h, "D2H"},
      {StreamKind::comm_dp, "parameter gathers"},
      {StreamKind::comm_grad, "gradient reductions"},
-     {StreamKind::comm_ep, "expert exchanges"},
-     {StreamKind::d2d, "D2D copies"}}};
+     {StreamKind::comm_ep, "expert exchanges"}}};
 inline constexpr std::array<sim::EnumName<Phase>, 4> kPhaseNames = {
     {{Phase::forward, "forward"}, {Phase::backward, "backward"}, {Phase::recompute, "recompute"}, {Phase::optimizer, "optimizer"}}};
 inline constexpr std::array<sim::EnumName<CommGroup>, 12> kCommGroupNames = {
@@ -197,7 +193,7 @@ struct Op {
   double flops = 0;
   double hbm_bytes = 0;               // bytes read + written in HBM
   double coll_bytes = 0;              // nccl-tests size: the full (gathered) buffer
-  double copy_bytes = 0;              // a host copy's or a device-to-device copy's bytes
+  double copy_bytes = 0;              // host copy
   std::array<double, 3> gemm_mnk{};   // for GEMM efficiency by shape; zeros if not a GEMM
   double sfu_ops = 0;                 // exponentials on the special-function units (softmax)
   double thread_bytes = 0;            // operand bytes per thread of a register-tiled row kernel

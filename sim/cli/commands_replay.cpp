@@ -28,10 +28,10 @@ void print_summary(std::ostream& out, const json& r) {
   out << fmt::format("system              {} x {}\n", r["scenario"]["system"]["gpus"].get<int>(),
                      r["scenario"]["system"]["preset"].get<std::string>());
   print_report_figures(out, r);
-  out << fmt::format("program             {} kernels, {} collectives, {} host copies, {} device copies; {:.1f} TFLOP, "
-                     "{:.1f} GB HBM, {:.1f} GB host\n",
+  out << fmt::format("program             {} kernels, {} collectives, {} host copies; {:.1f} TFLOP, {:.1f} GB HBM, "
+                     "{:.1f} GB host\n",
                      h["kernels"].get<std::size_t>(), h["collectives"].get<std::size_t>(),
-                     h["host_copies"].get<std::size_t>(), h["device_copies"].get<std::size_t>(), h["flops"].get<double>() / 1e12,
+                     h["host_copies"].get<std::size_t>(), h["flops"].get<double>() / 1e12,
                      h["hbm_bytes"].get<double>() / 1e9, h["host_bytes"].get<double>() / 1e9);
   out << fmt::format("                    {} command-buffer executions; {:.0f} buffer references re-recorded per step\n",
                      h["command_buffer_executions"].get<std::size_t>(), h["rerecorded_buffer_refs"].get<double>());

@@ -68,7 +68,6 @@ enum class Then : uint64_t {
   kernel_done,      // flow
   h2d_done,         // flow
   d2h_done,         // flow
-  d2d_done,         // flow: a device-to-device copy
   host_done,        // flow: a host-side step (Op::host_compute)
   collective_done,  // flow
 };
@@ -368,7 +367,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case Then::kernel_done: finish(id, ""); break;
       case Then::h2d_done: finish(id, "host_link_h2d"); break;
       case Then::d2h_done: finish(id, "host_link_d2h"); break;
-      case Then::d2d_done: finish(id, ""); break;
       case Then::host_done: finish(id, "host_memory"); break;
       case Then::collective_done: collective_done(id); break;
       default: throw std::logic_error(fmt::format("replay: flow tag {:#x} is not a flow's", t));
@@ -571,7 +569,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       case OpKind::collective: start_collective(id, op); break;
       case OpKind::copy_h2d:
       case OpKind::copy_d2h: start_copy(id, op); break;
-      case OpKind::copy_d2d: start_device_copy(id, op); break;
     }
   }
 
@@ -740,22 +737,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       return;
     }
     net_.start_flow_tagged(uses.data(), uses.size(), op.copy_bytes, tag(h2d ? Then::h2d_done : Then::d2h_done, id));
-  }
-
-  // A device-to-device memcpy on the copy engines: it reads and writes its bytes in HBM (shared byte for byte with
-  // the kernels and copies beside it) and takes no SMs; like a kernel it lasts at least the shortest kernel's time
-  // (the profiles' small MemcpyD2D: 2-4 us for 4-64 KB).
-  void start_device_copy(OpId id, const Op& op) {
-    if (op.copy_bytes <= 0) {
-      schedule_now(tag(Then::finish_empty, id));
-      return;
-    }
-    const FlowNetwork::Use hbm{res_of_[op.rank].hbm, 1.0};
-    const double amount = 2 * op.copy_bytes, min_s = hw::min_kernel_duration(sys_);
-    // What bounds it alone (for the trace): its bytes at the HBM rate, or the floor.
-    res_.ops[id].bound_by =
-        amount / (sys_.gpu.hbm_bandwidth_Bps * sys_.gpu.hbm_efficiency) < min_s ? "min_kernel_time" : "hbm";
-    net_.start_flow_tagged(&hbm, 1, amount, tag(Then::d2d_done, id), amount / min_s);
   }
 
   void start_collective(OpId id, const Op& op) {
@@ -1023,8 +1004,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
                      kBubble);
         add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
-      } else if (op.stream == StreamKind::d2d) {  // the step's own copies in HBM, as its kernels
-        add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
       } else if (pace_lane(op.stream) >= 0) {  // a communication stream
         add_to(list, r.start_s, r.end_s, kComm);
       } else {

@@ -1,6 +1,5 @@
 // Discrete-event replay of one rank role's OpGraph on the modelled GPU: a host launch thread,
-// in-order streams (workloads::StreamKind: compute, communication, parameter gathers, gradient reductions,
-// expert exchanges, H2D, D2H, D2D copies), and shared resources (SMs, HBM,
+// four in-order streams (compute, communication, H2D, D2H), and shared resources (SMs, HBM,
 // host link, NVLink, NIC) as a max-min fair fluid network. Produces a Timeline, the memory
 // high-water mark, and the step-time breakdown of the report.
 #pragma once

@@ -27,7 +27,6 @@ std::string category_of(const Op& op) {
     case OpKind::collective: return "collective " + to_string(op.group);
     case OpKind::copy_h2d: return "host to device";
     case OpKind::copy_d2h: return "device to host";
-    case OpKind::copy_d2d: return "device to device";
   }
   return "other";
 }

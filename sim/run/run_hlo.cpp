@@ -38,12 +38,6 @@ RunResult run_hlo(const std::string& path, const std::string& system, int gpus, 
   if (job.cuda_device_max_connections == 1)
     for (auto& op : w.graph.ops)
       if (op.kind == workloads::OpKind::collective) op.queues_behind_compute = false;
-  // Without command buffers each thunk is launched on its stream in program order: XLA's dynamic memcpys of an async
-  // wrapper of operation_queue_id 0 run on the default stream, between the kernels (hlo_lower.cpp). (One of another
-  // queue would keep a stream of its own; every one in the profiled programs is on queue 0, and all are moved.)
-  if (!job.cuda_graphs)
-    for (auto& op : w.graph.ops)
-      if (op.stream == workloads::StreamKind::d2d) op.stream = workloads::StreamKind::compute;
   return simulate(job, std::move(w));
 }
 

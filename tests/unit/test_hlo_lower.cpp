@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "input/diagnostics.h"
@@ -25,13 +23,6 @@ ImportResult lower_file(const std::string& name, int gpus = 1) {
   LowerOptions o;
   o.gpus = gpus;
   return lower_module(load_hlo_file(kCorpus + name), o);
-}
-
-std::string load_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 ImportResult lower_text(const std::string& text, int gpus = 1) {
@@ -154,97 +145,9 @@ ENTRY %main (a: f32[64,2048], b: bf16[64,2048]) -> f32[64,2048] {
   EXPECT_FLOAT_EQ(ops_named(lower_text(with("kind=kInput, calls=%fused_row")).graph, "row").front()->loop_indices, 0.0f);
 }
 
-// XLA emits a contiguous dynamic slice whose offset follows a for loop's counter as a device-to-device memcpy
-// (DynamicMemcpyFusion). In a program of several devices an async one (fusion-start) ran on the copy engines beside
-// the kernels (the two-GPU profiles' MemcpyD2D): the D2D stream. Not one: an inline one, a slice that is not
-// contiguous (a column; or any slice of an operand whose layout puts the sliced dimension minor), a slice outside any
-// loop, one in a while loop XLA cannot read as a for loop (no known_init_step), and any in a one-device program (its
-// nodes ran as the driver's memcpy kernels in line, one-GPU profiles): kernels, as before.
-TEST(HloLower, LoopSlicesAreDeviceCopies) {
-  const auto r = lower_file("memcpy_loop.hlo");
-  const double slice_bytes = 256.0 * 256 * 4;
-  const auto starts = ops_named(r.graph, "start"), inl = ops_named(r.graph, "inline");
-  ASSERT_EQ(starts.size(), 4u);
-  ASSERT_EQ(inl.size(), 4u);
-  for (const Op* op : starts) {
-    EXPECT_EQ(op->kind, OpKind::copy_d2d);
-    EXPECT_EQ(op->stream, StreamKind::d2d);
-    EXPECT_DOUBLE_EQ(op->copy_bytes, slice_bytes);
-    EXPECT_FLOAT_EQ(op->loop_indices, 0.0f);  // a memcpy, not the loop emitter
-  }
-  for (const Op* op : inl) EXPECT_EQ(op->kind, OpKind::kernel);
-  for (const Op* op : ops_named(r.graph, "column")) EXPECT_EQ(op->kind, OpKind::kernel);
-  for (const Op* op : ops_named(r.graph, "outside")) EXPECT_EQ(op->kind, OpKind::kernel);
-  EXPECT_EQ(r.summary.device_copies, 4u);
-  // The compute stream waits for the async copy where its result is used (the fusion-done): the next kernel.
-  const OpId first = id_of(r.graph, starts[0]);
-  bool waited = false;
-  for (const auto& op : r.graph.ops)
-    for (OpId d : op.deps) waited = waited || (d == first && op.stream == StreamKind::compute);
-  EXPECT_TRUE(waited);
-  // The same program with the stack's layout reversed ({0,1,2}: the sliced dimension is the most minor one), or with
-  // a while loop that is not a for loop: no copies.
-  std::string text = load_text(kCorpus + "memcpy_loop.hlo");
-  auto replaced = [](std::string t, const std::string& from, const std::string& to) {
-    for (std::size_t at = t.find(from); at != std::string::npos; at = t.find(from, at + to.size())) t.replace(at, from.size(), to);
-    return t;
-  };
-  const auto column_major = lower_text(replaced(text, "f32[4,256,256]{2,1,0}", "f32[4,256,256]{0,1,2}"));
-  EXPECT_EQ(column_major.summary.device_copies, 0u);
-  for (const Op* op : ops_named(column_major.graph, "start")) EXPECT_EQ(op->kind, OpKind::kernel);
-  const auto not_for = lower_text(replaced(text, "\"known_init_step\":{\"init\":\"0\",\"step\":\"1\"},", ""));
-  EXPECT_EQ(not_for.summary.device_copies, 0u);
-  const auto one_device = lower_text(replaced(text, ", num_partitions=2", ""));
-  EXPECT_EQ(one_device.summary.device_copies, 0u);
-  for (const Op* op : ops_named(one_device.graph, "start")) EXPECT_EQ(op->kind, OpKind::kernel);
-}
-
-// Which fused computations XLA can run as a memcpy (xla/backends/gpu/codegen/copy.cc): an in-place update of one
-// parameter by another is one (the update's bytes); by a bitcast of one it is not (the scanned forward's stack
-// writes: kernels in the profiles); nor a slice at an offset read from an array; a slice of a bitcast parameter is.
-TEST(HloLower, DynamicMemcpyNeedsParametersAndScalarOffsets) {
-  const Module m = parse_hlo_text(R"(HloModule t
-%by_param (p0: bf16[8,1024], p1: bf16[1,1024], p2: s32[]) -> bf16[8,1024] {
-  %p0 = bf16[8,1024]{1,0} parameter(0)
-  %p1 = bf16[1,1024]{1,0} parameter(1)
-  %p2 = s32[] parameter(2)
-  %z = s32[] constant(0)
-  ROOT %u = bf16[8,1024]{1,0} dynamic-update-slice(%p0, %p1, %p2, %z)
-}
-%by_bitcast (q0: bf16[8,1024], q1: bf16[1024], q2: s32[]) -> bf16[8,1024] {
-  %q0 = bf16[8,1024]{1,0} parameter(0)
-  %q1 = bf16[1024]{0} parameter(1)
-  %b = bf16[1,1024]{1,0} bitcast(%q1)
-  %q2 = s32[] parameter(2)
-  %z.1 = s32[] constant(0)
-  ROOT %u.1 = bf16[8,1024]{1,0} dynamic-update-slice(%q0, %b, %q2, %z.1)
-}
-%offset_from_array (r0: bf16[8,1024], r1: s32[4]) -> bf16[1,1024] {
-  %r0 = bf16[8,1024]{1,0} parameter(0)
-  %r1 = s32[4]{0} parameter(1)
-  %s = s32[1]{0} slice(%r1), slice={[0:1]}
-  %i = s32[] bitcast(%s)
-  %z.2 = s32[] constant(0)
-  ROOT %d = bf16[1,1024]{1,0} dynamic-slice(%r0, %i, %z.2), dynamic_slice_sizes={1,1024}
-}
-%slice_of_bitcast (t0: bf16[8,2,512]) -> bf16[1,1024] {
-  %t0 = bf16[8,2,512]{2,1,0} parameter(0)
-  %bt = bf16[8,1024]{1,0} bitcast(%t0)
-  %t1 = s32[] constant(3)
-  %z.3 = s32[] constant(0)
-  ROOT %d.1 = bf16[1,1024]{1,0} dynamic-slice(%bt, %t1, %z.3), dynamic_slice_sizes={1,1024}
-}
-ENTRY %main (a: bf16[8,1024]) -> bf16[8,1024] {
-  ROOT %a = bf16[8,1024]{1,0} parameter(0)
-}
-)", "t.hlo");
-  // A slice of a bitcast of a parameter is one (the profiles' bitcast stacks).
-  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("slice_of_bitcast")), 1024.0 * 2);
-  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_param")), 1024.0 * 2);
-  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("by_bitcast")), 0.0);
-  EXPECT_DOUBLE_EQ(dynamic_memcpy_bytes(*m.find("offset_from_array")), 0.0);
-}
-
+// A multi-output loop fusion (a fill of two zeroed buffers, as a training step's accumulators) covers the
+// indices of one output; a concatenate has an emitter of its own (no loop indices); an in-place update covers its
+// update's indices.
 TEST(HloLower, LoopFusionIndicesAreOneOutputsElements) {
   const auto fill = lower_text(R"(HloModule t, is_scheduled=true
 %fill () -> (bf16[8,1024,4096], bf16[8,1024,4096]) {

@@ -88,22 +88,6 @@ TEST(HloReplay, TheCommandPrintsTheRunLayersReport) {
   EXPECT_EQ(json::parse(r.out).dump(), k.dump());
 }
 
-// XLA's dynamic memcpys of an async wrapper (in a program of several devices) run beside the kernels only inside a
-// command buffer (a CUDA graph's memcpy node); without command buffers XLA launches them on its default stream, in
-// program order between the kernels (run_hlo.cpp).
-TEST(HloReplay, LoopSlicesRunBesideKernelsOnlyInCommandBuffers) {
-  const auto with = racksim::sim::run_hlo(kCorpus + "memcpy_loop.hlo", "h200-sxm", 2, {});
-  const auto without = racksim::sim::run_hlo(kCorpus + "memcpy_loop.hlo", "h200-sxm", 2, {"training.cuda_graphs=false"});
-  int beside = 0, inline_copies = 0;
-  for (const auto& op : with.graph.ops) beside += op.stream == racksim::workloads::StreamKind::d2d;
-  for (const auto& op : without.graph.ops) {
-    EXPECT_NE(op.stream, racksim::workloads::StreamKind::d2d);
-    inline_copies += op.kind == racksim::workloads::OpKind::copy_d2d;
-  }
-  EXPECT_EQ(beside, 4);
-  EXPECT_EQ(inline_copies, 4);
-}
-
 // XLA's collectives queue behind the resident compute under CUDA's default hardware queues; with
 // training.cuda_device_max_connections=1 they are dispatched in launch order and start beside it, so the measured
 // two-GPU data-parallel step (its gradient all-reduces beside the backward) replays shorter.

@@ -239,36 +239,6 @@ TEST(HwMechanism, PcieCopiesEachDirectionAndBoth) {
   EXPECT_NEAR(r3.ops[1].end_s - r3.ops[1].start_s, 1e9 / std::min(dir, both_cap), 1e-9);
 }
 
-// A device-to-device copy (XLA's dynamic memcpys) reads and writes its bytes in HBM on the copy engines: alone,
-// 2 x bytes at the HBM rate; on a stream of its own beside an HBM-bound kernel, the two share HBM byte for byte, so
-// each takes longer than alone and together they take what their bytes need, not the sum of their times.
-TEST(HwMechanism, DeviceCopiesShareHbmWithKernelsBesideThem) {
-  auto sc = on("h200-sxm");
-  const auto& gpu = sc.system.spec.gpu;
-  const double hbm = gpu.hbm_bandwidth_Bps * gpu.hbm_efficiency;
-  Op d2d;
-  d2d.name = "slice";
-  d2d.kind = OpKind::copy_d2d;
-  d2d.stream = StreamKind::d2d;
-  d2d.copy_bytes = 1e9;
-  OpGraph alone;
-  alone.add(Op(d2d));
-  const auto r1 = sim::replay(alone, sim::job_of(sc));
-  EXPECT_NEAR(r1.ops[0].end_s - r1.ops[0].start_s, 2e9 / hbm, 1e-9);
-  EXPECT_EQ(r1.ops[0].bound_by, "hbm");
-  Op stream_copy;  // an HBM-bound kernel of the same 2 GB
-  stream_copy.name = "add";
-  stream_copy.unit = ExecUnit::vector;
-  stream_copy.hbm_bytes = 2e9;
-  OpGraph beside;
-  beside.add(Op(d2d));
-  beside.add(Op(stream_copy));
-  const auto r2 = sim::replay(beside, sim::job_of(sc));
-  const double end = std::max(r2.ops[0].end_s, r2.ops[1].end_s), start = std::min(r2.ops[0].start_s, r2.ops[1].start_s);
-  EXPECT_NEAR(end - start, 4e9 / hbm, 0.01 * 4e9 / hbm);
-  EXPECT_GT(r2.ops[1].end_s - r2.ops[1].start_s, 1.5 * 2e9 / hbm);
-}
-
 TEST(HwMechanism, GraceC2cIsSharedAndBoundedByLpddr) {
   // GB200: one C2C per Grace superchip shared by its 2 GPUs; Grace LPDDR5X 512 GB/s per Grace.
   auto sc = on("gb200-nvl72");

@@ -535,66 +535,6 @@ double loop_emitter_indices(const Instruction& inst, const Computation& fused) {
   return 0;
 }
 
-// XLA emits a kLoop fusion as a DynamicMemcpyThunk (cudaMemcpyAsync device to device, no kernel) when its root
-// is a dynamic-slice of a parameter, or an in-place dynamic-update-slice of a parameter by a parameter, the
-// slice is contiguous in the operand's layout, and every offset of a dimension it does not cover whole is a
-// constant or follows a for-loop's induction variable (openxla/xla xla/backends/gpu/codegen/copy.cc,
-// DynamicMemcpyFusion::IsCandidateFusion and GetMemcpyDescriptorForFusion). Seen in the H200 profiles of the
-// scanned backward loops (calibration/data/h200x2-2026-11-29-mechanisms/x2b: loop_dynamic_slice_fusion.15-.29 as
-// MemcpyD2D, 8 MB in 7.6-8.8 us, 268 MB in 131 us). The offsets there are `7 - i` computed inside the fusion
-// (XLA resolves an offset's functional dependency on the induction variable), so scalar arithmetic on parameters
-// and constants is accepted; the loop is the caller's to check.
-double dynamic_memcpy_bytes(const Computation& fused) {
-  if (fused.root < 0) return 0;
-  auto at = [&](int v) -> const Instruction& { return fused.instructions[static_cast<std::size_t>(v)]; };
-  auto skip_bitcast = [&](int v) { return at(v).opcode == "bitcast" && !at(v).operands.empty() ? at(v).operands[0] : v; };
-  const Instruction& r = at(skip_bitcast(fused.root));
-  const bool ds = r.opcode == "dynamic-slice", dus = r.opcode == "dynamic-update-slice";
-  if (!ds && !dus) return 0;
-  if (dus && at(fused.root).opcode == "bitcast") return 0;
-  const std::size_t first_offset = ds ? 1 : 2;
-  if (r.operands.size() < first_offset) return 0;
-  // XLA looks through one bitcast of each (SkipOptionalBitcast at openxla/xla@6027898). The profiles agree for the
-  // slices (the scanned backward's slices of bitcast stacks, loop_dynamic_slice_fusion.20-.22: MemcpyD2D) but not
-  // for the updates: the scanned forward's stack writes of a bitcast update ran as kernels (x2 profiles, 85-92 us
-  // for 67M indices), so an update must be a parameter itself, as in the XLA of the measured runs.
-  for (std::size_t k = 0; k < first_offset; ++k) {
-    const int v = r.operands[k];
-    if (at(ds ? skip_bitcast(v) : v).opcode != "parameter") return 0;
-  }
-  const Shape& full = operand_shape(fused, r, 0);
-  const Shape& part = ds ? r.shape : operand_shape(fused, r, 1);
-  const std::size_t rank = full.dims.size();
-  if (full.is_tuple || part.dims.size() != rank || r.operands.size() != first_offset + rank) return 0;
-  // Contiguous: from the most minor dimension, whole dimensions, then at most one partial one, then ones of 1.
-  std::vector<int64_t> order = full.minor_to_major;
-  if (order.size() != rank) {
-    order.clear();
-    for (std::size_t d = rank; d-- > 0;) order.push_back(static_cast<int64_t>(d));
-  }
-  bool partial_seen = false;
-  for (const int64_t d : order) {
-    if (d < 0 || static_cast<std::size_t>(d) >= rank) return 0;
-    const int64_t n = full.dims[static_cast<std::size_t>(d)], s = part.dims[static_cast<std::size_t>(d)];
-    if (partial_seen && s != 1) return 0;
-    if (s != n) partial_seen = true;
-  }
-  // Offsets: scalar expressions of parameters and constants (no array is read to compute them).
-  std::function<bool(int, int)> scalar_expr = [&](int v, int depth) {
-    if (depth > 16) return false;
-    const Instruction& x = fused.instructions[static_cast<std::size_t>(v)];
-    if (!x.shape.is_tuple && !x.shape.dims.empty()) return false;
-    if (x.opcode == "parameter" || x.opcode == "constant") return true;
-    if (!is_elementwise(x.opcode) && x.opcode != "convert" && x.opcode != "bitcast") return false;
-    for (int o : x.operands)
-      if (!scalar_expr(o, depth + 1)) return false;
-    return true;
-  };
-  for (std::size_t d = 0; d < rank; ++d)
-    if (part.dims[d] != full.dims[d] && !scalar_expr(r.operands[first_offset + d], 0)) return 0;
-  return part.bytes();
-}
-
 OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst, const Computation& fused) {
   OpCost out;
   for (const auto& fi : fused.instructions) add_instruction_flops(fused, fi, out, 1);
@@ -627,7 +567,6 @@ OpCost CostModel::fusion_cost(const Computation& caller, const Instruction& inst
   written(fused.root, 0);
   out.thread_bytes = triton_thread_bytes(inst, fused, out.bytes_read);
   out.loop_indices = loop_emitter_indices(inst, fused);
-  if (const std::string* kind = inst.attr("kind"); kind && *kind == "kLoop") out.memcpy_bytes = dynamic_memcpy_bytes(fused);
   return out;
 }
 

@@ -54,12 +54,6 @@ struct OpCost {
   // output, or of the update for an in-place dynamic-update-slice root. The engine turns it into a
   // bound of so many indices a second (compute_model.h). 0 for every other kernel.
   double loop_indices = 0;
-  // A fusion XLA emits as one device-to-device memcpy instead of a kernel (DynamicMemcpyFusion): a
-  // contiguous dynamic slice of a parameter, or an in-place dynamic-update-slice of one parameter by
-  // another, whose offsets are scalar expressions of parameters and constants. The bytes copied; 0 for
-  // every other fusion. Whether it is one also needs its offsets to follow a for-loop's counter, which
-  // the importer decides (hlo_lower.cpp: inside a loop of known trip count).
-  double memcpy_bytes = 0;
   bool unknown = false;          // opcode or custom-call target not modelled
   std::string unknown_what;
 };
@@ -108,9 +102,6 @@ class CostModel {
 // Element-wise opcodes (unary, binary, ternary) and the transcendental subset.
 bool is_elementwise(const std::string& opcode);
 bool is_transcendental(const std::string& opcode);
-
-// The bytes of `fused`'s root when XLA can emit the fusion as a dynamic memcpy (OpCost::memcpy_bytes), else 0.
-double dynamic_memcpy_bytes(const Computation& fused);
 
 // "{1,0}" -> {1, 0}; tolerant (non-numbers skipped).
 std::vector<int64_t> parse_int_list(const std::string& v);

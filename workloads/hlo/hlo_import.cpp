@@ -28,7 +28,6 @@ json summary_json(const ImportSummary& s, const std::string& path) {
           {"kernels", s.kernels},
           {"collectives", s.collectives},
           {"host_copies", s.host_copies},
-          {"device_copies", s.device_copies},
           {"flops", s.flops},
           {"tensor_flops", s.tensor_flops},
           {"recompute_tensor_flops", s.recompute_tensor_flops},

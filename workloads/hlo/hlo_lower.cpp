@@ -154,7 +154,6 @@ class Lowerer {
   std::vector<MemCategory> param_cat_;
   int consecutive_group_ = 0;        // group size mapped to CommGroup::tp
   double loop_weight_ = 1;           // 1 / product of the trip counts of the enclosing loops
-  bool in_for_loop_ = false;         // the innermost enclosing loop is a for loop (known init, step and trip count)
 
   // ---- values and buffers
 
@@ -484,8 +483,6 @@ class Lowerer {
     const bool eval_condition = li.source != "known_trip_count";  // XLA skips it when the count is known
     const double outer_weight = loop_weight_;
     loop_weight_ = outer_weight / static_cast<double>(std::max<int64_t>(1, *trips));
-    const bool outer_for = in_for_loop_;
-    in_for_loop_ = cfg.is_object() && cfg.contains("known_init_step") && li.source == "known_trip_count";
     const bool outer_repeat = in_repeat_;
     for (int64_t t = 0; t < *trips; ++t) {
       ++segment_;
@@ -499,7 +496,6 @@ class Lowerer {
     in_repeat_ = outer_repeat;
     segment_repeat_[segment_] = in_repeat_;
     loop_weight_ = outer_weight;
-    in_for_loop_ = outer_for;
     return cur;
   }
 
@@ -604,20 +600,6 @@ class Lowerer {
       op.copy_bytes = host_bytes;
       s_.host_bytes += host_bytes;
       ++s_.host_copies;
-    } else if (k.memcpy_bytes > 0 && in_for_loop_ && async && m_.replica_count * m_.num_partitions > 1) {
-      // A dynamic memcpy fusion (hlo_cost.h): its offsets follow the enclosing loop's counter, and XLA requires that
-      // loop to be a for loop (known_init_step and known_trip_count in its backend config). An async one
-      // (fusion-start) in a program of several devices is a memcpy node of the command buffer that ran on the copy
-      // engines beside the kernels (the two-GPU profiles: MemcpyD2D on four streams other than the kernels'); here it
-      // starts after what XLA's default stream issued before it, as other async wrappers. Without command buffers
-      // it is back on XLA's default stream (run_hlo.cpp moves it there). In a one-device program the same nodes ran
-      // as the driver's memcpy kernels in line with the others (one-GPU profiles of 2026-12-04: memcpy128 and
-      // memcpy32_post, no overlap), so there, and for an inline one, the fusion stays a kernel as before.
-      op.kind = OpKind::copy_d2d;
-      op.stream = StreamKind::d2d;
-      op.copy_bytes = k.memcpy_bytes;
-      s_.hbm_bytes += 2 * k.memcpy_bytes;
-      ++s_.device_copies;
     } else {
       op.kind = OpKind::kernel;
       op.stream = StreamKind::compute;
@@ -717,8 +699,8 @@ class Lowerer {
     // (Thunk::ThunkInfo: execution_stream_id = max(0, operation_queue_id)). Host-memory
     // dynamic-(update-)slices wrapped that way are therefore serialized with compute, as the
     // H200 profile of m1_off shows (MemcpyD2H/MemcpyH2D on the compute stream).
-    const bool on_default_stream = async && !ci.is_collective && op.kind != OpKind::copy_d2d &&
-                                   inst.opcode != "copy-start" && queue_id(c, inst) == 0;
+    const bool on_default_stream =
+        async && !ci.is_collective && inst.opcode != "copy-start" && queue_id(c, inst) == 0;
     const bool sync_other_stream = op.stream != StreamKind::compute && (!async || on_default_stream);
     if (sync_other_stream && op.kind != OpKind::collective) s_.serialized_host_bytes += op.copy_bytes;
     if (op.stream == StreamKind::compute) {

@@ -41,7 +41,6 @@ struct ImportSummary {
 
   // Over the unrolled step (one device):
   std::size_t kernels = 0, collectives = 0, host_copies = 0;
-  std::size_t device_copies = 0;     // dynamic memcpy fusions (device to device, no kernel)
   double flops = 0;                  // every kernel's FLOPs (tensor + vector)
   double tensor_flops = 0;
   double recompute_tensor_flops = 0;
