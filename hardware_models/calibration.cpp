@@ -923,6 +923,15 @@ bool load_and_apply_calibration(const std::string& name, const Node& where_named
 
 // ---------------------------------------------------------------- writing
 
+// One profiled kernel of a kernel-model section (row kernels, loop fusions): label, bytes, the section's own measure
+// (`measure`, already formatted), then the fit's columns.
+template <class Point>
+std::string kernel_fit_row(const Point& p, const std::string& measure) {
+  return fmt::format("    - {{label: {}, bytes: {} MB, {}, measured: {}, model: {}, residual: {}, fitted: {}, source: {}}}",
+                     quote(p.label), num(p.bytes / 1e6), measure, us(p.measured_s), us(p.model_s), signed4(p.residual),
+                     p.fitted ? "true" : "false", p.source);
+}
+
 std::string write_calibration_yaml(const Calibration& c) {
   std::string o;
   auto line = [&](const std::string& s) { o += s + "\n"; };
@@ -1011,11 +1020,7 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  k: {}", gbps(f.k_Bps_B)));
     line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
     line("  kernels:");
-    for (const auto& p : f.kernels)
-      line(fmt::format("    - {{label: {}, bytes: {} MB, thread_bytes: {} B, measured: {}, model: {}, residual: {}, "
-                       "fitted: {}, source: {}}}",
-                       quote(p.label), num(p.bytes / 1e6), num(p.thread_bytes), us(p.measured_s), us(p.model_s),
-                       signed4(p.residual), p.fitted ? "true" : "false", p.source));
+    for (const auto& p : f.kernels) line(kernel_fit_row(p, fmt::format("thread_bytes: {} B", num(p.thread_bytes))));
   }
   if (c.loop_fusions) {
     const auto& f = *c.loop_fusions;
@@ -1024,11 +1029,7 @@ std::string write_calibration_yaml(const Calibration& c) {
     line(fmt::format("  index_rate: {} Gop/s", num(f.index_rate_per_s / 1e9)));
     line(fmt::format("  fit: {}", fit_map(f.points, f.rms_residual, f.max_abs_residual)));
     line("  kernels:");
-    for (const auto& p : f.kernels)
-      line(fmt::format("    - {{label: {}, bytes: {} MB, indices: {}, measured: {}, model: {}, residual: {}, "
-                       "fitted: {}, source: {}}}",
-                       quote(p.label), num(p.bytes / 1e6), num(p.indices), us(p.measured_s), us(p.model_s),
-                       signed4(p.residual), p.fitted ? "true" : "false", p.source));
+    for (const auto& p : f.kernels) line(kernel_fit_row(p, fmt::format("indices: {}", num(p.indices))));
   }
   if (c.attention) {
     const auto& f = *c.attention;

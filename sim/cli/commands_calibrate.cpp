@@ -19,6 +19,13 @@ namespace racksim::cli {
 
 namespace {
 
+// One profiled kernel of a kernel-model section (row kernels, loop fusions), with the section's own measure.
+template <class Point>
+void print_kernel_fit(std::ostream& out, const Point& p, const std::string& measure) {
+  out << fmt::format("  {:>9.1f} MB {}  meas {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%{}  {}\n", p.bytes / 1e6, measure,
+                     p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual, p.fitted ? "" : " [streams]", p.label);
+}
+
 void print_fit(const hw::Calibration& c, std::ostream& out) {
   out << fmt::format("device {} against {} ({} sources)\n", c.device_name, c.base_preset, c.sources.size());
   for (const auto& [d, m] : c.gemm) {
@@ -56,19 +63,13 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
     const auto& f = *c.row_kernels;
     out << fmt::format("row kernels: k {:.0f} GB/s x B ({} fitted of {}; rms {:.2f}%, max {:.2f}% with the HBM roofline)\n",
                        f.k_Bps_B / 1e9, f.points, f.kernels.size(), 100 * f.rms_residual, 100 * f.max_abs_residual);
-    for (const auto& p : f.kernels)
-      out << fmt::format("  {:>9.1f} MB {:>6.1f} B/thread  meas {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%{}  {}\n",
-                         p.bytes / 1e6, p.thread_bytes, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
-                         p.fitted ? "" : " [streams]", p.label);
+    for (const auto& p : f.kernels) print_kernel_fit(out, p, fmt::format("{:>6.1f} B/thread", p.thread_bytes));
   }
   if (c.loop_fusions) {
     const auto& f = *c.loop_fusions;
     out << fmt::format("loop fusions: {:.1f} G indices/s ({} index-bound of {}; rms {:.2f}%, max {:.2f}% with the HBM roofline)\n",
                        f.index_rate_per_s / 1e9, f.points, f.kernels.size(), 100 * f.rms_residual, 100 * f.max_abs_residual);
-    for (const auto& p : f.kernels)
-      out << fmt::format("  {:>9.1f} MB {:>12.0f} indices  meas {:>8.1f} us  model {:>8.1f} us  {:>+6.1f}%{}  {}\n",
-                         p.bytes / 1e6, p.indices, p.measured_s * 1e6, p.model_s * 1e6, 100 * p.residual,
-                         p.fitted ? "" : " [streams]", p.label);
+    for (const auto& p : f.kernels) print_kernel_fit(out, p, fmt::format("{:>12.0f} indices", p.indices));
   }
   if (c.xla_runtime) {
     const auto& f = *c.xla_runtime;

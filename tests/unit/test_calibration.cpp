@@ -603,15 +603,20 @@ TEST(CalibLoad, UnknownKeyIsAnErrorWithSuggestionAndLocation) {
   EXPECT_NE(errs.find("gemm.bf16.e_max: required key is missing"), std::string::npos) << errs;
 }
 
+namespace {
+// Replaces the first `from` in `text` by `to`; a test fails (and nothing changes) when `from` is not there.
+void replace_first(std::string& text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  ASSERT_NE(pos, std::string::npos) << from;
+  text.replace(pos, from.size(), to);
+}
+}  // namespace
+
 // The XLA sections are as strict: a misspelt key gets its nearest one, an unknown model form is
 // refused, a row naming a source the file does not list is an error at that row.
 TEST(CalibLoad, XlaSectionsAreStrict) {
   std::string text = slurp(kCommitted);
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const auto pos = text.find(from);
-    ASSERT_NE(pos, std::string::npos) << from;
-    text.replace(pos, from.size(), to);
-  };
+  auto replace = [&](const std::string& from, const std::string& to) { replace_first(text, from, to); };
   replace("  rerecord_ref:", "  rerecord_reff:");
   replace("form: \"t = max(bytes / hbm, bytes * thread_bytes / k)\"", "form: \"t = bytes / hbm\"");
   const auto row = text.find("source: ", text.find("row_kernels:"));
@@ -628,11 +633,7 @@ TEST(CalibLoad, XlaSectionsAreStrict) {
 // The loop-fusion section likewise: a misspelt key, a rate in the wrong unit, a row of no indices.
 TEST(CalibLoad, LoopFusionSectionIsStrict) {
   std::string text = slurp(kCommitted);
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const auto pos = text.find(from);
-    ASSERT_NE(pos, std::string::npos) << from;
-    text.replace(pos, from.size(), to);
-  };
+  auto replace = [&](const std::string& from, const std::string& to) { replace_first(text, from, to); };
   const auto section = text.find("loop_fusions:");
   ASSERT_NE(section, std::string::npos);
   replace("  index_rate: 815.551 Gop/s", "  index_rate: 815.551 GB/s");
