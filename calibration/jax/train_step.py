@@ -24,7 +24,8 @@ min/max over 12 timed steps after 3 warm-ups (each synchronized), peak_bytes_in_
 allocator peak of the process), tokens_per_s, model_flops_6N = 6 * params * B * S, attn_flops =
 6 * B * L * S^2 * D (the reference rows' formula), tflops_per_s_6N_plus_attn. The optimized HLO
 (compiled.as_text()) is written gzipped as OUTDIR/NAME.hlo.txt.gz. With RACKSIM_PROFILE_DIR set, two
-further steps are profiled (jax.profiler, Perfetto trace) into RACKSIM_PROFILE_DIR/NAME/.
+further steps are profiled (jax.profiler, Perfetto trace) into RACKSIM_PROFILE_DIR/NAME/ (three, dispatched back to
+back, with RACKSIM_PROFILE_ASYNC=1).
 """
 
 import argparse
@@ -435,10 +436,15 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         row["async_step_s_median"] = sorted(row["async_step_s_all"])[1]
     prof = os.environ.get("RACKSIM_PROFILE_DIR")
     if prof:  # two more steps under the profiler (after the timed ones, so the timing is unaffected)
+        # RACKSIM_PROFILE_ASYNC=1: the profiled steps are dispatched back to back with one wait at the end (the GPU's
+        # own time per step, host prepared ahead), where by default each is synchronized as the timed ones are.
+        profile_async = os.environ.get("RACKSIM_PROFILE_ASYNC", "0") == "1"
         jax.profiler.start_trace(os.path.join(prof, name), create_perfetto_trace=True)
-        for _ in range(2):
+        for _ in range(3 if profile_async else 2):
             p, o, loss = compiled(p, o, tok, tgt)
-            jax.block_until_ready((p, o, loss))
+            if not profile_async:
+                jax.block_until_ready((p, o, loss))
+        jax.block_until_ready((p, o, loss))
         jax.profiler.stop_trace()
     ordered = sorted(times)
     n = len(ordered)
