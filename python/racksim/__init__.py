@@ -75,10 +75,15 @@ def run(scenario: Scenario, *, set: Overrides = None, trace: Optional[str] = Non
     return json.loads(_racksim.run(_source(scenario, "scenario"), _set_args(set), _path(trace), _path(report)))
 
 
-def compare(base: Scenario, variant: Scenario, *, set: Overrides = None, report: Optional[str] = None) -> dict:
-    """``racksim compare --json``: {"base": report, "variant": report, "speedup": float}."""
+def compare(base: Scenario, variant: Scenario, *, set: Overrides = None, base_set: Overrides = None,
+            variant_set: Overrides = None, report: Optional[str] = None) -> dict:
+    """``racksim compare --json``: {"base": report, "variant": report, "speedup": float}.
+
+    set: overrides of both sides; base_set / variant_set: of one side, after ``set`` (``--base-set``,
+    ``--variant-set``), so one scenario compares with itself changed: ``compare(s, s, variant_set={...})``.
+    """
     return json.loads(_racksim.compare(_source(base, "base"), _source(variant, "variant"), _set_args(set),
-                                       _path(report)))
+                                       _set_args(base_set), _set_args(variant_set), _path(report)))
 
 
 def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None, *,

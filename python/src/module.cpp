@@ -61,11 +61,18 @@ std::string run(const Source& src, const std::vector<std::string>& sets, const s
   return res.report.dump();
 }
 
+// `sets` apply to both sides, then `base_sets` / `variant_sets` to one (the CLI's --set, --base-set, --variant-set).
 std::string compare(const Source& base, const Source& variant, const std::vector<std::string>& sets,
+                    const std::vector<std::string>& base_sets, const std::vector<std::string>& variant_sets,
                     const std::string& report) {
   py::gil_scoped_release nogil;
-  auto a = sim::simulate(load(base, sets));
-  auto b = sim::simulate(load(variant, sets));
+  auto joined = [&](const std::vector<std::string>& own) {
+    std::vector<std::string> all = sets;
+    all.insert(all.end(), own.begin(), own.end());
+    return all;
+  };
+  auto a = sim::simulate(load(base, joined(base_sets)));
+  auto b = sim::simulate(load(variant, joined(variant_sets)));
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   if (!report.empty()) write_file(report, "report", sim::html_compare_report(a, b));
@@ -169,7 +176,8 @@ PYBIND11_MODULE(_racksim, m) {
            }),
            py::arg("path") = "", py::arg("text") = "", py::arg("label") = "<dict>");
   m.def("run", &run, py::arg("source"), py::arg("sets"), py::arg("trace"), py::arg("report"));
-  m.def("compare", &compare, py::arg("base"), py::arg("variant"), py::arg("sets"), py::arg("report"));
+  m.def("compare", &compare, py::arg("base"), py::arg("variant"), py::arg("sets"), py::arg("base_sets"),
+        py::arg("variant_sets"), py::arg("report"));
   m.def("sweep", &sweep, py::arg("source"), py::arg("jobs"), py::arg("shard"), py::arg("out"), py::arg("report"));
   m.def("replay", &replay, py::arg("module"), py::arg("system"), py::arg("gpus"), py::arg("sets"), py::arg("trace"));
   m.def("validate", &validate, py::arg("source"), py::arg("jobs"));

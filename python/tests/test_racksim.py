@@ -160,6 +160,16 @@ def test_compare_equals_cli(cli_json):
     assert c == cli_json("compare", QUICK, QUICK, "--json", "--set", "training.cuda_graphs=true")
 
 
+def test_compare_one_sided_overrides_equal_cli(cli_json):
+    c = racksim.compare(QUICK, QUICK, variant_set={"training.recompute": "selective"})
+    assert c == cli_json("compare", QUICK, QUICK, "--json", "--variant-set", "training.recompute=selective")
+    assert c["speedup"] > 1  # the variant alone recomputes less
+    # --set applies to both sides first; a one-sided override of the same key wins on its side
+    both = racksim.compare(QUICK, QUICK, set={"training.recompute": "selective"},
+                           base_set={"training.recompute": "full"})
+    assert both["speedup"] == pytest.approx(c["speedup"])
+
+
 def test_compare_speedup_definition():
     c = racksim.compare(QUICK, _quick_dict() | {"training": _quick_dict()["training"] | {"recompute": "selective"}})
     assert set(c) == {"base", "variant", "speedup"}

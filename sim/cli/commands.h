@@ -29,6 +29,11 @@ struct Common {
   bool exact = false;  // --exact: replay every micro-step, no steady-state extrapolation
 };
 
+// `compare`'s one-sided overrides, applied after the common --set: --base-set and --variant-set.
+struct CompareSets {
+  std::vector<std::string> base, variant;
+};
+
 // The human-readable figures of a report (step time .. time breakdown), shared by run and replay.
 void print_report_figures(std::ostream& out, const nlohmann::json& report);
 

@@ -76,13 +76,18 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   return kOk;
 }
 
-int cmd_compare(const std::string& base, const std::string& variant, const Common& c, const std::string& html,
-                std::ostream& out) {
-  const auto sets = sim::parse_set_overrides(c.sets);
+int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
+                const std::string& html, std::ostream& out) {
+  // --set applies to both sides, then --base-set / --variant-set to one side (a later override of a key wins).
+  auto side_sets = [&](const std::vector<std::string>& own) {
+    std::vector<std::string> all = c.sets;
+    all.insert(all.end(), own.begin(), own.end());
+    return sim::parse_set_overrides(all);
+  };
   sim::SimulateOptions opt;
   opt.exact = c.exact;
-  auto a = sim::simulate(sim::load_scenario(base, sets), opt);
-  auto b = sim::simulate(sim::load_scenario(variant, sets), opt);
+  auto a = sim::simulate(sim::load_scenario(base, side_sets(sets.base)), opt);
+  auto b = sim::simulate(sim::load_scenario(variant, side_sets(sets.variant)), opt);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;
@@ -242,16 +247,18 @@ Registered register_run(CLI::App& app) {
 }
 
 Registered register_compare(CLI::App& app) {
-  struct S { Common c; std::string base, variant, html; };
+  struct S { Common c; CompareSets sides; std::string base, variant, html; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("compare", "simulate two scenarios and report the speedup");
   sub->add_option("base", s->base, "base scenario")->required();
-  sub->add_option("variant", s->variant, "variant scenario")->required();
-  sub->add_option("--set", s->c.sets, "override applied to both: KEY.PATH=VALUE");
+  sub->add_option("variant", s->variant, "variant scenario (may be the base file, with --variant-set)")->required();
+  sub->add_option("--set", s->c.sets, "override applied to both: KEY.PATH=VALUE (repeatable)");
+  sub->add_option("--base-set", s->sides.base, "override applied to the base only, after --set (repeatable)");
+  sub->add_option("--variant-set", s->sides.variant, "override applied to the variant only, after --set (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print JSON");
   sub->add_option("--report", s->html, "write an HTML report of both runs side by side");
   sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
-  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->c, s->html, out); }};
+  return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->sides, s->c, s->html, out); }};
 }
 
 Registered register_collective(CLI::App& app) {

@@ -860,3 +860,30 @@ TEST(MegatronImport, AdamMomentDtypesReachTheirKey) {
   EXPECT_TRUE(has("--exp-avg-dtype bf16 --exp-avg-sq-dtype fp32: racksim keeps both Adam moments"));
   EXPECT_TRUE(has("--main-params-dtype fp16: racksim keeps fp32 master weights"));
 }
+
+// `compare --variant-set` / `--base-set` override one side after the common --set: one scenario compared with
+// itself changed (before them, the README's what-if `compare S S --set KEY=V` changed both sides and printed 1).
+TEST(CompareCli, OneSidedOverridesChangeOnlyTheirSide) {
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const auto base = run_cli({"run", quick, "--json"});
+  const auto sel = run_cli({"run", quick, "--json", "--set", "training.recompute=selective"});
+  ASSERT_EQ(base.code, 0) << base.err;
+  ASSERT_EQ(sel.code, 0) << sel.err;
+  const double t_base = json::parse(base.out)["step_time_s"], t_sel = json::parse(sel.out)["step_time_s"];
+  ASSERT_LT(t_sel, t_base);  // selective recompute does less work than full
+
+  const auto c = run_cli({"compare", quick, quick, "--json", "--variant-set", "training.recompute=selective"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  const json jc = json::parse(c.out);
+  EXPECT_EQ(jc["base"]["step_time_s"].get<double>(), t_base);
+  EXPECT_EQ(jc["variant"]["step_time_s"].get<double>(), t_sel);
+  EXPECT_GT(jc["speedup"].get<double>(), 1.1);
+
+  // --set reaches both sides first; a one-sided override of the same key wins on its side.
+  const auto d = run_cli({"compare", quick, quick, "--json", "--set", "training.recompute=selective", "--base-set",
+                          "training.recompute=full"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_EQ(json::parse(d.out)["speedup"].get<double>(), jc["speedup"].get<double>());
+  const auto both = run_cli({"compare", quick, quick, "--json", "--set", "training.recompute=selective"});
+  EXPECT_EQ(json::parse(both.out)["speedup"].get<double>(), 1.0);
+}
