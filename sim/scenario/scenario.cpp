@@ -254,7 +254,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node;
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -341,7 +341,7 @@ Scenario parse_scenario(Node root) {
       }
       cr.finish();
     }
-    set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
+    if ((sp_node = r.get("sequence_parallel"))) set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     if ((tpo_node = r.get("tp_comm_overlap"))) set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
@@ -455,6 +455,13 @@ Scenario parse_scenario(Node root) {
     tpo_node->error("tp_comm_overlap needs sequence_parallel: true (Megatron-LM refuses --tp-comm-overlap without "
                     "--sequence-parallel: Transformer Engine's userbuffers overlap the sequence-parallel all-gathers "
                     "and reduce-scatters)");
+  // Megatron-Core's MoELayer raises a ValueError in training when tensor parallelism runs without sequence
+  // parallelism (moe_layer.py at d98e8a64: "During training, performance may degrade if MoE and tensor parallelism
+  // are enabled without also enabling sequence parallelism."): each TP rank would route every token.
+  if (sp_node && m.moe && !t.sequence_parallel && p.tp > 1 && t.framework != Framework::jax)
+    sp_node->error(fmt::format("an MoE model with tp = {} needs sequence_parallel: true in Megatron mode (Megatron-Core's "
+                               "MoELayer refuses to train MoE under tensor parallelism without sequence parallelism)",
+                               p.tp));
   if (scope_node && t.cuda_graph_scope.any()) {
     const auto& g = t.cuda_graph_scope;
     if (!t.cuda_graphs)
