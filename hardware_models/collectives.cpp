@@ -1170,7 +1170,20 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
   const Comm c = make_comm(sys, g, false);
   const double D = c.nodes, r = c.ppn, k = x.top_k;
   const double reach = x.max_domains > 0 ? std::min<double>(x.max_domains, D) : D;
-  auto distinct = [k](double n) { return n <= 1 ? 1.0 : n * (1.0 - std::pow(1.0 - 1.0 / n, k)); };
+  // Expected distinct bins of n reached by the token's k experts. Known experts: they lie evenly in the bins the
+  // token may reach (E·reach/D of them), the k are distinct, and a bin is missed with probability
+  // C(N - N/n, k) / C(N, k) = prod_i (N - N/n - i) / (N - i); unknown: k uniform draws with replacement.
+  const double experts_reached = x.experts > 0 && x.experts % c.n == 0 ? x.experts * reach / D : 0;
+  auto distinct = [k, experts_reached](double n) {
+    if (n <= 1) return 1.0;
+    if (experts_reached >= k) {
+      const double N = experts_reached, outside = N - N / n;
+      double miss = 1.0;
+      for (int i = 0; i < static_cast<int>(k) && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
+      return n * (1.0 - miss);
+    }
+    return n * (1.0 - std::pow(1.0 - 1.0 / n, k));
+  };
   ExpertExchangeVolume v;
   v.domains = distinct(reach);
   v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D

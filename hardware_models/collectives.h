@@ -99,6 +99,7 @@ struct ExpertExchange {
   double token_bytes = 0;
   int top_k = 1;
   int max_domains = 0;
+  int experts = 0;  // routed experts, spread evenly over the group's GPUs (0: unknown; draws with replacement)
   ExpertLibrary library = ExpertLibrary::nccl;  // nccl: plain; deepep, hybridep: hierarchical
   bool hierarchical() const { return library != ExpertLibrary::nccl; }
 };
@@ -114,7 +115,9 @@ struct ExpertLinkEfficiency {
 };
 inline constexpr int kDeepEpMaxNvlinkPeers = 8;
 ExpertLinkEfficiency expert_link_efficiency(ExpertLibrary library, int nvlink_peers);
-// The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class.
+// The expected distinct domains and GPUs one token reaches, and the per-rank bytes on each link class. A token's
+// top-k experts are distinct: with the expert count known, the GPUs (domains) it reaches are counted as k draws
+// without replacement among the experts of the domains it may reach (a hypergeometric miss probability).
 struct ExpertExchangeVolume {
   double domains = 0, remote_domains = 0, gpus = 0;
   double nic_bytes = 0, nvlink_bytes = 0;

@@ -762,6 +762,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         x.token_bytes = 1;
         x.tokens = op.coll_bytes / op.expert_top_k;  // coll_bytes = tokens · top_k · bytes per token
         x.max_domains = op.expert_max_domains;
+        x.experts = job_.moe_experts;
         x.library = op.expert_library;
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {

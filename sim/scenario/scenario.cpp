@@ -628,6 +628,7 @@ Job job_of(const Scenario& s) {
   job.cuda_graphs = s.training.cuda_graphs;
   job.nvls = s.training.nvls;
   job.cuda_device_max_connections = s.training.max_connections();
+  if (s.model.moe) job.moe_experts = s.model.moe->experts;
   return job;
 }
 

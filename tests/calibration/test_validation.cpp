@@ -243,8 +243,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1665);  // 16.60% (2026-12-04: no scanned-backward slices under a remat policy, Pax
-                                          // GPT-5B; 16.57% with XLA's loss backward as compiled; 16.58% after XLA's bf16
+  EXPECT_LT(sum / rows.size(), 0.1661);  // 16.56% (2026-12-04: a token's top-k experts distinct in DeepEP's and
+                                          // HybridEP's exchanges; 16.60% with no scanned-backward slices under a remat
+                                          // policy, Pax GPT-5B; 16.57% with XLA's loss backward as compiled; 16.58% after XLA's bf16
                                           // gradient reductions, scheduler windows and per-array FSDP gathers; 17.64% before them)
 }
 
@@ -536,10 +537,10 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
   const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
-                                   {3, {0.836, true, {"moe"}}},
+                                   {3, {0.832, true, {"moe"}}},
                                    {4, {1.017, true, {"recompute"}}},
                                    {5, {0.987, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.345, false, {"moe"}}}};
+                                   {10, {1.349, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;

@@ -217,7 +217,6 @@ training: {seq_len: 2048, global_batch: 8, micro_batch: 1, mtp_layers: 2,
 )";
   for (const auto& sets : std::vector<std::vector<std::string>>{
            {},
-           {"training.sequence_parallel=false"},
            {"training.optimizer_sharding=fsdp"},
            {"training.recompute=full"},
            {"training.pipeline.first_stage_layers=0", "training.pipeline.last_stage_layers=0"}}) {

@@ -558,6 +558,30 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
     EXPECT_LE(v.domains, limit);
     EXPECT_GT(v.domains, limit - 1);  // 8 experts nearly always reach every allowed domain
   }
+  // A token's top-k experts are distinct: with the expert count known, the GPUs and domains it reaches are
+  // counted without replacement. 256 experts over EP 32 (8 per GPU, 64 per domain), top-8: a domain is missed
+  // with probability C(192, 8) / C(256, 8), a GPU with C(248, 8) / C(256, 8).
+  {
+    hw::ExpertExchange y = x;
+    y.max_domains = 0;
+    y.experts = 256;
+    auto miss = [](double N, double out, int k) {
+      double p = 1;
+      for (int i = 0; i < k; ++i) p *= (out - i) / (N - i);
+      return p;
+    };
+    const auto v = hw::expert_exchange_volume(sys, place, y);
+    EXPECT_NEAR(v.domains, 4 * (1 - miss(256, 192, 8)), 1e-12);
+    EXPECT_NEAR(v.gpus, 32 * (1 - miss(256, 248, 8)), 1e-12);
+    EXPECT_GT(v.domains, hier.domains);  // distinct experts spread wider than draws with replacement
+    // One expert per GPU (32 experts on EP 32): top-8 reaches exactly 8 GPUs.
+    y.experts = 32;
+    EXPECT_NEAR(hw::expert_exchange_volume(sys, place, y).gpus, 8.0, 1e-12);
+    // Node-limited to 2 domains: the 8 experts are drawn among those domains' 128.
+    y.experts = 256;
+    y.max_domains = 2;
+    EXPECT_NEAR(hw::expert_exchange_volume(sys, place, y).domains, 2 * (1 - miss(128, 64, 8)), 1e-12);
+  }
   // Time: the hierarchical exchange is NIC-bound and about half the plain all-to-all: 0.45 of its NIC bytes
   // (2.70 remote domains against 8 x 3/4 copies), at DeepEP's measured 0.86 of the line rate where NCCL's
   // all-to-all runs at 48 of 50 GB/s.
