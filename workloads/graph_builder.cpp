@@ -977,9 +977,13 @@ class Builder {
   // the backward.
   OpId residual(std::string_view name) {
     const double elems = Tsp_ * h_, a = pr_.activation_bytes;
+    // (The mask stays for the backward: the residual's step saves residual_mask_bytes() with its output.)
     if (t_.hidden_dropout <= 0) return vector(name, 3 * elems * a, elems);
     return vector(name, 3 * elems * a + elems, elems + elems * kDropoutRngOpsPerElement);
   }
+  // The one-byte mask hidden dropout keeps per element of the residual for its backward (PyTorch's dropout saves a
+  // bool mask; Korthikanti et al. 2022 count it: sbh of the 34sbh per layer, once after attention and once after the MLP).
+  double residual_mask_bytes() const { return t_.hidden_dropout > 0 ? Tsp_ * h_ : 0.0; }
   // Hidden dropout's backward: the gradient scaled by the saved mask (read both, write the gradient).
   void residual_dropout_bwd(std::string_view name) {
     if (t_.hidden_dropout <= 0) return;
@@ -1738,7 +1742,7 @@ class Builder {
                          if (jax_) qkv_gradient_joins("attn.");  // the fused kernel returns dQ, dK, dV apart
                        }});
     }
-    steps.push_back({"attn_out", Tsp_ * h_ * a,
+    steps.push_back({"attn_out", Tsp_ * h_ * a + residual_mask_bytes(),
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
                        tp_collective("attn_out.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a,
@@ -1903,7 +1907,7 @@ class Builder {
     steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
                      [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
                      [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
-    steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
+    steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a + residual_mask_bytes(),
                      [=, this] {
                        gemm_fwd(cat(p, "mlp_out"), tokens, h_, width);
                        scatter(cat(p, "mlp_out.tp_reduce_scatter"), TpOverlap::pipeline);
@@ -2157,7 +2161,7 @@ class Builder {
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
-    steps.push_back({"mlp_out", combine_out,
+    steps.push_back({"mlp_out", combine_out + residual_mask_bytes(),
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
                        // (combine_preprocess: get_restored_hidden_states_by_experts).

@@ -114,3 +114,17 @@ TEST(DropoutLoss, ProbabilityOutOfRangeIsAnError) {
     EXPECT_NE(std::string(e.what()).find("attention_dropout"), std::string::npos) << e.what();
   }
 }
+
+// Hidden dropout keeps a one-byte mask per element of each residual for its backward (PyTorch's dropout saves a bool
+// mask; Korthikanti et al. 2022 count two of them, 2sbh of the 34sbh a GPT layer saves). One micro-batch on one GPU
+// peaks at the end of its forward with every layer's saved tensors live: dropout 0.1 adds 2·s·h bytes per layer
+// (before 2026-12-04 the mask's bytes were written but not held: an audit's finding).
+TEST(DropoutLoss, HiddenDropoutMasksAreSavedForTheBackward) {
+  auto activations = [](const std::vector<std::string>& sets) {
+    const auto r = sim::simulate(load(kGpt, sets));
+    return r.replay.memory.at_peak[static_cast<int>(MemCategory::activations)];
+  };
+  const double without = activations({"training.hidden_dropout=0", "training.attention_dropout=0"});
+  const double with = activations({"training.hidden_dropout=0.1", "training.attention_dropout=0"});
+  EXPECT_DOUBLE_EQ(with - without, 2 * kTokens * kHidden * kLayers);
+}
