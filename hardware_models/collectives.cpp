@@ -368,6 +368,19 @@ double ladder_floor(const std::vector<double>& L, double bw) {
   return L.back();
 }
 
+// The GPU->NIC path's bandwidth NCCL's topology gives a PCIe host: the GPU's x16 link to its PCIe switch at
+// width x speed / 80 GB/s (NVIDIA/nccl src/graph/topo.cc, kvDictPciGen in units of 100 Mb/s per lane: Gen5 32 GT/s
+// -> 240, Gen6 -> 480), so 48 and 96 GB/s. NCCL sizes the channels of a ring that leaves the domain on the path's
+// slowest link; a NIC faster than the link adds none. 0: no PCIe hop NCCL counts (a Grace superchip's C2C host).
+static double nccl_pcie_path_GBps(HostLinkKind link) {
+  switch (link) {
+    case HostLinkKind::pcie_gen5_x16: return 16 * 240 / 80.0;
+    case HostLinkKind::pcie_gen6_x16: return 16 * 480 / 80.0;
+    case HostLinkKind::nvlink_c2c: return 0;
+  }
+  return 0;
+}
+
 Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled) {
   Comm c;
   c.arch = arch_of(sys);
@@ -390,12 +403,15 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
     throw std::invalid_argument("group spans " + std::to_string(c.nodes) + " NVLink domains but system '" + sys.name +
                                 "' has no scale-out NIC (scale_out.nic_bandwidth_Bps / nics_per_gpu)");
   c.nvls_hw = sys.scale_up.nvswitch && sys.scale_up.nvls && nvls_enabled;  // all our architectures are SM90+
-  c.nic_ladder = c.nic > 0 ? ladder_floor(kInterLadder[c.arch], c.nic) : 0.0;
+  // The channel search sees the GPU->NIC path (a NIC faster than the GPU's PCIe link gets no more channels, nor SMs);
+  // the data's rate on the link itself is the replay's (the host link's flow resource).
+  const double pcie_path = nccl_pcie_path_GBps(sys.host.link);
+  const double nic = pcie_path > 0 ? std::min(c.nic, pcie_path) : c.nic;
+  c.nic_ladder = nic > 0 ? ladder_floor(kInterLadder[c.arch], nic) : 0.0;
   c.nic_efficiency = sys.scale_out.nic_efficiency;
 
   const double nvl = c.nvl;
   const int nics = c.ppn * c.nics_per_gpu;  // this group's NICs in one domain (each GPU owns its own)
-  const double nic = c.nic;
   const int ppn = c.ppn;
 
   // Ring graph.
@@ -415,7 +431,7 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
     };
   } else {
     // NET -> GPU ... GPU -> NET: a channel uses one NIC (in and out, same rail) and, when the domain holds more
-    // than one of its ranks, each GPU's NVLink once. GPU->NIC paths are taken as fast as the NIC.
+    // than one of its ranks, each GPU's NVLink once. GPU->NIC paths as fast as the NIC or the PCIe link, the slower.
     rs.ladder = &kInterLadder[c.arch];
     rs.max_bw = nic;
     if (nvl <= 0) rs.total_bw = nic * c.nics_per_gpu;

@@ -483,5 +483,23 @@ TEST(CollectiveMonotonic, FinitePositiveNonDecreasing) {
   EXPECT_GT(checked, 10000);
 }
 
+// NCCL sizes a ring that leaves the NVLink domain on the GPU->NIC path's slowest link: on a PCIe host the GPU's
+// Gen5 x16 link, which NCCL's topology takes at 48 GB/s (src/graph/topo.cc: 16 lanes x 240 / 80). A NIC faster than
+// that adds no channel and holds no more SMs; on a Grace host (C2C) the NIC's own rate sizes them. Before
+// 2026-12-04 an 800 Gb/s NIC on an H100 host doubled the channels, and the SMs held beside compute, with the data
+// still capped by the PCIe link: a faster NIC made the Llama 3 405B step slower (an audit's finding).
+TEST(CollectiveNic, FasterNicThanThePcieLinkAddsNoChannels) {
+  auto sms = [](SystemSpec s, double nic_Gbps) {
+    s.scale_out.nic_bandwidth_Bps = nic_Gbps * 1e9 / 8;
+    return estimate_collective(s, CollectiveOp::reduce_scatter, 1 << 30, place_group(s, 16, 8)).sm_count;
+  };
+  for (const auto& s : {h100_sxm(), b200()}) {
+    EXPECT_EQ(sms(s, 800), sms(s, 400)) << s.name;
+    EXPECT_EQ(sms(s, 3200), sms(s, 400)) << s.name;
+  }
+  const SystemSpec g = gb200_nvl72();
+  EXPECT_GT(sms(g, 1600), sms(g, 400));  // no PCIe hop in NCCL's path on a Grace host
+}
+
 }  // namespace
 }  // namespace racksim::hw
