@@ -179,6 +179,11 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     bool steady = dt > 0;
     for (std::size_t r = 0; steady && r < rb->replay.rank_busy_s.size(); ++r)
       steady = rb->replay.rank_busy_s[r] - ra->replay.rank_busy_s[r] <= dt * (1 + kSteadyTolerance);
+    // And no part of the breakdown shrinks with the extra round: in a steady state each part grows by its share of
+    // the period or stays (the bubble); one that shrinks was still paying the warm-up (the first round's exposed
+    // parameter gathers, say) and, extrapolated, would go below its true value, even below zero.
+    for (double Breakdown::*part : Breakdown::kParts)
+      steady = steady && rb->replay.breakdown.*part - ra->replay.breakdown.*part >= -kSteadyTolerance * dt;
     if (steady) break;
     plan->m1 *= 2;
     ++lengthened;
@@ -217,8 +222,8 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   ReplayResult& r = out.replay;
   const ReplayResult& first = ra->replay;
   r.step_time_s = extend(first.step_time_s, rb->replay.step_time_s);
-  for (double Breakdown::*part : Breakdown::kParts)
-    r.breakdown.*part = extend(first.breakdown.*part, rb->replay.breakdown.*part);
+  for (double Breakdown::*part : Breakdown::kParts)  // (a part the window holds at zero stays there, not at -1e-15)
+    r.breakdown.*part = std::max(0.0, extend(first.breakdown.*part, rb->replay.breakdown.*part));
   step.notes = rb->notes;
   step.notes.push_back(fmt::format(
       "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
