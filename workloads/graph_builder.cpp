@@ -247,10 +247,10 @@ class Builder {
       for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap())) {
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
-        // EP overlap. Megatron mode: the pair's two chunks are emitted one after the other with their own
-        // dependencies, then issued in Megatron-Core's combined 1F1B order (close_pair). JAX mode: a paired
-        // chunk's exchanges do not hold up compute; they are joined at the end of the pair (the forward
-        // carries them into the backward that follows it).
+        // EP overlap (Megatron mode; JAX mode refuses it). Where Megatron-Core runs it: the pair's two chunks are
+        // emitted one after the other with their own dependencies, then issued in Megatron-Core's combined 1F1B order
+        // (close_pair). Elsewhere (the loose pairing): a paired chunk's exchanges do not hold up compute; they are
+        // joined at the end of the pair (the forward carries them into the backward that follows it).
         ep_overlap_ = ep_overlap_asked() && e.paired;
         ep_interleave_ = ep_overlap_ && megatron_ep_overlap();
         if (ep_interleave_ && !pair_open_) {
@@ -329,6 +329,14 @@ class Builder {
           "last_stage_layers)",
           m_.layers, vstages_, pp_, vp_, layers_of(0), layers_of(vstages_ - 1) - mtp_, most));
     }
+    // Settings that change nothing here: said, not silently dropped.
+    if (m_.moe && t_.moe.dispatch_fp8.value_or(false) && !fp8_class())
+      g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
+                                     "the training precision; an fp8 dispatch needs an fp8-class precision)",
+                                     sim::to_string(t_.precision)));
+    if (jax_ && m_.moe && (t_.moe.router_fusion || t_.moe.permute_fusion))
+      g_.notes.push_back("training.moe.router_fusion / permute_fusion are Megatron-Core's fused kernels: no effect in JAX "
+                         "mode (XLA fuses the router and the permutations as it compiles them)");
     if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
       g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                          "matrix is not modelled (only the fused attention kernel's)");
@@ -446,10 +454,11 @@ class Builder {
   std::map<ChunkKey, OpId> sends_;
   bool ep_overlap_ = false;             // this chunk's EP exchanges run beside the paired chunk's compute
   bool pair_open_ = false;              // the first chunk of an overlapped pair has run
-  std::vector<OpId> unjoined_ep_;       // JAX mode: exchanges of the open pair, joined after its second chunk
+  std::vector<OpId> unjoined_ep_;       // the loose pairing: exchanges of the open pair, joined after its second chunk
   // EP overlap where Megatron-Core runs it (Megatron mode, an interleaved pipeline or none, no full recompute):
-  // the combined 1F1B order below. Elsewhere (JAX mode, and the layouts Megatron-Core refuses, which racksim
-  // overlaps as a DualPipe-like schedule would) the paired chunk's exchanges do not gate the compute after them.
+  // the combined 1F1B order below. Elsewhere (the layouts Megatron-Core refuses, which racksim overlaps as a
+  // DualPipe-like schedule would; JAX mode refuses a2a_overlap) the paired chunk's exchanges do not gate the compute
+  // after them.
   // The job asks for EP overlap and has expert exchanges to overlap.
   bool ep_overlap_asked() const { return t_.moe.a2a_overlap && m_.moe && ep_ > 1; }
   bool megatron_ep_overlap() const {

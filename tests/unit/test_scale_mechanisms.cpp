@@ -1844,3 +1844,26 @@ training: {framework: jax, seq_len: 4096, global_batch: 8, micro_batch: 1, optim
   expect_load_error(moe, {"training.cuda_device_max_connections=1"}, "requires CUDA_DEVICE_MAX_CONNECTIONS > 1");
   expect_load_error(moe, {"training.cuda_device_max_connections=33"}, "cuda_device_max_connections");
 }
+
+// Settings that change nothing in a scenario are said in its notes, not dropped silently (an audit's finding): an fp8
+// dispatch under bf16 training, and Megatron-Core's fused router and permutation kernels in JAX mode.
+TEST(ScaleMechanisms, MoeSettingsWithoutEffectAreSaid) {
+  auto notes_of = [](const std::string& yaml) {
+    const auto sc = load(yaml);
+    std::string all;
+    for (const auto& n : build_training_graph(sc.model, sc.training, sc.system.spec).notes) all += n + "\n";
+    return all;
+  };
+  const std::string megatron = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 64, parallelism: {ep: 8, dp: 64}, moe: {dispatcher: deepep, dispatch_fp8: true}}
+)";
+  EXPECT_NE(notes_of(megatron).find("training.moe.dispatch_fp8 with precision bf16: no effect"), std::string::npos);
+  const std::string jax = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {framework: jax, seq_len: 4096, global_batch: 64, optimizer_sharding: fsdp, parallelism: {ep: 8, dp: 64},
+           moe: {router_fusion: true}}
+)";
+  EXPECT_NE(notes_of(jax).find("router_fusion / permute_fusion are Megatron-Core's"), std::string::npos);
+  EXPECT_EQ(notes_of(megatron).find("router_fusion"), std::string::npos);
+}

@@ -187,7 +187,8 @@ TEST(SteadyState, LateSteadyStateIsFoundAndMatches) {
   const auto sc = sim::load_scenario(
       kSrc + "/scenarios/llama3-405b-h100.yaml",
       sim::parse_set_overrides({"system.gpus=1024", "training.parallelism.pp=4", "training.parallelism.vp=2",
-                                "training.optimizer_sharding=none", "training.global_batch=2048"}));
+                                "training.optimizer_sharding=none", "training.overlap_param_gather=false",
+                                "training.global_batch=2048"}));
   const auto plan = sim::steady_state_plan(sc);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->m1, 8);
