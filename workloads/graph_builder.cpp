@@ -1983,10 +1983,19 @@ class Builder {
     const double routed = Tsp_ * e.top_k;                      // token copies this rank sends
     const double received = routed * t_.expert_imbalance;      // at the busiest rank
     const double local_experts = E / ep_;
-    const double expert_tokens = received * etp_;              // after the etp all-gather
+    // Expert tensor parallelism over ranks that hold the same tokens: without sequence parallelism a tensor-parallel
+    // group replicates the activations (JAX mode: MaxText shards its activations over 'tensor' in no token axis), and
+    // its etp ranks, each with 1/etp of every expert's FFN (MaxText's w0/w1 on 'mlp', wo's input), route the same
+    // tokens: nothing to gather before the experts; the down projection's partial sums are reduce-scattered over
+    // etp on the hidden axis, the combine carries h/etp per token, and an all-gather restores the hidden
+    // (RoutedMoE.sparse_matmul, layers/moe.py). With sequence parallelism (Megatron: required with tp) each etp rank
+    // holds distinct tokens, gathered before the experts and scattered after them.
+    const bool etp_replicated = etp_ > 1 && tp_ > 1 && Tsp_ == T_ && tp_ % etp_ == 0;
+    const double etp_gathered = etp_replicated ? 1.0 : static_cast<double>(etp_);
+    const double expert_tokens = received * etp_gathered;      // after the etp all-gather
     const double per_expert = expert_tokens / local_experts;
     // Saved expert activations: a rank's mean load (see above), not the busiest rank's.
-    const double saved_expert_bytes = routed * etp_ * h_ * a;
+    const double saved_expert_bytes = routed * etp_gathered * h_ * a;
     // The token permutations: Megatron's alltoall dispatcher permutes the tokens a rank sends before
     // the exchange and restores them after the combine (its own tokens: balanced); DeepEP's and HybridEP's
     // (`flex`, Megatron-Core's flex dispatcher) permute the tokens a rank received into expert order after
@@ -2017,7 +2026,8 @@ class Builder {
     // (MoELayer.forward: shared_experts_compute, then route), and autograd runs their backward after the router's
     // (lower sequence numbers last). XLA: after the combine, as the compiled steps showed (left as it was).
     const bool shared = e.shared_experts > 0;
-    const double shared_w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden);
+    // (Over replicated tokens, as MaxText shards its shared experts' FFN on 'mlp': 1/tp of the width.)
+    const double shared_w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden) / (etp_replicated ? tp_ : 1);
     const auto shared_forward = [=, this] {
       mark_module(Module::moe_router);  // (captured with the router)
       gemm_fwd("shared.gate_up", Tsp_, mats * shared_w, h_);
@@ -2097,14 +2107,19 @@ class Builder {
                        // the experimental fused path): the host waits for the exchange. HybridEP permutes inside its
                        // dispatch and has its counts from the preprocessing: no second wait.
                        if (waits && t_.moe.dispatcher == MoeDispatcher::deepep && ep_ > 1) pending_host_wait_ = last();
-                       etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
+                       if (!etp_replicated) etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
                        if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
-                       etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
+                       // The gate/up dgrad's partial sums over the etp ranks' FFN slices: reduced to the token owners,
+                       // or, tokens replicated, to every etp rank.
+                       if (etp_replicated)
+                         etp_collective("dispatch.bwd.etp_all_reduce", CollectiveOp::all_reduce, expert_tokens * h_ * a);
+                       else
+                         etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", Tsp_, a);  // the probs' gradient
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        if (!flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
@@ -2135,7 +2150,7 @@ class Builder {
     // CheckpointWithoutOutput, its output discarded after fc2 and recomputed before fc2's backward). MaxText's
     // policies name the experts' gate, up and down outputs instead (mlpwi_0, mlpwi_1, mlpwo: layers/moe.py): in
     // JAX mode expert_out is those three.
-    const double routed_rows = routed * etp_, shared_rows = shared ? Tsp_ * shared_w / fe : 0.0;
+    const double routed_rows = routed * etp_gathered, shared_rows = shared ? Tsp_ * shared_w / fe : 0.0;
     const double expert_saved_bytes = jax_ ? routed_rows * (mats * fe + h_) * a
                                            : (routed_rows * mats + shared_rows * (mats + 1)) * fe * a;
     const double act_saved_bytes = routed_rows * fe * a;
@@ -2170,6 +2185,7 @@ class Builder {
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     const double combine_out = Tsp_ * h_ * a;
+    const double etp_gathered_out = etp_replicated ? static_cast<double>(etp_) : 1.0;  // the combine's hidden split
     steps.push_back({"mlp_out", combine_out + residual_mask_bytes(),
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
@@ -2177,7 +2193,8 @@ class Builder {
                        if (flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
-                       expert_exchange("combine.all_to_all", Tsp_, h_ * a);
+                       expert_exchange("combine.all_to_all", Tsp_, h_ * a / etp_gathered_out);
+                       if (etp_replicated) etp_collective("combine.etp_all_gather", CollectiveOp::all_gather, Tsp_ * h_ * a);
                        if (!flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (shared && !shared_first) shared_forward();
                        // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
@@ -2189,7 +2206,8 @@ class Builder {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared && !shared_first) shared_backward();
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
-                       expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a);
+                       if (etp_replicated) etp_collective("combine.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, Tsp_ * h_ * a);
+                       expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);

@@ -1867,3 +1867,31 @@ training: {framework: jax, seq_len: 4096, global_batch: 64, optimizer_sharding: 
   EXPECT_NE(notes_of(jax).find("router_fusion / permute_fusion are Megatron-Core's"), std::string::npos);
   EXPECT_EQ(notes_of(megatron).find("router_fusion"), std::string::npos);
 }
+
+// JAX mode without sequence parallelism: a tensor-parallel group replicates the tokens (MaxText's activations carry
+// no token axis on 'tensor') and its ranks each hold 1/tp of every expert's FFN (w0/w1 on 'mlp'). So each rank routes
+// every token once, gathers nothing before the experts, runs 2·(T·k)·h·(2F/tp) FLOPs of gate/up, reduce-scatters the
+// down projection's partial sums over tp on the hidden axis and combines h/tp per token (RoutedMoE.sparse_matmul).
+// Before 2026-12-04 racksim gathered the (identical) tokens over the etp group too: 4x the expert work at tp 4 (an
+// audit's finding).
+TEST(ScaleMechanisms, JaxExpertsOverReplicatedTokensAreSplitNotGathered) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {framework: jax, seq_len: 4096, global_batch: 64, micro_batch: 4, optimizer_sharding: fsdp,
+           sequence_parallel: false, parallelism: {tp: 4, ep: 2, dp: 16}}
+)");
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const double T = 4 * 4096.0, k = 2, h = 4096, F = 14336, a = 2, tp = 4;
+  std::map<std::string, const Op*> op;
+  for (OpId i = 0; i < g.ops.size(); ++i) op[g.op_name(i)] = &g.ops[i];
+  ASSERT_TRUE(op.count("mb0.L1.experts.gate_up"));
+  EXPECT_NEAR(op.at("mb0.L1.experts.gate_up")->flops / (2 * T * k * h * 2 * F / tp), 1.0, 1e-9);
+  EXPECT_FALSE(op.count("mb0.L1.dispatch.etp_all_gather"));
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.dispatch.all_to_all")->coll_bytes, T * k * h * a);
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_reduce_scatter")->coll_bytes, T * k * h * a);
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.all_to_all")->coll_bytes, T * k * h * a / tp);
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_all_gather")->coll_bytes, T * h * a);
+  // The backward mirrors it: the dgrad's partial sums all-reduced over tp, no scatter to token owners.
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.dispatch.bwd.etp_all_reduce")->coll_bytes, T * k * h * a);
+  EXPECT_FALSE(op.count("mb0.L1.dispatch.bwd.etp_reduce_scatter"));
+}
