@@ -80,9 +80,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     q_.set_sink(this);
     net_.set_completion_sink(this);
     const auto& h = sys_.host;
-    // Every rank of a role does the same, so a shared link or host memory is split among the
-    // GPUs that share it -- but a job smaller than a host shares it with fewer.
-    const int link_sharers = std::max(1, std::min(h.gpus_per_link, job.system.gpus));
+    // Every rank of a role does the same, so host memory is split among the GPUs that share it -- but a job smaller
+    // than a host shares it with fewer. A host link of several GPUs (a Grace superchip's NVLink-C2C) is split
+    // whatever the job: each GPU has its own share of the link (nvbandwidth on a GB300 tray: 211.5 GB/s host to device
+    // for one GPU alone, the 0.94 of half of 450; shared reference hardware_specs.md D, S55).
+    const int link_sharers = std::max(1, h.gpus_per_link);
     const int host_sharers = std::max(1, std::min(h.gpus_per_host, job.system.gpus));
     const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / link_sharers;
     // One set of resources per simulated rank (pipeline stage): they are different GPUs.
@@ -1003,7 +1005,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
             if (meta_[d].rank != critical && g_.ops[d].kind == OpKind::collective && g_.ops[d].group == CommGroup::pp)
               add_to(lists[kBubbleList], std::max(prev_compute_end, r.launch_end_s), std::min(res_.ops[d].end_s, r.start_s),
                      kBubble);
-        add_to(list, r.start_s, r.end_s, op.phase == Phase::recompute ? kRecompute : kCompute);
+        // A host copy XLA issues on the compute stream (its offload copies serialize with the kernels) is exposed
+        // offload, as the same copy on a copy stream of its own would be where nothing else runs.
+        const OpKind kind = g_.ops[i].kind;
+        const bool host_copy = kind == OpKind::copy_d2h || kind == OpKind::copy_h2d;
+        add_to(list, r.start_s, r.end_s, host_copy ? kCopy : op.phase == Phase::recompute ? kRecompute : kCompute);
         prev_compute_end = r.end_s;
       } else if (pace_lane(op.stream) >= 0) {  // a communication stream
         add_to(list, r.start_s, r.end_s, kComm);

@@ -1895,3 +1895,41 @@ training: {framework: jax, seq_len: 4096, global_batch: 64, micro_batch: 4, opti
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.dispatch.bwd.etp_all_reduce")->coll_bytes, T * k * h * a);
   EXPECT_FALSE(op.count("mb0.L1.dispatch.bwd.etp_reduce_scatter"));
 }
+
+// A Grace superchip's NVLink-C2C gives each of its two GPUs its own half (nvbandwidth on a GB300 tray: 211.5 GB/s host
+// to device for one GPU alone, 0.94 of 225), whatever the job's size; its memory, though, belongs to the GPUs a job
+// runs there: a one-GPU job has the whole Grace's 480 GB (before 2026-12-04 the replay gave a lone GPU the whole link
+// and the capacity check half the memory: an audit's finding).
+TEST(ScaleMechanisms, GraceLinkHalvesPerGpuAndItsMemoryServesTheJobsGpus) {
+  auto offload_copy_s = [](int gpus) {
+    const auto r = sim::simulate(load("system: {preset: gb300-nvl72, gpus: " + std::to_string(gpus) + R"(}
+model: {preset: llama3-8b}
+training: {seq_len: 8192, global_batch: )" + std::to_string(gpus) + R"(, micro_batch: 1, recompute: {save: [], offload: [mlp_gate]}}
+)"));
+    for (std::size_t i = 0; i < r.graph.ops.size(); ++i)
+      if (r.graph.op_name(static_cast<OpId>(i)) == "mb0.L1.mlp_gate.offload") {
+        const auto& rec = r.replay.ops[i];
+        return std::pair{rec.end_s - rec.start_s, r.graph.ops[i].copy_bytes};
+      }
+    return std::pair{0.0, 0.0};
+  };
+  const auto [one_s, bytes] = offload_copy_s(1);
+  ASSERT_GT(bytes, 0);
+  EXPECT_NEAR(one_s, bytes / (450e9 * 0.94 / 2), 1e-3 * one_s);
+  EXPECT_NEAR(offload_copy_s(2).first, one_s, 1e-9);
+  // Host memory: 8 offloaded layers' worth of activations and the optimizer state of llama3-8b unsharded, about 266 GB
+  // of pinned host memory per GPU: within one Grace's 480 GB for one GPU, beyond its 240 GB share for two.
+  auto fits = [](int gpus) {
+    return sim::simulate(load("system: {preset: gb200-nvl72, gpus: " + std::to_string(gpus) + R"(}
+model: {preset: llama3-8b}
+training: {seq_len: 8192, global_batch: )" + std::to_string(4 * gpus) + R"(, micro_batch: 4, optimizer_sharding: none,
+           offload: {optimizer: true},
+           recompute: {save: [], offload: [norm1, qkv, attn, attn_out, norm2, mlp_gate, mlp_up, mlp_act]}}
+)")).report;
+  };
+  const auto one = fits(1), two = fits(2);
+  EXPECT_GT(one["host_memory_bytes"].get<double>(), 240e9);
+  EXPECT_LT(one["host_memory_bytes"].get<double>(), 480e9);
+  EXPECT_TRUE(one["fits"].get<bool>());
+  EXPECT_FALSE(two["fits"].get<bool>());
+}

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 
@@ -367,4 +368,20 @@ TEST(XlaAttention, ScannedBackwardReviewFixes) {
   n = 0;
   EXPECT_DOUBLE_EQ(tensor_bytes(jax_text_graph("attention: flash, recompute: none, donate_state: true"),
                                 "weights.cast.stacked", &n), L * weights * a);
+}
+
+// XLA issues host-offload copies on the compute stream (they serialize with the kernels): the breakdown counts them as
+// exposed offload, as the HLO replay of the same measured step does, not as compute (before 2026-12-04 the scenario
+// path reported 0 s of exposed offload for the H200 m1_off step, 0.51 s in its HLO replay: an audit's finding).
+TEST(XlaAttention, OffloadCopiesOnTheComputeStreamAreExposedOffload) {
+  const auto sc = sim::load_scenario(std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/h200/reference-m1_off.yaml");
+  const auto r = sim::simulate(sc);
+  double copies = 0;
+  for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
+    const auto& op = r.graph.ops[i];
+    if ((op.kind == OpKind::copy_d2h || op.kind == OpKind::copy_h2d) && op.stream == StreamKind::compute)
+      copies += r.replay.ops[i].end_s - r.replay.ops[i].start_s;
+  }
+  ASSERT_GT(copies, 0.3);
+  EXPECT_NEAR(r.replay.breakdown.exposed_offload_s, copies, 1e-9);
 }
