@@ -145,7 +145,8 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
                                 sim::format_quantity(kFlops.hi, QuantityKind::flops_per_second), row.describe()));
         else if (peak != gpu.peak_dense_flops_per_s.end() && *v > peak->second)
           row.error(fmt::format("{} is above this GPU's dense {} peak, {} (gpu.peak_dense.{}): a measured rate cannot "
-                                "exceed it; check the unit (TFLOP/s) and the dtype",
+                                "exceed it; check the unit (TFLOP/s) and the dtype (a peak lowered by system.overrides "
+                                "needs gpu.sustained_gemm overridden with it: these rates were measured on the preset's GPU)",
                                 sim::format_quantity(*v, QuantityKind::flops_per_second), to_string(d),
                                 sim::format_quantity(peak->second, QuantityKind::flops_per_second), to_string(d)));
         else

@@ -254,7 +254,8 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node, opg_node;
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node, opg_node,
+      fp8_wgrad_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -346,7 +347,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     if ((fp8_recipe_node = r.get("fp8_recipe"))) set_if(r.choice("fp8_recipe", kFp8RecipeNames), t.fp8_recipe);
-    set_if(r.boolean("fp8_wgrad"), t.fp8_wgrad);
+    if ((fp8_wgrad_node = r.get("fp8_wgrad"))) set_if(r.boolean("fp8_wgrad"), t.fp8_wgrad);
     set_if(r.boolean("fp8_param_gather"), t.fp8_param_gather);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
     if ((opg_node = r.get("overlap_param_gather"))) set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
@@ -618,6 +619,11 @@ Scenario parse_scenario(Node root) {
                                        "blocks in the tensor cores, bf16 has no scales",
                                        to_string(t.fp8_recipe), sim::to_string(t.precision)));
   else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
+  // Likewise fp8_wgrad: false (true, the default, may stay in such a base).
+  if (fp8_wgrad_node && !t.fp8_wgrad && !t.fp8_class())
+    fp8_wgrad_node->error(fmt::format("fp8_wgrad: false keeps the weight-gradient GEMMs of an fp8-class precision in bf16; "
+                                      "precision is {}, whose weight gradients are {} already",
+                                      sim::to_string(t.precision), sim::to_string(t.precision)));
   if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
   return sc;
 }
