@@ -90,10 +90,10 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
 //    (expert_link_efficiency).
 // max_domains > 0 is node-limited routing (DeepSeek-V3: at most 4 nodes per token): a token's experts lie in
 // that many domains, which bounds the distinct domains (and GPUs) it reaches. Expected distinct domains and
-// GPUs are those of top_k uniform draws (with replacement) among the reachable ones: balanced routing with
-// independent experts. Group-limited gating picks its domains by their best experts, so nearly every chosen
-// domain receives one: under a node limit the real count is nearer max_domains (DeepSeek-V3, 8 experts
-// over 4 of 8 domains: 3.6 here, up to 4), i.e. these NIC bytes may be up to ~10% low.
+// GPUs are those of top_k distinct experts drawn evenly among the reachable ones (`experts` known; else top_k
+// draws with replacement): balanced routing. Group-limited gating picks its domains by their best experts, so
+// nearly every chosen domain receives one: under a node limit the real count is nearer max_domains (DeepSeek-V3,
+// 8 experts over 4 of 8 domains: 3.63 here, up to 4), i.e. these NIC bytes may be up to ~10% low.
 struct ExpertExchange {
   double tokens = 0;
   double token_bytes = 0;

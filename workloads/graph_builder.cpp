@@ -330,6 +330,10 @@ class Builder {
           m_.layers, vstages_, pp_, vp_, layers_of(0), layers_of(vstages_ - 1) - mtp_, most));
     }
     // Settings that change nothing here: said, not silently dropped.
+    if (!jax_ && t_.overlap_param_gather && t_.optimizer_sharding == OptimizerSharding::none)
+      g_.notes.push_back("training.overlap_param_gather with optimizer_sharding none: no parameter gather to overlap, no "
+                         "effect (Megatron-LM refuses --overlap-param-gather without the distributed optimizer or "
+                         "Megatron-FSDP)");
     if (m_.moe && t_.moe.dispatch_fp8.value_or(false) && !fp8_class())
       g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
                                      "the training precision; an fp8 dispatch needs an fp8-class precision)",
@@ -986,7 +990,8 @@ class Builder {
   // the backward.
   OpId residual(std::string_view name) {
     const double elems = Tsp_ * h_, a = pr_.activation_bytes;
-    // (The mask stays for the backward: the residual's step saves residual_mask_bytes() with its output.)
+    // (The mask stays for the backward: attn_out's step saves it with its output; the MLP's, whose output is the
+    // layer's, with the MLP's last internal step.)
     if (t_.hidden_dropout <= 0) return vector(name, 3 * elems * a, elems);
     return vector(name, 3 * elems * a + elems, elems + elems * kDropoutRngOpsPerElement);
   }
@@ -1913,10 +1918,12 @@ class Builder {
                        gemm_wgrad(cat(p, "mlp_up"), tokens, width, h_);
                      }});
     const double act_in = swiglu ? 2 : 1;
-    steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
+    // (It also holds the MLP residual's dropout mask: mlp_out is the layer's output, kept under every policy, where
+    // the mask is an activation the policies that drop the MLP's recompute.)
+    steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a + residual_mask_bytes(),
                      [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
                      [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
-    steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a + residual_mask_bytes(),
+    steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
                        gemm_fwd(cat(p, "mlp_out"), tokens, h_, width);
                        scatter(cat(p, "mlp_out.tp_reduce_scatter"), TpOverlap::pipeline);
@@ -2033,6 +2040,7 @@ class Builder {
       gemm_fwd("shared.gate_up", Tsp_, mats * shared_w, h_);
       vector("shared.act", (mats + 1) * Tsp_ * shared_w * a, 8 * Tsp_ * shared_w, Tsp_ * shared_w);
       gemm_fwd("shared.down", Tsp_, h_, shared_w);
+      if (etp_replicated) tp_collective("shared.tp_all_reduce", CollectiveOp::all_reduce, Tsp_ * h_ * a, TpOverlap::none);
       mark_module(Module::moe_dispatch);
     };
     const auto shared_backward = [=, this] {
@@ -2041,6 +2049,7 @@ class Builder {
       gemm_wgrad("shared.down", Tsp_, h_, shared_w);
       vector("shared.act.bwd", (2 * mats + 1) * Tsp_ * shared_w * a, 12 * Tsp_ * shared_w, Tsp_ * shared_w);
       gemm_dgrad("shared.gate_up", Tsp_, mats * shared_w, h_);
+      if (etp_replicated) tp_collective("shared.bwd.tp_all_reduce", CollectiveOp::all_reduce, Tsp_ * h_ * a, TpOverlap::none);
       gemm_wgrad("shared.gate_up", Tsp_, mats * shared_w, h_);
       mark_module(Module::moe_dispatch);
     };
@@ -2114,15 +2123,17 @@ class Builder {
                      [=, this] {
                        if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
-                       // The gate/up dgrad's partial sums over the etp ranks' FFN slices: reduced to the token owners,
-                       // or, tokens replicated, to every etp rank.
-                       if (etp_replicated)
-                         etp_collective("dispatch.bwd.etp_all_reduce", CollectiveOp::all_reduce, expert_tokens * h_ * a);
-                       else
+                       // The gate/up dgrad's partial sums over the etp ranks' FFN slices, reduced to the token owners;
+                       // tokens replicated, after the exchange (below).
+                       if (!etp_replicated)
                          etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", Tsp_, a);  // the probs' gradient
                        expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
                        if (!flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
+                       // Tokens replicated over the tensor group: the input's gradient (the k copies summed by the
+                       // unpermutation) is the sum of the ranks' FFN slices, psummed over tp as JAX transposes a
+                       // shard_map input the tensor axis does not shard (MaxText's sparse_matmul).
+                       if (etp_replicated) etp_collective("dispatch.bwd.etp_all_reduce", CollectiveOp::all_reduce, Tsp_ * h_ * a);
                      }});
     // Under fp8-class training Megatron-Core's TEGroupedMLP pads each expert's token chunk to the recipe's
     // alignment before the grouped GEMMs and strips it from their output (Fp8Padding / Fp8Unpadding,
@@ -2165,7 +2176,7 @@ class Builder {
                                 expert_tokens * fe);
                      },
                      [] {}});
-    steps.push_back({"expert_out", expert_saved_bytes,
+    steps.push_back({"expert_out", expert_saved_bytes + residual_mask_bytes(),  // (and the MLP residual's dropout mask)
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
                        grouped_gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
@@ -2186,7 +2197,7 @@ class Builder {
                      }});
     const double combine_out = Tsp_ * h_ * a;
     const double etp_gathered_out = etp_replicated ? static_cast<double>(etp_) : 1.0;  // the combine's hidden split
-    steps.push_back({"mlp_out", combine_out + residual_mask_bytes(),
+    steps.push_back({"mlp_out", combine_out,
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
                        // (combine_preprocess: get_restored_hidden_states_by_experts).
@@ -2206,7 +2217,8 @@ class Builder {
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared && !shared_first) shared_backward();
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
-                       if (etp_replicated) etp_collective("combine.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, Tsp_ * h_ * a);
+                       // (Replicated: the output's gradient arrives whole on every rank and is sliced on the hidden axis,
+                       // no exchange.)
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);

@@ -254,7 +254,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node, opg_node,
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node,
       fp8_wgrad_node;
   if (tn) {
     MapReader r(*tn);
@@ -350,7 +350,7 @@ Scenario parse_scenario(Node root) {
     if ((fp8_wgrad_node = r.get("fp8_wgrad"))) set_if(r.boolean("fp8_wgrad"), t.fp8_wgrad);
     set_if(r.boolean("fp8_param_gather"), t.fp8_param_gather);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
-    if ((opg_node = r.get("overlap_param_gather"))) set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
+    set_if(r.boolean("overlap_param_gather"), t.overlap_param_gather);
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
     set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
@@ -414,6 +414,12 @@ Scenario parse_scenario(Node root) {
     tn->child("seq_len").error(fmt::format("seq_len/cp = {}/{} must be divisible by tp ({}) under sequence parallelism "
                                            "(Megatron scatters the sequence over the tensor-parallel ranks)",
                                            t.seq_len, p.cp, p.tp));
+  // MaxText shards every expert's FFN ('mlp') over the tensor axis: in JAX mode the expert-tensor-parallel group is
+  // the tensor group.
+  if (t.framework == Framework::jax && m.moe && p.etp > 0 && p.etp != p.tp)
+    at_par.child("etp").error(fmt::format("in JAX mode the experts' FFN is sharded over the tensor axis, as MaxText "
+                                          "shards it ('mlp' on 'tensor'): etp must equal tp ({}), or be left out",
+                                          p.tp));
   if (p.ep > 1) {
     if (!m.moe) at_par.child("ep").error("ep > 1 needs a mixture-of-experts model (model.moe)");
     else if (m.moe->experts % p.ep != 0)
@@ -465,11 +471,7 @@ Scenario parse_scenario(Node root) {
                     "and reduce-scatters)");
   // Megatron-LM asserts "--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or
   // dist_muon" (arguments.py at d98e8a64): without a sharded optimizer there is no parameter gather to overlap.
-  if (opg_node && t.overlap_param_gather && t.optimizer_sharding == OptimizerSharding::none &&
-      t.framework == Framework::megatron)
-    opg_node->error("overlap_param_gather needs a sharded optimizer (optimizer_sharding zero1, zero2 or fsdp): Megatron-LM "
-                    "refuses --overlap-param-gather without the distributed optimizer or Megatron-FSDP, and without "
-                    "either there is no parameter gather to overlap");
+  // (A note, not an error, in the builder: a sweep over optimizer_sharding keeps its base's overlap flags.)
   // Megatron-Core's MoELayer raises a ValueError in training when tensor parallelism runs without sequence
   // parallelism (moe_layer.py at d98e8a64: "During training, performance may degrade if MoE and tensor parallelism
   // are enabled without also enabling sequence parallelism."): each TP rank would route every token.
@@ -505,13 +507,15 @@ Scenario parse_scenario(Node root) {
     if (t.moe.a2a_overlap && p.ep < 2)
       moe_node->child("a2a_overlap").error("a2a_overlap overlaps the expert-parallel exchanges: it needs ep > 1");
     // Megatron-Core's (and DualPipe's) overlap pairs one micro-batch's exchanges with another's compute; XLA
-    // schedules a step's all-to-alls inside its own program (the latency-hiding scheduler) and MaxText pairs no
-    // micro-batches, so JAX mode has nothing to switch on.
+    // schedules a step's all-to-alls inside its own program (the latency-hiding scheduler) and MaxText's GPU
+    // configurations pair no micro-batches (its DeepSeek batch-split schedule is written for TPUs), so JAX mode has
+    // nothing to switch on.
+
     if (t.moe.a2a_overlap && t.framework == Framework::jax)
       moe_node->child("a2a_overlap")
           .error("a2a_overlap is Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm), pairing one micro-batch's "
-                 "exchanges with another's compute; in JAX mode XLA schedules the all-to-alls within the step and no "
-                 "micro-batches are paired: leave it out");
+                 "exchanges with another's compute; in JAX mode XLA schedules the all-to-alls within the step and "
+                 "MaxText's GPU configurations pair no micro-batches: leave it out");
     if (t.moe.a2a_overlap && t.framework == Framework::megatron && t.max_connections() == 1)
       tn->child("cuda_device_max_connections")
           .error("Megatron-Core's EP all-to-all overlap (training.moe.a2a_overlap) requires CUDA_DEVICE_MAX_CONNECTIONS > 1 "

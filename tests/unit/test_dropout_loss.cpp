@@ -127,4 +127,11 @@ TEST(DropoutLoss, HiddenDropoutMasksAreSavedForTheBackward) {
   const double without = activations({"training.hidden_dropout=0", "training.attention_dropout=0"});
   const double with = activations({"training.hidden_dropout=0.1", "training.attention_dropout=0"});
   EXPECT_DOUBLE_EQ(with - without, 2 * kTokens * kHidden * kLayers);
+  // Under full recompute a layer keeps its input alone and recomputes its masks with the rest: at most one layer's two
+  // masks are live at once (the one being recomputed), not every layer's (the MLP's mask is not part of the layer's
+  // output, which every policy keeps: the review's finding).
+  const double without_full = activations({"training.hidden_dropout=0", "training.attention_dropout=0", "training.recompute=full"});
+  const double with_full = activations({"training.hidden_dropout=0.1", "training.attention_dropout=0", "training.recompute=full"});
+  EXPECT_GE(with_full - without_full, 0.0);
+  EXPECT_LE(with_full - without_full, 2 * kTokens * kHidden);
 }

@@ -1846,8 +1846,10 @@ training: {framework: jax, seq_len: 4096, global_batch: 8, micro_batch: 1, optim
 }
 
 // Settings that change nothing in a scenario are said in its notes, not dropped silently (an audit's finding): an fp8
-// dispatch under bf16 training, and Megatron-Core's fused router and permutation kernels in JAX mode.
-TEST(ScaleMechanisms, MoeSettingsWithoutEffectAreSaid) {
+// dispatch under bf16 training, Megatron-Core's fused router and permutation kernels in JAX mode, and overlapped
+// parameter gathers without a sharded optimizer (which Megatron-LM refuses; a note, so that a sweep over
+// optimizer_sharding may keep its base's overlap flags).
+TEST(ScaleMechanisms, SettingsWithoutEffectAreSaid) {
   auto notes_of = [](const std::string& yaml) {
     const auto sc = load(yaml);
     std::string all;
@@ -1866,6 +1868,12 @@ training: {framework: jax, seq_len: 4096, global_batch: 64, optimizer_sharding: 
 )";
   EXPECT_NE(notes_of(jax).find("router_fusion / permute_fusion are Megatron-Core's"), std::string::npos);
   EXPECT_EQ(notes_of(megatron).find("router_fusion"), std::string::npos);
+  const std::string dense = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: llama3-8b}
+training: {seq_len: 8192, global_batch: 64, optimizer_sharding: none, overlap_param_gather: true, parallelism: {tp: 8}}
+)";
+  EXPECT_NE(notes_of(dense).find("overlap_param_gather with optimizer_sharding none: no parameter gather"),
+            std::string::npos);
 }
 
 // JAX mode without sequence parallelism: a tensor-parallel group replicates the tokens (MaxText's activations carry
@@ -1891,8 +1899,14 @@ training: {framework: jax, seq_len: 4096, global_batch: 64, micro_batch: 4, opti
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_reduce_scatter")->coll_bytes, T * k * h * a);
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.all_to_all")->coll_bytes, T * k * h * a / tp);
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_all_gather")->coll_bytes, T * h * a);
-  // The backward mirrors it: the dgrad's partial sums all-reduced over tp, no scatter to token owners.
-  EXPECT_DOUBLE_EQ(op.at("mb0.L1.dispatch.bwd.etp_all_reduce")->coll_bytes, T * k * h * a);
+  // The backward, as JAX transposes it: the output's gradient sliced on the hidden axis (no exchange), the combine's
+  // h/tp back, the expert-side gradient gathered (T·k·h), and the input's gradient psummed over tp once the exchange and
+  // the unpermutation have summed its k copies (T·h), not scattered to token owners.
+  EXPECT_FALSE(op.count("mb0.L1.combine.bwd.etp_reduce_scatter"));
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.bwd.all_to_all")->coll_bytes, T * k * h * a / tp);
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.bwd.etp_all_gather")->coll_bytes, T * k * h * a);
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.dispatch.bwd.etp_all_reduce")->coll_bytes, T * h * a);
+  EXPECT_GT(op.at("mb0.L1.dispatch.bwd.etp_all_reduce") - op.at("mb0.L1.dispatch.bwd.all_to_all"), 0);
   EXPECT_FALSE(op.count("mb0.L1.dispatch.bwd.etp_reduce_scatter"));
 }
 
