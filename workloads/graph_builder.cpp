@@ -130,6 +130,10 @@ struct Step {
   // The recompute policy for this step's output (filled when the layer's steps are cached).
   bool saved = false;      // kept in HBM for the backward
   bool offloaded = false;  // sent to host memory and fetched back
+  // Held with the activation, outside its size (which quantized or XLA-resized saves rescale): the MLP residual's
+  // one-byte dropout mask, which the MLP's last internal step carries (the MLP output is the layer's, kept anyway).
+  double mask_bytes = 0;
+  double held_bytes() const { return out_bytes + mask_bytes; }
 };
 
 // A few (step name -> value) pairs; iterated in name order, like the std::map it replaces. The
@@ -997,7 +1001,9 @@ class Builder {
   }
   // The one-byte mask hidden dropout keeps per element of the residual for its backward (PyTorch's dropout saves a
   // bool mask; Korthikanti et al. 2022 count it: sbh of the 34sbh per layer, once after attention and once after the MLP).
-  double residual_mask_bytes() const { return t_.hidden_dropout > 0 ? Tsp_ * h_ : 0.0; }
+  // (JAX mode: none. MaxText's dropout is one mask per layer broadcast over the sequence, b·h, and the importer does
+  // not translate it; hidden_dropout there stands for Megatron's bias-dropout-add in time only.)
+  double residual_mask_bytes() const { return t_.hidden_dropout > 0 && !jax_ ? Tsp_ * h_ : 0.0; }
   // Hidden dropout's backward: the gradient scaled by the saved mask (read both, write the gradient).
   void residual_dropout_bwd(std::string_view name) {
     if (t_.hidden_dropout <= 0) return;
@@ -1756,7 +1762,7 @@ class Builder {
                          if (jax_) qkv_gradient_joins("attn.");  // the fused kernel returns dQ, dK, dV apart
                        }});
     }
-    steps.push_back({"attn_out", Tsp_ * h_ * a + residual_mask_bytes(),
+    steps.push_back({"attn_out", Tsp_ * h_ * a,
                      [=, this] {
                        gemm_fwd("attn_out", T_, h_, od);
                        tp_collective("attn_out.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * h_ * a,
@@ -1770,6 +1776,7 @@ class Builder {
                        gemm_dgrad("attn_out", T_, h_, od);
                        gemm_wgrad("attn_out", T_, h_, od);
                      }});
+    steps.back().mask_bytes = residual_mask_bytes();  // the attention residual's dropout mask, with its output
   }
 
   // Flash attention of the local queries, with context parallelism as Megatron-Core runs it
@@ -1918,11 +1925,12 @@ class Builder {
                        gemm_wgrad(cat(p, "mlp_up"), tokens, width, h_);
                      }});
     const double act_in = swiglu ? 2 : 1;
-    // (It also holds the MLP residual's dropout mask: mlp_out is the layer's output, kept under every policy, where
-    // the mask is an activation the policies that drop the MLP's recompute.)
-    steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a + residual_mask_bytes(),
+    steps.push_back({tag.empty() ? "mlp_act" : tag + "act", tokens * width * a,
                      [=, this] { vector(cat(p, "mlp_act"), (act_in + 1) * tokens * width * a, 8 * tokens * width, tokens * width); },
                      [=, this] { vector(cat(p, "mlp_act.bwd"), (2 * act_in + 1) * tokens * width * a, 12 * tokens * width, tokens * width); }});
+    // The MLP residual's dropout mask rides the MLP's last internal step (mlp_out is the layer's output, which every
+    // policy keeps, where Megatron's full recompute regenerates the mask).
+    steps.back().mask_bytes = residual_mask_bytes();
     steps.push_back({tag.empty() ? "mlp_out" : tag + "out", (tpc ? Tsp_ : tokens) * h_ * a,
                      [=, this] {
                        gemm_fwd(cat(p, "mlp_out"), tokens, h_, width);
@@ -1999,6 +2007,7 @@ class Builder {
     // holds distinct tokens, gathered before the experts and scattered after them.
     const bool etp_replicated = etp_ > 1 && tp_ > 1 && Tsp_ == T_ && tp_ % etp_ == 0;
     const double etp_gathered = etp_replicated ? 1.0 : static_cast<double>(etp_);
+    const double etp_gathered_out = etp_replicated ? static_cast<double>(etp_) : 1.0;  // the hidden's split after the experts
     const double expert_tokens = received * etp_gathered;      // after the etp all-gather
     const double per_expert = expert_tokens / local_experts;
     // Saved expert activations: a rank's mean load (see above), not the busiest rank's.
@@ -2028,8 +2037,9 @@ class Builder {
     const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
     const bool dispatch_fp8 = fp8_class() && t_.moe.dispatch_fp8.value_or(jax_);
     const double dispatch_bytes = dispatch_fp8 ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
-    // The shared experts: on this rank the 1/tp token slice at full width (a tp-split MLP on all tokens); their own
-    // TP collectives are not modelled. Megatron-Core computes them first, before the router, on the normalized input
+    // The shared experts: on this rank the 1/tp token slice at full width (a tp-split MLP on all tokens; its own TP
+    // collectives are not modelled), or over tokens the tensor group replicates 1/tp of the width with an all-reduce
+    // each way. Megatron-Core computes them first, before the router, on the normalized input
     // (MoELayer.forward: shared_experts_compute, then route), and autograd runs their backward after the router's
     // (lower sequence numbers last). XLA: after the combine, as the compiled steps showed (left as it was).
     const bool shared = e.shared_experts > 0;
@@ -2162,7 +2172,7 @@ class Builder {
     // policies name the experts' gate, up and down outputs instead (mlpwi_0, mlpwi_1, mlpwo: layers/moe.py): in
     // JAX mode expert_out is those three.
     const double routed_rows = routed * etp_gathered, shared_rows = shared ? Tsp_ * shared_w / fe : 0.0;
-    const double expert_saved_bytes = jax_ ? routed_rows * (mats * fe + h_) * a
+    const double expert_saved_bytes = jax_ ? routed_rows * (mats * fe + h_ / etp_gathered_out) * a
                                            : (routed_rows * mats + shared_rows * (mats + 1)) * fe * a;
     const double act_saved_bytes = routed_rows * fe * a;
     // The activation's output, listed before the experts' step so that it dies with their backward (fc2's, which
@@ -2176,7 +2186,7 @@ class Builder {
                                 expert_tokens * fe);
                      },
                      [] {}});
-    steps.push_back({"expert_out", expert_saved_bytes + residual_mask_bytes(),  // (and the MLP residual's dropout mask)
+    steps.push_back({"expert_out", expert_saved_bytes,
                      [=, this] {
                        if (pads) vector("experts.fp8_pad", pad_copy_bytes, 0);
                        grouped_gemm("experts.gate_up", per_expert, mats * fe, h_, local_experts, 0, Quant::forward);
@@ -2195,8 +2205,8 @@ class Builder {
                                     2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
+    steps.back().mask_bytes = residual_mask_bytes();  // the MLP residual's dropout mask (see add_mlp_steps)
     const double combine_out = Tsp_ * h_ * a;
-    const double etp_gathered_out = etp_replicated ? static_cast<double>(etp_) : 1.0;  // the combine's hidden split
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
@@ -2205,8 +2215,11 @@ class Builder {
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a / etp_gathered_out);
+                       if (!flex)
+                         vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a / etp_gathered_out,
+                                permuted * h_ / etp_gathered_out);
+                       // (Replicated: the hidden gathered back once the k copies are summed.)
                        if (etp_replicated) etp_collective("combine.etp_all_gather", CollectiveOp::all_gather, Tsp_ * h_ * a);
-                       if (!flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
                        if (shared && !shared_first) shared_forward();
                        // The residual add is the transformer layer's, outside the MoE layer's checkpoint:
                        // recomputed only under full recompute.
@@ -2216,9 +2229,9 @@ class Builder {
                        residual_dropout_bwd("mlp_out.dropout.bwd");
                        vector("mlp_out.residual.bwd", 3 * Tsp_ * h_ * a, Tsp_ * h_);
                        if (shared && !shared_first) shared_backward();
-                       if (!flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        // (Replicated: the output's gradient arrives whole on every rank and is sliced on the hidden axis,
                        // no exchange.)
+                       if (!flex) vector("combine.bwd", 2 * permuted * h_ * a / etp_gathered_out, permuted * h_ / etp_gathered_out);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
@@ -3053,7 +3066,7 @@ class Builder {
       // scores and writes the bf16 probabilities, 6 B per score, the SwiGLU product loop_multiply_fusion 3 x
       // T F bf16). The backward still reads the saved ones back.
       if (!scanned_loop()) g_.ops[last_compute()].hbm_bytes += step.extra_io_bytes;
-      const TensorId t = temp(step.name, step.out_bytes);
+      const TensorId t = temp(step.name, step.held_bytes());
       g_.ops[producer].allocs.push_back(t);
       out = t;
       if (step.saved) {
@@ -3070,9 +3083,9 @@ class Builder {
         // JAX profile on the H200), so they serialize with compute; Megatron uses side streams.
         c.stream = jax_ ? StreamKind::compute : StreamKind::d2h;
         c.phase = Phase::forward;
-        c.copy_bytes = step.out_bytes;
+        c.copy_bytes = step.held_bytes();
         c.deps = {producer};
-        const TensorId host = g_.tensor(named(step.name + ".host"), MemCategory::activations, step.out_bytes, true,
+        const TensorId host = g_.tensor(named(step.name + ".host"), MemCategory::activations, step.held_bytes(), true,
                                         static_cast<uint16_t>(rank_));
         c.allocs.push_back(host);
         if (step.name != "mlp_out") c.frees.push_back(t);
@@ -3433,7 +3446,7 @@ class Builder {
       // (XLA recomputes the SwiGLU product inside the backward's fusion here: no kernel, no buffer of its own.)
       if (step.name == "mlp_act" && xla_swiglu_product_in_backward(l)) continue;
       run_step(l, step.name, moe_layer, step.forward);
-      const TensorId t = temp(step.name + ".recomputed", step.out_bytes);
+      const TensorId t = temp(step.name + ".recomputed", step.held_bytes());
       g_.ops[last()].allocs.push_back(t);
       if (replay) replayed_attention = t;
       else by_step.set(step.name, t);

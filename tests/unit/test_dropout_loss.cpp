@@ -127,6 +127,11 @@ TEST(DropoutLoss, HiddenDropoutMasksAreSavedForTheBackward) {
   const double without = activations({"training.hidden_dropout=0", "training.attention_dropout=0"});
   const double with = activations({"training.hidden_dropout=0.1", "training.attention_dropout=0"});
   EXPECT_DOUBLE_EQ(with - without, 2 * kTokens * kHidden * kLayers);
+  // A mask is a byte per element whatever the precision: fp8 training saves the GEMM inputs quantized, not the masks
+  // (the re-review's finding: riding the quantized fc2 input, the MLP's mask had shrunk to 3/4).
+  const double without_fp8 = activations({"training.hidden_dropout=0", "training.attention_dropout=0", "training.precision=fp8"});
+  const double with_fp8 = activations({"training.hidden_dropout=0.1", "training.attention_dropout=0", "training.precision=fp8"});
+  EXPECT_DOUBLE_EQ(with_fp8 - without_fp8, 2 * kTokens * kHidden * kLayers);
   // Under full recompute a layer keeps its input alone and recomputes its masks with the rest: at most one layer's two
   // masks are live at once (the one being recomputed), not every layer's (the MLP's mask is not part of the layer's
   // output, which every policy keeps: the review's finding).

@@ -1899,6 +1899,10 @@ training: {framework: jax, seq_len: 4096, global_batch: 64, micro_batch: 4, opti
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_reduce_scatter")->coll_bytes, T * k * h * a);
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.all_to_all")->coll_bytes, T * k * h * a / tp);
   EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.etp_all_gather")->coll_bytes, T * h * a);
+  // The k copies are summed at h/tp before the hidden is gathered back (the unpermutation reads the T·k copies and
+  // writes T, each of h/tp).
+  EXPECT_DOUBLE_EQ(op.at("mb0.L1.combine.unpermute")->hbm_bytes, (T * k + T) * h * a / tp);
+  EXPECT_LT(op.at("mb0.L1.combine.unpermute") - op.at("mb0.L1.combine.etp_all_gather"), 0);
   // The backward, as JAX transposes it: the output's gradient sliced on the hidden axis (no exchange), the combine's
   // h/tp back, the expert-side gradient gathered (T·k·h), and the input's gradient psummed over tp once the exchange and
   // the unpermutation have summed its k copies (T·h), not scattered to token owners.
