@@ -100,3 +100,19 @@ TEST(HloReplay, OneHardwareQueueDispatchesXlasCollectivesInOrder) {
   EXPECT_LT(in_order, queued * 0.995);
   EXPECT_EQ(run_cli({"replay", module, "--system", "h200-sxm", "--set", "training.cuda_device_max_connections=33"}).code, 1);
 }
+
+// A one-device program replayed on several GPUs runs alone on each, with no communication between them: said in the
+// report (an audit's finding: it had been silent, where a multi-device program replayed on another count is noted).
+TEST(HloReplay, OneDeviceProgramOnSeveralGpusIsNoted) {
+  auto one = run_cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--json"});
+  auto many = run_cli({"replay", kCorpus + "loop_gemm.hlo", "--system", "h200-sxm", "--gpus", "64", "--json"});
+  ASSERT_EQ(many.code, 0) << many.err;
+  auto noted = [](const std::string& out) {
+    const json report = json::parse(out);
+    for (const auto& w : report["warnings"])
+      if (w.get<std::string>().find("compiled for one device but is replayed on") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(noted(one.out));
+  EXPECT_TRUE(noted(many.out));
+}

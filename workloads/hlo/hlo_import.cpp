@@ -74,6 +74,10 @@ ImportedWorkload import_hlo(const std::string& path, int gpus) {
   if (module_devices > 1 && gpus != module_devices)
     w.graph.notes.push_back(
         fmt::format("the module was compiled for {} devices but is replayed on {} GPUs", module_devices, gpus));
+  else if (module_devices <= 1 && gpus > 1)  // (a one-device program has no collective: nothing crosses GPUs)
+    w.graph.notes.push_back(fmt::format("the module was compiled for one device but is replayed on {} GPUs: each runs it "
+                                        "alone, with no gradient or parameter communication between them",
+                                        gpus));
   w.model = {{"hlo_module", s.module_name}, {"file", path}, {"params", s.params}};
   w.training = {{"framework", "jax"}};
   w.section = "hlo";

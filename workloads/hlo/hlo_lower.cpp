@@ -146,6 +146,7 @@ class Lowerer {
   int segment_ = 0;                  // command-buffer segment (a CUDA graph per segment)
   bool in_repeat_ = false;           // inside a loop iteration after the first (same buffers again)
   std::map<int, bool> segment_repeat_;  // segment -> an execution of a command buffer already run this step
+  int64_t loop_iterations_ = 0;         // every while loop's iterations lowered so far (nested trip counts multiply)
   std::vector<int> op_segment_;      // per op
   std::vector<int> op_refs_;         // per op: buffers it names (operand and result leaves)
   Phase phase_ = Phase::forward;
@@ -485,6 +486,11 @@ class Lowerer {
     loop_weight_ = outer_weight / static_cast<double>(std::max<int64_t>(1, *trips));
     const bool outer_repeat = in_repeat_;
     for (int64_t t = 0; t < *trips; ++t) {
+      // Loops whose bodies emit no kernels would run up no op count: the iterations are bounded as the ops are.
+      if (++loop_iterations_ > static_cast<int64_t>(o_.max_ops))
+        fail_at(m_, inst, fmt::format("the step's while loops run more than {} iterations in all (nested trip counts "
+                                      "multiply; loop '{}' of {} trips): not a training step",
+                                      o_.max_ops, inst.name, *trips));
       ++segment_;
       in_repeat_ = outer_repeat || t > 0;
       segment_repeat_[segment_] = in_repeat_;
