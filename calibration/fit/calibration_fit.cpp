@@ -863,9 +863,13 @@ Calibration fit_calibration(const FitOptions& opt) {
     for (const auto& d : dirs_shown) cmd += " --from " + d;
     c.fitted_by = cmd + " --base " + opt.base_preset;
   }
+  // A calibration is applied as measured on its base preset's GPU (same device): a base of another GPU would carry
+  // one GPU's measurements to another as if they were its own (an audit's finding: an H200's fitted onto b200).
   if (in.sm_count > 0 && in.sm_count != base.gpu.sm_count)
-    c.notes.push_back(fmt::format("the device measured has {} SMs, the base preset {} has {}", in.sm_count, base.name,
-                                  base.gpu.sm_count));
+    fail(dirs_shown.front(),
+         fmt::format("the device measured ('{}') has {} SMs, the base preset {} ({}) has {}: --base names the preset of "
+                     "the GPU measured (a part of another SM count needs a preset of its own: docs/presets.md)",
+                     in.device_name, in.sm_count, base.name, base.gpu.model, base.gpu.sm_count));
 
   const std::string from = dirs_shown.front();
   if (in.hbm.size() >= 2) {
