@@ -154,6 +154,11 @@ void parse_measured(const Node& n, SuiteCase& c) {
     } else {
       auto d = measured_number(v, key);
       if (!d) continue;
+      if (!(*d > 0)) {  // (the check is an error relative to it)
+        v.error(fmt::format("a measured {} must be positive: the check is the prediction's error relative to it, got {}",
+                            key, v.describe()));
+        continue;
+      }
       e.value = *d;
     }
     c.measured.push_back(e);

@@ -372,6 +372,13 @@ TEST_F(WorkflowValidate, InvalidSuiteIsExitOne) {
   EXPECT_EQ(run_cli({"validate", no_tol}).err,
             no_tol + ":2:5: error: cases[0].tolerance: required key is missing (a relative tolerance such as 0.10, or "
                      "one per field)\n");
+  // A non-positive measurement is an input error (exit 1), not a failed check: the check is relative to it.
+  const auto nonpos = write_file("wf_nonpositive.yaml", "cases:\n  - name: x\n    scenario: " + kQuick +
+                                                            "\n    measured: {step_time_s: -0.4}\n    tolerance: 0.1\n");
+  const auto np = run_cli({"validate", nonpos});
+  EXPECT_EQ(np.code, 1);
+  EXPECT_EQ(np.err, nonpos + ":4:29: error: cases[0].measured.step_time_s: a measured step_time_s must be positive: the "
+                             "check is the prediction's error relative to it, got '-0.4'\n");
   EXPECT_EQ(run_cli({"validate", write_file("wf_empty_suite.yaml", "cases: []\n")}).code, 1);
   EXPECT_EQ(run_cli({"validate", write_file("wf_nokind.yaml", "cases:\n  - name: a\n")}).code, 1);
 }
