@@ -116,3 +116,36 @@ TEST(HloReplay, OneDeviceProgramOnSeveralGpusIsNoted) {
   EXPECT_FALSE(noted(one.out));
   EXPECT_TRUE(noted(many.out));
 }
+
+// The tokens of a step come from the token argument's sharding: a program compiled for data 2 x fsdp 8 shards its
+// [4, 4096] per-device tokens over all 16 devices, so each of the 16 GPUs trains 16,384 distinct tokens a step. Before
+// 2026-12-04 the replay divided by a tensor-parallel size guessed from the collectives' groups, which FSDP's gathers
+// over the 8-GPU group mimic: 1,422 tokens/s per GPU where the step and MFU gave about 11,400 (an audit's finding).
+TEST(HloReplay, TokensFollowTheTokenArgumentsSharding) {
+  const std::string m = std::string(RACKSIM_SOURCE_DIR) + "/calibration/data/h200-2026-12-04-mock-compile/mt_2vm.hlo.txt.gz";
+  auto r = run_cli({"replay", m, "--system", "h100-sxm", "--gpus", "16", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["hlo"]["token_shards"].get<double>(), 16);
+  EXPECT_NEAR(j["tokens_per_s_per_gpu"].get<double>() * j["step_time_s"].get<double>(), 4 * 4096, 1e-6);
+}
+
+// The other sharding forms: tile dimensions (the ones past the array's rank replicate) and replicated.
+TEST(HloReplay, TokenShardsFromTileAndReplicatedShardings) {
+  auto tokens_per_gpu = [](const std::string& sharding) {
+    const std::string path = ::testing::TempDir() + "/token_sharding.hlo";
+    std::ofstream(path) << "HloModule jit_step, num_partitions=8\n\n"
+                           "ENTRY %main (tok: s32[2,128], w: f32[16]) -> f32[16] {\n"
+                           "  %tok = s32[2,128]{1,0} parameter(0), sharding=" << sharding << ", metadata={op_name=\"tok\"}\n"
+                           "  %w = f32[16]{0} parameter(1), sharding={replicated}\n"
+                           "  ROOT %n = f32[16]{0} negate(%w)\n}\n";
+    auto r = run_cli({"replay", path, "--system", "h200-sxm", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    return j["tokens_per_s_per_gpu"].get<double>() * j["step_time_s"].get<double>();
+  };
+  // 256 tokens a device; 4 distinct shards over 8 devices (pairs replicate): 1,024 a step, 128 per GPU.
+  EXPECT_NEAR(tokens_per_gpu("{devices=[4,1,2]<=[8] last_tile_dim_replicate}"), 128, 1e-9);
+  EXPECT_NEAR(tokens_per_gpu("{devices=[8,1]<=[8]}"), 256, 1e-9);
+  EXPECT_NEAR(tokens_per_gpu("{replicated}"), 32, 1e-9);
+}

@@ -43,6 +43,7 @@ json summary_json(const ImportSummary& s, const std::string& path) {
           {"params", s.params},
           {"params_source", s.params_source},
           {"tokens_per_device", s.tokens_per_device},
+          {"token_shards", s.token_shards},
           {"tokens_source", s.tokens_source},
           {"model_flops_per_device", s.model_flops_per_device},
           {"model_flops_source", s.model_flops_source}};
@@ -65,8 +66,12 @@ ImportedWorkload import_hlo(const std::string& path, int gpus) {
   w.precision = s.fp8 ? sim::Dtype::fp8 : sim::Dtype::bf16;
   w.name = fmt::format("replay {}", std::filesystem::path(path).filename().string());
   w.file = path;
-  // Every GPU runs this program; the ranks of one tensor-parallel group share tokens.
-  const double replicas = std::max(1, gpus / std::max(1, s.tp));
+  // Every GPU runs this program. The devices that hold the same tokens: as the token argument's sharding says (of the
+  // module's devices, token_shards hold distinct ones), else the ranks of one tensor-parallel group as the
+  // collectives' groups suggest (which FSDP's gathers over a data-parallel group can mimic).
+  const double replicas = s.token_shards > 0 && module_devices > 0
+                              ? static_cast<double>(gpus) * s.token_shards / module_devices
+                              : std::max(1, gpus / std::max(1, s.tp));
   w.graph.tokens_per_step = s.tokens_per_device * replicas;
   w.graph.model_flops_per_step = s.model_flops_per_device * gpus;
   if (s.tokens_per_device <= 0)

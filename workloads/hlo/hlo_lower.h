@@ -62,6 +62,9 @@ struct ImportSummary {
   std::string params_source;
   double tokens_per_device = 0;      // tokens of one step on one device (0 if not inferred)
   std::string tokens_source;
+  // Distinct shards of the token argument over the module's devices, from its sharding (mesh axes or tile
+  // dimensions it is split over): module_devices / token_shards devices hold the same tokens. 0: not stated.
+  double token_shards = 0;
   double model_flops_per_device = 0; // 6·N·tokens + attention, or the non-recompute matmul FLOPs
   std::string model_flops_source;
   bool fp8 = false;                  // any fp8 tensor-core work
