@@ -62,6 +62,14 @@ def _source(obj: Any, what: str) -> "_racksim.Source":
     raise TypeError(f"{what}: expected a path or a dict, got {type(obj).__name__}")
 
 
+def _count(name: str, value: Any, lo: int = 1, hi: int = 1 << 20) -> int:
+    """An integer argument the CLI range-checks (--gpus, --jobs), checked the same way: InputError, not a TypeError
+    from the binding or a silent default."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InputError(f"{name}: expected an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
 def _path(p: Optional[Union[str, "os.PathLike[str]"]]) -> str:
     return "" if p is None else os.fspath(p)
 
@@ -104,7 +112,14 @@ def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
         sweep = {"base": os.fspath(base), "vary": {k: list(v) for k, v in vary.items()}}
     elif base is not None or vary is not None:
         raise TypeError("sweep: give a sweep file or dict, or base= and vary=, not both")
-    csv = _racksim.sweep(_source(sweep, "sweep"), int(jobs or 0), shard or "", _path(out), _path(report))
+    if isinstance(vary, Mapping):
+        for key, values in vary.items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise InputError(f"vary.{key}: expected a list of values, got {values!r}")
+    elif vary is not None:
+        raise InputError(f"vary: expected a mapping of KEY.PATH to lists of values, got {type(vary).__name__}")
+    jobs = 0 if jobs is None else _count("jobs", jobs, 1, 4096)
+    csv = _racksim.sweep(_source(sweep, "sweep"), jobs, shard or "", _path(out), _path(report))
     df = pd.read_csv(io.StringIO(csv))
     if "error" in df.columns:
         df["error"] = df["error"].fillna("").astype(str)
@@ -114,7 +129,10 @@ def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
 def replay(module: Union[str, "os.PathLike[str]"], *, system: str, gpus: Optional[int] = None,
            set: Overrides = None, trace: Optional[str] = None) -> dict:
     """Replay a compiled XLA HLO module (text, optionally .gz): ``racksim replay --json``."""
-    return json.loads(_racksim.replay(os.fspath(module), system, int(gpus or 0), _set_args(set), _path(trace)))
+    if not isinstance(system, str):
+        raise InputError(f"system: expected a preset name, got {system!r}")
+    gpus = 0 if gpus is None else _count("gpus", gpus)
+    return json.loads(_racksim.replay(os.fspath(module), system, gpus, _set_args(set), _path(trace)))
 
 
 class ValidationRows(list):
@@ -130,7 +148,7 @@ class ValidationRows(list):
 
 def validate(suite: Union[str, "os.PathLike[str]", Mapping[str, Any]], *, jobs: Optional[int] = None) -> ValidationRows:
     """Run a validation suite: its check rows (case, field, predicted, measured, error, pass)."""
-    text, code = _racksim.validate(_source(suite, "suite"), int(jobs or 0))
+    text, code = _racksim.validate(_source(suite, "suite"), 0 if jobs is None else _count("jobs", jobs, 1, 4096))
     rows = ValidationRows(json.loads(text))
     rows.exit_code = code
     return rows
@@ -150,6 +168,9 @@ def collective(system: str, gpus: int, op: str = "all_reduce", bytes: Union[str,
     With ``min_bytes``/``max_bytes`` (and ``factor`` or ``step_bytes``, nccl-tests' -b -e -f -i):
     the list of rows of the nccl-tests-shaped sweep (size, count, type, time_us, algbw, busbw, ...).
     """
+    gpus = _count("gpus", gpus)
+    if factor is not None and not factor > 1:
+        raise InputError(f"factor: the sizes' growth factor must be greater than 1, got {factor!r}")
     if min_bytes is not None or max_bytes is not None:
         if bytes is not None:
             raise TypeError("collective: give bytes=, or min_bytes=/max_bytes=, not both")

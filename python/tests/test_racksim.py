@@ -388,3 +388,20 @@ def test_the_ipynb_matches_the_py(root):
     want = nb.notebook((root / "docs/examples/python_tour.py").read_text())
     got = json.loads((root / "docs/examples/python_tour.ipynb").read_text())
     assert got == want, "run docs/examples/notebook_from_py.py after editing python_tour.py"
+
+
+def test_arguments_the_cli_range_checks_raise_input_error():
+    module = "tests/fuzz/hlo_corpus/loop_gemm.hlo"
+    for gpus in (0, -1, 2**40, 1.5):
+        with pytest.raises(racksim.InputError):
+            racksim.replay(module, system="h200-sxm", gpus=gpus)
+    with pytest.raises(racksim.InputError):
+        racksim.replay(module, system=None)
+    with pytest.raises(racksim.InputError):
+        racksim.collective("h200-sxm", 8, min_bytes=8, max_bytes="1M", factor=0)
+    with pytest.raises(racksim.InputError):
+        racksim.collective("h200-sxm", 2**40, bytes="1GiB")
+    with pytest.raises(racksim.InputError):
+        racksim.sweep(base=QUICK, vary={"training.recompute": "full"})
+    with pytest.raises(racksim.InputError):
+        racksim.sweep(base=QUICK, vary={"training.recompute": ["full"]}, jobs=-1)
