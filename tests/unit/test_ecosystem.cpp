@@ -405,15 +405,16 @@ GPUS_PER_NODE=8
 NNODES=${SLURM_NNODES:-4}
 TP=4; PP=2
 SEQ=$((4096*2))
+LAYERS=$(( PP * 16 ))
 MODEL_ARGS=(
-    --num-layers 32 --hidden-size 4096   # a comment
+    --num-layers $LAYERS --hidden-size 4096   # a comment
     --num-attention-heads 32 --group-query-attention --num-query-groups 8
     --ffn-hidden-size 14336 --swiglu
 )
 torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \
     ${MODEL_ARGS[@]} \
     --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 \
-    --seq-length $SEQ --vocab-size 128000 --micro-batch-size 2 --global-batch-size 512 \
+    --seq-length $SEQ --vocab-size 128000 --micro-batch-size 2 --global-batch-size $(( 256 * 2 )) \
     "--fp8-format hybrid" --bf16 --sequence-parallel --tp-comm-overlap \
     --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \
     --num-layers-per-virtual-pipeline-stage 4
@@ -422,6 +423,8 @@ torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \
   const auto sc = load(r);
   EXPECT_EQ(sc.system.gpus, 32);  // torchrun 8 x 4 nodes (the default of ${SLURM_NNODES:-4})
   EXPECT_EQ(sc.training.seq_len, 8192);
+  EXPECT_EQ(sc.model.layers, 32);             // $(( PP * 16 )): bash arithmetic with spaces is one word
+  EXPECT_EQ(sc.training.global_batch, 512);   // $(( 256 * 2 ))
   EXPECT_EQ(sc.training.parallelism.tp, 4);
   EXPECT_EQ(sc.training.parallelism.vp, 4);  // 32 layers / (4 per chunk x pp 2)
   EXPECT_EQ(sc.model.vocab, 128000);         // 128000 is a multiple of 128 x tp 4 = 512

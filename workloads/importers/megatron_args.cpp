@@ -247,6 +247,16 @@ std::vector<std::string> words(const std::string& line) {
       continue;
     }
     if (c == '#' && !in_word) break;
+    // $(( ... )) is one word whatever its spaces (bash's arithmetic expansion: `$(( PP * 16 ))`).
+    if (c == '$' && line.compare(i, 3, "$((") == 0) {
+      const auto end = line.find("))", i + 3);
+      if (end != std::string::npos) {
+        cur += line.substr(i, end + 2 - i);
+        i = end + 1;
+        in_word = true;
+        continue;
+      }
+    }
     cur += c;
     in_word = true;
   }
@@ -368,6 +378,36 @@ Extracted extract(const std::string& text) {
       acc.clear();
     }
     if (!acc.empty()) lines.push_back({acc, start});
+    // Statements a ';' separates on one line (`TP=4; PP=2`) are read one after the other (not inside quotes, nor
+    // inside $((...)) or ${...}, nor after a comment).
+    std::vector<std::pair<std::string, int>> statements;
+    for (const auto& [l, n] : lines) {
+      std::string cur;
+      char quote = 0;
+      int depth = 0;
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        const char c = l[i];
+        if (quote) {
+          if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '(' || c == '{') {
+          ++depth;
+        } else if ((c == ')' || c == '}') && depth > 0) {
+          --depth;
+        } else if (c == '#' && (i == 0 || std::isspace(static_cast<unsigned char>(l[i - 1])))) {
+          cur += l.substr(i);
+          break;
+        } else if (c == ';' && depth == 0) {
+          statements.push_back({cur, n});
+          cur.clear();
+          continue;
+        }
+        cur += c;
+      }
+      statements.push_back({cur, n});
+    }
+    lines = std::move(statements);
   }
   Shell sh;
   int nproc = 0, nnodes = 1;
