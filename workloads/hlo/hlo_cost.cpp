@@ -174,6 +174,31 @@ void add_gemm(OpCost& out, double b, double m, double n, double k, double multip
 
 bool is_slice_like(std::string_view op) { return op == "dynamic-slice" || op == "slice" || op == "gather"; }
 
+// Splits "a, b ,c" at commas outside parentheses; drops blanks (the items of a mesh's axis or group lists).
+std::vector<std::string> mesh_items(const std::string& t) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  for (char c : t) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// An axis name as written, quoted or not.
+std::string unquote_axis(std::string n) {
+  if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'') n = n.substr(1, n.size() - 2);
+  return n;
+}
+
 // Mesh-axes replica groups, `mesh['x'=2,'y'=4] {'y'}` (XLA's MeshAxesReplicaGroupList): the devices of the
 // mesh in iota order, grouped along the named axes; a sub-axis `'y':(pre)size` is the `size` part of axis y
 // after its `pre` major part (y reshaped to [pre, size, rest]). Names may be quoted or not. A group is the
@@ -188,54 +213,16 @@ std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecu
   const auto end = v.rfind('}');
   if (close == std::string::npos || open == std::string::npos || end == std::string::npos || end < open)
     return bad("expected mesh[AXIS=SIZE,...] {AXIS,...}");
-  // Splits "a, b ,c" at commas outside parentheses; trims blanks and quotes from names.
-  const auto items = [](const std::string& t) {
-    std::vector<std::string> out;
-    std::string cur;
-    int depth = 0;
-    for (char c : t) {
-      if (c == '(') ++depth;
-      if (c == ')') --depth;
-      if (c == ',' && depth == 0) {
-        out.push_back(cur);
-        cur.clear();
-      } else if (!std::isspace(static_cast<unsigned char>(c))) {
-        cur += c;
-      }
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-  };
-  const auto unquote = [](std::string n) {
-    if (n.size() >= 2 && n.front() == '\'' && n.back() == '\'') n = n.substr(1, n.size() - 2);
-    return n;
-  };
-  // The axes, major to minor.
-  std::vector<std::pair<std::string, int64_t>> axes;
-  int64_t devices = 1;
-  for (const auto& it : items(v.substr(5, close - 5))) {
-    const auto eq = it.find('=');
-    const auto sizes = eq == std::string::npos ? std::vector<int64_t>{} : parse_int_list(it.substr(eq + 1));
-    if (eq == std::string::npos || eq == 0)
-      return bad(fmt::format("mesh axis '{}' is not NAME=SIZE", it));
-    if (sizes.size() != 1 || sizes[0] < 1 || sizes[0] > kMax)
-      return bad(fmt::format("mesh axis '{}' needs a size from 1 to {}", unquote(it.substr(0, eq)), kMax));
-    const std::string name = unquote(it.substr(0, eq));
-    for (const auto& ax : axes)
-      if (ax.first == name) return bad(fmt::format("mesh axis '{}' appears twice", name));
-    axes.emplace_back(name, sizes[0]);
-    devices *= sizes[0];
-    if (devices > kMax) return bad(fmt::format("the mesh has more than {} devices", kMax));
-  }
-  if (axes.empty()) return bad("the mesh has no axes");
+  std::vector<std::pair<std::string, int64_t>> axes;  // major to minor
+  if (const std::string why = parse_mesh_axes(v, axes); !why.empty()) return bad(why);
   const bool iota = v.substr(close + 1, open - close - 1).find_first_not_of(" \t") == std::string::npos;
   // Each axis as dims [pre, size, rest] per named part (a whole axis: one grouped dim).
   struct Part { int64_t pre, size; };
   std::vector<std::vector<Part>> parts(axes.size());
   std::vector<char> whole(axes.size(), 0);
-  for (const auto& it : items(v.substr(open + 1, end - open - 1))) {
+  for (const auto& it : mesh_items(v.substr(open + 1, end - open - 1))) {
     const auto colon = it.find(':');
-    const std::string name = unquote(it.substr(0, colon));
+    const std::string name = unquote_axis(it.substr(0, colon));
     const auto ax = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
     if (ax == axes.end()) return bad(fmt::format("axis '{}' is not an axis of the mesh", name));
     const std::size_t k = static_cast<std::size_t>(ax - axes.begin());
@@ -295,6 +282,67 @@ std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecu
 }
 
 }  // namespace
+
+std::string parse_mesh_axes(const std::string& v, std::vector<std::pair<std::string, int64_t>>& axes) {
+  constexpr int64_t kMax = 1'000'000;
+  const auto close = v.find(']');
+  if (!v.starts_with("mesh[") || close == std::string::npos) return "expected mesh[AXIS=SIZE,...]";
+  axes.clear();
+  int64_t devices = 1;
+  for (const auto& it : mesh_items(v.substr(5, close - 5))) {
+    const auto eq = it.find('=');
+    const auto sizes = eq == std::string::npos ? std::vector<int64_t>{} : parse_int_list(it.substr(eq + 1));
+    if (eq == std::string::npos || eq == 0) return fmt::format("mesh axis '{}' is not NAME=SIZE", it);
+    if (sizes.size() != 1 || sizes[0] < 1 || sizes[0] > kMax)
+      return fmt::format("mesh axis '{}' needs a size from 1 to {}", unquote_axis(it.substr(0, eq)), kMax);
+    const std::string name = unquote_axis(it.substr(0, eq));
+    for (const auto& ax : axes)
+      if (ax.first == name) return fmt::format("mesh axis '{}' appears twice", name);
+    axes.emplace_back(name, sizes[0]);
+    devices *= sizes[0];
+    if (devices > kMax) return fmt::format("the mesh has more than {} devices", kMax);
+  }
+  if (axes.empty()) return "the mesh has no axes";
+  return "";
+}
+
+double sharding_tiles(const std::string& sh, std::size_t rank) {
+  if (sh.find("maximal") != std::string::npos) return 1;
+  if (const auto m = sh.find("mesh["); m != std::string::npos) {
+    // Named: {mesh['data'=2,'fsdp'=8], [{'data', 'fsdp'}, {}]}, one set of axes per dimension.
+    std::vector<std::pair<std::string, int64_t>> axes;
+    if (!parse_mesh_axes(sh.substr(m), axes).empty()) return 0;
+    const auto open = sh.find("[{", sh.find(']', m));
+    const auto stop = open == std::string::npos ? std::string::npos : sh.find("}]", open);
+    if (stop == std::string::npos) return 0;
+    std::string names = sh.substr(open + 2, stop - open - 2);
+    std::replace(names.begin(), names.end(), '{', ',');
+    std::replace(names.begin(), names.end(), '}', ',');
+    double tiles = 1;
+    for (const auto& item : mesh_items(names)) {
+      if (item.empty()) continue;  // (between the dimensions' sets, or an unsharded dimension's {})
+      const std::string name = unquote_axis(item);
+      const auto ax = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
+      if (ax == axes.end()) return 0;  // (a sub-axis, `'y':(2)4`, or a name the mesh lacks)
+      tiles *= static_cast<double>(ax->second);
+    }
+    return tiles;
+  }
+  if (const auto d = sh.find("devices=["); d != std::string::npos) {
+    // Tiled: {devices=[16,1]<=[16]} or an explicit device list; tile dimensions past the array's rank replicate.
+    const auto close = sh.find(']', d);
+    if (close == std::string::npos) return 0;
+    const auto dims = parse_int_list(sh.substr(d + 9, close - d - 9));
+    if (dims.size() < rank) return 0;
+    double tiles = 1;
+    for (std::size_t k = 0; k < rank; ++k) {
+      if (dims[k] < 1) return 0;
+      tiles *= static_cast<double>(dims[k]);
+    }
+    return tiles;
+  }
+  return sh.find("replicated") != std::string::npos ? 1 : 0;
+}
 
 bool is_elementwise(const std::string& opcode) { return elementwise_ops().count(opcode) > 0; }
 bool is_transcendental(const std::string& opcode) { return transcendental_ops().count(opcode) > 0; }

@@ -106,4 +106,14 @@ bool is_transcendental(const std::string& opcode);
 // "{1,0}" -> {1, 0}; tolerant (non-numbers skipped).
 std::vector<int64_t> parse_int_list(const std::string& v);
 
+// A mesh's axes, `mesh['x'=2,'y'=4]...` (names unquoted), major to minor, as XLA writes them in mesh-axes replica
+// groups and named shardings: what is wrong with them, or an empty string.
+std::string parse_mesh_axes(const std::string& v, std::vector<std::pair<std::string, int64_t>>& axes);
+
+// The distinct tiles a sharding annotation splits an array of `rank` dimensions into: the product of the mesh axes
+// its dimensions are sharded over ({mesh['data'=2,'fsdp'=8], [{'data', 'fsdp'}, {}]} -> 16), or of its first `rank`
+// tile dimensions ({devices=[16,1]<=[16]} -> 16; any further ones replicate); {replicated} or {maximal ...} -> 1.
+// 0 when the form is not one of these.
+double sharding_tiles(const std::string& sharding, std::size_t rank);
+
 }  // namespace racksim::workloads::hlo

@@ -4,9 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <map>
 #include <set>
 #include <string_view>
 
@@ -276,70 +274,7 @@ class Lowerer {
                           pick->name, pick->shape.to_string(), pick->shape.elements(), kMaxTokensPerDevice));
     s_.tokens_per_device = pick->shape.elements();
     s_.tokens_source = fmt::format("argument '{}' {} (batch x sequence)", pick->name, pick->shape.to_string());
-    if (const std::string* sh = pick->attr("sharding")) s_.token_shards = token_shards(*sh, pick->shape.dims.size());
-  }
-
-  // The distinct shards a sharding annotation splits an array of `rank` dimensions into: the product of the mesh axes
-  // its dimensions are sharded over ({mesh['data'=2,'fsdp'=8], [{'data', 'fsdp'}, {}]} -> 16), or of its first `rank`
-  // tile dimensions ({devices=[16,1]<=[16]} -> 16; any further ones replicate); {replicated} or {maximal ...} -> 1.
-  // 0 when the form is not one of these (the caller falls back to the collectives' groups).
-  static double token_shards(const std::string& sh, std::size_t rank) {
-    auto digits_at = [&](std::size_t i, std::size_t& end) -> std::optional<int64_t> {
-      end = i;
-      while (end < sh.size() && std::isdigit(static_cast<unsigned char>(sh[end]))) ++end;
-      if (end == i || end - i > 9) return std::nullopt;
-      return std::stoll(sh.substr(i, end - i));
-    };
-    if (sh.find("replicated}") != std::string::npos && sh.find("devices=") == std::string::npos &&
-        sh.find("mesh[") == std::string::npos)
-      return 1;
-    if (sh.find("maximal") != std::string::npos) return 1;
-    if (const auto m = sh.find("mesh["); m != std::string::npos) {
-      const auto close = sh.find(']', m);
-      if (close == std::string::npos) return 0;
-      std::map<std::string, int64_t> axes;
-      for (std::size_t i = m; i < close;) {
-        const auto q = sh.find('\'', i);
-        if (q == std::string::npos || q >= close) break;
-        const auto q2 = sh.find('\'', q + 1);
-        if (q2 == std::string::npos || q2 + 1 >= close || sh[q2 + 1] != '=') return 0;
-        std::size_t end = 0;
-        const auto size = digits_at(q2 + 2, end);
-        if (!size || *size < 1) return 0;
-        axes[sh.substr(q + 1, q2 - q - 1)] = *size;
-        i = end;
-      }
-      // The dimensions' list: [{'a', 'b'}, {}], up to its closing "}]".
-      const auto open = sh.find("[{", close);
-      const auto stop = open == std::string::npos ? std::string::npos : sh.find("}]", open);
-      if (stop == std::string::npos) return 0;
-      double shards = 1;
-      for (std::size_t i = open; i < stop;) {
-        const auto q = sh.find('\'', i);
-        if (q == std::string::npos || q >= stop) break;
-        const auto q2 = sh.find('\'', q + 1);
-        if (q2 == std::string::npos || q2 > stop) return 0;
-        const auto it = axes.find(sh.substr(q + 1, q2 - q - 1));
-        if (it == axes.end()) return 0;
-        shards *= static_cast<double>(it->second);
-        i = q2 + 1;
-      }
-      return shards;
-    }
-    if (const auto d = sh.find("devices=["); d != std::string::npos) {
-      double shards = 1;
-      std::size_t i = d + 9;
-      for (std::size_t k = 0; k < rank; ++k) {
-        std::size_t end = 0;
-        const auto v = digits_at(i, end);
-        if (!v || *v < 1) return 0;
-        shards *= static_cast<double>(*v);
-        if (end >= sh.size() || (sh[end] != ',' && sh[end] != ']')) return 0;
-        i = end + 1;
-      }
-      return shards;
-    }
-    return 0;
+    if (const std::string* sh = pick->attr("sharding")) s_.token_shards = sharding_tiles(*sh, pick->shape.dims.size());
   }
 
   void infer_model_flops() {
