@@ -5,6 +5,7 @@
 // of each field to its citation.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -109,6 +110,9 @@ struct HostSpec {
   int gpus_per_host = 8;                       // GPUs that share one host's memory
   double memory_capacity_bytes = 0;            // host memory per host
   double memory_bandwidth_Bps = 0;             // host memory bandwidth per host (caps C2C traffic)
+  // The GPUs of a job of `job_gpus` that share one host's memory (its capacity and bandwidth): a job smaller than a
+  // host has the host to fewer.
+  int gpus_sharing_memory(int job_gpus) const { return std::max(1, std::min(gpus_per_host, job_gpus)); }
 };
 
 struct ScaleUpSpec {

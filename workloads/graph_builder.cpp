@@ -333,7 +333,8 @@ class Builder {
           "last_stage_layers)",
           m_.layers, vstages_, pp_, vp_, layers_of(0), layers_of(vstages_ - 1) - mtp_, most));
     }
-    // Settings that change nothing here: said, not silently dropped.
+    // Settings that change nothing here: said, not silently dropped. (overlap_param_gather without a sharded optimizer
+    // is one Megatron-LM refuses; a note, not an error, so that a sweep over optimizer_sharding keeps its base's flags.)
     if (!jax_ && t_.overlap_param_gather && t_.optimizer_sharding == OptimizerSharding::none)
       g_.notes.push_back("training.overlap_param_gather with optimizer_sharding none: no parameter gather to overlap, no "
                          "effect (Megatron-LM refuses --overlap-param-gather without the distributed optimizer or "
@@ -2039,11 +2040,10 @@ class Builder {
     const double dispatch_bytes = dispatch_fp8 ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
     // The shared experts: on this rank the 1/tp token slice at full width (a tp-split MLP on all tokens; its own TP
     // collectives are not modelled), or over tokens the tensor group replicates 1/tp of the width with an all-reduce
-    // each way. Megatron-Core computes them first, before the router, on the normalized input
+    // each way (MaxText shards their FFN on 'mlp'). Megatron-Core computes them first, before the router, on the normalized input
     // (MoELayer.forward: shared_experts_compute, then route), and autograd runs their backward after the router's
     // (lower sequence numbers last). XLA: after the combine, as the compiled steps showed (left as it was).
     const bool shared = e.shared_experts > 0;
-    // (Over replicated tokens, as MaxText shards its shared experts' FFN on 'mlp': 1/tp of the width.)
     const double shared_w = e.shared_experts * static_cast<double>(e.expert_ffn_hidden) / (etp_replicated ? tp_ : 1);
     const auto shared_forward = [=, this] {
       mark_module(Module::moe_router);  // (captured with the router)

@@ -66,13 +66,8 @@ std::string compare(const Source& base, const Source& variant, const std::vector
                     const std::vector<std::string>& base_sets, const std::vector<std::string>& variant_sets,
                     const std::string& report) {
   py::gil_scoped_release nogil;
-  auto joined = [&](const std::vector<std::string>& own) {
-    std::vector<std::string> all = sets;
-    all.insert(all.end(), own.begin(), own.end());
-    return all;
-  };
-  auto a = sim::simulate(load(base, joined(base_sets)));
-  auto b = sim::simulate(load(variant, joined(variant_sets)));
+  auto a = sim::simulate(load(base, sim::side_overrides(sets, base_sets)));
+  auto b = sim::simulate(load(variant, sim::side_overrides(sets, variant_sets)));
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   if (!report.empty()) write_file(report, "report", sim::html_compare_report(a, b));

@@ -78,16 +78,12 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
 
 int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
                 const std::string& html, std::ostream& out) {
-  // --set applies to both sides, then --base-set / --variant-set to one side (a later override of a key wins).
-  auto side_sets = [&](const std::vector<std::string>& own) {
-    std::vector<std::string> all = c.sets;
-    all.insert(all.end(), own.begin(), own.end());
-    return sim::parse_set_overrides(all);
-  };
+  // --set applies to both sides, then --base-set / --variant-set to one side.
   sim::SimulateOptions opt;
   opt.exact = c.exact;
-  auto a = sim::simulate(sim::load_scenario(base, side_sets(sets.base)), opt);
-  auto b = sim::simulate(sim::load_scenario(variant, side_sets(sets.variant)), opt);
+  auto a = sim::simulate(sim::load_scenario(base, sim::parse_set_overrides(sim::side_overrides(c.sets, sets.base))), opt);
+  auto b = sim::simulate(sim::load_scenario(variant, sim::parse_set_overrides(sim::side_overrides(c.sets, sets.variant))),
+                         opt);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;

@@ -85,7 +85,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     // whatever the job: each GPU has its own share of the link (nvbandwidth on a GB300 tray: 211.5 GB/s host to device
     // for one GPU alone, the 0.94 of half of 450; shared reference hardware_specs.md D, S55).
     const int link_sharers = std::max(1, h.gpus_per_link);
-    const int host_sharers = std::max(1, std::min(h.gpus_per_host, job.system.gpus));
+    const int host_sharers = h.gpus_sharing_memory(job.system.gpus);
     const double link = h.link_bandwidth_per_direction_Bps * h.copy_efficiency / link_sharers;
     // One set of resources per simulated rank (pipeline stage): they are different GPUs.
     for (int r = 0; r < std::max(1, g.ranks); ++r) {

@@ -59,9 +59,8 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   // the framework's own high-water mark, comparable to torch max_memory_allocated or JAX
   // peak_bytes_in_use.
   const double capacity = job.system.spec.gpu.hbm_capacity_bytes - job.system.spec.memory.reserved_bytes;
-  // (A job smaller than a host has the host's memory to fewer GPUs, as the replay's host memory bandwidth.)
-  const double host_capacity_per_gpu = job.system.spec.host.memory_capacity_bytes /
-                                       std::max(1, std::min(job.system.spec.host.gpus_per_host, job.system.gpus));
+  const double host_capacity_per_gpu =
+      job.system.spec.host.memory_capacity_bytes / job.system.spec.host.gpus_sharing_memory(job.system.gpus);
 
   std::vector<std::string> warnings = in.notes;
   warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());

@@ -469,9 +469,6 @@ Scenario parse_scenario(Node root) {
     tpo_node->error("tp_comm_overlap needs sequence_parallel: true (Megatron-LM refuses --tp-comm-overlap without "
                     "--sequence-parallel: Transformer Engine's userbuffers overlap the sequence-parallel all-gathers "
                     "and reduce-scatters)");
-  // Megatron-LM asserts "--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or
-  // dist_muon" (arguments.py at d98e8a64): without a sharded optimizer there is no parameter gather to overlap.
-  // (A note, not an error, in the builder: a sweep over optimizer_sharding keeps its base's overlap flags.)
   // Megatron-Core's MoELayer raises a ValueError in training when tensor parallelism runs without sequence
   // parallelism (moe_layer.py at d98e8a64: "During training, performance may degrade if MoE and tensor parallelism
   // are enabled without also enabling sequence parallelism."): each TP rank would route every token.
@@ -510,7 +507,6 @@ Scenario parse_scenario(Node root) {
     // schedules a step's all-to-alls inside its own program (the latency-hiding scheduler) and MaxText's GPU
     // configurations pair no micro-batches (its DeepSeek batch-split schedule is written for TPUs), so JAX mode has
     // nothing to switch on.
-
     if (t.moe.a2a_overlap && t.framework == Framework::jax)
       moe_node->child("a2a_overlap")
           .error("a2a_overlap is Megatron-Core's EP overlap (--overlap-moe-expert-parallel-comm), pairing one micro-batch's "
@@ -650,6 +646,12 @@ Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& 
 Scenario load_scenario_text(const std::string& text, const std::string& file_label, const std::vector<SetOverride>& sets) {
   input::LoadSession session;
   return finish_load(input::load_yaml_text(text, file_label, session.ctx), session.diag, sets);
+}
+
+std::vector<std::string> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own) {
+  std::vector<std::string> all = both;
+  all.insert(all.end(), own.begin(), own.end());
+  return all;
 }
 
 Job job_of(const Scenario& s) {

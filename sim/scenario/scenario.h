@@ -30,6 +30,8 @@ struct SetOverride {
   std::string value;
 };
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args);  // throws InputError
+// The overrides one side of a comparison sees: those of both sides, then its own (a later override of a key wins).
+std::vector<std::string> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own);
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets = {});
 Scenario load_scenario_text(const std::string& text, const std::string& file_label,
