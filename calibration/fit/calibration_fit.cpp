@@ -167,8 +167,15 @@ struct Inputs {
   std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
 };
 
-// A measurement row a fit can use: size (or count) and time positive and finite.
-bool usable(double x, double t) { return x > 0 && t > 0 && std::isfinite(x) && std::isfinite(t); }
+// The longest time one measured row may take: every row racksim's benches write times one kernel, copy, launch
+// loop or step, in microseconds to seconds; an hour is a corrupt or mis-scaled value (1e300 s fitted a ceiling of 0).
+constexpr double kMaxMeasuredRow_s = 3600;
+
+// A measured time a fit can use: positive, finite and under kMaxMeasuredRow_s.
+bool usable_time(double t) { return t > 0 && std::isfinite(t) && t <= kMaxMeasuredRow_s; }
+
+// A measurement row a fit can use: size (or count) positive and finite, its time usable.
+bool usable(double x, double t) { return x > 0 && std::isfinite(x) && usable_time(t); }
 
 // Appends (x, t) to `pts` when usable, else counts it in `left_out`.
 void add_point(std::vector<std::pair<double, double>>& pts, double x, double t, int& left_out) {
@@ -293,7 +300,7 @@ void read_xla_runtime_json(const json& j, const std::string& path, const std::st
       // Without, the host launches kernel after kernel of these tiny layers: the step is host time.
       p.exposed_s = r["step_s_median"].get<double>() - (command_buffers ? last["gpu_span_us"].get<double>() * 1e-6 : 0.0);
       p.source = src;
-      if (p.exposed_s > 0 && std::isfinite(p.exposed_s)) {
+      if (usable_time(p.exposed_s)) {
         in.dispatch.push_back(p);
         ++rows;
       }
@@ -322,13 +329,13 @@ void read_attention_json(const json& j, const std::string& shown, Inputs& in) {
       p.measured_s = r.value(p.backward ? "backward_s" : "forward_s", 0.0);
       p.source = src;
       ++rows;
-      if (p.seq > 0 && p.flops > 0 && p.measured_s > 0 && std::isfinite(p.measured_s) && std::isfinite(p.flops))
+      if (p.seq > 0 && p.flops > 0 && usable_time(p.measured_s) && std::isfinite(p.flops))
         in.attention.push_back(p);
       else
         ++left_out;
     }
   }
-  note_dropped(in, shown, "attention", left_out, rows, "no positive sequence length, FLOPs and time");
+  note_dropped(in, shown, "attention", left_out, rows, "no positive sequence length, FLOPs and time under an hour");
   cs.used.push_back("attention");
   in.sources.push_back(cs);
 }
@@ -384,6 +391,14 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     fail(shown, fmt::format("not valid JSON: {}", json_message(e)));
   }
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  // Each family's readers know its version 1 only: a later version may mean other units or fields, so it is refused,
+  // not read as if it were 1.
+  for (const char* family : {"racksim-bench/", "racksim-gemm-torch/", "racksim-xla-runtime/", "racksim-attention/",
+                             "racksim-kernel-gap/"})
+    if (schema.starts_with(family) && schema != std::string(family) + "1")
+      fail(shown, fmt::format("schema '{}': this racksim reads {}1 only (a file written by a newer bench needs a newer "
+                              "racksim)",
+                              schema, family));
   if (schema.starts_with("racksim-xla-runtime/")) return read_xla_runtime_json(j, path, shown, in, opt);
   if (schema.starts_with("racksim-attention/")) return read_attention_json(j, shown, in);
   if (is_kernel_gap_json(j, schema)) {
@@ -447,17 +462,17 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
             fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (1 to 1e9)", rows, g.p.label, name, v));
         if (g.p.batch < 1 || g.p.batch > 1'000'000'000)
           fail(shown, fmt::format("gemm row {} ('{}'): batch = {} is not a batch count", rows, g.p.label, g.p.batch));
-        if (!(g.p.measured_s > 0 && std::isfinite(g.p.measured_s))) {
+        if (!usable_time(g.p.measured_s)) {
           ++left_out;
           continue;
         }
         in.gemm.push_back(g);
         ++n;
       }
-      note_dropped(in, shown, "gemm", left_out, rows, "no positive, finite time");
+      note_dropped(in, shown, "gemm", left_out, rows, "no positive, finite time under an hour");
       if (n) cs.used.push_back("gemm");
     }
-    const std::string why = "a size or time that is not positive and finite";
+    const std::string why = "a size or time that is not positive and finite, or a time over an hour";
     if (j.contains("hbm") && j["hbm"].contains("results")) {
       int rows = 0, left_out = 0;
       for (const json& r : j["hbm"]["results"])

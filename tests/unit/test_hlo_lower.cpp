@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "input/diagnostics.h"
 #include "workloads/hlo/hlo_cost.h"
@@ -426,6 +428,69 @@ TEST(HloLower, MeshAxesReplicaGroups) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find(why), std::string::npos) << msg;
       EXPECT_NE(msg.find("t.hlo:9:3:"), std::string::npos) << msg;  // file:line:column of the all-reduce
+    }
+  }
+}
+
+TEST(HloLower, ListReplicaGroupsAndPermutePairsAreCheckedAsXlasVerifierDoes) {
+  // An 8-device module; `op` with replica_groups or source_target_pairs `groups`.
+  const auto module = [](const std::string& op, const std::string& attr) {
+    const bool reduce = op == "all-reduce" || op == "reduce-scatter";
+    const std::string out = op == "all-gather" ? "f32[128]{0}" : op == "reduce-scatter" ? "f32[32]{0}" : "f32[64]{0}";
+    return "HloModule t, num_partitions=8\n%add (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+           "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\nENTRY %e (p: f32[64]) -> " + out + " {\n"
+           "  %p = f32[64]{0} parameter(0)\n  ROOT %a = " + out + " " + op + "(%p), channel_id=1, " + attr +
+           (op == "all-gather" || op == "reduce-scatter" ? ", dimensions={0}" : "") +
+           (reduce ? ", to_apply=%add" : "") + "\n}\n";
+  };
+  struct Case {
+    std::string op, attr;
+    int size;
+    bool consecutive;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"all-reduce", "replica_groups={{0,1,2,3},{4,5,6,7}}", 4, true},
+           {"all-reduce", "replica_groups={{0,2,4,6},{1,3,5,7}}", 4, false},
+           {"all-reduce", "replica_groups={{0,1,2},{3,4}}", 3, true},  // an all-reduce's groups may differ
+           {"all-reduce", "replica_groups={}", 0, true},               // every device
+           {"all-gather", "replica_groups={ {0,1} , {2,3} }", 2, true},
+           {"all-gather", "replica_groups=[4,2]<=[8]", 2, true},
+           {"reduce-scatter", "replica_groups=[2,2]<=[2,2]T(1,0)", 2, false},
+           {"collective-permute", "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}", 4, true}}) {
+    const Module m = parse_hlo_text(module(c.op, c.attr), "t.hlo");
+    const auto& e = m.computations.back();
+    const auto ci = CostModel::collective(e, e.instructions.back(), m);
+    EXPECT_TRUE(ci.invalid.empty()) << c.attr << ": " << ci.invalid;
+    EXPECT_EQ(ci.group_size, c.size) << c.attr;
+    EXPECT_EQ(ci.consecutive, c.consecutive) << c.attr;
+  }
+  // Each rejected at the instruction, with XLA's reason.
+  for (const auto& [op, attr, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"all-reduce", "replica_groups={{0,1},{1,2}}", "device 1 is in more than one group"},
+           {"all-reduce", "replica_groups={{0,8}}", "device 8 is not one of the module's 8"},
+           {"all-reduce", "replica_groups={{0,1},{}}", "a group is empty"},
+           {"all-reduce", "replica_groups={{0,x}}", "a device id must be a non-negative integer"},
+           {"all-reduce", "replica_groups={{0,-1}}", "a device id must be a non-negative integer"},
+           {"all-reduce", "replica_groups={{0,1}{2,3}}", "expected ',' or '}' after a group"},
+           {"all-reduce", "replica_groups={{0,1}}x", "unexpected 'x' after the groups"},
+           {"all-gather", "replica_groups={{0,1,2},{3,4}}", "the groups differ in size"},
+           {"all-gather", "replica_groups=[4,2]<=[4]", "4 groups of 2 are not the 4 ids of the reshape"},
+           {"all-gather", "replica_groups=[8,2]<=[16]", "16 ids, but the module runs on 8 devices"},
+           {"all-gather", "replica_groups=[2,2]<=[2,2]T(0,0)", "is not T(...) with a permutation of its 2 dimensions"},
+           {"all-gather", "replica_groups=[2,2]<=[2,2]T(1,0,2)", "is not T(...) with a permutation"},
+           {"all-gather", "replica_groups=[2]<=[2]", "the groups' shape must be [GROUPS,SIZE]"},
+           {"all-reduce", "replica_groups=mesh['x'=4,'y'=4] {'y'}", "the mesh has 16 devices, but the module runs on 8"},
+           {"collective-permute", "source_target_pairs={{0,1},{0,2}}", "source 0 appears more than once"},
+           {"collective-permute", "source_target_pairs={{0,1},{2,1}}", "target 1 appears more than once"},
+           {"collective-permute", "source_target_pairs={{0,9}}", "device 9 is not one of the module's 8"},
+           {"collective-permute", "source_target_pairs={{0,1},{2}}", "expected {{SOURCE,TARGET},...}"}}) {
+    try {
+      lower_text(module(op, attr), 8);
+      ADD_FAILURE() << attr << " was accepted";
+    } catch (const input::InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(why), std::string::npos) << msg;
+      EXPECT_NE(msg.find("t.hlo:9:3:"), std::string::npos) << msg;  // file:line:column of the collective
     }
   }
 }

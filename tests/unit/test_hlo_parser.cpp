@@ -2,6 +2,7 @@
 // and memory spaces, attributes kept as written, and errors with file:line:column.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -161,6 +162,31 @@ TEST(HloParser, ErrorsNameFileLineAndColumn) {
             "t.hlo:2:1: error: HLO: computation 'e' has no parameter(0)");
   EXPECT_EQ(diag_of("HloModule m\nENTRY %e () -> f32[] {\n  ROOT %c = f32[99999999999999999999] constant(1)\n}\n"),
             "t.hlo:3:17: error: HLO: a dimension is out of range");
+}
+
+TEST(HloParser, CallCyclesAndDeepNestingAreRejected) {
+  // A cycle through a fusion's calls= (two computations), named with its path at the call that closes it.
+  EXPECT_EQ(diag_of("HloModule m\n%a (x: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  ROOT %f = f32[] fusion(%x), "
+                    "kind=kLoop, calls=%b\n}\n%b (x: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  ROOT %g = f32[] "
+                    "call(%x), to_apply=%a\n}\nENTRY %e (p: f32[]) -> f32[] {\n  %p = f32[] parameter(0)\n  ROOT %c = "
+                    "f32[] call(%p), to_apply=%a\n}\n"),
+            "t.hlo:8:3: error: HLO: computation 'a' calls itself (a -> b -> a): recursion, which XLA's HLO verifier "
+            "rejects");
+  // A chain of calls: 64 computations deep is read, 65 is an error that names the limit, not recursion.
+  const auto chain = [](int depth) {
+    std::string t = "HloModule m\n";
+    for (int k = depth - 1; k >= 1; --k) {
+      t += fmt::format("%c{} (x: f32[]) -> f32[] {{\n  %x = f32[] parameter(0)\n", k);
+      t += k == depth - 1 ? "  ROOT %r = f32[] negate(%x)\n}\n"
+                          : fmt::format("  ROOT %r = f32[] call(%x), to_apply=%c{}\n}}\n", k + 1);
+    }
+    return t + "ENTRY %e (p: f32[]) -> f32[] {\n  %p = f32[] parameter(0)\n  ROOT %r = f32[] call(%p), to_apply=%c1\n}\n";
+  };
+  EXPECT_EQ(diag_of(chain(64)), "(no error)");
+  const std::string deep = diag_of(chain(65));
+  EXPECT_NE(deep.find("error: HLO: calls from computation 'e' nest 65 deep, more than the 64 racksim follows"),
+            std::string::npos)
+      << deep;
 }
 
 TEST(HloParser, ParsesEveryReferenceModule) {

@@ -551,6 +551,27 @@ TEST(InputLimitsCalibration, GemmRowsMustBeMatrixProducts) {
   EXPECT_TRUE(contains(fit_error(dir_with("gemm_kneg", "gemm_torch.json", j.dump())), "k = -5 is not a matrix size"));
 }
 
+TEST(InputLimitsCalibration, FitReadsVersionOneSchemasAndTimesUnderAnHour) {
+  std::ifstream f(kSrc + "/calibration/data/h200-2026-11-29-gemm/gemm_torch.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  // A later version of a known schema is refused, not read as version 1.
+  nlohmann::json newer = j;
+  newer["schema"] = "racksim-gemm-torch/2";
+  EXPECT_TRUE(contains(fit_error(dir_with("schema2", "gemm_torch.json", newer.dump())),
+                       "schema 'racksim-gemm-torch/2': this racksim reads racksim-gemm-torch/1 only"));
+  // A row timed at 1e300 s is left out and counted, not fitted (it had fitted a GEMM ceiling of 0).
+  const std::size_t rows = j["gemm"]["results"].size();
+  j["gemm"]["results"][2]["s"] = 1e300;
+  calib::FitOptions o;
+  o.from_dirs = {dir_with("gemm_huge_s", "gemm_torch.json", j.dump())};
+  o.base_preset = "h200-sxm";
+  const auto c = calib::fit_calibration(o);
+  bool noted = false;
+  for (const auto& n : c.notes)
+    noted = noted || contains(n, fmt::format("1 of {} gemm rows left out of the fit (no positive, finite time under an hour)", rows));
+  EXPECT_TRUE(noted);
+}
+
 TEST(InputLimitsCalibration, LoaderRefusesZeroBandwidths) {
   std::ifstream f(kSrc + "/hardware_models/calibrated/h200.yaml");
   std::stringstream ss;

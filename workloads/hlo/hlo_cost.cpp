@@ -281,6 +281,123 @@ std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecu
   return "";
 }
 
+// Replica groups as a list, `{{0,1},{2,3}}` or XLA's iota form `[G,S]<=[D0,D1]T(1,0)`, checked as XLA's HLO
+// verifier checks them (openxla/xla hlo_verifier.cc, CheckReplicaGroups): every id a device of the module, none in
+// two groups, all groups one size where the op needs it (`uniform`: all-gather, reduce-scatter, all-to-all); the iota
+// form's G x S the product of its reshape, its transpose a permutation of that reshape's dimensions. Sets the first
+// group's size and whether its ids are consecutive. `{}` is every device (group_size 0). Returns what is wrong, or "".
+std::string list_groups(const std::string& v, int64_t devices, bool uniform, int& group_size, bool& consecutive) {
+  const auto bad = [&](const std::string& why) { return fmt::format("replica_groups '{}': {}", v, why); };
+  if (!v.empty() && v[0] == '[') {
+    const auto arrow = v.find("<=");
+    const auto close = v.find(']');
+    if (arrow == std::string::npos || close == std::string::npos || close > arrow || v.size() < arrow + 3 ||
+        v[arrow + 2] != '[')
+      return bad("expected [GROUPS,SIZE]<=[DIMS] or [GROUPS,SIZE]<=[DIMS]T(PERM)");
+    const auto shape = parse_int_list(v.substr(1, close - 1));
+    const auto rclose = v.find(']', arrow);
+    if (rclose == std::string::npos) return bad("the reshape after '<=' has no closing ']'");
+    const auto reshape = parse_int_list(v.substr(arrow + 3, rclose - arrow - 3));
+    if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1)
+      return bad("the groups' shape must be [GROUPS,SIZE], both at least 1");
+    if (reshape.empty()) return bad("the reshape after '<=' names no dimension");
+    int64_t n = 1;
+    for (int64_t d : reshape) {
+      if (d < 1 || d > hw::kMaxGpus) return bad(fmt::format("reshape dimension {} is not from 1 to {}", d, hw::kMaxGpus));
+      n *= d;
+      if (n > hw::kMaxGpus) return bad(fmt::format("the reshape names more than {} devices", hw::kMaxGpus));
+    }
+    if (shape[0] > hw::kMaxGpus || shape[1] > hw::kMaxGpus || shape[0] * shape[1] != n)
+      return bad(fmt::format("{} groups of {} are not the {} ids of the reshape", shape[0], shape[1], n));
+    if (n > devices)
+      return bad(fmt::format("{} ids, but the module runs on {} devices (replica_count x num_partitions)", n, devices));
+    const std::string rest = v.substr(rclose + 1);
+    if (!rest.empty()) {
+      const auto perm = parse_int_list(rest);
+      std::vector<int64_t> sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      bool ok = rest.size() >= 3 && rest[0] == 'T' && rest[1] == '(' && rest.back() == ')' && perm.size() == reshape.size();
+      for (std::size_t k = 0; ok && k < sorted.size(); ++k) ok = sorted[k] == static_cast<int64_t>(k);
+      if (!ok)
+        return bad(fmt::format("'{}' after the reshape is not T(...) with a permutation of its {} dimensions", rest,
+                               reshape.size()));
+      bool identity = true;
+      for (std::size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int64_t>(k);
+      consecutive = identity;
+    } else {
+      consecutive = true;
+    }
+    group_size = static_cast<int>(shape[1]);
+    return "";
+  }
+  // Explicit list: '{' [ '{' [id {',' id}] '}' {',' '{' ... '}'} ] '}'.
+  std::size_t i = 0;
+  const auto ws = [&] { while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i; };
+  const auto expect = [&](char ch) { ws(); if (i < v.size() && v[i] == ch) { ++i; return true; } return false; };
+  if (!expect('{')) return bad("expected {{ID,...},...}");
+  std::vector<char> seen(static_cast<std::size_t>(std::min<int64_t>(devices, hw::kMaxGpus)), 0);
+  std::vector<std::size_t> sizes;
+  bool first = true;
+  if (!expect('}')) {
+    do {
+      if (!expect('{')) return bad("expected '{' to open a group");
+      std::vector<int64_t> ids;
+      if (!expect('}')) {
+        do {
+          ws();
+          const std::size_t s0 = i;
+          while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+          if (i == s0 || i - s0 > 7) return bad("a device id must be a non-negative integer");
+          const int64_t id = std::stoll(v.substr(s0, i - s0));
+          if (id >= devices)
+            return bad(fmt::format("device {} is not one of the module's {} (replica_count x num_partitions)", id, devices));
+          if (seen[static_cast<std::size_t>(id)]) return bad(fmt::format("device {} is in more than one group", id));
+          seen[static_cast<std::size_t>(id)] = 1;
+          ids.push_back(id);
+        } while (expect(','));
+        if (!expect('}')) return bad("expected ',' or '}' in a group");
+      }
+      if (ids.empty()) return bad("a group is empty");
+      if (first) {
+        group_size = static_cast<int>(ids.size());
+        consecutive = true;
+        for (std::size_t k = 1; k < ids.size(); ++k)
+          if (ids[k] != ids[k - 1] + 1) consecutive = false;
+        first = false;
+      }
+      sizes.push_back(ids.size());
+    } while (expect(','));
+    if (!expect('}')) return bad("expected ',' or '}' after a group");
+  }
+  ws();
+  if (i != v.size()) return bad(fmt::format("unexpected '{}' after the groups", v.substr(i, 16)));
+  if (uniform && std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end())
+    return bad("the groups differ in size, which this collective does not allow");
+  return "";
+}
+
+// source_target_pairs `{{0,1},{1,2}}`, checked as XLA's verifier checks a collective-permute's: every id a device
+// of the module, no source and no target twice. The group is the set of distinct devices named.
+std::string permute_pairs(const std::string& v, int64_t devices, int& group_size) {
+  const auto ids = parse_int_list(v);
+  if (ids.size() % 2 != 0 || std::any_of(ids.begin(), ids.end(), [](int64_t id) { return id < 0; }))
+    return fmt::format("source_target_pairs '{}': expected {{{{SOURCE,TARGET}},...}} of device ids", v);
+  std::set<int64_t> sources, targets, distinct;
+  for (std::size_t k = 0; k < ids.size(); k += 2) {
+    for (int64_t id : {ids[k], ids[k + 1]})
+      if (id >= devices)
+        return fmt::format("source_target_pairs '{}': device {} is not one of the module's {}", v, id, devices);
+    if (!sources.insert(ids[k]).second)
+      return fmt::format("source_target_pairs '{}': source {} appears more than once", v, ids[k]);
+    if (!targets.insert(ids[k + 1]).second)
+      return fmt::format("source_target_pairs '{}': target {} appears more than once", v, ids[k + 1]);
+    distinct.insert(ids[k]);
+    distinct.insert(ids[k + 1]);
+  }
+  group_size = static_cast<int>(distinct.size());
+  return "";
+}
+
 }  // namespace
 
 std::string parse_mesh_axes(const std::string& v, std::vector<std::pair<std::string, int64_t>>& axes) {
@@ -384,7 +501,7 @@ bool CostModel::is_free_opcode(const std::string& opcode) {
 }
 
 void CostModel::add_instruction_flops(const Computation& c, const Instruction& inst, OpCost& out, int depth) {
-  if (depth > 32) return;
+  if (depth > kMaxCallDepth) return;  // (unreachable: the parser bounds how deep calls nest)
   const std::string& op = inst.opcode;
   const double out_elems = inst.shape.is_tuple ? 0 : inst.shape.elements();
   if (op == "dot" || op == "scaled-dot" || op == "ragged-dot") {
@@ -910,31 +1027,22 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   if (op == "ragged-all-to-all") operand_bytes = operand_shape(*cc, *in, 0).bytes();
   if (op == "recv") operand_bytes = in->shape.is_tuple && !in->shape.tuple.empty() ? in->shape.tuple[0].bytes() : in->shape.bytes();
   // Group size.
+  const int64_t devices = std::max<int64_t>(1, static_cast<int64_t>(m.replica_count) * m.num_partitions);
   if (const std::string* rg = in->attr("replica_groups")) {
     const std::string& v = *rg;
-    if (v.starts_with("mesh[")) {
-      ci.invalid = mesh_axes_group(v, ci.group_size, ci.consecutive);
-    } else if (!v.empty() && v[0] == '[') {
-      // Iota form [G,S]<=[N] (optionally with a transpose T(...)): groups of S.
-      const auto close = v.find(']');
-      const auto dims = parse_int_list(v.substr(0, close == std::string::npos ? v.size() : close));
-      if (!dims.empty()) ci.group_size = static_cast<int>(std::clamp<int64_t>(dims.back(), 1, 1'000'000));
-      ci.consecutive = v.find('T') == std::string::npos;
-    } else {
-      // {{0,1,2,3},{4,5,6,7}}: the first inner group.
-      const auto a = v.find('{', 1);
-      const auto b = a == std::string::npos ? std::string::npos : v.find('}', a);
-      if (a != std::string::npos && b != std::string::npos) {
-        const auto ids = parse_int_list(v.substr(a, b - a));
-        ci.group_size = static_cast<int>(std::min<std::size_t>(ids.size(), 1'000'000));
-        for (std::size_t i = 1; i < ids.size(); ++i)
-          if (ids[i] != ids[i - 1] + 1) ci.consecutive = false;
-      }
+    const bool uniform = ci.op != CollectiveOp::all_reduce;  // XLA lets an all-reduce's groups differ in size
+    ci.invalid = v.starts_with("mesh[") ? mesh_axes_group(v, ci.group_size, ci.consecutive)
+                                        : list_groups(v, devices, uniform, ci.group_size, ci.consecutive);
+    std::vector<std::pair<std::string, int64_t>> axes;
+    if (ci.invalid.empty() && v.starts_with("mesh[") && parse_mesh_axes(v, axes).empty()) {
+      int64_t n = 1;
+      for (const auto& a : axes) n *= a.second;
+      if (n > devices)
+        ci.invalid = fmt::format("replica_groups '{}': the mesh has {} devices, but the module runs on {} "
+                                 "(replica_count x num_partitions)", v, n, devices);
     }
   } else if (const std::string* stp = in->attr("source_target_pairs")) {
-    const auto ids = parse_int_list(*stp);
-    std::set<int64_t> distinct(ids.begin(), ids.end());
-    ci.group_size = static_cast<int>(std::min<std::size_t>(distinct.size(), 1'000'000));
+    ci.invalid = permute_pairs(*stp, devices, ci.group_size);
   }
   ci.operand_bytes = operand_bytes;
   const double g = std::max(1, ci.group_size);

@@ -307,8 +307,12 @@ class Lowerer {
   // ---- lowering
 
   Value lower(const Computation& c, const std::vector<Value>& args) {
-    if (stack_.size() > 64 || std::find(stack_.begin(), stack_.end(), &c) != stack_.end())
+    // The parser has rejected call cycles and chains deeper than kMaxCallDepth; kept as a guard.
+    if (std::find(stack_.begin(), stack_.end(), &c) != stack_.end())
       fail_at(m_, c.instructions.front(), fmt::format("computation '{}' calls itself (recursion)", c.name));
+    if (stack_.size() >= static_cast<std::size_t>(kMaxCallDepth))
+      fail_at(m_, c.instructions.front(),
+              fmt::format("calls nest more than {} deep at computation '{}'", kMaxCallDepth, c.name));
     stack_.push_back(&c);
     const std::size_t n = c.instructions.size();
     std::vector<Value> env(n);

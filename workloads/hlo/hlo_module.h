@@ -75,6 +75,10 @@ struct Computation {
   const Instruction& root_instruction() const { return instructions.at(static_cast<std::size_t>(root)); }
 };
 
+// How deep calls may nest (calls=, to_apply=, body=, ... chains from any computation, itself counted): the
+// parser rejects a deeper module, so the replay and the cost model, which follow calls recursively, never meet one.
+inline constexpr int kMaxCallDepth = 64;
+
 struct Module {
   std::string name;
   std::string file;                            // as the user named it (for messages)

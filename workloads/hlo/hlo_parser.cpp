@@ -126,10 +126,62 @@ class Parser {
           if (!m.computation_index.count(callee))
             fail_at(inst.line, inst.column,
                     fmt::format("instruction '{}' calls computation '{}', which is not defined", inst.name, callee));
+    check_call_graph(m);
     return m;
   }
 
  private:
+  // No computation calls itself, directly or through others (XLA's HLO verifier rejects a call cycle), and no
+  // chain of calls nests deeper than kMaxCallDepth. Iterative, so a long chain cannot overflow the stack.
+  void check_call_graph(const Module& m) const {
+    const std::size_t n = m.computations.size();
+    std::vector<int> depth(n, 0);       // 0 unvisited, -1 on the current path, else the deepest chain from here
+    struct Frame { std::size_t comp, inst, call; };
+    std::vector<Frame> path;
+    for (std::size_t root = 0; root < n; ++root) {
+      if (depth[root] != 0) continue;
+      depth[root] = -1;
+      path.push_back({root, 0, 0});
+      while (!path.empty()) {
+        Frame& f = path.back();
+        const Computation& c = m.computations[f.comp];
+        if (f.inst == c.instructions.size()) {
+          int d = 1;
+          for (const auto& inst : c.instructions)
+            for (const auto& callee : inst.called)
+              d = std::max(d, 1 + depth[static_cast<std::size_t>(m.computation_index.at(callee))]);
+          if (d > kMaxCallDepth)
+            fail_at(c.line, 1, fmt::format("calls from computation '{}' nest {} deep, more than the {} racksim "
+                                           "follows (docs/decisions.md, \"Input limits\")",
+                                           c.name, d, kMaxCallDepth));
+          depth[f.comp] = d;
+          path.pop_back();
+          continue;
+        }
+        const Instruction& inst = c.instructions[f.inst];
+        if (f.call == inst.called.size()) {
+          ++f.inst;
+          f.call = 0;
+          continue;
+        }
+        const auto callee = static_cast<std::size_t>(m.computation_index.at(inst.called[f.call++]));
+        if (depth[callee] == -1) {
+          std::string cycle;
+          auto from = std::find_if(path.begin(), path.end(), [&](const Frame& x) { return x.comp == callee; });
+          for (auto it = from; it != path.end(); ++it) cycle += m.computations[it->comp].name + " -> ";
+          cycle += m.computations[callee].name;
+          fail_at(inst.line, inst.column,
+                  fmt::format("computation '{}' calls itself ({}): recursion, which XLA's HLO verifier rejects",
+                              m.computations[callee].name, cycle));
+        }
+        if (depth[callee] == 0) {
+          depth[callee] = -1;
+          path.push_back({callee, 0, 0});  // invalidates f
+        }
+      }
+    }
+  }
+
   std::string_view s_;
   std::string file_;
   std::size_t p_ = 0;
