@@ -159,21 +159,38 @@ std::string lower(std::string_view s) {
 
 // A unit close to `unit`: the expected kind's spellings are preferred, so "GBx" where a bandwidth
 // is expected suggests "GB/s" rather than "GB". A case-only difference ("gb") beats edit distance.
+// What to suggest for an unknown unit, as the text after "did you mean": every spelling that differs from it only in
+// case (bits and bytes both, "gb/s" -> 'GB/s' or 'Gb/s': picking one would silently be off by 8), else the nearest
+// spelling of the expected kind, else of any kind. "bit" spelled out ("Gbit/s") is read as bits.
 std::optional<std::string> suggest_unit(std::string_view unit, QuantityKind expected) {
   std::vector<std::string> same = known_units(expected);
   std::vector<std::string> others;
   for (const auto& u : table()) {
     if (u.dim != dim_of(expected)) others.push_back(u.spelling);
   }
-  const std::string folded = lower(unit);
+  std::string folded = lower(unit);
+  std::string probe(unit);
+  if (const auto bit = folded.find("bit"); bit != std::string::npos) {
+    probe = std::string(unit.substr(0, bit)) + "b" + std::string(unit.substr(bit + 3));
+    folded = lower(probe);
+  }
   for (const auto* list : {&same, &others}) {
-    for (const auto& c : *list) {
-      if (lower(c) == folded) return c;
+    std::vector<std::string> matches;
+    for (const auto& c : *list)
+      if (lower(c) == folded && std::find(matches.begin(), matches.end(), c) == matches.end()) matches.push_back(c);
+    if (probe != unit && std::find(matches.begin(), matches.end(), probe) != matches.end()) return "'" + probe + "'";
+    if (matches.size() == 1) return "'" + matches.front() + "'";
+    if (matches.size() > 1) {
+      std::string out;
+      for (std::size_t i = 0; i < matches.size(); ++i)
+        out += (i == 0 ? "" : i + 1 == matches.size() ? " or " : ", ") + ("'" + matches[i] + "'");
+      return out + " (b is bits, B bytes: 400 Gb/s = 50 GB/s)";
     }
   }
   const std::size_t max_distance = unit.size() <= 2 ? 1 : 2;
-  if (auto s = nearest(unit, same, max_distance)) return s;
-  return nearest(unit, others, max_distance);
+  if (auto s = nearest(unit, same, max_distance)) return "'" + *s + "'";
+  if (auto s = nearest(unit, others, max_distance)) return "'" + *s + "'";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -264,7 +281,7 @@ double parse_quantity(std::string_view text, QuantityKind expected) {
   const UnitDef* def = find_unit(unit);
   if (def == nullptr) {
     if (auto s = suggest_unit(unit, expected)) {
-      throw UnitError(fmt::format("unknown unit '{}' in '{}'; did you mean '{}'?", unit, t, *s));
+      throw UnitError(fmt::format("unknown unit '{}' in '{}'; did you mean {}?", unit, t, *s));
     }
     throw UnitError(fmt::format("unknown unit '{}' in '{}'; expected {}", unit, t, to_string(expected)));
   }

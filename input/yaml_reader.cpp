@@ -522,6 +522,29 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
   return root;
 }
 
+std::size_t first_invalid_utf8(const std::string& text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = b[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return i;
+    if (i + len > n || b[i + 1] < lo || b[i + 1] > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if (b[i + k] < 0x80 || b[i + k] > 0xBF) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx, YamlParse parse) {
   // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
@@ -532,6 +555,16 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
       ctx->diag->error({file_label, static_cast<int>(line), 1}, "", "file contains a NUL byte: not a YAML text file");
       return std::nullopt;
     }
+  }
+  // Text that is not UTF-8 (a Latin-1 file, a binary): yaml-cpp reads it, and the JSON report then cannot hold it.
+  if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
+    const std::size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const std::size_t col = line_start == std::string::npos || bad == 0 ? bad + 1 : bad - line_start;
+    const std::size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n');
+    ctx->diag->error({file_label, static_cast<int>(line), static_cast<int>(col)}, "",
+                     fmt::format("byte 0x{:02X} is not UTF-8: racksim reads UTF-8 text (save the file as UTF-8)",
+                                 static_cast<unsigned char>(text[bad])));
+    return std::nullopt;
   }
   try {
     std::string cheaper;

@@ -130,6 +130,10 @@ class MapReader {
   std::vector<std::string> declared_;
 };
 
+// The first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+// past U+10FFFF), or std::string::npos. Scenario text must be UTF-8: the JSON report cannot hold anything else.
+std::size_t first_invalid_utf8(const std::string& text);
+
 // Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
 // diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.
 // Parsed once per process while the file is unchanged (input/file_cache.h); each call gets its own tree.

@@ -2034,10 +2034,15 @@ class Builder {
     // in that format anyway), with the format's scales: fp8 one fp32 scale per 128 elements (DeepSeek-V3,
     // DeepEP; shared reference at_scale_measurements.md §4, §7c), mxfp8 one 8-bit scale per 32, nvfp4's
     // already in its bytes per element. Megatron-Core dispatches bf16 (training.moe.dispatch_fp8 says
-    // why); XLA and DeepSeek's own FP8 dispatch cast first. The combine and both backward exchanges stay bf16.
+    // why); XLA and DeepSeek's own FP8 dispatch cast first. DeepSeek's recipe (dispatch_fp8 in Megatron mode, through
+    // DeepEP) also quantizes the activation gradient before the down projections, the combine's backward exchange
+    // ("a similar strategy is applied to the activation gradient before MoE down-projections", arXiv 2412.19437 sec.
+    // 3.3.2); the combine and the dispatch's backward stay bf16 ("for both the forward and backward combine
+    // components, we retain them in BF16"). XLA's transposed exchanges carry the bf16 cotangents.
     const double scale_bytes = t_.precision == sim::Dtype::fp8 ? 4.0 / 128.0 : t_.precision == sim::Dtype::mxfp8 ? 1.0 / 32.0 : 0.0;
     const bool dispatch_fp8 = fp8_class() && t_.moe.dispatch_fp8.value_or(jax_);
     const double dispatch_bytes = dispatch_fp8 ? h_ * (pr_.matmul_input_bytes + scale_bytes) : h_ * a;
+    const double grad_dispatch_bytes = dispatch_fp8 && !jax_ ? dispatch_bytes : h_ * a;
     // The shared experts: on this rank the 1/tp token slice at full width (a tp-split MLP on all tokens; its own TP
     // collectives are not modelled), or over tokens the tensor group replicates 1/tp of the width with an all-reduce
     // each way (MaxText shards their FFN on 'mlp'). Megatron-Core computes them first, before the router, on the normalized input
@@ -2232,7 +2237,7 @@ class Builder {
                        // (Replicated: the output's gradient arrives whole on every rank and is sliced on the hidden axis,
                        // no exchange.)
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a / etp_gathered_out, permuted * h_ / etp_gathered_out);
-                       expert_exchange("combine.bwd.all_to_all", Tsp_, h_ * a / etp_gathered_out);
+                       expert_exchange("combine.bwd.all_to_all", Tsp_, grad_dispatch_bytes / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -104,6 +105,21 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
     }
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   workflow::check_sweep_size(spec, shard, !html.empty());
+  // An output that names an input or the other output would be emptied before the run (both are opened at once).
+  const auto same_file = [](const std::string& a, const std::string& b) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  for (const auto& [path, option] : {std::pair<std::string, const char*>{csv, "--out"}, {html, "--report"}}) {
+    if (path.empty()) continue;
+    for (const auto& [input, what] : {std::pair<std::string, const char*>{file, "the sweep file"}, {spec.base, "its base scenario"}})
+      if (same_file(path, input))
+        throw input::input_error(path, 0, 0, option, fmt::format("is {} ({}): writing the output would destroy it", what, input));
+  }
+  if (!csv.empty() && !html.empty() && same_file(csv, html))
+    throw input::input_error(csv, 0, 0, "--out", "--out and --report name the same file: give each its own");
   // Open the outputs before the (long) run so a bad path fails at once.
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");

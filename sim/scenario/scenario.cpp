@@ -69,6 +69,14 @@ void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
   for (const auto& s : sets) {
     const std::string label = fmt::format("--set {}={}", s.key_path, s.value);
+    const std::string arg = s.key_path + "=" + s.value;
+    if (const std::size_t bad = input::first_invalid_utf8(arg); bad != std::string::npos) {
+      // (The label would carry the byte: the error names its place instead.)
+      ctx->diag->error({"--set", 1, static_cast<int>(bad + 1)}, "",
+                       fmt::format("byte 0x{:02X} is not UTF-8: racksim reads UTF-8 text",
+                                   static_cast<unsigned char>(arg[bad])));
+      continue;
+    }
     YAML::Node value;
     try {
       value = YAML::Load(s.value);
@@ -426,6 +434,20 @@ Scenario parse_scenario(Node root) {
       at_par.child("ep").error(fmt::format("ep ({}) must divide the model's experts ({})", p.ep, m.moe->experts));
   }
   if (p.etp > 0 && !m.moe) at_par.child("etp").error("etp needs a mixture-of-experts model (model.moe)");
+  // Node-limited routing must leave the top-k distinct experts to choose from: the domains a token may reach hold
+  // experts·M/D of them (an EP group of ep ranks over D NVLink domains, ep/D per domain, as its ranks pack).
+  if (m.moe && t.moe.max_nodes_per_token > 0 && p.ep > 1 && m.moe->experts % p.ep == 0 && moe_node) {
+    const int64_t per_domain = std::clamp<int64_t>(sc.system.spec.scale_up.domain_size / std::max(1, p.expert_tp()), 1, p.ep);
+    const int64_t domains = (p.ep + per_domain - 1) / per_domain;
+    const int64_t reach = std::min<int64_t>(t.moe.max_nodes_per_token, domains);
+    const double reachable = static_cast<double>(m.moe->experts) * reach / domains;
+    if (m.moe->top_k > reachable)
+      moe_node->child("max_nodes_per_token")
+          .error(fmt::format("max_nodes_per_token {}: a token may reach {} of its EP group's {} NVLink domains, {:g} of the "
+                             "{} experts, fewer than its top-{} distinct ones: raise it or lower top_k",
+                             t.moe.max_nodes_per_token, reach, domains, reachable, m.moe->experts, m.moe->top_k));
+  }
+
   if (m.moe && t.expert_imbalance > 1.0 && m.moe->top_k > 0 && m.moe->experts % p.ep == 0) {
     // The busiest EP rank receives at most min(top_k, experts/ep) copies of every token of its EP group (one per
     // expert it hosts), against top_k/ep on average: X <= ep·min(top_k, E/ep)/top_k. With ep 1 that is 1 (a rank
@@ -547,6 +569,13 @@ Scenario parse_scenario(Node root) {
       at.error("fp8_param_gather needs sharded parameters (Megatron-LM: '--fp8-param-gather only supported with "
                "distributed optimizer, torch fsdp2, megatron fsdp'): set optimizer_sharding");
   }
+  // Megatron-LM gathers parameters early only beside an early gradient reduction (arguments.py at d98e8a64: "Must use
+  // --overlap-param-gather with --overlap-grad-reduce"). Without a sharded optimizer there is no gather: a note.
+  if (t.framework == Framework::megatron && t.overlap_param_gather && !t.overlap_grad_reduce &&
+      t.optimizer_sharding != OptimizerSharding::none)
+    tn->child("overlap_param_gather")
+        .error("overlap_param_gather needs overlap_grad_reduce (Megatron-LM: 'Must use --overlap-param-gather with "
+               "--overlap-grad-reduce'): set training.overlap_grad_reduce: true, or leave overlap_param_gather out");
   if (t.pipeline.by_rank()) {
     const Node at_pipe = pipe_node ? *pipe_node : tn->child("pipeline");
     const int first = t.pipeline.first_rank_layers, last = t.pipeline.last_rank_layers;

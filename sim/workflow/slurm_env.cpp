@@ -33,16 +33,19 @@ std::optional<Shard> shard_from_slurm_env(std::string* describe) {
   // MIN names the first index (0 for --array=0-7, 1 for --array=1-8); without it, an ID that
   // reaches COUNT means the array counts from 1.
   const long long min = env_int("SLURM_ARRAY_TASK_MIN").value_or(count && *id >= *count ? 1 : 0);
-  const long long n = count ? *count : (max ? *max - min + 1 : 0);
-  const long long k = *id - min;
-  if (n < 1 || k < 0 || k >= n) {
+  // STEP: --array=1-7:2 runs IDs 1, 3, 5, 7, the shards 0-3 (Slurm sets SLURM_ARRAY_TASK_STEP).
+  const long long step = env_int("SLURM_ARRAY_TASK_STEP").value_or(1);
+  const long long n = count ? *count : (max && step > 0 ? (*max - min) / step + 1 : 0);
+  const long long k = step > 0 ? (*id - min) / step : -1;
+  if (n < 1 || step < 1 || (*id - min) % step != 0 || k < 0 || k >= n) {
     input::Diagnostic d;
-    d.where.file = fmt::format("environment SLURM_ARRAY_TASK_ID={} (MIN {}, COUNT {})", *id, min, n);
-    d.message = "not a task of a contiguous job array (use --array=0-N or 1-N, or give --shard K/N)";
+    d.where.file = fmt::format("environment SLURM_ARRAY_TASK_ID={} (MIN {}, STEP {}, COUNT {})", *id, min, step, n);
+    d.message = "not a task of an evenly stepped job array (use --array=0-N, 1-N or A-B:S, or give --shard K/N)";
     throw input::InputError({d});
   }
   if (describe)
-    *describe = fmt::format("{}/{} from SLURM_ARRAY_TASK_ID={} (SLURM_ARRAY_TASK_MIN {}, COUNT {})", k, n, *id, min, n);
+    *describe = fmt::format("{}/{} from SLURM_ARRAY_TASK_ID={} (SLURM_ARRAY_TASK_MIN {}, STEP {}, COUNT {})", k, n, *id, min,
+                            step, n);
   return Shard{static_cast<int>(k), static_cast<int>(n)};
 }
 

@@ -1,6 +1,7 @@
 #include "sim/workflow/sweep.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -75,6 +76,17 @@ SweepSpec parse_sweep(const Node& root) {
         for (const auto& k : spec.keys) dup = dup || k.path == key;
         if (dup) {
           diag.error(kloc, kpath, "duplicate key");
+          continue;
+        }
+        // One axis inside another's value (training.parallelism and training.parallelism.tp): whichever is applied
+        // last wins, so a row's label would not say what ran.
+        const auto inside = [](const std::string& a, const std::string& b) { return a.rfind(b + ".", 0) == 0; };
+        const auto nested = std::find_if(spec.keys.begin(), spec.keys.end(),
+                                         [&](const VaryKey& k) { return inside(key, k.path) || inside(k.path, key); });
+        if (nested != spec.keys.end()) {
+          diag.error(kloc, kpath, fmt::format("'{}' and the axis '{}' set the same key (one lies inside the other's value): "
+                                              "vary one of them",
+                                              key, nested->path));
           continue;
         }
         const Node values = vary->child(key);
@@ -154,7 +166,8 @@ SweepSpec parse_sweep(const Node& root) {
         for (const auto& d : e.diagnostics()) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
           const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
-                                 (inside && names_a_key(d.message));
+                                 d.message.rfind("missing unit", 0) == 0 || d.message.rfind("wrong unit", 0) == 0 ||
+                                 d.message.rfind("unknown unit", 0) == 0 || (inside && names_a_key(d.message));
           if (!malformed || !(d.key_path == k.path || inside)) continue;
           const YAML::Mark& m = value_marks[i][j];
           diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path,
@@ -277,6 +290,10 @@ void check_sweep_size(const SweepSpec& spec, Shard shard, bool html_report) {
   const std::size_t total = spec.size();
   const std::size_t here = shard_size(total, shard);
   const std::size_t limit = html_report ? kMaxSweepReportPoints : kMaxSweepPoints;
+  // More shards than points (a job array larger than the sweep): this one has nothing to run; the CSV is its header.
+  if (here == 0)
+    spdlog::warn("shard {}/{} of a sweep of {} points has no points: only the CSV header is written", shard.index,
+                 shard.count, total);
   if (here <= limit) return;
   const std::size_t shards = (total + limit - 1) / limit;
   const std::string whole = shard.count > 1 ? fmt::format(" (shard {}/{} of {} points)", shard.index, shard.count, total) : "";

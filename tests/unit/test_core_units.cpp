@@ -125,6 +125,12 @@ TEST(Units, MoreErrorMessages) {
   EXPECT_EQ(error_of("4 tflop/s", QuantityKind::flops_per_second),
             "unknown unit 'tflop/s' in '4 tflop/s'; did you mean 'TFLOP/s'?");
   EXPECT_EQ(error_of("4 xyzzy", kSize), "unknown unit 'xyzzy' in '4 xyzzy'; expected a size (e.g. 141 GB)");
+  // A rate whose case leaves bits or bytes open names both (one guess would be off by 8); "bit" spelled out is bits.
+  EXPECT_EQ(error_of("400 gb/s", kBw),
+            "unknown unit 'gb/s' in '400 gb/s'; did you mean 'GB/s' or 'Gb/s' (b is bits, B bytes: 400 Gb/s = 50 GB/s)?");
+  EXPECT_EQ(error_of("400 gbps", kBw),
+            "unknown unit 'gbps' in '400 gbps'; did you mean 'GBps' or 'Gbps' (b is bits, B bytes: 400 Gb/s = 50 GB/s)?");
+  EXPECT_EQ(error_of("400 Gbit/s", kBw), "unknown unit 'Gbit/s' in '400 Gbit/s'; did you mean 'Gb/s'?");
 }
 
 TEST(Units, ErrorTypeIsUnitErrorDerivedFromRuntimeError) {

@@ -466,6 +466,41 @@ TEST(MegatronImport, UnevenPipelineEndsCountWholeRanks) {
   EXPECT_EQ(load(meg(args + "--num-layers-per-virtual-pipeline-stage 7", opt)).training.parallelism.vp, 1);
 }
 
+// --account-for-embedding/loss-in-pipeline-split count the embedding and the loss as layers in the split, and the first
+// (last) virtual stage builds one transformer layer fewer (Megatron-Core transformer_block.py get_num_layers_to_build):
+// racksim's first/last_stage_layers. They had been dropped with "not an argument racksim knows".
+TEST(MegatronImport, EmbeddingAndLossCountedInThePipelineSplit) {
+  const std::string base =
+      "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --seq-length 4096 --vocab-size 1024 "
+      "--micro-batch-size 1 --global-batch-size 8 --bf16 --pipeline-model-parallel-size 4 ";
+  imp::MegatronOptions opt;
+  opt.gpus = 4;
+  const auto loss = meg(base + "--num-layers 31 --account-for-loss-in-pipeline-split", opt);
+  const auto t = load(loss).training;
+  EXPECT_EQ(t.pipeline.first_stage_layers, -1);
+  EXPECT_EQ(t.pipeline.last_stage_layers, 7);  // 8/8/8/7, as Megatron builds (32 / 4, the last one fewer)
+  for (const auto& w : loss.warnings) EXPECT_EQ(w.find("account-for"), std::string::npos) << w;
+  const auto both = load(meg(base + "--num-layers 30 --num-virtual-stages-per-pipeline-rank 2 "
+                                    "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+                             opt))
+                        .training;
+  EXPECT_EQ(both.pipeline.first_stage_layers, 3);  // 32 / (4 x 2) = 4 per virtual stage, the ends one fewer
+  EXPECT_EQ(both.pipeline.last_stage_layers, 3);
+  EXPECT_EQ(both.parallelism.vp, 2);
+  const auto refused = [&](const std::string& extra, const std::string& what) {
+    try {
+      meg(base + extra, opt);
+      ADD_FAILURE() << "imported: " << extra;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused("--num-layers 32 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+          "34 layers with the embedding and loss counted do not split over pp 4 x vp 1");
+  refused("--num-layers 31 --account-for-loss-in-pipeline-split --decoder-first-pipeline-num-layers 7",
+          "Does not support standalone embedding stage and standalone loss stage with uneven pp");
+}
+
 TEST(MegatronImport, VocabularyIsPaddedAsMegatronPadsIt) {
   const auto r = meg("--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --vocab-size 50257 "
                      "--tensor-model-parallel-size 2 --bf16 --micro-batch-size 1",
@@ -818,6 +853,14 @@ TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
   ::setenv("SLURM_ARRAY_TASK_ID", "2", 1);
   ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
   const auto one_based = run_cli({"sweep", sweep});
+  // --array=1-5:2 (IDs 1, 3, 5): task 3 is the same shard; an ID off the step is refused.
+  ::setenv("SLURM_ARRAY_TASK_ID", "3", 1);
+  ::setenv("SLURM_ARRAY_TASK_STEP", "2", 1);
+  const auto stepped = run_cli({"sweep", sweep});
+  ::setenv("SLURM_ARRAY_TASK_ID", "4", 1);
+  const auto off_step = run_cli({"sweep", sweep});
+  ::unsetenv("SLURM_ARRAY_TASK_STEP");
+  ::setenv("SLURM_ARRAY_TASK_ID", "2", 1);
   // An explicit --shard wins over the environment.
   const auto explicit_shard = run_cli({"sweep", sweep, "--shard", "0/3"});
   ::setenv("SLURM_ARRAY_TASK_ID", "9", 1);
@@ -825,6 +868,10 @@ TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
   ::unsetenv("SLURM_ARRAY_TASK_ID");
   ::unsetenv("SLURM_ARRAY_TASK_MIN");
   ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+  ASSERT_EQ(stepped.code, 0) << stepped.err;
+  EXPECT_EQ(stepped.out, by_flag.out);
+  EXPECT_EQ(off_step.code, 1);
+  EXPECT_NE(off_step.err.find("not a task of an evenly stepped job array"), std::string::npos) << off_step.err;
   ASSERT_EQ(zero_based.code, 0) << zero_based.err;
   EXPECT_EQ(zero_based.out, by_flag.out);
   EXPECT_NE(zero_based.err.find("sweep shard 1/3 from SLURM_ARRAY_TASK_ID=1"), std::string::npos) << zero_based.err;

@@ -82,6 +82,29 @@ void expect_load_error(const std::string& yaml, const std::vector<std::string>& 
 
 }  // namespace
 
+// Node-limited routing that leaves fewer experts than top_k to pick from is an input error (it had fallen back, silently,
+// to draws with replacement): 16 experts over 2 domains, one domain allowed, holds 8.
+TEST(ScaleMechanisms, NodeLimitedRoutingMustLeaveTopKExperts) {
+  const char* moe = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32000,
+        moe: {experts: 16, top_k: 12, expert_ffn_hidden: 1024}}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {ep: 16}, moe: {dispatcher: deepep, max_nodes_per_token: 1}}
+)";
+  expect_load_error(moe, {}, "a token may reach 1 of its EP group's 2 NVLink domains, 8 of the 16 experts, fewer than "
+                             "its top-12 distinct ones");
+  EXPECT_NO_THROW(load(moe, {"training.moe.max_nodes_per_token=2"}));
+  EXPECT_NO_THROW(load(moe, {"model.moe.top_k=8"}));
+}
+
+// Megatron-LM refuses an early parameter gather without an early gradient reduction (arguments.py, d98e8a64).
+TEST(ScaleMechanisms, OverlapParamGatherNeedsOverlapGradReduce) {
+  expect_load_error(kStages, {"training.overlap_param_gather=true"},
+                    "overlap_param_gather needs overlap_grad_reduce (Megatron-LM: 'Must use --overlap-param-gather with "
+                    "--overlap-grad-reduce')");
+  EXPECT_NO_THROW(load(kStages, {"training.overlap_param_gather=true", "training.overlap_grad_reduce=true"}));
+  EXPECT_NO_THROW(load(kStages, {"training.overlap_param_gather=true", "training.framework=jax"}));
+}
+
 // (p-1)/(v·m) of the per-micro-batch stage time, whatever the data parallelism: a pipeline send never
 // waits for a data-parallel reduction (they are different communicators on different streams).
 TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
@@ -102,8 +125,10 @@ TEST(ScaleMechanisms, PipelineBubbleDoesNotGrowWithDataParallelism) {
       // and the last stage's output layer (its synchronous input gather), by which the end stages' micro-batches are
       // longer than the others'. Since the backward's column-parallel exchanges run beside the GEMMs (2026-12-03)
       // the step's stage time is 5% shorter and the bubble, set by the slower end stages, not: 1.008 of the
-      // equal-stage form at vp 1, 1.056 at vp 2 (0.976 and 0.980 before the end stages' exchanges were modelled).
-      EXPECT_NEAR(bubble1 / ((p - 1) / (v * m) * stage_time), 1.0, 0.06) << "vp=" << v;
+      // equal-stage form at vp 1, 1.056 at vp 2 (0.976 and 0.980 before the end stages' exchanges were modelled); 1.061
+      // at vp 2 since the H100's HBM runs at its measured 0.866 of the datasheet (was 0.80): the middle stages' element-wise
+      // work shrinks, the end stages' exchanges do not.
+      EXPECT_NEAR(bubble1 / ((p - 1) / (v * m) * stage_time), 1.0, 0.07) << "vp=" << v;
       for (int dp : {2, 8}) {
         const auto r = sim::simulate(load(kStages, with_dp(dp, sets)));
         const double ratio = r.replay.breakdown.pipeline_bubble_s / bubble1;
@@ -1403,7 +1428,8 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
 // Megatron-Core's dispatchers send the bf16 hidden states even under fp8-class training (alltoall,
 // DeepEP and HybridEP: token_dispatcher.py / fused_a2a.py; GroupedLinear quantizes after the exchange);
 // training.moe.dispatch_fp8 true sends the matmul format with its scales (DeepSeek-V3's FP8 dispatch),
-// as XLA does unset. The combine stays bf16 either way.
+// as XLA does unset. The combine stays bf16 either way; its backward (the gradient sent to the down projections) is fp8
+// under DeepSeek's recipe (arXiv 2412.19437 sec. 3.3.2) and bf16 otherwise (XLA transposes a bf16 exchange).
 TEST(ScaleMechanisms, MegatronDispatchesBf16UnderFp8UnlessAsked) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 16}
 model: {preset: mixtral-8x7b}
@@ -1417,15 +1443,18 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, precision: fp8, opti
   const double bf16 = copies * 4096 * 2.0, fp8 = copies * 4096 * (1.0 + 4.0 / 128.0);
   struct Case {
     std::vector<std::string> sets;
-    double dispatch;
+    double dispatch, combine_bwd;
   };
-  for (const Case& c : {Case{{}, bf16}, Case{{"training.moe.dispatcher=deepep", "training.moe.dispatch_fp8=true"}, fp8},
-                        Case{{"training.framework=jax"}, fp8}, Case{{"training.framework=jax", "training.moe.dispatch_fp8=false"}, bf16}}) {
+  for (const Case& c : {Case{{}, bf16, bf16}, Case{{"training.moe.dispatcher=deepep", "training.moe.dispatch_fp8=true"}, fp8, fp8},
+                        Case{{"training.framework=jax"}, fp8, bf16},
+                        Case{{"training.framework=jax", "training.moe.dispatch_fp8=false"}, bf16, bf16}}) {
     const auto sc = load(base, c.sets);
     const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
     const std::string label = c.sets.empty() ? "default" : c.sets.back();
     EXPECT_NEAR(bytes_of(g, ".dispatch.all_to_all"), c.dispatch, 1.0) << label;
     EXPECT_NEAR(bytes_of(g, ".combine.all_to_all"), bf16, 1.0) << label;
+    EXPECT_NEAR(bytes_of(g, ".combine.bwd.all_to_all"), c.combine_bwd, 1.0) << label;
+    EXPECT_NEAR(bytes_of(g, ".dispatch.bwd.all_to_all"), bf16, 1.0) << label;
   }
   // Megatron-Core has no fp8 dispatch through NCCL's alltoall or HybridEP (fused_a2a.py asserts): an input error.
   for (const char* d : {"alltoall", "hybridep"})
@@ -1475,7 +1504,7 @@ TEST(ScaleMechanisms, Fp8WeightWorkspaceUnlessTheParametersAreFp8) {
   const char* base = R"(system: {preset: gb200-nvl72, gpus: 16}
 model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 32, micro_batch: 1, precision: mxfp8, optimizer_sharding: zero1,
-           overlap_param_gather: true, parallelism: {tp: 1, ep: 8}}
+           overlap_param_gather: true, overlap_grad_reduce: true, parallelism: {tp: 1, ep: 8}}
 )";
   const auto cached = load(base), fp8 = load(base, {"training.fp8_param_gather=true"});
   const auto gc = build_training_graph(cached.model, cached.training, cached.system.spec);
@@ -1933,7 +1962,7 @@ training: {seq_len: 8192, global_batch: )" + std::to_string(gpus) + R"(, micro_b
   };
   const auto [one_s, bytes] = offload_copy_s(1);
   ASSERT_GT(bytes, 0);
-  EXPECT_NEAR(one_s, bytes / (450e9 * 0.94 / 2), 1e-3 * one_s);
+  EXPECT_NEAR(one_s, bytes / (450e9 * 0.90 / 2), 1e-3 * one_s);  // GB300's measured copy efficiency
   EXPECT_NEAR(offload_copy_s(2).first, one_s, 1e-9);
   // Host memory: 8 offloaded layers' worth of activations and the optimizer state of llama3-8b unsharded, about 266 GB
   // of pinned host memory per GPU: within one Grace's 480 GB for one GPU, beyond its 240 GB share for two.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/model_spec.h"
 
@@ -58,6 +59,18 @@ TEST(Scenario, ErrorsCarryLocationAndPath) {
   EXPECT_EQ(e,
             "s.yaml:8:14: error: training.recompute: unknown value 'ful'; expected one of none | selective | full | "
             "save_dots | {save: [...], offload: [...]} (did you mean 'full'?)");
+}
+
+// Text that is not UTF-8 is an input error at its byte (it had reached the JSON report and failed there, exit 2).
+TEST(Scenario, TextThatIsNotUtf8IsAnInputErrorAtItsByte) {
+  EXPECT_EQ(error_text("name: caf\xe9\n" + std::string(kBase).substr(8)),  // (kBase less its "name: t")
+            "s.yaml:1:10: error: byte 0xE9 is not UTF-8: racksim reads UTF-8 text (save the file as UTF-8)");
+  EXPECT_EQ(error_text(kBase, {"name=caf\xe9"}), "--set:1:9: error: byte 0xE9 is not UTF-8: racksim reads UTF-8 text");
+  // Well-formed multi-byte text is read; an overlong form and a lone continuation byte are not.
+  EXPECT_EQ(input::first_invalid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80"), std::string::npos);
+  EXPECT_EQ(input::first_invalid_utf8("a\xc0\xaf" "b"), 1u);
+  EXPECT_EQ(input::first_invalid_utf8("ab\x80"), 2u);
+  EXPECT_EQ(input::first_invalid_utf8("\xed\xa0\x80"), 0u);  // a UTF-16 surrogate
 }
 
 TEST(Scenario, CollectsAllErrors) {

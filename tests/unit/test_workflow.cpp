@@ -129,6 +129,18 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
             kLabel + ":3:30: error: vary.training.recompute: unknown value 'sometimes'; expected one of none | "
                      "selective | full | save_dots | {save: [...], offload: [...]}");
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tp: [1, 3]\n", kLabel), "");
+  // Units, as the contract says: a value without one, with one of another kind, or misspelt, at the value.
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [80 GB, 80]\n", kLabel),
+            kLabel + ":3:46: error: vary.system.overrides.gpu.hbm_capacity: missing unit: expected a size (e.g. 141 GB), "
+                     "got '80'");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [80 GB/s]\n", kLabel),
+            kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: wrong unit: expected a size (e.g. 141 GB), got "
+                     "a bandwidth '80 GB/s'");
+  // An axis inside another's value: the rows would be labelled with a value that did not run.
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
+                       kLabel),
+            kLabel + ":4:3: error: vary.training.parallelism.tp: 'training.parallelism.tp' and the axis "
+                     "'training.parallelism' set the same key (one lies inside the other's value): vary one of them");
   // Every problem at once.
   const std::string many = load_error("vary:\n  a: []\n  b: 3\n", kLabel);
   EXPECT_EQ(lines(many).size(), 3u) << many;
@@ -299,6 +311,26 @@ TEST_F(WorkflowSweepCli, InvalidSweepFileIsExitOne) {
   auto r = run_cli({"sweep", bad});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, bad + ":3:23: error: vary.training.recompute: expected a list of values ([a, b, ...]), got 'nope'\n");
+}
+
+// An output that names an input (the sweep file, its base) or the other output is refused before anything is opened:
+// it had been emptied at the start of the run (exit 0, every row an error).
+TEST_F(WorkflowSweepCli, OutputsThatNameAnInputAreRefused) {
+  const std::string copy = write_file("wf_sweep_copy.yaml", "base: " + kQuick + "\nvary:\n  training.recompute: [none]\n");
+  const auto text_of = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string before = text_of(copy);
+  auto onto_sweep = run_cli({"sweep", copy, "--out", copy});
+  EXPECT_EQ(onto_sweep.code, 1);
+  EXPECT_NE(onto_sweep.err.find("--out: is the sweep file (" + copy + "): writing the output would destroy it"),
+            std::string::npos) << onto_sweep.err;
+  EXPECT_EQ(text_of(copy), before);
+  const std::string out = tmp_dir() + "/wf_same.out";
+  auto both = run_cli({"sweep", copy, "--out", out, "--report", out});
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.err.find("--out and --report name the same file"), std::string::npos) << both.err;
 }
 
 // --- validate ------------------------------------------------------------------------------

@@ -1083,6 +1083,33 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // Uneven pipeline ends.
   const auto first = as_int("decoder-first-pipeline-num-layers");
   const auto last = as_int("decoder-last-pipeline-num-layers");
+  const bool embedding_counted = fl.on("account-for-embedding-in-pipeline-split");
+  const bool loss_counted = fl.on("account-for-loss-in-pipeline-split");
+  if ((embedding_counted || loss_counted) && (first || last))
+    fail(label, "--account-for-embedding/loss-in-pipeline-split with --decoder-first/last-pipeline-num-layers: "
+                "Megatron-Core refuses it ('Does not support standalone embedding stage and standalone loss stage with "
+                "uneven pp', transformer_block.py get_num_layers_to_build)");
+  if ((embedding_counted || loss_counted) && pp > 1 && layers > 0) {
+    // Megatron-Core's get_num_layers_to_build: the embedding and the loss count as layers in the split, and the first
+    // (last) virtual stage of the first (last) rank builds one transformer layer fewer.
+    const long long counted = layers + embedding_counted + loss_counted;
+    if (counted % pp != 0 || (counted / pp) % vp != 0)
+      fail(label, fmt::format("{} layers with the embedding and loss counted do not split over pp {} x vp {} "
+                              "(Megatron-Core: 'num_layers={} should be divisible by pipeline_model_parallel_size={}'"
+                              "{})",
+                              counted, pp, vp, counted, pp,
+                              vp > 1 ? " and 'num_layers_per_pipeline_rank should be divisible by vp_size'" : ""));
+    const long long per_stage = counted / pp / vp;
+    tw.line(2, "pipeline", "");
+    if (embedding_counted)
+      tw.line(4, "first_stage_layers", std::to_string(per_stage - 1),
+              fmt::format("--account-for-embedding-in-pipeline-split: ({} layers + embedding{}) / (pp {} x vp {}) - 1",
+                          layers, loss_counted ? " + loss" : "", pp, vp));
+    if (loss_counted)
+      tw.line(4, "last_stage_layers", std::to_string(per_stage - 1),
+              fmt::format("--account-for-loss-in-pipeline-split: ({} layers{} + loss) / (pp {} x vp {}) - 1", layers,
+                          embedding_counted ? " + embedding" : "", pp, vp));
+  }
   if (first || last) {
     tw.line(2, "pipeline", "");
     // Megatron's flags count a whole pipeline rank (split over its virtual stages): racksim's *_rank_layers.
