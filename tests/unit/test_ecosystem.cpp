@@ -226,6 +226,16 @@ imp::MegatronImport meg(const std::string& text, imp::MegatronOptions opt = {}) 
   return imp::import_megatron_args_text(text, "args.txt", opt);
 }
 
+// Importing `text` fails with an error that contains `what`.
+void expect_refused(const std::string& text, const imp::MegatronOptions& opt, const std::string& what) {
+  try {
+    meg(text, opt);
+    ADD_FAILURE() << "imported: " << text;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 // The scenario an import gives, loaded as racksim loads it.
 racksim::sim::Scenario load(const imp::MegatronImport& r) { return racksim::sim::load_scenario_text(r.yaml, "imported.yaml"); }
 
@@ -452,14 +462,7 @@ TEST(MegatronImport, UnevenPipelineEndsCountWholeRanks) {
   EXPECT_EQ(t.pipeline.first_stage_layers, -1);
   EXPECT_EQ(t.parallelism.vp, 2);
   for (const auto& w : r.warnings) EXPECT_EQ(w.find("decoder-first"), std::string::npos) << w;
-  const auto refused = [&](const std::string& extra, const std::string& what) {
-    try {
-      meg(args + extra, opt);
-      ADD_FAILURE() << "imported: " << extra;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
+  const auto refused = [&](const std::string& extra, const std::string& what) { expect_refused(args + extra, opt, what); };
   refused("--num-layers-per-virtual-pipeline-stage 2 --decoder-first-pipeline-num-layers 4",
           "please use --num-virtual-stages-per-pipeline-rank");
   refused("--num-layers-per-virtual-pipeline-stage 2", "28 layers over pp 4 do not split into chunks of 2");
@@ -487,14 +490,7 @@ TEST(MegatronImport, EmbeddingAndLossCountedInThePipelineSplit) {
   EXPECT_EQ(both.pipeline.first_stage_layers, 3);  // 32 / (4 x 2) = 4 per virtual stage, the ends one fewer
   EXPECT_EQ(both.pipeline.last_stage_layers, 3);
   EXPECT_EQ(both.parallelism.vp, 2);
-  const auto refused = [&](const std::string& extra, const std::string& what) {
-    try {
-      meg(base + extra, opt);
-      ADD_FAILURE() << "imported: " << extra;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
+  const auto refused = [&](const std::string& extra, const std::string& what) { expect_refused(base + extra, opt, what); };
   refused("--num-layers 32 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
           "34 layers with the embedding and loss counted do not split over pp 4 x vp 1");
   refused("--num-layers 31 --account-for-loss-in-pipeline-split --decoder-first-pipeline-num-layers 7",
