@@ -87,6 +87,7 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
   m.name = "inline";
   MapReader r(node);
   if (!r.ok()) return m;
+  if (!is_preset_file) set_if(r.string("name"), m.name);  // a label (a report's embedded scenario names its model)
   if (is_preset_file) {
     set_if(r.string("name", true), m.name);
     set_if(r.string("summary"), m.summary);

@@ -208,6 +208,12 @@ void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
   if (auto c = r.string("calibration")) out.calibration = *c;
   auto overrides = r.get("overrides");
   if (overrides) out.overrides = yaml_to_json(overrides->yaml());
+  // A report's embedded scenario carries the resolved preset as a record (docs/contracts.md, "Self-describing"), so that
+  // the scenario runs again as it is; the preset, its overrides and the calibration decide, not the record.
+  if (r.get("resolved"))
+    spdlog::warn("{}: system.resolved is a report's record of the resolved preset and is not read; to change the system, "
+                 "set system.overrides",
+                 file);
   r.finish();
   if (out.preset.empty()) return;
   Node named = sys.child("preset");

@@ -333,6 +333,22 @@ TEST_F(WorkflowSweepCli, OutputsThatNameAnInputAreRefused) {
   EXPECT_NE(both.err.find("--out and --report name the same file"), std::string::npos) << both.err;
 }
 
+// docs/contracts.md, "Self-describing": a report embeds the fully resolved scenario so that it can be run again. It had
+// failed on its own record (system.resolved, model.name); now it reruns to the same step, a MoE scenario included.
+TEST(WorkflowRun, TheReportsScenarioRunsAgainToTheSameStep) {
+  for (const std::string& f : {kQuick, kSrc + "/scenarios/deepseek-v3-gb200.yaml"}) {
+    const auto first = run_cli({"run", f, "--json"});
+    ASSERT_EQ(first.code, 0) << first.err;
+    const json report = json::parse(first.out);
+    const std::string again = write_file("wf_rerun.json", report["scenario"].dump());
+    const auto second = run_cli({"run", again, "--json"});
+    ASSERT_EQ(second.code, 0) << second.err;
+    EXPECT_EQ(json::parse(second.out)["step_time_s"], report["step_time_s"]) << f;
+    EXPECT_NE(second.err.find("system.resolved is a report's record of the resolved preset and is not read"),
+              std::string::npos) << second.err;
+  }
+}
+
 // --- validate ------------------------------------------------------------------------------
 
 class WorkflowValidate : public ::testing::Test {
