@@ -58,6 +58,8 @@ SourceLocation Node::where() const {
       loc.column = m.column + 1;
     }
   }
+  // A node a --set made (its value, or a mapping it created on the way) is at the start of that argument.
+  if (loc.line == 0 && ctx_ && ctx_->grafts.count(internal_path_)) loc = {file_, 1, 1};
   return loc;
 }
 

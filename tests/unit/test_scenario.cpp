@@ -92,6 +92,12 @@ TEST(Scenario, SetErrorsNameTheOverride) {
             "heads (32)\n"
             "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide ffn_hidden (14336)");
   EXPECT_THROW(sim::parse_set_overrides({"no_equals_sign"}), input::InputError);
+  // A mapping the --set creates on its way is the --set's too (it had been reported at the file, with no line).
+  EXPECT_EQ(error_text(kBase, {"trainng.seq_len=4096"}),
+            "--set trainng.seq_len=4096:1:1: error: trainng: unknown key 'trainng'; did you mean 'training'?");
+  EXPECT_EQ(error_text(kBase, {"training.moe.dispatcher=deepep"}),
+            "--set training.moe.dispatcher=deepep:1:1: error: training.moe: training.moe needs a mixture-of-experts model "
+            "(model.moe)");
 }
 
 TEST(Scenario, InlineModelAndParamCount) {
