@@ -994,6 +994,15 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       const auto& r = res_.ops[i];
       if (op.rank != critical) continue;
       auto& list = lists[static_cast<int>(op.stream)];
+      // The all-reduce that joins the first and the last stage (the embedding copies' gradients, MTP's) starts when the
+      // other end has finished its cool-down: the wait, with nothing else running, is this stage's pipeline bubble
+      // (docs/contracts.md: "the others' cool-down"), not idle time.
+      if (g_.ranks > 1 && g_.ops[i].kind == OpKind::collective && g_.ops[i].group == CommGroup::embd) {
+        double ready = r.launch_end_s;
+        for (OpId d : g_.ops[i].deps)
+          if (meta_[d].rank == critical) ready = std::max(ready, res_.ops[d].end_s);
+        add_to(lists[kBubbleList], ready, r.start_s, kBubble);
+      }
       if (op.stream == StreamKind::compute) {
         // The GPU waited for this launch: the kernel started the moment the host issued it.
         if (r.start_s > prev_compute_end && std::abs(r.start_s - r.launch_end_s) < 1e-12)
