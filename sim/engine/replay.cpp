@@ -778,6 +778,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     const hw::CollectiveCost* cost = &cached->second.cost;
     res_.ops[id].algorithm = cached->second.algorithm;
     res_.ops[id].bound_by = cached->second.bound_by;
+    res_.ops[id].nic_bytes = static_cast<float>(cost->bytes_per_rank_nic);
+    res_.ops[id].nvlink_bytes = static_cast<float>(cost->bytes_per_rank_nvlink);
     coll_cost_[id] = cost;
     // SMs first (see SmWait), then latency (launch, handshakes), then the data moves as a flow on the links.
     const int rank = op.rank;

@@ -27,6 +27,9 @@ struct OpRecord {
   double end_s = 0;
   std::string_view bound_by;  // resource that limited it (e.g. "hbm", "sm", "nvlink", "latency"); static text
   std::string_view algorithm; // collectives: the algorithm chosen; static text
+  // Collectives: what one rank moves over its NICs and over NVLink as modelled (an expert exchange's dedup and node
+  // limit, a ring's split between the links), for the trace; float: a label's precision, not a computation's.
+  float nic_bytes = 0, nvlink_bytes = 0;
 };
 
 struct Breakdown {

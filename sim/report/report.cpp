@@ -146,8 +146,10 @@ json make_trace(const Job& job, const OpGraph& g, const ReplayResult& r) {
     } else if (op.kind == OpKind::collective) {
       args["collective"] = to_string(op.coll);
       args["group"] = to_string(op.group);
-      args["bytes"] = op.coll_bytes;
+      args["bytes"] = op.coll_bytes;  // the op's nominal size (nccl-tests' 'size'; an exchange's token copies)
       args["algorithm"] = std::string(rec.algorithm);
+      args["nic_bytes_per_rank"] = rec.nic_bytes;  // as modelled: what crossed this rank's NICs and NVLink
+      args["nvlink_bytes_per_rank"] = rec.nvlink_bytes;
     } else {
       args["bytes"] = op.copy_bytes;
     }

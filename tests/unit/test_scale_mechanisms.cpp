@@ -111,6 +111,32 @@ TEST(ScaleMechanisms, TiedEmbeddingsWaitIsPipelineBubble) {
   EXPECT_LT(tied.breakdown.idle_s, 0.01 * tied.step_time_s);
 }
 
+// The trace says what a DeepEP exchange moved as modelled, not only its nominal size (an audit's finding: the node
+// limit and the per-domain dedup showed in the duration and nowhere else).
+TEST(ScaleMechanisms, TraceCarriesAnExchangesModelledLinkBytes) {
+  const char* moe = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32000,
+        moe: {experts: 64, top_k: 8, expert_ffn_hidden: 1024}}
+training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {ep: 32}, moe: {dispatcher: deepep}}
+)";
+  const auto args_of = [&](const std::string& limit) {
+    const auto r = sim::simulate(load(moe, {"training.moe.max_nodes_per_token=" + limit}));
+    const auto trace = sim::make_trace(r.job, r.graph, r.replay);
+    for (const auto& e : trace["traceEvents"])
+      if (e.contains("name") && e["name"].get<std::string>().ends_with("L0.dispatch.all_to_all")) return e["args"];
+    return nlohmann::json();
+  };
+  const auto all = args_of("0"), two = args_of("2");
+  ASSERT_TRUE(all.contains("nic_bytes_per_rank")) << all.dump();
+  EXPECT_EQ(all["bytes"], two["bytes"]);  // the nominal size: tokens x top-k x hidden x 2
+  EXPECT_LT(two["nic_bytes_per_rank"].get<double>(), 0.8 * all["nic_bytes_per_rank"].get<double>());
+  EXPECT_GT(all["nvlink_bytes_per_rank"].get<double>(), 0);
+  // Balanced top-8 of 64 experts over 4 domains: each token reaches 1 - C(48,8)/C(64,8) of each other domain.
+  double miss = 1;
+  for (int i = 0; i < 8; ++i) miss *= (48.0 - i) / (64.0 - i);
+  EXPECT_NEAR(all["nic_bytes_per_rank"].get<double>() / (4096.0 * 4096 * 2 * 4 * (1 - miss) * 3 / 4), 1.0, 1e-4);
+}
+
 // Megatron-LM refuses an early parameter gather without an early gradient reduction (arguments.py, d98e8a64).
 TEST(ScaleMechanisms, OverlapParamGatherNeedsOverlapGradReduce) {
   expect_load_error(kStages, {"training.overlap_param_gather=true"},
