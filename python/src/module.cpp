@@ -40,11 +40,11 @@ struct Source {
   std::string label;
 };
 
-sim::Scenario load(const Source& s, const std::vector<std::string>& sets) {
-  const auto overrides = sim::parse_set_overrides(sets);
+sim::Scenario load(const Source& s, const std::vector<sim::SetOverride>& overrides) {
   if (!s.text.empty() || s.path.empty()) return sim::load_scenario_text(s.text, s.label, overrides);
   return sim::load_scenario(s.path, overrides);
 }
+sim::Scenario load(const Source& s, const std::vector<std::string>& sets) { return load(s, sim::parse_set_overrides(sets)); }
 
 void write_file(const std::string& path, const std::string& what, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -66,8 +66,8 @@ std::string compare(const Source& base, const Source& variant, const std::vector
                     const std::vector<std::string>& base_sets, const std::vector<std::string>& variant_sets,
                     const std::string& report) {
   py::gil_scoped_release nogil;
-  auto a = sim::simulate(load(base, sim::side_overrides(sets, base_sets)));
-  auto b = sim::simulate(load(variant, sim::side_overrides(sets, variant_sets)));
+  auto a = sim::simulate(load(base, sim::side_overrides(sets, base_sets, "base_sets")));
+  auto b = sim::simulate(load(variant, sim::side_overrides(sets, variant_sets, "variant_sets")));
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   if (!report.empty()) write_file(report, "report", sim::html_compare_report(a, b));

@@ -81,9 +81,8 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
   // --set applies to both sides, then --base-set / --variant-set to one side.
   sim::SimulateOptions opt;
   opt.exact = c.exact;
-  auto a = sim::simulate(sim::load_scenario(base, sim::parse_set_overrides(sim::side_overrides(c.sets, sets.base))), opt);
-  auto b = sim::simulate(sim::load_scenario(variant, sim::parse_set_overrides(sim::side_overrides(c.sets, sets.variant))),
-                         opt);
+  auto a = sim::simulate(sim::load_scenario(base, sim::side_overrides(c.sets, sets.base, "--base-set")), opt);
+  auto b = sim::simulate(sim::load_scenario(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set")), opt);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
   const double sb = b.report["tokens_per_s_per_gpu"].get<double>();
   const double speedup = sa > 0 ? sb / sa : 0;

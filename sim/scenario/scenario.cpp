@@ -24,23 +24,23 @@ using input::MapReader;
 using input::Node;
 using namespace racksim::workloads;
 
-std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args) {
+std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option) {
   std::vector<SetOverride> out;
   input::Diagnostics diag;
   for (const auto& a : args) {
     const auto eq = a.find('=');
     if (eq == std::string::npos || eq == 0) {
-      diag.error({"--set " + a, 0, 0}, "", "expected KEY.PATH=VALUE (e.g. --set training.parallelism.tp=8)");
+      diag.error({option + " " + a, 0, 0}, "", fmt::format("expected KEY.PATH=VALUE (e.g. {} training.parallelism.tp=8)", option));
       continue;
     }
     const std::string key = a.substr(0, eq);
     bool ok = !key.empty() && key.front() != '.' && key.back() != '.' && key.find("..") == std::string::npos;
     for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
     if (!ok) {
-      diag.error({"--set " + a, 0, 0}, "", fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
+      diag.error({option + " " + a, 0, 0}, "", fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
       continue;
     }
-    out.push_back({key, a.substr(eq + 1)});
+    out.push_back({key, a.substr(eq + 1), option});
   }
   diag.throw_if_any();
   return out;
@@ -68,11 +68,11 @@ void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
 
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
   for (const auto& s : sets) {
-    const std::string label = fmt::format("--set {}={}", s.key_path, s.value);
+    const std::string label = fmt::format("{} {}={}", s.option, s.key_path, s.value);
     const std::string arg = s.key_path + "=" + s.value;
     if (const std::size_t bad = input::first_invalid_utf8(arg); bad != std::string::npos) {
       // (The label would carry the byte: the error names its place instead.)
-      ctx->diag->error({"--set", 1, static_cast<int>(bad + 1)}, "",
+      ctx->diag->error({s.option, 1, static_cast<int>(bad + 1)}, "",
                        fmt::format("byte 0x{:02X} is not UTF-8: racksim reads UTF-8 text",
                                    static_cast<unsigned char>(arg[bad])));
       continue;
@@ -695,8 +695,15 @@ Scenario finish_load(std::optional<Node> root, input::Diagnostics& diag, const s
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets) {
-  input::LoadSession session;
-  return finish_load(input::load_yaml_file(path, session.ctx), session.diag, sets);
+  try {
+    input::LoadSession session;
+    return finish_load(input::load_yaml_file(path, session.ctx), session.diag, sets);
+  } catch (const input::InputError&) {
+    // A file read before comes from the cache as a clone, and yaml-cpp's clone keeps no line or column: read it
+    // again so that the errors say where (the same errors, on the error path only).
+    input::LoadSession session;
+    return finish_load(input::read_yaml_file(path, session.ctx), session.diag, sets);
+  }
 }
 
 Scenario load_scenario_text(const std::string& text, const std::string& file_label, const std::vector<SetOverride>& sets) {
@@ -704,9 +711,11 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
   return finish_load(input::load_yaml_text(text, file_label, session.ctx), session.diag, sets);
 }
 
-std::vector<std::string> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own) {
-  std::vector<std::string> all = both;
-  all.insert(all.end(), own.begin(), own.end());
+std::vector<SetOverride> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own,
+                                        const std::string& own_option) {
+  auto all = parse_set_overrides(both);
+  auto mine = parse_set_overrides(own, own_option);
+  all.insert(all.end(), mine.begin(), mine.end());
   return all;
 }
 

@@ -28,10 +28,14 @@ struct Scenario {
 struct SetOverride {
   std::string key_path;
   std::string value;
+  std::string option = "--set";  // how the user gave it, for errors: --set, --base-set, --variant-set
 };
-std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args);  // throws InputError
-// The overrides one side of a comparison sees: those of both sides, then its own (a later override of a key wins).
-std::vector<std::string> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own);
+// KEY.PATH=VALUE arguments of `option`; throws InputError.
+std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option = "--set");
+// The overrides one side of a comparison sees: those of both sides (--set), then its own (`own_option`: --base-set or
+// --variant-set; a later override of a key wins).
+std::vector<SetOverride> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own,
+                                        const std::string& own_option);
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets = {});
 Scenario load_scenario_text(const std::string& text, const std::string& file_label,

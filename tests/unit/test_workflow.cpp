@@ -478,6 +478,20 @@ TEST_F(WorkflowValidate, JsonIsTheTableAsAList) {
   EXPECT_TRUE(j[2]["measured"].is_array());
 }
 
+// A side's own override is named as given (--variant-set), and a file compared with itself keeps its lines: the second
+// read of a file comes from the cache as a clone, which yaml-cpp makes without marks (both had been wrong: '--set' and
+// 'quickstart.yaml:1:1').
+TEST(WorkflowCompare, ErrorsNameTheSideAndTheLine) {
+  const auto r = run_cli({"compare", kQuick, kQuick, "--variant-set", "training.parallelism.tp=3"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(kQuick + ":8:9: error: system.gpus: gpus (8) must be a multiple of tp"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--variant-set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide"),
+            std::string::npos) << r.err;
+  const auto b = run_cli({"compare", kQuick, kQuick, "--base-set", "training.recompute=nope"});
+  EXPECT_NE(b.err.find("--base-set training.recompute=nope:1:1: error: training.recompute: unknown value 'nope'"),
+            std::string::npos) << b.err;
+}
+
 TEST(WorkflowCompare, JsonHasBothReportsAndTheSpeedup) {
   auto r = run_cli({"compare", kQuick, kQuick, "--json", "--set", "training.recompute=none"});
   ASSERT_EQ(r.code, 0) << r.err;
