@@ -276,9 +276,20 @@ Scenario parse_scenario(Node root) {
   // --- model
   if (auto mn = top.get("model", true)) {
     if (mn->yaml().IsMap() && mn->yaml()["preset"]) {
+      // A preset and inline fields together would be ambiguous: each field is refused with what to do instead.
+      bool fields = false;
+      for (auto it = mn->yaml().begin(); it != mn->yaml().end(); ++it)
+        if (it->first.IsScalar() && it->first.Scalar() != "preset") {
+          fields = true;
+          const std::string key = it->first.Scalar();
+          mn->child(key).error(fmt::format(
+              "a model preset's fields are not set beside it (model: {{preset: ...}} takes nothing else): write the model "
+              "inline instead, its fields as `racksim models show {}` prints them, with {} changed",
+              mn->yaml()["preset"].IsScalar() ? mn->yaml()["preset"].Scalar() : "NAME", key));
+        }
       MapReader r(*mn);
       auto preset = r.string("preset", true);
-      r.finish();  // a preset and inline fields together would be ambiguous
+      if (!fields) r.finish();
       if (preset) load_model_preset(*preset, mn->child("preset"), ctx, sc.model);
     } else {
       sc.model = parse_model(*mn, false);

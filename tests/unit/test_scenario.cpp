@@ -61,6 +61,14 @@ TEST(Scenario, ErrorsCarryLocationAndPath) {
             "save_dots | {save: [...], offload: [...]} (did you mean 'full'?)");
 }
 
+// A field beside a model preset says what to do instead of listing 'preset' as the only valid key.
+TEST(Scenario, FieldsBesideAModelPresetSayToWriteTheModelInline) {
+  EXPECT_EQ(error_text(kBase, {"model.hidden=8192"}),
+            "--set model.hidden=8192:1:1: error: model.hidden: a model preset's fields are not set beside it (model: "
+            "{preset: ...} takes nothing else): write the model inline instead, its fields as `racksim models show "
+            "llama3-8b` prints them, with hidden changed");
+}
+
 // Text that is not UTF-8 is an input error at its byte (it had reached the JSON report and failed there, exit 2).
 TEST(Scenario, TextThatIsNotUtf8IsAnInputErrorAtItsByte) {
   EXPECT_EQ(error_text("name: caf\xe9\n" + std::string(kBase).substr(8)),  // (kBase less its "name: t")
