@@ -663,7 +663,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     hw::GroupPlacement place;
   };
   std::vector<std::vector<Placed>> placements_;  // [stage + 1]: the shapes placed (stage -1: over the whole job)
-  std::vector<std::pair<int, int>> warned_shapes_;
+  std::vector<std::tuple<int, int, int>> warned_shapes_;  // (group kind, size, stride) warned about
   // Which placement a collective of `group` on simulated rank `rank` (its pipeline stage) takes: -1 over the
   // whole job, else the stage whose ranks it scans (0 for every stage when stages start at domain boundaries).
   int placement_stage(CommGroup group, int rank) const {
@@ -690,14 +690,24 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     if (placements_.size() < static_cast<std::size_t>(pp) + 1) placements_.resize(static_cast<std::size_t>(pp) + 1);
     auto& placed = placements_[static_cast<std::size_t>(stage + 1)];
     for (const auto& p : placed)
-      if (p.size == gs.size && p.stride == gs.stride) return p.place;
+      if (p.size == gs.size && p.stride == gs.stride) {
+        warn_placement(gs, group, stage, p.place);  // (another kind of group may have this shape)
+        return p.place;
+      }
     const int per_stage = gpus / pp;
     const bool tiled = group != CommGroup::pp;  // a pipeline hop's pair starts at any stage (pipeline_pair)
     const hw::GroupPlacement place =
         stage < 0 ? hw::place_group_in_job(sys_, gs.size, gs.stride, gpus)
                   : hw::place_group_in_job(sys_, gs.size, gs.stride, gpus, stage * per_stage, (stage + 1) * per_stage, tiled);
-    // A shape whose worst group in the job sits worse than its first says so in the report, once.
-    const std::pair<int, int> shape{gs.size, gs.stride};
+    warn_placement(gs, group, stage, place);
+    placed.push_back({gs.size, gs.stride, place});
+    return placed.back().place;
+  }
+  // A kind of group whose worst member in the job sits worse than its first says so in the report, once per kind and
+  // shape (the data-parallel and expert groups may be the same ranks: each is named).
+  void warn_placement(const GroupShape& gs, CommGroup group, int stage, const hw::GroupPlacement& place) {
+    const int gpus = job_.system.gpus;
+    const std::tuple<int, int, int> shape{static_cast<int>(group), gs.size, gs.stride};
     if (std::find(warned_shapes_.begin(), warned_shapes_.end(), shape) == warned_shapes_.end()) {
       warned_shapes_.push_back(shape);
       const bool same_everywhere = stage < 0 || stages_start_at_domains();  // `place` is the job's worst then
@@ -718,8 +728,6 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
             "NVLink-aware scheduling does, says so with system.overrides: {{scale_up.domain_size: N}})",
             workloads::to_string(group), gs.size, sys_.scale_up.domain_size, worst, first));
     }
-    placed.push_back({gs.size, gs.stride, place});
-    return placed.back().place;
   }
   // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
   std::unordered_map<CollKey, CachedCost, CollKeyHash> coll_cache_;
