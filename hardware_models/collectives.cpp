@@ -1180,6 +1180,28 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
 // Megatron-MoE-ModelZoo's sbatch_benchmarking.sh passes (--moe-hybridep-num-sms 32, @e8650517), the rows' launcher.
 static int expert_exchange_sms(ExpertLibrary library) { return library == ExpertLibrary::hybridep ? 32 : 20; }
 
+// deepseek-ai/DeepEP@dd758ca csrc/legacy/config.hpp (get_nvl_buffer_size_hint, get_rdma_buffer_size_hint) and
+// deep_ep/buffers/legacy.py (get_dispatch_config / get_combine_config: receive chunks of 256 tokens on NVLink up to
+// 8 ranks, 288 up to 64, 480 at 96, 560 at 128, 720 at 144-160; 128 over RDMA throughout; the two configs agree on
+// both); Megatron-Core's get_buffer passes hidden_bytes = hidden x max(element size, 2) and takes the larger hint of
+// the two configs. Channels: half the library's SMs (expert_exchange_sms). Per received token a buffer slot holds
+// the hidden state, an 8-byte source record, 128 top-k indices (int64) and weights (fp32) and 128 fp32 scales.
+double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep) {
+  if (library != ExpertLibrary::deepep || ep < 2 || !(hidden > 0)) return 0;
+  constexpr int kNvlPeers = 8, kTopK = 128, kScales = 128;
+  const double channels = expert_exchange_sms(library) / 2;
+  const int nvl_ranks = std::min(ep, kNvlPeers), rdma_ranks = std::max(ep / kNvlPeers, 1);
+  const double nvl_recv = ep <= 8 ? 256 : ep <= 64 ? 288 : ep <= 96 ? 480 : ep <= 128 ? 560 : 720, rdma_recv = 128;
+  const double hidden_bytes = hidden * 2;
+  const double slot = hidden_bytes + 8 + kTopK * 8.0 + kTopK * 4.0 + kScales * 4.0;
+  const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
+  const double nvl = up128(channels * nvl_ranks * ((2.0 * rdma_ranks + 3) * 4 + nvl_recv * slot));
+  const double rdma = ep <= kNvlPeers ? 0.0
+                                      : up128(channels * rdma_ranks *
+                                              ((kNvlPeers * 2 + 2) * 2 * 4.0 + rdma_recv * 2 * (slot + 16)));
+  return nvl + rdma;
+}
+
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
   if (!(x.tokens >= 0) || !(x.token_bytes >= 0) || x.top_k < 1 || x.max_domains < 0)
     throw std::invalid_argument("expert exchange: tokens and bytes must be >= 0, top_k >= 1, max_domains >= 0");

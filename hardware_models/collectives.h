@@ -126,6 +126,12 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
 CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
                                         const CollectiveOptions& opt = {});
 
+// Device memory an expert-exchange library holds for an EP group of `ep` ranks exchanging tokens of `hidden`
+// elements, allocated at the first exchange and kept for the run. DeepEP (normal mode, as Megatron-Core's
+// fused_a2a.py get_buffer sizes it): its NVLink and RDMA buffers from the larger of the dispatch and combine configs'
+// size hints. 0 for NCCL (its buffers are in the preset's memory.reserved) and for HybridEP (no published size).
+double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep);
+
 // nccl-tests busbw factor (hardware_specs.md B1): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
 // all_to_all (n-1)/n; broadcast, send_recv 1.
 double busbw_factor(CollectiveOp op, int ranks);

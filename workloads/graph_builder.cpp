@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "hardware_models/collectives.h"
 #include "workloads/pipeline_schedule.h"
 
 namespace racksim::workloads {
@@ -1239,6 +1240,11 @@ class Builder {
                n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
       // Offloaded, the optimizer also keeps a pinned fp32 copy of its gradient shard on the host (hybrid_optimizer.py).
       if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * pr_.grad_bytes, true);
+      // The expert-exchange library's buffers, allocated at a stage's first exchange and kept (hw::
+      // expert_library_buffer_bytes: DeepEP's; NCCL's are in memory.reserved, HybridEP's size is not published).
+      if (m_.moe && ep_ > 1 && sum_over_local_layers([this](int l) { return m_.is_moe_layer(l) ? 1.0 : 0.0; }) > 0)
+        if (const double b = hw::expert_library_buffer_bytes(expert_library(), h_, ep_); b > 0)
+          resident("expert_exchange.buffers", MemCategory::communication_buffers, b);
     }
   }
   TensorId jax_grads_ = 0;
@@ -1971,9 +1977,12 @@ class Builder {
     Op& op = g_.ops[ep_stream_collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes)];
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
-    op.expert_library = t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep
-                        : t_.moe.dispatcher == MoeDispatcher::hybridep ? hw::ExpertLibrary::hybridep
-                                                                       : hw::ExpertLibrary::nccl;
+    op.expert_library = expert_library();
+  }
+  hw::ExpertLibrary expert_library() const {
+    return t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep
+           : t_.moe.dispatcher == MoeDispatcher::hybridep ? hw::ExpertLibrary::hybridep
+                                                          : hw::ExpertLibrary::nccl;
   }
   // A collective of the MoE layer's exchange stream (in order with the EP exchanges), after the last op:
   // the next compute op waits for it, or under EP overlap it joins at the end of the pair.

@@ -137,6 +137,34 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {ep: 32
   EXPECT_NEAR(all["nic_bytes_per_rank"].get<double>() / (4096.0 * 4096 * 2 * 4 * (1 - miss) * 3 / 4), 1.0, 1e-4);
 }
 
+// DeepEP's buffers are device memory of their own (deepseek-ai/DeepEP@dd758ca csrc/legacy/config.hpp size hints, the
+// configs of deep_ep/buffers/legacy.py, Megatron-Core's get_buffer): 10 channels (20 SMs), 8 NVLink peers, per
+// received token the hidden state (2 bytes each), an 8-byte source record, 128 int64 top-k indices, 128 fp32 weights
+// and 128 fp32 scales; over RDMA twice that, plus 16 bytes. They had counted nothing.
+TEST(ScaleMechanisms, DeepEpBuffersAreCountedInMemory) {
+  const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
+  const double slot = 7168 * 2 + 8 + 128 * 8 + 128 * 4 + 128 * 4;
+  const double nvl = up128(10 * 8 * ((2 * 8 + 3) * 4 + 288 * slot));             // EP 64: 8 NVLink ranks, 8 RDMA ranks
+  const double rdma = up128(10 * 8 * ((8 * 2 + 2) * 2 * 4 + 128 * 2 * (slot + 16)));
+  EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 7168, 64), nvl + rdma);
+  EXPECT_NEAR((nvl + rdma) / 1e9, 0.714, 0.001);
+  EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 8),
+                   up128(10 * 8 * (5 * 4 + 256 * (4096 * 2 + 8 + 128 * 16.0))));  // intranode: no RDMA buffer
+  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::hybridep, 7168, 64), 0.0);
+  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::nccl, 7168, 64), 0.0);
+  // In a scenario: the communication buffers of the report's memory, on a stage with MoE layers.
+  const char* moe = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32000,
+        moe: {experts: 16, top_k: 2, expert_ffn_hidden: 1024}}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {ep: 8}, moe: {dispatcher: deepep}}
+)";
+  const auto r = sim::simulate(load(moe));
+  EXPECT_DOUBLE_EQ(r.report["memory_breakdown_bytes"]["communication_buffers"].get<double>(),
+                   hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 8));
+  EXPECT_EQ(sim::simulate(load(moe, {"training.moe.dispatcher=alltoall"})).report["memory_breakdown_bytes"]
+                ["communication_buffers"].get<double>(), 0.0);
+}
+
 // Megatron-LM refuses an early parameter gather without an early gradient reduction (arguments.py, d98e8a64).
 TEST(ScaleMechanisms, OverlapParamGatherNeedsOverlapGradReduce) {
   expect_load_error(kStages, {"training.overlap_param_gather=true"},
