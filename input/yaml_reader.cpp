@@ -59,7 +59,8 @@ SourceLocation Node::where() const {
     }
   }
   // A node a --set made (its value, or a mapping it created on the way) is at the start of that argument.
-  if (loc.line == 0 && ctx_ && ctx_->grafts.count(internal_path_)) loc = {file_, 1, 1};
+  if (loc.line == 0 && ctx_)
+    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end()) loc = {file_, g->second.line, g->second.column};
   return loc;
 }
 
@@ -239,7 +240,7 @@ void MapReader::finish() {
     std::string kpath = join_path(node_.path(), key);
     if (auto g = node_.context()->grafts.find(join_path(node_.internal_path(), key));
         g != node_.context()->grafts.end()) {
-      loc = {g->second.file, 1, 1};  // a key that came from --set
+      loc = {g->second.file, g->second.line, g->second.column};  // a key that came from --set (or a file's set:)
       kpath = g->second.display_path;
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {

@@ -28,6 +28,7 @@ namespace racksim::input {
 struct Origin {
   std::string file;          // file (or "--set K=V") that holds the grafted node
   std::string display_path;  // key path to show the user for the grafted node
+  int line = 1, column = 1;  // where in it (a --set: its start; a file's set: mapping: the value)
 };
 
 struct LoadContext {

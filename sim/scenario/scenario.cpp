@@ -68,7 +68,11 @@ void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
 
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
   for (const auto& s : sets) {
-    const std::string label = fmt::format("{} {}={}", s.option, s.key_path, s.value);
+    // Errors about what a set made name where it was given: a file's line and column (a validate case's set:), or
+    // the command-line option at its start.
+    const bool in_file = !s.where.file.empty();
+    const std::string label = in_file ? s.where.file : fmt::format("{} {}={}", s.option, s.key_path, s.value);
+    const int line = in_file ? s.where.line : 1, column = in_file ? s.where.column : 1;
     const std::string arg = s.key_path + "=" + s.value;
     if (const std::size_t bad = input::first_invalid_utf8(arg); bad != std::string::npos) {
       // (The label would carry the byte: the error names its place instead.)
@@ -110,8 +114,8 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
       ctx->diag->error({label, 0, 0}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
       continue;
     }
-    for (const auto& c : created) ctx->grafts.emplace(c, input::Origin{label, c});
-    ctx->grafts[s.key_path] = {label, s.key_path};
+    for (const auto& c : created) ctx->grafts.emplace(c, input::Origin{label, c, line, column});
+    ctx->grafts[s.key_path] = {label, s.key_path, line, column};
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware_models/system_spec.h"
+#include "input/diagnostics.h"
 #include "sim/engine/job.h"
 #include "workloads/model_spec.h"
 #include "workloads/training_config.h"
@@ -29,6 +30,7 @@ struct SetOverride {
   std::string key_path;
   std::string value;
   std::string option = "--set";  // how the user gave it, for errors: --set, --base-set, --variant-set
+  input::SourceLocation where{};  // where a file gave it (a validate case's set:), for errors; empty: the option
 };
 // KEY.PATH=VALUE arguments of `option`; throws InputError.
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option = "--set");

@@ -65,7 +65,8 @@ std::vector<sim::SetOverride> parse_sets(const Node& n) {
       v.error("expected a value, got nothing (null)");
       continue;
     }
-    out.push_back({key, flow_yaml(it->second)});
+    const YAML::Mark m = it->first.Mark();  // errors about the set name the suite's entry, not a --set
+    out.push_back({key, flow_yaml(it->second), "set:", {n.file(), m.line + 1, m.column + 1}});
   }
   return out;
 }

@@ -351,6 +351,17 @@ TEST(WorkflowRun, TheReportsScenarioRunsAgainToTheSameStep) {
 
 // --- validate ------------------------------------------------------------------------------
 
+// A case's set: typo is reported at its place in the suite (it had been labelled '--set training.recompte=...:1:1').
+TEST(WorkflowValidateSets, ACasesSetErrorNamesTheSuitesLine) {
+  const std::string suite = write_file("wf_case_set.yaml", "cases:\n  - name: a\n    scenario: " + kQuick +
+                                                               "\n    measured: {step_time_s: 14.2}\n    tolerance: 0.1\n"
+                                                               "    set: {training.recompte: selective}\n");
+  const auto r = run_cli({"validate", suite});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(suite + ":6:11: error: training.recompte: unknown key 'recompte'; did you mean 'recompute'?"),
+            std::string::npos) << r.err;
+}
+
 class WorkflowValidate : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
