@@ -174,11 +174,17 @@ std::optional<std::string> suggest_unit(std::string_view unit, QuantityKind expe
     probe = std::string(unit.substr(0, bit)) + "b" + std::string(unit.substr(bit + 3));
     folded = lower(probe);
   }
+  // "bit" spelled out: the bits spelling if there is one (of any kind: a size in bits then gets its honest "wrong
+  // unit"), never a bytes unit, which would be off by 8.
+  if (probe != unit) {
+    for (const auto* list : {&same, &others})
+      if (std::find(list->begin(), list->end(), probe) != list->end()) return "'" + probe + "'";
+    return std::nullopt;
+  }
   for (const auto* list : {&same, &others}) {
     std::vector<std::string> matches;
     for (const auto& c : *list)
       if (lower(c) == folded && std::find(matches.begin(), matches.end(), c) == matches.end()) matches.push_back(c);
-    if (probe != unit && std::find(matches.begin(), matches.end(), probe) != matches.end()) return "'" + probe + "'";
     if (matches.size() == 1) return "'" + matches.front() + "'";
     if (matches.size() > 1) {
       std::string out;

@@ -1186,12 +1186,21 @@ static int expert_exchange_sms(ExpertLibrary library) { return library == Expert
 // both); Megatron-Core's get_buffer passes hidden_bytes = hidden x max(element size, 2) and takes the larger hint of
 // the two configs. Channels: half the library's SMs (expert_exchange_sms). Per received token a buffer slot holds
 // the hidden state, an 8-byte source record, 128 top-k indices (int64) and weights (fp32) and 128 fp32 scales.
+bool deepep_supports_ep(int ep) {
+  for (int n : {2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160})
+    if (ep == n) return true;
+  return false;
+}
+
 double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep) {
   if (library != ExpertLibrary::deepep || ep < 2 || !(hidden > 0)) return 0;
   constexpr int kNvlPeers = 8, kTopK = 128, kScales = 128;
   const double channels = expert_exchange_sms(library) / 2;
   const int nvl_ranks = std::min(ep, kNvlPeers), rdma_ranks = std::max(ep / kNvlPeers, 1);
-  const double nvl_recv = ep <= 8 ? 256 : ep <= 64 ? 288 : ep <= 96 ? 480 : ep <= 128 ? 560 : 720, rdma_recv = 128;
+  // (Receive chunks: NVLink 256 / 288 / 480 / 560 / 720; RDMA 128 aligned up to the send chunk by Config's constructor,
+  // the larger of the two configs': 140 at EP 16 (dispatch's 20), 132 from 96 (dispatch's 12), else 128.)
+  const double nvl_recv = ep <= 8 ? 256 : ep <= 64 ? 288 : ep <= 96 ? 480 : ep <= 128 ? 560 : 720;
+  const double rdma_recv = ep == 16 ? 140 : ep >= 96 ? 132 : 128;
   const double hidden_bytes = hidden * 2;
   const double slot = hidden_bytes + 8 + kTopK * 8.0 + kTopK * 4.0 + kScales * 4.0;
   const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };

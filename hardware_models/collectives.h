@@ -131,6 +131,9 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
 // fused_a2a.py get_buffer sizes it): its NVLink and RDMA buffers from the larger of the dispatch and combine configs'
 // size hints. 0 for NCCL (its buffers are in the preset's memory.reserved) and for HybridEP (no published size).
 double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep);
+// DeepEP's normal mode has a config for these EP sizes only (deep_ep/buffers/legacy.py: "Unsupported number of EP
+// ranks" otherwise): 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160.
+bool deepep_supports_ep(int ep);
 
 // nccl-tests busbw factor (hardware_specs.md B1): all_reduce 2(n-1)/n; all_gather, reduce_scatter,
 // all_to_all (n-1)/n; broadcast, send_recv 1.

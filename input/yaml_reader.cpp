@@ -50,6 +50,11 @@ Node::Node(YAML::Node yaml, std::string file, std::string display_path, std::str
       ctx_(std::move(ctx)) {}
 
 SourceLocation Node::where() const {
+  // A node a set made (a --set's value, a validate case's set: entry, or a mapping made on the way) is where the set
+  // was given: its own marks, if any, are from parsing the value's text alone.
+  if (ctx_)
+    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end() && g->second.line > 0)
+      return {file_, g->second.line, g->second.column};
   SourceLocation loc{file_, 0, 0};
   if (yaml_.IsDefined()) {
     const YAML::Mark m = yaml_.Mark();
@@ -58,9 +63,6 @@ SourceLocation Node::where() const {
       loc.column = m.column + 1;
     }
   }
-  // A node a --set made (its value, or a mapping it created on the way) is at the start of that argument.
-  if (loc.line == 0 && ctx_)
-    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end()) loc = {file_, g->second.line, g->second.column};
   return loc;
 }
 
@@ -240,7 +242,8 @@ void MapReader::finish() {
     std::string kpath = join_path(node_.path(), key);
     if (auto g = node_.context()->grafts.find(join_path(node_.internal_path(), key));
         g != node_.context()->grafts.end()) {
-      loc = {g->second.file, g->second.line, g->second.column};  // a key that came from --set (or a file's set:)
+      // A key that came from a set (--set, a validate case's set:) or a graft of another file.
+      loc = {g->second.file, g->second.line > 0 ? g->second.line : 1, g->second.line > 0 ? g->second.column : 1};
       kpath = g->second.display_path;
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
@@ -611,12 +614,14 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   }
 }
 
-std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx) {
+std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx, bool* from_cache) {
   // A file parsed before (and unchanged since) is cloned instead: loaders may graft into their tree.
   static FileCache<YAML::Node> parsed;
   static std::mutex clone_mu;
+  if (from_cache) *from_cache = false;
   if (auto tree = parsed.get(path)) {
     std::lock_guard lock(clone_mu);
+    if (from_cache) *from_cache = true;
     return Node(YAML::Clone(*tree), path, "", "", ctx);
   }
   const std::size_t errors_before = ctx->diag->size();

@@ -28,7 +28,8 @@ namespace racksim::input {
 struct Origin {
   std::string file;          // file (or "--set K=V") that holds the grafted node
   std::string display_path;  // key path to show the user for the grafted node
-  int line = 1, column = 1;  // where in it (a --set: its start; a file's set: mapping: the value)
+  int line = 0, column = 0;  // where in it, when the grafted node's own marks do not say (a set's value is parsed from
+                             // its own text): a --set's start, a validate case's set: entry; 0: the node's marks
 };
 
 struct LoadContext {
@@ -138,7 +139,10 @@ std::size_t first_invalid_utf8(const std::string& text);
 // Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
 // diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.
 // Parsed once per process while the file is unchanged (input/file_cache.h); each call gets its own tree.
-std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
+// `from_cache`, when given, says whether the tree is a clone of an earlier parse: yaml-cpp's clone has no line or column
+// marks, so a caller that reports errors may read the file again (read_yaml_file) to place them.
+std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx,
+                                   bool* from_cache = nullptr);
 // The same without the cache: reads and parses the file now.
 std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
 // How load_yaml_text parses: `quick` takes load_with_citations_set_after where it applies, `full` always

@@ -214,7 +214,7 @@ Registered register_sweep(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   sub->add_option("--shard", s->shard,
                   "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order and their point "
-                  "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN and _COUNT)");
+                  "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN, _STEP and _COUNT)");
   sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
   sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   auto* merge = sub->add_option("--merge", s->merge,

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "hardware_models/calibration.h"
+#include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
 #include "hardware_models/system_preset.h"
 #include "core/text.h"
@@ -73,6 +74,7 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     const bool in_file = !s.where.file.empty();
     const std::string label = in_file ? s.where.file : fmt::format("{} {}={}", s.option, s.key_path, s.value);
     const int line = in_file ? s.where.line : 1, column = in_file ? s.where.column : 1;
+
     const std::string arg = s.key_path + "=" + s.value;
     if (const std::size_t bad = input::first_invalid_utf8(arg); bad != std::string::npos) {
       // (The label would carry the byte: the error names its place instead.)
@@ -85,11 +87,11 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     try {
       value = YAML::Load(s.value);
     } catch (const YAML::Exception& e) {
-      ctx->diag->error({label, 0, 0}, s.key_path, "malformed value: " + e.msg);
+      ctx->diag->error({label, line, column}, s.key_path, "malformed value: " + e.msg);
       continue;
     }
     if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
-    if (!input::check_yaml_document(value, "", {label, 0, 0}, s.key_path, *ctx->diag)) continue;
+    if (!input::check_yaml_document(value, "", {label, line, column}, s.key_path, *ctx->diag)) continue;
     // The mappings this --set creates on its way (training.moe where the file has no moe) are its own too: an error
     // about them (an unknown or misspelt key) names the --set, not a place in the file that does not exist.
     std::vector<std::string> created;
@@ -111,7 +113,7 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
       }
     }
     if (!input::set_by_path(root, s.key_path, value)) {
-      ctx->diag->error({label, 0, 0}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
+      ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
       continue;
     }
     for (const auto& c : created) ctx->grafts.emplace(c, input::Origin{label, c, line, column});
@@ -588,6 +590,12 @@ Scenario parse_scenario(Node root) {
           "the deepep/hybridep dispatcher is modelled with expert tensor parallelism 1 only; set "
           "training.parallelism.etp: 1 (etp is {})",
           p.expert_tp()));
+    // DeepEP's normal mode has configs for some EP sizes only and asserts on the others (deep_ep/buffers/legacy.py).
+    if (t.moe.dispatcher == MoeDispatcher::deepep && p.ep > 1 && !hw::deepep_supports_ep(p.ep))
+      moe_node->child("dispatcher").error(fmt::format(
+          "DeepEP has no configuration for EP {} (its dispatch and combine configs cover 2, 4, 8, 16, 24, 32, 48, 64, "
+          "96, 128, 144 and 160 ranks: 'Unsupported number of EP ranks'); choose one of those or another dispatcher",
+          p.ep));
     // An fp8 dispatch is modelled through DeepEP only, DeepSeek-V3's own FP8 dispatch (its training framework, which
     // Megatron mode stands in for). Megatron-Core itself dispatches bf16 through all three (fused_a2a.py at d98e8a64
     // hands DeepEP the bf16 hidden states; HybridEP asserts "HybridEP dispatcher does not support fp8 dispatch now";
@@ -710,12 +718,14 @@ Scenario finish_load(std::optional<Node> root, input::Diagnostics& diag, const s
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets) {
+  bool cached = false;
   try {
     input::LoadSession session;
-    return finish_load(input::load_yaml_file(path, session.ctx), session.diag, sets);
+    return finish_load(input::load_yaml_file(path, session.ctx, &cached), session.diag, sets);
   } catch (const input::InputError&) {
+    if (!cached) throw;
     // A file read before comes from the cache as a clone, and yaml-cpp's clone keeps no line or column: read it
-    // again so that the errors say where (the same errors, on the error path only).
+    // again so that the errors say where (the same errors, on this error path only).
     input::LoadSession session;
     return finish_load(input::read_yaml_file(path, session.ctx), session.diag, sets);
   }

@@ -131,6 +131,8 @@ TEST(Units, MoreErrorMessages) {
   EXPECT_EQ(error_of("400 gbps", kBw),
             "unknown unit 'gbps' in '400 gbps'; did you mean 'GBps' or 'Gbps' (b is bits, B bytes: 400 Gb/s = 50 GB/s)?");
   EXPECT_EQ(error_of("400 Gbit/s", kBw), "unknown unit 'Gbit/s' in '400 Gbit/s'; did you mean 'Gb/s'?");
+  EXPECT_EQ(error_of("1 Gbit", kSize), "unknown unit 'Gbit' in '1 Gbit'; did you mean 'Gb'?");  // then "wrong unit": bits
+  EXPECT_EQ(error_of("4 Tibit/s", kBw), "unknown unit 'Tibit/s' in '4 Tibit/s'; expected a bandwidth (e.g. 4.8 TB/s)");
 }
 
 TEST(Units, ErrorTypeIsUnitErrorDerivedFromRuntimeError) {

@@ -483,7 +483,8 @@ TEST(HloLower, ListReplicaGroupsAndPermutePairsAreCheckedAsXlasVerifierDoes) {
            {"collective-permute", "source_target_pairs={{0,1},{0,2}}", "source 0 appears more than once"},
            {"collective-permute", "source_target_pairs={{0,1},{2,1}}", "target 1 appears more than once"},
            {"collective-permute", "source_target_pairs={{0,9}}", "device 9 is not one of the module's 8"},
-           {"collective-permute", "source_target_pairs={{0,1},{2}}", "expected {{SOURCE,TARGET},...}"}}) {
+           {"collective-permute", "source_target_pairs={{0,1},{2}}", "expected {{SOURCE,TARGET},...}"},
+           {"collective-permute", "source_target_pairs={{0},{1}}", "expected {{SOURCE,TARGET},...}"}}) {
     try {
       lower_text(module(op, attr), 8);
       ADD_FAILURE() << attr << " was accepted";
@@ -493,6 +494,19 @@ TEST(HloLower, ListReplicaGroupsAndPermutePairsAreCheckedAsXlasVerifierDoes) {
       EXPECT_NE(msg.find("t.hlo:9:3:"), std::string::npos) << msg;  // file:line:column of the collective
     }
   }
+}
+
+// A header that states no replica_count or num_partitions bounds no id (XLA's verifier skips the check then): the
+// fuzz corpus's collectives without num_partitions are read on 8 GPUs.
+TEST(HloLower, ReplicaGroupsOfAHeaderWithoutCountsAreNotBounded) {
+  const Module m = parse_hlo_text(
+      "HloModule t\nENTRY %e (p: f32[64]) -> f32[512] {\n  %p = f32[64]{0} parameter(0)\n  ROOT %a = f32[512]{0} "
+      "all-gather(%p), channel_id=1, replica_groups=[1,8]<=[8], dimensions={0}\n}\n",
+      "t.hlo");
+  const auto& e = m.computations.back();
+  const auto ci = CostModel::collective(e, e.instructions.back(), m);
+  EXPECT_TRUE(ci.invalid.empty()) << ci.invalid;
+  EXPECT_EQ(ci.group_size, 8);
 }
 
 TEST(HloLower, OutputsAndArgumentsAreResident) {

@@ -150,6 +150,10 @@ TEST(ScaleMechanisms, DeepEpBuffersAreCountedInMemory) {
   EXPECT_NEAR((nvl + rdma) / 1e9, 0.714, 0.001);
   EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 8),
                    up128(10 * 8 * (5 * 4 + 256 * (4096 * 2 + 8 + 128 * 16.0))));  // intranode: no RDMA buffer
+  // The RDMA receive chunk aligned up to the send chunk by DeepEP's Config: 140 tokens at EP 16 (dispatch sends 20).
+  EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 16),
+                   up128(10 * 8 * ((2 * 2 + 3) * 4 + 288 * (4096 * 2 + 8 + 128 * 16.0))) +
+                       up128(10 * 2 * ((8 * 2 + 2) * 2 * 4 + 140 * 2 * (4096 * 2 + 8 + 128 * 16.0 + 16))));
   EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::hybridep, 7168, 64), 0.0);
   EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::nccl, 7168, 64), 0.0);
   // In a scenario: the communication buffers of the report's memory, on a stage with MoE layers.

@@ -136,6 +136,9 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [80 GB/s]\n", kLabel),
             kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: wrong unit: expected a size (e.g. 141 GB), got "
                      "a bandwidth '80 GB/s'");
+  // A quantity that is no number at all, or negative, as well.
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [abc GB]\n", kLabel),
+            kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: not a number: 'abc GB'");
   // An axis inside another's value: the rows would be labelled with a value that did not run.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
                        kLabel),
@@ -360,6 +363,12 @@ TEST(WorkflowValidateSets, ACasesSetErrorNamesTheSuitesLine) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find(suite + ":6:11: error: training.recompte: unknown key 'recompte'; did you mean 'recompute'?"),
             std::string::npos) << r.err;
+  // A value its key cannot take, too (the value's own marks are those of its text alone).
+  const std::string value = write_file("wf_case_set_value.yaml", "cases:\n  - name: a\n    scenario: " + kQuick +
+                                                                      "\n    measured: {step_time_s: 14.2}\n    tolerance: 0.1\n"
+                                                                      "    set: {training.recompute: bogus}\n");
+  const auto v = run_cli({"validate", value});
+  EXPECT_NE(v.err.find(value + ":6:11: error: training.recompute: unknown value 'bogus'"), std::string::npos) << v.err;
 }
 
 class WorkflowValidate : public ::testing::Test {

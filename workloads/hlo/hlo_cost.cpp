@@ -281,9 +281,9 @@ std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecu
   return "";
 }
 
-// Replica groups as a list, `{{0,1},{2,3}}` or XLA's iota form `[G,S]<=[D0,D1]T(1,0)`, checked as XLA's HLO
-// verifier checks them (openxla/xla hlo_verifier.cc, CheckReplicaGroups): every id a device of the module, none in
-// two groups, all groups one size where the op needs it (`uniform`: all-gather, reduce-scatter, all-to-all); the iota
+// Replica groups as a list, `{{0,1},{2,3}}` or XLA's iota form `[G,S]<=[D0,D1]T(1,0)`, with checks XLA's HLO verifier
+// makes (openxla/xla hlo_verifier.cc, CheckReplicaGroups): every id a device of the module, none in two groups, all
+// groups one size where the op needs it (`uniform`: all-gather, reduce-scatter, all-to-all); the iota
 // form's G x S the product of its reshape, its transpose a permutation of that reshape's dimensions. Sets the first
 // group's size and whether its ids are consecutive. `{}` is every device (group_size 0). Returns what is wrong, or "".
 std::string list_groups(const std::string& v, int64_t devices, bool uniform, int& group_size, bool& consecutive) {
@@ -376,25 +376,46 @@ std::string list_groups(const std::string& v, int64_t devices, bool uniform, int
   return "";
 }
 
-// source_target_pairs `{{0,1},{1,2}}`, checked as XLA's verifier checks a collective-permute's: every id a device
-// of the module, no source and no target twice. The group is the set of distinct devices named.
-std::string permute_pairs(const std::string& v, int64_t devices, int& group_size) {
-  const auto ids = parse_int_list(v);
-  if (ids.size() % 2 != 0 || std::any_of(ids.begin(), ids.end(), [](int64_t id) { return id < 0; }))
-    return fmt::format("source_target_pairs '{}': expected {{{{SOURCE,TARGET}},...}} of device ids", v);
-  std::set<int64_t> sources, targets, distinct;
-  for (std::size_t k = 0; k < ids.size(); k += 2) {
-    for (int64_t id : {ids[k], ids[k + 1]})
-      if (id >= devices)
-        return fmt::format("source_target_pairs '{}': device {} is not one of the module's {}", v, id, devices);
-    if (!sources.insert(ids[k]).second)
-      return fmt::format("source_target_pairs '{}': source {} appears more than once", v, ids[k]);
-    if (!targets.insert(ids[k + 1]).second)
-      return fmt::format("source_target_pairs '{}': target {} appears more than once", v, ids[k + 1]);
-    distinct.insert(ids[k]);
-    distinct.insert(ids[k + 1]);
+// source_target_pairs `{{0,1},{1,2}}`, with the checks XLA's verifier makes of a collective-permute's: pairs of two
+// device ids of the module, and (`distinct`) no source and no target twice. The group is the set of devices named.
+std::string permute_pairs(const std::string& v, int64_t devices, bool distinct, int& group_size) {
+  const auto bad = [&](const std::string& why) { return fmt::format("source_target_pairs '{}': {}", v, why); };
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::size_t i = 0;
+  const auto ws = [&] { while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i; };
+  const auto expect = [&](char ch) { ws(); if (i < v.size() && v[i] == ch) { ++i; return true; } return false; };
+  const auto id = [&]() -> std::optional<int64_t> {
+    ws();
+    const std::size_t s0 = i;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+    if (i == s0 || i - s0 > 7) return std::nullopt;
+    return std::stoll(v.substr(s0, i - s0));
+  };
+  const std::string form = "expected {{SOURCE,TARGET},...} of device ids";
+  if (!expect('{')) return bad(form);
+  if (!expect('}')) {
+    do {
+      if (!expect('{')) return bad(form);
+      const auto a = id();
+      if (!a || !expect(',')) return bad(form);
+      const auto b = id();
+      if (!b || !expect('}')) return bad(form);
+      pairs.emplace_back(*a, *b);
+    } while (expect(','));
+    if (!expect('}')) return bad(form);
   }
-  group_size = static_cast<int>(distinct.size());
+  ws();
+  if (i != v.size()) return bad(form);
+  std::set<int64_t> sources, targets, named;
+  for (const auto& [src, dst] : pairs) {
+    for (int64_t d : {src, dst})
+      if (d >= devices) return bad(fmt::format("device {} is not one of the module's {}", d, devices));
+    if (distinct && !sources.insert(src).second) return bad(fmt::format("source {} appears more than once", src));
+    if (distinct && !targets.insert(dst).second) return bad(fmt::format("target {} appears more than once", dst));
+    named.insert(src);
+    named.insert(dst);
+  }
+  group_size = static_cast<int>(named.size());
   return "";
 }
 
@@ -1027,7 +1048,10 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   if (op == "ragged-all-to-all") operand_bytes = operand_shape(*cc, *in, 0).bytes();
   if (op == "recv") operand_bytes = in->shape.is_tuple && !in->shape.tuple.empty() ? in->shape.tuple[0].bytes() : in->shape.bytes();
   // Group size.
-  const int64_t devices = std::max<int64_t>(1, static_cast<int64_t>(m.replica_count) * m.num_partitions);
+  // The module's devices bound the ids; a header without replica_count or num_partitions (both default 1) states no
+  // count, and XLA's verifier then skips the bound, as here.
+  const int64_t stated = static_cast<int64_t>(m.replica_count) * m.num_partitions;
+  const int64_t devices = stated > 1 ? stated : hw::kMaxGpus;
   if (const std::string* rg = in->attr("replica_groups")) {
     const std::string& v = *rg;
     const bool uniform = ci.op != CollectiveOp::all_reduce;  // XLA lets an all-reduce's groups differ in size
@@ -1042,7 +1066,8 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
                                  "(replica_count x num_partitions)", v, n, devices);
     }
   } else if (const std::string* stp = in->attr("source_target_pairs")) {
-    ci.invalid = permute_pairs(*stp, devices, ci.group_size);
+    // (An in-place collective-permute-start, with its 4 operands, may name a pair more than once.)
+    ci.invalid = permute_pairs(*stp, devices, in->operands.size() <= 2, ci.group_size);
   }
   ci.operand_bytes = operand_bytes;
   const double g = std::max(1, ci.group_size);

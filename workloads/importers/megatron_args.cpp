@@ -1089,6 +1089,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     fail(label, "--account-for-embedding/loss-in-pipeline-split with --decoder-first/last-pipeline-num-layers: "
                 "Megatron-Core refuses it ('Does not support standalone embedding stage and standalone loss stage with "
                 "uneven pp', transformer_block.py get_num_layers_to_build)");
+  if ((embedding_counted || loss_counted) && pp > 1 && layers <= 0)
+    out.warnings.push_back("--account-for-embedding/loss-in-pipeline-split without --num-layers: the split is racksim's "
+                           "default (give --num-layers to have the embedding and loss counted as Megatron counts them)");
   if ((embedding_counted || loss_counted) && pp > 1 && layers > 0) {
     // Megatron-Core's get_num_layers_to_build: the embedding and the loss count as layers in the split, and the first
     // (last) virtual stage of the first (last) rank builds one transformer layer fewer.
