@@ -1180,34 +1180,43 @@ CollectiveCost estimate_collective(const SystemSpec& sys, CollectiveOp op, doubl
 // Megatron-MoE-ModelZoo's sbatch_benchmarking.sh passes (--moe-hybridep-num-sms 32, @e8650517), the rows' launcher.
 static int expert_exchange_sms(ExpertLibrary library) { return library == ExpertLibrary::hybridep ? 32 : 20; }
 
-// deepseek-ai/DeepEP@dd758ca csrc/legacy/config.hpp (get_nvl_buffer_size_hint, get_rdma_buffer_size_hint) and
-// deep_ep/buffers/legacy.py (get_dispatch_config / get_combine_config: receive chunks of 256 tokens on NVLink up to
-// 8 ranks, 288 up to 64, 480 at 96, 560 at 128, 720 at 144-160; 128 over RDMA throughout; the two configs agree on
-// both); Megatron-Core's get_buffer passes hidden_bytes = hidden x max(element size, 2) and takes the larger hint of
-// the two configs. Channels: half the library's SMs (expert_exchange_sms). Per received token a buffer slot holds
-// the hidden state, an 8-byte source record, 128 top-k indices (int64) and weights (fp32) and 128 fp32 scales.
+// DeepEP's normal-mode configs per EP size (deepseek-ai/DeepEP@dd758ca deep_ep/buffers/legacy.py get_dispatch_config /
+// get_combine_config): the NVLink receive chunk, the same in both, and the RDMA receive chunk (128 in both) as Config's
+// constructor aligns it up to the send chunk (csrc/legacy/config.hpp), the larger of the two: 140 at EP 16 (dispatch
+// sends 20), 132 from 96 (dispatch sends 12).
+namespace {
+struct DeepEpConfig {
+  int ep, nvl_recv, rdma_recv;
+};
+constexpr DeepEpConfig kDeepEpConfigs[] = {{2, 256, 128},  {4, 256, 128},  {8, 256, 128},   {16, 288, 140},
+                                           {24, 288, 128}, {32, 288, 128}, {48, 288, 128},  {64, 288, 128},
+                                           {96, 480, 132}, {128, 560, 132}, {144, 720, 132}, {160, 720, 132}};
+}  // namespace
+
 bool deepep_supports_ep(int ep) {
-  for (int n : {2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160})
-    if (ep == n) return true;
-  return false;
+  return std::any_of(std::begin(kDeepEpConfigs), std::end(kDeepEpConfigs), [ep](const DeepEpConfig& c) { return c.ep == ep; });
 }
 
+// The size hints of csrc/legacy/config.hpp (get_nvl_buffer_size_hint, get_rdma_buffer_size_hint) at the config of
+// `ep` (an EP size DeepEP has no config for, which the scenario refuses: the next larger one); Megatron-Core's
+// get_buffer passes hidden_bytes = hidden x max(element size, 2). Channels: half the library's SMs
+// (expert_exchange_sms). Per received token a buffer slot holds the hidden state, an 8-byte source record, 128 top-k
+// indices (int64) and weights (fp32) and 128 fp32 scales.
 double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep) {
   if (library != ExpertLibrary::deepep || ep < 2 || !(hidden > 0)) return 0;
+  const DeepEpConfig* cfg = std::find_if(std::begin(kDeepEpConfigs), std::end(kDeepEpConfigs),
+                                         [ep](const DeepEpConfig& c) { return c.ep >= ep; });
+  if (cfg == std::end(kDeepEpConfigs)) --cfg;
   constexpr int kNvlPeers = 8, kTopK = 128, kScales = 128;
   const double channels = expert_exchange_sms(library) / 2;
   const int nvl_ranks = std::min(ep, kNvlPeers), rdma_ranks = std::max(ep / kNvlPeers, 1);
-  // (Receive chunks: NVLink 256 / 288 / 480 / 560 / 720; RDMA 128 aligned up to the send chunk by Config's constructor,
-  // the larger of the two configs': 140 at EP 16 (dispatch's 20), 132 from 96 (dispatch's 12), else 128.)
-  const double nvl_recv = ep <= 8 ? 256 : ep <= 64 ? 288 : ep <= 96 ? 480 : ep <= 128 ? 560 : 720;
-  const double rdma_recv = ep == 16 ? 140 : ep >= 96 ? 132 : 128;
   const double hidden_bytes = hidden * 2;
   const double slot = hidden_bytes + 8 + kTopK * 8.0 + kTopK * 4.0 + kScales * 4.0;
   const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
-  const double nvl = up128(channels * nvl_ranks * ((2.0 * rdma_ranks + 3) * 4 + nvl_recv * slot));
+  const double nvl = up128(channels * nvl_ranks * ((2.0 * rdma_ranks + 3) * 4 + cfg->nvl_recv * slot));
   const double rdma = ep <= kNvlPeers ? 0.0
                                       : up128(channels * rdma_ranks *
-                                              ((kNvlPeers * 2 + 2) * 2 * 4.0 + rdma_recv * 2 * (slot + 16)));
+                                              ((kNvlPeers * 2 + 2) * 2 * 4.0 + cfg->rdma_recv * 2 * (slot + 16)));
   return nvl + rdma;
 }
 

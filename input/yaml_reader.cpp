@@ -528,6 +528,15 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
   return root;
 }
 
+namespace {
+// The 1-based line and byte column of `offset` in `text`.
+std::pair<int, int> position_in(const std::string& text, std::size_t offset) {
+  const auto end = text.begin() + static_cast<std::ptrdiff_t>(offset);
+  const auto line_start = std::find(std::make_reverse_iterator(end), text.rend(), '\n').base();
+  return {static_cast<int>(1 + std::count(text.begin(), end, '\n')), static_cast<int>(end - line_start + 1)};
+}
+}  // namespace
+
 std::size_t first_invalid_utf8(const std::string& text) {
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t n = text.size();
@@ -557,17 +566,14 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   // some of them, so reject early with a clear message.
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '\0') {
-      std::size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(i), '\n');
-      ctx->diag->error({file_label, static_cast<int>(line), 1}, "", "file contains a NUL byte: not a YAML text file");
+      ctx->diag->error({file_label, position_in(text, i).first, 1}, "", "file contains a NUL byte: not a YAML text file");
       return std::nullopt;
     }
   }
   // Text that is not UTF-8 (a Latin-1 file, a binary): yaml-cpp reads it, and the JSON report then cannot hold it.
   if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
-    const std::size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
-    const std::size_t col = line_start == std::string::npos || bad == 0 ? bad + 1 : bad - line_start;
-    const std::size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n');
-    ctx->diag->error({file_label, static_cast<int>(line), static_cast<int>(col)}, "",
+    const auto [line, col] = position_in(text, bad);
+    ctx->diag->error({file_label, line, col}, "",
                      fmt::format("byte 0x{:02X} is not UTF-8: racksim reads UTF-8 text (save the file as UTF-8)",
                                  static_cast<unsigned char>(text[bad])));
     return std::nullopt;
@@ -673,7 +679,7 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
-bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value) {
+bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value, std::vector<std::string>* created) {
   const auto parts = split_path(path);
   // Check first, so a failed set leaves the tree untouched.
   {
@@ -695,11 +701,14 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
     if (cur.IsDefined() && !cur.IsNull() && !cur.IsMap()) return false;
   }
   std::vector<YAML::Node> chain{root};
+  std::string prefix;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix = i == 0 ? parts[i] : prefix + "." + parts[i];
     YAML::Node next = chain.back()[parts[i]];
     if (!next.IsDefined() || next.IsNull()) {
       chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
       next = chain.back()[parts[i]];
+      if (created) created->push_back(prefix);
     }
     chain.push_back(next);
   }

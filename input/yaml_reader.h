@@ -174,7 +174,9 @@ void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
 
 // Sets `value` at dotted `path` inside `root`, creating maps along the way.
 // Returns false (without changing anything) if a non-map is in the way.
-bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value);
+// `created`, when given, gets the paths of the mappings made on the way (training.moe where there was none).
+bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value,
+                 std::vector<std::string>* created = nullptr);
 std::vector<std::string> split_path(const std::string& path);
 
 // Names (file stems) of the *.yaml files in `dir`, sorted; empty if the folder is missing.

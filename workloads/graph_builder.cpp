@@ -1242,7 +1242,7 @@ class Builder {
       if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * pr_.grad_bytes, true);
       // The expert-exchange library's buffers, allocated at a stage's first exchange and kept (hw::
       // expert_library_buffer_bytes: DeepEP's; NCCL's are in memory.reserved, HybridEP's size is not published).
-      if (m_.moe && ep_ > 1 && sum_over_local_layers([this](int l) { return m_.is_moe_layer(l) ? 1.0 : 0.0; }) > 0)
+      if (m_.moe && ep_ > 1 && local_expert_params() > 0)  // (a stage with MoE layers)
         if (const double b = hw::expert_library_buffer_bytes(expert_library(), h_, ep_); b > 0)
           resident("expert_exchange.buffers", MemCategory::communication_buffers, b);
     }

@@ -92,27 +92,10 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     }
     if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
     if (!input::check_yaml_document(value, "", {label, line, column}, s.key_path, *ctx->diag)) continue;
-    // The mappings this --set creates on its way (training.moe where the file has no moe) are its own too: an error
-    // about them (an unknown or misspelt key) names the --set, not a place in the file that does not exist.
+    // The mappings this set creates on its way (training.moe where the file has no moe) are its own too: an error
+    // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
     std::vector<std::string> created;
-    {
-      const auto parts = input::split_path(s.key_path);
-      YAML::Node cur = root;
-      std::string prefix;
-      bool missing = false;
-      for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-        prefix = prefix.empty() ? parts[i] : prefix + "." + parts[i];
-        if (!missing) {
-          const YAML::Node& c = cur;  // (a const node's operator[] adds nothing)
-          if (!cur.IsMap()) break;      // set_by_path refuses it below
-          const YAML::Node next = c[parts[i]];
-          missing = !next.IsDefined() || next.IsNull();
-          if (!missing) cur.reset(next);
-        }
-        if (missing) created.push_back(prefix);
-      }
-    }
-    if (!input::set_by_path(root, s.key_path, value)) {
+    if (!input::set_by_path(root, s.key_path, value, &created)) {
       ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
       continue;
     }

@@ -165,13 +165,8 @@ SweepSpec parse_sweep(const Node& root) {
       } catch (const input::InputError& e) {
         for (const auto& d : e.diagnostics()) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
-          // (A quantity's parse errors, core/units.cpp: every message it throws starts with one of these.)
-          bool quantity = false;
-          for (const char* p : {"missing unit", "wrong unit", "unknown unit", "not a number", "negative ", "value out of range",
-                                "digit separators", "unexpected text", "unexpected second number", "empty value"})
-            quantity = quantity || d.message.rfind(p, 0) == 0;
           const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
-                                 quantity || (inside && names_a_key(d.message));
+                                 sim::is_quantity_error(d.message) || (inside && names_a_key(d.message));
           if (!malformed || !(d.key_path == k.path || inside)) continue;
           const YAML::Mark& m = value_marks[i][j];
           diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path,

@@ -139,6 +139,8 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
   // A quantity that is no number at all, or negative, as well.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [abc GB]\n", kLabel),
             kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: not a number: 'abc GB'");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [-1 GB]\n", kLabel),
+            kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: negative size '-1 GB'");
   // An axis inside another's value: the rows would be labelled with a value that did not run.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
                        kLabel),

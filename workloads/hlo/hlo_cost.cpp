@@ -205,7 +205,7 @@ std::string unquote_axis(std::string n) {
 // product of its parts; its ids are consecutive when they are 0..g-1 in the group of device 0 (computed,
 // as XLA reshapes and transposes the iota). A mesh with an explicit device order (anything between `]`
 // and the groups) is taken as not consecutive. Returns what is wrong with `v`, or an empty string.
-std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecutive) {
+std::string mesh_axes_group(const std::string& v, int64_t devices, int& group_size, bool& consecutive) {
   constexpr int64_t kMax = 1'000'000;
   const auto bad = [&](const std::string& why) { return fmt::format("replica_groups '{}': {}", v, why); };
   const auto close = v.find(']');
@@ -278,8 +278,40 @@ std::string mesh_axes_group(const std::string& v, int& group_size, bool& consecu
   consecutive = iota;
   for (std::size_t j = 0; j < ids.size() && consecutive; ++j)
     if (ids[j] != static_cast<int64_t>(j)) consecutive = false;
+  int64_t mesh_devices = 1;
+  for (const auto& a : axes) mesh_devices *= a.second;
+  if (mesh_devices > devices)
+    return bad(fmt::format("the mesh has {} devices, but the module runs on {} (replica_count x num_partitions)",
+                           mesh_devices, devices));
   return "";
 }
+
+// A reader of XLA's brace lists of device ids, `{{0,1},{2,3}}` (replica groups, source-target pairs): blanks skipped,
+// an id a non-negative integer of at most 7 digits (beyond any device count racksim takes).
+struct IdListReader {
+  const std::string& v;
+  std::size_t i = 0;
+  void skip_blanks() {
+    while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i;
+  }
+  bool eat(char ch) {
+    skip_blanks();
+    if (i >= v.size() || v[i] != ch) return false;
+    ++i;
+    return true;
+  }
+  std::optional<int64_t> id() {
+    skip_blanks();
+    const std::size_t start = i;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+    if (i == start || i - start > 7) return std::nullopt;
+    return std::stoll(v.substr(start, i - start));
+  }
+  bool at_end() {
+    skip_blanks();
+    return i == v.size();
+  }
+};
 
 // Replica groups as a list, `{{0,1},{2,3}}` or XLA's iota form `[G,S]<=[D0,D1]T(1,0)`, with checks XLA's HLO verifier
 // makes (openxla/xla hlo_verifier.cc, CheckReplicaGroups): every id a device of the module, none in two groups, all
@@ -331,31 +363,27 @@ std::string list_groups(const std::string& v, int64_t devices, bool uniform, int
     return "";
   }
   // Explicit list: '{' [ '{' [id {',' id}] '}' {',' '{' ... '}'} ] '}'.
-  std::size_t i = 0;
-  const auto ws = [&] { while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i; };
-  const auto expect = [&](char ch) { ws(); if (i < v.size() && v[i] == ch) { ++i; return true; } return false; };
-  if (!expect('{')) return bad("expected {{ID,...},...}");
+  IdListReader r{v};
+  if (!r.eat('{')) return bad("expected {{ID,...},...}");
   std::vector<char> seen(static_cast<std::size_t>(std::min<int64_t>(devices, hw::kMaxGpus)), 0);
   std::vector<std::size_t> sizes;
   bool first = true;
-  if (!expect('}')) {
+  if (!r.eat('}')) {
     do {
-      if (!expect('{')) return bad("expected '{' to open a group");
+      if (!r.eat('{')) return bad("expected '{' to open a group");
       std::vector<int64_t> ids;
-      if (!expect('}')) {
+      if (!r.eat('}')) {
         do {
-          ws();
-          const std::size_t s0 = i;
-          while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
-          if (i == s0 || i - s0 > 7) return bad("a device id must be a non-negative integer");
-          const int64_t id = std::stoll(v.substr(s0, i - s0));
+          const auto read = r.id();
+          if (!read) return bad("a device id must be a non-negative integer");
+          const int64_t id = *read;
           if (id >= devices)
             return bad(fmt::format("device {} is not one of the module's {} (replica_count x num_partitions)", id, devices));
           if (seen[static_cast<std::size_t>(id)]) return bad(fmt::format("device {} is in more than one group", id));
           seen[static_cast<std::size_t>(id)] = 1;
           ids.push_back(id);
-        } while (expect(','));
-        if (!expect('}')) return bad("expected ',' or '}' in a group");
+        } while (r.eat(','));
+        if (!r.eat('}')) return bad("expected ',' or '}' in a group");
       }
       if (ids.empty()) return bad("a group is empty");
       if (first) {
@@ -366,11 +394,10 @@ std::string list_groups(const std::string& v, int64_t devices, bool uniform, int
         first = false;
       }
       sizes.push_back(ids.size());
-    } while (expect(','));
-    if (!expect('}')) return bad("expected ',' or '}' after a group");
+    } while (r.eat(','));
+    if (!r.eat('}')) return bad("expected ',' or '}' after a group");
   }
-  ws();
-  if (i != v.size()) return bad(fmt::format("unexpected '{}' after the groups", v.substr(i, 16)));
+  if (!r.at_end()) return bad(fmt::format("unexpected '{}' after the groups", v.substr(r.i, 16)));
   if (uniform && std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end())
     return bad("the groups differ in size, which this collective does not allow");
   return "";
@@ -381,31 +408,21 @@ std::string list_groups(const std::string& v, int64_t devices, bool uniform, int
 std::string permute_pairs(const std::string& v, int64_t devices, bool distinct, int& group_size) {
   const auto bad = [&](const std::string& why) { return fmt::format("source_target_pairs '{}': {}", v, why); };
   std::vector<std::pair<int64_t, int64_t>> pairs;
-  std::size_t i = 0;
-  const auto ws = [&] { while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i; };
-  const auto expect = [&](char ch) { ws(); if (i < v.size() && v[i] == ch) { ++i; return true; } return false; };
-  const auto id = [&]() -> std::optional<int64_t> {
-    ws();
-    const std::size_t s0 = i;
-    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
-    if (i == s0 || i - s0 > 7) return std::nullopt;
-    return std::stoll(v.substr(s0, i - s0));
-  };
+  IdListReader r{v};
   const std::string form = "expected {{SOURCE,TARGET},...} of device ids";
-  if (!expect('{')) return bad(form);
-  if (!expect('}')) {
+  if (!r.eat('{')) return bad(form);
+  if (!r.eat('}')) {
     do {
-      if (!expect('{')) return bad(form);
-      const auto a = id();
-      if (!a || !expect(',')) return bad(form);
-      const auto b = id();
-      if (!b || !expect('}')) return bad(form);
+      if (!r.eat('{')) return bad(form);
+      const auto a = r.id();
+      if (!a || !r.eat(',')) return bad(form);
+      const auto b = r.id();
+      if (!b || !r.eat('}')) return bad(form);
       pairs.emplace_back(*a, *b);
-    } while (expect(','));
-    if (!expect('}')) return bad(form);
+    } while (r.eat(','));
+    if (!r.eat('}')) return bad(form);
   }
-  ws();
-  if (i != v.size()) return bad(form);
+  if (!r.at_end()) return bad(form);
   std::set<int64_t> sources, targets, named;
   for (const auto& [src, dst] : pairs) {
     for (int64_t d : {src, dst})
@@ -1055,16 +1072,8 @@ CollectiveInfo CostModel::collective(const Computation& c, const Instruction& in
   if (const std::string* rg = in->attr("replica_groups")) {
     const std::string& v = *rg;
     const bool uniform = ci.op != CollectiveOp::all_reduce;  // XLA lets an all-reduce's groups differ in size
-    ci.invalid = v.starts_with("mesh[") ? mesh_axes_group(v, ci.group_size, ci.consecutive)
+    ci.invalid = v.starts_with("mesh[") ? mesh_axes_group(v, devices, ci.group_size, ci.consecutive)
                                         : list_groups(v, devices, uniform, ci.group_size, ci.consecutive);
-    std::vector<std::pair<std::string, int64_t>> axes;
-    if (ci.invalid.empty() && v.starts_with("mesh[") && parse_mesh_axes(v, axes).empty()) {
-      int64_t n = 1;
-      for (const auto& a : axes) n *= a.second;
-      if (n > devices)
-        ci.invalid = fmt::format("replica_groups '{}': the mesh has {} devices, but the module runs on {} "
-                                 "(replica_count x num_partitions)", v, n, devices);
-    }
   } else if (const std::string* stp = in->attr("source_target_pairs")) {
     // (An in-place collective-permute-start, with its 4 operands, may name a pair more than once.)
     ci.invalid = permute_pairs(*stp, devices, in->operands.size() <= 2, ci.group_size);

@@ -862,6 +862,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "parallelism", "");
   tw.line(4, "tp", std::to_string(tp), fl.has("tensor-model-parallel-size") ? src("tensor-model-parallel-size") : "default 1");
   tw.line(4, "pp", std::to_string(pp), fl.has("pipeline-model-parallel-size") ? src("pipeline-model-parallel-size") : "default 1");
+  // Megatron-Core counts the embedding and the loss as layers of the pipeline split when asked
+  // (transformer_block.py get_num_layers_to_build): for the chunk size below and the end stages further down.
+  const bool embedding_counted = fl.on("account-for-embedding-in-pipeline-split");
+  const bool loss_counted = fl.on("account-for-loss-in-pipeline-split");
+  const long long counted_layers = layers + embedding_counted + loss_counted;
   // Interleaving: --virtual-pipeline-model-parallel-size, --num-virtual-stages-per-pipeline-rank, or
   // --num-layers-per-virtual-pipeline-stage (layers per chunk).
   long long vp = 1;
@@ -875,8 +880,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       fail(label, src("num-layers-per-virtual-pipeline-stage") + " with --decoder-first/last-pipeline-num-layers: "
                   "Megatron-LM refuses it ('please use --num-virtual-stages-per-pipeline-rank to specify virtual "
                   "pipeline parallel degree when enable uneven pipeline parallelism')");
-    const long long counted = layers + fl.on("account-for-embedding-in-pipeline-split") +
-                              fl.on("account-for-loss-in-pipeline-split");
+    const long long counted = counted_layers;
     const long long ranks = std::max(pp, 1);
     if (counted % ranks != 0 || (counted / ranks) % *per != 0)
       fail(label, fmt::format("{}: {} layers over pp {} do not split into chunks of {} (Megatron-LM: 'number of "
@@ -1083,8 +1087,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // Uneven pipeline ends.
   const auto first = as_int("decoder-first-pipeline-num-layers");
   const auto last = as_int("decoder-last-pipeline-num-layers");
-  const bool embedding_counted = fl.on("account-for-embedding-in-pipeline-split");
-  const bool loss_counted = fl.on("account-for-loss-in-pipeline-split");
   if ((embedding_counted || loss_counted) && (first || last))
     fail(label, "--account-for-embedding/loss-in-pipeline-split with --decoder-first/last-pipeline-num-layers: "
                 "Megatron-Core refuses it ('Does not support standalone embedding stage and standalone loss stage with "
@@ -1093,9 +1095,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     out.warnings.push_back("--account-for-embedding/loss-in-pipeline-split without --num-layers: the split is racksim's "
                            "default (give --num-layers to have the embedding and loss counted as Megatron counts them)");
   if ((embedding_counted || loss_counted) && pp > 1 && layers > 0) {
-    // Megatron-Core's get_num_layers_to_build: the embedding and the loss count as layers in the split, and the first
-    // (last) virtual stage of the first (last) rank builds one transformer layer fewer.
-    const long long counted = layers + embedding_counted + loss_counted;
+    // The first (last) virtual stage of the first (last) rank builds one transformer layer fewer.
+    const long long counted = counted_layers;
     if (counted % pp != 0 || (counted / pp) % vp != 0)
       fail(label, fmt::format("{} layers with the embedding and loss counted do not split over pp {} x vp {} "
                               "(Megatron-Core: 'num_layers={} should be divisible by pipeline_model_parallel_size={}'"
