@@ -153,6 +153,8 @@ constexpr double kNvlinkLatencyScale[2][3] = {{1.0, 1.0, 1.0}, {11.0 / 4.5, 19.5
 // B3.2: multi-node rings pay NCCL's per-step network post overhead: 1.0 us on Intel and Arm hosts (the DGX
 // Xeons and Grace of A4; 2.0 us only on AMD), x3 for Simple. InfiniBand adds no latencyInter.
 constexpr double kNetOverheadUs = 1.0;
+// The plain TREE pattern's share of the tree's bus bandwidth (tuning.cc: busBw *= .85 when maxTreePattern is TREE).
+constexpr double kPlainTreeFactor = 0.85;
 
 // B3.4 bandwidth constants (GB/s). [arch][index2] with index2 = 0 one node, 1 two nodes, 2 more.
 constexpr double kLlMaxBwOneNode[2] = {141.0, 282.0};       // llMaxBws, 1 node: GPU row
@@ -188,10 +190,12 @@ constexpr std::array<double, 24> kTreeCorrection[3] = {
     {{1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0}},
     {{1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0}},
     {{.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}}};
-// Point-to-point (all-to-all, send/recv) across NVLink domains: NCCL runs them on its p2p channels (32) with 2
-// channels per peer (NCCL_NCHANNELS_PER_NET_PEER default), i.e. 16 peers in flight; P2P uses LL or Simple.
-constexpr int kP2pChannels = 32;
-constexpr int kP2pChannelsPerPeer = 2;
+// Point-to-point (all-to-all, send/recv) across NVLink domains: NCCL runs them on its p2p channels with a few
+// channels per network peer (net_p2p_channels below); P2P uses LL or Simple.
+constexpr double kP2pPerChannelNetGBps = 14;  // NCCL_P2P_PER_CHANNEL_NET_BW default (paths.cc)
+constexpr int kP2pPeersPerBatch = 8;          // NCCL_MAX_DEV_WORK_P2P_PER_BATCH (device.h)
+constexpr int kIntraP2pLatencyChannels = 32;  // inside a domain: the latency's peers in flight, 32 / 2 per peer
+constexpr int kLibraryPeersInFlight = 16;     // DeepEP/HybridEP exchanges: the latency's peers per step
 // Inside one NVLink domain the p2p schedule is emulated (p2p_plan below) from NCCL 2.30.7's source
 // (github NVIDIA/nccl @5067397c): src/graph/paths.cc ncclTopoComputeP2pChannels[PerPeer], src/enqueue.cc
 // scheduleP2pTasksToPlan / addP2pToPlan, src/include/channel.h ncclP2pChannelBaseForRound, src/init.cc
@@ -344,6 +348,7 @@ struct Comm {
   int nvls_channels = 0;
   double nic_ladder = 0;  // highest inter-ladder speed one NIC sustains (p2p over NIC)
   double nic_efficiency = 1.0;  // scale_out.nic_efficiency: the transport's rate / line rate
+  bool x86_host = true;         // the CPU NCCL sees (a Grace superchip's host is ARM)
 };
 
 // GB/s a rank's NICs move when NCCL's model gives them `nic_rate`: that, or less where the transport does not run
@@ -409,6 +414,7 @@ Comm make_comm(const SystemSpec& sys, const GroupPlacement& g, bool nvls_enabled
   const double nic = pcie_path > 0 ? std::min(c.nic, pcie_path) : c.nic;
   c.nic_ladder = nic > 0 ? ladder_floor(kInterLadder[c.arch], nic) : 0.0;
   c.nic_efficiency = sys.scale_out.nic_efficiency;
+  c.x86_host = sys.host.link != HostLinkKind::nvlink_c2c;
 
   const double nvl = c.nvl;
   const int nics = c.ppn * c.nics_per_gpu;  // this group's NICs in one domain (each GPU owns its own)
@@ -500,7 +506,10 @@ struct Candidate {
   Proto proto = kSimple;
   double lat_us = 0;
   double algbw = 0;        // GB/s: time = lat + bytes / algbw (NCCL's "bandwidth", already algorithm bandwidth)
-  bool tree_correct = false;
+  // NCCL's size correction of a tree's bandwidth (tuning.cc treeCorrectionFactor): applied below 2^end x 64 bytes,
+  // 0 none. Tree all-reduce: end 23 (logSize < 23, so none from 512 MiB); NVLSTree all-reduce on Blackwell with an
+  // x86 host (2.29+): end 24.
+  int tree_table_end = 0;
   std::string bound;       // what limits algbw
   int sm = 0;
   double nvl_bytes = 0, nic_bytes = 0;  // per rank, busier direction
@@ -526,17 +535,20 @@ int channels_for(int nc, Proto p, bool ring, int n, double bytes) {
   return std::max(1, nc);
 }
 
-double tree_correction(Proto p, double bytes) {
+double tree_correction(Proto p, double bytes, int table_end) {
   // NCCL indexes its table by log2i(bytes >> 6) and steps between entries; that makes time jump down by up
   // to 17 % where the factor rises at a power of two. We interpolate linearly in log2(size) between the same
-  // entries (so time stays non-decreasing in bytes); at every power of two the value is NCCL's.
+  // entries (so time stays non-decreasing in bytes); at every power of two the value is NCCL's, 1.0 from the
+  // table's end (NCCL applies no entry there: tuning.cc ncclTopoGetAlgoTime, logSize < 23 for the tree).
   const double x = std::log2(std::max(bytes, 64.0) / 64.0);
   const auto& t = kTreeCorrection[p];
-  if (x >= 24.0) return 1.0;
+  if (table_end <= 0) return 1.0;
+  const int end = std::min(table_end, static_cast<int>(t.size()));
+  if (x >= end) return 1.0;
   const int i = static_cast<int>(std::floor(x));
   const double f = x - i;
   const double a = t[i];
-  const double b = (i + 1 < 24) ? t[i + 1] : 1.0;
+  const double b = (i + 1 < end) ? t[i + 1] : 1.0;
   return a + (b - a) * f;
 }
 
@@ -617,21 +629,24 @@ std::string pat_unavailable(const Comm& c, CollectiveOp op) {
 
 Candidate tree_candidate(const Comm& c, Proto p, double bytes) {
   // The tree graph is taken as the ring graph (NCCL searches trees with the rings' channel count; on an
-  // NVSwitch domain with one NIC per GPU both reach the same per-channel speed). We assume the balanced tree
-  // is found, so NCCL's x0.85 for the plain TREE pattern does not apply.
+  // NVSwitch domain with one NIC per GPU both reach the same per-channel speed). With more than one rank per
+  // domain we assume the balanced tree is found; with one, NCCL's search takes the plain TREE pattern
+  // (search.cc ncclTopoCompute: "if (ngpus == 1 && graph->pattern != NCCL_TOPO_PATTERN_RING) pattern = TREE",
+  // 2.30.7), and the tuner then takes x0.85 of its bus bandwidth (tuning.cc: maxTreePattern == TREE).
   Candidate k;
   k.algo = CollectiveAlgorithm::tree;
   k.proto = p;
-  k.tree_correct = true;
+  k.tree_table_end = 23;
   const int i2 = index2(c.nodes);
   const double bw = c.nodes <= 2 ? c.ring.bw_intra : c.ring.bw_inter;
   const double link_bus = c.ring.nch * bw;
   double bus = std::min(0.92 * link_bus, c.ring.nch * kPerChMaxTree[c.arch][i2]);
   if (p == kLL) bus = std::min(bus / 3.8, ll_max_bw(c));
   if (p == kLL128) bus = std::min(bus * (c.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), c.ring.nch * kPerChMaxTreeLL128[c.arch][i2]);
+  if (c.ppn == 1) bus *= kPlainTreeFactor;
   k.algbw = 0.5 * bus;
   if (p != kSimple) k.bound = "protocol";
-  else if (bus < 0.92 * link_bus - kEps) k.bound = "channel_cap";  // perChMaxTreeBw
+  else if (bus < (c.ppn == 1 ? kPlainTreeFactor : 1.0) * 0.92 * link_bus - kEps) k.bound = "channel_cap";  // perChMaxTreeBw
   else k.bound = c.nodes > 1 && c.ring.nic_limited ? "nic" : "nvlink";
   const double intra = nvlink_lat(c, kNvlinkTree, p);
   const double inter = kNetTree[p];
@@ -697,6 +712,9 @@ Candidate nvls_tree_candidate(const Comm& c, double bytes) {
   else if (bw == inter) k.bound = "nic";
   else k.bound = "channel_cap";
   k.lat_us = kNvlinkNvlsTree * kNvlinkLatencyScale[c.arch][kSimple] + 2.0 * log2i(c.nodes) * kNetNvlsTree;  // base 0 + intra + 2 log2(nNodes) inter
+  // NCCL 2.29+ corrects NVLSTree's bandwidth by size on Blackwell and later with an x86 host (tuning.cc
+  // ncclTopoGetAlgoTime: minCompCap >= 100, cpuArch x86, logSize < 24); a Grace host is not corrected.
+  if (c.arch == kSm100 && c.x86_host) k.tree_table_end = 24;
   k.sm = c.nvls_channels;
   // NVLS inside the domain on the whole buffer; the heads' NICs carry the tree: ~2 S per domain (up + down).
   k.nvl_bytes = bytes * (c.ppn + 1.0) / c.ppn;
@@ -751,6 +769,27 @@ P2pChannels p2p_channels(const Comm& c) {
   k.per_peer = std::min(k.P, pow2_up(2 * links));
   k.ch_min = k.per_peer;
   while (static_cast<long long>(k.ch_min) * c.n > k.P && k.ch_min > 1) k.ch_min /= 2;
+  return k;
+}
+
+// Across NVLink domains (NCCL 2.30.7 paths.cc ncclTopoGetNchannels, ncclTopoComputeP2pChannels[PerPeer]): the p2p
+// channels are pow2Up(comm channels); a network peer gets max(the GPU's NICs, ceil(their GB/s / 14)) channels, an
+// NVLink peer 2 x links, and every peer the fewest of these, pow2Up; with more than one domain that is halved while
+// per_peer x ceil(ranks / 8) exceeds the p2p channels, so that every peer fits one round. (Before, a fixed 32
+// channels and 2 per peer: 32 CTAs on an 8-GPU Hopper node where NCCL launches 16.)
+P2pChannels net_p2p_channels(const Comm& c) {
+  P2pChannels k;
+  k.P = std::min(kMaxP2pChannels, pow2_up(std::min(c.comm_channels, kMaxP2pChannels)));
+  const double net_GBps = c.nic * std::max(1, c.nics_per_gpu);
+  int per_peer = std::max(std::max(1, c.nics_per_gpu), static_cast<int>(std::ceil(net_GBps / kP2pPerChannelNetGBps - 1e-9)));
+  if (c.ppn > 1) {
+    const int links = std::max(1, static_cast<int>(std::lround(c.nvl / kNcclNvlinkPerLink[c.arch])));
+    per_peer = std::min(per_peer, 2 * links);
+  }
+  k.per_peer = pow2_up(per_peer);
+  const int rounds = (c.n + kP2pPeersPerBatch - 1) / kP2pPeersPerBatch;
+  while (static_cast<long long>(k.per_peer) * rounds > k.P && k.per_peer > 1) k.per_peer /= 2;
+  k.ch_min = k.per_peer;
   return k;
 }
 
@@ -847,13 +886,17 @@ Candidate direct_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes
   if (op == CollectiveOp::all_to_all) {
     nvl_frac = (c.ppn - 1) / n;
     nic_frac = (n - c.ppn) / n;
-    const int in_flight = kP2pChannels / kP2pChannelsPerPeer;
+    // Inside one domain the latency takes 16 peers in flight (2 channels of 32) and p2p_plan below the CTAs;
+    // across domains NCCL's network p2p channels.
+    P2pChannels pc{kIntraP2pLatencyChannels, 2, 2};
+    if (c.nodes > 1) pc = net_p2p_channels(c);
+    const int in_flight = std::max(1, pc.P / std::max(1, pc.per_peer));
     steps = (c.n - 1 + in_flight - 1) / in_flight;
-    k.sm = std::min(kP2pChannels, kP2pChannelsPerPeer * (c.n - 1));
+    k.sm = static_cast<int>(std::min<long long>(pc.P, static_cast<long long>(pc.per_peer) * (c.n - 1)));
   } else {  // send_recv: one message to one peer, over NVLink inside a domain, else over the NICs
     if (c.nodes == 1) nvl_frac = 1.0;
     else nic_frac = 1.0;
-    k.sm = kP2pChannelsPerPeer;
+    k.sm = c.nodes > 1 ? net_p2p_channels(c).per_peer : 2;
   }
   // Seconds per byte of the buffer (x1e-9) on each link class; the two classes move concurrently.
   const double t_nvl = nvl_frac > 0 ? nvl_frac / (k.nvl_rate * f_nvl) : 0.0;
@@ -888,7 +931,7 @@ Evaluated evaluate(const Comm& c, const Candidate& k, double bytes) {
   Evaluated e;
   e.k = k;
   double algbw = k.algbw;
-  if (k.tree_correct) algbw *= tree_correction(k.proto, bytes);
+  algbw *= tree_correction(k.proto, bytes, k.tree_table_end);
   e.lat_s = k.lat_us * 1e-6;
   e.bw_s = std::isfinite(algbw) && algbw > 0 ? bytes / (algbw * 1e9) : 0.0;
   e.bound = k.bound;
@@ -1298,9 +1341,13 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   if (!x.hierarchical() || g.ranks <= 1 || buffer <= 0) return plain;
   const Comm c = make_comm(sys, g, false);
   const ExpertExchangeVolume v = expert_exchange_volume(sys, g, x);
-  CollectiveCost r = plain;  // latency: the same handshakes as NCCL's point-to-point exchange
+  CollectiveCost r = plain;
   r.algorithm = CollectiveAlgorithm::hierarchical;
   r.protocol = "Simple";
+  // Latency: a point-to-point exchange's handshakes with 16 peers in flight (a step per 16 peers), DeepEP's and
+  // HybridEP's own kernels, not NCCL's rounds of p2p channels (net_p2p_channels); their measured rates hold the rest.
+  const int steps = (g.ranks - 1 + kLibraryPeersInFlight - 1) / kLibraryPeersInFlight;
+  r.latency_s = (kBaseRing[kSimple] + steps * (c.nodes > 1 ? kNetRing[kSimple] : nvlink_lat(c, kNvlinkRing, kSimple))) * 1e-6;
   r.bytes_per_rank_nic = v.nic_bytes;
   r.bytes_per_rank_nvlink = v.nvlink_bytes;
   // Each leg at the library's measured rate (expert_link_efficiency), not NCCL's: the NIC's bytes at its share

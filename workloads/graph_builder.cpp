@@ -248,7 +248,10 @@ class Builder {
       mtp_logits_.clear();
       mtp_saved_.clear();
       add_resident_state();
+      gather_after_ = kNoOp;
+      if (!jax_) zero_grad_buffer();
       if (overlapped_param_gather()) gather_params_ahead();
+      gather_after_ = kNoOp;
       for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap())) {
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
@@ -296,6 +299,13 @@ class Builder {
     for (const auto& [waiter, key] : cross_host_waits_)
       if (waiter < g_.ops.size() && g_.ops[waiter].rank == g_.ops[waiter - 1].rank && g_.ops[waiter].host_waits_for == kNoOp)
         g_.ops[waiter].host_waits_for = sends_.at(key);
+    // The gradient norm's all-reduces span every stage: each starts when every stage has reached it.
+    for (const auto& per_rank : norm_all_reduces_) {
+      SmallVec<OpId, 3> all;
+      for (OpId id : per_rank)
+        for (OpId d : g_.ops[id].deps) all.push_back(d);
+      for (OpId id : per_rank) g_.ops[id].deps = all;
+    }
     // The embedding group's all-reduce starts on both of its ranks when both have reached it.
     if (embd_all_reduce_.size() == 2) {
       auto& first = g_.ops[embd_all_reduce_[0]].deps;
@@ -2136,10 +2146,21 @@ class Builder {
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
                        // DeepEP's receive counts come back as a host list (fused_a2a.py: tokens_per_expert =
                        // torch.tensor(num_recv_tokens_per_expert_list)), but its routing map is rebuilt from the received
-                       // indices on the GPU and read by the permutation (_indices_to_multihot's boolean indexing, unless
-                       // the experimental fused path): the host waits for the exchange. HybridEP permutes inside its
-                       // dispatch and has its counts from the preprocessing: no second wait.
-                       if (waits && t_.moe.dispatcher == MoeDispatcher::deepep && ep_ > 1) pending_host_wait_ = last();
+                       // indices on the GPU (_DeepepManager._indices_to_multihot, unless the experimental fused path;
+                       // Megatron-LM@d98e8a64 token_dispatcher.py:1337-1365): zeroed multihot maps, then boolean
+                       // indexing (indices[mask], probs[mask]) and repeat_interleave, whose output sizes the host reads
+                       // back: a synchronization of the current stream, the compute stream. So the host waits for the
+                       // exchange (the stream waits for it first) and for every kernel issued on the compute stream before
+                       // it: under EP overlap the paired micro-batch's expert backward and weight gradients (Megatron-Core
+                       // issues them before this node), after which the stream is empty and the rest of the layer runs at
+                       // the host's pace. HybridEP permutes inside its dispatch and has its counts from the
+                       // preprocessing: no second wait.
+                       if (waits && t_.moe.dispatcher == MoeDispatcher::deepep && ep_ > 1) {
+                         // Each received row (at most one per token copy) zeroes its int64 and fp32 multihot entries for
+                         // the local experts and reads and scatters its top-k indices and probabilities.
+                         vector("dispatch.indices_to_multihot", permuted * 12.0 * (local_experts + e.top_k), 0);
+                         pending_host_wait_ = last();
+                       }
                        if (!etp_replicated) etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
@@ -3543,13 +3564,22 @@ class Builder {
     prefix_rank();
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
+    // A torch.distributed collective's stream first waits for the work already on the current stream
+    // (ProcessGroupNCCL): the step's first gather for the gradient buffers' memset (zero_grad_buffer).
+    const auto after = [this]() -> SmallVec<OpId, 3> {
+      if (gather_after_ == kNoOp) return {};
+      const OpId d = gather_after_;
+      gather_after_ = kNoOp;
+      return {d};
+    };
     if (dense_replicas() > 1 && dense_params > 0)
       ready.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
-                                 dense_params * pr_.param_gather_bytes));
+                                 dense_params * pr_.param_gather_bytes, after()));
     if (expert_replicas() > 1 && expert_params > 0)
       ready.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
-                                 expert_params * pr_.param_gather_bytes));
+                                 expert_params * pr_.param_gather_bytes, after()));
   }
+  OpId gather_after_ = kNoOp;  // the op the step's first parameter gather waits for
   void gather_params_ahead() {
     for (int c = 0; c < vp_; ++c) {
       const int v = c * pp_ + rank_;
@@ -4026,6 +4056,42 @@ class Builder {
   }
   bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
   std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
+  // ---- the step's ends in Megatron-Core, around the layers ------------------------------------------
+  // train_step zeroes every model chunk's gradient buffer before the forward-backward (Megatron-LM@d98e8a64
+  // training.py train_step -> DistributedDataParallel.zero_grad_buffer -> ParamAndGradBuffer.reset: grad_data.zero_(),
+  // param_and_grad_buffer.py; the same at f2e5db40): a memset of the whole fp32 (main-)gradient buffer of the rank's
+  // parameters on the compute stream, the distributed optimizer's included (it shards its state, not this buffer).
+  // Megatron-FSDP and racksim's ZeRO-2 hold sharded gradient buffers of their own: not counted there.
+  void zero_grad_buffer() {
+    if (grads_sharded() || local_params() <= 0) return;
+    phase_ = Phase::forward;
+    prefix_rank();
+    gather_after_ = vector("step.zero_grad_buffer", local_params() * pr_.grad_bytes, 0);
+  }
+  // The optimizer's gradient norm (clip_grads.py get_grad_norm_fp32, called by every optimizer with --clip-grad, on by
+  // default): one multi-tensor L2-norm kernel over the gradients the rank's optimizer holds (the distributed
+  // optimizer's shard of fp32 main gradients), an all-reduce of the squared norm over its grad-stats group (the
+  // distributed optimizer's: every GPU of the job, parallel_state.py's intra-distributed-optimizer-instance group with
+  // one instance; the model-parallel group without it, taken here as the job too), and the host reads it
+  // (total_norm.item() at f2e5db40 and in 2025's code). A chained optimizer (dense and expert parameters, MoE) does this
+  // once per part, every rank in both parts (an empty part still joins its all-reduce). The clipping that follows
+  // scales the gradients only when the norm exceeds the threshold (at the rows' commits): not counted.
+  std::vector<std::vector<OpId>> norm_all_reduces_;  // per optimizer part: its all-reduce on each rank
+  void grad_norm() {
+    const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
+    const double parts[2] = {sharded ? local_dense_params() / dense_replicas() : local_dense_params(),
+                             sharded ? local_expert_params() / expert_replicas() : local_expert_params()};
+    const int n_parts = m_.moe ? 2 : 1;
+    if (norm_all_reduces_.size() < static_cast<std::size_t>(n_parts)) norm_all_reduces_.resize(n_parts);
+    OpId reduce = kNoOp;
+    for (int k = 0; k < n_parts; ++k) {
+      vector(k == 0 ? "optimizer.grad_norm" : "optimizer.grad_norm.experts", parts[k] * pr_.grad_bytes, 2 * parts[k]);
+      reduce = inline_collective(k == 0 ? "optimizer.grad_norm.all_reduce" : "optimizer.grad_norm.experts.all_reduce",
+                                 CollectiveOp::all_reduce, CommGroup::world, 4.0);
+      norm_all_reduces_[k].push_back(reduce);
+    }
+    pending_host_wait_ = reduce;
+  }
   // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
   // for the optimizer's.
   void finalize_model_grads_tail() {
@@ -4060,7 +4126,10 @@ class Builder {
     const double shard = sharded ? sharded_params() : local_params();
     pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
     grad_ops_.clear();
-    if (!jax_) finalize_model_grads_tail();
+    if (!jax_) {
+      finalize_model_grads_tail();
+      grad_norm();
+    }
     // Adam: read the gradient, master weight and moments; write the master weight and moments.
     const double adam_bytes = shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
     if (t_.offload_optimizer) {
@@ -4094,9 +4163,16 @@ class Builder {
                                  shard * pr_.activation_bytes, {adam})};
       vector("optimizer.cast_weights", shard * 2 * pr_.activation_bytes, shard);
     } else {
-      // On the GPU Megatron also writes the bf16 working copy.
-      const OpId adam = vector("optimizer.adamw", jax_ ? adam_bytes : adam_bytes + shard * pr_.activation_bytes, 15 * shard);
+      const OpId adam = vector("optimizer.adamw", adam_bytes, 15 * shard);
       if (jax_) g_.ops[adam].frees.push_back(jax_grads_);
+      // Megatron then writes the working copy of the weights from the fp32 master weights. With bf16 moments (the
+      // precision-aware optimizer, Transformer Engine's FusedAdam holding the master weights) the Adam kernel writes it;
+      // otherwise a copy of its own reads the master shard and writes the copy (distrib_optimizer.py
+      // _copy_main_params_to_model_params; Float16OptimizerWithFloat16Params likewise).
+      if (!jax_) {
+        if (t_.adam_moments == AdamMoments::bf16) g_.ops[adam].hbm_bytes += shard * pr_.activation_bytes;
+        else vector("optimizer.copy_main_to_model", shard * (pr_.master_weight_bytes + pr_.activation_bytes), 0);
+      }
     }
     // ZeRO-1/2: the updated shards are gathered back into every replica, each part over its group.
     if (sharded && t_.optimizer_sharding != OptimizerSharding::fsdp && !overlapped_param_gather()) {

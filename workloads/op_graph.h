@@ -46,7 +46,8 @@ enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 // embd: Megatron-Core's embedding group, the first and the last rank of a pipeline group (parallel_state.py
 // default_embedding_ranks): 2 ranks, stride (pp-1)·tp·cp·dp, over which the two copies of the word embeddings'
 // gradients are all-reduced (finalize_model_grads); one rank when pp is 1.
-enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate, embd };
+// world: every GPU of the job (the distributed optimizer's gradient-norm reduction).
+enum class CommGroup : uint8_t { dp, tp, pp, cp, ep, dp_cp, edp, etp, dp_shard, edp_shard, dp_replicate, embd, world };
 enum class MemCategory : uint8_t { weights, gradients, optimizer, activations, communication_buffers, other };
 constexpr int kMemCategoryCount = 6;
 
@@ -61,11 +62,11 @@ inline constexpr std::array<sim::EnumName<StreamKind>, kStreamCount> kStreamKind
      {StreamKind::comm_ep, "expert exchanges"}}};
 inline constexpr std::array<sim::EnumName<Phase>, 4> kPhaseNames = {
     {{Phase::forward, "forward"}, {Phase::backward, "backward"}, {Phase::recompute, "recompute"}, {Phase::optimizer, "optimizer"}}};
-inline constexpr std::array<sim::EnumName<CommGroup>, 12> kCommGroupNames = {
+inline constexpr std::array<sim::EnumName<CommGroup>, 13> kCommGroupNames = {
     {{CommGroup::dp, "dp"}, {CommGroup::tp, "tp"}, {CommGroup::pp, "pp"}, {CommGroup::cp, "cp"},
      {CommGroup::ep, "ep"}, {CommGroup::dp_cp, "dp_cp"}, {CommGroup::edp, "edp"}, {CommGroup::etp, "etp"},
      {CommGroup::dp_shard, "dp_shard"}, {CommGroup::edp_shard, "edp_shard"}, {CommGroup::dp_replicate, "dp_replicate"},
-     {CommGroup::embd, "embd"}}};
+     {CommGroup::embd, "embd"}, {CommGroup::world, "world"}}};
 inline constexpr std::array<sim::EnumName<MemCategory>, kMemCategoryCount> kMemCategoryNames = {
     {{MemCategory::weights, "weights"},
      {MemCategory::gradients, "gradients"},

@@ -53,6 +53,7 @@ GroupShape group_shape(const Job& job, CommGroup g) {
     case CommGroup::dp_replicate: return {p.dp_replicas(), p.tp * p.cp * p.dp_shard_size()};
     // The first and the last stage of a pipeline group: its members 0 and pp-1.
     case CommGroup::embd: return {p.pp > 1 ? 2 : 1, p.pp > 1 ? (p.pp - 1) * p.tp * p.cp * p.dp : 1};
+    case CommGroup::world: return {p.tp * p.cp * p.dp * p.pp, 1};
   }
   return {};
 }
@@ -667,7 +668,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // Which placement a collective of `group` on simulated rank `rank` (its pipeline stage) takes: -1 over the
   // whole job, else the stage whose ranks it scans (0 for every stage when stages start at domain boundaries).
   int placement_stage(CommGroup group, int rank) const {
-    if (group == CommGroup::pp || group == CommGroup::embd || job_.parallelism.pp <= 1) return -1;
+    if (group == CommGroup::pp || group == CommGroup::embd || group == CommGroup::world || job_.parallelism.pp <= 1) return -1;
     return stages_start_at_domains() ? 0 : rank;
   }
   // A pipeline send goes to one neighbour: the pair of ranks it joins (the sender's stage and the next one forward,
@@ -1004,10 +1005,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       const auto& r = res_.ops[i];
       if (op.rank != critical) continue;
       auto& list = lists[static_cast<int>(op.stream)];
-      // The all-reduce that joins the first and the last stage (the embedding copies' gradients, MTP's) starts when the
-      // other end has finished its cool-down: the wait, with nothing else running, is this stage's pipeline bubble
-      // (docs/contracts.md: "the others' cool-down"), not idle time.
-      if (g_.ranks > 1 && g_.ops[i].kind == OpKind::collective && g_.ops[i].group == CommGroup::embd) {
+      // The all-reduces that join stages (the embedding copies' gradients, MTP's, between the first and the last stage;
+      // the optimizer's gradient norm over every stage) start when the others have finished their cool-down: the wait,
+      // with nothing else running, is this stage's pipeline bubble (docs/contracts.md: "the others' cool-down"), not
+      // idle time.
+      if (g_.ranks > 1 && g_.ops[i].kind == OpKind::collective &&
+          (g_.ops[i].group == CommGroup::embd || g_.ops[i].group == CommGroup::world)) {
         double ready = r.launch_end_s;
         for (OpId d : g_.ops[i].deps)
           if (meta_[d].rank == critical) ready = std::max(ready, res_.ops[d].end_s);

@@ -201,6 +201,61 @@ TEST(CollectiveClosedForm, PatForOneRankPerNode) {
                std::invalid_argument);
 }
 
+// One rank per node: NCCL's search takes the plain TREE pattern (search.cc: ngpus == 1) and its tuner x0.85 of the
+// tree's bus bandwidth (tuning.cc, 2.30.7). The times are NCCL 2.30.7's own tuner on the same graphs (an audit re-typed
+// ncclTopoTuneModel, 2026-12-05): 64 nodes 64 MiB ring LL128 4,077 us (the tree, 0.85 x, loses), 128 nodes tree
+// LL128 4,371 us; before the factor the tree won both (3,718 / 3,735 us).
+TEST(CollectiveClosedForm, OneRankPerNodeTreeIsNcclsPlainTreePattern) {
+  const auto sys = h100_sxm();
+  const auto a64 = estimate_collective(sys, CollectiveOp::all_reduce, 64 * MiB, GroupPlacement{64, 1, 1});
+  EXPECT_EQ(a64.algorithm, CollectiveAlgorithm::ring);
+  EXPECT_NEAR(a64.time_s, 4076.861e-6, 0.01e-6);
+  const auto a128 = estimate_collective(sys, CollectiveOp::all_reduce, 64 * MiB, GroupPlacement{128, 1, 1});
+  EXPECT_EQ(a128.algorithm, CollectiveAlgorithm::tree);
+  EXPECT_NEAR(a128.time_s, 4370.875e-6, 0.01e-6);
+}
+
+// NCCL corrects the tree's bandwidth by size only below 512 MiB (tuning.cc: logSize = log2i(bytes >> 6) < 23), and
+// from 2.29 NVLSTree's on Blackwell with an x86 host below 1 GiB (logSize < 24); never on a Grace host.
+TEST(CollectiveClosedForm, TreeSizeCorrectionEndsWhereNcclsDoes) {
+  CollectiveOptions tree_simple = algo(CollectiveAlgorithm::tree);
+  tree_simple.protocol = CollectiveProtocol::simple;
+  const GroupPlacement nodes{128, 8, 1};
+  const auto at = [&](double S) { return estimate_collective(h100_sxm(), CollectiveOp::all_reduce, S, nodes, tree_simple); };
+  // From 512 MiB the bandwidth time is the uncorrected one: linear in the size.
+  EXPECT_NEAR(at(GiB).bandwidth_time_s, 2 * at(512 * MiB).bandwidth_time_s, 1e-9);
+  // At 256 MiB NCCL's Simple entry (0.9) applies.
+  EXPECT_NEAR(at(256 * MiB).bandwidth_time_s * 0.9, at(512 * MiB).bandwidth_time_s / 2, 1e-9);
+  // B200 (x86): NVLSTree at 64 MiB 569.35 us and 256 MiB 1,651 us, NCCL 2.30.7's model (uncorrected 485 / 1,501 us);
+  // GB200 (Grace): no correction, its bandwidth time linear in the size.
+  const auto b = [&](double S) {
+    return estimate_collective(b200(), CollectiveOp::all_reduce, S, GroupPlacement{32, 8, 1}, algo(CollectiveAlgorithm::nvls_tree));
+  };
+  EXPECT_NEAR(b(64 * MiB).time_s, 569.353e-6, 0.01e-6);
+  EXPECT_NEAR(b(256 * MiB).time_s, 1651e-6, 1e-6);
+  const auto g = [&](double S) {
+    return estimate_collective(gb200_nvl72(), CollectiveOp::all_reduce, S, GroupPlacement{144, 72, 1},
+                               algo(CollectiveAlgorithm::nvls_tree));
+  };
+  EXPECT_NEAR(g(64 * MiB).bandwidth_time_s * 4, g(256 * MiB).bandwidth_time_s, 1e-9);
+}
+
+// Across nodes NCCL's p2p runs on pow2Up(comm channels) channels with max(NICs, ceil(NIC GB/s / 14)) per network peer,
+// halved while they and the peers' rounds of 8 exceed them (paths.cc, 2.30.7): on 8-GPU H100 nodes 16 channels (CTAs),
+// 4 per peer up to 32 ranks, 2 at 64, 1 from 128.
+TEST(CollectiveClosedForm, AllToAllAcrossNodesTakesNcclsNetworkP2pChannels) {
+  const auto sys = h100_sxm();
+  for (int n : {16, 64, 256}) {
+    const auto r = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{n, 8, 1});
+    EXPECT_EQ(r.sm_count, 16) << n;
+  }
+  EXPECT_EQ(estimate_collective(sys, CollectiveOp::send_recv, 64 * MiB, GroupPlacement{2, 1, 1}).sm_count, 4);
+  // Peers in flight 16 / per peer: the latency's steps over 63 peers, 8 at 2 per peer (kNetRing Simple per step).
+  const auto r64 = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{64, 8, 1});
+  const auto r16 = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{16, 8, 1});
+  EXPECT_GT(r64.latency_s, r16.latency_s);
+}
+
 // ---------------------------------------------------------------------------------------------- NVLS
 // All-to-all inside a domain, NCCL's p2p schedule (collectives.cpp p2p_plan): 32 p2p channels, 4 per peer on 8
 // ranks (8 on 4), one peer's part per CTA, so the busiest CTA moves (bytes/n)/channels plus one 512 KiB step

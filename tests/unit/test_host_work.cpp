@@ -112,20 +112,22 @@ TEST(HostWork, MoeDispatchersMakeTheHostWait) {
     for (std::size_t i = 0; i < r.graph.ops.size(); ++i) {
       const Op& op = r.graph.ops[i];
       if (op.host_waits_for == kNoOp) continue;
-      ++waits;
       const std::string name = r.graph.op_name(static_cast<OpId>(i)), on = r.graph.op_name(op.host_waits_for);
+      EXPECT_GE(r.replay.ops[i].launch_start_s, r.replay.ops[op.host_waits_for].end_s) << name;
+      if (on.find("optimizer.grad_norm") != std::string::npos) continue;  // the optimizer's read of the norm
+      ++waits;
       if (std::string(dispatcher) == "alltoall") {
         EXPECT_NE(name.find("dispatch.all_to_all"), std::string::npos) << name;
         EXPECT_NE(on.find("dispatch.counts_all_gather"), std::string::npos) << on;  // the counts, gathered over EP
       } else {
-        // Inside the dispatch call for the notify's counts, then before the experts for the exchange.
+        // Inside the dispatch call for the notify's counts, then before the permutation for the routing map rebuilt
+        // after the exchange (a compute-stream kernel that waits for it).
         const bool notify = on.find("dispatch.notify") != std::string::npos;
-        EXPECT_TRUE(notify || on.find("dispatch.all_to_all") != std::string::npos) << on;
+        EXPECT_TRUE(notify || on.find("dispatch.indices_to_multihot") != std::string::npos) << on;
         if (notify) {
           EXPECT_NE(name.find("dispatch.all_to_all"), std::string::npos) << name;
         }
       }
-      EXPECT_GE(r.replay.ops[i].launch_start_s, r.replay.ops[op.host_waits_for].end_s) << name;
     }
     // Per MoE layer forward and micro-batch (4 layers x 2 micro-batches: 32 sequences over dp 16): one, or two for
     // DeepEP (the notify's counts and the exchange).
@@ -167,9 +169,14 @@ training: {seq_len: 2048, global_batch: 3, micro_batch: 1, parallelism: {tp: 1, 
   EXPECT_EQ(bucket_waits, 4);
   const double params = 2 * 32768.0 * 1024 + 8 * 16.78e6;
   EXPECT_NEAR(checked_bytes / 4, params, 0.01 * params);  // every fp32 main grad read once
-  // --no-check-for-nan-in-loss-and-grad: no waits, and the GPU no longer idles behind them.
+  // --no-check-for-nan-in-loss-and-grad: no waits (but the optimizer's read of the gradient norm), and the GPU no
+  // longer idles behind them.
   const auto off = sim::simulate(load(job, {"training.check_for_nan=false"}));
-  for (const auto& op : off.graph.ops) EXPECT_EQ(op.host_waits_for, kNoOp);
+  for (const auto& op : off.graph.ops) {
+    if (op.host_waits_for != kNoOp) {
+      EXPECT_NE(off.graph.op_name(op.host_waits_for).find("optimizer.grad_norm"), std::string::npos);
+    }
+  }
   EXPECT_GT(r.replay.step_time_s, off.replay.step_time_s);
 }
 

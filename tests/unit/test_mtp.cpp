@@ -277,13 +277,19 @@ TEST(AdamMoments, Bf16MomentsHalveTheMomentsBytes) {
   const auto g1 = build_training_graph(bf16.model, bf16.training, bf16.system.spec);
   const double o0 = resident(g0, MemCategory::optimizer, 0), o1 = resident(g1, MemCategory::optimizer, 0);
   EXPECT_NEAR(o1 / o0, 8.0 / 12.0, 1e-12);
-  auto adam_bytes = [](const OpGraph& g) {
+  auto op_bytes = [](const OpGraph& g, const std::string& name) {
     for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).find("optimizer.adamw") != std::string::npos) return g.ops[i].hbm_bytes;
+      if (g.op_name(static_cast<OpId>(i)).find(name) != std::string::npos) return g.ops[i].hbm_bytes;
     return 0.0;
   };
   const double shard = o0 / 12;  // parameters of this rank's shard
-  EXPECT_DOUBLE_EQ(adam_bytes(g0) - adam_bytes(g1), 2 * 4 * shard);
+  // fp32 moments: Adam reads and writes the master weights and moments (28 bytes) and a copy of its own then reads
+  // the master weights and writes the bf16 working copy (6). bf16 moments: the precision-aware kernel writes the
+  // working copy itself (20 + 2).
+  EXPECT_DOUBLE_EQ(op_bytes(g0, "optimizer.adamw"), 28 * shard);
+  EXPECT_DOUBLE_EQ(op_bytes(g0, "optimizer.copy_main_to_model"), 6 * shard);
+  EXPECT_DOUBLE_EQ(op_bytes(g1, "optimizer.adamw"), 22 * shard);
+  EXPECT_DOUBLE_EQ(op_bytes(g1, "optimizer.copy_main_to_model"), 0.0);
   EXPECT_EQ(sim::scenario_to_json(bf16)["training"]["adam_moments"], "bf16");  // echoed only when bf16
   EXPECT_FALSE(sim::scenario_to_json(fp32)["training"].contains("adam_moments"));
 }

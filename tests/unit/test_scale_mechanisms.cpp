@@ -1796,11 +1796,52 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, par
     EXPECT_DOUBLE_EQ(g.ops[notify].coll_bytes, deepep ? 8 * 8 * 4.0 : 8 * 4096 * 8.0) << dispatcher;
     EXPECT_EQ(g.ops[exchange].host_waits_for, notify) << dispatcher;
     // Both permute the received tokens after the exchange (dispatch_postprocess; HybridEP inside its dispatch). DeepEP's
-    // permutation reads a routing map rebuilt on the GPU: the host waits for the exchange; HybridEP's does not.
+    // permutation reads a routing map rebuilt on the GPU by boolean indexing, which synchronizes the compute stream:
+    // the host waits for that kernel, which waits for the exchange; HybridEP's does not.
     const OpId permute = by_name.at("mb0.L3.dispatch.permute");
     EXPECT_GT(permute, exchange);
-    EXPECT_EQ(g.ops[permute].host_waits_for, deepep ? exchange : kNoOp) << dispatcher;
+    if (deepep) {
+      const OpId multihot = by_name.at("mb0.L3.dispatch.indices_to_multihot");
+      EXPECT_EQ(g.ops[multihot].stream, StreamKind::compute);
+      EXPECT_NE(std::find(g.ops[multihot].deps.begin(), g.ops[multihot].deps.end(), exchange), g.ops[multihot].deps.end());
+      EXPECT_EQ(g.ops[permute].host_waits_for, multihot);
+    } else {
+      EXPECT_EQ(by_name.count("mb0.L3.dispatch.indices_to_multihot"), 0u);
+      EXPECT_EQ(g.ops[permute].host_waits_for, kNoOp) << dispatcher;
+    }
   }
+}
+
+// Under EP overlap the same synchronization drains the compute stream, which by then holds the paired micro-batch's
+// expert backward and weight gradients (Megatron-Core issues mlp_bwd and mlp_bwd_dw before the forward's mlp node,
+// whose _indices_to_multihot syncs: Megatron-LM@d98e8a64 token_dispatcher.py:1337-1365, model_chunk_schedule_plan.py).
+// So the host issues the forward's permutation and experts only once those are done (an audit's finding, 2026-12-05:
+// the host had waited for the exchange alone and kept its lead over the GPU).
+TEST(ScaleMechanisms, DeepEpRoutingMapSyncDrainsTheComputeStreamUnderEpOverlap) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: deepep, a2a_overlap: true}}
+)");
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  ASSERT_EQ(g.issue_order.size(), g.ops.size());
+  std::vector<std::size_t> pos(g.ops.size());
+  for (std::size_t p = 0; p < g.issue_order.size(); ++p) pos[g.issue_order[p]] = p;
+  std::map<std::string, OpId> by_name;
+  for (OpId i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].rank == 0) by_name[g.op_name(i)] = i;
+  for (const char* n : {"mb3.L0.dispatch.indices_to_multihot", "mb3.L0.dispatch.permute", "mb0.L23.experts.gate_up.wgrad",
+                        "mb0.L23.experts.down.dgrad"})
+    ASSERT_TRUE(by_name.count(n)) << n;
+  const OpId multihot = by_name.at("mb3.L0.dispatch.indices_to_multihot"), permute = by_name.at("mb3.L0.dispatch.permute");
+  const OpId b_dw = by_name.at("mb0.L23.experts.gate_up.wgrad"), b_mlp = by_name.at("mb0.L23.experts.down.dgrad");
+  // Issued on the compute stream after the paired backward's expert work, so it runs after it (one stream, in order),
+  // and the permutation's host waits for it.
+  EXPECT_EQ(g.ops[multihot].stream, StreamKind::compute);
+  EXPECT_LT(pos[b_mlp], pos[multihot]);
+  EXPECT_LT(pos[b_dw], pos[multihot]);
+  EXPECT_LT(pos[multihot], pos[permute]);
+  EXPECT_EQ(g.ops[permute].host_waits_for, multihot);
 }
 
 // The combined 1F1B order under the builder's other mechanisms: every layout builds (no dependency issued after
