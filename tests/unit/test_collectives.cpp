@@ -250,10 +250,15 @@ TEST(CollectiveClosedForm, AllToAllAcrossNodesTakesNcclsNetworkP2pChannels) {
     EXPECT_EQ(r.sm_count, 16) << n;
   }
   EXPECT_EQ(estimate_collective(sys, CollectiveOp::send_recv, 64 * MiB, GroupPlacement{2, 1, 1}).sm_count, 4);
-  // Peers in flight 16 / per peer: the latency's steps over 63 peers, 8 at 2 per peer (kNetRing Simple per step).
-  const auto r64 = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{64, 8, 1});
-  const auto r16 = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{16, 8, 1});
-  EXPECT_GT(r64.latency_s, r16.latency_s);
+  // Every peer in flight at once: a CTA runs a batch of 8 peers side by side and the per-peer channels were halved
+  // until each batch has its own (one round), so the latency is one network step (Simple: 8.4 + 14 us) up to
+  // 8 x 16 / per_peer peers; at 256 ranks (1 per peer, 128 in flight) two steps. (Before, 16 peers a step.)
+  for (int n : {16, 64, 128}) {
+    const auto r = estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{n, 8, 1});
+    EXPECT_NEAR(r.latency_s, (8.4 + 14.0) * 1e-6, 1e-12) << n;
+  }
+  EXPECT_NEAR(estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{256, 8, 1}).latency_s,
+              (8.4 + 2 * 14.0) * 1e-6, 1e-12);
 }
 
 // ---------------------------------------------------------------------------------------------- NVLS

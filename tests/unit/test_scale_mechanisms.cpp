@@ -1812,6 +1812,55 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, par
   }
 }
 
+// HybridEP's combine_with_unpermute synchronized its stream before the unpermutation in the hybrid-ep branch from
+// 83e0d15 to a484936 (deepseek-ai/DeepEP 3d4a884 csrc/hybrid_ep/executor/executor.cu combine_preprocess: the dispatched
+// token count is -1, so cudaStreamSynchronize): training.moe.hybridep_combine_sync. The host waits before the forward
+// combine's unpermutation for the experts' output, and before the dispatch backward's for the gradient it unpermutes
+// (under EP overlap the comm stream is current: the experts' data gradient, not their weight gradients). And the flex
+// dispatchers' unpermutation writes a row per (token, GPU reached).
+TEST(ScaleMechanisms, HybridEpCombineSyncMakesTheHostWaitForTheExperts) {
+  const std::string base = R"(system: {preset: gb200-nvl72, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: hybridep}}
+)";
+  for (bool overlap : {false, true}) {
+    std::vector<std::string> sets = {"training.moe.hybridep_combine_sync=true"};
+    if (overlap) sets.push_back("training.moe.a2a_overlap=true");
+    const auto sc = load(base, sets);
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::map<std::string, OpId> by_name;
+    for (OpId i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].rank == 0) by_name[g.op_name(i)] = i;
+    for (const char* n : {"mb0.L0.combine.unpermute", "mb0.L0.experts.down", "mb0.L0.dispatch.unpermute.bwd",
+                          "mb0.L0.experts.gate_up.dgrad", "mb0.L0.dispatch.permute"})
+      ASSERT_TRUE(by_name.count(n)) << n;
+    const Op& unpermute = g.ops[by_name.at("mb0.L0.combine.unpermute")];
+    EXPECT_EQ(unpermute.host_waits_for, by_name.at("mb0.L0.experts.down")) << overlap;
+    const OpId bwd_waits = g.ops[by_name.at("mb0.L0.dispatch.unpermute.bwd")].host_waits_for;
+    ASSERT_NE(bwd_waits, kNoOp) << overlap;
+    if (overlap) {
+      EXPECT_EQ(bwd_waits, by_name.at("mb0.L0.experts.gate_up.dgrad"));
+    } else {
+      EXPECT_NE(g.op_name(bwd_waits).find("experts.gate_up"), std::string::npos) << g.op_name(bwd_waits);
+    }
+    // It reads a rank's expert rows (4,096 tokens x top-2 at hidden 4,096, bf16) and writes one row per GPU a token
+    // reaches: 8 x (1 - 7/8 x 6/7) = 2 of 8 GPUs for 2 distinct experts of 8 (ep 8, one expert each).
+    EXPECT_NEAR(unpermute.hbm_bytes, (4096.0 * 2 + 4096.0 * 2) * 4096 * 2, 1.0);
+  }
+  // Off (the default, HybridEP before 83e0d15 and from a484936): no waits there; and the run is faster with none.
+  const auto off = load(base);
+  const OpGraph g = build_training_graph(off.model, off.training, off.system.spec);
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    const std::string n = g.op_name(i);
+    if (n.find("combine.unpermute") != std::string::npos || n.find("dispatch.unpermute.bwd") != std::string::npos) {
+      EXPECT_EQ(g.ops[i].host_waits_for, kNoOp) << n;
+    }
+  }
+  EXPECT_LT(sim::simulate(off).replay.step_time_s,
+            sim::simulate(load(base, {"training.moe.hybridep_combine_sync=true"})).replay.step_time_s);
+}
+
 // Under EP overlap the same synchronization drains the compute stream, which by then holds the paired micro-batch's
 // expert backward and weight gradients (Megatron-Core issues mlp_bwd and mlp_bwd_dw before the forward's mlp node,
 // whose _indices_to_multihot syncs: Megatron-LM@d98e8a64 token_dispatcher.py:1337-1365, model_chunk_schedule_plan.py).
