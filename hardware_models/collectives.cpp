@@ -1254,7 +1254,25 @@ bool deepep_supports_ep(int ep) {
 // get_buffer passes hidden_bytes = hidden x max(element size, 2). Channels: half the library's SMs
 // (expert_exchange_sms). Per received token a buffer slot holds the hidden state, an 8-byte source record, 128 top-k
 // indices (int64) and weights (fp32) and 128 fp32 scales.
-double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep) {
+// HybridEP (deepseek-ai/DeepEP hybrid-ep@94a9f8f csrc/hybrid_ep/buffer/intranode.cu NVLCoordinator, with its defaults
+// use_shared_buffer and no custom all-gather, hybrid_ep_buffer.py; Megatron-Core's init_hybrid_ep_buffer passes the
+// rank's token count, fused_a2a.py): max_num_of_tokens = tokens per rank x ranks per domain x domains (the worst case,
+// every token to one rank), and for each: the hidden state (2 bytes an element; the dispatch's output shares the
+// combine's input), an fp32 probability per expert of the domain, and the dispatch's fp32 scale per 128 elements,
+// allocated whatever the precision. Not counted: the preprocessing's scratch, the flags, the chunk padding of the token
+// count, and the RDMA buffers of an EP group across domains (internode.cu).
+static double hybridep_buffer_bytes(double hidden, int ep, double tokens_per_rank, double experts_per_rank,
+                                    int ranks_per_domain) {
+  if (ep < 2 || !(hidden > 0) || !(tokens_per_rank > 0) || !(experts_per_rank > 0)) return 0;
+  const int ranks = std::clamp(ranks_per_domain, 1, ep);
+  const double max_tokens = tokens_per_rank * ep;
+  return max_tokens * (hidden * 2 + experts_per_rank * ranks * 4.0 + std::floor(hidden / 128) * 4.0);
+}
+
+double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep, double tokens_per_rank,
+                                   double experts_per_rank, int ranks_per_domain) {
+  if (library == ExpertLibrary::hybridep)
+    return hybridep_buffer_bytes(hidden, ep, tokens_per_rank, experts_per_rank, ranks_per_domain);
   if (library != ExpertLibrary::deepep || ep < 2 || !(hidden > 0)) return 0;
   const DeepEpConfig* cfg = std::find_if(std::begin(kDeepEpConfigs), std::end(kDeepEpConfigs),
                                          [ep](const DeepEpConfig& c) { return c.ep >= ep; });

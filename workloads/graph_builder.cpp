@@ -1251,9 +1251,13 @@ class Builder {
       // Offloaded, the optimizer also keeps a pinned fp32 copy of its gradient shard on the host (hybrid_optimizer.py).
       if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * pr_.grad_bytes, true);
       // The expert-exchange library's buffers, allocated at a stage's first exchange and kept (hw::
-      // expert_library_buffer_bytes: DeepEP's; NCCL's are in memory.reserved, HybridEP's size is not published).
+      // expert_library_buffer_bytes: DeepEP's and HybridEP's; NCCL's are in memory.reserved). HybridEP's hold the rank's
+      // tokens from every EP rank; its ranks of one domain taken as the EP group's share of a domain.
       if (m_.moe && ep_ > 1 && local_expert_params() > 0)  // (a stage with MoE layers)
-        if (const double b = hw::expert_library_buffer_bytes(expert_library(), h_, ep_); b > 0)
+        if (const double b = hw::expert_library_buffer_bytes(expert_library(), h_, ep_, Tsp_,
+                                                             static_cast<double>(m_.moe->experts) / ep_,
+                                                             std::min(ep_, std::max(1, sys_.scale_up.domain_size)));
+            b > 0)
           resident("expert_exchange.buffers", MemCategory::communication_buffers, b);
     }
   }

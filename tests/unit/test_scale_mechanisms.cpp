@@ -140,7 +140,8 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {ep: 32
 // DeepEP's buffers are device memory of their own (deepseek-ai/DeepEP@dd758ca csrc/legacy/config.hpp size hints, the
 // configs of deep_ep/buffers/legacy.py, Megatron-Core's get_buffer): 10 channels (20 SMs), 8 NVLink peers, per
 // received token the hidden state (2 bytes each), an 8-byte source record, 128 int64 top-k indices, 128 fp32 weights
-// and 128 fp32 scales; over RDMA twice that, plus 16 bytes. They had counted nothing.
+// and 128 fp32 scales; over RDMA twice that, plus 16 bytes. They had counted nothing. HybridEP's since 2026-12-05 (an
+// audit sized them from its source; they had counted nothing either).
 TEST(ScaleMechanisms, DeepEpBuffersAreCountedInMemory) {
   const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
   const double slot = 7168 * 2 + 8 + 128 * 8 + 128 * 4 + 128 * 4;
@@ -154,8 +155,13 @@ TEST(ScaleMechanisms, DeepEpBuffersAreCountedInMemory) {
   EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 16),
                    up128(10 * 8 * ((2 * 2 + 3) * 4 + 288 * (4096 * 2 + 8 + 128 * 16.0))) +
                        up128(10 * 2 * ((8 * 2 + 2) * 2 * 4 + 140 * 2 * (4096 * 2 + 8 + 128 * 16.0 + 16))));
-  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::hybridep, 7168, 64), 0.0);
-  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::nccl, 7168, 64), 0.0);
+  // HybridEP (hybrid-ep@94a9f8f intranode.cu, shared dispatch/combine buffers): for the worst case of every rank's
+  // tokens, 4,096 from each of 64 ranks of one rack (Qwen3-235B on GB300, EP 64), the bf16 hidden state, an fp32
+  // probability for each of the domain's 2 x 64 experts and an fp32 scale per 128 elements: 2.32 GB.
+  EXPECT_DOUBLE_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::hybridep, 4096, 64, 4096, 2, 64),
+                   4096.0 * 64 * (4096 * 2 + 2 * 64 * 4 + 32 * 4));
+  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::hybridep, 7168, 64), 0.0);  // (no token count given)
+  EXPECT_EQ(hw::expert_library_buffer_bytes(hw::ExpertLibrary::nccl, 7168, 64, 4096, 4, 8), 0.0);
   // In a scenario: the communication buffers of the report's memory, on a stage with MoE layers.
   const char* moe = R"(system: {preset: h100-sxm, gpus: 16}
 model: {layers: 2, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 32000,
@@ -167,6 +173,10 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, parallelism: {ep: 8}
                    hw::expert_library_buffer_bytes(hw::ExpertLibrary::deepep, 4096, 8));
   EXPECT_EQ(sim::simulate(load(moe, {"training.moe.dispatcher=alltoall"})).report["memory_breakdown_bytes"]
                 ["communication_buffers"].get<double>(), 0.0);
+  // HybridEP: 4,096 tokens a rank (tp 1), 2 experts on each of the 8 ranks of the node.
+  EXPECT_DOUBLE_EQ(sim::simulate(load(moe, {"training.moe.dispatcher=hybridep"})).report["memory_breakdown_bytes"]
+                       ["communication_buffers"].get<double>(),
+                   4096.0 * 8 * (4096 * 2 + 2 * 8 * 4 + 32 * 4));
 }
 
 // Megatron-LM refuses an early parameter gather without an early gradient reduction (arguments.py, d98e8a64).
