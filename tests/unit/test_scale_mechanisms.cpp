@@ -80,6 +80,18 @@ void expect_load_error(const std::string& yaml, const std::vector<std::string>& 
   }
 }
 
+// Each op's place in the host's issue order (OpGraph::issue_order), and a rank's ops by name.
+std::vector<std::size_t> issue_positions(const OpGraph& g) {
+  std::vector<std::size_t> pos(g.ops.size());
+  for (std::size_t p = 0; p < g.issue_order.size(); ++p) pos[g.issue_order[p]] = p;
+  return pos;
+}
+std::map<std::string, OpId> ops_by_name(const OpGraph& g, int rank) {
+  std::map<std::string, OpId> by_name;
+  for (OpId i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].rank == rank) by_name[g.op_name(i)] = i;
+  return by_name;
+}
 }  // namespace
 
 // Node-limited routing that leaves fewer experts than top_k to pick from is an input error (it had fallen back, silently,
@@ -1726,11 +1738,8 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, op
   std::vector<OpId> sorted = g.issue_order;
   std::sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);
-  std::vector<std::size_t> pos(g.ops.size());
-  for (std::size_t p = 0; p < g.issue_order.size(); ++p) pos[g.issue_order[p]] = p;
-  std::map<std::string, OpId> by_name;
-  for (OpId i = 0; i < g.ops.size(); ++i)
-    if (g.ops[i].rank == 0) by_name[g.op_name(i)] = i;
+  const std::vector<std::size_t> pos = issue_positions(g);
+  const std::map<std::string, OpId> by_name = ops_by_name(g, 0);
   const auto id = [&](const std::string& n) {
     const auto it = by_name.find(n);
     EXPECT_NE(it, by_name.end()) << n;
@@ -1839,9 +1848,7 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
     if (overlap) sets.push_back("training.moe.a2a_overlap=true");
     const auto sc = load(base, sets);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    std::map<std::string, OpId> by_name;
-    for (OpId i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].rank == 0) by_name[g.op_name(i)] = i;
+    const std::map<std::string, OpId> by_name = ops_by_name(g, 0);
     for (const char* n : {"mb0.L0.combine.unpermute", "mb0.L0.experts.down", "mb0.L0.dispatch.unpermute.bwd",
                           "mb0.L0.experts.gate_up.dgrad", "mb0.L0.dispatch.permute"})
       ASSERT_TRUE(by_name.count(n)) << n;
@@ -1884,11 +1891,8 @@ training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, op
 )");
   const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
   ASSERT_EQ(g.issue_order.size(), g.ops.size());
-  std::vector<std::size_t> pos(g.ops.size());
-  for (std::size_t p = 0; p < g.issue_order.size(); ++p) pos[g.issue_order[p]] = p;
-  std::map<std::string, OpId> by_name;
-  for (OpId i = 0; i < g.ops.size(); ++i)
-    if (g.ops[i].rank == 0) by_name[g.op_name(i)] = i;
+  const std::vector<std::size_t> pos = issue_positions(g);
+  const std::map<std::string, OpId> by_name = ops_by_name(g, 0);
   for (const char* n : {"mb3.L0.dispatch.indices_to_multihot", "mb3.L0.dispatch.permute", "mb0.L23.experts.gate_up.wgrad",
                         "mb0.L23.experts.down.dgrad"})
     ASSERT_TRUE(by_name.count(n)) << n;
