@@ -80,6 +80,13 @@ void expect_load_error(const std::string& yaml, const std::vector<std::string>& 
   }
 }
 
+// Mixtral 8x7B on 64 H100 under Megatron-Core's EP overlap (pp 2, vp 2, ep 8), with the given dispatcher.
+std::string ep_overlap_job(const std::string& dispatcher) {
+  return R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: )" + dispatcher + ", a2a_overlap: true}}\n";
+}
 // Each op's place in the host's issue order (OpGraph::issue_order), and a rank's ops by name.
 std::vector<std::size_t> issue_positions(const OpGraph& g) {
   std::vector<std::size_t> pos(g.ops.size());
@@ -1728,11 +1735,7 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: 
 // expert GEMM could run before its own dispatch had arrived), and the schedule warms up one extra micro-batch so
 // that a pair's two chunks are never one micro-batch's.
 TEST(ScaleMechanisms, EpOverlapIssuesMegatronsCombined1F1BOrder) {
-  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
-           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: alltoall, a2a_overlap: true}}
-)");
+  const auto sc = load(ep_overlap_job("alltoall"));
   const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
   ASSERT_EQ(g.issue_order.size(), g.ops.size());
   std::vector<OpId> sorted = g.issue_order;
@@ -1884,11 +1887,7 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
 // So the host issues the forward's permutation and experts only once those are done (an audit's finding, 2026-12-05:
 // the host had waited for the exchange alone and kept its lead over the GPU).
 TEST(ScaleMechanisms, DeepEpRoutingMapSyncDrainsTheComputeStreamUnderEpOverlap) {
-  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 64}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 256, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
-           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: deepep, a2a_overlap: true}}
-)");
+  const auto sc = load(ep_overlap_job("deepep"));
   const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
   ASSERT_EQ(g.issue_order.size(), g.ops.size());
   const std::vector<std::size_t> pos = issue_positions(g);
