@@ -58,6 +58,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -886,13 +887,15 @@ Candidate direct_candidate(const Comm& c, CollectiveOp op, Proto p, double bytes
     nvl_frac = (c.ppn - 1) / n;
     nic_frac = (n - c.ppn) / n;
     // Inside one domain the latency takes 16 peers in flight (2 channels of 32) and p2p_plan below the CTAs.
-    // Across domains NCCL's network p2p channels: a CTA runs a batch of up to 8 peers side by side, and the
-    // channels per peer were halved so that every batch has its own (one round), so P / per_peer batches of 8
-    // peers are in flight.
+    // Across domains NCCL's network p2p channels: a CTA runs a batch of up to 8 peers side by side (with 8 ranks or
+    // more in a domain), and the channels per peer were halved so that every batch has its own, so P / per_peer
+    // batches of that many peers are in flight.
     int in_flight = kIntraP2pLatencyChannels / 2;
     if (c.nodes > 1) {
       const P2pChannels pc = net_p2p_channels(c);
-      in_flight = kP2pPeersPerBatch * std::max(1, pc.P / std::max(1, pc.per_peer));
+      // (A round's channel base advances every gcd(8, ranks per domain) rounds, NCCL's p2p schedule group: with
+      // fewer ranks in a domain the rounds batch less. init.cc ncclP2pSchedule, channel.h ncclP2pChannelBaseForRound.)
+      in_flight = std::gcd(kP2pPeersPerBatch, c.ppn) * std::max(1, pc.P / std::max(1, pc.per_peer));
       k.sm = static_cast<int>(std::min<long long>(pc.P, static_cast<long long>(pc.per_peer) * (c.n - 1)));
     } else {
       k.sm = std::min(kIntraP2pLatencyChannels, 2 * (c.n - 1));
@@ -1021,11 +1024,15 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
     if (A != CollectiveAlgorithm::auto_select && A != CollectiveAlgorithm::direct)
       cannot(what, "NCCL runs " + to_string(op) + " as point-to-point transfers (algorithm direct)");
     if (opt.protocol == CollectiveProtocol::ll128) cannot(what, "NCCL's point-to-point path uses LL or Simple, not LL128");
+    if (opt.protocol == CollectiveProtocol::auto_select && c.nodes > 1) {
+      out.push_back(direct_candidate(c, op, kSimple, bytes));
+      return out;
+    }
     if (opt.protocol == CollectiveProtocol::auto_select && c.nodes == 1 && c.n > 1) {
       // NCCL does not time p2p protocols: an operation runs LL iff its bytes <= its channels x
-      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple. (Across domains the faster of the two by the model: the
-      // rule would there pick LL where its half-rate NIC transfer is slower, and whether NCCL's network connections
-      // carry LL buffers at all is not traced; it decides messages of a few KiB per peer.)
+      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple. Across domains Simple: p2p network connections use shared
+      // buffers, which get no LL buffer unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (transport/net.cc, default 0), so
+      // addP2pToPlan finds none and runs Simple.
       const double b = p2p_peer_bytes(c, op, bytes);
       const int channels = p2p_split(p2p_channels(c), b).channels;
       const Proto p = b <= channels * kP2pLlThresholdBytes ? kLL : kSimple;
@@ -1254,7 +1261,7 @@ bool deepep_supports_ep(int ep) {
 // get_buffer passes hidden_bytes = hidden x max(element size, 2). Channels: half the library's SMs
 // (expert_exchange_sms). Per received token a buffer slot holds the hidden state, an 8-byte source record, 128 top-k
 // indices (int64) and weights (fp32) and 128 fp32 scales.
-// HybridEP (deepseek-ai/DeepEP hybrid-ep@94a9f8f csrc/hybrid_ep/buffer/intranode.cu NVLCoordinator, with its defaults
+// HybridEP's NVLink-side buffers (deepseek-ai/DeepEP hybrid-ep@94a9f8f csrc/hybrid_ep/buffer/intranode.cu NVLCoordinator, with its defaults
 // use_shared_buffer and no custom all-gather, hybrid_ep_buffer.py; Megatron-Core's init_hybrid_ep_buffer passes the
 // rank's token count, fused_a2a.py): max_num_of_tokens = tokens per rank x ranks per domain x domains (the worst case,
 // every token to one rank), and for each: the hidden state (2 bytes an element; the dispatch's output shares the

@@ -129,8 +129,8 @@ CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacem
 // Device memory an expert-exchange library holds for an EP group of `ep` ranks exchanging tokens of `hidden`
 // elements, allocated at the first exchange and kept for the run. DeepEP (normal mode, as Megatron-Core's
 // fused_a2a.py get_buffer sizes it): its NVLink and RDMA buffers from the larger of the dispatch and combine configs'
-// size hints. HybridEP (inside one NVLink domain): its shared dispatch/combine token and probability buffers and its
-// scale buffer for `tokens_per_rank` tokens from each of the ep ranks, `experts_per_rank` experts on each of the
+// size hints. HybridEP: its NVLink-side buffers, the shared dispatch/combine token and probability buffers and its
+// scale buffer (an EP group across NVLink domains also holds RDMA buffers, not counted) for `tokens_per_rank` tokens from each of the ep ranks, `experts_per_rank` experts on each of the
 // `ranks_per_domain` ranks of a domain. 0 for NCCL (its buffers are in the preset's memory.reserved).
 double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep, double tokens_per_rank = 0,
                                    double experts_per_rank = 0, int ranks_per_domain = 0);

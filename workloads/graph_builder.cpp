@@ -2058,6 +2058,10 @@ class Builder {
       for (int i = 0; i < e.top_k && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
       return ep_ * (1.0 - miss);
     }();
+    // DeepEP's and HybridEP's permutations between a rank's received rows, one per (token, GPU it reached), and its
+    // expert rows, one per (token, local expert): each reads one side and writes the other (dispatch_postprocess,
+    // combine_preprocess, and the same in the backward; HybridEP's permute.cu).
+    const double flex_permute_bytes = (permuted + Tsp_ * gpus_reached * perm_scale) * h_ * a;
     const bool hybridep_sync = t_.moe.hybridep_combine_sync && t_.moe.dispatcher == MoeDispatcher::hybridep && !jax_ &&
                                !loose_ep_overlap() && ep_ > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
@@ -2175,7 +2179,7 @@ class Builder {
                          pending_host_wait_ = last();
                        }
                        if (!etp_replicated) etp_collective("dispatch.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
-                       if (flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
+                       if (flex) vector("dispatch.permute", flex_permute_bytes, 0);
                        if (sorts_chunks) vector("dispatch.sort_chunks", 2 * expert_tokens * dispatch_bytes, 0);
                      },
                      [=, this] {
@@ -2183,7 +2187,7 @@ class Builder {
                        // (training.moe.hybridep_combine_sync): the host waits for the gradient it unpermutes, and without
                        // EP overlap (the compute stream current) for everything issued before it.
                        if (hybridep_sync) pending_host_wait_ = megatron_ep_overlap() ? expert_dgrad_ : last();
-                       if (flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
+                       if (flex) vector("dispatch.unpermute.bwd", flex_permute_bytes, permuted * h_);
                        if (sorts_chunks) vector("dispatch.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                        // The gate/up dgrad's partial sums over the etp ranks' FFN slices, reduced to the token owners;
                        // tokens replicated, after the exchange (below).
@@ -2269,7 +2273,7 @@ class Builder {
                        // HybridEP's combine may synchronize its stream (training.moe.hybridep_combine_sync): the host
                        // waits for the experts' output.
                        if (hybridep_sync) pending_host_wait_ = last();
-                       if (flex) vector("combine.unpermute", (permuted + Tsp_ * gpus_reached * perm_scale) * h_ * a, permuted * h_);
+                       if (flex) vector("combine.unpermute", flex_permute_bytes, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
                        expert_exchange("combine.all_to_all", Tsp_, h_ * a / etp_gathered_out);
@@ -2292,7 +2296,7 @@ class Builder {
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a / etp_gathered_out, permuted * h_ / etp_gathered_out);
                        expert_exchange("combine.bwd.all_to_all", Tsp_, grad_dispatch_bytes / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
-                       if (flex) vector("combine.bwd", 2 * permuted * h_ * a, permuted * h_);
+                       if (flex) vector("combine.bwd", flex_permute_bytes, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);
                      }});
   }

@@ -259,6 +259,13 @@ TEST(CollectiveClosedForm, AllToAllAcrossNodesTakesNcclsNetworkP2pChannels) {
   }
   EXPECT_NEAR(estimate_collective(sys, CollectiveOp::all_to_all, 256 * MiB, GroupPlacement{256, 8, 1}).latency_s,
               (8.4 + 2 * 14.0) * 1e-6, 1e-12);
+  // With one rank per node the rounds do not batch (the schedule group is gcd(8, ranks per domain)): P / per_peer
+  // peers in flight, so more latency steps than with 8 per node at the same rank count.
+  EXPECT_GT(estimate_collective(sys, CollectiveOp::all_to_all, 64 * KiB, GroupPlacement{64, 1, 1}).latency_s,
+            estimate_collective(sys, CollectiveOp::all_to_all, 64 * KiB, GroupPlacement{64, 8, 1}).latency_s * 4);
+  // Across nodes p2p runs Simple: its network connections get no LL buffers by default (NCCL_ALLOC_P2P_NET_LL_BUFFERS=0).
+  EXPECT_EQ(estimate_collective(sys, CollectiveOp::all_to_all, 256 * KiB, GroupPlacement{16, 8, 1}).protocol, "Simple");
+  EXPECT_EQ(estimate_collective(sys, CollectiveOp::send_recv, 64 * KiB, GroupPlacement{2, 1, 1}).protocol, "Simple");
 }
 
 // ---------------------------------------------------------------------------------------------- NVLS
