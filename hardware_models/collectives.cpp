@@ -58,9 +58,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -1024,18 +1024,17 @@ std::vector<Candidate> enumerate(const SystemSpec& sys, const Comm& c, Collectiv
     if (A != CollectiveAlgorithm::auto_select && A != CollectiveAlgorithm::direct)
       cannot(what, "NCCL runs " + to_string(op) + " as point-to-point transfers (algorithm direct)");
     if (opt.protocol == CollectiveProtocol::ll128) cannot(what, "NCCL's point-to-point path uses LL or Simple, not LL128");
+    // NCCL does not time p2p protocols. Across domains Simple: p2p network connections use shared buffers, which get
+    // no LL buffer unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (transport/net.cc, default 0), so addP2pToPlan finds none.
     if (opt.protocol == CollectiveProtocol::auto_select && c.nodes > 1) {
       out.push_back(direct_candidate(c, op, kSimple, bytes));
       return out;
     }
     if (opt.protocol == CollectiveProtocol::auto_select && c.nodes == 1 && c.n > 1) {
-      // NCCL does not time p2p protocols: an operation runs LL iff its bytes <= its channels x
-      // NCCL_P2P_LL_THRESHOLD (addP2pToPlan), else Simple. Across domains Simple: p2p network connections use shared
-      // buffers, which get no LL buffer unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (transport/net.cc, default 0), so
-      // addP2pToPlan finds none and runs Simple.
+      // Inside a domain an operation runs LL iff its bytes <= its channels x NCCL_P2P_LL_THRESHOLD (addP2pToPlan),
+      // else Simple.
       const double b = p2p_peer_bytes(c, op, bytes);
-      const int channels = p2p_split(p2p_channels(c), b).channels;
-      const Proto p = b <= channels * kP2pLlThresholdBytes ? kLL : kSimple;
+      const Proto p = b <= p2p_split(p2p_channels(c), b).channels * kP2pLlThresholdBytes ? kLL : kSimple;
       out.push_back(direct_candidate(c, op, p, bytes));
       return out;
     }
@@ -1261,8 +1260,27 @@ bool deepep_supports_ep(int ep) {
 // get_buffer passes hidden_bytes = hidden x max(element size, 2). Channels: half the library's SMs
 // (expert_exchange_sms). Per received token a buffer slot holds the hidden state, an 8-byte source record, 128 top-k
 // indices (int64) and weights (fp32) and 128 fp32 scales.
-// HybridEP's NVLink-side buffers (deepseek-ai/DeepEP hybrid-ep@94a9f8f csrc/hybrid_ep/buffer/intranode.cu NVLCoordinator, with its defaults
-// use_shared_buffer and no custom all-gather, hybrid_ep_buffer.py; Megatron-Core's init_hybrid_ep_buffer passes the
+static double deepep_buffer_bytes(double hidden, int ep) {
+  if (ep < 2 || !(hidden > 0)) return 0;
+  const DeepEpConfig* cfg = std::find_if(std::begin(kDeepEpConfigs), std::end(kDeepEpConfigs),
+                                         [ep](const DeepEpConfig& c) { return c.ep >= ep; });
+  if (cfg == std::end(kDeepEpConfigs)) --cfg;
+  constexpr int kNvlPeers = 8, kTopK = 128, kScales = 128;
+  const double channels = expert_exchange_sms(ExpertLibrary::deepep) / 2;
+  const int nvl_ranks = std::min(ep, kNvlPeers), rdma_ranks = std::max(ep / kNvlPeers, 1);
+  const double hidden_bytes = hidden * 2;
+  const double slot = hidden_bytes + 8 + kTopK * 8.0 + kTopK * 4.0 + kScales * 4.0;
+  const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
+  const double nvl = up128(channels * nvl_ranks * ((2.0 * rdma_ranks + 3) * 4 + cfg->nvl_recv * slot));
+  const double rdma = ep <= kNvlPeers ? 0.0
+                                      : up128(channels * rdma_ranks *
+                                              ((kNvlPeers * 2 + 2) * 2 * 4.0 + cfg->rdma_recv * 2 * (slot + 16)));
+  return nvl + rdma;
+}
+
+// HybridEP's NVLink-side buffers (deepseek-ai/DeepEP hybrid-ep@94a9f8f csrc/hybrid_ep/buffer/intranode.cu
+// NVLCoordinator, with its defaults use_shared_buffer and no custom all-gather, hybrid_ep_buffer.py; Megatron-Core's
+// init_hybrid_ep_buffer passes the
 // rank's token count, fused_a2a.py): max_num_of_tokens = tokens per rank x ranks per domain x domains (the worst case,
 // every token to one rank), and for each: the hidden state (2 bytes an element; the dispatch's output shares the
 // combine's input), an fp32 probability per expert of the domain, and the dispatch's fp32 scale per 128 elements,
@@ -1278,23 +1296,23 @@ static double hybridep_buffer_bytes(double hidden, int ep, double tokens_per_ran
 
 double expert_library_buffer_bytes(ExpertLibrary library, double hidden, int ep, double tokens_per_rank,
                                    double experts_per_rank, int ranks_per_domain) {
-  if (library == ExpertLibrary::hybridep)
-    return hybridep_buffer_bytes(hidden, ep, tokens_per_rank, experts_per_rank, ranks_per_domain);
-  if (library != ExpertLibrary::deepep || ep < 2 || !(hidden > 0)) return 0;
-  const DeepEpConfig* cfg = std::find_if(std::begin(kDeepEpConfigs), std::end(kDeepEpConfigs),
-                                         [ep](const DeepEpConfig& c) { return c.ep >= ep; });
-  if (cfg == std::end(kDeepEpConfigs)) --cfg;
-  constexpr int kNvlPeers = 8, kTopK = 128, kScales = 128;
-  const double channels = expert_exchange_sms(library) / 2;
-  const int nvl_ranks = std::min(ep, kNvlPeers), rdma_ranks = std::max(ep / kNvlPeers, 1);
-  const double hidden_bytes = hidden * 2;
-  const double slot = hidden_bytes + 8 + kTopK * 8.0 + kTopK * 4.0 + kScales * 4.0;
-  const auto up128 = [](double b) { return std::ceil(b / 128) * 128; };
-  const double nvl = up128(channels * nvl_ranks * ((2.0 * rdma_ranks + 3) * 4 + cfg->nvl_recv * slot));
-  const double rdma = ep <= kNvlPeers ? 0.0
-                                      : up128(channels * rdma_ranks *
-                                              ((kNvlPeers * 2 + 2) * 2 * 4.0 + cfg->rdma_recv * 2 * (slot + 16)));
-  return nvl + rdma;
+  switch (library) {
+    case ExpertLibrary::deepep: return deepep_buffer_bytes(hidden, ep);
+    case ExpertLibrary::hybridep: return hybridep_buffer_bytes(hidden, ep, tokens_per_rank, experts_per_rank, ranks_per_domain);
+    case ExpertLibrary::nccl: return 0;
+  }
+  return 0;
+}
+
+double expected_bins_reached(double experts, double bins, int top_k) {
+  if (bins <= 1) return 1.0;
+  if (experts >= top_k) {
+    const double N = experts, outside = N - N / bins;
+    double miss = 1.0;  // prod_i (N - N/n - i) / (N - i)
+    for (int i = 0; i < top_k && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
+    return bins * (1.0 - miss);
+  }
+  return bins * (1.0 - std::pow(1.0 - 1.0 / bins, top_k));
 }
 
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
@@ -1303,20 +1321,10 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
   const Comm c = make_comm(sys, g, false);
   const double D = c.nodes, r = c.ppn, k = x.top_k;
   const double reach = x.max_domains > 0 ? std::min<double>(x.max_domains, D) : D;
-  // Expected distinct bins of n reached by the token's k experts. Known experts: they lie evenly in the bins the
-  // token may reach (E·reach/D of them), the k are distinct, and a bin is missed with probability
-  // C(N - N/n, k) / C(N, k) = prod_i (N - N/n - i) / (N - i); unknown: k uniform draws with replacement.
+  // Expected distinct bins of n reached by the token's k experts: they lie evenly in the bins the token may reach
+  // (E·reach/D of them; unknown when E does not divide over the ranks).
   const double experts_reached = x.experts > 0 && x.experts % c.n == 0 ? x.experts * reach / D : 0;
-  auto distinct = [k, experts_reached](double n) {
-    if (n <= 1) return 1.0;
-    if (experts_reached >= k) {
-      const double N = experts_reached, outside = N - N / n;
-      double miss = 1.0;
-      for (int i = 0; i < static_cast<int>(k) && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
-      return n * (1.0 - miss);
-    }
-    return n * (1.0 - std::pow(1.0 - 1.0 / n, k));
-  };
+  auto distinct = [k, experts_reached](double n) { return expected_bins_reached(experts_reached, n, static_cast<int>(k)); };
   ExpertExchangeVolume v;
   v.domains = distinct(reach);
   v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D

@@ -123,6 +123,10 @@ struct ExpertExchangeVolume {
   double nic_bytes = 0, nvlink_bytes = 0;
 };
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x);
+// The expected bins (GPUs, domains) of `bins` that a token's `top_k` distinct experts reach when `experts` of them lie
+// evenly over the bins: a bin is missed with probability C(E - E/n, k) / C(E, k). With fewer than k experts known
+// (experts < top_k, e.g. 0: unknown), k uniform draws with replacement.
+double expected_bins_reached(double experts, double bins, int top_k);
 CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
                                         const CollectiveOptions& opt = {});
 

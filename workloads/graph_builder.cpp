@@ -248,10 +248,8 @@ class Builder {
       mtp_logits_.clear();
       mtp_saved_.clear();
       add_resident_state();
-      gather_after_ = kNoOp;
-      if (!jax_) zero_grad_buffer();
-      if (overlapped_param_gather()) gather_params_ahead();
-      gather_after_ = kNoOp;
+      const OpId zeroed = jax_ ? kNoOp : zero_grad_buffer();
+      if (overlapped_param_gather()) gather_params_ahead(zeroed);
       for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap())) {
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
@@ -299,21 +297,10 @@ class Builder {
     for (const auto& [waiter, key] : cross_host_waits_)
       if (waiter < g_.ops.size() && g_.ops[waiter].rank == g_.ops[waiter - 1].rank && g_.ops[waiter].host_waits_for == kNoOp)
         g_.ops[waiter].host_waits_for = sends_.at(key);
-    // The gradient norm's all-reduces span every stage: each starts when every stage has reached it.
-    for (const auto& per_rank : norm_all_reduces_) {
-      SmallVec<OpId, 3> all;
-      for (OpId id : per_rank)
-        for (OpId d : g_.ops[id].deps) all.push_back(d);
-      for (OpId id : per_rank) g_.ops[id].deps = all;
-    }
-    // The embedding group's all-reduce starts on both of its ranks when both have reached it.
-    if (embd_all_reduce_.size() == 2) {
-      auto& first = g_.ops[embd_all_reduce_[0]].deps;
-      auto& second = g_.ops[embd_all_reduce_[1]].deps;
-      const auto first_own = first;  // (a copy: the list grows)
-      first.insert(first.end(), second.begin(), second.end());
-      second.insert(second.end(), first_own.begin(), first_own.end());
-    }
+    // A collective that spans stages starts on each of its ranks when every one has reached it: the embedding group's
+    // all-reduce (its two ranks) and the gradient norm's (every stage).
+    if (embd_all_reduce_.size() == 2) join_across_ranks(embd_all_reduce_);
+    for (const auto& per_rank : norm_all_reduces_) join_across_ranks(per_rank);
     g_.model_flops_per_step = model_flops_per_step(m_, t_);
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
@@ -2052,12 +2039,7 @@ class Builder {
     // into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = a2a_metadata && local_experts > 1;
     // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), uniform routing.
-    const double gpus_reached = [&] {
-      const double N = E, outside = E - E / ep_;
-      double miss = 1.0;
-      for (int i = 0; i < e.top_k && miss > 0; ++i) miss *= std::max(0.0, outside - i) / (N - i);
-      return ep_ * (1.0 - miss);
-    }();
+    const double gpus_reached = hw::expected_bins_reached(E, ep_, e.top_k);
     // DeepEP's and HybridEP's permutations between a rank's received rows, one per (token, GPU it reached), and its
     // expert rows, one per (token, local expert): each reads one side and writes the other (dispatch_postprocess,
     // combine_preprocess, and the same in the backward; HybridEP's permute.cu).
@@ -3587,33 +3569,31 @@ class Builder {
   // the step runs. (JAX's fsdp is XLA's partitioner, not this.)
   bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
-  void gather_bucket(int key, const std::string& name, double dense_params, double expert_params) {
+  // `after`: the op the first gather waits for (kNoOp: none); it is cleared once used.
+  void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after) {
     prefix_rank();
     phase_ = Phase::forward;
     auto& ready = param_ready_[key];
-    // A torch.distributed collective's stream first waits for the work already on the current stream
-    // (ProcessGroupNCCL): the step's first gather for the gradient buffers' memset (zero_grad_buffer).
-    const auto after = [this]() -> SmallVec<OpId, 3> {
-      if (gather_after_ == kNoOp) return {};
-      const OpId d = gather_after_;
-      gather_after_ = kNoOp;
-      return {d};
+    const auto take_after = [&after]() -> SmallVec<OpId, 3> {
+      if (after == kNoOp) return {};
+      return {std::exchange(after, kNoOp)};
     };
     if (dense_replicas() > 1 && dense_params > 0)
       ready.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
-                                 dense_params * pr_.param_gather_bytes, after()));
+                                 dense_params * pr_.param_gather_bytes, take_after()));
     if (expert_replicas() > 1 && expert_params > 0)
       ready.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
-                                 expert_params * pr_.param_gather_bytes, after()));
+                                 expert_params * pr_.param_gather_bytes, take_after()));
   }
-  OpId gather_after_ = kNoOp;  // the op the step's first parameter gather waits for
-  void gather_params_ahead() {
+  // A torch.distributed collective's stream first waits for the work already on the current stream
+  // (ProcessGroupNCCL): the step's first gather waits for `after`, the gradient buffers' memset (zero_grad_buffer).
+  void gather_params_ahead(OpId after) {
     for (int c = 0; c < vp_; ++c) {
       const int v = c * pp_ + rank_;
-      if (v == 0) gather_bucket(kEmbeddingBucket, "embedding", embedding_weights(), 0);
+      if (v == 0) gather_bucket(kEmbeddingBucket, "embedding", embedding_weights(), 0, after);
       for (int l = first_layer(v); l < end_layer(v); ++l)
-        gather_bucket(l, fmt::format("L{}", l), dense_weights(l), expert_weights(l));
-      if (v == vstages_ - 1) gather_bucket(kHeadBucket, "head", head_weights(), 0);
+        gather_bucket(l, fmt::format("L{}", l), dense_weights(l), expert_weights(l), after);
+      if (v == vstages_ - 1) gather_bucket(kHeadBucket, "head", head_weights(), 0, after);
     }
   }
   // The next op waits for this bucket's gather (once: later micro-batches find the weights there).
@@ -4091,11 +4071,19 @@ class Builder {
   // parameters on the compute stream, the distributed optimizer's included (it shards its state, not this buffer).
   // FSDP (Megatron-FSDP; PyTorch's under a pipeline) and racksim's ZeRO-2 hold sharded gradient buffers of their own:
   // not counted there.
-  void zero_grad_buffer() {
-    if (grads_sharded() || t_.optimizer_sharding == OptimizerSharding::fsdp || local_params() <= 0) return;
+  // Returns the memset (kNoOp: none).
+  OpId zero_grad_buffer() {
+    if (grads_sharded() || t_.optimizer_sharding == OptimizerSharding::fsdp || local_params() <= 0) return kNoOp;
     phase_ = Phase::forward;
     prefix_rank();
-    gather_after_ = vector("step.zero_grad_buffer", local_params() * pr_.grad_bytes, 0);
+    return vector("step.zero_grad_buffer", local_params() * pr_.grad_bytes, 0);
+  }
+  // Each of `ops` (one collective on each rank it spans) waits for what every other one waits for.
+  void join_across_ranks(const std::vector<OpId>& ops) {
+    SmallVec<OpId, 3> all;
+    for (OpId id : ops)
+      for (OpId d : g_.ops[id].deps) all.push_back(d);
+    for (OpId id : ops) g_.ops[id].deps = all;
   }
   // The optimizer's gradient norm (clip_grads.py get_grad_norm_fp32, called by every optimizer with --clip-grad, on by
   // default): one multi-tensor L2-norm kernel over the gradients the rank's optimizer holds (the distributed
