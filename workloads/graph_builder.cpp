@@ -2652,8 +2652,9 @@ class Builder {
     const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s;
     const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion);
-    const double fwd = dense_fwd + (moe ? moe_fwd : 0.0);
-    const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s : 0.0);
+    const DdpHostWork ddp = t_.cuda_graphs ? DdpHostWork{} : ddp_host_work(l);
+    const double fwd = dense_fwd + (moe ? moe_fwd : 0.0) + ddp.forward_s;
+    const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s;
     const std::size_t end = g_.ops.size();
     if (forward) {
       fwd_ops_per_layer_[l] = static_cast<int>(end - first);
@@ -2669,6 +2670,36 @@ class Builder {
       if (g_.ops[i].phase == Phase::recompute) g_.ops[i].host_s += per_recomputed;
       else if (bwd > 0) g_.ops[i].host_s += bwd / static_cast<double>(backward_ops);
     }
+  }
+  // Megatron-Core's DistributedDataParallel hooks on the host, per layer and micro-batch (the layer figures were
+  // measured on a bare block). Backward: the hook on every parameter's gradient accumulator. Forward, under
+  // --overlap-param-gather with the distributed optimizer: the pre-hook on every module called, walking the
+  // module's own parameters (recomputed forwards call them again). Counted as Megatron-Core's Transformer Engine
+  // layer spec builds a layer (models/gpt/gpt_layer_specs.py at the rows' commits): per layer the TransformerLayer,
+  // its input and pre-cross-attention norms, the (identity) cross attention, the pre-MLP norm; the attention module,
+  // its QKV projection with the fused norm (MLA: four down/up projections, two with their norms fused, and its own
+  // input norm), the q and k norms (identities without qk_norm), TE's attention and the backend module it calls,
+  // the output projection; a dense MLP (fc1 with its fused norm, fc2), or an MoE layer (router, TEGroupedMLP with
+  // one fc1 and one fc2 weight per local expert, the shared experts' MLP). Biases are not counted. Megatron-FSDP
+  // has hooks of its own (not measured): none here; nor under XLA.
+  struct DdpHostWork { double forward_s = 0, backward_s = 0; };
+  DdpHostWork ddp_host_work(int l) const {
+    if (jax_ || t_.optimizer_sharding == OptimizerSharding::fsdp) return {};
+    const auto& L = sys_.launch;
+    const bool mla = m_.mla.has_value();
+    double params = mla ? 8 : 3 + (m_.qk_norm ? 2 : 0);
+    double modules = 12 + (mla ? 3 : 0);
+    if (m_.is_moe_layer(l)) {
+      const auto& e = *m_.moe;
+      params += 2 + 2.0 * e.experts / ep_ + (e.shared_experts > 0 ? 2 : 0);
+      modules += 5 + (e.shared_experts > 0 ? 3 : 0);
+    } else {
+      params += 3;
+      modules += 3;
+    }
+    const bool prehooks = t_.overlap_param_gather && t_.optimizer_sharding != OptimizerSharding::none;
+    return {prehooks ? modules * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s : 0.0,
+            params * L.megatron_ddp_grad_hook_s};
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
   // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,
@@ -2720,17 +2751,22 @@ class Builder {
     }
     module_marks_.clear();
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion || g.moe_router);
+    // DDP's hooks fire for the modules and parameters outside the graphs; spread over the eager ops with the
+    // layer's own work (an approximation: the captured modules' hooks are not told apart).
+    const DdpHostWork ddp = ddp_host_work(l);
+    const double ddp_eager_share = ops > 0 ? static_cast<double>(eager) / static_cast<double>(ops) : 0.0;
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
       sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;
-      sh.moe_per_eager_op = moe && eager > 0 ? moe_fwd / static_cast<double>(eager) : 0.0;
+      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_s * ddp_eager_share) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;
       return;
     }
     const ForwardHostShare sh = fwd_host_share_[l];
     const double dense = ops > 0 ? L.megatron_layer_backward_s / static_cast<double>(ops) : 0.0;
-    const double moe_share = moe && eager > 0 ? L.megatron_moe_backward_s / static_cast<double>(eager) : 0.0;
+    const double moe_share =
+        eager > 0 ? ((moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s * ddp_eager_share) / static_cast<double>(eager) : 0.0;
     for (std::size_t i = first; i < end; ++i) {
       Op& op = g_.ops[i];
       if (op.graph != GraphLaunch::eager) continue;

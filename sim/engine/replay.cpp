@@ -1110,6 +1110,10 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       if (b > a) busy += b - a;
       res_.rank_busy_s[r] = busy;
     }
+    // The host's own activity: each op's launch interval (after any wait of the host for the GPU).
+    res_.rank_host_busy_s.assign(ranks, 0.0);
+    for (std::size_t i = 0; i < g_.ops.size(); ++i)
+      res_.rank_host_busy_s[meta_[i].rank] += res_.ops[i].launch_end_s - res_.ops[i].launch_start_s;
   }
 
   void compute_memory() {

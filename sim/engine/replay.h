@@ -65,6 +65,9 @@ struct ReplayResult {
   // Per simulated rank: how long any of its streams had an op running (the union of the ops'
   // intervals). Filled on request (ReplayOptions::rank_busy): the steady-state check uses it.
   std::vector<double> rank_busy_s;
+  // Per simulated rank: the time its host spent issuing ops (each op's launch, the framework's host work and graph
+  // launches; not its waits for the GPU). Filled with rank_busy_s.
+  std::vector<double> rank_host_busy_s;
 };
 
 struct ReplayOptions {

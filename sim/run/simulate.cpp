@@ -177,13 +177,27 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     // as late. The period extrapolated is therefore within the tolerance of the final one.
     const double dt = rb->replay.step_time_s - ra->replay.step_time_s;
     bool steady = dt > 0;
+    // The same for each rank's host (a host-bound rank, Megatron's eager host work, whose slack runs out later).
     for (std::size_t r = 0; steady && r < rb->replay.rank_busy_s.size(); ++r)
-      steady = rb->replay.rank_busy_s[r] - ra->replay.rank_busy_s[r] <= dt * (1 + kSteadyTolerance);
+      steady = rb->replay.rank_busy_s[r] - ra->replay.rank_busy_s[r] <= dt * (1 + kSteadyTolerance) &&
+               rb->replay.rank_host_busy_s[r] - ra->replay.rank_host_busy_s[r] <= dt * (1 + kSteadyTolerance);
     // And no part of the breakdown shrinks with the extra round: in a steady state each part grows by its share of
     // the period or stays (the bubble); one that shrinks was still paying the warm-up (the first round's exposed
     // parameter gathers, say) and, extrapolated, would go below its true value, even below zero.
     for (double Breakdown::*part : Breakdown::kParts)
       steady = steady && rb->replay.breakdown.*part - ra->replay.breakdown.*part >= -kSteadyTolerance * dt;
+    // A pipeline stage whose host is busy for the whole period sets the pace through its host: how its waits for the
+    // GPU (the dispatchers' and NaN checks' read-backs) and the other stages' hosts settle against it shows only
+    // after tens of micro-steps (the Qwen3-235B TP4 PP8 row: the same period, but from about 70 of its 256
+    // micro-steps on waits move from the host to the pipeline, its bubble 0.13 -> 0.55 s), which no window of a
+    // round or two sees. Such a step is replayed whole.
+    bool host_paced = false;
+    for (std::size_t r = 0; r < rb->replay.rank_host_busy_s.size(); ++r)
+      host_paced = host_paced || rb->replay.rank_host_busy_s[r] - ra->replay.rank_host_busy_s[r] >= dt * (1 - kSteadyTolerance);
+    if (host_paced && scenario.training.parallelism.pp > 1) {
+      plan.reset();
+      break;
+    }
     if (steady) break;
     plan->m1 *= 2;
     ++lengthened;
@@ -205,6 +219,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     const auto e = summary_of(scenario, nullptr, nullptr);
     out.replay = e->replay;
     out.replay.rank_busy_s.clear();
+    out.replay.rank_host_busy_s.clear();
     out.graph.ranks = e->ranks;
     step.notes = e->notes;
     out.report = make_report(out.job, out.replay, step);
@@ -215,6 +230,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     out.graph.ranks = rb->ranks;
   }
   out.replay.rank_busy_s.clear();
+  out.replay.rank_host_busy_s.clear();
   // Extrapolate the step and each part of the breakdown linearly in the micro-steps. The memory peak
   // of the steady state does not grow with more micro-steps.
   const double k = static_cast<double>(m - plan->m1) / plan->unit;

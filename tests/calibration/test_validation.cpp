@@ -145,6 +145,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     if (row["pass"].get<bool>()) passing.insert(row["case"].get<std::string>());
   }
   const std::set<std::string> expected = {
+      // +6.1% since Megatron-Core DDP's hooks on the host (calibration/data/h200-2026-12-05-megatron-ddp-host): a
+      // gradient hook per parameter and backward, a pre-hook per module and forward under --overlap-param-gather; its
+      // host-bound forward pays them (+12.1% before).
+      "Megatron GPT 1.7B, 48 H100 (TP1 PP1 DP48)",
       "Megatron GPT 16B, 192 H100 (TP4 PP1 DP48)",
       "Megatron GPT 70B, 768 H100 (TP8 PP2 DP48)",
       "Megatron GPT 119B, 1536 H100 (TP8 PP4 DP48)",
@@ -243,14 +247,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1653);  // 16.52% (2026-12-05: DeepEP's routing-map sync drains the compute stream, the flex
-                                          // dispatchers' unpermutation writes a row per (token, GPU reached), the step's
-                                          // gradient-buffer memset, gradient norm and master-to-model copy, NCCL's plain-tree
-                                          // factor and network p2p channels; before: 16.61%, DeepSeek's FP8 gradient dispatch, GB300's BF16 GEMM
-                                          // fraction stepped from B300's MAMF; before: 16.56%, a token's top-k experts distinct in DeepEP's and
-                                          // HybridEP's exchanges; 16.60% with no scanned-backward slices under a remat
-                                          // policy, Pax GPT-5B; 16.57% with XLA's loss backward as compiled; 16.58% after XLA's bf16
-                                          // gradient reductions, scheduler windows and per-array FSDP gathers; 17.64% before them)
+  EXPECT_LT(sum / rows.size(), 0.1600);  // 16.00% (2026-12-05, later: Megatron-Core DDP's gradient hooks and
+                                          // --overlap-param-gather's pre-hooks on the host, measured on the H200's host;
+                                          // 16.52% before: DeepEP's routing-map sync, the flex dispatchers' unpermutation
+                                          // rows, the step's ends in Megatron-Core)
 }
 
 // The seed claims (issue #13): docs/seed_claims.md states each case's predicted speedup and whether it is in

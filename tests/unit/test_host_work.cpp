@@ -93,7 +93,9 @@ TEST(HostWork, LayerHostTimeIsSpreadOverItsOps) {
     rec_ops += op.phase == Phase::recompute;
   }
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s, 1e-12);
-  EXPECT_NEAR(bwd, l.megatron_layer_backward_s, 1e-12);
+  // The backward also runs DDP's gradient hook on the layer's 6 parameters (QKV with its fused norm, output, fc1 with
+  // its fused norm, fc2); no forward pre-hooks without --overlap-param-gather.
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s + 6 * l.megatron_ddp_grad_hook_s, 1e-12);
   // Megatron's full recompute re-runs the whole forward, the output projection included: each recomputed
   // op what it cost.
   ASSERT_GT(rec_ops, 0);
@@ -233,7 +235,11 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s +
                        2 * grouped,
               1e-12);
-  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s + 4 * grouped, 1e-12);
+  // Backward: DDP's gradient hooks of the layer's 9 parameters (HostWork.MegatronDdpHooksPerParameterAndModule) in the
+  // eager ops' share too.
+  EXPECT_NEAR(bwd, (l.megatron_layer_backward_s + 9 * l.megatron_ddp_grad_hook_s) * bwd_eager / bwd_ops +
+                       l.megatron_moe_backward_s + 4 * grouped,
+              1e-12);
   // One graph per pass: Megatron-Core's TransformerLayer._te_cuda_graph_capture captures the attention and
   // the router part in one Transformer Engine callable (one forward graph, one backward graph).
   EXPECT_EQ(starts, 2);
@@ -333,5 +339,45 @@ TEST(HostWork, GroupedExpertGemmsCarryTheirPerGemmHostTime) {
     const OpGraph a = graph(on, more), b = graph(off, more);
     ASSERT_EQ(a.ops.size(), b.ops.size());
     for (std::size_t i = 0; i < a.ops.size(); ++i) EXPECT_EQ(a.ops[i].host_s, b.ops[i].host_s) << more[0];
+  }
+}
+
+// Megatron-Core's DDP wrapper on the host (calibration/data/h200-2026-12-05-megatron-ddp-host): each backward a
+// hook per parameter tensor, and under --overlap-param-gather with the distributed optimizer each forward (and
+// recompute) a pre-hook per module called plus its walk over the module's own parameters. kMoe's MoE layer under
+// Megatron-Core's TE spec: parameters 3 (QKV with its fused norm, output) + 2 (pre-MLP norm, router) + 2 x 2 local
+// experts (fc1, fc2 each) = 9; modules 12 + 5 (MoE layer, router, grouped MLP, its fc1 and fc2) = 17.
+TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
+  const std::vector<std::string> none = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
+                                         "system.overrides.launch.megatron_ddp_module_prehook=0 s",
+                                         "system.overrides.launch.megatron_ddp_param_prehook=0 s"};
+  auto layer_host = [&](std::vector<std::string> sets, bool hooks) {
+    if (!hooks) sets.insert(sets.end(), none.begin(), none.end());
+    const auto sc = load(kMoe, sets);
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::pair<double, double> fwd_bwd{0, 0};
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) == 0)
+        (g.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += g.ops[i].host_s;
+    return fwd_bwd;
+  };
+  const auto& l = load(kMoe).system.spec.launch;
+  ASSERT_GT(l.megatron_ddp_grad_hook_s, 0);  // the shipped preset carries the measurement
+  ASSERT_GT(l.megatron_ddp_module_prehook_s, 0);
+  ASSERT_GT(l.megatron_ddp_param_prehook_s, 0);
+  const std::vector<std::string> zero1 = {"training.optimizer_sharding=zero1", "training.overlap_grad_reduce=true",
+                                          "training.overlap_param_gather=true"};
+  for (const auto& sets : {std::vector<std::string>{}, zero1}) {
+    const auto with = layer_host(sets, true), without = layer_host(sets, false);
+    const double prehooks = sets.empty() ? 0.0 : 17 * l.megatron_ddp_module_prehook_s + 9 * l.megatron_ddp_param_prehook_s;
+    EXPECT_NEAR(with.first - without.first, prehooks, 1e-12) << sets.size();
+    EXPECT_NEAR(with.second - without.second, 9 * l.megatron_ddp_grad_hook_s, 1e-12) << sets.size();
+  }
+  // Megatron-FSDP has hooks of its own (not measured), and XLA none: nothing charged.
+  for (const auto& sets : {std::vector<std::string>{"training.optimizer_sharding=fsdp"},
+                           std::vector<std::string>{"training.framework=jax"}}) {
+    const auto with = layer_host(sets, true), without = layer_host(sets, false);
+    EXPECT_EQ(with.first, without.first) << sets[0];
+    EXPECT_EQ(with.second, without.second) << sets[0];
   }
 }
