@@ -222,6 +222,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "te_grouped_call", QuantityKind::seconds, false, kLatency), s.launch.te_grouped_call_s);
     set_if(quantity_in(r, "megatron_gemm_dispatch", QuantityKind::seconds, false, kLatency), s.launch.megatron_gemm_dispatch_s);
     set_if(quantity_in(r, "megatron_ddp_grad_hook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_grad_hook_s);
+    set_if(quantity_in(r, "megatron_ddp_grad_hook_add", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_grad_hook_add_s);
     set_if(quantity_in(r, "megatron_ddp_module_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_module_prehook_s);
     set_if(quantity_in(r, "megatron_ddp_param_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_param_prehook_s);
     r.finish();
@@ -389,7 +390,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
             "launch.megatron_moe_permutation", "launch.te_grouped_gemm", "launch.te_grouped_call",
-            "launch.megatron_gemm_dispatch", "launch.megatron_ddp_grad_hook", "launch.megatron_ddp_module_prehook",
+            "launch.megatron_gemm_dispatch", "launch.megatron_ddp_grad_hook", "launch.megatron_ddp_grad_hook_add", "launch.megatron_ddp_module_prehook",
             "launch.megatron_ddp_param_prehook",
             "scale_out.nic_efficiency"};
         // An optional field absent from this preset is named by its short name the same way.

@@ -101,11 +101,14 @@ struct LaunchSpec {
   double megatron_gemm_dispatch_s = 0;
   // Megatron-Core's DistributedDataParallel wrapper, which the layer figures above leave out (measured on a bare
   // block): its hook on every parameter's gradient accumulator, per parameter tensor and backward (autograd's call
-  // into Python and the hook's body, with Transformer Engine's weight gradient already in main_grad, so no add),
-  // and under --overlap-param-gather its forward pre-hook on every module, per module called in a forward (the
-  // module call's path with hooks and the hook's walk over the module's own parameters) plus per own parameter
-  // walked. 0: not modelled. Measured, calibration/data/h200-2026-12-05-megatron-ddp-host.
+  // into Python and the hook's body): for a GEMM weight whose gradient Transformer Engine already accumulated into
+  // main_grad (no add; megatron_ddp_grad_hook_s), and for a parameter whose gradient the hook adds into main_grad (a
+  // norm's or the router's weight; megatron_ddp_grad_hook_add_s, the add's launch included); and under
+  // --overlap-param-gather its forward pre-hook on every module, per module called in a forward (the module call's
+  // path with hooks and the hook's walk over the module's own parameters) plus per own parameter walked. 0: not
+  // modelled. Measured, calibration/data/h200-2026-12-05-megatron-ddp-host.
   double megatron_ddp_grad_hook_s = 0;
+  double megatron_ddp_grad_hook_add_s = 0;
   double megatron_ddp_module_prehook_s = 0;
   double megatron_ddp_param_prehook_s = 0;
 };

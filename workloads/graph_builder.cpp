@@ -2672,34 +2672,50 @@ class Builder {
     }
   }
   // Megatron-Core's DistributedDataParallel hooks on the host, per layer and micro-batch (the layer figures were
-  // measured on a bare block). Backward: the hook on every parameter's gradient accumulator. Forward, under
-  // --overlap-param-gather with the distributed optimizer: the pre-hook on every module called, walking the
-  // module's own parameters (recomputed forwards call them again). Counted as Megatron-Core's Transformer Engine
-  // layer spec builds a layer (models/gpt/gpt_layer_specs.py at the rows' commits): per layer the TransformerLayer,
-  // its input and pre-cross-attention norms, the (identity) cross attention, the pre-MLP norm; the attention module,
-  // its QKV projection with the fused norm (MLA: four down/up projections, two with their norms fused, and its own
-  // input norm), the q and k norms (identities without qk_norm), TE's attention and the backend module it calls,
-  // the output projection; a dense MLP (fc1 with its fused norm, fc2), or an MoE layer (router, TEGroupedMLP with
-  // one fc1 and one fc2 weight per local expert, the shared experts' MLP). Biases are not counted. Megatron-FSDP
-  // has hooks of its own (not measured): none here; nor under XLA.
+  // measured on a bare block). Backward: the hook on every parameter's gradient accumulator; a GEMM weight's gradient
+  // Transformer Engine has already accumulated into main_grad (grad_added_to_main_grad), every other parameter's (the
+  // norms' weights, fused into a LayerNormLinear or not, and the router's) the hook adds there, a kernel of its own.
+  // Forward, under --overlap-param-gather with the distributed optimizer: the pre-hook on every module called, walking
+  // the module's own parameters (recomputed forwards call them again). Counted as Megatron-Core's Transformer Engine
+  // layer spec builds a layer (models/gpt/gpt_layer_specs.py at the rows' commits): modules: the TransformerLayer, its
+  // input and pre-cross-attention norms, the (identity) cross attention and its bias-dropout-add (IdentityFuncOp), the
+  // pre-MLP norm; the attention module, its QKV projection (MLA: the q down and up projections, or one q projection
+  // without a q LoRA, the kv down and up projections, and the rotary embedding module it calls), the q and k norms
+  // (identities without qk_norm), TE's attention and the backend module it calls, the output projection; a dense MLP
+  // (fc1, fc2), or an MoE layer (router, TEGroupedMLP with one fc1 and one fc2 weight per local expert, the shared
+  // experts' MLP). Parameters: those GEMMs' weights, and the norms (fused into QKV / fc1, or MLA's input norm and its
+  // latent norms fused into the up projections) and the router weight. Biases, the embedding, the output layer and the
+  // final norm (once per stage) are not counted. Megatron-FSDP has hooks of its own (not measured): none here; nor
+  // under XLA.
   struct DdpHostWork { double forward_s = 0, backward_s = 0; };
   DdpHostWork ddp_host_work(int l) const {
     if (jax_ || t_.optimizer_sharding == OptimizerSharding::fsdp) return {};
     const auto& L = sys_.launch;
-    const bool mla = m_.mla.has_value();
-    double params = mla ? 8 : 3 + (m_.qk_norm ? 2 : 0);
-    double modules = 12 + (mla ? 3 : 0);
+    double gemm_weights = 0, added = 0, modules = 6;  // layer, input norm, pre-cross norm, cross attention + bda, pre-MLP norm
+    if (m_.mla) {
+      const bool q_lora = m_.mla->q_lora_rank > 0;
+      gemm_weights += q_lora ? 5 : 4;  // q down + up (or q), kv down + up, output
+      added += q_lora ? 3 : 2;         // the input norm, the latent norms fused into the up projections
+      modules += q_lora ? 11 : 10;     // attention, q down/up (or q), kv down/up, rotary, q/kv norms, TE attention + backend, output
+    } else {
+      gemm_weights += 2;                    // QKV, output
+      added += 1 + (m_.qk_norm ? 2 : 0);    // the norm fused into QKV; the q and k norms
+      modules += 7;                         // attention, QKV, q/k norms, TE attention + backend, output
+    }
     if (m_.is_moe_layer(l)) {
       const auto& e = *m_.moe;
-      params += 2 + 2.0 * e.experts / ep_ + (e.shared_experts > 0 ? 2 : 0);
+      gemm_weights += 2.0 * e.experts / ep_ + (e.shared_experts > 0 ? 2 : 0);
+      added += 2;  // the pre-MLP norm, the router
       modules += 5 + (e.shared_experts > 0 ? 3 : 0);
     } else {
-      params += 3;
+      gemm_weights += 2;  // fc1, fc2
+      added += 1;         // the norm fused into fc1
       modules += 3;
     }
+    const double params = gemm_weights + added;
     const bool prehooks = t_.overlap_param_gather && t_.optimizer_sharding != OptimizerSharding::none;
     return {prehooks ? modules * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s : 0.0,
-            params * L.megatron_ddp_grad_hook_s};
+            gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s};
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
   // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,
@@ -2751,27 +2767,36 @@ class Builder {
     }
     module_marks_.clear();
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion || g.moe_router);
-    // DDP's hooks fire for the modules and parameters outside the graphs; spread over the eager ops with the
-    // layer's own work (an approximation: the captured modules' hooks are not told apart).
+    // DDP's hooks fire for every parameter and module of the layer, captured or not: the gradient hooks sit on the
+    // parameters' accumulators, outside the graphs, and Megatron-Core calls the captured modules' forward pre-hooks
+    // by hand before it replays a graph (TransformerLayer's manual hooks). Their host time goes with the layer's
+    // eager ops, or, when the graphs hold every op, to the op that launches the graph.
     const DdpHostWork ddp = ddp_host_work(l);
-    const double ddp_eager_share = ops > 0 ? static_cast<double>(eager) / static_cast<double>(ops) : 0.0;
+    auto charge_ddp_to_graph = [&](double s) {
+      for (std::size_t i = first; i < end; ++i)
+        if (g_.ops[i].graph_start && g_.ops[i].phase != Phase::recompute) {
+          g_.ops[i].host_s += s;
+          return;
+        }
+    };
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
       sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;
-      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_s * ddp_eager_share) / static_cast<double>(eager) : 0.0;
+      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_s) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;
+      if (eager == 0) charge_ddp_to_graph(ddp.forward_s);
       return;
     }
     const ForwardHostShare sh = fwd_host_share_[l];
     const double dense = ops > 0 ? L.megatron_layer_backward_s / static_cast<double>(ops) : 0.0;
-    const double moe_share =
-        eager > 0 ? ((moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s * ddp_eager_share) / static_cast<double>(eager) : 0.0;
+    const double moe_share = eager > 0 ? ((moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s) / static_cast<double>(eager) : 0.0;
     for (std::size_t i = first; i < end; ++i) {
       Op& op = g_.ops[i];
       if (op.graph != GraphLaunch::eager) continue;
       op.host_s += op.phase == Phase::recompute ? sh.dense_per_op + sh.moe_per_eager_op : dense + moe_share;
     }
+    if (eager == 0) charge_ddp_to_graph(ddp.backward_s);
   }
   void layer_forward(int l, TensorId& layer_input) {
     const std::size_t first = g_.ops.size();

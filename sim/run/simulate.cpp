@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -24,6 +25,9 @@ using namespace racksim::workloads;
 // synchronisation and the optimizer are in both runs, so the difference is the steady state alone.
 // simulate() checks that the window is steady and, if not, starts it twice as late.
 constexpr double kSteadyTolerance = 1e-3;
+// A rank whose host is busy for at least this share of the window's period paces its pipeline through the host
+// (simulate_step).
+constexpr double kHostPacedShare = 0.9;
 
 std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) { return steady_state_plan(sc.training); }
 
@@ -162,6 +166,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   };
   std::shared_ptr<const ReplayCache::Entry> ra, rb;
   int lengthened = 0;
+  bool host_paced = false, host_paced_extrapolated = false;
   while (plan) {
     if (m <= plan->m1 + plan->unit) {
       plan.reset();  // the steady state starts too late to save anything: replay them all
@@ -186,27 +191,42 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     // parameter gathers, say) and, extrapolated, would go below its true value, even below zero.
     for (double Breakdown::*part : Breakdown::kParts)
       steady = steady && rb->replay.breakdown.*part - ra->replay.breakdown.*part >= -kSteadyTolerance * dt;
-    // A pipeline stage whose host is busy for the whole period sets the pace through its host: how its waits for the
-    // GPU (the dispatchers' and NaN checks' read-backs) and the other stages' hosts settle against it shows only
-    // after tens of micro-steps (the Qwen3-235B TP4 PP8 row: the same period, but from about 70 of its 256
+    // A pipeline stage whose host is busy for (nearly) the whole period sets the pace through its host: how its waits
+    // for the GPU (the dispatchers' and NaN checks' read-backs) and the other stages' hosts settle against it shows
+    // only after tens of micro-steps (the Qwen3-235B TP4 PP8 row: the same period, but from about 70 of its 256
     // micro-steps on waits move from the host to the pipeline, its bubble 0.13 -> 0.55 s), which no window of a
-    // round or two sees. Such a step is replayed whole.
-    bool host_paced = false;
+    // round or two sees. Such a step is replayed whole when its size allows (else extrapolated, with a note).
+    double host_share = 0;
     for (std::size_t r = 0; r < rb->replay.rank_host_busy_s.size(); ++r)
-      host_paced = host_paced || rb->replay.rank_host_busy_s[r] - ra->replay.rank_host_busy_s[r] >= dt * (1 - kSteadyTolerance);
-    if (host_paced && scenario.training.parallelism.pp > 1) {
-      plan.reset();
-      break;
+      host_share = std::max(host_share, (rb->replay.rank_host_busy_s[r] - ra->replay.rank_host_busy_s[r]) / dt);
+    if (dt > 0 && host_share >= kHostPacedShare && scenario.training.parallelism.pp > 1) {
+      if (exact_work <= kMaxReplayedLayerSteps) {
+        plan.reset();
+        host_paced = true;
+        break;
+      }
+      host_paced_extrapolated = true;
     }
     if (steady) break;
     plan->m1 *= 2;
     ++lengthened;
   }
+  auto host_paced_note = [&]() -> std::string {
+    return host_paced ? fmt::format("{} micro-steps all replayed: a pipeline stage's host paces the step (busy {:.0f}% or more of the "
+                               "period), whose waits settle only over many micro-steps",
+                               m, 100 * kHostPacedShare)
+      : host_paced_extrapolated
+          ? std::string("a pipeline stage's host paces the step: its waits settle only over many micro-steps, so the split "
+                        "of the extrapolated step between launch overhead and pipeline bubble is uncertain (the step is too "
+                        "large to replay whole)")
+          : std::string();
+  };
   if (!plan) {
     if (options.keep_detail || !options.cache) {
       out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
       out.replay = replay(out.graph, out.job);
       step.notes = out.graph.notes;
+      if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
       out.report = make_report(out.job, out.replay, step);
       if (!options.keep_detail) {
         out.graph = OpGraph{};
@@ -222,6 +242,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     out.replay.rank_host_busy_s.clear();
     out.graph.ranks = e->ranks;
     step.notes = e->notes;
+    if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
     out.report = make_report(out.job, out.replay, step);
     return out;
   }
@@ -241,6 +262,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   for (double Breakdown::*part : Breakdown::kParts)  // (a part the window holds at zero stays there, not at -1e-15)
     r.breakdown.*part = std::max(0.0, extend(first.breakdown.*part, rb->replay.breakdown.*part));
   step.notes = rb->notes;
+  if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
   step.notes.push_back(fmt::format(
       "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
       "micro-steps{} (the trace shows the {}-micro-step run; --exact replays them all)",

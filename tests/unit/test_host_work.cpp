@@ -93,9 +93,10 @@ TEST(HostWork, LayerHostTimeIsSpreadOverItsOps) {
     rec_ops += op.phase == Phase::recompute;
   }
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s, 1e-12);
-  // The backward also runs DDP's gradient hook on the layer's 6 parameters (QKV with its fused norm, output, fc1 with
-  // its fused norm, fc2); no forward pre-hooks without --overlap-param-gather.
-  EXPECT_NEAR(bwd, l.megatron_layer_backward_s + 6 * l.megatron_ddp_grad_hook_s, 1e-12);
+  // The backward also runs DDP's gradient hook on the layer's parameters: 4 GEMM weights (QKV, output, fc1, fc2) whose
+  // gradients TE accumulates, and the 2 norms fused into QKV and fc1, which the hook adds into main_grad; no forward
+  // pre-hooks without --overlap-param-gather.
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s + 4 * l.megatron_ddp_grad_hook_s + 2 * l.megatron_ddp_grad_hook_add_s, 1e-12);
   // Megatron's full recompute re-runs the whole forward, the output projection included: each recomputed
   // op what it cost.
   ASSERT_GT(rec_ops, 0);
@@ -235,10 +236,10 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s +
                        2 * grouped,
               1e-12);
-  // Backward: DDP's gradient hooks of the layer's 9 parameters (HostWork.MegatronDdpHooksPerParameterAndModule) in the
-  // eager ops' share too.
-  EXPECT_NEAR(bwd, (l.megatron_layer_backward_s + 9 * l.megatron_ddp_grad_hook_s) * bwd_eager / bwd_ops +
-                       l.megatron_moe_backward_s + 4 * grouped,
+  // Backward: DDP's gradient hooks of every parameter of the layer, captured or not (they sit on the accumulators,
+  // outside the graphs; HostWork.MegatronDdpHooksPerParameterAndModule counts them), on the eager ops.
+  const double grad_hooks = 6 * l.megatron_ddp_grad_hook_s + 3 * l.megatron_ddp_grad_hook_add_s;
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s + grad_hooks + 4 * grouped,
               1e-12);
   // One graph per pass: Megatron-Core's TransformerLayer._te_cuda_graph_capture captures the attention and
   // the router part in one Transformer Engine callable (one forward graph, one backward graph).
@@ -343,17 +344,26 @@ TEST(HostWork, GroupedExpertGemmsCarryTheirPerGemmHostTime) {
 }
 
 // Megatron-Core's DDP wrapper on the host (calibration/data/h200-2026-12-05-megatron-ddp-host): each backward a
-// hook per parameter tensor, and under --overlap-param-gather with the distributed optimizer each forward (and
-// recompute) a pre-hook per module called plus its walk over the module's own parameters. kMoe's MoE layer under
-// Megatron-Core's TE spec: parameters 3 (QKV with its fused norm, output) + 2 (pre-MLP norm, router) + 2 x 2 local
-// experts (fc1, fc2 each) = 9; modules 12 + 5 (MoE layer, router, grouped MLP, its fc1 and fc2) = 17.
-TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
+// hook per parameter tensor (a GEMM weight's gradient already in main_grad; a norm's or the router's added there by the
+// hook), and under --overlap-param-gather with the distributed optimizer each forward a pre-hook per module called plus
+// its walk over the module's own parameters. Counted from Megatron-Core's TE layer spec (gpt_layer_specs.py at
+// 1e057005): per layer the TransformerLayer, input norm, pre-cross-attention norm, cross attention and its
+// bias-dropout-add (IdentityFuncOp), pre-MLP norm (6 modules); attention, QKV, q and k norms (identities without
+// qk_norm), TE's attention and its backend module, output (7); an MoE layer's MoE module, router, grouped MLP and its
+// fc1 and fc2 (5), the shared experts' MLP, fc1 and fc2 (3).
+namespace {
+struct DdpCounts {
+  double gemm_weights, added, modules;
+};
+void expect_ddp_hooks(const char* yaml, const std::vector<std::string>& extra, const DdpCounts& c) {
   const std::vector<std::string> none = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
+                                         "system.overrides.launch.megatron_ddp_grad_hook_add=0 s",
                                          "system.overrides.launch.megatron_ddp_module_prehook=0 s",
                                          "system.overrides.launch.megatron_ddp_param_prehook=0 s"};
   auto layer_host = [&](std::vector<std::string> sets, bool hooks) {
+    sets.insert(sets.end(), extra.begin(), extra.end());
     if (!hooks) sets.insert(sets.end(), none.begin(), none.end());
-    const auto sc = load(kMoe, sets);
+    const auto sc = load(yaml, sets);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
     std::pair<double, double> fwd_bwd{0, 0};
     for (std::size_t i = 0; i < g.ops.size(); ++i)
@@ -361,23 +371,70 @@ TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
         (g.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += g.ops[i].host_s;
     return fwd_bwd;
   };
-  const auto& l = load(kMoe).system.spec.launch;
-  ASSERT_GT(l.megatron_ddp_grad_hook_s, 0);  // the shipped preset carries the measurement
-  ASSERT_GT(l.megatron_ddp_module_prehook_s, 0);
-  ASSERT_GT(l.megatron_ddp_param_prehook_s, 0);
+  const auto& l = load(yaml, extra).system.spec.launch;
   const std::vector<std::string> zero1 = {"training.optimizer_sharding=zero1", "training.overlap_grad_reduce=true",
                                           "training.overlap_param_gather=true"};
   for (const auto& sets : {std::vector<std::string>{}, zero1}) {
     const auto with = layer_host(sets, true), without = layer_host(sets, false);
-    const double prehooks = sets.empty() ? 0.0 : 17 * l.megatron_ddp_module_prehook_s + 9 * l.megatron_ddp_param_prehook_s;
+    const double prehooks =
+        sets.empty() ? 0.0
+                     : c.modules * l.megatron_ddp_module_prehook_s + (c.gemm_weights + c.added) * l.megatron_ddp_param_prehook_s;
     EXPECT_NEAR(with.first - without.first, prehooks, 1e-12) << sets.size();
-    EXPECT_NEAR(with.second - without.second, 9 * l.megatron_ddp_grad_hook_s, 1e-12) << sets.size();
+    EXPECT_NEAR(with.second - without.second,
+                c.gemm_weights * l.megatron_ddp_grad_hook_s + c.added * l.megatron_ddp_grad_hook_add_s, 1e-12)
+        << sets.size();
   }
+}
+}  // namespace
+
+TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
+  const auto& l = load(kMoe).system.spec.launch;
+  ASSERT_GT(l.megatron_ddp_grad_hook_s, 0);  // the shipped preset carries the measurement
+  ASSERT_GT(l.megatron_ddp_grad_hook_add_s, l.megatron_ddp_grad_hook_s);
+  ASSERT_GT(l.megatron_ddp_module_prehook_s, 0);
+  ASSERT_GT(l.megatron_ddp_param_prehook_s, 0);
+  // kMoe's MoE layer (2 local experts): GEMM weights QKV, output, 2 x (fc1, fc2); added: the norm fused into QKV,
+  // the pre-MLP norm, the router; modules 6 + 7 + 5.
+  expect_ddp_hooks(kMoe, {}, {6, 3, 18});
+  // With Qwen3's q and k norms (TENorm: two more added parameters; the modules were identities before) and one
+  // shared expert (fc1, fc2; its MLP module and two linears).
+  expect_ddp_hooks(kMoe, {"model.qk_norm=true", "model.moe.shared_experts=1"}, {8, 5, 21});
+  // Multi-latent attention with a q LoRA: GEMM weights q down and up, kv down and up, output (5) and the experts'
+  // 4; added: the input norm, the latent norms fused into the up projections (3), the pre-MLP norm and the router;
+  // modules: attention, q down/up, kv down/up, the rotary embedding, q/kv norm identities, TE's attention and its
+  // backend, output (11).
+  expect_ddp_hooks(kMoe,
+                   {"model.mla={q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, qk_rope_head_dim: 32, "
+                    "v_head_dim: 64}"},
+                   {9, 5, 22});
   // Megatron-FSDP has hooks of its own (not measured), and XLA none: nothing charged.
   for (const auto& sets : {std::vector<std::string>{"training.optimizer_sharding=fsdp"},
                            std::vector<std::string>{"training.framework=jax"}}) {
-    const auto with = layer_host(sets, true), without = layer_host(sets, false);
-    EXPECT_EQ(with.first, without.first) << sets[0];
-    EXPECT_EQ(with.second, without.second) << sets[0];
+    const std::vector<std::string> zero = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
+                                           "system.overrides.launch.megatron_ddp_grad_hook_add=0 s"};
+    std::vector<std::string> off = sets;
+    off.insert(off.end(), zero.begin(), zero.end());
+    const auto a = load(kMoe, sets), b = load(kMoe, off);
+    const OpGraph ga = build_training_graph(a.model, a.training, a.system.spec);
+    const OpGraph gb = build_training_graph(b.model, b.training, b.system.spec);
+    ASSERT_EQ(ga.ops.size(), gb.ops.size());
+    for (std::size_t i = 0; i < ga.ops.size(); ++i) EXPECT_EQ(ga.ops[i].host_s, gb.ops[i].host_s) << sets[0];
   }
+}
+
+// Under Transformer Engine's layer graphs the hooks still fire: a layer whose every op is captured (attn and mlp
+// scopes on a dense model) carries its gradient hooks on the op that launches the backward graph.
+TEST(HostWork, MegatronDdpHooksFireUnderLayerGraphs) {
+  const auto sc = load(kTiny, {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, mlp]"});
+  const auto& l = sc.system.spec.launch;
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  double bwd = 0;
+  int eager = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) != 0 || g.ops[i].phase != Phase::backward) continue;
+    bwd += g.ops[i].host_s;
+    eager += g.ops[i].graph == GraphLaunch::eager;
+  }
+  EXPECT_EQ(eager, 0);
+  EXPECT_NEAR(bwd, 4 * l.megatron_ddp_grad_hook_s + 2 * l.megatron_ddp_grad_hook_add_s, 1e-12);
 }
