@@ -17,27 +17,16 @@ Per call = inner + dispatch.
 Usage (on the device, repository root):
   python3 calibration/torch/megatron_ddp_hook_cost.py --megatron PATH_CONTAINING_megatron --out FILE
 """
-import argparse, dataclasses, os, statistics, sys, time
+import os, statistics, sys, time
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megatron", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--port", type=int, default=29563)
-    args = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    from megatron_single_gpu import emit, init
-    # This folder's grouped_gemm.py would shadow the optional package Megatron probes for.
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    torch = init(args.megatron, args.port)
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    torch, args, out = start(29563)
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    out = open(args.out, "w")
-    emit(out, dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name(), megatron=args.megatron))
+    from megatron.core.distributed import DistributedDataParallel
 
     # --- inner: time inside Megatron's hook closures -------------------------------------------------------
     clock = {"bwd_s": 0.0, "bwd_n": 0, "fwd_s": 0.0, "fwd_n": 0}
@@ -58,23 +47,11 @@ def main():
     DistributedDataParallel._make_backward_post_hook = timed(DistributedDataParallel._make_backward_post_hook, "bwd")
     DistributedDataParallel._make_forward_pre_hook = timed(DistributedDataParallel._make_forward_pre_hook, "fwd")
 
-    def ddp_config(**kw):
-        fields = {f.name for f in dataclasses.fields(DistributedDataParallelConfig)}
-        return DistributedDataParallelConfig(**{k: v for k, v in kw.items() if k in fields})
-
     def inner(name, layers, experts, topk, ffn, te_flag, microbatches=12):
-        kw = dict(num_layers=layers, hidden_size=256, num_attention_heads=4, ffn_hidden_size=ffn, bf16=True,
-                  params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, hidden_dropout=0.0,
-                  attention_dropout=0.0, add_bias_linear=False, gated_linear_unit=True,
-                  activation_func=torch.nn.functional.silu, normalization="RMSNorm")
-        if experts:
-            kw.update(num_moe_experts=experts, moe_router_topk=topk, moe_token_dispatcher_type="alltoall",
-                      moe_grouped_gemm=False, moe_ffn_hidden_size=ffn, moe_aux_loss_coeff=1e-2,
-                      moe_router_load_balancing_type="aux_loss")
         rec = dict(kind="inner", name=name, layers=layers, experts=experts, topk=topk, te_flag=te_flag,
                    microbatches=microbatches)
         try:
-            cfg = TransformerConfig(**kw)
+            cfg = llama_block_config(torch, layers, 256, 4, ffn, experts or None, topk)
             spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False,
                                             normalization="RMSNorm")
             block = TransformerBlock(cfg, spec).cuda().bfloat16()
@@ -114,10 +91,8 @@ def main():
                        zero_grad_buffer_us=t_zero / steps * 1e6)
             del ddp, block, x
             torch.cuda.empty_cache()
-        except Exception as e:
-            import traceback
-            rec["error"] = repr(e)[:500]
-            rec["trace"] = traceback.format_exc()[-2000:]
+        except Exception:
+            record_error(rec)
         emit(out, rec)
 
     inner("dense_llama_tiny", 8, 0, 0, 768, te_flag=True)

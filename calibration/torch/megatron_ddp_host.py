@@ -26,32 +26,16 @@ host's, so the difference between the wrapped and the bare block is the wrapper'
 Writes one JSON object per line. Usage (on the device, repository root):
   python3 calibration/torch/megatron_ddp_host.py --megatron PATH_CONTAINING_megatron --out FILE
 """
-import argparse, dataclasses, json, os, statistics, sys, time
+import os, statistics, sys, time
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megatron", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--port", type=int, default=29561)
-    args = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    from megatron_single_gpu import emit, init
-    # This folder's grouped_gemm.py would shadow the optional package Megatron probes for.
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    torch = init(args.megatron, args.port)
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    torch, args, out = start(29561)
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-
-    out = open(args.out, "w")
-    emit(out, dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name(), megatron=args.megatron))
-
-    def ddp_config(**kw):
-        fields = {f.name for f in dataclasses.fields(DistributedDataParallelConfig)}
-        return DistributedDataParallelConfig(**{k: v for k, v in kw.items() if k in fields})
+    from megatron.core.distributed import DistributedDataParallel
 
     def median_us(fn, iters, reps=7):
         ts = []
@@ -65,18 +49,10 @@ def main():
         return statistics.median(ts), min(ts), max(ts)
 
     def measure(name, layers, h, heads, ffn, s, experts=None, topk=2, microbatches=8):
-        kw = dict(num_layers=layers, hidden_size=h, num_attention_heads=heads, ffn_hidden_size=ffn,
-                  bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
-                  hidden_dropout=0.0, attention_dropout=0.0, add_bias_linear=False, gated_linear_unit=True,
-                  activation_func=torch.nn.functional.silu, normalization="RMSNorm")
-        if experts:
-            kw.update(num_moe_experts=experts, moe_router_topk=topk, moe_token_dispatcher_type="alltoall",
-                      moe_grouped_gemm=False, moe_ffn_hidden_size=ffn, moe_router_load_balancing_type="aux_loss",
-                      moe_aux_loss_coeff=1e-2)
         rec = dict(kind="megatron_ddp_host", name=name, layers=layers, hidden=h, ffn=ffn, seq=s,
                    experts=experts or 0, topk=topk if experts else 0, microbatches=microbatches)
         try:
-            cfg = TransformerConfig(**kw)
+            cfg = llama_block_config(torch, layers, h, heads, ffn, experts, topk)
             spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False, normalization="RMSNorm")
             # A fresh block for every wrapper: DDP's hooks stay on the parameters it wrapped.
             make_block = lambda: TransformerBlock(cfg, spec).cuda().bfloat16()
@@ -156,10 +132,8 @@ def main():
             rec["step_extra_us"] = rec["step_ddp_te_pg_us"][0] - rec["step_bare_us"][0]
             del ddp, block, x
             torch.cuda.empty_cache()
-        except Exception as e:
-            import traceback
-            rec["error"] = repr(e)[:500]
-            rec["trace"] = traceback.format_exc()[-2000:]
+        except Exception:
+            record_error(rec)
         emit(out, rec)
 
     # Host-bound shapes: dense Llama-style, and MoE with 16 local experts top-8 (a Qwen3-235B EP 8 rank's count).

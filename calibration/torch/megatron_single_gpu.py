@@ -1,11 +1,17 @@
 """Megatron-Core on one GPU, every parallel size 1: the setup the megatron_* calibration scripts share."""
+import argparse
+import dataclasses
 import os
 import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def init(megatron_path, port):
     """Puts megatron_path (a folder holding megatron/core) first on the import path, starts a one-rank NCCL
     group and Megatron's parallel state (TP = PP = EP = 1) with its seeded CUDA RNG tracker; returns torch."""
+    # This folder's grouped_gemm.py would shadow the optional package Megatron-Core probes for.
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
     sys.path.insert(0, megatron_path)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(port))
@@ -45,3 +51,46 @@ def emit(out, rec, hidden=("trace",)):
     print(json.dumps({k: v for k, v in rec.items() if k not in hidden}), flush=True)
     if "trace" in rec:
         print(rec["trace"], flush=True)
+
+
+def start(default_port):
+    """The DDP scripts' common start: parses --megatron, --out and --port, starts Megatron-Core on one GPU (init),
+    opens the JSON-lines output and writes its env line; returns (torch, args, out)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megatron", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--port", type=int, default=default_port)
+    args = ap.parse_args()
+    torch = init(args.megatron, args.port)
+    out = open(args.out, "w")
+    emit(out, dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name(), megatron=args.megatron))
+    return torch, args, out
+
+
+def llama_block_config(torch, layers, hidden, heads, ffn, experts=None, topk=2):
+    """A TransformerConfig for a bf16 Llama-style block (RMSNorm, SwiGLU, no biases, no dropout); with experts, an MoE
+    block with the all-to-all dispatcher and SequentialMLP experts (no grouped GEMM on the device)."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    kw = dict(num_layers=layers, hidden_size=hidden, num_attention_heads=heads, ffn_hidden_size=ffn, bf16=True,
+              params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, hidden_dropout=0.0, attention_dropout=0.0,
+              add_bias_linear=False, gated_linear_unit=True, activation_func=torch.nn.functional.silu,
+              normalization="RMSNorm")
+    if experts:
+        kw.update(num_moe_experts=experts, moe_router_topk=topk, moe_token_dispatcher_type="alltoall",
+                  moe_grouped_gemm=False, moe_ffn_hidden_size=ffn, moe_router_load_balancing_type="aux_loss",
+                  moe_aux_loss_coeff=1e-2)
+    return TransformerConfig(**kw)
+
+
+def ddp_config(**kw):
+    """Megatron-Core's DistributedDataParallelConfig with the given fields, those its version lacks left out."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+    fields = {f.name for f in dataclasses.fields(DistributedDataParallelConfig)}
+    return DistributedDataParallelConfig(**{k: v for k, v in kw.items() if k in fields})
+
+
+def record_error(rec):
+    """Called in an except block: notes the exception and the end of its traceback in rec (emit prints the trace)."""
+    import traceback
+    rec["error"] = repr(sys.exc_info()[1])[:500]
+    rec["trace"] = traceback.format_exc()[-2000:]
