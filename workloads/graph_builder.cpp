@@ -2679,42 +2679,52 @@ class Builder {
   // the module's own parameters (recomputed forwards call them again). Counted as Megatron-Core's Transformer Engine
   // layer spec builds a layer (models/gpt/gpt_layer_specs.py at the rows' commits): modules: the TransformerLayer, its
   // input and pre-cross-attention norms, the (identity) cross attention and its bias-dropout-add (IdentityFuncOp), the
-  // pre-MLP norm; the attention module, its QKV projection (MLA: the q down and up projections, or one q projection
-  // without a q LoRA, the kv down and up projections, and the rotary embedding module it calls), the q and k norms
+  // pre-MLP norm; the attention module, its QKV projection (MLA: the q down and up projections, the kv down and up
+  // projections, and the rotary embedding module it calls), the q and k norms
   // (identities without qk_norm), TE's attention and the backend module it calls, the output projection; a dense MLP
   // (fc1, fc2), or an MoE layer (router, TEGroupedMLP with one fc1 and one fc2 weight per local expert, the shared
   // experts' MLP). Parameters: those GEMMs' weights, and the norms (fused into QKV / fc1, or MLA's input norm and its
   // latent norms fused into the up projections) and the router weight. Biases, the embedding, the output layer and the
   // final norm (once per stage) are not counted. Megatron-FSDP has hooks of its own (not measured): none here; nor
   // under XLA.
-  struct DdpHostWork { double forward_s = 0, backward_s = 0; };
+  // forward_s: every module called; forward_graphed_s: under cuda_graph_scope, where Megatron-Core calls the pre-hooks by
+  // hand (TransformerLayer.setup_manual_hooks) for the modules that own parameters only.
+  struct DdpHostWork { double forward_s = 0, forward_graphed_s = 0, backward_s = 0; };
   DdpHostWork ddp_host_work(int l) const {
     if (jax_ || t_.optimizer_sharding == OptimizerSharding::fsdp) return {};
     const auto& L = sys_.launch;
+    // (MLA's latent norms are counted as --qk-layernorm builds them, fused into the up projections, as the DeepSeek
+    // recipes set it; racksim's MLA always has them.)
     double gemm_weights = 0, added = 0, modules = 6;  // layer, input norm, pre-cross norm, cross attention + bda, pre-MLP norm
-    if (m_.mla) {
-      const bool q_lora = m_.mla->q_lora_rank > 0;
-      gemm_weights += q_lora ? 5 : 4;  // q down + up (or q), kv down + up, output
-      added += q_lora ? 3 : 2;         // the input norm, the latent norms fused into the up projections
-      modules += q_lora ? 11 : 10;     // attention, q down/up (or q), kv down/up, rotary, q/kv norms, TE attention + backend, output
+    double owners = 0;                                // modules that own parameters
+    if (m_.mla) {  // (racksim's MLA has a q LoRA: model.mla.q_lora_rank >= 1)
+      gemm_weights += 5;  // q down and up, kv down and up, output
+      added += 3;         // the input norm, the latent norms fused into the up projections
+      modules += 11;      // attention, q down/up, kv down/up, rotary, q/kv norm identities, TE attention + backend, output
+      owners += 6;        // the input norm and the projections
     } else {
       gemm_weights += 2;                    // QKV, output
       added += 1 + (m_.qk_norm ? 2 : 0);    // the norm fused into QKV; the q and k norms
       modules += 7;                         // attention, QKV, q/k norms, TE attention + backend, output
+      owners += 2 + (m_.qk_norm ? 2 : 0);
     }
     if (m_.is_moe_layer(l)) {
       const auto& e = *m_.moe;
       gemm_weights += 2.0 * e.experts / ep_ + (e.shared_experts > 0 ? 2 : 0);
       added += 2;  // the pre-MLP norm, the router
       modules += 5 + (e.shared_experts > 0 ? 3 : 0);
+      owners += 4 + (e.shared_experts > 0 ? 2 : 0);  // the pre-MLP norm, router, grouped fc1 and fc2; the shared fc1, fc2
     } else {
       gemm_weights += 2;  // fc1, fc2
       added += 1;         // the norm fused into fc1
       modules += 3;
+      owners += 2;
     }
     const double params = gemm_weights + added;
     const bool prehooks = t_.overlap_param_gather && t_.optimizer_sharding != OptimizerSharding::none;
-    return {prehooks ? modules * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s : 0.0,
+    if (!prehooks) return {0.0, 0.0, gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s};
+    return {modules * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s,
+            owners * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s,
             gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s};
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
@@ -2767,14 +2777,15 @@ class Builder {
     }
     module_marks_.clear();
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion || g.moe_router);
-    // DDP's hooks fire for every parameter and module of the layer, captured or not: the gradient hooks sit on the
-    // parameters' accumulators, outside the graphs, and Megatron-Core calls the captured modules' forward pre-hooks
-    // by hand before it replays a graph (TransformerLayer's manual hooks). Their host time goes with the layer's
-    // eager ops, or, when the graphs hold every op, to the op that launches the graph.
+    // DDP's hooks under the layer's graphs: the gradient hooks fire for every parameter (they sit on the accumulators,
+    // outside the graphs); Megatron-Core calls the forward pre-hooks by hand before it replays a graph, for the modules
+    // that own parameters (TransformerLayer.setup_manual_hooks), so the forward counts those (a lower bound: the eager
+    // modules without parameters call theirs too). The time goes with the layer's eager ops, or, when the graphs hold
+    // every op of the pass, to its first op.
     const DdpHostWork ddp = ddp_host_work(l);
     auto charge_ddp_to_graph = [&](double s) {
       for (std::size_t i = first; i < end; ++i)
-        if (g_.ops[i].graph_start && g_.ops[i].phase != Phase::recompute) {
+        if (g_.ops[i].phase != Phase::recompute) {
           g_.ops[i].host_s += s;
           return;
         }
@@ -2782,10 +2793,10 @@ class Builder {
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
       sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;
-      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_s) / static_cast<double>(eager) : 0.0;
+      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_graphed_s) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;
-      if (eager == 0) charge_ddp_to_graph(ddp.forward_s);
+      if (eager == 0) charge_ddp_to_graph(ddp.forward_graphed_s);
       return;
     }
     const ForwardHostShare sh = fwd_host_share_[l];

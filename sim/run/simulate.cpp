@@ -170,6 +170,8 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   while (plan) {
     if (m <= plan->m1 + plan->unit) {
       plan.reset();  // the steady state starts too late to save anything: replay them all
+      host_paced = host_paced_extrapolated;  // (a host-paced window found earlier: now replayed whole after all)
+      host_paced_extrapolated = false;
       break;
     }
     ra = summary_of(with_micro_steps(scenario, plan->m1), nullptr, nullptr);

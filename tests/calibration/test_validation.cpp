@@ -170,8 +170,6 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Pax GPT-5B, 256 H100 (FSDP256)",
       "Pax GPT-5B TE FP8, 256 H100 (FSDP256)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
-      // +9.0% since DDP's hooks on the (Grace) host (+13.8% before).
-      "Qwen3-235B BF16, 256 GB200 (TP1 PP8 EP8, HybridEP)",
       // (The MaxText 16-VM row, once -0.2% by cancelling errors, is +19.7% since its scale-out loss follows XLA's
       // program: MaxTextA3StepsFollowXlasCompiledPrograms; what is left of the MaxText rows is the 1-VM step's miss.)
       // +8.0%: the embeddings' dense weight gradient and Megatron's fused loss as it runs (was +16.5%).
@@ -249,7 +247,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1575);  // 15.74% (2026-12-05, later: Megatron-Core DDP's gradient hooks and
+  EXPECT_LT(sum / rows.size(), 0.1587);  // 15.86% (2026-12-05, later: Megatron-Core DDP's gradient hooks and
                                           // --overlap-param-gather's pre-hooks on the host, measured on the H200's host;
                                           // 16.52% before: DeepEP's routing-map sync, the flex dispatchers' unpermutation
                                           // rows, the step's ends in Megatron-Core)
@@ -544,13 +542,13 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // exchanges at the doc's EP32 rates (257.6 GB/s) are slower than NCCL's all-to-all, and the host time it saves
   // is not on racksim's critical path, and its host waits for the notify's counts inside the dispatch call. Rung 4: the MLA chain's recompute, GPU time only. Rung 5: partial CUDA
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it; and DDP's hooks fire for the
-  // captured modules too, whose time now goes with the eager ops: 0.987 -> 0.982 since 2026-12-05). Rung 10 HybridEP:
+  // captured modules too, whose time now goes with the eager ops: 0.987 -> 0.986 since 2026-12-05). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
   const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
                                    {3, {0.832, true, {"moe"}}},
                                    {4, {1.017, true, {"recompute"}}},
-                                   {5, {0.982, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.354, false, {"moe"}}}};
+                                   {5, {0.986, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {10, {1.351, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;

@@ -423,18 +423,33 @@ TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
 }
 
 // Under Transformer Engine's layer graphs the hooks still fire: a layer whose every op is captured (attn and mlp
-// scopes on a dense model) carries its gradient hooks on the op that launches the backward graph.
+// scopes on a dense model) carries its gradient hooks on the backward pass's first op, with or without a selective
+// recompute (whose replayed ops come first in the pass), and under --overlap-param-gather the forward pre-hooks that
+// Megatron-Core calls by hand for the modules owning parameters (QKV, output, fc1, fc2) on the forward's first op.
 TEST(HostWork, MegatronDdpHooksFireUnderLayerGraphs) {
-  const auto sc = load(kTiny, {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, mlp]"});
-  const auto& l = sc.system.spec.launch;
-  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
-  double bwd = 0;
-  int eager = 0;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) != 0 || g.ops[i].phase != Phase::backward) continue;
-    bwd += g.ops[i].host_s;
-    eager += g.ops[i].graph == GraphLaunch::eager;
-  }
-  EXPECT_EQ(eager, 0);
-  EXPECT_NEAR(bwd, 4 * l.megatron_ddp_grad_hook_s + 2 * l.megatron_ddp_grad_hook_add_s, 1e-12);
+  const std::vector<std::string> graphs = {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, mlp]"};
+  auto pass_host = [&](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), graphs.begin(), graphs.end());
+    const auto sc = load(kTiny, sets);
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::pair<double, double> fwd_bwd{0, 0};
+    int eager = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) != 0) continue;
+      const Op& op = g.ops[i];
+      eager += op.graph == GraphLaunch::eager;
+      if (op.phase == Phase::forward) fwd_bwd.first += op.host_s;
+      if (op.phase == Phase::backward) fwd_bwd.second += op.host_s;
+    }
+    EXPECT_EQ(eager, 0);
+    return fwd_bwd;
+  };
+  const auto& l = load(kTiny).system.spec.launch;
+  const double grad_hooks = 4 * l.megatron_ddp_grad_hook_s + 2 * l.megatron_ddp_grad_hook_add_s;
+  EXPECT_NEAR(pass_host({}).second, grad_hooks, 1e-12);
+  EXPECT_NEAR(pass_host({"training.recompute=selective"}).second, grad_hooks, 1e-12);
+  const auto zero1 = pass_host({"training.optimizer_sharding=zero1", "training.overlap_grad_reduce=true",
+                                "training.overlap_param_gather=true"});
+  EXPECT_NEAR(zero1.first, 4 * l.megatron_ddp_module_prehook_s + 6 * l.megatron_ddp_param_prehook_s, 1e-12);
+  EXPECT_NEAR(zero1.second, grad_hooks, 1e-12);
 }
