@@ -2680,8 +2680,8 @@ class Builder {
   // layer spec builds a layer (models/gpt/gpt_layer_specs.py at the rows' commits): modules: the TransformerLayer, its
   // input and pre-cross-attention norms, the (identity) cross attention and its bias-dropout-add (IdentityFuncOp), the
   // pre-MLP norm; the attention module, its QKV projection (MLA: the q down and up projections, the kv down and up
-  // projections, and the rotary embedding module it calls), the q and k norms
-  // (identities without qk_norm), TE's attention and the backend module it calls, the output projection; a dense MLP
+  // projections, and the rotary embedding module it calls), the q and k norms (identities without qk_norm), TE's
+  // attention and the backend module it calls, the output projection; a dense MLP
   // (fc1, fc2), or an MoE layer (router, TEGroupedMLP with one fc1 and one fc2 weight per local expert, the shared
   // experts' MLP). Parameters: those GEMMs' weights, and the norms (fused into QKV / fc1, or MLA's input norm and its
   // latent norms fused into the up projections) and the router weight. Biases, the embedding, the output layer and the
@@ -2720,12 +2720,11 @@ class Builder {
       modules += 3;
       owners += 2;
     }
-    const double params = gemm_weights + added;
-    const bool prehooks = t_.overlap_param_gather && t_.optimizer_sharding != OptimizerSharding::none;
-    if (!prehooks) return {0.0, 0.0, gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s};
-    return {modules * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s,
-            owners * L.megatron_ddp_module_prehook_s + params * L.megatron_ddp_param_prehook_s,
-            gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s};
+    const double backward_s = gemm_weights * L.megatron_ddp_grad_hook_s + added * L.megatron_ddp_grad_hook_add_s;
+    if (!t_.overlap_param_gather || t_.optimizer_sharding == OptimizerSharding::none) return {0.0, 0.0, backward_s};
+    const double walk_s = (gemm_weights + added) * L.megatron_ddp_param_prehook_s;
+    return {modules * L.megatron_ddp_module_prehook_s + walk_s, owners * L.megatron_ddp_module_prehook_s + walk_s,
+            backward_s};
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
   // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,

@@ -26,27 +26,19 @@ host's, so the difference between the wrapped and the bare block is the wrapper'
 Writes one JSON object per line. Usage (on the device, repository root):
   python3 calibration/torch/megatron_ddp_host.py --megatron PATH_CONTAINING_megatron --out FILE
 """
-import os, statistics, sys, time
+import os, sys
 
 
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start, wall_us_per_call
     torch, args, out = start(29561)
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.distributed import DistributedDataParallel
 
-    def median_us(fn, iters, reps=7):
-        ts = []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            torch.cuda.synchronize()
-            ts.append((time.perf_counter() - t0) / iters * 1e6)
-        return statistics.median(ts), min(ts), max(ts)
+    def median_us(fn, iters):
+        return wall_us_per_call(torch, fn, iters, 7)
 
     def measure(name, layers, h, heads, ffn, s, experts=None, topk=2, microbatches=8):
         rec = dict(kind="megatron_ddp_host", name=name, layers=layers, hidden=h, ffn=ffn, seq=s,

@@ -13,7 +13,7 @@ device-to-host copies of the routing counts, which stop the host until the GPU h
 Writes one JSON object per line. Usage (on the device, repository root):
   python3 calibration/torch/megatron_layer_host.py --megatron PATH_CONTAINING_megatron --out FILE
 """
-import argparse, json, os, statistics, sys, time
+import argparse, json, os, sys
 
 
 def main():
@@ -22,7 +22,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from megatron_single_gpu import emit, init, kernel_time_us, profiled_step
+    from megatron_single_gpu import emit, init, kernel_time_us, profiled_step, record_error, wall_us_per_call
     torch = init(args.megatron, 29557)
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_block import TransformerBlock
@@ -72,30 +72,15 @@ def main():
                     syncs[e.name] = syncs.get(e.name, 0) + 1
             rec.update(step_kernels=kernels, step_gpu_busy_us=busy_us, host_sync_calls=syncs)
 
-            def med(fn, iters=10, reps=5, sync_each=True):
-                ts = []
-                for _ in range(reps):
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    for _ in range(iters):
-                        fn()
-                    if sync_each:
-                        torch.cuda.synchronize()
-                    ts.append((time.perf_counter() - t0) / iters * 1e6)
-                    torch.cuda.synchronize()
-                return statistics.median(ts)
-
-            rec["step_wall_us"] = med(step)
-            rec["fwd_wall_us"] = med(fwd)
-            rec["fwd_host_us"] = med(fwd, sync_each=False)
+            rec["step_wall_us"] = wall_us_per_call(torch, step, 10, 5)[0]
+            rec["fwd_wall_us"] = wall_us_per_call(torch, fwd, 10, 5)[0]
+            rec["fwd_host_us"] = wall_us_per_call(torch, fwd, 10, 5, wait_for_gpu=False)[0]
             rec["step_wall_us_per_layer"] = rec["step_wall_us"] / layers
             rec["fwd_wall_us_per_layer"] = rec["fwd_wall_us"] / layers
             del block, x
             torch.cuda.empty_cache()
-        except Exception as e:
-            import traceback
-            rec["error"] = repr(e)[:500]
-            rec["trace"] = traceback.format_exc()[-2000:]
+        except Exception:
+            record_error(rec)
         emit(out, rec)
 
     # Host-bound shapes (GPU time per kernel a few microseconds): the host's time per layer.

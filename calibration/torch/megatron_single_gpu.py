@@ -38,6 +38,24 @@ def profiled_step(torch, step, warmup=3):
     return prof
 
 
+def wall_us_per_call(torch, fn, iters, reps, wait_for_gpu=True):
+    """fn's wall time per call in microseconds over reps repetitions of iters calls, each repetition started with the
+    GPU idle: (median, min, max). wait_for_gpu=False reads the clock before the GPU catches up (the host's time)."""
+    import statistics
+    import time
+    ts = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        if wait_for_gpu:
+            torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / iters * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts), min(ts), max(ts)
+
+
 def kernel_time_us(event):
     """A CUDA event's device time (the attribute's name changed across torch versions)."""
     return event.device_time if hasattr(event, "device_time") else event.cuda_time

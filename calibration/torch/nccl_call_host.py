@@ -12,7 +12,7 @@ N times back to back without synchronising; the host time per call is the loop's
 call is a few microseconds, so the host sets the pace), the median of 7 repetitions.
 Writes one JSON object per line. Usage (on the device): python3 calibration/torch/nccl_call_host.py --out FILE
 """
-import argparse, json, os, statistics, time
+import argparse, json, os, sys
 
 
 def main():
@@ -24,6 +24,8 @@ def main():
     os.environ.setdefault("MASTER_PORT", str(args.port))
     import torch
     import torch.distributed as dist
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import wall_us_per_call  # (imports nothing of Megatron)
     dist.init_process_group("nccl", rank=0, world_size=1)
     torch.cuda.set_device(0)
     out = open(args.out, "w")
@@ -39,17 +41,7 @@ def main():
     def per_call_us(fn, n=2000, reps=7):
         for _ in range(50):
             fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            t1 = time.perf_counter()
-            torch.cuda.synchronize()
-            ts.append((t1 - t0) / n * 1e6)
-        return statistics.median(ts), min(ts), max(ts)
+        return wall_us_per_call(torch, fn, n, reps, wait_for_gpu=False)
 
     for numel in (1024, 1 << 20):
         x = torch.randn(numel, device="cuda", dtype=torch.bfloat16)

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>

@@ -355,14 +355,14 @@ namespace {
 struct DdpCounts {
   double gemm_weights, added, modules;
 };
+const std::vector<std::string> kNoDdpHooks = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
+                                              "system.overrides.launch.megatron_ddp_grad_hook_add=0 s",
+                                              "system.overrides.launch.megatron_ddp_module_prehook=0 s",
+                                              "system.overrides.launch.megatron_ddp_param_prehook=0 s"};
 void expect_ddp_hooks(const char* yaml, const std::vector<std::string>& extra, const DdpCounts& c) {
-  const std::vector<std::string> none = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
-                                         "system.overrides.launch.megatron_ddp_grad_hook_add=0 s",
-                                         "system.overrides.launch.megatron_ddp_module_prehook=0 s",
-                                         "system.overrides.launch.megatron_ddp_param_prehook=0 s"};
   auto layer_host = [&](std::vector<std::string> sets, bool hooks) {
     sets.insert(sets.end(), extra.begin(), extra.end());
-    if (!hooks) sets.insert(sets.end(), none.begin(), none.end());
+    if (!hooks) sets.insert(sets.end(), kNoDdpHooks.begin(), kNoDdpHooks.end());
     const auto sc = load(yaml, sets);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
     std::pair<double, double> fwd_bwd{0, 0};
@@ -410,10 +410,8 @@ TEST(HostWork, MegatronDdpHooksPerParameterAndModule) {
   // Megatron-FSDP has hooks of its own (not measured), and XLA none: nothing charged.
   for (const auto& sets : {std::vector<std::string>{"training.optimizer_sharding=fsdp"},
                            std::vector<std::string>{"training.framework=jax"}}) {
-    const std::vector<std::string> zero = {"system.overrides.launch.megatron_ddp_grad_hook=0 s",
-                                           "system.overrides.launch.megatron_ddp_grad_hook_add=0 s"};
     std::vector<std::string> off = sets;
-    off.insert(off.end(), zero.begin(), zero.end());
+    off.insert(off.end(), kNoDdpHooks.begin(), kNoDdpHooks.end());
     const auto a = load(kMoe, sets), b = load(kMoe, off);
     const OpGraph ga = build_training_graph(a.model, a.training, a.system.spec);
     const OpGraph gb = build_training_graph(b.model, b.training, b.system.spec);
