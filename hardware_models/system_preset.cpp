@@ -225,6 +225,9 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "megatron_ddp_grad_hook_add", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_grad_hook_add_s);
     set_if(quantity_in(r, "megatron_ddp_module_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_module_prehook_s);
     set_if(quantity_in(r, "megatron_ddp_param_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_param_prehook_s);
+    set_if(quantity_in(r, "torch_nccl_collective", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_collective_s);
+    set_if(quantity_in(r, "torch_nccl_all_reduce", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_all_reduce_s);
+    set_if(quantity_in(r, "torch_nccl_p2p_pair", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_p2p_pair_s);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -391,7 +394,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
             "launch.megatron_moe_permutation", "launch.te_grouped_gemm", "launch.te_grouped_call",
             "launch.megatron_gemm_dispatch", "launch.megatron_ddp_grad_hook", "launch.megatron_ddp_grad_hook_add", "launch.megatron_ddp_module_prehook",
-            "launch.megatron_ddp_param_prehook",
+            "launch.megatron_ddp_param_prehook", "launch.torch_nccl_collective", "launch.torch_nccl_all_reduce",
+            "launch.torch_nccl_p2p_pair",
             "scale_out.nic_efficiency"};
         // An optional field absent from this preset is named by its short name the same way.
         if (matches.empty())

@@ -111,6 +111,16 @@ struct LaunchSpec {
   double megatron_ddp_grad_hook_add_s = 0;
   double megatron_ddp_module_prehook_s = 0;
   double megatron_ddp_param_prehook_s = 0;
+  // torch.distributed's host path per NCCL call that Megatron-Core (or Transformer Engine without userbuffers) issues
+  // from Python, which the layer figures above leave out (measured at TP = EP = 1, where no collective is issued): the
+  // output's allocation, ProcessGroupNCCL's work object, its events and stream waits, and NCCL's enqueue; per
+  // all-gather, reduce-scatter or all-to-all call (torch_nccl_collective_s), per all-reduce (torch_nccl_all_reduce_s,
+  // in place, no output), and per batch_isend_irecv of one send and one receive with both waits
+  // (torch_nccl_p2p_pair_s). Measured on one rank, where NCCL skips its planner (enqueue.cc, ncclLaunchOneRank): a
+  // lower bound for larger groups. 0: a bare launch. Measured, calibration/data/h100-2026-12-05-torch-nccl-call-host.
+  double torch_nccl_collective_s = 0;
+  double torch_nccl_all_reduce_s = 0;
+  double torch_nccl_p2p_pair_s = 0;
 };
 
 struct HostSpec {

@@ -293,6 +293,7 @@ class Builder {
     if (partial_graphs_)  // what no layer's graph captured launches eagerly
       for (Op& op : g_.ops)
         if (op.graph == GraphLaunch::step) op.graph = GraphLaunch::eager;
+    charge_torch_nccl_calls();
     for (const auto& [consumer, key] : cross_deps_) g_.ops[consumer].deps.push_back(sends_.at(key));
     for (const auto& [waiter, key] : cross_host_waits_)
       if (waiter < g_.ops.size() && g_.ops[waiter].rank == g_.ops[waiter - 1].rank && g_.ops[waiter].host_waits_for == kNoOp)
@@ -2725,6 +2726,25 @@ class Builder {
     const double walk_s = (gemm_weights + added) * L.megatron_ddp_param_prehook_s;
     return {modules * L.megatron_ddp_module_prehook_s + walk_s, owners * L.megatron_ddp_module_prehook_s + walk_s,
             backward_s};
+  }
+  // torch.distributed's host path for every NCCL call the framework makes from Python (Megatron-Core's mappings, its
+  // DDP buckets, its pipeline's batch_isend_irecv, Transformer Engine's sequence-parallel gathers and context-parallel
+  // ring without userbuffers, the alltoall dispatcher's exchanges): the layer figures were measured where no collective
+  // is issued (TP = EP = 1), so each call's cost is added to it, launch included. Not for what does not pass through
+  // torch.distributed: userbuffer exchanges (Transformer Engine's C++ comm-GEMMs), DeepEP's and HybridEP's exchanges and
+  // metadata (their own buffers' C++ calls), collectives replayed from CUDA graphs, and XLA's. A send_recv op is one
+  // rank's batch_isend_irecv of a send and a receive (a pipeline step's send_forward_recv_forward or its backward twin;
+  // a ring step's exchange with both neighbours).
+  void charge_torch_nccl_calls() {
+    if (jax_ || (t_.cuda_graphs && !partial_graphs_)) return;
+    const auto& L = sys_.launch;
+    for (Op& op : g_.ops) {
+      if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) continue;
+      if (op.group == CommGroup::ep && t_.moe.hierarchical()) continue;
+      op.host_s += op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
+                   : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s
+                                                        : L.torch_nccl_collective_s;
+    }
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
   // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,

@@ -44,6 +44,15 @@ std::vector<std::string> no_host_work() {
           "system.overrides.launch.megatron_moe_forward=0 s", "system.overrides.launch.megatron_moe_backward=0 s"};
 }
 
+// torch.distributed's host path of one NCCL call the framework issues from Python (the graph builder's
+// charge_torch_nccl_calls), by kind; 0 for any op that is not an eager NCCL collective.
+double torch_call_s(const hw::LaunchSpec& l, const Op& op) {
+  if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) return 0.0;
+  return op.coll == hw::CollectiveOp::all_reduce  ? l.torch_nccl_all_reduce_s
+         : op.coll == hw::CollectiveOp::send_recv ? l.torch_nccl_p2p_pair_s
+                                                  : l.torch_nccl_collective_s;
+}
+
 }  // namespace
 
 // Host-bound: the step is the host's layers x micro-batches x (forward + backward) time, plus the
@@ -202,7 +211,7 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   const auto sc = load(kMoe, {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, moe_router]"});
   const auto& l = sc.system.spec.launch;
   const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
-  double fwd = 0, bwd = 0;
+  double fwd = 0, bwd = 0, fwd_calls = 0, bwd_calls = 0;  // calls: the eager NCCL calls' torch.distributed host path
   int fwd_ops = 0, fwd_eager = 0, bwd_ops = 0, bwd_eager = 0, starts = 0;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
@@ -224,6 +233,7 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
     starts += op.graph_start;
     const bool forward = op.phase == Phase::forward;
     (forward ? fwd : bwd) += op.host_s;
+    (forward ? fwd_calls : bwd_calls) += torch_call_s(l, op);
     (forward ? fwd_ops : bwd_ops) += 1;
     (forward ? fwd_eager : bwd_eager) += op.graph == GraphLaunch::eager;
   }
@@ -234,12 +244,14 @@ TEST(HostWork, CudaGraphScopeCapturesOnlyItsModules) {
   const double grouped = 2 * l.te_grouped_gemm_s + l.te_grouped_call_s - l.megatron_gemm_dispatch_s;
   ASSERT_GT(grouped, 0);
   EXPECT_NEAR(fwd, l.megatron_layer_forward_s * fwd_eager / fwd_ops + l.megatron_moe_forward_s - l.megatron_moe_routing_s +
-                       2 * grouped,
+                       2 * grouped + fwd_calls,
               1e-12);
+  ASSERT_GT(fwd_calls, 0);  // the EP exchanges (alltoall dispatcher) stay eager
   // Backward: DDP's gradient hooks of every parameter of the layer, captured or not (they sit on the accumulators,
   // outside the graphs; HostWork.MegatronDdpHooksPerParameterAndModule counts them), on the eager ops.
   const double grad_hooks = 6 * l.megatron_ddp_grad_hook_s + 3 * l.megatron_ddp_grad_hook_add_s;
-  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s + grad_hooks + 4 * grouped,
+  EXPECT_NEAR(bwd, l.megatron_layer_backward_s * bwd_eager / bwd_ops + l.megatron_moe_backward_s + grad_hooks + 4 * grouped +
+                       bwd_calls,
               1e-12);
   // One graph per pass: Megatron-Core's TransformerLayer._te_cuda_graph_capture captures the attention and
   // the router part in one Transformer Engine callable (one forward graph, one backward graph).
@@ -450,4 +462,75 @@ TEST(HostWork, MegatronDdpHooksFireUnderLayerGraphs) {
                                 "training.overlap_param_gather=true"});
   EXPECT_NEAR(zero1.first, 4 * l.megatron_ddp_module_prehook_s + 6 * l.megatron_ddp_param_prehook_s, 1e-12);
   EXPECT_NEAR(zero1.second, grad_hooks, 1e-12);
+}
+
+// torch.distributed's host path per NCCL call (calibration/data/h100-2026-12-05-torch-nccl-call-host): every collective
+// Megatron-Core issues from Python (tensor- and sequence-parallel gathers and scatters, the alltoall dispatcher's
+// exchanges and counts, the pipeline's batch_isend_irecv, the gradient reductions and parameter gathers, the
+// embedding and norm all-reduces) costs its host the measured call on top of its share of the layer's host work;
+// Transformer Engine's userbuffer exchanges, DeepEP's exchanges, collectives replayed from CUDA graphs and XLA's do
+// not pass through torch.distributed and cost nothing more.
+TEST(HostWork, TorchNcclCallsCostTheHostPerCall) {
+  const char* yaml = R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 4, vocab: 256,
+        moe: {experts: 16, top_k: 2, expert_ffn_hidden: 1024}}
+training: {seq_len: 4096, global_batch: 32, micro_batch: 1, optimizer_sharding: zero1,
+           parallelism: {tp: 2, pp: 2, ep: 8}}
+)";
+  const std::vector<std::string> off = {"system.overrides.launch.torch_nccl_collective=0 s",
+                                        "system.overrides.launch.torch_nccl_all_reduce=0 s",
+                                        "system.overrides.launch.torch_nccl_p2p_pair=0 s"};
+  const auto& l = load(yaml).system.spec.launch;
+  ASSERT_GT(l.torch_nccl_collective_s, 0);  // the shipped preset carries the measurement
+  ASSERT_GT(l.torch_nccl_all_reduce_s, 0);
+  ASSERT_GT(l.torch_nccl_p2p_pair_s, l.torch_nccl_collective_s);
+  struct Case {
+    std::vector<std::string> sets;
+    bool charged;        // NCCL calls through torch.distributed at all
+    bool ep_library;     // the EP exchanges are DeepEP's own
+  };
+  for (const Case& c : {Case{{}, true, false}, Case{{"training.tp_comm_overlap=true"}, true, false},
+                        Case{{"training.moe.dispatcher=deepep", "training.parallelism.etp=1"}, true, true},
+                        Case{{"training.cuda_graphs=true", "training.cuda_graph_scope=[attn]"}, true, false},
+                        Case{{"training.cuda_graphs=true"}, false, false}, Case{{"training.framework=jax", "training.parallelism.pp=1",
+                                                                                 "system.gpus=32"}, false, false}}) {
+    SCOPED_TRACE(c.sets.empty() ? std::string("base") : c.sets.front());
+    auto with_off = c.sets;
+    with_off.insert(with_off.end(), off.begin(), off.end());
+    const auto sc = load(yaml, c.sets);
+    const OpGraph a = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const auto sc0 = load(yaml, with_off);
+    const OpGraph b = build_training_graph(sc0.model, sc0.training, sc0.system.spec);
+    ASSERT_EQ(a.ops.size(), b.ops.size());
+    int calls = 0, p2p = 0, all_reduces = 0, userbuffers = 0, library = 0, captured = 0;
+    for (std::size_t i = 0; i < a.ops.size(); ++i) {
+      const Op& op = a.ops[i];
+      const bool ep_own = op.kind == OpKind::collective && op.group == CommGroup::ep && c.ep_library;
+      const double expected = c.charged && !ep_own ? torch_call_s(l, op) : 0.0;
+      EXPECT_NEAR(op.host_s - b.ops[i].host_s, expected, 1e-12) << a.op_name(static_cast<OpId>(i));
+      if (op.kind != OpKind::collective) continue;
+      calls += expected > 0;
+      p2p += expected > 0 && op.coll == hw::CollectiveOp::send_recv;
+      all_reduces += expected > 0 && op.coll == hw::CollectiveOp::all_reduce;
+      userbuffers += op.comm_kernel != CommKernel::nccl;
+      library += ep_own;
+      captured += op.graph == GraphLaunch::captured;
+    }
+    if (!c.charged) {
+      EXPECT_EQ(calls, 0);
+      continue;
+    }
+    EXPECT_GT(calls, 0);
+    EXPECT_GT(p2p, 0);          // the pipeline's sends
+    EXPECT_GT(all_reduces, 0);  // the gradient norm's
+    if (c.sets.size() == 1 && c.sets[0] == "training.tp_comm_overlap=true") {
+      EXPECT_GT(userbuffers, 0);
+    }
+    if (c.ep_library) {
+      EXPECT_GT(library, 0);
+    }
+    if (c.sets.size() == 2 && c.sets[1] == "training.cuda_graph_scope=[attn]") {
+      EXPECT_GT(captured, 0);
+    }
+  }
 }
