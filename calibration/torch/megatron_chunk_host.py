@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Megatron-Core's host time per pipeline chunk and micro-batch, beyond its layers.
+
+The per-layer host figures (megatron_layer_host.py) divide a bare TransformerBlock's time by its layers. In training
+each virtual pipeline stage (a model chunk) runs, per micro-batch, Megatron's schedule step around its layers:
+schedules.forward_step (set_input_tensor, the forward_step_func, the MoE aux-loss scale) and backward_step
+(retain_grad, autograd's backward from the received gradient, the input's gradient), through the wrappers training uses
+(DistributedDataParallel over Float16Module over GPTModel: GPTModel's preprocess with its rotary embedding, the
+TransformerBlock's contexts, the postprocess). With one or two layers per chunk (the interleaved rows) that is paid per
+layer or two. This measures it on one GPU: a middle chunk (no embedding, no loss; the pipeline's last-stage test
+patched to false) of L layers, tiny shapes so that the host sets the pace, the real forward_step / backward_step
+called for M micro-batches back to back (all forwards, then all backwards, as the warm-up and cool-down run them),
+for L in 1, 2, 4, 8; host time per chunk = a + b L, a least-squares line; a is the chunk's own.
+
+Usage (on the device, repository root):
+  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE
+"""
+import os, statistics, sys, time
+
+
+def main():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    torch, args, out = start(29591)
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel import schedules
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.distributed import DistributedDataParallel
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.enums import ModelType
+
+    # A middle virtual stage: neither the first (embedding) nor the last (output layer and loss).
+    parallel_state.is_pipeline_last_stage = lambda *a, **k: False
+
+    seq, hidden, micro = 128, 256, 16
+
+    def chunk(name, layers, experts, reps=9):
+        rec = dict(kind="chunk", name=name, layers=layers, experts=experts, micro_batches=micro, seq=seq, hidden=hidden)
+        try:
+            cfg = llama_block_config(torch, layers, hidden, 4, 1024 if not experts else 512, experts or None, 2)
+            cfg.deallocate_pipeline_outputs = True  # Megatron-LM's training default (arguments.py)
+            spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False, normalization="RMSNorm")
+            gpt = GPTModel(cfg, spec, vocab_size=256, max_sequence_length=seq, pre_process=False, post_process=False,
+                           position_embedding_type="rope").cuda().bfloat16()
+            model = DistributedDataParallel(cfg, ddp_config(grad_reduce_in_fp32=True, overlap_grad_reduce=True,
+                                                            use_distributed_optimizer=True, check_for_nan_in_grad=False,
+                                                            bucket_size=40_000_000), Float16Module(cfg, gpt))
+
+            def forward_step_func(data_iterator, m):  # pretrain_gpt.forward_step on a middle stage: no batch, no loss
+                return m(None, None, None), None
+
+            inputs = [torch.randn(seq, 1, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                      for _ in range(micro)]
+            grads = [torch.randn(seq, 1, hidden, device="cuda", dtype=torch.bfloat16) for _ in range(micro)]
+
+            def forwards():
+                outs = []
+                for i in range(micro):
+                    o, _ = schedules.forward_step(forward_step_func, None, model, micro, inputs[i], [], cfg,
+                                                  is_first_microbatch=(i == 0), current_microbatch=i)
+                    outs.append(o)
+                return outs
+
+            def backwards(outs):
+                for i in range(micro):
+                    schedules.backward_step(inputs[i], outs[i], grads[i], ModelType.encoder_or_decoder, cfg)
+                    inputs[i].grad = None
+
+            with model.no_sync():
+                for _ in range(3):
+                    backwards(forwards())
+                torch.cuda.synchronize()
+                fw, bw, busy = [], [], []
+                for _ in range(reps):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    outs = forwards()
+                    t1 = time.perf_counter()  # the host's time: the GPU finishes a tiny chunk well before
+                    torch.cuda.synchronize()
+                    t2 = time.perf_counter()
+                    backwards(outs)
+                    t3 = time.perf_counter()
+                    torch.cuda.synchronize()
+                    t4 = time.perf_counter()
+                    fw.append((t1 - t0) / micro * 1e6)
+                    bw.append((t3 - t2) / micro * 1e6)
+                    busy.append(((t2 - t0) + (t4 - t2)) / micro * 1e6)
+            rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
+                       fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
+                       wall_us=statistics.median(busy))
+            # The block alone, as megatron_layer_host.py times it (the same layers, no schedule, no wrappers).
+            block = gpt.decoder
+            x = inputs[0]
+
+            def block_step():
+                y = block(x, attention_mask=None, rotary_pos_emb=gpt.rotary_pos_emb(seq))
+                y.backward(grads[0])
+                x.grad = None
+            with model.no_sync():
+                med, lo, hi = __import__("megatron_single_gpu").wall_us_per_call(torch, block_step, micro, reps,
+                                                                                  wait_for_gpu=False)
+            rec.update(block_fwd_bwd_host_us=med, block_range=[lo, hi])
+        except Exception:
+            record_error(rec)
+        emit(out, rec)
+        return rec
+
+    rows = {}
+    for experts in (0, 8):
+        for layers in (1, 2, 4, 8):
+            rows[(experts, layers)] = chunk(("moe8_" if experts else "dense_") + f"L{layers}", layers, experts)
+    for experts in (0, 8):
+        pts = [(l, rows[(experts, l)]) for l in (1, 2, 4, 8) if "fwd_host_us" in rows[(experts, l)]]
+        if len(pts) < 2:
+            continue
+        fit = {}
+        for key in ("fwd_host_us", "bwd_host_us", "block_fwd_bwd_host_us"):
+            xs = [l for l, _ in pts]
+            ys = [r[key] for _, r in pts]
+            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+            b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+            fit[key] = dict(per_chunk_us=my - b * mx, per_layer_us=b)
+        emit(out, dict(kind="fit", experts=experts, **fit))
+    out.close()
+
+
+if __name__ == "__main__":
+    main()
