@@ -2728,19 +2728,23 @@ class Builder {
             backward_s};
   }
   // torch.distributed's host path for every NCCL call the framework makes from Python (Megatron-Core's mappings, its
-  // DDP buckets, its pipeline's batch_isend_irecv, Transformer Engine's sequence-parallel gathers and context-parallel
-  // ring without userbuffers, the alltoall dispatcher's exchanges): the layer figures were measured where no collective
+  // DDP buckets, its pipeline's p2p calls, Transformer Engine's sequence-parallel gathers and context-parallel exchanges
+  // without userbuffers, the alltoall dispatcher's exchanges): the layer figures were measured where no collective
   // is issued (TP = EP = 1), so each call's cost is added to it, launch included. Not for what does not pass through
   // torch.distributed: userbuffer exchanges (Transformer Engine's C++ comm-GEMMs), DeepEP's and HybridEP's exchanges and
-  // metadata (their own buffers' C++ calls), collectives replayed from CUDA graphs, and XLA's. A send_recv op is one
-  // rank's batch_isend_irecv of a send and a receive (a pipeline step's send_forward_recv_forward or its backward twin;
-  // a ring step's exchange with both neighbours).
+  // metadata (their own buffers' C++ calls), collectives replayed from CUDA graphs, and XLA's. Under whole-step graphs
+  // (cuda_graphs without a scope: every kernel of a micro-step from graphs, the MoE dispatcher eager) only the
+  // alltoall dispatcher's calls (its EP and expert-TP exchanges and counts). A send_recv op stands for one rank's p2p
+  // exchange with a neighbour: the 1F1B schedule's batch_isend_irecv of a send and a receive; the interleaved schedule's
+  // separate isend and irecv (overlap_p2p_comm), and a context-parallel ring step's, charged as the measured pair.
   void charge_torch_nccl_calls() {
-    if (jax_ || (t_.cuda_graphs && !partial_graphs_)) return;
+    if (jax_) return;
+    const bool whole_step_graphs = t_.cuda_graphs && !partial_graphs_;
     const auto& L = sys_.launch;
     for (Op& op : g_.ops) {
       if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) continue;
-      if (op.group == CommGroup::ep && t_.moe.hierarchical()) continue;
+      const bool dispatcher = op.group == CommGroup::ep || op.group == CommGroup::etp;
+      if (dispatcher ? t_.moe.hierarchical() : whole_step_graphs) continue;
       op.host_s += op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
                    : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s
                                                         : L.torch_nccl_collective_s;
