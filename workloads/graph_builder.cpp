@@ -2737,17 +2737,30 @@ class Builder {
   // alltoall dispatcher's calls (its EP and expert-TP exchanges and counts). A send_recv op stands for one rank's p2p
   // exchange with a neighbour: the 1F1B schedule's batch_isend_irecv of a send and a receive; the interleaved schedule's
   // separate isend and irecv (overlap_p2p_comm), and a context-parallel ring step's, charged as the measured pair.
+  // Context parallelism makes more calls than it has ops here: Transformer Engine's ring backward exchanges cp times
+  // (the last returns dK/dV to their owner, beside the last step) where the builder has cp - 1 steps, so the last gets
+  // two; its all-to-all variant (flash_attn_a2a_communicate) calls all_to_all_single once per tensor: Q, K and V (or
+  // dQ, dK and dV) in one op here, three calls.
   void charge_torch_nccl_calls() {
     if (jax_) return;
     const bool whole_step_graphs = t_.cuda_graphs && !partial_graphs_;
     const auto& L = sys_.launch;
-    for (Op& op : g_.ops) {
+    const std::string last_ring = fmt::format("attn.cp_ring{}", cp_ - 1);
+    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
+      Op& op = g_.ops[i];
       if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) continue;
       const bool dispatcher = op.group == CommGroup::ep || op.group == CommGroup::etp;
       if (dispatcher ? t_.moe.hierarchical() : whole_step_graphs) continue;
-      op.host_s += op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
-                   : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s
-                                                        : L.torch_nccl_collective_s;
+      double calls = 1;
+      if (op.group == CommGroup::cp && cp_ > 1) {
+        const std::string name = g_.op_name(static_cast<OpId>(i));
+        if (op.coll == CollectiveOp::send_recv && op.phase == Phase::backward && name.ends_with(last_ring)) calls = 2;
+        if (op.coll == CollectiveOp::all_to_all && (name.ends_with("attn.cp_a2a_qkv") || name.ends_with("attn.cp_a2a_dqkv")))
+          calls = 3;
+      }
+      op.host_s += calls * (op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
+                            : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s
+                                                                 : L.torch_nccl_collective_s);
     }
   }
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,

@@ -588,3 +588,42 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, optimizer_sharding: 
     }
   }
 }
+
+// Context parallelism's calls (Transformer Engine, context_parallel.py): the ring's forward exchanges K/V cp - 1 times,
+// its backward cp times (the last returns dK/dV to their owner), each one rank's send and receive; the all-to-all
+// variant calls all_to_all_single per tensor: Q, K, V and the output forward, the output's gradient and dQ, dK, dV
+// backward.
+TEST(HostWork, ContextParallelCallsAsTransformerEngineMakesThem) {
+  const char* yaml = R"(system: {preset: h100-sxm, gpus: 8}
+model: {layers: 2, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 16, vocab: 256}
+training: {seq_len: 16384, global_batch: 2, micro_batch: 1, parallelism: {cp: 4}}
+)";
+  const std::vector<std::string> off = {"system.overrides.launch.torch_nccl_collective=0 s",
+                                        "system.overrides.launch.torch_nccl_all_reduce=0 s",
+                                        "system.overrides.launch.torch_nccl_p2p_pair=0 s"};
+  const auto& l = load(yaml).system.spec.launch;
+  // The host time the calls add to layer 1's CP exchanges of micro-batch 0, forward and backward.
+  auto added = [&](const std::string& variant) {
+    std::vector<std::string> sets = {"training.cp_comm=" + variant}, with_off = sets;
+    with_off.insert(with_off.end(), off.begin(), off.end());
+    const auto sc = load(yaml, sets), sc0 = load(yaml, with_off);
+    const OpGraph a = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const OpGraph b = build_training_graph(sc0.model, sc0.training, sc0.system.spec);
+    std::pair<double, double> fwd_bwd{0, 0};
+    for (std::size_t i = 0; i < a.ops.size(); ++i) {
+      if (a.ops[i].kind != OpKind::collective || a.ops[i].group != CommGroup::cp) continue;
+      if (a.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) != 0) continue;
+      (a.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += a.ops[i].host_s - b.ops[i].host_s;
+    }
+    return fwd_bwd;
+  };
+  const auto ring = added("p2p");
+  EXPECT_NEAR(ring.first, 3 * l.torch_nccl_p2p_pair_s, 1e-12);
+  EXPECT_NEAR(ring.second, 4 * l.torch_nccl_p2p_pair_s, 1e-12);
+  const auto a2a = added("a2a");
+  EXPECT_NEAR(a2a.first, 4 * l.torch_nccl_collective_s, 1e-12);
+  EXPECT_NEAR(a2a.second, 4 * l.torch_nccl_collective_s, 1e-12);
+  const auto gather = added("all_gather");  // one gather of K and V; the backward's gather and dK/dV reduce-scatter
+  EXPECT_NEAR(gather.first, l.torch_nccl_collective_s, 1e-12);
+  EXPECT_NEAR(gather.second, 2 * l.torch_nccl_collective_s, 1e-12);
+}
