@@ -4186,12 +4186,14 @@ class Builder {
     prefix_rank();
     return vector("step.zero_grad_buffer", local_params() * pr_.grad_bytes, 0);
   }
-  // Each of `ops` (one collective on each rank it spans) waits for what every other one waits for.
+  // Each of `ops` (one collective on each rank it spans) waits for what every other one waits for, and the replay
+  // starts them together, when the last has been launched too (OpGraph::joined).
   void join_across_ranks(const std::vector<OpId>& ops) {
     SmallVec<OpId, 3> all;
     for (OpId id : ops)
       for (OpId d : g_.ops[id].deps) all.push_back(d);
     for (OpId id : ops) g_.ops[id].deps = all;
+    g_.joined.push_back(ops);
   }
   // The optimizer's gradient norm (clip_grads.py get_grad_norm_fp32, called by every optimizer with --clip-grad, on by
   // default): one multi-tensor L2-norm kernel over the gradients the rank's optimizer holds (the distributed

@@ -228,6 +228,10 @@ struct OpGraph {
   // order: a permutation of the op ids, each rank's ops still contiguous. Empty: index order. (Megatron-Core's
   // combined 1F1B schedule interleaves two chunks that the builder emits one after the other.)
   std::vector<OpId> issue_order;
+  // Collectives that span simulated ranks (one op on each rank: the embedding group's all-reduce, the gradient norm's):
+  // each group starts on all its ranks together, when the last member is ready, its dependencies done and launched by
+  // its rank's host (NCCL's ranks meet in the kernel).
+  std::vector<std::vector<OpId>> joined;
   bool xla_program = false;           // an imported XLA program: eager launches go through XLA's thunks
   std::vector<std::string> notes;     // modelling choices worth a warning in the report
   NameTable names;                    // bases of the ops' and tensors' names

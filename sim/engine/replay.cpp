@@ -109,6 +109,12 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
 
   ReplayResult run() {
     const std::size_t n = g_.ops.size();
+    for (std::size_t k = 0; k < g_.joined.size(); ++k) {
+      const auto& members = g_.joined[k];
+      if (members.size() < 2 || std::any_of(members.begin(), members.end(), [n](OpId m) { return m >= n; })) continue;
+      joins_.push_back(Join{k, members.size(), 0});
+      for (OpId m : members) join_of_[m] = joins_.size() - 1;
+    }
     res_.ops.resize(n);
     pending_.assign(n, 0);
     done_.assign(n, 0);
@@ -552,7 +558,25 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     begin_collective(c);
   }
 
+  // A collective joined across ranks (OpGraph::joined) waits until every member is ready, then all start now.
   void start(OpId id) {
+    if (!join_of_.empty()) {
+      const auto it = join_of_.find(id);
+      if (it != join_of_.end()) {
+        Join& j = joins_[it->second];
+        if (++j.ready < j.members) return;  // the others' ranks have not reached it yet
+        for (OpId other : g_.joined[j.group])
+          if (other != id) start_now(other);
+      }
+    }
+    start_now(id);
+  }
+  struct Join {
+    std::size_t group = 0, members = 0, ready = 0;  // group: its index in g_.joined
+  };
+  std::unordered_map<OpId, std::size_t> join_of_;  // joined collective -> its entry in joins_
+  std::vector<Join> joins_;
+  void start_now(OpId id) {
     const Op& op = g_.ops[id];
     auto& r = res_.ops[id];
     r.start_s = now_s();

@@ -299,11 +299,21 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: 
     // In the replay: across nodes (stage 0 and stage 3 are 24 ranks apart), one collective on both ranks.
     const auto res = sim::replay(g, sim::job_of(sc));
     EXPECT_EQ(res.ops[ids[0]].bound_by, "nic");
-    // (Each rank's host issues the call at its own time, torch.distributed's host path included: the joined collective
-    // waits for both ranks' work but not for the other rank's launch, so one end may start before the other has issued
-    // it, here by 5 us. Not modelled: a collective starting when its last rank has launched it.)
-    EXPECT_NEAR(res.ops[ids[0]].start_s, res.ops[ids[1]].start_s, 1e-5);
-    EXPECT_NEAR(res.ops[ids[0]].end_s, res.ops[ids[1]].end_s, 1e-5);
+    EXPECT_DOUBLE_EQ(res.ops[ids[0]].start_s, res.ops[ids[1]].start_s);
+    EXPECT_DOUBLE_EQ(res.ops[ids[0]].end_s, res.ops[ids[1]].end_s);
+    // ... once both ranks' hosts have issued it (each rank's launch includes torch.distributed's host path).
+    EXPECT_GE(res.ops[ids[0]].start_s, std::max(res.ops[ids[0]].launch_end_s, res.ops[ids[1]].launch_end_s));
+    // The gradient norm's all-reduce over every stage likewise: one start on the four ranks, after the last launch.
+    std::vector<OpId> norm;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].kind == OpKind::collective && g.ops[i].group == CommGroup::world) norm.push_back(static_cast<OpId>(i));
+    ASSERT_EQ(norm.size(), 4u);
+    double last_launch = 0;
+    for (OpId id : norm) last_launch = std::max(last_launch, res.ops[id].launch_end_s);
+    for (OpId id : norm) {
+      EXPECT_DOUBLE_EQ(res.ops[id].start_s, res.ops[norm[0]].start_s);
+      EXPECT_GE(res.ops[id].start_s, last_launch);
+    }
     // The last stage ends its backward long before the first: it waits for the first stage's reductions.
     EXPECT_GT(res.ops[ids[1]].start_s, res.ops[ids[1] - 1].end_s);
   }
