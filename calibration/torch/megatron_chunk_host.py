@@ -3,12 +3,13 @@
 
 The per-layer host figures (megatron_layer_host.py) divide a bare TransformerBlock's time by its layers. In training
 each virtual pipeline stage (a model chunk) runs, per micro-batch, Megatron's schedule step around its layers:
-schedules.forward_step (set_input_tensor, the forward_step_func, the MoE aux-loss scale) and backward_step
+schedules.forward_step (set_input_tensor, the forward_step_func, the MoE aux-loss scale), deallocate_output_tensor
+once the output is sent, and backward_step
 (retain_grad, autograd's backward from the received gradient, the input's gradient), through the wrappers training uses
 (DistributedDataParallel over Float16Module over GPTModel: GPTModel's preprocess with its rotary embedding, the
 TransformerBlock's contexts, the postprocess). With one or two layers per chunk (the interleaved rows) that is paid per
 layer or two. This measures it on one GPU: a middle chunk (no embedding, no loss; the pipeline's last-stage test
-patched to false) of L layers, tiny shapes so that the host sets the pace, the real forward_step / backward_step
+patched to false, as the first-stage test) of L layers, tiny shapes so that the host sets the pace, the real forward_step / backward_step
 called for M micro-batches back to back (all forwards, then all backwards, as the warm-up and cool-down run them),
 for L in 1, 2, 4, 8; host time per chunk = a + b L, a least-squares line; a is the chunk's own.
 
@@ -30,7 +31,9 @@ def main():
     from megatron.core.transformer.module import Float16Module
     from megatron.core.enums import ModelType
 
-    # A middle virtual stage: neither the first (embedding) nor the last (output layer and loss).
+    # A middle virtual stage: neither the first (embedding; Float16Module's input cast) nor the last (output layer and
+    # loss; its output cast). The wrappers read these through the parallel_state module.
+    parallel_state.is_pipeline_first_stage = lambda *a, **k: False
     parallel_state.is_pipeline_last_stage = lambda *a, **k: False
 
     seq, hidden, micro = 128, 256, 16
@@ -59,6 +62,9 @@ def main():
                 for i in range(micro):
                     o, _ = schedules.forward_step(forward_step_func, None, model, micro, inputs[i], [], cfg,
                                                   is_first_microbatch=(i == 0), current_microbatch=i)
+                    # As the schedule does once the output is sent: its data freed, its graph kept (backward_step's
+                    # custom_backward requires it).
+                    schedules.deallocate_output_tensor(o, cfg.deallocate_pipeline_outputs)
                     outs.append(o)
                 return outs
 
