@@ -2,6 +2,7 @@
 // parallelism, expert state is sharded over the expert-data-parallel group, every collective moves its
 // textbook volume, MoE token exchanges move what their dispatcher sends, and the resident training state
 // matches Megatron's theoretical memory formula.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -837,9 +838,13 @@ training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, opt
   // With the host's NCCL calls (about 10 TP calls per MLA layer and pass): the overlapped TP step grows several times
   // more than the plain one (2.339 -> 2.465 s against +11 ms, 2026-12-05): the overlap packs the GPU's work, so the
   // host's added time lands on the critical path.
-  const std::vector<std::string> host_calls = {"system.overrides.launch.torch_nccl_collective=48.5 us",
-                                               "system.overrides.launch.torch_nccl_all_reduce=27.6 us",
-                                               "system.overrides.launch.torch_nccl_p2p_pair=69.2 us"};
+  const auto& b200 = load("system: {preset: b200, gpus: 8}\nmodel: {preset: deepseek-v3}\n"
+                          "training: {seq_len: 4096, global_batch: 8, micro_batch: 1}\n").system.spec.launch;  // the preset's
+  ASSERT_GT(b200.torch_nccl_collective_s, 0);
+  const std::vector<std::string> host_calls = {
+      fmt::format("system.overrides.launch.torch_nccl_collective={} s", b200.torch_nccl_collective_s),
+      fmt::format("system.overrides.launch.torch_nccl_all_reduce={} s", b200.torch_nccl_all_reduce_s),
+      fmt::format("system.overrides.launch.torch_nccl_p2p_pair={} s", b200.torch_nccl_p2p_pair_s)};
   auto step = [&](std::vector<std::string> sets, bool calls) {
     if (calls) sets.insert(sets.end(), host_calls.begin(), host_calls.end());
     return sim::simulate(load(base, sets)).replay.step_time_s;
