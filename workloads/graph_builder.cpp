@@ -2740,7 +2740,8 @@ class Builder {
   // Context parallelism makes more calls than it has ops here: Transformer Engine's ring backward exchanges cp times
   // (the last returns dK/dV to their owner, beside the last step) where the builder has cp - 1 steps, so the last gets
   // two; its all-to-all variant (flash_attn_a2a_communicate) calls all_to_all_single once per tensor: Q, K and V (or
-  // dQ, dK and dV) in one op here, three calls.
+  // dQ, dK and dV) in one op here, three calls; its all-gather variant (AttnFuncWithCPAndKVAllGather) gathers K and V,
+  // and reduce-scatters dK and dV, one call each: two per op here.
   void charge_torch_nccl_calls() {
     if (jax_) return;
     const bool whole_step_graphs = t_.cuda_graphs && !partial_graphs_;
@@ -2757,6 +2758,7 @@ class Builder {
         if (op.coll == CollectiveOp::send_recv && op.phase == Phase::backward && name.ends_with(last_ring)) calls = 2;
         if (op.coll == CollectiveOp::all_to_all && (name.ends_with("attn.cp_a2a_qkv") || name.ends_with("attn.cp_a2a_dqkv")))
           calls = 3;
+        if (name.ends_with("attn.cp_kv_all_gather") || name.ends_with("attn.cp_dkv_reduce_scatter")) calls = 2;
       }
       op.host_s += calls * (op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
                             : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s

@@ -109,11 +109,20 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
 
   ReplayResult run() {
     const std::size_t n = g_.ops.size();
+    if (!g_.joined.empty()) join_index_.assign(n, -1);
     for (std::size_t k = 0; k < g_.joined.size(); ++k) {
       const auto& members = g_.joined[k];
-      if (members.size() < 2 || std::any_of(members.begin(), members.end(), [n](OpId m) { return m >= n; })) continue;
-      joins_.push_back(Join{k, members.size(), 0});
-      for (OpId m : members) join_of_[m] = joins_.size() - 1;
+      std::vector<int> ranks;
+      for (OpId m : members) {
+        if (m >= n || g_.ops[m].kind != OpKind::collective || join_index_[m] >= 0)
+          throw std::logic_error(fmt::format("joined group {}: member {} is out of range, not a collective, or in another group", k, m));
+        ranks.push_back(g_.ops[m].rank);
+      }
+      std::sort(ranks.begin(), ranks.end());
+      if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
+        throw std::logic_error(fmt::format("joined group {}: two members on one rank", k));
+      for (OpId m : members) join_index_[m] = static_cast<int32_t>(joins_.size());
+      joins_.push_back(Join{k, members.size()});
     }
     res_.ops.resize(n);
     pending_.assign(n, 0);
@@ -558,24 +567,25 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     begin_collective(c);
   }
 
-  // A collective joined across ranks (OpGraph::joined) waits until every member is ready, then all start now.
+  // A collective joined across ranks (OpGraph::joined) waits until every member is ready (its dependencies done and
+  // launched), then all start now; and its data moves once every member's kernel has its SMs (begin_collective).
   void start(OpId id) {
-    if (!join_of_.empty()) {
-      const auto it = join_of_.find(id);
-      if (it != join_of_.end()) {
-        Join& j = joins_[it->second];
-        if (++j.ready < j.members) return;  // the others' ranks have not reached it yet
-        for (OpId other : g_.joined[j.group])
-          if (other != id) start_now(other);
-      }
+    if (Join* j = join_of(id)) {
+      if (++j->ready < j->members) return;  // the others' ranks have not reached it yet
+      for (OpId other : g_.joined[j->group])
+        if (other != id) start_now(other);
     }
     start_now(id);
   }
   struct Join {
-    std::size_t group = 0, members = 0, ready = 0;  // group: its index in g_.joined
+    std::size_t group = 0, members = 0;  // group: its index in g_.joined
+    std::size_t ready = 0, resident = 0;  // members started; members whose kernel has its SMs
   };
-  std::unordered_map<OpId, std::size_t> join_of_;  // joined collective -> its entry in joins_
+  std::vector<int32_t> join_index_;  // per op: its entry in joins_, -1 if none (empty without joined groups)
   std::vector<Join> joins_;
+  Join* join_of(OpId id) {
+    return join_index_.empty() || join_index_[id] < 0 ? nullptr : &joins_[static_cast<std::size_t>(join_index_[id])];
+  }
   void start_now(OpId id) {
     const Op& op = g_.ops[id];
     auto& r = res_.ops[id];
@@ -835,9 +845,19 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   // ncclLaunchKernel: grid = the plan's channel count) and each CTA stays resident, spinning on its peers'
   // FIFO flags, until its channel's last step: the SMs are held for the latency (handshakes, the ring's
   // per-step waits) as well as while data moves, not from the first byte on.
+  // A joined collective's kernel, once resident, spins on its SMs until every member's is (NCCL's ranks meet in the
+  // kernel); then all begin together.
   void begin_collective(OpId id) {
-    res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
     reserve_sms(g_.ops[id].rank, sm_fraction(*coll_cost_[id], g_.ops[id]));
+    if (Join* j = join_of(id)) {
+      if (++j->resident < j->members) return;
+      for (OpId m : g_.joined[j->group]) move_after_latency(m);
+      return;
+    }
+    move_after_latency(id);
+  }
+  void move_after_latency(OpId id) {
+    res_.ops[id].start_s = now_s();  // its CTAs are on the GPU: where a profiler shows the kernel start
     q_.schedule_tagged_after(SimTime::from_seconds(coll_cost_[id]->latency_s), tag(Then::move_data, id));
   }
 
@@ -1033,8 +1053,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       // the optimizer's gradient norm over every stage) start when the others have finished their cool-down: the wait,
       // with nothing else running, is this stage's pipeline bubble (docs/contracts.md: "the others' cool-down"), not
       // idle time.
-      if (g_.ranks > 1 && g_.ops[i].kind == OpKind::collective &&
-          (g_.ops[i].group == CommGroup::embd || g_.ops[i].group == CommGroup::world)) {
+      if (join_of(static_cast<OpId>(i))) {
         double ready = r.launch_end_s;
         for (OpId d : g_.ops[i].deps)
           if (meta_[d].rank == critical) ready = std::max(ready, res_.ops[d].end_s);

@@ -323,6 +323,60 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: 
 // fp32 main gradient by the DDP hook), every micro-batch, at any tp: the zero fill of the V/tp x h table, the T rows,
 // the add (read the bf16 table, read and write the fp32 one). Before 2026-12-03 racksim charged a scatter of the T rows
 // into the main gradient alone, which undercounted the table's traffic by about V/(tp·T) x 2 (8x here at tp 1).
+// A joined collective (OpGraph::joined) moves its data only once every member's kernel has its SMs: here rank 0's
+// member becomes ready while a compute kernel holds rank 0's SMs (a collective queued behind compute, as with more
+// than one hardware queue), rank 1's while its GPU is free. Both begin when rank 0's kernel gets its SMs, and end
+// together; a malformed group is refused.
+TEST(TpReductions, JoinedCollectiveBeginsWhenEveryMemberHasItsSms) {
+  const auto sc = load(R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32768}
+training: {seq_len: 2048, global_batch: 16, micro_batch: 2, parallelism: {tp: 8, pp: 2}}
+)");
+  auto kernel = [](OpGraph& g, const char* name, int rank, double flops, SmallVec<OpId, 3> deps) {
+    Op o;
+    o.name = name;
+    o.rank = static_cast<uint16_t>(rank);
+    o.unit = ExecUnit::tensor;
+    o.flops = flops;
+    o.deps = std::move(deps);
+    return g.add(std::move(o));
+  };
+  auto all_reduce = [](OpGraph& g, const char* name, int rank, SmallVec<OpId, 3> deps) {
+    Op o;
+    o.name = name;
+    o.rank = static_cast<uint16_t>(rank);
+    o.kind = OpKind::collective;
+    o.stream = StreamKind::comm;
+    o.group = CommGroup::embd;
+    o.coll = C::all_reduce;
+    o.coll_bytes = 64e6;
+    o.queues_behind_compute = true;
+    o.deps = std::move(deps);
+    return g.add(std::move(o));
+  };
+  OpGraph g;
+  g.ranks = 2;
+  const OpId k0 = kernel(g, "k0", 0, 1e13, {});
+  const OpId k1 = kernel(g, "k1", 1, 1e11, {});
+  const OpId m0 = all_reduce(g, "m0", 0, {k0, k1});
+  const OpId busy = kernel(g, "busy", 0, 1e13, {});  // on rank 0's compute stream after k0: resident when m0 is ready
+  const OpId m1 = all_reduce(g, "m1", 1, {k0, k1});
+  g.joined = {{m0, m1}};
+  const auto res = sim::replay(g, sim::job_of(sc));
+  EXPECT_GT(res.ops[m0].start_s, res.ops[k0].end_s);  // rank 0's waited for the compute kernel's SMs
+  EXPECT_GE(res.ops[m0].start_s, res.ops[busy].end_s);
+  EXPECT_DOUBLE_EQ(res.ops[m1].start_s, res.ops[m0].start_s);
+  EXPECT_DOUBLE_EQ(res.ops[m1].end_s, res.ops[m0].end_s);
+  // Malformed groups: a member listed twice, one out of range, a kernel, two members on one rank.
+  OpGraph h = g;
+  const OpId x0 = all_reduce(h, "x0", 0, {});
+  for (const std::vector<OpId>& bad : {std::vector<OpId>{m0, m0}, std::vector<OpId>{m0, 99}, std::vector<OpId>{m0, busy},
+                                       std::vector<OpId>{m0, x0}}) {
+    h.joined = {bad};
+    EXPECT_THROW(sim::replay(h, sim::job_of(sc)), std::logic_error);
+  }
+}
+
 TEST(TpReductions, EmbeddingWeightGradientIsDenseAndAddedIntoTheMainGradient) {
   for (int tp : {1, 2, 4}) {
     const auto g = graph_of(load(dense(tp)));
