@@ -2746,19 +2746,21 @@ class Builder {
     if (jax_) return;
     const bool whole_step_graphs = t_.cuda_graphs && !partial_graphs_;
     const auto& L = sys_.launch;
-    const std::string last_ring = fmt::format("attn.cp_ring{}", cp_ - 1);
-    for (std::size_t i = 0; i < g_.ops.size(); ++i) {
-      Op& op = g_.ops[i];
+    // The context-parallel ops that stand for more than one call, by their names' interned bases (0: none).
+    auto base = [&](std::string_view name) { return cp_ > 1 ? g_.names.intern(name) : 0u; };
+    const uint32_t last_ring = base(fmt::format("attn.cp_ring{}", cp_ - 1)), qkv_a2a = base("attn.cp_a2a_qkv"),
+                   dqkv_a2a = base("attn.cp_a2a_dqkv"), kv_gather = base("attn.cp_kv_all_gather"),
+                   dkv_scatter = base("attn.cp_dkv_reduce_scatter");
+    for (Op& op : g_.ops) {
       if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) continue;
       const bool dispatcher = op.group == CommGroup::ep || op.group == CommGroup::etp;
       if (dispatcher ? t_.moe.hierarchical() : whole_step_graphs) continue;
       double calls = 1;
       if (op.group == CommGroup::cp && cp_ > 1) {
-        const std::string name = g_.op_name(static_cast<OpId>(i));
-        if (op.coll == CollectiveOp::send_recv && op.phase == Phase::backward && name.ends_with(last_ring)) calls = 2;
-        if (op.coll == CollectiveOp::all_to_all && (name.ends_with("attn.cp_a2a_qkv") || name.ends_with("attn.cp_a2a_dqkv")))
-          calls = 3;
-        if (name.ends_with("attn.cp_kv_all_gather") || name.ends_with("attn.cp_dkv_reduce_scatter")) calls = 2;
+        const uint32_t b = op.name.base;
+        if (b == last_ring && op.phase == Phase::backward) calls = 2;
+        if (b == qkv_a2a || b == dqkv_a2a) calls = 3;
+        if (b == kv_gather || b == dkv_scatter) calls = 2;
       }
       op.host_s += calls * (op.coll == CollectiveOp::all_reduce  ? L.torch_nccl_all_reduce_s
                             : op.coll == CollectiveOp::send_recv ? L.torch_nccl_p2p_pair_s
