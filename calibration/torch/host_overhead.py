@@ -14,10 +14,13 @@ finishes them. This script measures the host side of that race on the device's o
 Writes one JSON object per line to --out. Usage (repository root, on the device):
   python3 calibration/torch/host_overhead.py --out $OUT/host_overhead.jsonl
 """
-import argparse, json, platform, statistics, time
+import argparse, json, os, platform, statistics, sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from megatron_single_gpu import wall_us_per_call  # (imports nothing of Megatron)
 
 
 def cpu_model():
@@ -30,34 +33,20 @@ def cpu_model():
     return platform.processor()
 
 
-def wall_per_call(fn, iters, repeats=7):
-    """Median over repeats of (wall time of `iters` calls, synchronized at both ends) / iters."""
-    fn()
+def _per_call_s(fn, iters, repeats, wait_for_gpu):
+    fn()  # warm-up
     torch.cuda.synchronize()
-    out = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / iters)
-    return statistics.median(out)
+    return wall_us_per_call(torch, fn, iters, repeats, wait_for_gpu)[0] * 1e-6
+
+
+def wall_per_call(fn, iters, repeats=7):
+    """Median over repeats of (wall time of `iters` calls, synchronized at both ends) / iters, seconds."""
+    return _per_call_s(fn, iters, repeats, wait_for_gpu=True)
 
 
 def host_per_call(fn, iters, repeats=7):
-    """Median host time per call, not waiting for the GPU (the enqueue side only)."""
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        out.append((time.perf_counter() - t0) / iters)
-        torch.cuda.synchronize()
-    return statistics.median(out)
+    """Median host time per call, not waiting for the GPU (the enqueue side only), seconds."""
+    return _per_call_s(fn, iters, repeats, wait_for_gpu=False)
 
 
 def kernels_in(fn):
