@@ -469,6 +469,27 @@ TEST(HostWork, MegatronDdpHooksFireUnderLayerGraphs) {
   EXPECT_NEAR(zero1.second, grad_hooks, 1e-12);
 }
 
+namespace {
+// The job's graph and each op's host time gained from torch.distributed's per-call figures: the same graph built with
+// them zeroed (the ops are the same in both) subtracted op by op.
+struct TorchCallGains {
+  OpGraph graph;
+  std::vector<double> gain_s;  // per op
+};
+TorchCallGains torch_call_gains(const char* yaml, const std::vector<std::string>& sets) {
+  std::vector<std::string> without = sets;
+  for (const char* key : {"torch_nccl_collective", "torch_nccl_all_reduce", "torch_nccl_p2p_pair"})
+    without.push_back(std::string("system.overrides.launch.") + key + "=0 s");
+  const auto sc = load(yaml, sets), sc0 = load(yaml, without);
+  TorchCallGains r{build_training_graph(sc.model, sc.training, sc.system.spec), {}};
+  const OpGraph b = build_training_graph(sc0.model, sc0.training, sc0.system.spec);
+  EXPECT_EQ(r.graph.ops.size(), b.ops.size());
+  for (std::size_t i = 0; i < r.graph.ops.size() && i < b.ops.size(); ++i)
+    r.gain_s.push_back(r.graph.ops[i].host_s - b.ops[i].host_s);
+  return r;
+}
+}  // namespace
+
 // torch.distributed's host path per NCCL call (calibration/data/h100-2026-12-05-torch-nccl-call-host): every collective
 // Megatron-Core issues from Python (tensor- and sequence-parallel gathers and scatters, the alltoall dispatcher's
 // exchanges and counts, the pipeline's batch_isend_irecv, the gradient reductions and parameter gathers, the
@@ -484,9 +505,6 @@ model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 4, vocab
 training: {seq_len: 4096, global_batch: 32, micro_batch: 1, optimizer_sharding: zero1,
            parallelism: {tp: 2, pp: 2, ep: 8}}
 )";
-  const std::vector<std::string> off = {"system.overrides.launch.torch_nccl_collective=0 s",
-                                        "system.overrides.launch.torch_nccl_all_reduce=0 s",
-                                        "system.overrides.launch.torch_nccl_p2p_pair=0 s"};
   const auto& l = load(yaml).system.spec.launch;
   ASSERT_GT(l.torch_nccl_collective_s, 0);  // the shipped preset carries the measurement
   ASSERT_GT(l.torch_nccl_all_reduce_s, 0);
@@ -494,16 +512,11 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, optimizer_sharding: 
   // The host time each op gains from the figures (the same graph with them zeroed), by name: micro-batch 0's
   // layer 1 (an MoE layer of stage 0) in full, and per name outside the layers how many ops gain what.
   auto gains = [&](const std::vector<std::string>& sets) {
-    auto with_off = sets;
-    with_off.insert(with_off.end(), off.begin(), off.end());
-    const auto sc = load(yaml, sets), sc0 = load(yaml, with_off);
-    const OpGraph a = build_training_graph(sc.model, sc.training, sc.system.spec);
-    const OpGraph b = build_training_graph(sc0.model, sc0.training, sc0.system.spec);
-    EXPECT_EQ(a.ops.size(), b.ops.size());
+    const auto [a, gain_s] = torch_call_gains(yaml, sets);
     std::map<std::string, double> layer;
     std::map<std::string, std::pair<int, double>> other;  // name without its micro-batch: count, gain each
-    for (std::size_t i = 0; i < a.ops.size() && i < b.ops.size(); ++i) {
-      const double d = a.ops[i].host_s - b.ops[i].host_s;
+    for (std::size_t i = 0; i < gain_s.size(); ++i) {
+      const double d = gain_s[i];
       if (std::fabs(d) < 1e-12) continue;
       const std::string name = a.op_name(static_cast<OpId>(i));
       if (name.rfind("mb0.L1.", 0) == 0) {
@@ -598,22 +611,15 @@ TEST(HostWork, ContextParallelCallsAsTransformerEngineMakesThem) {
 model: {layers: 2, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 16, vocab: 256}
 training: {seq_len: 16384, global_batch: 2, micro_batch: 1, parallelism: {cp: 4}}
 )";
-  const std::vector<std::string> off = {"system.overrides.launch.torch_nccl_collective=0 s",
-                                        "system.overrides.launch.torch_nccl_all_reduce=0 s",
-                                        "system.overrides.launch.torch_nccl_p2p_pair=0 s"};
   const auto& l = load(yaml).system.spec.launch;
   // The host time the calls add to layer 1's CP exchanges of micro-batch 0, forward and backward.
   auto added = [&](const std::string& variant) {
-    std::vector<std::string> sets = {"training.cp_comm=" + variant}, with_off = sets;
-    with_off.insert(with_off.end(), off.begin(), off.end());
-    const auto sc = load(yaml, sets), sc0 = load(yaml, with_off);
-    const OpGraph a = build_training_graph(sc.model, sc.training, sc.system.spec);
-    const OpGraph b = build_training_graph(sc0.model, sc0.training, sc0.system.spec);
+    const auto [a, gain_s] = torch_call_gains(yaml, {"training.cp_comm=" + variant});
     std::pair<double, double> fwd_bwd{0, 0};
-    for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    for (std::size_t i = 0; i < gain_s.size(); ++i) {
       if (a.ops[i].kind != OpKind::collective || a.ops[i].group != CommGroup::cp) continue;
       if (a.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) != 0) continue;
-      (a.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += a.ops[i].host_s - b.ops[i].host_s;
+      (a.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += gain_s[i];
     }
     return fwd_bwd;
   };
