@@ -716,6 +716,25 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
   return true;
 }
 
+std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value) {
+  YAML::Node cur = root;
+  for (const auto& part : split_path(path)) {
+    if (!cur.IsMap()) return {};
+    const YAML::Node& c = cur;  // a const node's operator[] adds nothing
+    YAML::Node next = c[part];
+    if (!next.IsDefined()) return {};
+    cur.reset(next);  // rebind; operator= would alias content
+  }
+  std::vector<std::string> dropped;
+  if (!cur.IsMap()) return dropped;
+  for (auto it = cur.begin(); it != cur.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string& key = it->first.Scalar();
+    if (!value.IsMap() || !static_cast<const YAML::Node&>(value)[key].IsDefined()) dropped.push_back(key);
+  }
+  return dropped;
+}
+
 std::vector<std::string> list_yaml_names(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;

@@ -178,6 +178,10 @@ void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
 bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value,
                  std::vector<std::string>* created = nullptr);
 std::vector<std::string> split_path(const std::string& path);
+// The keys of the mapping that stands at dotted `path` in `root` which setting `value` there would drop: all of them
+// when `value` is not a mapping, those it does not name when it is; none when no mapping stands there. (A set replaces
+// what stands at its path; `--set system.overrides={...}` loses the scenario's other overrides.)
+std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value);
 
 // Names (file stems) of the *.yaml files in `dir`, sorted; empty if the folder is missing.
 std::vector<std::string> list_yaml_names(const std::string& dir);

@@ -1,13 +1,16 @@
 #include "sim/scenario/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
+#include <set>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/collectives.h"
@@ -67,6 +70,24 @@ void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
                     src.empty() ? "" : "; before: " + src);
 }
 
+// A set replaces what stands at its path: a mapping given for a mapping the file has does not merge into it. Said once per
+// distinct set and loss (a sweep applies the same set at every point, on several threads), on stderr like the loader's
+// other warnings, with the form that changes one entry.
+void warn_of_dropped_keys(const SetOverride& s, const std::string& label, const std::vector<std::string>& dropped) {
+  if (dropped.empty()) return;
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string message = fmt::format(
+      "{}: replaces the whole mapping at {}, so its {} {} no longer set; to change one entry and keep the others, set "
+      "{}.KEY=VALUE",
+      label, s.key_path, fmt::join(dropped, ", "), dropped.size() == 1 ? "is" : "are", s.key_path);
+  {
+    const std::lock_guard lock(mutex);
+    if (!said.insert(message).second) return;
+  }
+  spdlog::warn("{}", message);
+}
+
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
   for (const auto& s : sets) {
     // Errors about what a set made name where it was given: a file's line and column (a validate case's set:), or
@@ -94,6 +115,7 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     if (!input::check_yaml_document(value, "", {label, line, column}, s.key_path, *ctx->diag)) continue;
     // The mappings this set creates on its way (training.moe where the file has no moe) are its own too: an error
     // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
+    warn_of_dropped_keys(s, label, input::keys_dropped_by_set(root, s.key_path, value));
     std::vector<std::string> created;
     if (!input::set_by_path(root, s.key_path, value, &created)) {
       ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");

@@ -354,6 +354,37 @@ TEST(WorkflowRun, TheReportsScenarioRunsAgainToTheSameStep) {
   }
 }
 
+// A --set replaces what stands at its path: a mapping given for the scenario's system.overrides drops the scenario's
+// other overrides (a seed scenario's NVLink domain of 64 had gone back to the preset's 72 without a word). The run says
+// so, once, with the per-entry form, which keeps them.
+TEST(WorkflowRun, ASetThatReplacesAMappingSaysWhichKeysItDrops) {
+  std::ifstream in(kQuick);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  const std::string marker = "  gpus: 8\n";
+  ASSERT_NE(text.find(marker), std::string::npos);
+  text.replace(text.find(marker), marker.size(), "  gpus: 8\n  overrides: {scale_up.domain_size: 4, scale_up.nvls: false}\n");
+  const std::string file = write_file("wf_overrides.yaml", text);
+  const auto domain_of = [](const std::string& out) {
+    return json::parse(out)["scenario"]["system"]["resolved"]["scale_up"]["domain_size"].get<int>();
+  };
+  const auto whole = run_cli({"run", file, "--json", "--set", "system.overrides={launch.graph_launch: 2.5 us}"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(domain_of(whole.out), 8);  // the preset's: the scenario's 4 is gone
+  EXPECT_NE(whole.err.find("--set system.overrides={launch.graph_launch: 2.5 us}: replaces the whole mapping at "
+                           "system.overrides, so its scale_up.domain_size, scale_up.nvls are no longer set; to change "
+                           "one entry and keep the others, set system.overrides.KEY=VALUE"),
+            std::string::npos)
+      << whole.err;
+  const auto one = run_cli({"run", file, "--json", "--set", "system.overrides.launch.graph_launch=2.5 us"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(domain_of(one.out), 4);
+  EXPECT_EQ(one.err.find("replaces the whole mapping"), std::string::npos) << one.err;
+  // Setting a key the scenario does not have drops nothing.
+  const auto fresh = run_cli({"run", kQuick, "--json", "--set", "system.overrides={scale_up.nvls: false}"});
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_EQ(fresh.err.find("replaces the whole mapping"), std::string::npos) << fresh.err;
+}
+
 // --- validate ------------------------------------------------------------------------------
 
 // A case's set: typo is reported at its place in the suite (it had been labelled '--set training.recompte=...:1:1').
