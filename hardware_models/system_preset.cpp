@@ -201,33 +201,9 @@ SystemSpec parse_system_preset(const Node& root) {
   }
   if (auto l = top.get("launch", true)) {
     MapReader r(*l);
-    set_if(quantity_in(r, "eager_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.eager_kernel_launch_s);
-    set_if(quantity_in(r, "graph_kernel_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_kernel_launch_s);
-    set_if(quantity_in(r, "graph_launch", QuantityKind::seconds, true, kLatency), s.launch.graph_launch_s);
-    set_if(quantity_in(r, "eager_kernel_gap", QuantityKind::seconds, false, kLatency), s.launch.eager_kernel_gap_s);
-    // XLA's GPU runtime on the host (HLO replay only); absent: not modelled.
-    set_if(quantity_in(r, "xla_program", QuantityKind::seconds, false, kLatency), s.launch.xla_program_s);
-    set_if(quantity_in(r, "xla_command", QuantityKind::seconds, false, kLatency), s.launch.xla_command_s);
-    set_if(quantity_in(r, "xla_rerecord_ref", QuantityKind::seconds, false, kLatency), s.launch.xla_rerecord_ref_s);
-    set_if(quantity_in(r, "xla_thunk_launch", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_launch_s);
-    set_if(quantity_in(r, "xla_thunk_program", QuantityKind::seconds, false, kLatency), s.launch.xla_thunk_program_s);
-    // Megatron-Core's host time per layer (eager); absent: not modelled.
-    set_if(quantity_in(r, "megatron_layer_forward", QuantityKind::seconds, false, kLatency), s.launch.megatron_layer_forward_s);
-    set_if(quantity_in(r, "megatron_layer_backward", QuantityKind::seconds, false, kLatency), s.launch.megatron_layer_backward_s);
-    set_if(quantity_in(r, "megatron_moe_forward", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_forward_s);
-    set_if(quantity_in(r, "megatron_moe_backward", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_backward_s);
-    set_if(quantity_in(r, "megatron_moe_routing", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_routing_s);
-    set_if(quantity_in(r, "megatron_moe_permutation", QuantityKind::seconds, false, kLatency), s.launch.megatron_moe_permutation_s);
-    set_if(quantity_in(r, "te_grouped_gemm", QuantityKind::seconds, false, kLatency), s.launch.te_grouped_gemm_s);
-    set_if(quantity_in(r, "te_grouped_call", QuantityKind::seconds, false, kLatency), s.launch.te_grouped_call_s);
-    set_if(quantity_in(r, "megatron_gemm_dispatch", QuantityKind::seconds, false, kLatency), s.launch.megatron_gemm_dispatch_s);
-    set_if(quantity_in(r, "megatron_ddp_grad_hook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_grad_hook_s);
-    set_if(quantity_in(r, "megatron_ddp_grad_hook_add", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_grad_hook_add_s);
-    set_if(quantity_in(r, "megatron_ddp_module_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_module_prehook_s);
-    set_if(quantity_in(r, "megatron_ddp_param_prehook", QuantityKind::seconds, false, kLatency), s.launch.megatron_ddp_param_prehook_s);
-    set_if(quantity_in(r, "torch_nccl_collective", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_collective_s);
-    set_if(quantity_in(r, "torch_nccl_all_reduce", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_all_reduce_s);
-    set_if(quantity_in(r, "torch_nccl_p2p_pair", QuantityKind::seconds, false, kLatency), s.launch.torch_nccl_p2p_pair_s);
+    // Every figure of kLaunchFields (system_spec.h, which says what each is); an optional one absent: not modelled.
+    for (const auto& f : kLaunchFields)
+      set_if(quantity_in(r, f.name, QuantityKind::seconds, f.required, kLatency), s.launch.*f.member);
     r.finish();
   }
   if (auto h = top.get("host", true)) {
@@ -384,19 +360,17 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         for (const auto& l : leaves)
           if (l == key || l.ends_with("." + key)) matches.push_back(l);
         // Optional fields absent from this preset may still be set by full path.
-        static const std::vector<std::string> optional_fields = {
-            "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock", "gpu.peak_dense.tf32",
-            "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8", "gpu.peak_dense.nvfp4",
-            "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32", "gpu.matmul_efficiency.bf16",
-            "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8", "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source",
-            "launch.xla_program", "launch.xla_command", "launch.eager_kernel_gap", "launch.xla_rerecord_ref", "launch.xla_thunk_launch",
-            "launch.xla_thunk_program", "launch.megatron_layer_forward", "launch.megatron_layer_backward",
-            "launch.megatron_moe_forward", "launch.megatron_moe_backward", "launch.megatron_moe_routing",
-            "launch.megatron_moe_permutation", "launch.te_grouped_gemm", "launch.te_grouped_call",
-            "launch.megatron_gemm_dispatch", "launch.megatron_ddp_grad_hook", "launch.megatron_ddp_grad_hook_add", "launch.megatron_ddp_module_prehook",
-            "launch.megatron_ddp_param_prehook", "launch.torch_nccl_collective", "launch.torch_nccl_all_reduce",
-            "launch.torch_nccl_p2p_pair",
-            "scale_out.nic_efficiency"};
+        static const std::vector<std::string> optional_fields = [] {
+          std::vector<std::string> v = {
+              "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock",
+              "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
+              "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
+              "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",
+              "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source", "scale_out.nic_efficiency"};
+          for (const auto& f : kLaunchFields)
+            if (!f.required) v.push_back(std::string("launch.") + f.name);
+          return v;
+        }();
         // An optional field absent from this preset is named by its short name the same way.
         if (matches.empty())
           for (const auto& f : optional_fields)

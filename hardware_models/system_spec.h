@@ -123,6 +123,42 @@ struct LaunchSpec {
   double torch_nccl_p2p_pair_s = 0;
 };
 
+// Every host figure of LaunchSpec by its preset key (launch.<name>): the preset reader, the override resolver and the
+// report's resolved record walk this one list. `required`: a preset must give it; the others are 0 (not modelled)
+// when absent.
+struct LaunchField {
+  const char* name;
+  double LaunchSpec::*member;
+  bool required;
+};
+inline constexpr std::array<LaunchField, 25> kLaunchFields = {{
+    {"eager_kernel_launch", &LaunchSpec::eager_kernel_launch_s, true},
+    {"graph_kernel_launch", &LaunchSpec::graph_kernel_launch_s, true},
+    {"graph_launch", &LaunchSpec::graph_launch_s, true},
+    {"eager_kernel_gap", &LaunchSpec::eager_kernel_gap_s, false},
+    {"xla_program", &LaunchSpec::xla_program_s, false},
+    {"xla_command", &LaunchSpec::xla_command_s, false},
+    {"xla_rerecord_ref", &LaunchSpec::xla_rerecord_ref_s, false},
+    {"xla_thunk_launch", &LaunchSpec::xla_thunk_launch_s, false},
+    {"xla_thunk_program", &LaunchSpec::xla_thunk_program_s, false},
+    {"megatron_layer_forward", &LaunchSpec::megatron_layer_forward_s, false},
+    {"megatron_layer_backward", &LaunchSpec::megatron_layer_backward_s, false},
+    {"megatron_moe_forward", &LaunchSpec::megatron_moe_forward_s, false},
+    {"megatron_moe_backward", &LaunchSpec::megatron_moe_backward_s, false},
+    {"megatron_moe_routing", &LaunchSpec::megatron_moe_routing_s, false},
+    {"megatron_moe_permutation", &LaunchSpec::megatron_moe_permutation_s, false},
+    {"te_grouped_gemm", &LaunchSpec::te_grouped_gemm_s, false},
+    {"te_grouped_call", &LaunchSpec::te_grouped_call_s, false},
+    {"megatron_gemm_dispatch", &LaunchSpec::megatron_gemm_dispatch_s, false},
+    {"megatron_ddp_grad_hook", &LaunchSpec::megatron_ddp_grad_hook_s, false},
+    {"megatron_ddp_grad_hook_add", &LaunchSpec::megatron_ddp_grad_hook_add_s, false},
+    {"megatron_ddp_module_prehook", &LaunchSpec::megatron_ddp_module_prehook_s, false},
+    {"megatron_ddp_param_prehook", &LaunchSpec::megatron_ddp_param_prehook_s, false},
+    {"torch_nccl_collective", &LaunchSpec::torch_nccl_collective_s, false},
+    {"torch_nccl_all_reduce", &LaunchSpec::torch_nccl_all_reduce_s, false},
+    {"torch_nccl_p2p_pair", &LaunchSpec::torch_nccl_p2p_pair_s, false},
+}};
+
 struct HostSpec {
   HostLinkKind link = HostLinkKind::pcie_gen5_x16;
   int gpus_per_link = 1;                       // 2 on a Grace superchip (C2C shared)

@@ -78,8 +78,8 @@ void warn_of_dropped_keys(const SetOverride& s, const std::string& label, const 
   static std::mutex mutex;
   static std::set<std::string> said;
   const std::string message = fmt::format(
-      "{}: replaces the whole mapping at {}, so its {} {} no longer set; to change one entry and keep the others, set "
-      "{}.KEY=VALUE",
+      "{}: replaces the whole mapping at {}, so its {} {} no longer set; to change one entry and keep the others, "
+      "give {}.KEY its value instead",
       label, s.key_path, fmt::join(dropped, ", "), dropped.size() == 1 ? "is" : "are", s.key_path);
   {
     const std::lock_guard lock(mutex);
@@ -115,7 +115,11 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     if (!input::check_yaml_document(value, "", {label, line, column}, s.key_path, *ctx->diag)) continue;
     // The mappings this set creates on its way (training.moe where the file has no moe) are its own too: an error
     // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
-    warn_of_dropped_keys(s, label, input::keys_dropped_by_set(root, s.key_path, value));
+    warn_of_dropped_keys(s,
+                         !s.warn_label.empty() ? s.warn_label
+                         : in_file             ? fmt::format("{}:{}:{}: set {}", label, line, column, s.key_path)
+                                               : label,
+                         input::keys_dropped_by_set(root, s.key_path, value));
     std::vector<std::string> created;
     if (!input::set_by_path(root, s.key_path, value, &created)) {
       ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
@@ -828,13 +832,7 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
                {"peak_dense", peaks},
                {"hbm_capacity", format_quantity(g.gpu.hbm_capacity_bytes, QuantityKind::bytes)},
                {"hbm_bandwidth", format_quantity(g.gpu.hbm_bandwidth_Bps, QuantityKind::bytes_per_second)}}},
-      {"launch", {{"eager_kernel_launch", format_quantity(g.launch.eager_kernel_launch_s, QuantityKind::seconds)},
-                  {"graph_kernel_launch", format_quantity(g.launch.graph_kernel_launch_s, QuantityKind::seconds)},
-                  {"graph_launch", format_quantity(g.launch.graph_launch_s, QuantityKind::seconds)},
-                  {"megatron_layer_forward", format_quantity(g.launch.megatron_layer_forward_s, QuantityKind::seconds)},
-                  {"megatron_layer_backward", format_quantity(g.launch.megatron_layer_backward_s, QuantityKind::seconds)},
-                  {"megatron_moe_forward", format_quantity(g.launch.megatron_moe_forward_s, QuantityKind::seconds)},
-                  {"megatron_moe_backward", format_quantity(g.launch.megatron_moe_backward_s, QuantityKind::seconds)}}},
+      {"launch", json::object()},
       {"host", {{"link_bandwidth_per_direction", format_quantity(g.host.link_bandwidth_per_direction_Bps, QuantityKind::bytes_per_second)},
                 {"link_bandwidth_both_directions", format_quantity(g.host.link_bandwidth_both_directions_Bps, QuantityKind::bytes_per_second)},
                 {"copy_efficiency", g.host.copy_efficiency},
@@ -845,8 +843,11 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
       {"scale_out", {{"nic_bandwidth", format_quantity(g.scale_out.nic_bandwidth_Bps, QuantityKind::bytes_per_second)},
                      {"nics_per_gpu", g.scale_out.nics_per_gpu}}},
       {"memory", {{"reserved", format_quantity(g.memory.reserved_bytes, QuantityKind::bytes)}}}};
-  if (g.launch.eager_kernel_gap_s > 0)
-    sys["resolved"]["launch"]["eager_kernel_gap"] = format_quantity(g.launch.eager_kernel_gap_s, QuantityKind::seconds);
+  // Every host figure simulated (an optional one only where it is modelled: 0 is "not modelled"), so that a user can
+  // see, and scale with system.overrides.launch.*, what the step's host side was built from.
+  for (const auto& f : hw::kLaunchFields)
+    if (f.required || g.launch.*f.member > 0)
+      sys["resolved"]["launch"][f.name] = format_quantity(g.launch.*f.member, QuantityKind::seconds);
   // Which calibration produced the numbers, where it came from and how it reached this preset.
   json cal = {{"source", sc.calibration_source}};
   if (g.calibration) {

@@ -31,6 +31,7 @@ struct SetOverride {
   std::string value;
   std::string option = "--set";  // how the user gave it, for errors: --set, --base-set, --variant-set
   input::SourceLocation where{};  // where a file gave it (a validate case's set:), for errors; empty: the option
+  std::string warn_label{};       // how a warning names it where not as the option or `where` do (a sweep's axis)
 };
 // KEY.PATH=VALUE arguments of `option`; throws InputError.
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option = "--set");

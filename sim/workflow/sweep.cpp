@@ -27,6 +27,14 @@ using nlohmann::json;
 
 namespace {
 
+// One value of an axis as the override it makes; a warning about it (a mapping value that drops the base's keys) names
+// the axis where the sweep file has it.
+sim::SetOverride axis_set(const SweepSpec& spec, const VaryKey& key, const std::string& value) {
+  sim::SetOverride set{key.path, value};
+  set.warn_label = fmt::format("{}:{}:{}: vary.{} value {}", spec.file, key.line, key.column, key.path, value);
+  return set;
+}
+
 // A load error about a key itself (a name the scenario or the preset does not have), not about a value.
 bool names_a_key(const std::string& message) {
   return message.rfind("unknown key", 0) == 0 || message.rfind("cannot set", 0) == 0 ||
@@ -98,7 +106,7 @@ SweepSpec parse_sweep(const Node& root) {
           values.error("the list of values is empty: a sweep needs at least one value per key");
           continue;
         }
-        VaryKey vk{key, {}};
+        VaryKey vk{key, {}, km.line + 1, km.column + 1};
         std::vector<YAML::Mark> marks;
         for (std::size_t i = 0; i < values.yaml().size(); ++i) {
           const Node v = values.element(i);
@@ -130,7 +138,7 @@ SweepSpec parse_sweep(const Node& root) {
   // the key. Probe the base with the first value of every key and keep only the errors about
   // the keys themselves (invalid values are per-point results).
   std::vector<sim::SetOverride> probe;
-  for (const auto& k : spec.keys) probe.push_back({k.path, k.values.front()});
+  for (const auto& k : spec.keys) probe.push_back(axis_set(spec, k, k.values.front()));
   try {
     sim::load_scenario(spec.base, probe);
   } catch (const input::InputError& e) {
@@ -161,7 +169,7 @@ SweepSpec parse_sweep(const Node& root) {
           k.values.begin() + static_cast<std::ptrdiff_t>(j))
         continue;  // probed already
       try {
-        sim::load_scenario(spec.base, {{k.path, k.values[j]}});
+        sim::load_scenario(spec.base, {axis_set(spec, k, k.values[j])});
       } catch (const input::InputError& e) {
         for (const auto& d : e.diagnostics()) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
@@ -257,7 +265,7 @@ std::vector<std::string> point_values(const SweepSpec& spec, std::size_t index) 
 std::vector<sim::SetOverride> point_overrides(const SweepSpec& spec, std::size_t index) {
   const auto vals = point_values(spec, index);
   std::vector<sim::SetOverride> sets;
-  for (std::size_t k = 0; k < spec.keys.size(); ++k) sets.push_back({spec.keys[k].path, vals[k]});
+  for (std::size_t k = 0; k < spec.keys.size(); ++k) sets.push_back(axis_set(spec, spec.keys[k], vals[k]));
   return sets;
 }
 

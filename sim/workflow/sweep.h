@@ -23,6 +23,7 @@ namespace racksim::workflow {
 struct VaryKey {
   std::string path;                 // scenario key path, as for --set (training.parallelism.tp)
   std::vector<std::string> values;  // each value as YAML text: the --set VALUE and the CSV cell
+  int line = 0, column = 0;         // where the key is in the sweep file (1-based), for what its values do
 };
 
 // How many points one run may simulate (after --shard): a million rows of CSV is a day of

@@ -372,7 +372,7 @@ TEST(WorkflowRun, ASetThatReplacesAMappingSaysWhichKeysItDrops) {
   EXPECT_EQ(domain_of(whole.out), 8);  // the preset's: the scenario's 4 is gone
   EXPECT_NE(whole.err.find("--set system.overrides={launch.graph_launch: 2.5 us}: replaces the whole mapping at "
                            "system.overrides, so its scale_up.domain_size, scale_up.nvls are no longer set; to change "
-                           "one entry and keep the others, set system.overrides.KEY=VALUE"),
+                           "one entry and keep the others, give system.overrides.KEY its value instead"),
             std::string::npos)
       << whole.err;
   const auto one = run_cli({"run", file, "--json", "--set", "system.overrides.launch.graph_launch=2.5 us"});
