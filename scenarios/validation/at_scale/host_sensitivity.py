@@ -2,6 +2,7 @@
 """How much of each at-scale row's prediction is the host's: every row again with all its host figures scaled.
 
     python3 scenarios/validation/at_scale/host_sensitivity.py [--racksim build/sim/cli/racksim] [--factors 0.5,1.5]
+        [--only "GB200"]
 
 For each case of the suite, reads the host figures its report was built from (`system.resolved.launch`: the
 framework's per-layer and per-call host time, kernel and graph launches, XLA's runtime) and runs the scenario again
@@ -40,6 +41,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--racksim", default="build/sim/cli/racksim")
     ap.add_argument("--factors", default="0.5,1.5")
+    ap.add_argument("--only", default="", help="run only the cases whose name contains this text")
     a = ap.parse_args()
     factors = [float(f) for f in a.factors.split(",")]
     checks = report.run([a.racksim, "validate", report.SUITE, "--json"])
@@ -48,6 +50,8 @@ def main():
     print(f"| row | error | {head} |")
     print("|---|---|" + "---|" * len(factors))
     for row, path in zip(rows, report.scenario_paths()):
+        if a.only not in row["case"]:
+            continue
         base = report.run([a.racksim, "run", path, "--json"])
         launch = base["scenario"]["system"]["resolved"]["launch"]
         cells = []
