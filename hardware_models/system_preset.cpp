@@ -218,6 +218,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.integer("gpus_per_host", true, 1, 1024), s.host.gpus_per_host);
     set_if(quantity_in(r, "memory_capacity", QuantityKind::bytes, true, kCapacity), s.host.memory_capacity_bytes);
     set_if(quantity_in(r, "memory_bandwidth", QuantityKind::bytes_per_second, true, kRate), s.host.memory_bandwidth_Bps);
+    set_if(r.number("framework_speed", false, 0.01, 100.0), s.host.framework_speed);
     r.finish();
   }
   if (auto u = top.get("scale_up", true)) {
@@ -299,6 +300,19 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
 
 }  // namespace
 
+void apply_framework_speed(SystemSpec& spec) {
+  const double speed = spec.host.framework_speed;
+  if (speed == 1.0) return;
+  for (const auto& f : kLaunchFields) {
+    if (f.member == &LaunchSpec::eager_kernel_gap_s) continue;  // the GPU's front end, not the host
+    double& v = spec.launch.*f.member;
+    if (v <= 0) continue;  // not modelled
+    v /= speed;
+    auto& src = spec.sources[std::string("launch.") + f.name];
+    src = fmt::format("divided by host.framework_speed {:g}{}", speed, src.empty() ? "" : "; before: " + src);
+  }
+}
+
 bool load_system_preset(const std::string& name, const Node* where_named, const std::optional<Node>& overrides_node,
                         const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& out) {
   std::string path;
@@ -366,7 +380,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",
-              "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source", "scale_out.nic_efficiency"};
+              "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source", "scale_out.nic_efficiency",
+              "host.framework_speed"};
           for (const auto& f : kLaunchFields)
             if (!f.required) v.push_back(std::string("launch.") + f.name);
           return v;

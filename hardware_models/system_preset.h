@@ -17,6 +17,10 @@ std::vector<std::string> list_system_presets();  // sorted names
 // errors recorded in the node's Diagnostics). The caller throws.
 SystemSpec parse_system_preset(const input::Node& root);
 
+// Divides every host figure of spec.launch but eager_kernel_gap by spec.host.framework_speed (once the preset, its
+// overrides and a calibration have set them), and says so in each figure's source. A speed of 1 changes nothing.
+void apply_framework_speed(SystemSpec& spec);
+
 // Loads preset `name`, grafting `overrides` (a mapping of preset field paths, nested or dotted,
 // or a unique leaf name such as `nvls`) from `overrides_node` when given. Errors go to ctx.
 // Returns false if the preset cannot be found or read (an error is recorded).

@@ -168,6 +168,11 @@ struct HostSpec {
   int gpus_per_host = 8;                       // GPUs that share one host's memory
   double memory_capacity_bytes = 0;            // host memory per host
   double memory_bandwidth_Bps = 0;             // host memory bandwidth per host (caps C2C traffic)
+  // How fast this host runs the framework's host work (Python, PyTorch's dispatcher and autograd, the driver's launch
+  // path, XLA's runtime) relative to the host the preset's launch figures describe: every launch.* figure but
+  // eager_kernel_gap (the GPU's front end) is divided by it, after overrides and calibration (apply_framework_speed).
+  // 1: the figures as given. A what-if for another host CPU (`--set system.overrides.host.framework_speed=2`).
+  double framework_speed = 1.0;
   // The GPUs of a job of `job_gpus` that share one host's memory (its capacity and bandwidth): a job smaller than a
   // host has the host to fewer.
   int gpus_sharing_memory(int job_gpus) const { return std::max(1, std::min(gpus_per_host, job_gpus)); }

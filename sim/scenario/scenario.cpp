@@ -274,6 +274,7 @@ void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
   } else {
     spdlog::info("{}: no calibration (none fitted against {}): the preset's cited figures", file, out.preset);
   }
+  hw::apply_framework_speed(out.spec);  // last: it scales the launch figures as the preset, overrides and calibration set them
 }
 
 Scenario parse_scenario(Node root) {
@@ -857,6 +858,7 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
   sys["resolved"]["calibration"] = cal;
   // Echoed only when below line rate (other reports keep their bytes).
   if (g.scale_out.nic_efficiency < 1.0) sys["resolved"]["scale_out"]["nic_efficiency"] = g.scale_out.nic_efficiency;
+  if (g.host.framework_speed != 1.0) sys["resolved"]["host"]["framework_speed"] = g.host.framework_speed;
   return sys;
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/units.h"
 #include "sim/cli/cli.h"
 #include "input/diagnostics.h"
 #include "sim/run/run.h"
@@ -383,6 +384,38 @@ TEST(WorkflowRun, ASetThatReplacesAMappingSaysWhichKeysItDrops) {
   const auto fresh = run_cli({"run", kQuick, "--json", "--set", "system.overrides={scale_up.nvls: false}"});
   ASSERT_EQ(fresh.code, 0) << fresh.err;
   EXPECT_EQ(fresh.err.find("replaces the whole mapping"), std::string::npos) << fresh.err;
+}
+
+// host.framework_speed, a what-if for another host CPU: every host figure the report lists is divided by it, the GPU's
+// front end (eager_kernel_gap) is not, and the step is the one the same figures give when each is set by hand.
+TEST(WorkflowRun, HostFrameworkSpeedDividesEveryHostFigure) {
+  const std::string row = kSrc + "/scenarios/validation/at_scale/megatron-gpt-1.7b.yaml";  // host-paced in racksim
+  const auto base = run_cli({"run", row, "--json"});
+  ASSERT_EQ(base.code, 0) << base.err;
+  const json launch = json::parse(base.out)["scenario"]["system"]["resolved"]["launch"];
+  const auto fast = run_cli({"run", row, "--json", "--set", "system.overrides.host.framework_speed=2"});
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  const json fast_report = json::parse(fast.out);
+  const json& resolved = fast_report["scenario"]["system"]["resolved"];
+  EXPECT_EQ(resolved["host"]["framework_speed"], 2.0);
+  std::vector<std::string> by_hand = {"run", row, "--json"};
+  ASSERT_GT(launch.size(), 20u);  // every figure, not the seven the record once held
+  for (const auto& [name, value] : launch.items()) {
+    const double before = sim::parse_quantity(value.get<std::string>(), sim::QuantityKind::seconds);
+    const double after = sim::parse_quantity(resolved["launch"][name].get<std::string>(), sim::QuantityKind::seconds);
+    EXPECT_NEAR(after, name == "eager_kernel_gap" ? before : before / 2, 1e-3 * before) << name;
+    if (name != "eager_kernel_gap")
+      by_hand.insert(by_hand.end(), {"--set", fmt::format("system.overrides.launch.{}={:.9g} s", name, before / 2)});
+  }
+  const auto hand = run_cli(by_hand);
+  ASSERT_EQ(hand.code, 0) << hand.err;
+  const double step = fast_report["step_time_s"].get<double>();
+  EXPECT_NEAR(json::parse(hand.out)["step_time_s"].get<double>(), step, 1e-6 * step);
+  EXPECT_LT(step, 0.95 * json::parse(base.out)["step_time_s"].get<double>());  // a host-paced step moves
+  const auto zero = run_cli({"run", row, "--set", "system.overrides.host.framework_speed=0"});
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_NE(zero.err.find("system.overrides.host.framework_speed: must be between 0.01 and 100, got 0"), std::string::npos)
+      << zero.err;
 }
 
 // --- validate ------------------------------------------------------------------------------
