@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/text.h"
@@ -283,9 +284,18 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
     n.error(fmt::format("expected a mapping of preset fields, got {}", n.describe()));
     return;
   }
+  std::vector<std::string> seen;
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     if (!it->first.IsScalar()) continue;
     const std::string key = it->first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      // (yaml-cpp would hand back the first of the two; the report would echo the last.)
+      const YAML::Mark m = it->first.Mark();
+      n.diag().error({n.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0},
+                     n.path().empty() ? key : n.path() + "." + key, "duplicate key");
+      continue;
+    }
+    seen.push_back(key);
     Node child = n.child(key);
     const std::string full = prefix.empty() ? key : prefix + "." + key;
     if (child.yaml().IsMap() && child.yaml().size() == 0)
@@ -364,6 +374,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   if (overrides_node) {
     std::vector<std::string> leaves;
     input::collect_leaf_paths(tree, "", leaves, {"sources", "name"});
+    std::map<std::string, std::string> spelled;  // target field -> the key that set it first
     for (auto& [key, node] : items) {
       std::string target;
       if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {
@@ -413,6 +424,12 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
           node.error(msg);
           continue;
         }
+      }
+      // One field under two spellings (short, dotted, nested) would be decided by their order in the mapping.
+      if (auto [it, fresh] = spelled.emplace(target, key); !fresh) {
+        node.error(fmt::format("sets {} a second time (as '{}' after '{}'): give each preset field once", target, key,
+                               it->second));
+        continue;
       }
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path()};

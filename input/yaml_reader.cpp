@@ -679,8 +679,42 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
-bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value, std::vector<std::string>* created) {
+std::vector<std::string> keys_along(const YAML::Node& root, const std::string& path) {
   const auto parts = split_path(path);
+  std::vector<std::string> keys;
+  YAML::Node cur = root;
+  std::size_t i = 0;
+  while (i < parts.size()) {
+    std::size_t take = 1;
+    if (cur.IsMap()) {
+      const YAML::Node& c = cur;  // a const node's operator[] adds nothing
+      // The longest run of parts that the mapping has as one dotted key (`scale_up.domain_size` in system.overrides).
+      for (std::size_t n = parts.size() - i; n >= 2; --n) {
+        std::string joined = parts[i];
+        for (std::size_t k = i + 1; k < i + n; ++k) joined += "." + parts[k];
+        if (c[joined].IsDefined()) {
+          take = n;
+          break;
+        }
+      }
+    }
+    std::string key = parts[i];
+    for (std::size_t k = i + 1; k < i + take; ++k) key += "." + parts[k];
+    keys.push_back(key);
+    if (cur.IsMap()) {
+      const YAML::Node& c = cur;
+      YAML::Node next = c[key];
+      cur.reset(next.IsDefined() ? next : YAML::Node());
+    } else {
+      cur.reset(YAML::Node());
+    }
+    i += take;
+  }
+  return keys;
+}
+
+bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value, std::vector<std::string>* created) {
+  const auto parts = keys_along(root, path);
   // Check first, so a failed set leaves the tree untouched.
   {
     // Read-only walk (a const node's operator[] adds nothing); a missing or null part ends it:
@@ -716,9 +750,23 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
   return true;
 }
 
+namespace {
+// The keys (dotted below the top) of mapping `was` that `now` does not keep: all of them when `now` is not a mapping;
+// under a key both have as mappings, what the inner mapping drops.
+void collect_dropped(const YAML::Node& was, const YAML::Node& now, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto it = was.begin(); it != was.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string key = prefix + it->first.Scalar();
+    const YAML::Node kept = now.IsMap() ? static_cast<const YAML::Node&>(now)[it->first.Scalar()] : YAML::Node();
+    if (!kept.IsDefined()) out.push_back(key);
+    else if (it->second.IsMap() && kept.IsMap()) collect_dropped(it->second, kept, key + ".", out);
+  }
+}
+}  // namespace
+
 std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value) {
   YAML::Node cur = root;
-  for (const auto& part : split_path(path)) {
+  for (const auto& part : keys_along(root, path)) {
     if (!cur.IsMap()) return {};
     const YAML::Node& c = cur;  // a const node's operator[] adds nothing
     YAML::Node next = c[part];
@@ -726,12 +774,7 @@ std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::
     cur.reset(next);  // rebind; operator= would alias content
   }
   std::vector<std::string> dropped;
-  if (!cur.IsMap()) return dropped;
-  for (auto it = cur.begin(); it != cur.end(); ++it) {
-    if (!it->first.IsScalar()) continue;
-    const std::string& key = it->first.Scalar();
-    if (!value.IsMap() || !static_cast<const YAML::Node&>(value)[key].IsDefined()) dropped.push_back(key);
-  }
+  if (cur.IsMap()) collect_dropped(cur, value, "", dropped);
   return dropped;
 }
 

@@ -175,11 +175,17 @@ void collect_leaf_paths(const YAML::Node& node, const std::string& prefix,
 // Sets `value` at dotted `path` inside `root`, creating maps along the way.
 // Returns false (without changing anything) if a non-map is in the way.
 // `created`, when given, gets the paths of the mappings made on the way (training.moe where there was none).
+// A dotted key the file has stands for its parts: `system.overrides.scale_up.domain_size` sets the file's
+// `overrides: {scale_up.domain_size: 64}` entry (keys_along), not a second, nested spelling of it beside.
 bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& value,
                  std::vector<std::string>* created = nullptr);
+// The keys a dotted path walks in `root`: its parts, where a mapping on the way has a run of them as one dotted key,
+// that key (the longest).
+std::vector<std::string> keys_along(const YAML::Node& root, const std::string& path);
 std::vector<std::string> split_path(const std::string& path);
 // The keys of the mapping that stands at dotted `path` in `root` which setting `value` there would drop: all of them
-// when `value` is not a mapping, those it does not name when it is; none when no mapping stands there. (A set replaces
+// when `value` is not a mapping, those it does not name when it is, and under a key both have as mappings what the inner
+// one drops (dotted: scale_up.domain_size); none when no mapping stands there. (A set replaces
 // what stands at its path; `--set system.overrides={...}` loses the scenario's other overrides.)
 std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value);
 

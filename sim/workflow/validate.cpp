@@ -174,8 +174,19 @@ void parse_tolerance(const std::optional<Node>& n, const Node& case_node, SuiteC
                              "required key is missing (a relative tolerance such as 0.10, or one per field)");
     return;
   }
+  // A tolerance is a fraction (0.10 is 10%): one above 1 is almost surely a percentage (10 meant as 10% passes a check
+  // 1000% off), so it is refused, not read.
+  const auto fraction = [](const Node& at, std::optional<double> t) -> std::optional<double> {
+    if (t && *t > 1.0) {
+      at.error(fmt::format("a tolerance is a fraction of the measured value (0.10 is 10%), at most 1; got {:g}, which "
+                           "would pass a prediction {:g}% off (for {:g}%, write {:g})",
+                           *t, *t * 100, *t, *t / 100));
+      return std::nullopt;
+    }
+    return t;
+  };
   if (n->yaml().IsScalar()) {
-    auto t = n->as_number(0, 1e6);
+    auto t = fraction(*n, n->as_number(0, 1e6));
     if (!t) return;
     for (auto& e : c.measured) e.tolerance = *t;
     return;
@@ -188,7 +199,8 @@ void parse_tolerance(const std::optional<Node>& n, const Node& case_node, SuiteC
   MapReader r(*n);
   for (auto& e : c.measured) {
     if (e.is_bool) continue;
-    if (auto t = r.number(e.field, true, 0, 1e6)) e.tolerance = *t;
+    if (auto t = r.number(e.field, true, 0, 1e6); t && *t > 1.0) fraction(n->child(e.field), t);
+    else if (t) e.tolerance = *t;
   }
   r.finish();
 }

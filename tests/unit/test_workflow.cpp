@@ -386,6 +386,44 @@ TEST(WorkflowRun, ASetThatReplacesAMappingSaysWhichKeysItDrops) {
   EXPECT_EQ(fresh.err.find("replaces the whole mapping"), std::string::npos) << fresh.err;
 }
 
+// system.overrides spelled more than one way (an audit of 2026-12-05): a nested value's dropped keys are named; a
+// per-entry set replaces the file's dotted entry rather than adding a second spelling beside it; a duplicate key, or one
+// field under two spellings, is refused (yaml-cpp ran the first, the report echoed the last).
+TEST(WorkflowRun, OverridesAreSpelledOnce) {
+  std::ifstream in(kQuick);
+  const std::string quick(std::istreambuf_iterator<char>(in), {});
+  const auto with = [&](const std::string& name, const std::string& overrides) {
+    std::string text = quick;
+    const std::string marker = "  gpus: 8\n";
+    text.replace(text.find(marker), marker.size(), "  gpus: 8\n  overrides: " + overrides + "\n");
+    return write_file(name, text);
+  };
+  const auto domain_of = [](const std::string& out) {
+    return json::parse(out)["scenario"]["system"]["resolved"]["scale_up"]["domain_size"].get<int>();
+  };
+  const std::string nested = with("wf_nested.yaml", "{scale_up: {domain_size: 4}}");
+  const auto inner = run_cli({"run", nested, "--json", "--set", "system.overrides={scale_up: {nvls: false}}"});
+  ASSERT_EQ(inner.code, 0) << inner.err;
+  EXPECT_EQ(domain_of(inner.out), 8);
+  EXPECT_NE(inner.err.find("so its scale_up.domain_size is no longer set"), std::string::npos) << inner.err;
+
+  const std::string dotted = with("wf_dotted.yaml", "{scale_up.domain_size: 4}");
+  const auto entry = run_cli({"run", dotted, "--json", "--set", "system.overrides.scale_up.domain_size=2"});
+  ASSERT_EQ(entry.code, 0) << entry.err;
+  EXPECT_EQ(domain_of(entry.out), 2);
+  EXPECT_EQ(json::parse(entry.out)["scenario"]["system"]["overrides"], json::parse(R"({"scale_up.domain_size": "2"})"));
+
+  const auto twice = run_cli({"run", with("wf_dup.yaml", "{scale_up.domain_size: 4, scale_up.domain_size: 2}")});
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_NE(twice.err.find("system.overrides.scale_up.domain_size: duplicate key"), std::string::npos) << twice.err;
+  const auto spellings = run_cli({"run", with("wf_spell.yaml", "{scale_up: {domain_size: 4}, domain_size: 2}")});
+  EXPECT_EQ(spellings.code, 1);
+  EXPECT_NE(spellings.err.find("system.overrides.domain_size: sets scale_up.domain_size a second time (as "
+                               "'domain_size' after 'scale_up.domain_size'): give each preset field once"),
+            std::string::npos)
+      << spellings.err;
+}
+
 // host.framework_speed, a what-if for another host CPU: every host figure the report lists is divided by it, the GPU's
 // front end (eager_kernel_gap) is not, and the step is the one the same figures give when each is set by hand.
 TEST(WorkflowRun, HostFrameworkSpeedDividesEveryHostFigure) {
@@ -419,6 +457,21 @@ TEST(WorkflowRun, HostFrameworkSpeedDividesEveryHostFigure) {
 }
 
 // --- validate ------------------------------------------------------------------------------
+
+// A tolerance is a fraction: 10 meant as 10% had passed a prediction 609% off with exit 0.
+TEST(WorkflowValidateSets, AToleranceAboveOneIsRefused) {
+  const std::string suite = write_file("wf_tol.yaml", "cases:\n  - name: a\n    scenario: " + kQuick +
+                                                         "\n    measured: {step_time_s: 2.0}\n    tolerance: 10\n"
+                                                         "  - name: b\n    scenario: " + kQuick +
+                                                         "\n    measured: {step_time_s: 2.0}\n    tolerance: {step_time_s: 5}\n");
+  const auto r = run_cli({"validate", suite});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(":5:16: error: cases[0].tolerance: a tolerance is a fraction of the measured value (0.10 is 10%), "
+                       "at most 1; got 10, which would pass a prediction 1000% off (for 10%, write 0.1)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cases[1].tolerance.step_time_s: a tolerance is a fraction"), std::string::npos) << r.err;
+}
 
 // A case's set: typo is reported at its place in the suite (it had been labelled '--set training.recompte=...:1:1').
 TEST(WorkflowValidateSets, ACasesSetErrorNamesTheSuitesLine) {
