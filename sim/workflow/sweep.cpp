@@ -445,7 +445,27 @@ std::vector<std::string> csv_header(const SweepSpec& spec) {
   for (const auto& c : report_columns()) h.push_back(c);
   h.push_back("fits");
   h.push_back("error");
+  h.push_back("warnings");
   return h;
+}
+
+// A point's caveats for the CSV: the report's warnings, joined with " | ", less what says the same on every point of a
+// system (the calibration's statement of its own fit, how the step was extrapolated from its micro-steps) and what
+// `fits` already says. A row the framework would refuse (layers the virtual stages do not divide) or whose GPUs idle
+// must not look as clean as the others.
+std::string point_warnings(const json& report) {
+  const json* w = report.is_null() ? nullptr : lookup(report, "warnings");
+  if (!w || !w->is_array()) return "";
+  std::string out;
+  for (const auto& e : *w) {
+    if (!e.is_string()) continue;
+    const std::string& text = e.get_ref<const std::string&>();
+    if (text.starts_with("calibration: ") || text.starts_with("does not fit: ") ||
+        text.find(" micro-steps: simulated ") != std::string::npos)
+      continue;
+    out += (out.empty() ? "" : " | ") + text;
+  }
+  return out;
 }
 
 std::string csv_line(const std::vector<std::string>& cells) {
@@ -478,6 +498,7 @@ std::string csv_row(const SweepSpec&, const PointResult& r) {
   const json* fits = r.report.is_null() ? nullptr : lookup(r.report, "fits");
   cells.push_back(fits ? number_cell(*fits) : "");
   cells.push_back(r.error);
+  cells.push_back(point_warnings(r.report));
   return csv_line(cells);
 }
 
@@ -572,13 +593,18 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
     const std::string text =
         input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a sweep CSV", input::Binary::stop);
     const auto rows = parse_csv(text);
-    if (rows.empty() || rows.front().second != header)
+    // A shard written before the warnings column (2026-12-05) is read as it was.
+    const std::vector<std::string> before_warnings(header.begin(), header.end() - 1);
+    const bool has_warnings = !rows.empty() && rows.front().second == header;
+    if (rows.empty() || (!has_warnings && rows.front().second != before_warnings))
       fail(1, fmt::format("not a CSV of the sweep {}: expected the header '{}'", spec.file,
                           one_line(csv_line(header))));
+    const std::size_t width = has_warnings ? header.size() : before_warnings.size();
+    const std::size_t fits_col = 1 + nkeys + report_columns().size(), error_col = fits_col + 1;
     for (std::size_t r = 1; r < rows.size(); ++r) {
       const auto& [line, cells] = rows[r];
-      if (cells.size() != header.size())
-        fail(line, fmt::format("{} cells, expected {}", cells.size(), header.size()));
+      if (cells.size() != width)
+        fail(line, fmt::format("{} cells, expected {}", cells.size(), width));
       const json idx = cell_value(cells[0]);
       if (!idx.is_number_integer() || idx.get<long long>() < 0 || static_cast<std::size_t>(idx.get<long long>()) >= total)
         fail(line, fmt::format("point '{}' is not a point index of the sweep (0 to {})", cells[0], total - 1));
@@ -591,7 +617,7 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
       if (auto [it, fresh] = seen.emplace(p.index, std::make_pair(path, line)); !fresh)
         fail(line, fmt::format("point {} is also in {} (line {}): shards must not overlap", p.index,
                                it->second.first, it->second.second));
-      p.error = cells.back();
+      p.error = cells[error_col];
       if (p.error.empty()) {
         p.report = json::object();
         const auto& cols = report_columns();
@@ -605,7 +631,17 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
             cur = &(*cur)[name.substr(pos, dot - pos)];
           (*cur)[name.substr(pos)] = std::move(v);
         }
-        if (json f = cell_value(cells[cells.size() - 2]); f.is_boolean()) p.report["fits"] = f;
+        if (json f = cell_value(cells[fits_col]); f.is_boolean()) p.report["fits"] = f;
+        if (has_warnings && !cells[error_col + 1].empty()) {
+          json& w = p.report["warnings"] = json::array();
+          const std::string& all = cells[error_col + 1];
+          for (std::size_t pos = 0;;) {
+            const std::size_t bar = all.find(" | ", pos);
+            w.push_back(all.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos));
+            if (bar == std::string::npos) break;
+            pos = bar + 3;
+          }
+        }
       }
       out.push_back(std::move(p));
     }
