@@ -95,6 +95,11 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
     out << "== variant\n";
     print_run_summary(out, b.report);
     out << fmt::format("speedup (variant / base tokens/s per GPU): {:.4f}\n", speedup);
+    for (const auto& [who, r] : {std::pair{"base", &a.report}, std::pair{"variant", &b.report}})
+      if (const auto f = r->find("fits"); f != r->end() && f->is_boolean() && !f->get<bool>())
+        out << fmt::format("note: the {} does not fit in memory (its warnings say why): the speedup is of a job that "
+                           "would not start\n",
+                           who);
   }
   return kOk;
 }

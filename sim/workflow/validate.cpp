@@ -326,6 +326,20 @@ json simulate_report(const ScenarioRef& ref, bool exact) {
   return sim::simulate(sim::load_scenario(ref.path, ref.sets), opt).report;
 }
 
+// "does not fit (...)" for a report whose job does not fit in memory, with the report's own reason; "" when it fits. A
+// passing check on a job that could not start is said, not hidden (an audit's finding).
+std::string fit_note(const json& report, const std::string& who) {
+  const auto fits = report.find("fits");
+  if (fits == report.end() || !fits->is_boolean() || fits->get<bool>()) return "";
+  std::string why;
+  if (const auto w = report.find("warnings"); w != report.end() && w->is_array())
+    for (const auto& e : *w)
+      if (e.is_string() && (e.get<std::string>().starts_with("does not fit: ") ||
+                            e.get<std::string>().starts_with("pinned host memory ")))
+        why += (why.empty() ? "" : "; ") + e.get<std::string>();
+  return fmt::format("{} does not fit in memory{}", who, why.empty() ? "" : " (" + why + ")");
+}
+
 std::vector<CheckRow> run_case(const SuiteCase& c, bool exact) {
   std::vector<CheckRow> rows;
   auto fail = [&](const std::string& message) {
@@ -351,6 +365,8 @@ std::vector<CheckRow> run_case(const SuiteCase& c, bool exact) {
                   : s > c.speedup_hi ? (s - c.speedup_hi) / c.speedup_hi
                                      : 0.0;
       row.pass = s >= c.speedup_lo && s <= c.speedup_hi;
+      for (const auto& n : {fit_note(a, "the base"), fit_note(b, "the variant")})
+        if (!n.empty()) row.note += (row.note.empty() ? "" : "; ") + n;
       rows.push_back(row);
       return rows;
     }
@@ -387,6 +403,7 @@ std::vector<CheckRow> run_case(const SuiteCase& c, bool exact) {
         } else {
           row.pass = *p == 0;
         }
+        row.note = fit_note(report, "the prediction");
       }
       rows.push_back(row);
     }
@@ -486,6 +503,12 @@ std::string format_table(const SuiteResult& r) {
       pos = nl + 1;
     }
   }
+  std::string noted;  // once per case
+  for (const auto& row : r.rows) {
+    if (row.note.empty() || row.case_name == noted) continue;
+    out += fmt::format("{}note: case '{}': {}\n", noted.empty() ? "\n" : "", row.case_name, row.note);
+    noted = row.case_name;
+  }
   out += fmt::format("\n{} checks: {} pass, {} outside tolerance", r.checks, r.checks - r.failed, r.failed);
   if (r.case_errors) out += fmt::format("; {} case{} could not run", r.case_errors, r.case_errors == 1 ? "" : "s");
   out += '\n';
@@ -502,6 +525,7 @@ json to_json(const SuiteResult& r) {
               {"error", row.error ? json(*row.error) : json(nullptr)},
               {"pass", row.pass}};
     if (!row.message.empty()) j["message"] = row.message;
+    if (!row.note.empty()) j["note"] = row.note;
     list.push_back(std::move(j));
   }
   return list;

@@ -77,6 +77,7 @@ struct CheckRow {
                                   // distance outside [lo, hi] relative to the nearer bound (0 inside)
   bool pass = false;
   std::string message;            // why the case could not run
+  std::string note;               // a caveat on the prediction: a side that does not fit in memory
 };
 
 struct SuiteResult {

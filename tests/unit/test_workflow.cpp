@@ -475,6 +475,36 @@ TEST(WorkflowRun, HostFrameworkSpeedDividesEveryHostFigure) {
 
 // --- validate ------------------------------------------------------------------------------
 
+// A check on a job that does not fit in memory says so (it had passed with nothing on its line): validate's table and
+// --json carry a note, compare prints one under its speedup.
+TEST(WorkflowValidateSets, AJobThatDoesNotFitIsNoted) {
+  const std::string big = "\n    set: {training.recompute: none, training.micro_batch: 4}";
+  const std::string suite = write_file(
+      "wf_nofit.yaml", "cases:\n  - name: big\n    scenario: " + kQuick + big +
+                           "\n    measured: {step_time_s: 12.0}\n    tolerance: 0.5\n"
+                           "  - name: cmp\n    compare: {base: " + kQuick + ", variant: " + kQuick + "}\n"
+                           "    expect_speedup: [0.5, 2.0]\n");
+  const auto r = run_cli({"validate", suite});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: case 'big': the prediction does not fit in memory (does not fit: peak 231.7 GB of HBM "
+                       "against 149.4 GB)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("note: case 'cmp'"), std::string::npos) << r.out;
+  const auto j = run_cli({"validate", suite, "--json"});
+  const json rows = json::parse(j.out);
+  const json& list = rows.is_array() ? rows : rows["cases"];
+  EXPECT_TRUE(list[0].contains("note")) << j.out;
+  EXPECT_FALSE(list[1].contains("note")) << j.out;
+  const auto c = run_cli({"compare", kQuick, kQuick, "--variant-set", "training.recompute=none", "--variant-set",
+                          "training.micro_batch=4"});
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("note: the variant does not fit in memory (its warnings say why): the speedup is of a job that "
+                       "would not start"),
+            std::string::npos)
+      << c.out;
+}
+
 // A tolerance is a fraction: 10 meant as 10% had passed a prediction 609% off with exit 0.
 TEST(WorkflowValidateSets, AToleranceAboveOneIsRefused) {
   const std::string suite = write_file("wf_tol.yaml", "cases:\n  - name: a\n    scenario: " + kQuick +
