@@ -1,6 +1,7 @@
 #include "hardware_models/system_preset.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
@@ -430,6 +431,14 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         node.error(fmt::format("sets {} a second time (as '{}' after '{}'): give each preset field once", target, key,
                                it->second));
         continue;
+      }
+      // Datasheet facts a preset records and the model does not read: an override of one changes no number, and a
+      // "power-capped GPU" what-if through gpu.tdp must not look as if it ran.
+      if (target == "gpu.tdp" || target == "gpu.l2_cache" || target == "gpu.tensor_clock") {
+        const auto w = node.where();
+        spdlog::warn("{}:{}:{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, "
+                     "override gpu.peak_dense.*, gpu.matmul_efficiency.* or gpu.hbm_bandwidth)",
+                     w.file, w.line, w.column, node.path(), target);
       }
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path()};

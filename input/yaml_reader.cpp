@@ -252,6 +252,11 @@ void MapReader::finish() {
     }
     seen.push_back(key);
     if (std::find(declared_.begin(), declared_.end(), key) != declared_.end()) continue;
+    if (key == "<<") {  // (yaml-cpp reads a merge key as a plain key named '<<')
+      node_.diag().error(loc, kpath, "YAML merge keys (<<: *anchor) are not supported: write the keys out (an alias of a "
+                                     "whole value, key: *anchor, is)");
+      continue;
+    }
     std::string msg = fmt::format("unknown key '{}'", shorten(key));
     if (auto near = sim::nearest(key, declared_, std::max<std::size_t>(2, key.size() / 3)))
       msg += fmt::format("; did you mean '{}'?", *near);

@@ -222,12 +222,21 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
                         "large to replay whole)")
           : std::string();
   };
+  // What the run says beyond the graph's notes (which a cache shares between scenarios with the same JSON): the host
+  // pacing found above, and the training keys given for the other framework's mode.
+  auto add_run_notes = [&](std::vector<std::string>& notes) {
+    if (auto note = host_paced_note(); !note.empty()) notes.push_back(note);
+    const bool jax = scenario.training.framework == Framework::jax;
+    for (const auto& key : scenario.training.other_framework_keys)
+      notes.push_back(fmt::format("training.{} is {}; in {} mode it changes nothing", key,
+                                  jax ? "Megatron's" : "XLA's (JAX mode)", jax ? "JAX" : "Megatron"));
+  };
   if (!plan) {
     if (options.keep_detail || !options.cache) {
       out.graph = build_training_graph(scenario.model, scenario.training, scenario.system.spec);
       out.replay = replay(out.graph, out.job);
       step.notes = out.graph.notes;
-      if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
+      add_run_notes(step.notes);
       out.report = make_report(out.job, out.replay, step);
       if (!options.keep_detail) {
         out.graph = OpGraph{};
@@ -243,7 +252,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     out.replay.rank_host_busy_s.clear();
     out.graph.ranks = e->ranks;
     step.notes = e->notes;
-    if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
+    add_run_notes(step.notes);
     out.report = make_report(out.job, out.replay, step);
     return out;
   }
@@ -263,7 +272,7 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   for (double Breakdown::*part : Breakdown::kParts)  // (a part the window holds at zero stays there, not at -1e-15)
     r.breakdown.*part = std::max(0.0, extend(first.breakdown.*part, rb->replay.breakdown.*part));
   step.notes = rb->notes;
-  if (auto note = host_paced_note(); !note.empty()) step.notes.push_back(note);
+  add_run_notes(step.notes);
   step.notes.push_back(fmt::format(
       "{} micro-steps: simulated {} and {}, the other {} added at the steady-state period of {:.6g} s per {} "
       "micro-steps{} (the trace shows the {}-micro-step run; --exact replays them all)",

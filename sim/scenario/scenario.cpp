@@ -624,6 +624,19 @@ Scenario parse_scenario(Node root) {
           "hybridep in Megatron mode (here {} in {} mode); drop it",
           to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
+  if (tn && tn->yaml().IsMap()) {
+    static constexpr std::array<const char*, 5> kJaxOnly = {"donate_state", "scan_layers", "fused_qkv",
+                                                            "xla_pipelined_collectives", "xla_combine_threshold"};
+    static constexpr std::array<const char*, 3> kMegatronOnly = {"overlap_grad_reduce", "overlap_param_gather",
+                                                                 "check_for_nan"};
+    const YAML::Node& given = tn->yaml();
+    const auto note_given = [&](const auto& keys) {
+      for (const char* key : keys)
+        if (given[key].IsDefined()) t.other_framework_keys.emplace_back(key);
+    };
+    if (t.framework == Framework::jax) note_given(kMegatronOnly);
+    else note_given(kJaxOnly);
+  }
   if (t.fp8_param_gather) {
     const Node at = tn->child("fp8_param_gather");
     if (t.framework == Framework::jax)

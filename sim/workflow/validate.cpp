@@ -52,9 +52,16 @@ std::vector<sim::SetOverride> parse_sets(const Node& n) {
                         n.describe()));
     return out;
   }
+  std::vector<std::string> seen;
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
     const Node v = n.child(key);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {  // (the later one had won, unsaid)
+      const YAML::Mark m = it->first.Mark();
+      n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path() + "." + key, "duplicate key");
+      continue;
+    }
+    seen.push_back(key);
     if (!is_key_path(key)) {
       const YAML::Mark m = it->first.Mark();
       n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path(),

@@ -441,6 +441,60 @@ TEST(WorkflowRun, OverridesAreSpelledOnce) {
       << spellings.err;
 }
 
+// A key only the other framework's mode reads is accepted and said (it had been echoed as if modelled), in both
+// directions, and only where the scenario gives it (scan_layers' default is echoed in every report).
+TEST(WorkflowRun, KeysOfTheOtherFrameworkAreNoted) {
+  const auto notes_of = [](const std::string& out) {
+    std::vector<std::string> v;
+    const json report = json::parse(out);
+    for (const auto& w : report["warnings"])
+      if (w.get<std::string>().find("changes nothing") != std::string::npos) v.push_back(w.get<std::string>());
+    return v;
+  };
+  const auto plain = run_cli({"run", kQuick, "--json"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_TRUE(notes_of(plain.out).empty());
+  const auto megatron = run_cli({"run", kQuick, "--json", "--set", "training.scan_layers=false", "--set",
+                                 "training.xla_pipelined_collectives=true"});
+  ASSERT_EQ(megatron.code, 0) << megatron.err;
+  EXPECT_EQ(notes_of(megatron.out),
+            (std::vector<std::string>{"training.scan_layers is XLA's (JAX mode); in Megatron mode it changes nothing",
+                                      "training.xla_pipelined_collectives is XLA's (JAX mode); in Megatron mode it "
+                                      "changes nothing"}));
+  EXPECT_EQ(json::parse(megatron.out)["step_time_s"], json::parse(plain.out)["step_time_s"]);
+  const auto jax = run_cli({"run", kQuick, "--json", "--set", "training.framework=jax", "--set",
+                            "training.overlap_grad_reduce=true"});
+  ASSERT_EQ(jax.code, 0) << jax.err;
+  EXPECT_EQ(notes_of(jax.out),
+            (std::vector<std::string>{"training.overlap_grad_reduce is Megatron's; in JAX mode it changes nothing"}));
+}
+
+// Smaller traps an audit reproduced: an override of a datasheet fact nothing reads, a YAML merge key, a validate set:
+// that gives a key twice.
+TEST(WorkflowRun, SmallTrapsAreSaid) {
+  const auto tdp = run_cli({"run", kQuick, "--json", "--set", "system.overrides.gpu.tdp=100 W"});
+  ASSERT_EQ(tdp.code, 0) << tdp.err;
+  EXPECT_NE(tdp.err.find("system.overrides.gpu.tdp: recorded, not modelled: no part of the step depends on gpu.tdp"),
+            std::string::npos)
+      << tdp.err;
+  std::ifstream in(kQuick);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  const std::string par = "  parallelism: {tp: 1, pp: 1, cp: 1, dp: auto}";
+  ASSERT_NE(text.find(par), std::string::npos);
+  text.replace(text.find(par), par.size(), "  parallelism: {<<: *par, tp: 1}");
+  text = "defaults: &par {pp: 1}\n" + text;
+  const auto merge = run_cli({"run", write_file("wf_merge.yaml", text)});
+  EXPECT_EQ(merge.code, 1);
+  EXPECT_NE(merge.err.find("training.parallelism.<<: YAML merge keys (<<: *anchor) are not supported"), std::string::npos)
+      << merge.err;
+  const std::string suite = write_file("wf_setdup.yaml", "cases:\n  - name: a\n    scenario: " + kQuick +
+                                                             "\n    set: {training.micro_batch: 2, training.micro_batch: 4}"
+                                                             "\n    measured: {step_time_s: 14.0}\n    tolerance: 0.5\n");
+  const auto dup = run_cli({"validate", suite});
+  EXPECT_EQ(dup.code, 1);
+  EXPECT_NE(dup.err.find(":4:36: error: cases[0].set.training.micro_batch: duplicate key"), std::string::npos) << dup.err;
+}
+
 // host.framework_speed, a what-if for another host CPU: every host figure the report lists is divided by it, the GPU's
 // front end (eager_kernel_gap) is not, and the step is the one the same figures give when each is set by hand.
 TEST(WorkflowRun, HostFrameworkSpeedDividesEveryHostFigure) {
