@@ -90,9 +90,15 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
   if (c.json_out) {
     out << json{{"base", a.report}, {"variant", b.report}, {"speedup", speedup}}.dump() << '\n';
   } else {
-    out << "== base\n";
+    // A side changed by its own sets says how (its scenario's name is the file's, whatever the sets changed).
+    const auto header = [](const char* side, const char* option, const std::vector<std::string>& own) {
+      std::string h = fmt::format("== {}", side);
+      for (const auto& s : own) h += fmt::format(" {} {}", option, s);
+      return h + "\n";
+    };
+    out << header("base", "--base-set", sets.base);
     print_run_summary(out, a.report);
-    out << "== variant\n";
+    out << header("variant", "--variant-set", sets.variant);
     print_run_summary(out, b.report);
     out << fmt::format("speedup (variant / base tokens/s per GPU): {:.4f}\n", speedup);
     for (const auto& [who, r] : {std::pair{"base", &a.report}, std::pair{"variant", &b.report}})

@@ -557,6 +557,10 @@ TEST(WorkflowValidateSets, AJobThatDoesNotFitIsNoted) {
                        "would not start"),
             std::string::npos)
       << c.out;
+  // The side's header says what its own sets changed (its scenario name is the file's).
+  EXPECT_NE(c.out.find("== variant --variant-set training.recompute=none --variant-set training.micro_batch=4\n"),
+            std::string::npos)
+      << c.out;
 }
 
 // A tolerance is a fraction: 10 meant as 10% had passed a prediction 609% off with exit 0.
