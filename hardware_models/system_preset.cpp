@@ -7,6 +7,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "core/text.h"
@@ -297,6 +298,10 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
       continue;
     }
     seen.push_back(key);
+    if (key == "<<") {  // (yaml-cpp reads a merge key as a plain key named '<<')
+      n.child(key).error("YAML merge keys (<<: *anchor) are not supported: write the keys out");
+      continue;
+    }
     Node child = n.child(key);
     const std::string full = prefix.empty() ? key : prefix + "." + key;
     if (child.yaml().IsMap() && child.yaml().size() == 0)
@@ -375,7 +380,8 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   if (overrides_node) {
     std::vector<std::string> leaves;
     input::collect_leaf_paths(tree, "", leaves, {"sources", "name"});
-    std::map<std::string, std::string> spelled;  // target field -> the key that set it first
+    // Target field -> the key that set it and whether a set (--set, a sweep's axis, a validate case's set:) gave it.
+    std::map<std::string, std::pair<std::string, bool>> spelled;
     for (auto& [key, node] : items) {
       std::string target;
       if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {
@@ -426,19 +432,38 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
           continue;
         }
       }
-      // One field under two spellings (short, dotted, nested) would be decided by their order in the mapping.
-      if (auto [it, fresh] = spelled.emplace(target, key); !fresh) {
-        node.error(fmt::format("sets {} a second time (as '{}' after '{}'): give each preset field once", target, key,
-                               it->second));
-        continue;
+      // One field under two spellings (short, dotted, nested) would be decided by their order in the mapping: in one
+      // file that is an error; a set's spelling replaces the file's, whatever the order (the set is the what-if).
+      const bool from_set = node.where().file != overrides_node->file();
+      if (auto [it, fresh] = spelled.emplace(target, std::make_pair(key, from_set)); !fresh) {
+        const auto& [first_key, first_from_set] = it->second;
+        if (first_from_set && !from_set) continue;  // the set, read first, stands
+        if (from_set == first_from_set) {
+          node.error(first_key == key
+                         ? fmt::format("sets {} a second time: give each preset field once", target)
+                         : fmt::format("sets {} a second time (as '{}' after '{}'): give each preset field once", target,
+                                       key, first_key));
+          continue;
+        }
+        it->second = {key, from_set};  // a set after the file's entry: it wins below
       }
       // Datasheet facts a preset records and the model does not read: an override of one changes no number, and a
       // "power-capped GPU" what-if through gpu.tdp must not look as if it ran.
+      // Said once per place and process (a sweep loads the scenario at every point, on several threads).
       if (target == "gpu.tdp" || target == "gpu.l2_cache" || target == "gpu.tensor_clock") {
         const auto w = node.where();
-        spdlog::warn("{}:{}:{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, "
-                     "override gpu.peak_dense.*, gpu.matmul_efficiency.* or gpu.hbm_bandwidth)",
-                     w.file, w.line, w.column, node.path(), target);
+        const std::string message = fmt::format(
+            "{}:{}:{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, override "
+            "gpu.peak_dense.*, gpu.matmul_efficiency.* or gpu.hbm_bandwidth)",
+            w.file, w.line, w.column, node.path(), target);
+        static std::mutex mutex;
+        static std::set<std::string> said;
+        bool first = false;
+        {
+          const std::lock_guard lock(mutex);
+          first = said.insert(message).second;
+        }
+        if (first) spdlog::warn("{}", message);
       }
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path()};

@@ -756,16 +756,16 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
 }
 
 namespace {
-// The keys (dotted below the top) of mapping `was` that `now` does not keep: all of them when `now` is not a mapping;
-// under a key both have as mappings, what the inner mapping drops.
-void collect_dropped(const YAML::Node& was, const YAML::Node& now, const std::string& prefix, std::vector<std::string>& out) {
-  for (auto it = was.begin(); it != was.end(); ++it) {
-    if (!it->first.IsScalar()) continue;
-    const std::string key = prefix + it->first.Scalar();
-    const YAML::Node kept = now.IsMap() ? static_cast<const YAML::Node&>(now)[it->first.Scalar()] : YAML::Node();
-    if (!kept.IsDefined()) out.push_back(key);
-    else if (it->second.IsMap() && kept.IsMap()) collect_dropped(it->second, kept, key + ".", out);
+// Whether `root` holds a value at dotted `path` under any spelling (`scale_up.domain_size` as one key, or nested).
+bool holds(const YAML::Node& root, const std::string& path) {
+  YAML::Node cur = root;
+  for (const auto& part : keys_along(root, path)) {
+    const YAML::Node& c = cur;  // a const node's operator[] adds nothing
+    YAML::Node next = c.IsMap() ? c[part] : YAML::Node();
+    if (!next.IsDefined()) return false;
+    cur.reset(next);  // rebind; operator= would alias content
   }
+  return true;
 }
 }  // namespace
 
@@ -779,7 +779,12 @@ std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::
     cur.reset(next);  // rebind; operator= would alias content
   }
   std::vector<std::string> dropped;
-  if (cur.IsMap()) collect_dropped(cur, value, "", dropped);
+  if (!cur.IsMap()) return dropped;
+  // Every value the mapping holds (its leaves, dotted), dropped unless the new value holds it under some spelling.
+  std::vector<std::string> leaves;
+  collect_leaf_paths(cur, "", leaves);
+  for (const auto& leaf : leaves)
+    if (!value.IsMap() || !holds(value, leaf)) dropped.push_back(leaf);
   return dropped;
 }
 

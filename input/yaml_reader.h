@@ -183,9 +183,9 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
 // that key (the longest).
 std::vector<std::string> keys_along(const YAML::Node& root, const std::string& path);
 std::vector<std::string> split_path(const std::string& path);
-// The keys of the mapping that stands at dotted `path` in `root` which setting `value` there would drop: all of them
-// when `value` is not a mapping, those it does not name when it is, and under a key both have as mappings what the inner
-// one drops (dotted: scale_up.domain_size); none when no mapping stands there. (A set replaces
+// The values of the mapping that stands at dotted `path` in `root` (its leaves, as dotted paths) which setting `value`
+// there would drop: all of them when `value` is not a mapping, those it does not hold under any spelling when it is
+// (scale_up.domain_size is held by {scale_up: {domain_size: 72}}); none when no mapping stands there. (A set replaces
 // what stands at its path; `--set system.overrides={...}` loses the scenario's other overrides.)
 std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value);
 

@@ -284,8 +284,9 @@ struct TrainingConfig {
   // the host reads back each micro-batch's loss and each gradient bucket's norm before its reduction,
   // waiting for the GPU there (docs/decisions.md). Ignored under framework: jax.
   bool check_for_nan = true;
-  // Keys the scenario gave that only the other framework's mode reads (scan_layers, xla_* and donate_state in Megatron
-  // mode; the overlap switches and check_for_nan in JAX mode): accepted, simulated as absent, and said in the report.
+  // Keys the scenario gave, away from their defaults, that only the other framework's mode reads (scan_layers, xla_* and
+  // donate_state in Megatron mode; the overlap switches and check_for_nan in JAX mode): accepted, simulated as absent,
+  // and said in the report.
   std::vector<std::string> other_framework_keys;
 
   // Derived: gradient-accumulation micro-steps per optimizer step.

@@ -121,8 +121,9 @@ def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
     jobs = 0 if jobs is None else _count("jobs", jobs, 1, 4096)
     csv = _racksim.sweep(_source(sweep, "sweep"), jobs, shard or "", _path(out), _path(report))
     df = pd.read_csv(io.StringIO(csv))
-    if "error" in df.columns:
-        df["error"] = df["error"].fillna("").astype(str)
+    for text in ("error", "warnings"):  # text columns: empty is "", not NaN (an all-empty column would read as numbers)
+        if text in df.columns:
+            df[text] = df[text].fillna("").astype(str)
     return df
 
 

@@ -187,7 +187,8 @@ def test_sweep_is_a_dataframe_equal_to_cli_csv(racksim_binary, cli_text):
     code, out, _ = cli_text("sweep", SWEEP)
     assert code == 0
     cli = pd.read_csv(io.StringIO(out))
-    cli["error"] = cli["error"].fillna("").astype(str)
+    for text in ("error", "warnings"):
+        cli[text] = cli[text].fillna("").astype(str)
     assert list(df.columns) == list(cli.columns)
     pd.testing.assert_frame_equal(df, cli)
     assert len(df) == 15  # 5 tp x 3 recompute

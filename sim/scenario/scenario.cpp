@@ -8,9 +8,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <mutex>
 #include <numeric>
-#include <set>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/collectives.h"
@@ -70,22 +68,14 @@ void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
                     src.empty() ? "" : "; before: " + src);
 }
 
-// A set replaces what stands at its path: a mapping given for a mapping the file has does not merge into it. Said once per
-// distinct set and loss (a sweep applies the same set at every point, on several threads), on stderr like the loader's
-// other warnings, with the form that changes one entry.
+// A set replaces what stands at its path: a mapping given for a mapping the file has does not merge into it. Said on
+// stderr like the loader's other warnings, with the form that changes one entry; at every load that loses keys (a long
+// Python session included), except a sweep's points, whose values were said once when the sweep was loaded.
 void warn_of_dropped_keys(const SetOverride& s, const std::string& label, const std::vector<std::string>& dropped) {
-  if (dropped.empty()) return;
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  const std::string message = fmt::format(
-      "{}: replaces the whole mapping at {}, so its {} {} no longer set; to change one entry and keep the others, "
-      "give {}.KEY its value instead",
-      label, s.key_path, fmt::join(dropped, ", "), dropped.size() == 1 ? "is" : "are", s.key_path);
-  {
-    const std::lock_guard lock(mutex);
-    if (!said.insert(message).second) return;
-  }
-  spdlog::warn("{}", message);
+  if (dropped.empty() || !s.warn_dropped) return;
+  spdlog::warn("{}: replaces the whole mapping at {}, so its {} {} no longer set; to change one entry and keep the "
+               "others, give {}.KEY its value instead",
+               label, s.key_path, fmt::join(dropped, ", "), dropped.size() == 1 ? "is" : "are", s.key_path);
 }
 
 void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std::shared_ptr<input::LoadContext>& ctx) {
@@ -625,17 +615,28 @@ Scenario parse_scenario(Node root) {
           to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
   if (tn && tn->yaml().IsMap()) {
-    static constexpr std::array<const char*, 5> kJaxOnly = {"donate_state", "scan_layers", "fused_qkv",
-                                                            "xla_pipelined_collectives", "xla_combine_threshold"};
-    static constexpr std::array<const char*, 3> kMegatronOnly = {"overlap_grad_reduce", "overlap_param_gather",
-                                                                 "check_for_nan"};
+    // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
+    // overlap switches), and its scenario run again must not grow notes.
+    const TrainingConfig d{};
+    const std::array<std::pair<const char*, bool>, 5> jax_only = {{
+        {"donate_state", t.donate_state != d.donate_state},
+        {"scan_layers", t.scan_layers != d.scan_layers},
+        {"fused_qkv", t.fused_qkv != d.fused_qkv},
+        {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
+        {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
+    }};
+    const std::array<std::pair<const char*, bool>, 3> megatron_only = {{
+        {"overlap_grad_reduce", t.overlap_grad_reduce != d.overlap_grad_reduce},
+        {"overlap_param_gather", t.overlap_param_gather != d.overlap_param_gather},
+        {"check_for_nan", t.check_for_nan != d.check_for_nan},
+    }};
     const YAML::Node& given = tn->yaml();
     const auto note_given = [&](const auto& keys) {
-      for (const char* key : keys)
-        if (given[key].IsDefined()) t.other_framework_keys.emplace_back(key);
+      for (const auto& [key, changed] : keys)
+        if (changed && given[key].IsDefined()) t.other_framework_keys.emplace_back(key);
     };
-    if (t.framework == Framework::jax) note_given(kMegatronOnly);
-    else note_given(kJaxOnly);
+    if (t.framework == Framework::jax) note_given(megatron_only);
+    else note_given(jax_only);
   }
   if (t.fp8_param_gather) {
     const Node at = tn->child("fp8_param_gather");
@@ -754,9 +755,11 @@ Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& 
   } catch (const input::InputError&) {
     if (!cached) throw;
     // A file read before comes from the cache as a clone, and yaml-cpp's clone keeps no line or column: read it
-    // again so that the errors say where (the same errors, on this error path only).
+    // again so that the errors say where (the same errors, on this error path only; the sets' warnings were said).
+    std::vector<SetOverride> again = sets;
+    for (auto& s : again) s.warn_dropped = false;
     input::LoadSession session;
-    return finish_load(input::read_yaml_file(path, session.ctx), session.diag, sets);
+    return finish_load(input::read_yaml_file(path, session.ctx), session.diag, again);
   }
 }
 

@@ -32,6 +32,7 @@ struct SetOverride {
   std::string option = "--set";  // how the user gave it, for errors: --set, --base-set, --variant-set
   input::SourceLocation where{};  // where a file gave it (a validate case's set:), for errors; empty: the option
   std::string warn_label{};       // how a warning names it where not as the option or `where` do (a sweep's axis)
+  bool warn_dropped = true;       // warn of the keys it drops (a sweep says so once, at load, not at every point)
 };
 // KEY.PATH=VALUE arguments of `option`; throws InputError.
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option = "--set");

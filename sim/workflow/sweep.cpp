@@ -34,6 +34,13 @@ sim::SetOverride axis_set(const SweepSpec& spec, const VaryKey& key, const std::
   set.warn_label = fmt::format("{}:{}:{}: vary.{} value {}", spec.file, key.line, key.column, key.path, value);
   return set;
 }
+// The same at a point: what its value drops was said when the sweep was loaded (each value is probed then), not again
+// at every point.
+sim::SetOverride point_set(const SweepSpec& spec, const VaryKey& key, const std::string& value) {
+  sim::SetOverride set = axis_set(spec, key, value);
+  set.warn_dropped = false;
+  return set;
+}
 
 // A load error about a key itself (a name the scenario or the preset does not have), not about a value.
 bool names_a_key(const std::string& message) {
@@ -138,7 +145,7 @@ SweepSpec parse_sweep(const Node& root) {
   // the key. Probe the base with the first value of every key and keep only the errors about
   // the keys themselves (invalid values are per-point results).
   std::vector<sim::SetOverride> probe;
-  for (const auto& k : spec.keys) probe.push_back(axis_set(spec, k, k.values.front()));
+  for (const auto& k : spec.keys) probe.push_back(point_set(spec, k, k.values.front()));  // (each value says its own below)
   try {
     sim::load_scenario(spec.base, probe);
   } catch (const input::InputError& e) {
@@ -265,7 +272,7 @@ std::vector<std::string> point_values(const SweepSpec& spec, std::size_t index) 
 std::vector<sim::SetOverride> point_overrides(const SweepSpec& spec, std::size_t index) {
   const auto vals = point_values(spec, index);
   std::vector<sim::SetOverride> sets;
-  for (std::size_t k = 0; k < spec.keys.size(); ++k) sets.push_back(axis_set(spec, spec.keys[k], vals[k]));
+  for (std::size_t k = 0; k < spec.keys.size(); ++k) sets.push_back(point_set(spec, spec.keys[k], vals[k]));
   return sets;
 }
 
@@ -450,8 +457,8 @@ std::vector<std::string> csv_header(const SweepSpec& spec) {
 }
 
 // A point's caveats for the CSV: the report's warnings, joined with " | ", less what says the same on every point of a
-// system (the calibration's statement of its own fit, how the step was extrapolated from its micro-steps) and what
-// `fits` already says. A row the framework would refuse (layers the virtual stages do not divide) or whose GPUs idle
+// system (the calibration's statement of its own fit, or that there is none; how the step was extrapolated from its
+// micro-steps) and what `fits` already says. A row the framework would refuse (layers the virtual stages do not divide) or whose GPUs idle
 // must not look as clean as the others.
 std::string point_warnings(const json& report) {
   const json* w = report.is_null() ? nullptr : lookup(report, "warnings");
@@ -460,7 +467,7 @@ std::string point_warnings(const json& report) {
   for (const auto& e : *w) {
     if (!e.is_string()) continue;
     const std::string& text = e.get_ref<const std::string&>();
-    if (text.starts_with("calibration: ") || text.starts_with("does not fit: ") ||
+    if (text.starts_with("calibration: ") || text.starts_with("uncalibrated: ") || text.starts_with("does not fit: ") ||
         text.find(" micro-steps: simulated ") != std::string::npos)
       continue;
     out += (out.empty() ? "" : " | ") + text;
