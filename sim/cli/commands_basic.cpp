@@ -101,6 +101,12 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
     out << header("variant", "--variant-set", sets.variant);
     print_run_summary(out, b.report);
     out << fmt::format("speedup (variant / base tokens/s per GPU): {:.4f}\n", speedup);
+    // Per GPU, the speedup reads backwards for "how many GPUs for this throughput": say the step's too.
+    const double step_a = a.report["step_time_s"].get<double>(), step_b = b.report["step_time_s"].get<double>();
+    if (a.report["scenario"]["system"]["gpus"] != b.report["scenario"]["system"]["gpus"] && step_b > 0)
+      out << fmt::format("step time ratio (base / variant step time; the sides have {} and {} GPUs): {:.4f}\n",
+                         a.report["scenario"]["system"]["gpus"].get<int>(), b.report["scenario"]["system"]["gpus"].get<int>(),
+                         step_a / step_b);
     for (const auto& [who, r] : {std::pair{"base", &a.report}, std::pair{"variant", &b.report}})
       if (const auto f = r->find("fits"); f != r->end() && f->is_boolean() && !f->get<bool>())
         out << fmt::format("note: the {} does not fit in memory (its warnings say why): the speedup is of a job that "

@@ -578,6 +578,14 @@ TEST(WorkflowValidateSets, AJobThatDoesNotFitIsNoted) {
                        "would not start"),
             std::string::npos)
       << c.out;
+  // Sides of different sizes: the step's ratio beside the per-GPU speedup (an audit: 0.99 read as "no gain" where the
+  // step halved).
+  const auto wider = run_cli({"compare", kQuick, kQuick, "--variant-set", "system.gpus=16"});
+  ASSERT_EQ(wider.code, 0) << wider.err;
+  EXPECT_NE(wider.out.find("step time ratio (base / variant step time; the sides have 8 and 16 GPUs): 1.9"),
+            std::string::npos)
+      << wider.out;
+  EXPECT_EQ(c.out.find("step time ratio"), std::string::npos) << c.out;  // same size: the speedup says it
   // The side's header says what its own sets changed (its scenario name is the file's).
   EXPECT_NE(c.out.find("== variant --variant-set training.recompute=none --variant-set training.micro_batch=4\n"),
             std::string::npos)
