@@ -342,6 +342,10 @@ class Builder {
       g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
                                      "the training precision; an fp8 dispatch needs an fp8-class precision)",
                                      sim::to_string(t_.precision)));
+    if (!jax_ && t_.recompute.mode == RecomputeMode::names && t_.recompute.save.empty() && t_.recompute.offload.empty())
+      g_.notes.push_back("training.recompute saves nothing by name: the backward recomputes what it needs (JAX's remat "
+                         "with nothing saveable), not the whole layer forward that Megatron's full recompute reruns "
+                         "(recompute: full)");
     if (jax_ && m_.moe && (t_.moe.router_fusion || t_.moe.permute_fusion))
       g_.notes.push_back("training.moe.router_fusion / permute_fusion are Megatron-Core's fused kernels: no effect in JAX "
                          "mode (XLA fuses the router and the permutations as it compiles them)");
