@@ -290,18 +290,7 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     if (!it->first.IsScalar()) continue;
     const std::string key = it->first.Scalar();
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      // (yaml-cpp would hand back the first of the two; the report would echo the last.)
-      const YAML::Mark m = it->first.Mark();
-      n.diag().error({n.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0},
-                     n.path().empty() ? key : n.path() + "." + key, "duplicate key");
-      continue;
-    }
-    seen.push_back(key);
-    if (key == "<<") {  // (yaml-cpp reads a merge key as a plain key named '<<')
-      n.child(key).error("YAML merge keys (<<: *anchor) are not supported: write the keys out");
-      continue;
-    }
+    if (!input::key_is_new(n, it->first, seen)) continue;  // (the simulation would run the first, the report echo the last)
     Node child = n.child(key);
     const std::string full = prefix.empty() ? key : prefix + "." + key;
     if (child.yaml().IsMap() && child.yaml().size() == 0)

@@ -253,8 +253,7 @@ void MapReader::finish() {
     seen.push_back(key);
     if (std::find(declared_.begin(), declared_.end(), key) != declared_.end()) continue;
     if (key == "<<") {  // (yaml-cpp reads a merge key as a plain key named '<<')
-      node_.diag().error(loc, kpath, "YAML merge keys (<<: *anchor) are not supported: write the keys out (an alias of a "
-                                     "whole value, key: *anchor, is)");
+      node_.diag().error(loc, kpath, kMergeKeyMessage);
       continue;
     }
     std::string msg = fmt::format("unknown key '{}'", shorten(key));
@@ -755,37 +754,43 @@ bool set_by_path(YAML::Node root, const std::string& path, const YAML::Node& val
   return true;
 }
 
-namespace {
-// Whether `root` holds a value at dotted `path` under any spelling (`scale_up.domain_size` as one key, or nested).
-bool holds(const YAML::Node& root, const std::string& path) {
+YAML::Node node_at(const YAML::Node& root, const std::string& path) {
   YAML::Node cur = root;
   for (const auto& part : keys_along(root, path)) {
     const YAML::Node& c = cur;  // a const node's operator[] adds nothing
     YAML::Node next = c.IsMap() ? c[part] : YAML::Node();
-    if (!next.IsDefined()) return false;
+    if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
     cur.reset(next);  // rebind; operator= would alias content
   }
-  return true;
+  return cur;
 }
-}  // namespace
 
 std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value) {
-  YAML::Node cur = root;
-  for (const auto& part : keys_along(root, path)) {
-    if (!cur.IsMap()) return {};
-    const YAML::Node& c = cur;  // a const node's operator[] adds nothing
-    YAML::Node next = c[part];
-    if (!next.IsDefined()) return {};
-    cur.reset(next);  // rebind; operator= would alias content
-  }
+  const YAML::Node cur = node_at(root, path);
   std::vector<std::string> dropped;
   if (!cur.IsMap()) return dropped;
   // Every value the mapping holds (its leaves, dotted), dropped unless the new value holds it under some spelling.
   std::vector<std::string> leaves;
   collect_leaf_paths(cur, "", leaves);
   for (const auto& leaf : leaves)
-    if (!value.IsMap() || !holds(value, leaf)) dropped.push_back(leaf);
+    if (!value.IsMap() || !node_at(value, leaf).IsDefined()) dropped.push_back(leaf);
   return dropped;
+}
+
+bool key_is_new(const Node& map, const YAML::Node& key, std::vector<std::string>& seen) {
+  const std::string k = key.IsScalar() ? key.Scalar() : "";
+  const YAML::Mark m = key.Mark();
+  const SourceLocation at{map.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0};
+  if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+    map.diag().error(at, join_path(map.path(), k), "duplicate key");
+    return false;
+  }
+  seen.push_back(k);
+  if (k == "<<") {
+    map.diag().error(at, join_path(map.path(), k), kMergeKeyMessage);
+    return false;
+  }
+  return true;
 }
 
 std::vector<std::string> list_yaml_names(const std::string& dir) {

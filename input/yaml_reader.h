@@ -188,6 +188,16 @@ std::vector<std::string> split_path(const std::string& path);
 // (scale_up.domain_size is held by {scale_up: {domain_size: 72}}); none when no mapping stands there. (A set replaces
 // what stands at its path; `--set system.overrides={...}` loses the scenario's other overrides.)
 std::vector<std::string> keys_dropped_by_set(const YAML::Node& root, const std::string& path, const YAML::Node& value);
+// The node at dotted `path` in `root` under any spelling of its keys (keys_along); undefined where there is none.
+YAML::Node node_at(const YAML::Node& root, const std::string& path);
+
+// yaml-cpp reads `<<: *anchor` as a plain key named '<<'.
+inline constexpr const char* kMergeKeyMessage =
+    "YAML merge keys (<<: *anchor) are not supported: write the keys out (an alias of a whole value, key: *anchor, is)";
+// For a walk over the raw keys of `map` (where no MapReader checks them): false, with the error at the key, for a key
+// seen before in `seen` ("duplicate key": yaml-cpp would hand back the first, a copy of the mapping keep the last) or a
+// merge key; true otherwise, the key added to `seen`.
+bool key_is_new(const Node& map, const YAML::Node& key, std::vector<std::string>& seen);
 
 // Names (file stems) of the *.yaml files in `dir`, sorted; empty if the folder is missing.
 std::vector<std::string> list_yaml_names(const std::string& dir);

@@ -103,13 +103,13 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     }
     if (!value.IsDefined() || value.IsNull()) value = YAML::Node("");
     if (!input::check_yaml_document(value, "", {label, line, column}, s.key_path, *ctx->diag)) continue;
-    // The mappings this set creates on its way (training.moe where the file has no moe) are its own too: an error
-    // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
     warn_of_dropped_keys(s,
                          !s.warn_label.empty() ? s.warn_label
                          : in_file             ? fmt::format("{}:{}:{}: set {}", label, line, column, s.key_path)
                                                : label,
                          input::keys_dropped_by_set(root, s.key_path, value));
+    // The mappings this set creates on its way (training.moe where the file has no moe) are its own too: an error
+    // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
     std::vector<std::string> created;
     if (!input::set_by_path(root, s.key_path, value, &created)) {
       ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");

@@ -56,12 +56,7 @@ std::vector<sim::SetOverride> parse_sets(const Node& n) {
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
     const Node v = n.child(key);
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {  // (the later one had won, unsaid)
-      const YAML::Mark m = it->first.Mark();
-      n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path() + "." + key, "duplicate key");
-      continue;
-    }
-    seen.push_back(key);
+    if (!input::key_is_new(n, it->first, seen)) continue;  // (the later one had won, unsaid)
     if (!is_key_path(key)) {
       const YAML::Mark m = it->first.Mark();
       n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path(),
