@@ -121,6 +121,15 @@ struct LaunchSpec {
   double torch_nccl_collective_s = 0;
   double torch_nccl_all_reduce_s = 0;
   double torch_nccl_p2p_pair_s = 0;
+  // Megatron-Core's pipeline schedule per model chunk (virtual stage) and micro-batch, beyond the layers' figures
+  // above (measured on a bare block): schedules.forward_step and backward_step and the wrappers training runs
+  // around the block (DistributedDataParallel, Float16Module, GPTModel's pre- and postprocess), once per chunk's
+  // forward and backward, whatever its layers. Dense and MoE (the aux-loss scale MoE models set per micro-batch)
+  // apart. 0: not modelled. Measured, calibration/data/h200-2026-12-05-megatron-chunk-host.
+  double megatron_chunk_forward_s = 0;
+  double megatron_chunk_backward_s = 0;
+  double megatron_moe_chunk_forward_s = 0;
+  double megatron_moe_chunk_backward_s = 0;
 };
 
 // Every host figure of LaunchSpec by its preset key (launch.<name>): the preset reader, the override resolver and the
@@ -131,7 +140,7 @@ struct LaunchField {
   double LaunchSpec::*member;
   bool required;
 };
-inline constexpr std::array<LaunchField, 25> kLaunchFields = {{
+inline constexpr std::array<LaunchField, 29> kLaunchFields = {{
     {"eager_kernel_launch", &LaunchSpec::eager_kernel_launch_s, true},
     {"graph_kernel_launch", &LaunchSpec::graph_kernel_launch_s, true},
     {"graph_launch", &LaunchSpec::graph_launch_s, true},
@@ -157,6 +166,10 @@ inline constexpr std::array<LaunchField, 25> kLaunchFields = {{
     {"torch_nccl_collective", &LaunchSpec::torch_nccl_collective_s, false},
     {"torch_nccl_all_reduce", &LaunchSpec::torch_nccl_all_reduce_s, false},
     {"torch_nccl_p2p_pair", &LaunchSpec::torch_nccl_p2p_pair_s, false},
+    {"megatron_chunk_forward", &LaunchSpec::megatron_chunk_forward_s, false},
+    {"megatron_chunk_backward", &LaunchSpec::megatron_chunk_backward_s, false},
+    {"megatron_moe_chunk_forward", &LaunchSpec::megatron_moe_chunk_forward_s, false},
+    {"megatron_moe_chunk_backward", &LaunchSpec::megatron_moe_chunk_backward_s, false},
 }};
 
 struct HostSpec {

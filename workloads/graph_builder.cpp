@@ -2315,6 +2315,7 @@ class Builder {
     if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
     TensorId x;
     const bool fsdp = fsdp_per_use();
+    std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its input arrived (charge_chunk_host_work)
     if (v == 0) {
       wait_for_params(kEmbeddingBucket);
       const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
@@ -2329,6 +2330,7 @@ class Builder {
       const OpId recv = vector("pp.recv_copy", 2 * Tsp_ * h_ * a, 0);
       g_.ops[recv].allocs.push_back(x);
       if (p2p_host_sync()) cross_host_waits_.emplace_back(recv + 1, ChunkKey{true, mb_, v - 1});  // the chunk's next op
+      schedule_op = recv + 1;
     }
     const bool stacked = jax_ && t_.scan_layers;
     std::vector<double> residual_bytes;  // per layer of the chunk, only when stacked
@@ -2412,6 +2414,21 @@ class Builder {
       if (p2p_host_sync()) pending_host_wait_ = send;
     }
     ep_ctx_ = EpCtx{};
+    charge_chunk_host_work(schedule_op, true);
+  }
+
+  // Megatron-Core's pipeline schedule for one model chunk and micro-batch, beyond its layers' host figures:
+  // forward_step (set_input_tensor, the forward_step_func through DistributedDataParallel, Float16Module and GPTModel's
+  // preprocess, rotary embedding included; MoE models also set the aux-loss scale) or backward_step (retain_grad,
+  // autograd's backward from the received gradient). It runs once the chunk's input has arrived (after the p2p wait),
+  // before the chunk's first kernel, so it goes to that op. Not under whole-step CUDA graphs (no Python per chunk);
+  // under Megatron's per-layer graphs the schedule still runs eager. Not in JAX mode (XLA's runtime instead).
+  void charge_chunk_host_work(std::size_t op, bool forward) {
+    if (jax_ || (t_.cuda_graphs && !partial_graphs_) || op >= g_.ops.size()) return;
+    const auto& L = sys_.launch;
+    const bool moe = m_.moe.has_value();
+    g_.ops[op].host_s += forward ? (moe ? L.megatron_moe_chunk_forward_s : L.megatron_chunk_forward_s)
+                                 : (moe ? L.megatron_moe_chunk_backward_s : L.megatron_chunk_backward_s);
   }
 
   // Megatron-Core's word embedding over tp (Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py
@@ -3433,6 +3450,7 @@ class Builder {
       jax_grads_allocated_ = true;
     }
     const bool fsdp = fsdp_per_use();
+    std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its gradient arrived
     TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules)
     // The output layer's (and MTP modules', shared embedding's) gradients are complete: release the gathered
     // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
@@ -3460,6 +3478,7 @@ class Builder {
       const OpId recv = vector("pp.recv_grad_copy", 2 * Tsp_ * h_ * a, 0);
       attach_pending_allocs(recv);
       if (p2p_host_sync()) cross_host_waits_.emplace_back(recv + 1, ChunkKey{false, mb_, v + 1});
+      schedule_op = recv + 1;
     }
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
       prefetch_offloaded(l);
@@ -3496,6 +3515,7 @@ class Builder {
     }
     if (combining()) flush_grad_combines();
     ep_ctx_ = EpCtx{};
+    charge_chunk_host_work(schedule_op, false);
   }
   // XLA runs all its asynchronous collectives on one stream (AsyncStreamKind::kCollective, see collective()), in the
   // order its latency-hiding scheduler issues them: a layer's weight gather needs only the weights, so it is issued

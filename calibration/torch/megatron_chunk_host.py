@@ -95,18 +95,42 @@ def main():
             rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
                        fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
                        wall_us=statistics.median(busy))
-            # The block alone, as megatron_layer_host.py times it (the same layers, no schedule, no wrappers).
+            # The bare block, as megatron_layer_host.py times it (the same layers, no schedule, no wrappers), the same
+            # way: M forwards, then M backwards, host time per micro-batch. The layer figures hold its intercept.
             block = gpt.decoder
-            x = inputs[0]
+            rope = gpt.rotary_pos_emb(seq)
+            xs = [t.detach().requires_grad_(True) for t in inputs]
 
-            def block_step():
-                y = block(x, attention_mask=None, rotary_pos_emb=gpt.rotary_pos_emb(seq))
-                y.backward(grads[0])
-                x.grad = None
+            def block_forwards():
+                ys = []
+                for i in range(micro):  # a middle stage's block reads its input from set_input_tensor
+                    block.set_input_tensor(xs[i])
+                    ys.append(block(None, attention_mask=None, rotary_pos_emb=rope))
+                return ys
+
+            def block_backwards(ys):
+                for i in range(micro):
+                    ys[i].backward(grads[i])
+                    xs[i].grad = None
             with model.no_sync():
-                med, lo, hi = __import__("megatron_single_gpu").wall_us_per_call(torch, block_step, micro, reps,
-                                                                                  wait_for_gpu=False)
-            rec.update(block_fwd_bwd_host_us=med, block_range=[lo, hi])
+                for _ in range(3):
+                    block_backwards(block_forwards())
+                bf, bb = [], []
+                for _ in range(reps):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    ys = block_forwards()
+                    t1 = time.perf_counter()
+                    torch.cuda.synchronize()
+                    t2 = time.perf_counter()
+                    block_backwards(ys)
+                    t3 = time.perf_counter()
+                    torch.cuda.synchronize()
+                    bf.append((t1 - t0) / micro * 1e6)
+                    bb.append((t3 - t2) / micro * 1e6)
+            rec.update(block_fwd_host_us=statistics.median(bf), block_bwd_host_us=statistics.median(bb),
+                       block_fwd_bwd_host_us=statistics.median(bf) + statistics.median(bb),
+                       block_fwd_range=[min(bf), max(bf)], block_bwd_range=[min(bb), max(bb)])
         except Exception:
             record_error(rec)
         emit(out, rec)
@@ -121,7 +145,7 @@ def main():
         if len(pts) < 2:
             continue
         fit = {}
-        for key in ("fwd_host_us", "bwd_host_us", "block_fwd_bwd_host_us"):
+        for key in ("fwd_host_us", "bwd_host_us", "block_fwd_host_us", "block_bwd_host_us", "block_fwd_bwd_host_us"):
             xs = [l for l, _ in pts]
             ys = [r[key] for _, r in pts]
             mx, my = sum(xs) / len(xs), sum(ys) / len(ys)

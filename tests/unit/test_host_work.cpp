@@ -634,3 +634,80 @@ training: {seq_len: 16384, global_batch: 2, micro_batch: 1, parallelism: {cp: 4}
   EXPECT_NEAR(gather.first, 2 * l.torch_nccl_collective_s, 1e-12);
   EXPECT_NEAR(gather.second, 4 * l.torch_nccl_collective_s, 1e-12);
 }
+
+// Megatron-Core's schedule step per model chunk and micro-batch (launch.megatron_chunk_*, megatron_moe_chunk_*;
+// calibration/data/h200-2026-12-05-megatron-chunk-host): forward_step and backward_step with the wrappers around the
+// block, once per chunk's forward and backward, on the chunk's first op after its input (or gradient) has arrived,
+// whatever its layers; the MoE figures for an MoE model; nothing under whole-step CUDA graphs or in JAX mode.
+namespace {
+// The host time each op gains from chunk figures of 1 ms forward and 0.25 ms backward (dense) or 3 ms and 0.75 ms
+// (MoE), against all four at 0, by op name.
+std::map<std::string, double> chunk_gains(const char* yaml, const std::vector<std::string>& sets) {
+  auto with = [&](const char* f, const char* b, const char* mf, const char* mb) {
+    std::vector<std::string> s = sets;
+    s.push_back(fmt::format("system.overrides.launch.megatron_chunk_forward={}", f));
+    s.push_back(fmt::format("system.overrides.launch.megatron_chunk_backward={}", b));
+    s.push_back(fmt::format("system.overrides.launch.megatron_moe_chunk_forward={}", mf));
+    s.push_back(fmt::format("system.overrides.launch.megatron_moe_chunk_backward={}", mb));
+    const auto sc = load(yaml, s);
+    return build_training_graph(sc.model, sc.training, sc.system.spec);
+  };
+  const OpGraph a = with("1 ms", "0.25 ms", "3 ms", "0.75 ms"), b = with("0 s", "0 s", "0 s", "0 s");
+  EXPECT_EQ(a.ops.size(), b.ops.size());
+  std::map<std::string, double> gains;
+  for (std::size_t i = 0; i < a.ops.size() && i < b.ops.size(); ++i)
+    if (const double d = a.ops[i].host_s - b.ops[i].host_s; std::fabs(d) > 1e-12)
+      gains[a.op_name(static_cast<OpId>(i))] += d;
+  return gains;
+}
+}  // namespace
+
+TEST(HostWork, MegatronScheduleStepPerChunk) {
+  // 8 layers over pp 2 x vp 2 (2 layers a chunk), 4 micro-batches: every rank runs 2 chunks x 4 micro-batches, each
+  // forward and backward once.
+  const char* dense = R"(system: {preset: h100-sxm, gpus: 2}
+model: {layers: 8, hidden: 256, ffn_hidden: 1024, heads: 4, kv_heads: 4, vocab: 256}
+training: {seq_len: 128, global_batch: 4, micro_batch: 1, parallelism: {tp: 1, pp: 2, vp: 2}}
+)";
+  const auto g = chunk_gains(dense, {});
+  double fwd = 0, bwd = 0;
+  int charged = 0;
+  for (const auto& [name, s] : g) {
+    ++charged;
+    (std::fabs(s - 1e-3) < 1e-12 ? fwd : bwd) += s;
+    EXPECT_TRUE(std::fabs(s - 1e-3) < 1e-12 || std::fabs(s - 0.25e-3) < 1e-12) << name << " " << s;
+  }
+  // 2 ranks x 2 chunks x 4 micro-batches, forward and backward: one op each.
+  EXPECT_EQ(charged, 32);
+  EXPECT_NEAR(fwd, 16 * 1e-3, 1e-9);
+  EXPECT_NEAR(bwd, 16 * 0.25e-3, 1e-9);
+  // Where, micro-batch 0 (layers 0-1 | 2-3 on rank 0 and 1 as chunk 0, 4-5 | 6-7 as chunk 1): the first chunk's forward
+  // from its embedding (no input to wait for), every other forward on the op after its receive (its first layer's first
+  // op: after the p2p wait, before the layer's kernels); the last chunk's backward from the loss's, every other on its
+  // last layer's first backward op.
+  std::map<std::string, double> mb0;
+  for (const auto& [name, s] : g)
+    if (name.rfind("mb0.", 0) == 0) mb0[name] = s;
+  const std::map<std::string, double> expected = {
+      {"mb0.v0.embedding", 1e-3},  {"mb0.L2.norm1", 1e-3},  {"mb0.L4.norm1", 1e-3},
+      {"mb0.L6.norm1", 1e-3},      {"mb0.v3.cross_entropy.bwd", 0.25e-3}, {"mb0.L5.mlp_out.residual.bwd", 0.25e-3},
+      {"mb0.L3.mlp_out.residual.bwd", 0.25e-3}, {"mb0.L1.mlp_out.residual.bwd", 0.25e-3}};
+  ASSERT_EQ(mb0.size(), expected.size());
+  for (const auto& [name, s] : expected) EXPECT_NEAR(mb0[name], s, 1e-12) << name;
+  // An MoE model takes the MoE figures.
+  const char* moe = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 4, vocab: 256,
+        moe: {experts: 16, top_k: 2, expert_ffn_hidden: 1024}}
+training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {tp: 1, pp: 2, ep: 8}}
+)";
+  double moe_total = 0;
+  for (const auto& [name, s] : chunk_gains(moe, {})) moe_total += s;
+  // 2 ranks x 1 chunk x 4 micro-batches (32 sequences over dp 8) x (3 + 0.75 ms).
+  EXPECT_NEAR(moe_total, 2 * 4 * 3.75e-3, 1e-9);
+  // Whole-step CUDA graphs: no Python per chunk. JAX: XLA's runtime instead.
+  EXPECT_TRUE(chunk_gains(dense, {"training.cuda_graphs=true"}).empty());
+  EXPECT_TRUE(chunk_gains(R"(system: {preset: h100-sxm, gpus: 1}
+model: {layers: 2, hidden: 256, ffn_hidden: 1024, heads: 4, kv_heads: 4, vocab: 256}
+training: {framework: jax, seq_len: 128, global_batch: 2, micro_batch: 1, parallelism: {tp: 1, pp: 1}}
+)", {}).empty());
+}
