@@ -289,6 +289,13 @@ Calibration parse_calibration(const Node& root) {
     set_if(r.quantity("graph_launch", QuantityKind::seconds, true), x.graph_launch_s);
     set_if(r.quantity("min_kernel_duration", QuantityKind::seconds, true), x.min_kernel_duration_s);
     set_if(r.quantity("eager_kernel_gap", QuantityKind::seconds, false), x.eager_kernel_gap_s);
+    // The presets' bound on a launch or runtime cost (kLatency in system_preset.cpp: at most 1 s).
+    for (const auto& [key, v] : {std::pair<const char*, double>{"eager_kernel_launch", x.eager_kernel_launch_s},
+                                 {"graph_kernel_launch", x.graph_kernel_launch_s},
+                                 {"graph_launch", x.graph_launch_s},
+                                 {"min_kernel_duration", x.min_kernel_duration_s},
+                                 {"eager_kernel_gap", x.eager_kernel_gap_s}})
+      if (v > 1.0) l->child(key).error(fmt::format("must be at most 1 s, got {} s", v));
     if (auto f = r.get("fit", true)) {
       MapReader fr(*f);
       set_if(fr.number("eager_rms", true, 0, 1e6), x.eager_rms);
@@ -462,10 +469,8 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
   std::string path;
   if (is_path) {
-    fs::path p(name);
-    if (p.is_relative() && where_named && !where_named->file().empty())
-      p = fs::path(where_named->file()).parent_path() / p;
-    path = p.string();
+    // (a --set's pseudo file had been taken for the scenario's: an audit's finding)
+    path = input::path_beside(where_named ? where_named->file() : "", name);
   } else {
     path = calibrated_dir() + "/" + name + ".yaml";
   }
@@ -482,7 +487,9 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   std::error_code ec;  // a name the file system refuses (too long, ...) is simply not a calibration
   if (!fs::is_regular_file(path, ec)) {
     if (is_path) {
-      report(fmt::format("calibration file '{}' does not exist", path));
+      report(fs::is_directory(path, ec)
+                 ? fmt::format("calibration file '{}' is a directory: name the calibration YAML file in it", path)
+                 : fmt::format("calibration file '{}' does not exist", path));
     } else {
       const auto names = list_calibrations();
       std::string msg = fmt::format("unknown calibration '{}'", name);

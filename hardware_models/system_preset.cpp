@@ -12,6 +12,7 @@
 
 #include "core/text.h"
 #include "input/file_cache.h"
+#include "input/files.h"
 
 namespace racksim::hw {
 
@@ -323,9 +324,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   std::string path;
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
   if (is_path) {
-    fs::path p(name);
-    if (p.is_relative() && where_named) p = fs::path(where_named->file()).parent_path() / p;
-    path = p.string();
+    path = input::path_beside(where_named ? where_named->file() : "", name);
   } else {
     path = preset_path(name);
   }

@@ -1,5 +1,6 @@
 #include "input/files.h"
 
+#include <filesystem>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -112,6 +113,13 @@ void OutputFile::close() {
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail(errno);
+}
+
+std::string path_beside(const std::string& naming_file, const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.is_absolute() || naming_file.empty() || !std::filesystem::is_regular_file(naming_file, ec)) return path;
+  return (std::filesystem::path(naming_file).parent_path() / p).string();
 }
 
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {

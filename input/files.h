@@ -62,6 +62,11 @@ class OutputFile {
 // `option` names the command-line option that chose the path (--trace, --out, ...).
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option);
 
+// A path a scenario names (a preset or calibration file): relative to the directory of the file that names it when
+// `naming_file` is a file on disk; as given (relative to the working directory) when it was named on the command line
+// (--set, whose pseudo file is the set's text) or in text with no file (a Python dict), or when it is absolute.
+std::string path_beside(const std::string& naming_file, const std::string& path);
+
 // Flushes `out` and throws InputError naming `label` (e.g. "<standard output>") when the
 // stream has failed: a write to a full disk, a closed pipe, /dev/full.
 void check_stream(std::ostream& out, const std::string& label, const std::string& option);

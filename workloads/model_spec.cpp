@@ -7,6 +7,7 @@
 
 #include "core/text.h"
 #include "input/file_cache.h"
+#include "input/files.h"
 
 namespace racksim::workloads {
 
@@ -160,13 +161,8 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
   std::string path = models_dir() + "/" + name + ".yaml";
   if (is_path) {
-    fs::path p(name);
-    // Relative to the scenario file naming it; from the command line (--set) or a scenario given
-    // as text (Python dict), relative to the working directory.
+    path = input::path_beside(where_named.file(), name);
     std::error_code file_ec;
-    if (p.is_relative() && !where_named.file().empty() && fs::is_regular_file(where_named.file(), file_ec))
-      p = fs::path(where_named.file()).parent_path() / p;
-    path = p.string();
     if (!fs::is_regular_file(path, file_ec)) {
       where_named.error(fmt::format("model file '{}' not found", path));
       return false;

@@ -1,6 +1,7 @@
 #include "calibration/fit/calibration_fit.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
@@ -164,6 +165,7 @@ struct Inputs {
   std::vector<double> eager_gap_s;          // eager kernel minus graph node, host out of the way (kernel_gap.cu)
   std::string device_name, driver;
   int sm_count = 0;
+  double memory_bytes = 0;  // the device's total memory as CUDA reports it (racksim-bench identity), 0 if unknown
   std::vector<std::string> dropped;  // rows left out of the fits, per file and section: why and how many
 };
 
@@ -193,14 +195,17 @@ void note_dropped(Inputs& in, const std::string& shown, const std::string& secti
 
 // `key` is a C string: a std::string temporary argument would make GCC 13 warn (-Wdangling-reference) that the
 // returned reference may refer to it.
-const json& at(const json& j, const char* key, const std::string& file) {
-  if (!j.is_object() || !j.contains(key)) fail(file, fmt::format("expected key '{}'", key));
+// `row` names where in the file (e.g. "gemm.results[3]"), for the message.
+const json& at(const json& j, const char* key, const std::string& file, const std::string& row = {}) {
+  if (!j.is_object() || !j.contains(key))
+    fail(file, fmt::format("{}expected key '{}'", row.empty() ? "" : row + ": ", key));
   return j.at(key);
 }
-double median_of(const json& stats, const std::string& file) {
+double median_of(const json& stats, const std::string& file, const std::string& row = {}) {
   if (stats.is_number()) return stats.get<double>();
-  const json& m = at(stats, "median", file);
-  if (!m.is_number()) fail(file, "expected a number under 'median'");
+  const json& m = at(stats, "median", file, row);
+  if (!m.is_number())
+    fail(file, fmt::format("{}expected a number under 'median', got {}", row.empty() ? "" : row + ": ", m.dump()));
   return m.get<double>();
 }
 
@@ -211,6 +216,28 @@ void note_device(Inputs& in, const std::string& name, const std::string& shown) 
     fail(shown, fmt::format("measured on '{}', but other files here were measured on '{}': one device per calibration",
                             name, in.device_name));
   in.device_name = name;
+}
+
+// The model words of a GPU's name ("NVIDIA H100 80GB HBM3" -> {H100}; "B200 in GB200 superchip" -> {B200, GB200}):
+// one or two letters and two or three digits, an optional letter (H20, A100, L40S).
+std::set<std::string> gpu_model_words(const std::string& name) {
+  std::set<std::string> out;
+  std::string w;
+  auto flush = [&] {
+    std::size_t i = 0;
+    while (i < w.size() && std::isalpha(static_cast<unsigned char>(w[i]))) ++i;
+    std::size_t j = i;
+    while (j < w.size() && std::isdigit(static_cast<unsigned char>(w[j]))) ++j;
+    const bool tail = j == w.size() || (j + 1 == w.size() && std::isalpha(static_cast<unsigned char>(w[j])));
+    if (i >= 1 && i <= 2 && j - i >= 2 && j - i <= 3 && tail) out.insert(w);
+    w.clear();
+  };
+  for (char ch : name) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) w += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    else flush();
+  }
+  flush();
+  return out;
 }
 
 // The source entry of a JSON file of our Python scripts (schema, date and device at the top level).
@@ -416,6 +443,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
   CalibrationSource cs;
   cs.path = shown;
   cs.schema = schema;
+  std::string row;  // where in the file the reader is, for the messages ("gemm.results[3]")
   try {
     const json& id = at(j, "identity", shown);
     cs.date = id.value("date_utc", "");
@@ -426,6 +454,8 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       const json& g = id["gpus"].at(std::min(di, id["gpus"].size() - 1));
       name = g.value("name", "");
       sms = g.value("sm_count", 0);
+      if (g.contains("total_mem_bytes") && g["total_mem_bytes"].is_number() && in.memory_bytes == 0)
+        in.memory_bytes = g["total_mem_bytes"].get<double>();
     } else {
       name = id.value("gpu", "");
       sms = id.value("sm_count", 0);
@@ -436,8 +466,9 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     if (in.sm_count == 0) in.sm_count = sms;
 
     if (j.contains("gemm") && j["gemm"].contains("results")) {
-      int n = 0, rows = 0, left_out = 0;
+      int n = 0, rows = 0, left_out = 0, index = 0;
       for (const json& r : j["gemm"]["results"]) {
+        row = fmt::format("gemm.results[{}]", index++);
         if (r.contains("error")) continue;
         const std::string dt = r.value("dtype", "");
         sim::Dtype d;
@@ -448,18 +479,18 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         RawGemm g{d, {}};
         g.p.source = src;
         g.p.label = r.value("label", "");
-        g.p.m = at(r, "m", shown).get<double>();
-        g.p.n = at(r, "n", shown).get<double>();
-        g.p.k = at(r, "k", shown).get<double>();
+        g.p.m = at(r, "m", shown, row).get<double>();
+        g.p.n = at(r, "n", shown, row).get<double>();
+        g.p.k = at(r, "k", shown, row).get<double>();
         g.p.batch = r.value("batch", 1);
         g.p.layout = r.value("layout", "TN");
         g.p.out = r.value("out_dtype", "bf16");
-        g.p.measured_s = median_of(at(r, "s", shown), shown);
+        g.p.measured_s = median_of(at(r, "s", shown, row), shown, row);
         ++rows;
         // A shape that is not a matrix product is bad data, not a measurement to leave out.
         for (const auto& [name, v] : {std::pair<const char*, double>{"m", g.p.m}, {"n", g.p.n}, {"k", g.p.k}})
-          if (!(v >= 1 && v <= 1e9 && std::isfinite(v)))
-            fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (1 to 1e9)", rows, g.p.label, name, v));
+          if (!(v >= 1 && v <= 1e9 && std::isfinite(v) && v == std::floor(v)))
+            fail(shown, fmt::format("gemm row {} ('{}'): {} = {} is not a matrix size (a whole number, 1 to 1e9)", rows, g.p.label, name, v));
         if (g.p.batch < 1 || g.p.batch > 1'000'000'000)
           fail(shown, fmt::format("gemm row {} ('{}'): batch = {} is not a batch count", rows, g.p.label, g.p.batch));
         if (!usable_time(g.p.measured_s)) {
@@ -474,50 +505,56 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     }
     const std::string why = "a size or time that is not positive and finite, or a time over an hour";
     if (j.contains("hbm") && j["hbm"].contains("results")) {
-      int rows = 0, left_out = 0;
+      int rows = 0, left_out = 0, index = 0;
       for (const json& r : j["hbm"]["results"])
-        if (r.contains("kernel")) {
+        if (row = fmt::format("hbm.results[{}]", index++); r.contains("kernel")) {
           ++rows;
-          add_point(in.hbm, 2.0 * at(r, "bytes", shown).get<double>(), median_of(at(r["kernel"], "s", shown), shown),
+          add_point(in.hbm, 2.0 * at(r, "bytes", shown, row).get<double>(), median_of(at(r["kernel"], "s", shown, row), shown, row),
                     left_out);
         }
       note_dropped(in, shown, "hbm", left_out, rows, why);
-      cs.used.push_back("hbm");
+      if (rows > left_out) cs.used.push_back("hbm");
     }
     if (j.contains("host") && j["host"].contains("results")) {
       int rows = 0, left_out = 0;
+      int index = 0;
       for (const json& r : j["host"]["results"]) {
-        const double b = at(r, "bytes", shown).get<double>();
+        row = fmt::format("host.results[{}]", index++);
+        const double b = at(r, "bytes", shown, row).get<double>();
         ++rows;
-        if (r.contains("h2d")) add_point(in.h2d, b, median_of(at(r["h2d"], "s", shown), shown), left_out);
-        if (r.contains("d2h")) add_point(in.d2h, b, median_of(at(r["d2h"], "s", shown), shown), left_out);
-        if (r.contains("bidir")) add_point(in.both, 2 * b, median_of(at(r["bidir"], "span_s", shown), shown), left_out);
+        if (r.contains("h2d")) add_point(in.h2d, b, median_of(at(r["h2d"], "s", shown, row), shown, row), left_out);
+        if (r.contains("d2h")) add_point(in.d2h, b, median_of(at(r["d2h"], "s", shown, row), shown, row), left_out);
+        if (r.contains("bidir")) add_point(in.both, 2 * b, median_of(at(r["bidir"], "span_s", shown, row), shown, row), left_out);
       }
       note_dropped(in, shown, "host-copy", left_out, rows, why);
-      cs.used.push_back("host");
+      if (rows > 0) cs.used.push_back("host");
     }
     if (j.contains("launch") && j["launch"].contains("results")) {
       int rows = 0, left_out = 0;
+      int index = 0;
       for (const json& r : j["launch"]["results"]) {
-        const double n = at(r, "n", shown).get<double>();
-        const json& e = at(r, "eager", shown);
-        const json& g = at(r, "graph", shown);
+        row = fmt::format("launch.results[{}]", index++);
+        const double n = at(r, "n", shown, row).get<double>();
+        const json& e = at(r, "eager", shown, row);
+        const json& g = at(r, "graph", shown, row);
         ++rows;
-        add_point(in.eager, n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown), shown), left_out);
-        add_point(in.graph_node, n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown), shown), left_out);
-        add_point(in.graph_launch, n, 1e-6 * median_of(at(g, "launch_host_us", shown), shown), left_out);
-        add_point(in.min_kernel, n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown), shown), left_out);
+        add_point(in.eager, n, n * 1e-6 * median_of(at(e, "host_us_per_launch", shown, row), shown, row), left_out);
+        add_point(in.graph_node, n, n * 1e-6 * median_of(at(g, "inclusive_us_per_kernel", shown, row), shown, row), left_out);
+        add_point(in.graph_launch, n, 1e-6 * median_of(at(g, "launch_host_us", shown, row), shown, row), left_out);
+        add_point(in.min_kernel, n, n * 1e-6 * median_of(at(g, "gpu_span_us_per_kernel", shown, row), shown, row), left_out);
       }
       note_dropped(in, shown, "launch", left_out, rows, why);
       cs.used.push_back("launch");
     }
     if (j.contains("contention") && j["contention"].contains("results")) {
+      int index = 0;
       for (const json& r : j["contention"]["results"]) {
+        row = fmt::format("contention.results[{}]", index++);
         ContentionPoint p;
         p.background = r.value("background", "");
         p.description = r.value("description", "");
-        p.gemm_slowdown = at(r, "gemm_slowdown", shown).get<double>();
-        p.background_slowdown = at(r, "bg_slowdown", shown).get<double>();
+        p.gemm_slowdown = at(r, "gemm_slowdown", shown, row).get<double>();
+        p.background_slowdown = at(r, "bg_slowdown", shown, row).get<double>();
         in.contention.push_back(p);
       }
       cs.used.push_back("contention");
@@ -529,15 +566,17 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         const int gpus = run.value("gpus", 0);
         if (gpus < 2 || !run.contains("results")) continue;
         std::map<std::string, Inputs::NcclGroup> groups;
+        int index = 0;
         for (const json& r : run["results"]) {
+          row = fmt::format("nccl.runs[{} GPUs].results[{}]", gpus, index++);
           if (r.contains("error") || !r.contains("s")) continue;
           const std::string op = r.value("collective", "");
           auto& g = groups[op];
           g.op = op;
           g.gpus = gpus;
           g.source = src;
-          const double b = at(r, "bytes", shown).get<double>();
-          const double t = median_of(r["s"], shown);
+          const double b = at(r, "bytes", shown, row).get<double>();
+          const double t = median_of(r["s"], shown, row);
           ++nccl_rows;
           add_point(g.pts, b, t, nccl_left_out);
         }
@@ -554,7 +593,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       if (any) cs.used.push_back("nccl");
     }
   } catch (const json::exception& e) {
-    fail(shown, fmt::format("unexpected JSON structure: {}", json_message(e)));
+    fail(shown, fmt::format("{}unexpected JSON structure: {}", row.empty() ? "" : row + ": ", json_message(e)));
   }
   in.sources.push_back(cs);
 }
@@ -815,6 +854,18 @@ Calibration fit_calibration(const FitOptions& opt) {
     if (ec) fail(d, fmt::format("cannot list this directory (--from): {}", ec.message()));
   }
   std::sort(files.begin(), files.end());
+  // A directory named twice (or by two spellings) is read once: its measurements counted twice would weigh double in
+  // every fit and be compared with themselves (an audit's finding).
+  {
+    std::set<std::string> seen;
+    std::vector<std::pair<std::string, std::string>> unique;
+    for (auto& f : files) {
+      std::error_code ec;
+      const fs::path canon = fs::weakly_canonical(f.second, ec);
+      if (seen.insert(ec ? f.second : canon.string()).second) unique.push_back(std::move(f));
+    }
+    files = std::move(unique);
+  }
   std::sort(dirs_shown.begin(), dirs_shown.end());
 
   Inputs in;
@@ -844,6 +895,14 @@ Calibration fit_calibration(const FitOptions& opt) {
     for (std::size_t k = 0; k < tests.size(); ++k) {
       const auto& log = tests[k];
       const std::string where = tests.size() > 1 ? fmt::format("{} (test {} of {})", shown, k + 1, tests.size()) : shown;
+      if (log.prediction)
+        fail(where, "a table `racksim collective` printed (its first line says so): a prediction, not a measurement; "
+                    "calibrate from nccl-tests run on the GPUs");
+      note_device(in, log.device, where);
+      if (!log.complete)
+        in.dropped.push_back(fmt::format("{}: the nccl-tests table has no closing lines ('# Out of bounds values', "
+                                         "'# Avg bus bandwidth'): it may be cut short; fitted from the {} rows it has",
+                                         where, log.rows.size()));
       if (log.op.empty())
         fail(where, "nccl-tests log: cannot tell which collective it measured (no 'Collective test starting' line, "
                     "and the file name names none of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv)");
@@ -886,7 +945,38 @@ Calibration fit_calibration(const FitOptions& opt) {
                      "the GPU measured (a part of another SM count needs a preset of its own: docs/presets.md)",
                      in.device_name, in.sm_count, base.name, base.gpu.model, base.gpu.sm_count));
 
+  // The same device by its name and its memory too: an H100's file fitted onto h200-sxm has the H200's SM count but
+  // would write the H100's figures as the H200's own (an audit's finding; docs/calibration.md: gpu_model is how "the
+  // same device" is recognised).
+  if (!in.device_name.empty()) {
+    const auto measured = gpu_model_words(in.device_name), preset = gpu_model_words(base.gpu.model);
+    const bool named_other = !measured.empty() && !preset.empty() &&
+                             std::none_of(measured.begin(), measured.end(), [&](const std::string& w) { return preset.count(w) > 0; });
+    if (named_other)
+      fail(dirs_shown.front(),
+           fmt::format("the device measured is '{}', the base preset {} is '{}': --base names the preset of the GPU "
+                       "measured (racksim hw list)",
+                       in.device_name, base.name, base.gpu.model));
+  }
+  if (in.memory_bytes > 0 && base.gpu.hbm_capacity_bytes > 0) {
+    const double ratio = in.memory_bytes / base.gpu.hbm_capacity_bytes;
+    if (ratio < 0.95 || ratio > 1.05)
+      fail(dirs_shown.front(),
+           fmt::format("the device measured ('{}') has {:.1f} GiB of memory, the base preset {} ({}) {:.1f} GiB: "
+                       "another part; --base names the preset of the GPU measured (a part of another memory size needs "
+                       "a preset of its own: docs/presets.md)",
+                       in.device_name, in.memory_bytes / 1073741824.0, base.name, base.gpu.model,
+                       base.gpu.hbm_capacity_bytes / 1073741824.0));
+  }
+
   const std::string from = dirs_shown.front();
+  // A single usable point cannot give latency and bandwidth; say so where the section is dropped.
+  for (const auto& [pts, what] : {std::pair{&in.hbm, "hbm"}, {&in.h2d, "host-to-device"}, {&in.d2h, "device-to-host"},
+                                  {&in.both, "both-directions host"}})
+    if (pts->size() == 1)
+      in.dropped.push_back(fmt::format("{}: one usable {} copy size; at least 2 are needed to fit latency and "
+                                       "bandwidth: not fitted, the preset's figure stays",
+                                       from, what));
   if (in.hbm.size() >= 2) {
     c.hbm = checked(in.hbm, "HBM copies", from);
     c.hbm_efficiency = c.hbm->bandwidth_Bps / base.gpu.hbm_bandwidth_Bps;
@@ -909,6 +999,15 @@ Calibration fit_calibration(const FitOptions& opt) {
     l.graph_kernel_launch_s = g.bandwidth_Bps > 0 ? 1.0 / g.bandwidth_Bps : 0;
     l.graph_launch_s = gl.latency_s;
     l.min_kernel_duration_s = mk.bandwidth_Bps > 0 ? 1.0 / mk.bandwidth_Bps : 0;
+    // A kernel launch costs the host microseconds (2-10 on the hosts measured here); a millisecond is a time in the
+    // wrong unit (an audit's finding: 1000x passed, and 1e6x gave a 4.6 s launch).
+    for (const auto& [what, v] : {std::pair<const char*, double>{"eager launch", l.eager_kernel_launch_s},
+                                  {"graph node", l.graph_kernel_launch_s},
+                                  {"graph launch", l.graph_launch_s}})
+      if (v > 1e-3)
+        fail(from, fmt::format("launch: {} {:.1f} us per kernel: not a launch's host cost (microseconds); the launch "
+                               "rows' times are mis-scaled",
+                               what, v * 1e6));
     l.eager_rms = e.rms_residual;
     l.graph_node_rms = g.rms_residual;
     l.graph_launch_rms = gl.rms_residual;
@@ -949,6 +1048,17 @@ Calibration fit_calibration(const FitOptions& opt) {
                                     to_string(d)));
       continue;
     }
+    // No GEMM runs above its datasheet peak (the peak is at the boost clock): a row that does is mis-scaled (a time in
+    // the wrong unit, a shape that is not the one timed) or from another GPU; racksim-bench warns of it as it measures.
+    for (const auto& p : pts) {
+      const double rate = 2.0 * p.m * p.n * p.k * p.batch / p.measured_s;
+      if (rate > 1.02 * it->second)
+        fail(c.sources[static_cast<std::size_t>(p.source)].path,
+             fmt::format("gemm {} '{}' ({} x {} x {}{}): {:.0f} TFLOP/s measured, above {}'s {} peak of {:.0f} TFLOP/s: "
+                         "the time is mis-scaled or the file is from another GPU",
+                         to_string(d), p.label, p.m, p.n, p.k, p.batch > 1 ? fmt::format(", batch {}", p.batch) : "",
+                         rate / 1e12, base.name, to_string(d), it->second / 1e12));
+    }
     c.gemm[d] = fit_gemm(d, pts, it->second, hbm_rate);
     const GemmModel& m = c.gemm[d];
     // How sources agree on the shapes they both measured.
@@ -969,6 +1079,14 @@ Calibration fit_calibration(const FitOptions& opt) {
             hi = std::max(hi, r);
             ++common;
           }
+        // One device's two measurements of a shape differ by its power state (up to about a third, docs/calibration.md),
+        // not by a factor of two: that is a unit or a device mixed up (an audit's finding: milliseconds as seconds
+        // passed with a note).
+        if (common > 0 && std::fabs(logsum / common) > std::log(2.0))
+          fail(c.sources[b].path,
+               fmt::format("gemm {}: its {} shapes also measured in {} took {}x the time they took there (geometric "
+                           "mean): one device does not differ so; a unit or a device is mixed up",
+                           to_string(d), common, c.sources[a].path, num(std::exp(logsum / common), 3)));
         if (common > 0)
           c.notes.push_back(fmt::format(
               "gemm {}: {} measurements in {} of shapes also measured in {}: they took {}x the time (geometric "
@@ -990,12 +1108,50 @@ Calibration fit_calibration(const FitOptions& opt) {
     }
   }
 
-  // NCCL: one alpha-beta fit per source, op and GPU count.
-  for (const auto& g : in.nccl) {
+  // NCCL: one alpha-beta fit per op and GPU count, over every source that measured it: racksim applies one per op
+  // and count, and two entries had let the files' names pick which (an audit's finding). Sources that disagree are
+  // said.
+  std::map<std::pair<std::string, int>, std::vector<const Inputs::NcclGroup*>> same;
+  for (const auto& g : in.nccl) same[{g.op, g.gpus}].push_back(&g);
+  std::vector<Inputs::NcclGroup> merged;
+  for (const auto& [key, groups] : same) {
+    Inputs::NcclGroup m{key.first, key.second, groups.front()->source, {}};
+    for (const auto* g : groups) m.pts.insert(m.pts.end(), g->pts.begin(), g->pts.end());
+    if (groups.size() > 1) {
+      std::vector<std::string> each;
+      double lo = 1e300, hi = 0;
+      for (const auto* g : groups) {
+        const BandwidthFit b = checked(g->pts, fmt::format("{} on {} GPUs", g->op, g->gpus),
+                                       c.sources[static_cast<std::size_t>(g->source)].path);
+        each.push_back(fmt::format("{} {:.1f} GB/s", c.sources[static_cast<std::size_t>(g->source)].path, b.bandwidth_Bps / 1e9));
+        lo = std::min(lo, b.bandwidth_Bps);
+        hi = std::max(hi, b.bandwidth_Bps);
+      }
+      c.notes.push_back(fmt::format("nccl {} x{}: measured by {} sources, fitted together ({}){}", key.first, key.second,
+                                    groups.size(), fmt::join(each, ", "),
+                                    hi > 1.25 * lo ? "; they disagree by more than 25%: check that they ran the same way" : ""));
+    }
+    merged.push_back(std::move(m));
+  }
+  for (const auto& g : merged) {
     const auto op = collective_op_from_string(g.op);
     if (!op) fail(c.sources[g.source].path, fmt::format("collective '{}' is not one racksim models", g.op));
     const BandwidthFit b = checked(g.pts, fmt::format("{} on {} GPUs", g.op, g.gpus),
                                    c.sources[static_cast<std::size_t>(g.source)].path);
+    // Inside one NVLink domain no GPU sends or receives faster than its links: an all-gather's, reduce-scatter's or
+    // all-to-all's bus bandwidth is each GPU's bytes over its links (nccl-tests' busbw), an all-reduce's at most twice
+    // that (NVLS reduces in the switch). More is a mis-scaled time or a log from another system.
+    const double busbw = b.bandwidth_Bps * nccl_busbw_factor(g.op, g.gpus);
+    const double link = base.scale_up.bandwidth_per_direction_Bps;
+    if (g.gpus <= base.scale_up.domain_size && link > 0 && busbw > (g.op == "all_reduce" ? 2.0 : 1.0) * 1.05 * link)
+      fail(c.sources[static_cast<std::size_t>(g.source)].path,
+           fmt::format("nccl {} on {} GPUs: bus bandwidth {:.0f} GB/s, more than {}'s NVLink carries ({:.0f} GB/s per "
+                       "direction per GPU{}): the times are mis-scaled or the log is from another system",
+                       g.op, g.gpus, busbw / 1e9, base.name, link / 1e9, g.op == "all_reduce" ? ", twice that with NVLS" : ""));
+    if (g.gpus > base.scale_up.domain_size)
+      c.notes.push_back(fmt::format("nccl {} x{}: more GPUs than one NVLink domain of {} ({}): racksim applies measured "
+                                    "collectives inside one domain only, so this fit is recorded and not used",
+                                    g.op, g.gpus, base.name, base.scale_up.domain_size));
     NcclFit f;
     f.op = *op;
     f.gpus = g.gpus;
@@ -1022,8 +1178,13 @@ Calibration fit_calibration(const FitOptions& opt) {
     if (auto root = input::load_yaml_text(write_calibration_yaml(c), "<the fitted calibration>", ctx))
       parse_calibration(*root);
     if (!diag.empty())
-      fail(from, fmt::format("the measurements give a calibration that racksim cannot use: {}",
-                             diag.list().front().format()));
+    {
+      // Named by the fitted field, not by a line of a file the user never sees (an audit's finding).
+      const auto& d = diag.list().front();
+      fail(from, fmt::format("the measurements give a calibration that racksim cannot use: {}{}{} (a fraction of "
+                             "{}'s datasheet figure: the measurements are of another system or mis-scaled)",
+                             d.key_path, d.key_path.empty() ? "" : ": ", d.message, base.name));
+    }
   }
   return c;
 }

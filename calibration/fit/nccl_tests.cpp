@@ -71,21 +71,43 @@ std::string strip_label(const std::string& line) {
 struct Building {
   NcclTestsLog log;
   std::vector<std::string> header;
-  int i_size = -1, i_time = -1, i_alg = -1, i_bus = -1;
-  int rank_lines = 0, nthread = 0, ngpus = 0;
-  bool started = false;
+  int i_size = -1, i_time = -1, i_alg = -1, i_bus = -1, i_wrong = -1;
+  int rank_lines = 0, nthread = 0, ngpus = 0, header_line = 0;
+  bool started = false, closed = false;
 };
+
+// "#  Rank  0 Group  0 Pid 1207 on vm device  0 [0000:00:06] NVIDIA H200" -> "NVIDIA H200" (what follows the bus id).
+std::string rank_device(const std::string& line) {
+  const auto close = line.find(']');
+  if (close == std::string::npos) return "";
+  const auto b = line.find_first_not_of(' ', close + 1);
+  if (b == std::string::npos) return "";
+  const auto e = line.find_last_not_of(" \t");
+  return line.substr(b, e + 1 - b);
+}
 
 std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string& file_label) {
   std::vector<NcclTestsLog> out;
   Building b;
+  bool prediction = false;  // `racksim collective` marks its tables in the file's first line
   auto finish = [&]() {
     if (!b.header.empty()) {
-      const int64_t gpus = b.rank_lines > 0 ? b.rank_lines : static_cast<int64_t>(std::max(1, b.nthread)) * b.ngpus;
+      const int64_t per_process = static_cast<int64_t>(std::max(1, b.nthread)) * b.ngpus;
+      const int64_t gpus = b.rank_lines > 0 ? b.rank_lines : per_process;
       if (gpus > hw::kMaxGpus)
         fail(file_label, fmt::format("nccl-tests log of {} GPUs (nThread x nGpus): more than the {} racksim models", gpus,
                                      hw::kMaxGpus));
+      // Every process lists its nThread x nGpus devices, so the Rank lines are a whole multiple of them (one process:
+      // equal; MPI: one set per process): fewer, or not a multiple, is a log cut or pasted together.
+      if (b.rank_lines > 0 && per_process > 0 && b.rank_lines % per_process != 0)
+        fail(file_label,
+             fmt::format("nccl-tests log lists {} '#  Rank' lines, but each process runs nThread x nGpus = {} GPUs: "
+                         "the device list is cut or the log is pasted together",
+                         b.rank_lines, per_process),
+             b.header_line);
       b.log.gpus = static_cast<int>(gpus);
+      b.log.prediction = prediction;
+      b.log.complete = b.closed;
       out.push_back(b.log);
     }
     b = Building{};
@@ -96,8 +118,11 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
   while (std::getline(in, raw)) {
     ++lineno;
     if (!raw.empty() && raw.back() == '\r') raw.pop_back();
-    const auto t = tokens(strip_label(raw));
+    const std::string line = strip_label(raw);
+    const auto t = tokens(line);
     if (t.empty()) continue;
+    if (lineno == 1 && line.find("racksim") != std::string::npos && line.find("prediction") != std::string::npos)
+      prediction = true;
     if (t[0].front() == '#') {
       std::vector<std::string> body = t;
       if (body[0] == "#") body.erase(body.begin());
@@ -110,7 +135,12 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
           b.started = true;
           b.log.op = op_from_program(body[i + 1]);
         }
-      if (body.size() >= 2 && body[0] == "Rank") ++b.rank_lines;
+      if (body.size() >= 2 && body[0] == "Rank") {
+        if (b.rank_lines++ == 0) b.log.device = rank_device(line);
+      }
+      if (!b.log.rows.empty() && body.size() >= 2 &&
+          ((body[0] == "Out" && body[1] == "of") || (body[0] == "Avg" && body[1] == "bus")))
+        b.closed = true;
       for (std::size_t i = 0; i + 1 < body.size(); ++i) {
         if (body[i] != "nThread" && body[i] != "nGpus") continue;
         // A count, not whatever atoi makes of it: 99999999999 GPUs is an error, not 1215752191.
@@ -143,6 +173,8 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
         b.i_time = static_cast<int>(time_it - body.begin());  // the first: out-of-place
         b.i_alg = index_of("algbw");
         b.i_bus = index_of("busbw");
+        b.i_wrong = index_of("#wrong");
+        b.header_line = lineno;
         b.log.time_column = *time_it;
       }
       continue;
@@ -168,6 +200,24 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
     r.time_s = value(b.i_time) * 1e-6;  // nccl-tests prints us
     r.algbw_Bps = value(b.i_alg) * 1e9;  // and GB/s
     r.busbw_Bps = value(b.i_bus) * 1e9;
+    // nccl-tests' check of the result (-c 1): a row with wrong elements measured a broken collective ("N/A": not checked).
+    if (b.i_wrong >= 0 && b.i_wrong < static_cast<int>(t.size()) && t[b.i_wrong] != "N/A" && value(b.i_wrong) != 0)
+      fail(file_label, fmt::format("nccl-tests row of {} bytes has #wrong = {}: the collective returned wrong results, "
+                                   "so its time is not a measurement of NCCL",
+                                   t[0], t[b.i_wrong]),
+           lineno);
+    // The time and the algorithm bandwidth are two prints of one measurement (algbw = size / time), each rounded to two
+    // decimals; a row where they disagree is edited or its columns are shifted. (-C 1 prints the host's time beside
+    // the GPU's bandwidth: not comparable.)
+    if (b.log.time_column == "time" && r.time_s > 0) {
+      const double implied_GBps = size / r.time_s / 1e9, printed_GBps = r.algbw_Bps / 1e9;
+      const double rounding_GBps = 0.006 + implied_GBps * 0.006;  // both columns' last digit
+      if (std::fabs(implied_GBps - printed_GBps) > rounding_GBps + 0.05 * printed_GBps)
+        fail(file_label, fmt::format("nccl-tests row of {} bytes: time {} us gives {:.2f} GB/s, but its algbw column says "
+                                     "{}: the columns disagree (edited, or shifted)",
+                                     t[0], t[b.i_time], implied_GBps, t[b.i_alg]),
+             lineno);
+    }
     b.log.rows.push_back(r);
   }
   finish();

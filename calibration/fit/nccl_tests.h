@@ -27,6 +27,9 @@ struct NcclTestsLog {
     double busbw_Bps = 0;
   };
   std::vector<Row> rows;
+  std::string device;         // the first "#  Rank" line's device name (cudaDeviceProp.name); "" if none
+  bool prediction = false;    // a table `racksim collective` printed (its first line says so), not a measurement
+  bool complete = true;       // the table's closing lines ("# Out of bounds values", "# Avg bus bandwidth") seen
 };
 // Returns nullopt when the text holds no nccl-tests table; throws InputError when it holds a
 // malformed one. The first test of the text; parse_nccl_tests_output reads them all (and JSON).

@@ -19,6 +19,7 @@
 #include "calibration/fit/nccl_tests.h"
 #include "sim/cli/commands.h"
 #include "input/diagnostics.h"
+#include "input/files.h"
 #include "input/yaml_reader.h"
 #include "sim/scenario/scenario.h"
 #include "hardware_models/system_preset.h"
@@ -155,11 +156,13 @@ int cmd_models_import(const ModelsImport& o, std::ostream& out) {
 int cmd_calibrate_read(const CalibrateRead& o, std::ostream& out) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& path : o.files) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw input_error(path, 0, 0, "", "cannot read file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const auto tests = calib::parse_nccl_tests_output(ss.str(), path);
+    // The fit's bound on a measurement file (a 500 MB log had taken 1.8 GB here, /dev/zero all memory: an audit's finding).
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw input_error(path, 0, 0, "", "a directory: name the nccl-tests output files in it");
+    const std::string text = input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes,
+                                                      "a measurement file", input::Binary::stop);
+    const auto tests = calib::parse_nccl_tests_output(text, path);
     if (tests.empty()) throw input_error(path, 0, 0, "", "no nccl-tests table found");
     for (const auto& t : tests) {
       nlohmann::json j = calib::nccl_tests_json(t);

@@ -522,7 +522,10 @@ std::string set_col(const std::string& row, int col, const std::string& v) {
 TEST(InputLimitsCalibration, FitRefusesUnusableData) {
   EXPECT_TRUE(contains(fit_error(dir_with("zero", "all_reduce_perf.log", log_with([](auto& r) { return set_col(r, 5, "0.00"); }))),
                        "nccl-tests log: 0 of its 11 rows have a positive size and time; at least 2 are needed"));
-  EXPECT_TRUE(contains(fit_error(dir_with("one", "all_reduce_perf.log", log_with([](auto& r) { return set_col(r, 0, "1024"); }))),
+  EXPECT_TRUE(contains(fit_error(dir_with("one", "all_reduce_perf.log", log_with([](auto& r) {
+                                            // (time and algbw kept consistent: algbw = size / time)
+                                            return set_col(set_col(set_col(r, 0, "1024"), 5, "25.00"), 6, "0.04");
+                                          }))),
                        "its 11 points have 1 size; at least 2 different sizes are needed"));
   EXPECT_TRUE(contains(fit_error(dir_with("gpus", "all_reduce_perf.log", log_with([](auto& r) { return r; }, "nGpus 99999999999"))),
                        "nccl-tests 'nGpus 99999999999' is not a count from 1 to 1048576"));
