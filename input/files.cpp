@@ -115,6 +115,28 @@ void OutputFile::close() {
   if (::close(fd) != 0) fail(errno);
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                   const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [path, option] = outputs[i];
+    if (path.empty()) continue;
+    for (const auto& [input, what] : inputs)
+      if (!input.empty() && same_file(path, input))
+        throw input_error(path, 0, 0, option, fmt::format("is {} ({}): writing the output would destroy it", what, input));
+    for (std::size_t j = i + 1; j < outputs.size(); ++j)
+      if (!outputs[j].first.empty() && same_file(path, outputs[j].first))
+        throw input_error(path, 0, 0, option,
+                          fmt::format("{} and {} name the same file: give each its own", option, outputs[j].second));
+  }
+}
+
 std::string path_beside(const std::string& naming_file, const std::string& path) {
   const std::filesystem::path p(path);
   std::error_code ec;
@@ -124,8 +146,16 @@ std::string path_beside(const std::string& naming_file, const std::string& path)
 
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
   OutputFile f(path, option);
-  f.write(content);
-  f.close();
+  try {
+    f.write(content);
+    f.close();
+  } catch (const InputError&) {
+    // A cut-short file is not left behind as if it were the output (an audit's finding: a full disk left 200 KB of
+    // invalid trace JSON); a device or pipe is left alone.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+    throw;
+  }
 }
 
 void check_stream(std::ostream& out, const std::string& label, const std::string& option) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 namespace racksim::input {
@@ -61,6 +63,13 @@ class OutputFile {
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
 // `option` names the command-line option that chose the path (--trace, --out, ...).
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option);
+
+// Whether two paths name one file (both existing: the same inode; else the same normalized path).
+bool same_file(const std::string& a, const std::string& b);
+// Refuses outputs (path, option) that name an input (path, what it is) or each other: writing would destroy the input
+// or the other output (run --trace over its scenario, --trace and --report on one file). Empty paths are skipped.
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                   const std::vector<std::pair<std::string, std::string>>& inputs);
 
 // A path a scenario names (a preset or calibration file): relative to the directory of the file that names it when
 // `naming_file` is a file on disk; as given (relative to the working directory) when it was named on the command line

@@ -37,6 +37,12 @@ struct CompareSets {
 // The human-readable figures of a report (step time .. time breakdown), shared by run and replay.
 void print_report_figures(std::ostream& out, const nlohmann::json& report);
 
+// An output path given empty (--trace '') had written nothing and said nothing: refused (an audit's finding).
+inline CLI::Validator path_given() {
+  return CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path: name a file") : std::string(); },
+                        "FILE");
+}
+
 Registered register_run(CLI::App& app);
 Registered register_compare(CLI::App& app);
 Registered register_collective(CLI::App& app);

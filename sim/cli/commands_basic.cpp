@@ -63,6 +63,7 @@ void print_run_summary(std::ostream& out, const json& r) {
 
 int cmd_run(const std::string& file, const Common& c, const std::string& trace, const std::string& html,
             std::ostream& out) {
+  input::check_outputs({{trace, "--trace"}, {html, "--report"}}, {{file, "the scenario"}});
   auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
   sim::SimulateOptions opt;
   opt.exact = c.exact;
@@ -78,6 +79,7 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
 
 int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
                 const std::string& html, std::ostream& out) {
+  input::check_outputs({{html, "--report"}}, {{base, "the base scenario"}, {variant, "the variant scenario"}});
   // --set applies to both sides, then --base-set / --variant-set to one side.
   sim::SimulateOptions opt;
   opt.exact = c.exact;
@@ -252,8 +254,8 @@ Registered register_run(CLI::App& app) {
   sub->add_option("scenario", s->file, "scenario YAML file")->required();
   sub->add_option("--set", s->c.sets, "override a scenario key: KEY.PATH=VALUE (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
-  sub->add_option("--report", s->html, "write an HTML report");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)")->check(path_given());
+  sub->add_option("--report", s->html, "write an HTML report")->check(path_given());
   sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_run(s->file, s->c, s->trace, s->html, out); }};
 }
@@ -268,7 +270,7 @@ Registered register_compare(CLI::App& app) {
   sub->add_option("--base-set", s->sides.base, "override applied to the base only, after --set (repeatable)");
   sub->add_option("--variant-set", s->sides.variant, "override applied to the variant only, after --set (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print JSON");
-  sub->add_option("--report", s->html, "write an HTML report of both runs side by side");
+  sub->add_option("--report", s->html, "write an HTML report of both runs side by side")->check(path_given());
   sub->add_flag("--exact", s->c.exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream&) { return cmd_compare(s->base, s->variant, s->sides, s->c, s->html, out); }};
 }

@@ -105,7 +105,7 @@ Registered register_calibrate(CLI::App& app) {
   auto* fit = sub->add_subcommand("fit", "fit racksim-bench JSON and nccl-tests logs into a calibration file");
   fit->add_option("--from", s->from, "directory of measurements (repeatable)")->required();
   fit->add_option("--base", s->base, "the system preset of the device measured")->required();
-  fit->add_option("--out", s->out, "calibration file to write (hardware_models/calibrated/NAME.yaml)")->required();
+  fit->add_option("--out", s->out, "calibration file to write (hardware_models/calibrated/NAME.yaml)")->check(path_given())->required();
   fit->add_flag("--quiet", s->quiet, "print nothing on success");
   auto read = std::make_shared<CalibrateRead>();
   auto* rd = sub->add_subcommand("read", "show what racksim reads from nccl-tests output (log, -C log, Slurm .out, -J JSON)");

@@ -13,6 +13,7 @@
 #include "hardware_models/system_spec.h"
 #include "sim/cli/commands.h"
 #include "input/diagnostics.h"
+#include "input/files.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 
@@ -43,6 +44,7 @@ void print_summary(std::ostream& out, const json& r) {
 
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
+  input::check_outputs({{trace, "--trace"}}, {{file, "the HLO module"}});
   const sim::RunResult r = sim::run_hlo(file, system, gpus, sets);
   if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(r.job, r.graph, r.replay));
   if (json_out)
@@ -71,7 +73,7 @@ Registered register_replay(CLI::App& app) {
       sub->add_option("--gpus", s->gpus, "GPUs of the job, 1 to 1,048,576 (default: the devices the module was compiled for)");
   sub->add_option("--set", s->sets, "override a scenario key: KEY.PATH=VALUE (repeatable), e.g. system.calibration=h200");
   sub->add_flag("--json", s->json, "print the JSON report");
-  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)");
+  sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)")->check(path_given());
   return {sub, [s, gpus_opt](std::ostream& out, std::ostream&) {
             if (gpus_opt->count() > 0 && (s->gpus < 1 || s->gpus > hw::kMaxGpus)) {
               input::Diagnostics diag;

@@ -106,20 +106,7 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   workflow::check_sweep_size(spec, shard, !html.empty());
   // An output that names an input or the other output would be emptied before the run (both are opened at once).
-  const auto same_file = [](const std::string& a, const std::string& b) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-  };
-  for (const auto& [path, option] : {std::pair<std::string, const char*>{csv, "--out"}, {html, "--report"}}) {
-    if (path.empty()) continue;
-    for (const auto& [input, what] : {std::pair<std::string, const char*>{file, "the sweep file"}, {spec.base, "its base scenario"}})
-      if (same_file(path, input))
-        throw input::input_error(path, 0, 0, option, fmt::format("is {} ({}): writing the output would destroy it", what, input));
-  }
-  if (!csv.empty() && !html.empty() && same_file(csv, html))
-    throw input::input_error(csv, 0, 0, "--out", "--out and --report name the same file: give each its own");
+  input::check_outputs({{csv, "--out"}, {html, "--report"}}, {{file, "the sweep file"}, {spec.base, "its base scenario"}});
   // Open the outputs before the (long) run so a bad path fails at once.
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
@@ -208,14 +195,14 @@ Registered register_sweep(CLI::App& app) {
   sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
   sub->footer("Rows are written as points finish, in point order. Limits: 1,000,000 points per run (shard larger\n"
               "sweeps with --shard), 100,000 with --report (docs/decisions.md, \"Input limits\").");
-  sub->add_option("--out", s->csv, "write the CSV here instead of stdout");
+  sub->add_option("--out", s->csv, "write the CSV here instead of stdout")->check(path_given());
   sub->add_option("--jobs", s->jobs,
                   "points simulated at once on this many threads (default: all cores; output does not depend on it)")
       ->check(CLI::Range(1, 4096));
   sub->add_option("--shard", s->shard,
                   "run only points i with i % N == K (K from 0), e.g. 0/4; rows keep the global order and their point "
                   "index (default inside a Slurm job array: from SLURM_ARRAY_TASK_ID, _MIN, _STEP and _COUNT)");
-  sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys");
+  sub->add_option("--report", s->html, "write an HTML report: throughput against the varied keys")->check(path_given());
   sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   auto* merge = sub->add_option("--merge", s->merge,
                                 "run nothing: merge these CSVs of the sweep's shards (e.g. a Slurm job array's) into one "

@@ -219,8 +219,12 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
 
   // Per-stream timelines on one time scale.
   function timelines(parent, runs, names) {
+    // A step extrapolated beyond its replayed micro-steps is drawn as far as it was replayed (replayed_s).
+    const shown = function (tl) {
+      return tl.replayed_s > 0 && tl.replayed_s < 0.99 * tl.step_time_s ? tl.replayed_s : tl.step_time_s;
+    };
     let max = 0;
-    for (const r of runs) max = Math.max(max, r.timeline.step_time_s);
+    for (const r of runs) max = Math.max(max, shown(r.timeline));
     max = max > 0 ? max : 1;
     const used = [];
     for (const r of runs) for (const c of r.timeline.categories) if (used.indexOf(c) < 0) used.push(c);
@@ -234,8 +238,12 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
       const tl = r.timeline;
       if (names) h("h3", null, parent, names[ri]);
       if (tl.ranks > 1)
-        h("div", { "class": "sub" }, parent, "pipeline stage " + tl.rank + " of " + tl.ranks +
-          " (the busiest; the breakdown above is this stage's)");
+        h("div", { "class": "sub" }, parent, "pipeline stage " + tl.rank + " (stages 0 to " + (tl.ranks - 1) +
+          "; the busiest: the breakdown above is this stage's)");
+      const end = shown(tl);
+      if (end < tl.step_time_s)
+        h("div", { "class": "sub" }, parent, "the first " + fmtTime(end) + " of the " + fmtTime(tl.step_time_s) +
+          " step: its first micro-steps replayed; the rest is extrapolated from their steady state (--exact replays them all)");
       const W = 1300, left = 120, right = 20, laneH = 20, gap = 6, top = 6, axisH = 26;
       const H = top + tl.lanes.length * (laneH + gap) + axisH;
       const x = function (t) { return left + (W - left - right) * t / max; };
@@ -249,7 +257,7 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
       }
       tl.lanes.forEach(function (lane, li) {
         const y = top + li * (laneH + gap);
-        s("rect", { x: left, y: y, width: x(tl.step_time_s) - left, height: laneH, fill: "#f9fafb" }, svg);
+        s("rect", { x: left, y: y, width: x(end) - left, height: laneH, fill: "#f9fafb" }, svg);
         s("text", { x: left - 8, y: y + laneH / 2 + 4, "text-anchor": "end" }, svg, lane.name);
         const g = s("g", null, svg);
         for (const seg of lane.segments) {
@@ -261,8 +269,9 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
                     fmtTime(seg[0]) + " \u2013 " + fmtTime(seg[1]) + " (" + fmtTime(seg[1] - seg[0]) + ")");
         }
       });
-      s("line", { x1: x(tl.step_time_s), x2: x(tl.step_time_s), y1: top - 2, y2: yAxis, stroke: "#101828",
-                  "stroke-dasharray": "3 3" }, svg);
+      if (end >= tl.step_time_s)
+        s("line", { x1: x(tl.step_time_s), x2: x(tl.step_time_s), y1: top - 2, y2: yAxis, stroke: "#101828",
+                    "stroke-dasharray": "3 3" }, svg);
       s("text", { x: left, y: H - 2, fill: "#667085" }, svg,
         tl.ops + " ops drawn as " + tl.lanes.reduce(function (a, l) { return a + l.segments.length; }, 0) +
         " segments (adjacent ops of one kind merged)");
@@ -281,7 +290,7 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
     const t = sc.training || {}, p = t.parallelism || {};
     const sys = sc.system || {};
     return (sys.gpus || "?") + " \u00d7 " + (sys.preset || "?") + " \u00b7 " + ((sc.model || {}).name || "model") +
-      " \u00b7 tp " + p.tp + " pp " + p.pp + " dp " + p.dp + (p.cp > 1 ? " cp " + p.cp : "") +
+      " \u00b7 tp " + p.tp + " pp " + p.pp + (p.vp > 1 ? " vp " + p.vp : "") + " dp " + p.dp + (p.cp > 1 ? " cp " + p.cp : "") +
       (p.ep > 1 ? " ep " + p.ep : "") + " \u00b7 " + t.precision + " \u00b7 " + t.optimizer_sharding +
       " \u00b7 recompute " + (typeof t.recompute === "string" ? t.recompute : JSON.stringify(t.recompute)) +
       " \u00b7 seq " + t.seq_len + " \u00b7 batch " + t.global_batch;

@@ -1,0 +1,83 @@
+// What `run`, `compare`, `replay` and `sweep` write (an audit of the trace and the HTML report, 2026-12-05): an output
+// may not name an input, another output or an empty path; a compressed trace that cannot be written says why, as an
+// uncompressed one does; the HTML timeline of an extrapolated step spans what was replayed and says so.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli_util.h"
+#include "sim/report/html.h"
+#include "sim/run/run.h"
+#include "sim/scenario/scenario.h"
+
+using namespace racksim;
+namespace fs = std::filesystem;
+using racksim::testing::run_cli;
+
+namespace {
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
+
+std::string read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+TEST(OutputFiles, OutputsMayNotNameInputsEachOtherOrNothing) {
+  const std::string dir = ::testing::TempDir() + "/output_files";
+  fs::create_directories(dir);
+  const std::string scen = dir + "/scen.yaml";
+  fs::copy_file(kQuick, scen, fs::copy_options::overwrite_existing);
+  // The trace or the report over the scenario: refused, the scenario intact.
+  for (const char* option : {"--trace", "--report"}) {
+    const auto r = run_cli({"run", scen, option, scen});
+    EXPECT_EQ(r.code, 1) << option;
+    EXPECT_EQ(r.err, scen + ": error: " + option + ": is the scenario (" + scen + "): writing the output would destroy it\n");
+  }
+  EXPECT_EQ(read(scen), read(kQuick));
+  // Both on one file: the trace had been lost under the report.
+  const auto both = run_cli({"run", scen, "--trace", dir + "/same.json", "--report", dir + "/same.json"});
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.err.find("--trace and --report name the same file"), std::string::npos) << both.err;
+  // compare's report over a side.
+  EXPECT_EQ(run_cli({"compare", scen, kQuick, "--report", scen}).code, 1);
+  // An empty path had written nothing and said nothing.
+  for (const char* option : {"--trace", "--report"}) {
+    const auto r = run_cli({"run", scen, option, ""});
+    EXPECT_EQ(r.code, 1) << option;
+    EXPECT_NE(r.err.find(std::string(option) + ": an empty path: name a file"), std::string::npos) << r.err;
+  }
+  // A compressed trace that cannot be written names the reason, as an uncompressed one does.
+  for (const char* name : {"/missing/x.json.gz", "/missing/x.json"}) {
+    const auto r = run_cli({"run", scen, "--trace", dir + name});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err, dir + name + ": error: cannot write (--trace): No such file or directory\n");
+  }
+}
+
+// The quickstart's step is extrapolated from its first micro-steps: the timeline's ops end at the replayed span, which
+// the page draws (and says), not at the step's end on the same axis.
+TEST(OutputFiles, TimelineOfAnExtrapolatedStepSpansWhatWasReplayed) {
+  const auto res = sim::simulate(sim::load_scenario(kQuick));
+  const auto tl = sim::timeline_json(res.graph, res.replay);
+  const double step = tl["step_time_s"].get<double>(), replayed = tl["replayed_s"].get<double>();
+  EXPECT_GT(replayed, 0);
+  EXPECT_LT(replayed, 0.5 * step);  // 3.6 of 14.2 s
+  double last_end = 0;
+  for (const auto& lane : tl["lanes"])
+    for (const auto& seg : lane["segments"]) last_end = std::max(last_end, seg[1].get<double>());
+  EXPECT_NEAR(last_end, replayed, 1e-6 * step);
+  // --exact replays it all: the two meet.
+  sim::SimulateOptions exact;
+  exact.exact = true;
+  const auto full = sim::simulate(sim::load_scenario(kQuick), exact);
+  const auto tl2 = sim::timeline_json(full.graph, full.replay);
+  EXPECT_NEAR(tl2["replayed_s"].get<double>(), tl2["step_time_s"].get<double>(), 1e-6 * step);
+}
