@@ -23,12 +23,7 @@ namespace {
 
 using racksim::testing::run_cli;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return racksim::testing::read_file(path); }
 
 const std::string kQuickHtml = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/quickstart.yaml";
 

@@ -44,12 +44,7 @@ const std::string kAttn = kSrc + "/calibration/data/h200-2026-12-04-attention-tr
 const std::string kLoops = kSrc + "/calibration/data/h200-2026-12-04-loop-fusions";  // XLA loop fusions: fills, element-wise
 const std::string kCommitted = kSrc + "/hardware_models/calibrated/h200.yaml";
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return racksim::testing::read_file(path); }
 
 std::shared_ptr<const hw::Calibration> committed() {
   static auto c = hw::load_calibration_file(kCommitted);

@@ -24,6 +24,7 @@
 using namespace racksim;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using racksim::testing::read_file;
 using racksim::testing::run_cli;
 
 namespace {
@@ -31,13 +32,6 @@ namespace {
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kBench = kSrc + "/calibration/data/h200-2026-11-29/racksim-bench.json";
 const std::string kSynthetic = kSrc + "/tests/data/nccl-tests-synthetic/all_reduce_perf_8gpu.log";
-
-std::string read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A fresh directory holding `files` (name -> text).
 std::string dir_of(const std::string& name, const std::map<std::string, std::string>& files) {
@@ -50,14 +44,14 @@ std::string dir_of(const std::string& name, const std::map<std::string, std::str
 
 // The H200's racksim-bench file with `edit` applied.
 std::string bench_with(const std::function<void(json&)>& edit) {
-  json j = json::parse(read(kBench));
+  json j = json::parse(read_file(kBench));
   edit(j);
   return j.dump();
 }
 
 // The synthetic 8-GPU all-reduce log (25 us + size / 350 GB/s) as measured on the H200, each line through `edit`.
 std::string log_with(const std::function<std::string(const std::string&)>& edit = {}) {
-  std::istringstream in(std::regex_replace(read(kSynthetic), std::regex("SYNTHETIC GPU"), "NVIDIA H200"));
+  std::istringstream in(std::regex_replace(read_file(kSynthetic), std::regex("SYNTHETIC GPU"), "NVIDIA H200"));
   std::string out;
   for (std::string line; std::getline(in, line);) out += (edit ? edit(line) : line) + "\n";
   return out;
@@ -122,11 +116,11 @@ TEST(CalibrationChecks, AnotherGpuIsRefusedByNameAndMemory) {
   const std::string h100_log = log_with([](const std::string& l) {
     return std::regex_replace(l, std::regex("NVIDIA H200"), "NVIDIA H100 80GB HBM3");
   });
-  EXPECT_TRUE(has(fit_error({dir_of("mixed", {{"racksim-bench.json", read(kBench)}, {"all_reduce_perf.log", h100_log}})}),
+  EXPECT_TRUE(has(fit_error({dir_of("mixed", {{"racksim-bench.json", read_file(kBench)}, {"all_reduce_perf.log", h100_log}})}),
                   "one device per calibration"));
   EXPECT_TRUE(has(fit_error({dir_of("log_only", {{"all_reduce_perf.log", h100_log}})}), "the device measured is 'NVIDIA H100"));
   // The H200's own files fit (the shipped calibration's data).
-  EXPECT_EQ(fit_error({dir_of("own", {{"racksim-bench.json", read(kBench)}, {"all_reduce_perf.log", log_with()}})}), "");
+  EXPECT_EQ(fit_error({dir_of("own", {{"racksim-bench.json", read_file(kBench)}, {"all_reduce_perf.log", log_with()}})}), "");
 }
 
 TEST(CalibrationChecks, PhysicallyImpossibleRatesAreRefused) {
@@ -192,7 +186,7 @@ TEST(CalibrationChecks, NcclTestsTablesThatAreNotMeasurements) {
 }
 
 TEST(CalibrationChecks, SourcesReadOnceAndCollectivesFittedTogether) {
-  const std::string d = dir_of("twice", {{"racksim-bench.json", read(kBench)}});
+  const std::string d = dir_of("twice", {{"racksim-bench.json", read_file(kBench)}});
   const auto once = calib::fit_calibration(options({d}));
   const auto twice = calib::fit_calibration(options({d, d + "/", d + "/../" + fs::path(d).filename().string()}));
   EXPECT_EQ(twice.sources.size(), once.sources.size());
@@ -216,11 +210,11 @@ TEST(CalibrationChecks, SourcesReadOnceAndCollectivesFittedTogether) {
 }
 
 TEST(CalibrationChecks, OutNeverReplacesAMeasurementAndSetPathsAreTheWorkingDirectorys) {
-  const std::string d = dir_of("out", {{"racksim-bench.json", read(kBench)}});
+  const std::string d = dir_of("out", {{"racksim-bench.json", read_file(kBench)}});
   const auto r = run_cli({"calibrate", "fit", "--from", d, "--base", "h200-sxm", "--out", d + "/racksim-bench.json"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(has(r.err, "--out names a file in a --from directory")) << r.err;
-  EXPECT_EQ(read(d + "/racksim-bench.json"), read(kBench));
+  EXPECT_EQ(read_file(d + "/racksim-bench.json"), read_file(kBench));
   // A calibration named by a relative path in a --set is found from the working directory (the set's text had been
   // taken for a file whose directory it would be relative to).
   const std::string out = d + "/fit.yaml";

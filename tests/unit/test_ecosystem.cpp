@@ -39,12 +39,7 @@ const std::string kHf = kSrc + "/tests/data/hf/";
 const std::string kMeg = kSrc + "/tests/data/megatron/";
 const std::string kNccl = kSrc + "/tests/data/nccl-tests-formats/";
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return racksim::testing::read_file(path); }
 
 std::string temp_file(const std::string& name, const std::string& text) {
   const std::string dir = ::testing::TempDir() + "/eco";

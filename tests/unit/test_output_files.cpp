@@ -16,18 +16,13 @@
 
 using namespace racksim;
 namespace fs = std::filesystem;
+using racksim::testing::read_file;
 using racksim::testing::run_cli;
 
 namespace {
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
 
-std::string read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 TEST(OutputFiles, OutputsMayNotNameInputsEachOtherOrNothing) {
@@ -41,7 +36,7 @@ TEST(OutputFiles, OutputsMayNotNameInputsEachOtherOrNothing) {
     EXPECT_EQ(r.code, 1) << option;
     EXPECT_EQ(r.err, scen + ": error: " + option + ": is the scenario (" + scen + "): writing the output would destroy it\n");
   }
-  EXPECT_EQ(read(scen), read(kQuick));
+  EXPECT_EQ(read_file(scen), read_file(kQuick));
   // Both on one file: the trace had been lost under the report.
   const auto both = run_cli({"run", scen, "--trace", dir + "/same.json", "--report", dir + "/same.json"});
   EXPECT_EQ(both.code, 1);
