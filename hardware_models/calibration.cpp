@@ -767,8 +767,14 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   for (const auto& [field, source] : spec.sources)
     if (field.rfind("scale_up.", 0) == 0 && overridden(field)) c->applied_nccl = false;
 
-  std::string head = fmt::format("calibration {} ({}, measured {})", cal.name, cal.device_name,
-                                 cal.sources.empty() ? std::string("?") : cal.sources.front().date.substr(0, 10));
+  // The first source that has a date (an nccl-tests log has none; sorted first it had left "measured )").
+  std::string date = "?";
+  for (const auto& src : cal.sources)
+    if (!src.date.empty()) {
+      date = src.date.substr(0, 10);
+      break;
+    }
+  std::string head = fmt::format("calibration {} ({}, measured {})", cal.name, cal.device_name, date);
   if (!gemm_parts.empty()) {
     std::string parts;
     for (const auto& p : gemm_parts) parts += (parts.empty() ? "" : "; ") + p;

@@ -1148,6 +1148,19 @@ Calibration fit_calibration(const FitOptions& opt) {
            fmt::format("nccl {} on {} GPUs: bus bandwidth {:.0f} GB/s, more than {}'s NVLink carries ({:.0f} GB/s per "
                        "direction per GPU{}): the times are mis-scaled or the log is from another system",
                        g.op, g.gpus, busbw / 1e9, base.name, link / 1e9, g.op == "all_reduce" ? ", twice that with NVLS" : ""));
+    // What the fit covers: racksim applies it at any size, beyond the measured ones too (an audit's finding: a table cut
+    // at 256 KiB was applied to gigabyte collectives without a word).
+    {
+      double lo = 1e300, hi = 0;
+      for (const auto& p : g.pts) {
+        lo = std::min(lo, p.first);
+        hi = std::max(hi, p.first);
+      }
+      if (hi < (1 << 26))
+        c.notes.push_back(fmt::format("nccl {} x{}: measured from {} to {} bytes only; racksim applies the fit (latency + "
+                                      "size / bandwidth) to larger collectives too, where bandwidth usually still grows",
+                                      g.op, g.gpus, lo, hi));
+    }
     if (g.gpus > base.scale_up.domain_size)
       c.notes.push_back(fmt::format("nccl {} x{}: more GPUs than one NVLink domain of {} ({}): racksim applies measured "
                                     "collectives inside one domain only, so this fit is recorded and not used",

@@ -183,6 +183,8 @@ TEST(CalibrationChecks, NcclTestsTablesThatAreNotMeasurements) {
   }
   const auto c = calib::fit_calibration(options({dir_of("short", {{"all_reduce_perf.log", shortened}})}));
   EXPECT_TRUE(noted(c, "has no closing lines")) << c.notes.front();
+  // ... and its sizes said: the fit is applied beyond them.
+  EXPECT_TRUE(noted(c, "nccl all_reduce x8: measured from 1024 to 262144 bytes only")) << c.notes.front();
 }
 
 TEST(CalibrationChecks, SourcesReadOnceAndCollectivesFittedTogether) {
