@@ -396,6 +396,9 @@ class Builder {
   // belongs to, as (first op, module) marks made while the layer's steps emit their ops.
   enum class Module : uint8_t { other, attn, mlp, moe_router, moe_dispatch };
   const bool partial_graphs_ = t_.cuda_graph_scope.any() && t_.framework != Framework::jax;
+  // Megatron's CUDA graphs without a scope: every kernel of a micro-step replays from a graph, so no Python runs per
+  // layer, chunk or grouped GEMM (the MoE dispatcher's exchanges aside).
+  const bool whole_step_graphs_ = t_.cuda_graphs && !partial_graphs_;
   std::vector<std::pair<std::size_t, Module>> module_marks_;
   struct ForwardHostShare {
     double dense_per_op = 0, moe_per_eager_op = 0;  // seconds (recomputed ops cost what the forward's did)
@@ -2424,7 +2427,7 @@ class Builder {
   // before the chunk's first kernel, so it goes to that op. Not under whole-step CUDA graphs (no Python per chunk);
   // under Megatron's per-layer graphs the schedule still runs eager. Not in JAX mode (XLA's runtime instead).
   void charge_chunk_host_work(std::size_t op, bool forward) {
-    if (jax_ || (t_.cuda_graphs && !partial_graphs_) || op >= g_.ops.size()) return;
+    if (jax_ || whole_step_graphs_ || op >= g_.ops.size()) return;
     const auto& L = sys_.launch;
     const bool moe = m_.moe.has_value();
     g_.ops[op].host_s += forward ? (moe ? L.megatron_moe_chunk_forward_s : L.megatron_chunk_forward_s)
@@ -2765,7 +2768,6 @@ class Builder {
   // and reduce-scatters dK and dV, one call each: two per op here.
   void charge_torch_nccl_calls() {
     if (jax_) return;
-    const bool whole_step_graphs = t_.cuda_graphs && !partial_graphs_;
     const auto& L = sys_.launch;
     // The context-parallel ops that stand for more than one call, by their names' interned bases (0: none).
     auto base = [&](std::string_view name) { return cp_ > 1 ? g_.names.intern(name) : 0u; };
@@ -2775,7 +2777,7 @@ class Builder {
     for (Op& op : g_.ops) {
       if (op.kind != OpKind::collective || op.comm_kernel != CommKernel::nccl || op.graph == GraphLaunch::captured) continue;
       const bool dispatcher = op.group == CommGroup::ep || op.group == CommGroup::etp;
-      if (dispatcher ? t_.moe.hierarchical() : whole_step_graphs) continue;
+      if (dispatcher ? t_.moe.hierarchical() : whole_step_graphs_) continue;
       double calls = 1;
       if (op.group == CommGroup::cp && cp_ > 1) {
         const uint32_t b = op.name.base;
@@ -2803,7 +2805,7 @@ class Builder {
   // call, less the one dense GEMM dispatch the layer's host figures already hold for it. Charged to the grouped
   // GEMM op itself: the host issues it after the dispatcher's wait. None under XLA or whole-step graphs.
   double grouped_gemm_host_s(double gemms) const {
-    if (jax_ || (t_.cuda_graphs && !partial_graphs_)) return 0.0;
+    if (jax_ || whole_step_graphs_) return 0.0;
     const auto& L = sys_.launch;
     return std::max(0.0, gemms * L.te_grouped_gemm_s + L.te_grouped_call_s - L.megatron_gemm_dispatch_s);
   }

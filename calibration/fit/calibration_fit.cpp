@@ -831,6 +831,22 @@ XlaRuntimeFit fit_xla_runtime(std::vector<DispatchPoint> all) {
   return f;
 }
 
+bool is_measurement_file(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  return ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out";
+}
+
+std::vector<std::string> measurement_files(const std::vector<std::string>& from_dirs) {
+  std::vector<std::string> out;
+  for (const auto& d : from_dirs) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (std::error_code ec2; it->is_regular_file(ec2) && is_measurement_file(it->path().string()))
+        out.push_back(it->path().string());
+  }
+  return out;
+}
+
 Calibration fit_calibration(const FitOptions& opt) {
   if (opt.from_dirs.empty()) fail("--from", "name at least one directory of measurements");
   // The base preset: the datasheet figures the fractions refer to.
@@ -873,7 +889,7 @@ Calibration fit_calibration(const FitOptions& opt) {
   for (const auto& [shown, real] : files) {
     const std::string ext = fs::path(real).extension().string();
     std::string text;
-    if (ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out")
+    if (is_measurement_file(real))
       text = input::read_file_bounded(real, input::limits::kMaxMeasurementFileBytes, "a measurement file",
                                       input::Binary::stop);
     // nccl-tests: stdout logs (.log, .txt; -C cputime), Slurm .out files, -J JSON.

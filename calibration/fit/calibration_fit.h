@@ -43,6 +43,11 @@ struct FitOptions {
 // Throws input::InputError for unreadable or malformed inputs.
 hw::Calibration fit_calibration(const FitOptions& opt);
 
+// Whether the fit reads a file as a measurement (by its extension: .json, .log, .txt, .out; others are skipped), and
+// the files of the --from directories it so reads (directories it cannot list give none: the fit reports them).
+bool is_measurement_file(const std::string& path);
+std::vector<std::string> measurement_files(const std::vector<std::string>& from_dirs);
+
 // The HLO importer's answers for the fit: the bytes and thread bytes of a kernel that a profile of
 // an XLA program names, found in the program's HLO file (instruction "fusion.20" runs as kernel
 // "fusion_20"; nullopt when no fusion has that name; each file parsed once), and the host work of a

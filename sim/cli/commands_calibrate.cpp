@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <fstream>
 #include <ostream>
 
@@ -119,21 +118,11 @@ Registered register_calibrate(CLI::App& app) {
             opt.xla_kernel_cost = calib::hlo_kernel_cost();
             opt.xla_program = calib::hlo_program_host_work();
             // --out must not replace a measurement the fit reads (an audit's finding: the raw JSON was overwritten).
-            {
-              namespace fs = std::filesystem;
-              std::error_code ec;
-              const fs::path out_path = fs::weakly_canonical(s->out, ec);
-              for (const auto& d : s->from)
-                for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-                  std::error_code ec2;
-                  const std::string ext = it->path().extension().string();
-                  const bool read_by_fit = ext == ".json" || ext == ".log" || ext == ".txt" || ext == ".out";
-                  if (read_by_fit && it->is_regular_file(ec2) && fs::weakly_canonical(it->path(), ec2) == out_path)
-                    throw input::input_error(s->out, 0, 0, "",
-                                             "--out names a file in a --from directory, which the fit reads as a "
-                                             "measurement: write the calibration elsewhere");
-                }
-            }
+            for (const auto& f : calib::measurement_files(s->from))
+              if (input::same_file(s->out, f))
+                throw input::input_error(s->out, 0, 0, "",
+                                         "--out names a file in a --from directory, which the fit reads as a "
+                                         "measurement: write the calibration elsewhere");
             const hw::Calibration c = calib::fit_calibration(opt);
             const std::string text = hw::write_calibration_yaml(c);
             input::write_file_checked(s->out, text, "--out");

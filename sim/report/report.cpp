@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <vector>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
@@ -240,17 +241,28 @@ void write_trace_file(const std::string& path, const json& trace) {
                  path, events, static_cast<double>(text.size()) / 1e6);
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
     // Compressed in memory (gzip framing, level 6) and written like any output, so a failure names its reason (gzopen's
-    // had said only "cannot write this file": an audit's finding).
+    // had said only "cannot write this file": an audit's finding). In pieces: zlib counts in 32 bits, and a trace of
+    // more than 4 GiB cut to its low bits would have been written short without a word.
     z_stream z{};
     if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       throw std::runtime_error("zlib: deflateInit2 failed");
-    std::string gz(deflateBound(&z, static_cast<uLong>(text.size())) + 64, '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    z.avail_in = static_cast<uInt>(text.size());
-    z.next_out = reinterpret_cast<Bytef*>(gz.data());
-    z.avail_out = static_cast<uInt>(gz.size());
-    const int rc = deflate(&z, Z_FINISH);
-    gz.resize(z.total_out);
+    std::string gz;
+    std::vector<char> buf(std::size_t{1} << 20);
+    std::size_t fed = 0;
+    int rc = Z_OK;
+    while (rc != Z_STREAM_END) {
+      if (z.avail_in == 0 && fed < text.size()) {
+        const std::size_t piece = std::min<std::size_t>(text.size() - fed, std::size_t{1} << 30);
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data() + fed));
+        z.avail_in = static_cast<uInt>(piece);
+        fed += piece;
+      }
+      z.next_out = reinterpret_cast<Bytef*>(buf.data());
+      z.avail_out = static_cast<uInt>(buf.size());
+      rc = deflate(&z, fed == text.size() ? Z_FINISH : Z_NO_FLUSH);
+      if (rc == Z_STREAM_ERROR) break;
+      gz.append(buf.data(), buf.size() - z.avail_out);
+    }
     deflateEnd(&z);
     if (rc != Z_STREAM_END) throw std::runtime_error("zlib: deflate did not finish");
     input::write_file_checked(path, gz, "--trace");
