@@ -56,7 +56,7 @@ std::string run(const Source& src, const std::vector<std::string>& sets, const s
                 const std::string& report) {
   py::gil_scoped_release nogil;
   auto res = sim::simulate(load(src, sets));
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, res.job, res.graph, res.replay);
   if (!report.empty()) write_file(report, "report", sim::html_run_report(res));
   return res.report.dump();
 }
@@ -100,7 +100,7 @@ std::string replay(const std::string& module, const std::string& system, int gpu
                    const std::string& trace) {
   py::gil_scoped_release nogil;
   const auto res = sim::run_hlo(module, system, gpus, sets);
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, res.job, res.graph, res.replay);
   return res.report.dump();
 }
 

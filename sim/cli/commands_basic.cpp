@@ -68,7 +68,7 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   sim::SimulateOptions opt;
   opt.exact = c.exact;
   auto res = sim::simulate(sc, opt);
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(res.job, res.graph, res.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, res.job, res.graph, res.replay);
   if (!html.empty()) input::write_file_checked(html, sim::html_run_report(res), "--report");
   if (c.json_out)
     out << res.report.dump() << '\n';

@@ -46,7 +46,7 @@ int cmd_replay(const std::string& file, const std::string& system, int gpus, con
                bool json_out, const std::string& trace, std::ostream& out) {
   input::check_outputs({{trace, "--trace"}}, {{file, "the HLO module"}});
   const sim::RunResult r = sim::run_hlo(file, system, gpus, sets);
-  if (!trace.empty()) sim::write_trace_file(trace, sim::make_trace(r.job, r.graph, r.replay));
+  if (!trace.empty()) sim::write_trace_file(trace, r.job, r.graph, r.replay);
   if (json_out)
     out << r.report.dump() << '\n';
   else

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,12 @@ nlohmann::json make_report(const Job& job, const ReplayResult& r, const StepInfo
 // memory when the step offloads), flow arrows for cross-stream and cross-rank dependencies
 // (pipeline sends), and categories ("kernel,forward", "collective,backward", "launch", ...).
 nlohmann::json make_trace(const Job& job, const workloads::OpGraph& g, const ReplayResult& r);
-// Writes the trace; a path ending in .gz is gzip-compressed (Perfetto opens both). Throws InputError.
-void write_trace_file(const std::string& path, const nlohmann::json& trace);
+// The same events one at a time, in the trace's order (what make_trace collects and write_trace_file streams).
+void for_each_trace_event(const Job& job, const workloads::OpGraph& g, const ReplayResult& r,
+                          const std::function<void(const nlohmann::json&)>& emit);
+// Writes the trace as it is built, in bounded memory: the text of make_trace(...).dump() + "\n"; a path ending in .gz
+// is gzip-compressed (Perfetto opens both). Throws InputError naming the path; a failed write leaves no file.
+void write_trace_file(const std::string& path, const Job& job, const workloads::OpGraph& g, const ReplayResult& r);
 
 std::string version();
 

@@ -8,9 +8,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <zlib.h>
 
 #include "cli_util.h"
 #include "sim/report/html.h"
+#include "sim/report/report.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 
@@ -75,4 +79,36 @@ TEST(OutputFiles, TimelineOfAnExtrapolatedStepSpansWhatWasReplayed) {
   const auto full = sim::simulate(sim::load_scenario(kQuick), exact);
   const auto tl2 = sim::timeline_json(full.graph, full.replay);
   EXPECT_NEAR(tl2["replayed_s"].get<double>(), tl2["step_time_s"].get<double>(), 1e-6 * step);
+}
+
+// The trace is written as it is built (a 256-GPU step replayed whole had held 9.4 GB as one JSON document): the file
+// is the document's text, plain and gzip-compressed alike, and a write that fails leaves no file.
+TEST(OutputFiles, TraceIsStreamedAsTheDocumentsText) {
+  const auto res = sim::simulate(sim::load_scenario(kQuick));
+  const std::string want = sim::make_trace(res.job, res.graph, res.replay).dump() + "\n";
+  ASSERT_GT(want.size(), std::size_t{2} << 20);  // more than one of the writer's 1 MB pieces
+  const std::string dir = ::testing::TempDir() + "/racksim_trace_stream";
+  fs::create_directories(dir);
+  sim::write_trace_file(dir + "/t.json", res.job, res.graph, res.replay);
+  EXPECT_TRUE(read_file(dir + "/t.json") == want);
+  sim::write_trace_file(dir + "/t.json.gz", res.job, res.graph, res.replay);
+  gzFile gz = gzopen((dir + "/t.json.gz").c_str(), "rb");
+  ASSERT_NE(gz, nullptr);
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  for (int n; (n = gzread(gz, buf.data(), static_cast<unsigned>(buf.size()))) > 0;) text.append(buf.data(), n);
+  gzclose(gz);
+  EXPECT_TRUE(text == want);
+  EXPECT_LT(fs::file_size(dir + "/t.json.gz"), want.size() / 4);
+  // /dev/full takes the open and refuses the first write: the error names it; a device is not removed.
+  if (fs::exists("/dev/full")) {
+    try {
+      sim::write_trace_file("/dev/full", res.job, res.graph, res.replay);
+      ADD_FAILURE() << "no error";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot write (--trace): No space left on device"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(fs::exists("/dev/full"));
+  }
 }
