@@ -4,10 +4,13 @@ model as committed in hardware_models/calibrated/h200.yaml (bf16: t = t0 + F / (
 HBM roofline if longer), and prints the README's table.
 
     python3 derive.py        (from this folder; reads ../../../hardware_models/calibrated/h200.yaml)
+    python3 derive.py OTHER/raw/gemm_in_step.jsonl   (another run of the same script, e.g. on an H100, whose
+                             racksim model at these compute-bound shapes is the same: same peak, same transferred ceiling)
 """
 import json
 import os
 import re
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAL = os.path.join(HERE, "..", "..", "..", "hardware_models", "calibrated", "h200.yaml")
@@ -32,7 +35,8 @@ def main():
     print("| layers (D, F, S, B, L) | GEMM duty | SM MHz sustained | GEMM time per step: burst | sustained | racksim model "
           "| sustained / model | burst / model | per-shape sustained / model |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for line in open(os.path.join(HERE, "raw", "gemm_in_step.jsonl")):
+    raw = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "raw", "gemm_in_step.jsonl")
+    for line in open(raw):
         r = json.loads(line)
         if "config" not in r:
             continue

@@ -5,11 +5,11 @@ and launch.megatron_moe_chunk_* figures.
 Each run times, on one GPU with tiny shapes (the host sets the pace), a middle pipeline chunk of L = 1, 2, 4, 8 layers
 driven by Megatron-Core's own schedules.forward_step / backward_step through DistributedDataParallel, Float16Module and
 GPTModel (fwd_host_us, bwd_host_us: per chunk and micro-batch), and the same chunk's bare TransformerBlock forward and
-backward (block_fwd_bwd_host_us), which is how the per-layer figures were measured. A least-squares line against L
-splits each into a per-chunk intercept and a per-layer slope. The per-layer figures already hold the bare block's own
-intercept (spread over the layers of the block they were measured on), so the chunk's figure is what the schedule and
-the wrappers add beyond the block: forward a_fwd - a_block, backward a_bwd (the block's intercept is charged once,
-to the forward: its contexts run in the forward; the backward's is autograd's walk, in the slope). Medians over runs.
+backward (block_fwd_host_us, block_bwd_host_us), which is how the per-layer figures were measured. A least-squares
+line against L splits each into a per-chunk intercept and a per-layer slope. The per-layer figures already hold the bare
+block's own intercepts (spread over the layers of the block they were measured on), so the chunk's figures are what the
+schedule and the wrappers add beyond the block, phase by phase: forward a_fwd - a_block_fwd, backward a_bwd -
+a_block_bwd. Medians over runs; a negative difference (the wrappers cost less than the run-to-run noise) is 0.
 
 Usage: python3 derive.py   (in this folder; reads megatron_chunk_host_run*.jsonl)
 """
@@ -38,10 +38,12 @@ for experts, fs in fits.items():
     med = lambda key, part: statistics.median(f[key][part] for f in fs)
     a_fwd, a_bwd, a_block = med("fwd_host_us", "per_chunk_us"), med("bwd_host_us", "per_chunk_us"), \
         med("block_fwd_bwd_host_us", "per_chunk_us")
+    a_block_fwd, a_block_bwd = med("block_fwd_host_us", "per_chunk_us"), med("block_bwd_host_us", "per_chunk_us")
     b_fwd, b_bwd, b_block = med("fwd_host_us", "per_layer_us"), med("bwd_host_us", "per_layer_us"), \
         med("block_fwd_bwd_host_us", "per_layer_us")
     print(f"{'MoE (8 experts)' if experts else 'dense'}: {len(fs)} runs; intercepts forward {a_fwd:.1f}, backward "
           f"{a_bwd:.1f}, bare block fwd+bwd {a_block:.1f} us; slopes per layer forward {b_fwd:.1f} + backward "
-          f"{b_bwd:.1f} = {b_fwd + b_bwd:.1f} against the bare block's {b_block:.1f} us")
-    print(f"=> {name}_forward: {max(0.0, a_fwd - a_block):.1f} us")
-    print(f"=> {name}_backward: {max(0.0, a_bwd):.1f} us")
+          f"{b_bwd:.1f} = {b_fwd + b_bwd:.1f} against the bare block's {b_block:.1f} us; the bare block's intercepts "
+          f"forward {a_block_fwd:.1f}, backward {a_block_bwd:.1f} us")
+    print(f"=> {name}_forward: {max(0.0, a_fwd - a_block_fwd):.1f} us")
+    print(f"=> {name}_backward: {max(0.0, a_bwd - a_block_bwd):.1f} us")
