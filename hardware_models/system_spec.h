@@ -125,11 +125,18 @@ struct LaunchSpec {
   // above (measured on a bare block): schedules.forward_step and backward_step and the wrappers training runs
   // around the block (DistributedDataParallel, Float16Module, GPTModel's pre- and postprocess), once per chunk's
   // forward and backward, whatever its layers. Dense and MoE (the aux-loss scale MoE models set per micro-batch)
-  // apart. 0: not modelled. Measured, calibration/data/h200-2026-12-05-megatron-chunk-host.
+  // apart. Measured on the H100 machine's host (calibration/data/h100-2026-12-05-megatron-chunk-host): below that
+  // host's run-to-run noise (about 1 ms per chunk), so 0 in every preset.
   double megatron_chunk_forward_s = 0;
   double megatron_chunk_backward_s = 0;
   double megatron_moe_chunk_forward_s = 0;
   double megatron_moe_chunk_backward_s = 0;
+  // One call of Megatron-Core's nvtx_range_push or nvtx_range_pop in the versions that name the range from the
+  // caller's frame (inspect.getframeinfo, inspect.getmodule) before checking whether NVTX profiling is on: Megatron-LM
+  // from 7f9f2bf750 (2025-05-16, "Add NVTX ranges") to 158951764f (2025-06-09, "Fix perf issues with NVTX range
+  // profiling"). Charged only where the scenario says its Megatron is one of them (training.megatron_nvtx_lookup).
+  // Measured, calibration/data/h100-2026-12-05-megatron-nvtx-host.
+  double megatron_nvtx_range_s = 0;
 };
 
 // Every host figure of LaunchSpec by its preset key (launch.<name>): the preset reader, the override resolver and the
@@ -140,7 +147,7 @@ struct LaunchField {
   double LaunchSpec::*member;
   bool required;
 };
-inline constexpr std::array<LaunchField, 29> kLaunchFields = {{
+inline constexpr std::array<LaunchField, 30> kLaunchFields = {{
     {"eager_kernel_launch", &LaunchSpec::eager_kernel_launch_s, true},
     {"graph_kernel_launch", &LaunchSpec::graph_kernel_launch_s, true},
     {"graph_launch", &LaunchSpec::graph_launch_s, true},
@@ -170,6 +177,7 @@ inline constexpr std::array<LaunchField, 29> kLaunchFields = {{
     {"megatron_chunk_backward", &LaunchSpec::megatron_chunk_backward_s, false},
     {"megatron_moe_chunk_forward", &LaunchSpec::megatron_moe_chunk_forward_s, false},
     {"megatron_moe_chunk_backward", &LaunchSpec::megatron_moe_chunk_backward_s, false},
+    {"megatron_nvtx_range", &LaunchSpec::megatron_nvtx_range_s, false},
 }};
 
 struct HostSpec {

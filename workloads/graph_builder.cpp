@@ -250,7 +250,7 @@ class Builder {
       add_resident_state();
       const OpId zeroed = jax_ ? kNoOp : zero_grad_buffer();
       if (overlapped_param_gather()) gather_params_ahead(zeroed);
-      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap())) {
+      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap(), t_.pipeline.microbatch_group_size)) {
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
         // EP overlap (Megatron mode; JAX mode refuses it). Where Megatron-Core runs it: the pair's two chunks are
@@ -2669,12 +2669,25 @@ class Builder {
   // token-count wait. Recomputed ops cost what the forward's did. Under CUDA graphs (Megatron's
   // per-layer graphs) the dense part replays from a graph; the MoE dispatcher, whose shapes follow
   // the routing, stays eager. JAX: XLA's runtime (launch.xla_*) instead.
+  // Megatron-Core's nvtx_range_push/pop calls in a layer's forward (at 1e057005: transformer_layer.py, attention.py,
+  // mlp.py), which cost the host only in the versions that look up the caller's name first
+  // (training.megatron_nvtx_lookup). The backward has none; a recomputed forward repeats them (charge_host_work).
+  double nvtx_forward_host_s(int l) const {
+    if (!t_.megatron_nvtx_lookup) return 0.0;
+    int calls = 8;                // TransformerLayer: self_attention, self_attn_bda, mlp, mlp_bda
+    if (!m_.mla) calls += 10;     // Attention.forward: qkv, adjust_key_value, rotary_pos_emb, core_attention,
+                                  // linear_proj (MLA's own forward has none)
+    if (!m_.is_moe_layer(l) || m_.moe->shared_experts > 0)
+      calls += 6;                 // MLP.forward (a dense layer's, or SharedExpertMLP's): linear_fc1, activation,
+                                  // linear_fc2; Transformer Engine's grouped experts have none
+    return calls * sys_.launch.megatron_nvtx_range_s;
+  }
   void charge_host_work(int l, std::size_t first, bool forward) {
     if (jax_) return;
     if (partial_graphs_) return charge_scoped_host_work(l, first, forward);
     const auto& L = sys_.launch;
     const bool moe = m_.is_moe_layer(l);
-    const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s;
+    const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s + nvtx_forward_host_s(l);
     const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion);
     const DdpHostWork ddp = t_.cuda_graphs ? DdpHostWork{} : ddp_host_work(l);
@@ -2855,7 +2868,7 @@ class Builder {
     };
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
-      sh.dense_per_op = ops > 0 ? L.megatron_layer_forward_s / static_cast<double>(ops) : 0.0;
+      sh.dense_per_op = ops > 0 ? (L.megatron_layer_forward_s + nvtx_forward_host_s(l)) / static_cast<double>(ops) : 0.0;
       sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_graphed_s) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;

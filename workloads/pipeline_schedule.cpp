@@ -1,16 +1,18 @@
 #include "workloads/pipeline_schedule.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace racksim::workloads {
 
-int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap) {
+int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap, int group) {
   if (pp <= 1) return 0;
-  const int w = (vp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vp - 1) * pp) + (ep_overlap ? 1 : 0);
+  const int n = group > 0 ? group : pp;
+  const int w = (vp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vp - 1) * n) + (ep_overlap ? 1 : 0);
   return std::min(w, micro_steps * vp);
 }
 
-std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank, bool ep_overlap) {
+std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank, bool ep_overlap, int group) {
   std::vector<ScheduleEntry> out;
   const int m = micro_steps;
   if (pp == 1) {
@@ -21,14 +23,21 @@ std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, in
     return out;
   }
   const int total = m * vp;
-  // The k-th forward (backward) of this rank: chunks rotate every pp micro-batches, backwards run the
-  // chunks in reverse.
-  auto chunk = [&](int k, bool fwd) {
-    const int c = (k % (pp * vp)) / pp;
-    return fwd ? c : vp - 1 - c;
-  };
-  auto micro = [&](int k) { return vp == 1 ? k : (k / (pp * vp)) * pp + k % pp; };
-  const int warmup = warmup_forwards(pp, vp, m, rank, ep_overlap);
+  // Megatron's schedule table: entry k = (micro-batch, chunk) of the k-th forward; groups of n micro-batches, each
+  // through every chunk in turn; the last group takes what is left. With vp 1 it is the micro-batches in order.
+  const int n = vp == 1 ? m : std::max(1, group > 0 ? group : pp);
+  std::vector<std::pair<int, int>> table;
+  table.reserve(static_cast<std::size_t>(total));
+  for (int first = 0; first < m; first += n) {
+    const int end = first + n >= m ? m : first + n;
+    for (int c = 0; c < vp; ++c)
+      for (int i = first; i < end; ++i) table.emplace_back(i, c);
+    if (end == m) break;
+  }
+  // The k-th backward runs the k-th entry's micro-batch through the chunks in reverse.
+  auto chunk = [&](int k, bool fwd) { return fwd ? table[k].second : vp - 1 - table[k].second; };
+  auto micro = [&](int k) { return table[k].first; };
+  const int warmup = warmup_forwards(pp, vp, m, rank, ep_overlap, group);
   out.reserve(static_cast<std::size_t>(2 * total));
   for (int k = 0; k < warmup; ++k) out.push_back({true, micro(k), chunk(k, true), false});
   for (int i = 0; i < total - warmup; ++i) {

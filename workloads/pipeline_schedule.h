@@ -24,19 +24,23 @@ struct ScheduleEntry {
 };
 
 // Megatron-LM's warm-up forwards of rank `rank` (megatron/core/pipeline_parallel/schedules.py):
-// pp - rank - 1 with one chunk per rank (1F1B), (pp - rank - 1)·2 + (vp - 1)·pp interleaved; at most
+// pp - rank - 1 with one chunk per rank (1F1B), (pp - rank - 1)·2 + (vp - 1)·N interleaved, N the micro-batches
+// per group (`group`, 0: Megatron's default, pp; get_pp_rank_microbatches at d98e8a64); at most
 // every chunk (micro_steps · vp). 0 without a pipeline. `ep_overlap` (Megatron-Core's combined 1F1B,
 // --overlap-moe-expert-parallel-comm) adds one, "to ensure the forward and backward computations are
 // independent in all 1f1b steps" (get_pp_rank_microbatches at d98e8a64). The builder asks for it where it issues
 // Megatron-Core's combined order (an interleaved pipeline), not for the DualPipe-like overlap of vp 1.
-int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap = false);
+int warmup_forwards(int pp, int vp, int micro_steps, int rank, bool ep_overlap = false, int group = 0);
 
 // Rank `rank`'s issue order under Megatron's 1F1B (vp = 1) or interleaved (vp > 1) schedule: the warm-up
 // forwards, then forward/backward pairs, then the cool-down backwards. Without a pipeline (pp = 1) each
 // micro-batch's backward follows its forward, and the overlap pairs the backward of i with the forward
-// of i + 1 (as Megatron-Core does). Interleaved: micro-batches in groups of pp per chunk (Megatron needs
-// micro_steps to be a multiple of pp; the scenario loader checks it).
-std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank, bool ep_overlap = false);
+// of i + 1 (as Megatron-Core does). Interleaved: Megatron's schedule table (get_schedule_table at d98e8a64):
+// micro-batches in groups of N (`group`; 0: pp), each group through chunk 0, then chunk 1, ..., the last group
+// the rest of the micro-batches; the k-th backward takes the k-th entry with the chunks reversed. Megatron needs
+// pp <= N <= micro_steps and the last group empty or of at least pp; the scenario loader checks it.
+std::vector<ScheduleEntry> pipeline_schedule(int pp, int vp, int micro_steps, int rank, bool ep_overlap = false,
+                                             int group = 0);
 
 // The first decoder layer of each of `vstages` virtual stages and the end (size vstages + 1). Evenly when
 // the layers divide; otherwise the first and the last stage (which also hold the embedding and the

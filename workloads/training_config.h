@@ -139,6 +139,12 @@ struct PipelineLayout {
   int last_stage_layers = -1;
   int first_rank_layers = -1;
   int last_rank_layers = -1;
+  // The interleaved schedule's micro-batches per group (Megatron's --microbatch-group-size-per-virtual-pipeline-stage,
+  // the "tunable N" of the Llama 3 paper, sec. 3.3.2): each virtual stage runs N micro-batches before the next one
+  // starts; 0 is Megatron's default, pp (depth-first). Megatron needs pp <= N <= micro-steps, and the last group
+  // (micro-steps mod N) empty or of at least pp.
+  int microbatch_group_size = 0;
+  int group(int pp) const { return microbatch_group_size > 0 ? microbatch_group_size : pp; }
   bool by_stage() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
   bool by_rank() const { return first_rank_layers >= 0 || last_rank_layers >= 0; }
   bool uneven() const { return by_stage() || by_rank(); }
@@ -284,6 +290,11 @@ struct TrainingConfig {
   // the host reads back each micro-batch's loss and each gradient bucket's norm before its reduction,
   // waiting for the GPU there (docs/decisions.md). Ignored under framework: jax.
   bool check_for_nan = true;
+  // The job's Megatron-Core names each NVTX range from its caller's frame even with profiling off (Megatron-LM from
+  // 7f9f2bf750, 2025-05-16, to 158951764f, 2025-06-09, "Fix perf issues with NVTX range profiling"; @1e057005 is one):
+  // each of the layer's nvtx_range_push/pop calls costs the host launch.megatron_nvtx_range (docs/decisions.md).
+  // false (racksim's default): any other version. Ignored under framework: jax.
+  bool megatron_nvtx_lookup = false;
   // Keys the scenario gave, away from their defaults, that only the other framework's mode reads (scan_layers, xla_* and
   // donate_state in Megatron mode; the overlap switches and check_for_nan in JAX mode): accepted, simulated as absent,
   // and said in the report.

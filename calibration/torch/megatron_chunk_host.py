@@ -41,6 +41,13 @@ def main():
     def chunk(name, layers, experts, reps=9):
         rec = dict(kind="chunk", name=name, layers=layers, experts=experts, micro_batches=micro, seq=seq, hidden=hidden)
         try:
+            # Megatron-Core's layer-wise aux-loss log is a global sized by the first model's layer count: a later chunk
+            # of more layers indexed past it (IndexError on the 2026-12-05 H100 run). Empty it for each chunk.
+            try:
+                from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+                get_moe_layer_wise_logging_tracker().clear()
+            except ImportError:
+                pass
             cfg = llama_block_config(torch, layers, hidden, 4, 1024 if not experts else 512, experts or None, 2)
             cfg.deallocate_pipeline_outputs = True  # Megatron-LM's training default (arguments.py)
             spec = get_gpt_layer_local_spec(num_experts=experts or None, moe_grouped_gemm=False, normalization="RMSNorm")

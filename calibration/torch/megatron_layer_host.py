@@ -12,6 +12,7 @@ device-to-host copies of the routing counts, which stop the host until the GPU h
 
 Writes one JSON object per line. Usage (on the device, repository root):
   python3 calibration/torch/megatron_layer_host.py --megatron PATH_CONTAINING_megatron --out FILE
+      [--only NAME,NAME] [--port P]   (only those rows; another rendezvous port for a second run)
 """
 import argparse, json, os, sys
 
@@ -20,16 +21,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megatron", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="", help="comma-separated row names (default: every row)")
+    ap.add_argument("--port", type=int, default=29557)
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from megatron_single_gpu import emit, init, kernel_time_us, profiled_step, record_error, wall_us_per_call
-    torch = init(args.megatron, 29557)
+    torch = init(args.megatron, args.port)
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
     out = open(args.out, "w")
-    out.write(json.dumps(dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name())) + "\n")
+    out.write(json.dumps(dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name(),
+                              megatron=args.megatron)) + "\n")
 
     def measure(name, layers, h, heads, ffn, s, b, dropout, experts=None, topk=2, dispatcher="alltoall",
                 swiglu=False):
@@ -44,6 +49,8 @@ def main():
             kw.update(num_moe_experts=experts, moe_router_topk=topk, moe_token_dispatcher_type=dispatcher,
                       moe_grouped_gemm=False, moe_ffn_hidden_size=ffn, moe_router_load_balancing_type="aux_loss",
                       moe_aux_loss_coeff=1e-2)
+        if only and name not in only:
+            return
         rec = dict(kind="megatron_block", name=name, layers=layers, hidden=h, heads=heads, ffn=ffn, seq=s,
                    batch=b, dropout=dropout, experts=experts or 0, topk=topk if experts else 0,
                    dispatcher=dispatcher if experts else "")

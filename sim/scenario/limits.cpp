@@ -15,8 +15,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
     plan = {pp / 2, pp / 2};  // half a round: limits.h
   else if (vp == 1)
     plan = {pp, pp};
-  else
-    plan = {2 * pp, pp};
+  else  // the interleaved schedule repeats every group of N micro-batches (N = pp unless stated)
+    plan = {2 * t.pipeline.group(pp), t.pipeline.group(pp)};
   if (t.micro_steps() <= plan.m1 + plan.unit) return std::nullopt;
   return plan;
 }

@@ -407,6 +407,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
     set_if(r.boolean("check_for_nan"), t.check_for_nan);
+    set_if(r.boolean("megatron_nvtx_lookup"), t.megatron_nvtx_lookup);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
       set_if(mr.choice("dispatcher", kMoeDispatcherNames), t.moe.dispatcher);
@@ -424,6 +425,7 @@ Scenario parse_scenario(Node root) {
       set_if(plr.integer("last_stage_layers", false, 0, 1'000'000), t.pipeline.last_stage_layers);
       set_if(plr.integer("first_rank_layers", false, 0, 1'000'000), t.pipeline.first_rank_layers);
       set_if(plr.integer("last_rank_layers", false, 0, 1'000'000), t.pipeline.last_rank_layers);
+      set_if(plr.integer("microbatch_group_size", false, 1, 1'000'000), t.pipeline.microbatch_group_size);
       plr.finish();
     }
     r.finish();
@@ -625,10 +627,11 @@ Scenario parse_scenario(Node root) {
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
-    const std::array<std::pair<const char*, bool>, 3> megatron_only = {{
+    const std::array<std::pair<const char*, bool>, 4> megatron_only = {{
         {"overlap_grad_reduce", t.overlap_grad_reduce != d.overlap_grad_reduce},
         {"overlap_param_gather", t.overlap_param_gather != d.overlap_param_gather},
         {"check_for_nan", t.check_for_nan != d.check_for_nan},
+        {"megatron_nvtx_lookup", t.megatron_nvtx_lookup != d.megatron_nvtx_lookup},
     }};
     const YAML::Node& given = tn->yaml();
     const auto note_given = [&](const auto& keys) {
@@ -708,10 +711,30 @@ Scenario parse_scenario(Node root) {
           .error(fmt::format("global_batch ({}) must be a multiple of micro_batch·dp = {}·{} = {}", t.global_batch,
                              t.micro_batch, p.dp, per_step));
   }
-  if (p.vp > 1 && p.dp > 0 && t.global_batch % (static_cast<int64_t>(t.micro_batch) * p.dp) == 0 &&
-      t.micro_steps() % p.pp != 0)
-    at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp ({})",
-                                         t.micro_steps(), p.pp));
+  // The interleaved schedule's micro-batch groups, as Megatron checks them (schedules.py at d98e8a64,
+  // forward_backward_pipelining_with_interleaving): N in [pp, micro-steps], the last group empty or of at least pp
+  // (a shorter one leaves dependency bubbles, and Megatron refuses it). With N = pp, Megatron's default, that is
+  // micro-steps divisible by pp.
+  if (p.vp > 1 && p.dp > 0 && t.global_batch % (static_cast<int64_t>(t.micro_batch) * p.dp) == 0) {
+    const int m_steps = t.micro_steps(), n = t.pipeline.group(p.pp);
+    if (t.pipeline.microbatch_group_size <= 0) {
+      if (m_steps % p.pp != 0)
+        at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp "
+                                             "({}), or training.pipeline.microbatch_group_size N with the last group "
+                                             "(micro-steps mod N) empty or of at least pp",
+                                             m_steps, p.pp));
+    } else if (n < p.pp || n > m_steps) {
+      (pipe_node ? *pipe_node : tn->child("pipeline")).child("microbatch_group_size")
+          .error(fmt::format("the micro-batches per group must lie between pp ({}) and the micro-steps ({}), as "
+                             "Megatron's --microbatch-group-size-per-virtual-pipeline-stage",
+                             p.pp, m_steps));
+    } else if (m_steps % n != 0 && m_steps % n < p.pp) {
+      (pipe_node ? *pipe_node : tn->child("pipeline")).child("microbatch_group_size")
+          .error(fmt::format("the last group holds micro-steps mod N = {} mod {} = {} micro-batches, fewer than pp ({}): "
+                             "Megatron refuses it (dependency bubbles); choose N dividing {} or leaving at least {}",
+                             m_steps, n, m_steps % n, p.pp, m_steps, p.pp));
+    }
+  }
   if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 &&
       (m.heads % (static_cast<int64_t>(p.tp) * p.cp) != 0 || m.kv_heads < p.tp || (m.kv_heads / p.tp) % p.cp != 0))
     tn->child("cp_comm").error(fmt::format("cp_comm a2a splits the query and the key/value heads of each tp rank over cp: "
@@ -936,6 +959,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
+  if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;
   if (!t.fused_qkv) training["fused_qkv"] = false;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
@@ -968,6 +992,8 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.pipeline.last_stage_layers >= 0) training["pipeline"]["last_stage_layers"] = t.pipeline.last_stage_layers;
   if (t.pipeline.first_rank_layers >= 0) training["pipeline"]["first_rank_layers"] = t.pipeline.first_rank_layers;
   if (t.pipeline.last_rank_layers >= 0) training["pipeline"]["last_rank_layers"] = t.pipeline.last_rank_layers;
+  if (t.pipeline.microbatch_group_size > 0)
+    training["pipeline"]["microbatch_group_size"] = t.pipeline.microbatch_group_size;
   if (m.moe) training["parallelism"]["etp"] = t.parallelism.expert_tp();
   if (t.parallelism.dp_shard > 0) training["parallelism"]["dp_shard"] = t.parallelism.dp_shard;  // (only when set)
   if (m.moe)

@@ -490,3 +490,26 @@ TEST(GraphScale, SteadyStateExtrapolationMatchesTheFullReplay) {
     EXPECT_NEAR(fast.replay.breakdown.compute_s / full.breakdown.compute_s, 1.0, 0.01) << sets.back();
   }
 }
+
+// Megatron's micro-batch groups (training.pipeline.microbatch_group_size N, --microbatch-group-size-per-virtual-
+// pipeline-stage): the first stage runs (vp - 1)·(N - pp) more warm-up forwards, each holding one micro-batch's
+// activations through one chunk, so its activation peak grows by exactly that many chunks; the bubble of uniform
+// stages stays (p - 1) / (v·m + p - 1) of the pipeline's span.
+TEST(GraphScale, MicroBatchGroupsHoldMoreChunksNotMoreBubble) {
+  const double p = 4, m = 16, v = 2;
+  auto run = [&](int n) {
+    std::vector<std::string> sets = {"training.global_batch=16", "training.parallelism.vp=2"};
+    if (n > 0) sets.push_back("training.pipeline.microbatch_group_size=" + std::to_string(n));
+    return simulate_exact(load(kPipeline, sets));
+  };
+  const auto base = run(0), n6 = run(6), n8 = run(8), n16 = run(16);
+  auto acts = [](const sim::RunResult& r) {
+    return r.replay.memory.at_peak[static_cast<int>(MemCategory::activations)];
+  };
+  const double chunk = (acts(n8) - acts(base)) / 4;  // N 8: 4 chunks more than N 4
+  EXPECT_GT(chunk, 1e9);
+  EXPECT_NEAR((acts(n6) - acts(base)) / chunk, 2.0, 1e-6);
+  EXPECT_NEAR((acts(n16) - acts(base)) / chunk, 12.0, 1e-6);
+  for (const auto* r : {&base, &n6, &n8, &n16})
+    EXPECT_NEAR(r->replay.breakdown.pipeline_bubble_s / pipeline_span_s(*r) / ((p - 1) / (v * m + p - 1)), 1.0, 0.03);
+}

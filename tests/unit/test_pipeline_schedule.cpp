@@ -197,3 +197,52 @@ TEST(PipelineSchedule, LayerSplit) {
       EXPECT_LE(s[V] - s[V - 1], middle_lo) << L << " on " << V;
     }
 }
+
+// Megatron's --microbatch-group-size-per-virtual-pipeline-stage N (the Llama 3 paper's "tunable N"): its schedule table
+// groups N micro-batches per virtual stage, the last group whatever is left (get_schedule_table at d98e8a64), and the
+// interleaved warm-up grows by (vp - 1)·(N - pp). The two examples of Megatron's own docstring
+// (model_parallel_config.py), forwards of rank 0: PP 2 VP 2 N 2 M 4 "0 1 0 1 2 3 2 3"; N 3 M 5 "0 1 2 0 1 2 3 4 3 4".
+TEST(PipelineSchedule, MicroBatchGroupsAreMegatronsScheduleTable) {
+  auto forwards = [](int pp, int vp, int m, int n) {
+    std::string micro, chunk;
+    for (const auto& e : pipeline_schedule(pp, vp, m, 0, false, n))
+      if (e.forward) micro += std::to_string(e.micro), chunk += std::to_string(e.chunk);
+    return micro + " " + chunk;
+  };
+  EXPECT_EQ(forwards(2, 2, 4, 2), "01012323 00110011");
+  EXPECT_EQ(forwards(2, 2, 5, 3), "0120123434 0001110011");
+  EXPECT_EQ(forwards(4, 2, 8, 0), forwards(4, 2, 8, 4));  // 0: Megatron's default, pp
+  EXPECT_EQ(warmup_forwards(4, 2, 16, 0, false, 8), 14);   // 3·2 + 1·8
+  EXPECT_EQ(warmup_forwards(4, 3, 12, 1, false, 6), 16);   // 2·2 + 2·6
+  EXPECT_EQ(warmup_forwards(4, 2, 6, 0, false, 6), 12);    // 3·2 + 1·6 = 12 = every chunk
+  // Every valid grouping: each chunk once each way, each backward after its forward, a chunk's micro-batches in
+  // order, the warm-up as counted (the checks above, on the grouped schedules).
+  for (int pp : {2, 3, 4})
+    for (int vp : {2, 3})
+      for (int m = pp; m <= 4 * pp + 1; ++m)
+        for (int n = pp; n <= m; ++n) {
+          if (m % n != 0 && m % n < pp) continue;  // Megatron refuses these
+          for (int r = 0; r < pp; ++r) {
+            const auto s = pipeline_schedule(pp, vp, m, r, false, n);
+            const std::string at = "pp " + std::to_string(pp) + " vp " + std::to_string(vp) + " m " +
+                                   std::to_string(m) + " N " + std::to_string(n) + " rank " + std::to_string(r);
+            ASSERT_EQ(s.size(), static_cast<std::size_t>(2 * m * vp)) << at;
+            std::map<std::tuple<bool, int, int>, std::size_t> pos;
+            for (std::size_t i = 0; i < s.size(); ++i) pos[{s[i].forward, s[i].micro, s[i].chunk}] = i;
+            ASSERT_EQ(pos.size(), s.size()) << at;
+            for (int i = 0; i < m; ++i)
+              for (int k = 0; k < vp; ++k) {
+                EXPECT_LT((pos[{true, i, k}]), (pos[{false, i, k}])) << at;
+                if (i > 0) {
+                  EXPECT_LT((pos[{true, i - 1, k}]), (pos[{true, i, k}])) << at;
+                }
+              }
+            const int w = warmup_forwards(pp, vp, m, r, false, n);
+            EXPECT_EQ(w, std::min((pp - r - 1) * 2 + (vp - 1) * n, m * vp)) << at;
+            for (int k = 0; k < w; ++k) EXPECT_TRUE(s[k].forward) << at;
+            if (w < m * vp) {
+              EXPECT_FALSE(s[w + 1].forward) << at;  // then 1F1B pairs
+            }
+          }
+        }
+}

@@ -1120,6 +1120,17 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (first) tw.line(4, "first_rank_layers", std::to_string(*first), src("decoder-first-pipeline-num-layers"));
     if (last) tw.line(4, "last_rank_layers", std::to_string(*last), src("decoder-last-pipeline-num-layers"));
   }
+  // The interleaved schedule's micro-batch groups (the scenario loader checks Megatron's bounds on N).
+  if (const auto group = as_int("microbatch-group-size-per-virtual-pipeline-stage")) {
+    if (vp > 1) {
+      if (!((embedding_counted || loss_counted) && pp > 1 && layers > 0) && !(first || last)) tw.line(2, "pipeline", "");
+      tw.line(4, "microbatch_group_size", std::to_string(*group), src("microbatch-group-size-per-virtual-pipeline-stage"));
+    } else {
+      out.warnings.push_back(src("microbatch-group-size-per-virtual-pipeline-stage") +
+                             ": only the interleaved schedule groups micro-batches; without virtual stages it changes "
+                             "nothing (Megatron ignores it too)");
+    }
+  }
   if (fl.has("pipeline-model-parallel-layout")) {
     fl.used.insert("pipeline-model-parallel-layout");
     out.warnings.push_back(src("pipeline-model-parallel-layout") +
