@@ -56,8 +56,11 @@ def main():
                    dispatcher=dispatcher if experts else "")
         try:
             cfg = TransformerConfig(**kw)
-            spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
-                                            normalization="RMSNorm" if swiglu else None)
+            try:
+                spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False,
+                                                normalization="RMSNorm" if swiglu else None)
+            except TypeError:  # Megatron-Core before the spec's normalization argument (r0.8): its LayerNorm spec
+                spec = get_gpt_layer_local_spec(num_experts=experts, moe_grouped_gemm=False)
             # Megatron's Float16Module casts the whole model to bf16 (module.bfloat16()).
             block = TransformerBlock(cfg, spec).cuda().bfloat16()
             x = torch.randn(s, b, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
