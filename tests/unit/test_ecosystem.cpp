@@ -23,6 +23,7 @@
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "tests/unit/cli_util.h"
+#include "tests/unit/scenario_text_util.h"
 #include "workloads/importers/hf_config.h"
 #include "workloads/importers/megatron_args.h"
 #include "workloads/model_spec.h"
@@ -927,4 +928,44 @@ TEST(CompareCli, OneSidedOverridesChangeOnlyTheirSide) {
   EXPECT_EQ(json::parse(d.out)["speedup"].get<double>(), jc["speedup"].get<double>());
   const auto both = run_cli({"compare", quick, quick, "--json", "--set", "training.recompute=selective"});
   EXPECT_EQ(json::parse(both.out)["speedup"].get<double>(), 1.0);
+}
+
+// --microbatch-group-size-per-virtual-pipeline-stage is racksim's training.pipeline.microbatch_group_size, whose bounds
+// the loader checks as Megatron-Core's interleaved schedule does (schedules.py at d98e8a64): pp <= N <= micro-steps, the
+// last group (micro-steps mod N) empty or of at least pp. Without virtual stages the flag changes nothing and says so.
+TEST(MegatronImport, MicroBatchGroupsOfTheInterleavedSchedule) {
+  const std::string args =
+      "--num-layers 16 --hidden-size 1024 --ffn-hidden-size 4096 --num-attention-heads 8 --seq-length 1024 "
+      "--vocab-size 1024 --micro-batch-size 1 --bf16 --pipeline-model-parallel-size 4 ";
+  imp::MegatronOptions opt;
+  opt.gpus = 4;
+  const auto grouped = meg(args + "--global-batch-size 10 --num-virtual-stages-per-pipeline-rank 2 "
+                                  "--microbatch-group-size-per-virtual-pipeline-stage 6", opt);
+  const auto t = load(grouped).training;  // 10 micro-steps: groups of 6 and 4, both at least pp
+  EXPECT_EQ(t.pipeline.microbatch_group_size, 6);
+  EXPECT_EQ(t.micro_steps(), 10);
+  const auto flat = meg(args + "--global-batch-size 8 --microbatch-group-size-per-virtual-pipeline-stage 6", opt);
+  EXPECT_EQ(load(flat).training.pipeline.microbatch_group_size, 0);
+  ASSERT_FALSE(flat.warnings.empty());
+  EXPECT_NE(flat.warnings.back().find("only the interleaved schedule groups micro-batches"), std::string::npos)
+      << flat.warnings.back();
+  // The loader's checks, as Megatron words them.
+  const char* base = R"(system: {preset: h100-sxm, gpus: 4}
+model: {layers: 16, hidden: 1024, ffn_hidden: 4096, heads: 8, vocab: 1024}
+training: {seq_len: 1024, micro_batch: 1, parallelism: {pp: 4, vp: 2}, pipeline: {microbatch_group_size: 6}}
+)";
+  auto error_of = [&](const std::string& batch) {
+    try {
+      racksim::testing::scenario_from_text(base, "g.yaml", {"training.global_batch=" + batch});
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("12"), "no error");  // 6 + 6
+  EXPECT_NE(error_of("5").find("must lie between pp (4) and the micro-steps (5)"), std::string::npos) << error_of("5");
+  EXPECT_NE(error_of("8").find("the last group holds micro-steps mod N = 8 mod 6 = 2 micro-batches, fewer than pp (4)"),
+            std::string::npos)
+      << error_of("8");
+  EXPECT_NE(error_of("8").find("g.yaml:3:"), std::string::npos) << error_of("8");
 }
