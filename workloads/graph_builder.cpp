@@ -338,6 +338,11 @@ class Builder {
       g_.notes.push_back("training.overlap_param_gather with optimizer_sharding none: no parameter gather to overlap, no "
                          "effect (Megatron-LM refuses --overlap-param-gather without the distributed optimizer or "
                          "Megatron-FSDP)");
+    if (t_.pipeline.microbatch_group_size > 0 && (vp_ == 1 || pp_ == 1))
+      g_.notes.push_back(fmt::format("training.pipeline.microbatch_group_size {} without an interleaved pipeline (pp {}, "
+                                     "vp {}): no effect (only the interleaved schedule groups micro-batches; Megatron "
+                                     "ignores it too)",
+                                     t_.pipeline.microbatch_group_size, pp_, vp_));
     if (m_.moe && t_.moe.dispatch_fp8.value_or(false) && !fp8_class())
       g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
                                      "the training precision; an fp8 dispatch needs an fp8-class precision)",

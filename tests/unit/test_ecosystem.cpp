@@ -968,4 +968,11 @@ training: {seq_len: 1024, micro_batch: 1, parallelism: {pp: 4, vp: 2}, pipeline:
             std::string::npos)
       << error_of("8");
   EXPECT_NE(error_of("8").find("g.yaml:3:"), std::string::npos) << error_of("8");
+  // Without virtual stages the key changes nothing, and the report says so (a sweep over vp keeps its base's N).
+  const auto r = racksim::sim::simulate(
+      racksim::testing::scenario_from_text(base, "g.yaml", {"training.global_batch=8", "training.parallelism.vp=1"}));
+  const std::string warnings = r.report["warnings"].dump();
+  EXPECT_NE(warnings.find("microbatch_group_size 6 without an interleaved pipeline (pp 4, vp 1): no effect"),
+            std::string::npos)
+      << warnings;
 }
