@@ -144,16 +144,19 @@ std::string path_beside(const std::string& naming_file, const std::string& path)
   return (std::filesystem::path(naming_file).parent_path() / p).string();
 }
 
+void remove_partial_output(const std::string& path) {
+  // (An audit's finding: a full disk had left 200 KB of invalid trace JSON.)
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+}
+
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
   OutputFile f(path, option);
   try {
     f.write(content);
     f.close();
   } catch (const InputError&) {
-    // A cut-short file is not left behind as if it were the output (an audit's finding: a full disk left 200 KB of
-    // invalid trace JSON); a device or pipe is left alone.
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+    remove_partial_output(path);
     throw;
   }
 }

@@ -59,6 +59,10 @@ class OutputFile {
   int fd_ = -1;
 };
 
+// Removes what a failed write left at `path` when it is a regular file (a cut-short output is not left behind as if it
+// were the output); a device or a pipe is left alone. Called from a catch block before rethrowing.
+void remove_partial_output(const std::string& path);
+
 // Writes `content` to `path` and checks that every byte reached the file (open, write, flush
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
 // `option` names the command-line option that chose the path (--trace, --out, ...).

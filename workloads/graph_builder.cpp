@@ -2677,6 +2677,9 @@ class Builder {
   // Megatron-Core's nvtx_range_push/pop calls in a layer's forward (at 1e057005: transformer_layer.py, attention.py,
   // mlp.py), which cost the host only in the versions that look up the caller's name first
   // (training.megatron_nvtx_lookup). The backward has none; a recomputed forward repeats them (charge_host_work).
+  // The dense part of a layer's forward on the host: the measured per-layer figure and, where the version pays them,
+  // the NVTX ranges' lookups.
+  double dense_forward_host_s(int l) const { return sys_.launch.megatron_layer_forward_s + nvtx_forward_host_s(l); }
   double nvtx_forward_host_s(int l) const {
     if (!t_.megatron_nvtx_lookup) return 0.0;
     int calls = 8;                // TransformerLayer: self_attention, self_attn_bda, mlp, mlp_bda
@@ -2692,7 +2695,7 @@ class Builder {
     if (partial_graphs_) return charge_scoped_host_work(l, first, forward);
     const auto& L = sys_.launch;
     const bool moe = m_.is_moe_layer(l);
-    const double dense_fwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_forward_s + nvtx_forward_host_s(l);
+    const double dense_fwd = t_.cuda_graphs ? 0.0 : dense_forward_host_s(l);
     const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
     const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion);
     const DdpHostWork ddp = t_.cuda_graphs ? DdpHostWork{} : ddp_host_work(l);
@@ -2873,7 +2876,7 @@ class Builder {
     };
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
-      sh.dense_per_op = ops > 0 ? (L.megatron_layer_forward_s + nvtx_forward_host_s(l)) / static_cast<double>(ops) : 0.0;
+      sh.dense_per_op = ops > 0 ? dense_forward_host_s(l) / static_cast<double>(ops) : 0.0;
       sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_graphed_s) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -320,9 +319,7 @@ void write_trace_file(const std::string& path, const Job& job, const OpGraph& g,
                    "job (fewer micro-batches: --set training.global_batch=...)",
                    path, events, static_cast<double>(sink.bytes()) / 1e6);
   } catch (...) {
-    // A cut-short file is not left behind as if it were the output (a full disk); a device or pipe is left alone.
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+    input::remove_partial_output(path);
     throw;
   }
 }

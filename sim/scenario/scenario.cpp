@@ -717,6 +717,7 @@ Scenario parse_scenario(Node root) {
   // micro-steps divisible by pp.
   if (p.vp > 1 && p.dp > 0 && t.global_batch % (static_cast<int64_t>(t.micro_batch) * p.dp) == 0) {
     const int m_steps = t.micro_steps(), n = t.pipeline.group(p.pp);
+    auto at_group = [&] { return (pipe_node ? *pipe_node : tn->child("pipeline")).child("microbatch_group_size"); };
     if (t.pipeline.microbatch_group_size <= 0) {
       if (m_steps % p.pp != 0)
         at_par.child("vp").error(fmt::format("the interleaved schedule (vp > 1) needs micro-steps ({}) divisible by pp "
@@ -724,15 +725,14 @@ Scenario parse_scenario(Node root) {
                                              "(micro-steps mod N) empty or of at least pp",
                                              m_steps, p.pp));
     } else if (n < p.pp || n > m_steps) {
-      (pipe_node ? *pipe_node : tn->child("pipeline")).child("microbatch_group_size")
-          .error(fmt::format("the micro-batches per group must lie between pp ({}) and the micro-steps ({}), as "
-                             "Megatron's --microbatch-group-size-per-virtual-pipeline-stage",
-                             p.pp, m_steps));
+      at_group().error(fmt::format("the micro-batches per group must lie between pp ({}) and the micro-steps ({}), as "
+                                   "Megatron's --microbatch-group-size-per-virtual-pipeline-stage",
+                                   p.pp, m_steps));
     } else if (m_steps % n != 0 && m_steps % n < p.pp) {
-      (pipe_node ? *pipe_node : tn->child("pipeline")).child("microbatch_group_size")
-          .error(fmt::format("the last group holds micro-steps mod N = {} mod {} = {} micro-batches, fewer than pp ({}): "
-                             "Megatron refuses it (dependency bubbles); choose N dividing {} or leaving at least {}",
-                             m_steps, n, m_steps % n, p.pp, m_steps, p.pp));
+      at_group().error(fmt::format("the last group holds micro-steps mod N = {} mod {} = {} micro-batches, fewer than "
+                                   "pp ({}): Megatron refuses it (dependency bubbles); choose N dividing {} or leaving "
+                                   "at least {}",
+                                   m_steps, n, m_steps % n, p.pp, m_steps, p.pp));
     }
   }
   if (p.cp > 1 && t.cp_comm == CpComm::a2a && m.heads > 0 &&

@@ -1084,6 +1084,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       if (auto d = fl.str(f); d && *d != "fp32")
         out.warnings.push_back(fmt::format("--{} {}: racksim keeps fp32 master weights and main gradients", f, *d));
   }
+  // The scenario's training.pipeline section, opened by the first key that needs it.
+  bool pipeline_opened = false;
+  auto open_pipeline = [&] {
+    if (!pipeline_opened) tw.line(2, "pipeline", "");
+    pipeline_opened = true;
+  };
   // Uneven pipeline ends.
   const auto first = as_int("decoder-first-pipeline-num-layers");
   const auto last = as_int("decoder-last-pipeline-num-layers");
@@ -1104,7 +1110,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                               counted, pp, vp, counted, pp,
                               vp > 1 ? " and 'num_layers_per_pipeline_rank should be divisible by vp_size'" : ""));
     const long long per_stage = counted / pp / vp;
-    tw.line(2, "pipeline", "");
+    open_pipeline();
     if (embedding_counted)
       tw.line(4, "first_stage_layers", std::to_string(per_stage - 1),
               fmt::format("--account-for-embedding-in-pipeline-split: ({} layers + embedding{}) / (pp {} x vp {}) - 1",
@@ -1115,7 +1121,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                           embedding_counted ? " + embedding" : "", pp, vp));
   }
   if (first || last) {
-    tw.line(2, "pipeline", "");
+    open_pipeline();
     // Megatron's flags count a whole pipeline rank (split over its virtual stages): racksim's *_rank_layers.
     if (first) tw.line(4, "first_rank_layers", std::to_string(*first), src("decoder-first-pipeline-num-layers"));
     if (last) tw.line(4, "last_rank_layers", std::to_string(*last), src("decoder-last-pipeline-num-layers"));
@@ -1123,7 +1129,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // The interleaved schedule's micro-batch groups (the scenario loader checks Megatron's bounds on N).
   if (const auto group = as_int("microbatch-group-size-per-virtual-pipeline-stage")) {
     if (vp > 1) {
-      if (!((embedding_counted || loss_counted) && pp > 1 && layers > 0) && !(first || last)) tw.line(2, "pipeline", "");
+      open_pipeline();
       tw.line(4, "microbatch_group_size", std::to_string(*group), src("microbatch-group-size-per-virtual-pipeline-stage"));
     } else {
       out.warnings.push_back(src("microbatch-group-size-per-virtual-pipeline-stage") +
