@@ -117,6 +117,12 @@ L7B = {
     "l7b16_b4_mflash": dict(LLAMA7B, B=4),
     "l7b16_b2_mflash": dict(LLAMA7B, B=2),
 }
+# The same layer at 8 layers, which fits an 80 GB H100 (the A3 VMs' and DGX H100's GPU): the H100 rows' per-GPU
+# work measured on the H100 itself, to tell an H100-specific miss from one common to both Hoppers.
+L7B8 = {
+    "l7b8_b4_mflash": dict(LLAMA7B, L=8, B=4),
+    "l7b8_b2_mflash": dict(LLAMA7B, L=8, B=2),
+}
 
 # Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
 # re-recording, outputs alias the arguments), and a longer unrolled program.
@@ -134,7 +140,7 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **SMOKE}
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **L7B8, **SMOKE}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -159,6 +165,7 @@ SUITES = {
     "runtime": list(RUNTIME),
     "gqa": list(GQA),
     "llama7b": list(L7B),
+    "llama7b_h100": list(L7B8),
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
