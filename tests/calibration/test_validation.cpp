@@ -71,6 +71,26 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
   EXPECT_NE(r.out.find("78 checks: 78 pass"), std::string::npos) << r.out;
 }
 
+// The same JAX programs measured on an H100 (80 GB HBM3; calibration/data/h100-2026-12-05-jax-steps): the Hopper of
+// the at-scale JAX rows, at the H200's calibration carried by the transfer rule. Every step time within 10%, replayed
+// from its HLO and built from its scenario (Llama 2 7B's layer at the MaxText rows' shape: scenario -2.1%, replay
+// +0.5%), so the JAX rows' misses at scale are not the H100's kernels. The one miss is the scenario builder's memory
+// of the batch-2 Llama step (-11%, as on the H200: the builder's buffer set, not XLA's assignment), pinned by name.
+TEST(HloReplay, H100JaxStepsWithinTenPercent) {
+  const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/h100.yaml", "--json"});
+  ASSERT_EQ(r.code, 4) << r.out << r.err;
+  const json rows = json::parse(r.out);
+  ASSERT_EQ(rows.size(), 24u);
+  std::vector<std::string> failed;
+  for (const auto& row : rows) {
+    if (row["field"] == "step_time_s") {
+      EXPECT_LT(std::abs(row["error"].get<double>()), 0.10) << row["case"];
+    }
+    if (!row["pass"].get<bool>()) failed.push_back(row["case"].get<std::string>() + " " + row["field"].get<std::string>());
+  }
+  EXPECT_EQ(failed, std::vector<std::string>{"ours l7b8_b2_mflash peak_memory_bytes"});
+}
+
 // Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD
 // HLO on the calibrated H200 (four of the eight steps measured after the mechanisms they check were
 // built). All sixteen checks within 10% since XLA's loop fusions are bounded by their output indices
