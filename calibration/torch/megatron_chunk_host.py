@@ -13,8 +13,15 @@ patched to false, as the first-stage test) of L layers, tiny shapes so that the 
 called for M micro-batches back to back (all forwards, then all backwards, as the warm-up and cool-down run them),
 for L in 1, 2, 4, 8; host time per chunk = a + b L, a least-squares line; a is the chunk's own.
 
+--paired (2026-12-05, later): the chunk and its bare block alternate repetition by repetition, for L = 1 and 2 only,
+and the per-chunk figure is the median of the paired differences (chunk - block, per micro-batch and phase): the
+layers' host time, the same on both sides, cancels instead of entering through two fitted intercepts, so the host's
+drift between repetitions no longer sets the resolution. --no-nvtx-lookup replaces Megatron-Core's frame lookup for NVTX
+range names (Megatron-LM 2025-05-16..06-09, ../data/h100-2026-12-05-megatron-nvtx-host) by a constant, on both sides
+alike: it only lowers the noise, since the schedule step calls no NVTX range per chunk at those commits.
+
 Usage (on the device, repository root):
-  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE
+  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE [--paired] [--no-nvtx-lookup]
 """
 import os, statistics, sys, time
 
@@ -22,7 +29,30 @@ import os, statistics, sys, time
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    paired = "--paired" in sys.argv
+    no_nvtx_lookup = "--no-nvtx-lookup" in sys.argv
+    sys.argv = [a for a in sys.argv if a not in ("--paired", "--no-nvtx-lookup")]
     torch, args, out = start(29591)
+    if no_nvtx_lookup:
+        import megatron.core.utils as mcu
+        if hasattr(mcu, "_nvtx_range_get_func_path"):
+            mcu._nvtx_range_get_func_path = lambda: "range"
+
+    def one_rep(fwd, bwd):
+        """One repetition from an idle GPU: M forwards then M backwards; host time per micro-batch of each phase
+        (the clock is read before the GPU catches up: a tiny chunk's GPU work finishes well before its host's), and
+        the wall time of both with the GPU's."""
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        outs = fwd()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        bwd(outs)
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        t4 = time.perf_counter()
+        return (t1 - t0) / micro * 1e6, (t3 - t2) / micro * 1e6, ((t2 - t0) + (t4 - t2)) / micro * 1e6
     from megatron.core import parallel_state
     from megatron.core.pipeline_parallel import schedules
     from megatron.core.models.gpt import GPTModel
@@ -83,25 +113,12 @@ def main():
             with model.no_sync():
                 for _ in range(3):
                     backwards(forwards())
-                torch.cuda.synchronize()
-                fw, bw, busy = [], [], []
-                for _ in range(reps):
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    outs = forwards()
-                    t1 = time.perf_counter()  # the host's time: the GPU finishes a tiny chunk well before
-                    torch.cuda.synchronize()
-                    t2 = time.perf_counter()
-                    backwards(outs)
-                    t3 = time.perf_counter()
-                    torch.cuda.synchronize()
-                    t4 = time.perf_counter()
-                    fw.append((t1 - t0) / micro * 1e6)
-                    bw.append((t3 - t2) / micro * 1e6)
-                    busy.append(((t2 - t0) + (t4 - t2)) / micro * 1e6)
-            rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
-                       fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
-                       wall_us=statistics.median(busy))
+                fw, bw, busy = zip(*[one_rep(forwards, backwards) for _ in range(0 if paired else reps)]) \
+                    if not paired else ([], [], [])
+            if not paired:
+                rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
+                           fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
+                           wall_us=statistics.median(busy))
             # The bare block, as megatron_layer_host.py times it (the same layers, no schedule, no wrappers), the same
             # way: M forwards, then M backwards, host time per micro-batch. The layer figures hold its intercept.
             block = gpt.decoder
@@ -122,22 +139,25 @@ def main():
             with model.no_sync():
                 for _ in range(3):
                     block_backwards(block_forwards())
-                bf, bb = [], []
-                for _ in range(reps):
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    ys = block_forwards()
-                    t1 = time.perf_counter()
-                    torch.cuda.synchronize()
-                    t2 = time.perf_counter()
-                    block_backwards(ys)
-                    t3 = time.perf_counter()
-                    torch.cuda.synchronize()
-                    bf.append((t1 - t0) / micro * 1e6)
-                    bb.append((t3 - t2) / micro * 1e6)
-            rec.update(block_fwd_host_us=statistics.median(bf), block_bwd_host_us=statistics.median(bb),
-                       block_fwd_bwd_host_us=statistics.median(bf) + statistics.median(bb),
-                       block_fwd_range=[min(bf), max(bf)], block_bwd_range=[min(bb), max(bb)])
+                if paired:  # chunk and block alternate; the differences of each pair, per micro-batch and phase
+                    d_fwd, d_bwd, c_fwd, c_bwd, k_fwd, k_bwd = [], [], [], [], [], []
+                    for _ in range(reps):
+                        cf, cb, _ = one_rep(forwards, backwards)
+                        kf, kb, _ = one_rep(block_forwards, block_backwards)
+                        d_fwd.append(cf - kf)
+                        d_bwd.append(cb - kb)
+                        c_fwd.append(cf), c_bwd.append(cb), k_fwd.append(kf), k_bwd.append(kb)
+                    q = lambda v: statistics.quantiles(v, n=4)
+                    rec.update(paired_reps=reps, d_fwd_us=statistics.median(d_fwd), d_bwd_us=statistics.median(d_bwd),
+                               d_fwd_quartiles_us=[q(d_fwd)[0], q(d_fwd)[2]],
+                               d_bwd_quartiles_us=[q(d_bwd)[0], q(d_bwd)[2]],
+                               fwd_host_us=statistics.median(c_fwd), bwd_host_us=statistics.median(c_bwd),
+                               block_fwd_host_us=statistics.median(k_fwd), block_bwd_host_us=statistics.median(k_bwd))
+                else:
+                    bf, bb, _ = zip(*[one_rep(block_forwards, block_backwards) for _ in range(reps)])
+                    rec.update(block_fwd_host_us=statistics.median(bf), block_bwd_host_us=statistics.median(bb),
+                               block_fwd_bwd_host_us=statistics.median(bf) + statistics.median(bb),
+                               block_fwd_range=[min(bf), max(bf)], block_bwd_range=[min(bb), max(bb)])
         except Exception:
             record_error(rec)
         emit(out, rec)
@@ -145,8 +165,12 @@ def main():
 
     rows = {}
     for experts in (0, 8):
-        for layers in (1, 2, 4, 8):
-            rows[(experts, layers)] = chunk(("moe8_" if experts else "dense_") + f"L{layers}", layers, experts)
+        for layers in ((1, 2) if paired else (1, 2, 4, 8)):
+            rows[(experts, layers)] = chunk(("moe8_" if experts else "dense_") + f"L{layers}", layers, experts,
+                                            **({"reps": 41} if paired else {}))
+    if paired:
+        out.close()
+        return
     for experts in (0, 8):
         pts = [(l, rows[(experts, l)]) for l in (1, 2, 4, 8) if "fwd_host_us" in rows[(experts, l)]]
         if len(pts) < 2:
