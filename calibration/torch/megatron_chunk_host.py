@@ -21,7 +21,7 @@ range names (Megatron-LM 2025-05-16..06-09, ../data/h100-2026-12-05-megatron-nvt
 alike: it only lowers the noise, since the schedule step calls no NVTX range per chunk at those commits.
 
 Usage (on the device, repository root):
-  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE [--paired] [--no-nvtx-lookup]
+  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE [--paired [--paired-reps=41] [--paired-layers=1,2]] [--no-nvtx-lookup]
 """
 import os, statistics, sys, time
 
@@ -31,7 +31,11 @@ def main():
     from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
     paired = "--paired" in sys.argv
     no_nvtx_lookup = "--no-nvtx-lookup" in sys.argv
-    sys.argv = [a for a in sys.argv if a not in ("--paired", "--no-nvtx-lookup")]
+    # --paired-reps=N and --paired-layers=1,2 (the paired mode's repetitions and chunk sizes; 41 and 1,2 by default)
+    opt = {a.split("=")[0]: a.split("=", 1)[1] for a in sys.argv if a.startswith("--paired-")}
+    paired_reps = int(opt.get("--paired-reps", 41))
+    paired_layers = tuple(int(x) for x in opt.get("--paired-layers", "1,2").split(","))
+    sys.argv = [a for a in sys.argv if a not in ("--paired", "--no-nvtx-lookup") and not a.startswith("--paired-")]
     torch, args, out = start(29591)
     if no_nvtx_lookup:
         import megatron.core.utils as mcu
@@ -165,9 +169,9 @@ def main():
 
     rows = {}
     for experts in (0, 8):
-        for layers in ((1, 2) if paired else (1, 2, 4, 8)):
+        for layers in (paired_layers if paired else (1, 2, 4, 8)):
             rows[(experts, layers)] = chunk(("moe8_" if experts else "dense_") + f"L{layers}", layers, experts,
-                                            **({"reps": 41} if paired else {}))
+                                            **({"reps": paired_reps} if paired else {}))
     if paired:
         out.close()
         return
