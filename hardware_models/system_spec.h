@@ -125,8 +125,9 @@ struct LaunchSpec {
   // above (measured on a bare block): schedules.forward_step and backward_step and the wrappers training runs
   // around the block (DistributedDataParallel, Float16Module, GPTModel's pre- and postprocess), once per chunk's
   // forward and backward, whatever its layers. Dense and MoE (the aux-loss scale MoE models set per micro-batch)
-  // apart. Measured on the H100 machine's host (calibration/data/h100-2026-12-05-megatron-chunk-host): below that
-  // host's run-to-run noise (about 1 ms per chunk), so 0 in every preset.
+  // apart. Measured as the median paired difference between a chunk and its bare block, alternated
+  // (calibration/data/h200-2026-12-05-megatron-chunk-paired): forward 130 us dense, 261 us MoE; backward 0 (an earlier
+  // fit of intercepts, calibration/data/h100-2026-12-05-megatron-chunk-host, could not resolve them from 0). 0: none.
   double megatron_chunk_forward_s = 0;
   double megatron_chunk_backward_s = 0;
   double megatron_moe_chunk_forward_s = 0;
