@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes one racksim scenario per measured JAX training step (the reference rows in
 tests/data/reference/h200/jax_training_steps.jsonl, a copy of the shared reference's, and ours in calibration/data/h200-2026-11-29/
-jax_steps.jsonl) and the suite scenarios/validation/h200.yaml over them.
+jax_steps.jsonl) and the suite scenarios/validation/h200.yaml over them; likewise the steps measured on an H100
+(calibration/data/h100-2026-12-05-jax-steps) into scenarios/validation/h100/ and h100.yaml, with each step's HLO replay.
 
     python3 calibration/jax/make_scenarios.py
 
