@@ -28,7 +28,7 @@ import os, statistics, sys, time
 
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from megatron_single_gpu import ddp_config, emit, llama_block_config, record_error, start
+    from megatron_single_gpu import ddp_config, disable_nvtx_lookup, emit, llama_block_config, record_error, start
     paired = "--paired" in sys.argv
     no_nvtx_lookup = "--no-nvtx-lookup" in sys.argv
     # --paired-reps=N and --paired-layers=1,2 (the paired mode's repetitions and chunk sizes; 41 and 1,2 by default)
@@ -38,9 +38,7 @@ def main():
     sys.argv = [a for a in sys.argv if a not in ("--paired", "--no-nvtx-lookup") and not a.startswith("--paired-")]
     torch, args, out = start(29591)
     if no_nvtx_lookup:
-        import megatron.core.utils as mcu
-        if hasattr(mcu, "_nvtx_range_get_func_path"):
-            mcu._nvtx_range_get_func_path = lambda: "range"
+        disable_nvtx_lookup()
 
     def one_rep(fwd, bwd):
         """One repetition from an idle GPU: M forwards then M backwards; host time per micro-batch of each phase

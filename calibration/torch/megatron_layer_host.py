@@ -13,6 +13,7 @@ device-to-host copies of the routing counts, which stop the host until the GPU h
 Writes one JSON object per line. Usage (on the device, repository root):
   python3 calibration/torch/megatron_layer_host.py --megatron PATH_CONTAINING_megatron --out FILE
       [--only NAME,NAME] [--port P]   (only those rows; another rendezvous port for a second run)
+      [--no-nvtx-lookup]              (Megatron-LM 2025-05-16..06-09: NVTX range names made constant, megatron_single_gpu.py)
 """
 import argparse, json, os, sys
 
@@ -23,18 +24,22 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="", help="comma-separated row names (default: every row)")
     ap.add_argument("--port", type=int, default=29557)
+    ap.add_argument("--no-nvtx-lookup", action="store_true", help="NVTX range names made constant (2025-05-16..06-09)")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from megatron_single_gpu import emit, init, kernel_time_us, profiled_step, record_error, wall_us_per_call
+    from megatron_single_gpu import (disable_nvtx_lookup, emit, init, kernel_time_us, profiled_step, record_error,
+                                     wall_us_per_call)
     torch = init(args.megatron, args.port)
+    if args.no_nvtx_lookup:
+        disable_nvtx_lookup()
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_block import TransformerBlock
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
     out = open(args.out, "w")
     out.write(json.dumps(dict(kind="env", torch=torch.__version__, gpu=torch.cuda.get_device_name(),
-                              megatron=args.megatron)) + "\n")
+                              megatron=args.megatron, no_nvtx_lookup=args.no_nvtx_lookup)) + "\n")
 
     def measure(name, layers, h, heads, ffn, s, b, dropout, experts=None, topk=2, dispatcher="alltoall",
                 swiglu=False):
