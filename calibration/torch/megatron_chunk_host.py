@@ -21,7 +21,7 @@ range names (Megatron-LM 2025-05-16..06-09, ../data/h100-2026-12-05-megatron-nvt
 alike: it only lowers the noise, since the schedule step calls no NVTX range per chunk at those commits.
 
 Usage (on the device, repository root):
-  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE [--paired [--paired-reps=41] [--paired-layers=1,2]] [--no-nvtx-lookup]
+  python3 calibration/torch/megatron_chunk_host.py --megatron PATH_CONTAINING_megatron --out FILE [--paired [--paired-reps 41] [--paired-layers 1,2]] [--no-nvtx-lookup]
 """
 import os, statistics, sys, time
 
@@ -29,16 +29,30 @@ import os, statistics, sys, time
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from megatron_single_gpu import ddp_config, disable_nvtx_lookup, emit, llama_block_config, record_error, start
-    paired = "--paired" in sys.argv
-    no_nvtx_lookup = "--no-nvtx-lookup" in sys.argv
-    # --paired-reps=N and --paired-layers=1,2 (the paired mode's repetitions and chunk sizes; 41 and 1,2 by default)
-    opt = {a.split("=")[0]: a.split("=", 1)[1] for a in sys.argv if a.startswith("--paired-")}
-    paired_reps = int(opt.get("--paired-reps", 41))
-    paired_layers = tuple(int(x) for x in opt.get("--paired-layers", "1,2").split(","))
-    sys.argv = [a for a in sys.argv if a not in ("--paired", "--no-nvtx-lookup") and not a.startswith("--paired-")]
-    torch, args, out = start(29591)
-    if no_nvtx_lookup:
+
+    def add_arguments(ap):
+        ap.add_argument("--paired", action="store_true", help="chunk and bare block alternated (see above)")
+        ap.add_argument("--paired-reps", type=int, default=41, help="pairs per chunk size in --paired")
+        ap.add_argument("--paired-layers", default="1,2", help="chunk sizes (layers) in --paired")
+        ap.add_argument("--no-nvtx-lookup", action="store_true", help="NVTX range names made constant (2025-05-16..06-09)")
+    torch, args, out = start(29591, add_arguments)
+    paired = args.paired
+    if args.no_nvtx_lookup:
         disable_nvtx_lookup()
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel import schedules
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.distributed import DistributedDataParallel
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.enums import ModelType
+
+    # A middle virtual stage: neither the first (embedding; Float16Module's input cast) nor the last (output layer and
+    # loss; its output cast). The wrappers read these through the parallel_state module.
+    parallel_state.is_pipeline_first_stage = lambda *a, **k: False
+    parallel_state.is_pipeline_last_stage = lambda *a, **k: False
+
+    seq, hidden, micro = 128, 256, 16
 
     def one_rep(fwd, bwd):
         """One repetition from an idle GPU: M forwards then M backwards; host time per micro-batch of each phase
@@ -55,22 +69,8 @@ def main():
         torch.cuda.synchronize()
         t4 = time.perf_counter()
         return (t1 - t0) / micro * 1e6, (t3 - t2) / micro * 1e6, ((t2 - t0) + (t4 - t2)) / micro * 1e6
-    from megatron.core import parallel_state
-    from megatron.core.pipeline_parallel import schedules
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.distributed import DistributedDataParallel
-    from megatron.core.transformer.module import Float16Module
-    from megatron.core.enums import ModelType
 
-    # A middle virtual stage: neither the first (embedding; Float16Module's input cast) nor the last (output layer and
-    # loss; its output cast). The wrappers read these through the parallel_state module.
-    parallel_state.is_pipeline_first_stage = lambda *a, **k: False
-    parallel_state.is_pipeline_last_stage = lambda *a, **k: False
-
-    seq, hidden, micro = 128, 256, 16
-
-    def chunk(name, layers, experts, reps=9):
+    def chunk(name, layers, experts, reps):
         rec = dict(kind="chunk", name=name, layers=layers, experts=experts, micro_batches=micro, seq=seq, hidden=hidden)
         try:
             # Megatron-Core's layer-wise aux-loss log is a global sized by the first model's layer count: a later chunk
@@ -115,12 +115,11 @@ def main():
             with model.no_sync():
                 for _ in range(3):
                     backwards(forwards())
-                fw, bw, busy = zip(*[one_rep(forwards, backwards) for _ in range(0 if paired else reps)]) \
-                    if not paired else ([], [], [])
-            if not paired:
-                rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
-                           fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
-                           wall_us=statistics.median(busy))
+                if not paired:  # (paired: timed below, alternating with the bare block)
+                    fw, bw, busy = zip(*[one_rep(forwards, backwards) for _ in range(reps)])
+                    rec.update(fwd_host_us=statistics.median(fw), bwd_host_us=statistics.median(bw),
+                               fwd_host_us_range=[min(fw), max(fw)], bwd_host_us_range=[min(bw), max(bw)],
+                               wall_us=statistics.median(busy))
             # The bare block, as megatron_layer_host.py times it (the same layers, no schedule, no wrappers), the same
             # way: M forwards, then M backwards, host time per micro-batch. The layer figures hold its intercept.
             block = gpt.decoder
@@ -167,9 +166,9 @@ def main():
 
     rows = {}
     for experts in (0, 8):
-        for layers in (paired_layers if paired else (1, 2, 4, 8)):
+        for layers in (tuple(int(x) for x in args.paired_layers.split(",")) if paired else (1, 2, 4, 8)):
             rows[(experts, layers)] = chunk(("moe8_" if experts else "dense_") + f"L{layers}", layers, experts,
-                                            **({"reps": paired_reps} if paired else {}))
+                                            reps=args.paired_reps if paired else 9)
     if paired:
         out.close()
         return

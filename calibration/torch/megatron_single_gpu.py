@@ -80,13 +80,16 @@ def emit(out, rec, hidden=("trace",)):
         print(rec["trace"], flush=True)
 
 
-def start(default_port):
-    """The DDP scripts' common start: parses --megatron, --out and --port, starts Megatron-Core on one GPU (init),
-    opens the JSON-lines output and writes its env line; returns (torch, args, out)."""
+def start(default_port, add_arguments=None):
+    """The DDP scripts' common start: parses --megatron, --out and --port (and whatever add_arguments(parser) adds),
+    starts Megatron-Core on one GPU (init), opens the JSON-lines output and writes its env line; returns
+    (torch, args, out)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--megatron", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--port", type=int, default=default_port)
+    if add_arguments:
+        add_arguments(ap)
     args = ap.parse_args()
     torch = init(args.megatron, args.port)
     out = open(args.out, "w")
