@@ -138,6 +138,18 @@ struct LaunchSpec {
   // profiling"). Charged only where the scenario says its Megatron is one of them (training.megatron_nvtx_lookup).
   // Measured, calibration/data/h100-2026-12-05-megatron-nvtx-host.
   double megatron_nvtx_range_s = 0;
+  // DeepSeek-V3's parts of a layer beyond what the figures above hold (their dense layer: a standard attention and an
+  // MLP; their MoE layer: a softmax top-k router with an aux loss and no shared expert): multi-latent attention's own
+  // host work per layer forward and backward (its down and up projections, latent norms, the split rope, the
+  // concatenations); a group-limited router as DeepSeek-V3's recipe runs it (sigmoid scores in fp32 with an expert
+  // bias, group top-k, the sequence-level aux loss), which --moe-router-fusion and a captured router replace; a shared
+  // expert's MLP. 0: not modelled. Measured, calibration/data/h100-2026-12-05-megatron-dsv3-host.
+  double megatron_mla_forward_s = 0;
+  double megatron_mla_backward_s = 0;
+  double megatron_group_router_forward_s = 0;
+  double megatron_group_router_backward_s = 0;
+  double megatron_shared_expert_forward_s = 0;
+  double megatron_shared_expert_backward_s = 0;
 };
 
 // Every host figure of LaunchSpec by its preset key (launch.<name>): the preset reader, the override resolver and the
@@ -148,7 +160,7 @@ struct LaunchField {
   double LaunchSpec::*member;
   bool required;
 };
-inline constexpr std::array<LaunchField, 30> kLaunchFields = {{
+inline constexpr std::array<LaunchField, 36> kLaunchFields = {{
     {"eager_kernel_launch", &LaunchSpec::eager_kernel_launch_s, true},
     {"graph_kernel_launch", &LaunchSpec::graph_kernel_launch_s, true},
     {"graph_launch", &LaunchSpec::graph_launch_s, true},
@@ -179,6 +191,12 @@ inline constexpr std::array<LaunchField, 30> kLaunchFields = {{
     {"megatron_moe_chunk_forward", &LaunchSpec::megatron_moe_chunk_forward_s, false},
     {"megatron_moe_chunk_backward", &LaunchSpec::megatron_moe_chunk_backward_s, false},
     {"megatron_nvtx_range", &LaunchSpec::megatron_nvtx_range_s, false},
+    {"megatron_mla_forward", &LaunchSpec::megatron_mla_forward_s, false},
+    {"megatron_mla_backward", &LaunchSpec::megatron_mla_backward_s, false},
+    {"megatron_group_router_forward", &LaunchSpec::megatron_group_router_forward_s, false},
+    {"megatron_group_router_backward", &LaunchSpec::megatron_group_router_backward_s, false},
+    {"megatron_shared_expert_forward", &LaunchSpec::megatron_shared_expert_forward_s, false},
+    {"megatron_shared_expert_backward", &LaunchSpec::megatron_shared_expert_backward_s, false},
 }};
 
 struct HostSpec {

@@ -409,6 +409,7 @@ class Builder {
     double dense_per_op = 0, moe_per_eager_op = 0;  // seconds (recomputed ops cost what the forward's did)
   };
   std::map<int, ForwardHostShare> fwd_host_share_;
+  std::size_t router_step_end_ = 0;  // the op after the current MoE layer pass's router step (0: none yet)
   void mark_module(Module m) {
     if (partial_graphs_) module_marks_.emplace_back(g_.ops.size(), m);
   }
@@ -549,6 +550,7 @@ class Builder {
     mark_module(module_of_step(step, moe_layer));
     if (ep_interleave_) ep_ctx_ = EpCtx{l, ep_step_of(step, moe_layer)};
     emit_step();
+    if (step == "router") router_step_end_ = g_.ops.size();
     ep_ctx_ = EpCtx{};
   }
   // `after_exchange`: an exchange (an op on the exchanges' stream) of the same step was emitted before this op. In
@@ -2690,22 +2692,53 @@ class Builder {
                                   // linear_fc2; Transformer Engine's grouped experts have none
     return calls * sys_.launch.megatron_nvtx_range_s;
   }
+  // DeepSeek-V3's parts of a layer on the host beyond the measured layer figures (launch.megatron_mla_*,
+  // megatron_group_router_*, megatron_shared_expert_*; calibration/data/h100-2026-12-05-megatron-dsv3-host): multi-latent
+  // attention's own work (the attention module's); a group-limited router's, which Megatron's fused router replaces
+  // (--moe-router-fusion: its fused top-k with score function and aux-loss scores, forward and backward) as it does
+  // the routing; a shared expert's MLP (one module whatever its width). The router and the shared expert belong to
+  // racksim's moe_router scope, MLA to attn.
+  struct ExtraHost { double mla = 0, router = 0, shared = 0; };
+  ExtraHost extra_host_s(int l, bool forward, bool routing_removed) const {
+    const auto& L = sys_.launch;
+    ExtraHost x;
+    if (m_.mla) x.mla = forward ? L.megatron_mla_forward_s : L.megatron_mla_backward_s;
+    if (!m_.is_moe_layer(l)) return x;
+    if (m_.moe->router_groups > 1 && !routing_removed)
+      x.router = forward ? L.megatron_group_router_forward_s : L.megatron_group_router_backward_s;
+    if (m_.moe->shared_experts > 0)
+      x.shared = forward ? L.megatron_shared_expert_forward_s : L.megatron_shared_expert_backward_s;
+    return x;
+  }
   void charge_host_work(int l, std::size_t first, bool forward) {
     if (jax_) return;
     if (partial_graphs_) return charge_scoped_host_work(l, first, forward);
     const auto& L = sys_.launch;
     const bool moe = m_.is_moe_layer(l);
-    const double dense_fwd = t_.cuda_graphs ? 0.0 : dense_forward_host_s(l);
-    const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s;
-    const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion);
+    // Under whole-layer graphs the dense part, MLA's and the shared expert's replay; the router stays eager as the
+    // routing does.
+    const ExtraHost xf = extra_host_s(l, true, t_.moe.router_fusion), xb = extra_host_s(l, false, t_.moe.router_fusion);
+    const double dense_fwd = t_.cuda_graphs ? 0.0 : dense_forward_host_s(l) + xf.mla + xf.shared;
+    const double dense_bwd = t_.cuda_graphs ? 0.0 : L.megatron_layer_backward_s + xb.mla + xb.shared;
+    const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion) + xf.router;
     const DdpHostWork ddp = t_.cuda_graphs ? DdpHostWork{} : ddp_host_work(l);
     const double fwd = dense_fwd + (moe ? moe_fwd : 0.0) + ddp.forward_s;
-    const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s;
+    const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s + xb.router : 0.0) + ddp.backward_s;
     const std::size_t end = g_.ops.size();
+    const std::size_t router_end = std::exchange(router_step_end_, 0);
     if (forward) {
       fwd_ops_per_layer_[l] = static_cast<int>(end - first);
+      // In an MoE layer DeepSeek-V3's parts run on the host before the dispatcher's wait for the token counts (the
+      // attention, the shared expert, the router), where the GPU still has the attention's kernels queued: on the
+      // ops up to the router's; the rest of the layer's host work spread evenly as before.
+      double before_router = 0;
+      if (moe && router_end > first && router_end <= end && !t_.cuda_graphs)
+        before_router = xf.mla + xf.shared + xf.router;
       if (fwd > 0 && end > first)
-        for (std::size_t i = first; i < end; ++i) g_.ops[i].host_s += fwd / static_cast<double>(end - first);
+        for (std::size_t i = first; i < end; ++i) {
+          g_.ops[i].host_s += (fwd - before_router) / static_cast<double>(end - first);
+          if (i < router_end) g_.ops[i].host_s += before_router / static_cast<double>(router_end - first);
+        }
       return;
     }
     std::size_t backward_ops = 0;
@@ -2860,7 +2893,13 @@ class Builder {
       eager += !in_graph;
     }
     module_marks_.clear();
-    const double moe_fwd = moe_forward_host_s(t_.moe.router_fusion || g.moe_router);
+    const bool routing_removed = t_.moe.router_fusion || g.moe_router;
+    const double moe_fwd = moe_forward_host_s(routing_removed);
+    // DeepSeek-V3's parts, where their module is not captured: with the layer's eager ops.
+    auto eager_extra = [&](bool fwd_pass) {
+      const ExtraHost x = extra_host_s(l, fwd_pass, routing_removed);
+      return (g.attn ? 0.0 : x.mla) + (g.moe_router ? 0.0 : x.router + x.shared);
+    };
     // DDP's hooks under the layer's graphs: the gradient hooks fire for every parameter (they sit on the accumulators,
     // outside the graphs); Megatron-Core calls the forward pre-hooks by hand before it replays a graph, for the modules
     // that own parameters (TransformerLayer.setup_manual_hooks), so the forward counts those (a lower bound: the eager
@@ -2877,7 +2916,8 @@ class Builder {
     if (forward) {
       ForwardHostShare& sh = fwd_host_share_[l];
       sh.dense_per_op = ops > 0 ? dense_forward_host_s(l) / static_cast<double>(ops) : 0.0;
-      sh.moe_per_eager_op = eager > 0 ? ((moe ? moe_fwd : 0.0) + ddp.forward_graphed_s) / static_cast<double>(eager) : 0.0;
+      sh.moe_per_eager_op =
+          eager > 0 ? ((moe ? moe_fwd : 0.0) + eager_extra(true) + ddp.forward_graphed_s) / static_cast<double>(eager) : 0.0;
       for (std::size_t i = first; i < end; ++i)
         if (g_.ops[i].graph == GraphLaunch::eager) g_.ops[i].host_s += sh.dense_per_op + sh.moe_per_eager_op;
       if (eager == 0) charge_ddp_to_graph(ddp.forward_graphed_s);
@@ -2885,7 +2925,9 @@ class Builder {
     }
     const ForwardHostShare sh = fwd_host_share_[l];
     const double dense = ops > 0 ? L.megatron_layer_backward_s / static_cast<double>(ops) : 0.0;
-    const double moe_share = eager > 0 ? ((moe ? L.megatron_moe_backward_s : 0.0) + ddp.backward_s) / static_cast<double>(eager) : 0.0;
+    const double moe_share =
+        eager > 0 ? ((moe ? L.megatron_moe_backward_s : 0.0) + eager_extra(false) + ddp.backward_s) / static_cast<double>(eager)
+                  : 0.0;
     for (std::size_t i = first; i < end; ++i) {
       Op& op = g_.ops[i];
       if (op.graph != GraphLaunch::eager) continue;

@@ -120,9 +120,16 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
     set_if(er.integer("expert_ffn_hidden", true, 1, kBig), moe.expert_ffn_hidden);
     set_if(er.integer("shared_experts", false, 0, 1'000'000), moe.shared_experts);
     set_if(er.integer("first_dense_layers", false, 0, 100000), moe.first_dense_layers);
+    set_if(er.integer("router_groups", false, 1, 1'000'000), moe.router_groups);
+    set_if(er.integer("router_group_top_k", false, 1, 1'000'000), moe.router_group_top_k);
     er.finish();
     if (er.ok()) {
       if (moe.top_k > moe.experts) e->child("top_k").error(fmt::format("top_k ({}) exceeds experts ({})", moe.top_k, moe.experts));
+      else if (moe.experts % moe.router_groups != 0)
+        e->child("router_groups").error(fmt::format("router_groups ({}) does not divide experts ({})", moe.router_groups, moe.experts));
+      else if (moe.router_group_top_k > moe.router_groups)
+        e->child("router_group_top_k").error(
+            fmt::format("router_group_top_k ({}) exceeds router_groups ({})", moe.router_group_top_k, moe.router_groups));
       m.moe = moe;
     }
   }

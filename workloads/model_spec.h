@@ -24,6 +24,10 @@ struct MoeSpec {
   int expert_ffn_hidden = 0;
   int shared_experts = 0;
   int first_dense_layers = 0;  // leading layers that keep a dense FFN of ffn_hidden
+  // Group-limited routing (DeepSeek-V3: the experts in router_groups groups, a token's top_k chosen within the
+  // router_group_top_k best groups). 1: a plain top-k router.
+  int router_groups = 1;
+  int router_group_top_k = 1;
 };
 
 // DeepSeek multi-head latent attention (low-rank Q and KV projections).

@@ -919,6 +919,10 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                     {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
                     {"shared_experts", m.moe->shared_experts},
                     {"first_dense_layers", m.moe->first_dense_layers}};
+  if (m.moe && m.moe->router_groups > 1) {
+    model["moe"]["router_groups"] = m.moe->router_groups;
+    model["moe"]["router_group_top_k"] = m.moe->router_group_top_k;
+  }
   if (m.mla)
     model["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
                     {"kv_lora_rank", m.mla->kv_lora_rank},

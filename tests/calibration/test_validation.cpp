@@ -270,7 +270,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1430);  // 14.29% (2026-12-05, seventh: the schedule's per-chunk host work by paired
+  EXPECT_LT(sum / rows.size(), 0.1262);  // 12.61% (2026-12-05, eighth: DeepSeek-V3's MLA, group-limited router and
+  // shared expert on the host, measured: the GB200 baseline +130.6% -> +61.7%, every other row unchanged);
+  // 14.29% (2026-12-05, seventh: the schedule's per-chunk host work by paired
   // runs, PP32 -16.4% -> -15.3%); 14.33% (2026-12-05, sixth: Megatron-Core@1e057005's NVTX ranges on the
   // host, the five Qwen3 H100 4K rows at that code: EP32 -9.4% -> -1.3%, A2A overlap -25.3% -> -7.1%, PP32 -24.2% ->
   // -16.4%, TP4 PP8 -21.5% -> +3.6%, Megatron-FSDP unchanged); 15.60% before (2026-12-05, third: torch.distributed's host path per NCCL call;
@@ -565,17 +567,20 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     bool under;            // racksim's gain below the measured one
     std::set<std::string> changes;  // training keys that differ from the rung before
   };
-  // Rung 2 router fusion: 0.24 ms of host time per MoE forward hides behind GPU work. Rung 3 DeepEP: its
+  // Rung 2 router fusion: removes the routing's and DeepSeek-V3's group-limited router's host time (4.4 ms per MoE
+  // layer pass on Grace, measured unfused), all on the critical path of racksim's host-bound baseline, where the run
+  // gained 2% (over-credited since 2026-12-05: before DeepSeek-V3's router was measured it hid behind GPU work, 1.000).
+  // Rung 3 DeepEP: its
   // exchanges at the doc's EP32 rates (257.6 GB/s) are slower than NCCL's all-to-all, and the host time it saves
   // is not on racksim's critical path, and its host waits for the notify's counts inside the dispatch call. Rung 4: the MLA chain's recompute, GPU time only. Rung 5: partial CUDA
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it; and DDP's hooks fire for the
   // captured modules too, whose time now goes with the eager ops: 0.987 -> 0.986 since 2026-12-05). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
-  const std::map<int, Pin> pins = {{2, {1.000, true, {"moe"}}},
-                                   {3, {0.832, true, {"moe"}}},
-                                   {4, {1.017, true, {"recompute"}}},
-                                   {5, {0.986, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.351, false, {"moe"}}}};
+  const std::map<int, Pin> pins = {{2, {1.322, false, {"moe"}}},
+                                   {3, {0.889, true, {"moe"}}},
+                                   {4, {1.018, true, {"recompute"}}},
+                                   {5, {0.989, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {10, {1.350, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;
@@ -612,8 +617,9 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.121x (the end is the at-scale final row; 1.128x before 2026-12-05,
-  // when DeepEP's and HybridEP's unpermutation came to write a row per GPU a token reaches).
-  EXPECT_NEAR(prev_tps / first_tps, 1.121, 0.005);
+  // The whole ladder: 1.962x measured, racksim 1.599x (the end is the at-scale final row; 1.121x before DeepSeek-V3's
+  // own host work was measured, 2026-12-05, eighth stop; 1.128x before 2026-12-05, when DeepEP's and HybridEP's
+  // unpermutation came to write a row per GPU a token reaches).
+  EXPECT_NEAR(prev_tps / first_tps, 1.599, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

@@ -286,6 +286,10 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
             *mtp, *mtp == 1 ? "" : "s", *mtp == 1 ? "is" : "are", *mtp == 1 ? "it" : "them"));
       if (r.has("n_group") && r.has("topk_group")) {
         const auto groups = r.integer("n_group", false), topk = r.integer("topk_group", false);
+        if (groups && topk && *groups > 1 && e.experts % *groups == 0 && *topk <= *groups) {
+          e.router_groups = *groups, src["moe.router_groups"] = r.source("n_group");
+          e.router_group_top_k = *topk, src["moe.router_group_top_k"] = r.source("topk_group");
+        }
         if (groups && topk)
           out.notes.push_back(fmt::format(
               "routing is group-limited: {} expert groups, each token's experts in at most {} of them (n_group, "
@@ -451,6 +455,10 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
     o << "  expert_ffn_hidden: " << s.moe->expert_ffn_hidden << "\n";
     o << "  shared_experts: " << s.moe->shared_experts << "\n";
     o << "  first_dense_layers: " << s.moe->first_dense_layers << "\n";
+    if (s.moe->router_groups > 1) {
+      o << "  router_groups: " << s.moe->router_groups << "\n";
+      o << "  router_group_top_k: " << s.moe->router_group_top_k << "\n";
+    }
   }
   if (s.mla) {
     o << "mla:\n";
@@ -464,7 +472,7 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   static const std::vector<std::string> order = {
       "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn", "tied_embeddings",
       "qk_norm", "moe.experts", "moe.top_k", "moe.expert_ffn_hidden", "moe.shared_experts", "moe.first_dense_layers",
-      "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim", "mla.v_head_dim"};
+      "moe.router_groups", "moe.router_group_top_k", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim", "mla.v_head_dim"};
   for (const auto& k : order)
     if (auto it = s.sources.find(k); it != s.sources.end()) o << "  " << k << ": " << q(it->second) << "\n";
   return o.str();

@@ -412,6 +412,14 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     mw.line(4, "shared_experts", std::to_string(c.integer("shared_experts", 0, 0, 1'000'000)), c.src("shared_experts"));
     mw.line(4, "first_dense_layers", std::to_string(c.integer("first_num_dense_layers", 0, 0, layers)),
             c.src("first_num_dense_layers"));
+    // Group-limited routing (DeepSeek-V3: n_routing_groups 8, topk_routing_group 4); -1 in base.yml: off.
+    if (const long long g = c.integer("n_routing_groups", -1, -1, 1'000'000); g > 1 && experts % g == 0) {
+      const long long gt = c.integer("topk_routing_group", -1, -1, g);
+      if (gt >= 1) {
+        mw.line(4, "router_groups", std::to_string(g), c.src("n_routing_groups"));
+        mw.line(4, "router_group_top_k", std::to_string(gt), c.src("topk_routing_group"));
+      }
+    }
     if (c.integer("interleave_moe_layer_step", 1, 1, 1'000'000) != 1)
       warn(c.src("interleave_moe_layer_step") + ": MoE in every k-th layer is not expressible; modelled as MoE in every "
                                                 "layer after the leading dense ones");

@@ -757,6 +757,15 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                              *s, ew, shared));
       }
       mw.line(4, "shared_experts", std::to_string(shared), shared_src);
+      // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): the router's own work.
+      if (auto g = as_int("moe-router-num-groups"); g && *g > 1 && *ne % *g == 0) {
+        const long long gt = as_int("moe-router-group-topk").value_or(1);
+        if (gt >= 1 && gt <= *g) {
+          mw.line(4, "router_groups", std::to_string(*g), src("moe-router-num-groups"));
+          mw.line(4, "router_group_top_k", std::to_string(gt),
+                  fl.has("moe-router-group-topk") ? src("moe-router-group-topk") : "no --moe-router-group-topk: 1");
+        }
+      }
       int dense = 0;
       std::string dense_src = "no --moe-layer-freq: every layer is MoE";
       if (auto f = fl.str("moe-layer-freq")) {
