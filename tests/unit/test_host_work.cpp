@@ -711,3 +711,62 @@ model: {layers: 2, hidden: 256, ffn_hidden: 1024, heads: 4, kv_heads: 4, vocab: 
 training: {framework: jax, seq_len: 128, global_batch: 2, micro_batch: 1, parallelism: {tp: 1, pp: 1}}
 )", {}).empty());
 }
+
+// DeepSeek-V3's parts on the host beyond the measured layer figures (launch.megatron_mla_*, megatron_group_router_*,
+// megatron_shared_expert_*; calibration/data/h100-2026-12-05-megatron-dsv3-host), in closed form over one MoE layer
+// pass: MLA's and the shared expert's with the layer, the group-limited router's with the MoE part; the fused router
+// removes the router's; a captured attention (and router scope) removes MLA's (and the router's and the shared
+// expert's). Nothing of it for a softmax top-k router without a shared expert and a standard attention.
+TEST(HostWork, DeepSeekV3PartsOnTheHost) {
+  const char* dsv3 = R"(system: {preset: h100-sxm, gpus: 16}
+model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 16, vocab: 256,
+        moe: {experts: 16, top_k: 4, expert_ffn_hidden: 1024, shared_experts: 1, router_groups: 4, router_group_top_k: 2},
+        mla: {q_lora_rank: 512, kv_lora_rank: 256, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}}
+training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {tp: 1, pp: 1, ep: 8}}
+)";
+  const std::vector<std::string> zeroed = {
+      "system.overrides.launch.megatron_mla_forward=0 s", "system.overrides.launch.megatron_mla_backward=0 s",
+      "system.overrides.launch.megatron_group_router_forward=0 s", "system.overrides.launch.megatron_group_router_backward=0 s",
+      "system.overrides.launch.megatron_shared_expert_forward=0 s", "system.overrides.launch.megatron_shared_expert_backward=0 s"};
+  // Host time of layer 1's forward and backward (micro-batch 0), every op's.
+  auto layer_host = [&](std::vector<std::string> sets) {
+    const auto sc = load(dsv3, sets);
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::pair<double, double> s{0, 0};
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) == 0)
+        (g.ops[i].phase == Phase::forward ? s.first : s.second) += g.ops[i].host_s;
+    return s;
+  };
+  const auto& l = load(dsv3).system.spec.launch;
+  ASSERT_GT(l.megatron_mla_forward_s, 0);
+  ASSERT_GT(l.megatron_group_router_forward_s, 0);
+  ASSERT_GT(l.megatron_shared_expert_forward_s, 0);
+  auto with = [](std::vector<std::string> v, const std::vector<std::string>& more) {
+    v.insert(v.end(), more.begin(), more.end());
+    return v;
+  };
+  const auto eager = layer_host({}), bare = layer_host(zeroed);
+  EXPECT_NEAR(eager.first - bare.first,
+              l.megatron_mla_forward_s + l.megatron_group_router_forward_s + l.megatron_shared_expert_forward_s, 1e-12);
+  EXPECT_NEAR(eager.second - bare.second,
+              l.megatron_mla_backward_s + l.megatron_group_router_backward_s + l.megatron_shared_expert_backward_s, 1e-12);
+  const std::vector<std::string> fused = {"training.moe.router_fusion=true"};
+  const auto f = layer_host(fused), fb = layer_host(with(zeroed, fused));
+  EXPECT_NEAR(f.first - fb.first, l.megatron_mla_forward_s + l.megatron_shared_expert_forward_s, 1e-12);
+  EXPECT_NEAR(f.second - fb.second, l.megatron_mla_backward_s + l.megatron_shared_expert_backward_s, 1e-12);
+  const std::vector<std::string> attn = {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn]"};
+  const auto a = layer_host(attn), ab = layer_host(with(zeroed, attn));
+  EXPECT_NEAR(a.first - ab.first, l.megatron_group_router_forward_s + l.megatron_shared_expert_forward_s, 1e-12);
+  const std::vector<std::string> attn_router = {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, moe_router]"};
+  const auto ar = layer_host(attn_router), arb = layer_host(with(zeroed, attn_router));
+  EXPECT_NEAR(ar.first - arb.first, 0.0, 1e-12);
+  EXPECT_NEAR(ar.second - arb.second, 0.0, 1e-12);
+  // A standard attention, softmax top-k router, no shared expert: none of it.
+  const auto plain = load(kMoe);
+  const auto plain_zeroed = load(kMoe, zeroed);
+  const OpGraph g1 = build_training_graph(plain.model, plain.training, plain.system.spec);
+  const OpGraph g0 = build_training_graph(plain_zeroed.model, plain_zeroed.training, plain_zeroed.system.spec);
+  ASSERT_EQ(g1.ops.size(), g0.ops.size());
+  for (std::size_t i = 0; i < g1.ops.size(); ++i) EXPECT_EQ(g1.ops[i].host_s, g0.ops[i].host_s);
+}
