@@ -45,7 +45,8 @@ def main():
     checks = run([a.racksim, "validate", SUITE, "--json"])
     rows = checks if isinstance(checks, list) else checks["cases"]
     paths = scenario_paths()
-    print("| row | measured | predicted | error | racksim: step = compute + recompute + exposed comm + bubble; peak / capacity |")
+    print("| row | measured | predicted | error | racksim: step = compute + recompute + exposed comm + bubble "
+          "(+ host launch wait where over 1% of the step); peak / capacity |")
     print("|---|---|---|---|---|")
     errors = []
     for row, path in zip(rows, paths):
@@ -53,8 +54,9 @@ def main():
         b = rep["breakdown_s"]
         unit = "s/step" if row["field"] == "step_time_s" else "tok/s/GPU"
         fits = "" if rep["fits"] else " (does not fit)"
+        host = (f" + {b['launch_overhead']:.3g} host" if b["launch_overhead"] > 0.01 * rep["step_time_s"] else "")
         note = (f"{rep['step_time_s']:.3g} s = {b['compute']:.3g} + {b['recompute']:.3g} + "
-                f"{b['exposed_communication']:.3g} + {b['pipeline_bubble']:.3g}; "
+                f"{b['exposed_communication']:.3g} + {b['pipeline_bubble']:.3g}{host}; "
                 f"{rep['peak_memory_bytes'] / 1e9:.1f} / {rep['memory_capacity_bytes'] / 1e9:.1f} GB{fits}")
         errors.append(abs(row["error"]))
         print(f"| {row['case']} | {num(row['measured'])} {unit} | {num(row['predicted'])} | "
