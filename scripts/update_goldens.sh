@@ -23,14 +23,15 @@ for a in reports/*.args; do
   IFS=';' read -r -a args < "$a"
   "$R" "${args[@]}" > "reports/$n.json"
 done
+# import goldens of `racksim models import` on every Hugging Face config (tests/golden/import/cases.cmake, import.hf.*); first: the
+# import.run scenarios below read them)
+for f in ../data/hf/*.json; do
+  "$R" models import "$f" > "import/hf/$(basename "$f" .json).yaml"
+done
 # reports of scenarios built on imported files (tests/golden/import/cases.cmake, import.run.*)
 "$R" run import/runs/qwen3-30b-a3b-h200.yaml --json > import/runs/qwen3-30b-a3b-h200.json
 "$R" run import/runs/deepseek-v3-gb200.yaml --json > import/runs/deepseek-v3-gb200.json
 "$R" run import/megatron/train_llama3_8b_h100_fp8.yaml --json > import/runs/megatron-llama3-8b.json
-# import goldens of `racksim models import` on every Hugging Face config (tests/golden/import/cases.cmake, import.hf.*)
-for f in ../data/hf/*.json; do
-  "$R" models import "$f" > "import/hf/$(basename "$f" .json).yaml"
-done
 # import goldens of `racksim import maxtext` (tests/golden/import/cases.cmake)
 "$R" import maxtext ../data/maxtext/gpu/models/llama3_8b.yml --system h100-sxm --gpus 16 \
     per_device_batch_size=4 quantization=fp8 dcn_data_parallelism=2 > import/maxtext/llama3_8b_gpu.yaml
