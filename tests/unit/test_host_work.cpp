@@ -48,6 +48,17 @@ std::vector<std::string> no_host_work() {
           "system.overrides.launch.megatron_moe_forward=0 s", "system.overrides.launch.megatron_moe_backward=0 s"};
 }
 
+// Host time of layer 1's forward and backward ops in micro-batch 0 of a scenario's training graph.
+std::pair<double, double> layer1_host_s(const std::string& yaml, const std::vector<std::string>& sets) {
+  const auto sc = load(yaml, sets);
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  std::pair<double, double> fwd_bwd{0, 0};
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) == 0)
+      (g.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += g.ops[i].host_s;
+  return fwd_bwd;
+}
+
 // torch.distributed's host path of one NCCL call the framework issues from Python, by kind, for an eager NCCL
 // collective under layer graphs (the rule of the graph builder's charge_torch_nccl_calls in that mode, which
 // TorchNcclCallsCostTheHostPerCall pins op by op); 0 for any other op.
@@ -380,13 +391,7 @@ void expect_ddp_hooks(const char* yaml, const std::vector<std::string>& extra, c
   auto layer_host = [&](std::vector<std::string> sets, bool hooks) {
     sets.insert(sets.end(), extra.begin(), extra.end());
     if (!hooks) sets.insert(sets.end(), kNoDdpHooks.begin(), kNoDdpHooks.end());
-    const auto sc = load(yaml, sets);
-    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    std::pair<double, double> fwd_bwd{0, 0};
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) == 0)
-        (g.ops[i].phase == Phase::forward ? fwd_bwd.first : fwd_bwd.second) += g.ops[i].host_s;
-    return fwd_bwd;
+    return layer1_host_s(yaml, sets);
   };
   const auto& l = load(yaml, extra).system.spec.launch;
   const std::vector<std::string> zero1 = {"training.optimizer_sharding=zero1", "training.overlap_grad_reduce=true",
@@ -728,16 +733,7 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {tp: 1,
       "system.overrides.launch.megatron_mla_forward=0 s", "system.overrides.launch.megatron_mla_backward=0 s",
       "system.overrides.launch.megatron_group_router_forward=0 s", "system.overrides.launch.megatron_group_router_backward=0 s",
       "system.overrides.launch.megatron_shared_expert_forward=0 s", "system.overrides.launch.megatron_shared_expert_backward=0 s"};
-  // Host time of layer 1's forward and backward (micro-batch 0), every op's.
-  auto layer_host = [&](std::vector<std::string> sets) {
-    const auto sc = load(dsv3, sets);
-    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
-    std::pair<double, double> s{0, 0};
-    for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.op_name(static_cast<OpId>(i)).rfind("mb0.L1.", 0) == 0)
-        (g.ops[i].phase == Phase::forward ? s.first : s.second) += g.ops[i].host_s;
-    return s;
-  };
+  auto layer_host = [&](const std::vector<std::string>& sets) { return layer1_host_s(dsv3, sets); };
   const auto& l = load(dsv3).system.spec.launch;
   ASSERT_GT(l.megatron_mla_forward_s, 0);
   ASSERT_GT(l.megatron_group_router_forward_s, 0);
