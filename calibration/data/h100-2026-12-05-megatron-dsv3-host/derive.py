@@ -79,3 +79,15 @@ print(f"megatron_group_router_forward: {rs_f * share:.2f} ms")
 print(f"megatron_group_router_backward: {rs_b * share:.2f} ms")
 print(f"megatron_shared_expert_forward: {rs_f * (1 - share):.2f} ms")
 print(f"megatron_shared_expert_backward: {rs_b * (1 - share):.2f} ms")
+
+# A version check (run 3, version_79e8592b.jsonl): the MLA row and its control at Megatron-LM@79e8592b (2025-11-05,
+# the DeepSeek-V3 GB200 doc's commit); its MoE rows failed there (its local experts call Transformer Engine's GEMM).
+v = {}
+for line in open(os.path.join(here, "version_79e8592b.jsonl")):
+    r = json.loads(line)
+    if r.get("kind") == "megatron_block" and "error" not in r:
+        v[(r["rep"], r["name"])] = r
+at79 = [sum(diff(v[(rep, "dense_mla_sdpa_tiny")], v[(rep, "dense_llama_sdpa_tiny")]))
+        for rep in sorted({k[0] for k in v})]
+print("79e8592b MLA extra per layer step by rep (ms):", " ".join(f"{x:.2f}" for x in at79),
+      f"median {st.median(at79):.2f} ({st.median(at79) / (mla_f + mla_b):.2f} of d98e8a64's)")
