@@ -2711,6 +2711,7 @@ class Builder {
     return x;
   }
   void charge_host_work(int l, std::size_t first, bool forward) {
+    const std::size_t router_end = std::exchange(router_step_end_, 0);  // this pass's (every path resets it)
     if (jax_) return;
     if (partial_graphs_) return charge_scoped_host_work(l, first, forward);
     const auto& L = sys_.launch;
@@ -2725,7 +2726,6 @@ class Builder {
     const double fwd = dense_fwd + (moe ? moe_fwd : 0.0) + ddp.forward_s;
     const double bwd = dense_bwd + (moe ? L.megatron_moe_backward_s + xb.router : 0.0) + ddp.backward_s;
     const std::size_t end = g_.ops.size();
-    const std::size_t router_end = std::exchange(router_step_end_, 0);
     if (forward) {
       fwd_ops_per_layer_[l] = static_cast<int>(end - first);
       // In an MoE layer DeepSeek-V3's parts run on the host before the dispatcher's wait for the token counts (the

@@ -13,6 +13,18 @@ namespace racksim::workloads {
 
 std::string to_string(FfnKind f) { return std::string(sim::name_in(kFfnKindNames, f)); }
 
+std::optional<std::string> router_groups_problem(int experts, int top_k, int groups, int group_top_k) {
+  if (groups <= 1) return std::nullopt;
+  if (experts % groups != 0) return fmt::format("router_groups ({}) does not divide experts ({})", groups, experts);
+  if (group_top_k < 1 || group_top_k > groups)
+    return fmt::format("router_group_top_k ({}) is not between 1 and router_groups ({})", group_top_k, groups);
+  if (group_top_k > top_k) return fmt::format("router_group_top_k ({}) exceeds top_k ({})", group_top_k, top_k);
+  if (top_k > group_top_k * (experts / groups))
+    return fmt::format("top_k ({}) exceeds the experts of the router_group_top_k ({}) groups chosen ({} each)", top_k,
+                       group_top_k, experts / groups);
+  return std::nullopt;
+}
+
 namespace fs = std::filesystem;
 using input::MapReader;
 using input::Node;
@@ -125,11 +137,10 @@ ModelSpec parse_model(const Node& node, bool is_preset_file) {
     er.finish();
     if (er.ok()) {
       if (moe.top_k > moe.experts) e->child("top_k").error(fmt::format("top_k ({}) exceeds experts ({})", moe.top_k, moe.experts));
-      else if (moe.experts % moe.router_groups != 0)
-        e->child("router_groups").error(fmt::format("router_groups ({}) does not divide experts ({})", moe.router_groups, moe.experts));
-      else if (moe.router_group_top_k > moe.router_groups)
-        e->child("router_group_top_k").error(
-            fmt::format("router_group_top_k ({}) exceeds router_groups ({})", moe.router_group_top_k, moe.router_groups));
+      else if (moe.router_group_top_k > 1 && moe.router_groups <= 1)
+        e->child("router_group_top_k").error("router_group_top_k without router_groups > 1");
+      else if (auto why = router_groups_problem(moe.experts, moe.top_k, moe.router_groups, moe.router_group_top_k))
+        e->child(moe.experts % moe.router_groups != 0 ? "router_groups" : "router_group_top_k").error(*why);
       m.moe = moe;
     }
   }

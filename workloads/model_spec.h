@@ -30,6 +30,12 @@ struct MoeSpec {
   int router_group_top_k = 1;
 };
 
+// Why a group-limited routing cannot run as Megatron-Core runs it (moe_utils.py group_limited_topk: the best
+// top_k / group_top_k scores of each group rank the groups, the top_k chosen within the group_top_k best), or nothing:
+// the groups must divide the experts, 1 <= group_top_k <= groups, group_top_k <= top_k, and top_k must fit in the
+// chosen groups. groups <= 1 is a plain top-k router.
+std::optional<std::string> router_groups_problem(int experts, int top_k, int groups, int group_top_k);
+
 // DeepSeek multi-head latent attention (low-rank Q and KV projections).
 struct MlaSpec {
   int q_lora_rank = 0;

@@ -721,7 +721,9 @@ training: {framework: jax, seq_len: 128, global_batch: 2, micro_batch: 1, parall
 // megatron_shared_expert_*; calibration/data/h100-2026-12-05-megatron-dsv3-host), in closed form over one MoE layer
 // pass: MLA's and the shared expert's with the layer, the group-limited router's with the MoE part; the fused router
 // removes the router's; a captured attention (and router scope) removes MLA's (and the router's and the shared
-// expert's). Nothing of it for a softmax top-k router without a shared expert and a standard attention.
+// expert's); whole-layer graphs replay MLA and the shared expert, not the router; a dense layer pays MLA's only; in an
+// eager MoE layer the forward parts land before the token-count wait. Nothing of it for a softmax top-k router
+// without a shared expert and a standard attention. Routings Megatron-Core cannot run are refused.
 TEST(HostWork, DeepSeekV3PartsOnTheHost) {
   const char* dsv3 = R"(system: {preset: h100-sxm, gpus: 16}
 model: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 16, vocab: 256,
@@ -754,6 +756,41 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {tp: 1,
   const std::vector<std::string> attn = {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn]"};
   const auto a = layer_host(attn), ab = layer_host(with(zeroed, attn));
   EXPECT_NEAR(a.first - ab.first, l.megatron_group_router_forward_s + l.megatron_shared_expert_forward_s, 1e-12);
+  EXPECT_NEAR(a.second - ab.second, l.megatron_group_router_backward_s + l.megatron_shared_expert_backward_s, 1e-12);
+  const std::vector<std::string> router = {"training.cuda_graphs=true", "training.cuda_graph_scope=[moe_router]"};
+  const auto r = layer_host(router), rb = layer_host(with(zeroed, router));
+  EXPECT_NEAR(r.first - rb.first, l.megatron_mla_forward_s, 1e-12);
+  EXPECT_NEAR(r.second - rb.second, l.megatron_mla_backward_s, 1e-12);
+  // Whole-layer graphs: MLA and the shared expert replay; the router stays eager, as the routing does.
+  const std::vector<std::string> whole = {"training.cuda_graphs=true"};
+  const auto w = layer_host(whole), wb = layer_host(with(zeroed, whole));
+  EXPECT_NEAR(w.first - wb.first, l.megatron_group_router_forward_s, 1e-12);
+  EXPECT_NEAR(w.second - wb.second, l.megatron_group_router_backward_s, 1e-12);
+  // A dense layer (layer 1, with moe.first_dense_layers 2) pays MLA's only.
+  const std::vector<std::string> dense_first = {"model.moe.first_dense_layers=2"};
+  const auto d = layer_host(dense_first), db = layer_host(with(zeroed, dense_first));
+  EXPECT_NEAR(d.first - db.first, l.megatron_mla_forward_s, 1e-12);
+  EXPECT_NEAR(d.second - db.second, l.megatron_mla_backward_s, 1e-12);
+  // In the eager MoE layer the forward parts go to the ops the host issues before the token-count wait (up to the
+  // router's), none after it.
+  {
+    const auto with_parts = load(dsv3), bare_sc = load(dsv3, zeroed);
+    const OpGraph g1 = build_training_graph(with_parts.model, with_parts.training, with_parts.system.spec);
+    const OpGraph g0 = build_training_graph(bare_sc.model, bare_sc.training, bare_sc.system.spec);
+    ASSERT_EQ(g1.ops.size(), g0.ops.size());
+    bool after_router = false;
+    double before = 0, after = 0;
+    for (std::size_t i = 0; i < g1.ops.size(); ++i) {
+      const std::string name = g1.op_name(static_cast<OpId>(i));
+      if (name.rfind("mb0.L1.", 0) != 0 || g1.ops[i].phase != Phase::forward) continue;
+      (after_router ? after : before) += g1.ops[i].host_s - g0.ops[i].host_s;
+      if (name.find("router.topk") != std::string::npos) after_router = true;
+    }
+    EXPECT_TRUE(after_router);
+    EXPECT_NEAR(before, l.megatron_mla_forward_s + l.megatron_group_router_forward_s + l.megatron_shared_expert_forward_s,
+                1e-12);
+    EXPECT_NEAR(after, 0.0, 1e-12);
+  }
   const std::vector<std::string> attn_router = {"training.cuda_graphs=true", "training.cuda_graph_scope=[attn, moe_router]"};
   const auto ar = layer_host(attn_router), arb = layer_host(with(zeroed, attn_router));
   EXPECT_NEAR(ar.first - arb.first, 0.0, 1e-12);
@@ -765,4 +802,8 @@ training: {seq_len: 4096, global_batch: 32, micro_batch: 1, parallelism: {tp: 1,
   const OpGraph g0 = build_training_graph(plain_zeroed.model, plain_zeroed.training, plain_zeroed.system.spec);
   ASSERT_EQ(g1.ops.size(), g0.ops.size());
   for (std::size_t i = 0; i < g1.ops.size(); ++i) EXPECT_EQ(g1.ops[i].host_s, g0.ops[i].host_s);
+  EXPECT_EQ(router_groups_problem(256, 8, 8, 4), std::nullopt);  // DeepSeek-V3
+  EXPECT_EQ(*router_groups_problem(16, 4, 8, 1), "top_k (4) exceeds the experts of the router_group_top_k (1) groups chosen (2 each)");
+  EXPECT_EQ(*router_groups_problem(16, 2, 8, 4), "router_group_top_k (4) exceeds top_k (2)");
+  EXPECT_EQ(*router_groups_problem(16, 2, 3, 1), "router_groups (3) does not divide experts (16)");
 }

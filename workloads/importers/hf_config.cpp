@@ -286,9 +286,13 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
             *mtp, *mtp == 1 ? "" : "s", *mtp == 1 ? "is" : "are", *mtp == 1 ? "it" : "them"));
       if (r.has("n_group") && r.has("topk_group")) {
         const auto groups = r.integer("n_group", false), topk = r.integer("topk_group", false);
-        if (groups && topk && *groups > 1 && e.experts % *groups == 0 && *topk <= *groups) {
-          e.router_groups = *groups, src["moe.router_groups"] = r.source("n_group");
-          e.router_group_top_k = *topk, src["moe.router_group_top_k"] = r.source("topk_group");
+        if (groups && topk && *groups > 1) {
+          if (auto why = router_groups_problem(e.experts, e.top_k, static_cast<int>(*groups), static_cast<int>(*topk))) {
+            out.warnings.push_back(fmt::format("n_group {}, topk_group {}: {}; a plain top-k router", *groups, *topk, *why));
+          } else {
+            e.router_groups = static_cast<int>(*groups), src["moe.router_groups"] = r.source("n_group");
+            e.router_group_top_k = static_cast<int>(*topk), src["moe.router_group_top_k"] = r.source("topk_group");
+          }
         }
         if (groups && topk)
           out.notes.push_back(fmt::format(

@@ -16,6 +16,7 @@
 #include "core/text.h"
 #include "input/diagnostics.h"
 #include "input/yaml_reader.h"
+#include "workloads/model_spec.h"
 #include "workloads/training_config.h"
 #include "workloads/importers/scenario_writer.h"
 
@@ -413,9 +414,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     mw.line(4, "first_dense_layers", std::to_string(c.integer("first_num_dense_layers", 0, 0, layers)),
             c.src("first_num_dense_layers"));
     // Group-limited routing (DeepSeek-V3: n_routing_groups 8, topk_routing_group 4); -1 in base.yml: off.
-    if (const long long g = c.integer("n_routing_groups", -1, -1, 1'000'000); g > 1 && experts % g == 0) {
-      const long long gt = c.integer("topk_routing_group", -1, -1, g);
-      if (gt >= 1) {
+    if (const long long g = c.integer("n_routing_groups", -1, -1, 1'000'000); g > 1) {
+      const long long gt = c.integer("topk_routing_group", -1, -1, 1'000'000);
+      const long long k = c.integer("num_experts_per_tok", 1, 1, experts);
+      if (auto why = router_groups_problem(static_cast<int>(experts), static_cast<int>(k), static_cast<int>(g),
+                                           static_cast<int>(gt))) {
+        warn(c.src("n_routing_groups") + ": " + *why + "; a plain top-k router");
+      } else {
         mw.line(4, "router_groups", std::to_string(g), c.src("n_routing_groups"));
         mw.line(4, "router_group_top_k", std::to_string(gt), c.src("topk_routing_group"));
       }

@@ -19,6 +19,7 @@
 
 #include "input/diagnostics.h"
 #include "workloads/importers/scenario_writer.h"
+#include "workloads/model_spec.h"
 #include "workloads/training_config.h"
 
 namespace racksim::workloads::importers {
@@ -757,13 +758,18 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                              *s, ew, shared));
       }
       mw.line(4, "shared_experts", std::to_string(shared), shared_src);
-      // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): the router's own work.
-      if (auto g = as_int("moe-router-num-groups"); g && *g > 1 && *ne % *g == 0) {
-        const long long gt = as_int("moe-router-group-topk").value_or(1);
-        if (gt >= 1 && gt <= *g) {
+      // Group-limited routing: Megatron-Core runs it only with both --moe-router-num-groups and
+      // --moe-router-group-topk (moe_utils.py topk_routing_with_score_function: `if group_topk`).
+      if (auto g = as_int("moe-router-num-groups"); g && *g > 1) {
+        const auto gt = as_int("moe-router-group-topk");
+        const auto why = gt ? router_groups_problem(static_cast<int>(*ne), static_cast<int>(topk), static_cast<int>(*g),
+                                                    static_cast<int>(*gt))
+                            : std::optional<std::string>("no --moe-router-group-topk: Megatron-Core routes without groups");
+        if (why) {
+          out.warnings.push_back(fmt::format("--moe-router-num-groups {}: {}; a plain top-k router", *g, *why));
+        } else {
           mw.line(4, "router_groups", std::to_string(*g), src("moe-router-num-groups"));
-          mw.line(4, "router_group_top_k", std::to_string(gt),
-                  fl.has("moe-router-group-topk") ? src("moe-router-group-topk") : "no --moe-router-group-topk: 1");
+          mw.line(4, "router_group_top_k", std::to_string(*gt), src("moe-router-group-topk"));
         }
       }
       int dense = 0;
