@@ -95,7 +95,7 @@ def main():
         rec = dict(kind="megatron_block", name=name, layers=layers, hidden=h, heads=heads, ffn=ffn, seq=s,
                    batch=b, dropout=dropout, experts=experts or 0, topk=topk if experts else 0,
                    dispatcher=dispatcher if experts else "", mla=mla, dsv3_router=dsv3_router, shared_ffn=shared_ffn,
-                   sdpa=sdpa, rep=current_rep[0])
+                   sdpa=sdpa, rep=rep)  # main's loop turn, read when called
         try:
             if mla:
                 from megatron.core.transformer.transformer_config import MLATransformerConfig
@@ -142,9 +142,7 @@ def main():
             record_error(rec)
         emit(out, rec)
 
-    current_rep = [0]  # the turn being measured (--reps)
     for rep in range(args.reps):
-        current_rep[0] = rep
         # Host-bound shapes (GPU time per kernel a few microseconds): the host's time per layer.
         measure("dense_gpt_tiny", 8, 256, 4, 1024, 128, 1, 0.1)
         measure("dense_gpt_tiny_nodrop", 8, 256, 4, 1024, 128, 1, 0.0)

@@ -230,13 +230,7 @@ int cmd_models(const std::string& name, bool json_out, std::ostream& out) {
             {"active_params_derived", workloads::active_params(m)},
             {"params_published", m.published_params},
             {"sources", m.sources}};
-  if (m.moe)
-    j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->top_k}, {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
-                {"shared_experts", m.moe->shared_experts}, {"first_dense_layers", m.moe->first_dense_layers}};
-  if (m.moe && m.moe->router_groups > 1) {
-    j["moe"]["router_groups"] = m.moe->router_groups;
-    j["moe"]["router_group_top_k"] = m.moe->router_group_top_k;
-  }
+  if (m.moe) j["moe"] = sim::moe_to_json(*m.moe);
   if (json_out) {
     out << j.dump(2) << '\n';
   } else {

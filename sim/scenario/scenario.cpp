@@ -901,6 +901,19 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
   return sys;
 }
 
+nlohmann::json moe_to_json(const workloads::MoeSpec& e) {
+  nlohmann::json j = {{"experts", e.experts},
+                      {"top_k", e.top_k},
+                      {"expert_ffn_hidden", e.expert_ffn_hidden},
+                      {"shared_experts", e.shared_experts},
+                      {"first_dense_layers", e.first_dense_layers}};
+  if (e.router_groups > 1) {
+    j["router_groups"] = e.router_groups;
+    j["router_group_top_k"] = e.router_group_top_k;
+  }
+  return j;
+}
+
 nlohmann::json scenario_to_json(const Scenario& s) {
   using nlohmann::json;
   const json sys = system_to_json(s.system);
@@ -913,16 +926,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   // Echoed only when set (other reports keep their bytes). It must be here: the report's scenario reruns to
   // the same numbers, and a sweep's replay cache is keyed by this JSON.
   if (m.qk_norm) model["qk_norm"] = true;
-  if (m.moe)
-    model["moe"] = {{"experts", m.moe->experts},
-                    {"top_k", m.moe->top_k},
-                    {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
-                    {"shared_experts", m.moe->shared_experts},
-                    {"first_dense_layers", m.moe->first_dense_layers}};
-  if (m.moe && m.moe->router_groups > 1) {
-    model["moe"]["router_groups"] = m.moe->router_groups;
-    model["moe"]["router_group_top_k"] = m.moe->router_group_top_k;
-  }
+  if (m.moe) model["moe"] = moe_to_json(*m.moe);
   if (m.mla)
     model["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
                     {"kv_lora_rank", m.mla->kv_lora_rank},

@@ -48,6 +48,9 @@ Scenario load_scenario_text(const std::string& text, const std::string& file_lab
 // The fully resolved scenario (every default made explicit, the preset expanded) as JSON, so
 // a report can be rerun.
 nlohmann::json scenario_to_json(const Scenario& s);
+// A model's MoE fields as the report's scenario and `racksim models show --json` print them (the routing groups only
+// when set, so other reports keep their bytes).
+nlohmann::json moe_to_json(const workloads::MoeSpec& e);
 // Its `system` part alone (also the system of an imported workload's report).
 nlohmann::json system_to_json(const SystemConfig& s);
 

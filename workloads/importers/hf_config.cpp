@@ -476,7 +476,8 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   static const std::vector<std::string> order = {
       "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "ffn", "tied_embeddings",
       "qk_norm", "moe.experts", "moe.top_k", "moe.expert_ffn_hidden", "moe.shared_experts", "moe.first_dense_layers",
-      "moe.router_groups", "moe.router_group_top_k", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim", "mla.qk_rope_head_dim", "mla.v_head_dim"};
+      "moe.router_groups", "moe.router_group_top_k", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim",
+      "mla.qk_rope_head_dim", "mla.v_head_dim"};
   for (const auto& k : order)
     if (auto it = s.sources.find(k); it != s.sources.end()) o << "  " << k << ": " << q(it->second) << "\n";
   return o.str();
