@@ -308,6 +308,14 @@ class Builder {
       g_.notes.push_back("training.cuda_graphs with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                          "(arguments.py: 'recompute_granularity must not be full when CUDA Graphs are enabled'); "
                          "simulated as asked, with every micro-step's kernels from graphs");
+    if (!jax_ && t_.recompute.mode == RecomputeMode::full && t_.recompute_num_layers > 0) {
+      int recomputed = 0;
+      for (int l = 0; l < graph_layers_; ++l) recomputed += layer_recomputed(l);
+      g_.notes.push_back(fmt::format("training.recompute_num_layers {}: Megatron's block method, the first {} layers of "
+                                     "each of the {} model chunks recomputed ({} of the {} layers; the rest keep every "
+                                     "activation)",
+                                     t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_));
+    }
     if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise)
       g_.notes.push_back(
           sys_.gpu.fp8_blockwise_rate_ratio > 0
@@ -1407,12 +1415,25 @@ class Builder {
     }
     return steps_cache_[l];
   }
-  // The recompute policy's plan for layer l (dense or MoE), made once.
-  std::array<std::optional<SavePlan>, 2> plans_;
+  // Whether layer l runs under the recompute policy. Megatron's block method (training.recompute_num_layers N,
+  // --recompute-method block) checkpoints only the first N layers of each model chunk, counted over the chunk's
+  // own layers (core/recompute.py and, at r0.8, transformer_block.py _checkpointed_forward: `layer_idx <
+  // recompute_num_layers` over num_layers_per_pipeline_rank, the chunk's layer count); the multi-token prediction
+  // block skips block recompute (multi_token_prediction.py: "not supported for MTP yet ... Skipping recompute").
+  bool layer_recomputed(int l) const {
+    if (t_.recompute.mode != RecomputeMode::full || t_.recompute_num_layers <= 0) return true;
+    if (l >= m_.layers) return false;
+    const auto after = std::upper_bound(vstage_first_layer_.begin(), vstage_first_layer_.end(), l);
+    const int v = static_cast<int>(after - vstage_first_layer_.begin()) - 1;  // the chunk holding l
+    return l - first_layer(v) < t_.recompute_num_layers;
+  }
+  // The recompute policy's plan for layer l (dense or MoE; recomputed or, under the block method, not), made once.
+  std::array<std::optional<SavePlan>, 4> plans_;
   const SavePlan& layer_plan(int l) {
     const bool moe = m_.is_moe_layer(l);
-    auto& p = plans_[moe ? 1 : 0];
-    if (!p) p = save_plan(t_.recompute, materialized_, moe);
+    const bool recomputed = layer_recomputed(l);
+    auto& p = plans_[(moe ? 1 : 0) + (recomputed ? 0 : 2)];
+    if (!p) p = save_plan(recomputed ? t_.recompute : RecomputePolicy{}, materialized_, moe);
     return *p;
   }
   // The policy keeps the experts' fc1 output but not their activation's (Megatron's moe_act recompute).
@@ -3659,7 +3680,8 @@ class Builder {
     const bool recompute_combine =
         moe_layer && !jax_ &&
         std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.name == "dispatch" && !s.saved && !s.offloaded; });
-    const bool recompute_output = recompute_combine || (!jax_ && t_.recompute.mode == RecomputeMode::full);
+    const bool recompute_output =
+        recompute_combine || (!jax_ && t_.recompute.mode == RecomputeMode::full && layer_recomputed(l));
     // Megatron's selective recompute checkpoints the core attention (--recompute-modules core_attn, the
     // default list): its backward re-runs the attention kernel, flash or not, though the attention output
     // stays saved as the output projection's input (attention.py checkpoint_core_attention,

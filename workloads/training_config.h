@@ -175,6 +175,10 @@ struct TrainingConfig {
   Parallelism parallelism;
   OptimizerSharding optimizer_sharding = OptimizerSharding::none;
   RecomputePolicy recompute;
+  // Megatron's --recompute-method block --recompute-num-layers N under full recompute: only the first N layers of
+  // each model chunk (a pipeline stage, or a virtual stage) are checkpointed, the others keep every activation.
+  // 0: every layer (Megatron's uniform method with one layer per checkpoint, racksim's recompute: full).
+  int recompute_num_layers = 0;
   bool offload_optimizer = false;
   // Multi-token prediction (DeepSeek-V3 sec. 2.2; Megatron-Core --mtp-num-layers): D sequential modules on
   // the last pipeline stage, each an embedding of the tokens shifted by k, two RMSNorms and a projection

@@ -307,7 +307,7 @@ Scenario parse_scenario(Node root) {
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
   std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node,
-      fp8_wgrad_node;
+      fp8_wgrad_node, rc_layers_node;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -349,6 +349,8 @@ Scenario parse_scenario(Node root) {
     }
     set_if(r.choice("optimizer_sharding", kOptimizerShardingNames), t.optimizer_sharding);
     if (auto rc = r.get("recompute")) t.recompute = parse_recompute(*rc, sc.model.moe.has_value());
+    if ((rc_layers_node = r.get("recompute_num_layers")))
+      set_if(r.integer("recompute_num_layers", false, 1, 1'000'000), t.recompute_num_layers);
     if (auto off = r.get("offload")) {
       MapReader or_(*off);
       set_if(or_.boolean("optimizer"), t.offload_optimizer);
@@ -560,6 +562,17 @@ Scenario parse_scenario(Node root) {
     else if (t.recompute.mode == RecomputeMode::full)
       scope_node->error("cuda_graph_scope with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                         "(arguments.py: recompute_granularity must not be full when CUDA Graphs are enabled)");
+  }
+  if (rc_layers_node && t.recompute_num_layers > 0) {
+    if (t.framework == Framework::jax)
+      rc_layers_node->error("recompute_num_layers is Megatron's --recompute-method block --recompute-num-layers; in JAX "
+                            "mode a remat policy applies to every layer (training.recompute)");
+    else if (t.recompute.mode != RecomputeMode::full)
+      rc_layers_node->error(fmt::format("recompute_num_layers chooses which layers Megatron's full recompute checkpoints "
+                                        "(--recompute-granularity full --recompute-method block): it needs recompute: "
+                                        "full, not {}",
+                                        t.recompute.mode == RecomputeMode::names ? std::string("a list of names")
+                                                                                 : to_string(t.recompute.mode)));
   }
   if (t.mtp_layers > 0 && t.framework == Framework::jax)
     tn->child("mtp_layers").error("mtp_layers is modelled as Megatron-Core runs it (--mtp-num-layers); in JAX mode "
@@ -970,6 +983,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;
   if (!t.fused_qkv) training["fused_qkv"] = false;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
+  if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;

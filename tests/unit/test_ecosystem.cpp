@@ -465,6 +465,28 @@ TEST(MegatronImport, UnevenPipelineEndsCountWholeRanks) {
   EXPECT_EQ(load(meg(args + "--num-layers-per-virtual-pipeline-stage 7", opt)).training.parallelism.vp, 1);
 }
 
+// --recompute-method block --recompute-num-layers N: the first N layers of each model chunk recomputed
+// (training.recompute_num_layers), where the importer had modelled full recompute of every layer with a warning;
+// uniform with N > 1 stays full recompute, with a warning for its coarser checkpoints.
+TEST(MegatronImport, BlockRecomputeKeepsItsLayerCount) {
+  const std::string args =
+      "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --seq-length 4096 "
+      "--vocab-size 1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --pipeline-model-parallel-size 4 "
+      "--recompute-granularity full ";
+  imp::MegatronOptions opt;
+  opt.gpus = 4;
+  const auto block = meg(args + "--recompute-method block --recompute-num-layers 3", opt);
+  const auto t = load(block).training;
+  EXPECT_EQ(t.recompute.mode, racksim::workloads::RecomputeMode::full);
+  EXPECT_EQ(t.recompute_num_layers, 3);
+  for (const auto& w : block.warnings) EXPECT_EQ(w.find("recompute"), std::string::npos) << w;
+  const auto uniform = meg(args + "--recompute-method uniform --recompute-num-layers 2", opt);
+  EXPECT_EQ(load(uniform).training.recompute_num_layers, 0);
+  EXPECT_TRUE(std::any_of(uniform.warnings.begin(), uniform.warnings.end(), [](const std::string& w) {
+    return w.find("--recompute-method uniform --recompute-num-layers 2: modelled with one checkpoint per layer") == 0;
+  }));
+}
+
 // --account-for-embedding/loss-in-pipeline-split count the embedding and the loss as layers in the split, and the first
 // (last) virtual stage builds one transformer layer fewer (Megatron-Core transformer_block.py get_num_layers_to_build):
 // racksim's first/last_stage_layers. They had been dropped with "not an argument racksim knows".

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -75,6 +76,46 @@ TEST(Graph, FullRecomputeRepeatsTheLayerForward) {
   // rematerialized computation.
   const double jax_fwd_layers = tensor_flops(gjn, Phase::forward, true) - logits;
   EXPECT_NEAR(tensor_flops(gjf, Phase::recompute, true) / (jax_fwd_layers - mlp_out), 1.0, 1e-12);
+}
+
+// Megatron's --recompute-method block --recompute-num-layers N (training.recompute_num_layers): under full recompute
+// only the first N layers of each model chunk are checkpointed (recompute.py: `layer_idx < recompute_num_layers` over
+// the chunk's own layers). 8 layers on pp 2 x vp 2 make four chunks of two: N = 1 recomputes layers 0, 2, 4 and 6,
+// half of full recompute's work, and keeps the other layers' activations; N = 2 is full recompute.
+TEST(Graph, BlockRecomputeChecksTheFirstLayersOfEachChunk) {
+  const auto sc_of = [](const std::string& rc) {
+    return sim::load_scenario_text(
+        "system: {preset: h200-sxm, gpus: 2}\nmodel: {layers: 8, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, "
+        "vocab: 32768}\ntraining: {seq_len: 1024, global_batch: 8, micro_batch: 1, parallelism: {pp: 2, vp: 2}" + rc + "}\n",
+        "b.yaml");
+  };
+  const auto full = sc_of(", recompute: full");
+  const auto gf = build_training_graph(full.model, full.training, full.system.spec);
+  const double full_flops = tensor_flops(gf, Phase::recompute, true);
+  ASSERT_GT(full_flops, 0.0);
+  for (int n : {1, 2, 5}) {
+    const auto sc = sc_of(", recompute: full, recompute_num_layers: " + std::to_string(n));
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::set<int> layers;
+    for (const auto& op : g.ops)
+      if (op.phase == Phase::recompute) {
+        const std::string name = g.name(op.name);
+        const auto at = name.find(".L");
+        ASSERT_NE(at, std::string::npos) << name;
+        layers.insert(std::stoi(name.substr(at + 2)));
+      }
+    const std::set<int> want = n == 1 ? std::set<int>{0, 2, 4, 6} : std::set<int>{0, 1, 2, 3, 4, 5, 6, 7};
+    EXPECT_EQ(layers, want) << "N = " << n;
+    EXPECT_NEAR(tensor_flops(g, Phase::recompute, true) / full_flops, n == 1 ? 0.5 : 1.0, 1e-12) << "N = " << n;
+  }
+  // Memory: the chunks' second layers keep what recompute: none keeps, so the peak lies between the two.
+  const auto none = sim::simulate(sc_of(""));
+  const auto half = sim::simulate(sc_of(", recompute: full, recompute_num_layers: 1"));
+  const auto all = sim::simulate(full);
+  const auto peak = [](const auto& r) { return r.report["peak_memory_bytes"].template get<double>(); };
+  EXPECT_LT(peak(all), peak(half));
+  EXPECT_LT(peak(half), peak(none));
+  EXPECT_NE(half.report["warnings"].dump().find("recompute_num_layers 1: Megatron's block method"), std::string::npos);
 }
 
 TEST(Graph, DataParallelGradientBytes) {

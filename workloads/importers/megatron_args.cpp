@@ -929,6 +929,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 
   // recompute
   std::string recompute = "none", rc_src = "no --recompute-granularity";
+  long long block_layers = 0;  // --recompute-method block --recompute-num-layers
   if (auto g = fl.str("recompute-granularity")) {
     rc_src = src("recompute-granularity");
     if (*g == "full") {
@@ -937,11 +938,15 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       const auto n = as_int("recompute-num-layers");
       if (!method.empty()) rc_src += " " + src("recompute-method");
       if (n) rc_src += " " + src("recompute-num-layers");
-      const long long per_stage = layers > 0 ? layers / std::max<long long>(1, static_cast<long long>(pp) * vp) : 0;
-      if (method == "block" && n && per_stage > 0 && *n < per_stage)
-        out.warnings.push_back(fmt::format("--recompute-method block --recompute-num-layers {}: only {} of the {} layers "
-                                           "per stage are recomputed; modelled as full recompute of every layer (slower)",
-                                           *n, *n, per_stage));
+      // block: the first N layers of each model chunk (training.recompute_num_layers); uniform: every layer, in
+      // checkpoints of N layers each (racksim checkpoints each layer: the same recompute, and one saved input per
+      // layer where Megatron keeps one per group).
+      if (method == "block" && n && *n > 0) block_layers = *n;
+      else if (method == "uniform" && n && *n > 1)
+        out.warnings.push_back(fmt::format("--recompute-method uniform --recompute-num-layers {}: modelled with one "
+                                           "checkpoint per layer (the same recompute; Megatron keeps one input per {} "
+                                           "layers)",
+                                           *n, *n));
     } else if (*g == "selective") {
       recompute = "selective";
       if (auto mods = fl.str("recompute-modules")) {
@@ -959,6 +964,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     rc_src = "--recompute-activations (selective)";
   }
   tw.line(2, "recompute", recompute, rc_src);
+  if (block_layers > 0)
+    tw.line(2, "recompute_num_layers", std::to_string(block_layers), src("recompute-method") + " " + src("recompute-num-layers"));
   if (fl.on("optimizer-cpu-offload")) {
     tw.line(2, "offload", "");
     tw.line(4, "optimizer", "true", "--optimizer-cpu-offload");
