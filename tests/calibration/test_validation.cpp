@@ -175,6 +175,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 177B, 2304 H100 (TP8 PP6 DP48)",
       "Megatron GPT 314B, 3072 H100 (TP8 PP8 DP48)",
       "Megatron GPT 462B, 6144 H100 (TP8 PP16 DP48)",
+      // -5.1% and -7.6% (were +11.6% and +0.6%, neither fitting in 80 GB): the least Megatron block recompute that fits
+      // racksim's memory model (training.recompute_num_layers 2 and 1; docs/decisions.md, "Block recompute").
+      "Llama 3 405B 8K, 8192 H100 (TP8 PP16 DP64)",
       "Llama 3 405B 8K, 16384 H100 (TP8 PP16 DP128)",
       // Back in (+9.5%, +5.9%, +4.7%; they were +12.6%, +10.3%, +10.1%) since flash attention is fitted to the kernels a
       // training step runs, at the power cap, on keys of 1K-128K (calibration/data/h200-2026-12-04-attention-train): its
@@ -270,7 +273,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1262);  // 12.61% (2026-12-05, eighth: DeepSeek-V3's MLA, group-limited router and
+  EXPECT_LT(sum / rows.size(), 0.1241);  // 12.40% (2026-12-05, ninth: the Llama 3 rows under the least block recompute
+  // that fits 80 GB, 8K on 8,192 / 16,384 H100 +11.6% / +0.6% -> -5.1% / -7.6%, 131K +22.4% -> +13.4%); 12.61%
+  // (2026-12-05, eighth: DeepSeek-V3's MLA, group-limited router and
   // shared expert on the host, measured: the GB200 baseline +130.6% -> +61.7%, every other row unchanged);
   // 14.29% (2026-12-05, seventh: the schedule's per-chunk host work by paired
   // runs, PP32 -16.4% -> -15.3%); 14.33% (2026-12-05, sixth: Megatron-Core@1e057005's NVTX ranges on the
