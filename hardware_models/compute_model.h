@@ -20,6 +20,7 @@ struct KernelWork {
   // fused (flash) attention: 0 none, 1 forward, 2 backward; its mask and key length
   int attention = 0;
   bool attention_causal = true;
+  bool attention_mla = false;  // multi-latent attention's core: at gpu.mla_attention_*_rate of the fitted rate
   double attention_seq = 0;
 };
 

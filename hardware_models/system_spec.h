@@ -56,6 +56,11 @@ struct GpuSpec {
   // Blockwise-scaled FP8 GEMM throughput (1x128 activation tiles, 128x128 weight blocks) / per-tensor-scaled
   // FP8 at the same shape; 0 = not given (such GEMMs then run at the per-tensor rate).
   double fp8_blockwise_rate_ratio = 0;
+  // Multi-latent attention's core (query/key head dim 192, value head dim 128, DeepSeek-V3) in the fused attention
+  // kernel: its rate per FLOP against the head-dim-128 rate the attention model is fitted on, forward and backward
+  // (1 = the same; measured on Hopper's cuDNN kernels).
+  double mla_attention_forward_rate = 1.0;
+  double mla_attention_backward_rate = 1.0;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

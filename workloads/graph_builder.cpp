@@ -316,6 +316,15 @@ class Builder {
                                      "activation)",
                                      t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_));
     }
+    if (m_.mla && t_.attention == AttentionImpl::flash)
+      g_.notes.push_back(
+          qk_dim_ == 192 && v_dim_ == 128
+              ? fmt::format("multi-latent attention's core (d_qk 192, d_v 128) at {:g} (forward) and {:g} (backward) of the "
+                            "fused kernel's head-dim-128 rate per FLOP (gpu.mla_attention_forward_rate / _backward_rate)",
+                            sys_.gpu.mla_attention_forward_rate, sys_.gpu.mla_attention_backward_rate)
+              : fmt::format("multi-latent attention's core with d_qk {:g}, d_v {:g}: run at the fused kernel's head-dim-128 "
+                            "rate per FLOP (gpu.mla_attention_*_rate were measured at d_qk 192, d_v 128 only)",
+                            qk_dim_, v_dim_));
     if (t_.precision == sim::Dtype::fp8 && t_.fp8_recipe == Fp8Recipe::blockwise)
       g_.notes.push_back(
           sys_.gpu.fp8_blockwise_rate_ratio > 0
@@ -1846,6 +1855,9 @@ class Builder {
       op.sfu_ops = exps * part;
       op.attention = backward ? 2 : 1;  // causal
       op.attention_causal = true;
+      // MLA's core at the head dims its rate was measured at (DeepSeek-V2/V3: d_qk 128 + 64 rotary, d_v 128); other
+      // dims run at the fitted head-dim-128 rate per FLOP.
+      op.attention_mla = m_.mla && qk_dim_ == 192 && v_dim_ == 128;
       op.attention_seq = keys;
       const OpId id = emit(std::move(op));
       // Attention dropout (training.attention_dropout): the kernel draws a random number per causal score

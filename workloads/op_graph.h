@@ -152,8 +152,9 @@ struct Op {
   // kernel
   ExecUnit unit = ExecUnit::vector;
   sim::Dtype dtype = sim::Dtype::bf16;
-  uint8_t attention = 0;              // fused attention: 1 forward, 2 backward (flash efficiency)
-  bool attention_causal = true;
+  uint8_t attention : 2 = 0;          // fused attention: 1 forward, 2 backward (flash efficiency)
+  uint8_t attention_causal : 1 = 1;
+  uint8_t attention_mla : 1 = 0;      // multi-latent attention's core (d_qk 192, d_v 128): gpu.mla_attention_*_rate
   // collective
   hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;

@@ -645,6 +645,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     w.loop_indices = op.loop_indices;
     w.attention = op.attention;
     w.attention_causal = op.attention_causal;
+    w.attention_mla = op.attention_mla;
     w.attention_seq = op.attention_seq;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute

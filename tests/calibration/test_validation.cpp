@@ -273,7 +273,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1241);  // 12.40% (2026-12-05, ninth: the Llama 3 rows under the least block recompute
+  EXPECT_LT(sum / rows.size(), 0.1233);  // 12.33% (2026-12-05, ninth, later: MLA's core attention at its measured rate
+  // per FLOP, DeepSeek-V3 GB200 final +31.8% -> +29.6%, H800 +5.2% -> +4.4%); 12.40% (2026-12-05, ninth: the Llama 3 rows
+  // under the least block recompute
   // that fits 80 GB, 8K on 8,192 / 16,384 H100 +11.6% / +0.6% -> -5.1% / -7.6%, 131K +22.4% -> +13.4%); 12.61%
   // (2026-12-05, eighth: DeepSeek-V3's MLA, group-limited router and
   // shared expert on the host, measured: the GB200 baseline +130.6% -> +61.7%, every other row unchanged);
@@ -581,11 +583,11 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // graphs, whose host time racksim does not see as exposed (the eager MoE ops carry it; and DDP's hooks fire for the
   // captured modules too, whose time now goes with the eager ops: 0.987 -> 0.986 since 2026-12-05). Rung 10 HybridEP:
   // 2.6x DeepEP's rate, against the tuned DeepEP of rungs 6-9 in the run (their rates are not published).
-  const std::map<int, Pin> pins = {{2, {1.322, false, {"moe"}}},
-                                   {3, {0.889, true, {"moe"}}},
+  const std::map<int, Pin> pins = {{2, {1.321, false, {"moe"}}},
+                                   {3, {0.880, true, {"moe"}}},
                                    {4, {1.018, true, {"recompute"}}},
                                    {5, {0.989, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.350, false, {"moe"}}}};
+                                   {10, {1.345, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;
@@ -622,9 +624,10 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.599x (the end is the at-scale final row; 1.121x before DeepSeek-V3's
+  // The whole ladder: 1.962x measured, racksim 1.572x (1.599x before MLA's core attention ran at its measured rate per
+  // FLOP, 2026-12-05, ninth stop: the GPU-bound final row slower, the host-bound baseline not; 1.121x before DeepSeek-V3's
   // own host work was measured, 2026-12-05, eighth stop; 1.128x before 2026-12-05, when DeepEP's and HybridEP's
   // unpermutation came to write a row per GPU a token reaches).
-  EXPECT_NEAR(prev_tps / first_tps, 1.599, 0.005);
+  EXPECT_NEAR(prev_tps / first_tps, 1.572, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

@@ -15,6 +15,7 @@
 #include "calibration/fit/calibration_fit.h"
 #include "calibration/fit/nccl_tests.h"
 #include "hardware_models/calibration.h"
+#include "workloads/graph_builder.h"
 #include "workloads/hlo/hlo_cost.h"
 #include "hardware_models/collectives.h"
 #include "hardware_models/compute_model.h"
@@ -474,6 +475,42 @@ TEST(CalibAttention, EngineTimesEveryMeasuredRowWithinFivePercent) {
     }
   }
   EXPECT_GE(long_backward, 4);
+}
+
+// Multi-latent attention's core (d_qk 192, d_v 128) runs at the measured share of the fitted head-dim-128 rate per FLOP
+// (calibration/data/h100-2026-12-05-attention-mla: cuDNN 0.993 forward, 0.883 backward), on Hopper and, carried, on
+// Blackwell; the builder marks only MLA's measured head dims, so another MLA shape keeps the fitted rate.
+TEST(CalibAttention, MlaCoreAtItsMeasuredRatePerFlop) {
+  for (const char* name : {"h100-sxm", "h200-sxm", "gb200-nvl72"}) {
+    hw::SystemSpec s = preset(name);
+    hw::apply_calibration(s, *committed());
+    ASSERT_TRUE(s.calibration->applied_attention) << name;
+    EXPECT_DOUBLE_EQ(s.gpu.mla_attention_forward_rate, 0.993) << name;
+    EXPECT_DOUBLE_EQ(s.gpu.mla_attention_backward_rate, 0.883) << name;
+    for (int pass : {1, 2}) {
+      hw::KernelWork w{true, sim::Dtype::bf16, 1e12, 0, 0, 0, 0, 1, 0};
+      w.attention = pass;
+      w.attention_seq = 4096;
+      const double standard = hw::kernel_timing(s, w).compute_s;
+      w.attention_mla = true;
+      EXPECT_NEAR(standard / hw::kernel_timing(s, w).compute_s, pass == 2 ? 0.883 : 0.993, 1e-12) << name << pass;
+    }
+  }
+  const auto ops_marked = [](const std::string& mla) {
+    const auto sc = sim::load_scenario_text(
+        "system: {preset: h100-sxm, gpus: 1}\nmodel: {layers: 2, hidden: 1024, ffn_hidden: 2048, heads: 8, kv_heads: 8, "
+        "head_dim: 128, vocab: 1024, mla: " + mla + "}\ntraining: {seq_len: 1024, global_batch: 1}\n", "m.yaml");
+    const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+    int marked = 0, attention = 0;
+    for (const auto& op : g.ops) {
+      attention += op.attention != 0;
+      marked += op.attention_mla;
+    }
+    EXPECT_GT(attention, 0);
+    return marked == attention ? 1 : marked == 0 ? 0 : -1;
+  };
+  EXPECT_EQ(ops_marked("{q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}"), 1);
+  EXPECT_EQ(ops_marked("{q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, qk_rope_head_dim: 32, v_head_dim: 64}"), 0);
 }
 
 // Flash attention across architectures: the H200's measured curve as a ratio to the GEMM ceiling measured on
