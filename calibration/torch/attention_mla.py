@@ -14,32 +14,17 @@ Usage: python3 attention_mla.py --out OUT.jsonl [--seconds 4]
 """
 import argparse
 import json
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from attention_gqa import back_to_back
+
 B, H, S = 1, 128, 4096  # one DeepSeek-V3 rank at TP1, sequence 4,096
 DIMS = [(128, 128), (192, 128), (192, 192)]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
-
-
-def back_to_back(fn, seconds):
-    out, t_end = [], time.time() + seconds
-    while time.time() < t_end:
-        evs = []
-        for _ in range(4):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            evs.append((a, b))
-        evs[-1][1].synchronize()
-        out += [a.elapsed_time(b) / 1e3 for a, b in evs]
-    return statistics.median(out[len(out) // 2:])
 
 
 def main():

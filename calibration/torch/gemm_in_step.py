@@ -75,6 +75,21 @@ def step(layers, x0, B, S, H):
     x.float().mean().backward()
 
 
+def training_step(c, dev):
+    """A forward + backward of config c's layers on fresh weights, gradients dropped after each call."""
+    D, F_, H, S, B, L = c["D"], c["F"], c["H"], c["S"], c["B"], c["L"]
+    layers = make_model(D, F_, H, L, dev)
+    x0 = torch.randn(B * S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+
+    def fn():
+        step(layers, x0, B, S, H)
+        for layer in layers:
+            for t in layer.values():
+                t.grad = None
+        x0.grad = None
+    return fn
+
+
 def gemm_times(prof):
     """Kernel time per call of every aten::mm, by (m, k, n): {shape: [us per call, calls]}."""
     acc = collections.defaultdict(lambda: [0.0, 0])
@@ -128,17 +143,7 @@ def main():
                               "state_at_start": card.state()}) + "\n")
         for name in args.configs.split(","):
             c = CONFIGS[name]
-            D, F_, H, S, B, L = c["D"], c["F"], c["H"], c["S"], c["B"], c["L"]
-            layers = make_model(D, F_, H, L, dev)
-            x0 = torch.randn(B * S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-
-            def fn():
-                step(layers, x0, B, S, H)
-                for l in layers:
-                    for t in l.values():
-                        t.grad = None
-                x0.grad = None
-
+            fn = training_step(c, dev)
             for _ in range(3):
                 fn()
             torch.cuda.synchronize()
@@ -189,7 +194,7 @@ def main():
             out.flush()
             print(json.dumps({k: row[k] for k in ("config", "iter_s", "gemm_duty", "gemm_sustained_over_burst_time",
                                                   "sustained_sm_clock_MHz", "sustained_power_W")}), flush=True)
-            del layers, x0
+            del fn
             torch.cuda.empty_cache()
         out.write(json.dumps({"state_at_end": card.state()}) + "\n")
 

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from gemm_in_step import CONFIGS, Card, gemm_times, make_model, profiled, step
+from gemm_in_step import CONFIGS, Card, gemm_times, profiled, training_step
 
 
 def main():
@@ -35,17 +35,7 @@ def main():
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     c = CONFIGS[args.config]
-    D, F_, H, S, B, L = c["D"], c["F"], c["H"], c["S"], c["B"], c["L"]
-    layers = make_model(D, F_, H, L, dev)
-    x0 = torch.randn(B * S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-
-    def fn():
-        step(layers, x0, B, S, H)
-        for layer in layers:
-            for t in layer.values():
-                t.grad = None
-        x0.grad = None
-
+    fn = training_step(c, dev)
     with open(args.out, "w") as out:
         def emit(row):
             out.write(json.dumps(row) + "\n")
