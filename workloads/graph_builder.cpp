@@ -308,13 +308,17 @@ class Builder {
       g_.notes.push_back("training.cuda_graphs with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                          "(arguments.py: 'recompute_granularity must not be full when CUDA Graphs are enabled'); "
                          "simulated as asked, with every micro-step's kernels from graphs");
-    if (!jax_ && t_.recompute.mode == RecomputeMode::full && t_.recompute_num_layers > 0) {
+    if (!jax_ && t_.recompute_num_layers > 0) {
       int recomputed = 0;
-      for (int l = 0; l < graph_layers_; ++l) recomputed += layer_recomputed(l);
-      g_.notes.push_back(fmt::format("training.recompute_num_layers {}: Megatron's block method, the first {} layers of "
-                                     "each of the {} model chunks recomputed ({} of the {} layers; the rest keep every "
-                                     "activation)",
-                                     t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_));
+      for (int l = 0; l < graph_layers_; ++l) recomputed += layer_recomputed(l) && t_.recompute.mode == RecomputeMode::full;
+      g_.notes.push_back(
+          t_.recompute.mode == RecomputeMode::full
+              ? fmt::format("training.recompute_num_layers {}: Megatron's block method, at most the first {} layers of each "
+                            "of the {} model chunks recomputed ({} of the {} layers; the rest keep every activation)",
+                            t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_)
+              : fmt::format("training.recompute_num_layers {} ignored: it chooses which layers full recompute checkpoints "
+                            "(--recompute-method block), and training.recompute is not full",
+                            t_.recompute_num_layers));
     }
     if (m_.mla && t_.attention == AttentionImpl::flash)
       g_.notes.push_back(
@@ -389,7 +393,7 @@ class Builder {
       if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
         g_.notes.push_back(
             "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
-            "recompute): the exchanges are overlapped as a DualPipe-like schedule would, loosely (a paired "
+            "recompute, of every layer or of the first layers of each chunk): the exchanges are overlapped as a DualPipe-like schedule would, loosely (a paired "
             "chunk's exchanges do not hold up its own compute; Megatron-Core's layer-by-layer order is not used)");
     }
     return std::move(g_);

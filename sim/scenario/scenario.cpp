@@ -350,7 +350,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.choice("optimizer_sharding", kOptimizerShardingNames), t.optimizer_sharding);
     if (auto rc = r.get("recompute")) t.recompute = parse_recompute(*rc, sc.model.moe.has_value());
     if ((rc_layers_node = r.get("recompute_num_layers")))
-      set_if(r.integer("recompute_num_layers", false, 1, 1'000'000), t.recompute_num_layers);
+      set_if(r.integer("recompute_num_layers", false, 0, 1'000'000), t.recompute_num_layers);  // 0: every layer
     if (auto off = r.get("offload")) {
       MapReader or_(*off);
       set_if(or_.boolean("optimizer"), t.offload_optimizer);
@@ -563,17 +563,11 @@ Scenario parse_scenario(Node root) {
       scope_node->error("cuda_graph_scope with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
                         "(arguments.py: recompute_granularity must not be full when CUDA Graphs are enabled)");
   }
-  if (rc_layers_node && t.recompute_num_layers > 0) {
-    if (t.framework == Framework::jax)
-      rc_layers_node->error("recompute_num_layers is Megatron's --recompute-method block --recompute-num-layers; in JAX "
-                            "mode a remat policy applies to every layer (training.recompute)");
-    else if (t.recompute.mode != RecomputeMode::full)
-      rc_layers_node->error(fmt::format("recompute_num_layers chooses which layers Megatron's full recompute checkpoints "
-                                        "(--recompute-granularity full --recompute-method block): it needs recompute: "
-                                        "full, not {}",
-                                        t.recompute.mode == RecomputeMode::names ? std::string("a list of names")
-                                                                                 : to_string(t.recompute.mode)));
-  }
+  // (Beside a recompute other than full the key is ignored with a note, so that a sweep over training.recompute keeps
+  // its base's block count.)
+  if (rc_layers_node && t.recompute_num_layers > 0 && t.framework == Framework::jax)
+    rc_layers_node->error("recompute_num_layers is Megatron's --recompute-method block --recompute-num-layers; in JAX "
+                          "mode a remat policy applies to every layer (training.recompute); leave it out or set 0");
   if (t.mtp_layers > 0 && t.framework == Framework::jax)
     tn->child("mtp_layers").error("mtp_layers is modelled as Megatron-Core runs it (--mtp-num-layers); in JAX mode "
                                   "(MaxText's mtp_num_layers) it is not: set training.mtp_layers: 0");

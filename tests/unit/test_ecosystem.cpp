@@ -485,6 +485,12 @@ TEST(MegatronImport, BlockRecomputeKeepsItsLayerCount) {
   EXPECT_TRUE(std::any_of(uniform.warnings.begin(), uniform.warnings.end(), [](const std::string& w) {
     return w.find("--recompute-method uniform --recompute-num-layers 2: modelled with one checkpoint per layer") == 0;
   }));
+  // Megatron accepts 0 (only None is refused), and its block loop then checkpoints no layer.
+  const auto zero = meg(args + "--recompute-method block --recompute-num-layers 0", opt);
+  EXPECT_EQ(load(zero).training.recompute.mode, racksim::workloads::RecomputeMode::none);
+  EXPECT_TRUE(std::any_of(zero.warnings.begin(), zero.warnings.end(), [](const std::string& w) {
+    return w.find("--recompute-num-layers 0: no layer is checkpointed") != std::string::npos;
+  }));
 }
 
 // --account-for-embedding/loss-in-pipeline-split count the embedding and the loss as layers in the split, and the first

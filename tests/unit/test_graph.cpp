@@ -108,6 +108,28 @@ TEST(Graph, BlockRecomputeChecksTheFirstLayersOfEachChunk) {
     EXPECT_EQ(layers, want) << "N = " << n;
     EXPECT_NEAR(tensor_flops(g, Phase::recompute, true) / full_flops, n == 1 ? 0.5 : 1.0, 1e-12) << "N = " << n;
   }
+  // Chunk by chunk, whatever their sizes: 7 layers split 1 / 3 / 3 / 0 (the embedding's stage one layer, the loss's
+  // none) recompute {0, 1, 4} at N = 1 and {0, 1, 2, 4, 5} at N = 2; the multi-token prediction layer (layer 8 after the
+  // decoder's 8) is never recomputed under the block method, as Megatron-Core skips it.
+  const auto recomputed_layers = [](const std::string& layers, const std::string& rc) {
+    const auto sc = sim::load_scenario_text(
+        "system: {preset: h200-sxm, gpus: 2}\nmodel: {layers: " + layers + ", hidden: 1024, ffn_hidden: 4096, heads: 8, "
+        "kv_heads: 8, vocab: 32768}\ntraining: {seq_len: 1024, global_batch: 8, micro_batch: 1, parallelism: {pp: 2, "
+        "vp: 2}, recompute: full, " + rc + "}\n", "c.yaml");
+    const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::set<int> out;
+    for (const auto& op : g.ops)
+      if (op.phase == Phase::recompute) {
+        const std::string name = g.name(op.name);
+        out.insert(std::stoi(name.substr(name.find(".L") + 2)));
+      }
+    return out;
+  };
+  const std::string uneven = "pipeline: {first_stage_layers: 1, last_stage_layers: 0}, recompute_num_layers: ";
+  EXPECT_EQ(recomputed_layers("7", uneven + "1"), (std::set<int>{0, 1, 4}));
+  EXPECT_EQ(recomputed_layers("7", uneven + "2"), (std::set<int>{0, 1, 2, 4, 5}));
+  EXPECT_EQ(recomputed_layers("8", "mtp_layers: 1, recompute_num_layers: 3"), (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(recomputed_layers("8", "mtp_layers: 1").count(8), 1u);  // (full recompute of every layer: the MTP one too)
   // Memory: the chunks' second layers keep what recompute: none keeps, so the peak lies between the two.
   const auto none = sim::simulate(sc_of(""));
   const auto half = sim::simulate(sc_of(", recompute: full, recompute_num_layers: 1"));
@@ -116,6 +138,12 @@ TEST(Graph, BlockRecomputeChecksTheFirstLayersOfEachChunk) {
   EXPECT_LT(peak(all), peak(half));
   EXPECT_LT(peak(half), peak(none));
   EXPECT_NE(half.report["warnings"].dump().find("recompute_num_layers 1: Megatron's block method"), std::string::npos);
+  // Beside another recompute the key is ignored with a note (a sweep over training.recompute keeps its base's count);
+  // 0 means every layer.
+  const auto ignored = sim::simulate(sc_of(", recompute: none, recompute_num_layers: 1"));
+  EXPECT_DOUBLE_EQ(peak(ignored), peak(none));
+  EXPECT_NE(ignored.report["warnings"].dump().find("recompute_num_layers 1 ignored"), std::string::npos);
+  EXPECT_DOUBLE_EQ(peak(sim::simulate(sc_of(", recompute: full, recompute_num_layers: 0"))), peak(all));
 }
 
 TEST(Graph, DataParallelGradientBytes) {

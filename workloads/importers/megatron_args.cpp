@@ -942,6 +942,10 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       // checkpoints of N layers each (racksim checkpoints each layer: the same recompute, and one saved input per
       // layer where Megatron keeps one per group).
       if (method == "block" && n && *n > 0) block_layers = *n;
+      else if (method == "block" && n && *n == 0) {
+        recompute = "none";  // Megatron's block loop then checkpoints no layer
+        out.warnings.push_back("--recompute-method block --recompute-num-layers 0: no layer is checkpointed (recompute: none)");
+      }
       else if (method == "uniform" && n && *n > 1)
         out.warnings.push_back(fmt::format("--recompute-method uniform --recompute-num-layers {}: modelled with one "
                                            "checkpoint per layer (the same recompute; Megatron keeps one input per {} "
