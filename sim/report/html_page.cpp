@@ -293,6 +293,7 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
       " \u00b7 tp " + p.tp + " pp " + p.pp + (p.vp > 1 ? " vp " + p.vp : "") + " dp " + p.dp + (p.cp > 1 ? " cp " + p.cp : "") +
       (p.ep > 1 ? " ep " + p.ep : "") + " \u00b7 " + t.precision + " \u00b7 " + t.optimizer_sharding +
       " \u00b7 recompute " + (typeof t.recompute === "string" ? t.recompute : JSON.stringify(t.recompute)) +
+      (t.recompute_num_layers ? " (first " + t.recompute_num_layers + " layers per chunk)" : "") +
       " \u00b7 seq " + t.seq_len + " \u00b7 batch " + t.global_batch;
   }
   function headlineCards(parent, r) {
