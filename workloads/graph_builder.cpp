@@ -306,8 +306,9 @@ class Builder {
     g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
     if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
       g_.notes.push_back("training.cuda_graphs with recompute: full: Megatron-LM refuses CUDA graphs under full recompute "
-                         "(arguments.py: 'recompute_granularity must not be full when CUDA Graphs are enabled'); "
-                         "simulated as asked, with every micro-step's kernels from graphs");
+                         "but whole-iteration ones (Megatron-Core@d98e8a64 transformer_config.py: 'full recompute is only "
+                         "supported with full iteration CUDA graph', --cuda-graph-impl full_iteration; before, arguments.py "
+                         "refused any); simulated as asked, with every micro-step's kernels from graphs");
     if (!jax_ && t_.recompute_num_layers > 0) {
       int recomputed = 0;
       for (int l = 0; l < graph_layers_; ++l) recomputed += layer_recomputed(l) && t_.recompute.mode == RecomputeMode::full;

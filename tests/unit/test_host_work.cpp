@@ -304,12 +304,14 @@ TEST(HostWork, CudaGraphScopeErrors) {
   EXPECT_NE(error(", cuda_graphs: true, cuda_graph_scope: [attn, moe_preprocess]").find("moe_preprocess needs moe_router"),
             std::string::npos);
   EXPECT_NE(error(", cuda_graphs: true, framework: jax, cuda_graph_scope: [attn]").find("XLA decides"), std::string::npos);
-  // Megatron-LM asserts recompute_granularity != full whenever CUDA graphs are on (arguments.py).
+  // Megatron-Core asserts full recompute only with whole-iteration graphs (transformer_config.py at d98e8a64), so not
+  // with Transformer Engine's partial ones (arguments.py had refused any CUDA graphs).
   EXPECT_NE(error(", cuda_graphs: true, recompute: full, cuda_graph_scope: [attn]").find("refuses CUDA graphs under full recompute"),
             std::string::npos);
 }
 
-// Whole-step CUDA graphs with full recompute: Megatron-LM refuses the pair; racksim simulates it (the
+// Whole-step CUDA graphs with full recompute: Megatron-LM refuses the pair but with whole-iteration graphs
+// (--cuda-graph-impl full_iteration at d98e8a64; arguments.py refused any before); racksim simulates it (the
 // capacity-planning sweeps vary recompute around a graphed base) and says so in the report's notes.
 TEST(HostWork, CudaGraphsWithFullRecomputeAreFlagged) {
   auto notes_of = [&](std::vector<std::string> sets) {
