@@ -41,6 +41,15 @@ double min_kernel_duration(const SystemSpec& sys) {
   return kMinKernelDuration_s;
 }
 
+namespace {
+// A fused attention kernel's rate per FLOP against the fitted head-dim-128 rate: multi-latent attention's core
+// (d_qk 192, d_v 128) at its measured share, every other attention at 1.
+double attention_head_dims_rate(const SystemSpec& sys, const KernelWork& w) {
+  if (!w.attention_mla || w.attention == 0) return 1.0;
+  return w.attention == 2 ? sys.gpu.mla_attention_backward_rate : sys.gpu.mla_attention_forward_rate;
+}
+}  // namespace
+
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
   KernelTiming t;
   t.hbm_bytes = w.hbm_bytes;
@@ -49,12 +58,11 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
       sys.calibration->attention) {
     const AttentionCurve& c = sys.calibration->attention->curve(w.attention == 2, w.attention_causal);
     t.efficiency = c.e_max > 0 ? c.e_max / (1.0 + c.s0 / w.attention_seq) : gemm_efficiency(sys, w);
-    if (w.attention_mla) t.efficiency *= w.attention == 2 ? sys.gpu.mla_attention_backward_rate : sys.gpu.mla_attention_forward_rate;
+    t.efficiency *= attention_head_dims_rate(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, sim::Dtype::bf16) * t.efficiency);
   } else if (w.tensor_core) {
     t.efficiency = gemm_efficiency(sys, w);
-    if (w.attention != 0 && w.attention_mla)
-      t.efficiency *= w.attention == 2 ? sys.gpu.mla_attention_backward_rate : sys.gpu.mla_attention_forward_rate;
+    t.efficiency *= attention_head_dims_rate(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
   } else {
     t.compute_s = sys.gpu.vector_fp32_flops_per_s > 0 ? w.flops / sys.gpu.vector_fp32_flops_per_s : 0;

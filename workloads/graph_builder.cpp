@@ -394,8 +394,8 @@ class Builder {
       if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
         g_.notes.push_back(
             "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
-            "recompute, of every layer or of the first layers of each chunk): the exchanges are overlapped as a DualPipe-like schedule would, loosely (a paired "
-            "chunk's exchanges do not hold up its own compute; Megatron-Core's layer-by-layer order is not used)");
+            "recompute, of every layer or of the first layers of each chunk): the exchanges are overlapped as a "
+            "DualPipe-like schedule would, loosely (a paired chunk's exchanges do not hold up its own compute; Megatron-Core's layer-by-layer order is not used)");
     }
     return std::move(g_);
   }
