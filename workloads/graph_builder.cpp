@@ -210,6 +210,9 @@ class Builder {
       qk_dim_ = m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim;
       v_dim_ = m.mla->v_head_dim;
       kvl_ = hl_;  // MLA up-projects keys and values per head
+      // The head dims gpu.mla_attention_*_rate were measured at (DeepSeek-V2/V3: d_qk 128 + 64 rotary, d_v 128);
+      // other dims run at the fitted head-dim-128 rate per FLOP.
+      mla_measured_dims_ = qk_dim_ == 192 && v_dim_ == 128;
     } else {
       qk_dim_ = v_dim_ = m.head_dim;
     }
@@ -310,10 +313,11 @@ class Builder {
                          "supported with full iteration CUDA graph', --cuda-graph-impl full_iteration; before, arguments.py "
                          "refused any); simulated as asked, with every micro-step's kernels from graphs");
     if (!jax_ && t_.recompute_num_layers > 0) {
+      const bool full = t_.recompute.mode == RecomputeMode::full;
       int recomputed = 0;
-      for (int l = 0; l < graph_layers_; ++l) recomputed += layer_recomputed(l) && t_.recompute.mode == RecomputeMode::full;
+      for (int l = 0; full && l < graph_layers_; ++l) recomputed += layer_recomputed(l);
       g_.notes.push_back(
-          t_.recompute.mode == RecomputeMode::full
+          full
               ? fmt::format("training.recompute_num_layers {}: Megatron's block method, at most the first {} layers of each "
                             "of the {} model chunks recomputed ({} of the {} layers; the rest keep every activation)",
                             t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_)
@@ -323,7 +327,7 @@ class Builder {
     }
     if (m_.mla && t_.attention == AttentionImpl::flash)
       g_.notes.push_back(
-          qk_dim_ == 192 && v_dim_ == 128
+          mla_measured_dims_
               ? fmt::format("multi-latent attention's core (d_qk 192, d_v 128) at {:g} (forward) and {:g} (backward) of the "
                             "fused kernel's head-dim-128 rate per FLOP (gpu.mla_attention_forward_rate / _backward_rate)",
                             sys_.gpu.mla_attention_forward_rate, sys_.gpu.mla_attention_backward_rate)
@@ -395,7 +399,8 @@ class Builder {
         g_.notes.push_back(
             "a2a_overlap outside Megatron-Core's conditions (it needs vp > 1 under a pipeline and no full "
             "recompute, of every layer or of the first layers of each chunk): the exchanges are overlapped as a "
-            "DualPipe-like schedule would, loosely (a paired chunk's exchanges do not hold up its own compute; Megatron-Core's layer-by-layer order is not used)");
+            "DualPipe-like schedule would, loosely (a paired chunk's exchanges do not hold up its own compute; "
+            "Megatron-Core's layer-by-layer order is not used)");
     }
     return std::move(g_);
   }
@@ -412,6 +417,7 @@ class Builder {
   int rank_ = 0, mb_ = 0;
   int chunk_ = 0;  // the virtual stage being emitted (forward_chunk, backward_chunk)
   bool materialized_ = false, jax_ = false;
+  bool mla_measured_dims_ = false;  // MLA's attention core at the head dims of gpu.mla_attention_*_rate
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
   struct LayerBody {
     std::size_t first, end;
@@ -1860,9 +1866,7 @@ class Builder {
       op.sfu_ops = exps * part;
       op.attention = backward ? 2 : 1;  // causal
       op.attention_causal = true;
-      // MLA's core at the head dims its rate was measured at (DeepSeek-V2/V3: d_qk 128 + 64 rotary, d_v 128); other
-      // dims run at the fitted head-dim-128 rate per FLOP.
-      op.attention_mla = m_.mla && qk_dim_ == 192 && v_dim_ == 128;
+      op.attention_mla = mla_measured_dims_;
       op.attention_seq = keys;
       const OpId id = emit(std::move(op));
       // Attention dropout (training.attention_dropout): the kernel draws a random number per causal score

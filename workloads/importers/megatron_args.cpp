@@ -941,16 +941,17 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       // block: the first N layers of each model chunk (training.recompute_num_layers); uniform: every layer, in
       // checkpoints of N layers each (racksim checkpoints each layer: the same recompute, and one saved input per
       // layer where Megatron keeps one per group).
-      if (method == "block" && n && *n > 0) block_layers = *n;
-      else if (method == "block" && n && *n == 0) {
+      if (method == "block" && n && *n > 0) {
+        block_layers = *n;
+      } else if (method == "block" && n && *n == 0) {
         recompute = "none";  // Megatron's block loop then checkpoints no layer
         out.warnings.push_back("--recompute-method block --recompute-num-layers 0: no layer is checkpointed (recompute: none)");
-      }
-      else if (method == "uniform" && n && *n > 1)
+      } else if (method == "uniform" && n && *n > 1) {
         out.warnings.push_back(fmt::format("--recompute-method uniform --recompute-num-layers {}: modelled with one "
                                            "checkpoint per layer (the same recompute; Megatron keeps one input per {} "
                                            "layers)",
                                            *n, *n));
+      }
     } else if (*g == "selective") {
       recompute = "selective";
       if (auto mods = fl.str("recompute-modules")) {
