@@ -61,12 +61,19 @@ Precision precision_of(const TrainingConfig& t) {
   // in those programs, as are the norms' gains (not separated here).
   const bool jax = t.framework == Framework::jax;
   p.grad_reduce_bytes = jax && t.precision != sim::Dtype::fp32 && t.precision != sim::Dtype::tf32 ? 2.0 : 4.0;
-  p.embedding_grad_reduce_bytes = 4.0;
+  // MaxText's one-hot embedding (training.one_hot_embedding) is a dot: its gradient is the dot's, reduced in the
+  // compute dtype as the layers' are.
+  p.embedding_grad_reduce_bytes = jax && t.one_hot_embedding ? p.grad_reduce_bytes : 4.0;
   // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8 copy under fp8-class
   // training where the parameters are fp8: Megatron's --fp8-param-gather (training.fp8_param_gather), and in JAX
   // mode as it was (TE casts before the gather there, see docs/seed_claims.md).
   const bool fp8_params = jax || t.fp8_param_gather;
   p.param_gather_bytes = p.matmul_input_bytes < 2.0 && fp8_params ? p.matmul_input_bytes : 2.0;
+  // MaxText's logits_dot_in_fp32 (training.logits_fp32) uses the fp32 kernel as it is: no cast before the gather, and
+  // the dot's gradient is fp32.
+  const bool head_fp32 = jax && t.logits_fp32;
+  p.head_grad_reduce_bytes = head_fp32 ? 4.0 : p.grad_reduce_bytes;
+  p.head_gather_bytes = head_fp32 ? 4.0 : 2.0;
   return p;
 }
 
@@ -833,6 +840,11 @@ class Builder {
     return head_weights() + (table_elsewhere ? embedding_weights() : 0.0);
   }
   bool holds_embedding() const { return rank_ == 0; }
+  // The output layer's `params` to gather, counted in pr_.param_gather_bytes: its fp32 kernel, uncast, under
+  // training.logits_fp32 in JAX mode.
+  double head_gather_params(double params) const {
+    return jax_ && t_.logits_fp32 ? params * pr_.head_gather_bytes / pr_.param_gather_bytes : params;
+  }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
   double local_params() const { return local_expert_params() + local_dense_params(); }
   // Sum of per_layer(l) over this rank's layers (its vp virtual stages v = chunk·pp + rank).
@@ -1001,6 +1013,20 @@ class Builder {
     op.gemm_mnk = {chunk_next_gemms_ > 0 ? m / tp_ : m, n, k};
     if (chunk_next_gemms_ > 0) --chunk_next_gemms_;
     op.gemm_batch = static_cast<int>(batch);
+    return emit_last();
+  }
+  // A GEMM of fp32 operands at the default matmul precision, which XLA runs on the tensor cores as TF32 (MaxText's
+  // logits_dot_in_fp32): 4 bytes per element read and written.
+  OpId gemm_fp32(std::string_view name, double m, double n, double k, double extra_bytes = 0) {
+    Op& op = new_op();
+    op.name = named(name);
+    op.phase = phase_;
+    op.unit = ExecUnit::tensor;
+    op.dtype = sim::Dtype::tf32;
+    op.flops = 2.0 * m * n * k;
+    op.hbm_bytes = (m * k + k * n + m * n) * 4.0 + extra_bytes;
+    op.gemm_mnk = {m, n, k};
+    op.gemm_batch = 1;
     return emit_last();
   }
   // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
@@ -2356,6 +2382,8 @@ class Builder {
   };
   std::map<std::pair<int, int>, LayerState> layer_state_;  // (micro-batch, layer)
   std::map<int, TensorId> logits_;
+  std::map<std::pair<int, std::string>, TensorId> one_hot_;  // (micro, embedding) -> its one-hot matrix (JAX)
+  std::map<std::string, TensorId> head_input_fp32_;  // output layer ("" or "mtp.") -> its fp32 input (logits_fp32)
   std::map<std::pair<int, int>, TensorId> mtp_logits_;  // (micro, depth) -> an MTP head's fp32 logits
   std::map<int, TensorId> chunk_output_;                   // micro-batch -> activation to send
 
@@ -2409,7 +2437,7 @@ class Builder {
     TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
     auto gather_head = [&] {
       wait_for_params(kHeadBucket);
-      if (fsdp) head_buf = fsdp_gather_params(head_gather_weights());
+      if (fsdp) head_buf = fsdp_gather_params(head_gather_params(head_gather_weights()));
     };
     for (int l = first_layer(v); l < end_layer(v); ++l) {
       if (is_mtp_layer(l)) {
@@ -2497,6 +2525,19 @@ class Builder {
   // mode, as XLA partitions it, unchanged) one lookup of the rank's tokens.
   TensorId embedding_forward(std::string_view name, std::string_view out_name, OpId& lookup) {
     const double a = pr_.activation_bytes;
+    if (jax_ && t_.one_hot_embedding) {
+      // MaxText's use_iota_embed: XLA writes the one-hot matrix (a loop fusion of the iota compare and the convert:
+      // the token ids in, Tsp x V values of the compute dtype out), which a GEMM multiplies with the table. No
+      // cuBLAS GEMM takes a fused producer, so the matrix is materialized, and it is the GEMM's saved operand for
+      // the table's gradient (docs/decisions.md, "MaxText's one-hot embedding").
+      const TensorId one_hot = temp(cat(name, ".one_hot"), Tsp_ * V_ * a);
+      g_.ops[vector(cat(name, ".one_hot"), Tsp_ * V_ * a + 4 * Tsp_, Tsp_ * V_)].allocs.push_back(one_hot);
+      one_hot_[{mb_, std::string(name)}] = one_hot;
+      const TensorId x = temp(out_name, Tsp_ * h_ * a);
+      lookup = gemm(name, Tsp_, h_, V_, 1, 0, Quant::none);
+      g_.ops[lookup].allocs.push_back(x);
+      return x;
+    }
     if (jax_ || tp_ == 1) {
       const TensorId x = temp(out_name, Tsp_ * h_ * a);
       lookup = vector(name, 2 * Tsp_ * h_ * a, 0);
@@ -2530,6 +2571,16 @@ class Builder {
   // (embedding_weight_grad). XLA's: a scatter-add of the rows into the gradient, unchanged.
   void embedding_backward(std::string_view name) {
     const double a = pr_.activation_bytes;
+    if (jax_ && t_.one_hot_embedding) {
+      // The table's gradient: the saved one-hot matrix transposed times the output gradient, V x h over the tokens.
+      gemm_wgrad(name, Tsp_, h_, V_, Quant::none);
+      const auto it = one_hot_.find({mb_, std::string(name)});
+      if (it != one_hot_.end()) {
+        g_.ops[last()].frees.push_back(it->second);
+        one_hot_.erase(it);
+      }
+      return;
+    }
     if (jax_) {
       vector(cat(name, ".bwd"), Tsp_ * h_ * (a + 4), Tsp_ * h_);
       return;
@@ -2573,7 +2624,15 @@ class Builder {
       // bytes per logit); unfused, the cast, max, subtraction, exp, sum and division (a + 36). The fp32 logits live
       // until the head's backward.
       const TensorId logits = temp(cat(pre, "logits.fp32"), T_ * V_ * 4);
-      g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none)].allocs.push_back(logits);
+      if (t_.logits_fp32) {
+        // MaxText's logits_dot_in_fp32: the input cast to fp32 (kept for the wgrad), the dot at TF32 writing fp32.
+        const TensorId x32 = temp(cat(pre, "logits.input_fp32"), T_ * h_ * 4);
+        g_.ops[vector(cat(pre, "logits.input_cast"), T_ * h_ * (a + 4), T_ * h_)].allocs.push_back(x32);
+        head_input_fp32_[std::string(pre)] = x32;
+        g_.ops[gemm_fp32(cat(pre, "logits"), T_, V_, h_)].allocs.push_back(logits);
+      } else {
+        g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none)].allocs.push_back(logits);
+      }
       const OpId ce = vector(cat(pre, "cross_entropy"), T_ * V_ * (fused_ce ? 8 : a + 36), 6 * T_ * V_, T_ * V_);
       if (free_input) g_.ops[ce].frees.push_back(x);
       return logits;
@@ -2635,6 +2694,21 @@ class Builder {
       // 4, write a).
       vector(cat(pre, "cross_entropy.bwd.rows"), T_ * (a + 24), 10 * T_);
       vector(cat(pre, "cross_entropy.bwd"), T_ * V_ * (a + 4), 4 * T_ * V_);
+      if (t_.logits_fp32) {
+        // logits_dot_in_fp32: the fp32 gradient feeds both GEMMs at TF32 (no cast); the fp32 input gradient is cast
+        // back to the compute dtype, and the wgrad reads the fp32 input the forward kept.
+        gemm_fp32(cat(pre, "logits.dgrad"), T_, h_, V_);
+        vector(cat(pre, "logits.dgrad.cast"), T_ * h_ * (4 + a), T_ * h_);
+        tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+        gemm_fp32(cat(pre, "logits.wgrad"), h_, V_, T_, 2 * h_ * V_ * pr_.grad_bytes);
+        g_.ops[last()].frees.push_back(logits);
+        const auto it = head_input_fp32_.find(std::string(pre));
+        if (it != head_input_fp32_.end()) {
+          g_.ops[last()].frees.push_back(it->second);
+          head_input_fp32_.erase(it);
+        }
+        return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);
+      }
       vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
       gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
       tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
@@ -3563,10 +3637,10 @@ class Builder {
     // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
     auto release_head = [&] {
       if (fsdp) g_.ops.back().frees.push_back(head_buf);
-      if (last_micro_for_sync()) grad_sync("grad.head", head_weights());
+      if (last_micro_for_sync()) grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
     };
     if (v == vstages_ - 1) {
-      if (fsdp) head_buf = fsdp_gather_params(head_weights());
+      if (fsdp) head_buf = fsdp_gather_params(head_gather_params(head_weights()));
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(output_head_backward("", logits_[mb_]));
       // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
@@ -4049,7 +4123,7 @@ class Builder {
   void plan_grad_combines(int v) {
     std::vector<MemberSizes> members;
     const double eb = pr_.grad_reduce_bytes;
-    if (v == vstages_ - 1) members.push_back(member_sizes(head_weights(), 0, eb));
+    if (v == vstages_ - 1) members.push_back(member_sizes(head_weights(), 0, pr_.head_grad_reduce_bytes));
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) members.push_back(member_sizes(dense_weights(l), expert_weights(l), eb));
     if (v == 0) members.push_back(member_sizes(embedding_weights(), 0, pr_.embedding_grad_reduce_bytes));
     for (int k = 0; k < 3; ++k) {

@@ -28,6 +28,8 @@ struct Precision {
   double optimizer_bytes;      // Adam m and v: fp32 each, or bf16 each (training.adam_moments)
   double grad_reduce_bytes;    // data-parallel reduction dtype of the layers' and the head's weight gradients
   double embedding_grad_reduce_bytes;  // the same for the input embedding's gradient
+  double head_grad_reduce_bytes;       // the same for the output layer's gradient
+  double head_gather_bytes;            // the output layer's parameter all-gather dtype
   double param_gather_bytes;   // parameter all-gather dtype (bf16; fp8 where frameworks do it)
 };
 Precision precision_of(const TrainingConfig& t);

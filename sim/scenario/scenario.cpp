@@ -368,6 +368,8 @@ Scenario parse_scenario(Node root) {
       t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     set_if(r.boolean("fused_qkv"), t.fused_qkv);
+    set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
+    set_if(r.boolean("logits_fp32"), t.logits_fp32);
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
       auto& x = t.xla_pipelined;
@@ -627,10 +629,12 @@ Scenario parse_scenario(Node root) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
     // overlap switches), and its scenario run again must not grow notes.
     const TrainingConfig d{};
-    const std::array<std::pair<const char*, bool>, 5> jax_only = {{
+    const std::array<std::pair<const char*, bool>, 7> jax_only = {{
         {"donate_state", t.donate_state != d.donate_state},
         {"scan_layers", t.scan_layers != d.scan_layers},
         {"fused_qkv", t.fused_qkv != d.fused_qkv},
+        {"one_hot_embedding", t.one_hot_embedding != d.one_hot_embedding},
+        {"logits_fp32", t.logits_fp32 != d.logits_fp32},
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
@@ -976,6 +980,8 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (!t.check_for_nan) training["check_for_nan"] = false;
   if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;
   if (!t.fused_qkv) training["fused_qkv"] = false;
+  if (t.one_hot_embedding) training["one_hot_embedding"] = true;
+  if (t.logits_fp32) training["logits_fp32"] = true;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);

@@ -190,6 +190,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       // (MaxText's and Llama 3 70B's programs compiled for 8-512 GPUs; docs/decisions.md, "XLA gathers FSDP weights
       // array by array"): JAX-Toolbox 7B -10.5% -> -9.0%, Pax 5B BF16 -19.0% -> -9.0%, TE FP8 -18.2% -> -3.6%.
       "JAX-Toolbox MaxText Llama2-7B, 8 H100 (FSDP8)",
+      // +9.7% (was +11.7%): MaxText's one-hot embedding and fp32 logits (docs/decisions.md, "MaxText's one-hot
+      // embedding and fp32 logits").
+      "MaxText Llama2-7B, 64 H100 (A3 8 VMs, FSDP8 x data 8)",
       "Pax GPT-5B, 256 H100 (FSDP256)",
       "Pax GPT-5B TE FP8, 256 H100 (FSDP256)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
@@ -273,7 +276,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1233);  // 12.33% (2026-12-05, ninth, later: MLA's core attention at its measured rate
+  EXPECT_LT(sum / rows.size(), 0.1204);  // 12.04% (2026-12-05, tenth: MaxText's one-hot embedding and fp32 logits as its
+  // A3 scripts and JAX-Toolbox's run script set them, the MaxText A3 rows +20.7/+20.1/+16.1/+11.7/+19.6% ->
+  // +17.9/+17.7/+13.9/+9.7/+17.5%, JAX-Toolbox -9.0% -> -8.3%); 12.33% (2026-12-05, ninth, later: MLA's core attention at its measured rate
   // per FLOP, DeepSeek-V3 GB200 final +31.8% -> +29.6%, H800 +5.2% -> +4.4%); 12.40% (2026-12-05, ninth: the Llama 3 rows
   // under the least block recompute
   // that fits 80 GB, 8K on 8,192 / 16,384 H100 +11.6% / +0.6% -> -5.1% / -7.6%, 131K +22.4% -> +13.4%); 12.61%

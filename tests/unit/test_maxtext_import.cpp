@@ -273,6 +273,23 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
   EXPECT_FALSE(has_warning(r, "learning_rate"));  // no effect on the step time: not listed
 }
 
+// use_iota_embed and logits_dot_in_fp32 become training.one_hot_embedding and training.logits_fp32, written only when set
+// (MaxText's GPU model configs set use_iota_embed; base.yml leaves both off).
+TEST(MaxTextImport, OneHotEmbeddingAndFp32LogitsFollowTheConfig) {
+  auto r = import({"ici_fsdp_parallelism=8"}, "h100-sxm", 0, 8, kMt + "gpu/models/llama2_7b.yml");
+  EXPECT_TRUE(load(r).training.one_hot_embedding);
+  EXPECT_NE(r.yaml.find("one_hot_embedding: true"), std::string::npos) << r.yaml;
+  EXPECT_NE(r.yaml.find("use_iota_embed true"), std::string::npos) << r.yaml;
+  EXPECT_FALSE(load(r).training.logits_fp32);
+  EXPECT_FALSE(has_warning(r, "use_iota_embed"));
+  r = import({"model_name=llama2-7b", "ici_fsdp_parallelism=8"});
+  EXPECT_EQ(r.yaml.find("one_hot_embedding"), std::string::npos);
+  EXPECT_EQ(r.yaml.find("logits_fp32"), std::string::npos);
+  r = import({"model_name=llama2-7b", "ici_fsdp_parallelism=8", "logits_dot_in_fp32=true"});
+  EXPECT_TRUE(load(r).training.logits_fp32);
+  EXPECT_FALSE(has_warning(r, "logits_dot_in_fp32"));
+}
+
 TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
   // An unknown override: the nearest key of base.yml.
   EXPECT_EQ(error_of([] { import({"model_name=llama3-8b", "ici_fsdp_paralelism=8"}); }),

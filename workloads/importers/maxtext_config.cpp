@@ -44,7 +44,7 @@ bool no_effect(const std::string& k) {
       "rope_factor", "rope_interleave", "rope_truncate", "rope_attention_scaling", "beta_fast", "beta_slow", "mscale",
       "max_position_embeddings", "original_max_position_embeddings", "routed_scaling_factor", "routed_score_func",
       "routed_bias", "logical_axis_rules", "enable_checkpointing", "async_checkpointing", "reuse_example_batch",
-      "max_segments_per_seq", "packing", "use_iota_embed", "fused_mlp", "hf_access_token",
+      "max_segments_per_seq", "packing", "fused_mlp", "hf_access_token",
       "norm_topk_prob", "load_balance_loss_weight", "tokenizer_type", "add_bos", "add_eos", "enable_goodput_recording",
       "monitor_goodput", "metrics_file", "gcs_metrics", "save_config_to_gcs", "skip_first_n_steps_for_profiler",
       "profiler_steps", "upload_all_profiler_results", "checkpoint_period", "adam_b1", "adam_b2", "adam_eps",
@@ -809,6 +809,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   }
   tw.line(2, "scan_layers", c.boolean("scan_layers", true) ? "true" : "false", c.src("scan_layers"));
   tw.line(2, "fused_qkv", c.boolean("fused_qkv", false) ? "true" : "false", c.src("fused_qkv"));
+  // The embedding as a one-hot matmul (layers/embeddings.py) and the logits dot in fp32 (logits_dense's dtype):
+  // written only when set, so scenarios of configs without them stay as they were.
+  if (c.boolean("use_iota_embed", false))
+    tw.line(2, "one_hot_embedding", "true", c.src("use_iota_embed") + ": the one-hot matrix times the table, two GEMMs");
+  if (c.boolean("logits_dot_in_fp32", false))
+    tw.line(2, "logits_fp32", "true", c.src("logits_dot_in_fp32") + ": the output layer's GEMMs at TF32 on fp32 operands");
   tw.line(2, "donate_state", "true", "MaxText donates the train state to the step (maxtext_utils: donate_argnums=0)");
   // XLA's command buffers: on by default (its default command types) unless the run's flags turn them off.
   bool command_buffers = true;
