@@ -230,7 +230,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       const double b = field(p.bf16, key), f = field(p.fp8, key);
       return p.step_time ? b / f : f / b;
     };
-    // Pax 5B: 0.944 since XLA's per-array FSDP gathers (2026-12-04, latest; 0.991 before them, 0.984 before the bf16
+    // Pax 5B: 0.941 since its one-hot embedding (2026-12-05, tenth: bf16 GEMMs in both precisions); 0.944 since XLA's
+    // per-array FSDP gathers (2026-12-04, latest; 0.991 before them, 0.984 before the bf16
     // gradient reductions): six ring latencies per layer and pass (q, k, v, o, two GELU matrices) on a 256-rank ring
     // cost both precisions the same time, which is a larger share of the FP8
     // step (its gathers move fp8, half the bytes). Bound 6% for that row, 5% for the others.
@@ -276,7 +277,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1204);  // 12.04% (2026-12-05, tenth: MaxText's one-hot embedding and fp32 logits as its
+  EXPECT_LT(sum / rows.size(), 0.1202);  // 12.02% (2026-12-05, tenth, later: Pax's GPU GPT configs embed by a one-hot
+  // matmul too, EMBEDDING_LOOKUP_STYLE 'matmul': 126M +7.2% -> +9.9%, 5B -9.6% -> -8.2%, 5B FP8 -4.5% -> -2.4%);
+  // 12.04% (2026-12-05, tenth: MaxText's one-hot embedding and fp32 logits as its
   // A3 scripts and JAX-Toolbox's run script set them, the MaxText A3 rows +20.7/+20.1/+16.1/+11.7/+19.6% ->
   // +17.9/+17.7/+13.9/+9.7/+17.5%, JAX-Toolbox -9.0% -> -8.3%); 12.33% (2026-12-05, ninth, later: MLA's core attention at its measured rate
   // per FLOP, DeepSeek-V3 GB200 final +31.8% -> +29.6%, H800 +5.2% -> +4.4%); 12.40% (2026-12-05, ninth: the Llama 3 rows
