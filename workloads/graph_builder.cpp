@@ -2529,7 +2529,7 @@ class Builder {
       // MaxText's use_iota_embed: XLA writes the one-hot matrix (a loop fusion of the iota compare and the convert:
       // the token ids in, Tsp x V values of the compute dtype out), which a GEMM multiplies with the table. No
       // cuBLAS GEMM takes a fused producer, so the matrix is materialized, and it is the GEMM's saved operand for
-      // the table's gradient (docs/decisions.md, "MaxText's one-hot embedding").
+      // the table's gradient (docs/decisions.md, "MaxText's one-hot embedding and fp32 logits").
       const TensorId one_hot = temp(cat(name, ".one_hot"), Tsp_ * V_ * a);
       g_.ops[vector(cat(name, ".one_hot"), Tsp_ * V_ * a + 4 * Tsp_, Tsp_ * V_)].allocs.push_back(one_hot);
       one_hot_[{mb_, std::string(name)}] = one_hot;

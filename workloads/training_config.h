@@ -236,13 +236,13 @@ struct TrainingConfig {
   // calibration/data/h200-2026-12-04-qkv-split-compile). Megatron mode ignores it.
   bool fused_qkv = true;
   // jax: the input embedding as a matmul of the tokens' one-hot matrix with the table (MaxText use_iota_embed: true,
-  // layers/embeddings.py: (ids[..., None] == iota(V)).astype(dtype) dot table), not a gather: XLA writes the one-hot
-  // matrix and runs two GEMMs, the lookup and the table's gradient (docs/decisions.md, "MaxText's one-hot
-  // embedding"). Megatron mode ignores it.
+  // layers/embeddings.py: (ids[..., None] == iota(V)).astype(dtype) dot table; Pax's lookup_style 'matmul'), not a
+  // gather: XLA writes the one-hot matrix and runs two GEMMs, the lookup and the table's gradient (docs/decisions.md,
+  // "MaxText's one-hot embedding and fp32 logits"). Megatron mode ignores it.
   bool one_hot_embedding = false;
   // jax: the output layer's dot in fp32 (MaxText logits_dot_in_fp32: true, its default from 2024-01-13 to 2024-10-03):
   // the activations cast to fp32 against the fp32 kernel at the default matmul precision, which XLA runs on the
-  // tensor cores as TF32 (docs/decisions.md, "MaxText's one-hot embedding"). Megatron mode ignores it.
+  // tensor cores as TF32 (docs/decisions.md, "MaxText's one-hot embedding and fp32 logits"). Megatron mode ignores it.
   bool logits_fp32 = false;
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
   // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the
