@@ -190,7 +190,7 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       // (MaxText's and Llama 3 70B's programs compiled for 8-512 GPUs; docs/decisions.md, "XLA gathers FSDP weights
       // array by array"): JAX-Toolbox 7B -10.5% -> -9.0%, Pax 5B BF16 -19.0% -> -9.0%, TE FP8 -18.2% -> -3.6%.
       "JAX-Toolbox MaxText Llama2-7B, 8 H100 (FSDP8)",
-      // +9.7% (was +11.7%): MaxText's one-hot embedding and fp32 logits (docs/decisions.md, "MaxText's one-hot
+      // +9.3% (was +11.7%): MaxText's one-hot embedding and fp32 logits (docs/decisions.md, "MaxText's one-hot
       // embedding and fp32 logits").
       "MaxText Llama2-7B, 64 H100 (A3 8 VMs, FSDP8 x data 8)",
       "Pax GPT-5B, 256 H100 (FSDP256)",
@@ -277,7 +277,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1202);  // 12.02% (2026-12-05, tenth, later: Pax's GPU GPT configs embed by a one-hot
+  EXPECT_LT(sum / rows.size(), 0.1196);  // 11.96% (2026-12-05, tenth, latest: the H100's TF32 ceiling measured, 0.632
+  // of peak, the A3 rows' fp32 logits 0.4-0.6 points slower); 12.02% (2026-12-05, tenth, later: Pax's GPU GPT configs embed by a one-hot
   // matmul too, EMBEDDING_LOOKUP_STYLE 'matmul': 126M +7.2% -> +9.9%, 5B -9.6% -> -8.2%, 5B FP8 -4.5% -> -2.4%);
   // 12.04% (2026-12-05, tenth: MaxText's one-hot embedding and fp32 logits as its
   // A3 scripts and JAX-Toolbox's run script set them, the MaxText A3 rows +20.7/+20.1/+16.1/+11.7/+19.6% ->
