@@ -73,7 +73,7 @@ Precision precision_of(const TrainingConfig& t) {
   // the dot's gradient is fp32.
   const bool head_fp32 = jax && t.logits_fp32;
   p.head_grad_reduce_bytes = head_fp32 ? 4.0 : p.grad_reduce_bytes;
-  p.head_gather_bytes = head_fp32 ? 4.0 : 2.0;
+  p.head_gather_bytes = head_fp32 ? 4.0 : p.param_gather_bytes;
   return p;
 }
 
@@ -180,7 +180,9 @@ struct StepMap {
 // reads the column-wise copies of the forward's input and the backward's gradient); none stays bf16.
 // forward_weight_only: a forward GEMM whose input another GEMM's cast already quantized (Megatron-Core's fc1 is one
 // Transformer Engine LayerNormLinear of width 2·ffn, emitted as its gate and up halves): it casts its weight alone.
-enum class Quant { none, forward, forward_weight_only, backward, operands_cast };
+// fp32: fp32 operands and output at the default matmul precision, which XLA runs on the tensor cores as TF32 (MaxText's
+// logits_dot_in_fp32), whatever the training precision.
+enum class Quant { none, forward, forward_weight_only, backward, operands_cast, fp32 };
 
 // A cross-rank dependency resolved after every rank is built: the first op of a pipeline
 // chunk waits for the send of the chunk before it (forward) or after it (backward).
@@ -840,11 +842,6 @@ class Builder {
     return head_weights() + (table_elsewhere ? embedding_weights() : 0.0);
   }
   bool holds_embedding() const { return rank_ == 0; }
-  // The output layer's `params` to gather, counted in pr_.param_gather_bytes: its fp32 kernel, uncast, under
-  // training.logits_fp32 in JAX mode.
-  double head_gather_params(double params) const {
-    return jax_ && t_.logits_fp32 ? params * pr_.head_gather_bytes / pr_.param_gather_bytes : params;
-  }
   bool holds_head() const { return rank_ == (vstages_ - 1) % pp_; }
   double local_params() const { return local_expert_params() + local_dense_params(); }
   // Sum of per_layer(l) over this rank's layers (its vp virtual stages v = chunk·pp + rank).
@@ -1004,29 +1001,17 @@ class Builder {
     op.name = named(name);
     op.phase = phase_;
     op.unit = ExecUnit::tensor;
-    op.dtype = q == Quant::none && fp8_class() ? sim::Dtype::bf16 : t_.precision;
-    const double in_bytes = op.dtype == sim::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
+    const bool fp32 = q == Quant::fp32;
+    op.dtype = fp32 ? sim::Dtype::tf32 : q == Quant::none && fp8_class() ? sim::Dtype::bf16 : t_.precision;
+    const double in_bytes = fp32 ? 4.0 : op.dtype == sim::Dtype::bf16 ? pr_.activation_bytes : pr_.matmul_input_bytes;
+    const double out_bytes = fp32 ? 4.0 : pr_.activation_bytes;
     op.flops = 2.0 * m * n * k * batch;
-    op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * pr_.activation_bytes) + extra_bytes;
+    op.hbm_bytes = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes) + extra_bytes;
     // A GEMM that Transformer Engine runs in chunks beside a ring exchange: each chunk a launch of
     // m/tp rows (its efficiency at that shape; the op keeps the whole GEMM's FLOPs and bytes).
     op.gemm_mnk = {chunk_next_gemms_ > 0 ? m / tp_ : m, n, k};
     if (chunk_next_gemms_ > 0) --chunk_next_gemms_;
     op.gemm_batch = static_cast<int>(batch);
-    return emit_last();
-  }
-  // A GEMM of fp32 operands at the default matmul precision, which XLA runs on the tensor cores as TF32 (MaxText's
-  // logits_dot_in_fp32): 4 bytes per element read and written.
-  OpId gemm_fp32(std::string_view name, double m, double n, double k, double extra_bytes = 0) {
-    Op& op = new_op();
-    op.name = named(name);
-    op.phase = phase_;
-    op.unit = ExecUnit::tensor;
-    op.dtype = sim::Dtype::tf32;
-    op.flops = 2.0 * m * n * k;
-    op.hbm_bytes = (m * k + k * n + m * n) * 4.0 + extra_bytes;
-    op.gemm_mnk = {m, n, k};
-    op.gemm_batch = 1;
     return emit_last();
   }
   // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
@@ -2382,8 +2367,9 @@ class Builder {
   };
   std::map<std::pair<int, int>, LayerState> layer_state_;  // (micro-batch, layer)
   std::map<int, TensorId> logits_;
-  std::map<std::pair<int, std::string>, TensorId> one_hot_;  // (micro, embedding) -> its one-hot matrix (JAX)
-  std::map<std::string, TensorId> head_input_fp32_;  // output layer ("" or "mtp.") -> its fp32 input (logits_fp32)
+  // JAX mode (which has no MTP: one embedding and one output layer per micro-batch): micro-batch -> the embedding's
+  // one-hot matrix (one_hot_embedding), the output layer's fp32 input (logits_fp32).
+  std::map<int, TensorId> one_hot_, head_input_fp32_;
   std::map<std::pair<int, int>, TensorId> mtp_logits_;  // (micro, depth) -> an MTP head's fp32 logits
   std::map<int, TensorId> chunk_output_;                   // micro-batch -> activation to send
 
@@ -2437,7 +2423,8 @@ class Builder {
     TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
     auto gather_head = [&] {
       wait_for_params(kHeadBucket);
-      if (fsdp) head_buf = fsdp_gather_params(head_gather_params(head_gather_weights()));
+      if (fsdp)
+        head_buf = fsdp_gather_params(head_gather_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
     };
     for (int l = first_layer(v); l < end_layer(v); ++l) {
       if (is_mtp_layer(l)) {
@@ -2532,7 +2519,7 @@ class Builder {
       // the table's gradient (docs/decisions.md, "MaxText's one-hot embedding and fp32 logits").
       const TensorId one_hot = temp(cat(name, ".one_hot"), Tsp_ * V_ * a);
       g_.ops[vector(cat(name, ".one_hot"), Tsp_ * V_ * a + 4 * Tsp_, Tsp_ * V_)].allocs.push_back(one_hot);
-      one_hot_[{mb_, std::string(name)}] = one_hot;
+      one_hot_[mb_] = one_hot;
       const TensorId x = temp(out_name, Tsp_ * h_ * a);
       lookup = gemm(name, Tsp_, h_, V_, 1, 0, Quant::none);
       g_.ops[lookup].allocs.push_back(x);
@@ -2574,7 +2561,7 @@ class Builder {
     if (jax_ && t_.one_hot_embedding) {
       // The table's gradient: the saved one-hot matrix transposed times the output gradient, V x h over the tokens.
       gemm_wgrad(name, Tsp_, h_, V_, Quant::none);
-      const auto it = one_hot_.find({mb_, std::string(name)});
+      const auto it = one_hot_.find(mb_);
       if (it != one_hot_.end()) {
         g_.ops[last()].frees.push_back(it->second);
         one_hot_.erase(it);
@@ -2628,8 +2615,8 @@ class Builder {
         // MaxText's logits_dot_in_fp32: the input cast to fp32 (kept for the wgrad), the dot at TF32 writing fp32.
         const TensorId x32 = temp(cat(pre, "logits.input_fp32"), T_ * h_ * 4);
         g_.ops[vector(cat(pre, "logits.input_cast"), T_ * h_ * (a + 4), T_ * h_)].allocs.push_back(x32);
-        head_input_fp32_[std::string(pre)] = x32;
-        g_.ops[gemm_fp32(cat(pre, "logits"), T_, V_, h_)].allocs.push_back(logits);
+        head_input_fp32_[mb_] = x32;
+        g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, 0, Quant::fp32)].allocs.push_back(logits);
       } else {
         g_.ops[gemm(cat(pre, "logits"), T_, V_, h_, 1, fused_ce ? T_ * V_ * (4 - a) : 0, Quant::none)].allocs.push_back(logits);
       }
@@ -2697,12 +2684,12 @@ class Builder {
       if (t_.logits_fp32) {
         // logits_dot_in_fp32: the fp32 gradient feeds both GEMMs at TF32 (no cast); the fp32 input gradient is cast
         // back to the compute dtype, and the wgrad reads the fp32 input the forward kept.
-        gemm_fp32(cat(pre, "logits.dgrad"), T_, h_, V_);
+        gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::fp32);
         vector(cat(pre, "logits.dgrad.cast"), T_ * h_ * (4 + a), T_ * h_);
         tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
-        gemm_fp32(cat(pre, "logits.wgrad"), h_, V_, T_, 2 * h_ * V_ * pr_.grad_bytes);
+        gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::fp32);
         g_.ops[last()].frees.push_back(logits);
-        const auto it = head_input_fp32_.find(std::string(pre));
+        const auto it = head_input_fp32_.find(mb_);
         if (it != head_input_fp32_.end()) {
           g_.ops[last()].frees.push_back(it->second);
           head_input_fp32_.erase(it);
@@ -3544,13 +3531,15 @@ class Builder {
   // compute starts.
   std::optional<OpId> fsdp_prev_start_;
   bool fsdp_mark_next_ = false;
+  // `dense_bytes_per_param`: the dense weights' gathered dtype, when not pr_.param_gather_bytes (the output layer's).
   TensorId fsdp_gather_params(double dense_params, double expert_params = 0,
-                              GatherAfter after = GatherAfter::previous_layer_start) {
+                              GatherAfter after = GatherAfter::previous_layer_start, double dense_bytes_per_param = 0) {
     // ZeRO-3: gather these weights before use, each part over its own replicas (dense over dp·cp,
     // routed experts over edp). The all-gather may start as soon as the previous layer's compute
     // starts (one layer of prefetch), not earlier; or, `issued_work`, once the kernels issued before it
     // are done (Megatron-FSDP, which issues it from the layer's hook: fsdp_layer_params).
-    const double dense_bytes = dense_params * pr_.param_gather_bytes;  // the gathered (full) weights
+    const double dense_bytes =  // the gathered (full) weights
+        dense_params * (dense_bytes_per_param > 0 ? dense_bytes_per_param : pr_.param_gather_bytes);
     const double expert_bytes = expert_params * pr_.param_gather_bytes;
     std::vector<OpId> deps;
     const bool own_iteration = in_loop_gather_ && scanned_loop() && !t_.xla_pipelined.all_gather;
@@ -3640,7 +3629,7 @@ class Builder {
       if (last_micro_for_sync()) grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
     };
     if (v == vstages_ - 1) {
-      if (fsdp) head_buf = fsdp_gather_params(head_gather_params(head_weights()));
+      if (fsdp) head_buf = fsdp_gather_params(head_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
       // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
       attach_pending_allocs(output_head_backward("", logits_[mb_]));
       // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
