@@ -20,7 +20,7 @@ jax.checkpoint with the chosen policy (minimal_flash = dots with no batch dims +
 Usage (on a machine with one GPU of the model to compile for; XLA_FLAGS must include --xla_gpu_shard_autotuning=false,
 or the compile waits for the mocked processes' autotuning results forever; mock_compile.sh sets it):
   XLA_FLAGS=--xla_gpu_shard_autotuning=false python3 mock_compile.py --name NAME --topology 2x8x1 --mesh 2,8 \
-      [--L --D --H --KV --F --S --B --V] [--policy minimal_flash] [--scan] [--iota-embed] --outdir OUT
+      [--L --D --H --KV --F --S --B --V] [--policy minimal_flash] [--scan] [--iota-embed] [--logits-fp32] --outdir OUT
   racksim replay OUT/NAME.hlo.txt.gz --system h100-sxm --gpus 16 --set system.calibration=h200
 Writes OUT/NAME.hlo.txt.gz and OUT/NAME.json (shapes, flags, versions, memory analysis, collective summary).
 --run N also runs the program on the one GPU with JAX's mock NCCL: not a timing measurement (the README of
@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--attention", choices=["xla", "cudnn"], default="cudnn")
     ap.add_argument("--scan", action="store_true", help="layers under jax.lax.scan (default: unrolled)")
     ap.add_argument("--iota-embed", action="store_true", help="embedding as a one-hot matmul (use_iota_embed)")
+    ap.add_argument("--logits-fp32", action="store_true",
+                    help="the output head's dot in fp32 (MaxText logits_dot_in_fp32: the fp32 kernel uncast, the input cast up)")
     ap.add_argument("--outdir", default="mock_out")
     ap.add_argument("--run", type=int, default=0, metavar="N",
                     help="also run the compiled step N times on this GPU (its shard of every input; the collectives "
@@ -206,6 +208,8 @@ def main():
             for lp in p["layers"]:
                 x = body(x, lp)
         x = rms(x, p["norm_f"])
+        if a.logits_fp32:
+            return x.astype(f32) @ p["out"]
         return x @ p["out"].astype(bf16)
 
     def loss_fn(p, tok, tgt):
@@ -251,6 +255,7 @@ def main():
                      out_shardings=(shardings(p), shardings(o), NamedSharding(mesh, P())))
     row = dict(name=a.name, topology=a.topology, mesh=a.mesh, D=D, L=L, H=H, KV=KV, F=F, S=S, B=B, V=V,
                global_batch=GB, policy=a.policy, attention=a.attention, scan=a.scan, iota_embed=a.iota_embed,
+               logits_fp32=a.logits_fp32, xla_client_mem_fraction=os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", ""),
                jax=jax.__version__, optax=optax.__version__, xla_flags=os.environ.get("XLA_FLAGS", ""),
                devices=len(devs), device_kind=devs[0].device_kind, local_devices=len(jax.local_devices()),
                hostname=socket.gethostname(), date_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

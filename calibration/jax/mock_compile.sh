@@ -33,7 +33,7 @@ known_flags() {  # drop the flags this XLA rejects; print the rest
 }
 run() {  # name topology mesh B flags [more mock_compile.py arguments]
   local f; f=$(known_flags "$5" "$1")
-  XLA_FLAGS="$f" XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 CUDA_DEVICE_MAX_CONNECTIONS=1 NVTE_FUSED_ATTN=1 \
+  XLA_FLAGS="$f" XLA_PYTHON_CLIENT_MEM_FRACTION=${MEM_FRACTION:-0.85} CUDA_DEVICE_MAX_CONNECTIONS=1 NVTE_FUSED_ATTN=1 \
     timeout 300 python3 calibration/jax/mock_compile.py --name "$1" --topology "$2" --mesh "$3" --B "$4" \
     --outdir "$OUT" "${@:6}" > "$OUT/$1.log" 2>&1
   echo "$1 rc=$?"; tail -2 "$OUT/$1.log"
@@ -44,6 +44,27 @@ if [ "${2:-}" = run ]; then
   # (the JAX-Toolbox row's batch, with 1vm.sh's flags).
   run mt_1vm_run 1x8x1 1,8 4 "$COMMON $(thresholds 134217728 134217728 67108864)" --iota-embed --run 8
   run mt_1vm_b2_run 1x8x1 1,8 2 "$COMMON $(thresholds 134217728 134217728 67108864)" --iota-embed --run 8
+  exit 0
+fi
+if [ "${2:-}" = mem ]; then
+  # The 1-VM program under the A3 VM's memory budget. XLA's latency hiding scheduler budgets against the module's
+  # device_memory_size (gpu_hlo_schedule.cc GetSchedulerMemoryLimit: less the inputs and outputs, x the slop
+  # factor), which the GPU client takes from its allocator: XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 (1vm.sh) of an
+  # 80 GB H100 is 72.7e9 bytes. On an H200 the same allocator is the fraction A3_FRACTION (default 0.5055 of its
+  # 143.8e9 bytes). Three compiles, all with the row's fp32 logits: the H200's 0.85 (as mock_compile.sh's other
+  # programs), the A3's allocator, the A3's allocator with the scheduler's limit lifted (slop factor 1000%,
+  # which only the scheduler reads), and the H100's limit through the slop factor alone. The logs keep the scheduler's memory lines (TF_CPP_VMODULE).
+  A3="$COMMON $(thresholds 134217728 134217728 67108864)"
+  export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=latency_hiding_scheduler=1,gpu_hlo_schedule=1
+  [ -n "${WITH_085:-}" ] && MEM_FRACTION=0.85 run mem_1vm_085 1x8x1 1,8 4 "$A3" --iota-embed --logits-fp32
+  MEM_FRACTION=${A3_FRACTION:-0.5055} run mem_1vm_a3 1x8x1 1,8 4 "$A3" --iota-embed --logits-fp32
+  MEM_FRACTION=${A3_FRACTION:-0.5055} run mem_1vm_a3_nolimit 1x8x1 1,8 4 "$A3 --xla_gpu_memory_limit_slop_factor=1000" --iota-embed --logits-fp32
+  # If the client leaves device_memory_size unset, the base is 80% of the card's memory whatever the fraction: an
+  # 80 GB H100's limit is then this card's scaled by the slop factor H100_SLOP (default 53 on an H200:
+  # 95 x (0.8 x 85.5e9 - 10.1e9 of inputs) / (0.8 x 143.8e9 - 10.1e9)).
+  MEM_FRACTION=0.85 run mem_1vm_h100slop 1x8x1 1,8 4 "$A3 --xla_gpu_memory_limit_slop_factor=${H100_SLOP:-53}" --iota-embed --logits-fp32
+  for f in "$OUT"/mem_1vm*.log; do grep -i -E "memory|limit" "$f" | head -300 > "${f%.log}.memory_lines.txt"; gzip -f "$f"; done
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/device_env.txt" 2>&1
   exit 0
 fi
 if [ "${2:-}" = seed10 ]; then
