@@ -277,7 +277,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1196);  // 11.96% (2026-12-05, tenth, latest: the H100's TF32 ceiling measured, 0.632
+  EXPECT_LT(sum / rows.size(), 0.1202);  // 12.01% (2026-12-06: the JAX rows' scripts' CUDA_DEVICE_MAX_CONNECTIONS=1 and
+  // JAX-Toolbox's combine thresholds, read off the scripts: MaxText A3 +0.1-0.2 points, JAX-Toolbox -8.3% -> -9.96%);
+  // 11.96% (2026-12-05, tenth, latest: the H100's TF32 ceiling measured, 0.632
   // of peak, the A3 rows' fp32 logits 0.4-0.6 points slower); 12.02% (2026-12-05, tenth, later: Pax's GPU GPT configs embed by a one-hot
   // matmul too, EMBEDDING_LOOKUP_STYLE 'matmul': 126M +7.2% -> +9.9%, 5B -9.6% -> -8.2%, 5B FP8 -4.5% -> -2.4%);
   // 12.04% (2026-12-05, tenth: MaxText's one-hot embedding and fp32 logits as its
