@@ -244,6 +244,11 @@ struct TrainingConfig {
   // the activations cast to fp32 against the fp32 kernel at the default matmul precision, which XLA runs on the
   // tensor cores as TF32 (docs/decisions.md, "MaxText's one-hot embedding and fp32 logits"). Megatron mode ignores it.
   bool logits_fp32 = false;
+  // jax: XLA_PYTHON_CLIENT_MEM_FRACTION (XLA_CLIENT_MEM_FRACTION in newer JAX): with preallocation (JAX's default) the
+  // allocator's pool is this fraction of the card's total memory, and a program that needs more stops with an out of
+  // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's
+  // (JAX's current default policy grows its 75% pool up to the whole card). Megatron mode ignores it.
+  std::optional<double> xla_client_mem_fraction;
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
   // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the
   // previous iteration, its reduce-scatter / all-reduce into the next (xla/service/collective_pipeliner.h).

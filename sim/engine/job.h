@@ -38,6 +38,9 @@ struct Job {
   // compute kernels resident when it became ready. A scenario's builder reads the training config; an HLO replay
   // reads this (XLA's default 8; `replay --set training.cuda_device_max_connections=1` dispatches in launch order).
   int cuda_device_max_connections = 8;
+  // The framework allocator's share of the card's memory (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION), 0: none beyond the
+  // card's capacity less the preset's reserved bytes. The report's capacity, and so `fits`, is the smaller.
+  double allocator_fraction = 0;
   // The model's routed experts (0: a dense model, or unknown): a token's top-k experts are distinct, so the
   // expert exchanges count the GPUs and domains they reach by drawing without replacement.
   int moe_experts = 0;

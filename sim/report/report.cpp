@@ -62,7 +62,11 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   // cuBLAS workspaces and NCCL buffers hold (preset memory.reserved). peak_memory_bytes is
   // the framework's own high-water mark, comparable to torch max_memory_allocated or JAX
   // peak_bytes_in_use.
-  const double capacity = job.system.spec.gpu.hbm_capacity_bytes - job.system.spec.memory.reserved_bytes;
+  const double device_capacity = job.system.spec.gpu.hbm_capacity_bytes - job.system.spec.memory.reserved_bytes;
+  // JAX preallocates its pool as a fraction of the card's total memory; what the CUDA context and libraries hold
+  // comes out of the rest, so the pool is the bound unless the fraction leaves them less than they need.
+  const double pool = job.allocator_fraction * job.system.spec.gpu.hbm_capacity_bytes;
+  const double capacity = job.allocator_fraction > 0 ? std::min(device_capacity, pool) : device_capacity;
   const double host_capacity_per_gpu =
       job.system.spec.host.memory_capacity_bytes / job.system.spec.host.gpus_sharing_memory(job.system.gpus);
 
@@ -70,6 +74,14 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   warnings.insert(warnings.end(), r.warnings.begin(), r.warnings.end());
   if (job.system.spec.calibration)
     for (const auto& w : job.system.spec.calibration->warnings) warnings.push_back("calibration: " + w);
+  if (job.allocator_fraction > 0)
+    warnings.push_back(fmt::format(
+        "memory capacity: JAX's allocator pool, {:g} of the card's {:.1f} GB = {:.1f} GB (training.xla_client_mem_fraction, "
+        "XLA_PYTHON_CLIENT_MEM_FRACTION){}",
+        job.allocator_fraction, job.system.spec.gpu.hbm_capacity_bytes / 1e9, pool / 1e9,
+        pool > device_capacity ? fmt::format("; the card less its reserved {:.1f} GB bounds it first",
+                                             job.system.spec.memory.reserved_bytes / 1e9)
+                               : ""));
   if (!job.system.calibration)
     warnings.push_back(
         "uncalibrated: GEMMs at the preset's best-shape efficiency for every shape (set system.calibration)");

@@ -370,6 +370,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("fused_qkv"), t.fused_qkv);
     set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
     set_if(r.boolean("logits_fp32"), t.logits_fp32);
+    if (auto f = r.number("xla_client_mem_fraction", false, 0.01, 1.0)) t.xla_client_mem_fraction = *f;
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
       auto& x = t.xla_pipelined;
@@ -629,12 +630,13 @@ Scenario parse_scenario(Node root) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
     // overlap switches), and its scenario run again must not grow notes.
     const TrainingConfig d{};
-    const std::array<std::pair<const char*, bool>, 7> jax_only = {{
+    const std::array<std::pair<const char*, bool>, 8> jax_only = {{
         {"donate_state", t.donate_state != d.donate_state},
         {"scan_layers", t.scan_layers != d.scan_layers},
         {"fused_qkv", t.fused_qkv != d.fused_qkv},
         {"one_hot_embedding", t.one_hot_embedding != d.one_hot_embedding},
         {"logits_fp32", t.logits_fp32 != d.logits_fp32},
+        {"xla_client_mem_fraction", t.xla_client_mem_fraction.has_value()},
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
@@ -818,6 +820,8 @@ Job job_of(const Scenario& s) {
   job.cuda_graphs = s.training.cuda_graphs;
   job.nvls = s.training.nvls;
   job.cuda_device_max_connections = s.training.max_connections();
+  if (s.training.framework == Framework::jax && s.training.xla_client_mem_fraction)
+    job.allocator_fraction = *s.training.xla_client_mem_fraction;
   if (s.model.moe) job.moe_experts = s.model.moe->experts;
   return job;
 }
@@ -843,6 +847,8 @@ Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, 
     set_if(r.boolean("nvls"), job.nvls);
     if (auto mc = r.integer("cuda_device_max_connections", false, 1, TrainingConfig::kMaxConnections))
       job.cuda_device_max_connections = static_cast<int>(*mc);
+    // An imported program is XLA's: JAX's allocator pool applies as in a JAX-mode scenario.
+    set_if(r.number("xla_client_mem_fraction", false, 0.01, 1.0), job.allocator_fraction);
     r.finish();
   }
   top.finish();
@@ -982,6 +988,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (!t.fused_qkv) training["fused_qkv"] = false;
   if (t.one_hot_embedding) training["one_hot_embedding"] = true;
   if (t.logits_fp32) training["logits_fp32"] = true;
+  if (t.xla_client_mem_fraction) training["xla_client_mem_fraction"] = *t.xla_client_mem_fraction;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
