@@ -28,6 +28,9 @@ imp() {  # imp NAME SYSTEM GPUS CONFIG [overrides...]
   rm -f "$tmp"
 }
 nvl8() { sed -i "/^  overrides: /d" "$D/$1.yaml"; sed -i "s|^  gpus: \(.*\)|  gpus: \1\n  $NVL8   # the previous generation's 8-GPU NVLink domain (HGX H100/H200: 8 GPUs, 18 NVLink 4 links = 450 GB/s per direction)|" "$D/$1.yaml"; }
+# JAX's allocator pool as a script exports it (XLA_PYTHON_CLIENT_MEM_FRACTION; a MaxText config cannot hold it):
+# memfrac NAME FRACTION SOURCE
+memfrac() { sed -i "s|^  cuda_graphs: \(.*\)|  cuda_graphs: \1\n  xla_client_mem_fraction: $2       # $3 exports XLA_PYTHON_CLIENT_MEM_FRACTION=$2 (JAX's allocator pool)|" "$D/$1.yaml"; }
 nographs() { sed -i 's|^  cuda_graphs: true .*|  cuda_graphs: false              # XLA_FLAGS=--xla_gpu_enable_command_buffer= (JAX-Toolbox docs/frameworks/maxtext/README.md, MaxText gpu/a3 scripts): every thunk launched by the host|' "$D/$1.yaml"; }
 
 # 1: same model and precision, H100 vs GB200 (MaxText's Llama 3 70B GPU config; FSDP over all GPUs as MaxText's
@@ -38,6 +41,8 @@ imp 01-gb200-llama70b-bf16 gb200-nvl72 256 $L70 ici_fsdp_parallelism=64 dcn_fsdp
 imp 02-graphs-off gb200-nvl72 8 $L7 per_device_batch_size=2 ici_fsdp_parallelism=8 remat_policy=minimal_flash
 imp 02-graphs-on  gb200-nvl72 8 $L7 per_device_batch_size=2 ici_fsdp_parallelism=8 remat_policy=minimal_flash
 nographs 02-graphs-off
+memfrac 02-graphs-off 0.90 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/example_slurm.sub"
+memfrac 02-graphs-on  0.90 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/example_slurm.sub"
 # 3: 72-GPU vs 8-GPU NVLink domain, dense: claim 1's GB200 job; ICI axis = the NVLink domain on each side
 imp 03-dense-nvl8  gb200-nvl72 256 $L70 ici_fsdp_parallelism=8  dcn_fsdp_parallelism=32
 imp 03-dense-nvl72 gb200-nvl72 256 $L70 ici_fsdp_parallelism=64 dcn_fsdp_parallelism=4
@@ -65,7 +70,11 @@ J9="model_name=llama3-8b hardware=gpu scan_layers=False attention=cudnn_flash_te
 #    2 GiB combine thresholds (8 GiB / 4), double buffering off, rematerialization pass off.
 X9="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_triton_gemm=false --xla_gpu_enable_command_buffer= --xla_gpu_all_reduce_combine_threshold_bytes=2147483648 --xla_gpu_all_gather_combine_threshold_bytes=2147483648 --xla_gpu_reduce_scatter_combine_threshold_bytes=2147483648 --xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true --xla_gpu_enable_while_loop_double_buffering=false --xla_gpu_enable_all_gather_combine_by_dim=false --xla_gpu_enable_reduce_scatter_combine_by_dim=false --xla_disable_hlo_passes=rematerialization"
 XLA=$X9 imp 09-gb300-nvfp4 gb300-nvl72 4 $T/base.yml $J9 quantization=te_nvfp4_no_rht remat_policy=minimal_with_context
-XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu remat_policy=save_dot_with_context_except_mlp
+XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu remat_policy=save_dot_except_mlpwi
+#    ... and the example's allocator pool, 0.9 of the card, on both sides (on the H100, 77.0 GB: the policy above is the
+#    fastest that fits it; save_dot_with_context_except_mlp needs 80.9 GB)
+memfrac 09-gb300-nvfp4 0.9 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/nvfp4/nvfp4_example.sh"
+memfrac 09-h100-fp8    0.9 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/nvfp4/nvfp4_example.sh"
 # 10: weak scaling, MaxText's Llama 3 70B GPU config: one rack's 64 GPUs vs 8 racks' (ici = the 64 GPUs of a rack)
 imp 10-llama70b-64  gb200-nvl72 64  $L70 ici_fsdp_parallelism=64
 imp 10-llama70b-512 gb200-nvl72 512 $L70 ici_fsdp_parallelism=64 dcn_fsdp_parallelism=8
