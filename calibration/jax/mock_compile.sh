@@ -64,7 +64,7 @@ if [ "${2:-}" = mem ]; then
   # If the client leaves device_memory_size unset, the base is 80% of the card's memory whatever the fraction: an
   # 80 GB H100's limit is then this card's scaled by the slop factor H100_SLOP (default 53 on an H200:
   # 95 x (0.8 x 85.5e9 - 10.1e9 of inputs) / (0.8 x 143.8e9 - 10.1e9)).
-  MEM_FRACTION=0.85 run mem_1vm_h100slop 1x8x1 1,8 4 "$A3 --xla_gpu_memory_limit_slop_factor=${H100_SLOP:-53}" --iota-embed --logits-fp32
+  [ "${H100_SLOP:-53}" != 95 ] && MEM_FRACTION=0.85 run mem_1vm_h100slop 1x8x1 1,8 4 "$A3 --xla_gpu_memory_limit_slop_factor=${H100_SLOP:-53}" --iota-embed --logits-fp32
   for f in "$OUT"/mem_1vm*.log; do grep -i -E "memory|limit" "$f" | head -300 > "${f%.log}.memory_lines.txt"; gzip -f "$f"; done
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/device_env.txt" 2>&1
   exit 0
