@@ -83,7 +83,8 @@ training:
   donate_state: {'true' if row.get('donate', False) else 'false'}
   scan_layers: {'true' if row.get('scan', True) else 'false'}
   cuda_graphs: true
-"""
+""" + (f"  xla_client_mem_fraction: {row['xla_python_client_mem_fraction']}   # the run's XLA_PYTHON_CLIENT_MEM_FRACTION\n"
+       if row.get("xla_python_client_mem_fraction") else "")
 
 
 def write_target(label, preset, gpu, sources, with_replays):
