@@ -249,6 +249,7 @@ struct TrainingConfig {
   // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's
   // (JAX's current default policy grows its 75% pool up to the whole card). Megatron mode ignores it.
   std::optional<double> xla_client_mem_fraction;
+  static constexpr double kMinMemFraction = 0.01, kMaxMemFraction = 1.0;  // what the key takes (a share of the card)
   // jax, scanned layers: the collectives XLA's collective pipeliner moves across loop iterations
   // (--xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce}): a layer's all-gather into the
   // previous iteration, its reduce-scatter / all-reduce into the next (xla/service/collective_pipeliner.h).

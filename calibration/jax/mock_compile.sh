@@ -49,7 +49,8 @@ fi
 if [ "${2:-}" = mem ]; then
   # The 1-VM program under the A3 VM's memory budget. XLA's latency hiding scheduler budgets against the module's
   # device_memory_size (gpu_hlo_schedule.cc GetSchedulerMemoryLimit: less the inputs and outputs, x the slop
-  # factor), which the GPU client takes from its allocator: XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 (1vm.sh) of an
+  # factor), which the GPU client may set from its allocator (not checked; the last compile covers the reading where
+  # it does not): XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 (1vm.sh) of an
   # 80 GB H100 is 72.7e9 bytes. On an H200 the same allocator is the fraction A3_FRACTION (default 0.5055 of its
   # 143.8e9 bytes). Three compiles, all with the row's fp32 logits: the H200's 0.85 (as mock_compile.sh's other
   # programs), the A3's allocator, the A3's allocator with the scheduler's limit lifted (slop factor 1000%,

@@ -4,8 +4,8 @@
 Each `<op>-start` of the chosen kinds in the entry computation is moved to the line just before its `<op>-done`, so
 the program waits for every such collective right where it starts it. Replaying the result (`racksim replay`) next to
 the original bounds how much any schedule of those collectives can add to the step: what XLA's latency hiding
-scheduler hides, and what it would stop hiding under memory pressure (its memory budget is the allocator's, e.g.
-XLA_PYTHON_CLIENT_MEM_FRACTION of the card, less the program's inputs and outputs). Instructions inside called
+scheduler hides, and what it would stop hiding under memory pressure (its budget is the module's device memory size
+less the program's inputs and outputs: gpu_hlo_schedule.cc, GetSchedulerMemoryLimit). Instructions inside called
 computations (loop bodies) are left alone.
 
 Usage:
@@ -39,7 +39,7 @@ def serialize(text: str, kinds: list[str]) -> tuple[str, int]:
             out.append(held.pop(m.group(1)))
             moved += 1
         out.append(line)
-    if held:  # a start whose done this parser did not recognise: keep the program valid, put them back in place
+    if held:  # a start whose done this parser did not recognise: refuse rather than write a program without its done
         raise SystemExit(f"{len(held)} starts without a recognised done: {sorted(held)[:3]}")
     return head + "\n".join(out) + tail, moved
 

@@ -370,7 +370,9 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("fused_qkv"), t.fused_qkv);
     set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
     set_if(r.boolean("logits_fp32"), t.logits_fp32);
-    if (auto f = r.number("xla_client_mem_fraction", false, 0.01, 1.0)) t.xla_client_mem_fraction = *f;
+    if (auto f = r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction,
+                          TrainingConfig::kMaxMemFraction))
+      t.xla_client_mem_fraction = *f;
     if (auto xp = r.get("xla_pipelined_collectives")) {
       // true: all three (MaxText's and JAX-Toolbox's GPU recipes); false: none; or a list of them.
       auto& x = t.xla_pipelined;
@@ -848,7 +850,8 @@ Job load_job(const std::string& preset, int gpus, int tp, sim::Dtype precision, 
     if (auto mc = r.integer("cuda_device_max_connections", false, 1, TrainingConfig::kMaxConnections))
       job.cuda_device_max_connections = static_cast<int>(*mc);
     // An imported program is XLA's: JAX's allocator pool applies as in a JAX-mode scenario.
-    set_if(r.number("xla_client_mem_fraction", false, 0.01, 1.0), job.allocator_fraction);
+    set_if(r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction, TrainingConfig::kMaxMemFraction),
+           job.allocator_fraction);
     r.finish();
   }
   top.finish();
