@@ -1315,6 +1315,30 @@ double expected_bins_reached(double experts, double bins, int top_k) {
   return bins * (1.0 - std::pow(1.0 - 1.0 / bins, top_k));
 }
 
+double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k) {
+  const double E = experts, n = bins, G = groups, g = group_top_k;
+  const auto whole = [](double a, double b) { return b > 0 && a >= b && std::fmod(a, b) == 0; };  // b divides a
+  if (groups <= 1 || group_top_k >= groups || !(E >= top_k) || !whole(E, G) || n <= 1 || !(whole(n, G) || whole(G, n)))
+    return expected_bins_reached(experts, bins, top_k);
+  const double per_group = E / G, chosen = g * per_group;  // the experts a token may reach
+  // P(the k experts, drawn without replacement among `chosen`, avoid `avoid` of them).
+  const auto miss = [&](double avoid) {
+    double p = 1.0;
+    for (int i = 0; i < top_k && p > 0; ++i) p *= std::max(0.0, chosen - avoid - i) / (chosen - i);
+    return p;
+  };
+  double p_miss = 0;
+  if (whole(G, n)) {  // each bin holds b whole groups; m of them picked: hypergeometric over the G groups
+    const double b = G / n;
+    const auto log_choose = [](double a, double c) { return std::lgamma(a + 1) - std::lgamma(c + 1) - std::lgamma(a - c + 1); };
+    for (double m = std::max(0.0, g - (G - b)); m <= std::min(b, g); ++m)
+      p_miss += std::exp(log_choose(b, m) + log_choose(G - b, g - m) - log_choose(G, g)) * miss(m * per_group);
+  } else {  // each group spans n/G bins: the bin's group picked with probability g/G, then its E/n experts avoided
+    p_miss = (1 - g / G) + g / G * miss(E / n);
+  }
+  return n * (1.0 - p_miss);
+}
+
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
   if (!(x.tokens >= 0) || !(x.token_bytes >= 0) || x.top_k < 1 || x.max_domains < 0)
     throw std::invalid_argument("expert exchange: tokens and bytes must be >= 0, top_k >= 1, max_domains >= 0");
@@ -1325,10 +1349,16 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
   // (E·reach/D of them; unknown when E does not divide over the ranks).
   const double experts_reached = x.experts > 0 && x.experts % c.n == 0 ? x.experts * reach / D : 0;
   auto distinct = [k, experts_reached](double n) { return expected_bins_reached(experts_reached, n, static_cast<int>(k)); };
+  // Group-limited routing where no node limit is set (a node limit is the same rule with the domains as groups:
+  // DeepSeek-V3's groups are its nodes on H800).
+  const bool grouped = x.max_domains == 0 && x.groups > 1 && x.experts > 0 && x.experts % c.n == 0;
+  auto distinct_grouped = [&](double n) {
+    return expected_bins_reached_grouped(x.experts, n, static_cast<int>(k), x.groups, x.group_top_k);
+  };
   ExpertExchangeVolume v;
-  v.domains = distinct(reach);
+  v.domains = grouped ? distinct_grouped(D) : distinct(reach);
   v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D
-  v.gpus = distinct(reach * r);
+  v.gpus = grouped ? distinct_grouped(D * r) : distinct(reach * r);
   const double per_token = x.tokens * x.token_bytes;
   if (x.hierarchical()) {
     v.nic_bytes = per_token * v.remote_domains;

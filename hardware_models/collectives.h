@@ -100,6 +100,11 @@ struct ExpertExchange {
   int top_k = 1;
   int max_domains = 0;
   int experts = 0;  // routed experts, spread evenly over the group's GPUs (0: unknown; draws with replacement)
+  // Group-limited routing (DeepSeek-V3's router: the experts in `groups` contiguous groups, a token's top_k chosen
+  // within its `group_top_k` best groups). Counted where max_domains is 0 and the groups lie on whole GPUs or
+  // domains (or whole GPUs and domains on groups); 1: a plain top-k router.
+  int groups = 1;
+  int group_top_k = 1;
   ExpertLibrary library = ExpertLibrary::nccl;  // nccl: plain; deepep, hybridep: hierarchical
   bool hierarchical() const { return library != ExpertLibrary::nccl; }
 };
@@ -127,6 +132,13 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
 // evenly over the bins: a bin is missed with probability C(E - E/n, k) / C(E, k). With fewer than k experts known
 // (experts < top_k, e.g. 0: unknown), k uniform draws with replacement.
 double expected_bins_reached(double experts, double bins, int top_k);
+// The same under group-limited routing: the `experts` lie in `groups` equal groups laid contiguously over the `bins`,
+// a token picks `group_top_k` of the groups (uniformly: balanced routing) and its `top_k` distinct experts among
+// theirs. A bin holding b whole groups is missed when m of them are picked and the k experts avoid their m·E/G
+// (m hypergeometric); a bin that is 1/s of a group, when its group is not picked or the experts avoid its E/bins.
+// Groups that neither hold whole bins nor lie in whole bins (or groups <= 1, group_top_k >= groups, experts unknown):
+// expected_bins_reached(experts, bins, top_k).
+double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k);
 CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
                                         const CollectiveOptions& opt = {});
 

@@ -2106,8 +2106,11 @@ class Builder {
     // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
     // into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = a2a_metadata && local_experts > 1;
-    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), uniform routing.
-    const double gpus_reached = hw::expected_bins_reached(E, ep_, e.top_k);
+    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), uniform routing within the expert
+    // groups it may pick (group-limited routing; as the exchanges count them: not under a node limit).
+    const double gpus_reached = t_.moe.max_nodes_per_token > 0
+                                    ? hw::expected_bins_reached(E, ep_, e.top_k)
+                                    : hw::expected_bins_reached_grouped(E, ep_, e.top_k, e.router_groups, e.router_group_top_k);
     // DeepEP's and HybridEP's permutations between a rank's received rows, one per (token, GPU it reached), and its
     // expert rows, one per (token, local expert): each reads one side and writes the other (dispatch_postprocess,
     // combine_preprocess, and the same in the backward; HybridEP's permute.cu).

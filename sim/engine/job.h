@@ -44,6 +44,10 @@ struct Job {
   // The model's routed experts (0: a dense model, or unknown): a token's top-k experts are distinct, so the
   // expert exchanges count the GPUs and domains they reach by drawing without replacement.
   int moe_experts = 0;
+  // Its group-limited routing (model.moe.router_groups / router_group_top_k; 1: none): the GPUs and domains a token
+  // reaches are counted within the groups it may pick.
+  int moe_router_groups = 1;
+  int moe_router_group_top_k = 1;
 };
 
 }  // namespace racksim::sim

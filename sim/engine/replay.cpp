@@ -809,6 +809,8 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         x.tokens = op.coll_bytes / op.expert_top_k;  // coll_bytes = tokens · top_k · bytes per token
         x.max_domains = op.expert_max_domains;
         x.experts = job_.moe_experts;
+        x.groups = job_.moe_router_groups;
+        x.group_top_k = job_.moe_router_group_top_k;
         x.library = op.expert_library;
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {

@@ -824,7 +824,11 @@ Job job_of(const Scenario& s) {
   job.cuda_device_max_connections = s.training.max_connections();
   if (s.training.framework == Framework::jax && s.training.xla_client_mem_fraction)
     job.allocator_fraction = *s.training.xla_client_mem_fraction;
-  if (s.model.moe) job.moe_experts = s.model.moe->experts;
+  if (s.model.moe) {
+    job.moe_experts = s.model.moe->experts;
+    job.moe_router_groups = s.model.moe->router_groups;
+    job.moe_router_group_top_k = s.model.moe->router_group_top_k;
+  }
   return job;
 }
 
