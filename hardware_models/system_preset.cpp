@@ -331,12 +331,13 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
     path = preset_path(name);
   }
   std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown preset
-  if (!fs::exists(path, ec)) {
+  if (name.empty() || !fs::is_regular_file(path, ec)) {
     const auto names = list_system_presets();
-    std::string msg = is_path ? fmt::format("system preset file '{}' does not exist", path)
-                              : fmt::format("unknown system preset '{}'", name);
+    std::string msg = is_path       ? fmt::format("system preset file '{}' does not exist", path)
+                      : name.empty() ? std::string("an empty name: name a system preset")
+                                     : fmt::format("unknown system preset '{}'", name);
     if (!is_path) {
-      if (auto near = sim::nearest(name, names, 4)) msg += fmt::format("; did you mean '{}'?", *near);
+      if (auto near = name.empty() ? std::nullopt : sim::nearest(name, names, 4)) msg += fmt::format("; did you mean '{}'?", *near);
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       msg += fmt::format(" (available: {})", list);

@@ -58,6 +58,7 @@ int cmd_import_megatron(const MegatronCmd& c, std::ostream& out) {
     const fs::path out_dir = fs::absolute(fs::path(c.out)).parent_path();
     opt.model = fs::relative(fs::absolute(opt.model), out_dir).generic_string();
   }
+  input::check_outputs({{c.out, "--out"}}, {{c.file, "the arguments file"}, {model_is_path ? c.opt.model : "", "the --model file"}});
   const auto r = workloads::importers::import_megatron_args(c.file, opt);
   for (const auto& w : r.warnings) spdlog::warn("{}: {}", c.file, w);
   spdlog::info("{}: {} arguments used, {} ignored (no effect on the step time)", c.file, r.used.size(), r.ignored.size());
@@ -96,6 +97,12 @@ int cmd_import_maxtext(const MaxTextCmd& c, std::ostream& out) {
     opt.domain_size = sys.scale_up.domain_size;
   }
   const auto r = workloads::importers::import_maxtext(c.config, c.overrides, opt);
+  {
+    // The config and every file it merged (its base_config chain, the model config) are inputs --out must not destroy.
+    std::vector<std::pair<std::string, std::string>> inputs = {{c.config, "the config"}};
+    for (const auto& f : r.sources) inputs.emplace_back(f, "a config the import read");
+    input::check_outputs({{c.out, "--out"}}, inputs);
+  }
   for (const auto& w : r.warnings) spdlog::warn("{}: {}", c.config, w);
   spdlog::info("{}: read {}; {} keys set a scenario key", c.config, fmt::join(r.sources, ", "), r.used.size());
   const std::string label = c.out.empty() ? c.config + " (imported scenario)" : c.out;
@@ -121,12 +128,14 @@ CLI::App* register_models_import(CLI::App& models, ModelsImport& opts) {
   sub->add_option("config", opts.config, "the model's config.json (Llama, Mistral, Mixtral, Qwen2/3 dense and MoE, DeepSeek-V3)")
       ->required();
   sub->add_option("--out", opts.out, "write the model YAML here (default: stdout); use it as model: {preset: FILE}")
+      ->check(path_given())
       ->type_name("MODEL.yaml");
   sub->add_option("--name", opts.name, "the model's name (default: _name_or_path, else the file's name)")->type_name("NAME");
   return sub;
 }
 
 int cmd_models_import(const ModelsImport& o, std::ostream& out) {
+  input::check_outputs({{o.out, "--out"}}, {{o.config, "the config"}});
   const auto m = workloads::importers::import_hf_config(o.config, o.name);
   for (const auto& w : m.warnings) spdlog::warn("{}: {}", o.config, w);
   for (const auto& n : m.notes) spdlog::info("{}: {}", o.config, n);
@@ -189,7 +198,7 @@ Registered register_import(CLI::App& app) {
   auto* meg = sub->add_subcommand(
       "megatron", "from Megatron-LM / NeMo arguments: an argument list, a launch script, or the arguments block of a log");
   meg->add_option("args", c->file, "file holding the arguments (args.txt, train.sh, or a Megatron log)")->required();
-  meg->add_option("--out", c->out, "write the scenario YAML here (default: stdout)")->type_name("SCENARIO.yaml");
+  meg->add_option("--out", c->out, "write the scenario YAML here (default: stdout)")->check(path_given())->type_name("SCENARIO.yaml");
   meg->add_option("--system", c->opt.system, "system preset (default: guessed from the file name, else h100-sxm)")
       ->type_name("PRESET");
   meg->add_option("--gpus", c->opt.gpus, "GPUs of the job (default: torchrun's --nproc_per_node x --nnodes)")
@@ -210,7 +219,7 @@ Registered register_import(CLI::App& app) {
   mx->add_option("overrides", m->overrides, "MaxText overrides, e.g. model_name=llama3-8b per_device_batch_size=4 "
                                             "ici_fsdp_parallelism=8 dcn_data_parallelism=2 remat_policy=full")
       ->type_name("KEY=VALUE");
-  mx->add_option("--out", m->out, "write the scenario YAML here (default: stdout)")->type_name("SCENARIO.yaml");
+  mx->add_option("--out", m->out, "write the scenario YAML here (default: stdout)")->check(path_given())->type_name("SCENARIO.yaml");
   mx->add_option_function<std::string>(
         "--system",
         [m](const std::string& s) {

@@ -60,6 +60,13 @@ bool stderr_is_terminal(const std::ostream& err) {
 int cmd_sweep_merge(const std::string& file, const std::string& csv, const std::vector<std::string>& shards,
                     const std::string& html, std::ostream& out, std::ostream& err) {
   const workflow::SweepSpec spec = workflow::load_sweep(file);
+  // The merged CSV over one of the shards it merges would leave that shard's rows replaced (the rows are read first,
+  // so the write succeeds) and a second merge short of them.
+  {
+    std::vector<std::pair<std::string, std::string>> inputs = {{file, "the sweep file"}, {spec.base, "its base scenario"}};
+    for (const auto& shard : shards) inputs.emplace_back(shard, "a CSV --merge reads");
+    input::check_outputs({{csv, "--out"}, {html, "--report"}}, inputs);
+  }
   std::size_t missing = 0;
   auto rows = workflow::read_sweep_csvs(spec, shards, &missing);
   if (!html.empty() && rows.size() > workflow::kMaxSweepReportPoints) {

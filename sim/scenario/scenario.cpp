@@ -241,7 +241,14 @@ void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
                  "set system.overrides",
                  file);
   r.finish();
-  if (out.preset.empty()) return;
+  if (out.preset.empty()) {
+    // Given but empty ("", ~): said here, at the key, where it would otherwise surface as a system with no GPU.
+    if (sys.yaml().IsMap() && sys.yaml()["preset"]) {
+      const Node given = sys.child("preset");
+      hw::load_system_preset("", &given, overrides, ctx, out.spec);
+    }
+    return;
+  }
   Node named = sys.child("preset");
   if (!hw::load_system_preset(out.preset, &named, overrides, ctx, out.spec)) return;
   spdlog::info("{}: system preset {} ({}/{}.yaml){}", file, out.preset, hw::presets_dir(), out.preset,

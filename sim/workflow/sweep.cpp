@@ -60,8 +60,21 @@ SweepSpec parse_sweep(const Node& root) {
     if (auto b = base_node->as_string()) {
       spec.base = relative_to(spec.file, *b);
       std::error_code ec;
-      if (!fs::is_regular_file(spec.base, ec))
+      if (!fs::is_regular_file(spec.base, ec)) {
         base_node->error(fmt::format("cannot open the base scenario '{}' (looked for {})", *b, spec.base));
+      } else if (!spec.file.empty() && input::same_file(spec.base, spec.file)) {
+        base_node->error(fmt::format("the base scenario '{}' is this sweep file: name the scenario the points vary", *b));
+      } else {
+        // A base that cannot be read as YAML (empty, binary, malformed) fails every point alike: said once, here, with
+        // its own file:line:column, instead of a sweep that "succeeds" with an error in every row. What a point's
+        // values make invalid stays that point's error.
+        input::LoadSession base_session;
+        const auto base_root = input::load_yaml_file(spec.base, base_session.ctx);
+        base_session.diag.throw_if_any();
+        if (base_root && !base_root->yaml().IsMap())
+          base_node->error(fmt::format("the base scenario '{}' is not a mapping of scenario keys ({})", *b,
+                                       base_root->describe()));
+      }
     }
   }
   std::vector<YAML::Mark> key_marks;

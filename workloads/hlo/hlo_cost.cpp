@@ -13,6 +13,9 @@
 #include <set>
 #include <string_view>
 
+#include "input/diagnostics.h"
+#include "workloads/bounded_json.h"
+
 namespace racksim::workloads::hlo {
 
 namespace {
@@ -80,6 +83,48 @@ const Shape& operand_shape(const Computation& c, const Instruction& inst, std::s
   return c.instructions[static_cast<std::size_t>(inst.operands[k])].shape;
 }
 
+}  // namespace
+
+[[noreturn]] void fail_at(const Module& m, const Instruction& inst, const std::string& msg) {
+  input::Diagnostic d;
+  d.where.file = m.file;
+  d.where.line = inst.line;
+  d.where.column = inst.column;
+  d.message = "HLO: " + msg;
+  throw input::InputError(std::vector<input::Diagnostic>{d});
+}
+
+namespace {
+
+// A dot's dimension numbers against its operands' shapes, as XLA's verifier holds them: every index within its
+// operand's rank and none twice on one side, as many contracting (and batch) dimensions on each side, each pair of
+// the same size. A damaged config would otherwise be costed as some other GEMM. Operands whose shape is not known
+// here (element_type empty) are not checked.
+void check_dot_dims(const Module& m, const Instruction& inst, const Shape& lhs, const Shape& rhs,
+                    const std::vector<int64_t>& lc, const std::vector<int64_t>& rc, const std::vector<int64_t>& lb,
+                    const std::vector<int64_t>& rb) {
+  if (lhs.element_type.empty() || rhs.element_type.empty()) return;
+  auto side = [&](const Shape& sh, const std::vector<int64_t>& c, const std::vector<int64_t>& b, const char* name) {
+    std::vector<int64_t> all = c;
+    all.insert(all.end(), b.begin(), b.end());
+    for (int64_t i : all)
+      if (i < 0 || static_cast<std::size_t>(i) >= sh.dims.size())
+        fail_at(m, inst, fmt::format("{} dimension {} of the dot is outside its operand of rank {}", name, i, sh.dims.size()));
+    std::sort(all.begin(), all.end());
+    if (std::adjacent_find(all.begin(), all.end()) != all.end())
+      fail_at(m, inst, fmt::format("the dot names one {} dimension twice in its contracting and batch dimensions", name));
+  };
+  side(lhs, lc, lb, "lhs");
+  side(rhs, rc, rb, "rhs");
+  if (lc.size() != rc.size() || lb.size() != rb.size())
+    fail_at(m, inst, fmt::format("the dot has {} lhs and {} rhs contracting dimensions, {} and {} batch dimensions",
+                                 lc.size(), rc.size(), lb.size(), rb.size()));
+  for (std::size_t i = 0; i < lc.size(); ++i)
+    if (lhs.dims[static_cast<std::size_t>(lc[i])] != rhs.dims[static_cast<std::size_t>(rc[i])])
+      fail_at(m, inst, fmt::format("the dot contracts lhs dimension {} ({}) with rhs dimension {} ({})", lc[i],
+                                   lhs.dims[static_cast<std::size_t>(lc[i])], rc[i], rhs.dims[static_cast<std::size_t>(rc[i])]));
+}
+
 // Dtype the tensor cores run for a dot of `lhs_type` (with XLA's algorithm / precision hints).
 void dot_dtype(const std::string& lhs_type, const Instruction& inst, OpCost& out, double& multiplier) {
   multiplier = 1;
@@ -136,7 +181,8 @@ nlohmann::json backend_config(const Instruction& inst) {
     }
     text = u;
   }
-  return nlohmann::json::parse(text, nullptr, false);
+  JsonBoundError refused;  // a config nested too deep reads as none, as a malformed one does
+  return parse_bounded_json(text, refused, false);
 }
 
 std::vector<int64_t> json_int_list(const nlohmann::json& j) {
@@ -556,6 +602,7 @@ void CostModel::add_instruction_flops(const Computation& c, const Instruction& i
       out.dtype = dt.dtype;
       out.fp32_vector = dt.fp32_vector;
     }
+    if (op == "dot") check_dot_dims(m_, inst, lhs, rhs, lc, rc, lb, rb);  // ragged and scaled dots add operands of their own
     add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
              mult);
     return;
@@ -823,6 +870,7 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
           out.fp32_vector = true;
       }
     }
+    check_dot_dims(m_, inst, lhs, rhs, lc, rc, lb, rb);
     add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
              mult);
     return out;

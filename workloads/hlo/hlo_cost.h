@@ -69,6 +69,9 @@ struct CollectiveInfo {
   std::string invalid;      // why its replica groups cannot be read (empty: they can)
 };
 
+// An HLO input error at `inst` (file:line:column of the module): "HLO: MSG".
+[[noreturn]] void fail_at(const Module& m, const Instruction& inst, const std::string& msg);
+
 class CostModel {
  public:
   explicit CostModel(const Module& m) : m_(m) {}

@@ -4,11 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <set>
 #include <string_view>
 
 #include "input/diagnostics.h"
+#include "workloads/bounded_json.h"
 #include "workloads/hlo/hlo_cost.h"
 
 namespace racksim::workloads::hlo {
@@ -25,28 +27,22 @@ bool ends_with(std::string_view s, std::string_view suf) {
 }
 bool contains(std::string_view s, std::string_view t) { return s.find(t) != std::string_view::npos; }
 
-[[noreturn]] void fail_at(const Module& m, const Instruction& inst, const std::string& msg) {
-  input::Diagnostic d;
-  d.where.file = m.file;
-  d.where.line = inst.line;
-  d.where.column = inst.column;
-  d.message = "HLO: " + msg;
-  throw input::InputError(std::vector<input::Diagnostic>{d});
-}
-
 nlohmann::json backend_config_json(const Instruction& inst) {
   const std::string* v = inst.attr("backend_config");
   if (!v || v->empty() || v->front() != '{') return nlohmann::json();
-  return nlohmann::json::parse(*v, nullptr, false);
+  JsonBoundError refused;  // a config nested too deep reads as none, as a malformed one does
+  return parse_bounded_json(*v, refused, false);
 }
 
+// An integer as XLA's backend configs write one (a decimal string, or a JSON integer); the whole string must be it.
 std::optional<int64_t> json_int(const nlohmann::json& j) {
-  try {
-    if (j.is_string()) return std::stoll(j.get<std::string>());
-    if (j.is_number_integer()) return j.get<int64_t>();
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (!j.is_string()) return std::nullopt;
+  const std::string& s = j.get_ref<const std::string&>();
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
 }
 
 bool is_async_start(const Instruction& inst) {
@@ -459,8 +455,12 @@ class Lowerer {
     int64_t init_v = 0, step = 1;
     const auto cfg = backend_config_json(inst);
     if (cfg.is_object()) {
-      if (cfg.contains("known_trip_count") && cfg["known_trip_count"].is_object() && cfg["known_trip_count"].contains("n"))
+      if (cfg.contains("known_trip_count") && cfg["known_trip_count"].is_object() && cfg["known_trip_count"].contains("n")) {
         trips = json_int(cfg["known_trip_count"]["n"]);
+        if (!trips)  // XLA writes it as a decimal string; anything else is a damaged config, not a count to guess
+          fail_at(m_, inst, fmt::format("while loop '{}': known_trip_count n is {}, not an integer", inst.name,
+                                        cfg["known_trip_count"]["n"].dump()));
+      }
       if (cfg.contains("known_init_step") && cfg["known_init_step"].is_object()) {
         if (auto v = json_int(cfg["known_init_step"].value("init", nlohmann::json()))) init_v = *v;
         if (auto v = json_int(cfg["known_init_step"].value("step", nlohmann::json())); v && *v != 0) step = *v;
@@ -478,7 +478,9 @@ class Lowerer {
       trips = 1;
       li.source = "assumed";
     }
-    if (*trips < 0 || *trips > kMaxTripCount)
+    if (*trips < 0)
+      fail_at(m_, inst, fmt::format("while loop '{}' has a negative trip count ({})", inst.name, *trips));
+    if (*trips > kMaxTripCount)
       fail_at(m_, inst, fmt::format("while loop '{}' has trip count {}, beyond {} (not a training step)", inst.name,
                                     *trips, kMaxTripCount));
     li.trip_count = *trips;

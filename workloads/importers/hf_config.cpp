@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "input/diagnostics.h"
+#include "workloads/bounded_json.h"
 
 namespace racksim::workloads::importers {
 
@@ -148,8 +149,9 @@ std::string pretty_count(double n) { return n >= 1e9 ? fmt::format("{:.2f}B", n 
 
 HfImport import_hf_config_text(const std::string& text, const std::string& file_label, const std::string& name_in) {
   json root;
+  JsonBoundError refused;
   try {
-    root = json::parse(text);
+    root = parse_bounded_json(text, refused, true, true);
   } catch (const json::parse_error& e) {
     // Byte offset to line:column.
     int line = 1, col = 1;
@@ -165,6 +167,7 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     fail(file_label, line, col, "not valid JSON (a Hugging Face config.json is expected): " + msg);
   }
+  if (!refused.message.empty()) fail(file_label, 1, 1, "not accepted: " + refused.message);
   if (!root.is_object()) fail(file_label, 1, 1, "expected a JSON object (a Hugging Face config.json)");
 
   HfImport out;

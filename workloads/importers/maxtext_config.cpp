@@ -125,6 +125,15 @@ class Config {
       bad(k, fmt::format("{} is out of range [{}, {}]", scalar_text(e.at(k).value), lo, hi));
     return static_cast<long long>(v);
   }
+  // A key MaxText's base.yml always sets (a model dimension): a config chain that does not reach base.yml and does not
+  // set it is refused here, where a default would be 0 and divide by it.
+  long long required_integer(const std::string& k, long long lo, long long hi) {
+    if (!has(k))
+      bad(k, fmt::format("{} is not set: MaxText's base.yml sets it, so the config (or the chain of base_config it names) "
+                         "should reach MaxText's base.yml or set the model dimensions itself",
+                         k));
+    return integer(k, lo, lo, hi);
+  }
   std::string str(const std::string& k, const std::string& def = "") {
     if (!has(k)) return def;
     const auto& en = at(k);
@@ -366,12 +375,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     c.bad("global_parameter_scale", "global_parameter_scale other than 1 is not supported: set base_emb_dim, "
                                     "base_num_query_heads, base_mlp_dim, base_num_decoder_layers instead");
   Writer mw;
-  const long long layers = c.integer("base_num_decoder_layers", 0, 1, 65'536);
-  const long long hidden = c.integer("base_emb_dim", 0, 1, 1'000'000);
-  const long long heads = c.integer("base_num_query_heads", 0, 1, 100'000);
+  const long long layers = c.required_integer("base_num_decoder_layers", 1, 65'536);
+  const long long hidden = c.required_integer("base_emb_dim", 1, 1'000'000);
+  const long long heads = c.required_integer("base_num_query_heads", 1, 100'000);
   long long kv_heads = c.integer("base_num_kv_heads", heads, 1, 100'000);
-  const long long mlp = c.integer("base_mlp_dim", 0, 1, 10'000'000);
-  const long long vocab = c.integer("vocab_size", 0, 1, 100'000'000);
+  const long long mlp = c.required_integer("base_mlp_dim", 1, 10'000'000);
+  const long long vocab = c.required_integer("vocab_size", 1, 100'000'000);
   const std::string attention_type = c.str("attention_type", "global");
   const bool mla = attention_type == "mla";
   if (heads % kv_heads != 0)
@@ -489,6 +498,7 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     }
   }
   const long long num_slices_key = c.integer("num_slices", -1, -1, 1'048'576);
+  if (num_slices_key == 0) c.bad("num_slices", "0 slices: num_slices is a count of slices (-1: from the dcn_* axes or --gpus)");
   long long slices = 0, per_slice = 0;
   std::string slices_src, per_slice_src;
   const long long G = opt.gpus;

@@ -74,6 +74,7 @@ std::string trim(const std::string& s) {
 }
 
 // A shell word past Shell::kMaxExpandedBytes, at `line` of the script.
+// A script line racksim refuses (its shell variables past their bound, a torchrun count that is not one).
 struct ExpansionTooLong : std::length_error {
   int line;
   ExpansionTooLong(int l, const std::string& what) : std::length_error(what), line(l) {}
@@ -269,6 +270,8 @@ struct Extracted {
   std::vector<Arg> args;
   int torchrun_gpus = 0;   // nproc_per_node x nnodes
   std::string torchrun_source;
+  std::string torchrun_problem;  // a torchrun count that is not one (refused unless --gpus gives the job's GPUs)
+  int torchrun_problem_line = 0;
   int world_size = 0;      // Megatron log's world_size
   bool megatron_log = false;
 };
@@ -457,16 +460,35 @@ Extracted extract(const std::string& text) {
       if (!w.empty() && w.back() == ')' && w.find('(') == std::string::npos) w.pop_back();
       expanded.push_back(sh.expand(w));
     }
-    // torchrun / python -m torch.distributed.run: the job's GPU count.
-    for (std::size_t k = 0; k + 1 < expanded.size(); ++k) {
-      const std::string& f = expanded[k];
-      const std::string& v = expanded[k + 1];
-      if ((f == "--nproc_per_node" || f == "--nproc-per-node") && std::atoi(v.c_str()) > 0) nproc = std::atoi(v.c_str());
-      if (f == "--nnodes" && std::atoi(v.c_str()) > 0) nnodes = std::atoi(v.c_str());
+    // torchrun / python -m torch.distributed.run: the job's GPU count, from "--flag N" or "--flag=N". A value that is
+    // not a whole count (torchrun's "gpu"/"auto", an elastic "1:4", an unset variable) is refused: the count would be
+    // a guess, and --gpus says it.
+    for (std::size_t k = 0; k < expanded.size(); ++k) {
+      const std::string& w = expanded[k];
+      const auto eq = w.find('=');
+      const std::string f = w.substr(0, eq);
+      const bool per_node = f == "--nproc_per_node" || f == "--nproc-per-node";
+      if (!per_node && f != "--nnodes") continue;
+      const bool has_value = eq != std::string::npos || k + 1 < expanded.size();
+      const std::string v = eq != std::string::npos ? w.substr(eq + 1) : has_value ? expanded[k + 1] : "";
+      const bool digits = !v.empty() && v.size() <= 7 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const long n = digits ? std::stol(v) : 0;
+      if (n < 1 || n > 1'048'576) {
+        if (ex.torchrun_problem.empty()) {
+          ex.torchrun_problem = fmt::format("torchrun {} '{}': not a count of 1 to 1,048,576; give the job's GPUs with --gpus", f, v);
+          ex.torchrun_problem_line = lineno;
+        }
+        continue;
+      }
+      (per_node ? nproc : nnodes) = static_cast<int>(n);
     }
     add_args_from_words(expanded, lineno, ex.args);
   }
-  if (nproc > 0) {
+  if (nproc > 0 && static_cast<long long>(nproc) * nnodes > 1'048'576 && ex.torchrun_problem.empty())
+    ex.torchrun_problem = fmt::format("torchrun --nproc_per_node {} x --nnodes {}: more than racksim's bound of 1,048,576 "
+                                      "GPUs; give the job's GPUs with --gpus",
+                                      nproc, nnodes);
+  if (nproc > 0 && ex.torchrun_problem.empty()) {
     ex.torchrun_gpus = nproc * nnodes;
     ex.torchrun_source = fmt::format("torchrun --nproc_per_node {} x --nnodes {}", nproc, nnodes);
   }
@@ -607,6 +629,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // ---- GPUs and system
   int gpus = opt.gpus;
   std::string gpus_src = "racksim import --gpus";
+  if (gpus <= 0 && !ex.torchrun_problem.empty()) throw input_error(label, ex.torchrun_problem_line, 1, "", ex.torchrun_problem);
   if (gpus <= 0 && ex.torchrun_gpus > 0) gpus = ex.torchrun_gpus, gpus_src = ex.torchrun_source;
   if (gpus <= 0 && ex.world_size > 0) gpus = ex.world_size, gpus_src = "Megatron's printed world_size";
   if (gpus <= 0) {

@@ -1,0 +1,188 @@
+// A new user's sweep of the command line for bad input (an audit of 2026-12-06): two crashes, three ways a command
+// destroyed or silently misread its input, and a sweep that "succeeded" with an error in every row. Each case pins
+// the exit code and the message's file:line:column or key, and checks that the inputs are intact.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+
+using racksim::testing::read_file;
+using racksim::testing::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kSrc = RACKSIM_SOURCE_DIR;
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir = (fs::path(::testing::TempDir()) / ("input_audit_" + name)).lexically_normal().string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+}  // namespace
+
+// `import maxtext` on a config that does not reach MaxText's base.yml divided by its model dimensions' default of 0
+// (SIGFPE); now the first missing dimension is named.
+TEST(InputAudit, MaxTextConfigWithoutTheModelDimensionsIsAnError) {
+  const std::string dir = temp_dir("maxtext");
+  write(dir + "/mt.yml", "foo: 1\n");
+  const auto r = run_cli({"import", "maxtext", dir + "/mt.yml"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, dir + "/mt.yml: error: base_num_decoder_layers: base_num_decoder_layers is not set: MaxText's "
+                         "base.yml sets it"))
+      << r.err;
+  // num_slices 0 is not "unset" (it had read as -1 and warned that none was given).
+  write(dir + "/slices.yml", "base_config: " + kSrc + "/tests/data/maxtext/base.yml\nnum_slices: 0\n");
+  const auto s = run_cli({"import", "maxtext", dir + "/slices.yml"});
+  EXPECT_EQ(s.code, 1);
+  EXPECT_TRUE(has(s.err, "slices.yml:2:13: error: num_slices: 0 slices")) << s.err;
+}
+
+// JSON nested 100,000 deep overflowed the stack when the error message printed the value (SIGSEGV); a repeated key
+// was taken silently (the last), where a YAML file is refused.
+TEST(InputAudit, HfConfigsNestedTooDeepOrWithRepeatedKeysAreRefused) {
+  const std::string dir = temp_dir("hf");
+  const int n = 100000;
+  write(dir + "/deep.json", "{\"num_hidden_layers\": " + std::string(n, '[') + std::string(n, ']') + "}");
+  const auto deep = run_cli({"models", "import", dir + "/deep.json"});
+  EXPECT_EQ(deep.code, 1);
+  EXPECT_EQ(deep.err, dir + "/deep.json:1:1: error: not accepted: nested more than 64 levels deep (racksim's bound for "
+                            "JSON input)\n");
+  write(dir + "/dup.json", "{\"hidden_size\": 4096, \"hidden_size\": 8192}");
+  const auto dup = run_cli({"models", "import", dir + "/dup.json"});
+  EXPECT_EQ(dup.code, 1);
+  EXPECT_TRUE(has(dup.err, "key \"hidden_size\" appears twice in one object")) << dup.err;
+}
+
+// The importers wrote --out over the file they had read (exit 0); sweep --merge over one of its shards.
+TEST(InputAudit, ImportersAndMergesDoNotOverwriteWhatTheyRead) {
+  const std::string dir = temp_dir("overwrite");
+  fs::copy(kSrc + "/tests/data/hf/llama-3.1-8b-instruct.json", dir + "/hf.json");
+  const std::string hf = read_file(dir + "/hf.json");
+  ASSERT_FALSE(hf.empty());
+  const auto models = run_cli({"models", "import", dir + "/hf.json", "--out", dir + "/hf.json"});
+  EXPECT_EQ(models.code, 1);
+  EXPECT_EQ(models.err, dir + "/hf.json: error: --out: is the config (" + dir + "/hf.json): writing the output would destroy it\n");
+  EXPECT_EQ(read_file(dir + "/hf.json"), hf);
+
+  fs::copy(kSrc + "/tests/data/megatron/train_llama3_8b_h100_fp8.sh", dir + "/args.sh");
+  const auto meg = run_cli({"import", "megatron", dir + "/args.sh", "--out", dir + "/args.sh"});
+  EXPECT_EQ(meg.code, 1);
+  EXPECT_TRUE(has(meg.err, "--out: is the arguments file")) << meg.err;
+
+  fs::copy(kSrc + "/tests/data/maxtext", dir + "/mx", fs::copy_options::recursive);
+  const std::string base = read_file(dir + "/mx/base.yml");
+  const auto mx = run_cli({"import", "maxtext", dir + "/mx/gpu/models/llama3_8b.yml", "--out", dir + "/mx/base.yml"});
+  EXPECT_EQ(mx.code, 1);
+  EXPECT_TRUE(has(mx.err, "--out: is a config the import read")) << mx.err;
+  EXPECT_EQ(read_file(dir + "/mx/base.yml"), base);
+  for (const char* importer : {"maxtext", "megatron"}) {
+    const auto empty = run_cli({"import", importer, dir + "/args.sh", "--out", ""});
+    EXPECT_EQ(empty.code, 1) << importer;
+    EXPECT_TRUE(has(empty.err, "--out: an empty path: name a file")) << empty.err;
+  }
+
+  fs::copy(kSrc + "/scenarios/quickstart.yaml", dir + "/q.yaml");
+  write(dir + "/sweep.yaml", "base: q.yaml\nvary:\n  training.micro_batch: [1, 2]\n");
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(run_cli({"sweep", dir + "/sweep.yaml", "--shard", shard, "--out", dir + "/sh" + shard[0] + ".csv"}).code, 0);
+  const std::string sh0 = read_file(dir + "/sh0.csv");
+  const auto merge = run_cli({"sweep", dir + "/sweep.yaml", "--merge", dir + "/sh0.csv", dir + "/sh1.csv", "--out", dir + "/sh0.csv"});
+  EXPECT_EQ(merge.code, 1);
+  EXPECT_TRUE(has(merge.err, "--out: is a CSV --merge reads")) << merge.err;
+  EXPECT_EQ(read_file(dir + "/sh0.csv"), sh0);
+}
+
+// torchrun's "--nproc_per_node=8" form was not read (1 GPU, with a warning that no count was given), and bad counts
+// were truncated, wrapped at 32 bits or dropped.
+TEST(InputAudit, TorchrunCountsAreReadInEitherFormOrRefused) {
+  const std::string dir = temp_dir("torchrun");
+  const std::string tail = " pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                           "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16\n";
+  write(dir + "/eq.sh", "torchrun --nproc_per_node=8 --nnodes=2" + tail);
+  const auto eq = run_cli({"import", "megatron", dir + "/eq.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(eq.code, 0) << eq.err;
+  EXPECT_TRUE(has(eq.out, "gpus: 16")) << eq.out;
+  for (const char* bad : {"4294967297", "abc", "8.5", "0", "-8", "1:4"}) {
+    write(dir + "/bad.sh", "# launch\ntorchrun --nproc_per_node 8 --nnodes " + std::string(bad) + tail);
+    const auto r = run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm"});
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_EQ(r.err, dir + "/bad.sh:2:1: error: torchrun --nnodes '" + bad +
+                         "': not a count of 1 to 1,048,576; give the job's GPUs with --gpus\n");
+    // --gpus says the count: the launcher's is not needed.
+    EXPECT_EQ(run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm", "--gpus", "16"}).code, 0) << bad;
+  }
+}
+
+// A sweep whose base exists but is not a scenario file exited 0 with the same error in every row.
+TEST(InputAudit, ASweepsBaseThatCannotBeReadFailsTheSweep) {
+  const std::string dir = temp_dir("sweep_base");
+  write(dir + "/empty.yaml", "");
+  write(dir + "/list.yaml", "[1, 2]\n");
+  write(dir + "/a.yaml", "base: empty.yaml\nvary:\n  training.micro_batch: [1, 2]\n");
+  write(dir + "/b.yaml", "base: list.yaml\nvary:\n  training.micro_batch: [1, 2]\n");
+  write(dir + "/c.yaml", "base: c.yaml\nvary:\n  training.micro_batch: [1, 2]\n");
+  const auto a = run_cli({"sweep", dir + "/a.yaml"});
+  EXPECT_EQ(a.code, 1);
+  EXPECT_EQ(a.err, dir + "/empty.yaml: error: file is empty: expected a mapping of keys\n");
+  const auto b = run_cli({"sweep", dir + "/b.yaml"});
+  EXPECT_EQ(b.code, 1);
+  EXPECT_EQ(b.err, dir + "/b.yaml:1:7: error: base: the base scenario 'list.yaml' is not a mapping of scenario keys (a list)\n");
+  const auto c = run_cli({"sweep", dir + "/c.yaml"});
+  EXPECT_EQ(c.code, 1);
+  EXPECT_TRUE(has(c.err, "c.yaml:1:7: error: base: the base scenario 'c.yaml' is this sweep file")) << c.err;
+}
+
+// A damaged dot (a contracting dimension past its operand's rank) was costed as some other GEMM, and a trip count
+// that is not a number fell back to the loop condition, both silently; a negative count was "beyond" the bound.
+TEST(InputAudit, DamagedHloConfigsAreErrorsAtTheirInstruction) {
+  const std::string dir = temp_dir("hlo");
+  const std::string gemm = read_file(kSrc + "/tests/fuzz/hlo_corpus/loop_gemm.hlo");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = gemm;
+    const auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    return t;
+  };
+  write(dir + "/dims.hlo", replace("\"lhs_contracting_dimensions\":[\"1\"]", "\"lhs_contracting_dimensions\":[\"7\"]"));
+  const auto dims = run_cli({"replay", dir + "/dims.hlo", "--system", "h200-sxm"});
+  EXPECT_EQ(dims.code, 1);
+  EXPECT_TRUE(has(dims.err, "dims.hlo:30:3: error: HLO: lhs dimension 7 of the dot is outside its operand of rank 2"))
+      << dims.err;
+  const auto trip = gemm.find("\"known_trip_count\":{\"n\":\"");
+  ASSERT_NE(trip, std::string::npos);
+  const auto value = trip + std::string("\"known_trip_count\":{\"n\":\"").size();
+  const std::string count = gemm.substr(value, gemm.find('"', value) - value);
+  for (const auto& [to, message] : {std::pair<std::string, std::string>{"abc", "known_trip_count n is \"abc\", not an integer"},
+                                    {"12abc", "known_trip_count n is \"12abc\", not an integer"},
+                                    {"-4", "has a negative trip count (-4)"}}) {
+    write(dir + "/trip.hlo", replace("\"n\":\"" + count + "\"", "\"n\":\"" + to + "\""));
+    const auto r = run_cli({"replay", dir + "/trip.hlo", "--system", "h200-sxm"});
+    EXPECT_EQ(r.code, 1) << to;
+    EXPECT_TRUE(has(r.err, "trip.hlo:49:3: error: HLO: while loop 'loop'")) << r.err;
+    EXPECT_TRUE(has(r.err, message)) << r.err;
+  }
+}
+
+// An empty system preset surfaced as "training.precision:  () has no bf16 tensor cores".
+TEST(InputAudit, AnEmptySystemPresetIsNamedAtItsKey) {
+  const std::string dir = temp_dir("preset");
+  std::string q = read_file(kSrc + "/scenarios/quickstart.yaml");
+  const auto at = q.find("preset: h200-sxm");
+  ASSERT_NE(at, std::string::npos);
+  q.replace(at, std::string("preset: h200-sxm").size(), "preset: \"\"");
+  write(dir + "/q.yaml", q);
+  const auto r = run_cli({"run", dir + "/q.yaml"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, "q.yaml:7:11: error: system.preset: an empty name: name a system preset (available: b200,")) << r.err;
+  const auto set = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.preset="});
+  EXPECT_EQ(set.code, 1);
+  EXPECT_TRUE(has(set.err, "system.preset: an empty name")) << set.err;
+}
