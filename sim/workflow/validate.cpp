@@ -179,6 +179,10 @@ void parse_tolerance(const std::optional<Node>& n, const Node& case_node, SuiteC
   // A tolerance is a fraction (0.10 is 10%): one above 1 is almost surely a percentage (10 meant as 10% passes a check
   // 1000% off), so it is refused, not read.
   const auto fraction = [](const Node& at, std::optional<double> t) -> std::optional<double> {
+    if (t && *t < 0) {
+      at.error(fmt::format("a tolerance is a fraction of the measured value between 0 and 1 (0.10 is 10%); got {:g}", *t));
+      return std::nullopt;
+    }
     if (t && *t > 1.0) {
       at.error(fmt::format("a tolerance is a fraction of the measured value (0.10 is 10%), at most 1; got {:g}, which "
                            "would pass a prediction {:g}% off (for {:g}%, write {:g})",
@@ -188,7 +192,7 @@ void parse_tolerance(const std::optional<Node>& n, const Node& case_node, SuiteC
     return t;
   };
   if (n->yaml().IsScalar()) {
-    auto t = fraction(*n, n->as_number(0, 1e6));
+    auto t = fraction(*n, n->as_number(-1e6, 1e6));
     if (!t) return;
     for (auto& e : c.measured) e.tolerance = *t;
     return;
@@ -198,11 +202,14 @@ void parse_tolerance(const std::optional<Node>& n, const Node& case_node, SuiteC
                          n->describe()));
     return;
   }
+  if (!any_number) {
+    n->error("no measured figure to give a tolerance to: fits is checked as it is (true or false)");
+    return;
+  }
   MapReader r(*n);
   for (auto& e : c.measured) {
     if (e.is_bool) continue;
-    if (auto t = r.number(e.field, true, 0, 1e6); t && *t > 1.0) fraction(n->child(e.field), t);
-    else if (t) e.tolerance = *t;
+    if (auto t = fraction(n->child(e.field), r.number(e.field, true, -1e6, 1e6))) e.tolerance = *t;
   }
   r.finish();
 }

@@ -186,3 +186,36 @@ TEST(InputAudit, AnEmptySystemPresetIsNamedAtItsKey) {
   EXPECT_EQ(set.code, 1);
   EXPECT_TRUE(has(set.err, "system.preset: an empty name")) << set.err;
 }
+
+// Validation tolerances: a negative one was "must be between 0 and 1000000" (the cap is 1), and a tolerance map for
+// a case that measures only `fits` listed no valid keys.
+TEST(InputAudit, ValidationTolerancesSayTheirRange) {
+  const std::string dir = temp_dir("validate");
+  fs::copy(kSrc + "/scenarios/quickstart.yaml", dir + "/q.yaml");
+  auto suite = [&](const std::string& measured, const std::string& tolerance) {
+    write(dir + "/v.yaml", "cases:\n  - name: a\n    scenario: q.yaml\n    measured: " + measured + "\n    tolerance: " +
+                               tolerance + "\n");
+    return run_cli({"validate", dir + "/v.yaml"});
+  };
+  const auto negative = suite("{step_time_s: 1.0}", "-0.1");
+  EXPECT_EQ(negative.code, 1);
+  EXPECT_TRUE(has(negative.err, "v.yaml:5:16: error: cases[0].tolerance: a tolerance is a fraction of the measured value "
+                                "between 0 and 1 (0.10 is 10%); got -0.1"))
+      << negative.err;
+  const auto fits_only = suite("{fits: true}", "{fits: 0.1}");
+  EXPECT_EQ(fits_only.code, 1);
+  EXPECT_TRUE(has(fits_only.err, "cases[0].tolerance: no measured figure to give a tolerance to")) << fits_only.err;
+}
+
+// Importers read their files bounded, as the YAML reader does: a directory is said to be one, a device or binary data
+// is refused (the HF and Megatron importers had read /dev/zero without bound).
+TEST(InputAudit, ImportersReadTheirFilesBounded) {
+  const std::string dir = temp_dir("import_files");
+  EXPECT_EQ(run_cli({"models", "import", dir}).err, dir + ": error: is a directory; expected a JSON file\n");
+  EXPECT_EQ(run_cli({"import", "megatron", dir}).err, dir + ": error: is a directory; expected a launch script or argument list\n");
+  EXPECT_EQ(run_cli({"import", "maxtext", dir}).err, dir + ": error: is a directory; expected a MaxText YAML config\n");
+  write(dir + "/nul.sh", std::string("--num-layers 4\n--hidden-size 8\0\n", 32));
+  const auto nul = run_cli({"import", "megatron", dir + "/nul.sh"});
+  EXPECT_EQ(nul.code, 1);
+  EXPECT_EQ(nul.err, dir + "/nul.sh:2:0: error: binary data (a NUL byte): expected a launch script or argument list\n");
+}

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "input/diagnostics.h"
+#include "input/files.h"
 #include "workloads/bounded_json.h"
 
 namespace racksim::workloads::importers {
@@ -425,11 +426,10 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
 }
 
 HfImport import_hf_config(const std::string& path, const std::string& name) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw input_error(path, 0, 0, "", "cannot read file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return import_hf_config_text(ss.str(), path, name);
+  // Bounded as a YAML input is (a device or a huge file is refused; a directory said to be one).
+  return import_hf_config_text(input::read_file_bounded(path, input::limits::kMaxYamlFileBytes, "a JSON file",
+                                                        input::Binary::stop),
+                               path, name);
 }
 
 std::string to_model_yaml(const HfImport& m, const std::string& source_label) {

@@ -259,6 +259,8 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   Config c;
   c.label = config_path;
   fs::path root_dir;
+  if (std::error_code ec; fs::is_directory(config_path, ec))
+    throw input_error(config_path, 0, 0, "", "is a directory; expected a MaxText YAML config");
   if (!fs::is_regular_file(config_path)) throw input_error(config_path, 0, 0, "", "cannot read file");
   load_chain(config_path, c, 0, out.sources, root_dir);
 

@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "input/diagnostics.h"
+#include "input/files.h"
 #include "workloads/importers/scenario_writer.h"
 #include "workloads/model_spec.h"
 #include "workloads/training_config.h"
@@ -568,6 +569,9 @@ using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 }  // namespace
 
 MegatronImport import_megatron_args_text(const std::string& text, const std::string& label, const MegatronOptions& opt) {
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw input_error(label, 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n')), 0,
+                      "", "binary data (a NUL byte): expected a launch script or argument list");
   MegatronImport out;
   Extracted ex;
   try {
@@ -1235,11 +1239,10 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 }
 
 MegatronImport import_megatron_args(const std::string& path, const MegatronOptions& opt) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw input_error(path, 0, 0, "", "cannot read file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return import_megatron_args_text(ss.str(), path, opt);
+  // Bounded as a YAML input is (a device or a huge file is refused; a directory said to be one).
+  return import_megatron_args_text(input::read_file_bounded(path, input::limits::kMaxYamlFileBytes,
+                                                            "a launch script or argument list", input::Binary::stop),
+                                   path, opt);
 }
 
 }  // namespace racksim::workloads::importers
