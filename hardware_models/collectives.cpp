@@ -1318,25 +1318,69 @@ double expected_bins_reached(double experts, double bins, int top_k) {
 double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k) {
   const double E = experts, n = bins, G = groups, g = group_top_k;
   const auto whole = [](double a, double b) { return b > 0 && a >= b && std::fmod(a, b) == 0; };  // b divides a
-  if (groups <= 1 || group_top_k >= groups || !(E >= top_k) || !whole(E, G) || n <= 1 || !(whole(n, G) || whole(G, n)))
+  if (groups <= 1 || group_top_k >= groups || n <= 1 || !whole(E, G) || !whole(E, n) || g * (E / G) < top_k)
     return expected_bins_reached(experts, bins, top_k);
-  const double per_group = E / G, chosen = g * per_group;  // the experts a token may reach
+  const double per_group = E / G, per_bin = E / n, chosen = g * per_group;  // the experts a token may reach
   // P(the k experts, drawn without replacement among `chosen`, avoid `avoid` of them).
   const auto miss = [&](double avoid) {
     double p = 1.0;
     for (int i = 0; i < top_k && p > 0; ++i) p *= std::max(0.0, chosen - avoid - i) / (chosen - i);
     return p;
   };
-  double p_miss = 0;
-  if (whole(G, n)) {  // each bin holds b whole groups; m of them picked: hypergeometric over the G groups
-    const double b = G / n;
-    const auto log_choose = [](double a, double c) { return std::lgamma(a + 1) - std::lgamma(c + 1) - std::lgamma(a - c + 1); };
-    for (double m = std::max(0.0, g - (G - b)); m <= std::min(b, g); ++m)
-      p_miss += std::exp(log_choose(b, m) + log_choose(G - b, g - m) - log_choose(G, g)) * miss(m * per_group);
-  } else {  // each group spans n/G bins: the bin's group picked with probability g/G, then its E/n experts avoided
-    p_miss = (1 - g / G) + g / G * miss(E / n);
+  const auto log_choose = [](double a, double c) {
+    return c < 0 || c > a ? -INFINITY : std::lgamma(a + 1) - std::lgamma(c + 1) - std::lgamma(a - c + 1);
+  };
+  // A bin is a contiguous run of experts: it holds `full` whole groups and up to two parts of groups at its ends. It is
+  // missed when, of the groups it touches, those picked (m whole ones and the parts a, b) leave the k experts none of
+  // their experts in the bin: an exact sum over how many of them are picked.
+  double reached = 0;
+  for (double bin = 0; bin < n; ++bin) {
+    const double lo = bin * per_bin, hi = lo + per_bin;
+    const double first = std::floor(lo / per_group), last = std::ceil(hi / per_group) - 1;  // the groups it touches
+    double full = 0;
+    std::vector<double> parts;
+    for (double j = first; j <= last; ++j) {
+      const double overlap = std::min(hi, (j + 1) * per_group) - std::max(lo, j * per_group);
+      if (overlap >= per_group) ++full;
+      else parts.push_back(overlap);
+    }
+    const double touched = full + static_cast<double>(parts.size());
+    double p_miss = 0;
+    for (unsigned mask = 0; mask < (1u << parts.size()); ++mask) {
+      double part_experts = 0, part_picked = 0;
+      for (std::size_t i = 0; i < parts.size(); ++i)
+        if (mask & (1u << i)) part_experts += parts[i], ++part_picked;
+      for (double m = 0; m <= std::min(full, g - part_picked); ++m)
+        p_miss += std::exp(log_choose(full, m) + log_choose(G - touched, g - m - part_picked) - log_choose(G, g)) *
+                  miss(m * per_group + part_experts);
+    }
+    reached += 1.0 - p_miss;
   }
-  return n * (1.0 - p_miss);
+  return reached;
+}
+
+ExpertReach expected_expert_reach(int experts, int gpus, int domains, int top_k, int max_domains, int groups,
+                                  int group_top_k) {
+  const double E = experts, n = gpus, D = std::max(1, domains), k = top_k;
+  const bool node_limited = max_domains > 0 && max_domains < D;
+  const bool grouped = groups > 1 && group_top_k < groups && experts > 0 && experts % groups == 0 && experts % gpus == 0 &&
+                       static_cast<double>(group_top_k) * (E / groups) >= k;
+  // Node-limited routing draws the k experts among the allowed domains' E·limit/D; group-limited among the picked
+  // groups' g·E/G. Where both are set, the tighter: they agree where the groups are the domains (DeepSeek-V3 on H800).
+  const double node_candidates = node_limited ? E * max_domains / D : E;
+  const double group_candidates = grouped ? group_top_k * (E / groups) : E;
+  ExpertReach r;
+  if (grouped && group_candidates < node_candidates) {
+    r.domains = expected_bins_reached_grouped(E, D, top_k, groups, group_top_k);
+    r.gpus = expected_bins_reached_grouped(E, n, top_k, groups, group_top_k);
+    return r;
+  }
+  const double reach = node_limited ? max_domains : D;
+  // They lie evenly in the bins the token may reach (unknown when E does not divide over the GPUs: with replacement).
+  const double experts_reached = experts > 0 && experts % gpus == 0 ? E * reach / D : 0;
+  r.domains = expected_bins_reached(experts_reached, reach, top_k);
+  r.gpus = expected_bins_reached(experts_reached, reach * n / D, top_k);
+  return r;
 }
 
 ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x) {
@@ -1344,21 +1388,13 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
     throw std::invalid_argument("expert exchange: tokens and bytes must be >= 0, top_k >= 1, max_domains >= 0");
   const Comm c = make_comm(sys, g, false);
   const double D = c.nodes, r = c.ppn, k = x.top_k;
-  const double reach = x.max_domains > 0 ? std::min<double>(x.max_domains, D) : D;
-  // Expected distinct bins of n reached by the token's k experts: they lie evenly in the bins the token may reach
-  // (E·reach/D of them; unknown when E does not divide over the ranks).
-  const double experts_reached = x.experts > 0 && x.experts % c.n == 0 ? x.experts * reach / D : 0;
-  auto distinct = [k, experts_reached](double n) { return expected_bins_reached(experts_reached, n, static_cast<int>(k)); };
-  // Group-limited routing where no node limit is set (a node limit is the same rule with the domains as groups:
-  // DeepSeek-V3's groups are its nodes on H800).
-  const bool grouped = x.max_domains == 0 && x.groups > 1 && x.experts > 0 && x.experts % c.n == 0;
-  auto distinct_grouped = [&](double n) {
-    return expected_bins_reached_grouped(x.experts, n, static_cast<int>(k), x.groups, x.group_top_k);
-  };
+  // The distinct domains and GPUs the token's k experts reach, under the routing's node or group limit.
+  const ExpertReach reach = expected_expert_reach(x.experts, c.n, static_cast<int>(D), x.top_k, x.max_domains, x.groups,
+                                                  x.group_top_k);
   ExpertExchangeVolume v;
-  v.domains = grouped ? distinct_grouped(D) : distinct(reach);
+  v.domains = reach.domains;
   v.remote_domains = v.domains * (D - 1) / D;  // each reached domain is the sender's own with probability 1/D
-  v.gpus = grouped ? distinct_grouped(D * r) : distinct(reach * r);
+  v.gpus = reach.gpus;
   const double per_token = x.tokens * x.token_bytes;
   if (x.hierarchical()) {
     v.nic_bytes = per_token * v.remote_domains;

@@ -132,13 +132,22 @@ ExpertExchangeVolume expert_exchange_volume(const SystemSpec& sys, const GroupPl
 // evenly over the bins: a bin is missed with probability C(E - E/n, k) / C(E, k). With fewer than k experts known
 // (experts < top_k, e.g. 0: unknown), k uniform draws with replacement.
 double expected_bins_reached(double experts, double bins, int top_k);
-// The same under group-limited routing: the `experts` lie in `groups` equal groups laid contiguously over the `bins`,
-// a token picks `group_top_k` of the groups (uniformly: balanced routing) and its `top_k` distinct experts among
-// theirs. A bin holding b whole groups is missed when m of them are picked and the k experts avoid their m·E/G
-// (m hypergeometric); a bin that is 1/s of a group, when its group is not picked or the experts avoid its E/bins.
-// Groups that neither hold whole bins nor lie in whole bins (or groups <= 1, group_top_k >= groups, experts unknown):
-// expected_bins_reached(experts, bins, top_k).
+// The same under group-limited routing: the `experts` lie in `groups` equal groups laid contiguously over the `bins`
+// (also contiguous), a token picks `group_top_k` of the groups (uniformly: balanced routing) and its `top_k` distinct
+// experts among theirs. A bin is missed when the groups it touches that are picked leave the k experts none of their
+// experts in the bin: exact for any alignment of bins and groups (a sum over how many of the bin's whole groups and
+// which of its partial ones are picked). No limit (groups <= 1, group_top_k >= groups), experts that do not divide
+// into the groups or the bins, or fewer candidate experts than top_k: expected_bins_reached(experts, bins, top_k).
 double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k);
+// The expected distinct NVLink domains and GPUs a token's top-k experts reach on an EP group of `gpus` GPUs over
+// `domains` domains, under its router's limit: node-limited (max_domains > 0, the experts drawn among the allowed
+// domains'), group-limited (groups > 1, among the picked groups'), the tighter where both are set (they agree where
+// the groups are the domains), else uniform. One rule for the exchanges' bytes and the permutations' rows.
+struct ExpertReach {
+  double domains = 1, gpus = 1;
+};
+ExpertReach expected_expert_reach(int experts, int gpus, int domains, int top_k, int max_domains, int groups,
+                                  int group_top_k);
 CollectiveCost estimate_expert_exchange(const SystemSpec& sys, const GroupPlacement& g, const ExpertExchange& x,
                                         const CollectiveOptions& opt = {});
 

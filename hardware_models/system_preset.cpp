@@ -331,7 +331,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
     path = preset_path(name);
   }
   std::error_code ec;  // a name the file system refuses (too long, ...) is an unknown preset
-  if (name.empty() || !fs::is_regular_file(path, ec)) {
+  if (name.empty() || !fs::exists(path, ec)) {  // (a pipe or device is read, bounded, below; a directory said to be one)
     const auto names = list_system_presets();
     std::string msg = is_path       ? fmt::format("system preset file '{}' does not exist", path)
                       : name.empty() ? std::string("an empty name: name a system preset")

@@ -2106,11 +2106,14 @@ class Builder {
     // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
     // into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = a2a_metadata && local_experts > 1;
-    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), uniform routing within the expert
-    // groups it may pick (group-limited routing; as the exchanges count them: not under a node limit).
-    const double gpus_reached = t_.moe.max_nodes_per_token > 0
-                                    ? hw::expected_bins_reached(E, ep_, e.top_k)
-                                    : hw::expected_bins_reached_grouped(E, ep_, e.top_k, e.router_groups, e.router_group_top_k);
+    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), under its router's node or group
+    // limit, by the exchanges' rule (hw::expected_expert_reach); the EP group's domains taken as its ranks over the
+    // NVLink domain's size, as for the library's buffers above.
+    const int ep_per_domain = std::min(ep_, std::max(1, sys_.scale_up.domain_size));
+    const double gpus_reached =
+        hw::expected_expert_reach(e.experts, ep_, (ep_ + ep_per_domain - 1) / ep_per_domain, e.top_k,
+                                  t_.moe.max_nodes_per_token, e.router_groups, e.router_group_top_k)
+            .gpus;
     // DeepEP's and HybridEP's permutations between a rank's received rows, one per (token, GPU it reached), and its
     // expert rows, one per (token, local expert): each reads one side and writes the other (dispatch_postprocess,
     // combine_preprocess, and the same in the backward; HybridEP's permute.cu).

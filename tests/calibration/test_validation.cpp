@@ -279,8 +279,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1208);  // 12.08% (2026-12-06, later: DeepSeek-V3's group-limited routing counted in
-  // DeepEP's and HybridEP's exchanges, a token reaching the GPUs of its 4 groups: GB200 final +29.6% -> +32.3%);
+  EXPECT_LT(sum / rows.size(), 0.1209);  // 12.08% (2026-12-06, later: DeepSeek-V3's group-limited routing counted in
+  // DeepEP's and HybridEP's exchanges, a token reaching the GPUs of its 4 groups: GB200 final +29.6% -> +32.3%; the
+  // H800 row's permutation rows by its node limit as its exchanges count them, +4.4% either way);
   // 12.01% (2026-12-06: the JAX rows' scripts' CUDA_DEVICE_MAX_CONNECTIONS=1 and
   // JAX-Toolbox's combine thresholds, read off the scripts: MaxText A3 +0.1-0.2 points, JAX-Toolbox -8.3% -> -9.96%);
   // 11.96% (2026-12-05, tenth, latest: the H100's TF32 ceiling measured, 0.632
@@ -450,7 +451,7 @@ TEST(ScaleMechanisms, NoScheduleOfTheA3CollectivesExplainsTheOneVmMiss) {
 // misses are therefore not the layer's own kernels or exchanges (docs/validation.md). The DeepSeek proxy routes as
 // the CI's does, each token within 4 of 8 expert groups (moe_router_num_groups 8, group_topk 4, test_cases.py), a
 // group being one GPU's 4 experts: DeepEP's bytes and its unpermutation's rows count the 3.85 GPUs a token reaches
-// there (hw::expected_bins_reached_grouped); with uniform top-8 (5.25 GPUs) the case needed 38% (before 2026-12-06).
+// there (hw::expected_expert_reach); with uniform top-8 (5.64 GPUs) the case needed 38% (before 2026-12-06).
 TEST(ScaleMechanisms, MoeLayerMatchesMegatronsSingleLayerBaselines) {
   struct Row {
     const char* name;

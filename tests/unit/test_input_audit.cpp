@@ -52,12 +52,13 @@ TEST(InputAudit, HfConfigsNestedTooDeepOrWithRepeatedKeysAreRefused) {
   write(dir + "/deep.json", "{\"num_hidden_layers\": " + std::string(n, '[') + std::string(n, ']') + "}");
   const auto deep = run_cli({"models", "import", dir + "/deep.json"});
   EXPECT_EQ(deep.code, 1);
-  EXPECT_EQ(deep.err, dir + "/deep.json:1:1: error: not accepted: nested more than 64 levels deep (racksim's bound for "
+  // At the bracket past the bound: the '{' and 21 characters, then the 64th '['.
+  EXPECT_EQ(deep.err, dir + "/deep.json:1:86: error: not accepted: nested more than 64 levels deep (racksim's bound for "
                             "JSON input)\n");
-  write(dir + "/dup.json", "{\"hidden_size\": 4096, \"hidden_size\": 8192}");
+  write(dir + "/dup.json", "{\n  \"hidden_size\": 4096,\n  \"hidden_size\": 8192}");
   const auto dup = run_cli({"models", "import", dir + "/dup.json"});
   EXPECT_EQ(dup.code, 1);
-  EXPECT_TRUE(has(dup.err, "key \"hidden_size\" appears twice in one object")) << dup.err;
+  EXPECT_TRUE(has(dup.err, "dup.json:3:3: error: not accepted: key \"hidden_size\" appears twice in one object")) << dup.err;
 }
 
 // The importers wrote --out over the file they had read (exit 0); sweep --merge over one of its shards.
@@ -113,11 +114,29 @@ TEST(InputAudit, TorchrunCountsAreReadInEitherFormOrRefused) {
     write(dir + "/bad.sh", "# launch\ntorchrun --nproc_per_node 8 --nnodes " + std::string(bad) + tail);
     const auto r = run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm"});
     EXPECT_EQ(r.code, 1) << bad;
-    EXPECT_EQ(r.err, dir + "/bad.sh:2:1: error: torchrun --nnodes '" + bad +
+    EXPECT_EQ(r.err, dir + "/bad.sh:2:0: error: torchrun --nnodes '" + bad +
                          "': not a count of 1 to 1,048,576; give the job's GPUs with --gpus\n");
     // --gpus says the count: the launcher's is not needed.
     EXPECT_EQ(run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm", "--gpus", "16"}).code, 0) << bad;
   }
+  // Only the launcher's command is held to it: a script that parses its own --nnodes, or a usage text, is read as before.
+  write(dir + "/own.sh", "case $1 in --nnodes) NNODES=\"$2\"; shift 2;; esac\necho \"  --nnodes N   number of nodes\"\n"
+                         "torchrun --nproc_per_node ${GPUS:-8} --nnodes ${NNODES:-2}" + tail);
+  const auto own = run_cli({"import", "megatron", dir + "/own.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(own.code, 0) << own.err;
+  EXPECT_TRUE(has(own.out, "gpus: 16")) << own.out;
+  // A Megatron log's NUL padding after its arguments block (a killed job's) is not its arguments.
+  std::string log = "------------------------ arguments ------------------------\n";
+  for (const char* kv : {"num_layers 4", "hidden_size 1024", "num_attention_heads 16", "seq_length 2048", "micro_batch_size 1",
+                         "global_batch_size 64", "vocab_size 32000", "world_size 16", "bf16 True"}) {
+    const std::string pair = kv;
+    log += "  " + pair.substr(0, pair.find(' ')) + " ........................ " + pair.substr(pair.find(' ') + 1) + "\n";
+  }
+  log += "-------------------- end of arguments ---------------------\n iteration 1 ...\n" + std::string(4096, '\0');
+  write(dir + "/train.log", log);
+  const auto padded = run_cli({"import", "megatron", dir + "/train.log", "--system", "h100-sxm"});
+  EXPECT_EQ(padded.code, 0) << padded.err;
+  EXPECT_TRUE(has(padded.out, "gpus: 16")) << padded.out;
 }
 
 // A sweep whose base exists but is not a scenario file exited 0 with the same error in every row.
@@ -171,6 +190,34 @@ TEST(InputAudit, DamagedHloConfigsAreErrorsAtTheirInstruction) {
   }
 }
 
+// The dimension check is the config's: a cuBLAS triangular solve states none and still replays (the review's case).
+TEST(InputAudit, CublasCallsWithoutDotDimensionsStillReplay) {
+  const std::string dir = temp_dir("trsm");
+  write(dir + "/trsm.hlo",
+        "HloModule jit_trsm, entry_computation_layout={(f32[4,256,256]{2,1,0}, f32[4,256,64]{2,1,0})->f32[4,256,64]{2,1,0}}\n\n"
+        "ENTRY %main (a: f32[4,256,256], b: f32[4,256,64]) -> f32[4,256,64] {\n"
+        "  %a = f32[4,256,256]{2,1,0} parameter(0)\n"
+        "  %b = f32[4,256,64]{2,1,0} parameter(1)\n"
+        "  %custom-call = (f32[4,256,64]{2,1,0}, s8[0]{0}) custom-call(%a, %b), custom_call_target=\"__cublas$triangularSolve\", "
+        "backend_config={\"operation_queue_id\":\"0\",\"wait_on_operation_queues\":[],\"triangular_solve_options\":"
+        "{\"left_side\":true,\"lower\":true,\"unit_diagonal\":false,\"transpose_a\":\"NO_TRANSPOSE\"}}\n"
+        "  ROOT %gte = f32[4,256,64]{2,1,0} get-tuple-element(%custom-call), index=0\n}\n");
+  const auto r = run_cli({"replay", dir + "/trsm.hlo", "--system", "h200-sxm"});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// --out over the --system preset file an import reads.
+TEST(InputAudit, ImportsDoNotOverwriteTheirSystemPresetFile) {
+  const std::string dir = temp_dir("system_file");
+  fs::copy(kSrc + "/hardware_models/presets/h100-sxm.yaml", dir + "/mysys.yaml");
+  const std::string preset = read_file(dir + "/mysys.yaml");
+  const auto r = run_cli({"import", "megatron", kSrc + "/tests/data/megatron/train_llama3_8b_h100_fp8.sh", "--system",
+                          dir + "/mysys.yaml", "--out", dir + "/mysys.yaml"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, "--out: is the --system preset file")) << r.err;
+  EXPECT_EQ(read_file(dir + "/mysys.yaml"), preset);
+}
+
 // An empty system preset surfaced as "training.precision:  () has no bf16 tensor cores".
 TEST(InputAudit, AnEmptySystemPresetIsNamedAtItsKey) {
   const std::string dir = temp_dir("preset");
@@ -212,10 +259,10 @@ TEST(InputAudit, ValidationTolerancesSayTheirRange) {
 TEST(InputAudit, ImportersReadTheirFilesBounded) {
   const std::string dir = temp_dir("import_files");
   EXPECT_EQ(run_cli({"models", "import", dir}).err, dir + ": error: is a directory; expected a JSON file\n");
-  EXPECT_EQ(run_cli({"import", "megatron", dir}).err, dir + ": error: is a directory; expected a launch script or argument list\n");
+  EXPECT_EQ(run_cli({"import", "megatron", dir}).err, dir + ": error: is a directory; expected a launch script, argument list or Megatron log\n");
   EXPECT_EQ(run_cli({"import", "maxtext", dir}).err, dir + ": error: is a directory; expected a MaxText YAML config\n");
   write(dir + "/nul.sh", std::string("--num-layers 4\n--hidden-size 8\0\n", 32));
   const auto nul = run_cli({"import", "megatron", dir + "/nul.sh"});
   EXPECT_EQ(nul.code, 1);
-  EXPECT_EQ(nul.err, dir + "/nul.sh:2:0: error: binary data (a NUL byte): expected a launch script or argument list\n");
+  EXPECT_EQ(nul.err, dir + "/nul.sh:2:0: error: binary data (a NUL byte): expected a launch script, argument list or Megatron log\n");
 }

@@ -745,13 +745,17 @@ TEST(ScaleMechanisms, GroupLimitedRoutingReachesFewerGpus) {
   // No limit: every group may be picked, or one group; misaligned groups fall back to uniform routing.
   EXPECT_NEAR(hw::expected_bins_reached_grouped(256, 32, 8, 8, 8), hw::expected_bins_reached(256, 32, 8), 1e-12);
   EXPECT_NEAR(hw::expected_bins_reached_grouped(256, 32, 8, 1, 1), hw::expected_bins_reached(256, 32, 8), 1e-12);
-  EXPECT_NEAR(hw::expected_bins_reached_grouped(240, 24, 8, 16, 4), hw::expected_bins_reached(240, 24, 8), 1e-12);
   EXPECT_NEAR(hw::expected_bins_reached_grouped(256, 1, 8, 8, 4), 1.0, 1e-12);
-  // Against a Monte Carlo of the routing (4 groups picked uniformly, 8 distinct experts among theirs): bins that hold
-  // several groups (4 and 2 bins of 8 groups) and groups that span several bins (EP 64, 16 of 8 groups x 2).
+  // Fewer experts in the picked groups than top_k (refused in a model file) is uniform routing, not 0/0.
+  EXPECT_NEAR(hw::expected_bins_reached_grouped(32, 8, 8, 8, 1), hw::expected_bins_reached(32, 8, 8), 1e-12);
+  // Against a Monte Carlo of the routing (g groups picked uniformly, k distinct experts among theirs): bins that hold
+  // several groups (4 and 2 bins of 8 groups), groups that span several bins (EP 64, 16 of 8 groups x 2), and bins and
+  // groups that do not line up (DeepSeek-V2's 160 experts in 8 groups, top-6 in 3, on EP 20 and 10; 96 experts in 4
+  // groups on 6 GPUs; 240 in 16 on 24), where uniform routing had counted 18-41% too many.
   std::mt19937 rng(12345);
   for (auto [E, bins, k, G, g] : {std::tuple{256, 4, 8, 8, 4}, std::tuple{256, 2, 8, 8, 4}, std::tuple{256, 64, 8, 8, 4},
-                                  std::tuple{160, 16, 6, 8, 3}}) {
+                                  std::tuple{160, 16, 6, 8, 3}, std::tuple{160, 20, 6, 8, 3}, std::tuple{160, 10, 6, 8, 3},
+                                  std::tuple{96, 6, 8, 4, 2}, std::tuple{240, 24, 8, 16, 4}}) {
     const int per_group = E / G, per_bin = E / bins, trials = 100000;
     std::vector<int> group_ids(G), candidates;
     std::iota(group_ids.begin(), group_ids.end(), 0);
@@ -793,9 +797,18 @@ training: {seq_len: 4096, global_batch: 256, precision: fp8, parallelism: {pp: 8
   EXPECT_NEAR(grouped.domains, hw::expected_bins_reached_grouped(256, 4, 8, 8, 4), 1e-12);
   EXPECT_LT(grouped.nic_bytes, uniform.nic_bytes);
   EXPECT_LT(grouped.nvlink_bytes, uniform.nvlink_bytes);
-  // A node limit, where set, is the rule instead (the H800 row sets both; there they agree).
+  // With a node limit too, the tighter rule: 2 of 4 domains (128 experts) ties the 4 picked groups' 128, and the limit is
+  // taken; 3 domains (192) is looser than the groups, as is a limit of 4 or more, which does not bind.
   x.max_domains = 2;
   EXPECT_NEAR(hw::expert_exchange_volume(sys, place, x).domains, 2 * (1 - miss(128, 64, 8)), 1e-12);
+  for (int limit : {3, 4, 8}) {
+    x.max_domains = limit;
+    EXPECT_NEAR(hw::expert_exchange_volume(sys, place, x).gpus, grouped.gpus, 1e-12) << limit;
+  }
+  // The builder's count (the rows DeepEP's permutations write) is the exchange's.
+  const auto reach = hw::expected_expert_reach(256, 32, 4, 8, 0, 8, 4);
+  EXPECT_NEAR(reach.gpus, grouped.gpus, 1e-12);
+  EXPECT_NEAR(reach.domains, grouped.domains, 1e-12);
 }
 
 // DeepEP's exchanges at its published rates, counted as its tests count them (shared reference
@@ -914,7 +927,9 @@ training: {seq_len: 4096, global_batch: 512, micro_batch: 1, precision: fp8, opt
   const double tp_plain = sim::simulate(load(base, tp2)).replay.breakdown.exposed_communication_s;
   const double tp_over = sim::simulate(load(base, with(tp2, "training.moe.a2a_overlap=true"))).replay.breakdown.exposed_communication_s;
   std::cout << "tp 2: exposed communication " << tp_plain << " s, overlapped " << tp_over << " s\n";
-  EXPECT_LT(tp_over - e2, 1.2 * (tp_plain - e1));  // the overlap saves about what it saves without TP
+  // The overlap saves about what it saves without TP (0.99 s against 1.05 s since the group-limited routing, 2026-12-06;
+  // compared as savings: TP's own increments, 0.06 and 0.12 s, are too small a base for a ratio).
+  EXPECT_GT(tp_plain - tp_over, 0.85 * (e1 - e2));
   EXPECT_LT(tp_over, 0.75 * tp_plain);
   // With the host's NCCL calls (about 10 TP calls per MLA layer and pass): the overlapped TP step grows several times
   // more than the plain one (2.339 -> 2.465 s against +11 ms, 2026-12-05): the overlap packs the GPU's work, so the

@@ -842,6 +842,7 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
     const Shape& lhs = operand_shape(c, inst, 0);
     const Shape& rhs = operand_shape(c, inst, 1);
     std::vector<int64_t> lc = {static_cast<int64_t>(lhs.dims.size()) - 1}, rc = {0}, lb, rb;
+    bool dims_given = false;  // checked only as the config states them (a triangular solve states none)
     const auto cfg = backend_config(inst);
     double mult = 1;
     dot_dtype(lhs.element_type, inst, out, mult);
@@ -850,6 +851,7 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
       if (g.is_object() && g.contains("dot_dimension_numbers")) {
         const auto& d = g["dot_dimension_numbers"];
         if (d.is_object()) {
+          dims_given = true;
           if (d.contains("lhs_contracting_dimensions")) lc = json_int_list(d["lhs_contracting_dimensions"]);
           if (d.contains("rhs_contracting_dimensions")) rc = json_int_list(d["rhs_contracting_dimensions"]);
           if (d.contains("lhs_batch_dimensions")) lb = json_int_list(d["lhs_batch_dimensions"]);
@@ -870,7 +872,7 @@ OpCost CostModel::custom_call_cost(const Computation& c, const Instruction& inst
           out.fp32_vector = true;
       }
     }
-    check_dot_dims(m_, inst, lhs, rhs, lc, rc, lb, rb);
+    if (dims_given) check_dot_dims(m_, inst, lhs, rhs, lc, rc, lb, rb);
     add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
              mult);
     return out;

@@ -168,7 +168,11 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     fail(file_label, line, col, "not valid JSON (a Hugging Face config.json is expected): " + msg);
   }
-  if (!refused.message.empty()) fail(file_label, 1, 1, "not accepted: " + refused.message);
+  if (!refused.message.empty()) {
+    int line = 1, col = 1;
+    for (std::size_t i = 0; i < refused.offset && i < text.size(); ++i) text[i] == '\n' ? (++line, col = 1) : ++col;
+    fail(file_label, line, col, "not accepted: " + refused.message);
+  }
   if (!root.is_object()) fail(file_label, 1, 1, "expected a JSON object (a Hugging Face config.json)");
 
   HfImport out;

@@ -461,9 +461,17 @@ Extracted extract(const std::string& text) {
       if (!w.empty() && w.back() == ')' && w.find('(') == std::string::npos) w.pop_back();
       expanded.push_back(sh.expand(w));
     }
-    // torchrun / python -m torch.distributed.run: the job's GPU count, from "--flag N" or "--flag=N". A value that is
-    // not a whole count (torchrun's "gpu"/"auto", an elastic "1:4", an unset variable) is refused: the count would be
-    // a guess, and --gpus says it.
+    // torchrun / python -m torch.distributed.run (or .launch): the job's GPU count, from "--flag N" or "--flag=N". On
+    // the launcher's command a value that is not a whole count (torchrun's "gpu"/"auto", an elastic "1:4", an unset
+    // variable) is refused: the count would be a guess, and --gpus says it. Elsewhere (a script parsing its own
+    // options, a usage text) only whole counts are taken, as before.
+    bool launcher = false;
+    for (std::size_t k = 0; k < expanded.size(); ++k) {
+      const std::string& w = expanded[k];
+      launcher = launcher || w == "torchrun" || w.ends_with("/torchrun") ||
+                 (w == "-m" && k + 1 < expanded.size() &&
+                  (expanded[k + 1] == "torch.distributed.run" || expanded[k + 1] == "torch.distributed.launch"));
+    }
     for (std::size_t k = 0; k < expanded.size(); ++k) {
       const std::string& w = expanded[k];
       const auto eq = w.find('=');
@@ -475,7 +483,7 @@ Extracted extract(const std::string& text) {
       const bool digits = !v.empty() && v.size() <= 7 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
       const long n = digits ? std::stol(v) : 0;
       if (n < 1 || n > 1'048'576) {
-        if (ex.torchrun_problem.empty()) {
+        if (launcher && ex.torchrun_problem.empty()) {
           ex.torchrun_problem = fmt::format("torchrun {} '{}': not a count of 1 to 1,048,576; give the job's GPUs with --gpus", f, v);
           ex.torchrun_problem_line = lineno;
         }
@@ -569,9 +577,12 @@ using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 }  // namespace
 
 MegatronImport import_megatron_args_text(const std::string& text, const std::string& label, const MegatronOptions& opt) {
-  if (const auto nul = text.find('\0'); nul != std::string::npos)
+  // Binary data where the arguments are read is refused; in a Megatron log only its arguments block is read, so NUL
+  // padding after it (a killed job's log) is not.
+  const auto end_of_args = text.find("-------------------- end of arguments ---------------------");
+  if (const auto nul = text.find('\0'); nul != std::string::npos && (end_of_args == std::string::npos || nul < end_of_args))
     throw input_error(label, 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n')), 0,
-                      "", "binary data (a NUL byte): expected a launch script or argument list");
+                      "", "binary data (a NUL byte): expected a launch script, argument list or Megatron log");
   MegatronImport out;
   Extracted ex;
   try {
@@ -633,7 +644,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // ---- GPUs and system
   int gpus = opt.gpus;
   std::string gpus_src = "racksim import --gpus";
-  if (gpus <= 0 && !ex.torchrun_problem.empty()) throw input_error(label, ex.torchrun_problem_line, 1, "", ex.torchrun_problem);
+  // (At the command's first line; a continued command's flag may be on a later one: column 0, unknown.)
+  if (gpus <= 0 && !ex.torchrun_problem.empty()) throw input_error(label, ex.torchrun_problem_line, 0, "", ex.torchrun_problem);
   if (gpus <= 0 && ex.torchrun_gpus > 0) gpus = ex.torchrun_gpus, gpus_src = ex.torchrun_source;
   if (gpus <= 0 && ex.world_size > 0) gpus = ex.world_size, gpus_src = "Megatron's printed world_size";
   if (gpus <= 0) {
@@ -1239,9 +1251,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 }
 
 MegatronImport import_megatron_args(const std::string& path, const MegatronOptions& opt) {
-  // Bounded as a YAML input is (a device or a huge file is refused; a directory said to be one).
-  return import_megatron_args_text(input::read_file_bounded(path, input::limits::kMaxYamlFileBytes,
-                                                            "a launch script or argument list", input::Binary::stop),
+  // Bounded as a measurement file is (a Megatron log of a long run is large; a device is read up to the bound, a
+  // directory said to be one). Binary data stops the read at its block; what precedes it is read.
+  return import_megatron_args_text(input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes,
+                                                            "a launch script, argument list or Megatron log",
+                                                            input::Binary::stop),
                                    path, opt);
 }
 
