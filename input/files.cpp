@@ -47,7 +47,13 @@ std::string format_limit(std::uint64_t bytes) {
 std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, const std::string& what,
                               Binary binary) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without blocking (a FIFO with no writer would hold open() forever), then read blocking: a pipe whose writer
+  // is there (`<(cat f)`) is read to its end, one with none reads as empty.
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (f.fd >= 0) {
+    const int flags = ::fcntl(f.fd, F_GETFL);
+    if (flags >= 0) ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK);
+  }
   if (f.fd < 0) {
     const int e = errno;
     if (e == ENOENT) file_error(path, "cannot open file");

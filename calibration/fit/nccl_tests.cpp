@@ -235,16 +235,31 @@ double number(const json& j, const std::string& file, const char* what) {
   fail(file, fmt::format("nccl-tests JSON: '{}' is not a number: {}", what, j.dump()));
 }
 
+// A whole count of 1 to 1,048,576 from the JSON's config (nthreads, ngpus); `fallback` when absent.
+long long json_count(const json& cfg, const char* key, long long fallback, const std::string& file) {
+  if (!cfg.contains(key)) return fallback;
+  const double v = number(cfg[key], file, key);
+  if (v != std::floor(v) || v < 1 || v > 1'048'576)
+    fail(file, fmt::format("nccl-tests JSON: config.{} is {}, not a count of 1 to 1,048,576", key, cfg[key].dump()));
+  return static_cast<long long>(v);
+}
+
 std::vector<NcclTestsLog> parse_json(const json& j, const std::string& file_label) {
   NcclTestsLog log;
   log.format = "json";
   if (j.contains("args") && j["args"].is_array() && !j["args"].empty() && j["args"][0].is_string())
     log.op = op_from_program(j["args"][0].get<std::string>());
   const json& cfg = j.contains("config") && j["config"].is_object() ? j["config"] : json::object();
-  if (cfg.contains("devices") && cfg["devices"].is_array() && !cfg["devices"].empty())
-    log.gpus = static_cast<int>(cfg["devices"].size());
-  else
-    log.gpus = std::max(1, cfg.value("nthreads", 1)) * cfg.value("ngpus", 0);
+  if (cfg.contains("devices") && cfg["devices"].is_array() && !cfg["devices"].empty()) {
+    log.gpus = static_cast<int>(std::min<std::size_t>(cfg["devices"].size(), 1'048'577));
+    // The device measured, as the text log's first "#  Rank" line names it (checked against the base preset).
+    const json& d0 = cfg["devices"][0];
+    if (d0.is_object() && d0.contains("device_info") && d0["device_info"].is_string())
+      log.device = d0["device_info"].get<std::string>();
+  } else {
+    const long long gpus = json_count(cfg, "nthreads", 1, file_label) * json_count(cfg, "ngpus", 0, file_label);
+    log.gpus = static_cast<int>(std::min<long long>(gpus, 1'048'577));  // (beyond the bound: refused where it is used)
+  }
   if (!j["results"].is_array()) fail(file_label, "nccl-tests JSON: 'results' is not a list");
   for (const auto& r : j["results"]) {
     if (!r.is_object()) continue;
@@ -262,6 +277,18 @@ std::vector<NcclTestsLog> parse_json(const json& j, const std::string& file_labe
     }
     row.algbw_Bps = number(body->value("alg_bw", json()), file_label, "alg_bw") * 1e9;
     row.busbw_Bps = number(body->value("bus_bw", json()), file_label, "bus_bw") * 1e9;
+    // The text reader's checks of a row, on the same fields: the result check and the time against the bandwidth.
+    if (body->contains("nwrong") && number((*body)["nwrong"], file_label, "nwrong") != 0)
+      fail(file_label, fmt::format("nccl-tests JSON row of {} bytes has nwrong = {}: the collective returned wrong "
+                                   "results, so its time is not a measurement of NCCL",
+                                   row.bytes, (*body)["nwrong"].dump()));
+    if (log.time_column == "time" && row.time_s > 0) {
+      const double implied_GBps = row.bytes / row.time_s / 1e9, printed_GBps = row.algbw_Bps / 1e9;
+      if (std::fabs(implied_GBps - printed_GBps) > 1e-6 + 0.05 * printed_GBps)  // (JSON keeps the digits nccl-tests had)
+        fail(file_label, fmt::format("nccl-tests JSON row of {} bytes: time {} us gives {:.4g} GB/s, but its alg_bw says "
+                                     "{}: the fields disagree (edited)",
+                                     row.bytes, row.time_s * 1e6, implied_GBps, printed_GBps));
+    }
     log.rows.push_back(row);
   }
   return {log};

@@ -65,10 +65,12 @@ double parse_bytes(const std::string& text, const char* option, input::Diagnosti
 }
 
 void check_gpus(int gpus, int stride, input::Diagnostics& diag) {
-  if (gpus < 1 || gpus > hw::kMaxGpus)
+  // One GPU: NCCL returns after a launch and no transfer, which racksim does not time (it had printed 0 us as a result).
+  if (gpus < 2 || gpus > hw::kMaxGpus)
     diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
-               fmt::format("must be between 1 and {} (the most GPUs racksim models; docs/decisions.md, \"Input limits\")",
-                           hw::kMaxGpus));
+               fmt::format("must be between 2 and {} (a collective over one GPU moves nothing; {} is the most GPUs racksim "
+                           "models, docs/decisions.md, \"Input limits\")",
+                           hw::kMaxGpus, hw::kMaxGpus));
   else if (stride < 1 || (static_cast<int64_t>(gpus) - 1) * stride + 1 > hw::kMaxGpus)
     diag.error({fmt::format("--stride {}", stride), 0, 0}, "",
                fmt::format("must be at least 1, and the group's span (gpus - 1) x stride + 1 at most {} GPUs", hw::kMaxGpus));

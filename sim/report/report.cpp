@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -310,7 +311,9 @@ class TraceSink {
 }  // namespace
 
 void write_trace_file(const std::string& path, const Job& job, const OpGraph& g, const ReplayResult& r) {
-  const bool gzip = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  // ".gz" in any case (t.JSON.GZ had been written uncompressed under a compressed name).
+  const bool gzip = path.size() > 3 && path[path.size() - 3] == '.' && std::tolower(static_cast<unsigned char>(path[path.size() - 2])) == 'g' &&
+                    std::tolower(static_cast<unsigned char>(path.back())) == 'z';
   std::size_t events = 0;
   TraceSink sink(path, gzip);  // a path that cannot be opened is left as it was
   try {

@@ -3,6 +3,8 @@
 // the exit code and the message's file:line:column or key, and checks that the inputs are intact.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -265,4 +267,54 @@ TEST(InputAudit, ImportersReadTheirFilesBounded) {
   const auto nul = run_cli({"import", "megatron", dir + "/nul.sh"});
   EXPECT_EQ(nul.code, 1);
   EXPECT_EQ(nul.err, dir + "/nul.sh:2:0: error: binary data (a NUL byte): expected a launch script, argument list or Megatron log\n");
+}
+
+// nccl-tests' -J JSON skipped the text reader's checks: a device other than the base preset's, a time that disagrees with
+// its bandwidth (x1000: a calibration 130 times too slow, exit 0), nwrong != 0; and a non-numeric ngpus was an internal
+// error (exit 2). A second audit of 2026-12-06.
+TEST(InputAudit, NcclTestsJsonIsCheckedAsTheTextLogIs) {
+  const std::string dir = temp_dir("nccl_json");
+  const std::string src = read_file(kSrc + "/tests/data/nccl-tests-formats/alltoall.json");
+  auto edited = [&](const std::string& name, const std::string& from, const std::string& to, bool all) {
+    std::string t = src;
+    for (auto at = t.find(from); at != std::string::npos; at = all ? t.find(from, at + to.size()) : std::string::npos)
+      t.replace(at, from.size(), to);
+    fs::create_directories(dir + "/" + name);
+    write(dir + "/" + name + "/alltoall.json", t);
+    return dir + "/" + name + "/alltoall.json";
+  };
+  edited("device", "\"SYNTHETIC GPU\"", "\"NVIDIA A100-SXM4-80GB\"", true);
+  const auto fit = run_cli({"calibrate", "fit", "--from", dir + "/device", "--base", "h200-sxm", "--out", dir + "/c.yaml"});
+  EXPECT_EQ(fit.code, 1);
+  EXPECT_TRUE(has(fit.err, "the device measured is 'NVIDIA A100-SXM4-80GB', the base preset h200-sxm is")) << fit.err;
+  const auto slow = run_cli({"calibrate", "read", edited("time", "\"time\": 35.006827", "\"time\": 35006.827", false)});
+  EXPECT_EQ(slow.code, 1);
+  EXPECT_TRUE(has(slow.err, "nccl-tests JSON row of 1024 bytes: time 35006.8") && has(slow.err, "the fields disagree")) << slow.err;
+  const auto wrong = run_cli({"calibrate", "read", edited("wrong", "\"nwrong\": 0", "\"nwrong\": 7", false)});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_TRUE(has(wrong.err, "has nwrong = 7")) << wrong.err;
+  std::string no_devices = src;
+  const auto d0 = no_devices.find("\"devices\": [");
+  ASSERT_NE(d0, std::string::npos);
+  no_devices.replace(d0, no_devices.find(']', d0) + 1 - d0, "\"devices\": []");
+  const auto gpus_at = no_devices.find("\"ngpus\": 8");
+  ASSERT_NE(gpus_at, std::string::npos);
+  no_devices.replace(gpus_at, std::string("\"ngpus\": 8").size(), "\"ngpus\": \"eight\"");
+  write(dir + "/ngpus.json", no_devices);
+  const auto ngpus = run_cli({"calibrate", "read", dir + "/ngpus.json"});
+  EXPECT_EQ(ngpus.code, 1);
+  EXPECT_TRUE(has(ngpus.err, "ngpus.json: error: nccl-tests JSON: 'ngpus' is not a number: \"eight\"")) << ngpus.err;
+}
+
+// A FIFO with no writer held open() forever; a trace named .JSON.GZ was written uncompressed.
+TEST(InputAudit, FifosWithoutAWriterAndUpperCaseGzipNames) {
+  const std::string dir = temp_dir("fifo");
+  ASSERT_EQ(::mkfifo((dir + "/ff.log").c_str(), 0600), 0);
+  const auto r = run_cli({"calibrate", "read", dir + "/ff.log"});
+  EXPECT_EQ(r.code, 1);
+  ASSERT_EQ(run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--trace", dir + "/t.JSON.GZ"}).code, 0);
+  const std::string gz = read_file(dir + "/t.JSON.GZ");
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
 }

@@ -236,12 +236,13 @@ TEST(InputLimitsYaml, SetCreatesMissingMapsSoOverridesCanBeSetAndSwept) {
 // ---- GPU counts ------------------------------------------------------------------------------
 
 TEST(InputLimitsGpus, CollectiveRejectsCountsBeyondTheBoundInsteadOfCrashing) {
-  for (const char* n : {"2147483647", "2147483645", "2147483646", "1048577", "0", "-4"}) {
+  // (One GPU too: a collective over it moves nothing, and 0 us had been printed as a result; an audit of 2026-12-06.)
+  for (const char* n : {"2147483647", "2147483645", "2147483646", "1048577", "0", "-4", "1"}) {
     const auto r = run_cli({"collective", "--system", "h200-sxm", "--gpus", n, "--op", "all_reduce", "--bytes", "1GiB"});
     EXPECT_EQ(r.code, 1) << n;
     EXPECT_EQ(r.err, std::string("--gpus ") + n +
-                         ": error: must be between 1 and 1048576 (the most GPUs racksim models; docs/decisions.md, "
-                         "\"Input limits\")\n");
+                         ": error: must be between 2 and 1048576 (a collective over one GPU moves nothing; 1048576 is the "
+                         "most GPUs racksim models, docs/decisions.md, \"Input limits\")\n");
   }
   EXPECT_EQ(run_cli({"collective", "--system", "h200-sxm", "--gpus", "1048576", "--op", "all_to_all", "--bytes", "1GiB"}).code, 0);
 }
