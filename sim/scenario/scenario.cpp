@@ -16,6 +16,7 @@
 #include "hardware_models/system_preset.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "input/files.h"
 #include "input/yaml_reader.h"
 #include "sim/scenario/limits.h"
 
@@ -29,6 +30,11 @@ using namespace racksim::workloads;
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option) {
   std::vector<SetOverride> out;
   input::Diagnostics diag;
+  if (args.size() > input::limits::kMaxSetOverrides)
+    throw input::input_error(option, 0, 0, "",
+                             fmt::format("{} overrides, more than racksim's bound of {} (docs/decisions.md, \"Input "
+                                         "limits\"): put them in a scenario file",
+                                         args.size(), input::limits::kMaxSetOverrides));
   for (const auto& a : args) {
     const auto eq = a.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -318,3 +318,13 @@ TEST(InputAudit, FifosWithoutAWriterAndUpperCaseGzipNames) {
   EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
   EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
 }
+
+// --set overrides are bounded (16,000 distinct keys had taken 17 s, quadratic in their number).
+TEST(InputAudit, SetOverridesAreBounded) {
+  std::vector<std::string> args = {"run", kSrc + "/scenarios/quickstart.yaml"};
+  for (int i = 0; i <= 1000; ++i) args.insert(args.end(), {"--set", "training.k" + std::to_string(i) + "=1"});
+  const auto r = run_cli(args);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "--set: error: 1001 overrides, more than racksim's bound of 1000 (docs/decisions.md, \"Input limits\"): "
+                   "put them in a scenario file\n");
+}
