@@ -566,6 +566,14 @@ std::size_t first_invalid_utf8(const std::string& text) {
 
 std::optional<Node> load_yaml_text(const std::string& text, const std::string& file_label,
                                    const std::shared_ptr<LoadContext>& ctx, YamlParse parse) {
+  // Text that did not come from a file (a Python dict, a --set value) is held to the file's bound too.
+  if (text.size() > limits::kMaxYamlFileBytes) {
+    ctx->diag->error({file_label, 0, 0}, "",
+                     fmt::format("too large for a YAML text: {} bytes; the limit is {} (docs/decisions.md, \"Input "
+                                 "limits\")",
+                                 text.size(), format_limit(limits::kMaxYamlFileBytes)));
+    return std::nullopt;
+  }
   // A NUL byte or invalid control characters make no sense in a scenario; yaml-cpp accepts
   // some of them, so reject early with a clear message.
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "input/diagnostics.h"
+#include "sim/scenario/scenario.h"
 
 using racksim::testing::read_file;
 using racksim::testing::run_cli;
@@ -327,4 +329,15 @@ TEST(InputAudit, SetOverridesAreBounded) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "--set: error: 1001 overrides, more than racksim's bound of 1000 (docs/decisions.md, \"Input limits\"): "
                    "put them in a scenario file\n");
+}
+
+// YAML text that does not come from a file (a Python dict scenario) is held to the file's 16 MiB bound.
+TEST(InputAudit, YamlTextIsBoundedAsAFileIs) {
+  const std::string big = "name: x\njunk: '" + std::string((std::size_t{16} << 20) + 1, 'y') + "'\n";
+  try {
+    (void)racksim::sim::load_scenario_text(big, "<scenario dict>");
+    ADD_FAILURE() << "accepted";
+  } catch (const racksim::input::InputError& e) {
+    EXPECT_TRUE(has(e.what(), "<scenario dict>: error: too large for a YAML text: ")) << e.what();
+  }
 }
