@@ -231,6 +231,21 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
   return nullptr;
 }
 
+// Loads a file a scenario key names (a model preset file, a calibration file); errors inside that file carry its own
+// file:line:column, so one more names the key that named it (`system.calibration: /etc/passwd` had said only
+// "/etc/passwd:1:1: error: expected a mapping").
+template <class Load>
+void named_file_errors(const Node& key, const char* what, Load&& load) {
+  input::Diagnostics& diag = key.diag();
+  const std::size_t before = diag.size();
+  load();
+  for (std::size_t i = before; i < diag.size(); ++i)
+    if (diag.list()[i].where.file != key.file()) {
+      key.error(fmt::format("the {} file it names has errors (above)", what));
+      return;
+    }
+}
+
 // The system section: the preset, its overrides and the calibration applied.
 void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
   auto ctx = sys.context();
@@ -265,7 +280,9 @@ void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
     spdlog::info("{}: no calibration (system.calibration: none): the preset's cited figures", file);
   } else if (out.calibration) {
     out.calibration_source = "scenario";
-    hw::load_and_apply_calibration(*out.calibration, sys.child("calibration"), ctx, out.spec);
+    named_file_errors(sys.child("calibration"), "calibration", [&] {
+      hw::load_and_apply_calibration(*out.calibration, sys.child("calibration"), ctx, out.spec);
+    });
   } else if (auto d = hw::default_calibration_for(out.preset, ctx)) {
     // Calibrated by default where a calibration of this preset ships (`calibration: none` turns it off).
     out.calibration = *d;
@@ -309,7 +326,8 @@ Scenario parse_scenario(Node root) {
       MapReader r(*mn);
       auto preset = r.string("preset", true);
       if (!fields) r.finish();
-      if (preset) load_model_preset(*preset, mn->child("preset"), ctx, sc.model);
+      if (preset)
+        named_file_errors(mn->child("preset"), "model", [&] { load_model_preset(*preset, mn->child("preset"), ctx, sc.model); });
     } else {
       sc.model = parse_model(*mn, false);
       validate_model(sc.model, *mn);

@@ -341,3 +341,21 @@ TEST(InputAudit, YamlTextIsBoundedAsAFileIs) {
     EXPECT_TRUE(has(e.what(), "<scenario dict>: error: too large for a YAML text: ")) << e.what();
   }
 }
+
+// Errors inside a file a scenario names carry that file's location; one more names the key that named it.
+TEST(InputAudit, ErrorsInANamedFileNameTheKeyThatNamedIt) {
+  const std::string dir = temp_dir("named_file");
+  write(dir + "/bad.yaml", "a: [\n");
+  std::string q = read_file(kSrc + "/scenarios/quickstart.yaml");
+  const auto at = q.find("preset: llama3-8b");
+  ASSERT_NE(at, std::string::npos);
+  q.replace(at, std::string("preset: llama3-8b").size(), "preset: " + dir + "/bad.yaml");
+  write(dir + "/q.yaml", q);
+  const auto r = run_cli({"run", dir + "/q.yaml"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, dir + "/bad.yaml:2:1: error: malformed YAML")) << r.err;
+  EXPECT_TRUE(has(r.err, dir + "/q.yaml:10:11: error: model.preset: the model file it names has errors (above)")) << r.err;
+  const auto c = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.calibration=" + dir + "/bad.yaml"});
+  EXPECT_EQ(c.code, 1);
+  EXPECT_TRUE(has(c.err, "system.calibration: the calibration file it names has errors (above)")) << c.err;
+}
