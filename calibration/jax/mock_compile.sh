@@ -55,8 +55,9 @@ if [ "${2:-}" = mem ]; then
   # 143.8e9 bytes). Three compiles, all with the row's fp32 logits: the H200's 0.85 (as mock_compile.sh's other
   # programs), the A3's allocator, the A3's allocator with the scheduler's limit lifted (slop factor 1000%,
   # which only the scheduler reads), and the H100's limit through the slop factor alone. The logs keep the scheduler's
-  # memory lines (TF_CPP_VMODULE). Not run as of 2026-12-06 (no device started); serialize_collectives.py bounds what it
-  # can show: every collective of the 1-VM program made to overlap nothing adds 36 ms to its 1.25 s (docs/validation.md).
+  # memory lines (TF_CPP_VMODULE). Run on an 80 GB H100 on 2026-12-06 with A3_FRACTION=0.85 H100_SLOP=95
+  # (calibration/data/h100-2026-12-06-mock-compile-mem): the scheduler's peak, 55.0e9 bytes, stays under its 59.0e9
+  # limit, and both programs replay to 1.278 s.
   A3="$COMMON $(thresholds 134217728 134217728 67108864)"
   export TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=latency_hiding_scheduler=1,gpu_hlo_schedule=1
   [ -n "${WITH_085:-}" ] && MEM_FRACTION=0.85 run mem_1vm_085 1x8x1 1,8 4 "$A3" --iota-embed --logits-fp32
