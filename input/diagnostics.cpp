@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+
 namespace racksim::input {
 
 std::string Diagnostic::format() const {
@@ -40,6 +43,12 @@ void Diagnostics::throw_if_any() const {
     all.push_back({all.back().where, "", fmt::format("{} more errors not shown", dropped_)});
   }
   throw InputError(std::move(all));
+}
+
+std::pair<int, int> position_in(std::string_view text, std::size_t offset) {
+  const auto end = text.begin() + static_cast<std::ptrdiff_t>(std::min(offset, text.size()));
+  const auto line_start = std::find(std::make_reverse_iterator(end), text.rend(), '\n').base();
+  return {static_cast<int>(1 + std::count(text.begin(), end, '\n')), static_cast<int>(end - line_start + 1)};
 }
 
 InputError input_error(std::string file, int line, int column, std::string key_path, std::string message) {

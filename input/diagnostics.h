@@ -2,8 +2,11 @@
 // loaders collect all of them before failing, so one run shows every mistake in a file.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace racksim::input {
@@ -35,6 +38,10 @@ class InputError : public std::runtime_error {
 
 // One diagnostic (file:line:column, key path, message) as an InputError.
 InputError input_error(std::string file, int line, int column, std::string key_path, std::string message);
+
+// The 1-based line and byte column of byte `offset` of `text` (an offset past the end: the end), for a diagnostic at a
+// place a parser reports as an offset (JSON errors, a NUL byte).
+std::pair<int, int> position_in(std::string_view text, std::size_t offset);
 
 // Collects diagnostics while a loader walks a file; throw_if_any() fails with all of them.
 class Diagnostics {

@@ -532,15 +532,6 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
   return root;
 }
 
-namespace {
-// The 1-based line and byte column of `offset` in `text`.
-std::pair<int, int> position_in(const std::string& text, std::size_t offset) {
-  const auto end = text.begin() + static_cast<std::ptrdiff_t>(offset);
-  const auto line_start = std::find(std::make_reverse_iterator(end), text.rend(), '\n').base();
-  return {static_cast<int>(1 + std::count(text.begin(), end, '\n')), static_cast<int>(end - line_start + 1)};
-}
-}  // namespace
-
 std::size_t first_invalid_utf8(const std::string& text) {
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t n = text.size();

@@ -54,15 +54,7 @@ class Reader {
     const std::string quoted = "\"" + key + "\"";
     const auto pos = text_.find(quoted);
     if (pos == std::string::npos) return {label_, 0, 0};
-    int line = 1, col = 1;
-    for (std::size_t i = 0; i < pos; ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    const auto [line, col] = input::position_in(text_, pos);
     return {label_, line, col};
   }
 
@@ -154,23 +146,14 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
   try {
     root = parse_bounded_json(text, refused, true, true);
   } catch (const json::parse_error& e) {
-    // Byte offset to line:column.
-    int line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    // nlohmann counts the byte it stopped at from 1.
+    const auto [line, col] = input::position_in(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     fail(file_label, line, col, "not valid JSON (a Hugging Face config.json is expected): " + msg);
   }
   if (!refused.message.empty()) {
-    int line = 1, col = 1;
-    for (std::size_t i = 0; i < refused.offset && i < text.size(); ++i) text[i] == '\n' ? (++line, col = 1) : ++col;
+    const auto [line, col] = input::position_in(text, refused.offset);
     fail(file_label, line, col, "not accepted: " + refused.message);
   }
   if (!root.is_object()) fail(file_label, 1, 1, "expected a JSON object (a Hugging Face config.json)");

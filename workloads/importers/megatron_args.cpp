@@ -581,8 +581,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // padding after it (a killed job's log) is not.
   const auto end_of_args = text.find("-------------------- end of arguments ---------------------");
   if (const auto nul = text.find('\0'); nul != std::string::npos && (end_of_args == std::string::npos || nul < end_of_args))
-    throw input_error(label, 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n')), 0,
-                      "", "binary data (a NUL byte): expected a launch script, argument list or Megatron log");
+    throw input_error(label, input::position_in(text, nul).first, 0, "",
+                      "binary data (a NUL byte): expected a launch script, argument list or Megatron log");
   MegatronImport out;
   Extracted ex;
   try {
