@@ -466,7 +466,7 @@ std::optional<SustainedRatio> sustained_ratio(const GpuSpec& base_gpu, const Gpu
 
 std::shared_ptr<const Calibration> load_calibration(const std::string& name, const Node* where_named,
                                                     const std::shared_ptr<input::LoadContext>& ctx) {
-  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
+  const bool is_path = names_preset_file(name);
   std::string path;
   if (is_path) {
     // (a --set's pseudo file had been taken for the scenario's: an audit's finding)

@@ -324,7 +324,7 @@ void apply_framework_speed(SystemSpec& spec) {
 bool load_system_preset(const std::string& name, const Node* where_named, const std::optional<Node>& overrides_node,
                         const std::shared_ptr<input::LoadContext>& ctx, SystemSpec& out) {
   std::string path;
-  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml");
+  const bool is_path = names_preset_file(name);
   if (is_path) {
     path = input::path_beside(where_named ? where_named->file() : "", name);
   } else {

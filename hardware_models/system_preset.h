@@ -21,6 +21,10 @@ SystemSpec parse_system_preset(const input::Node& root);
 // overrides and a calibration have set them), and says so in each figure's source. A speed of 1 changes nothing.
 void apply_framework_speed(SystemSpec& spec);
 
+// Whether a system preset or calibration `name` is a file path (contains '/' or ends in .yaml) rather than the name of a
+// shipped one: the rule load_system_preset and load_calibration read it by, for callers that must tell which.
+inline bool names_preset_file(const std::string& name) { return name.find('/') != std::string::npos || name.ends_with(".yaml"); }
+
 // Loads preset `name`, grafting `overrides` (a mapping of preset field paths, nested or dotted,
 // or a unique leaf name such as `nvls`) from `overrides_node` when given. Errors go to ctx.
 // Returns false if the preset cannot be found or read (an error is recorded).

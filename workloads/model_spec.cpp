@@ -176,7 +176,7 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
                        ModelSpec& out) {
   // A name under workloads/models/, or a path to a model file (contains '/' or ends in .yaml,
   // relative to the file that names it), e.g. one written by `racksim models import`.
-  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+  const bool is_path = names_model_file(name);
   std::string path = models_dir() + "/" + name + ".yaml";
   if (is_path) {
     path = input::path_beside(where_named.file(), name);

@@ -94,6 +94,11 @@ std::vector<std::string> list_model_presets();
 // Reads model fields from `node` (strict). `allow_meta` accepts name/summary/params/sources
 // (preset files); inline scenario models give only the architecture.
 ModelSpec parse_model(const input::Node& node, bool is_preset_file);
+// Whether a model preset `name` is a file path (contains '/' or ends in .yaml or .yml) rather than the name of a shipped
+// one: the rule load_model_preset reads it by.
+inline bool names_model_file(const std::string& name) {
+  return name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+}
 // Loads workloads/models/NAME.yaml; records an error at `where_named` if unknown.
 bool load_model_preset(const std::string& name, const input::Node& where_named,
                        const std::shared_ptr<input::LoadContext>& ctx, ModelSpec& out);

@@ -36,9 +36,6 @@ namespace {
 
 using input::input_error;
 
-// A --system or --model value that names a file (a path or a .yaml name), not a shipped preset.
-bool names_a_file(const std::string& v) { return v.find('/') != std::string::npos || v.ends_with(".yaml") || v.ends_with(".yml"); }
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   if (!f) throw input_error(path, 0, 0, "--out", "cannot write this file");
@@ -55,14 +52,14 @@ struct MegatronCmd {
 int cmd_import_megatron(const MegatronCmd& c, std::ostream& out) {
   auto opt = c.opt;
   // A model file named relative to here is written relative to the scenario's folder.
-  const bool model_is_path = names_a_file(opt.model);
+  const bool model_is_path = workloads::names_model_file(opt.model);
   if (model_is_path && !c.out.empty() && fs::path(opt.model).is_relative()) {
     const fs::path out_dir = fs::absolute(fs::path(c.out)).parent_path();
     opt.model = fs::relative(fs::absolute(opt.model), out_dir).generic_string();
   }
   input::check_outputs({{c.out, "--out"}}, {{c.file, "the arguments file"},
                                             {model_is_path ? c.opt.model : "", "the --model file"},
-                                            {names_a_file(c.opt.system) ? c.opt.system : "", "the --system preset file"}});
+                                            {hw::names_preset_file(c.opt.system) ? c.opt.system : "", "the --system preset file"}});
   const auto r = workloads::importers::import_megatron_args(c.file, opt);
   for (const auto& w : r.warnings) spdlog::warn("{}: {}", c.file, w);
   spdlog::info("{}: {} arguments used, {} ignored (no effect on the step time)", c.file, r.used.size(), r.ignored.size());
@@ -104,7 +101,7 @@ int cmd_import_maxtext(const MaxTextCmd& c, std::ostream& out) {
   {
     // The config and every file it merged (its base_config chain, the model config) are inputs --out must not destroy.
     std::vector<std::pair<std::string, std::string>> inputs = {
-        {c.config, "the config"}, {names_a_file(c.opt.system) ? c.opt.system : "", "the --system preset file"}};
+        {c.config, "the config"}, {hw::names_preset_file(c.opt.system) ? c.opt.system : "", "the --system preset file"}};
     for (const auto& f : r.sources) inputs.emplace_back(f, "a config the import read");
     input::check_outputs({{c.out, "--out"}}, inputs);
   }
