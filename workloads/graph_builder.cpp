@@ -237,6 +237,16 @@ class Builder {
     mtp_ = t.mtp_layers;
     graph_layers_ = t.graph_layers(m.layers);
     vstage_first_layer_.back() += mtp_;
+    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), under its router's node or group
+    // limit, by the exchanges' rule (hw::expected_expert_reach; the same for every MoE layer, so counted once); the
+    // EP group's domains taken as its ranks over the NVLink domain's size, as for the library's buffers.
+    if (m.moe && ep_ > 1) {
+      const int ep_per_domain = std::min(ep_, std::max(1, sys.scale_up.domain_size));
+      gpus_reached_ = hw::expected_expert_reach(m.moe->experts, ep_, (ep_ + ep_per_domain - 1) / ep_per_domain,
+                                                m.moe->top_k, t.moe.max_nodes_per_token, m.moe->router_groups,
+                                                m.moe->router_group_top_k)
+                          .gpus;
+    }
   }
 
   OpGraph build() {
@@ -427,6 +437,7 @@ class Builder {
   int chunk_ = 0;  // the virtual stage being emitted (forward_chunk, backward_chunk)
   bool materialized_ = false, jax_ = false;
   bool mla_measured_dims_ = false;  // MLA's attention core at the head dims of gpu.mla_attention_*_rate
+  double gpus_reached_ = 1;         // the EP ranks one token reaches (the constructor says how)
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
   struct LayerBody {
     std::size_t first, end;
@@ -2106,18 +2117,10 @@ class Builder {
     // in token_dispatcher.py, a copy of every received token (the busiest rank's). DeepEP/HybridEP fold this
     // into their own permutation above; XLA's all-to-all is laid out by expert.
     const bool sorts_chunks = a2a_metadata && local_experts > 1;
-    // The EP ranks a token's top-k distinct experts reach (E/ep experts on each), under its router's node or group
-    // limit, by the exchanges' rule (hw::expected_expert_reach); the EP group's domains taken as its ranks over the
-    // NVLink domain's size, as for the library's buffers above.
-    const int ep_per_domain = std::min(ep_, std::max(1, sys_.scale_up.domain_size));
-    const double gpus_reached =
-        hw::expected_expert_reach(e.experts, ep_, (ep_ + ep_per_domain - 1) / ep_per_domain, e.top_k,
-                                  t_.moe.max_nodes_per_token, e.router_groups, e.router_group_top_k)
-            .gpus;
     // DeepEP's and HybridEP's permutations between a rank's received rows, one per (token, GPU it reached), and its
     // expert rows, one per (token, local expert): each reads one side and writes the other (dispatch_postprocess,
     // combine_preprocess, and the same in the backward; HybridEP's permute.cu).
-    const double flex_permute_bytes = (permuted + Tsp_ * gpus_reached * perm_scale) * h_ * a;
+    const double flex_permute_bytes = (permuted + Tsp_ * gpus_reached_ * perm_scale) * h_ * a;
     const bool hybridep_sync = t_.moe.hybridep_combine_sync && t_.moe.dispatcher == MoeDispatcher::hybridep && !jax_ &&
                                !loose_ep_overlap() && ep_ > 1;
     const bool swiglu = m_.ffn == FfnKind::swiglu;
