@@ -96,10 +96,11 @@ const Shape& operand_shape(const Computation& c, const Instruction& inst, std::s
 
 namespace {
 
-// A dot's dimension numbers against its operands' shapes, as XLA's verifier holds them: every index within its
-// operand's rank and none twice on one side, as many contracting (and batch) dimensions on each side, each pair of
-// the same size. A damaged config would otherwise be costed as some other GEMM. Operands whose shape is not known
-// here (element_type empty) are not checked.
+// A cuBLAS call's dot dimension numbers (its backend_config's, which the parser does not read) against its operands'
+// shapes, as XLA's verifier holds them and as the parser holds a `dot` instruction's attributes (hlo_parser.cpp):
+// every index within its operand's rank and none twice on one side, as many contracting (and batch) dimensions on
+// each side, each pair of the same size. A damaged config would otherwise be costed as some other GEMM. Operands
+// whose shape is not known here (element_type empty) are not checked.
 void check_dot_dims(const Module& m, const Instruction& inst, const Shape& lhs, const Shape& rhs,
                     const std::vector<int64_t>& lc, const std::vector<int64_t>& rc, const std::vector<int64_t>& lb,
                     const std::vector<int64_t>& rb) {
@@ -602,7 +603,6 @@ void CostModel::add_instruction_flops(const Computation& c, const Instruction& i
       out.dtype = dt.dtype;
       out.fp32_vector = dt.fp32_vector;
     }
-    if (op == "dot") check_dot_dims(m_, inst, lhs, rhs, lc, rc, lb, rb);  // ragged and scaled dots add operands of their own
     add_gemm(out, prod(lhs.dims, lb), prod_except(lhs.dims, lb, lc), prod_except(rhs.dims, rb, rc), prod(lhs.dims, lc),
              mult);
     return;
