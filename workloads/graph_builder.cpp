@@ -1670,6 +1670,17 @@ class Builder {
       const auto& mla = *m_.mla;
       const double ql = mla.q_lora_rank, kvlr = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
+      // Megatron-Core's fused MLA rotary embedding (--apply-rope-fusion, on by default; multi_latent_attention.py
+      // get_query_key_value_tensors, megatron/core/fusions/fused_mla_yarn_rope_apply.py at 79e8592b): two Triton
+      // kernels per pass, each memory-bound. The query's rope part is rotated in place (read and written: T x heads x
+      // rope); the keys and values are built from the kv up projection's output and the rope key: read kv (T x heads
+      // x (nope + v)) and the rope key (T x rope), write K (T x heads x (nope + rope)) and V (T x heads x v). The
+      // backward moves the same bytes the other way (dQ in place; dK, dV read, dKV and the rope key's gradient
+      // written). Six flops per rotated pair element. Not in JAX mode: XLA fuses the concatenations with their
+      // neighbours (not read off a compiled MLA program yet).
+      const double mla_rope_bytes =
+          T_ * a * (2 * hl_ * rope + hl_ * (mla.qk_nope_head_dim + v_dim_) + rope + hl_ * (qk_dim_ + v_dim_));
+      const double mla_rope_flops = 3.0 * T_ * rope * (hl_ + 1);
       // Megatron-Core with Transformer Engine (multi_latent_attention.py _qkv_down_projection and
       // get_query_key_value_tensors): the down projections are duplicated on every tp rank and run on the rank's own
       // tokens (its sequence-parallel part, all of them without sequence parallelism); the compressed latents (and
@@ -1688,8 +1699,11 @@ class Builder {
                          // parallelism only: without it every rank has all tokens).
                          if (t_.sequence_parallel)
                            tp_collective("k_pos_emb.tp_all_gather", CollectiveOp::all_gather, T_ * rope * a, TpOverlap::none);
+                         if (!jax_) vector("rope", mla_rope_bytes, mla_rope_flops);
                        },
                        [=, this] {
+                         // The rope's backward first: it makes the rope key's gradient, summed over the heads.
+                         if (!jax_) vector("rope.bwd", mla_rope_bytes, mla_rope_flops);
                          if (t_.sequence_parallel)
                            tp_collective("k_pos_emb.tp_reduce_scatter", CollectiveOp::reduce_scatter, T_ * rope * a,
                                          TpOverlap::none);
@@ -2217,6 +2231,10 @@ class Builder {
                          pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
                                                                    hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
                        expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
+                       // HybridEP of Oct-Nov 2025 (training.moe.hybridep_dispatch_sync) then reads the tokens per local
+                       // expert on the host to size its permutation's output: the host waits for the dispatch kernel
+                       // (its permute_processing kernel behind it, not emitted, is tiny).
+                       if (waits && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1) pending_host_wait_ = last();
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
@@ -2229,8 +2247,8 @@ class Builder {
                        // exchange (the stream waits for it first) and for every kernel issued on the compute stream before
                        // it: under EP overlap the paired micro-batch's expert backward and weight gradients (Megatron-Core
                        // issues them before this node), after which the stream is empty and the rest of the layer runs at
-                       // the host's pace. HybridEP permutes inside its dispatch and has its counts from the
-                       // preprocessing: no second wait.
+                       // the host's pace. HybridEP permutes inside its dispatch and, from 83e0d15, has its counts from
+                       // the preprocessing: no second wait (before it, the wait above).
                        if (waits && t_.moe.dispatcher == MoeDispatcher::deepep && ep_ > 1) {
                          // Each received row (at most one per token copy) zeroes its int64 and fp32 multihot entries for
                          // the local experts and reads and scatters its top-k indices and probabilities.

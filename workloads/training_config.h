@@ -128,6 +128,15 @@ struct MoeOptions {
   // backward. In the hybrid-ep branch from 83e0d15 (2025-12-03) to a484936 (2026-01-20), e.g. 3d4a884, which
   // Megatron-MoE-ModelZoo's GB200 image pins from 2026-01-20 (dockers/GB200.Dockerfile). Off: newer and older HybridEP.
   bool hybridep_combine_sync = false;
+  // HybridEP's dispatch synchronizes its stream on the host after the dispatch kernel, to read the tokens per local
+  // expert that size the permutation's output: in dispatch_postprocess it launches permute_processing behind the
+  // dispatch kernel and copies tokens_per_expert to the host (deepseek-ai/DeepEP hybrid-ep 3f601f7
+  // csrc/hybrid_ep/executor/executor.cu:154-158, tokens_per_expert.cpu() then .sum().item()), when Megatron-Core passes
+  // no num_permuted_tokens (dropless: token_dispatcher.py _HybridEPManager). In the branch from f4f2c10 (2025-10-09) to
+  // 1dddd19 (2025-11-18); 3f601f7 is what Megatron-LM's DeepSeek-V3 GB200 reproduce guide and Megatron-MoE-ModelZoo's
+  // GB200 Dockerfile pinned until 2026-01-20. From 83e0d15 the count is read before the dispatch kernel instead (the
+  // notify's wait). Off: other HybridEP versions.
+  bool hybridep_dispatch_sync = false;
 };
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
 // stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split

@@ -455,6 +455,7 @@ Scenario parse_scenario(Node root) {
       set_if(mr.boolean("permute_fusion"), t.moe.permute_fusion);
       if (auto v = mr.boolean("dispatch_fp8")) t.moe.dispatch_fp8 = *v;
       set_if(mr.boolean("hybridep_combine_sync"), t.moe.hybridep_combine_sync);
+      set_if(mr.boolean("hybridep_dispatch_sync"), t.moe.hybridep_dispatch_sync);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -656,6 +657,11 @@ Scenario parse_scenario(Node root) {
     if (t.moe.hybridep_combine_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
       moe_node->child("hybridep_combine_sync").error(fmt::format(
           "hybridep_combine_sync is a property of HybridEP's combine as Megatron-Core calls it: it needs dispatcher: "
+          "hybridep in Megatron mode (here {} in {} mode); drop it",
+          to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
+    if (t.moe.hybridep_dispatch_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
+      moe_node->child("hybridep_dispatch_sync").error(fmt::format(
+          "hybridep_dispatch_sync is a property of HybridEP's dispatch as Megatron-Core calls it: it needs dispatcher: "
           "hybridep in Megatron mode (here {} in {} mode); drop it",
           to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
@@ -1071,6 +1077,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
                        {"permute_fusion", t.moe.permute_fusion}};
   if (m.moe && t.moe.dispatch_fp8) training["moe"]["dispatch_fp8"] = *t.moe.dispatch_fp8;  // (only when set)
   if (m.moe && t.moe.hybridep_combine_sync) training["moe"]["hybridep_combine_sync"] = true;  // (only when set)
+  if (m.moe && t.moe.hybridep_dispatch_sync) training["moe"]["hybridep_dispatch_sync"] = true;  // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

@@ -2003,6 +2003,71 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
             sim::simulate(load(base, {"training.moe.hybridep_combine_sync=true"})).replay.step_time_s);
 }
 
+// HybridEP as Megatron-LM's DeepSeek-V3 GB200 guide installs it (deepseek-ai/DeepEP@3f601f7) copies the tokens per local
+// expert to the host after the dispatch kernel, to size its permutation (executor.cu dispatch_postprocess:
+// tokens_per_expert.cpu()): training.moe.hybridep_dispatch_sync. The host waits for the exchange before it issues the
+// permutation, on top of the preprocessing's wait before the exchange; nowhere in the backward. Off, the permutation
+// carries no wait, and a host-paced step is faster.
+TEST(ScaleMechanisms, HybridEpDispatchSyncMakesTheHostWaitForTheDispatch) {
+  const std::string base = R"(system: {preset: gb200-nvl72, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: hybridep}}
+)";
+  for (bool on : {false, true}) {
+    const auto sc = load(base, on ? std::vector<std::string>{"training.moe.hybridep_dispatch_sync=true"}
+                                  : std::vector<std::string>{});
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const std::map<std::string, OpId> by_name = ops_by_name(g, 0);
+    for (const char* n : {"mb0.L0.dispatch.notify", "mb0.L0.dispatch.all_to_all", "mb0.L0.dispatch.permute"})
+      ASSERT_TRUE(by_name.count(n)) << n;
+    const OpId exchange = by_name.at("mb0.L0.dispatch.all_to_all");
+    EXPECT_EQ(g.ops[exchange].host_waits_for, by_name.at("mb0.L0.dispatch.notify")) << on;
+    EXPECT_EQ(g.ops[by_name.at("mb0.L0.dispatch.permute")].host_waits_for, on ? exchange : kNoOp) << on;
+    int backward_waits = 0;
+    for (OpId i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].phase == Phase::backward && g.ops[i].host_waits_for != kNoOp &&
+          g.op_name(i).find("dispatch") != std::string::npos)
+        ++backward_waits;
+    EXPECT_EQ(backward_waits, 0) << on;
+  }
+  EXPECT_LT(sim::simulate(load(base)).replay.step_time_s,
+            sim::simulate(load(base, {"training.moe.hybridep_dispatch_sync=true"})).replay.step_time_s);
+  expect_load_error(base, {"training.moe.dispatcher=deepep", "training.moe.hybridep_dispatch_sync=true"},
+                    "hybridep_dispatch_sync is a property of HybridEP's dispatch");
+}
+
+// Megatron-Core's fused MLA rotary embedding (fused_mla_yarn_rope_apply.py): the query's rope part rotated in place and
+// K, V written from the kv up projection's output and the rope key, each pass. DeepSeek-V3 on tp 1: 128 heads, nope 128,
+// rope 64, v 128, 4,096 tokens, bf16. Not in JAX mode.
+TEST(ScaleMechanisms, MlaRopeMovesItsQueryKeyAndValueBytes) {
+  const std::string yaml = R"(system: {preset: gb200-nvl72, gpus: 64}
+model: {preset: deepseek-v3}
+training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, optimizer_sharding: zero1, recompute: full,
+           parallelism: {tp: 1, pp: 8, ep: 8, dp: 8}}
+)";
+  const auto sc = load(yaml);
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const double T = 4096, n = 128, a = 2;
+  const double q_inplace = 2 * T * n * 64 * a;
+  const double kv_in = T * n * (128 + 128) * a + T * 64 * a;
+  const double kv_out = T * n * (192 + 128) * a;
+  int forward = 0, backward = 0;
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    const std::string name = g.op_name(i);
+    const bool fwd = name.size() > 5 && name.compare(name.size() - 5, 5, ".rope") == 0;
+    const bool bwd = name.size() > 9 && name.compare(name.size() - 9, 9, ".rope.bwd") == 0;
+    if (!fwd && !bwd) continue;
+    EXPECT_NEAR(g.ops[i].hbm_bytes, q_inplace + kv_in + kv_out, 1.0) << name;
+    (fwd ? forward : backward) += 1;
+  }
+  EXPECT_GT(forward, 0);
+  EXPECT_EQ(backward * 1.0, forward / 2.0);  // full recompute: each layer's forward twice, its backward once
+  const auto jax = load(yaml, {"training.framework=jax", "training.optimizer_sharding=fsdp"});
+  const OpGraph gj = build_training_graph(jax.model, jax.training, jax.system.spec);
+  for (OpId i = 0; i < gj.ops.size(); ++i) EXPECT_EQ(gj.op_name(i).find(".rope"), std::string::npos);
+}
+
 // Under EP overlap the same synchronization drains the compute stream, which by then holds the paired micro-batch's
 // expert backward and weight gradients (Megatron-Core issues mlp_bwd and mlp_bwd_dw before the forward's mlp node,
 // whose _indices_to_multihot syncs: Megatron-LM@d98e8a64 token_dispatcher.py:1337-1365, model_chunk_schedule_plan.py).
