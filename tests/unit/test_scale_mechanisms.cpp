@@ -1956,6 +1956,13 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, par
   }
 }
 
+// A small HybridEP job whose MoE layers the two HybridEP host-wait tests read.
+const char* const kHybridEpJob = R"(system: {preset: gb200-nvl72, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: hybridep}}
+)";
+
 // HybridEP's combine_with_unpermute synchronized its stream before the unpermutation in the hybrid-ep branch from
 // 83e0d15 to a484936 (deepseek-ai/DeepEP 3d4a884 csrc/hybrid_ep/executor/executor.cu combine_preprocess: the dispatched
 // token count is -1, so cudaStreamSynchronize): training.moe.hybridep_combine_sync. The host waits before the forward
@@ -1963,11 +1970,7 @@ training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, par
 // (under EP overlap the comm stream is current: the experts' data gradient, not their weight gradients). And the flex
 // dispatchers' unpermutation writes a row per (token, GPU reached).
 TEST(ScaleMechanisms, HybridEpCombineSyncMakesTheHostWaitForTheExperts) {
-  const std::string base = R"(system: {preset: gb200-nvl72, gpus: 64}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
-           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: hybridep}}
-)";
+  const std::string base = kHybridEpJob;
   for (bool overlap : {false, true}) {
     std::vector<std::string> sets = {"training.moe.hybridep_combine_sync=true"};
     if (overlap) sets.push_back("training.moe.a2a_overlap=true");
@@ -2009,11 +2012,7 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
 // permutation, on top of the preprocessing's wait before the exchange; nowhere in the backward. Off, the permutation
 // carries no wait, and a host-paced step is faster.
 TEST(ScaleMechanisms, HybridEpDispatchSyncMakesTheHostWaitForTheDispatch) {
-  const std::string base = R"(system: {preset: gb200-nvl72, gpus: 64}
-model: {preset: mixtral-8x7b}
-training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
-           parallelism: {tp: 1, pp: 2, vp: 2, ep: 8, dp: 32}, moe: {dispatcher: hybridep}}
-)";
+  const std::string base = kHybridEpJob;
   for (bool on : {false, true}) {
     const auto sc = load(base, on ? std::vector<std::string>{"training.moe.hybridep_dispatch_sync=true"}
                                   : std::vector<std::string>{});
