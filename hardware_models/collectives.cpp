@@ -1315,6 +1315,27 @@ double expected_bins_reached(double experts, double bins, int top_k) {
   return bins * (1.0 - std::pow(1.0 - 1.0 / bins, top_k));
 }
 
+double expected_alignment_padding(double tokens, double p, int align) {
+  if (align <= 1 || tokens <= 0 || p <= 0) return 0;
+  const auto pad = [align](double count) {
+    const long long c = std::llround(count);
+    return static_cast<double>((align - c % align) % align);
+  };
+  const double mean = tokens * p, sigma = std::sqrt(tokens * p * std::max(0.0, 1 - p));
+  if (sigma < 0.5) return pad(mean);
+  // Spread over many multiples of align the residue is uniform (to within exp(-2 pi^2 sigma^2 / align^2) < 1e-130).
+  if (sigma > 4.0 * align) return (align - 1) / 2.0;
+  double sum = 0, weight = 0;
+  const long long lo = std::max(0LL, std::llround(std::floor(mean - 8 * sigma)));
+  const long long hi = std::llround(std::ceil(mean + 8 * sigma));
+  for (long long x = lo; x <= hi; ++x) {
+    const double z = (static_cast<double>(x) - mean) / sigma, w = std::exp(-0.5 * z * z);
+    sum += w * pad(static_cast<double>(x));
+    weight += w;
+  }
+  return weight > 0 ? sum / weight : 0;
+}
+
 double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k) {
   const double E = experts, n = bins, G = groups, g = group_top_k;
   const auto whole = [](double a, double b) { return b > 0 && a >= b && std::fmod(a, b) == 0; };  // b divides a

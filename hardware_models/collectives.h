@@ -139,6 +139,11 @@ double expected_bins_reached(double experts, double bins, int top_k);
 // which of its partial ones are picked). No limit (groups <= 1, group_top_k >= groups), experts that do not divide
 // into the groups or the bins, or fewer candidate experts than top_k: expected_bins_reached(experts, bins, top_k).
 double expected_bins_reached_grouped(double experts, double bins, int top_k, int groups, int group_top_k);
+// The expected rows added to round a count of routed tokens up to a multiple of `align` (Megatron-Core's
+// pad_routing_map for quantized expert GEMMs): the count is Binomial(tokens, p), p = top_k / experts under balanced
+// routing (each token's k distinct experts), and the mean of (-count) mod align over it (a normal approximation summed
+// over the integers within 8 sigma; the count's mean rounded when sigma < 0.5; (align - 1) / 2 when sigma > 4 align).
+double expected_alignment_padding(double tokens, double p, int align);
 // The expected distinct NVLink domains and GPUs a token's top-k experts reach on an EP group of `gpus` GPUs over
 // `domains` domains, under its router's limit: node-limited (max_domains > 0, the experts drawn among the allowed
 // domains'), group-limited (groups > 1, among the picked groups'), the tighter where both are set (they agree where

@@ -2099,7 +2099,14 @@ class Builder {
     const double a = pr_.activation_bytes;
     const auto& e = *m_.moe;
     const double E = e.experts, fe = e.expert_ffn_hidden / static_cast<double>(etp_);  // this rank's slice
-    const double routed = Tsp_ * e.top_k;                      // token copies this rank sends
+    // Megatron's router padding (training.moe.router_padding) under the alltoall dispatcher: each expert's count of
+    // this rank's tokens rounded up to the quantized GEMMs' alignment, the padding rows sent, permuted and computed
+    // like the others (training_config.h says where Megatron-Core does it). Balanced routing's counts.
+    const bool router_pads = t_.moe.router_padding && !jax_ && fp8_class() && !t_.moe.hierarchical();
+    const int align = t_.precision == sim::Dtype::fp8 ? 16 : 32;
+    const double sent_tokens =
+        router_pads ? Tsp_ + E * hw::expected_alignment_padding(Tsp_, e.top_k / E, align) / e.top_k : Tsp_;
+    const double routed = sent_tokens * e.top_k;               // token copies this rank sends
     const double received = routed * t_.expert_imbalance;      // at the busiest rank
     const double local_experts = E / ep_;
     // Expert tensor parallelism over ranks that hold the same tokens: without sequence parallelism a tensor-parallel
@@ -2230,14 +2237,14 @@ class Builder {
                        if (waits && flex && ep_ > 1)
                          pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
                                                                    hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
-                       expert_exchange("dispatch.all_to_all", Tsp_, dispatch_bytes);
+                       expert_exchange("dispatch.all_to_all", sent_tokens, dispatch_bytes);
                        // HybridEP of Oct-Nov 2025 (training.moe.hybridep_dispatch_sync) then reads the tokens per local
                        // expert on the host to size its permutation's output: the host waits for the dispatch kernel
                        // (its permute_processing kernel behind it, not emitted, is tiny).
                        if (waits && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1) pending_host_wait_ = last();
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
-                       if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", Tsp_, a);
+                       if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", sent_tokens, a);
                        // DeepEP's receive counts come back as a host list (fused_a2a.py: tokens_per_expert =
                        // torch.tensor(num_recv_tokens_per_expert_list)), but its routing map is rebuilt from the received
                        // indices on the GPU (_DeepepManager._indices_to_multihot, unless the experimental fused path;
@@ -2270,8 +2277,8 @@ class Builder {
                        // tokens replicated, after the exchange (below).
                        if (!etp_replicated)
                          etp_collective("dispatch.bwd.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
-                       if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", Tsp_, a);  // the probs' gradient
-                       expert_exchange("dispatch.bwd.all_to_all", Tsp_, h_ * a);
+                       if (a2a_metadata) expert_exchange("dispatch.bwd.probs_all_to_all", sent_tokens, a);  // the probs' gradient
+                       expert_exchange("dispatch.bwd.all_to_all", sent_tokens, h_ * a);
                        if (!flex) vector("dispatch.unpermute.bwd", 2 * permuted * h_ * a, permuted * h_);
                        // Tokens replicated over the tensor group: the input's gradient (the k copies summed by the
                        // unpermutation) is the sum of the ranks' FFN slices, psummed over tp as JAX transposes a
@@ -2285,7 +2292,8 @@ class Builder {
     // way. HybridEP pads inside its dispatch (moe_utils.py skip_routed_expert_padding), and DeepEP's fused
     // permutation pads to the alignment itself (permute(..., align_size): fused_permute_and_pad_with_probs),
     // after which every split is aligned and Fp8Padding copies nothing. XLA: static shapes.
-    const bool pads = !jax_ && fp8_class() &&
+    // With the router's padding (training.moe.router_padding) every split is aligned already.
+    const bool pads = !jax_ && fp8_class() && !t_.moe.router_padding &&
                       (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
     const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.
@@ -2353,7 +2361,7 @@ class Builder {
                        if (flex) vector("combine.unpermute", flex_permute_bytes, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks", 2 * expert_tokens * h_ * a, 0);
                        etp_collective("combine.etp_reduce_scatter", CollectiveOp::reduce_scatter, expert_tokens * h_ * a);
-                       expert_exchange("combine.all_to_all", Tsp_, h_ * a / etp_gathered_out);
+                       expert_exchange("combine.all_to_all", sent_tokens, h_ * a / etp_gathered_out);
                        if (!flex)
                          vector("combine.unpermute", (routed + Tsp_) * perm_scale * h_ * a / etp_gathered_out,
                                 permuted * h_ / etp_gathered_out);
@@ -2371,7 +2379,7 @@ class Builder {
                        // (Replicated: the output's gradient arrives whole on every rank and is sliced on the hidden axis,
                        // no exchange.)
                        if (!flex) vector("combine.bwd", 2 * permuted * h_ * a / etp_gathered_out, permuted * h_ / etp_gathered_out);
-                       expert_exchange("combine.bwd.all_to_all", Tsp_, grad_dispatch_bytes / etp_gathered_out);
+                       expert_exchange("combine.bwd.all_to_all", sent_tokens, grad_dispatch_bytes / etp_gathered_out);
                        etp_collective("combine.bwd.etp_all_gather", CollectiveOp::all_gather, expert_tokens * h_ * a);
                        if (flex) vector("combine.bwd", flex_permute_bytes, permuted * h_);
                        if (sorts_chunks) vector("combine.sort_chunks.bwd", 2 * expert_tokens * h_ * a, 0);

@@ -133,10 +133,18 @@ struct MoeOptions {
   // dispatch kernel and copies tokens_per_expert to the host (deepseek-ai/DeepEP hybrid-ep 3f601f7
   // csrc/hybrid_ep/executor/executor.cu:154-158, tokens_per_expert.cpu() then .sum().item()), when Megatron-Core passes
   // no num_permuted_tokens (dropless: token_dispatcher.py _HybridEPManager). In the branch from f4f2c10 (2025-10-09) to
-  // 1dddd19 (2025-11-18); 3f601f7 is what Megatron-LM's DeepSeek-V3 GB200 reproduce guide and Megatron-MoE-ModelZoo's
-  // GB200 Dockerfile pinned until 2026-01-20. From 83e0d15 the count is read before the dispatch kernel instead (the
-  // notify's wait). Off: other HybridEP versions.
+  // 29b4d6f; 3f601f7 is what Megatron-LM's DeepSeek-V3 GB200 reproduce guide and Megatron-MoE-ModelZoo's GB200
+  // Dockerfile pinned until 2026-01-20. (1dddd19..29b4d6f also leave the preprocessing's count on the GPU, so their
+  // combine and backward wait too, through .item(): not modelled.) From 83e0d15 the count is read before the dispatch
+  // kernel instead (the notify's wait). Off: other HybridEP versions.
   bool hybridep_dispatch_sync = false;
+  // Megatron-Core's --moe-router-padding-for-quantization (--moe-router-padding-for-fp8, its alias): under fp8-class
+  // training the router pads each expert's count of a rank's tokens up to the GEMM alignment (fp8 16, mxfp8 and nvfp4
+  // 32: fp8_utils.py get_fp8_align_size, fp4_utils.py get_fp4_align_size), sending tokens routed with probability 0
+  // (moe_utils.py pad_routing_map, in the alltoall dispatcher's dispatch_preprocess), and the experts skip their own
+  // Fp8Padding copies (moe_utils.py skip_routed_expert_padding). Under DeepEP it pads the received map per local
+  // expert instead, at most align - 1 rows an expert (not modelled); HybridEP pads inside its permutation either way.
+  bool router_padding = false;
 };
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
 // stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split

@@ -456,6 +456,7 @@ Scenario parse_scenario(Node root) {
       if (auto v = mr.boolean("dispatch_fp8")) t.moe.dispatch_fp8 = *v;
       set_if(mr.boolean("hybridep_combine_sync"), t.moe.hybridep_combine_sync);
       set_if(mr.boolean("hybridep_dispatch_sync"), t.moe.hybridep_dispatch_sync);
+      set_if(mr.boolean("router_padding"), t.moe.router_padding);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -659,6 +660,12 @@ Scenario parse_scenario(Node root) {
           "hybridep_combine_sync is a property of HybridEP's combine as Megatron-Core calls it: it needs dispatcher: "
           "hybridep in Megatron mode (here {} in {} mode); drop it",
           to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
+    if (t.moe.router_padding && (t.framework != Framework::megatron || !t.fp8_class()))
+      moe_node->child("router_padding").error(fmt::format(
+          "router_padding is Megatron-Core's --moe-router-padding-for-quantization, which pads to the alignment of "
+          "quantized expert GEMMs: it needs precision fp8, mxfp8 or nvfp4 in Megatron mode (here {} in {} mode; "
+          "Megatron-LM: \"fp8/fp4 must be specified when moe_router_padding_for_quantization is True\"); drop it",
+          sim::to_string(t.precision), t.framework == Framework::jax ? "JAX" : "Megatron"));
     if (t.moe.hybridep_dispatch_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
       moe_node->child("hybridep_dispatch_sync").error(fmt::format(
           "hybridep_dispatch_sync is a property of HybridEP's dispatch as Megatron-Core calls it: it needs dispatcher: "
@@ -1078,6 +1085,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (m.moe && t.moe.dispatch_fp8) training["moe"]["dispatch_fp8"] = *t.moe.dispatch_fp8;  // (only when set)
   if (m.moe && t.moe.hybridep_combine_sync) training["moe"]["hybridep_combine_sync"] = true;  // (only when set)
   if (m.moe && t.moe.hybridep_dispatch_sync) training["moe"]["hybridep_dispatch_sync"] = true;  // (only when set)
+  if (m.moe && t.moe.router_padding) training["moe"]["router_padding"] = true;  // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

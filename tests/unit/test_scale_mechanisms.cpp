@@ -2023,17 +2023,63 @@ TEST(ScaleMechanisms, HybridEpDispatchSyncMakesTheHostWaitForTheDispatch) {
     const OpId exchange = by_name.at("mb0.L0.dispatch.all_to_all");
     EXPECT_EQ(g.ops[exchange].host_waits_for, by_name.at("mb0.L0.dispatch.notify")) << on;
     EXPECT_EQ(g.ops[by_name.at("mb0.L0.dispatch.permute")].host_waits_for, on ? exchange : kNoOp) << on;
-    int backward_waits = 0;
-    for (OpId i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].phase == Phase::backward && g.ops[i].host_waits_for != kNoOp &&
-          g.op_name(i).find("dispatch") != std::string::npos)
-        ++backward_waits;
+    // None in the backward of either exchange (the combine's backward is HybridEP's dispatch with the cached handle).
+    int backward_waits = 0, backward_exchange_ops = 0;
+    for (OpId i = 0; i < g.ops.size(); ++i) {
+      const std::string n = g.op_name(i);
+      if (g.ops[i].phase != Phase::backward ||
+          (n.find(".dispatch.") == std::string::npos && n.find(".combine.") == std::string::npos))
+        continue;
+      ++backward_exchange_ops;
+      if (g.ops[i].host_waits_for != kNoOp) ++backward_waits;
+    }
+    EXPECT_GT(backward_exchange_ops, 0) << on;
     EXPECT_EQ(backward_waits, 0) << on;
   }
   EXPECT_LT(sim::simulate(load(base)).replay.step_time_s,
             sim::simulate(load(base, {"training.moe.hybridep_dispatch_sync=true"})).replay.step_time_s);
   expect_load_error(base, {"training.moe.dispatcher=deepep", "training.moe.hybridep_dispatch_sync=true"},
                     "hybridep_dispatch_sync is a property of HybridEP's dispatch");
+}
+
+// Megatron-Core's router padding for quantized expert GEMMs (--moe-router-padding-for-quantization / -for-fp8,
+// training.moe.router_padding): each expert's count of a rank's tokens rounded up to the alignment. The expected padding
+// of a Binomial count against its exact pmf; the alltoall dispatcher's exchange carries the padded rows; the experts'
+// own Fp8Padding copies go; an error without fp8-class precision.
+TEST(ScaleMechanisms, RouterPaddingRoundsEachExpertsTokensUpToTheAlignment) {
+  // Closed forms: a count known exactly (120 -> 128: 8 rows); a count spread over many multiples (uniform residue).
+  EXPECT_DOUBLE_EQ(hw::expected_alignment_padding(120, 1.0, 32), 8.0);
+  EXPECT_DOUBLE_EQ(hw::expected_alignment_padding(1e6, 0.5, 32), 15.5);
+  // Binomial(2048, 1/4) mod 16 and Binomial(4096, 8/256) mod 32, against their exact pmf (log-gamma).
+  for (auto [n, p, align] : {std::tuple{2048.0, 0.25, 16}, std::tuple{4096.0, 8.0 / 256, 32}}) {
+    double exact = 0;
+    for (int x = 0; x <= static_cast<int>(n); ++x) {
+      const double lp = std::lgamma(n + 1) - std::lgamma(x + 1.0) - std::lgamma(n - x + 1) + x * std::log(p) +
+                        (n - x) * std::log1p(-p);
+      exact += std::exp(lp) * ((align - x % align) % align);
+    }
+    EXPECT_NEAR(hw::expected_alignment_padding(n, p, align), exact, 0.02 * exact) << n << " " << align;
+  }
+  const std::string job = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: fp8, fp8_recipe: blockwise,
+           optimizer_sharding: zero1, parallelism: {tp: 1, pp: 1, ep: 8, dp: 64}, moe: {dispatcher: alltoall}}
+)";
+  const auto off = load(job), on = load(job, {"training.moe.router_padding=true"});
+  const OpGraph g_off = build_training_graph(off.model, off.training, off.system.spec);
+  const OpGraph g_on = build_training_graph(on.model, on.training, on.system.spec);
+  const auto by_off = ops_by_name(g_off, 0), by_on = ops_by_name(g_on, 0);
+  ASSERT_TRUE(by_off.count("mb0.L0.experts.fp8_pad"));
+  EXPECT_EQ(by_on.count("mb0.L0.experts.fp8_pad"), 0u);
+  EXPECT_EQ(by_on.count("mb0.L0.experts.fp8_unpad"), 0u);
+  // 4,096 tokens, top-2 of 8 experts, fp8 (not MXFP8): each of the 8 experts' counts ~ Binomial(4096, 1/4) rounded up
+  // to 16, so the rank sends 8 x E[pad] more rows than its 8,192 token copies.
+  const double rows = 4096.0 * 2 + 8 * hw::expected_alignment_padding(4096, 0.25, 16);
+  for (const char* n : {"mb0.L0.dispatch.all_to_all", "mb0.L0.combine.all_to_all"})
+    EXPECT_NEAR(g_on.ops[by_on.at(n)].coll_bytes / g_off.ops[by_off.at(n)].coll_bytes, rows / 8192.0, 1e-9) << n;
+  EXPECT_GT(rows, 8192.0 + 8 * 5);
+  expect_load_error(job, {"training.precision=bf16", "training.moe.router_padding=true"},
+                    "router_padding is Megatron-Core's --moe-router-padding-for-quantization");
 }
 
 // Megatron-Core's fused MLA rotary embedding (fused_mla_yarn_rope_apply.py): the query's rope part rotated in place and
