@@ -265,7 +265,11 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(p.ep, 32);
   EXPECT_EQ(p.etp, 1);
   EXPECT_EQ(t.moe.dispatcher, racksim::workloads::MoeDispatcher::deepep);
-  EXPECT_EQ(t.moe.max_nodes_per_token, 4);
+  // --moe-router-num-groups 8 --moe-router-group-topk 4: the model's expert groups, not a node limit.
+  EXPECT_EQ(t.moe.max_nodes_per_token, 0);
+  ASSERT_TRUE(sc.model.moe);
+  EXPECT_EQ(sc.model.moe->router_groups, 8);
+  EXPECT_EQ(sc.model.moe->router_group_top_k, 4);
   EXPECT_TRUE(t.moe.a2a_overlap);
   EXPECT_EQ(t.precision, racksim::sim::Dtype::mxfp8);
   EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
@@ -338,6 +342,32 @@ TEST(MegatronImport, Fp8RecipeReachesItsKey) {
   EXPECT_EQ(sc.training.fp8_recipe, racksim::workloads::Fp8Recipe::blockwise);
   EXPECT_NE(r.yaml.find("fp8_recipe: blockwise"), std::string::npos) << r.yaml;
   EXPECT_EQ(meg(kDeepSeekArgs, opt).yaml.find("fp8_recipe"), std::string::npos);
+}
+
+// The MoE switches racksim models reach their keys: --moe-router-fusion, --moe-permute-fusion (host work) and the
+// router's padding (--moe-router-padding-for-quantization, or its alias -for-fp8), which Megatron refuses without
+// fp8/fp4, as the import does.
+TEST(MegatronImport, MoeFusionsAndRouterPaddingReachTheirKeys) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto plain = load(meg(kDeepSeekArgs, opt)).training.moe;
+  EXPECT_FALSE(plain.router_fusion || plain.permute_fusion || plain.router_padding);
+  for (const char* pad : {"--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"}) {
+    const auto r = meg(std::string(kDeepSeekArgs) + " --moe-router-fusion --moe-permute-fusion " + pad, opt);
+    const auto m = load(r).training.moe;
+    EXPECT_TRUE(m.router_fusion && m.permute_fusion && m.router_padding) << pad;
+    EXPECT_NE(r.yaml.find(std::string("router_padding: true          # ") + pad), std::string::npos) << r.yaml;
+  }
+  std::string bf16 = kDeepSeekArgs;
+  const std::string fp8 = "--fp8-format e4m3 --fp8-recipe mxfp8";
+  bf16.replace(bf16.find(fp8), fp8.size(), "");
+  try {
+    meg(bf16 + " --moe-router-padding-for-quantization", opt);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8/fp4 must be specified"), std::string::npos) << e.what();
+  }
 }
 
 // --no-fp8-wgrad keeps the weight-gradient GEMMs in bf16 (training.fp8_wgrad false); without it the key is not written.

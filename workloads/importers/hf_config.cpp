@@ -288,8 +288,9 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
         if (groups && topk)
           out.notes.push_back(fmt::format(
               "routing is group-limited: {} expert groups, each token's experts in at most {} of them (n_group, "
-              "topk_group); with one group per node this is training.moe.max_nodes_per_token: {}",
-              *groups, *topk, *topk));
+              "topk_group; model.moe.router_groups / router_group_top_k: DeepEP's and HybridEP's exchanges count the "
+              "GPUs a token's groups reach)",
+              *groups, *topk));
       }
     }
     if (qwen_moe) {

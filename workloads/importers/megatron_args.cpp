@@ -54,7 +54,8 @@ const std::set<std::string>& switches() {
       "no-bias-swiglu-fusion", "no-rope-fusion", "no-gradient-accumulation-fusion", "no-mmap-bin-files",
       "no-create-attention-mask-in-dataloader", "accumulate-allreduce-grads-in-fp32", "attention-softmax-in-fp32",
       "moe-router-enable-expert-bias", "moe-router-pre-softmax", "moe-shared-expert-overlap",
-      "moe-pad-expert-input-to-capacity", "moe-per-layer-logging", "moe-router-fusion", "use-precision-aware-optimizer",
+      "moe-pad-expert-input-to-capacity", "moe-per-layer-logging", "moe-router-fusion", "moe-router-padding-for-fp8",
+      "moe-router-padding-for-quantization", "use-precision-aware-optimizer",
       "delay-wgrad-compute", "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
       "use-torch-fsdp2", "use-custom-fsdp", "use-megatron-fsdp", "async-save", "auto-detect-ckpt-format",
       "use-checkpoint-args", "log-params-norm", "log-num-zeros-in-grad", "log-timers-to-tensorboard",
@@ -522,8 +523,8 @@ bool ignorable(const std::string& f) {
       "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
       "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
       "moe-router-topk-scaling-factor", "moe-router-enable-expert-bias", "moe-router-bias-update-rate",
-      "moe-router-dtype", "moe-router-pre-softmax", "moe-grouped-gemm", "moe-permute-fusion", "moe-token-drop-policy",
-      "moe-input-jitter-eps", "moe-per-layer-logging", "moe-router-fusion", "moe-use-legacy-grouped-gemm",
+      "moe-router-dtype", "moe-router-pre-softmax", "moe-grouped-gemm", "moe-token-drop-policy",
+      "moe-input-jitter-eps", "moe-per-layer-logging", "moe-use-legacy-grouped-gemm",
       "moe-shared-expert-overlap", "moe-use-upcycling", "use-flash-attn", "fp8-margin",
       "fp8-interval", "num-workers", "train-iters", "train-samples", "exit-interval", "exit-duration-in-mins",
       "use-checkpoint-args", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng", "finetune",
@@ -1106,9 +1107,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                            "and twice the data-parallel bytes of this run");
 
   // MoE training options
+  const bool router_padding = fl.on("moe-router-padding-for-quantization") || fl.on("moe-router-padding-for-fp8");
   const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
                             fl.has("moe-router-group-topk") || fl.has("overlap-moe-expert-parallel-comm") ||
-                            fl.has("moe-flex-dispatcher-backend");
+                            fl.has("moe-flex-dispatcher-backend") || fl.on("moe-router-fusion") ||
+                            fl.on("moe-permute-fusion") || router_padding;
   if (any_moe_flag && (is_moe || !opt.model.empty())) {
     tw.line(2, "moe", "");
     std::string disp = "alltoall", disp_src = "Megatron's default dispatcher is allgather; modelled as alltoall";
@@ -1128,12 +1131,23 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       out.warnings.push_back(fmt::format("--moe-token-dispatcher-type {}: not known; modelled as alltoall", type));
     }
     tw.line(4, "dispatcher", disp, disp_src);
-    if (auto g = as_int("moe-router-group-topk"))
-      tw.line(4, "max_nodes_per_token", std::to_string(*g),
-              src("moe-router-group-topk") + (fl.has("moe-router-num-groups") ? " of " + src("moe-router-num-groups") : "") +
-                  " (groups taken as NVLink domains)");
+    // --moe-router-num-groups / --moe-router-group-topk are the model's group-limited routing (model.moe.router_groups,
+    // router_group_top_k, written above): expert groups, not NVLink domains, so no max_nodes_per_token from them.
     fl.str("moe-router-num-groups");
+    fl.str("moe-router-group-topk");
     if (fl.on("overlap-moe-expert-parallel-comm")) tw.line(4, "a2a_overlap", "true", "--overlap-moe-expert-parallel-comm");
+    // The fusions change the host's work per layer; the router's padding the rows exchanged and the experts' copies.
+    if (fl.on("moe-router-fusion")) tw.line(4, "router_fusion", "true", "--moe-router-fusion");
+    if (fl.on("moe-permute-fusion")) tw.line(4, "permute_fusion", "true", "--moe-permute-fusion");
+    if (router_padding) {
+      const char* flag = fl.on("moe-router-padding-for-quantization") ? "moe-router-padding-for-quantization"
+                                                                       : "moe-router-padding-for-fp8";
+      if (precision == "bf16")
+        fail(label, fmt::format("--{} without --fp8-format or --fp4-format: Megatron-Core refuses it ('fp8/fp4 must be "
+                                "specified when moe_router_padding_for_quantization is True', transformer_config.py)",
+                                flag));
+      tw.line(4, "router_padding", "true", std::string("--") + flag);
+    }
   }
   if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0) tw.line(2, "mtp_layers", std::to_string(*mtp), src("mtp-num-layers"));
   // The precision-aware optimizer's moment dtypes (fp32 by default; only with --use-precision-aware-optimizer).
