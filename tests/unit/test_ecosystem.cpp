@@ -359,6 +359,11 @@ TEST(MegatronImport, MoeFusionsAndRouterPaddingReachTheirKeys) {
     EXPECT_TRUE(m.router_fusion && m.permute_fusion && m.router_padding) << pad;
     EXPECT_NE(r.yaml.find(std::string("router_padding: true          # ") + pad), std::string::npos) << r.yaml;
   }
+  // --no-rope-fusion with MLA: a warning that the unfused rotary path's copies are not modelled.
+  const auto unfused = meg(std::string(kDeepSeekArgs) + " --no-rope-fusion", opt);
+  EXPECT_NE(std::find_if(unfused.warnings.begin(), unfused.warnings.end(),
+                         [](const std::string& w) { return w.find("--no-rope-fusion with --multi-latent-attention") == 0; }),
+            unfused.warnings.end());
   std::string bf16 = kDeepSeekArgs;
   const std::string fp8 = "--fp8-format e4m3 --fp8-recipe mxfp8";
   bf16.replace(bf16.find(fp8), fp8.size(), "");

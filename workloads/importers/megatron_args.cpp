@@ -771,6 +771,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     const bool untied = fl.on("untie-embeddings-and-output-weights");
     mw.line(2, "tied_embeddings", untied ? "false" : "true",
             untied ? "--untie-embeddings-and-output-weights" : "no --untie-embeddings-and-output-weights: Megatron ties them");
+    // MLA's rotary embedding runs as Megatron-Core's fused kernels in racksim (its default); unfused it splits,
+    // rotates and concatenates q and k in separate copies, which are not modelled.
+    if (mla && fl.on("no-rope-fusion"))
+      out.warnings.push_back("--no-rope-fusion with --multi-latent-attention: racksim models MLA's fused rotary kernels; "
+                             "the unfused path's extra copies of q and k are not modelled (the step is a little short)");
     if (fl.has("qk-layernorm") && fl.has("multi-latent-attention")) {  // MLA's latent norms: part of mla
       fl.used.insert("qk-layernorm");
       out.ignored.push_back(shown(fl.last["qk-layernorm"]) + " (with --multi-latent-attention: the latent norms, part of mla)");
