@@ -193,8 +193,12 @@ SweepSpec parse_sweep(const Node& root) {
       } catch (const input::InputError& e) {
         for (const auto& d : e.diagnostics()) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
+          // (A value outside its key's fixed range, "must be between / at least", is as invalid whatever the other
+          // axes hold: the reader's bounds are constants.)
           const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
-                                 sim::is_quantity_error(d.message) || (inside && names_a_key(d.message));
+                                 d.message.rfind("must be between ", 0) == 0 ||
+                                 d.message.rfind("must be at least ", 0) == 0 || sim::is_quantity_error(d.message) ||
+                                 (inside && names_a_key(d.message));
           if (!malformed || !(d.key_path == k.path || inside)) continue;
           const YAML::Mark& m = value_marks[i][j];
           diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path,

@@ -130,6 +130,9 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
             kLabel + ":3:30: error: vary.training.recompute: unknown value 'sometimes'; expected one of none | "
                      "selective | full | save_dots | {save: [...], offload: [...]}");
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tp: [1, 3]\n", kLabel), "");
+  // A value outside its key's range, too (it had been an error row at every point that used it).
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.seq_len: [4096, -5]\n", kLabel),
+            kLabel + ":3:28: error: vary.training.seq_len: must be between 1 and 100000000, got -5");
   // Units, as the contract says: a value without one, with one of another kind, or misspelt, at the value.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [80 GB, 80]\n", kLabel),
             kLabel + ":3:46: error: vary.system.overrides.gpu.hbm_capacity: missing unit: expected a size (e.g. 141 GB), "
