@@ -1670,7 +1670,7 @@ class Builder {
       const auto& mla = *m_.mla;
       const double ql = mla.q_lora_rank, kvlr = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
       const double qkv_out = qd + hl_ * (mla.qk_nope_head_dim + v_dim_);
-      // Megatron-Core's fused MLA rotary embedding (--apply-rope-fusion, on by default; multi_latent_attention.py
+      // Megatron-Core's fused MLA rotary embedding (apply_rope_fusion, on unless --no-rope-fusion; multi_latent_attention.py
       // get_query_key_value_tensors, megatron/core/fusions/fused_mla_yarn_rope_apply.py at 79e8592b): two Triton
       // kernels per pass, each memory-bound. The query's rope part is rotated in place (read and written: T x heads x
       // rope); the keys and values are built from the kv up projection's output and the rope key: read kv (T x heads

@@ -655,22 +655,20 @@ Scenario parse_scenario(Node root) {
           "Megatron-Core's HybridEP refuses it (\"HybridEP dispatcher does not support fp8 dispatch now\") and its "
           "alltoall has no fp8 path; use dispatcher: deepep or drop dispatch_fp8",
           to_string(t.moe.dispatcher)));
-    if (t.moe.hybridep_combine_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
-      moe_node->child("hybridep_combine_sync").error(fmt::format(
-          "hybridep_combine_sync is a property of HybridEP's combine as Megatron-Core calls it: it needs dispatcher: "
-          "hybridep in Megatron mode (here {} in {} mode); drop it",
-          to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
+    // HybridEP's host waits, one version's or another's: properties of HybridEP as Megatron-Core calls it.
+    for (const auto& [key, set, call] : {std::tuple{"hybridep_combine_sync", t.moe.hybridep_combine_sync, "combine"},
+                                         std::tuple{"hybridep_dispatch_sync", t.moe.hybridep_dispatch_sync, "dispatch"}})
+      if (set && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
+        moe_node->child(key).error(fmt::format(
+            "{} is a property of HybridEP's {} as Megatron-Core calls it: it needs dispatcher: hybridep in Megatron "
+            "mode (here {} in {} mode); drop it",
+            key, call, to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
     if (t.moe.router_padding && (t.framework != Framework::megatron || !t.fp8_class()))
       moe_node->child("router_padding").error(fmt::format(
           "router_padding is Megatron-Core's --moe-router-padding-for-quantization, which pads to the alignment of "
           "quantized expert GEMMs: it needs precision fp8, mxfp8 or nvfp4 in Megatron mode (here {} in {} mode; "
           "Megatron-LM: \"fp8/fp4 must be specified when moe_router_padding_for_quantization is True\"); drop it",
           sim::to_string(t.precision), t.framework == Framework::jax ? "JAX" : "Megatron"));
-    if (t.moe.hybridep_dispatch_sync && (t.framework != Framework::megatron || t.moe.dispatcher != MoeDispatcher::hybridep))
-      moe_node->child("hybridep_dispatch_sync").error(fmt::format(
-          "hybridep_dispatch_sync is a property of HybridEP's dispatch as Megatron-Core calls it: it needs dispatcher: "
-          "hybridep in Megatron mode (here {} in {} mode); drop it",
-          to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
   if (tn && tn->yaml().IsMap()) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the

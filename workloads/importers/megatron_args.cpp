@@ -1112,7 +1112,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                            "and twice the data-parallel bytes of this run");
 
   // MoE training options
-  const bool router_padding = fl.on("moe-router-padding-for-quantization") || fl.on("moe-router-padding-for-fp8");
+  // The router's padding under either name (both read, so neither is reported unread).
+  const bool padding_named = fl.on("moe-router-padding-for-quantization"), padding_alias = fl.on("moe-router-padding-for-fp8");
+  const char* const padding_flag = padding_named   ? "moe-router-padding-for-quantization"
+                                   : padding_alias ? "moe-router-padding-for-fp8"
+                                                   : nullptr;
+  const bool router_padding = padding_flag != nullptr;
   const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
                             fl.has("moe-router-group-topk") || fl.has("overlap-moe-expert-parallel-comm") ||
                             fl.has("moe-flex-dispatcher-backend") || fl.on("moe-router-fusion") ||
@@ -1145,13 +1150,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (fl.on("moe-router-fusion")) tw.line(4, "router_fusion", "true", "--moe-router-fusion");
     if (fl.on("moe-permute-fusion")) tw.line(4, "permute_fusion", "true", "--moe-permute-fusion");
     if (router_padding) {
-      const char* flag = fl.on("moe-router-padding-for-quantization") ? "moe-router-padding-for-quantization"
-                                                                       : "moe-router-padding-for-fp8";
       if (precision == "bf16")
         fail(label, fmt::format("--{} without --fp8-format or --fp4-format: Megatron-Core refuses it ('fp8/fp4 must be "
                                 "specified when moe_router_padding_for_quantization is True', transformer_config.py)",
-                                flag));
-      tw.line(4, "router_padding", "true", std::string("--") + flag);
+                                padding_flag));
+      tw.line(4, "router_padding", "true", std::string("--") + padding_flag);
     }
   }
   if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0) tw.line(2, "mtp_layers", std::to_string(*mtp), src("mtp-num-layers"));
