@@ -272,9 +272,17 @@ class Builder {
       add_resident_state();
       const OpId zeroed = jax_ ? kNoOp : zero_grad_buffer();
       if (overlapped_param_gather()) gather_params_ahead(zeroed);
-      for (const ScheduleEntry& e : pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap(), t_.pipeline.microbatch_group_size)) {
+      const std::vector<ScheduleEntry> schedule =
+          pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap(), t_.pipeline.microbatch_group_size);
+      offload_preload_after_ = kNoOp;
+      for (std::size_t i = 0; i < schedule.size(); ++i) {
+        const ScheduleEntry& e = schedule[i];
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
+        // Megatron's fine-grained offloading keeps a chunk's last group of each name when the chunk's own backward
+        // comes next (should_bulk_offload): the last virtual stage's chunks, whose backward follows their forward.
+        backward_follows_ = e.forward && i + 1 < schedule.size() && !schedule[i + 1].forward &&
+                            schedule[i + 1].micro == e.micro && schedule[i + 1].chunk == e.chunk;
         // EP overlap (Megatron mode; JAX mode refuses it). Where Megatron-Core runs it: the pair's two chunks are
         // emitted one after the other with their own dependencies, then issued in Megatron-Core's combined 1F1B order
         // (close_pair). Elsewhere (the loose pairing): a paired chunk's exchanges do not hold up compute; they are
@@ -2322,6 +2330,7 @@ class Builder {
     const bool act_alone = moe_act_recomputed(l);
     steps.push_back({"expert_act", act_saved_bytes,
                      [=, this] {
+                       if (phase_ == Phase::recompute && act_alone) offload_wait("expert_out");
                        if (phase_ == Phase::recompute && act_alone)
                          vector("experts.act.recompute", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe,
                                 expert_tokens * fe);
@@ -2336,15 +2345,24 @@ class Builder {
                        if (pads) vector("experts.fp8_unpad", pad_copy_bytes, 0);
                      },
                      [=, this] {
+                       // Megatron's offload groups here (fine-grained activation offloading): moe_act, the
+                       // activation's input (expert_out), waited for before the experts' backward and ended by the
+                       // activation's; expert_fc1, fc1's input (dispatch), reloaded behind it and waited for before
+                       // fc1's backward, which ends it (its dgrad; the wgrad too unless delayed under EP overlap).
+                       offload_wait("expert_out");
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        grouped_gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        grouped_gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
                                     2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant());
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
+                       offload_done("expert_out");
+                       offload_wait("dispatch");
                        grouped_gemm("experts.gate_up.dgrad", per_expert, h_, mats * fe, local_experts, 0, Quant::backward);
                        expert_dgrad_ = last();
+                       if (megatron_ep_overlap()) offload_done("dispatch");
                        grouped_gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
                                     2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
+                       if (!megatron_ep_overlap()) offload_done("dispatch");
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});
     steps.back().mask_bytes = residual_mask_bytes();  // the MLP residual's dropout mask (see add_mlp_steps)
@@ -3449,7 +3467,7 @@ class Builder {
       const TensorId t = temp(step.name, step.held_bytes());
       g_.ops[producer].allocs.push_back(t);
       out = t;
-      if (step.saved) {
+      if (step.saved || (step.offloaded && megatron_keeps_last_group(l, step.name))) {
         st.kept.set(step.name, t);
       } else if (step.offloaded && !(jax_ && step.name == "mlp_out")) {
         // (XLA never offloads the layer output: it is the loop carry, the next layer's input.)
@@ -3685,9 +3703,12 @@ class Builder {
       if (p2p_host_sync()) cross_host_waits_.emplace_back(recv + 1, ChunkKey{false, mb_, v + 1});
       schedule_op = recv + 1;
     }
+    if (megatron_offload()) megatron_reload_chunk_start(end_layer(v) - 1);
     for (int l = end_layer(v) - 1; l >= first_layer(v); --l) {
-      prefetch_offloaded(l);
-      if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
+      if (!megatron_offload()) {
+        prefetch_offloaded(l);
+        if (l - 1 >= first_layer(v)) prefetch_offloaded(l - 1);
+      }
       const auto layer_first_op = static_cast<OpId>(g_.ops.size());
       layer_backward(l);
       hold_unsharded_grads(l, layer_first_op);
@@ -3773,6 +3794,97 @@ class Builder {
     }
   }
 
+  // ---- Megatron-Core's fine-grained activation offloading ------------------------------------
+  // (--fine-grained-activation-offloading --offload-modules ...; megatron/core/pipeline_parallel/
+  // fine_grained_activation_offload.py at Megatron-LM@0c306dcd, PR #3219, the code the Megatron-MoE-ModelZoo
+  // Qwen3 GB200 MXFP8 row names.) Each offloaded activation is a group: its D2H copy runs on a side stream after its
+  // module's forward; in the backward a group is reloaded on the H2D stream when the backward of the group after it
+  // (in forward order) has ended: ChunkOffloadHandler.on_group_start_backward makes the H2D stream wait for the
+  // compute stream and bulk_reload issues the next group on the chunk's stack, or, once the chunk's stack is empty,
+  // the last group of the next backward chunk (pre_reload_last_layer). The compute stream waits for a group's reload
+  // right before that group's backward (on_group_commit_backward). So a group reloads one group ahead of its use:
+  // behind a whole layer's backward for the first group of a layer, behind the next module's only within one (the
+  // MoE experts' fc1 input reloads after the activation's backward, right before fc1's). JAX mode keeps XLA's
+  // schedule (prefetch_offloaded).
+  bool megatron_offload() const { return !jax_ && t_.recompute.mode == RecomputeMode::names && !t_.recompute.offload.empty(); }
+  bool backward_follows_ = false;         // the chunk being emitted runs its backward next (its last group stays)
+  OpId offload_preload_after_ = kNoOp;    // where the previous backward chunk's last group ended
+  int bwd_layer_ = -1;                    // the layer whose backward is being emitted
+  StepMap<TensorId>* bwd_by_step_ = nullptr;  // that layer's tensors by step, freed after their step's backward
+  bool megatron_keeps_last_group(int l, std::string_view name) {
+    if (!megatron_offload() || !backward_follows_) return false;
+    for (int k = l + 1; k < end_layer(chunk_); ++k)
+      for (const Step& s : layer_steps(k))
+        if (s.offloaded && s.name == name) return false;
+    return true;
+  }
+  // The chunk's next offloaded group in backward order after `after` in layer l (none: from the top of layer l).
+  std::optional<std::pair<int, std::string_view>> next_offloaded_group(int l, std::string_view after) {
+    for (int k = l; k >= first_layer(chunk_); --k) {
+      const auto it_st = layer_state_.find({mb_, k});
+      if (it_st == layer_state_.end()) continue;
+      bool past = k != l || after.empty();
+      const auto& steps = layer_steps(k);
+      for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+        if (!past) {
+          past = it->name == after;
+          continue;
+        }
+        if (it_st->second.offload_copy.find(it->name)) return std::pair<int, std::string_view>{k, it->name};
+      }
+    }
+    return std::nullopt;
+  }
+  // The H2D copy of layer l's group `name`, after its D2H copy and after `after` (the compute stream's work then).
+  void megatron_reload(int l, std::string_view name, OpId after) {
+    auto& st = layer_state_[{mb_, l}];
+    for (const auto& f : st.fetched)
+      if (f.step == name) return;
+    const Name saved_prefix = prefix_;
+    prefix_micro_layer(l);
+    const TensorId host = *st.host_copy.find(name);
+    Op c;
+    c.name = named(std::string(name) + ".fetch");
+    c.rank = static_cast<uint16_t>(rank_);
+    c.kind = OpKind::copy_h2d;
+    c.stream = StreamKind::h2d;
+    c.phase = Phase::backward;
+    c.copy_bytes = g_.tensors[host].bytes;
+    c.deps = {*st.offload_copy.find(name)};
+    if (after != kNoOp) c.deps.push_back(after);
+    const TensorId t = temp(std::string(name) + ".fetched", c.copy_bytes);
+    c.allocs.push_back(t);
+    c.frees.push_back(host);
+    st.fetched.push_back({t, g_.add(std::move(c)), name});
+    if (l == bwd_layer_ && bwd_by_step_) bwd_by_step_->set(name, t);
+    prefix_ = saved_prefix;
+  }
+  // A backward chunk's first group: reloaded where the previous backward chunk's last group ended, if this chunk's
+  // forward had offloaded it by then (pre_reload_last_layer); otherwise now.
+  void megatron_reload_chunk_start(int l) {
+    const auto g = next_offloaded_group(l, {});
+    if (!g) return;
+    const OpId d2h = *layer_state_[{mb_, g->first}].offload_copy.find(g->second);
+    const OpId after = offload_preload_after_ != kNoOp && d2h < offload_preload_after_ ? offload_preload_after_ : last();
+    offload_preload_after_ = kNoOp;
+    megatron_reload(g->first, g->second, after);
+  }
+  // Right before the backward of layer bwd_layer_'s group `name`: the compute stream waits for its reload.
+  void offload_wait(std::string_view name) {
+    if (!megatron_offload() || bwd_layer_ < 0) return;
+    auto& st = layer_state_[{mb_, bwd_layer_}];
+    if (!st.offload_copy.find(name)) return;  // kept in HBM (not offloaded, or the chunk's last group)
+    megatron_reload(bwd_layer_, name, last());  // (already issued as a rule: then nothing)
+    for (const auto& f : st.fetched)
+      if (f.step == name) pending_deps_.push_back(f.copy);
+  }
+  // The backward of layer bwd_layer_'s group `name` has ended: the next group reloads behind it.
+  void offload_done(std::string_view name) {
+    if (!megatron_offload() || bwd_layer_ < 0 || !layer_state_[{mb_, bwd_layer_}].offload_copy.find(name)) return;
+    if (const auto g = next_offloaded_group(bwd_layer_, name)) megatron_reload(g->first, g->second, last());
+    else offload_preload_after_ = last();
+  }
+
   void layer_backward_ops(int l) {
     prefix_micro_layer(l);
     auto& st = layer_state_[{mb_, l}];
@@ -3783,9 +3895,11 @@ class Builder {
     if (fsdp_per_use()) to_free.push_back(fsdp_layer_params(l, l - 1));
     flush_deferred_sync();
     for (const auto& f : st.fetched) {
-      pending_deps_.push_back(f.copy);  // offloaded activations must be back first
+      if (!megatron_offload()) pending_deps_.push_back(f.copy);  // offloaded activations must be back first
       by_step.set(f.step, f.tensor);
     }
+    bwd_layer_ = l;
+    bwd_by_step_ = &by_step;
     // Recompute what the policy did not keep: its forward ops again, in the backward pass. The
     // layer output is not needed by the backward, and XLA drops its unused projection. Megatron's
     // checkpoints (tensor_parallel.checkpoint, and TE's checkpoint under fp8, both reentrant) re-execute
@@ -3826,9 +3940,14 @@ class Builder {
         g_.ops[last()].allocs.push_back(*recast_weights);
       }
     }
+    const Step* before_step = nullptr;  // the step whose output this one reads
     for (const auto& step : steps) {
+      const Step* input_step = std::exchange(before_step, &step);
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
+      // (Megatron: a recomputed module reads its offloaded input once reloaded. The MoE activation's input is the
+      // experts' step's own, waited for inside that step.)
+      if (input_step && input_step->offloaded && step.name != "expert_act") offload_wait(input_step->name);
       // (XLA recomputes the SwiGLU product inside the backward's fusion here: no kernel, no buffer of its own.)
       if (step.name == "mlp_act" && xla_swiglu_product_in_backward(l)) continue;
       run_step(l, step.name, moe_layer, step.forward);
@@ -3870,7 +3989,11 @@ class Builder {
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      // The experts' two groups (fc1's input, the activation's input) wait and end inside the experts' backward.
+      const bool own_group = it->offloaded && it->name != "dispatch" && it->name != "expert_out";
+      if (own_group) offload_wait(it->name);
       run_step(l, it->name, moe_layer, it->backward);
+      if (own_group) offload_done(it->name);
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
         g_.ops[last_compute()].frees.push_back(*f);
@@ -3889,6 +4012,8 @@ class Builder {
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : to_free) closing.frees.push_back(t);
     layer_state_.erase({mb_, l});
+    bwd_layer_ = -1;
+    bwd_by_step_ = nullptr;
   }
 
   // ---- ZeRO parameter all-gathers overlapped with the forward (--overlap-param-gather) --------

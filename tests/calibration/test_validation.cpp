@@ -159,7 +159,7 @@ const json& at_scale_suite() {
 
 TEST(ScaleMechanisms, AtScaleSuitePinned) {
   const json& rows = at_scale_suite();
-  ASSERT_EQ(rows.size(), 41u);
+  ASSERT_EQ(rows.size(), 42u);
   std::set<std::string> passing;
   double sum = 0;
   for (const auto& row : rows) {
@@ -284,7 +284,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1189);  // 11.88% (2026-12-06, latest (2): Megatron's router padding on the Mixtral FP8 row,
+  EXPECT_LT(sum / rows.size(), 0.1189);  // 11.88% on 42 rows (2026-12-06, eleventh stop: the Qwen3 GB200 MXFP8 row with
+  // Megatron's fine-grained activation offloading, +11.8%, added; the other rows unchanged);
+  // 11.88% on 41 (2026-12-06, latest (2): Megatron's router padding on the Mixtral FP8 row,
   // its Fp8Padding copies gone, +22.4% -> +23.0%);
   // 11.87% (2026-12-06, latest: HybridEP@3f601f7's host wait after its dispatch kernel,
   // as the DeepSeek-V3 GB200 guide installs it, GB200 final +32.3% -> +28.3%; and MLA's fused rotary kernels, every

@@ -329,11 +329,13 @@ TEST(ScaleMechanisms, NicTrafficSharesThePcieLinkWithHostCopies) {
 model: {layers: 4, hidden: 4096, ffn_hidden: 14336, heads: 32, kv_heads: 8, vocab: 128256, ffn: swiglu}
 training: {seq_len: 8192, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1},
            overlap_grad_reduce: true, cuda_graphs: false,
-           recompute: {save: [norm1, qkv, attn, attn_out, norm2, mlp_act, mlp_out], offload: [mlp_gate, mlp_up]}}
+           recompute: {save: [mlp_out], offload: [norm1, qkv, attn, attn_out, norm2, mlp_gate, mlp_up, mlp_act]}}
 )";
+  // (Megatron's offloading reloads one group ahead: with every activation offloaded the reloads run back to back
+  // through the backward, beside the reduce-scatter of the layer before; the last layer keeps its groups.)
   const auto rs_time = [](const sim::RunResult& r) {
     for (std::size_t i = 0; i < r.graph.ops.size(); ++i)
-      if (r.graph.op_name(static_cast<OpId>(i)).find("L3.grad.reduce_scatter") != std::string::npos)
+      if (r.graph.op_name(static_cast<OpId>(i)).find("L2.grad.reduce_scatter") != std::string::npos)
         return r.replay.ops[i].end_s - r.replay.ops[i].start_s;
     return -1.0;
   };
@@ -2387,4 +2389,41 @@ training: {seq_len: 8192, global_batch: )" + std::to_string(4 * gpus) + R"(, mic
   EXPECT_LT(one["host_memory_bytes"].get<double>(), 480e9);
   EXPECT_TRUE(one["fits"].get<bool>());
   EXPECT_FALSE(two["fits"].get<bool>());
+}
+
+// Megatron-Core's fine-grained activation offloading (fine_grained_activation_offload.py at Megatron-LM@0c306dcd, PR
+// #3219): a group reloads when the backward of the group after it (in forward order) has ended, one group ahead of
+// its use, and the compute stream waits for it right before the group's backward. The experts' fc1 input (dispatch,
+// the expert_fc1 group) therefore reloads after the activation's backward (the moe_act group, expert_out) and fc1's
+// backward waits for the whole copy; the moe_act group of the layer below reloads behind fc1's backward. The last
+// layer of a chunk whose backward follows its forward keeps its groups (should_bulk_offload).
+TEST(ScaleMechanisms, MegatronOffloadReloadsOneGroupAhead) {
+  const auto sc = load(kHybridEpJob, {"training.recompute={save: [qkv, attn, attn_out, router], offload: [dispatch, expert_out]}"});
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const std::map<std::string, OpId> r0 = ops_by_name(g, 0);
+  const auto id = [&](const std::string& n) {
+    const auto it = r0.find(n);
+    EXPECT_NE(it, r0.end()) << n;
+    return it == r0.end() ? kNoOp : it->second;
+  };
+  const auto waits = [&](const std::string& op, const std::string& on) {
+    const Op& o = g.ops[id(op)];
+    return std::find(o.deps.begin(), o.deps.end(), id(on)) != o.deps.end();
+  };
+  EXPECT_TRUE(waits("mb0.L5.dispatch.fetch", "mb0.L5.experts.act.bwd"));
+  EXPECT_TRUE(waits("mb0.L5.dispatch.fetch", "mb0.L5.dispatch.offload"));
+  EXPECT_TRUE(waits("mb0.L5.experts.gate_up.dgrad", "mb0.L5.dispatch.fetch"));
+  EXPECT_TRUE(waits("mb0.L4.expert_out.fetch", "mb0.L5.experts.gate_up.wgrad"));  // fc1's backward (wgrad not delayed)
+  // The layer's first op of its backward does not wait for the layer's reloads (the old, layer-wide wait).
+  EXPECT_FALSE(waits("mb0.L5.mlp_out.residual.bwd", "mb0.L5.dispatch.fetch"));
+  // Replayed: fc1's dgrad starts after the reload of its input, which starts after the activation's backward.
+  const sim::RunResult run = sim::simulate(sc);
+  const auto& rep = run.replay.ops;
+  EXPECT_GE(rep[id("mb0.L5.experts.gate_up.dgrad")].start_s, rep[id("mb0.L5.dispatch.fetch")].end_s - 1e-12);
+  EXPECT_GE(rep[id("mb0.L5.dispatch.fetch")].start_s, rep[id("mb0.L5.experts.act.bwd")].end_s - 1e-12);
+  // The model's last layer, on the last stage, keeps its groups in HBM where the layer below offloads.
+  const std::map<std::string, OpId> r1 = ops_by_name(g, 1);
+  EXPECT_EQ(r1.count("mb0.L31.dispatch.offload"), 0u);
+  EXPECT_EQ(r1.count("mb0.L31.expert_out.offload"), 0u);
+  EXPECT_EQ(r1.count("mb0.L30.dispatch.offload"), 1u);
 }

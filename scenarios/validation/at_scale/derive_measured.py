@@ -199,6 +199,11 @@ def derive():
         dict(L=94, h=4096, a=64, g=4, q_over_h=2.0, ffn_moe=1536, k=8, V_padded=151936, s=4096, F_per_token=Fq),
         "tokens_per_s_per_gpu", 750e12 / Fq, f"step {8192 * 4096 / (256 * 750e12 / Fq):.2f} s at GBS 8192")
 
+    # --- Qwen3-235B-A22B on 256 GB200, MXFP8 with activation offloading (sec. 1b) -----------------
+    row("qwen3-235b-gb200-mxfp8-offload", "919 TFLOP/s/GPU", "ModelZoo best_practice/qwen3/readme.md GB200 table (MXFP8), sec. 1b",
+        "Megatron counter after 8873b55d (causal, top-k experts)", "as qwen3-235b-gb200-bf16",
+        dict(F_per_token=Fq), "tokens_per_s_per_gpu", 919e12 / Fq, f"step {3072 * 4096 / (256 * 919e12 / Fq):.2f} s at GBS 3072")
+
     # --- Qwen3-235B-A22B on 64 GB300, MXFP8 (sec. 1b) ----------------------------------------
     row("qwen3-235b-gb300-mxfp8", "1055 TFLOP/s/GPU", "ModelZoo best_practice/qwen3/readme.md GB300 table, sec. 1b",
         "Megatron counter after 8873b55d (causal, top-k experts)", "as qwen3-235b-gb200-bf16",

@@ -46,7 +46,7 @@ def main():
     rows = checks if isinstance(checks, list) else checks["cases"]
     paths = scenario_paths()
     print("| row | measured | predicted | error | racksim: step = compute + recompute + exposed comm + bubble "
-          "(+ host launch wait where over 1% of the step); peak / capacity |")
+          "(+ host launch wait, + exposed offload, where over 1% of the step); peak / capacity |")
     print("|---|---|---|---|---|")
     errors = []
     for row, path in zip(rows, paths):
@@ -55,6 +55,8 @@ def main():
         unit = "s/step" if row["field"] == "step_time_s" else "tok/s/GPU"
         fits = "" if rep["fits"] else " (does not fit)"
         host = (f" + {b['launch_overhead']:.3g} host" if b["launch_overhead"] > 0.01 * rep["step_time_s"] else "")
+        if b.get("exposed_offload", 0) > 0.01 * rep["step_time_s"]:
+            host += f" + {b['exposed_offload']:.3g} offload"  # (host-link copies nothing else ran beside)
         note = (f"{rep['step_time_s']:.3g} s = {b['compute']:.3g} + {b['recompute']:.3g} + "
                 f"{b['exposed_communication']:.3g} + {b['pipeline_bubble']:.3g}{host}; "
                 f"{rep['peak_memory_bytes'] / 1e9:.1f} / {rep['memory_capacity_bytes'] / 1e9:.1f} GB{fits}")
