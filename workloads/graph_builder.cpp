@@ -275,14 +275,12 @@ class Builder {
       const std::vector<ScheduleEntry> schedule =
           pipeline_schedule(pp_, vp_, micro_steps_, r, megatron_ep_overlap(), t_.pipeline.microbatch_group_size);
       offload_preload_after_ = kNoOp;
+      const std::vector<char> keeps_last = chunks_keeping_last_groups(schedule);
       for (std::size_t i = 0; i < schedule.size(); ++i) {
         const ScheduleEntry& e = schedule[i];
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
-        // Megatron's fine-grained offloading keeps a chunk's last group of each name when the chunk's own backward
-        // comes next (should_bulk_offload): the last virtual stage's chunks, whose backward follows their forward.
-        backward_follows_ = e.forward && i + 1 < schedule.size() && !schedule[i + 1].forward &&
-                            schedule[i + 1].micro == e.micro && schedule[i + 1].chunk == e.chunk;
+        backward_follows_ = keeps_last[i];
         // EP overlap (Megatron mode; JAX mode refuses it). Where Megatron-Core runs it: the pair's two chunks are
         // emitted one after the other with their own dependencies, then issued in Megatron-Core's combined 1F1B order
         // (close_pair). Elsewhere (the loose pairing): a paired chunk's exchanges do not hold up compute; they are
@@ -420,6 +418,13 @@ class Builder {
           t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
                                          : std::string(),
           t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
+      if (t_.moe.capacity_factor > 0)
+        g_.notes.push_back(fmt::format(
+            "MoE token dropping: capacity factor {:g}, {:g} tokens per expert from each rank's {:g}{}", t_.moe.capacity_factor,
+            expert_capacity(), Tsp_,
+            drop_and_pad() ? ", padded to capacity: every rank's load is the same whatever the routing (expert_imbalance "
+                             "has no effect) and the dispatcher has no counts to exchange or wait for"
+                           : fmt::format(": the busiest rank's load x{:g}", busiest_expert_load())));
       // Megatron-Core allows its EP overlap only with an interleaved schedule under a pipeline and without
       // full recompute; racksim overlaps the 1F1B pairs anyway (as DualPipe would), and says so.
       if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
@@ -2075,11 +2080,25 @@ class Builder {
   // compute op waits for it, except under EP overlap (ep_overlap_), where it joins at the end of the pair.
   void expert_exchange(std::string_view name, double tokens, double token_bytes) {
     if (ep_ == 1) return;
-    const double busiest = tokens * t_.expert_imbalance;
+    const double busiest = tokens * busiest_expert_load();
     Op& op = g_.ops[ep_stream_collective(name, CollectiveOp::all_to_all, CommGroup::ep, busiest * m_.moe->top_k * token_bytes)];
     op.expert_top_k = m_.moe->top_k;
     op.expert_max_domains = t_.moe.max_nodes_per_token;
     op.expert_library = expert_library();
+  }
+  // Token dropping (training.moe.capacity_factor cf): an expert takes at most C = ceil(tokens x top_k / experts x cf) of
+  // a rank's tokens. Padded to capacity every expert takes exactly C from every rank, so every rank's load is the same;
+  // unpadded the busiest rank's load is X times the mean but at most C per expert.
+  double expert_capacity() const {
+    const auto& e = *m_.moe;
+    return std::ceil(Tsp_ * e.top_k / static_cast<double>(e.experts) * t_.moe.capacity_factor);
+  }
+  bool drop_and_pad() const { return t_.moe.capacity_factor > 0 && t_.moe.pad_to_capacity; }
+  double busiest_expert_load() const {
+    if (t_.moe.capacity_factor <= 0) return t_.expert_imbalance;
+    if (drop_and_pad()) return 1.0;
+    const double mean = Tsp_ * m_.moe->top_k / static_cast<double>(m_.moe->experts);
+    return std::min(t_.expert_imbalance, std::max(1.0, expert_capacity() / mean));
   }
   hw::ExpertLibrary expert_library() const {
     return t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep
@@ -2110,12 +2129,19 @@ class Builder {
     // Megatron's router padding (training.moe.router_padding) under the alltoall dispatcher: each expert's count of
     // this rank's tokens rounded up to the quantized GEMMs' alignment, the padding rows sent, permuted and computed
     // like the others (training_config.h says where Megatron-Core does it). Balanced routing's counts.
-    const bool router_pads = t_.moe.router_padding && !jax_ && fp8_class() && !t_.moe.hierarchical();
+    const bool router_pads = t_.moe.router_padding && !jax_ && fp8_class() && !t_.moe.hierarchical() && !drop_and_pad();
     const int align = t_.precision == sim::Dtype::fp8 ? 16 : 32;
+    // Token dropping (training.moe.capacity_factor): padded, a rank sends exactly C rows to each expert; unpadded, the
+    // balanced counts capped at C (a capacity factor under 1 drops tokens even when balanced).
+    const double capacity_factor = t_.moe.capacity_factor;
     const double sent_tokens =
-        router_pads ? Tsp_ + E * hw::expected_alignment_padding(Tsp_, e.top_k / E, align) / e.top_k : Tsp_;
+        drop_and_pad()          ? E * expert_capacity() / e.top_k
+        : capacity_factor > 0   ? Tsp_ * std::min(1.0, expert_capacity() / (Tsp_ * e.top_k / E))
+        : router_pads           ? Tsp_ + E * hw::expected_alignment_padding(Tsp_, e.top_k / E, align) / e.top_k
+                                : Tsp_;
+    const double load_x = busiest_expert_load();               // tokens at the busiest EP rank / the mean
     const double routed = sent_tokens * e.top_k;               // token copies this rank sends
-    const double received = routed * t_.expert_imbalance;      // at the busiest rank
+    const double received = routed * load_x;                   // at the busiest rank
     const double local_experts = E / ep_;
     // Expert tensor parallelism over ranks that hold the same tokens: without sequence parallelism a tensor-parallel
     // group replicates the activations (JAX mode: MaxText shards its activations over 'tensor' in no token axis), and
@@ -2137,7 +2163,7 @@ class Builder {
     // the dispatch and back before the combine (token_dispatcher.py, _DeepepManager.get_permuted/
     // restored_hidden_states_by_experts): the busiest rank's tokens.
     const bool flex = t_.moe.hierarchical();
-    const double perm_scale = flex ? t_.expert_imbalance : 1.0;
+    const double perm_scale = flex ? load_x : 1.0;
     const double permuted = routed * perm_scale;
     // Megatron's alltoall dispatcher over an EP group: its metadata exchanges (below, in the dispatch step).
     const bool a2a_metadata = !jax_ && !flex && ep_ > 1;
@@ -2199,6 +2225,9 @@ class Builder {
                        mark_module(Module::moe_router);
                        gemm("router", Tsp_, E, h_);
                        vector("router.topk", Tsp_ * E * 4 * 2, 10 * Tsp_ * E, Tsp_ * E);
+                       // Token dropping (apply_router_token_dropping): a top-C over each expert's column of the fp32
+                       // probabilities, the capacity mask zeroed and scattered, the probabilities masked.
+                       if (capacity_factor > 0 && !jax_) vector("router.token_drop", 4 * Tsp_ * E * 4, 10 * Tsp_ * E, Tsp_ * E);
                      },
                      [=, this] {
                        vector("router.topk.bwd", Tsp_ * E * 4 * 2, 4 * Tsp_ * E);
@@ -2217,12 +2246,18 @@ class Builder {
                        // A plain NCCL call on the current stream (not the exchanges' stream): the permutation waits for it.
                        // (Under the looser DualPipe-like overlap it stays on the exchanges' stream, joined after the pair.)
                        OpId counts = routing;
-                       if (a2a_metadata)
+                       // (Padded to capacity the counts are known before routing: no gather, no host wait.)
+                       if (a2a_metadata && !drop_and_pad())
                          counts = loose_ep_overlap()
                                       ? ep_stream_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0)
                                       : inline_collective("dispatch.counts_all_gather", CollectiveOp::all_gather, CommGroup::ep, ep_ * E * 8.0);
                        // The alltoall dispatcher permutes before the exchange (its preprocess); DeepEP and HybridEP
                        // after it, into expert order (dispatch_postprocess: get_permuted_hidden_states_by_experts).
+                       // With token dropping (unpadded) or the router's padding the permutation's output size varies,
+                       // so the host waits for the counts before the permutation instead (preprocess:
+                       // before_permutation_1); padded to capacity it does not wait at all (no_sync).
+                       const bool waits_early = capacity_factor > 0 || router_pads;
+                       if (!jax_ && !loose_ep_overlap() && !flex && waits_early && !drop_and_pad()) pending_host_wait_ = counts;
                        if (!flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
@@ -2233,7 +2268,7 @@ class Builder {
                        // combined 1F1B schedule has issued the paired micro-batch's work before it waits
                        // (close_pair's order); the looser DualPipe-like overlap places no wait.
                        const bool waits = !jax_ && !loose_ep_overlap();
-                       if (waits && !flex) pending_host_wait_ = counts;
+                       if (waits && !flex && !waits_early) pending_host_wait_ = counts;
                        // DeepEP's and HybridEP's dispatch first exchange routing metadata and the host waits for it,
                        // inside the dispatch call, to size the receive buffers before it launches the exchange:
                        // DeepEP's notify_dispatch, every rank's int32 token counts per expert (deepseek-ai/DeepEP
@@ -3450,11 +3485,19 @@ class Builder {
         st.kept.set(kStackedWeights, stacked);
       }
     }
+    const Step* pending_offload = nullptr;  // Megatron: an activation offloaded once its reader has run,
+    TensorId pending_tensor = 0;            // its tensor,
+    OpId pending_from = kNoOp;              // and the op that produced it
     for (const auto& step : layer_steps(l)) {
       scores_saved_ = step.saved;
       run_step(l, step.name, moe_layer, step.forward);
       scores_saved_ = false;
       const OpId producer = last();
+      // (A step with no kernels of its own, as the experts' activation outside a recompute, reads nothing yet.)
+      if (pending_offload && producer != pending_from) {
+        offload_to_host(st, *pending_offload, pending_tensor, producer);
+        pending_offload = nullptr;
+      }
       // Scanned, a residual's extra XLA buffers (jax_residual_sizes) are not written by the step's fusion: a
       // saved one is computed by the dynamic-update-slice fusion that writes it into its stack (scan.stack_copy
       // counts that read and write; m1_none and s1_none_scan: loop_dynamic_update_slice_fusion.32/.28/.23/.19
@@ -3471,34 +3514,42 @@ class Builder {
         st.kept.set(step.name, t);
       } else if (step.offloaded && !(jax_ && step.name == "mlp_out")) {
         // (XLA never offloads the layer output: it is the loop carry, the next layer's input.)
-        // D2H copy as soon as the producer finishes; the HBM copy is freed when it is done
-        // (the layer output stays anyway: it is the next layer's input).
-        Op c;
-        c.name = named(step.name + ".offload");
-        c.rank = static_cast<uint16_t>(rank_);
-        c.kind = OpKind::copy_d2h;
-        // XLA issues host-offload copies on the compute stream (operation_queue_id 0; seen in a
-        // JAX profile on the H200), so they serialize with compute; Megatron uses side streams.
-        c.stream = jax_ ? StreamKind::compute : StreamKind::d2h;
-        c.phase = Phase::forward;
-        c.copy_bytes = step.held_bytes();
-        c.deps = {producer};
-        const TensorId host = g_.tensor(named(step.name + ".host"), MemCategory::activations, step.held_bytes(), true,
-                                        static_cast<uint16_t>(rank_));
-        c.allocs.push_back(host);
-        if (step.name != "mlp_out") c.frees.push_back(t);
-        st.offload_copy.set(step.name, g_.add(std::move(c)));
-        st.host_copy.set(step.name, host);
+        // XLA: the D2H copy as soon as the producer finishes. Megatron: when the module that reads it as its input has
+        // run its forward (the group's commit: on_group_commit_forward), the next step here; the experts' activation
+        // reads fc1's output inside the experts' own step. The HBM copy is freed when the copy is done.
+        if (!megatron_offload() || step.name == "expert_out") offload_to_host(st, step, t, producer);
+        else pending_offload = &step, pending_tensor = t, pending_from = producer;
       } else if (step.name != "mlp_out") {
         transient.push_back(t);
       }
     }
+    if (pending_offload) offload_to_host(st, *pending_offload, pending_tensor, last());
     // Intermediate tensors the policy does not keep die with the layer's last kernel.
     auto& closing = g_.ops[last_compute()];
     for (TensorId t : transient) closing.frees.push_back(t);
     for (TensorId t : fsdp_bufs) closing.frees.push_back(t);
     if (forward_cast) closing.frees.push_back(*forward_cast);
     layer_input = out;
+  }
+  // The D2H copy of an offloaded activation `t` after `after`; its HBM copy is freed when the copy is done (the layer
+  // output stays anyway: it is the next layer's input).
+  void offload_to_host(LayerState& st, const Step& step, TensorId t, OpId after) {
+    Op c;
+    c.name = named(step.name + ".offload");
+    c.rank = static_cast<uint16_t>(rank_);
+    c.kind = OpKind::copy_d2h;
+    // XLA issues host-offload copies on the compute stream (operation_queue_id 0; seen in a
+    // JAX profile on the H200), so they serialize with compute; Megatron uses side streams.
+    c.stream = jax_ ? StreamKind::compute : StreamKind::d2h;
+    c.phase = Phase::forward;
+    c.copy_bytes = step.held_bytes();
+    c.deps = {after};
+    const TensorId host = g_.tensor(named(step.name + ".host"), MemCategory::activations, step.held_bytes(), true,
+                                    static_cast<uint16_t>(rank_));
+    c.allocs.push_back(host);
+    if (step.name != "mlp_out") c.frees.push_back(t);
+    st.offload_copy.set(step.name, g_.add(std::move(c)));
+    st.host_copy.set(step.name, host);
   }
   // Bytes of layer l's activations that the recompute policy keeps in HBM for the backward
   // (the layer input included), with XLA's residual sizes in JAX mode.
@@ -3809,8 +3860,36 @@ class Builder {
   bool megatron_offload() const { return !jax_ && t_.recompute.mode == RecomputeMode::names && !t_.recompute.offload.empty(); }
   bool backward_follows_ = false;         // the chunk being emitted runs its backward next (its last group stays)
   OpId offload_preload_after_ = kNoOp;    // where the previous backward chunk's last group ended
+  OpId offload_preload_pair_ = kNoOp;     // the first op of that point's interleaved pair, if in one
   int bwd_layer_ = -1;                    // the layer whose backward is being emitted
   StepMap<TensorId>* bwd_by_step_ = nullptr;  // that layer's tensors by step, freed after their step's backward
+  // Which forward chunks of a rank's schedule keep their last group of each name (Megatron's fine-grained offloading):
+  // a chunk whose own backward is the next to start once its forward is done (should_bulk_offload: the front of the
+  // backward queue is this chunk; a backward paired with the forward in Megatron-Core's combined 1F1B order has started
+  // by then), and the first backward chunk, micro-batch 0 of the rank's last model chunk (post_warmup_callback's margin).
+  std::vector<char> chunks_keeping_last_groups(const std::vector<ScheduleEntry>& schedule) const {
+    std::vector<char> keeps(schedule.size(), 0);
+    if (!megatron_offload()) return keeps;
+    std::vector<std::ptrdiff_t> partner(schedule.size(), -1);  // the other half of an interleaved pair
+    if (ep_overlap_asked() && megatron_ep_overlap())
+      for (std::size_t i = 0; i + 1 < schedule.size(); ++i)
+        if (schedule[i].paired && schedule[i + 1].paired) {
+          partner[i] = static_cast<std::ptrdiff_t>(i + 1);
+          partner[i + 1] = static_cast<std::ptrdiff_t>(i);
+          ++i;
+        }
+    for (std::size_t i = 0; i < schedule.size(); ++i) {
+      const ScheduleEntry& f = schedule[i];
+      if (!f.forward) continue;
+      if (f.micro == 0 && f.chunk == vp_ - 1) keeps[i] = 1;
+      for (std::size_t j = i + 1; j < schedule.size() && !keeps[i]; ++j) {
+        if (schedule[j].forward || static_cast<std::ptrdiff_t>(j) == partner[i]) continue;
+        keeps[i] = schedule[j].micro == f.micro && schedule[j].chunk == f.chunk;
+        break;
+      }
+    }
+    return keeps;
+  }
   bool megatron_keeps_last_group(int l, std::string_view name) {
     if (!megatron_offload() || !backward_follows_) return false;
     for (int k = l + 1; k < end_layer(chunk_); ++k)
@@ -3861,11 +3940,15 @@ class Builder {
   }
   // A backward chunk's first group: reloaded where the previous backward chunk's last group ended, if this chunk's
   // forward had offloaded it by then (pre_reload_last_layer); otherwise now.
+  // (Inside an interleaved pair the order its forward's copy and the trigger are issued in is set later, by close_pair:
+  // a chunk whose forward is in the trigger's pair is not taken as done, which is the conservative reading.)
   void megatron_reload_chunk_start(int l) {
     const auto g = next_offloaded_group(l, {});
     if (!g) return;
     const OpId d2h = *layer_state_[{mb_, g->first}].offload_copy.find(g->second);
-    const OpId after = offload_preload_after_ != kNoOp && d2h < offload_preload_after_ ? offload_preload_after_ : last();
+    const bool done_before = offload_preload_after_ != kNoOp && d2h < offload_preload_after_ &&
+                             (offload_preload_pair_ == kNoOp || d2h < offload_preload_pair_);
+    const OpId after = done_before ? offload_preload_after_ : last();
     offload_preload_after_ = kNoOp;
     megatron_reload(g->first, g->second, after);
   }
@@ -3881,8 +3964,12 @@ class Builder {
   // The backward of layer bwd_layer_'s group `name` has ended: the next group reloads behind it.
   void offload_done(std::string_view name) {
     if (!megatron_offload() || bwd_layer_ < 0 || !layer_state_[{mb_, bwd_layer_}].offload_copy.find(name)) return;
-    if (const auto g = next_offloaded_group(bwd_layer_, name)) megatron_reload(g->first, g->second, last());
-    else offload_preload_after_ = last();
+    if (const auto g = next_offloaded_group(bwd_layer_, name)) {
+      megatron_reload(g->first, g->second, last());
+    } else {
+      offload_preload_after_ = last();
+      offload_preload_pair_ = ep_interleave_ ? pair_first_op_ : kNoOp;
+    }
   }
 
   void layer_backward_ops(int l) {
@@ -3947,7 +4034,8 @@ class Builder {
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
       // (Megatron: a recomputed module reads its offloaded input once reloaded. The MoE activation's input is the
       // experts' step's own, waited for inside that step.)
-      if (input_step && input_step->offloaded && step.name != "expert_act") offload_wait(input_step->name);
+      if (step.name == "expert_out") offload_wait("dispatch");  // (fc1's input: the dispatched tokens)
+      else if (input_step && input_step->offloaded && step.name != "expert_act") offload_wait(input_step->name);
       // (XLA recomputes the SwiGLU product inside the backward's fusion here: no kernel, no buffer of its own.)
       if (step.name == "mlp_act" && xla_swiglu_product_in_backward(l)) continue;
       run_step(l, step.name, moe_layer, step.forward);
@@ -3989,11 +4077,15 @@ class Builder {
     // (autograd releases saved tensors node by node; XLA frees buffers after their last use).
     phase_ = Phase::backward;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      // The experts' two groups (fc1's input, the activation's input) wait and end inside the experts' backward.
-      const bool own_group = it->offloaded && it->name != "dispatch" && it->name != "expert_out";
-      if (own_group) offload_wait(it->name);
+      // Megatron's group is a module's input: the step before this one in forward order, waited for before this step's
+      // backward and ended by it. (The experts' two groups, fc1's input and the activation's input, wait and end inside
+      // the experts' backward.)
+      const auto input = std::next(it);
+      const bool input_group = input != steps.rend() && input->offloaded && input->name != "dispatch" &&
+                               input->name != "expert_out";
+      if (input_group) offload_wait(input->name);
       run_step(l, it->name, moe_layer, it->backward);
-      if (own_group) offload_done(it->name);
+      if (input_group) offload_done(input->name);
       if (it->extra_read_by_backward) g_.ops[last_compute()].hbm_bytes += it->extra_io_bytes;
       if (const TensorId* f = by_step.find(it->name)) {
         g_.ops[last_compute()].frees.push_back(*f);

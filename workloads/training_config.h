@@ -145,6 +145,16 @@ struct MoeOptions {
   // Fp8Padding copies (moe_utils.py skip_routed_expert_padding). Under DeepEP it pads the received map per local
   // expert instead, at most align - 1 rows an expert (not modelled); HybridEP pads inside its permutation either way.
   bool router_padding = false;
+  // Megatron-Core's token dropping (--moe-expert-capacity-factor cf): each expert takes at most
+  // C = ceil(tokens x top_k / experts x cf) of a rank's tokens (moe_utils.py get_capacity, on the rank's own tokens;
+  // the router drops the rest, apply_router_token_dropping). 0: dropless. With pad_to_capacity
+  // (--moe-pad-expert-input-to-capacity) every expert takes exactly C from every rank, tokens routed with probability 0
+  // filling the gaps: the sizes are known before routing, so the alltoall dispatcher neither exchanges its counts nor
+  // waits for them on the host (token_dispatcher.py preprocess at Megatron-LM@d98e8a64: the drop_and_pad branch), and
+  // the load is the same at every rank whatever the routing. Without padding the counts still vary (the host waits
+  // for them before the first permutation) and the busiest rank's load is capped at C.
+  double capacity_factor = 0;
+  bool pad_to_capacity = false;
 };
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
 // stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split

@@ -457,6 +457,8 @@ Scenario parse_scenario(Node root) {
       set_if(mr.boolean("hybridep_combine_sync"), t.moe.hybridep_combine_sync);
       set_if(mr.boolean("hybridep_dispatch_sync"), t.moe.hybridep_dispatch_sync);
       set_if(mr.boolean("router_padding"), t.moe.router_padding);
+      set_if(mr.number("capacity_factor", false, 0.0, 1e3), t.moe.capacity_factor);
+      set_if(mr.boolean("pad_to_capacity"), t.moe.pad_to_capacity);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -663,6 +665,15 @@ Scenario parse_scenario(Node root) {
             "{} is a property of HybridEP's {} as Megatron-Core calls it: it needs dispatcher: hybridep in Megatron "
             "mode (here {} in {} mode); drop it",
             key, call, to_string(t.moe.dispatcher), t.framework == Framework::jax ? "JAX" : "Megatron"));
+    if (t.moe.capacity_factor > 0 && t.framework != Framework::megatron)
+      moe_node->child("capacity_factor").error(
+          "capacity_factor is Megatron-Core's token dropping (--moe-expert-capacity-factor); in JAX mode MaxText drops "
+          "tokens through a different dispatch (einsum masks over [experts, capacity]), which racksim does not model; "
+          "drop it (every token then reaches its top-k experts)");
+    if (t.moe.pad_to_capacity && t.moe.capacity_factor <= 0)
+      moe_node->child("pad_to_capacity").error(
+          "pad_to_capacity pads every expert's tokens to its capacity, which needs training.moe.capacity_factor > 0 "
+          "(Megatron-LM: --moe-pad-expert-input-to-capacity requires --moe-expert-capacity-factor); set one or drop it");
     if (t.moe.router_padding && (t.framework != Framework::megatron || !t.fp8_class()))
       moe_node->child("router_padding").error(fmt::format(
           "router_padding is Megatron-Core's --moe-router-padding-for-quantization, which pads to the alignment of "
@@ -1084,6 +1095,8 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (m.moe && t.moe.hybridep_combine_sync) training["moe"]["hybridep_combine_sync"] = true;  // (only when set)
   if (m.moe && t.moe.hybridep_dispatch_sync) training["moe"]["hybridep_dispatch_sync"] = true;  // (only when set)
   if (m.moe && t.moe.router_padding) training["moe"]["router_padding"] = true;  // (only when set)
+  if (m.moe && t.moe.capacity_factor > 0) training["moe"]["capacity_factor"] = t.moe.capacity_factor;  // (only when set)
+  if (m.moe && t.moe.pad_to_capacity) training["moe"]["pad_to_capacity"] = true;                     // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

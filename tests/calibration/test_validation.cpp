@@ -159,7 +159,7 @@ const json& at_scale_suite() {
 
 TEST(ScaleMechanisms, AtScaleSuitePinned) {
   const json& rows = at_scale_suite();
-  ASSERT_EQ(rows.size(), 42u);
+  ASSERT_EQ(rows.size(), 43u);
   std::set<std::string> passing;
   double sum = 0;
   for (const auto& row : rows) {
@@ -237,12 +237,11 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
     // gradient reductions): six ring latencies per layer and pass (q, k, v, o, two GELU matrices) on a 256-rank ring
     // cost both precisions the same time, which is a larger share of the FP8
     // step (its gathers move fp8, half the bytes). Bound 6% for that row, 5% for the others.
-    // Mixtral: 1.050 since the FP8 row runs its script's router padding (2026-12-06, latest (2)), whose removed
-    // Fp8Padding copies only the FP8 side had paid (1.044 before); 6% for it too.
-    const double bound = p.bf16 == "Pax GPT-5B, 256 H100 (FSDP256)" ||
-                                 p.fp8 == "Mixtral 8x22B blockwise FP8, 128 H100 (TP2 PP8 VPP7 EP8)"
-                             ? 0.06
-                             : 0.05;
+    // Mixtral: 1.042 since the router padding's host wait comes before the permutation, where Megatron-Core's alltoall
+    // dispatcher puts it for a dynamic output size (2026-12-06, eleventh stop); 1.050 with the wait at the exchange,
+    // after the FP8 row took its script's router padding (whose removed Fp8Padding copies only the FP8 side had paid),
+    // 1.044 before that.
+    const double bound = p.bf16 == "Pax GPT-5B, 256 H100 (FSDP256)" ? 0.06 : 0.05;
     EXPECT_NEAR(speedup("predicted") / speedup("measured"), 1.0, bound) << p.fp8;
   }
   // 16.6% today on 41 rows, 18 within 10% (XLA's bf16 gradient reductions, scheduler windows and per-array FSDP gathers,
@@ -284,8 +283,12 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1189);  // 11.88% on 42 rows (2026-12-06, eleventh stop: the Qwen3 GB200 MXFP8 row with
-  // Megatron's fine-grained activation offloading, +11.8%, added; the other rows unchanged);
+  EXPECT_LT(sum / rows.size(), 0.1200);  // 11.99% on 43 rows (2026-12-06, eleventh stop, later: Megatron's token dropping,
+  // training.moe.capacity_factor and pad_to_capacity, and the Mixtral token-drop row, +17.4%, added; the router padding's
+  // host wait before the permutation, Mixtral FP8 +23.0% -> +22.1%);
+  // 11.88% on 42 rows (2026-12-06, eleventh stop: the Qwen3 GB200 MXFP8 row with
+  // Megatron's fine-grained activation offloading, +11.8%, added (+12.1% after a review's fixes: the
+  // kept groups under EP overlap, the D2H after the reader, a module's input as the group); the other rows unchanged);
   // 11.88% on 41 (2026-12-06, latest (2): Megatron's router padding on the Mixtral FP8 row,
   // its Fp8Padding copies gone, +22.4% -> +23.0%);
   // 11.87% (2026-12-06, latest: HybridEP@3f601f7's host wait after its dispatch kernel,

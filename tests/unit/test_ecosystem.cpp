@@ -375,6 +375,28 @@ TEST(MegatronImport, MoeFusionsAndRouterPaddingReachTheirKeys) {
   }
 }
 
+// Token dropping: --moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity reach their keys; the padding
+// without a capacity is refused, as Megatron-Core refuses it; "None" (Megatron's default) is dropless.
+TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const auto r = meg(std::string(kDeepSeekArgs) + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt);
+  const auto m = load(r).training.moe;
+  EXPECT_DOUBLE_EQ(m.capacity_factor, 1.25);
+  EXPECT_TRUE(m.pad_to_capacity);
+  EXPECT_NE(r.yaml.find("# --moe-expert-capacity-factor 1.25"), std::string::npos) << r.yaml;
+  const auto none = load(meg(std::string(kDeepSeekArgs) + " --moe-expert-capacity-factor None", opt)).training.moe;
+  EXPECT_EQ(none.capacity_factor, 0.0);
+  EXPECT_FALSE(none.pad_to_capacity);
+  try {
+    meg(std::string(kDeepSeekArgs) + " --moe-pad-expert-input-to-capacity", opt);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("without --moe-expert-capacity-factor"), std::string::npos) << e.what();
+  }
+}
+
 // --no-fp8-wgrad keeps the weight-gradient GEMMs in bf16 (training.fp8_wgrad false); without it the key is not written.
 TEST(MegatronImport, NoFp8WgradReachesItsKey) {
   imp::MegatronOptions opt;

@@ -2416,14 +2416,95 @@ TEST(ScaleMechanisms, MegatronOffloadReloadsOneGroupAhead) {
   EXPECT_TRUE(waits("mb0.L4.expert_out.fetch", "mb0.L5.experts.gate_up.wgrad"));  // fc1's backward (wgrad not delayed)
   // The layer's first op of its backward does not wait for the layer's reloads (the old, layer-wide wait).
   EXPECT_FALSE(waits("mb0.L5.mlp_out.residual.bwd", "mb0.L5.dispatch.fetch"));
-  // Replayed: fc1's dgrad starts after the reload of its input, which starts after the activation's backward.
+  // fc1's input goes to the host once fc1 has read it (the group's commit after the module), the activation's input
+  // once the experts' step has run.
+  EXPECT_TRUE(waits("mb0.L5.dispatch.offload", "mb0.L5.experts.down"));
+  EXPECT_FALSE(waits("mb0.L5.dispatch.offload", "mb0.L5.dispatch.permute"));
+  // Replayed, the reload of fc1's input (4,096 tokens x top-2 x 4,096 bf16) is no faster than the C2C link's 450 GB/s a
+  // direction, and fc1's dgrad waits for all of it.
   const sim::RunResult run = sim::simulate(sc);
   const auto& rep = run.replay.ops;
-  EXPECT_GE(rep[id("mb0.L5.experts.gate_up.dgrad")].start_s, rep[id("mb0.L5.dispatch.fetch")].end_s - 1e-12);
-  EXPECT_GE(rep[id("mb0.L5.dispatch.fetch")].start_s, rep[id("mb0.L5.experts.act.bwd")].end_s - 1e-12);
+  const double fetch_s = rep[id("mb0.L5.dispatch.fetch")].end_s - rep[id("mb0.L5.dispatch.fetch")].start_s;
+  EXPECT_GE(fetch_s, 4096.0 * 2 * 4096 * 2 / 450e9);
+  EXPECT_GE(rep[id("mb0.L5.experts.gate_up.dgrad")].start_s - rep[id("mb0.L5.experts.act.bwd")].end_s, fetch_s - 1e-9);
   // The model's last layer, on the last stage, keeps its groups in HBM where the layer below offloads.
   const std::map<std::string, OpId> r1 = ops_by_name(g, 1);
   EXPECT_EQ(r1.count("mb0.L31.dispatch.offload"), 0u);
   EXPECT_EQ(r1.count("mb0.L31.expert_out.offload"), 0u);
   EXPECT_EQ(r1.count("mb0.L30.dispatch.offload"), 1u);
+
+  // Under EP overlap (Megatron-Core's combined 1F1B order, --delay-wgrad-compute) and moe_act recompute: fc1's group ends
+  // with its dgrad, the activation's recompute waits for its input's reload, and on the last stage the backward paired
+  // with a forward has started when that forward ends, so the forward's chunk is the next to start: its last layer keeps
+  // its groups in every micro-batch (should_bulk_offload), as does micro-batch 0's last chunk on every rank (the margin).
+  const auto ov = load(kHybridEpJob, {"training.recompute={save: [qkv, attn, attn_out, router], offload: [dispatch, expert_out]}",
+                                      "training.moe.a2a_overlap=true"});
+  const OpGraph go = build_training_graph(ov.model, ov.training, ov.system.spec);
+  const std::map<std::string, OpId> o0 = ops_by_name(go, 0), o1 = ops_by_name(go, 1);
+  const auto dep = [&](const std::map<std::string, OpId>& ops, const std::string& op, const std::string& on) {
+    if (!ops.count(op) || !ops.count(on)) return false;
+    const Op& o = go.ops[ops.at(op)];
+    return std::find(o.deps.begin(), o.deps.end(), ops.at(on)) != o.deps.end();
+  };
+  EXPECT_TRUE(dep(o0, "mb1.L4.expert_out.fetch", "mb1.L5.experts.gate_up.dgrad"));
+  EXPECT_TRUE(dep(o0, "mb1.L5.experts.act.recompute", "mb1.L5.expert_out.fetch"));
+  int last_layer = 0, below = 0;
+  for (const auto& [n, i] : o1) {
+    last_layer += n.find(".L31.dispatch.offload") != std::string::npos;
+    below += n.find(".L30.dispatch.offload") != std::string::npos;
+  }
+  EXPECT_EQ(last_layer, 0);
+  EXPECT_GT(below, 0);
+  EXPECT_EQ(o0.count("mb0.L23.dispatch.offload"), 0u);  // rank 0's last chunk (L16-23), micro-batch 0: the margin
+  EXPECT_EQ(o0.count("mb1.L23.dispatch.offload"), 1u);
+}
+
+// Megatron-Core's token dropping (--moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity; moe_utils.py
+// get_capacity and token_dispatcher.py preprocess at Megatron-LM@d98e8a64): an expert takes at most
+// C = ceil(tokens x top_k / experts x cf) of a rank's tokens. Padded, it takes exactly C from every rank: the rank sends
+// E x C rows whatever the routing, the imbalance has no effect, and the alltoall dispatcher neither gathers its counts
+// nor waits for them on the host. Unpadded, the busiest rank's load is capped at C and the host waits for the counts
+// before the first permutation (before_permutation_1), where dropless routing waits before the exchange.
+TEST(ScaleMechanisms, TokenDroppingPadsEveryExpertToItsCapacity) {
+  const char* job = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 1, ep: 8, dp: 64}, moe: {dispatcher: alltoall}}
+)";
+  const double h = 4096, tokens = 4096, k = 2, E = 8;
+  const double capacity = std::ceil(tokens * k / E * 1.25);  // 1,280
+  struct Case {
+    std::vector<std::string> sets;
+    double rows;         // rows the exchange moves at the busiest rank
+    bool waits_at_a2a;   // the host waits before the exchange (dropless)
+    bool waits_before_permute;
+    bool counts_gathered;
+  };
+  const std::vector<Case> cases = {
+      {{}, tokens * k, true, false, true},
+      {{"training.expert_imbalance=1.5"}, tokens * k * 1.5, true, false, true},
+      {{"training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true"}, E * capacity, false, false, false},
+      {{"training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true", "training.expert_imbalance=1.5"},
+       E * capacity, false, false, false},
+      {{"training.moe.capacity_factor=1.25", "training.expert_imbalance=1.5"}, tokens * k * 1.25, false, true, true},
+      {{"training.moe.capacity_factor=0.5", "training.moe.pad_to_capacity=true"}, E * std::ceil(tokens * k / E * 0.5),
+       false, false, false},
+  };
+  std::vector<double> steps;
+  for (const Case& c : cases) {
+    const auto sc = load(job, c.sets);
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const std::map<std::string, OpId> ops = ops_by_name(g, 0);
+    ASSERT_TRUE(ops.count("mb0.L0.dispatch.all_to_all"));
+    const Op& a2a = g.ops[ops.at("mb0.L0.dispatch.all_to_all")];
+    EXPECT_NEAR(a2a.coll_bytes, c.rows * h * 2, 1.0) << c.sets.size();
+    EXPECT_EQ(a2a.host_waits_for != kNoOp, c.waits_at_a2a) << c.sets.size();
+    EXPECT_EQ(g.ops[ops.at("mb0.L0.dispatch.permute")].host_waits_for != kNoOp, c.waits_before_permute) << c.sets.size();
+    EXPECT_EQ(ops.count("mb0.L0.dispatch.counts_all_gather"), c.counts_gathered ? 1u : 0u);
+    EXPECT_EQ(ops.count("mb0.L0.router.token_drop"), c.sets.empty() || c.sets.size() == 1 ? 0u : 1u);
+    steps.push_back(sim::simulate(sc).replay.step_time_s);
+  }
+  EXPECT_DOUBLE_EQ(steps[2], steps[3]);  // padded: the imbalance changes nothing
+  EXPECT_LT(steps[2], steps[1]);         // and it beats the imbalanced dropless step
+  EXPECT_LT(steps[5], steps[2]);         // a capacity under the mean drops tokens: less work
 }

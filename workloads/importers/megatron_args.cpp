@@ -1121,7 +1121,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const bool any_moe_flag = fl.has("moe-token-dispatcher-type") || fl.has("moe-enable-deepep") ||
                             fl.has("moe-router-group-topk") || fl.has("overlap-moe-expert-parallel-comm") ||
                             fl.has("moe-flex-dispatcher-backend") || fl.on("moe-router-fusion") ||
-                            fl.on("moe-permute-fusion") || router_padding;
+                            fl.on("moe-permute-fusion") || router_padding || fl.has("moe-expert-capacity-factor") ||
+                            fl.on("moe-pad-expert-input-to-capacity");
   if (any_moe_flag && (is_moe || !opt.model.empty())) {
     tw.line(2, "moe", "");
     std::string disp = "alltoall", disp_src = "Megatron's default dispatcher is allgather; modelled as alltoall";
@@ -1155,6 +1156,16 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                 "specified when moe_router_padding_for_quantization is True', transformer_config.py)",
                                 padding_flag));
       tw.line(4, "router_padding", "true", std::string("--") + padding_flag);
+    }
+    // Token dropping: the capacity factor (Megatron's default None: dropless) and the padding to capacity.
+    const auto cf = fl.str("moe-expert-capacity-factor");
+    const bool pad = fl.on("moe-pad-expert-input-to-capacity");
+    if (cf && *cf != "None") tw.line(4, "capacity_factor", *cf, src("moe-expert-capacity-factor"));
+    if (pad) {
+      if (!cf || *cf == "None")
+        fail(label, "--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor: Megatron-Core refuses it "
+                    "(the padding is to the expert capacity)");
+      tw.line(4, "pad_to_capacity", "true", "--moe-pad-expert-input-to-capacity");
     }
   }
   if (auto mtp = as_int("mtp-num-layers"); mtp && *mtp > 0) tw.line(2, "mtp_layers", std::to_string(*mtp), src("mtp-num-layers"));

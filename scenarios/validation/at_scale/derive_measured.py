@@ -175,7 +175,8 @@ def derive():
 
     # --- Mixtral 8x22B, forced balance and blockwise FP8 (same script) -----------------------
     for name, tf, what in (("mixtral-8x22b-128xh100-forcebal", 465e12, "~465 TFLOP/s/GPU (forced load balance, BF16)"),
-                           ("mixtral-8x22b-128xh100-fp8", 560e12, "~560 TFLOP/s/GPU (blockwise FP8, forced balance)")):
+                           ("mixtral-8x22b-128xh100-fp8", 560e12, "~560 TFLOP/s/GPU (blockwise FP8, forced balance)"),
+                           ("mixtral-8x22b-128xh100-tokendrop", 470e12, "~470 TFLOP/s/GPU (token drop: capacity 1.0, padded, BF16)")):
         row(name, what, "ModelZoo best_practice/mixtral/run_mixtral_8x22B.sh comments, sec. 1b",
             "Megatron counter after 8873b55d (causal, top-k experts)", "as mixtral-8x22b-128xh100",
             dict(F_per_token=F), "tokens_per_s_per_gpu", tf / F)
