@@ -418,6 +418,10 @@ class Builder {
           t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
                                          : std::string(),
           t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
+      if (t_.moe.capacity_factor > 0 && t_.moe.hierarchical())
+        g_.notes.push_back("training.moe.capacity_factor with DeepEP/HybridEP: the capacity sets the tokens exchanged "
+                           "and computed, but their host waits stay the dropless ones (their drop-and-pad paths are "
+                           "not modelled)");
       if (t_.moe.capacity_factor > 0)
         g_.notes.push_back(fmt::format(
             "MoE token dropping: capacity factor {:g}, {:g} tokens per expert from each rank's {:g}{}", t_.moe.capacity_factor,
