@@ -275,7 +275,10 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
   EXPECT_TRUE(t.overlap_grad_reduce);
   EXPECT_TRUE(t.overlap_param_gather);
-  EXPECT_EQ(t.recompute.mode, racksim::workloads::RecomputeMode::selective);
+  // --recompute-modules core_attn mla_up_proj: MLA's up projections recomputed (racksim's qkv chain not saved).
+  EXPECT_EQ(t.recompute.mode, racksim::workloads::RecomputeMode::names);
+  EXPECT_EQ(std::count(t.recompute.save.begin(), t.recompute.save.end(), "qkv"), 0);
+  EXPECT_EQ(std::count(t.recompute.save.begin(), t.recompute.save.end(), "expert_act"), 1);
   EXPECT_FALSE(t.sequence_parallel);  // Megatron's default without --sequence-parallel
   EXPECT_EQ(t.global_batch, 8192);
   EXPECT_EQ(t.seq_len, 4096);
@@ -395,6 +398,37 @@ TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("without --moe-expert-capacity-factor"), std::string::npos) << e.what();
   }
+}
+
+// Megatron's module lists as activation names: --recompute-modules other than the attention core alone, and
+// fine-grained activation offloading's --offload-modules (each module's input to the host), become a {save, offload}
+// map; the Qwen3 GB200 MXFP8 row's flags give the map its hand-made scenario states.
+TEST(MegatronImport, RecomputeAndOffloadModulesBecomeActivationNames) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  using Names = std::set<std::string>;
+  const auto policy = [&](const std::string& flags) {
+    const auto t = load(meg(std::string(kDeepSeekArgs) + " " + flags, opt)).training.recompute;
+    return std::pair<Names, Names>{Names(t.save.begin(), t.save.end()), Names(t.offload.begin(), t.offload.end())};
+  };
+  const auto [save, off] = policy("--recompute-granularity selective --recompute-modules moe_act layernorm "
+                                  "--fine-grained-activation-offloading --offload-modules expert_fc1 moe_act");
+  EXPECT_EQ(off, (Names{"dispatch", "expert_out"}));
+  // (the hand-made row saves qkv, attn, attn_out, router; the dense MLP's names are the first dense layers')
+  EXPECT_EQ(save, (Names{"qkv", "attn", "attn_out", "mlp_gate", "mlp_up", "mlp_act", "router"}));
+  const auto [save2, off2] = policy("--recompute-granularity selective --recompute-modules mla_up_proj moe mlp");
+  EXPECT_EQ(save2, (Names{"norm1", "attn", "attn_out", "norm2"}));
+  EXPECT_TRUE(off2.empty());
+  // Without the switch Megatron offloads nothing; the core attention alone stays selective.
+  const auto plain = load(meg(std::string(kDeepSeekArgs) + " --offload-modules expert_fc1", opt));
+  EXPECT_TRUE(plain.training.recompute.offload.empty());
+  const auto core = load(meg(std::string(kDeepSeekArgs) + " --recompute-modules core_attn", opt));
+  EXPECT_EQ(core.training.recompute.mode, racksim::workloads::RecomputeMode::selective);
+  const auto odd = meg(std::string(kDeepSeekArgs) + " --recompute-granularity selective --recompute-modules warp_drive", opt);
+  EXPECT_NE(std::find_if(odd.warnings.begin(), odd.warnings.end(),
+                         [](const std::string& w) { return w.find("--recompute-modules warp_drive: not a module") == 0; }),
+            odd.warnings.end());
 }
 
 // --no-fp8-wgrad keeps the weight-gradient GEMMs in bf16 (training.fp8_wgrad false); without it the key is not written.

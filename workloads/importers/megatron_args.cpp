@@ -55,7 +55,7 @@ const std::set<std::string>& switches() {
       "no-create-attention-mask-in-dataloader", "accumulate-allreduce-grads-in-fp32", "attention-softmax-in-fp32",
       "moe-router-enable-expert-bias", "moe-router-pre-softmax", "moe-shared-expert-overlap",
       "moe-pad-expert-input-to-capacity", "moe-per-layer-logging", "moe-router-fusion", "moe-router-padding-for-fp8",
-      "moe-router-padding-for-quantization", "use-precision-aware-optimizer",
+      "moe-router-padding-for-quantization", "use-precision-aware-optimizer", "fine-grained-activation-offloading",
       "delay-wgrad-compute", "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
       "use-torch-fsdp2", "use-custom-fsdp", "use-megatron-fsdp", "async-save", "auto-detect-ckpt-format",
       "use-checkpoint-args", "log-params-norm", "log-num-zeros-in-grad", "log-timers-to-tensorboard",
@@ -569,6 +569,90 @@ struct Flags {
 
 std::string shown(const Arg& a) { return a.value ? fmt::format("--{} {}", a.flag, *a.value) : "--" + a.flag; }
 
+// A Megatron module list as written in a launch script ("moe_act layernorm", "[moe_act, layernorm]", "['mlp']").
+std::vector<std::string> module_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      cur += c;
+    } else if (!cur.empty()) {
+      if (std::find(out.begin(), out.end(), cur) == out.end()) out.push_back(cur);
+      cur.clear();
+    }
+  }
+  return out;
+}
+
+// Megatron's --recompute-modules (selective) and --offload-modules (fine-grained activation offloading) as racksim's
+// {save, offload} map over its activation names (docs/contracts.md). A recomputed module's outputs are not saved:
+// layernorm the two norms' outputs (norm1, norm2; under MLA the latent norms are part of qkv's chain), mlp the dense
+// MLP's (mlp_gate, mlp_up, mlp_act), moe the whole MoE block's (router, dispatch, expert_out, expert_act), moe_act the
+// experts' activation output (expert_act), mla_up_proj MLA's up projections (racksim's qkv is the whole MLA chain). An
+// offloaded module's input goes to the host (fine_grained_activation_offload.py): qkv_linear's is norm1's output,
+// core_attn's the q/k/v (qkv), attn_proj's the attention output (attn), mlp_norm's the residual after the attention
+// (attn_out), expert_fc1's the dispatched tokens (dispatch), moe_act's fc1's output (expert_out), fused_group_mlp's all
+// three of the grouped MLP's. core_attn among other recomputed modules keeps the attention output (Megatron replays the
+// attention kernel in the backward, which a name list cannot say): a warning.
+std::string activation_name_policy(const std::vector<std::string>& recompute, const std::vector<std::string>& offload,
+                                   bool moe, std::vector<std::string>& warnings) {
+  std::vector<std::string> names = {"norm1", "qkv", "attn", "attn_out", "norm2", "mlp_gate", "mlp_up", "mlp_act"};
+  if (moe) names.insert(names.end(), {"router", "dispatch", "expert_out", "expert_act"});
+  static const std::map<std::string, std::vector<std::string>> recomputed = {
+      {"core_attn", {}},
+      {"layernorm", {"norm1", "norm2"}},
+      {"mlp", {"mlp_gate", "mlp_up", "mlp_act"}},
+      {"moe", {"router", "dispatch", "expert_out", "expert_act"}},
+      {"moe_act", {"expert_act"}},
+      {"mla_up_proj", {"qkv"}},
+      {"shared_experts", {}}};
+  static const std::map<std::string, std::vector<std::string>> offloaded = {
+      {"qkv_linear", {"norm1"}},  {"core_attn", {"qkv"}},           {"attn_proj", {"attn"}},
+      {"mlp_norm", {"attn_out"}}, {"expert_fc1", {"dispatch"}},     {"moe_act", {"expert_out"}},
+      {"fused_group_mlp", {"dispatch", "expert_out", "expert_act"}}, {"attn_norm", {}}};
+  std::vector<std::string> drop, off;
+  for (const std::string& m : recompute) {
+    const auto it = recomputed.find(m);
+    if (it == recomputed.end()) {
+      warnings.push_back(fmt::format("--recompute-modules {}: not a module racksim knows; ignored", m));
+      continue;
+    }
+    if (m == "core_attn" && recompute.size() > 1)
+      warnings.push_back("--recompute-modules core_attn with other modules: the attention output stays saved (Megatron "
+                         "replays the attention kernel in the backward; a name list cannot say that)");
+    if (m == "shared_experts")
+      warnings.push_back("--recompute-modules shared_experts: the shared experts are part of racksim's router step; "
+                         "not recomputed");
+    drop.insert(drop.end(), it->second.begin(), it->second.end());
+  }
+  for (const std::string& m : offload) {
+    const auto it = offloaded.find(m);
+    if (it == offloaded.end()) {
+      warnings.push_back(fmt::format("--offload-modules {}: not a module racksim knows; ignored", m));
+      continue;
+    }
+    if (m == "attn_norm")
+      warnings.push_back("--offload-modules attn_norm: its input is the layer's input, which racksim always keeps; "
+                         "not offloaded");
+    off.insert(off.end(), it->second.begin(), it->second.end());
+  }
+  const auto in = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  std::vector<std::string> save, offl;
+  for (const std::string& n : names) {
+    if (in(off, n) && !in(drop, n)) offl.push_back(n);
+    else if (!in(drop, n) && !in(off, n)) save.push_back(n);
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  return offl.empty() ? fmt::format("{{save: [{}]}}", join(save))
+                      : fmt::format("{{save: [{}], offload: [{}]}}", join(save), join(offl));
+}
+
 using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 
 [[noreturn]] void fail(const std::string& label, const std::string& message) {
@@ -974,6 +1058,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 
   // recompute
   std::string recompute = "none", rc_src = "no --recompute-granularity";
+  std::vector<std::string> recompute_modules;  // --recompute-modules under selective granularity
   long long block_layers = 0;  // --recompute-method block --recompute-num-layers
   if (auto g = fl.str("recompute-granularity")) {
     rc_src = src("recompute-granularity");
@@ -1001,9 +1086,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       recompute = "selective";
       if (auto mods = fl.str("recompute-modules")) {
         rc_src += " " + src("recompute-modules");
-        if (mods->find_first_not_of(" ") != std::string::npos && *mods != "core_attn" && *mods != "[core_attn]" &&
-            *mods != "['core_attn']")
-          out.warnings.push_back(fmt::format("--recompute-modules {}: modelled as selective (the attention core only)", *mods));
+        recompute_modules = module_list(*mods);
+      } else {
+        recompute_modules = {"core_attn"};  // Megatron's default list
       }
     } else {
       out.warnings.push_back(fmt::format("--recompute-granularity {}: not known; no recompute", *g));
@@ -1012,6 +1097,23 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   } else if (fl.on("recompute-activations")) {
     recompute = "selective";
     rc_src = "--recompute-activations (selective)";
+  }
+  // Megatron's module lists as racksim's activation names: a selective list other than the attention core alone
+  // (--recompute-modules), and Megatron-Core's fine-grained activation offloading (--fine-grained-activation-offloading
+  // --offload-modules: each module's input goes to the host), become a {save, offload} map.
+  std::vector<std::string> offload_modules;
+  if (fl.on("fine-grained-activation-offloading")) {
+    if (auto mods = fl.str("offload-modules")) offload_modules = module_list(*mods);
+    rc_src += " --fine-grained-activation-offloading";
+    if (fl.has("offload-modules")) rc_src += " " + src("offload-modules");
+  } else {
+    fl.str("offload-modules");  // (read: without the switch Megatron offloads nothing)
+  }
+  const bool names_policy = recompute != "full" && (!offload_modules.empty() ||
+                                                    (recompute == "selective" && recompute_modules != std::vector<std::string>{"core_attn"}));
+  if (names_policy) {
+    recompute = activation_name_policy(recompute == "selective" ? recompute_modules : std::vector<std::string>{},
+                                       offload_modules, is_moe, out.warnings);
   }
   tw.line(2, "recompute", recompute, rc_src);
   if (block_layers > 0)
