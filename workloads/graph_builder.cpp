@@ -2369,8 +2369,8 @@ class Builder {
     const bool act_alone = moe_act_recomputed(l);
     steps.push_back({"expert_act", act_saved_bytes,
                      [=, this] {
-                       if (phase_ == Phase::recompute && act_alone) offload_wait("expert_out");
-                       if (phase_ == Phase::recompute && act_alone)
+                       // (JAX mode: XLA's recompute at the head of the layer's backward; Megatron's in the experts' backward.)
+                       if (phase_ == Phase::recompute && act_alone && jax_)
                          vector("experts.act.recompute", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe,
                                 expert_tokens * fe);
                      },
@@ -2389,6 +2389,18 @@ class Builder {
                        // activation's; expert_fc1, fc1's input (dispatch), reloaded behind it and waited for before
                        // fc1's backward, which ends it (its dgrad; the wgrad too unless delayed under EP overlap).
                        offload_wait("expert_out");
+                       // Megatron's moe_act recompute (CheckpointWithoutOutput): the activation's output, discarded after
+                       // fc2's forward, is recomputed when fc2's output gradient arrives, inside the experts' backward
+                       // (experts.py: discard_output_and_register_recompute), not at the head of the layer's backward.
+                       if (!jax_ && act_alone) {
+                         const Phase outer = std::exchange(phase_, Phase::recompute);
+                         vector("experts.act.recompute", (mats + 1) * expert_tokens * fe * a, 8 * expert_tokens * fe,
+                                expert_tokens * fe);
+                         const TensorId t = temp("expert_act.recomputed", act_saved_bytes);
+                         g_.ops[last()].allocs.push_back(t);
+                         if (bwd_by_step_) bwd_by_step_->set("expert_act", t);
+                         phase_ = outer;
+                       }
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        grouped_gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        grouped_gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
@@ -4036,6 +4048,7 @@ class Builder {
       const Step* input_step = std::exchange(before_step, &step);
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
       if (!replay && (step.saved || step.offloaded || (step.name == "mlp_out" && !recompute_output))) continue;
+      if (!jax_ && step.name == "expert_act" && moe_act_recomputed(l)) continue;  // (inside the experts' backward)
       // (Megatron: a recomputed module reads its offloaded input once reloaded. The MoE activation's input is the
       // experts' step's own, waited for inside that step.)
       if (step.name == "expert_out") offload_wait("dispatch");  // (fc1's input: the dispatched tokens)
