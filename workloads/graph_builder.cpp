@@ -418,10 +418,9 @@ class Builder {
           t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
                                          : std::string(),
           t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
-      if (t_.moe.capacity_factor > 0 && t_.moe.hierarchical())
-        g_.notes.push_back("training.moe.capacity_factor with DeepEP/HybridEP: the capacity sets the tokens exchanged "
-                           "and computed, but their host waits stay the dropless ones (their drop-and-pad paths are "
-                           "not modelled)");
+      if (t_.moe.capacity_factor > 0 && t_.moe.hierarchical() && !drop_and_pad())
+        g_.notes.push_back("training.moe.capacity_factor without pad_to_capacity under DeepEP/HybridEP: the capacity sets "
+                           "the tokens exchanged and computed; their host waits stay the dropless ones");
       if (t_.moe.capacity_factor > 0)
         g_.notes.push_back(fmt::format(
             "MoE token dropping: capacity factor {:g}, {:g} tokens per expert from each rank's {:g}{}", t_.moe.capacity_factor,
@@ -2231,9 +2230,10 @@ class Builder {
                        vector("router.topk", Tsp_ * E * 4 * 2, 10 * Tsp_ * E, Tsp_ * E);
                        // Token dropping (apply_router_token_dropping): a top-C over each expert's column of the fp32
                        // probabilities, the capacity mask zeroed and scattered, the probabilities masked.
-                       if (capacity_factor > 0 && !jax_) vector("router.token_drop", 4 * Tsp_ * E * 4, 10 * Tsp_ * E, Tsp_ * E);
+                       if (capacity_factor > 0 && !jax_) vector("router.token_drop", 4 * Tsp_ * E * 4, 10 * Tsp_ * E);
                      },
                      [=, this] {
+                       if (capacity_factor > 0 && !jax_) vector("router.token_drop.bwd", 3 * Tsp_ * E * 4, Tsp_ * E);
                        vector("router.topk.bwd", Tsp_ * E * 4 * 2, 4 * Tsp_ * E);
                        gemm("router.dgrad", Tsp_, h_, E);
                        gemm("router.wgrad", h_, E, Tsp_, 1, 2 * h_ * E * pr_.grad_bytes);
@@ -2281,14 +2281,18 @@ class Builder {
                        // Megatron-LM@d98e8a64 token_dispatcher.py _HybridEPManager: "HybridEP sizes buffers
                        // dynamically (CPU sync in dispatch)").
                        const bool hybridep = t_.moe.dispatcher == MoeDispatcher::hybridep;
-                       if (waits && flex && ep_ > 1)
+                       // (Padded to capacity Megatron-Core passes HybridEP the permuted size, num_permuted_tokens, so its
+                       // host does not wait for the preprocessing: _HybridEPManager.setup_metadata at d98e8a64.)
+                       if (flex && ep_ > 1 && hybridep && drop_and_pad())
+                         ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep, ep_ * Tsp_ * E);
+                       else if (waits && flex && ep_ > 1)
                          pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
                                                                    hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
                        expert_exchange("dispatch.all_to_all", sent_tokens, dispatch_bytes);
                        // HybridEP of Oct-Nov 2025 (training.moe.hybridep_dispatch_sync) then reads the tokens per local
                        // expert on the host to size its permutation's output: the host waits for the dispatch kernel
                        // (its permute_processing kernel behind it, not emitted, is tiny).
-                       if (waits && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1) pending_host_wait_ = last();
+                       if (waits && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1 && !drop_and_pad()) pending_host_wait_ = last();
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", sent_tokens, a);
@@ -2340,7 +2344,11 @@ class Builder {
     // permutation pads to the alignment itself (permute(..., align_size): fused_permute_and_pad_with_probs),
     // after which every split is aligned and Fp8Padding copies nothing. XLA: static shapes.
     // With the router's padding (training.moe.router_padding) every split is aligned already.
-    const bool pads = !jax_ && fp8_class() && !t_.moe.router_padding &&
+    // Padded to capacity, every split is C x ep x etp rows: Fp8Padding copies nothing when that is aligned (TE
+    // fp8_padding.py returns early when every split already is).
+    const bool splits_aligned =
+        drop_and_pad() && std::fmod(expert_capacity() * ep_ * etp_, static_cast<double>(align)) == 0;
+    const bool pads = !jax_ && fp8_class() && !t_.moe.router_padding && !splits_aligned &&
                       (t_.moe.dispatcher == MoeDispatcher::all_to_all || (t_.moe.dispatcher == MoeDispatcher::deepep && !t_.moe.permute_fusion));
     const double pad_copy_bytes = 2 * expert_tokens * h_ * a;  // read and write the busiest rank's tokens
     // Experts as grouped GEMMs: local_experts GEMMs of per_expert tokens each.

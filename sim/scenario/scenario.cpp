@@ -670,6 +670,23 @@ Scenario parse_scenario(Node root) {
           "capacity_factor is Megatron-Core's token dropping (--moe-expert-capacity-factor); in JAX mode MaxText drops "
           "tokens through a different dispatch (einsum masks over [experts, capacity]), which racksim does not model; "
           "drop it (every token then reaches its top-k experts)");
+    if (t.moe.pad_to_capacity && t.moe.dispatcher == MoeDispatcher::deepep)
+      moe_node->child("pad_to_capacity").error(
+          "pad_to_capacity with dispatcher: deepep: Megatron-Core refuses it (\"Flex token dispatcher with deepep backend "
+          "does not support moe_pad_expert_input_to_capacity\", transformer_config.py); use alltoall or hybridep, or drop it");
+    // Padded, every expert must take exactly C of a rank's tokens; a capacity above them cannot be filled (Megatron's
+    // router then maps every token to every expert, and its permutation's per-expert view of C rows fails).
+    if (t.moe.pad_to_capacity && t.moe.capacity_factor > 0 && m.moe->experts > 0 && p.cp > 0 && p.tp > 0) {
+      const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp / (t.sequence_parallel ? p.tp : 1);
+      const double capacity = std::ceil(tokens * m.moe->top_k / m.moe->experts * t.moe.capacity_factor);
+      if (capacity > tokens)
+        moe_node->child("capacity_factor")
+            .error(fmt::format("capacity {:g} (ceil({:g} tokens x top-{} / {} experts x {:g})) exceeds the {:g} tokens a rank "
+                               "routes: padded to capacity, an expert cannot take more than every token (Megatron's "
+                               "permutation then fails); lower it to at most experts/top_k = {:g}, or drop pad_to_capacity",
+                               capacity, tokens, m.moe->top_k, m.moe->experts, t.moe.capacity_factor, tokens,
+                               static_cast<double>(m.moe->experts) / m.moe->top_k));
+    }
     if (t.moe.pad_to_capacity && t.moe.capacity_factor <= 0)
       moe_node->child("pad_to_capacity").error(
           "pad_to_capacity pads every expert's tokens to its capacity, which needs training.moe.capacity_factor > 0 "

@@ -384,19 +384,33 @@ TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
   imp::MegatronOptions opt;
   opt.system = "gb200-nvl72";
   opt.gpus = 256;
-  const auto r = meg(std::string(kDeepSeekArgs) + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt);
+  // (The DeepSeek-V3 script's DeepEP: Megatron-Core refuses padding to capacity with it, so the alltoall dispatcher.)
+  std::string args = kDeepSeekArgs;
+  const std::string deepep = "--moe-token-dispatcher-type flex --moe-enable-deepep";
+  const std::size_t at = args.find(deepep);
+  ASSERT_NE(at, std::string::npos);
+  std::string alltoall = args;
+  alltoall.replace(at, deepep.size(), "--moe-token-dispatcher-type alltoall");
+  const auto r = meg(alltoall + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt);
   const auto m = load(r).training.moe;
   EXPECT_DOUBLE_EQ(m.capacity_factor, 1.25);
   EXPECT_TRUE(m.pad_to_capacity);
   EXPECT_NE(r.yaml.find("# --moe-expert-capacity-factor 1.25"), std::string::npos) << r.yaml;
-  const auto none = load(meg(std::string(kDeepSeekArgs) + " --moe-expert-capacity-factor None", opt)).training.moe;
+  const auto none = load(meg(alltoall + " --moe-expert-capacity-factor None", opt)).training.moe;
   EXPECT_EQ(none.capacity_factor, 0.0);
   EXPECT_FALSE(none.pad_to_capacity);
   try {
-    meg(std::string(kDeepSeekArgs) + " --moe-pad-expert-input-to-capacity", opt);
+    meg(alltoall + " --moe-pad-expert-input-to-capacity", opt);
     ADD_FAILURE() << "no error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("without --moe-expert-capacity-factor"), std::string::npos) << e.what();
+  }
+  // With DeepEP the imported scenario is refused where Megatron-Core refuses the run.
+  try {
+    load(meg(args + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt));
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("does not support moe_pad_expert_input_to_capacity"), std::string::npos) << e.what();
   }
 }
 

@@ -2471,40 +2471,63 @@ model: {preset: mixtral-8x7b}
 training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
            parallelism: {tp: 1, pp: 1, ep: 8, dp: 64}, moe: {dispatcher: alltoall}}
 )";
-  const double h = 4096, tokens = 4096, k = 2, E = 8;
+  const double h = 4096, ffn = 14336, tokens = 4096, k = 2, E = 8;
   const double capacity = std::ceil(tokens * k / E * 1.25);  // 1,280
   struct Case {
     std::vector<std::string> sets;
-    double rows;         // rows the exchange moves at the busiest rank
+    double rows;         // rows the exchange moves and the experts compute at the busiest rank
     bool waits_at_a2a;   // the host waits before the exchange (dropless)
     bool waits_before_permute;
     bool counts_gathered;
+    bool drops;          // the router's token-dropping kernel
   };
   const std::vector<Case> cases = {
-      {{}, tokens * k, true, false, true},
-      {{"training.expert_imbalance=1.5"}, tokens * k * 1.5, true, false, true},
-      {{"training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true"}, E * capacity, false, false, false},
+      {{}, tokens * k, true, false, true, false},
+      {{"training.expert_imbalance=1.5"}, tokens * k * 1.5, true, false, true, false},
+      {{"training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true"}, E * capacity, false, false, false, true},
       {{"training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true", "training.expert_imbalance=1.5"},
-       E * capacity, false, false, false},
-      {{"training.moe.capacity_factor=1.25", "training.expert_imbalance=1.5"}, tokens * k * 1.25, false, true, true},
+       E * capacity, false, false, false, true},
+      {{"training.moe.capacity_factor=1.25", "training.expert_imbalance=1.5"}, tokens * k * 1.25, false, true, true, true},
       {{"training.moe.capacity_factor=0.5", "training.moe.pad_to_capacity=true"}, E * std::ceil(tokens * k / E * 0.5),
-       false, false, false},
+       false, false, false, true},
+      // Unpadded under the mean: a rank's counts capped at C even balanced.
+      {{"training.moe.capacity_factor=0.5"}, E * std::ceil(tokens * k / E * 0.5), false, true, true, true},
   };
   std::vector<double> steps;
   for (const Case& c : cases) {
+    const std::string what = c.sets.empty() ? "dropless" : fmt::format("{}", fmt::join(c.sets, " "));
     const auto sc = load(job, c.sets);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
     const std::map<std::string, OpId> ops = ops_by_name(g, 0);
-    ASSERT_TRUE(ops.count("mb0.L0.dispatch.all_to_all"));
+    ASSERT_TRUE(ops.count("mb0.L0.dispatch.all_to_all")) << what;
     const Op& a2a = g.ops[ops.at("mb0.L0.dispatch.all_to_all")];
-    EXPECT_NEAR(a2a.coll_bytes, c.rows * h * 2, 1.0) << c.sets.size();
-    EXPECT_EQ(a2a.host_waits_for != kNoOp, c.waits_at_a2a) << c.sets.size();
-    EXPECT_EQ(g.ops[ops.at("mb0.L0.dispatch.permute")].host_waits_for != kNoOp, c.waits_before_permute) << c.sets.size();
-    EXPECT_EQ(ops.count("mb0.L0.dispatch.counts_all_gather"), c.counts_gathered ? 1u : 0u);
-    EXPECT_EQ(ops.count("mb0.L0.router.token_drop"), c.sets.empty() || c.sets.size() == 1 ? 0u : 1u);
+    EXPECT_NEAR(a2a.coll_bytes, c.rows * h * 2, 1.0) << what;
+    // The one local expert's fc1 (gate and up) on those rows.
+    EXPECT_NEAR(g.ops[ops.at("mb0.L0.experts.gate_up")].flops, 2 * c.rows * 2 * ffn * h, 1e3) << what;
+    EXPECT_EQ(a2a.host_waits_for != kNoOp, c.waits_at_a2a) << what;
+    EXPECT_EQ(g.ops[ops.at("mb0.L0.dispatch.permute")].host_waits_for != kNoOp, c.waits_before_permute) << what;
+    int waits = 0;  // every host wait of the layer's dispatch
+    for (const auto& [n, id] : ops)
+      if (n.rfind("mb0.L0.dispatch.", 0) == 0 || n.rfind("mb0.L0.experts.", 0) == 0) waits += g.ops[id].host_waits_for != kNoOp;
+    EXPECT_EQ(waits, c.waits_at_a2a || c.waits_before_permute ? 1 : 0) << what;
+    EXPECT_EQ(ops.count("mb0.L0.dispatch.counts_all_gather"), c.counts_gathered ? 1u : 0u) << what;
+    EXPECT_EQ(ops.count("mb0.L0.router.token_drop"), c.drops ? 1u : 0u) << what;
     steps.push_back(sim::simulate(sc).replay.step_time_s);
   }
   EXPECT_DOUBLE_EQ(steps[2], steps[3]);  // padded: the imbalance changes nothing
   EXPECT_LT(steps[2], steps[1]);         // and it beats the imbalanced dropless step
   EXPECT_LT(steps[5], steps[2]);         // a capacity under the mean drops tokens: less work
+  // Two local experts (ep 4): each takes ep x C rows, regrouped by expert after the exchange (the same bytes as the
+  // dropless chunk sort).
+  const auto two = load(job, {"training.parallelism.ep=4", "training.moe.capacity_factor=1.25", "training.moe.pad_to_capacity=true"});
+  const OpGraph g2 = build_training_graph(two.model, two.training, two.system.spec);
+  const std::map<std::string, OpId> o2 = ops_by_name(g2, 0);
+  EXPECT_NEAR(g2.ops[o2.at("mb0.L0.experts.gate_up")].flops, 2 * (4 * capacity * 2) * 2 * ffn * h, 1e3);
+  EXPECT_EQ(o2.count("mb0.L0.dispatch.sort_chunks"), 1u);
+  // Megatron's router padding under fp8: the output size varies, so the host waits before the first permutation.
+  const auto rp = load(job, {"training.precision=fp8", "training.moe.router_padding=true"});
+  const OpGraph g3 = build_training_graph(rp.model, rp.training, rp.system.spec);
+  const std::map<std::string, OpId> o3 = ops_by_name(g3, 0);
+  EXPECT_NE(g3.ops[o3.at("mb0.L0.dispatch.permute")].host_waits_for, kNoOp);
+  EXPECT_EQ(g3.ops[o3.at("mb0.L0.dispatch.all_to_all")].host_waits_for, kNoOp);
 }
