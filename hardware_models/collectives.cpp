@@ -1315,6 +1315,30 @@ double expected_bins_reached(double experts, double bins, int top_k) {
   return bins * (1.0 - std::pow(1.0 - 1.0 / bins, top_k));
 }
 
+double expected_max_of_normals(int n) {
+  if (n <= 1) return 0.0;
+  // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, midpoint rule over [-12, 12] (the tails beyond hold < 1e-30).
+  constexpr int kSteps = 4800;
+  constexpr double kLo = -12.0, kHi = 12.0, kDx = (kHi - kLo) / kSteps;
+  const double inv_sqrt_2pi = 0.3989422804014327;
+  double sum = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const double x = kLo + (i + 0.5) * kDx;
+    const double phi = inv_sqrt_2pi * std::exp(-0.5 * x * x);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * n * phi * std::pow(cdf, n - 1) * kDx;
+  }
+  return sum;
+}
+
+double random_routing_busiest_load(double tokens, int experts, int top_k, int ep) {
+  if (ep <= 1 || experts <= 1 || top_k <= 0 || tokens <= 0) return 1.0;
+  const double E = experts, k = std::min(top_k, experts), f = 1.0 / ep;  // a rank's share of the experts, L/E
+  const double mean = tokens * k * f;
+  const double var = tokens * k * f * (1 - f) * (E - k) / (E - 1);
+  return 1.0 + expected_max_of_normals(ep) * std::sqrt(var) / mean;
+}
+
 double expected_alignment_padding(double tokens, double p, int align) {
   if (align <= 1 || tokens <= 0 || p <= 0) return 0;
   const auto pad = [align](double count) {

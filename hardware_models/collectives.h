@@ -144,6 +144,15 @@ double expected_bins_reached_grouped(double experts, double bins, int top_k, int
 // routing (each token's k distinct experts), and the mean of (-count) mod align over it (a normal approximation summed
 // over the integers within 8 sigma; the count's mean rounded when sigma < 0.5; (align - 1) / 2 when sigma > 4 align).
 double expected_alignment_padding(double tokens, double p, int align);
+// Megatron-Core's forced load balancing (--moe-router-force-load-balancing) routes on random normal logits
+// (moe_utils.py RandomSTE): each token takes top_k distinct experts uniformly at random, so an EP rank's received
+// copies vary around the mean. The expected busiest of the `ep` ranks over the mean, for `tokens` tokens routed in the
+// EP group (every rank's own) over `experts` experts: 1 + z(ep) sigma / mu, where a token's count at a rank of L = E/ep
+// experts is hypergeometric (mean kL/E, variance k (L/E)(1 - L/E)(E - k)/(E - 1)) and z(n) is the expected maximum of n
+// standard normals. 1 for ep 1.
+double random_routing_busiest_load(double tokens, int experts, int top_k, int ep);
+// E[max of n independent standard normals] (numerically integrated; 0 for n = 1).
+double expected_max_of_normals(int n);
 // The expected distinct NVLink domains and GPUs a token's top-k experts reach on an EP group of `gpus` GPUs over
 // `domains` domains, under its router's limit: node-limited (max_domains > 0, the experts drawn among the allowed
 // domains'), group-limited (groups > 1, among the picked groups'), the tighter where both are set (they agree where

@@ -212,6 +212,8 @@ class Builder {
     b_ = t.micro_batch;
     T_ = b_ * s_;
     Tsp_ = t.sequence_parallel ? T_ / tp_ : T_;
+    if (m.moe && t.moe.force_load_balancing)  // every EP rank's own tokens, routed at random
+      random_routing_load_ = hw::random_routing_busiest_load(Tsp_ * ep_, m.moe->experts, m.moe->top_k, ep_);
     h_ = m.hidden;
     hl_ = static_cast<double>(m.heads) / tp_;
     kvl_ = std::max(1.0, static_cast<double>(m.kv_heads) / tp_);
@@ -411,10 +413,15 @@ class Builder {
     if (m_.moe) {
       const char* dispatcher = t_.moe.hierarchical() ? "hierarchical (DeepEP/HybridEP)"
                                                                                  : "NCCL all-to-all";
+      const std::string routing =
+          t_.moe.force_load_balancing
+              ? fmt::format("random (force_load_balancing: the busiest rank receives x{:.4f} the mean by chance", random_routing_load_)
+              : fmt::format("{} (training.expert_imbalance {:g}", t_.expert_imbalance == 1.0 ? "balanced" : "imbalanced",
+                            t_.expert_imbalance);
       g_.notes.push_back(fmt::format(
-          "MoE routing: {} (training.expert_imbalance {:g}: tokens at the busiest expert rank / the mean); "
+          "MoE routing: {}: tokens at the busiest expert rank / the mean); "
           "dispatch {}{}{}",
-          t_.expert_imbalance == 1.0 ? "balanced" : "imbalanced", t_.expert_imbalance, dispatcher,
+          routing, dispatcher,
           t_.moe.max_nodes_per_token > 0 ? fmt::format(", at most {} NVLink domains per token", t_.moe.max_nodes_per_token)
                                          : std::string(),
           t_.moe.a2a_overlap ? ", overlapped with the paired micro-batch's compute" : ""));
@@ -2097,11 +2104,13 @@ class Builder {
     return std::ceil(Tsp_ * e.top_k / static_cast<double>(e.experts) * t_.moe.capacity_factor);
   }
   bool drop_and_pad() const { return t_.moe.capacity_factor > 0 && t_.moe.pad_to_capacity; }
+  double random_routing_load_ = 1.0;  // training.moe.force_load_balancing: the busiest rank's expected load
+  double routing_imbalance() const { return t_.moe.force_load_balancing ? random_routing_load_ : t_.expert_imbalance; }
   double busiest_expert_load() const {
-    if (t_.moe.capacity_factor <= 0) return t_.expert_imbalance;
+    if (t_.moe.capacity_factor <= 0) return routing_imbalance();
     if (drop_and_pad()) return 1.0;
     const double mean = Tsp_ * m_.moe->top_k / static_cast<double>(m_.moe->experts);
-    return std::min(t_.expert_imbalance, std::max(1.0, expert_capacity() / mean));
+    return std::min(routing_imbalance(), std::max(1.0, expert_capacity() / mean));
   }
   hw::ExpertLibrary expert_library() const {
     return t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep

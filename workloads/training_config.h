@@ -155,6 +155,11 @@ struct MoeOptions {
   // for them before the first permutation) and the busiest rank's load is capped at C.
   double capacity_factor = 0;
   bool pad_to_capacity = false;
+  // Megatron-Core's --moe-router-force-load-balancing (a benchmark mode): the router routes on random normal logits
+  // (moe_utils.py RandomSTE at Megatron-LM@d98e8a64), so each token takes top_k distinct experts uniformly at random and
+  // the busiest EP rank receives more than the mean by chance, each layer and micro-batch: its load is
+  // hw::random_routing_busiest_load, not training.expert_imbalance (which must stay 1 with it).
+  bool force_load_balancing = false;
 };
 // Uneven pipeline ends, stated one of two ways (-1: not stated). Per virtual stage: the first and the last virtual
 // stage's decoder layers, 0 allowed (a stage of only the embedding or only the loss: the split

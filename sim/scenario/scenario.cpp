@@ -459,6 +459,7 @@ Scenario parse_scenario(Node root) {
       set_if(mr.boolean("router_padding"), t.moe.router_padding);
       set_if(mr.number("capacity_factor", false, 0.0, 1e3), t.moe.capacity_factor);
       set_if(mr.boolean("pad_to_capacity"), t.moe.pad_to_capacity);
+      set_if(mr.boolean("force_load_balancing"), t.moe.force_load_balancing);
       mr.finish();
     }
     if ((pipe_node = r.get("pipeline"))) {
@@ -670,6 +671,11 @@ Scenario parse_scenario(Node root) {
           "capacity_factor is Megatron-Core's token dropping (--moe-expert-capacity-factor); in JAX mode MaxText drops "
           "tokens through a different dispatch (einsum masks over [experts, capacity]), which racksim does not model; "
           "drop it (every token then reaches its top-k experts)");
+    if (t.moe.force_load_balancing && t.expert_imbalance != 1.0)
+      moe_node->child("force_load_balancing")
+          .error(fmt::format("force_load_balancing routes on random logits, which sets the busiest rank's load; "
+                             "training.expert_imbalance {:g} says otherwise: drop one of them",
+                             t.expert_imbalance));
     if (t.moe.pad_to_capacity && t.moe.dispatcher == MoeDispatcher::deepep)
       moe_node->child("pad_to_capacity").error(
           "pad_to_capacity with dispatcher: deepep: Megatron-Core refuses it (\"Flex token dispatcher with deepep backend "
@@ -1114,6 +1120,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (m.moe && t.moe.router_padding) training["moe"]["router_padding"] = true;  // (only when set)
   if (m.moe && t.moe.capacity_factor > 0) training["moe"]["capacity_factor"] = t.moe.capacity_factor;  // (only when set)
   if (m.moe && t.moe.pad_to_capacity) training["moe"]["pad_to_capacity"] = true;                     // (only when set)
+  if (m.moe && t.moe.force_load_balancing) training["moe"]["force_load_balancing"] = true;           // (only when set)
   return {{"name", s.name}, {"system", sys}, {"model", model}, {"training", training}};
 }
 

@@ -198,6 +198,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Pax GPT-5B, 256 H100 (FSDP256)",
       "Pax GPT-5B TE FP8, 256 H100 (FSDP256)",
       "Qwen3-235B 128K MXFP8, 128 GB200 (TP4 CP4 PP4 VPP12 EP32, HybridEP)",
+      // +9.8% (was +10.0%) since forced balancing routes on random logits (training.moe.force_load_balancing): the
+      // busiest of its 8 EP ranks receives x1.007 the mean by chance.
+      "Qwen3-235B BF16, 256 GB200 (TP1 PP8 EP8, HybridEP)",
       // (The MaxText 16-VM row, once -0.2% by cancelling errors, is +19.7% since its scale-out loss follows XLA's
       // program: MaxTextA3StepsFollowXlasCompiledPrograms; what is left of the MaxText rows is the 1-VM step's miss.)
       // +8.0%: the embeddings' dense weight gradient and Megatron's fused loss as it runs (was +16.5%).
@@ -283,7 +286,12 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1200);  // 11.99% on 43 rows (2026-12-06, eleventh stop, later: Megatron's token dropping,
+  EXPECT_LT(sum / rows.size(), 0.1186);  // 11.85% on 43 rows (2026-12-06, eleventh stop, latest: forced balancing as
+  // Megatron-Core runs it, random router logits, so the busiest EP rank receives more than the mean by chance
+  // (training.moe.force_load_balancing, hw::random_routing_busiest_load): the 17 forced-balance rows 0-1.5 points
+  // slower, Mixtral forced balance +17.1% -> +15.6%, FP8 +22.1% -> +20.7%, Qwen3 GB200 BF16 +10.0% -> +9.8% (within
+  // 10%), DeepSeek-V3 GB200 final +26.1% -> +25.4%);
+  // 11.99% on 43 rows (2026-12-06, eleventh stop, later: Megatron's token dropping,
   // training.moe.capacity_factor and pad_to_capacity, and the Mixtral token-drop row, +17.4%, added; the router padding's
   // host wait before the permutation, Mixtral FP8 +23.0% -> +22.1%);
   // 11.88% on 42 rows (2026-12-06, eleventh stop: the Qwen3 GB200 MXFP8 row with
@@ -646,12 +654,14 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // groups it reaches, not 7.27: rung 3 0.880 -> 0.909, rung 10 1.345 -> 1.321. Since MLA's fused rotary kernels
   // (2026-12-06, latest: GPU time on every rung, which weighs more where the host is not the bound) rungs 2-5 1.321,
   // 0.909, 1.018, 0.994 -> 1.320, 0.901, 1.025, 0.990; and HybridEP@3f601f7's host wait after its dispatch kernel
-  // (training.moe.hybridep_dispatch_sync, the final row's) rung 10 -> 1.277 (measured 1.137).
+  // (training.moe.hybridep_dispatch_sync, the final row's) rung 10 -> 1.277 (measured 1.137). Since every rung routes as
+  // the doc's forced balancing does, on random logits (training.moe.force_load_balancing, 2026-12-06, eleventh stop: the
+  // busiest of 32 ranks x1.017 the mean), rungs 3, 4, 5, 10 0.901, 1.025, 0.990, 1.277 -> 0.896, 1.026, 0.989, 1.278.
   const std::map<int, Pin> pins = {{2, {1.320, false, {"moe"}}},
-                                   {3, {0.901, true, {"moe"}}},
-                                   {4, {1.025, true, {"recompute"}}},
-                                   {5, {0.990, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.277, false, {"moe"}}}};
+                                   {3, {0.896, true, {"moe"}}},
+                                   {4, {1.026, true, {"recompute"}}},
+                                   {5, {0.989, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {10, {1.278, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;
@@ -688,12 +698,12 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.541x (1.605x before HybridEP@3f601f7's dispatch wait and MLA's
+  // The whole ladder: 1.962x measured, racksim 1.534x (1.541x before the forced balancing's random routing; 1.605x before HybridEP@3f601f7's dispatch wait and MLA's
   // rotary kernels, 2026-12-06, latest; 1.572x before DeepSeek-V3's group-limited routing was counted,
   // 2026-12-06; 1.599x before MLA's core attention ran at its measured rate per
   // FLOP, 2026-12-05, ninth stop: the GPU-bound final row slower, the host-bound baseline not; 1.121x before DeepSeek-V3's
   // own host work was measured, 2026-12-05, eighth stop; 1.128x before 2026-12-05, when DeepEP's and HybridEP's
   // unpermutation came to write a row per GPU a token reaches).
-  EXPECT_NEAR(prev_tps / first_tps, 1.541, 0.005);
+  EXPECT_NEAR(prev_tps / first_tps, 1.534, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }

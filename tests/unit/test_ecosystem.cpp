@@ -405,6 +405,9 @@ TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("without --moe-expert-capacity-factor"), std::string::npos) << e.what();
   }
+  // The benchmark's forced balancing (random router logits) reaches its key.
+  EXPECT_TRUE(load(meg(alltoall + " --moe-router-force-load-balancing", opt)).training.moe.force_load_balancing);
+  EXPECT_FALSE(load(meg(alltoall, opt)).training.moe.force_load_balancing);
   // With DeepEP the imported scenario is refused where Megatron-Core refuses the run.
   try {
     load(meg(args + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt));

@@ -2531,3 +2531,31 @@ training: {seq_len: 4096, global_batch: 128, micro_batch: 1, precision: bf16, op
   EXPECT_NE(g3.ops[o3.at("mb0.L0.dispatch.permute")].host_waits_for, kNoOp);
   EXPECT_EQ(g3.ops[o3.at("mb0.L0.dispatch.all_to_all")].host_waits_for, kNoOp);
 }
+
+// Megatron-Core's forced load balancing (--moe-router-force-load-balancing) routes on random normal logits
+// (moe_utils.py RandomSTE at Megatron-LM@d98e8a64): each token takes top_k distinct experts uniformly at random, so the
+// busiest EP rank receives more than the mean by chance, in every layer and micro-batch. Its load over the mean is
+// 1 + z(ep) sigma / mu, with a token's count at a rank hypergeometric and z(n) the expected maximum of n standard normals.
+TEST(ScaleMechanisms, ForcedBalancingRoutesAtRandom) {
+  // Closed forms: E[max of 2 normals] = 1/sqrt(pi), of 3 = 3/(2 sqrt(pi)); of 8, 1.4236 (tables of normal order statistics).
+  EXPECT_NEAR(hw::expected_max_of_normals(2), 1 / std::sqrt(M_PI), 1e-9);
+  EXPECT_NEAR(hw::expected_max_of_normals(3), 1.5 / std::sqrt(M_PI), 1e-9);
+  EXPECT_NEAR(hw::expected_max_of_normals(8), 1.4236, 1e-4);
+  EXPECT_EQ(hw::expected_max_of_normals(1), 0.0);
+  // Mixtral on EP 8 at 2,048 tokens a rank: 16,384 tokens, top-2 of 8; mean 4,096 copies a rank, variance
+  // 16,384 x 2 x (1/8)(7/8) x 6/7 = 3,072.
+  const double x = 1 + 1.4236 * std::sqrt(3072.0) / 4096;
+  EXPECT_NEAR(hw::random_routing_busiest_load(16384, 8, 2, 8), x, 1e-5);
+  EXPECT_EQ(hw::random_routing_busiest_load(16384, 8, 2, 1), 1.0);
+  const char* job = R"(system: {preset: h100-sxm, gpus: 64}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 2048, global_batch: 128, micro_batch: 1, precision: bf16, optimizer_sharding: zero1,
+           parallelism: {tp: 1, pp: 1, ep: 8, dp: 64}, moe: {dispatcher: alltoall, force_load_balancing: true}}
+)";
+  const auto sc = load(job);
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  const std::map<std::string, OpId> ops = ops_by_name(g, 0);
+  EXPECT_NEAR(g.ops[ops.at("mb0.L0.dispatch.all_to_all")].coll_bytes, 2048.0 * 2 * x * 4096 * 2, 1e3);
+  // With a stated imbalance it is an error: the random routing sets it.
+  EXPECT_THROW(load(job, {"training.expert_imbalance=1.5"}), std::exception);
+}

@@ -56,6 +56,7 @@ const std::set<std::string>& switches() {
       "moe-router-enable-expert-bias", "moe-router-pre-softmax", "moe-shared-expert-overlap",
       "moe-pad-expert-input-to-capacity", "moe-per-layer-logging", "moe-router-fusion", "moe-router-padding-for-fp8",
       "moe-router-padding-for-quantization", "use-precision-aware-optimizer", "fine-grained-activation-offloading",
+      "moe-router-force-load-balancing",
       "delay-wgrad-compute", "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split",
       "use-torch-fsdp2", "use-custom-fsdp", "use-megatron-fsdp", "async-save", "auto-detect-ckpt-format",
       "use-checkpoint-args", "log-params-norm", "log-num-zeros-in-grad", "log-timers-to-tensorboard",
@@ -1224,7 +1225,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                             fl.has("moe-router-group-topk") || fl.has("overlap-moe-expert-parallel-comm") ||
                             fl.has("moe-flex-dispatcher-backend") || fl.on("moe-router-fusion") ||
                             fl.on("moe-permute-fusion") || router_padding || fl.has("moe-expert-capacity-factor") ||
-                            fl.on("moe-pad-expert-input-to-capacity");
+                            fl.on("moe-pad-expert-input-to-capacity") || fl.on("moe-router-force-load-balancing");
   if (any_moe_flag && (is_moe || !opt.model.empty())) {
     tw.line(2, "moe", "");
     std::string disp = "alltoall", disp_src = "Megatron's default dispatcher is allgather; modelled as alltoall";
@@ -1259,6 +1260,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                 padding_flag));
       tw.line(4, "router_padding", "true", std::string("--") + padding_flag);
     }
+    // The benchmark's forced balancing: random router logits.
+    if (fl.on("moe-router-force-load-balancing"))
+      tw.line(4, "force_load_balancing", "true", "--moe-router-force-load-balancing");
     // Token dropping: the capacity factor (Megatron's default None: dropless) and the padding to capacity.
     const auto cf = fl.str("moe-expert-capacity-factor");
     const bool pad = fl.on("moe-pad-expert-input-to-capacity");
