@@ -222,18 +222,28 @@ imp::MegatronImport meg(const std::string& text, imp::MegatronOptions opt = {}) 
   return imp::import_megatron_args_text(text, "args.txt", opt);
 }
 
-// Importing `text` fails with an error that contains `what`.
-void expect_refused(const std::string& text, const imp::MegatronOptions& opt, const std::string& what) {
+// `text` with its one occurrence of `from` replaced by `to` (a test fails if there is none).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// The scenario an import gives, loaded as racksim loads it.
+racksim::sim::Scenario load(const imp::MegatronImport& r) { return racksim::sim::load_scenario_text(r.yaml, "imported.yaml"); }
+
+// Importing `text` (and, with `load_scenario`, loading the scenario it writes) fails with an error that contains `what`.
+void expect_refused(const std::string& text, const imp::MegatronOptions& opt, const std::string& what,
+                    bool load_scenario = false) {
   try {
-    meg(text, opt);
+    const auto r = meg(text, opt);
+    if (load_scenario) load(r);
     ADD_FAILURE() << "imported: " << text;
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
-
-// The scenario an import gives, loaded as racksim loads it.
-racksim::sim::Scenario load(const imp::MegatronImport& r) { return racksim::sim::load_scenario_text(r.yaml, "imported.yaml"); }
 
 const std::string kDeepSeekArgs = R"(
 --num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128
@@ -336,10 +346,7 @@ TEST(MegatronImport, Fp8RecipeReachesItsKey) {
   imp::MegatronOptions opt;
   opt.system = "h100-sxm";
   opt.gpus = 256;
-  std::string args = kDeepSeekArgs;
-  const std::string mx = "--fp8-recipe mxfp8";
-  args.replace(args.find(mx), mx.size(), "--fp8-recipe blockwise");
-  const auto r = meg(args, opt);
+  const auto r = meg(replaced(kDeepSeekArgs, "--fp8-recipe mxfp8", "--fp8-recipe blockwise"), opt);
   const auto sc = load(r);
   EXPECT_EQ(sc.training.precision, racksim::sim::Dtype::fp8);
   EXPECT_EQ(sc.training.fp8_recipe, racksim::workloads::Fp8Recipe::blockwise);
@@ -367,15 +374,8 @@ TEST(MegatronImport, MoeFusionsAndRouterPaddingReachTheirKeys) {
   EXPECT_NE(std::find_if(unfused.warnings.begin(), unfused.warnings.end(),
                          [](const std::string& w) { return w.find("--no-rope-fusion with --multi-latent-attention") == 0; }),
             unfused.warnings.end());
-  std::string bf16 = kDeepSeekArgs;
-  const std::string fp8 = "--fp8-format e4m3 --fp8-recipe mxfp8";
-  bf16.replace(bf16.find(fp8), fp8.size(), "");
-  try {
-    meg(bf16 + " --moe-router-padding-for-quantization", opt);
-    ADD_FAILURE() << "no error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("fp8/fp4 must be specified"), std::string::npos) << e.what();
-  }
+  const std::string bf16 = replaced(kDeepSeekArgs, "--fp8-format e4m3 --fp8-recipe mxfp8", "");
+  expect_refused(bf16 + " --moe-router-padding-for-quantization", opt, "fp8/fp4 must be specified");
 }
 
 // Token dropping: --moe-expert-capacity-factor and --moe-pad-expert-input-to-capacity reach their keys; the padding
@@ -385,12 +385,9 @@ TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
   opt.system = "gb200-nvl72";
   opt.gpus = 256;
   // (The DeepSeek-V3 script's DeepEP: Megatron-Core refuses padding to capacity with it, so the alltoall dispatcher.)
-  std::string args = kDeepSeekArgs;
-  const std::string deepep = "--moe-token-dispatcher-type flex --moe-enable-deepep";
-  const std::size_t at = args.find(deepep);
-  ASSERT_NE(at, std::string::npos);
-  std::string alltoall = args;
-  alltoall.replace(at, deepep.size(), "--moe-token-dispatcher-type alltoall");
+  const std::string args = kDeepSeekArgs;
+  const std::string alltoall =
+      replaced(args, "--moe-token-dispatcher-type flex --moe-enable-deepep", "--moe-token-dispatcher-type alltoall");
   const auto r = meg(alltoall + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt);
   const auto m = load(r).training.moe;
   EXPECT_DOUBLE_EQ(m.capacity_factor, 1.25);
@@ -399,22 +396,13 @@ TEST(MegatronImport, CapacityFactorAndPaddingReachTheirKeys) {
   const auto none = load(meg(alltoall + " --moe-expert-capacity-factor None", opt)).training.moe;
   EXPECT_EQ(none.capacity_factor, 0.0);
   EXPECT_FALSE(none.pad_to_capacity);
-  try {
-    meg(alltoall + " --moe-pad-expert-input-to-capacity", opt);
-    ADD_FAILURE() << "no error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("without --moe-expert-capacity-factor"), std::string::npos) << e.what();
-  }
+  expect_refused(alltoall + " --moe-pad-expert-input-to-capacity", opt, "without --moe-expert-capacity-factor");
   // The benchmark's forced balancing (random router logits) reaches its key.
   EXPECT_TRUE(load(meg(alltoall + " --moe-router-force-load-balancing", opt)).training.moe.force_load_balancing);
   EXPECT_FALSE(load(meg(alltoall, opt)).training.moe.force_load_balancing);
   // With DeepEP the imported scenario is refused where Megatron-Core refuses the run.
-  try {
-    load(meg(args + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt));
-    ADD_FAILURE() << "no error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("does not support moe_pad_expert_input_to_capacity"), std::string::npos) << e.what();
-  }
+  expect_refused(args + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity", opt,
+                      "does not support moe_pad_expert_input_to_capacity", true);
 }
 
 // Megatron's module lists as activation names: --recompute-modules other than the attention core alone, and
