@@ -282,7 +282,7 @@ class Builder {
         const ScheduleEntry& e = schedule[i];
         mb_ = e.micro;
         const int v = e.chunk * pp_ + r;
-        backward_follows_ = keeps_last[i];
+        keeps_last_groups_ = keeps_last[i];
         // EP overlap (Megatron mode; JAX mode refuses it). Where Megatron-Core runs it: the pair's two chunks are
         // emitted one after the other with their own dependencies, then issued in Megatron-Core's combined 1F1B order
         // (close_pair). Elsewhere (the loose pairing): a paired chunk's exchanges do not hold up compute; they are
@@ -2099,18 +2099,15 @@ class Builder {
   // Token dropping (training.moe.capacity_factor cf): an expert takes at most C = ceil(tokens x top_k / experts x cf) of
   // a rank's tokens. Padded to capacity every expert takes exactly C from every rank, so every rank's load is the same;
   // unpadded the busiest rank's load is X times the mean but at most C per expert.
-  double expert_capacity() const {
-    const auto& e = *m_.moe;
-    return std::ceil(Tsp_ * e.top_k / static_cast<double>(e.experts) * t_.moe.capacity_factor);
-  }
+  double mean_expert_count() const { return Tsp_ * m_.moe->top_k / static_cast<double>(m_.moe->experts); }
+  double expert_capacity() const { return t_.moe.expert_capacity(Tsp_, m_.moe->top_k, m_.moe->experts); }
   bool drop_and_pad() const { return t_.moe.capacity_factor > 0 && t_.moe.pad_to_capacity; }
   double random_routing_load_ = 1.0;  // training.moe.force_load_balancing: the busiest rank's expected load
   double routing_imbalance() const { return t_.moe.force_load_balancing ? random_routing_load_ : t_.expert_imbalance; }
   double busiest_expert_load() const {
     if (t_.moe.capacity_factor <= 0) return routing_imbalance();
     if (drop_and_pad()) return 1.0;
-    const double mean = Tsp_ * m_.moe->top_k / static_cast<double>(m_.moe->experts);
-    return std::min(routing_imbalance(), std::max(1.0, expert_capacity() / mean));
+    return std::min(routing_imbalance(), std::max(1.0, expert_capacity() / mean_expert_count()));
   }
   hw::ExpertLibrary expert_library() const {
     return t_.moe.dispatcher == MoeDispatcher::deepep     ? hw::ExpertLibrary::deepep
@@ -2148,7 +2145,7 @@ class Builder {
     const double capacity_factor = t_.moe.capacity_factor;
     const double sent_tokens =
         drop_and_pad()          ? E * expert_capacity() / e.top_k
-        : capacity_factor > 0   ? Tsp_ * std::min(1.0, expert_capacity() / (Tsp_ * e.top_k / E))
+        : capacity_factor > 0   ? Tsp_ * std::min(1.0, expert_capacity() / mean_expert_count())
         : router_pads           ? Tsp_ + E * hw::expected_alignment_padding(Tsp_, e.top_k / E, align) / e.top_k
                                 : Tsp_;
     const double load_x = busiest_expert_load();               // tokens at the busiest EP rank / the mean
@@ -2269,8 +2266,10 @@ class Builder {
                        // With token dropping (unpadded) or the router's padding the permutation's output size varies,
                        // so the host waits for the counts before the permutation instead (preprocess:
                        // before_permutation_1); padded to capacity it does not wait at all (no_sync).
+                       const bool waits = !jax_ && !loose_ep_overlap();
+                       const bool counts_wait = waits && !flex && !drop_and_pad();
                        const bool waits_early = capacity_factor > 0 || router_pads;
-                       if (!jax_ && !loose_ep_overlap() && !flex && waits_early && !drop_and_pad()) pending_host_wait_ = counts;
+                       if (counts_wait && waits_early) pending_host_wait_ = counts;
                        if (!flex) vector("dispatch.permute", 2 * permuted * h_ * a, 0);
                        // Megatron-Core's token dispatchers read the token counts on the host (shared
                        // reference: megatron/core/transformer/moe/token_dispatcher.py): the all-to-all
@@ -2280,8 +2279,7 @@ class Builder {
                        // shapes need no such wait. Under EP overlap Megatron-Core's
                        // combined 1F1B schedule has issued the paired micro-batch's work before it waits
                        // (close_pair's order); the looser DualPipe-like overlap places no wait.
-                       const bool waits = !jax_ && !loose_ep_overlap();
-                       if (waits && !flex && !waits_early) pending_host_wait_ = counts;
+                       if (counts_wait && !waits_early) pending_host_wait_ = counts;
                        // DeepEP's and HybridEP's dispatch first exchange routing metadata and the host waits for it,
                        // inside the dispatch call, to size the receive buffers before it launches the exchange:
                        // DeepEP's notify_dispatch, every rank's int32 token counts per expert (deepseek-ai/DeepEP
@@ -2292,16 +2290,17 @@ class Builder {
                        const bool hybridep = t_.moe.dispatcher == MoeDispatcher::hybridep;
                        // (Padded to capacity Megatron-Core passes HybridEP the permuted size, num_permuted_tokens, so its
                        // host does not wait for the preprocessing: _HybridEPManager.setup_metadata at d98e8a64.)
-                       if (flex && ep_ > 1 && hybridep && drop_and_pad())
-                         ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep, ep_ * Tsp_ * E);
-                       else if (waits && flex && ep_ > 1)
-                         pending_host_wait_ = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
-                                                                   hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
+                       const bool padded_hybridep = hybridep && drop_and_pad();
+                       if (flex && ep_ > 1 && (waits || padded_hybridep)) {
+                         const OpId notify = ep_stream_collective("dispatch.notify", CollectiveOp::all_gather, CommGroup::ep,
+                                                                  hybridep ? ep_ * Tsp_ * E : ep_ * E * 4.0);
+                         if (waits && !padded_hybridep) pending_host_wait_ = notify;
+                       }
                        expert_exchange("dispatch.all_to_all", sent_tokens, dispatch_bytes);
                        // HybridEP of Oct-Nov 2025 (training.moe.hybridep_dispatch_sync) then reads the tokens per local
                        // expert on the host to size its permutation's output: the host waits for the dispatch kernel
                        // (its permute_processing kernel behind it, not emitted, is tiny).
-                       if (waits && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1 && !drop_and_pad()) pending_host_wait_ = last();
+                       if (waits && !padded_hybridep && hybridep && t_.moe.hybridep_dispatch_sync && ep_ > 1) pending_host_wait_ = last();
                        // ... and the routing probabilities in an all-to-all of their own (token_dispatch:
                        // global_probs = all_to_all(...)); DeepEP and HybridEP carry them in their dispatch.
                        if (a2a_metadata) expert_exchange("dispatch.probs_all_to_all", sent_tokens, a);
@@ -3859,23 +3858,29 @@ class Builder {
     if (st.offload_copy.empty() || st.fetch_issued) return;
     st.fetch_issued = true;
     prefix_micro_layer(l);
-    for (const auto& [name, d2h] : st.offload_copy.sorted()) {
-      const TensorId host = *st.host_copy.find(name);
-      Op c;
-      c.name = named(std::string(name) + ".fetch");
-      c.rank = static_cast<uint16_t>(rank_);
-      c.kind = OpKind::copy_h2d;
-      c.stream = jax_ ? StreamKind::compute : StreamKind::h2d;
-      c.phase = Phase::backward;
-      c.copy_bytes = g_.tensors[host].bytes;
-      // Not before the backward reaches the layer above: fetching everything at once would
-      // fill HBM, which is what offloading avoids.
-      c.deps = {d2h, last()};
-      const TensorId t = temp(std::string(name) + ".fetched", c.copy_bytes);
-      c.allocs.push_back(t);
-      c.frees.push_back(host);
-      st.fetched.push_back({t, g_.add(std::move(c)), name});
-    }
+    // Not before the backward reaches the layer above: fetching everything at once would fill HBM, which is what
+    // offloading avoids.
+    for (const auto& [name, d2h] : st.offload_copy.sorted()) fetch_from_host(st, name, last());
+  }
+  // The H2D copy of an offloaded activation (named under the current prefix), after its D2H copy and after `after`;
+  // recorded in the layer's fetched list. XLA issues it on the compute stream, Megatron on a side stream.
+  OpId fetch_from_host(LayerState& st, std::string_view name, OpId after) {
+    const TensorId host = *st.host_copy.find(name);
+    Op c;
+    c.name = named(std::string(name) + ".fetch");
+    c.rank = static_cast<uint16_t>(rank_);
+    c.kind = OpKind::copy_h2d;
+    c.stream = jax_ ? StreamKind::compute : StreamKind::h2d;
+    c.phase = Phase::backward;
+    c.copy_bytes = g_.tensors[host].bytes;
+    c.deps = {*st.offload_copy.find(name)};
+    if (after != kNoOp) c.deps.push_back(after);
+    const TensorId t = temp(std::string(name) + ".fetched", c.copy_bytes);
+    c.allocs.push_back(t);
+    c.frees.push_back(host);
+    const OpId id = g_.add(std::move(c));
+    st.fetched.push_back({t, id, name});
+    return id;
   }
 
   // ---- Megatron-Core's fine-grained activation offloading ------------------------------------
@@ -3891,7 +3896,7 @@ class Builder {
   // MoE experts' fc1 input reloads after the activation's backward, right before fc1's). JAX mode keeps XLA's
   // schedule (prefetch_offloaded).
   bool megatron_offload() const { return !jax_ && t_.recompute.mode == RecomputeMode::names && !t_.recompute.offload.empty(); }
-  bool backward_follows_ = false;         // the chunk being emitted runs its backward next (its last group stays)
+  bool keeps_last_groups_ = false;         // the chunk being emitted runs its backward next (its last group stays)
   OpId offload_preload_after_ = kNoOp;    // where the previous backward chunk's last group ended
   OpId offload_preload_pair_ = kNoOp;     // the first op of that point's interleaved pair, if in one
   int bwd_layer_ = -1;                    // the layer whose backward is being emitted
@@ -3924,7 +3929,7 @@ class Builder {
     return keeps;
   }
   bool megatron_keeps_last_group(int l, std::string_view name) {
-    if (!megatron_offload() || !backward_follows_) return false;
+    if (!megatron_offload() || !keeps_last_groups_) return false;
     for (int k = l + 1; k < end_layer(chunk_); ++k)
       for (const Step& s : layer_steps(k))
         if (s.offloaded && s.name == name) return false;
@@ -3947,29 +3952,18 @@ class Builder {
     }
     return std::nullopt;
   }
-  // The H2D copy of layer l's group `name`, after its D2H copy and after `after` (the compute stream's work then).
-  void megatron_reload(int l, std::string_view name, OpId after) {
+  // The reload (H2D copy) of layer l's group `name`, after its D2H copy and after `after` (the compute stream's work
+  // then); the one already issued, if any.
+  OpId megatron_reload(int l, std::string_view name, OpId after) {
     auto& st = layer_state_[{mb_, l}];
     for (const auto& f : st.fetched)
-      if (f.step == name) return;
+      if (f.step == name) return f.copy;
     const Name saved_prefix = prefix_;
     prefix_micro_layer(l);
-    const TensorId host = *st.host_copy.find(name);
-    Op c;
-    c.name = named(std::string(name) + ".fetch");
-    c.rank = static_cast<uint16_t>(rank_);
-    c.kind = OpKind::copy_h2d;
-    c.stream = StreamKind::h2d;
-    c.phase = Phase::backward;
-    c.copy_bytes = g_.tensors[host].bytes;
-    c.deps = {*st.offload_copy.find(name)};
-    if (after != kNoOp) c.deps.push_back(after);
-    const TensorId t = temp(std::string(name) + ".fetched", c.copy_bytes);
-    c.allocs.push_back(t);
-    c.frees.push_back(host);
-    st.fetched.push_back({t, g_.add(std::move(c)), name});
-    if (l == bwd_layer_ && bwd_by_step_) bwd_by_step_->set(name, t);
+    const OpId id = fetch_from_host(st, name, after);
+    if (l == bwd_layer_ && bwd_by_step_) bwd_by_step_->set(name, st.fetched.back().tensor);
     prefix_ = saved_prefix;
+    return id;
   }
   // A backward chunk's first group: reloaded where the previous backward chunk's last group ended, if this chunk's
   // forward had offloaded it by then (pre_reload_last_layer); otherwise now.
@@ -3990,9 +3984,7 @@ class Builder {
     if (!megatron_offload() || bwd_layer_ < 0) return;
     auto& st = layer_state_[{mb_, bwd_layer_}];
     if (!st.offload_copy.find(name)) return;  // kept in HBM (not offloaded, or the chunk's last group)
-    megatron_reload(bwd_layer_, name, last());  // (already issued as a rule: then nothing)
-    for (const auto& f : st.fetched)
-      if (f.step == name) pending_deps_.push_back(f.copy);
+    pending_deps_.push_back(megatron_reload(bwd_layer_, name, last()));  // (issued earlier as a rule)
   }
   // The backward of layer bwd_layer_'s group `name` has ended: the next group reloads behind it.
   void offload_done(std::string_view name) {

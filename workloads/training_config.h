@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -155,6 +156,10 @@ struct MoeOptions {
   // for them before the first permutation) and the busiest rank's load is capped at C.
   double capacity_factor = 0;
   bool pad_to_capacity = false;
+  // C for a rank routing `tokens` tokens (its own, after the sequence-parallel slice).
+  double expert_capacity(double tokens, int top_k, int experts) const {
+    return std::ceil(tokens * top_k / static_cast<double>(experts) * capacity_factor);
+  }
   // Megatron-Core's --moe-router-force-load-balancing (a benchmark mode): the router routes on random normal logits
   // (moe_utils.py RandomSTE at Megatron-LM@d98e8a64), so each token takes top_k distinct experts uniformly at random and
   // the busiest EP rank receives more than the mean by chance, each layer and micro-batch: its load is

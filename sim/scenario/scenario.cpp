@@ -684,7 +684,7 @@ Scenario parse_scenario(Node root) {
     // router then maps every token to every expert, and its permutation's per-expert view of C rows fails).
     if (t.moe.pad_to_capacity && t.moe.capacity_factor > 0 && m.moe->experts > 0 && p.cp > 0 && p.tp > 0) {
       const double tokens = static_cast<double>(t.micro_batch) * t.seq_len / p.cp / (t.sequence_parallel ? p.tp : 1);
-      const double capacity = std::ceil(tokens * m.moe->top_k / m.moe->experts * t.moe.capacity_factor);
+      const double capacity = t.moe.expert_capacity(tokens, m.moe->top_k, m.moe->experts);
       if (capacity > tokens)
         moe_node->child("capacity_factor")
             .error(fmt::format("capacity {:g} (ceil({:g} tokens x top-{} / {} experts x {:g})) exceeds the {:g} tokens a rank "

@@ -597,8 +597,11 @@ std::vector<std::string> module_list(const std::string& text) {
 // attention kernel in the backward, which a name list cannot say): a warning.
 std::string activation_name_policy(const std::vector<std::string>& recompute, const std::vector<std::string>& offload,
                                    bool moe, std::vector<std::string>& warnings) {
-  std::vector<std::string> names = {"norm1", "qkv", "attn", "attn_out", "norm2", "mlp_gate", "mlp_up", "mlp_act"};
-  if (moe) names.insert(names.end(), {"router", "dispatch", "expert_out", "expert_act"});
+  // racksim's names a policy can keep (the fused attention writes no scores; the layer output is the next layer's input).
+  std::vector<std::string> names;
+  for (const std::string& n : activation_names())
+    if (n != "attn_scores" && n != "mlp_out") names.push_back(n);
+  if (moe) names.insert(names.end(), moe_activation_names().begin(), moe_activation_names().end());
   static const std::map<std::string, std::vector<std::string>> recomputed = {
       {"core_attn", {}},
       {"layernorm", {"norm1", "norm2"}},
@@ -645,13 +648,8 @@ std::string activation_name_policy(const std::vector<std::string>& recompute, co
     if (in(off, n) && !in(drop, n)) offl.push_back(n);
     else if (!in(drop, n) && !in(off, n)) save.push_back(n);
   }
-  const auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  };
-  return offl.empty() ? fmt::format("{{save: [{}]}}", join(save))
-                      : fmt::format("{{save: [{}], offload: [{}]}}", join(save), join(offl));
+  return offl.empty() ? fmt::format("{{save: [{}]}}", fmt::join(save, ", "))
+                      : fmt::format("{{save: [{}], offload: [{}]}}", fmt::join(save, ", "), fmt::join(offl, ", "));
 }
 
 using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
