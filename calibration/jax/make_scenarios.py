@@ -37,12 +37,17 @@ POLICY = {
     # which is why MaxText's minimal_flash with TE attention is racksim's save list with `attn`.
     "dots_flash": "save_dots",
     "offload": "{save: [], offload: [qkv, attn, attn_out, mlp_gate, mlp_up, mlp_out]}",
+    # MaxText's save_dot_except_mlpwi as racksim import maxtext writes it (the mlpwo output is never read by the
+    # backward, so XLA drops it; the layer's output is the next layer's saved input).
+    "save_dot_except_mlpwi": "{save: [qkv, attn_out]}",
 }
 # The same steps measured on the lent H100 (80 GB): the Hopper the at-scale JAX rows ran on, at the H200's
 # calibration carried by docs/calibration.md's transfer rule. Its suite holds the HLO replays too.
 SOURCES_H100 = [
     ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-05-jax-steps", "jax_steps.jsonl"),
      "calibration/data/h100-2026-12-05-jax-steps/jax_steps.jsonl"),
+    ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-06-jax-fp8", "jax_steps.jsonl"),
+     "calibration/data/h100-2026-12-06-jax-fp8/jax_steps.jsonl"),
 ]
 # (folder and suite name, preset, the GPU in words, sources, whether the suite replays each row's HLO too)
 TARGETS = [
@@ -74,7 +79,7 @@ training:
   seq_len: {row['S']}
   global_batch: {row['B']}
   micro_batch: {row['B']}
-  precision: bf16
+  precision: {'fp8                  # flax Fp8DirectDotGeneralOp (MaxText fp8_gpu) on every layer matmul' if row.get('fp8') else 'bf16'}
   parallelism: {{tp: 1, pp: 1, cp: 1, dp: 1}}
   optimizer_sharding: none
   recompute: {POLICY[row['policy']]}
@@ -83,7 +88,7 @@ training:
   donate_state: {'true' if row.get('donate', False) else 'false'}
   scan_layers: {'true' if row.get('scan', True) else 'false'}
   cuda_graphs: true
-""" + (f"  xla_client_mem_fraction: {row['xla_python_client_mem_fraction']}   # the run's XLA_PYTHON_CLIENT_MEM_FRACTION\n"
+""" + ("  fused_qkv: false               # three q/k/v projections (train_step.py --split-qkv)\n" if row.get("split_qkv") else "") + (f"  xla_client_mem_fraction: {row['xla_python_client_mem_fraction']}   # the run's XLA_PYTHON_CLIENT_MEM_FRACTION\n"
        if row.get("xla_python_client_mem_fraction") else "")
 
 

@@ -140,7 +140,23 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **L7B8, **SMOKE}
+# FP8 as MaxText's `quantization: fp8_gpu` runs it (maxtext@e591f30 layers/quantizations.py Fp8Quantization ->
+# flax.linen.Fp8DirectDotGeneralOp): every layer matmul through flax.linen.fp8_ops.q_dot_dq (per-tensor delayed
+# scaling from a 1,024-step amax history; e4m3 input and kernel, e5m2 output gradient; the scales and histories are
+# overwritten by their "gradients", MaxText's _overwrite_with_gradient), the output head in bf16 ("We do not quantize
+# the logits matmul", layers/decoders.py). Llama 3 8B's layer (D 4096, 32 heads, 8 KV heads, F 14336, separate q/k/v
+# projections as MaxText's fused_qkv: false) at 8 of its 32 layers, per-device batch 4 x 8,192 tokens, unrolled,
+# MaxText's save_dot_except_mlpwi (q/k/v, out_proj and mlpwo outputs saved): the per-GPU work of seed claim 9's H100
+# side (JAX-Toolbox's nvfp4_example.sh job with fp8_gpu) without its FSDP collectives, and the same job in bf16.
+LLAMA3_8B = dict(D=4096, H=32, KV=8, F=14336, S=8192, V=32768, attention="cudnn", scan=False, split_qkv=True,
+                 policy="save_dot_except_mlpwi")
+FP8 = {
+    "l3_8b_l8_b4_fp8": dict(LLAMA3_8B, L=8, B=4, fp8=True),
+    "l3_8b_l8_b4_bf16": dict(LLAMA3_8B, L=8, B=4),
+    "tiny_fp8": cfg(TINY, KV=1, policy="save_dot_except_mlpwi", scan=False, split_qkv=True, fp8=True),
+}
+
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **L7B8, **SMOKE, **FP8}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -166,6 +182,7 @@ SUITES = {
     "gqa": list(GQA),
     "llama7b": list(L7B),
     "llama7b_h100": list(L7B8),
+    "fp8": ["tiny_fp8", "l3_8b_l8_b4_fp8", "l3_8b_l8_b4_bf16"],
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
 
@@ -201,12 +218,15 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     donate = bool(c.get("donate", False))
     KV = int(c.get("KV", H))
     split_qkv = bool(c.get("split_qkv", False))
+    fp8 = bool(c.get("fp8", False))
     assert H % KV == 0, "H must be a multiple of KV"
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
     if KV != H:
         row["KV"] = KV
     if split_qkv:
         row["split_qkv"] = True
+    if fp8:
+        row["fp8"] = True
     if donate:
         row["donate"] = True
     if ndev > 1:
@@ -220,6 +240,10 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     except Exception:  # noqa: BLE001
         pass
     row["optax"] = optax.__version__
+    if fp8:
+        import flax
+
+        row["flax"] = flax.__version__
     row["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     row["command_buffers"] = not any(f == "--xla_gpu_enable_command_buffer=" for f in row["xla_flags"].split())
     row["xla_python_client_mem_fraction"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")
@@ -237,25 +261,42 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         x32 = x.astype(f32)
         return (x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + 1e-6) * w).astype(bf16)
 
+    # The layer's weight matmuls: bf16, or (fp8) flax's direct-quantization FP8 dot with the weight's own delayed-
+    # scaling state, lp["fp8"][weight] = (input, kernel, output-gradient) scales and amax histories.
+    if fp8:
+        from flax.linen import fp8_ops
+
+    def mm(h, lp, w):
+        kernel = lp[w].astype(bf16)
+        if not fp8:
+            return h @ kernel
+        m = lp["fp8"][w]
+        dims = (((h.ndim - 1,), (0,)), ((), ()))
+        # What Fp8DirectDotGeneralOp.__call__ runs (flax 0.12: fp8_scaled_dot_general; before: q_dot_dq).
+        return fp8_ops.fp8_scaled_dot_general(
+            h, kernel, dims, precision=None, preferred_element_type=bf16, lhs_scale=m["s_in"], rhs_scale=m["s_k"],
+            grad_scale=m["s_g"], lhs_amax_history=m["h_in"], rhs_amax_history=m["h_k"], grad_amax_history=m["h_g"],
+            quantize_compute_type=bf16)
+
     def layer(x, lp):
         h = rms(x, lp["n1"])
         if split_qkv:  # three projections, as MaxText's default (fused_qkv: False)
-            q = checkpoint_name(h @ lp["wq"].astype(bf16), "qkv")
-            k = checkpoint_name(h @ lp["wk"].astype(bf16), "qkv")
-            v = checkpoint_name(h @ lp["wv"].astype(bf16), "qkv")
+            q = checkpoint_name(mm(h, lp, "wq"), "qkv")
+            k = checkpoint_name(mm(h, lp, "wk"), "qkv")
+            v = checkpoint_name(mm(h, lp, "wv"), "qkv")
         else:
-            qkv = checkpoint_name(h @ lp["wqkv"].astype(bf16), "qkv")
+            qkv = checkpoint_name(mm(h, lp, "wqkv"), "qkv")
             q, k, v = jnp.split(qkv, [D, D + KV * Dh], axis=-1)
         q = q.reshape(B, S, H, Dh)
         k = k.reshape(B, S, KV, Dh)
         v = v.reshape(B, S, KV, Dh)
         a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
         a = checkpoint_name(a.reshape(B, S, D), "attn")
-        x = x + checkpoint_name(a @ lp["wo"].astype(bf16), "attn_out")
+        x = x + checkpoint_name(mm(a, lp, "wo"), "attn_out")
         h = rms(x, lp["n2"])
-        g = checkpoint_name(h @ lp["wg"].astype(bf16), "mlp_g")
-        u = checkpoint_name(h @ lp["wu"].astype(bf16), "mlp_u")
-        return x + checkpoint_name((jax.nn.silu(g) * u) @ lp["wd"].astype(bf16), "mlp_out")
+        g = checkpoint_name(mm(h, lp, "wg"), "mlp_g")
+        u = checkpoint_name(mm(h, lp, "wu"), "mlp_u")
+        return x + checkpoint_name(mm(jax.nn.silu(g) * u, lp, "wd"), "mlp_out")
 
     if policy == "none":
         body = layer
@@ -268,6 +309,8 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
                 jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
                 jax.checkpoint_policies.save_only_these_names("attn"),
             ),
+            # MaxText's save_dot_except_mlpwi: every weight matmul's output but the MLP's input projections.
+            "save_dot_except_mlpwi": jax.checkpoint_policies.save_only_these_names("qkv", "attn_out", "mlp_out"),
             "offload": jax.checkpoint_policies.save_and_offload_only_these_names(
                 names_which_can_be_saved=[],
                 names_which_can_be_offloaded=OFFLOAD_NAMES,
@@ -293,11 +336,20 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
 
     opt = optax.adamw(1e-4)
 
+    def trainable(t):  # the parameters without the FP8 scaling state
+        if not fp8:
+            return t
+        t = dict(t)
+        t["layers"] = {k: v for k, v in t["layers"].items() if k != "fp8"}
+        return t
+
     def step(p, o, tok, tgt):
         loss, grads = jax.value_and_grad(loss_fn)(p, tok, tgt)
-        updates, o = opt.update(grads, o, p)
-        p = optax.apply_updates(p, updates)
-        return p, o, loss
+        updates, o = opt.update(trainable(grads), o, trainable(p))
+        new_p = optax.apply_updates(trainable(p), updates)
+        if fp8:  # MaxText's _overwrite_with_gradient: the scales and histories take their "gradients"
+            new_p["layers"]["fp8"] = grads["layers"]["fp8"]
+        return new_p, o, loss
 
     def init(key):
         ks = jax.random.split(key, 8)
@@ -322,7 +374,15 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
             "out": nrm(ks[6], (D, V), D ** -0.5),
         }
 
-    p = jax.jit(init)(jax.random.PRNGKey(0))
+    def init_fp8(p):  # flax's Fp8DotGeneralBase state per weight: scales 1, amax histories 0 (1,024 steps)
+        ws = [w for w in p["layers"] if w.startswith("w")]
+        one = lambda n: jnp.ones((L, n), f32)  # noqa: E731
+        zero = lambda n: jnp.zeros((L, n), f32)  # noqa: E731
+        p["layers"]["fp8"] = {w: {"s_in": one(1), "s_k": one(1), "s_g": one(1), "h_in": zero(1024),
+                                  "h_k": zero(1024), "h_g": zero(1024)} for w in ws}
+        return p
+
+    p = jax.jit(lambda k: init_fp8(init(k)) if fp8 else init(k))(jax.random.PRNGKey(0))
     rng = np.random.default_rng(0)
     tok_np = rng.integers(0, V, size=(B, S + 1), dtype=np.int32)
     tok = jnp.asarray(tok_np[:, :S])
@@ -346,7 +406,7 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
 
         p = jax.device_put(p, jax.tree_util.tree_map(param_sharding, p))
         tok, tgt = jax.device_put(tok, batch), jax.device_put(tgt, batch)
-    o = jax.jit(opt.init)(p)
+    o = jax.jit(opt.init)(trainable(p))
     if ndev > 1:
         # opt.init's outputs come back replicated (or, for Adam's step count, on one device): place the
         # moments as their parameters (param_sharding depends on the shape alone) and the rest replicated.
@@ -356,7 +416,7 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         shard_of = lambda t: jax.tree_util.tree_map(lambda x: x.sharding, t)  # noqa: E731
         out_shardings = (shard_of(p), shard_of(o), NamedSharding(mesh, Pspec()))
     jax.block_until_ready((p, o, tok, tgt))
-    assert sum(x.size for x in jax.tree_util.tree_leaves(p)) == row["params"]
+    assert sum(x.size for x in jax.tree_util.tree_leaves(trainable(p))) == row["params"]
     # What GPU 0 holds of the parameters and of the optimizer state (how they were sharded).
     shard0 = lambda t: sum(x.addressable_shards[0].data.nbytes for x in jax.tree_util.tree_leaves(t))  # noqa: E731
     row["param_bytes_gpu0"], row["opt_state_bytes_gpu0"] = shard0(p), shard0(o)
@@ -566,7 +626,8 @@ def main():
     for k, d in (("D", 1024), ("L", 8), ("H", 8), ("F", 4096), ("S", 1024), ("B", 8), ("V", 32768)):
         ap.add_argument(f"--{k}", type=int, default=d)
     ap.add_argument("--KV", type=int, default=0, help="key/value heads (grouped-query attention); 0: as many as --H")
-    ap.add_argument("--policy", choices=["none", "full", "dots", "dots_flash", "offload"], default="none")
+    ap.add_argument("--policy", choices=["none", "full", "dots", "dots_flash", "save_dot_except_mlpwi", "offload"],
+                    default="none")
     ap.add_argument("--attention", choices=["xla", "cudnn"], default="xla")
     ap.add_argument("--no-scan", action="store_true", help="unroll the layers in a Python loop")
     ap.add_argument("--split-qkv", action="store_true", help="three Q, K, V projections instead of one fused weight")
