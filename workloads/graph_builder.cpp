@@ -988,6 +988,7 @@ class Builder {
   // the logits matmul", AI-Hypercomputer/maxtext@e591f30 layers/decoders.py; its qwix rule matches only
   // "decoder/.*layers.*"), and Pax's TE path replaces only the transformer stack (praxis te_helper.py).
   bool fp8_class() const { return t_.fp8_class(); }
+  bool xla_fp8_casts() const { return jax_ && t_.precision == sim::Dtype::fp8 && t_.fp8_casts == Fp8Casts::xla; }
 
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none) {
@@ -1011,7 +1012,14 @@ class Builder {
       // training.fp8_wgrad false (Megatron --no-fp8-wgrad) TE writes the row-wise copy alone and the wgrad
       // reads the bf16 tensor. The weight keeps both (the dgrad reads its transpose).
       const double a = pr_.activation_bytes, b = pr_.matmul_input_bytes;
-      const double bytes = t_.fp8_wgrad || jax_ ? in * (a + 2 * b) : in * a + (2 * weight + act) * b;
+      // XLA's lowering of flax's FP8 dot (training.fp8_casts xla) casts the output gradient in one fusion (its amax
+      // reduced beside it) and transposes the fp8 copy for the weight-gradient GEMM in a kernel of its own:
+      // cuBLASLt's FP8 GEMMs on Hopper take both operands K-major (calibration/data/h100-2026-12-06-jax-fp8: 64
+      // `wrapped_transpose` of e5m2 gradients, 13.0 ms over 8 layers). The forward's casts write both layouts.
+      const bool xla_gradient_cast = xla_fp8_casts() && q == Quant::backward;
+      const double bytes = xla_gradient_cast          ? in * (a + b)
+                           : t_.fp8_wgrad || jax_ ? in * (a + 2 * b)
+                                                  : in * a + (2 * weight + act) * b;
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
       // cast neither waits for the overlapped exchange nor takes the GEMM's place beside it.
       quantizing_ = true;
@@ -1028,6 +1036,7 @@ class Builder {
       if (in > 0) {
         if (current_amax) vector(cat(name, ".amax"), in * a, in);
         vector(cat(name, ".quantize"), bytes, 2 * in);
+        if (xla_gradient_cast) vector(cat(name, ".transpose"), 2 * in * b, 0);
       }
       quantizing_ = false;
     }
@@ -1062,6 +1071,11 @@ class Builder {
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
     gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q);
+    // flax's FP8 dot as XLA lowers it computes the weight gradient transposed (both FP8 operands K-major) and
+    // transposes it into the fp32 gradient: a pass over the weight, the bf16 product read and 4 B written
+    // (`input_transpose_fusion`, 56 kernels, 8.2 ms over 8 layers in calibration/data/h100-2026-12-06-jax-fp8).
+    if (xla_fp8_casts() && q == Quant::operands_cast)
+      vector(cat(name, ".wgrad.transpose"), k * n * (pr_.activation_bytes + 4.0), 0);
   }
 
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {

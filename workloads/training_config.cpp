@@ -20,6 +20,7 @@ std::string to_string(Framework f) { return std::string(sim::name_in(kFrameworkN
 std::string to_string(MoeDispatcher d) { return std::string(sim::name_in(kMoeDispatcherNames, d)); }
 std::string to_string(CpComm c) { return std::string(sim::name_in(kCpCommNames, c)); }
 std::string to_string(Fp8Recipe r) { return std::string(sim::name_in(kFp8RecipeNames, r)); }
+std::string to_string(Fp8Casts c) { return std::string(sim::name_in(kFp8CastsNames, c)); }
 std::string to_string(AdamMoments a) { return std::string(sim::name_in(kAdamMomentsNames, a)); }
 
 }  // namespace racksim::workloads

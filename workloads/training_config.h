@@ -200,6 +200,15 @@ enum class Fp8Recipe { delayed, tensorwise, blockwise };
 inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
     {{Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
 
+// Who writes a JAX step's fp8 casts. transformer_engine: one kernel casts an operand to its row-wise and column-wise
+// copies (TE's cast_transpose; Pax's and MaxText's te_* recipes). xla: flax's direct FP8 dot (MaxText's fp8_gpu,
+// flax.linen.Fp8DirectDotGeneralOp) lowered by XLA, which casts the output gradient in one fusion and transposes the
+// fp8 copy for the weight-gradient GEMM in a kernel of its own, and transposes the weight gradient the FP8 GEMM
+// wrote transposed (calibration/data/h100-2026-12-06-jax-fp8). Only with framework jax and precision fp8.
+enum class Fp8Casts { transformer_engine, xla };
+inline constexpr std::array<sim::EnumName<Fp8Casts>, 2> kFp8CastsNames = {
+    {{Fp8Casts::transformer_engine, "transformer_engine"}, {Fp8Casts::xla, "xla"}}};
+
 struct TrainingConfig {
   // The matmuls in a low-precision format with scales (fp8, mxfp8, nvfp4), Transformer Engine's or XLA's.
   bool fp8_class() const {
@@ -320,6 +329,7 @@ struct TrainingConfig {
   // optimizer (the forward of a layer waits only for its own bucket).
   CpComm cp_comm = CpComm::p2p;     // Megatron's default
   Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // Megatron's default; only with precision fp8
+  Fp8Casts fp8_casts = Fp8Casts::transformer_engine;  // JAX mode, precision fp8: who writes the casts
   // Under fp8-class precisions, the weight-gradient GEMM in the low precision too (Megatron --fp8-wgrad, on by
   // default; --no-fp8-wgrad runs it in bf16, keeping Fprop and Dgrad in fp8).
   bool fp8_wgrad = true;
@@ -377,6 +387,7 @@ std::string to_string(Framework f);
 std::string to_string(MoeDispatcher d);
 std::string to_string(CpComm c);
 std::string to_string(Fp8Recipe r);
+std::string to_string(Fp8Casts c);
 std::string to_string(AdamMoments a);
 
 }  // namespace racksim::workloads

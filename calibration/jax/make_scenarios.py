@@ -56,6 +56,11 @@ TARGETS = [
 ]
 
 
+# An FP8 row (train_step.py's fp8: flax's direct FP8 dot, MaxText's fp8_gpu, as XLA lowers it).
+FP8_LINES = ("fp8                  # flax Fp8DirectDotGeneralOp (MaxText fp8_gpu) on every layer matmul\n"
+             "  fp8_casts: xla                 # its casts and transposes as XLA lowers it")
+
+
 def scenario(row, origin, cite, label, preset, gpu):
     attention = "flash" if row.get("attention", "xla") == "cudnn" else "materialized"
     return f"""# Measured JAX training step `{row['name']}` ({origin} row of {cite}): JAX {row.get('jax', '0.11.2')} on one
@@ -79,7 +84,7 @@ training:
   seq_len: {row['S']}
   global_batch: {row['B']}
   micro_batch: {row['B']}
-  precision: {'fp8                  # flax Fp8DirectDotGeneralOp (MaxText fp8_gpu) on every layer matmul' if row.get('fp8') else 'bf16'}
+  precision: {FP8_LINES if row.get('fp8') else 'bf16'}
   parallelism: {{tp: 1, pp: 1, cp: 1, dp: 1}}
   optimizer_sharding: none
   recompute: {POLICY[row['policy']]}

@@ -337,6 +337,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
+  std::optional<Node> fp8_casts_node;
   std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node,
       fp8_wgrad_node, rc_layers_node;
   if (tn) {
@@ -437,6 +438,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     if ((fp8_recipe_node = r.get("fp8_recipe"))) set_if(r.choice("fp8_recipe", kFp8RecipeNames), t.fp8_recipe);
+    if ((fp8_casts_node = r.get("fp8_casts"))) set_if(r.choice("fp8_casts", kFp8CastsNames), t.fp8_casts);
     if ((fp8_wgrad_node = r.get("fp8_wgrad"))) set_if(r.boolean("fp8_wgrad"), t.fp8_wgrad);
     set_if(r.boolean("fp8_param_gather"), t.fp8_param_gather);
     set_if(r.boolean("overlap_grad_reduce"), t.overlap_grad_reduce);
@@ -842,6 +844,10 @@ Scenario parse_scenario(Node root) {
                                        "blocks in the tensor cores, bf16 has no scales",
                                        to_string(t.fp8_recipe), sim::to_string(t.precision)));
   else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
+  if (fp8_casts_node && t.fp8_casts == Fp8Casts::xla && (t.framework != Framework::jax || t.precision != sim::Dtype::fp8))
+    fp8_casts_node->error(fmt::format("fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8_gpu): it needs "
+                                      "framework jax and precision fp8 (here {} and {})",
+                                      to_string(t.framework), sim::to_string(t.precision)));
   // Likewise fp8_wgrad: false (true, the default, may stay in such a base).
   if (fp8_wgrad_node && !t.fp8_wgrad && !t.fp8_class())
     fp8_wgrad_node->error(fmt::format("fp8_wgrad: false keeps the weight-gradient GEMMs of an fp8-class precision in bf16; "
@@ -1076,6 +1082,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;
   if (t.adam_moments != AdamMoments::fp32) training["adam_moments"] = to_string(t.adam_moments);
   if (t.fp8_recipe != Fp8Recipe::delayed) training["fp8_recipe"] = to_string(t.fp8_recipe);
+  if (t.fp8_casts != Fp8Casts::transformer_engine) training["fp8_casts"] = to_string(t.fp8_casts);
   if (!t.fp8_wgrad) training["fp8_wgrad"] = false;
   if (t.fp8_param_gather) training["fp8_param_gather"] = true;
   if (t.cuda_device_max_connections) training["cuda_device_max_connections"] = *t.cuda_device_max_connections;

@@ -1627,6 +1627,38 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, opt
   EXPECT_EQ(first_op_ending(build_training_graph(bw.model, bw.training, bw.system.spec), ".amax"), nullptr);
 }
 
+// flax's direct FP8 dot (MaxText's fp8_gpu) as XLA lowers it (training.fp8_casts xla; read off the compiled step of
+// calibration/data/h100-2026-12-06-jax-fp8): the output gradient is cast in one fusion that writes one e5m2 copy,
+// then transposed for the weight-gradient GEMM in a kernel of its own (cuBLASLt's FP8 GEMMs on Hopper take both
+// operands K-major), and the FP8 wgrad's transposed product is transposed into the fp32 gradient. Transformer
+// Engine's cast writes both copies in one kernel, and its wgrad writes the gradient in place.
+TEST(ScaleMechanisms, XlaLowersFlaxFp8DotWithTransposes) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 1}
+model: {preset: llama3-8b}
+training: {framework: jax, seq_len: 4096, global_batch: 2, micro_batch: 2, precision: fp8, recompute: none}
+)";
+  const double T = 2 * 4096, h = 4096, f = 14336;
+  const auto te = load(base);
+  const auto xla = load(base, {"training.fp8_casts=xla"});
+  const auto gt = build_training_graph(te.model, te.training, te.system.spec);
+  const auto gx = build_training_graph(xla.model, xla.training, xla.system.spec);
+  // The down projection's incoming gradient (T x h): TE reads 2 B and writes two 1-byte copies; XLA's cast writes one,
+  // its transpose reads and writes one more.
+  EXPECT_NEAR(hbm_bytes_of_op(gt, "mb0.L0.mlp_out.dgrad.quantize"), T * h * 4, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.dgrad.quantize"), T * h * 3, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.dgrad.transpose"), T * h * 2, 1.0);
+  EXPECT_EQ(first_op_ending(gt, ".transpose"), nullptr);
+  // The forward casts write both layouts either way (the activation and the weight, f x h).
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.quantize"), hbm_bytes_of_op(gt, "mb0.L0.mlp_out.quantize"), 1.0);
+  // The weight gradient (f x h) transposed: the bf16 product read, fp32 written.
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.wgrad.transpose"), f * h * 6, 1.0);
+  EXPECT_LT(sim::simulate(te).replay.step_time_s, sim::simulate(xla).replay.step_time_s);
+  // Only where it is defined: JAX and per-tensor fp8.
+  expect_load_error(base, {"training.fp8_casts=xla", "training.framework=megatron"},
+                    "fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8_gpu): it needs framework jax "
+                    "and precision fp8 (here megatron and fp8)");
+}
+
 // Megatron-Core's fc1 is one Transformer Engine LayerNormLinear of width 2·ffn: under fp8 its input is quantized
 // once. racksim emits the gate and up halves as two GEMMs; the up half's cast now holds only its weight (on a step's
 // first micro-batch) and nothing after it. XLA's two dots (MaxText wi_0, wi_1) keep a cast each. (Until 2026-12-03
