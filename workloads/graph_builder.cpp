@@ -1012,12 +1012,14 @@ class Builder {
       // training.fp8_wgrad false (Megatron --no-fp8-wgrad) TE writes the row-wise copy alone and the wgrad
       // reads the bf16 tensor. The weight keeps both (the dgrad reads its transpose).
       const double a = pr_.activation_bytes, b = pr_.matmul_input_bytes;
-      // XLA's lowering of flax's FP8 dot (training.fp8_casts xla) casts the output gradient in one fusion (its amax
-      // reduced beside it) and transposes the fp8 copy for the weight-gradient GEMM in a kernel of its own:
-      // cuBLASLt's FP8 GEMMs on Hopper take both operands K-major (calibration/data/h100-2026-12-06-jax-fp8: 64
-      // `wrapped_transpose` of e5m2 gradients, 13.0 ms over 8 layers). The forward's casts write both layouts.
-      const bool xla_gradient_cast = xla_fp8_casts() && q == Quant::backward;
-      const double bytes = xla_gradient_cast          ? in * (a + b)
+      // XLA's lowering of flax's FP8 dot (training.fp8_casts xla) casts each operand in one fusion that writes one
+      // fp8 layout (its amax reduced beside it), then transposes the fp8 copy the other GEMM needs in a kernel of its
+      // own, as cuBLASLt's FP8 GEMMs on Hopper take both operands K-major: the activation's for the wgrad, the
+      // weight's for the dgrad, the output gradient's for the wgrad (calibration/data/h100-2026-12-06-jax-fp8: 168
+      // fp8 transposes over 8 layers, 24.6 ms). A grouped (expert) GEMM keeps Transformer Engine's casts: how XLA
+      // lowers an FP8 grouped matmul was not read.
+      const bool xla_cast = xla_fp8_casts() && batch == 1;
+      const double bytes = xla_cast               ? in * (a + b)
                            : t_.fp8_wgrad || jax_ ? in * (a + 2 * b)
                                                   : in * a + (2 * weight + act) * b;
       // Under tp_comm_overlap Transformer Engine casts the local shard and exchanges the fp8 data, so the
@@ -1036,7 +1038,7 @@ class Builder {
       if (in > 0) {
         if (current_amax) vector(cat(name, ".amax"), in * a, in);
         vector(cat(name, ".quantize"), bytes, 2 * in);
-        if (xla_gradient_cast) vector(cat(name, ".transpose"), 2 * in * b, 0);
+        if (xla_cast) vector(cat(name, ".transpose"), 2 * in * b, 0);
       }
       quantizing_ = false;
     }
@@ -1071,11 +1073,6 @@ class Builder {
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
     gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q);
-    // flax's FP8 dot as XLA lowers it computes the weight gradient transposed (both FP8 operands K-major) and
-    // transposes it into the fp32 gradient: a pass over the weight, the bf16 product read and 4 B written
-    // (`input_transpose_fusion`, 56 kernels, 8.2 ms over 8 layers in calibration/data/h100-2026-12-06-jax-fp8).
-    if (xla_fp8_casts() && q == Quant::operands_cast)
-      vector(cat(name, ".wgrad.transpose"), k * n * (pr_.activation_bytes + 4.0), 0);
   }
 
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {

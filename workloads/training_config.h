@@ -201,10 +201,10 @@ inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
     {{Fp8Recipe::delayed, "delayed"}, {Fp8Recipe::tensorwise, "tensorwise"}, {Fp8Recipe::blockwise, "blockwise"}}};
 
 // Who writes a JAX step's fp8 casts. transformer_engine: one kernel casts an operand to its row-wise and column-wise
-// copies (TE's cast_transpose; Pax's and MaxText's te_* recipes). xla: flax's direct FP8 dot (MaxText's fp8_gpu,
-// flax.linen.Fp8DirectDotGeneralOp) lowered by XLA, which casts the output gradient in one fusion and transposes the
-// fp8 copy for the weight-gradient GEMM in a kernel of its own, and transposes the weight gradient the FP8 GEMM
-// wrote transposed (calibration/data/h100-2026-12-06-jax-fp8). Only with framework jax and precision fp8.
+// copies (TE's cast_transpose; Pax's and MaxText's te_* recipes). xla: flax's direct FP8 dot (MaxText's fp8 and
+// fp8_gpu, flax.linen.Fp8DirectDotGeneralOp) lowered by XLA, which casts each operand to one fp8 layout and transposes
+// the copy the other GEMM needs in a kernel of its own (calibration/data/h100-2026-12-06-jax-fp8). Only with framework
+// jax, precision fp8, delayed scaling and the fp8 wgrad (what flax's op runs).
 enum class Fp8Casts { transformer_engine, xla };
 inline constexpr std::array<sim::EnumName<Fp8Casts>, 2> kFp8CastsNames = {
     {{Fp8Casts::transformer_engine, "transformer_engine"}, {Fp8Casts::xla, "xla"}}};

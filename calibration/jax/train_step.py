@@ -140,8 +140,9 @@ SMOKE = {
     "tiny_full": cfg(TINY, policy="full"),
 }
 
-# FP8 as MaxText's `quantization: fp8_gpu` runs it (maxtext@e591f30 layers/quantizations.py Fp8Quantization ->
-# flax.linen.Fp8DirectDotGeneralOp): every layer matmul through flax.linen.fp8_ops.q_dot_dq (per-tensor delayed
+# FP8 as MaxText's `quantization: fp8` / `fp8_gpu` runs it (maxtext@e591f30 layers/quantizations.py: Fp8Quantization,
+# or qwix's NvidaFp8Provider -> flax.linen.Fp8DirectDotGeneralOp): every layer matmul through
+# flax.linen.fp8_ops.fp8_scaled_dot_general, what that module calls (per-tensor delayed
 # scaling from a 1,024-step amax history; e4m3 input and kernel, e5m2 output gradient; the scales and histories are
 # overwritten by their "gradients", MaxText's _overwrite_with_gradient), the output head in bf16 ("We do not quantize
 # the logits matmul", layers/decoders.py). Llama 3 8B's layer (D 4096, 32 heads, 8 KV heads, F 14336, separate q/k/v

@@ -844,10 +844,14 @@ Scenario parse_scenario(Node root) {
                                        "blocks in the tensor cores, bf16 has no scales",
                                        to_string(t.fp8_recipe), sim::to_string(t.precision)));
   else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
-  if (fp8_casts_node && t.fp8_casts == Fp8Casts::xla && (t.framework != Framework::jax || t.precision != sim::Dtype::fp8))
-    fp8_casts_node->error(fmt::format("fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8_gpu): it needs "
-                                      "framework jax and precision fp8 (here {} and {})",
-                                      to_string(t.framework), sim::to_string(t.precision)));
+  // flax's FP8 dot scales per tensor from its amax history (delayed scaling) and runs all three GEMMs in fp8.
+  if (fp8_casts_node && t.fp8_casts == Fp8Casts::xla &&
+      (t.framework != Framework::jax || t.precision != sim::Dtype::fp8 || t.fp8_recipe != Fp8Recipe::delayed ||
+       !t.fp8_wgrad))
+    fp8_casts_node->error(fmt::format(
+        "fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8 and fp8_gpu): it needs framework jax, precision "
+        "fp8, fp8_recipe delayed and fp8_wgrad true (here {}, {}, {}, {})",
+        to_string(t.framework), sim::to_string(t.precision), to_string(t.fp8_recipe), t.fp8_wgrad ? "true" : "false"));
   // Likewise fp8_wgrad: false (true, the default, may stay in such a base).
   if (fp8_wgrad_node && !t.fp8_wgrad && !t.fp8_class())
     fp8_wgrad_node->error(fmt::format("fp8_wgrad: false keeps the weight-gradient GEMMs of an fp8-class precision in bf16; "

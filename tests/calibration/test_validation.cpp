@@ -78,10 +78,10 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 // from its HLO and built from its scenario (Llama 2 7B's layer at the MaxText rows' shape: scenario -2.1%, replay
 // +0.5%), so the JAX rows' misses at scale are not the H100's kernels. Since 2026-12-06 also Llama 3 8B's layer in FP8
 // as MaxText's fp8_gpu runs it (flax's direct FP8 dot) and in bf16 (calibration/data/h100-2026-12-06-jax-fp8): FP8
-// scenario -4.2% (with XLA's FP8 transposes), replay -3.1%; bf16 -2.2% and -0.3%. The misses are the scenario builder's
+// scenario -4.1% (with XLA's FP8 transposes), replay -3.1%; bf16 -2.2% and -0.3%. The misses are the scenario builder's
 // memory of three unrolled steps (the batch-2 Llama 2 step -11%, as on the H200, and both Llama 3 steps -13%), which
 // the replays match: train_step.py slices each layer's fp32 weights out of stacked arrays and XLA keeps the slices (or
-// the per-layer gradients) alive, where MaxText's unrolled programs hold one array per layer; pinned by name.
+// their transposes) for the backward, where MaxText's unrolled programs hold one array per layer; pinned by name.
 TEST(HloReplay, H100JaxStepsWithinTenPercent) {
   const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/h100.yaml", "--json"});
   ASSERT_EQ(r.code, 4) << r.out << r.err;

@@ -256,10 +256,12 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
                     "key_proj=offload", "value_proj=offload", "context=device", "out_proj=device"}));
   EXPECT_EQ(sc.training.recompute.save, (std::vector<std::string>{"attn", "attn_out"}));
   EXPECT_EQ(sc.training.recompute.offload, (std::vector<std::string>{"qkv"}));
-  // fp8_gpu is flax's direct FP8 dot, whose casts XLA writes; te_fp8_delayedscaling casts in Transformer Engine.
-  sc = load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=fp8_gpu"}, "h100-sxm"));
-  EXPECT_EQ(sc.training.precision, sim::Dtype::fp8);
-  EXPECT_EQ(sc.training.fp8_casts, workloads::Fp8Casts::xla);
+  // fp8 and fp8_gpu are flax's direct FP8 dot, whose casts XLA writes; te_fp8_delayedscaling casts in Transformer Engine.
+  for (const char* q : {"quantization=fp8", "quantization=fp8_gpu"}) {
+    sc = load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", q}, "h100-sxm"));
+    EXPECT_EQ(sc.training.precision, sim::Dtype::fp8) << q;
+    EXPECT_EQ(sc.training.fp8_casts, workloads::Fp8Casts::xla) << q;
+  }
   sc = load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=te_fp8_delayedscaling"}, "h100-sxm"));
   EXPECT_EQ(sc.training.fp8_casts, workloads::Fp8Casts::transformer_engine);
   // int8: fp8 GEMMs with a stated warning; an error on GB300, where int8 is not fp8's rate.

@@ -1627,11 +1627,11 @@ training: {seq_len: 4096, global_batch: 8, micro_batch: 1, precision: nvfp4, opt
   EXPECT_EQ(first_op_ending(build_training_graph(bw.model, bw.training, bw.system.spec), ".amax"), nullptr);
 }
 
-// flax's direct FP8 dot (MaxText's fp8_gpu) as XLA lowers it (training.fp8_casts xla; read off the compiled step of
-// calibration/data/h100-2026-12-06-jax-fp8): the output gradient is cast in one fusion that writes one e5m2 copy,
-// then transposed for the weight-gradient GEMM in a kernel of its own (cuBLASLt's FP8 GEMMs on Hopper take both
-// operands K-major), and the FP8 wgrad's transposed product is transposed into the fp32 gradient. Transformer
-// Engine's cast writes both copies in one kernel, and its wgrad writes the gradient in place.
+// flax's direct FP8 dot (MaxText's fp8 and fp8_gpu) as XLA lowers it (training.fp8_casts xla; read off the compiled
+// step of calibration/data/h100-2026-12-06-jax-fp8): each operand is cast in one fusion that writes one fp8 layout,
+// and the copy the other GEMM needs is transposed in a kernel of its own (cuBLASLt's FP8 GEMMs on Hopper take both
+// operands K-major): the activation's and the weight's in the forward, the output gradient's in the backward.
+// Transformer Engine's cast writes both copies in one kernel.
 TEST(ScaleMechanisms, XlaLowersFlaxFp8DotWithTransposes) {
   const char* base = R"(system: {preset: h100-sxm, gpus: 1}
 model: {preset: llama3-8b}
@@ -1647,16 +1647,18 @@ training: {framework: jax, seq_len: 4096, global_batch: 2, micro_batch: 2, preci
   EXPECT_NEAR(hbm_bytes_of_op(gt, "mb0.L0.mlp_out.dgrad.quantize"), T * h * 4, 1.0);
   EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.dgrad.quantize"), T * h * 3, 1.0);
   EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.dgrad.transpose"), T * h * 2, 1.0);
+  // Its forward casts of the activation (T x f) and the weight (f x h), the same way.
+  EXPECT_NEAR(hbm_bytes_of_op(gt, "mb0.L0.mlp_out.quantize"), (T * f + f * h) * 4, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.quantize"), (T * f + f * h) * 3, 1.0);
+  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.transpose"), (T * f + f * h) * 2, 1.0);
   EXPECT_EQ(first_op_ending(gt, ".transpose"), nullptr);
-  // The forward casts write both layouts either way (the activation and the weight, f x h).
-  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.quantize"), hbm_bytes_of_op(gt, "mb0.L0.mlp_out.quantize"), 1.0);
-  // The weight gradient (f x h) transposed: the bf16 product read, fp32 written.
-  EXPECT_NEAR(hbm_bytes_of_op(gx, "mb0.L0.mlp_out.wgrad.transpose"), f * h * 6, 1.0);
   EXPECT_LT(sim::simulate(te).replay.step_time_s, sim::simulate(xla).replay.step_time_s);
-  // Only where it is defined: JAX and per-tensor fp8.
-  expect_load_error(base, {"training.fp8_casts=xla", "training.framework=megatron"},
-                    "fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8_gpu): it needs framework jax "
-                    "and precision fp8 (here megatron and fp8)");
+  // Only where it is defined: JAX, per-tensor delayed scaling, the fp8 wgrad.
+  const std::string needs = "fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8 and fp8_gpu): it needs "
+                            "framework jax, precision fp8, fp8_recipe delayed and fp8_wgrad true (here ";
+  expect_load_error(base, {"training.fp8_casts=xla", "training.framework=megatron"}, needs + "megatron, fp8, delayed, true)");
+  expect_load_error(base, {"training.fp8_casts=xla", "training.fp8_wgrad=false"}, needs + "jax, fp8, delayed, false)");
+  expect_load_error(base, {"training.fp8_casts=xla", "training.fp8_recipe=tensorwise"}, needs + "jax, fp8, tensorwise, true)");
 }
 
 // Megatron-Core's fc1 is one Transformer Engine LayerNormLinear of width 2·ffn: under fp8 its input is quantized

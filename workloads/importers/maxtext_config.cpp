@@ -692,9 +692,10 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
                                       near ? fmt::format(" (did you mean '{}'?)", *near) : std::string()));
   }
   tw.line(2, "precision", precision, prec_src);
-  // fp8_gpu is flax's direct FP8 dot (Fp8Quantization.dot_general_cls: nn.Fp8DirectDotGeneralOp, layers/
-  // quantizations.py), whose casts and transposes XLA writes; the te_* recipes cast in Transformer Engine's kernels.
-  if (quant == "fp8_gpu")
+  // fp8 and fp8_gpu are flax's direct FP8 dot (layers/quantizations.py at e591f30: fp8 through Fp8Quantization.
+  // dot_general_cls, fp8_gpu through qwix's NvidaFp8Provider, both nn.Fp8DirectDotGeneralOp), whose casts and
+  // transposes XLA writes; the te_* recipes cast in Transformer Engine's kernels.
+  if (quant == "fp8" || quant == "fp8_gpu")
     tw.line(2, "fp8_casts", "xla", c.src("quantization") + ": flax's Fp8DirectDotGeneralOp, lowered by XLA");
   const std::string dtype = c.str("dtype", "bfloat16");
   if (dtype != "bfloat16")
