@@ -70,7 +70,7 @@ J9="model_name=llama3-8b hardware=gpu scan_layers=False attention=cudnn_flash_te
 #    2 GiB combine thresholds (8 GiB / 4), double buffering off, rematerialization pass off.
 X9="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_triton_gemm=false --xla_gpu_enable_command_buffer= --xla_gpu_all_reduce_combine_threshold_bytes=2147483648 --xla_gpu_all_gather_combine_threshold_bytes=2147483648 --xla_gpu_reduce_scatter_combine_threshold_bytes=2147483648 --xla_gpu_enable_pipelined_all_gather=true --xla_gpu_enable_pipelined_reduce_scatter=true --xla_gpu_enable_pipelined_all_reduce=true --xla_gpu_enable_while_loop_double_buffering=false --xla_gpu_enable_all_gather_combine_by_dim=false --xla_gpu_enable_reduce_scatter_combine_by_dim=false --xla_disable_hlo_passes=rematerialization"
 XLA=$X9 imp 09-gb300-nvfp4 gb300-nvl72 4 $T/base.yml $J9 quantization=te_nvfp4_no_rht remat_policy=minimal_with_context
-XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu remat_policy=save_dot_except_mlpwi
+XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu use_qwix_quantization=true remat_policy=save_dot_except_mlpwi
 #    ... and the example's allocator pool, 0.9 of the card, on both sides (on the H100, 77.0 GB: the policy above is the
 #    fastest that fits it; save_dot_with_context_except_mlp needs 80.9 GB)
 memfrac 09-gb300-nvfp4 0.9 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/nvfp4/nvfp4_example.sh"

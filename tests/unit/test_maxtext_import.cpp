@@ -262,6 +262,12 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
     EXPECT_EQ(sc.training.precision, sim::Dtype::fp8) << q;
     EXPECT_EQ(sc.training.fp8_casts, workloads::Fp8Casts::xla) << q;
   }
+  // fp8_gpu is qwix's: MaxText refuses it without use_qwix_quantization, which the import says.
+  const char* refused = "fp8_gpu without use_qwix_quantization: true, which MaxText (e591f30) refuses";
+  EXPECT_TRUE(has_warning(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=fp8_gpu"}), refused));
+  EXPECT_FALSE(has_warning(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=fp8_gpu",
+                                   "use_qwix_quantization=true"}),
+                           refused));
   sc = load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "quantization=te_fp8_delayedscaling"}, "h100-sxm"));
   EXPECT_EQ(sc.training.fp8_casts, workloads::Fp8Casts::transformer_engine);
   // int8: fp8 GEMMs with a stated warning; an error on GB300, where int8 is not fp8's rate.

@@ -697,6 +697,11 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   // transposes XLA writes; the te_* recipes cast in Transformer Engine's kernels.
   if (quant == "fp8" || quant == "fp8_gpu")
     tw.line(2, "fp8_casts", "xla", c.src("quantization") + ": flax's Fp8DirectDotGeneralOp, lowered by XLA");
+  // fp8_gpu is qwix's provider only: without use_qwix_quantization MaxText's configure_quantization raises
+  // "Invalid value configured for quantization fp8_gpu" (_get_quant_config, maxtext@e591f30).
+  if (quant == "fp8_gpu" && !c.boolean("use_qwix_quantization", false))
+    warn(c.src("quantization") + ": fp8_gpu without use_qwix_quantization: true, which MaxText (e591f30) refuses; "
+                                 "modelled as the FP8 dot it reaches through qwix");
   const std::string dtype = c.str("dtype", "bfloat16");
   if (dtype != "bfloat16")
     warn(c.src("dtype") + ": racksim models bf16 activations and matmuls (and narrower); " + dtype +
