@@ -337,8 +337,7 @@ Scenario parse_scenario(Node root) {
   // --- training
   auto& t = sc.training;
   std::optional<Node> tn = top.get("training", true);
-  std::optional<Node> fp8_casts_node;
-  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, sp_node,
+  std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, fp8_casts_node, sp_node,
       fp8_wgrad_node, rc_layers_node;
   if (tn) {
     MapReader r(*tn);

@@ -540,8 +540,11 @@ std::string flat(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');  // sentences wrap across lines
   return s;
 }
-double run_step_s(const std::string& scenario) {
-  const auto r = run_cli({"run", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/" + scenario, "--json"});
+// The step time of scenarios/<scenario>, with `--set` overrides.
+double run_step_s(const std::string& scenario, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> args = {"run", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/" + scenario, "--json"};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  const auto r = run_cli(args);
   EXPECT_EQ(r.code, 0) << r.err;
   return json::parse(r.out)["step_time_s"].get<double>();
 }
@@ -557,16 +560,10 @@ TEST(ScaleMechanisms, OneImbalanceReproducesTheFourDroplessRatios) {
                                                              {"qwen3-235b-h100-64k-cp4.yaml", 320.0 / 368},
                                                              {"qwen3-235b-h100-128k-cp8.yaml", 357.0 / 389}};
   for (const auto& [file, measured] : pairs) {
-    const std::string path = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale/" + file;
-    auto step = [&](std::vector<std::string> args) {
-      args.insert(args.begin(), {"run", path, "--json"});
-      const auto r = run_cli(args);
-      EXPECT_EQ(r.code, 0) << r.err;
-      return json::parse(r.out)["step_time_s"].get<double>();
-    };
-    const double forced = step({});
+    const std::string scenario = "validation/at_scale/" + file;
+    const double forced = run_step_s(scenario);
     const double dropless =
-        step({"--set", "training.moe.force_load_balancing=false", "--set", "training.expert_imbalance=1.61"});
+        run_step_s(scenario, {"training.moe.force_load_balancing=false", "training.expert_imbalance=1.61"});
     EXPECT_NEAR(forced / dropless, measured, 0.01) << file;
   }
 }
