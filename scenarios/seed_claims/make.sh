@@ -31,6 +31,10 @@ nvl8() { sed -i "/^  overrides: /d" "$D/$1.yaml"; sed -i "s|^  gpus: \(.*\)|  gp
 # JAX's allocator pool as a script exports it (XLA_PYTHON_CLIENT_MEM_FRACTION; a MaxText config cannot hold it):
 # memfrac NAME FRACTION SOURCE
 memfrac() { sed -i "s|^  cuda_graphs: \(.*\)|  cuda_graphs: \1\n  xla_client_mem_fraction: $2       # $3 exports XLA_PYTHON_CLIENT_MEM_FRACTION=$2 (JAX's allocator pool)|" "$D/$1.yaml"; }
+# Both sides of a claim on the same footing: a Blackwell side has no calibration of its own, so the H100 side of a
+# Hopper-vs-Blackwell claim runs its preset's cited figures too (since 2026-12-06 hardware_models/calibrated/h100.yaml
+# would otherwise calibrate it by default): uncal NAME
+uncal() { sed -i "s|^  gpus: \(.*\)|  gpus: \1\n  calibration: none   # as the Blackwell side of this claim, which has no calibration of its own|" "$D/$1.yaml"; }
 nographs() { sed -i 's|^  cuda_graphs: true .*|  cuda_graphs: false              # XLA_FLAGS=--xla_gpu_enable_command_buffer= (JAX-Toolbox docs/frameworks/maxtext/README.md, MaxText gpu/a3 scripts): every thunk launched by the host|' "$D/$1.yaml"; }
 
 # 1: same model and precision, H100 vs GB200 (MaxText's Llama 3 70B GPU config; FSDP over all GPUs as MaxText's
@@ -75,6 +79,8 @@ XLA=$X9 imp 09-h100-fp8    h100-sxm    4 $T/base.yml $J9 quantization=fp8_gpu us
 #    fastest that fits it; save_dot_with_context_except_mlp needs 80.9 GB)
 memfrac 09-gb300-nvfp4 0.9 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/nvfp4/nvfp4_example.sh"
 memfrac 09-h100-fp8    0.9 "JAX-Toolbox@bcbbfa57 docs/frameworks/maxtext/nvfp4/nvfp4_example.sh"
+uncal 01-h100-llama70b-bf16
+uncal 09-h100-fp8
 # 10: weak scaling, MaxText's Llama 3 70B GPU config: one rack's 64 GPUs vs 8 racks' (ici = the 64 GPUs of a rack)
 imp 10-llama70b-64  gb200-nvl72 64  $L70 ici_fsdp_parallelism=64
 imp 10-llama70b-512 gb200-nvl72 512 $L70 ici_fsdp_parallelism=64 dcn_fsdp_parallelism=8

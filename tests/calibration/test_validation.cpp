@@ -193,7 +193,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Qwen3-235B seq 32K forced balance, 256 H100 (TP4 CP2 PP8 VPP4 EP8)",
       "Qwen3-235B seq 64K forced balance, 256 H100 (TP4 CP4 PP8 VPP4 EP8)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
-      "Pax GPT-126M, 64 H100 (DP64)",
+      // (Pax GPT-126M, a step-time row 9.9% slow on the H200's calibration carried over, is 10.9% slow on the H100's
+      // own since 2026-12-06: its materialized attention's softmax runs as XLA row kernels, which the H100 measured at
+      // 0.91 of the H200's rate (k 683 against 753 TB/s per byte a thread), and its GEMMs at a 1% lower ceiling.)
       // In since 2026-12-04 (later): XLA gathers FSDP weights array by array, each collective paying its ring latency
       // (MaxText's and Llama 3 70B's programs compiled for 8-512 GPUs; docs/decisions.md, "XLA gathers FSDP weights
       // array by array"): JAX-Toolbox 7B -10.5% -> -9.0%, Pax 5B BF16 -19.0% -> -9.0%, TE FP8 -18.2% -> -3.6%.
@@ -292,7 +294,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1186);  // 11.85% on 43 rows (2026-12-06, eleventh stop, latest: forced balancing as
+  EXPECT_LT(sum / rows.size(), 0.1176);  // 11.75% on 43 rows (2026-12-06, thirteenth stop: the H100 and H800 rows on the
+  // H100's own calibration, calibration/data/h100-2026-12-06-calibration, where they had the H200's carried over: the
+  // too-fast Megatron, Mixtral, MaxText and Pax rows 0.3-0.7 points slower, Pax 126M +9.9% -> +10.9%);
+  // 11.85% on 43 rows (2026-12-06, eleventh stop, latest: forced balancing as
   // Megatron-Core runs it, random router logits, so the busiest EP rank receives more than the mean by chance
   // (training.moe.force_load_balancing, hw::random_routing_busiest_load): the 17 forced-balance rows 0-1.5 points
   // slower, Mixtral forced balance +17.1% -> +15.6%, FP8 +22.1% -> +20.7%, Qwen3 GB200 BF16 +10.0% -> +9.8% (within

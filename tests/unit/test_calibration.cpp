@@ -88,6 +88,24 @@ TEST(CalibFit, RefitReproducesCommittedFileByteForByte) {
   EXPECT_EQ(hw::write_calibration_yaml(calib::fit_calibration(opt)), text);
 }
 
+// The H100's calibration, taken by calibration/bench/calibrate_one_gpu.sh in two device calls on one card: single-GPU
+// inputs only (no NCCL fits, no collective beside a GEMM), so a re-fit of the same folders writes the same file.
+TEST(CalibFit, RefitReproducesTheH100File) {
+  const std::string d = kSrc + "/calibration/data/h100-2026-12-06-calibration/";
+  calib::FitOptions opt;
+  for (const char* part : {"attention", "bench", "gemm", "kernel-gap", "loops", "nocb", "xla"}) opt.from_dirs.push_back(d + part);
+  opt.base_preset = "h100-sxm";
+  opt.xla_kernel_cost = calib::hlo_kernel_cost();
+  opt.xla_program = calib::hlo_program_host_work();
+  const std::string text = hw::write_calibration_yaml(calib::fit_calibration(opt));
+  EXPECT_EQ(text, slurp(kSrc + "/hardware_models/calibrated/h100.yaml"))
+      << "re-fit differs from hardware_models/calibrated/h100.yaml; run the fitted_by line of that file";
+  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->base_preset, "h100-sxm");
+  EXPECT_TRUE(c->nccl.empty());  // one GPU: the collective model stays the preset's
+}
+
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
@@ -229,7 +247,7 @@ TEST(CalibApply, GemmEfficiencyFollowsTheShapeOnlyWithCalibration) {
 
 // Calibrated by default where a calibration exists: a scenario on h200-sxm that names none gets
 // calibrated/h200.yaml (fitted against h200-sxm), the same numbers as naming it; `none` is the
-// preset's cited figures; a preset no calibration was fitted against (h100-sxm) is unchanged.
+// preset's cited figures; a preset no calibration was fitted against (b200) is unchanged.
 TEST(CalibApply, DefaultCalibrationOfThePreset) {
   const std::string quick = kSrc + "/scenarios/quickstart.yaml";
   const auto with = [&](const std::string& preset, const std::string& cal) {
@@ -263,14 +281,19 @@ TEST(CalibApply, DefaultCalibrationOfThePreset) {
   bool warned = false;
   for (const auto& w : none.report["warnings"]) warned |= w.get<std::string>().rfind("uncalibrated", 0) == 0;
   EXPECT_TRUE(warned);
-  // h100-sxm: no calibration fitted against it, so nothing applies by default.
-  const auto h100 = with("h100-sxm", ""), h100_none = with("h100-sxm", "none");
-  EXPECT_FALSE(h100.job.system.spec.calibration);
-  EXPECT_EQ(h100.job.system.calibration_source, "unavailable");
+  // b200: no calibration fitted against it, so nothing applies by default.
+  const auto b200 = with("b200", ""), b200_none = with("b200", "none");
+  EXPECT_FALSE(b200.job.system.spec.calibration);
+  EXPECT_EQ(b200.job.system.calibration_source, "unavailable");
   for (const char* k : {"step_time_s", "mfu", "peak_memory_bytes", "breakdown_s", "warnings"})
-    EXPECT_EQ(h100.report[k], h100_none.report[k]) << k;
-  EXPECT_FALSE(h100.report["scenario"]["system"].contains("calibration"));
-  EXPECT_EQ(h100.report["scenario"]["system"]["resolved"]["calibration"], (nlohmann::json{{"source", "unavailable"}}));
+    EXPECT_EQ(b200.report[k], b200_none.report[k]) << k;
+  EXPECT_FALSE(b200.report["scenario"]["system"].contains("calibration"));
+  EXPECT_EQ(b200.report["scenario"]["system"]["resolved"]["calibration"], (nlohmann::json{{"source", "unavailable"}}));
+  // h100-sxm has its own since 2026-12-06 (calibrated/h100.yaml, one lent H100), so it is the default there.
+  const auto h100 = with("h100-sxm", "");
+  ASSERT_TRUE(h100.job.system.spec.calibration);
+  EXPECT_EQ(h100.job.system.spec.calibration->name, "h100");
+  EXPECT_EQ(h100.job.system.calibration_source, "default");
 }
 
 // A field the scenario overrides keeps the scenario's value.
