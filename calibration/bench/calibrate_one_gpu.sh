@@ -48,14 +48,7 @@ stamp "env captured"
 # racksim-bench, built here against the pip package's NCCL where the toolkit has none.
 if want bench; then
 mkdir -p "$OUTDIR/bench"
-NCCL_ROOT=""
-for d in /usr/local/cuda /usr $(python3 -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' 2>/dev/null); do
-  h=$(find "$d" -maxdepth 4 -name nccl.h 2>/dev/null | head -1)
-  if [ -n "$h" ]; then
-    r=$(dirname "$(dirname "$h")")
-    if ls "$r"/lib*/libnccl.so* >/dev/null 2>&1; then NCCL_ROOT=$r; break; fi
-  fi
-done
+. calibration/bench/find_nccl.sh   # NCCL_ROOT: the toolkit's NCCL or the pip package's
 if cmake -S calibration/bench -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
      -DNCCL_ROOT="$NCCL_ROOT" > "$OUTDIR/bench/build.log" 2>&1 && cmake --build build-dev >> "$OUTDIR/bench/build.log" 2>&1; then
   stamp "racksim-bench built"

@@ -36,15 +36,7 @@ stamp() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 } > "$W/env.txt" 2>&1
 stamp "env captured"
 
-# NCCL: the toolkit's, or the pip package's (nvidia-nccl-cu13).
-NCCL_ROOT=""
-for d in /usr/local/cuda /usr $(python3 -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' 2>/dev/null); do
-  h=$(find "$d" -maxdepth 4 -name nccl.h 2>/dev/null | head -1)
-  if [ -n "$h" ]; then
-    r=$(dirname "$(dirname "$h")")
-    if ls "$r"/lib*/libnccl.so* >/dev/null 2>&1; then NCCL_ROOT=$r; break; fi
-  fi
-done
+. calibration/bench/find_nccl.sh   # NCCL_ROOT: the toolkit's NCCL or the pip package's
 echo "NCCL_ROOT=$NCCL_ROOT" >> "$W/env.txt"
 
 # Build here (preferred); fall back to a binary carried in build-bench/ (built elsewhere).
