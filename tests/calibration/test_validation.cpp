@@ -163,6 +163,32 @@ const json& at_scale_suite() {
 }
 }  // namespace
 
+// Which calibration each at-scale row runs, by one rule (docs/validation.md): the calibration of the row's own GPU where
+// racksim ships one (the H100 rows `h100`; the H800 row the H100's, the same die), else the H200's carried over (the
+// Blackwell rows); named in the file, not left to the preset's default. And the seed claims' Hopper-vs-Blackwell pairs
+// keep both sides on the presets' cited figures: their H100 sides say `none` (no Blackwell calibration exists). Before
+// 2026-12-06 three Qwen3 H100 rows kept the H200's when the others moved.
+TEST(ScaleMechanisms, EachRowNamesItsGpusCalibration) {
+  const std::string dir = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/at_scale";
+  const std::map<std::string, std::string> rule = {{"h100-sxm", "h100"}, {"h800-sxm", "h100"},
+                                                   {"gb200-nvl72", "h200"}, {"gb300-nvl72", "h200"}};
+  int rows = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".yaml") continue;
+    const auto sc = sim::load_scenario(e.path().string());
+    ASSERT_TRUE(rule.count(sc.system.preset)) << e.path() << ": " << sc.system.preset;
+    EXPECT_EQ(sc.system.calibration_source, "scenario") << e.path();
+    EXPECT_EQ(sc.system.calibration.value_or("none"), rule.at(sc.system.preset)) << e.path();
+    ++rows;
+  }
+  EXPECT_EQ(rows, 43);
+  const std::string seeds = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/seed_claims/";
+  for (const char* h100_side : {"01-h100-llama70b-bf16.yaml", "09-h100-fp8.yaml"}) {
+    const auto sc = sim::load_scenario(seeds + h100_side);
+    EXPECT_EQ(sc.system.calibration_source, "none") << h100_side;
+  }
+}
+
 TEST(ScaleMechanisms, AtScaleSuitePinned) {
   const json& rows = at_scale_suite();
   ASSERT_EQ(rows.size(), 43u);

@@ -106,6 +106,30 @@ TEST(CalibFit, RefitReproducesTheH100File) {
   EXPECT_TRUE(c->nccl.empty());  // one GPU: the collective model stays the preset's
 }
 
+// Card-to-card: the same inputs taken on a second H100 (calibration/data/h100-2026-12-06-second-card, serial
+// 1752624002011; h100.yaml is serial 1651224062277's) fit to the same ceilings within 1% and the same flash-attention
+// curves within 2.5%: on these cards one card's calibration stands for the SKU to about that much.
+TEST(CalibFit, TwoH100CardsAgree) {
+  const std::string d = kSrc + "/calibration/data/h100-2026-12-06-second-card/";
+  calib::FitOptions opt;
+  for (const char* part : {"attention", "bench", "gemm", "loops", "nocb", "xla"}) opt.from_dirs.push_back(d + part);
+  opt.base_preset = "h100-sxm";
+  opt.xla_kernel_cost = calib::hlo_kernel_cost();
+  opt.xla_program = calib::hlo_program_host_work();
+  const hw::Calibration b = calib::fit_calibration(opt);
+  const auto a = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
+  ASSERT_TRUE(a);
+  for (const auto dt : {sim::Dtype::bf16, sim::Dtype::fp8}) {
+    ASSERT_TRUE(a->gemm.count(dt) && b.gemm.count(dt));
+    EXPECT_NEAR(b.gemm.at(dt).e_max / a->gemm.at(dt).e_max, 1.0, 0.01);
+  }
+  ASSERT_TRUE(a->hbm && b.hbm);
+  EXPECT_NEAR(b.hbm->bandwidth_Bps / a->hbm->bandwidth_Bps, 1.0, 0.01);
+  ASSERT_TRUE(a->attention && b.attention);
+  EXPECT_NEAR(b.attention->forward_causal.e_max / a->attention->forward_causal.e_max, 1.0, 0.025);
+  EXPECT_NEAR(b.attention->backward_causal.e_max / a->attention->backward_causal.e_max, 1.0, 0.025);
+}
+
 TEST(CalibFit, CommandWritesTheSameFile) {
   const std::string out = (fs::temp_directory_path() / "racksim_calib_refit.yaml").string();
   std::ostringstream o, e;
