@@ -64,6 +64,10 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     t.efficiency = gemm_efficiency(sys, w);
     t.efficiency *= attention_head_dims_rate(sys, w);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
+    // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
+    const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;
+    if (w.accumulate_fp32 && sys.gpu.wgrad_accumulate_serial_bytes > 0 && hbm_Bps > 0)
+      t.compute_s += sys.gpu.wgrad_accumulate_serial_bytes * w.m * w.n * w.batch / hbm_Bps;
   } else {
     t.compute_s = sys.gpu.vector_fp32_flops_per_s > 0 ? w.flops / sys.gpu.vector_fp32_flops_per_s : 0;
   }

@@ -22,6 +22,9 @@ struct KernelWork {
   bool attention_causal = true;
   bool attention_mla = false;  // multi-latent attention's core: at gpu.mla_attention_*_rate of the fitted rate
   double attention_seq = 0;
+  // A GEMM whose epilogue adds into an fp32 output (a weight gradient accumulated into the fp32 main gradient):
+  // m x n elements cost gpu.wgrad_accumulate_serial_bytes each at the HBM rate beyond the GEMM's own time.
+  bool accumulate_fp32 = false;
 };
 
 struct KernelTiming {

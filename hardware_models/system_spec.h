@@ -61,6 +61,11 @@ struct GpuSpec {
   // (1 = the same; measured on Hopper's cuDNN kernels).
   double mla_attention_forward_rate = 1.0;
   double mla_attention_backward_rate = 1.0;
+  // A weight-gradient GEMM that accumulates into an fp32 main gradient in its epilogue (D = C + dY^T X with fp32 C
+  // and D: Transformer Engine's fused wgrad accumulation, Megatron's --gradient-accumulation-fusion) runs longer
+  // than the same GEMM writing bf16 by this many bytes per output element at the HBM rate: the part of the epilogue's
+  // fp32 read and write the main loop does not hide. 0 = not measured (no such cost).
+  double wgrad_accumulate_serial_bytes = 0;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

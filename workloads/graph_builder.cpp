@@ -1072,8 +1072,13 @@ class Builder {
   Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
-    gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q);
+    g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q)].accumulate_fp32 = fused_wgrad_accumulation();
   }
+  // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
+  // GroupedLinear): the wgrad GEMM adds into the fp32 main_grad in its own epilogue, whose cost beyond a bf16-output
+  // GEMM was measured (gpu.wgrad_accumulate_serial_bytes, calibration/data/h100-2026-12-06-wgrad-fp32-accumulate). In
+  // JAX mode XLA's dot writes the gradient and a fusion of its own adds it (emitted where XLA runs it).
+  bool fused_wgrad_accumulation() const { return !jax_; }
 
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {
     Op& op = new_op();
@@ -2375,7 +2380,9 @@ class Builder {
     const double grouped_host = grouped_gemm_host_s(local_experts);
     const auto grouped_gemm = [this, grouped_host](std::string_view name, double m, double n, double k, double batch,
                                                    double extra_bytes, Quant quant) {
-      g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)].host_s += grouped_host;
+      Op& op = g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)];
+      op.host_s += grouped_host;
+      if (name.ends_with(".wgrad")) op.accumulate_fp32 = fused_wgrad_accumulation();
     };
     // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64), at the
     // rank's mean load as above: fc1's input is the dispatch step's; expert_out is fc1's output, which the

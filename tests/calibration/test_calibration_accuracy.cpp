@@ -348,6 +348,47 @@ TEST(CalibGemm, ExpertShapesAgainstGroupedGemmMeasurements) {
   }
 }
 
+// A weight-gradient GEMM adding into the fp32 main gradient in place (Transformer Engine's fused accumulation) against
+// the same GEMM writing bf16, measured on an H100 (calibration/data/h100-2026-12-06-wgrad-fp32-accumulate, run 3: four
+// interleaved rounds): racksim adds gpu.wgrad_accumulate_serial_bytes per output element at the HBM rate to the GEMM
+// it models (KernelWork::accumulate_fp32). Its ratio to the bf16 GEMM against the measured one, within 5% at 4,096 or
+// more tokens (the rows' micro-batches); at 1-2K tokens the measured cost is larger than the model's (printed, not
+// asserted: no row runs a wgrad that short). Without the flag the two are the same GEMM.
+TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
+  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
+  ASSERT_TRUE(c);
+  hw::SystemSpec sys = preset("h100-sxm");
+  hw::apply_calibration(sys, *c);
+  ASSERT_GT(sys.gpu.wgrad_accumulate_serial_bytes, 0);
+  std::ifstream in(kSrc + "/calibration/data/h100-2026-12-06-wgrad-fp32-accumulate/run3_inplace.jsonl");
+  ASSERT_TRUE(in);
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (r.contains("meta")) continue;
+    hw::KernelWork w;
+    w.tensor_core = true;
+    w.dtype = sim::Dtype::bf16;
+    w.m = r["n_out"];
+    w.n = r["n_in"];
+    w.k = r["tokens"];
+    w.flops = 2 * w.m * w.n * w.k;
+    const double plain_s = hw::kernel_timing(sys, w).compute_s;
+    w.accumulate_fp32 = true;
+    const double acc_s = hw::kernel_timing(sys, w).compute_s;
+    EXPECT_NEAR(acc_s - plain_s, sys.gpu.wgrad_accumulate_serial_bytes * w.m * w.n / (sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency),
+                1e-12);
+    const double model_ratio = acc_s / plain_s, measured_ratio = r["ratio"].get<double>();
+    std::printf("  %-26s tokens %6.0f: fp32 accumulate / bf16 out, model %.3f, measured %.3f\n",
+                r["label"].get<std::string>().c_str(), w.k, model_ratio, measured_ratio);
+    if (w.k >= 4096) {
+      EXPECT_NEAR(model_ratio / measured_ratio, 1.0, 0.05) << r["label"];
+    }
+    ++rows;
+  }
+  EXPECT_EQ(rows, 19);
+}
+
 // The one public Blackwell kernel figure at an MoE row's shape: the MXFP8 grouped expert GEMM of the DeepSeek-V3
 // GB200 optimization doc (shared reference at_scale_measurements.md §1b: Megatron-LM@79e8592b docs/discussions/
 // deepseek-v3-gb200-optimization, "2,672 TFLOP/s on K = 7168, N = 2048 (flush L2)", TE's multi-stream cuBLAS

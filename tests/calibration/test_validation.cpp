@@ -216,6 +216,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       // Back in (+9.5%, +5.9%, +4.7%; they were +12.6%, +10.3%, +10.1%) since flash attention is fitted to the kernels a
       // training step runs, at the power cap, on keys of 1K-128K (calibration/data/h200-2026-12-04-attention-train): its
       // backward levels off near 0.53 of peak from 16K keys on, where the curve fitted on keys up to 8K gave 0.61.
+      // +9.7% (was +10.9%) since a wgrad that adds into the fp32 main gradient pays its epilogue (gpu.wgrad_accumulate_
+      // serial_bytes, measured on an H100: calibration/data/h100-2026-12-06-wgrad-fp32-accumulate).
+      "Qwen3-235B seq 16K forced balance, 256 H100 (TP4 CP1 PP8 VPP4 EP8)",
       "Qwen3-235B seq 32K forced balance, 256 H100 (TP4 CP2 PP8 VPP4 EP8)",
       "Qwen3-235B seq 64K forced balance, 256 H100 (TP4 CP4 PP8 VPP4 EP8)",
       "Qwen3-235B seq 128K forced balance, 256 H100 (TP4 CP8 PP8 VPP4 EP8)",
@@ -320,7 +323,12 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  EXPECT_LT(sum / rows.size(), 0.1176);  // 11.75% on 43 rows (2026-12-06, thirteenth stop: the H100 and H800 rows on the
+  EXPECT_LT(sum / rows.size(), 0.1122);  // 11.19% on 43 rows (2026-12-06, thirteenth stop, later: a weight-gradient GEMM
+  // that adds into the fp32 main gradient, as Transformer Engine fuses it under Megatron, pays its epilogue's 2.585 bytes
+  // per weight element at the HBM rate, measured on an H100; Hopper Megatron-mode rows 0.4-3.1 points slower: Mixtral
+  // dropless +21.8% -> +19.3% and FP8 +20.4% -> +17.3% (both within 20%), Megatron 7.1B +18.4% -> +16.4%, Qwen3 16K
+  // +10.9% -> +9.7% (within 10%); away: 32B -20.6% -> -21.3%, 70B -3.3% -> -4.7%, Llama 3 8K -5.7/-8.2% -> -6.5/-9.0%);
+  // 11.75% on 43 rows (2026-12-06, thirteenth stop: the H100 and H800 rows on the
   // H100's own calibration, calibration/data/h100-2026-12-06-calibration, where they had the H200's carried over: the
   // too-fast Megatron, Mixtral, MaxText and Pax rows 0.3-0.7 points slower, Pax 126M +9.9% -> +10.9%);
   // 11.85% on 43 rows (2026-12-06, eleventh stop, latest: forced balancing as

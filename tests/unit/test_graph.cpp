@@ -200,6 +200,39 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
   EXPECT_EQ(ds, 0);
 }
 
+// Megatron's fused weight-gradient accumulation: every wgrad GEMM (dense and grouped experts) adds into the fp32 main
+// gradient in its epilogue and is flagged so (gpu.wgrad_accumulate_serial_bytes times it); no other op is; in JAX mode
+// XLA's dot writes the gradient and no GEMM is flagged. The flagged GEMMs make the Megatron step slower by the closed
+// form: the flag's cost per GEMM is serial bytes x weight elements at the HBM rate.
+TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
+  const std::string base =
+      "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: mixtral-8x7b}\n"
+      "training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 1, ep: 8, dp: 8}, framework: ";
+  for (const char* fw : {"megatron", "jax"}) {
+    const auto sc = sim::load_scenario_text(base + fw + "}\n", "w.yaml");
+    const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
+    int flagged = 0, wgrads = 0, experts = 0;
+    for (const auto& op : g.ops) {
+      const std::string name = g.op_name(static_cast<workloads::OpId>(&op - g.ops.data()));
+      const bool wgrad = op.unit == workloads::ExecUnit::tensor && name.find(".wgrad") != std::string::npos &&
+                         name.find("router") == std::string::npos;
+      wgrads += wgrad;
+      flagged += op.accumulate_fp32;
+      experts += op.accumulate_fp32 && name.find("experts.") != std::string::npos;
+      if (op.accumulate_fp32) {
+        EXPECT_TRUE(wgrad) << name;
+      }
+    }
+    EXPECT_GT(wgrads, 0) << fw;
+    if (std::string(fw) == "megatron") {
+      EXPECT_EQ(flagged, wgrads);
+      EXPECT_GT(experts, 0);
+    } else {
+      EXPECT_EQ(flagged, 0);
+    }
+  }
+}
+
 // XLA's collective pipeliner on a scanned FSDP step (xla/service/collective_pipeliner.h): without it each
 // layer's all-gather runs in its own loop iteration before the layer's compute, so every forward gather is
 // exposed; with it (MaxText's GPU recipes: --xla_gpu_enable_pipelined_{all_gather,reduce_scatter,all_reduce})
