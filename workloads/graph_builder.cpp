@@ -1073,12 +1073,20 @@ class Builder {
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
     g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q)].accumulate_fp32 = fused_wgrad_accumulation();
+    unfused_main_grad_add(cat(name, ".wgrad"), k * n);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
   // GroupedLinear): the wgrad GEMM adds into the fp32 main_grad in its own epilogue, whose cost beyond a bf16-output
   // GEMM was measured (gpu.wgrad_accumulate_serial_bytes, calibration/data/h100-2026-12-06-wgrad-fp32-accumulate). In
-  // JAX mode XLA's dot writes the gradient and a fusion of its own adds it (emitted where XLA runs it).
-  bool fused_wgrad_accumulation() const { return !jax_; }
+  // JAX mode XLA's dot writes the gradient and a fusion of its own adds it (emitted where XLA runs it); under
+  // training.gradient_accumulation_fusion false the GEMM writes the gradient and a kernel of its own adds it into the
+  // fp32 main gradient (Megatron's DDP hook, distributed_data_parallel.py `param.main_grad.add_(param.grad.data)`:
+  // read the bf16 gradient and the fp32 main gradient, write the sum).
+  bool fused_wgrad_accumulation() const { return !jax_ && t_.gradient_accumulation_fusion; }
+  void unfused_main_grad_add(std::string_view wgrad, double elements) {
+    if (jax_ || t_.gradient_accumulation_fusion) return;
+    vector(cat(wgrad, ".main_grad_add"), elements * (pr_.activation_bytes + 2 * pr_.grad_bytes), elements);
+  }
 
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0) {
     Op& op = new_op();
@@ -2382,7 +2390,10 @@ class Builder {
                                                    double extra_bytes, Quant quant) {
       Op& op = g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)];
       op.host_s += grouped_host;
-      if (name.ends_with(".wgrad")) op.accumulate_fp32 = fused_wgrad_accumulation();
+      if (name.ends_with(".wgrad")) {
+        op.accumulate_fp32 = fused_wgrad_accumulation();
+        unfused_main_grad_add(name, m * n * batch);
+      }
     };
     // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64), at the
     // rank's mean load as above: fc1's input is the dispatch step's; expert_out is fc1's output, which the

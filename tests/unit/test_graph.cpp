@@ -202,21 +202,28 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
 
 // Megatron's fused weight-gradient accumulation: every wgrad GEMM (dense and grouped experts) adds into the fp32 main
 // gradient in its epilogue and is flagged so (gpu.wgrad_accumulate_serial_bytes times it); no other op is; in JAX mode
-// XLA's dot writes the gradient and no GEMM is flagged. The flagged GEMMs make the Megatron step slower by the closed
-// form: the flag's cost per GEMM is serial bytes x weight elements at the HBM rate.
+// XLA's dot writes the gradient and no GEMM is flagged. Under training.gradient_accumulation_fusion false no GEMM is
+// flagged and each wgrad is followed by its own add into the main gradient: 2 + 4 + 4 bytes per weight element.
 TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   const std::string base =
       "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: mixtral-8x7b}\n"
       "training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 1, ep: 8, dp: 8}, framework: ";
-  for (const char* fw : {"megatron", "jax"}) {
+  for (const char* fw : {"megatron", "jax", "megatron, gradient_accumulation_fusion: false"}) {
     const auto sc = sim::load_scenario_text(base + fw + "}\n", "w.yaml");
     const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
-    int flagged = 0, wgrads = 0, experts = 0;
+    int flagged = 0, wgrads = 0, experts = 0, adds = 0;
+    double weight_elements = 0, add_bytes = 0;
     for (const auto& op : g.ops) {
       const std::string name = g.op_name(static_cast<workloads::OpId>(&op - g.ops.data()));
+      if (name.ends_with(".main_grad_add") && name.find(".wgrad.") != std::string::npos) {
+        ++adds;
+        add_bytes += op.hbm_bytes;
+        continue;
+      }
       const bool wgrad = op.unit == workloads::ExecUnit::tensor && name.find(".wgrad") != std::string::npos &&
                          name.find("router") == std::string::npos;
       wgrads += wgrad;
+      if (wgrad) weight_elements += op.gemm_mnk[0] * op.gemm_mnk[1] * op.gemm_batch;
       flagged += op.accumulate_fp32;
       experts += op.accumulate_fp32 && name.find("experts.") != std::string::npos;
       if (op.accumulate_fp32) {
@@ -227,8 +234,14 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
     if (std::string(fw) == "megatron") {
       EXPECT_EQ(flagged, wgrads);
       EXPECT_GT(experts, 0);
+      EXPECT_EQ(adds, 0);
+    } else if (std::string(fw) == "jax") {
+      EXPECT_EQ(flagged, 0);
+      EXPECT_EQ(adds, 0);
     } else {
       EXPECT_EQ(flagged, 0);
+      EXPECT_EQ(adds, wgrads);
+      EXPECT_NEAR(add_bytes, 10.0 * weight_elements, 1e-6 * add_bytes);
     }
   }
 }
