@@ -1072,7 +1072,7 @@ class Builder {
   Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
-    g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, 2 * k * n * pr_.grad_bytes, q)].accumulate_fp32 = fused_wgrad_accumulation();
+    g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, wgrad_output_bytes(k * n), q)].accumulate_fp32 = fused_wgrad_accumulation();
     unfused_main_grad_add(cat(name, ".wgrad"), k * n);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
@@ -1083,8 +1083,14 @@ class Builder {
   // fp32 main gradient (Megatron's DDP hook, distributed_data_parallel.py `param.main_grad.add_(param.grad.data)`:
   // read the bf16 gradient and the fp32 main gradient, write the sum).
   bool fused_wgrad_accumulation() const { return !jax_ && t_.gradient_accumulation_fusion; }
+  bool unfused_wgrad_accumulation() const { return !jax_ && !t_.gradient_accumulation_fusion; }
+  // What a wgrad GEMM of `elements` weight elements writes beyond its operands: the fp32 main gradient read and
+  // written, or, unfused, the bf16 gradient alone (its add into the main gradient is unfused_main_grad_add's).
+  double wgrad_output_bytes(double elements) const {
+    return unfused_wgrad_accumulation() ? elements * pr_.activation_bytes : 2 * elements * pr_.grad_bytes;
+  }
   void unfused_main_grad_add(std::string_view wgrad, double elements) {
-    if (jax_ || t_.gradient_accumulation_fusion) return;
+    if (!unfused_wgrad_accumulation()) return;
     vector(cat(wgrad, ".main_grad_add"), elements * (pr_.activation_bytes + 2 * pr_.grad_bytes), elements);
   }
 
@@ -2449,7 +2455,7 @@ class Builder {
                        if (pads) vector("experts.fp8_unpad.bwd", pad_copy_bytes, 0);
                        grouped_gemm("experts.down.dgrad", per_expert, fe, h_, local_experts, 0, Quant::backward);
                        grouped_gemm("experts.down.wgrad", fe, h_, per_expert, local_experts,
-                                    2 * fe * h_ * local_experts * pr_.grad_bytes, wgrad_quant());
+                                    wgrad_output_bytes(fe * h_ * local_experts), wgrad_quant());
                        vector("experts.act.bwd", (2 * mats + 1) * expert_tokens * fe * a, 12 * expert_tokens * fe, expert_tokens * fe);
                        offload_done("expert_out");
                        offload_wait("dispatch");
@@ -2457,7 +2463,7 @@ class Builder {
                        expert_dgrad_ = last();
                        if (megatron_ep_overlap()) offload_done("dispatch");
                        grouped_gemm("experts.gate_up.wgrad", h_, mats * fe, per_expert, local_experts,
-                                    2 * h_ * mats * fe * local_experts * pr_.grad_bytes, wgrad_quant());
+                                    wgrad_output_bytes(h_ * mats * fe * local_experts), wgrad_quant());
                        if (!megatron_ep_overlap()) offload_done("dispatch");
                        if (pads) vector("experts.fp8_pad.bwd", pad_copy_bytes, 0);
                      }});

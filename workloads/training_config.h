@@ -359,8 +359,8 @@ struct TrainingConfig {
   // Megatron --gradient-accumulation-fusion (on by default; --no-gradient-accumulation-fusion turns it off): each
   // weight-gradient GEMM adds into the fp32 main gradient in its own epilogue (Transformer Engine's
   // fuse_wgrad_accumulation), at gpu.wgrad_accumulate_serial_bytes per weight element. false: the GEMM writes the
-  // gradient and its add is not modelled (PyTorch's AccumulateGrad or a DDP hook, a kernel of its own). Ignored under
-  // framework: jax (XLA's dot writes the gradient).
+  // bf16 gradient and a kernel of its own adds it into the main gradient (Megatron's DDP hook; PyTorch's
+  // AccumulateGrad likewise). Ignored under framework: jax (XLA's dot writes the gradient).
   bool gradient_accumulation_fusion = true;
   // The job's Megatron-Core names each NVTX range from its caller's frame even with profiling off (Megatron-LM from
   // 7f9f2bf750, 2025-05-16, to 158951764f, 2025-06-09, "Fix perf issues with NVTX range profiling"; @1e057005 is one):
