@@ -1,7 +1,10 @@
 // GEMM throughput through cuBLASLt: bf16 (fp32 accumulate, bf16 out), fp8 e4m3 (per-tensor
 // scales, bf16 out), fp4 e2m1 (16-element ue4m3 block scales, bf16 out) where the GPU has it.
+// Section "wgrad" (opt-in): weight-gradient products as Transformer Engine runs them, writing bf16
+// or accumulating into an fp32 main gradient in place.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "gemm.h"
 
@@ -71,17 +74,28 @@ float e2m1_to_float(uint8_t nib) {
   return (nib & 8) ? -v : v;
 }
 
-// Elements of one K-contiguous row (K values) as floats.
-std::vector<float> fetch_row(GemmType t, const void* base, long long row, long long k) {
+// The K values of operand row `row` as floats. K-contiguous (TN): row * k + q; outer-contiguous (NT, the
+// operand stored outer x K column-major): row + q * outer, gathered with one strided copy.
+std::vector<float> fetch_row(GemmType t, const void* base, long long row, long long k, GemmLayout layout = GemmLayout::TN,
+                             long long outer = 0) {
   std::vector<float> out(static_cast<size_t>(k));
-  if (t == GemmType::BF16) {
-    std::vector<uint16_t> h(static_cast<size_t>(k));
-    RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint16_t*>(base) + row * k, k * 2, cudaMemcpyDeviceToHost));
-    for (long long i = 0; i < k; ++i) out[i] = bf16_to_float(h[i]);
-  } else if (t == GemmType::FP8) {
-    std::vector<uint8_t> h(static_cast<size_t>(k));
-    RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint8_t*>(base) + row * k, k, cudaMemcpyDeviceToHost));
-    for (long long i = 0; i < k; ++i) out[i] = e4m3_to_float(h[i]);
+  if (t != GemmType::FP4) {
+    const size_t e = t == GemmType::BF16 ? 2 : 1;
+    std::vector<uint8_t> h(static_cast<size_t>(k) * e);
+    const auto* b = static_cast<const uint8_t*>(base);
+    if (layout == GemmLayout::TN)
+      RB_CUDA(cudaMemcpy(h.data(), b + row * k * e, k * e, cudaMemcpyDeviceToHost));
+    else
+      RB_CUDA(cudaMemcpy2D(h.data(), e, b + row * e, outer * e, e, k, cudaMemcpyDeviceToHost));
+    for (long long i = 0; i < k; ++i) {
+      if (t == GemmType::BF16) {
+        uint16_t v;
+        std::memcpy(&v, h.data() + i * 2, 2);
+        out[i] = bf16_to_float(v);
+      } else {
+        out[i] = e4m3_to_float(h[i]);
+      }
+    }
   } else {
     std::vector<uint8_t> h(static_cast<size_t>(k / 2));
     RB_CUDA(cudaMemcpy(h.data(), static_cast<const uint8_t*>(base) + row * (k / 2), k / 2, cudaMemcpyDeviceToHost));
@@ -92,9 +106,16 @@ std::vector<float> fetch_row(GemmType t, const void* base, long long row, long l
 
 }  // namespace
 
-size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k) {
+size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k, bool d_fp32) {
   double e = elem_bytes(t);
-  return static_cast<size_t>(e * m * k + e * n * k + 2.0 * m * n);
+  return static_cast<size_t>(e * m * k + e * n * k + (d_fp32 ? 4.0 : 2.0) * m * n);
+}
+
+std::string gemm_variant_name(GemmType t, const GemmVariant& v) {
+  std::string s = t == GemmType::FP8 && v.fp8_block_scaled ? "fp8_block" : gemm_type_name(t);
+  s += v.layout == GemmLayout::TN ? "_tn" : "_nt";
+  s += v.accumulate_fp32 ? "_acc_fp32" : "_out_bf16";
+  return s;
 }
 
 int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes) {
@@ -107,12 +128,15 @@ int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes) {
 }
 
 Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k, void* workspace, size_t ws_bytes,
-           int nbuf, cudaStream_t fill_stream)
-    : h_(h), t_(t), m_(m), n_(n), k_(k), ws_(workspace), ws_bytes_(ws_bytes), nbuf_(nbuf < 1 ? 1 : nbuf) {
+           int nbuf, cudaStream_t fill_stream, GemmVariant v)
+    : h_(h), t_(t), v_(v), m_(m), n_(n), k_(k), ws_(workspace), ws_bytes_(ws_bytes), nbuf_(nbuf < 1 ? 1 : nbuf) {
+  if (v.layout == GemmLayout::NT && t != GemmType::BF16)
+    throw_error("only bf16 products run in NT (Hopper's and Blackwell's fp8/fp4 kernels need TN)", __FILE__, __LINE__);
+  if (v.fp8_block_scaled && t != GemmType::FP8) throw_error("block scaling is an fp8 variant", __FILE__, __LINE__);
   double e = elem_bytes(t);
   a_bytes_ = static_cast<size_t>(e * m * k);
   b_bytes_ = static_cast<size_t>(e * n * k);
-  d_bytes_ = static_cast<size_t>(2 * m * n);
+  d_bytes_ = static_cast<size_t>((v.accumulate_fp32 ? 4 : 2) * m * n);
   try {
     for (int i = 0; i < nbuf_; ++i) {
       void *a = nullptr, *b = nullptr, *d = nullptr;
@@ -133,14 +157,33 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
         fill_bytes(a, a_bytes_, seed, fill_stream);  // every e2m1 nibble is a finite value
         fill_bytes(b, b_bytes_, seed + 7, fill_stream);
       }
-      RB_CUDA(cudaMemsetAsync(d, 0xFF, d_bytes_, fill_stream));  // poison: NaN in bf16
+      // Poison (NaN in bf16) for an overwritten D; an accumulated D starts at zero, as a main gradient does.
+      RB_CUDA(cudaMemsetAsync(d, v.accumulate_fp32 ? 0 : 0xFF, d_bytes_, fill_stream));
     }
 
     RB_CUBLAS(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const bool nt = v.layout == GemmLayout::NT;
+    cublasOperation_t ta = nt ? CUBLAS_OP_N : CUBLAS_OP_T, tb = nt ? CUBLAS_OP_T : CUBLAS_OP_N;
     RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (t == GemmType::FP8) {
+    if (t == GemmType::FP8 && v.fp8_block_scaled) {
+      // One fp32 scale per 128 K-elements of every row of A and B (cuBLASLt's VEC128_32F on both operands, as
+      // TE's Float8BlockScaling runs a wgrad: 1x128 tiles on both); sized generously, all 1.0 so that the
+      // result check holds.
+      a_scale_bytes_ = static_cast<size_t>(round_up(m, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
+      b_scale_bytes_ = static_cast<size_t>(round_up(n, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
+      RB_CUDA(cudaMalloc(&a_scale_, a_scale_bytes_));
+      RB_CUDA(cudaMalloc(&b_scale_, b_scale_bytes_));
+      for (auto [p, bytes] : {std::pair{a_scale_, a_scale_bytes_}, std::pair{b_scale_, b_scale_bytes_}}) {
+        std::vector<float> ones(bytes / sizeof(float), 1.0f);
+        RB_CUDA(cudaMemcpy(p, ones.data(), bytes, cudaMemcpyHostToDevice));
+      }
+      cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
+    } else if (t == GemmType::FP8) {
       // Per-tensor scales (device pointers to one float each), as cuBLASLt requires for fp8.
       RB_CUDA(cudaMalloc(&a_scale_, sizeof(float)));
       RB_CUDA(cudaMalloc(&b_scale_, sizeof(float)));
@@ -162,9 +205,14 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
     }
-    RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), k, m, k));
-    RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), k, n, k));
-    RB_CUBLAS(cublasLtMatrixLayoutCreate(&ld_, CUDA_R_16BF, m, n, m));
+    if (nt) {
+      RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), m, k, m));
+      RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), n, k, n));
+    } else {
+      RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), k, m, k));
+      RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), k, n, k));
+    }
+    RB_CUBLAS(cublasLtMatrixLayoutCreate(&ld_, v.accumulate_fp32 ? CUDA_R_32F : CUDA_R_16BF, m, n, m));
 
     cublasLtMatmulPreference_t pref = nullptr;
     RB_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -207,7 +255,7 @@ void Gemm::release() {
 
 void Gemm::enqueue(cudaStream_t s, int i) const {
   int j = i % nbuf_;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = v_.accumulate_fp32 ? 1.0f : 0.0f;
   RB_CUBLAS(cublasLtMatmul(h_, desc_, &alpha, a_[j], la_, b_[j], lb_, &beta, d_[j], ld_, d_[j], ld_, &heur_.algo, ws_,
                            ws_bytes_, s));
 }
@@ -240,6 +288,10 @@ Json Gemm::algo_json() const {
 }
 
 double Gemm::check(int samples, cudaStream_t s) const {
+  if (v_.accumulate_fp32) {  // one product into a zeroed D: D = A.B
+    RB_CUDA(cudaMemsetAsync(d_[0], 0, d_bytes_, s));
+    enqueue(s, 0);
+  }
   RB_CUDA(cudaStreamSynchronize(s));
   double worst = 0;
   uint64_t x = 0x243F6A8885A308D3ULL;
@@ -250,17 +302,24 @@ double Gemm::check(int samples, cudaStream_t s) const {
     long long jcol = static_cast<long long>((x >> 33) % static_cast<uint64_t>(n_));
     if (t == 0) i = 0, jcol = 0;
     if (t == 1) i = m_ - 1, jcol = n_ - 1;
-    std::vector<float> a = fetch_row(t_, a_[0], i, k_);
-    std::vector<float> b = fetch_row(t_, b_[0], jcol, k_);
-    uint16_t dv = 0;
-    RB_CUDA(cudaMemcpy(&dv, static_cast<const uint16_t*>(d_[0]) + jcol * m_ + i, 2, cudaMemcpyDeviceToHost));
+    std::vector<float> a = fetch_row(t_, a_[0], i, k_, v_.layout, m_);
+    std::vector<float> b = fetch_row(t_, b_[0], jcol, k_, v_.layout, n_);
+    double d = 0;
+    if (v_.accumulate_fp32) {
+      float dv = 0;
+      RB_CUDA(cudaMemcpy(&dv, static_cast<const float*>(d_[0]) + jcol * m_ + i, 4, cudaMemcpyDeviceToHost));
+      d = dv;
+    } else {
+      uint16_t dv = 0;
+      RB_CUDA(cudaMemcpy(&dv, static_cast<const uint16_t*>(d_[0]) + jcol * m_ + i, 2, cudaMemcpyDeviceToHost));
+      d = bf16_to_float(dv);
+    }
     double ref = 0, mag = 0;
     for (long long q = 0; q < k_; ++q) {
       double p = static_cast<double>(a[q]) * b[q];
       ref += p;
       mag += std::fabs(p);
     }
-    double d = bf16_to_float(dv);
     if (!std::isfinite(d)) return INFINITY;
     double err = std::fabs(d - ref) / (mag > 0 ? mag : 1.0);
     if (err > worst) worst = err;
@@ -406,6 +465,107 @@ Json bench_gemm(Context& ctx) {
         cudaGetLastError();
       }
       res.push(r);
+    }
+  }
+  out["results"] = res;
+  out["clocks_after"] = clocks_snapshot(ctx);
+  cudaStreamDestroy(s);
+  cudaFree(ws);
+  cublasLtDestroy(h);
+  return out;
+}
+
+namespace {
+
+// Weight gradients D[in, out] = X^T dY over K = tokens (m = in features, n = out features), at the weights of
+// the at-scale rows' layers as one rank holds them.
+struct WgradWeight {
+  long long in, out;
+  const char* label;
+};
+const WgradWeight kWgradWeights[] = {
+    {4096, 4096, "h4096 attention out-projection"},
+    {4096, 6144, "Megatron GPT 7.1B QKV at TP2"},
+    {6144, 32768, "Mixtral 8x22B expert fc1 (gate+up)"},
+    {16384, 6144, "Mixtral 8x22B expert fc2"},
+    {8192, 28672, "Llama 70B MLP up at TP1"},
+    {4096, 3072, "Qwen3-235B expert fc1 (gate+up)"},
+    {1536, 4096, "Qwen3-235B expert fc2"},
+    {7168, 4096, "DeepSeek-V3 expert fc1 (gate+up)"},
+    {2048, 7168, "DeepSeek-V3 expert fc2"},
+};
+
+}  // namespace
+
+Json bench_wgrad(Context& ctx) {
+  Json out = Json::object();
+  const size_t ws_bytes = 32 * MiB;  // TE's Hopper cuBLAS workspace (pytorch/module/base.py)
+  out["what"] =
+      "weight-gradient products D[in,out] = X^T dY, K = tokens, as Transformer Engine's cublas_gemm runs them: bf16 in "
+      "NT (tokens-major operands as autograd holds them), fp8 e4m3 in TN (TE's columnwise copies; per-tensor scales, or "
+      "1x128 scales along K on both operands for Float8BlockScaling), fast accumulation off (TE's split accumulator "
+      "for wgrad); out_bf16: D bf16, beta 0; acc_fp32: D = C = an fp32 main gradient, beta 1 (fuse_wgrad_accumulation)";
+  out["timing"] =
+      "as section gemm: inner products captured in one CUDA graph, replayed reps times; operand sets (and main "
+      "gradients) rotated past L2. Variants interleaved shape by shape, the whole grid repeated `rounds` times.";
+  const int rounds = ctx.opt.quick ? 1 : 3;
+  out["rounds"] = rounds;
+  Json res = Json::array();
+  cublasLtHandle_t h = nullptr;
+  RB_CUBLAS(cublasLtCreate(&h));
+  void* ws = nullptr;
+  RB_CUDA(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t s;
+  RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
+  const std::pair<GemmType, GemmVariant> variants[] = {
+      {GemmType::BF16, {GemmLayout::NT, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false}},
+      {GemmType::BF16, {GemmLayout::TN, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, true}},   {GemmType::FP8, {GemmLayout::TN, true, true}},
+  };
+  std::vector<long long> token_counts = {1024, 2048, 4096, 8192, 16384};
+  if (ctx.opt.quick) token_counts = {4096};
+  for (int round = 0; round < rounds; ++round) {
+    for (const WgradWeight& w : kWgradWeights) {
+      for (long long tokens : token_counts) {
+        for (const auto& [t, v] : variants) {
+          const std::string name = gemm_variant_name(t, v);
+          Json r = Json::object();
+          r["round"] = round;
+          r["variant"] = name;
+          r["m"] = w.in;
+          r["n"] = w.out;
+          r["k"] = tokens;
+          r["label"] = w.label;
+          try {
+            int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, w.in, w.out, tokens, v.accumulate_fp32),
+                                     static_cast<size_t>(ctx.prop.l2CacheSize));
+            Gemm g(h, t, w.in, w.out, tokens, ws, ws_bytes, nbuf, s, v);
+            Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
+            double err = g.check(4, s);
+            Stats iso = time_isolated(s, 2, 3, op);
+            int inner = pick_inner(iso.median, batch_target, 256);
+            Stats bat = time_graph_batch(s, inner, ctx.opt.reps, op);
+            r["s"] = stats_json(bat);
+            r["tflops_median"] = bat.median > 0 ? g.flops() / bat.median / 1e12 : 0.0;
+            r["inner"] = inner;
+            r["nbuf"] = g.nbuf();
+            r["algo"] = g.algo_json();
+            r["check_max_rel_err"] = err;
+            if (!(err < 2e-2)) ctx.warn("wgrad " + name + " " + w.label + ": result check failed");
+            std::printf("wgrad %-22s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (inner %d, nbuf %d, err %.1e)\n",
+                        name.c_str(), w.in, w.out, tokens, bat.median * 1e6, g.flops() / bat.median / 1e12, inner,
+                        g.nbuf(), err);
+            std::fflush(stdout);
+          } catch (const std::exception& e) {
+            r["error"] = e.what();
+            std::printf("wgrad %s %lldx%lldx%lld: ERROR %s\n", name.c_str(), w.in, w.out, tokens, e.what());
+            cudaGetLastError();
+          }
+          res.push(r);
+        }
+      }
     }
   }
   out["results"] = res;

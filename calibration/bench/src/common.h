@@ -46,6 +46,7 @@ struct Options {
   bool allow_nvls = false;
   std::vector<std::string> argv;
   bool want(const std::string& section) const { return only.empty() || only.count(section) > 0; }
+  bool named(const std::string& section) const { return only.count(section) > 0; }
 };
 
 // Upper bounds a measurement must not exceed (0 = unknown, not checked).
@@ -184,6 +185,7 @@ void launch_spin(cudaStream_t s, long long cycles);
 Json device_identity(Context& ctx, bool full);
 Json clocks_snapshot(Context& ctx);
 Json bench_gemm(Context& ctx);
+Json bench_wgrad(Context& ctx);  // opt-in: only with --only wgrad
 Json bench_hbm(Context& ctx);
 Json bench_host(Context& ctx);
 Json bench_launch(Context& ctx);

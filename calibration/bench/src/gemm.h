@@ -16,6 +16,19 @@ namespace rb {
 enum class GemmType { BF16, FP8, FP4 };
 const char* gemm_type_name(GemmType t);
 
+// How a product is laid out and written, beyond the default (TN, D bf16 overwritten, per-tensor fp8 scales).
+// A weight gradient as Transformer Engine runs it (cublaslt_gemm.cu's cublas_gemm): bf16 operands in NT
+// (tokens-major activations and output gradients, no transposed copies), fp8 operands in TN (TE's columnwise
+// copies, the layout Hopper's fp8 kernels need); with fuse_wgrad_accumulation D is Megatron's fp32 main_grad,
+// read as C and written back in place (beta 1).
+enum class GemmLayout { TN, NT };
+struct GemmVariant {
+  GemmLayout layout = GemmLayout::TN;
+  bool accumulate_fp32 = false;  // D = C fp32, beta 1
+  bool fp8_block_scaled = false; // fp8 with 1x128 scales along K on both operands (TE's Float8BlockScaling wgrad)
+};
+std::string gemm_variant_name(GemmType t, const GemmVariant& v);
+
 struct GemmShape {
   long long m, n, k;
   std::string label;
@@ -26,7 +39,7 @@ class Gemm {
   // nbuf copies of A and B (and D) are allocated and rotated so that repeated products read
   // their operands from HBM rather than L2.
   Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k, void* workspace, size_t ws_bytes,
-       int nbuf, cudaStream_t fill_stream);
+       int nbuf, cudaStream_t fill_stream, GemmVariant v = {});
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -36,13 +49,15 @@ class Gemm {
   size_t bytes_per_set() const { return a_bytes_ + b_bytes_ + d_bytes_; }
   int nbuf() const { return nbuf_; }
   Json algo_json() const;
-  // Max over a few sampled outputs of |D - ref| / sum_k |a_k b_k| (set 0), reference in double.
+  // Max over a few sampled outputs of |D - ref| / sum_k |a_k b_k| (set 0), reference in double. An
+  // accumulating product is first run once into a zeroed D.
   double check(int samples, cudaStream_t s) const;
 
  private:
   void release();
   cublasLtHandle_t h_;
   GemmType t_;
+  GemmVariant v_;
   long long m_, n_, k_;
   void* ws_;
   size_t ws_bytes_;
@@ -56,7 +71,7 @@ class Gemm {
   cublasLtMatmulHeuristicResult_t heur_{};
 };
 
-size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k);
+size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k, bool d_fp32 = false);
 int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes);
 
 }  // namespace rb

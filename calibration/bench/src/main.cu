@@ -1,6 +1,6 @@
 // racksim-bench: raw calibration measurements for racksim, written as one JSON file.
 //
-//   racksim-bench [--out FILE.json] [--quick] [--only gemm,hbm,host,launch,contention,nccl]
+//   racksim-bench [--out FILE.json] [--quick] [--only gemm,hbm,host,launch,contention,nccl,wgrad]
 //                 [--device N] [--reps N] [--hbm-max-bytes B] [--host-max-bytes B]
 //                 [--nccl-max-bytes B] [--nccl-min-gpus N] [--allow-nvls]
 #include <cstdlib>
@@ -17,14 +17,15 @@ Json ceilings_json(const Ceilings& c);
 
 namespace {
 
-const char* kSections[] = {"gemm", "hbm", "host", "launch", "contention", "nccl"};
+const char* kSections[] = {"gemm", "hbm", "host", "launch", "contention", "nccl", "wgrad"};
 
 void usage() {
   std::printf(
       "usage: racksim-bench [options]\n"
       "  --out FILE         JSON output (default racksim-bench.json)\n"
       "  --quick            tiny grid (smoke test)\n"
-      "  --only LIST        comma-separated sections: gemm,hbm,host,launch,contention,nccl\n"
+      "  --only LIST        comma-separated sections: gemm,hbm,host,launch,contention,nccl;\n"
+      "                     wgrad (weight gradients as Transformer Engine runs them) runs only when named\n"
       "  --device N         GPU for the single-GPU sections (default 0)\n"
       "  --reps N           timed repetitions per point (default 10, --quick 3)\n"
       "  --hbm-max-bytes B  largest device copy (default 4 GiB)\n"
@@ -158,12 +159,15 @@ int main(int argc, char** argv) {
   struct Section {
     const char* name;
     Json (*fn)(Context&);
+    bool opt_in = false;  // runs only when --only names it
   };
-  const Section sections[] = {{"launch", bench_launch}, {"hbm", bench_hbm},           {"host", bench_host},
-                              {"gemm", bench_gemm},     {"contention", bench_contention}, {"nccl", bench_nccl}};
+  const Section sections[] = {{"launch", bench_launch}, {"hbm", bench_hbm},
+                              {"host", bench_host},     {"gemm", bench_gemm},
+                              {"contention", bench_contention}, {"nccl", bench_nccl},
+                              {"wgrad", bench_wgrad, true}};
   int failed = 0;
   for (const Section& s : sections) {
-    if (!o.want(s.name)) continue;
+    if (s.opt_in ? !o.named(s.name) : !o.want(s.name)) continue;
     double t0 = now_s();
     std::printf("== %s\n", s.name);
     std::fflush(stdout);
