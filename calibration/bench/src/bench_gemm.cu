@@ -329,6 +329,39 @@ double Gemm::check(int samples, cudaStream_t s) const {
 
 namespace {
 
+// The cuBLASLt handle, workspace and stream a GEMM section times its products on.
+struct GemmRig {
+  cublasLtHandle_t h = nullptr;
+  void* ws = nullptr;
+  cudaStream_t s = nullptr;
+  explicit GemmRig(size_t ws_bytes) {
+    RB_CUBLAS(cublasLtCreate(&h));
+    RB_CUDA(cudaMalloc(&ws, ws_bytes));
+    RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  ~GemmRig() {
+    if (s) cudaStreamDestroy(s);
+    if (ws) cudaFree(ws);
+    if (h) cublasLtDestroy(h);
+  }
+  GemmRig(const GemmRig&) = delete;
+  GemmRig& operator=(const GemmRig&) = delete;
+};
+
+// One product timed alone (isolated_reps, stream synchronized before each), then back to back: `inner` products in
+// one CUDA graph lasting about batch_target_s, replayed reps times.
+struct GemmTiming {
+  Stats isolated, batch;
+  int inner = 1;
+};
+GemmTiming time_gemm(cudaStream_t s, int isolated_reps, int reps, double batch_target_s, const Enqueue& op) {
+  GemmTiming t;
+  t.isolated = time_isolated(s, 2, isolated_reps, op);
+  t.inner = pick_inner(t.isolated.median, batch_target_s, 256);
+  t.batch = time_graph_batch(s, t.inner, reps, op);
+  return t;
+}
+
 std::vector<GemmShape> gemm_grid(bool quick) {
   std::vector<GemmShape> g;
   if (quick) {
@@ -387,12 +420,10 @@ Json bench_gemm(Context& ctx) {
       "isolated_s: one product between two events, stream synchronized before each (includes submission latency). "
       "Operand sets are rotated (nbuf) so that operands come from HBM, not L2. tflops = 2*M*N*K / s.";
   Json res = Json::array();
-  cublasLtHandle_t h = nullptr;
-  RB_CUBLAS(cublasLtCreate(&h));
-  void* ws = nullptr;
-  RB_CUDA(cudaMalloc(&ws, ws_bytes));
-  cudaStream_t s;
-  RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GemmRig rig(ws_bytes);
+  cublasLtHandle_t h = rig.h;
+  void* ws = rig.ws;
+  cudaStream_t s = rig.s;
   const int reps = ctx.opt.reps;
   const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
 
@@ -429,9 +460,10 @@ Json bench_gemm(Context& ctx) {
         int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, sh.m, sh.n, sh.k), static_cast<size_t>(ctx.prop.l2CacheSize));
         Gemm g(h, t, sh.m, sh.n, sh.k, ws, ws_bytes, nbuf, s);
         Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
-        Stats iso = time_isolated(s, 2, reps, op);
-        int inner = pick_inner(iso.median, batch_target, 256);
-        Stats bat = time_graph_batch(s, inner, reps, op);
+        const GemmTiming tm = time_gemm(s, reps, reps, batch_target, op);
+        const Stats& iso = tm.isolated;
+        const Stats& bat = tm.batch;
+        const int inner = tm.inner;
         double err = g.check(ctx.opt.quick ? 8 : 6, s);
         r["flops"] = g.flops();
         r["s"] = stats_json(bat);
@@ -469,9 +501,6 @@ Json bench_gemm(Context& ctx) {
   }
   out["results"] = res;
   out["clocks_after"] = clocks_snapshot(ctx);
-  cudaStreamDestroy(s);
-  cudaFree(ws);
-  cublasLtDestroy(h);
   return out;
 }
 
@@ -511,12 +540,10 @@ Json bench_wgrad(Context& ctx) {
   const int rounds = ctx.opt.quick ? 1 : 3;
   out["rounds"] = rounds;
   Json res = Json::array();
-  cublasLtHandle_t h = nullptr;
-  RB_CUBLAS(cublasLtCreate(&h));
-  void* ws = nullptr;
-  RB_CUDA(cudaMalloc(&ws, ws_bytes));
-  cudaStream_t s;
-  RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GemmRig rig(ws_bytes);
+  cublasLtHandle_t h = rig.h;
+  void* ws = rig.ws;
+  cudaStream_t s = rig.s;
   const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
   const std::pair<GemmType, GemmVariant> variants[] = {
       {GemmType::BF16, {GemmLayout::NT, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false}},
@@ -544,9 +571,9 @@ Json bench_wgrad(Context& ctx) {
             Gemm g(h, t, w.in, w.out, tokens, ws, ws_bytes, nbuf, s, v);
             Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
             double err = g.check(4, s);
-            Stats iso = time_isolated(s, 2, 3, op);
-            int inner = pick_inner(iso.median, batch_target, 256);
-            Stats bat = time_graph_batch(s, inner, ctx.opt.reps, op);
+            const GemmTiming tm = time_gemm(s, 3, ctx.opt.reps, batch_target, op);
+            const Stats& bat = tm.batch;
+            const int inner = tm.inner;
             r["s"] = stats_json(bat);
             r["tflops_median"] = bat.median > 0 ? g.flops() / bat.median / 1e12 : 0.0;
             r["inner"] = inner;
@@ -570,9 +597,6 @@ Json bench_wgrad(Context& ctx) {
   }
   out["results"] = res;
   out["clocks_after"] = clocks_snapshot(ctx);
-  cudaStreamDestroy(s);
-  cudaFree(ws);
-  cublasLtDestroy(h);
   return out;
 }
 
