@@ -227,7 +227,16 @@ std::string MapReader::unknown_choice_message(const std::string& got, const std:
   return msg;
 }
 
+namespace {
+thread_local DeclaredKeyProbe* active_probe = nullptr;
+}
+DeclaredKeyProbe::DeclaredKeyProbe() : previous_(active_probe) { active_probe = this; }
+DeclaredKeyProbe::~DeclaredKeyProbe() { active_probe = previous_; }
+DeclaredKeyProbe* DeclaredKeyProbe::active() { return active_probe; }
+
 void MapReader::finish() {
+  if (auto* probe = DeclaredKeyProbe::active())
+    for (const auto& key : declared_) probe->record(node_.file(), join_path(node_.internal_path(), key));
   if (!ok_) return;
   std::vector<std::string> seen;
   for (auto it = node_.yaml().begin(); it != node_.yaml().end(); ++it) {

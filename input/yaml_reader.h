@@ -132,6 +132,26 @@ class MapReader {
   std::vector<std::string> declared_;
 };
 
+// A test's probe: while one lives on this thread, MapReader::finish() records every key its reader declared (the file
+// and the key's internal path), so that a test can check that a fuzz corpus names every key a loader reads.
+class DeclaredKeyProbe {
+ public:
+  DeclaredKeyProbe();
+  ~DeclaredKeyProbe();
+  DeclaredKeyProbe(const DeclaredKeyProbe&) = delete;
+  DeclaredKeyProbe& operator=(const DeclaredKeyProbe&) = delete;
+  struct Key {
+    std::string file, path;
+  };
+  const std::vector<Key>& keys() const { return keys_; }
+  static DeclaredKeyProbe* active();
+  void record(const std::string& file, const std::string& path) { keys_.push_back({file, path}); }
+
+ private:
+  DeclaredKeyProbe* previous_;
+  std::vector<Key> keys_;
+};
+
 // The first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
 // past U+10FFFF), or std::string::npos. Scenario text must be UTF-8: the JSON report cannot hold anything else.
 std::size_t first_invalid_utf8(const std::string& text);
