@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,10 +12,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "input/diagnostics.h"
+#include "input/yaml_reader.h"
 
 namespace racksim::testing {
 
@@ -31,6 +37,61 @@ inline std::vector<std::string> read_corpus(const std::string& dir, const std::s
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// The fuzzer reaches only the keys its corpus names. Loads every file of `dir` with `load(text, label)` (label: what the
+// loader is told the file is called) under an input::DeclaredKeyProbe and returns, one per line, each key the loader
+// declared in that file that no file of the corpus names (list positions dropped; keys under a map no file has are
+// reported through that map's own key). A rejected file (InputError) counts: its keys were declared all the same.
+inline std::string unnamed_declared_keys(const std::string& dir, const std::function<std::string(const std::string&)>& label_of,
+                                         const std::function<void(const std::string&, const std::string&)>& load,
+                                         std::size_t* declared_count = nullptr) {
+  std::set<std::string> named, declared;
+  std::function<void(const YAML::Node&, const std::string&)> collect = [&](const YAML::Node& n, const std::string& path) {
+    if (n.IsMap()) {
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) continue;
+        const std::string p = path.empty() ? it->first.Scalar() : path + "." + it->first.Scalar();
+        named.insert(p);
+        collect(it->second, p);
+      }
+    } else if (n.IsSequence()) {
+      for (const auto& e : n) collect(e, path);
+    }
+  };
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    try {
+      collect(YAML::Load(ss.str()), "");
+    } catch (const YAML::Exception&) {  // a malformed seed names nothing
+      continue;
+    }
+    const std::string label = label_of(e.path().filename().string());
+    input::DeclaredKeyProbe probe;
+    try {
+      load(ss.str(), label);
+    } catch (const input::InputError&) {
+    }
+    for (const auto& k : probe.keys()) {
+      if (k.file != label) continue;  // keys of the files it names (presets, scenarios, calibrations)
+      std::string path;
+      for (std::size_t i = 0; i < k.path.size(); ++i) {
+        if (k.path[i] == '[') {
+          while (i < k.path.size() && k.path[i] != ']') ++i;
+          continue;
+        }
+        path += k.path[i];
+      }
+      declared.insert(path);
+    }
+  }
+  if (declared_count) *declared_count = declared.size();
+  std::string missing;
+  for (const auto& k : declared)
+    if (!named.count(k)) missing += "\n  " + k;
+  return missing;
 }
 
 struct MutationLimits {

@@ -99,6 +99,24 @@ TEST(FuzzInputs, SuiteFilesNeverCrash) {
   EXPECT_GT(bad, 100);
 }
 
+// Every key the sweep and suite loaders read is named by some file of their corpus (the fuzzer reaches only those).
+TEST(FuzzInputs, SweepAndSuiteCorporaNameEveryKey) {
+  std::size_t declared = 0;
+  const auto label = [](const std::string& dir) {
+    return [dir](const std::string& name) { return kFuzz + "/" + dir + "/" + name; };
+  };
+  std::string missing = racksim::testing::unnamed_declared_keys(
+      kFuzz + "/sweep_corpus", label("sweep_corpus"),
+      [](const std::string& text, const std::string& l) { workflow::load_sweep_text(text, l); }, &declared);
+  EXPECT_TRUE(missing.empty()) << "sweep keys no file in tests/fuzz/sweep_corpus names:" << missing;
+  EXPECT_EQ(declared, 2u);  // base, vary (the varied keys are the scenario's)
+  missing = racksim::testing::unnamed_declared_keys(
+      kFuzz + "/suite_corpus", label("suite_corpus"),
+      [](const std::string& text, const std::string& l) { workflow::load_suite_text(text, l); }, &declared);
+  EXPECT_TRUE(missing.empty()) << "suite keys no file in tests/fuzz/suite_corpus names:" << missing;
+  EXPECT_GT(declared, 8u) << declared;
+}
+
 TEST(FuzzInputs, CalibrationMeasurementsNeverCrash) {
   const std::vector<std::string> tokens = {"{", "}", "[", "]", ",", ":", "\"", "0", "-1", "1e309", "NaN", "null", "true",
                                            "\"median\"", "\"s\"", "\"m\"", "\"k\"", "\"bytes\"", "\"results\"",

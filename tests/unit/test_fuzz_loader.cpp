@@ -8,8 +8,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <set>
 #include <random>
 #include <sstream>
 
@@ -81,60 +79,15 @@ TEST(Fuzz, ScenarioLoaderNeverCrashes) {
   std::cout << "loaded " << loaded << ", simulated " << simulated << ", rejected " << rejected << "\n";
 }
 
-// The fuzzer reaches only the keys its corpus names: every key the scenario loader declares while it reads the corpus
-// must be named by some corpus file, so that a key added to the loader without a seed that names it fails here.
-// (Keys under a map no corpus file has are reported through that map's own key.)
+// Every key the scenario loader reads is named by some corpus file, so that a key added to the loader without a seed
+// that names it fails here (racksim::testing::unnamed_declared_keys).
 TEST(Fuzz, CorpusNamesEveryScenarioKey) {
-  const std::string dir = std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/corpus";
-  std::set<std::string> named, declared;
-  std::function<void(const YAML::Node&, const std::string&)> collect = [&](const YAML::Node& n, const std::string& path) {
-    if (n.IsMap()) {
-      for (auto it = n.begin(); it != n.end(); ++it) {
-        if (!it->first.IsScalar()) continue;
-        const std::string p = path.empty() ? it->first.Scalar() : path + "." + it->first.Scalar();
-        named.insert(p);
-        collect(it->second, p);
-      }
-    } else if (n.IsSequence()) {
-      for (const auto& e : n) collect(e, path);
-    }
-  };
-  int read = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string label = e.path().filename().string();
-    try {
-      collect(YAML::Load(ss.str()), "");
-    } catch (const YAML::Exception&) {  // the malformed seeds name nothing
-      continue;
-    }
-    input::DeclaredKeyProbe probe;
-    try {
-      sim::load_scenario_text(ss.str(), label);
-    } catch (const input::InputError&) {  // the err_ seeds: their keys were declared all the same
-    }
-    for (const auto& k : probe.keys()) {
-      if (k.file != label) continue;  // a preset's or a calibration's own keys
-      std::string path;
-      for (std::size_t i = 0; i < k.path.size(); ++i) {  // list positions dropped: a key under any element
-        if (k.path[i] == '[') {
-          while (i < k.path.size() && k.path[i] != ']') ++i;
-          continue;
-        }
-        path += k.path[i];
-      }
-      declared.insert(path);
-    }
-    ++read;
-  }
-  ASSERT_GE(read, 10);
-  std::string missing;
-  for (const auto& k : declared)
-    if (!named.count(k)) missing += "\n  " + k;
+  std::size_t declared = 0;
+  const std::string missing = racksim::testing::unnamed_declared_keys(
+      std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/corpus", [](const std::string& name) { return name; },
+      [](const std::string& text, const std::string& label) { sim::load_scenario_text(text, label); }, &declared);
   EXPECT_TRUE(missing.empty()) << "keys the scenario loader reads that no file in tests/fuzz/corpus names:" << missing;
-  EXPECT_GT(declared.size(), 100u);
+  EXPECT_GT(declared, 100u);
 }
 
 TEST(Fuzz, QuantityParserNeverCrashes) {
