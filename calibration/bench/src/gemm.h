@@ -49,8 +49,8 @@ class Gemm {
   size_t bytes_per_set() const { return a_bytes_ + b_bytes_ + d_bytes_; }
   int nbuf() const { return nbuf_; }
   Json algo_json() const;
-  // Max over a few sampled outputs of |D - ref| / sum_k |a_k b_k| (set 0), reference in double. An
-  // accumulating product is first run once into a zeroed D.
+  // Runs one product into set 0 (an accumulating one into a zeroed D), then: max over a few sampled outputs of
+  // |D - ref| / sum_k |a_k b_k|, reference in double.
   double check(int samples, cudaStream_t s) const;
 
  private:
