@@ -1,5 +1,7 @@
 #include "hardware_models/compute_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "hardware_models/calibration.h"
@@ -50,6 +52,28 @@ double attention_head_dims_rate(const SystemSpec& sys, const KernelWork& w) {
 }
 }  // namespace
 
+double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d) {
+  const auto& g = sys.gpu;
+  return d == sim::Dtype::fp8 && g.wgrad_accumulate_serial_bytes_fp8 >= 0 ? g.wgrad_accumulate_serial_bytes_fp8
+                                                                          : g.wgrad_accumulate_serial_bytes;
+}
+
+void apply_fp8_blockwise_recipe(SystemSpec& sys) {
+  auto& g = sys.gpu;
+  if (g.fp8_blockwise_rate_ratio > 0) {
+    const double before = matmul_efficiency(sys, sim::Dtype::fp8);
+    g.matmul_efficiency[sim::Dtype::fp8] = before * g.fp8_blockwise_rate_ratio;
+    auto& src = sys.sources["gpu.matmul_efficiency.fp8"];
+    src = fmt::format("{} x gpu.fp8_blockwise_rate_ratio {} (training.fp8_recipe blockwise){}", before,
+                      g.fp8_blockwise_rate_ratio, src.empty() ? "" : "; before: " + src);
+  }
+  if (g.wgrad_accumulate_serial_bytes_fp8_blockwise >= 0) {
+    g.wgrad_accumulate_serial_bytes_fp8 = g.wgrad_accumulate_serial_bytes_fp8_blockwise;
+    sys.sources["gpu.wgrad_accumulate_serial_bytes_fp8"] =
+        "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise (training.fp8_recipe blockwise)";
+  }
+}
+
 KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
   KernelTiming t;
   t.hbm_bytes = w.hbm_bytes;
@@ -66,8 +90,8 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
     // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
     const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;
-    if (w.accumulate_fp32 && sys.gpu.wgrad_accumulate_serial_bytes > 0 && hbm_Bps > 0)
-      t.compute_s += sys.gpu.wgrad_accumulate_serial_bytes * w.m * w.n * w.batch / hbm_Bps;
+    if (w.accumulate_fp32 && hbm_Bps > 0)
+      t.compute_s += wgrad_accumulate_serial_bytes(sys, w.dtype) * w.m * w.n * w.batch / hbm_Bps;
   } else {
     t.compute_s = sys.gpu.vector_fp32_flops_per_s > 0 ? w.flops / sys.gpu.vector_fp32_flops_per_s : 0;
   }

@@ -41,6 +41,16 @@ struct KernelTiming {
 // measured ceiling when the calibration of this very device is applied.
 double matmul_efficiency(const SystemSpec& sys, sim::Dtype d);
 
+// Megatron's blockwise FP8 recipe (training.fp8_recipe blockwise) on this system: each 128-deep block's partial sum is
+// promoted on the CUDA cores, so the fp8 GEMM ceiling is the per-tensor one times gpu.fp8_blockwise_rate_ratio, and a
+// weight gradient's fp32 accumulate costs gpu.wgrad_accumulate_serial_bytes_fp8_blockwise (a slower main loop hides more
+// of its epilogue). A figure the preset does not give leaves the per-tensor one (the caller's notes say so).
+void apply_fp8_blockwise_recipe(SystemSpec& sys);
+
+// Bytes per output element a weight-gradient GEMM of this dtype pays at the HBM rate to accumulate into the fp32 main
+// gradient (gpu.wgrad_accumulate_serial_bytes*).
+double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d);
+
 // Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the
 // calibrated shape factor (docs/calibration.md); otherwise the ceiling for every shape.
 double gemm_efficiency(const SystemSpec& sys, const KernelWork& w);

@@ -197,6 +197,9 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.number("mla_attention_forward_rate", false, 0.05, 2.0), s.gpu.mla_attention_forward_rate);
     set_if(r.number("mla_attention_backward_rate", false, 0.05, 2.0), s.gpu.mla_attention_backward_rate);
     set_if(r.number("wgrad_accumulate_serial_bytes", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes);
+    set_if(r.number("wgrad_accumulate_serial_bytes_fp8", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp8);
+    set_if(r.number("wgrad_accumulate_serial_bytes_fp8_blockwise", false, 0.0, 16.0),
+           s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -388,6 +391,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
           std::vector<std::string> v = {
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
+              "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",

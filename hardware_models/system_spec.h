@@ -64,8 +64,12 @@ struct GpuSpec {
   // A weight-gradient GEMM that accumulates into an fp32 main gradient in its epilogue (D = C + dY^T X with fp32 C
   // and D: Transformer Engine's fused wgrad accumulation, Megatron's --gradient-accumulation-fusion) runs longer
   // than the same GEMM writing bf16 by this many bytes per output element at the HBM rate: the part of the epilogue's
-  // fp32 read and write the main loop does not hide. 0 = not measured (no such cost).
+  // fp32 read and write the main loop does not hide. 0 = not measured (no such cost). The figure depends on the
+  // kernel family: bf16 operands (Transformer Engine's NT layout) here; per-tensor fp8 operands (TN) and fp8 with
+  // 1x128 block scales (the blockwise recipe's wgrad) apart; < 0: as the figure above them (the fp8 one for blockwise).
   double wgrad_accumulate_serial_bytes = 0;
+  double wgrad_accumulate_serial_bytes_fp8 = -1;
+  double wgrad_accumulate_serial_bytes_fp8_blockwise = -1;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

@@ -61,19 +61,6 @@ void set_if(std::optional<U> v, T& field) {
   if (v) field = static_cast<T>(*v);
 }
 
-// training.fp8_recipe blockwise: the per-block promotion slows the GEMM's main loop by the preset's measured
-// ratio, which is a lower fp8 ceiling (the shape curve's fixed cost stays: compute_model.cpp). Without the
-// ratio the per-tensor rate stays, and the graph's notes say so.
-void apply_fp8_blockwise_rate(hw::SystemSpec& spec) {
-  const double ratio = spec.gpu.fp8_blockwise_rate_ratio;
-  if (ratio <= 0) return;
-  const double before = hw::matmul_efficiency(spec, sim::Dtype::fp8);
-  spec.gpu.matmul_efficiency[sim::Dtype::fp8] = before * ratio;
-  auto& src = spec.sources["gpu.matmul_efficiency.fp8"];
-  src = fmt::format("{} x gpu.fp8_blockwise_rate_ratio {} (training.fp8_recipe blockwise){}", before, ratio,
-                    src.empty() ? "" : "; before: " + src);
-}
-
 // A set replaces what stands at its path: a mapping given for a mapping the file has does not merge into it. Said on
 // stderr like the loader's other warnings, with the form that changes one entry; at every load that loses keys (a long
 // Python session included), except a sweep's points, whose values were said once when the sweep was loaded.
@@ -844,7 +831,7 @@ Scenario parse_scenario(Node root) {
     fp8_recipe_node->error(fmt::format("fp8_recipe {} applies to precision fp8 (here {}): mxfp8 and nvfp4 scale their "
                                        "blocks in the tensor cores, bf16 has no scales",
                                        to_string(t.fp8_recipe), sim::to_string(t.precision)));
-  else if (t.fp8_recipe == Fp8Recipe::blockwise) apply_fp8_blockwise_rate(sc.system.spec);
+  else if (t.fp8_recipe == Fp8Recipe::blockwise) hw::apply_fp8_blockwise_recipe(sc.system.spec);
   // flax's FP8 dot scales per tensor from its amax history (delayed scaling) and runs all three GEMMs in fp8.
   if (fp8_casts_node && t.fp8_casts == Fp8Casts::xla &&
       (t.framework != Framework::jax || t.precision != sim::Dtype::fp8 || t.fp8_recipe != Fp8Recipe::delayed ||
