@@ -112,7 +112,8 @@ size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k, boo
 }
 
 std::string gemm_variant_name(GemmType t, const GemmVariant& v) {
-  std::string s = t == GemmType::FP8 && v.fp8_block_scaled ? "fp8_block" : gemm_type_name(t);
+  std::string s = t == GemmType::FP8 && v.fp8_block_scaled ? (v.fp8_block_2d_a ? "fp8_block2d" : "fp8_block")
+                                                             : gemm_type_name(t);
   s += v.layout == GemmLayout::TN ? "_tn" : "_nt";
   s += v.accumulate_fp32 ? "_acc_fp32" : "_out_bf16";
   return s;
@@ -168,10 +169,11 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
     RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (t == GemmType::FP8 && v.fp8_block_scaled) {
       // One fp32 scale per 128 K-elements of every row of A and B (cuBLASLt's VEC128_32F on both operands, as
-      // TE's Float8BlockScaling runs a wgrad: 1x128 tiles on both); sized generously, all 1.0 so that the
+      // TE's Float8BlockScaling runs a wgrad: 1x128 tiles on both), or for A one per 128x128 block (BLK128x128_32F,
+      // its fprop and dgrad: the weight's blocks); sized generously (twice the 1x128 count), all 1.0 so that the
       // result check holds.
-      a_scale_bytes_ = static_cast<size_t>(round_up(m, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
-      b_scale_bytes_ = static_cast<size_t>(round_up(n, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
+      a_scale_bytes_ = 2 * static_cast<size_t>(round_up(m, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
+      b_scale_bytes_ = 2 * static_cast<size_t>(round_up(n, 128) * round_up((k + 127) / 128, 4)) * sizeof(float);
       RB_CUDA(cudaMalloc(&a_scale_, a_scale_bytes_));
       RB_CUDA(cudaMalloc(&b_scale_, b_scale_bytes_));
       for (auto [p, bytes] : {std::pair{a_scale_, a_scale_bytes_}, std::pair{b_scale_, b_scale_bytes_}}) {
@@ -179,7 +181,8 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
         RB_CUDA(cudaMemcpy(p, ones.data(), bytes, cudaMemcpyHostToDevice));
       }
       cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+      const cublasLtMatmulMatrixScale_t a_mode = v.fp8_block_2d_a ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : mode;
+      RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
@@ -536,7 +539,9 @@ Json bench_wgrad(Context& ctx) {
       "for wgrad); out_bf16: D bf16, beta 0; acc_fp32: D = C = an fp32 main gradient, beta 1 (fuse_wgrad_accumulation)";
   out["timing"] =
       "as section gemm: inner products captured in one CUDA graph, replayed reps times; operand sets (and main "
-      "gradients) rotated past L2. Variants interleaved shape by shape, the whole grid repeated `rounds` times.";
+      "gradients) rotated past L2. Variants interleaved shape by shape, the whole grid repeated `rounds` times. Then the "
+      "same weights' forward products (fprop_*: D[out, tokens], K = in, bf16 out): bf16, per-tensor fp8, fp8 with the weight in "
+      "128x128 blocks and the activation 1x128 (fp8_block2d: TE's Float8BlockScaling fprop and dgrad), fp8 1x128 on both.";
   const int rounds = ctx.opt.quick ? 1 : 3;
   out["rounds"] = rounds;
   Json res = Json::array();
@@ -546,10 +551,10 @@ Json bench_wgrad(Context& ctx) {
   cudaStream_t s = rig.s;
   const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
   const std::pair<GemmType, GemmVariant> variants[] = {
-      {GemmType::BF16, {GemmLayout::NT, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false}},
-      {GemmType::BF16, {GemmLayout::TN, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, true}},   {GemmType::FP8, {GemmLayout::TN, true, true}},
+      {GemmType::BF16, {GemmLayout::NT, false, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false, false}},
+      {GemmType::BF16, {GemmLayout::TN, false, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, true, false}},   {GemmType::FP8, {GemmLayout::TN, true, true, false}},
   };
   std::vector<long long> token_counts = {1024, 2048, 4096, 8192, 16384};
   if (ctx.opt.quick) token_counts = {4096};
@@ -588,6 +593,53 @@ Json bench_wgrad(Context& ctx) {
           } catch (const std::exception& e) {
             r["error"] = e.what();
             std::printf("wgrad %s %lldx%lldx%lld: ERROR %s\n", name.c_str(), w.in, w.out, tokens, e.what());
+            cudaGetLastError();
+          }
+          res.push(r);
+        }
+      }
+    }
+  }
+  // The same weights' forward products (D[out, tokens] = W X^T, K = in) writing bf16, where TE's Float8BlockScaling
+  // scales the weight in 128x128 blocks: per-tensor fp8, 2D-block fp8, 1D-block fp8 and bf16, in TN.
+  const std::pair<GemmType, GemmVariant> forward[] = {
+      {GemmType::BF16, {GemmLayout::TN, false, false, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, false, false}},
+      {GemmType::FP8, {GemmLayout::TN, false, true, true}},
+      {GemmType::FP8, {GemmLayout::TN, false, true, false}},
+  };
+  std::vector<long long> forward_tokens = {2048, 4096, 8192};
+  if (ctx.opt.quick) forward_tokens = {4096};
+  for (int round = 0; round < rounds; ++round) {
+    for (const WgradWeight& w : kWgradWeights) {
+      for (long long tokens : forward_tokens) {
+        for (const auto& [t, v] : forward) {
+          const std::string name = "fprop_" + gemm_variant_name(t, v);
+          Json r = Json::object();
+          r["round"] = round;
+          r["variant"] = name;
+          r["m"] = w.out;
+          r["n"] = tokens;
+          r["k"] = w.in;
+          r["label"] = w.label;
+          try {
+            int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, w.out, tokens, w.in), static_cast<size_t>(ctx.prop.l2CacheSize));
+            Gemm g(h, t, w.out, tokens, w.in, ws, ws_bytes, nbuf, s, v);
+            Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
+            const double err = g.check(4, s);
+            const GemmTiming tm = time_gemm(s, 3, ctx.opt.reps, batch_target, op);
+            r["s"] = stats_json(tm.batch);
+            r["tflops_median"] = tm.batch.median > 0 ? g.flops() / tm.batch.median / 1e12 : 0.0;
+            r["inner"] = tm.inner;
+            r["algo"] = g.algo_json();
+            r["check_max_rel_err"] = err;
+            if (!(err < 2e-2)) ctx.warn(name + " " + w.label + ": result check failed");
+            std::printf("%-28s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (err %.1e)\n", name.c_str(), w.out, tokens,
+                        w.in, tm.batch.median * 1e6, g.flops() / tm.batch.median / 1e12, err);
+            std::fflush(stdout);
+          } catch (const std::exception& e) {
+            r["error"] = e.what();
+            std::printf("%s %lldx%lldx%lld: ERROR %s\n", name.c_str(), w.out, tokens, w.in, e.what());
             cudaGetLastError();
           }
           res.push(r);

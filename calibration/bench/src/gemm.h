@@ -26,6 +26,7 @@ struct GemmVariant {
   GemmLayout layout = GemmLayout::TN;
   bool accumulate_fp32 = false;  // D = C fp32, beta 1
   bool fp8_block_scaled = false; // fp8 with 1x128 scales along K on both operands (TE's Float8BlockScaling wgrad)
+  bool fp8_block_2d_a = false;   // with fp8_block_scaled: A in 128x128 blocks (its fprop and dgrad: the weight's)
 };
 std::string gemm_variant_name(GemmType t, const GemmVariant& v);
 
