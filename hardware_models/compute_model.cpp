@@ -67,6 +67,10 @@ void apply_fp8_blockwise_recipe(SystemSpec& sys) {
     src = fmt::format("{} x gpu.fp8_blockwise_rate_ratio {} (training.fp8_recipe blockwise){}", before,
                       g.fp8_blockwise_rate_ratio, src.empty() ? "" : "; before: " + src);
   }
+  if (g.fp8_blockwise_wgrad_rate_ratio > 0) {
+    const double ratio = g.fp8_blockwise_rate_ratio > 0 ? g.fp8_blockwise_rate_ratio : 1.0;
+    g.fp8_wgrad_rate_factor = g.fp8_blockwise_wgrad_rate_ratio / ratio;
+  }
   if (g.wgrad_accumulate_serial_bytes_fp8_blockwise >= 0) {
     g.wgrad_accumulate_serial_bytes_fp8 = g.wgrad_accumulate_serial_bytes_fp8_blockwise;
     sys.sources["gpu.wgrad_accumulate_serial_bytes_fp8"] =
@@ -87,6 +91,7 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
   } else if (w.tensor_core) {
     t.efficiency = gemm_efficiency(sys, w);
     t.efficiency *= attention_head_dims_rate(sys, w);
+    if (w.wgrad && w.dtype == sim::Dtype::fp8) t.efficiency *= sys.gpu.fp8_wgrad_rate_factor;
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
     // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
     const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;

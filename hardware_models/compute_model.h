@@ -25,6 +25,8 @@ struct KernelWork {
   // A GEMM whose epilogue adds into an fp32 output (a weight gradient accumulated into the fp32 main gradient):
   // m x n elements cost gpu.wgrad_accumulate_serial_bytes each at the HBM rate beyond the GEMM's own time.
   bool accumulate_fp32 = false;
+  // A weight-gradient GEMM: in fp8 at gpu.fp8_wgrad_rate_factor of the fp8 GEMM rate (the blockwise recipe's wgrad).
+  bool wgrad = false;
 };
 
 struct KernelTiming {
@@ -42,9 +44,11 @@ struct KernelTiming {
 double matmul_efficiency(const SystemSpec& sys, sim::Dtype d);
 
 // Megatron's blockwise FP8 recipe (training.fp8_recipe blockwise) on this system: each 128-deep block's partial sum is
-// promoted on the CUDA cores, so the fp8 GEMM ceiling is the per-tensor one times gpu.fp8_blockwise_rate_ratio, and a
-// weight gradient's fp32 accumulate costs gpu.wgrad_accumulate_serial_bytes_fp8_blockwise (a slower main loop hides more
-// of its epilogue). A figure the preset does not give leaves the per-tensor one (the caller's notes say so).
+// promoted on the CUDA cores, so the fp8 GEMM ceiling is the per-tensor one times gpu.fp8_blockwise_rate_ratio (the
+// forward and dgrad: activation 1x128, weight 128x128), a weight gradient's (both operands 1x128) times
+// gpu.fp8_blockwise_wgrad_rate_ratio, and a weight gradient's fp32 accumulate costs
+// gpu.wgrad_accumulate_serial_bytes_fp8_blockwise (a slower main loop hides more of its epilogue). A figure the preset
+// does not give leaves the per-tensor one (for the forward's rate the graph's notes say so).
 void apply_fp8_blockwise_recipe(SystemSpec& sys);
 
 // Bytes per output element a weight-gradient GEMM of this dtype pays at the HBM rate to accumulate into the fp32 main

@@ -194,6 +194,7 @@ SystemSpec parse_system_preset(const Node& root) {
     if (auto sg = r.get("sustained_gemm")) read_sustained_gemm(*sg, s.gpu);
     set_if(r.number("collective_slowdown_beside_compute", false, 1.0, 10.0), s.gpu.collective_slowdown_beside_compute);
     set_if(r.number("fp8_blockwise_rate_ratio", false, 0.05, 1.0), s.gpu.fp8_blockwise_rate_ratio);
+    set_if(r.number("fp8_blockwise_wgrad_rate_ratio", false, 0.05, 1.0), s.gpu.fp8_blockwise_wgrad_rate_ratio);
     set_if(r.number("mla_attention_forward_rate", false, 0.05, 2.0), s.gpu.mla_attention_forward_rate);
     set_if(r.number("mla_attention_backward_rate", false, 0.05, 2.0), s.gpu.mla_attention_backward_rate);
     set_if(r.number("wgrad_accumulate_serial_bytes", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes);
@@ -389,7 +390,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         // Optional fields absent from this preset may still be set by full path.
         static const std::vector<std::string> optional_fields = [] {
           std::vector<std::string> v = {
-              "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.tensor_clock",
+              "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",

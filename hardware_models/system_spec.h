@@ -56,6 +56,11 @@ struct GpuSpec {
   // Blockwise-scaled FP8 GEMM throughput (1x128 activation tiles, 128x128 weight blocks) / per-tensor-scaled
   // FP8 at the same shape; 0 = not given (such GEMMs then run at the per-tensor rate).
   double fp8_blockwise_rate_ratio = 0;
+  // The same for a weight gradient, whose two operands (activations, output gradients) are both scaled 1x128 where the
+  // forward's weight is scaled in 128x128 blocks (0 = as fp8_blockwise_rate_ratio). Applied through fp8_wgrad_rate_factor,
+  // the fp8 wgrad's rate over the fp8 ceiling (1 but under the blockwise recipe: hw::apply_fp8_blockwise_recipe).
+  double fp8_blockwise_wgrad_rate_ratio = 0;
+  double fp8_wgrad_rate_factor = 1.0;
   // Multi-latent attention's core (query/key head dim 192, value head dim 128, DeepSeek-V3) in the fused attention
   // kernel: its rate per FLOP against the head-dim-128 rate the attention model is fitted on, forward and backward
   // (1 = the same; measured on Hopper's cuDNN kernels).

@@ -1072,7 +1072,9 @@ class Builder {
   Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
-    g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, wgrad_output_bytes(k * n), q)].accumulate_fp32 = fused_wgrad_accumulation();
+    Op& op = g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, wgrad_output_bytes(k * n), q)];
+    op.accumulate_fp32 = fused_wgrad_accumulation();
+    op.wgrad = 1;
     unfused_main_grad_add(cat(name, ".wgrad"), k * n);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
@@ -2398,6 +2400,7 @@ class Builder {
       op.host_s += grouped_host;
       if (name.ends_with(".wgrad")) {
         op.accumulate_fp32 = fused_wgrad_accumulation();
+        op.wgrad = 1;
         unfused_main_grad_add(name, m * n * batch);
       }
     };

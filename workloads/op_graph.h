@@ -156,6 +156,8 @@ struct Op {
   uint8_t attention_causal : 1 = 1;
   uint8_t attention_mla : 1 = 0;      // multi-latent attention's core (d_qk 192, d_v 128): gpu.mla_attention_*_rate
   uint8_t accumulate_fp32 : 1 = 0;    // a wgrad GEMM adding into the fp32 main gradient: gpu.wgrad_accumulate_serial_bytes
+  uint8_t wgrad : 1 = 0;              // a weight-gradient GEMM (both operands activation-like: the blockwise fp8 recipe
+                                      // scales both 1x128, gpu.fp8_blockwise_wgrad_rate_ratio)
   // collective
   hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;

@@ -361,6 +361,24 @@ TEST(CalibGemm, ExpertShapesAgainstGroupedGemmMeasurements) {
 // against each point's median over the 9 runs x rounds at 4,096 or more tokens, mean deviation within the fit's rms
 // (5% bf16 and blockwise, 10% per-tensor fp8, whose extra time grows less than the weight). At 1-2K tokens the
 // measured cost is larger than the model's (printed, not asserted: no row runs a wgrad that short).
+namespace {
+// One run of racksim-bench's wgrad section: (variant, m, n, k, round) -> median seconds, for the points whose result
+// check passed (empty when the file is missing).
+std::map<std::tuple<std::string, double, double, double, int>, double> wgrad_bench_times(const std::string& path) {
+  std::map<std::tuple<std::string, double, double, double, int>, double> t;
+  std::ifstream in(path);
+  if (!in) return t;
+  const auto doc = nlohmann::json::parse(in);  // (named: a range-for over a temporary's member would outlive it)
+  for (const auto& r : doc["wgrad"]["results"]) {
+    const auto err = r.value("check_max_rel_err", nlohmann::json());
+    if (!r.contains("s") || !err.is_number() || err.get<double>() >= 2e-2) continue;  // a failed result check
+    t[{r["variant"].get<std::string>(), r["m"].get<double>(), r["n"].get<double>(), r["k"].get<double>(),
+       r["round"].get<int>()}] = r["s"]["median"].get<double>();
+  }
+  return t;
+}
+}  // namespace
+
 TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
   const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
   ASSERT_TRUE(c);
@@ -376,16 +394,8 @@ TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
   std::map<std::tuple<std::string, double, double, double>, Point> measured;  // (family, m, n, k)
   const std::string dir = kSrc + "/calibration/data/h100-2026-12-06-wgrad-te-path/";
   for (const char* run : {"run1/wgrad.json", "run2/wgrad_a1.json", "run2/wgrad_a2.json"}) {
-    std::ifstream in(dir + run);
-    ASSERT_TRUE(in) << run;
-    const auto doc = nlohmann::json::parse(in);
-    std::map<std::tuple<std::string, double, double, double, int>, double> t;
-    for (const auto& r : doc["wgrad"]["results"]) {
-      const auto err = r.value("check_max_rel_err", nlohmann::json());
-      if (!r.contains("s") || !err.is_number() || err.get<double>() >= 2e-2) continue;  // a failed result check
-      t[{r["variant"].get<std::string>(), r["m"].get<double>(), r["n"].get<double>(), r["k"].get<double>(),
-         r["round"].get<int>()}] = r["s"]["median"].get<double>();
-    }
+    const auto t = wgrad_bench_times(dir + run);
+    ASSERT_FALSE(t.empty()) << run;
     for (const auto& [key, acc_s] : t) {
       const auto& [variant, m, n, k, round] = key;
       const auto at = variant.find("_acc_fp32");
@@ -435,6 +445,42 @@ TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
     }
     fam.deviation += std::fabs(model / median - 1);
     ++fam.checked;
+  }
+  // The blockwise recipe's weight gradient (both operands 1x128) against per-tensor fp8 at the same shape, bf16 out:
+  // the preset's gpu.fp8_blockwise_wgrad_rate_ratio is the median of per-tensor time / blockwise time over the points of
+  // 4,096 or more tokens of all runs (derive.py), and a blockwise fp8 wgrad runs at that ratio of the per-tensor rate
+  // where the forward runs at gpu.fp8_blockwise_rate_ratio's.
+  {
+    std::vector<double> ratios;
+    for (const char* run : {"run1/wgrad.json", "run2/wgrad_a1.json", "run2/wgrad_a2.json", "run3/wgrad.json"}) {
+      const auto t = wgrad_bench_times(dir + run);
+      ASSERT_FALSE(t.empty()) << run;
+      for (const auto& [key, s] : t) {
+        const auto& [variant, m, n, k, round] = key;
+        if (variant != "fp8_e4m3_tn_out_bf16" || k < 4096) continue;
+        if (auto b = t.find({"fp8_block_tn_out_bf16", m, n, k, round}); b != t.end()) ratios.push_back(s / b->second);
+      }
+    }
+    ASSERT_GT(ratios.size(), 300u);
+    std::sort(ratios.begin(), ratios.end());
+    const double median = ratios.size() % 2 ? ratios[ratios.size() / 2]
+                                            : 0.5 * (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]);
+    std::printf("  blockwise fp8 wgrad rate / per-tensor: measured median %.3f over %zu points, preset %.3f\n", median,
+                ratios.size(), sys.gpu.fp8_blockwise_wgrad_rate_ratio);
+    EXPECT_NEAR(sys.gpu.fp8_blockwise_wgrad_rate_ratio, median, 0.005);
+    hw::KernelWork w;
+    w.tensor_core = true;
+    w.dtype = sim::Dtype::fp8;
+    w.m = 6144;
+    w.n = 32768;
+    w.k = 4096;
+    w.flops = 2 * w.m * w.n * w.k;
+    const double per_tensor_s = hw::kernel_timing(sys, w).compute_s, forward_s = hw::kernel_timing(blockwise, w).compute_s;
+    w.wgrad = true;
+    EXPECT_NEAR(hw::kernel_timing(sys, w).compute_s, per_tensor_s, 1e-15);  // per-tensor: a wgrad at the fp8 rate
+    // (to 0.005: the ratios scale the ceiling; the calibrated shape curve's fixed cost stays)
+    EXPECT_NEAR(per_tensor_s / forward_s, blockwise.gpu.fp8_blockwise_rate_ratio, 0.005);
+    EXPECT_NEAR(per_tensor_s / hw::kernel_timing(blockwise, w).compute_s, blockwise.gpu.fp8_blockwise_wgrad_rate_ratio, 0.005);
   }
   for (const auto& [family, fam] : families) {
     const double fitted_B = fam.sxy / fam.sxx * hbm_Bps, preset_B = hw::wgrad_accumulate_serial_bytes(*fam.spec, fam.dtype);

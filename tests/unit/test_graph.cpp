@@ -203,7 +203,8 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
 // Megatron's fused weight-gradient accumulation: every wgrad GEMM (dense and grouped experts) adds into the fp32 main
 // gradient in its epilogue and is flagged so (gpu.wgrad_accumulate_serial_bytes times it); no other op is; in JAX mode
 // XLA's dot writes the gradient and no GEMM is flagged. Under training.gradient_accumulation_fusion false no GEMM is
-// flagged and each wgrad is followed by its own add into the main gradient: 2 + 4 + 4 bytes per weight element.
+// flagged and each wgrad is followed by its own add into the main gradient: 2 + 4 + 4 bytes per weight element. Every
+// weight-gradient GEMM, and nothing else, carries the wgrad bit (the blockwise fp8 recipe times it at its own rate).
 TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   const std::string base =
       "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: mixtral-8x7b}\n"
@@ -211,7 +212,7 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   for (const char* fw : {"megatron", "jax", "megatron, gradient_accumulation_fusion: false"}) {
     const auto sc = sim::load_scenario_text(base + fw + "}\n", "w.yaml");
     const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
-    int flagged = 0, wgrads = 0, experts = 0, adds = 0;
+    int flagged = 0, wgrads = 0, experts = 0, adds = 0, wgrad_bits = 0;
     double weight_elements = 0, add_bytes = 0;
     for (const auto& op : g.ops) {
       const std::string name = g.op_name(static_cast<workloads::OpId>(&op - g.ops.data()));
@@ -225,12 +226,17 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
       wgrads += wgrad;
       if (wgrad) weight_elements += op.gemm_mnk[0] * op.gemm_mnk[1] * op.gemm_batch;
       flagged += op.accumulate_fp32;
+      wgrad_bits += op.wgrad;
+      if (op.wgrad) {
+        EXPECT_TRUE(wgrad) << name;
+      }
       experts += op.accumulate_fp32 && name.find("experts.") != std::string::npos;
       if (op.accumulate_fp32) {
         EXPECT_TRUE(wgrad) << name;
       }
     }
     EXPECT_GT(wgrads, 0) << fw;
+    EXPECT_EQ(wgrad_bits, wgrads) << fw;
     if (std::string(fw) == "megatron") {
       EXPECT_EQ(flagged, wgrads);
       EXPECT_GT(experts, 0);

@@ -339,13 +339,22 @@ struct GemmRig {
   cudaStream_t s = nullptr;
   explicit GemmRig(size_t ws_bytes) {
     RB_CUBLAS(cublasLtCreate(&h));
-    RB_CUDA(cudaMalloc(&ws, ws_bytes));
-    RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    try {
+      RB_CUDA(cudaMalloc(&ws, ws_bytes));
+      RB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    } catch (...) {  // a constructor that throws runs no destructor
+      release();
+      throw;
+    }
   }
-  ~GemmRig() {
+  ~GemmRig() { release(); }
+  void release() {
     if (s) cudaStreamDestroy(s);
     if (ws) cudaFree(ws);
     if (h) cublasLtDestroy(h);
+    s = nullptr;
+    ws = nullptr;
+    h = nullptr;
   }
   GemmRig(const GemmRig&) = delete;
   GemmRig& operator=(const GemmRig&) = delete;
