@@ -2,6 +2,7 @@
 // scales, bf16 out), fp4 e2m1 (16-element ue4m3 block scales, bf16 out) where the GPU has it.
 // Section "wgrad" (opt-in): weight-gradient products as Transformer Engine runs them, writing bf16
 // or accumulating into an fp32 main gradient in place.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -114,7 +115,7 @@ size_t gemm_bytes_per_set(GemmType t, long long m, long long n, long long k, boo
 std::string gemm_variant_name(GemmType t, const GemmVariant& v) {
   std::string s = t == GemmType::FP8 && v.fp8_block_scaled ? (v.fp8_block_2d_a ? "fp8_block2d" : "fp8_block")
                                                              : gemm_type_name(t);
-  s += v.layout == GemmLayout::TN ? "_tn" : "_nt";
+  s += v.layout == GemmLayout::TN ? "_tn" : v.layout == GemmLayout::NT ? "_nt" : "_nn";
   s += v.accumulate_fp32 ? "_acc_fp32" : "_out_bf16";
   return s;
 }
@@ -131,8 +132,8 @@ int gemm_nbuf_for(size_t bytes_per_set, size_t l2_bytes) {
 Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k, void* workspace, size_t ws_bytes,
            int nbuf, cudaStream_t fill_stream, GemmVariant v)
     : h_(h), t_(t), v_(v), m_(m), n_(n), k_(k), ws_(workspace), ws_bytes_(ws_bytes), nbuf_(nbuf < 1 ? 1 : nbuf) {
-  if (v.layout == GemmLayout::NT && t != GemmType::BF16)
-    throw_error("only bf16 products run in NT (Hopper's and Blackwell's fp8/fp4 kernels need TN)", __FILE__, __LINE__);
+  if (v.layout != GemmLayout::TN && t != GemmType::BF16)
+    throw_error("only bf16 products run in NT or NN (Hopper's and Blackwell's fp8/fp4 kernels need TN)", __FILE__, __LINE__);
   if (v.fp8_block_scaled && t != GemmType::FP8) throw_error("block scaling is an fp8 variant", __FILE__, __LINE__);
   double e = elem_bytes(t);
   a_bytes_ = static_cast<size_t>(e * m * k);
@@ -163,8 +164,9 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
     }
 
     RB_CUBLAS(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const bool nt = v.layout == GemmLayout::NT;
-    cublasOperation_t ta = nt ? CUBLAS_OP_N : CUBLAS_OP_T, tb = nt ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // A is K-major (op T) only in TN; B is K-major (op N) but in NT.
+    const bool a_outer = v.layout != GemmLayout::TN, b_outer = v.layout == GemmLayout::NT;
+    cublasOperation_t ta = a_outer ? CUBLAS_OP_N : CUBLAS_OP_T, tb = b_outer ? CUBLAS_OP_T : CUBLAS_OP_N;
     RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (t == GemmType::FP8 && v.fp8_block_scaled) {
@@ -208,13 +210,14 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_, sizeof a_scale_));
       RB_CUBLAS(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_, sizeof b_scale_));
     }
-    if (nt) {
+    if (a_outer)
       RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), m, k, m));
-      RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), n, k, n));
-    } else {
+    else
       RB_CUBLAS(cublasLtMatrixLayoutCreate(&la_, ab_type(t), k, m, k));
+    if (b_outer)
+      RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), n, k, n));
+    else
       RB_CUBLAS(cublasLtMatrixLayoutCreate(&lb_, ab_type(t), k, n, k));
-    }
     RB_CUBLAS(cublasLtMatrixLayoutCreate(&ld_, v.accumulate_fp32 ? CUDA_R_32F : CUDA_R_16BF, m, n, m));
 
     cublasLtMatmulPreference_t pref = nullptr;
@@ -305,8 +308,10 @@ double Gemm::check(int samples, cudaStream_t s) const {
     long long jcol = static_cast<long long>((x >> 33) % static_cast<uint64_t>(n_));
     if (t == 0) i = 0, jcol = 0;
     if (t == 1) i = m_ - 1, jcol = n_ - 1;
-    std::vector<float> a = fetch_row(t_, a_[0], i, k_, v_.layout, m_);
-    std::vector<float> b = fetch_row(t_, b_[0], jcol, k_, v_.layout, n_);
+    const GemmLayout a_layout = v_.layout == GemmLayout::TN ? GemmLayout::TN : GemmLayout::NT;
+    const GemmLayout b_layout = v_.layout == GemmLayout::NT ? GemmLayout::NT : GemmLayout::TN;
+    std::vector<float> a = fetch_row(t_, a_[0], i, k_, a_layout, m_);
+    std::vector<float> b = fetch_row(t_, b_[0], jcol, k_, b_layout, n_);
     double d = 0;
     if (v_.accumulate_fp32) {
       float dv = 0;
@@ -550,7 +555,8 @@ Json bench_wgrad(Context& ctx) {
       "as section gemm: inner products captured in one CUDA graph, replayed reps times; operand sets (and main "
       "gradients) rotated past L2. Variants interleaved shape by shape, the whole grid repeated `rounds` times. Then the "
       "same weights' forward products (fprop_*: D[out, tokens], K = in, bf16 out): bf16, per-tensor fp8, fp8 with the weight in "
-      "128x128 blocks and the activation 1x128 (fp8_block2d: TE's Float8BlockScaling fprop and dgrad), fp8 1x128 on both.";
+      "128x128 blocks and the activation 1x128 (fp8_block2d: TE's Float8BlockScaling fprop and dgrad), fp8 1x128 on both; "
+      "and bf16 dgrad products (dgrad_*: D[in, tokens], K = out) in NN, as TE passes them, and TN.";
   const int rounds = ctx.opt.quick ? 1 : 3;
   out["rounds"] = rounds;
   Json res = Json::array();
@@ -609,53 +615,62 @@ Json bench_wgrad(Context& ctx) {
       }
     }
   }
-  // The same weights' forward products (D[out, tokens] = W X^T, K = in) writing bf16, where TE's Float8BlockScaling
-  // scales the weight in 128x128 blocks: per-tensor fp8, 2D-block fp8, 1D-block fp8 and bf16, in TN.
-  const std::pair<GemmType, GemmVariant> forward[] = {
-      {GemmType::BF16, {GemmLayout::TN, false, false, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, false, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, true, true}},
-      {GemmType::FP8, {GemmLayout::TN, false, true, false}},
-  };
-  std::vector<long long> forward_tokens = {2048, 4096, 8192};
-  if (ctx.opt.quick) forward_tokens = {4096};
-  for (int round = 0; round < rounds; ++round) {
-    for (const WgradWeight& w : kWgradWeights) {
-      for (long long tokens : forward_tokens) {
-        for (const auto& [t, v] : forward) {
-          const std::string name = "fprop_" + gemm_variant_name(t, v);
-          Json r = Json::object();
-          r["round"] = round;
-          r["variant"] = name;
-          r["m"] = w.out;
-          r["n"] = tokens;
-          r["k"] = w.in;
-          r["label"] = w.label;
-          try {
-            int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, w.out, tokens, w.in), static_cast<size_t>(ctx.prop.l2CacheSize));
-            Gemm g(h, t, w.out, tokens, w.in, ws, ws_bytes, nbuf, s, v);
-            Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
-            const double err = g.check(4, s);
-            const GemmTiming tm = time_gemm(s, 3, ctx.opt.reps, batch_target, op);
-            r["s"] = stats_json(tm.batch);
-            r["tflops_median"] = tm.batch.median > 0 ? g.flops() / tm.batch.median / 1e12 : 0.0;
-            r["inner"] = tm.inner;
-            r["algo"] = g.algo_json();
-            r["check_max_rel_err"] = err;
-            if (!(err < 2e-2)) ctx.warn(name + " " + w.label + ": result check failed");
-            std::printf("%-28s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (err %.1e)\n", name.c_str(), w.out, tokens,
-                        w.in, tm.batch.median * 1e6, g.flops() / tm.batch.median / 1e12, err);
-            std::fflush(stdout);
-          } catch (const std::exception& e) {
-            r["error"] = e.what();
-            std::printf("%s %lldx%lldx%lld: ERROR %s\n", name.c_str(), w.out, tokens, w.in, e.what());
-            cudaGetLastError();
+  // The same weights' other products, writing bf16, `rounds` times: `prefix` names them, `shape` gives (m, n, k).
+  using Shape = std::array<long long, 3>;
+  const auto run_products = [&](const std::string& prefix, const std::vector<std::pair<GemmType, GemmVariant>>& kinds,
+                                const std::vector<long long>& tokens_list, Shape (*shape)(const WgradWeight&, long long)) {
+    for (int round = 0; round < rounds; ++round)
+      for (const WgradWeight& w : kWgradWeights)
+        for (long long tokens : tokens_list)
+          for (const auto& [t, v] : kinds) {
+            const std::string name = prefix + gemm_variant_name(t, v);
+            const auto [m, n, k] = shape(w, tokens);
+            Json r = Json::object();
+            r["round"] = round;
+            r["variant"] = name;
+            r["m"] = m;
+            r["n"] = n;
+            r["k"] = k;
+            r["label"] = w.label;
+            try {
+              int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, m, n, k), static_cast<size_t>(ctx.prop.l2CacheSize));
+              Gemm g(h, t, m, n, k, ws, ws_bytes, nbuf, s, v);
+              Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
+              const double err = g.check(4, s);
+              const GemmTiming tm = time_gemm(s, 3, ctx.opt.reps, batch_target, op);
+              r["s"] = stats_json(tm.batch);
+              r["tflops_median"] = tm.batch.median > 0 ? g.flops() / tm.batch.median / 1e12 : 0.0;
+              r["inner"] = tm.inner;
+              r["algo"] = g.algo_json();
+              r["check_max_rel_err"] = err;
+              if (!(err < 2e-2)) ctx.warn(name + " " + w.label + ": result check failed");
+              std::printf("%-28s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (err %.1e)\n", name.c_str(), m, n, k,
+                          tm.batch.median * 1e6, g.flops() / tm.batch.median / 1e12, err);
+              std::fflush(stdout);
+            } catch (const std::exception& e) {
+              r["error"] = e.what();
+              std::printf("%s %lldx%lldx%lld: ERROR %s\n", name.c_str(), m, n, k, e.what());
+              cudaGetLastError();
+            }
+            res.push(r);
           }
-          res.push(r);
-        }
-      }
-    }
-  }
+  };
+  std::vector<long long> other_tokens = {2048, 4096, 8192};
+  if (ctx.opt.quick) other_tokens = {4096};
+  // Forward products (D[out, tokens] = W X^T, K = in), where TE's Float8BlockScaling scales the weight in 128x128
+  // blocks: bf16, per-tensor fp8, 2D-block fp8 and 1D-block fp8, in TN.
+  run_products("fprop_",
+               {{GemmType::BF16, {GemmLayout::TN, false, false, false}},
+                {GemmType::FP8, {GemmLayout::TN, false, false, false}},
+                {GemmType::FP8, {GemmLayout::TN, false, true, true}},
+                {GemmType::FP8, {GemmLayout::TN, false, true, false}}},
+               other_tokens, [](const WgradWeight& w, long long tokens) { return Shape{w.out, tokens, w.in}; });
+  // bf16 dgrad products (D[in, tokens] = W^T dY, K = out): NN as TE passes them, and TN (the layout racksim's GEMM
+  // calibration measures).
+  run_products("dgrad_",
+               {{GemmType::BF16, {GemmLayout::NN, false, false, false}},
+                {GemmType::BF16, {GemmLayout::TN, false, false, false}}},
+               other_tokens, [](const WgradWeight& w, long long tokens) { return Shape{w.in, tokens, w.out}; });
   out["results"] = res;
   out["clocks_after"] = clocks_snapshot(ctx);
   return out;

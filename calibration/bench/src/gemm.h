@@ -21,7 +21,8 @@ const char* gemm_type_name(GemmType t);
 // (tokens-major activations and output gradients, no transposed copies), fp8 operands in TN (TE's columnwise
 // copies, the layout Hopper's fp8 kernels need); with fuse_wgrad_accumulation D is Megatron's fp32 main_grad,
 // read as C and written back in place (beta 1).
-enum class GemmLayout { TN, NT };
+// bf16 dgrad: NN (the weight as stored, the output gradients tokens-major).
+enum class GemmLayout { TN, NT, NN };
 struct GemmVariant {
   GemmLayout layout = GemmLayout::TN;
   bool accumulate_fp32 = false;  // D = C fp32, beta 1
