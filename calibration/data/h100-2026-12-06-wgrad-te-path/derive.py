@@ -12,10 +12,10 @@ points of 4,096 or more tokens, per run and pooled, in ps and in bytes at the H1
 Then the blockwise recipe's rates against per-tensor fp8 (per-tensor time / blockwise time, bf16 out): the weight
 gradient's form (both operands 1x128) over all four runs, and, from run3, the forward's (weight in 128x128 blocks) and
 the 1x128-both form on forward-shaped products. These are `gpu.fp8_blockwise_wgrad_rate_ratio` and the check of
-`gpu.fp8_blockwise_rate_ratio`.
+`gpu.fp8_blockwise_rate_ratio`. Then, from run4, bf16 in TE's layouts against TN: the wgrad in NT, the dgrad in NN.
 
 Usage: python3 derive.py   (from anywhere; reads run1/wgrad.json, run2/wgrad_a1.json, run2/wgrad_a2.json,
-run3/wgrad.json, run2/torch_b*.jsonl)"""
+run3/wgrad.json, run4/wgrad.json, run2/torch_b*.jsonl)"""
 import json, os, statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,6 +100,22 @@ for what, pt, bw, tok in [
     r = rate_ratios(pt, bw, tok)
     print(f"  {what:44s} median {statistics.median(r):.3f}  quartiles {r[len(r) // 4]:.3f}-{r[3 * len(r) // 4]:.3f}"
           f"  ({len(r)} points)")
+print()
+print("bf16 layouts, run4 (card 1651524048122): time in TE's layout / time in TN (racksim's GEMM calibration measures TN),"
+      " bf16 out, median (min..max)")
+run4 = {}
+for r in json.load(open(os.path.join(HERE, "run4/wgrad.json")))["wgrad"]["results"]:
+    e = r.get("check_max_rel_err")
+    if "s" in r and e is not None and e < 2e-2:
+        run4[(r["variant"], r["m"], r["n"], r["k"], r["round"])] = r["s"]["median"]
+for what, te, tn, tok in [("wgrad, NT", "bf16_nt_out_bf16", "bf16_tn_out_bf16", lambda m, n, k: k),
+                          ("dgrad, NN", "dgrad_bf16_nn_out_bf16", "dgrad_bf16_tn_out_bf16", lambda m, n, k: n)]:
+    by = {}
+    for (v, m, n, k, q), s in run4.items():
+        o = run4.get((tn, m, n, k, q))
+        if v == te and o:
+            by.setdefault(tok(m, n, k), []).append(s / o)
+    print(f"  {what}: " + "  ".join(f"{t}: {statistics.median(r):.3f} ({min(r):.3f}..{max(r):.3f})" for t, r in sorted(by.items())))
 print()
 print("PyTorch's path on run2's card (torch.addmm, bf16 operands, fp32 C = D; its 17 shapes of 4,096+ tokens):")
 for f in ["run2/torch_b1.jsonl", "run2/torch_b2.jsonl"]:
