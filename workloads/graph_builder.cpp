@@ -1072,10 +1072,16 @@ class Builder {
   Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
   void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
   void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
-    Op& op = g_.ops[gemm(cat(name, ".wgrad"), k, n, m, 1, wgrad_output_bytes(k * n), q)];
+    const Joined wgrad = cat(name, ".wgrad");  // (on the stack: the builder makes no string per op)
+    mark_wgrad(gemm(wgrad, k, n, m, 1, wgrad_output_bytes(k * n), q), wgrad, k * n);
+  }
+  // A weight-gradient GEMM of `elements` weight elements (dense or an expert group's): flagged as such, its fp32
+  // main-gradient accumulate fused into it or, unfused, a kernel of its own after it.
+  void mark_wgrad(OpId id, std::string_view name, double elements) {
+    Op& op = g_.ops[id];
     op.accumulate_fp32 = fused_wgrad_accumulation();
     op.wgrad = 1;
-    unfused_main_grad_add(cat(name, ".wgrad"), k * n);
+    unfused_main_grad_add(name, elements);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
   // GroupedLinear): the wgrad GEMM adds into the fp32 main_grad in its own epilogue, whose cost beyond a bf16-output
@@ -2396,13 +2402,9 @@ class Builder {
     const double grouped_host = grouped_gemm_host_s(local_experts);
     const auto grouped_gemm = [this, grouped_host](std::string_view name, double m, double n, double k, double batch,
                                                    double extra_bytes, Quant quant) {
-      Op& op = g_.ops[gemm(name, m, n, k, batch, extra_bytes, quant)];
-      op.host_s += grouped_host;
-      if (name.ends_with(".wgrad")) {
-        op.accumulate_fp32 = fused_wgrad_accumulation();
-        op.wgrad = 1;
-        unfused_main_grad_add(name, m * n * batch);
-      }
+      const OpId id = gemm(name, m, n, k, batch, extra_bytes, quant);
+      g_.ops[id].host_s += grouped_host;
+      if (name.ends_with(".wgrad")) mark_wgrad(id, name, m * n * batch);
     };
     // What the experts keep for their backward (Megatron-Core's TEGroupedMLP, experts.py at d98e8a64), at the
     // rank's mean load as above: fc1's input is the dispatch step's; expert_out is fc1's output, which the

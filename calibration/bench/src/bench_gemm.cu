@@ -565,57 +565,8 @@ Json bench_wgrad(Context& ctx) {
   void* ws = rig.ws;
   cudaStream_t s = rig.s;
   const double batch_target = ctx.opt.quick ? 0.5e-3 : 2e-3;
-  const std::pair<GemmType, GemmVariant> variants[] = {
-      {GemmType::BF16, {GemmLayout::NT, false, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false, false}},
-      {GemmType::BF16, {GemmLayout::TN, false, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false, false}},
-      {GemmType::FP8, {GemmLayout::TN, false, true, false}},   {GemmType::FP8, {GemmLayout::TN, true, true, false}},
-  };
-  std::vector<long long> token_counts = {1024, 2048, 4096, 8192, 16384};
-  if (ctx.opt.quick) token_counts = {4096};
-  for (int round = 0; round < rounds; ++round) {
-    for (const WgradWeight& w : kWgradWeights) {
-      for (long long tokens : token_counts) {
-        for (const auto& [t, v] : variants) {
-          const std::string name = gemm_variant_name(t, v);
-          Json r = Json::object();
-          r["round"] = round;
-          r["variant"] = name;
-          r["m"] = w.in;
-          r["n"] = w.out;
-          r["k"] = tokens;
-          r["label"] = w.label;
-          try {
-            int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, w.in, w.out, tokens, v.accumulate_fp32),
-                                     static_cast<size_t>(ctx.prop.l2CacheSize));
-            Gemm g(h, t, w.in, w.out, tokens, ws, ws_bytes, nbuf, s, v);
-            Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
-            double err = g.check(4, s);
-            const GemmTiming tm = time_gemm(s, 3, ctx.opt.reps, batch_target, op);
-            const Stats& bat = tm.batch;
-            const int inner = tm.inner;
-            r["s"] = stats_json(bat);
-            r["tflops_median"] = bat.median > 0 ? g.flops() / bat.median / 1e12 : 0.0;
-            r["inner"] = inner;
-            r["nbuf"] = g.nbuf();
-            r["algo"] = g.algo_json();
-            r["check_max_rel_err"] = err;
-            if (!(err < 2e-2)) ctx.warn("wgrad " + name + " " + w.label + ": result check failed");
-            std::printf("wgrad %-22s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (inner %d, nbuf %d, err %.1e)\n",
-                        name.c_str(), w.in, w.out, tokens, bat.median * 1e6, g.flops() / bat.median / 1e12, inner,
-                        g.nbuf(), err);
-            std::fflush(stdout);
-          } catch (const std::exception& e) {
-            r["error"] = e.what();
-            std::printf("wgrad %s %lldx%lldx%lld: ERROR %s\n", name.c_str(), w.in, w.out, tokens, e.what());
-            cudaGetLastError();
-          }
-          res.push(r);
-        }
-      }
-    }
-  }
-  // The same weights' other products, writing bf16, `rounds` times: `prefix` names them, `shape` gives (m, n, k).
+  // One kind of product over every weight and token count, `rounds` times, variants interleaved shape by shape:
+  // `prefix` names them, `shape` gives (m, n, k).
   using Shape = std::array<long long, 3>;
   const auto run_products = [&](const std::string& prefix, const std::vector<std::pair<GemmType, GemmVariant>>& kinds,
                                 const std::vector<long long>& tokens_list, Shape (*shape)(const WgradWeight&, long long)) {
@@ -633,7 +584,8 @@ Json bench_wgrad(Context& ctx) {
             r["k"] = k;
             r["label"] = w.label;
             try {
-              int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, m, n, k), static_cast<size_t>(ctx.prop.l2CacheSize));
+              int nbuf = gemm_nbuf_for(gemm_bytes_per_set(t, m, n, k, v.accumulate_fp32),
+                                       static_cast<size_t>(ctx.prop.l2CacheSize));
               Gemm g(h, t, m, n, k, ws, ws_bytes, nbuf, s, v);
               Enqueue op = [&g](cudaStream_t st, int i) { g.enqueue(st, i); };
               const double err = g.check(4, s);
@@ -641,11 +593,13 @@ Json bench_wgrad(Context& ctx) {
               r["s"] = stats_json(tm.batch);
               r["tflops_median"] = tm.batch.median > 0 ? g.flops() / tm.batch.median / 1e12 : 0.0;
               r["inner"] = tm.inner;
+              r["nbuf"] = g.nbuf();
               r["algo"] = g.algo_json();
               r["check_max_rel_err"] = err;
-              if (!(err < 2e-2)) ctx.warn(name + " " + w.label + ": result check failed");
-              std::printf("%-28s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (err %.1e)\n", name.c_str(), m, n, k,
-                          tm.batch.median * 1e6, g.flops() / tm.batch.median / 1e12, err);
+              if (!(err < 2e-2)) ctx.warn("wgrad section " + name + " " + w.label + ": result check failed");
+              std::printf("%-28s %6lld x %6lld x %6lld  %9.3f us  %7.1f TFLOP/s  (inner %d, nbuf %d, err %.1e)\n",
+                          name.c_str(), m, n, k, tm.batch.median * 1e6, g.flops() / tm.batch.median / 1e12, tm.inner,
+                          g.nbuf(), err);
               std::fflush(stdout);
             } catch (const std::exception& e) {
               r["error"] = e.what();
@@ -655,6 +609,16 @@ Json bench_wgrad(Context& ctx) {
             res.push(r);
           }
   };
+  // Weight gradients (D[in, out] = X^T dY, K = tokens), writing bf16 or accumulating into fp32: bf16 in NT (TE's) and
+  // TN, per-tensor fp8 and 1x128-block fp8 in TN.
+  std::vector<long long> wgrad_tokens = {1024, 2048, 4096, 8192, 16384};
+  if (ctx.opt.quick) wgrad_tokens = {4096};
+  run_products("",
+               {{GemmType::BF16, {GemmLayout::NT, false, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false, false}},
+                {GemmType::BF16, {GemmLayout::TN, false, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false, false}},
+                {GemmType::FP8, {GemmLayout::TN, false, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false, false}},
+                {GemmType::FP8, {GemmLayout::TN, false, true, false}},   {GemmType::FP8, {GemmLayout::TN, true, true, false}}},
+               wgrad_tokens, [](const WgradWeight& w, long long tokens) { return Shape{w.in, w.out, tokens}; });
   std::vector<long long> other_tokens = {2048, 4096, 8192};
   if (ctx.opt.quick) other_tokens = {4096};
   // Forward products (D[out, tokens] = W X^T, K = in), where TE's Float8BlockScaling scales the weight in 128x128
