@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "hardware_models/calibration.h"
 #include "hardware_models/system_preset.h"
@@ -58,6 +59,17 @@ double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d) {
                                                                           : g.wgrad_accumulate_serial_bytes;
 }
 
+double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens) {
+  const auto& t = sys.gpu.bf16_wgrad_nt_time_ratio;
+  if (t.empty()) return 1.0;
+  if (tokens <= t.front().first) return t.front().second;
+  if (tokens >= t.back().first) return t.back().second;
+  const auto hi = std::upper_bound(t.begin(), t.end(), tokens, [](double x, const auto& p) { return x < p.first; });
+  const auto lo = hi - 1;
+  const double f = std::log2(tokens / lo->first) / std::log2(hi->first / lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
 void apply_fp8_blockwise_recipe(SystemSpec& sys) {
   auto& g = sys.gpu;
   if (g.fp8_blockwise_rate_ratio > 0) {
@@ -92,6 +104,8 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     t.efficiency = gemm_efficiency(sys, w);
     t.efficiency *= attention_head_dims_rate(sys, w);
     if (w.wgrad && w.dtype == sim::Dtype::fp8) t.efficiency *= sys.gpu.fp8_wgrad_rate_factor;
+    // Transformer Engine's bf16 wgrad layout (NT) against the TN products the shape curve was measured on.
+    if (w.wgrad_te_layout && w.dtype == sim::Dtype::bf16) t.efficiency /= bf16_wgrad_nt_time_ratio(sys, w.k);
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
     // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
     const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;

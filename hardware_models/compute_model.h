@@ -27,6 +27,8 @@ struct KernelWork {
   bool accumulate_fp32 = false;
   // A weight-gradient GEMM: in fp8 at gpu.fp8_wgrad_rate_factor of the fp8 GEMM rate (the blockwise recipe's wgrad).
   bool wgrad = false;
+  // A weight-gradient GEMM in Transformer Engine's layout: in bf16 gpu.bf16_wgrad_nt_time_ratio times the TN product.
+  bool wgrad_te_layout = false;
 };
 
 struct KernelTiming {
@@ -54,6 +56,10 @@ void apply_fp8_blockwise_recipe(SystemSpec& sys);
 // Bytes per output element a weight-gradient GEMM of this dtype pays at the HBM rate to accumulate into the fp32 main
 // gradient (gpu.wgrad_accumulate_serial_bytes*).
 double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d);
+
+// A bf16 weight-gradient GEMM of depth `tokens` in Transformer Engine's NT layout against the TN product of the same
+// shape: gpu.bf16_wgrad_nt_time_ratio interpolated in log2(tokens), flat beyond its ends; 1 where not given.
+double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens);
 
 // Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the
 // calibrated shape factor (docs/calibration.md); otherwise the ceiling for every shape.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -161,6 +163,47 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
   r.finish();
 }
 
+// gpu.bf16_wgrad_nt_time_ratio: a mapping of tokens (the GEMM's depth K, a positive integer) -> time ratio, or one
+// number for every depth (how a what-if sets it flat, e.g. 1 to leave the layout out).
+void read_bf16_wgrad_nt_time_ratio(const Node& n, GpuSpec& gpu) {
+  constexpr double kLo = 0.2, kHi = 5.0;
+  gpu.bf16_wgrad_nt_time_ratio.clear();
+  if (n.yaml().IsScalar()) {
+    if (auto v = n.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio = {{1.0, *v}};
+    return;
+  }
+  if (!n.yaml().IsMap() || n.yaml().size() == 0) {
+    n.error(fmt::format("expected a mapping of tokens -> time ratio (e.g. {{4096: 0.93}}) or one number, got {}",
+                        n.describe()));
+    return;
+  }
+  std::map<double, std::string> seen;  // tokens -> as first written
+  for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
+    const YAML::Node key = it->first;  // a handle: `it->` returns a proxy that dies with the statement
+    const std::string written = key.IsScalar() ? key.Scalar() : std::string();
+    const Node row = n.child(written);
+    char* end = nullptr;
+    const double tokens = written.empty() ? 0 : std::strtod(written.c_str(), &end);
+    if (written.empty() || end != written.c_str() + written.size() || !(tokens >= 1 && tokens <= 1e9) ||
+        tokens != std::floor(tokens)) {
+      const YAML::Mark m = key.Mark();
+      const std::string msg = fmt::format("'{}' is not a token count: write whole numbers of tokens as keys, e.g. 4096",
+                                          written);
+      if (m.line < 0)
+        n.error(msg);
+      else
+        n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path(), msg);
+      continue;
+    }
+    if (const auto [first, fresh] = seen.emplace(tokens, written); !fresh) {
+      row.error(fmt::format("tokens '{}' given twice (as '{}' first): give each once", written, first->second));
+      continue;
+    }
+    if (auto v = row.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio.emplace_back(tokens, *v);
+  }
+  std::sort(gpu.bf16_wgrad_nt_time_ratio.begin(), gpu.bf16_wgrad_nt_time_ratio.end());
+}
+
 }  // namespace
 
 SystemSpec parse_system_preset(const Node& root) {
@@ -201,6 +244,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp8);
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8_blockwise", false, 0.0, 16.0),
            s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
+    if (auto w = r.get("bf16_wgrad_nt_time_ratio")) read_bf16_wgrad_nt_time_ratio(*w, s.gpu);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -393,6 +437,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
+              "gpu.bf16_wgrad_nt_time_ratio",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",

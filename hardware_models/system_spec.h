@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/names.h"
@@ -75,6 +77,11 @@ struct GpuSpec {
   double wgrad_accumulate_serial_bytes = 0;
   double wgrad_accumulate_serial_bytes_fp8 = -1;
   double wgrad_accumulate_serial_bytes_fp8_blockwise = -1;
+  // A bf16 weight-gradient GEMM in Transformer Engine's layout (NT: both operands tokens-major, as TE's Linear and
+  // GroupedLinear pass them) takes this times the TN product of the same shape, the layout the GEMM shape curve is
+  // fitted on; by the GEMM's depth K (its tokens), as (tokens, ratio) points sorted by tokens, interpolated in
+  // log2(tokens) and held flat beyond the ends; empty = 1 (not measured). hw::bf16_wgrad_nt_time_ratio.
+  std::vector<std::pair<double, double>> bf16_wgrad_nt_time_ratio;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

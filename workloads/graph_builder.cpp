@@ -1081,6 +1081,9 @@ class Builder {
     Op& op = g_.ops[id];
     op.accumulate_fp32 = fused_wgrad_accumulation();
     op.wgrad = 1;
+    // Transformer Engine's wgrad descriptors (bf16 in NT) were measured where it fuses the accumulate; unfused, the GEMM
+    // may be PyTorch's own (Megatron's local spec, a plain PyTorch step), whose cuBLAS call picks other kernels.
+    op.wgrad_te_layout = fused_wgrad_accumulation();
     unfused_main_grad_add(name, elements);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its

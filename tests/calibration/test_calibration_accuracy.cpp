@@ -497,6 +497,86 @@ TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
   }
 }
 
+// A bf16 weight gradient as Transformer Engine runs it (operands in NT, both tokens-major) against the TN product the
+// GEMM shape curve is fitted on, measured on five H100s through TE's cuBLASLt descriptors
+// (calibration/data/h100-2026-12-06-wgrad-te-path, runs 1-4: 9 weights x 5 token counts x 3 interleaved rounds).
+// Checked: (1) each point of the preset's gpu.bf16_wgrad_nt_time_ratio is the median of time NT / time TN at its
+// depth over all runs, within 0.003; (2) the model scales a TE-layout bf16 wgrad by exactly the table at a measured
+// depth, by the log2 interpolation between two, and leaves fp8 and un-flagged GEMMs alone; (3) TE's whole wgrad (NT,
+// fp32 accumulate in place), measured, against the model's at 2,048-16,384 tokens: median of measured / model within
+// 5% at each depth (it was 3-6% slow at 4-16K before the layout). At 1,024 tokens the measured accumulate costs more
+// than the model's (printed, not asserted).
+TEST(CalibGemm, Bf16WgradInTransformerEngineLayoutAgainstItsMeasurement) {
+  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
+  ASSERT_TRUE(c);
+  hw::SystemSpec sys = preset("h100-sxm");
+  hw::apply_calibration(sys, *c);
+  ASSERT_EQ(sys.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
+  const std::string dir = kSrc + "/calibration/data/h100-2026-12-06-wgrad-te-path/";
+  std::map<double, std::vector<double>> layout, whole;  // tokens -> NT / TN (bf16 out); measured TE wgrad / model
+  for (const char* run : {"run1/wgrad.json", "run2/wgrad_a1.json", "run2/wgrad_a2.json", "run3/wgrad.json", "run4/wgrad.json"}) {
+    const auto t = wgrad_bench_times(dir + run);
+    ASSERT_FALSE(t.empty()) << run;
+    for (const auto& [key, s] : t) {
+      const auto& [variant, m, n, k, round] = key;
+      if (variant == "bf16_nt_out_bf16") {
+        if (auto tn = t.find({"bf16_tn_out_bf16", m, n, k, round}); tn != t.end()) layout[k].push_back(s / tn->second);
+      }
+      if (variant == "bf16_nt_acc_fp32") {
+        hw::KernelWork w;
+        w.tensor_core = true;
+        w.dtype = sim::Dtype::bf16;
+        w.m = m;
+        w.n = n;
+        w.k = k;
+        w.flops = 2 * m * n * k;
+        w.wgrad = w.wgrad_te_layout = w.accumulate_fp32 = true;
+        whole[k].push_back(s / hw::kernel_timing(sys, w).compute_s);
+      }
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  for (const auto& [tokens, ratio] : sys.gpu.bf16_wgrad_nt_time_ratio) {
+    ASSERT_TRUE(layout.count(tokens)) << tokens;
+    EXPECT_GE(layout[tokens].size(), 130u) << tokens;
+    const double measured = median(layout[tokens]), model_whole = median(whole[tokens]);
+    std::printf("  bf16 wgrad, %5.0f tokens: NT / TN measured %.4f, preset %.3f; TE's wgrad measured / model %.3f\n", tokens,
+                measured, ratio, model_whole);
+    EXPECT_NEAR(ratio, measured, 0.003) << tokens;
+    if (tokens >= 2048) {
+      EXPECT_NEAR(model_whole, 1.0, 0.05) << tokens;
+    }
+  }
+  hw::KernelWork w;
+  w.tensor_core = true;
+  w.dtype = sim::Dtype::bf16;
+  w.m = 6144;
+  w.n = 32768;
+  auto timed = [&](double k, bool te, sim::Dtype d) {
+    w.k = k;
+    w.flops = 2 * w.m * w.n * k;
+    w.dtype = d;
+    w.wgrad = w.wgrad_te_layout = te;
+    return hw::kernel_timing(sys, w).compute_s;
+  };
+  const auto& table = sys.gpu.bf16_wgrad_nt_time_ratio;
+  for (const auto& [tokens, ratio] : table)
+    EXPECT_NEAR(timed(tokens, true, sim::Dtype::bf16) / timed(tokens, false, sim::Dtype::bf16), ratio, 1e-12) << tokens;
+  // halfway between 4,096 and 8,192 in log2: the mean of the two points
+  const double mid = 4096 * std::sqrt(2.0);
+  EXPECT_NEAR(hw::bf16_wgrad_nt_time_ratio(sys, mid), 0.5 * (table[2].second + table[3].second), 1e-12);
+  EXPECT_NEAR(timed(mid, true, sim::Dtype::bf16) / timed(mid, false, sim::Dtype::bf16), 0.5 * (table[2].second + table[3].second), 1e-12);
+  EXPECT_EQ(hw::bf16_wgrad_nt_time_ratio(sys, 256), table.front().second);   // flat beyond the ends
+  EXPECT_EQ(hw::bf16_wgrad_nt_time_ratio(sys, 65536), table.back().second);
+  EXPECT_EQ(timed(4096, true, sim::Dtype::fp8), timed(4096, false, sim::Dtype::fp8));  // TE's fp8 wgrad runs TN
+  hw::SystemSpec blackwell = preset("gb200-nvl72");  // not measured there: no layout factor
+  EXPECT_TRUE(blackwell.gpu.bf16_wgrad_nt_time_ratio.empty());
+  EXPECT_EQ(hw::bf16_wgrad_nt_time_ratio(blackwell, 4096), 1.0);
+}
+
 // The one public Blackwell kernel figure at an MoE row's shape: the MXFP8 grouped expert GEMM of the DeepSeek-V3
 // GB200 optimization doc (shared reference at_scale_measurements.md §1b: Megatron-LM@79e8592b docs/discussions/
 // deepseek-v3-gb200-optimization, "2,672 TFLOP/s on K = 7168, N = 2048 (flush L2)", TE's multi-stream cuBLAS
