@@ -511,7 +511,12 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path()};
       const auto w = node.where();
-      // Keys of `sources` are dotted paths themselves: set the entry directly.
+      // Keys of `sources` are dotted paths themselves: set the entry directly. A table replaced by one value (e.g.
+      // gpu.bf16_wgrad_nt_time_ratio: 1) takes its points' citations with it.
+      std::vector<std::string> replaced;
+      for (auto it = tree["sources"].begin(); it != tree["sources"].end(); ++it)
+        if (it->first.IsScalar() && it->first.Scalar().starts_with(target + ".")) replaced.push_back(it->first.Scalar());
+      for (const auto& k : replaced) tree["sources"].remove(k);
       tree["sources"][target] = fmt::format("scenario override at {}:{}:{}", w.file, w.line, w.column);
     }
   }

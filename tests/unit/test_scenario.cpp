@@ -54,6 +54,33 @@ TEST(Scenario, SetOverridesAndPresetOverrides) {
   EXPECT_NE(sc.system.spec.sources.at("gpu.hbm_bandwidth").find("scenario override"), std::string::npos);
 }
 
+// A preset table keyed by tokens (gpu.bf16_wgrad_nt_time_ratio, the Hopper presets): one number replaces the whole table
+// and takes its points' citations with it (they had stayed behind and failed the preset's citation check), one point
+// may be set by its key, and a value that is neither says what it expects.
+TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
+  const auto base = sim::load_scenario_text(kBase, "s.yaml");
+  ASSERT_EQ(base.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
+  EXPECT_EQ(base.system.spec.gpu.bf16_wgrad_nt_time_ratio[2], std::make_pair(4096.0, 0.929));
+  const auto flat = sim::load_scenario_text(kBase, "s.yaml",
+                                            sim::parse_set_overrides({"system.overrides.gpu.bf16_wgrad_nt_time_ratio=1"}));
+  ASSERT_EQ(flat.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 1u);
+  EXPECT_EQ(flat.system.spec.gpu.bf16_wgrad_nt_time_ratio[0].second, 1.0);
+  EXPECT_NE(flat.system.spec.sources.at("gpu.bf16_wgrad_nt_time_ratio").find("scenario override"), std::string::npos);
+  EXPECT_FALSE(flat.system.spec.sources.count("gpu.bf16_wgrad_nt_time_ratio.4096"));
+  const auto point = sim::load_scenario_text(
+      kBase, "s.yaml", sim::parse_set_overrides({"system.overrides.gpu.bf16_wgrad_nt_time_ratio.4096=0.5"}));
+  ASSERT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
+  EXPECT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio[2], std::make_pair(4096.0, 0.5));
+  EXPECT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio[3], std::make_pair(8192.0, 0.941));
+  EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio=[1, 2]"}),
+            "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio=[1, 2]:1:1: error: "
+            "system.overrides.gpu.bf16_wgrad_nt_time_ratio: expected a mapping of tokens -> time ratio (e.g. {4096: "
+            "0.93}) or one number, got a list");
+  EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio=9"}),
+            "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio=9:1:1: error: "
+            "system.overrides.gpu.bf16_wgrad_nt_time_ratio: must be between 0.2 and 5, got 9");
+}
+
 TEST(Scenario, ErrorsCarryLocationAndPath) {
   const std::string e = error_text(std::string(kBase) + "  recompute: ful\n");
   EXPECT_EQ(e,
