@@ -104,8 +104,11 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     t.efficiency = gemm_efficiency(sys, w);
     t.efficiency *= attention_head_dims_rate(sys, w);
     if (w.wgrad && w.dtype == sim::Dtype::fp8) t.efficiency *= sys.gpu.fp8_wgrad_rate_factor;
-    // Transformer Engine's bf16 wgrad layout (NT) against the TN products the shape curve was measured on.
-    if (w.wgrad_te_layout && w.dtype == sim::Dtype::bf16) t.efficiency /= bf16_wgrad_nt_time_ratio(sys, w.k);
+    // Transformer Engine's bf16 wgrad layout (NT) against the TN products the calibrated shape curve was measured on
+    // (without a curve the efficiency is the preset's cited ceiling, measured in another layout: no ratio); never
+    // above the peak.
+    if (w.wgrad_te_layout && w.dtype == sim::Dtype::bf16 && sys.calibration && sys.calibration->gemm_for(sim::Dtype::bf16))
+      t.efficiency = std::min(1.0, t.efficiency / bf16_wgrad_nt_time_ratio(sys, w.k));
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
     // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
     const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;

@@ -59,6 +59,7 @@ double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d);
 
 // A bf16 weight-gradient GEMM of depth `tokens` in Transformer Engine's NT layout against the TN product of the same
 // shape: gpu.bf16_wgrad_nt_time_ratio interpolated in log2(tokens), flat beyond its ends; 1 where not given.
+// kernel_timing applies it to a KernelWork::wgrad_te_layout bf16 GEMM on a calibrated bf16 shape curve (TN) only.
 double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens);
 
 // Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the

@@ -1070,10 +1070,12 @@ class Builder {
   // (False, False, False); DeepSeek-V3 report sec. 3.3.1, Fprop, Dgrad and Wgrad in FP8).
   // (training.fp8_wgrad false, Megatron --no-fp8-wgrad: bf16.)
   Quant wgrad_quant() const { return t_.fp8_wgrad ? Quant::operands_cast : Quant::none; }
-  void gemm_wgrad(std::string_view name, double m, double n, double k) { gemm_wgrad(name, m, n, k, wgrad_quant()); }
-  void gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
+  OpId gemm_wgrad(std::string_view name, double m, double n, double k) { return gemm_wgrad(name, m, n, k, wgrad_quant()); }
+  OpId gemm_wgrad(std::string_view name, double m, double n, double k, Quant q) {
     const Joined wgrad = cat(name, ".wgrad");  // (on the stack: the builder makes no string per op)
-    mark_wgrad(gemm(wgrad, k, n, m, 1, wgrad_output_bytes(k * n), q), wgrad, k * n);
+    const OpId id = gemm(wgrad, k, n, m, 1, wgrad_output_bytes(k * n), q);
+    mark_wgrad(id, wgrad, k * n);
+    return id;
   }
   // A weight-gradient GEMM of `elements` weight elements (dense or an expert group's): flagged as such, its fp32
   // main-gradient accumulate fused into it or, unfused, a kernel of its own after it.
@@ -1082,7 +1084,8 @@ class Builder {
     op.accumulate_fp32 = fused_wgrad_accumulation();
     op.wgrad = 1;
     // Transformer Engine's wgrad descriptors (bf16 in NT) were measured where it fuses the accumulate; unfused, the GEMM
-    // may be PyTorch's own (Megatron's local spec, a plain PyTorch step), whose cuBLAS call picks other kernels.
+    // may be PyTorch's own (Megatron's local spec, a plain PyTorch step), whose cuBLAS call picks other kernels. (The
+    // output layer, Megatron's own, clears it: column_parallel_backward.)
     op.wgrad_te_layout = fused_wgrad_accumulation();
     unfused_main_grad_add(name, elements);
   }
@@ -1298,8 +1301,13 @@ class Builder {
     const auto gathered = take_overlapped();
     tp_collective(cat(name, ".dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, input_bytes, how);
     pending_deps_.insert(pending_deps_.end(), gathered.begin(), gathered.end());
-    if (quantized) gemm_wgrad(name, m, n, k);
-    else gemm_wgrad(name, m, n, k, Quant::none);
+    if (quantized) {
+      gemm_wgrad(name, m, n, k);
+    } else {
+      // Megatron's output layer is its own ColumnParallelLinear: its fused wgrad is Megatron's
+      // fused_weight_gradient_mlp_cuda (cublasGemmEx), not Transformer Engine's cuBLASLt call.
+      g_.ops[gemm_wgrad(name, m, n, k, Quant::none)].wgrad_te_layout = 0;
+    }
   }
   // A Transformer Engine column-parallel layer's backward in a transformer layer: the gather beside the dgrad where
   // that is the job's mode, else dgrad, its input gradient's reduce-scatter, the input's gather, then the wgrad

@@ -327,12 +327,12 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
-  // 11.16% on 43 rows since a bf16 wgrad through Transformer Engine runs in its NT layout at the measured time against
-  // the TN products the shape curve is fitted on (gpu.bf16_wgrad_nt_time_ratio, 0.93-0.94 at 2-8K tokens; 2026-12-06,
-  // fifteenth stop; calibration/data/h100-2026-12-06-wgrad-te-path runs 1-4): every BF16 Megatron row 1-2 points
+  // 11.13% on 43 rows since a bf16 wgrad through Transformer Engine runs in its NT layout at the measured time against
+  // the TN products the shape curve is fitted on (gpu.bf16_wgrad_nt_time_ratio, 0.93-0.95 at 2-8K tokens; 2026-12-06,
+  // fifteenth stop; calibration/data/h100-2026-12-06-wgrad-te-path runs 1-4): the BF16 Megatron rows 0.1-2 points
   // faster, toward their measurements where racksim was slow (32B, 70B, Llama 3 8K), away where it was fast (Mixtral
-  // BF16 +18.1% -> +20.2%, 7.1B +15.4% -> +17.2%). Before it:
-  EXPECT_LT(sum / rows.size(), 0.1120);  // was 0.1090: 10.88% on 43 rows (2026-12-06, fourteenth stop: measured on H100s through
+  // BF16 +18.1% -> +20.2%, 7.1B +15.4% -> +17.1%). Before it:
+  EXPECT_LT(sum / rows.size(), 0.1116);  // was 0.1090: 10.88% on 43 rows (2026-12-06, fourteenth stop: measured on H100s through
   // Transformer Engine's own cuBLASLt descriptors, calibration/data/h100-2026-12-06-wgrad-te-path: the fp32
   // main-gradient accumulate by kernel family, bf16 wgrads 3.90 bytes per weight element (2.585 before, through
   // PyTorch's call), per-tensor fp8 1.72, the blockwise recipe's 0; and the blockwise recipe's weight gradients, both

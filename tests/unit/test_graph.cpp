@@ -205,6 +205,8 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
 // XLA's dot writes the gradient and no GEMM is flagged. Under training.gradient_accumulation_fusion false no GEMM is
 // flagged and each wgrad is followed by its own add into the main gradient: 2 + 4 + 4 bytes per weight element. Every
 // weight-gradient GEMM, and nothing else, carries the wgrad bit (the blockwise fp8 recipe times it at its own rate).
+// Transformer Engine's wgrads (every fused one but the output layer's, Megatron's own ColumnParallelLinear) carry
+// wgrad_te_layout (gpu.bf16_wgrad_nt_time_ratio); JAX's and unfused ones do not.
 TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   const std::string base =
       "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: mixtral-8x7b}\n"
@@ -212,7 +214,7 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   for (const char* fw : {"megatron", "jax", "megatron, gradient_accumulation_fusion: false"}) {
     const auto sc = sim::load_scenario_text(base + fw + "}\n", "w.yaml");
     const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
-    int flagged = 0, wgrads = 0, experts = 0, adds = 0, wgrad_bits = 0;
+    int flagged = 0, wgrads = 0, experts = 0, adds = 0, wgrad_bits = 0, te_layout = 0, output_layer = 0;
     double weight_elements = 0, add_bytes = 0;
     for (const auto& op : g.ops) {
       const std::string name = g.op_name(static_cast<workloads::OpId>(&op - g.ops.data()));
@@ -227,6 +229,14 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
       if (wgrad) weight_elements += op.gemm_mnk[0] * op.gemm_mnk[1] * op.gemm_batch;
       flagged += op.accumulate_fp32;
       wgrad_bits += op.wgrad;
+      te_layout += op.wgrad_te_layout;
+      if (name.find("logits.wgrad") != std::string::npos) {
+        ++output_layer;
+        EXPECT_FALSE(op.wgrad_te_layout) << name;
+      }
+      if (op.wgrad_te_layout) {
+        EXPECT_TRUE(wgrad && op.accumulate_fp32) << name;
+      }
       if (op.wgrad) {
         EXPECT_TRUE(wgrad) << name;
       }
@@ -239,12 +249,16 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
     EXPECT_EQ(wgrad_bits, wgrads) << fw;
     if (std::string(fw) == "megatron") {
       EXPECT_EQ(flagged, wgrads);
+      EXPECT_GT(output_layer, 0);
+      EXPECT_EQ(te_layout, wgrads - output_layer);
       EXPECT_GT(experts, 0);
       EXPECT_EQ(adds, 0);
     } else if (std::string(fw) == "jax") {
+      EXPECT_EQ(te_layout, 0);
       EXPECT_EQ(flagged, 0);
       EXPECT_EQ(adds, 0);
     } else {
+      EXPECT_EQ(te_layout, 0);
       EXPECT_EQ(flagged, 0);
       EXPECT_EQ(adds, wgrads);
       EXPECT_NEAR(add_bytes, 10.0 * weight_elements, 1e-6 * add_bytes);

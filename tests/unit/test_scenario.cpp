@@ -56,7 +56,8 @@ TEST(Scenario, SetOverridesAndPresetOverrides) {
 
 // A preset table keyed by tokens (gpu.bf16_wgrad_nt_time_ratio, the Hopper presets): one number replaces the whole table
 // and takes its points' citations with it (they had stayed behind and failed the preset's citation check), one point
-// may be set by its key, and a value that is neither says what it expects.
+// may be set or added by its key (a key that is not a plain whole number is refused), and a value that is neither says
+// what it expects. A non-scalar key among the overrides had been skipped without a word.
 TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
   const auto base = sim::load_scenario_text(kBase, "s.yaml");
   ASSERT_EQ(base.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
@@ -72,13 +73,25 @@ TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
   ASSERT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
   EXPECT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio[2], std::make_pair(4096.0, 0.5));
   EXPECT_EQ(point.system.spec.gpu.bf16_wgrad_nt_time_ratio[3], std::make_pair(8192.0, 0.941));
+  // a new point, by its key (here beyond the measured range: the table is no longer flat above 16,384 tokens)
+  const auto added = sim::load_scenario_text(
+      kBase, "s.yaml", sim::parse_set_overrides({"system.overrides.gpu.bf16_wgrad_nt_time_ratio={32768: 1.0}"}));
+  ASSERT_EQ(added.system.spec.gpu.bf16_wgrad_nt_time_ratio.size(), 6u);
+  EXPECT_EQ(added.system.spec.gpu.bf16_wgrad_nt_time_ratio.back(), std::make_pair(32768.0, 1.0));
+  EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio.04096=1"}),
+            "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio.04096=1:1:1: error: "
+            "system.overrides.gpu.bf16_wgrad_nt_time_ratio.04096: '04096' is not a token count: write whole numbers of "
+            "tokens as keys, e.g. 4096");
+  EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio={[1, 2]: 1}"}),
+            "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio={[1, 2]: 1}:1:1: error: "
+            "system.overrides.gpu.bf16_wgrad_nt_time_ratio: expected preset field names as keys, got a list as a key");
   EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio=[1, 2]"}),
             "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio=[1, 2]:1:1: error: "
             "system.overrides.gpu.bf16_wgrad_nt_time_ratio: expected a mapping of tokens -> time ratio (e.g. {4096: "
             "0.93}) or one number, got a list");
   EXPECT_EQ(error_text(kBase, {"system.overrides.gpu.bf16_wgrad_nt_time_ratio=9"}),
             "--set system.overrides.gpu.bf16_wgrad_nt_time_ratio=9:1:1: error: "
-            "system.overrides.gpu.bf16_wgrad_nt_time_ratio: must be between 0.2 and 5, got 9");
+            "system.overrides.gpu.bf16_wgrad_nt_time_ratio: must be between 0.5 and 2, got 9");
 }
 
 TEST(Scenario, ErrorsCarryLocationAndPath) {

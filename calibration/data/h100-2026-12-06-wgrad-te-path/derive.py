@@ -12,7 +12,8 @@ points of 4,096 or more tokens, per run and pooled, in ps and in bytes at the H1
 Then the blockwise recipe's rates against per-tensor fp8 (per-tensor time / blockwise time, bf16 out): the weight
 gradient's form (both operands 1x128) over all four runs, and, from run3, the forward's (weight in 128x128 blocks) and
 the 1x128-both form on forward-shaped products. These are `gpu.fp8_blockwise_wgrad_rate_ratio` and the check of
-`gpu.fp8_blockwise_rate_ratio`. Then, from run4, bf16 in TE's layouts against TN: the wgrad in NT, the dgrad in NN.
+`gpu.fp8_blockwise_rate_ratio`. Then, from run4, bf16 in TE's layouts against TN: the wgrad in NT, the dgrad in NN; and
+the wgrad's NT / TN pooled over every run, the Hopper presets' `gpu.bf16_wgrad_nt_time_ratio`.
 
 Usage: python3 derive.py   (from anywhere; reads run1/wgrad.json, run2/wgrad_a1.json, run2/wgrad_a2.json,
 run3/wgrad.json, run4/wgrad.json, run2/torch_b*.jsonl)"""
@@ -116,6 +117,23 @@ for what, te, tn, tok in [("wgrad, NT", "bf16_nt_out_bf16", "bf16_tn_out_bf16", 
         if v == te and o:
             by.setdefault(tok(m, n, k), []).append(s / o)
     print(f"  {what}: " + "  ".join(f"{t}: {statistics.median(r):.3f} ({min(r):.3f}..{max(r):.3f})" for t, r in sorted(by.items())))
+print()
+print("bf16 wgrad in NT / TN, pooled over every run (run1, run2 x2, run3, run4: four cards), bf16 out, median (quartiles):"
+      " the Hopper presets' gpu.bf16_wgrad_nt_time_ratio")
+pooled = {}
+for rel in ["run1/wgrad.json", "run2/wgrad_a1.json", "run2/wgrad_a2.json", "run3/wgrad.json", "run4/wgrad.json"]:
+    pts = {}
+    for r in json.load(open(os.path.join(HERE, rel)))["wgrad"]["results"]:
+        e = r.get("check_max_rel_err")
+        if "s" in r and e is not None and e < 2e-2:
+            pts[(r["variant"], r["m"], r["n"], r["k"], r["round"])] = r["s"]["median"]
+    for (v, m, n, k, q), s in pts.items():
+        o = pts.get(("bf16_tn_out_bf16", m, n, k, q))
+        if v == "bf16_nt_out_bf16" and o:
+            pooled.setdefault(k, []).append(s / o)
+for k, r in sorted(pooled.items()):
+    r.sort()
+    print(f"  {k:6d} tokens: {statistics.median(r):.4f} ({r[len(r) // 4]:.3f}-{r[3 * len(r) // 4]:.3f}), {len(r)} points")
 print()
 print("PyTorch's path on run2's card (torch.addmm, bf16 operands, fp32 C = D; its 17 shapes of 4,096+ tokens):")
 for f in ["run2/torch_b1.jsonl", "run2/torch_b2.jsonl"]:
