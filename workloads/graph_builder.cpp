@@ -1083,10 +1083,10 @@ class Builder {
     Op& op = g_.ops[id];
     op.accumulate_fp32 = fused_wgrad_accumulation();
     op.wgrad = 1;
-    // Transformer Engine's wgrad descriptors (bf16 in NT) were measured where it fuses the accumulate; unfused, the GEMM
-    // may be PyTorch's own (Megatron's local spec, a plain PyTorch step), whose cuBLAS call picks other kernels. (The
-    // output layer, Megatron's own, clears it: column_parallel_backward.)
-    op.wgrad_te_layout = fused_wgrad_accumulation();
+    // Transformer Engine's cuBLASLt call (a bf16 wgrad in NT, measured with and without the fused accumulate); under
+    // training.transformer_impl local the GEMM is PyTorch's or Megatron's own, whose cuBLAS calls pick other kernels.
+    // (The output layer, always Megatron's own, clears it: column_parallel_backward.)
+    op.wgrad_te_layout = !jax_ && t_.transformer_impl == TransformerImpl::transformer_engine;
     unfused_main_grad_add(name, elements);
   }
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its

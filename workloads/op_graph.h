@@ -159,7 +159,7 @@ struct Op {
   uint8_t wgrad : 1 = 0;              // a weight-gradient GEMM (both operands activation-like: the blockwise fp8 recipe
                                       // scales both 1x128, gpu.fp8_blockwise_wgrad_rate_ratio)
   uint8_t wgrad_te_layout : 1 = 0;    // a wgrad through Transformer Engine's cuBLASLt call (bf16 in NT:
-                                      // gpu.bf16_wgrad_nt_time_ratio); not XLA's dots nor PyTorch's own
+                                      // gpu.bf16_wgrad_nt_time_ratio); not XLA's dots, PyTorch's or Megatron's own
   // collective
   hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;

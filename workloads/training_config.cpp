@@ -21,6 +21,7 @@ std::string to_string(MoeDispatcher d) { return std::string(sim::name_in(kMoeDis
 std::string to_string(CpComm c) { return std::string(sim::name_in(kCpCommNames, c)); }
 std::string to_string(Fp8Recipe r) { return std::string(sim::name_in(kFp8RecipeNames, r)); }
 std::string to_string(Fp8Casts c) { return std::string(sim::name_in(kFp8CastsNames, c)); }
+std::string to_string(TransformerImpl i) { return std::string(sim::name_in(kTransformerImplNames, i)); }
 std::string to_string(AdamMoments a) { return std::string(sim::name_in(kAdamMomentsNames, a)); }
 
 }  // namespace racksim::workloads

@@ -206,6 +206,10 @@ inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
 // the copy the other GEMM needs in a kernel of its own (calibration/data/h100-2026-12-06-jax-fp8). Only with framework
 // jax, precision fp8, delayed scaling and the fp8 wgrad (what flax's op runs).
 enum class Fp8Casts { transformer_engine, xla };
+// Megatron --transformer-impl: whose linear layers the model runs (Megatron mode).
+enum class TransformerImpl { transformer_engine, local };
+inline constexpr std::array<sim::EnumName<TransformerImpl>, 2> kTransformerImplNames = {
+    {{TransformerImpl::transformer_engine, "transformer_engine"}, {TransformerImpl::local, "local"}}};
 inline constexpr std::array<sim::EnumName<Fp8Casts>, 2> kFp8CastsNames = {
     {{Fp8Casts::transformer_engine, "transformer_engine"}, {Fp8Casts::xla, "xla"}}};
 
@@ -362,6 +366,12 @@ struct TrainingConfig {
   // bf16 gradient and a kernel of its own adds it into the main gradient (Megatron's DDP hook; PyTorch's
   // AccumulateGrad likewise). Ignored under framework: jax (XLA's dot writes the gradient).
   bool gradient_accumulation_fusion = true;
+  // Megatron --transformer-impl (transformer_engine, Megatron-Core's default; local: Megatron's own linears, or a plain
+  // PyTorch model's torch.nn.Linear). What it changes in racksim: whose cuBLAS call a layer's weight gradient is,
+  // Transformer Engine's (a bf16 wgrad in its NT layout: gpu.bf16_wgrad_nt_time_ratio) or PyTorch's / Megatron's
+  // fused_weight_gradient_mlp_cuda (the curve's TN). TE's other features have switches of their own (tp_comm_overlap,
+  // the fp8 recipes). Ignored under framework: jax.
+  TransformerImpl transformer_impl = TransformerImpl::transformer_engine;
   // The job's Megatron-Core names each NVTX range from its caller's frame even with profiling off (Megatron-LM from
   // 7f9f2bf750, 2025-05-16, to 158951764f, 2025-06-09, "Fix perf issues with NVTX range profiling"; @1e057005 is one):
   // each of the layer's nvtx_range_push/pop calls costs the host launch.megatron_nvtx_range (docs/decisions.md).
@@ -394,6 +404,7 @@ std::string to_string(MoeDispatcher d);
 std::string to_string(CpComm c);
 std::string to_string(Fp8Recipe r);
 std::string to_string(Fp8Casts c);
+std::string to_string(TransformerImpl i);
 std::string to_string(AdamMoments a);
 
 }  // namespace racksim::workloads

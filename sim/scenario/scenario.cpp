@@ -434,6 +434,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
     set_if(r.boolean("check_for_nan"), t.check_for_nan);
     set_if(r.boolean("gradient_accumulation_fusion"), t.gradient_accumulation_fusion);
+    set_if(r.choice("transformer_impl", kTransformerImplNames), t.transformer_impl);
     set_if(r.boolean("megatron_nvtx_lookup"), t.megatron_nvtx_lookup);
     if ((moe_node = r.get("moe"))) {
       MapReader mr(*moe_node);
@@ -707,8 +708,9 @@ Scenario parse_scenario(Node root) {
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
-    const std::array<std::pair<const char*, bool>, 5> megatron_only = {{
+    const std::array<std::pair<const char*, bool>, 6> megatron_only = {{
         {"gradient_accumulation_fusion", t.gradient_accumulation_fusion != d.gradient_accumulation_fusion},
+        {"transformer_impl", t.transformer_impl != d.transformer_impl},
         {"overlap_grad_reduce", t.overlap_grad_reduce != d.overlap_grad_reduce},
         {"overlap_param_gather", t.overlap_param_gather != d.overlap_param_gather},
         {"check_for_nan", t.check_for_nan != d.check_for_nan},
@@ -1066,6 +1068,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
   if (!t.gradient_accumulation_fusion) training["gradient_accumulation_fusion"] = false;
+  if (t.transformer_impl != TransformerImpl::transformer_engine) training["transformer_impl"] = to_string(t.transformer_impl);
   if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;
   if (!t.fused_qkv) training["fused_qkv"] = false;
   if (t.one_hot_embedding) training["one_hot_embedding"] = true;

@@ -205,13 +205,14 @@ TEST(Graph, MegatronMaterializedAttentionHasNoSeparateDs) {
 // XLA's dot writes the gradient and no GEMM is flagged. Under training.gradient_accumulation_fusion false no GEMM is
 // flagged and each wgrad is followed by its own add into the main gradient: 2 + 4 + 4 bytes per weight element. Every
 // weight-gradient GEMM, and nothing else, carries the wgrad bit (the blockwise fp8 recipe times it at its own rate).
-// Transformer Engine's wgrads (every fused one but the output layer's, Megatron's own ColumnParallelLinear) carry
-// wgrad_te_layout (gpu.bf16_wgrad_nt_time_ratio); JAX's and unfused ones do not.
+// Transformer Engine's wgrads (every one but the output layer's, Megatron's own ColumnParallelLinear, fused or not)
+// carry wgrad_te_layout (gpu.bf16_wgrad_nt_time_ratio); JAX's and those of training.transformer_impl local do not.
 TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
   const std::string base =
       "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: mixtral-8x7b}\n"
       "training: {seq_len: 4096, global_batch: 8, micro_batch: 1, parallelism: {tp: 1, ep: 8, dp: 8}, framework: ";
-  for (const char* fw : {"megatron", "jax", "megatron, gradient_accumulation_fusion: false"}) {
+  for (const char* fw : {"megatron", "jax", "megatron, gradient_accumulation_fusion: false",
+                         "megatron, transformer_impl: local"}) {
     const auto sc = sim::load_scenario_text(base + fw + "}\n", "w.yaml");
     const auto g = workloads::build_training_graph(sc.model, sc.training, sc.system.spec);
     int flagged = 0, wgrads = 0, experts = 0, adds = 0, wgrad_bits = 0, te_layout = 0, output_layer = 0;
@@ -235,7 +236,7 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
         EXPECT_FALSE(op.wgrad_te_layout) << name;
       }
       if (op.wgrad_te_layout) {
-        EXPECT_TRUE(wgrad && op.accumulate_fp32) << name;
+        EXPECT_TRUE(wgrad) << name;
       }
       if (op.wgrad) {
         EXPECT_TRUE(wgrad) << name;
@@ -257,8 +258,12 @@ TEST(Graph, MegatronWgradsAccumulateIntoFp32MainGradsJaxOnesDoNot) {
       EXPECT_EQ(te_layout, 0);
       EXPECT_EQ(flagged, 0);
       EXPECT_EQ(adds, 0);
+    } else if (std::string(fw).find("local") != std::string::npos) {
+      EXPECT_EQ(te_layout, 0);  // Megatron's own linears: the fused accumulate, not TE's GEMM
+      EXPECT_EQ(flagged, wgrads);
+      EXPECT_EQ(adds, 0);
     } else {
-      EXPECT_EQ(te_layout, 0);
+      EXPECT_EQ(te_layout, wgrads - output_layer);  // TE's NT wgrad writing bf16
       EXPECT_EQ(flagged, 0);
       EXPECT_EQ(adds, wgrads);
       EXPECT_NEAR(add_bytes, 10.0 * weight_elements, 1e-6 * add_bytes);
