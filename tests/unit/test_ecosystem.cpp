@@ -468,6 +468,35 @@ TEST(MegatronImport, QkLayernormReachesItsKey) {
   EXPECT_EQ(mla.yaml.find("qk_norm"), std::string::npos);
 }
 
+// --no-gradient-accumulation-fusion and --transformer-impl reach their keys (training.gradient_accumulation_fusion,
+// training.transformer_impl); both had been dropped as not changing the step, which they do since the wgrad's fp32
+// accumulate and Transformer Engine's wgrad layout were measured. An implementation racksim does not model is an error.
+TEST(MegatronImport, GradientAccumulationFusionAndTransformerImplReachTheirKeys) {
+  imp::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 8;
+  const std::string dense = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --vocab-size 1024 "
+                            "--seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --bf16 --swiglu\n";
+  const auto plain = load(meg(dense, opt));
+  EXPECT_TRUE(plain.training.gradient_accumulation_fusion);
+  EXPECT_EQ(plain.training.transformer_impl, racksim::workloads::TransformerImpl::transformer_engine);
+  const auto both = meg(dense + "--no-gradient-accumulation-fusion --transformer-impl local\n", opt);
+  EXPECT_FALSE(load(both).training.gradient_accumulation_fusion);
+  EXPECT_EQ(load(both).training.transformer_impl, racksim::workloads::TransformerImpl::local);
+  EXPECT_NE(both.yaml.find("transformer_impl: local"), std::string::npos) << both.yaml;
+  EXPECT_EQ(load(meg(dense + "--transformer-impl transformer_engine\n", opt)).training.transformer_impl,
+            racksim::workloads::TransformerImpl::transformer_engine);
+  try {
+    meg(dense + "--transformer-impl inference_optimized\n", opt);
+    ADD_FAILURE() << "an implementation racksim does not model was accepted";
+  } catch (const racksim::input::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--transformer-impl: unknown value 'inference_optimized'; racksim models "
+                                         "transformer_engine | local"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --no-check-for-nan-in-loss-and-grad turns Megatron's NaN checks (host waits) off: training.check_for_nan false, from
 // a script or from Megatron's printed arguments (check_for_nan_in_loss_and_grad False); without it the key is not
 // written (Megatron's default, on).

@@ -513,13 +513,13 @@ bool ignorable(const std::string& f) {
   static const std::set<std::string> exact = {
       "nproc_per_node", "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr", "master-addr",
       "master_port", "master-port", "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend",
-      "rdzv-endpoint", "standalone", "max_restarts", "use-mcore-models", "use-legacy-models", "transformer-impl",
+      "rdzv-endpoint", "standalone", "max_restarts", "use-mcore-models", "use-legacy-models",
       "mock-data", "split", "vocab-file", "merge-file", "seed", "clip-grad", "weight-decay", "min-lr", "lr",
       "optimizer", "norm-epsilon", "normalization", "apply-layernorm-1p",
       "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
       "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
       "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
-      "no-rope-fusion", "no-gradient-accumulation-fusion", "cross-entropy-fusion-impl",
+      "no-rope-fusion", "cross-entropy-fusion-impl",
       "calculate-per-token-loss", "manual-gc", "manual-gc-interval", "empty-unused-memory-level",
       "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
       "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
@@ -1204,6 +1204,19 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (nan_flag) {
       tw.line(2, "check_for_nan", nan_flag->starts_with("no-") ? "false" : "true", src(*nan_flag));
     }
+  }
+  // The weight gradient's fp32 accumulate fused into its GEMM (training.gradient_accumulation_fusion; Megatron's default),
+  // and whose linears run it (training.transformer_impl: Transformer Engine's by default, or Megatron's own).
+  if (fl.on("no-gradient-accumulation-fusion"))
+    tw.line(2, "gradient_accumulation_fusion", "false", src("no-gradient-accumulation-fusion"));
+  if (auto impl = fl.str("transformer-impl")) {
+    if (*impl != "transformer_engine" && *impl != "local") {
+      input::Diagnostics d;
+      d.error({label, fl.last["transformer-impl"].line, 1}, "--transformer-impl",
+              fmt::format("unknown value '{}'; racksim models transformer_engine | local", *impl));
+      d.throw_if_any();
+    }
+    tw.line(2, "transformer_impl", *impl, src("transformer-impl"));
   }
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
