@@ -370,6 +370,22 @@ class Builder {
               : fmt::format("training.fp8_recipe blockwise: {} gives no gpu.fp8_blockwise_rate_ratio (not measured on "
                             "this GPU): FP8 GEMMs at the per-tensor rate",
                             sys_.name));
+    if (!jax_ && t_.transformer_impl == TransformerImpl::local) {
+      // What the key changes is the weight gradient's GEMM; what else the job asks for is Transformer Engine's and is
+      // simulated as such (Megatron's local spec has none of it).
+      std::vector<std::string> te;
+      if (t_.fp8_class()) te.push_back("the fp8-class casts and GEMMs (training.precision)");
+      if (t_.tp_comm_overlap && tp_ > 1) te.push_back("userbuffers' TP overlap (training.tp_comm_overlap)");
+      if (t_.cuda_graphs) te.push_back("partial CUDA graphs (training.cuda_graphs)");
+      if (m_.moe) te.push_back("the grouped expert GEMM's host time (launch.te_grouped_gemm)");
+      std::string list;
+      for (const auto& s : te) list += (list.empty() ? "" : "; ") + s;
+      g_.notes.push_back(te.empty()
+                             ? std::string("training.transformer_impl local: weight gradients through PyTorch's or "
+                                           "Megatron's own GEMM (the shape curve's TN), not Transformer Engine's NT layout")
+                             : "training.transformer_impl local: weight gradients through PyTorch's or Megatron's own "
+                               "GEMM, but still simulated as Transformer Engine's: " + list);
+    }
     if (jax_ && m_.qk_norm)
       g_.notes.push_back("model.qk_norm under framework jax: the per-head query/key norms cost no time here (XLA "
                          "fuses them with their neighbours; not measured); their gains count as parameters");

@@ -206,12 +206,12 @@ inline constexpr std::array<sim::EnumName<Fp8Recipe>, 3> kFp8RecipeNames = {
 // the copy the other GEMM needs in a kernel of its own (calibration/data/h100-2026-12-06-jax-fp8). Only with framework
 // jax, precision fp8, delayed scaling and the fp8 wgrad (what flax's op runs).
 enum class Fp8Casts { transformer_engine, xla };
+inline constexpr std::array<sim::EnumName<Fp8Casts>, 2> kFp8CastsNames = {
+    {{Fp8Casts::transformer_engine, "transformer_engine"}, {Fp8Casts::xla, "xla"}}};
 // Megatron --transformer-impl: whose linear layers the model runs (Megatron mode).
 enum class TransformerImpl { transformer_engine, local };
 inline constexpr std::array<sim::EnumName<TransformerImpl>, 2> kTransformerImplNames = {
     {{TransformerImpl::transformer_engine, "transformer_engine"}, {TransformerImpl::local, "local"}}};
-inline constexpr std::array<sim::EnumName<Fp8Casts>, 2> kFp8CastsNames = {
-    {{Fp8Casts::transformer_engine, "transformer_engine"}, {Fp8Casts::xla, "xla"}}};
 
 struct TrainingConfig {
   // The matmuls in a low-precision format with scales (fp8, mxfp8, nvfp4), Transformer Engine's or XLA's.
@@ -367,10 +367,13 @@ struct TrainingConfig {
   // AccumulateGrad likewise). Ignored under framework: jax (XLA's dot writes the gradient).
   bool gradient_accumulation_fusion = true;
   // Megatron --transformer-impl (transformer_engine, Megatron-Core's default; local: Megatron's own linears, or a plain
-  // PyTorch model's torch.nn.Linear). What it changes in racksim: whose cuBLAS call a layer's weight gradient is,
+  // PyTorch model's torch.nn.Linear). What it changes in racksim: only whose cuBLAS call a layer's weight gradient is,
   // Transformer Engine's (a bf16 wgrad in its NT layout: gpu.bf16_wgrad_nt_time_ratio) or PyTorch's / Megatron's
-  // fused_weight_gradient_mlp_cuda (the curve's TN). TE's other features have switches of their own (tp_comm_overlap,
-  // the fp8 recipes). Ignored under framework: jax.
+  // fused_weight_gradient_mlp_cuda (the curve's TN; its fused accumulate still costs gpu.wgrad_accumulate_serial_bytes,
+  // measured through TE). Everything else stays Transformer Engine's under local too, and the report says so where the
+  // job asks for it: fp8-class casts and GEMMs, userbuffers (tp_comm_overlap), partial CUDA graphs, the grouped expert
+  // GEMM's host time, flash attention (attention: materialized is Megatron's local DotProductAttention). Ignored under
+  // framework: jax.
   TransformerImpl transformer_impl = TransformerImpl::transformer_engine;
   // The job's Megatron-Core names each NVTX range from its caller's frame even with profiling off (Megatron-LM from
   // 7f9f2bf750, 2025-05-16, to 158951764f, 2025-06-09, "Fix perf issues with NVTX range profiling"; @1e057005 is one):

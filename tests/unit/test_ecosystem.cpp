@@ -486,6 +486,28 @@ TEST(MegatronImport, GradientAccumulationFusionAndTransformerImplReachTheirKeys)
   EXPECT_NE(both.yaml.find("transformer_impl: local"), std::string::npos) << both.yaml;
   EXPECT_EQ(load(meg(dense + "--transformer-impl transformer_engine\n", opt)).training.transformer_impl,
             racksim::workloads::TransformerImpl::transformer_engine);
+  // Megatron's local spec runs its own DotProductAttention: scores materialized.
+  EXPECT_EQ(load(both).training.attention, racksim::workloads::AttentionImpl::materialized);
+  // The same from Megatron's printed arguments (default-on switches printed False).
+  const std::string log = "------------------------ arguments ------------------------\n"
+                          "  bf16 ............................................ True\n"
+                          "  fp8 ............................................. hybrid\n"
+                          "  fp8_wgrad ....................................... False\n"
+                          "  global_batch_size ............................... 8\n"
+                          "  gradient_accumulation_fusion .................... False\n"
+                          "  hidden_size ..................................... 1024\n"
+                          "  micro_batch_size ................................ 1\n"
+                          "  num_attention_heads ............................. 16\n"
+                          "  num_layers ...................................... 4\n"
+                          "  padded_vocab_size ............................... 1024\n"
+                          "  seq_length ...................................... 2048\n"
+                          "  transformer_impl ................................ local\n"
+                          "  world_size ...................................... 8\n"
+                          "-------------------- end of arguments ---------------------\n";
+  const auto logged = load(meg(log, opt));
+  EXPECT_FALSE(logged.training.gradient_accumulation_fusion);
+  EXPECT_FALSE(logged.training.fp8_wgrad);
+  EXPECT_EQ(logged.training.transformer_impl, racksim::workloads::TransformerImpl::local);
   try {
     meg(dense + "--transformer-impl inference_optimized\n", opt);
     ADD_FAILURE() << "an implementation racksim does not model was accepted";
@@ -493,6 +515,33 @@ TEST(MegatronImport, GradientAccumulationFusionAndTransformerImplReachTheirKeys)
     EXPECT_NE(std::string(e.what()).find("--transformer-impl: unknown value 'inference_optimized'; racksim models "
                                          "transformer_engine | local"),
               std::string::npos)
+        << e.what();
+  }
+}
+
+// --cp-comm-type reaches training.cp_comm (it had been dropped as not changing the step; the three exchanges differ
+// by about 10% on a CP 2 layer): p2p, a2a, allgather (all_gather); one type per layer is modelled as the first with a
+// warning; a2a+p2p (hierarchical) is an error.
+TEST(MegatronImport, CpCommTypeReachesItsKey) {
+  imp::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 8;
+  const std::string cp = "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --vocab-size 1024 "
+                         "--seq-length 8192 --micro-batch-size 1 --global-batch-size 8 --bf16 --swiglu "
+                         "--tensor-model-parallel-size 2 --context-parallel-size 2 ";
+  using racksim::workloads::CpComm;
+  EXPECT_EQ(load(meg(cp + "\n", opt)).training.cp_comm, CpComm::p2p);
+  EXPECT_EQ(load(meg(cp + "--cp-comm-type a2a\n", opt)).training.cp_comm, CpComm::a2a);
+  EXPECT_EQ(load(meg(cp + "--cp-comm-type allgather\n", opt)).training.cp_comm, CpComm::all_gather);
+  const auto per_layer = meg(cp + "--cp-comm-type a2a p2p a2a p2p\n", opt);
+  EXPECT_EQ(load(per_layer).training.cp_comm, CpComm::a2a);
+  ASSERT_FALSE(per_layer.warnings.empty());
+  EXPECT_NE(per_layer.warnings.back().find("one type per layer; modelled as a2a"), std::string::npos);
+  try {
+    meg(cp + "--cp-comm-type a2a+p2p\n", opt);
+    ADD_FAILURE() << "the hierarchical exchange was accepted";
+  } catch (const racksim::input::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("racksim models p2p | a2a | allgather (not a2a+p2p"), std::string::npos)
         << e.what();
   }
 }

@@ -304,7 +304,8 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
     a.flag = flag;
     // Flags that take several values (argparse nargs='*' / '+').
     static const std::set<std::string> multi = {"recompute-modules", "data-path", "train-data-path", "valid-data-path",
-                                                "test-data-path", "cuda-graph-scope", "cuda-graph-modules", "offload-modules"};
+                                                "test-data-path", "cuda-graph-scope", "cuda-graph-modules", "offload-modules",
+                                                "cp-comm-type"};
     if (!a.value && !switches().count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 &&
         !ops.count(t[i + 1])) {
       a.value = t[i + 1];
@@ -344,10 +345,14 @@ Extracted extract(const std::string& text) {
       const std::string value = trim(line.substr(v));
       if (name.empty()) continue;
       if (name == "world_size") ex.world_size = std::atoi(value.c_str());
-      if (name == "check_for_nan_in_loss_and_grad" && value == "False") {
-        // A default-on switch printed off: the flag that turns it off.
+      // A default-on switch printed off: the flag that turns it off.
+      static const std::map<std::string, std::string> off_switch = {
+          {"check_for_nan_in_loss_and_grad", "no-check-for-nan-in-loss-and-grad"},
+          {"gradient_accumulation_fusion", "no-gradient-accumulation-fusion"},
+          {"fp8_wgrad", "no-fp8-wgrad"}};
+      if (auto off = off_switch.find(name); off != off_switch.end() && value == "False") {
         Arg a;
-        a.flag = "no-check-for-nan-in-loss-and-grad";
+        a.flag = off->second;
         a.line = lineno;
         ex.args.push_back(a);
         continue;
@@ -534,7 +539,7 @@ bool ignorable(const std::string& f) {
       "no-persist-layer-norm", "defer-embedding-wgrad-compute", "async-save", "auto-detect-ckpt-format",
       "no-async-tensor-model-parallel-allreduce",
       "exit-on-missing-checkpoint", "decoupled-weight-decay", "untie-embeddings-and-output-weights-placeholder",
-      "cp-comm-type", "ddp-bucket-size", "ddp-average-in-collective", "timing-log-level", "timing-log-option",
+      "ddp-bucket-size", "ddp-average-in-collective", "timing-log-level", "timing-log-option",
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
       "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
   };
@@ -1129,6 +1134,10 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   // attention implementation
   std::string attention = "flash", attn_src = "Megatron with Transformer Engine: fused (flash) attention";
+  if (fl.has("transformer-impl") && fl.str("transformer-impl").value_or("") == "local") {
+    attention = "materialized";  // Megatron-Core's local spec: its own DotProductAttention, unfused
+    attn_src = src("transformer-impl") + ": Megatron's own DotProductAttention (scores materialized)";
+  }
   if (auto b = fl.str("attention-backend")) {
     attn_src = src("attention-backend");
     if (*b == "unfused" || *b == "local") attention = "materialized";
@@ -1209,6 +1218,25 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // and whose linears run it (training.transformer_impl: Transformer Engine's by default, or Megatron's own).
   if (fl.on("no-gradient-accumulation-fusion"))
     tw.line(2, "gradient_accumulation_fusion", "false", src("no-gradient-accumulation-fusion"));
+  // Context parallelism's exchange (training.cp_comm): Megatron's --cp-comm-type, one type or one per layer.
+  if (auto types = fl.str("cp-comm-type")) {
+    std::istringstream words(*types);
+    std::vector<std::string> each;
+    for (std::string w; words >> w;) each.push_back(w);
+    static const std::map<std::string, std::string> as_key = {{"p2p", "p2p"}, {"a2a", "a2a"}, {"allgather", "all_gather"}};
+    const auto key = each.empty() ? as_key.end() : as_key.find(each.front());
+    if (key == as_key.end()) {
+      input::Diagnostics d;
+      d.error({label, fl.last["cp-comm-type"].line, 1}, "--cp-comm-type",
+              fmt::format("'{}': racksim models p2p | a2a | allgather (not a2a+p2p, the hierarchical exchange)",
+                          each.empty() ? *types : each.front()));
+      d.throw_if_any();
+    }
+    if (std::any_of(each.begin(), each.end(), [&](const std::string& w) { return w != each.front(); }))
+      out.warnings.push_back(fmt::format("--cp-comm-type {}: one type per layer; modelled as {} on every layer", *types,
+                                         each.front()));
+    tw.line(2, "cp_comm", key->second, src("cp-comm-type"));
+  }
   if (auto impl = fl.str("transformer-impl")) {
     if (*impl != "transformer_engine" && *impl != "local") {
       input::Diagnostics d;
