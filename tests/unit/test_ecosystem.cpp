@@ -537,6 +537,21 @@ TEST(MegatronImport, CpCommTypeReachesItsKey) {
   expect_refused(cp + "--cp-comm-type a2a+p2p\n", opt, "racksim models p2p | a2a | allgather (not a2a+p2p");
 }
 
+// Options racksim runs one way only are said, not dropped: --moe-shared-expert-overlap and a cross-entropy
+// implementation other than native had been ignored as not changing the step.
+TEST(MegatronImport, OptionsRunOneWayAreSaid) {
+  const auto r = meg(kSmallDense + "--seq-length 2048 --cross-entropy-loss-fusion --cross-entropy-fusion-impl te "
+                                   "--moe-shared-expert-overlap\n",
+                     h100s(8));
+  std::string all;
+  for (const auto& w : r.warnings) all += w + "\n";
+  EXPECT_NE(all.find("--moe-shared-expert-overlap: not modelled"), std::string::npos) << all;
+  EXPECT_NE(all.find("--cross-entropy-fusion-impl te: modelled as native"), std::string::npos) << all;
+  EXPECT_EQ(all.find("ignored"), std::string::npos) << all;
+  const auto native = meg(kSmallDense + "--seq-length 2048 --cross-entropy-fusion-impl native\n", h100s(8));
+  for (const auto& w : native.warnings) EXPECT_EQ(w.find("cross-entropy-fusion-impl"), std::string::npos) << w;
+}
+
 // --no-check-for-nan-in-loss-and-grad turns Megatron's NaN checks (host waits) off: training.check_for_nan false, from
 // a script or from Megatron's printed arguments (check_for_nan_in_loss_and_grad False); without it the key is not
 // written (Megatron's default, on).

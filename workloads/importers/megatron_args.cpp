@@ -524,14 +524,14 @@ bool ignorable(const std::string& f) {
       "disable-bias-linear", "add-bias-linear", "add-qkv-bias", "position-embedding-type",
       "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
       "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
-      "no-rope-fusion", "cross-entropy-fusion-impl",
+      "no-rope-fusion",
       "calculate-per-token-loss", "manual-gc", "manual-gc-interval", "empty-unused-memory-level",
       "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
       "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
       "moe-router-topk-scaling-factor", "moe-router-enable-expert-bias", "moe-router-bias-update-rate",
       "moe-router-dtype", "moe-router-pre-softmax", "moe-grouped-gemm", "moe-token-drop-policy",
       "moe-input-jitter-eps", "moe-per-layer-logging", "moe-use-legacy-grouped-gemm",
-      "moe-shared-expert-overlap", "moe-use-upcycling", "use-flash-attn", "fp8-margin",
+      "moe-use-upcycling", "use-flash-attn", "fp8-margin",
       "fp8-interval", "num-workers", "train-iters", "train-samples", "exit-interval", "exit-duration-in-mins",
       "use-checkpoint-args", "no-load-optim", "no-load-rng", "no-save-optim", "no-save-rng", "finetune",
       "rotary-base", "rotary-percent", "rotary-seq-len-interpolation-factor", "rotary-scaling-factor", "mscale",
@@ -1218,6 +1218,13 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // and whose linears run it (training.transformer_impl: Transformer Engine's by default, or Megatron's own).
   if (fl.on("no-gradient-accumulation-fusion"))
     tw.line(2, "gradient_accumulation_fusion", "false", src("no-gradient-accumulation-fusion"));
+  // Megatron options racksim runs one way only: said, not dropped.
+  if (fl.on("moe-shared-expert-overlap"))
+    out.warnings.push_back("--moe-shared-expert-overlap: not modelled; the shared experts run on the compute stream "
+                           "before the router (Megatron-Core without the flag), not beside the token exchange");
+  if (auto impl = fl.str("cross-entropy-fusion-impl"); impl && *impl != "native")
+    out.warnings.push_back(fmt::format("--cross-entropy-fusion-impl {}: modelled as native (Megatron's fused cross "
+                                       "entropy in its own kernels)", *impl));
   // Context parallelism's exchange (training.cp_comm): Megatron's --cp-comm-type, one type or one per layer.
   if (auto types = fl.str("cp-comm-type")) {
     std::istringstream words(*types);
