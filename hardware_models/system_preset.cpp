@@ -103,6 +103,16 @@ std::optional<std::string> gemm_shape(const std::string& shape) {
   return fmt::format("{}x{}x{}", dims[0], dims[1], dims[2]);
 }
 
+// A problem with a key of a preset table whose keys are data (gpu.sustained_gemm's shapes, gpu.bf16_wgrad_nt_time_ratio's
+// token counts): at the key where the file has it; a key set by system.overrides or --set reports where it was set.
+void key_error(const Node& table, const YAML::Node& key, const Node& row, const std::string& msg) {
+  const YAML::Mark m = key.Mark();
+  if (row.file() != table.file() || m.line < 0)
+    row.error(msg);
+  else
+    table.diag().error({table.file(), m.line + 1, m.column + 1}, row.path(), msg);
+}
+
 // gpu.sustained_gemm: {source: tag, <dtype>: {MxNxK: rate, ...}}. The shapes are map keys, so each is
 // checked here (MapReader checks declared keys only): three positive integers joined by 'x', each shape
 // once, and a rate no higher than the dtype's dense peak. A key's problem is reported at the key.
@@ -121,27 +131,19 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
     for (auto it = table->yaml().begin(); it != table->yaml().end(); ++it) {
       const YAML::Node key = it->first;  // a handle: `it->` returns a proxy that dies with the statement
       const Node key_node(key, table->file(), table->path(), table->internal_path(), table->context());
-      // At the key where the file has it; a key set by system.overrides or --set reports where it was set.
-      auto key_error = [&](const Node& row, const std::string& msg) {
-        const YAML::Mark m = key.Mark();
-        if (row.file() != table->file() || m.line < 0)
-          row.error(msg);
-        else
-          table->diag().error({table->file(), m.line + 1, m.column + 1}, row.path(), msg);
-      };
       if (!key.IsScalar()) {
-        key_error(*table, fmt::format("expected MxNxK shapes as keys, got {}", key_node.describe()));
+        key_error(*table, key, *table, fmt::format("expected MxNxK shapes as keys, got {}", key_node.describe()));
         continue;
       }
       const std::string written = key.Scalar();
       const Node row = table->child(written);
       const auto shape = gemm_shape(written);
       if (!shape) {
-        key_error(row, fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", written));
+        key_error(*table, key, row, fmt::format("'{}' is not a GEMM shape: write MxNxK with positive integers, e.g. 8192x8192x8192", written));
         continue;
       }
       if (const auto [first, fresh] = seen.emplace(*shape, written); !fresh) {
-        key_error(row, first->second == written
+        key_error(*table, key, row, first->second == written
                            ? fmt::format("duplicate shape '{}': give each shape once", written)
                            : fmt::format("shape '{}' is '{}' again: give each shape once", written, first->second));
         continue;
@@ -174,41 +176,28 @@ void read_bf16_wgrad_nt_time_ratio(const Node& n, GpuSpec& gpu) {
     if (auto v = n.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio = {{1.0, *v}};
     return;
   }
-  if (n.yaml().IsNull()) {
-    n.error("expected a mapping of tokens -> time ratio (e.g. {4096: 0.93}) or one number, got null");
-    return;
-  }
   if (!n.yaml().IsMap() || n.yaml().size() == 0) {
     n.error(fmt::format("expected a mapping of tokens -> time ratio (e.g. {{4096: 0.93}}) or one number, got {}",
-                        n.describe()));
+                        n.yaml().IsNull() ? "null" : n.describe()));
     return;
   }
-  std::map<double, std::string> seen;  // tokens -> as first written (two spellings of one count cannot both pass)
+  std::vector<std::string> seen;  // keys as written: a count has one spelling (below), so a repeat is a duplicate key
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     const YAML::Node key = it->first;  // a handle: `it->` returns a proxy that dies with the statement
+    if (!input::key_is_new(n, key, seen)) continue;
     const std::string written = key.IsScalar() ? key.Scalar() : std::string();
-    const Node row = n.child(written);
+    const Node row = key.IsScalar() ? n.child(written) : n;
     // A whole number as written (no sign, leading zero, exponent or space): the key an override's dotted path names.
     long long count = 0;
     const auto [end, ec] = std::from_chars(written.data(), written.data() + written.size(), count);
     if (written.empty() || ec != std::errc() || end != written.data() + written.size() || count < 1 ||
         count > 1000000000 || written.front() == '0') {
-      const std::string msg = fmt::format("'{}' is not a token count: write whole numbers of tokens as keys, e.g. 4096",
-                                          key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list"));
-      // At the key where the file has it; a key set by system.overrides or --set reports where it was set.
-      const YAML::Mark m = key.Mark();
-      if (row.file() != n.file() || m.line < 0)
-        row.error(msg);
-      else
-        n.diag().error({n.file(), m.line + 1, m.column + 1}, n.path(), msg);
+      key_error(n, key, row,
+                fmt::format("'{}' is not a token count: write whole numbers of tokens as keys, e.g. 4096",
+                            key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list")));
       continue;
     }
-    const auto tokens = static_cast<double>(count);
-    if (const auto [first, fresh] = seen.emplace(tokens, written); !fresh) {
-      row.error(fmt::format("tokens '{}' given twice (as '{}' first): give each once", written, first->second));
-      continue;
-    }
-    if (auto v = row.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio.emplace_back(tokens, *v);
+    if (auto v = row.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio.emplace_back(static_cast<double>(count), *v);
   }
   std::sort(gpu.bf16_wgrad_nt_time_ratio.begin(), gpu.bf16_wgrad_nt_time_ratio.end());
 }

@@ -43,6 +43,12 @@ std::shared_ptr<const hw::Calibration> committed() {
 
 hw::SystemSpec preset(const std::string& name) { return racksim::testing::shipped_preset(name); }
 
+// The median of `v` (the mean of the middle two for an even count).
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 // A tensor-core GEMM of `batch` x (m x n x k) in dtype d, as the replay hands it to hw::kernel_timing.
 hw::KernelWork gemm_work(sim::Dtype d, double m, double n, double k, int batch = 1) {
   hw::KernelWork w;
@@ -469,9 +475,7 @@ TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
       }
     }
     ASSERT_GT(ratios.size(), 300u);
-    std::sort(ratios.begin(), ratios.end());
-    const double median = ratios.size() % 2 ? ratios[ratios.size() / 2]
-                                            : 0.5 * (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]);
+    const double median = median_of(ratios);
     std::printf("  blockwise fp8 wgrad rate / per-tensor: measured median %.3f over %zu points, preset %.3f\n", median,
                 ratios.size(), sys.gpu.fp8_blockwise_wgrad_rate_ratio);
     EXPECT_NEAR(sys.gpu.fp8_blockwise_wgrad_rate_ratio, median, 0.005);
@@ -530,14 +534,10 @@ TEST(CalibGemm, Bf16WgradInTransformerEngineLayoutAgainstItsMeasurement) {
       }
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   for (const auto& [tokens, ratio] : sys.gpu.bf16_wgrad_nt_time_ratio) {
     ASSERT_TRUE(layout.count(tokens)) << tokens;
     EXPECT_GE(layout[tokens].size(), 130u) << tokens;
-    const double measured = median(layout[tokens]), model_whole = median(whole[tokens]);
+    const double measured = median_of(layout[tokens]), model_whole = median_of(whole[tokens]);
     std::printf("  bf16 wgrad, %5.0f tokens: NT / TN measured %.4f, preset %.3f; TE's wgrad measured / model %.3f\n", tokens,
                 measured, ratio, model_whole);
     EXPECT_NEAR(ratio, measured, 0.003) << tokens;
