@@ -85,6 +85,8 @@ Precision precision_of(const TrainingConfig& t) {
 constexpr double kXlaRowElementsPerThread = 64;
 // A scanned layer's bf16 weights in the forward loop's stack (no remat policy): its tensor's name and kept key.
 constexpr std::string_view kStackedWeights = "weights.cast.stacked";
+// An unrolled layer's fp32 weights sliced out of their stacks under a remat policy: its tensor's name and kept key.
+constexpr std::string_view kSlicedWeights = "weights.slice";
 
 // Dropout's random draw per element and direction, in vector-fp32 operations (the engine times them at the
 // GPU's FP32 rate): 1.62 ps per causal attention-score element forward + backward on the H200, the mean of
@@ -1427,7 +1429,10 @@ class Builder {
   void pack_into_outputs() {
     const double f32 = 4, L = static_cast<double>(m_.layers);
     std::vector<double> leaves = {static_cast<double>(m_.vocab) * h_ * f32 / tp_};
-    for (double x : dense_layer_weight_arrays()) leaves.push_back(L * x * f32);  // stacked over the layers
+    for (double x : dense_layer_weight_arrays()) {
+      if (t_.layer_params_stacked()) leaves.push_back(L * x * f32);  // stacked over the layers
+      else leaves.insert(leaves.end(), static_cast<std::size_t>(m_.layers), x * f32);  // one array per layer
+    }
     if (!m_.tied_embeddings) leaves.push_back(static_cast<double>(m_.vocab) * h_ * f32 / tp_);
     std::vector<std::pair<double, std::vector<std::pair<std::size_t, std::size_t>>>> outs;  // size, placed intervals
     // The moments are sharded like the optimizer state (1/dp of each array under zero1/2, fsdp).
@@ -1509,7 +1514,7 @@ class Builder {
     // The weights' bf16 stack is one buffer per weight array (m1_none_cudnn's forward loop: bf16 [L, D, 3D],
     // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains'
     // share (2 D of the layer's weights) is left in with the others. (Packing runs for dense, non-MLA models only.)
-    if (is(std::string(kStackedWeights))) {
+    if (is(std::string(kStackedWeights)) || is(std::string(kSlicedWeights))) {
       std::vector<double> arrays = dense_layer_weight_arrays();
       const double sum = std::accumulate(arrays.begin(), arrays.end(), 0.0);
       for (double& x : arrays) x /= sum;
@@ -3584,6 +3589,19 @@ class Builder {
         st.kept.set(kStackedWeights, stacked);
       }
     }
+    // Unrolled over stacked weights under a remat policy, the checkpointed layer's inputs are residuals of its
+    // backward, its fp32 weights among them: XLA slices each weight array of the layer out of its [L, ...] stack
+    // into a buffer of its own in the forward (a loop fusion per array: read 4 B, write 4 B per weight) and keeps
+    // it until the layer's backward has cast it again (l7b16_b2_mflash: wrapped_slice.2-.6 into remat2's operands,
+    // 808 MB a layer; calibration/data/h200-2026-12-04-llama7b). Per-layer arrays (MaxText unscanned) and a step
+    // without a policy (the slice fused into the forward's cast) have no such copy.
+    if (slices_stacked_layer_weights()) {
+      const double w = cast_weight_count(l);
+      vector(kSlicedWeights, w * 8, 0);
+      const TensorId sliced = temp(kSlicedWeights, w * 4);
+      g_.ops[last()].allocs.push_back(sliced);
+      st.kept.set(kSlicedWeights, sliced);
+    }
     const Step* pending_offload = nullptr;  // Megatron: an activation offloaded once its reader has run,
     TensorId pending_tensor = 0;            // its tensor,
     OpId pending_from = kNoOp;              // and the op that produced it
@@ -3669,6 +3687,9 @@ class Builder {
   // [L, ...] bf16 outputs of the forward while loop) and the backward slices them out (fusion-start dynamic
   // slices of the five weights, scan.stack_slice).
   bool stacks_cast_weights() const { return scanned_forward_weight_cast() && t_.recompute.mode == RecomputeMode::none; }
+  bool slices_stacked_layer_weights() const {
+    return jax_ && !t_.scan_layers && t_.layer_params_stacked() && t_.recompute.mode != RecomputeMode::none;
+  }
   OpId last_compute() const {
     for (OpId i = last(); i > 0; --i)
       if (g_.ops[i].stream == StreamKind::compute) return i;
@@ -4117,6 +4138,11 @@ class Builder {
       if (t_.scan_layers) {
         recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
         g_.ops[last()].allocs.push_back(*recast_weights);
+      }
+      // The cast was the fp32 slice's last reader.
+      if (const TensorId* sliced = by_step.find(kSlicedWeights)) {
+        g_.ops[last()].frees.push_back(*sliced);
+        by_step.erase(kSlicedWeights);
       }
     }
     const Step* before_step = nullptr;  // the step whose output this one reads

@@ -280,6 +280,13 @@ struct TrainingConfig {
   }
   bool donate_state = true;         // jax: optimizer state updated in place (buffer donation)
   bool scan_layers = true;          // jax: layers under lax.scan (stacked residuals) or unrolled
+  // jax: each layer weight one array stacked over the layers ([L, ...]: lax.scan needs it, and a Python loop over one
+  // stacked tree has it) or one array per layer (MaxText's scan_layers: false, a layers_N subtree each; flax or equinox
+  // modules listed per layer). Unset: stacked when scanned, one per layer when unrolled. Unrolled under a remat policy a
+  // stacked layer's weights are sliced into buffers of their own, the checkpointed function's inputs, kept until its
+  // backward (docs/decisions.md, "XLA slices an unrolled layer's stacked weights"). Megatron mode ignores it.
+  std::optional<bool> stacked_layer_params;
+  bool layer_params_stacked() const { return stacked_layer_params.value_or(scan_layers); }
   // jax: Q, K and V projected by one fused weight, so XLA joins their gradients into its layout for the dgrad and the
   // wgrad (two copies per layer; the compiled H200 programs, Praxis's combined QKV projection, MaxText fused_qkv: true);
   // false: three projections (MaxText's default), no join (compiled on the H200 with a fused attention kernel:

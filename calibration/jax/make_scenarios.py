@@ -93,7 +93,7 @@ training:
   donate_state: {'true' if row.get('donate', False) else 'false'}
   scan_layers: {'true' if row.get('scan', True) else 'false'}
   cuda_graphs: true
-""" + ("  fused_qkv: false               # three q/k/v projections (train_step.py --split-qkv)\n" if row.get("split_qkv") else "") + (f"  xla_client_mem_fraction: {row['xla_python_client_mem_fraction']}   # the run's XLA_PYTHON_CLIENT_MEM_FRACTION\n"
+""" + ("" if row.get("scan", True) else "  stacked_layer_params: true     # train_step.py loops over one stacked tree (p['layers'][w][i])\n") + ("  fused_qkv: false               # three q/k/v projections (train_step.py --split-qkv)\n" if row.get("split_qkv") else "") + (f"  xla_client_mem_fraction: {row['xla_python_client_mem_fraction']}   # the run's XLA_PYTHON_CLIENT_MEM_FRACTION\n"
        if row.get("xla_python_client_mem_fraction") else "")
 
 

@@ -386,6 +386,7 @@ Scenario parse_scenario(Node root) {
       t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     set_if(r.boolean("fused_qkv"), t.fused_qkv);
+    if (auto v = r.boolean("stacked_layer_params")) t.stacked_layer_params = *v;
     set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
     set_if(r.boolean("logits_fp32"), t.logits_fp32);
     if (auto f = r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction,
@@ -698,10 +699,11 @@ Scenario parse_scenario(Node root) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
     // overlap switches), and its scenario run again must not grow notes.
     const TrainingConfig d{};
-    const std::array<std::pair<const char*, bool>, 8> jax_only = {{
+    const std::array<std::pair<const char*, bool>, 9> jax_only = {{
         {"donate_state", t.donate_state != d.donate_state},
         {"scan_layers", t.scan_layers != d.scan_layers},
         {"fused_qkv", t.fused_qkv != d.fused_qkv},
+        {"stacked_layer_params", t.stacked_layer_params.has_value()},
         {"one_hot_embedding", t.one_hot_embedding != d.one_hot_embedding},
         {"logits_fp32", t.logits_fp32 != d.logits_fp32},
         {"xla_client_mem_fraction", t.xla_client_mem_fraction.has_value()},
@@ -724,6 +726,10 @@ Scenario parse_scenario(Node root) {
     if (t.framework == Framework::jax) note_given(megatron_only);
     else note_given(jax_only);
   }
+  if (t.framework == Framework::jax && t.scan_layers && !t.layer_params_stacked())
+    tn->child("stacked_layer_params")
+        .error("false is one array per layer (MaxText's scan_layers: false); lax.scan runs over arrays stacked over "
+               "the layers: set scan_layers: false, or drop stacked_layer_params");
   if (t.fp8_param_gather) {
     const Node at = tn->child("fp8_param_gather");
     if (t.framework == Framework::jax)
@@ -1071,6 +1077,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.transformer_impl != TransformerImpl::transformer_engine) training["transformer_impl"] = to_string(t.transformer_impl);
   if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;
   if (!t.fused_qkv) training["fused_qkv"] = false;
+  if (t.stacked_layer_params) training["stacked_layer_params"] = *t.stacked_layer_params;
   if (t.one_hot_embedding) training["one_hot_embedding"] = true;
   if (t.logits_fp32) training["logits_fp32"] = true;
   if (t.xla_client_mem_fraction) training["xla_client_mem_fraction"] = *t.xla_client_mem_fraction;

@@ -74,29 +74,23 @@ TEST(HloReplay, ValidationSuiteWithinTenPercent) {
 }
 
 // The same JAX programs measured on an H100 (80 GB HBM3; calibration/data/h100-2026-12-05-jax-steps): the Hopper of
-// the at-scale JAX rows, at the H200's calibration carried by the transfer rule. Every step time within 10%, replayed
-// from its HLO and built from its scenario (Llama 2 7B's layer at the MaxText rows' shape: scenario -2.1%, replay
-// +0.5%), so the JAX rows' misses at scale are not the H100's kernels. Since 2026-12-06 also Llama 3 8B's layer in FP8
-// as MaxText's fp8_gpu runs it (flax's direct FP8 dot) and in bf16 (calibration/data/h100-2026-12-06-jax-fp8): FP8
-// scenario -4.1% (with XLA's FP8 transposes), replay -3.1%; bf16 -2.2% and -0.3%. The misses are the scenario builder's
-// memory of three unrolled steps (the batch-2 Llama 2 step -11%, as on the H200, and both Llama 3 steps -13%), which
-// the replays match: train_step.py slices each layer's fp32 weights out of stacked arrays and XLA keeps the slices (or
-// their transposes) for the backward, where MaxText's unrolled programs hold one array per layer; pinned by name.
+// the at-scale JAX rows, at the H200's calibration carried by the transfer rule. Every step time and peak within 10%,
+// replayed from its HLO and built from its scenario (Llama 2 7B's layer at the MaxText rows' shape: scenario -0.6/-0.7%,
+// replay +0.5/+0.9%), so the JAX rows' misses at scale are not the H100's kernels. Since 2026-12-06 also Llama 3 8B's
+// layer in FP8 as MaxText's fp8_gpu runs it (flax's direct FP8 dot) and in bf16 (calibration/data/h100-2026-12-06-jax-fp8):
+// FP8 scenario -3.3%, replay -3.1%; bf16 -1.6% and -0.3%. The scenario builder's memory of the three unrolled steps that
+// missed by 11-13% (-0.6..+4.2% now) took the slices of each layer's fp32 weights out of train_step.py's stacked arrays,
+// which XLA keeps for the checkpointed layer's backward (2026-12-07; docs/decisions.md, "XLA slices an unrolled layer's
+// stacked weights").
 TEST(HloReplay, H100JaxStepsWithinTenPercent) {
   const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/h100.yaml", "--json"});
-  ASSERT_EQ(r.code, 4) << r.out << r.err;
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
   const json rows = json::parse(r.out);
   ASSERT_EQ(rows.size(), 32u);
-  std::vector<std::string> failed;
   for (const auto& row : rows) {
-    if (row["field"] == "step_time_s") {
-      EXPECT_LT(std::abs(row["error"].get<double>()), 0.10) << row["case"];
-    }
-    if (!row["pass"].get<bool>()) failed.push_back(row["case"].get<std::string>() + " " + row["field"].get<std::string>());
+    EXPECT_LT(std::abs(row["error"].get<double>()), 0.10) << row["case"] << " " << row["field"];
+    EXPECT_TRUE(row["pass"].get<bool>()) << row["case"] << " " << row["field"];
   }
-  EXPECT_EQ(failed, (std::vector<std::string>{"ours l7b8_b2_mflash peak_memory_bytes",
-                                              "ours l3_8b_l8_b4_fp8 peak_memory_bytes",
-                                              "ours l3_8b_l8_b4_bf16 peak_memory_bytes"}));
 }
 
 // Two-GPU steps (one process, data parallel and sharded parameters over NVLink), replayed from their SPMD

@@ -245,6 +245,8 @@ TEST(MaxTextImport, RematQuantizationAndOptions) {
   EXPECT_TRUE(sc.training.offload_optimizer);
   EXPECT_EQ(sc.training.attention, workloads::AttentionImpl::materialized);
   EXPECT_FALSE(sc.training.scan_layers);
+  EXPECT_EQ(sc.training.stacked_layer_params, false);  // unscanned: one parameter subtree per layer (layers_N), said
+  EXPECT_FALSE(load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8"})).training.stacked_layer_params);
   // remat_policy full (base.yml's default) and none (MaxText still wraps layers in nn.remat): full.
   EXPECT_EQ(load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8"})).training.recompute.mode,
             workloads::RecomputeMode::full);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/run/run.h"
+#include "scenario_text_util.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 
@@ -384,4 +385,66 @@ TEST(XlaAttention, OffloadCopiesOnTheComputeStreamAreExposedOffload) {
   }
   ASSERT_GT(copies, 0.3);
   EXPECT_NEAR(r.replay.breakdown.exposed_offload_s, copies, 1e-9);
+}
+
+// Unrolled over weights stacked over the layers ([L, ...], a Python loop over one stacked tree), under a remat
+// policy: the checkpointed layer's inputs are its backward's residuals, so XLA slices each of the layer's fp32 weight
+// arrays out of its stack into a buffer of its own in the forward (l7b16_b2_mflash: wrapped_slice.2-.6 into remat2's
+// operands) and keeps it until the backward's cast. Read 4 B and write 4 B per weight; held 4 B per weight from the
+// layer's forward to its backward, so a step's peak grows by L x the layer's weights x 4 B. Not scanned (lax.scan
+// reads the stack in place), not without a policy (the slice fuses into the forward's cast), not with one array per
+// layer (MaxText's scan_layers: false).
+TEST(XlaAttention, UnrolledStackedWeightsAreSlicedForTheCheckpointedLayer) {
+  const double F = 2048, weights = 4 * D * D + 3 * D * F + 2 * D;
+  const auto sliced = jax_text_graph("recompute: save_dots, attention: materialized, scan_layers: false, "
+                                     "stacked_layer_params: true");
+  const auto k = kernels(sliced);
+  EXPECT_EQ(k.at("forward.weights.slice").count, L);
+  EXPECT_DOUBLE_EQ(k.at("forward.weights.slice").bytes, L * weights * 8);
+  double held = 0;
+  for (std::size_t t = 0; t < sliced.tensors.size(); ++t)
+    if (sliced.tensor_name(static_cast<TensorId>(t)).ends_with("weights.slice")) held += sliced.tensors[t].bytes;
+  EXPECT_DOUBLE_EQ(held, L * weights * 4);
+  // The slice dies at the backward's cast, its last reader.
+  int freed = 0;
+  for (std::size_t i = 0; i < sliced.ops.size(); ++i)
+    for (TensorId t : sliced.ops[i].frees) {
+      if (!sliced.tensor_name(t).ends_with("weights.slice")) continue;
+      ++freed;
+      EXPECT_TRUE(sliced.op_name(static_cast<OpId>(i)).ends_with("weights.cast")) << sliced.op_name(static_cast<OpId>(i));
+    }
+  EXPECT_EQ(freed, L);
+  EXPECT_EQ(k_count(kernels(jax_graph(8, true, "save_dots")), "weights.slice"), 0);
+  EXPECT_EQ(k_count(kernels(jax_text_graph("recompute: none, scan_layers: false, stacked_layer_params: true")),
+                    "weights.slice"), 0);
+  // Unrolled, one array per layer unless the scenario says the layers are stacked.
+  const std::string unrolled = "recompute: full, scan_layers: false, attention: flash";
+  EXPECT_EQ(k_count(kernels(jax_text_graph(unrolled)), "weights.slice"), 0);
+  EXPECT_EQ(k_count(kernels(jax_text_graph(unrolled + ", stacked_layer_params: false")), "weights.slice"), 0);
+  // In the step (donated state: nothing packed into outputs) the peak lies in the last layer's backward, after the
+  // cast freed its own slice: the peak with the slices is the one without plus the other L - 1 layers'.
+  const double with =
+      sim::simulate(jax_text_scenario(unrolled + ", stacked_layer_params: true")).report["peak_memory_bytes"].get<double>();
+  const double without = sim::simulate(jax_text_scenario(unrolled)).report["peak_memory_bytes"].get<double>();
+  EXPECT_NEAR(with - without, (L - 1) * weights * 4, 1e-6 * with);
+}
+
+// lax.scan runs over stacked arrays: one array per layer under scan is an input error at the key (scan_layers' default).
+TEST(XlaAttention, PerLayerParametersCannotBeScanned) {
+  const std::string yaml =
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax,\n"
+      "           stacked_layer_params: false}\n";
+  const std::string err = racksim::testing::scenario_error_text(yaml, "p.yaml");
+  EXPECT_NE(err.find("p.yaml:4:34: error: training.stacked_layer_params: false is one array per layer"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("lax.scan runs over arrays stacked over the layers"), std::string::npos) << err;
+  // Megatron mode ignores the key (a note), and so it loads.
+  EXPECT_EQ(racksim::testing::scenario_error_text(
+                "system: {preset: h200-sxm, gpus: 1}\n"
+                "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+                "training: {seq_len: 512, global_batch: 2, micro_batch: 2, stacked_layer_params: false}\n",
+                "m.yaml"),
+            "");
 }

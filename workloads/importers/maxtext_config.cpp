@@ -829,7 +829,12 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     }
     tw.line(2, "cp_comm", cc, c.src("context_parallel_strategy"));
   }
-  tw.line(2, "scan_layers", c.boolean("scan_layers", true) ? "true" : "false", c.src("scan_layers"));
+  const bool scanned = c.boolean("scan_layers", true);
+  tw.line(2, "scan_layers", scanned ? "true" : "false", c.src("scan_layers"));
+  // Unscanned, MaxText's decoder builds one block per layer (layers_0, layers_1, ...): one parameter array per layer,
+  // none stacked, so XLA has no slice to copy for a checkpointed layer.
+  if (!scanned)
+    tw.line(2, "stacked_layer_params", "false", c.src("scan_layers") + ": one parameter subtree per layer (layers_N)");
   tw.line(2, "fused_qkv", c.boolean("fused_qkv", false) ? "true" : "false", c.src("fused_qkv"));
   // The embedding as a one-hot matmul (layers/embeddings.py) and the logits dot in fp32 (logits_dense's dtype):
   // written only when set, so scenarios of configs without them stay as they were.
