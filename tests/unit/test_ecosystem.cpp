@@ -537,17 +537,28 @@ TEST(MegatronImport, CpCommTypeReachesItsKey) {
   expect_refused(cp + "--cp-comm-type a2a+p2p\n", opt, "racksim models p2p | a2a | allgather (not a2a+p2p");
 }
 
-// Options racksim runs one way only are said, not dropped: --moe-shared-expert-overlap and a cross-entropy
-// implementation other than native had been ignored as not changing the step.
+// Options racksim runs one way only are said, not dropped: --moe-shared-expert-overlap, a cross-entropy
+// implementation other than native, --manual-gc and --ddp-bucket-size had been ignored as not changing the step.
 TEST(MegatronImport, OptionsRunOneWayAreSaid) {
   const auto r = meg(kSmallDense + "--seq-length 2048 --cross-entropy-loss-fusion --cross-entropy-fusion-impl te "
-                                   "--moe-shared-expert-overlap\n",
+                                   "--moe-shared-expert-overlap --manual-gc --manual-gc-interval 10 "
+                                   "--ddp-bucket-size 100000000\n",
                      h100s(8));
   std::string all;
   for (const auto& w : r.warnings) all += w + "\n";
   EXPECT_NE(all.find("--moe-shared-expert-overlap: not modelled"), std::string::npos) << all;
   EXPECT_NE(all.find("--cross-entropy-fusion-impl te: modelled as native"), std::string::npos) << all;
+  EXPECT_NE(all.find("--manual-gc: not modelled; racksim's host model has no Python garbage collector"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("--ddp-bucket-size 100000000: not modelled; racksim reduces and gathers the data-parallel gradients "
+                     "and parameters one bucket per layer"),
+            std::string::npos)
+      << all;
   EXPECT_EQ(all.find("ignored"), std::string::npos) << all;
+  for (const auto& i : r.ignored) {
+    EXPECT_EQ(i.find("manual-gc "), std::string::npos) << i;  // (its interval is said with it, and listed)
+    EXPECT_EQ(i.find("ddp-bucket-size"), std::string::npos) << i;
+  }
   const auto native = meg(kSmallDense + "--seq-length 2048 --cross-entropy-fusion-impl native\n", h100s(8));
   for (const auto& w : native.warnings) EXPECT_EQ(w.find("cross-entropy-fusion-impl"), std::string::npos) << w;
 }

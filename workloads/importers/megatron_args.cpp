@@ -525,7 +525,7 @@ bool ignorable(const std::string& f) {
       "no-position-embedding", "use-rotary-position-embeddings", "max-position-embeddings", "init-method-std",
       "no-masked-softmax-fusion", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
       "no-rope-fusion",
-      "calculate-per-token-loss", "manual-gc", "manual-gc-interval", "empty-unused-memory-level",
+      "calculate-per-token-loss", "manual-gc-interval", "empty-unused-memory-level",
       "distributed-timeout-minutes", "distributed-backend", "attention-softmax-in-fp32", "accumulate-allreduce-grads-in-fp32",
       "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-score-function",
       "moe-router-topk-scaling-factor", "moe-router-enable-expert-bias", "moe-router-bias-update-rate",
@@ -539,7 +539,7 @@ bool ignorable(const std::string& f) {
       "no-persist-layer-norm", "defer-embedding-wgrad-compute", "async-save", "auto-detect-ckpt-format",
       "no-async-tensor-model-parallel-allreduce",
       "exit-on-missing-checkpoint", "decoupled-weight-decay", "untie-embeddings-and-output-weights-placeholder",
-      "ddp-bucket-size", "ddp-average-in-collective", "timing-log-level", "timing-log-option",
+      "ddp-average-in-collective", "timing-log-level", "timing-log-option",
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
       "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
   };
@@ -1222,6 +1222,14 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (fl.on("moe-shared-expert-overlap"))
     out.warnings.push_back("--moe-shared-expert-overlap: not modelled; the shared experts run on the compute stream "
                            "before the router (Megatron-Core without the flag), not beside the token exchange");
+  if (fl.on("manual-gc"))
+    out.warnings.push_back("--manual-gc: not modelled; racksim's host model has no Python garbage collector, so the "
+                           "collections the flag aligns across ranks are in neither its prediction with the flag nor "
+                           "without");
+  if (auto bucket = fl.str("ddp-bucket-size"))
+    out.warnings.push_back(fmt::format("--ddp-bucket-size {}: not modelled; racksim reduces and gathers the data-parallel "
+                                       "gradients and parameters one bucket per layer (Megatron's default bucket: "
+                                       "max(40M, 1M x dp) parameters)", *bucket));
   if (auto impl = fl.str("cross-entropy-fusion-impl"); impl && *impl != "native")
     out.warnings.push_back(fmt::format("--cross-entropy-fusion-impl {}: modelled as native (Megatron's fused cross "
                                        "entropy in its own kernels)", *impl));
