@@ -124,6 +124,14 @@ L7B8 = {
     "l7b8_b2_mflash": dict(LLAMA7B, L=8, B=2),
 }
 
+# The same Llama 2 7B-layer steps with one parameter array per layer (MaxText's unscanned layout: a layers_N subtree
+# each) instead of arrays stacked over the layers: an out-of-sample check of the scenario builder's
+# `training.stacked_layer_params` (the unrolled, checkpointed layer keeps slices of stacked weights, none of per-layer ones).
+L7B_PER_LAYER = {
+    "l7b16_b2_mflash_perlayer": dict(LLAMA7B, B=2, per_layer=True),
+    "l7b16_b4_mflash_perlayer": dict(LLAMA7B, B=4, per_layer=True),
+}
+
 # Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
 # re-recording, outputs alias the arguments), and a longer unrolled program.
 RUNTIME = {
@@ -157,7 +165,7 @@ FP8 = {
     "tiny_fp8": cfg(TINY, KV=1, policy="save_dot_except_mlpwi", scan=False, split_qkv=True, fp8=True),
 }
 
-ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **L7B8, **SMOKE, **FP8}
+ALL = {**REFERENCE, **OWN, **MULTI, **RUNTIME, **GQA, **L7B, **L7B8, **L7B_PER_LAYER, **SMOKE, **FP8}
 
 # Run order of the full suite: reference rows first, then ours by priority.
 SUITES = {
@@ -183,6 +191,7 @@ SUITES = {
     "gqa": list(GQA),
     "llama7b": list(L7B),
     "llama7b_h100": list(L7B8),
+    "llama7b_per_layer": list(L7B_PER_LAYER),
     "fp8": ["tiny_fp8", "l3_8b_l8_b4_fp8", "l3_8b_l8_b4_bf16"],
     "extra": ["d2048_l32_full", "d3072_l12_dots", "s1b32_none_scan", "m1_full_cudnn", "m1_off_cudnn"],
 }
@@ -211,6 +220,8 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
 
     D, L, H, F, S, B, V = (c[k] for k in ("D", "L", "H", "F", "S", "B", "V"))
     policy, attention, scan = c["policy"], c["attention"], bool(c["scan"])
+    per_layer = bool(c.get("per_layer", False))  # one array per layer (unrolled only), not stacked over the layers
+    assert not (per_layer and scan), "lax.scan runs over stacked arrays"
     assert D % H == 0, "D must be a multiple of H"
     Dh = D // H
     bf16, f32 = jnp.bfloat16, jnp.float32
@@ -222,6 +233,8 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
     fp8 = bool(c.get("fp8", False))
     assert H % KV == 0, "H must be a multiple of KV"
     row = dict(name=name, D=D, L=L, H=H, F=F, S=S, B=B, V=V, policy=policy, attention=attention, scan=scan)
+    if per_layer:
+        row["per_layer"] = True
     if KV != H:
         row["KV"] = KV
     if split_qkv:
@@ -327,7 +340,7 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
             x, _ = jax.lax.scan(lambda carry, lp: (body(carry, lp), None), x, p["layers"])
         else:
             for i in range(L):
-                x = body(x, jax.tree_util.tree_map(lambda a, i=i: a[i], p["layers"]))
+                x = body(x, p["layers"][i] if per_layer else jax.tree_util.tree_map(lambda a, i=i: a[i], p["layers"]))
         x = rms(x, p["norm_f"])
         return x @ p["out"].astype(bf16)
 
@@ -384,6 +397,11 @@ def run_config(name, c, outdir, max_bytes, enforce_max):
         return p
 
     p = jax.jit(lambda k: init_fp8(init(k)) if fp8 else init(k))(jax.random.PRNGKey(0))
+    if per_layer:  # the same values, one array per layer (a list of per-layer trees)
+        assert not fp8, "per_layer is not wired through the FP8 state"
+        stacked = p["layers"]
+        p["layers"] = [jax.tree_util.tree_map(lambda a, i=i: a[i], stacked) for i in range(L)]
+        del stacked
     rng = np.random.default_rng(0)
     tok_np = rng.integers(0, V, size=(B, S + 1), dtype=np.int32)
     tok = jnp.asarray(tok_np[:, :S])

@@ -65,12 +65,12 @@ TEST(HloReplay, ReferenceModulesPeakMemoryWithinTenPercent) {
 
 // Issue 7's acceptance: every measured H200 step (the 5 reference modules, our 19, and the 3
 // runtime checks), replayed from its HLO on the calibrated H200, within 10% of the measured
-// median step time and of peak_bytes_in_use. `racksim validate` exits 0 only if all 78 checks pass (4 steps also without command buffers, 3 with grouped-query attention, 3 more measured last, 2 at Llama 2 7B's layer shape measured 2026-12-04).
+// median step time and of peak_bytes_in_use. `racksim validate` exits 0 only if all 82 checks pass (4 steps also without command buffers, 3 with grouped-query attention, 3 more measured last, 2 at Llama 2 7B's layer shape measured 2026-12-04, the same layer with one parameter array per layer twice, 2026-12-07).
 TEST(HloReplay, ValidationSuiteWithinTenPercent) {
   ASSERT_TRUE(std::filesystem::is_directory(kReference + "/hlo")) << "reference data missing: " << kReference << "/hlo";
   const auto r = run_cli({"validate", std::string(RACKSIM_SOURCE_DIR) + "/scenarios/validation/hlo.yaml"});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("78 checks: 78 pass"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("82 checks: 82 pass"), std::string::npos) << r.out;
 }
 
 // The same JAX programs measured on an H100 (80 GB HBM3; calibration/data/h100-2026-12-05-jax-steps): the Hopper of
