@@ -397,13 +397,19 @@ std::map<std::tuple<std::string, double, double, double, int>, double> wgrad_ben
   }
   return t;
 }
+// A preset with a committed calibration applied (hardware_models/calibrated/NAME.yaml).
+hw::SystemSpec calibrated(const std::string& preset_name, const std::string& calibration) {
+  hw::SystemSpec sys = preset(preset_name);
+  if (const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/" + calibration + ".yaml"))
+    hw::apply_calibration(sys, *c);
+  else
+    ADD_FAILURE() << "no calibration " << calibration;
+  return sys;
+}
 }  // namespace
 
 TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
-  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("h100-sxm");
-  hw::apply_calibration(sys, *c);
+  hw::SystemSpec sys = calibrated("h100-sxm", "h100");
   hw::SystemSpec blockwise = sys;
   hw::apply_fp8_blockwise_recipe(blockwise);
   const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;
@@ -513,10 +519,7 @@ TEST(CalibGemm, WgradFp32AccumulateAgainstItsMeasurement) {
 // 5% at each depth (it was 3-6% slow at 4-16K before the layout). At 1,024 tokens the measured accumulate costs more
 // than the model's (printed, not asserted).
 TEST(CalibGemm, Bf16WgradInTransformerEngineLayoutAgainstItsMeasurement) {
-  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h100.yaml");
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("h100-sxm");
-  hw::apply_calibration(sys, *c);
+  const hw::SystemSpec sys = calibrated("h100-sxm", "h100");
   ASSERT_EQ(sys.gpu.bf16_wgrad_nt_time_ratio.size(), 5u);
   const std::string dir = kSrc + "/calibration/data/h100-2026-12-06-wgrad-te-path/";
   std::map<double, std::vector<double>> layout, whole;  // tokens -> NT / TN (bf16 out); measured TE wgrad / model
@@ -580,10 +583,7 @@ TEST(CalibGemm, Bf16WgradInTransformerEngineLayoutAgainstItsMeasurement) {
 // card, whose plain products are not the ones the H200's GEMM curve was fitted on; the H100s' were within 4%), asserted
 // within 6% at each depth and 4% on their mean.
 TEST(CalibGemm, H200WgradFiguresAreItsOwnMeasurement) {
-  const auto c = hw::load_calibration_file(kSrc + "/hardware_models/calibrated/h200.yaml");
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("h200-sxm");
-  hw::apply_calibration(sys, *c);
+  hw::SystemSpec sys = calibrated("h200-sxm", "h200");
   hw::SystemSpec blockwise = sys;
   hw::apply_fp8_blockwise_recipe(blockwise);
   const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;
