@@ -130,6 +130,9 @@ L7B8 = {
 L7B_PER_LAYER = {
     "l7b16_b2_mflash_perlayer": dict(LLAMA7B, B=2, per_layer=True),
     "l7b16_b4_mflash_perlayer": dict(LLAMA7B, B=4, per_layer=True),
+    # at 8 layers, which fit an 80 GB H100
+    "l7b8_b4_mflash_perlayer": dict(LLAMA7B, L=8, B=4, per_layer=True),
+    "l7b8_b2_mflash_perlayer": dict(LLAMA7B, L=8, B=2, per_layer=True),
 }
 
 # Checks of the XLA runtime host model (not used in any fit): buffer donation (no command-buffer
