@@ -1415,7 +1415,8 @@ class Builder {
   // temporary died (buffer_assignment.cc; the HLO importer's finish_memory does the same on
   // real programs). Without donation the new moments are such outputs, written by the optimizer
   // at the very end (the new parameters' buffers already hold the gradients): one allocation
-  // per parameter array, in JAX's layout (layer weights stacked over layers), twice. Under
+  // per parameter array, twice: layer weights stacked over the layers, or one array per layer
+  // (training.stacked_layer_params; calibration/data/h200-2026-12-07-llama7b-per-layer). Under
   // lax.scan the residuals of one kind are one stacked buffer for all layers; unrolled, one per
   // layer. A temporary placed there costs no memory of its own (its bytes become 0).
   // A dense layer's weight arrays in JAX's parameter tree, in elements on this rank: the attention's projections
@@ -3593,8 +3594,10 @@ class Builder {
     // backward, its fp32 weights among them: XLA slices each weight array of the layer out of its [L, ...] stack
     // into a buffer of its own in the forward (a loop fusion per array: read 4 B, write 4 B per weight) and keeps
     // it until the layer's backward has cast it again (l7b16_b2_mflash: wrapped_slice.2-.6 into remat2's operands,
-    // 808 MB a layer; calibration/data/h200-2026-12-04-llama7b). Per-layer arrays (MaxText unscanned) and a step
-    // without a policy (the slice fused into the forward's cast) have no such copy.
+    // 808 MB a layer; calibration/data/h200-2026-12-04-llama7b; under fp8 a transposed copy of the same bytes, read
+    // last by the recompute's quantizations, l3_8b_l8_b4_fp8). Per-layer arrays (MaxText unscanned) and a step
+    // without a policy (the slice fused into the forward's cast) have no such copy. Expert weights are sliced with
+    // the rest (cast_weight_count); no MoE program was read to confirm it.
     if (slices_stacked_layer_weights()) {
       const double w = cast_weight_count(l);
       vector(kSlicedWeights, w * 8, 0);
@@ -4146,6 +4149,7 @@ class Builder {
       }
     }
     const Step* before_step = nullptr;  // the step whose output this one reads
+    bool recomputed_any = false;
     for (const auto& step : steps) {
       const Step* input_step = std::exchange(before_step, &step);
       const bool replay = step.name == "attn" && replay_core_attention && step.saved;
@@ -4162,7 +4166,16 @@ class Builder {
       g_.ops[last()].allocs.push_back(t);
       if (replay) replayed_attention = t;
       else by_step.set(step.name, t);
+      recomputed_any = true;
     }
+    // Under fp8-class training the slice's last readers are the recompute's weight quantizations (l3_8b_l8_b4_fp8: the
+    // kept fp32 weights, there transposed copies, last read by input_convert_reduce_fusions before the recomputed
+    // attention): it dies with the recompute, not at the layer backward's end.
+    if (recomputed_any && fp8_class())
+      if (const TensorId* sliced = by_step.find(kSlicedWeights)) {
+        g_.ops[last()].frees.push_back(*sliced);
+        by_step.erase(kSlicedWeights);
+      }
     // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
     // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
     // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the

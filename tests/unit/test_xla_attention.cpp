@@ -427,6 +427,30 @@ TEST(XlaAttention, UnrolledStackedWeightsAreSlicedForTheCheckpointedLayer) {
       sim::simulate(jax_text_scenario(unrolled + ", stacked_layer_params: true")).report["peak_memory_bytes"].get<double>();
   const double without = sim::simulate(jax_text_scenario(unrolled)).report["peak_memory_bytes"].get<double>();
   EXPECT_NEAR(with - without, (L - 1) * weights * 4, 1e-6 * with);
+  // Under fp8 the slice's last readers are the recompute's weight quantizations: it dies with the recompute.
+  const auto fp8 = jax_text_graph(unrolled + ", stacked_layer_params: true, precision: fp8");
+  int fp8_freed = 0;
+  for (std::size_t i = 0; i < fp8.ops.size(); ++i)
+    for (TensorId t : fp8.ops[i].frees)
+      if (fp8.tensor_name(t).ends_with("weights.slice")) {
+        ++fp8_freed;
+        EXPECT_EQ(fp8.ops[i].phase, Phase::recompute) << fp8.op_name(static_cast<OpId>(i));
+      }
+  EXPECT_EQ(fp8_freed, L);
+  // Under FSDP per use the slice is of the rank's shard.
+  const auto fsdp = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 2}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 4, micro_batch: 2, recompute: save_dots, framework: jax, scan_layers: false,\n"
+      "           stacked_layer_params: true, parallelism: {dp: 2}, optimizer_sharding: fsdp}\n",
+      "f.yaml");
+  const auto kf = kernels(build_training_graph(fsdp.model, fsdp.training, fsdp.system.spec));
+  ASSERT_GT(kf.at("forward.weights.slice").count, 0);
+  EXPECT_DOUBLE_EQ(kf.at("forward.weights.slice").bytes / kf.at("forward.weights.slice").count, weights / 2 * 8);
+  // The report's scenario says the key when the scenario gave it, and only then.
+  const auto given = sim::simulate(jax_text_scenario(unrolled + ", stacked_layer_params: true"));
+  EXPECT_EQ(given.report["scenario"]["training"]["stacked_layer_params"], true);
+  EXPECT_FALSE(sim::simulate(jax_text_scenario(unrolled)).report["scenario"]["training"].contains("stacked_layer_params"));
 }
 
 // lax.scan runs over stacked arrays: one array per layer under scan is an input error at the key (scan_layers' default).
@@ -440,7 +464,13 @@ TEST(XlaAttention, PerLayerParametersCannotBeScanned) {
   EXPECT_NE(err.find("p.yaml:4:34: error: training.stacked_layer_params: false is one array per layer"), std::string::npos)
       << err;
   EXPECT_NE(err.find("lax.scan runs over arrays stacked over the layers"), std::string::npos) << err;
-  // Megatron mode ignores the key (a note), and so it loads.
+  // Megatron mode ignores the key, and says so.
+  const auto megatron = sim::load_scenario_text(
+      "system: {preset: h200-sxm, gpus: 1}\n"
+      "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"
+      "training: {seq_len: 512, global_batch: 2, micro_batch: 2, stacked_layer_params: false}\n",
+      "n.yaml");
+  EXPECT_EQ(megatron.training.other_framework_keys, (std::vector<std::string>{"stacked_layer_params"}));
   EXPECT_EQ(racksim::testing::scenario_error_text(
                 "system: {preset: h200-sxm, gpus: 1}\n"
                 "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, vocab: 4096, ffn: swiglu}\n"

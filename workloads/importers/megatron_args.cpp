@@ -1228,8 +1228,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                            "without");
   if (auto bucket = fl.str("ddp-bucket-size"))
     out.warnings.push_back(fmt::format("--ddp-bucket-size {}: not modelled; racksim reduces and gathers the data-parallel "
-                                       "gradients and parameters one bucket per layer (Megatron's default bucket: "
-                                       "max(40M, 1M x dp) parameters)", *bucket));
+                                       "gradients and parameters one bucket per layer, and takes Megatron's NaN checks "
+                                       "per bucket of its default size, max(40M, 1M x dp) parameters, not {}",
+                                       *bucket, *bucket));
   if (auto impl = fl.str("cross-entropy-fusion-impl"); impl && *impl != "native")
     out.warnings.push_back(fmt::format("--cross-entropy-fusion-impl {}: modelled as native (Megatron's fused cross "
                                        "entropy in its own kernels)", *impl));
