@@ -1,5 +1,6 @@
 #include "hardware_models/system_preset.h"
 
+#include <array>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -425,12 +426,22 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
     std::map<std::string, std::pair<std::string, bool>> spelled;
     for (auto& [key, node] : items) {
       std::string target;
-      // A point of a table keyed by tokens, new or not, by full or short path: the table's reader checks its key.
-      static constexpr std::string_view kTokenTable = "gpu.bf16_wgrad_nt_time_ratio.";
+      // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
+      // "gpu."): the table's reader checks its key.
+      static constexpr std::array<std::string_view, 5> kDataKeyedTables = {
+          "gpu.bf16_wgrad_nt_time_ratio.", "gpu.sustained_gemm.bf16.", "gpu.sustained_gemm.fp8.",
+          "gpu.sustained_gemm.mxfp8.", "gpu.sustained_gemm.nvfp4."};
+      const auto table_point = [&key]() -> std::string {
+        for (const std::string_view table : kDataKeyedTables) {
+          if (key.starts_with(table)) return key;
+          if (key.starts_with(table.substr(4))) return "gpu." + key;
+        }
+        return "";
+      };
       if (std::find(leaves.begin(), leaves.end(), key) != leaves.end()) {
         target = key;
-      } else if (key.starts_with(kTokenTable) || key.starts_with(kTokenTable.substr(4))) {
-        target = key.starts_with(kTokenTable) ? key : "gpu." + key;
+      } else if (const std::string point = table_point(); !point.empty()) {
+        target = point;
       } else {
         // A unique leaf name (e.g. `nvls`) stands for its full path (scale_up.nvls).
         std::vector<std::string> matches;

@@ -93,6 +93,31 @@ TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
     EXPECT_EQ(error_text(kBase, {table + set}), "--set " + table + set + ":1:1: error: " + table + path + ": " + message);
 }
 
+// The other preset tables keyed by data, gpu.sustained_gemm.<dtype> (GEMM shapes): a point may be set or added by its
+// key, by full or short path, and takes its own citation (until 2026-12-07 a shape the preset did not list was an
+// unknown field); a key that is not a shape is refused at the set, and a rate above the dtype's peak by the reader.
+TEST(Scenario, SustainedGemmPointsAreOverriddenByTheirShape) {
+  const std::string fp8 = "system.overrides.gpu.sustained_gemm.fp8.";
+  const auto base = sim::load_scenario_text(kBase, "s.yaml");
+  const auto& table = base.system.spec.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
+  ASSERT_TRUE(table.count("8192x8192x8192"));
+  EXPECT_FALSE(table.count("2048x2048x2048"));
+  const auto added = sim::load_scenario_text(
+      kBase, "s.yaml",
+      sim::parse_set_overrides({fp8 + "2048x2048x2048=1000 TFLOP/s", "system.overrides.sustained_gemm.fp8.8192x8192x8192=1200 TFLOP/s"}));
+  const auto& t = added.system.spec.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
+  EXPECT_EQ(t.size(), table.size() + 1);
+  EXPECT_DOUBLE_EQ(t.at("2048x2048x2048"), 1000e12);
+  EXPECT_DOUBLE_EQ(t.at("8192x8192x8192"), 1200e12);
+  EXPECT_NE(added.system.spec.sources.at("gpu.sustained_gemm.fp8.2048x2048x2048").find("scenario override"),
+            std::string::npos);
+  EXPECT_EQ(error_text(kBase, {fp8 + "20x48=1 PFLOP/s"}),
+            "--set " + fp8 + "20x48=1 PFLOP/s:1:1: error: " + fp8 + "20x48: '20x48' is not a GEMM shape: write MxNxK "
+            "with positive integers, e.g. 8192x8192x8192");
+  EXPECT_NE(error_text(kBase, {fp8 + "2048x2048x2048=3 PFLOP/s"}).find("is above this GPU's dense fp8 peak"),
+            std::string::npos);
+}
+
 TEST(Scenario, ErrorsCarryLocationAndPath) {
   const std::string e = error_text(std::string(kBase) + "  recompute: ful\n");
   EXPECT_EQ(e,
