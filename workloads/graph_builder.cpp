@@ -4095,6 +4095,14 @@ class Builder {
     const SavePlan& plan = layer_plan(l);
     std::vector<TensorId> to_free;  // freed when the layer's backward ends
     StepMap<TensorId> by_step = st.kept;  // freed once their step's backward ran
+    // An unrolled layer's fp32 weight slices (slices_stacked_layer_weights) die with the op just emitted, their last
+    // reader.
+    const auto free_sliced_weights = [&] {
+      if (const TensorId* sliced = by_step.find(kSlicedWeights)) {
+        g_.ops[last()].frees.push_back(*sliced);
+        by_step.erase(kSlicedWeights);
+      }
+    };
     if (fsdp_per_use()) to_free.push_back(fsdp_layer_params(l, l - 1));
     flush_deferred_sync();
     for (const auto& f : st.fetched) {
@@ -4142,11 +4150,7 @@ class Builder {
         recast_weights = temp("weights.cast.bf16", w * pr_.activation_bytes);
         g_.ops[last()].allocs.push_back(*recast_weights);
       }
-      // The cast was the fp32 slice's last reader.
-      if (const TensorId* sliced = by_step.find(kSlicedWeights)) {
-        g_.ops[last()].frees.push_back(*sliced);
-        by_step.erase(kSlicedWeights);
-      }
+      free_sliced_weights();  // the cast was the fp32 slice's last reader
     }
     const Step* before_step = nullptr;  // the step whose output this one reads
     bool recomputed_any = false;
@@ -4171,11 +4175,7 @@ class Builder {
     // Under fp8-class training the slice's last readers are the recompute's weight quantizations (l3_8b_l8_b4_fp8: the
     // kept fp32 weights, there transposed copies, last read by input_convert_reduce_fusions before the recomputed
     // attention): it dies with the recompute, not at the layer backward's end.
-    if (recomputed_any && fp8_class())
-      if (const TensorId* sliced = by_step.find(kSlicedWeights)) {
-        g_.ops[last()].frees.push_back(*sliced);
-        by_step.erase(kSlicedWeights);
-      }
+    if (recomputed_any && fp8_class()) free_sliced_weights();
     // Under lax.scan the backward reads its residuals out of the stacked buffers: element-wise
     // fusions read a slice in place, but XLA copies out (dynamic-slice: read and write) the bf16
     // ones that feed GEMMs -- Q, K, V, the attention output, the bf16 probabilities, the

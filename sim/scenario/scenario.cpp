@@ -386,7 +386,7 @@ Scenario parse_scenario(Node root) {
       t.cuda_device_max_connections = static_cast<int>(*mc);
     set_if(r.boolean("scan_layers"), t.scan_layers);
     set_if(r.boolean("fused_qkv"), t.fused_qkv);
-    if (auto v = r.boolean("stacked_layer_params")) t.stacked_layer_params = *v;
+    set_if(r.boolean("stacked_layer_params"), t.stacked_layer_params);
     set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
     set_if(r.boolean("logits_fp32"), t.logits_fp32);
     if (auto f = r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction,

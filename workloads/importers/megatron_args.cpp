@@ -662,6 +662,11 @@ using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 [[noreturn]] void fail(const std::string& label, const std::string& message) {
   throw input_error(label, 0, 0, "", message);
 }
+// A flag's value racksim refuses, named at the flag's line of the script or log.
+[[noreturn]] void refuse(const std::string& label, const Arg& flag_arg, const std::string& flag,
+                         const std::string& message) {
+  throw input_error(label, flag_arg.line, 1, "--" + flag, message);
+}
 
 }  // namespace
 
@@ -704,10 +709,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     // a value past that range is refused as written (it used to wrap: 4294967304 layers imported as 8).
     if (v->empty() || end != v->c_str() + v->size() || n < 0 || errno == ERANGE ||
         n > std::numeric_limits<int>::max()) {
-      input::Diagnostics d;
-      d.error({label, fl.last[f].line, 1}, "--" + f,
-              fmt::format("expected a non-negative integer of at most {}, got '{}'", std::numeric_limits<int>::max(), *v));
-      d.throw_if_any();
+      refuse(label, fl.last[f], f,
+             fmt::format("expected a non-negative integer of at most {}, got '{}'", std::numeric_limits<int>::max(),
+                         *v));
     }
     return n;
   };
@@ -715,9 +719,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   auto as_size = [&](const std::string& f) -> std::optional<long long> {
     auto n = as_int(f);
     if (n && *n < 1) {
-      input::Diagnostics d;
-      d.error({label, fl.last[f].line, 1}, "--" + f, fmt::format("must be at least 1, got '{}'", *fl.str(f)));
-      d.throw_if_any();
+      refuse(label, fl.last[f], f, fmt::format("must be at least 1, got '{}'", *fl.str(f)));
     }
     return n;
   };
@@ -973,12 +975,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
   } else if (auto fp8 = fl.str("fp8-format")) {
     // Megatron's choices (transformer_config.py `fp8: Literal['e4m3', 'hybrid']`, --fp8-format): anything else never ran.
-    if (*fp8 != "e4m3" && *fp8 != "hybrid") {
-      input::Diagnostics d;
-      d.error({label, fl.last["fp8-format"].line, 1}, "--fp8-format",
-              fmt::format("unknown value '{}'; Megatron takes e4m3 | hybrid", *fp8));
-      d.throw_if_any();
-    }
+    if (*fp8 != "e4m3" && *fp8 != "hybrid")
+      refuse(label, fl.last["fp8-format"], "fp8-format",
+             fmt::format("unknown value '{}'; Megatron takes e4m3 | hybrid", *fp8));
     const std::string recipe = fl.str("fp8-recipe").value_or("");
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
@@ -1190,9 +1189,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       char* end = nullptr;
       const double p = std::strtod(v->c_str(), &end);
       if (v->empty() || end != v->c_str() + v->size() || !(p >= 0 && p <= 1)) {
-        input::Diagnostics d;
-        d.error({label, fl.last[f].line, 1}, std::string("--") + f, fmt::format("expected a probability in [0, 1], got '{}'", *v));
-        d.throw_if_any();
+        refuse(label, fl.last[f], f, fmt::format("expected a probability in [0, 1], got '{}'", *v));
       }
       tw.line(2, key, *v, src(f));
     } else {
@@ -1241,25 +1238,19 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     for (std::string w; words >> w;) each.push_back(w);
     static const std::map<std::string, std::string> as_key = {{"p2p", "p2p"}, {"a2a", "a2a"}, {"allgather", "all_gather"}};
     const auto key = each.empty() ? as_key.end() : as_key.find(each.front());
-    if (key == as_key.end()) {
-      input::Diagnostics d;
-      d.error({label, fl.last["cp-comm-type"].line, 1}, "--cp-comm-type",
-              fmt::format("'{}': racksim models p2p | a2a | allgather (not a2a+p2p, the hierarchical exchange)",
-                          each.empty() ? *types : each.front()));
-      d.throw_if_any();
-    }
+    if (key == as_key.end())
+      refuse(label, fl.last["cp-comm-type"], "cp-comm-type",
+             fmt::format("'{}': racksim models p2p | a2a | allgather (not a2a+p2p, the hierarchical exchange)",
+                         each.empty() ? *types : each.front()));
     if (std::any_of(each.begin(), each.end(), [&](const std::string& w) { return w != each.front(); }))
       out.warnings.push_back(fmt::format("--cp-comm-type {}: one type per layer; modelled as {} on every layer", *types,
                                          each.front()));
     tw.line(2, "cp_comm", key->second, src("cp-comm-type"));
   }
   if (auto impl = fl.str("transformer-impl")) {
-    if (*impl != "transformer_engine" && *impl != "local") {
-      input::Diagnostics d;
-      d.error({label, fl.last["transformer-impl"].line, 1}, "--transformer-impl",
-              fmt::format("unknown value '{}'; racksim models transformer_engine | local", *impl));
-      d.throw_if_any();
-    }
+    if (*impl != "transformer_engine" && *impl != "local")
+      refuse(label, fl.last["transformer-impl"], "transformer-impl",
+             fmt::format("unknown value '{}'; racksim models transformer_engine | local", *impl));
     tw.line(2, "transformer_impl", *impl, src("transformer-impl"));
   }
   if (fl.on("overlap-param-gather-with-optimizer-step"))
