@@ -52,6 +52,8 @@ SOURCES_H100 = [
      "calibration/data/h100-2026-12-05-jax-steps/jax_steps.jsonl"),
     ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-06-jax-fp8", "jax_steps.jsonl"),
      "calibration/data/h100-2026-12-06-jax-fp8/jax_steps.jsonl"),
+    ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-07-llama7b-per-layer", "jax_steps.jsonl"),
+     "calibration/data/h100-2026-12-07-llama7b-per-layer/jax_steps.jsonl"),
 ]
 # (folder and suite name, preset, the GPU in words, sources, whether the suite replays each row's HLO too)
 TARGETS = [
