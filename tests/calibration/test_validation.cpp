@@ -177,7 +177,7 @@ TEST(ScaleMechanisms, EachRowNamesItsGpusCalibration) {
     EXPECT_EQ(sc.system.calibration.value_or("none"), rule.at(sc.system.preset)) << e.path();
     ++rows;
   }
-  EXPECT_EQ(rows, 43);
+  EXPECT_EQ(rows, 44);
   const std::string seeds = std::string(RACKSIM_SOURCE_DIR) + "/scenarios/seed_claims/";
   for (const char* h100_side : {"01-h100-llama70b-bf16.yaml", "09-h100-fp8.yaml"}) {
     const auto sc = sim::load_scenario(seeds + h100_side);
@@ -187,7 +187,7 @@ TEST(ScaleMechanisms, EachRowNamesItsGpusCalibration) {
 
 TEST(ScaleMechanisms, AtScaleSuitePinned) {
   const json& rows = at_scale_suite();
-  ASSERT_EQ(rows.size(), 43u);
+  ASSERT_EQ(rows.size(), 44u);
   std::set<std::string> passing;
   double sum = 0;
   for (const auto& row : rows) {
@@ -323,12 +323,15 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // baseline +150.8% -> +147.6%; blockwise FP8 at its measured rate -0.2; Blackwell: MXFP8 GEMMs on FP8's shape
   // curve and flash attention at the H200's measured ratio to the GEMM ceiling -1.9 points, the 128K GB200 row
   // +22.4% -> +0.1%; 25.1% before; the history of earlier moves is in docs/validation.md).
+  // 11.29% on 44 rows since the Qwen3 H100 script comment "H100 config, 320 TFLOPS" became a row (2026-12-07,
+  // seventeenth stop; ModelZoo@1ed4179f run_h100_235b.sh: the EP32 A2A-overlap layout with TP overlap, the fusions and
+  // the router's CUDA graphs, on 2026 code without the NVTX lookup): -18.3%, racksim 12.39 s against 15.16 s.
+  EXPECT_LT(sum / rows.size(), 0.1132);  // was 0.1116 on 43 rows:
   // 11.13% on 43 rows since a bf16 wgrad through Transformer Engine runs in its NT layout at the measured time against
   // the TN products the shape curve is fitted on (gpu.bf16_wgrad_nt_time_ratio, 0.93-0.95 at 2-8K tokens; 2026-12-06,
   // fifteenth stop; calibration/data/h100-2026-12-06-wgrad-te-path runs 1-4): the BF16 Megatron rows 0.1-2 points
   // faster, toward their measurements where racksim was slow (32B, 70B, Llama 3 8K), away where it was fast (Mixtral
-  // BF16 +18.1% -> +20.2%, 7.1B +15.4% -> +17.1%). Before it:
-  EXPECT_LT(sum / rows.size(), 0.1116);  // was 0.1090: 10.88% on 43 rows (2026-12-06, fourteenth stop: measured on H100s through
+  // BF16 +18.1% -> +20.2%, 7.1B +15.4% -> +17.1%). Before it: 0.1090: 10.88% on 43 rows (2026-12-06, fourteenth stop: measured on H100s through
   // Transformer Engine's own cuBLASLt descriptors, calibration/data/h100-2026-12-06-wgrad-te-path: the fp32
   // main-gradient accumulate by kernel family, bf16 wgrads 3.90 bytes per weight element (2.585 before, through
   // PyTorch's call), per-tensor fp8 1.72, the blockwise recipe's 0; and the blockwise recipe's weight gradients, both

@@ -274,7 +274,7 @@ const std::string kDeepSeekArgs = R"(
 --multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128
 --num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 2048
 --moe-layer-freq ([0]*3+[1]*58) --moe-token-dispatcher-type flex --moe-enable-deepep
---moe-router-num-groups 8 --moe-router-group-topk 4 --overlap-moe-expert-parallel-comm
+--moe-router-num-groups 8 --moe-router-group-topk 4 --overlap-moe-expert-parallel-comm --delay-wgrad-compute
 --vocab-size 129280 --swiglu --untie-embeddings-and-output-weights --seq-length 4096
 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 4
 --expert-model-parallel-size 32 --expert-tensor-parallel-size 1
@@ -305,6 +305,9 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(sc.model.moe->router_groups, 8);
   EXPECT_EQ(sc.model.moe->router_group_top_k, 4);
   EXPECT_TRUE(t.moe.a2a_overlap);
+  // --delay-wgrad-compute with the overlap: part of its order, used and not warned about.
+  EXPECT_NE(std::find(r.used.begin(), r.used.end(), "--delay-wgrad-compute"), r.used.end());
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("delay-wgrad-compute"), std::string::npos) << w;
   EXPECT_EQ(t.precision, racksim::sim::Dtype::mxfp8);
   EXPECT_EQ(t.optimizer_sharding, racksim::workloads::OptimizerSharding::zero1);
   EXPECT_TRUE(t.overlap_grad_reduce);
@@ -561,6 +564,16 @@ TEST(MegatronImport, OptionsRunOneWayAreSaid) {
   }
   const auto native = meg(kSmallDense + "--seq-length 2048 --cross-entropy-fusion-impl native\n", h100s(8));
   for (const auto& w : native.warnings) EXPECT_EQ(w.find("cross-entropy-fusion-impl"), std::string::npos) << w;
+  // --delay-wgrad-compute is said unless it comes with the EP overlap whose order racksim builds it into;
+  // --enable-experimental and --logging-level are known and change nothing (no "not an argument racksim knows").
+  const auto alone = meg(kSmallDense + "--seq-length 2048 --delay-wgrad-compute --enable-experimental --logging-level 40\n",
+                         h100s(8));
+  std::string alone_w;
+  for (const auto& w : alone.warnings) alone_w += w + "\n";
+  EXPECT_NE(alone_w.find("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: not modelled"),
+            std::string::npos)
+      << alone_w;
+  EXPECT_EQ(alone_w.find("not an argument racksim knows"), std::string::npos) << alone_w;
 }
 
 // --no-check-for-nan-in-loss-and-grad turns Megatron's NaN checks (host waits) off: training.check_for_nan false, from

@@ -65,6 +65,7 @@ const std::set<std::string>& switches() {
       "no-async-tensor-model-parallel-allreduce", "no-check-for-nan-in-loss-and-grad", "check-for-nan-in-loss-and-grad",
       "exit-on-missing-checkpoint", "moe-use-upcycling", "use-te-rng-tracker", "te-rng-tracker",
       "moe-use-legacy-grouped-gemm", "decoupled-weight-decay", "no-persist-layer-norm", "defer-embedding-wgrad-compute",
+      "enable-experimental",
   };
   return s;
 }
@@ -539,7 +540,7 @@ bool ignorable(const std::string& f) {
       "no-persist-layer-norm", "defer-embedding-wgrad-compute", "async-save", "auto-detect-ckpt-format",
       "no-async-tensor-model-parallel-allreduce",
       "exit-on-missing-checkpoint", "decoupled-weight-decay", "untie-embeddings-and-output-weights-placeholder",
-      "ddp-average-in-collective", "timing-log-level", "timing-log-option",
+      "ddp-average-in-collective", "timing-log-level", "timing-log-option", "logging-level", "enable-experimental",
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
       "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
   };
@@ -1219,6 +1220,14 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (fl.on("moe-shared-expert-overlap"))
     out.warnings.push_back("--moe-shared-expert-overlap: not modelled; the shared experts run on the compute stream "
                            "before the router (Megatron-Core without the flag), not beside the token exchange");
+  // --delay-wgrad-compute is part of racksim's EP-overlap order (training.moe.a2a_overlap); alone it is not modelled.
+  if (fl.on("delay-wgrad-compute")) {
+    if (fl.on("overlap-moe-expert-parallel-comm"))
+      fl.used.insert("delay-wgrad-compute");
+    else
+      out.warnings.push_back("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: not modelled; racksim "
+                             "delays the weight gradients only inside the EP overlap's combined 1F1B order");
+  }
   if (fl.on("manual-gc"))
     out.warnings.push_back("--manual-gc: not modelled; racksim's host model has no Python garbage collector, so the "
                            "collections the flag aligns across ranks are in neither its prediction with the flag nor "

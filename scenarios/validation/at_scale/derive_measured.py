@@ -173,6 +173,17 @@ def derive():
             f"= {2048 * 4096 / (256 * step):.1f} tokens/s/GPU; the 2025 counter would report {implied:.0f} TFLOP/s "
             f"(published {tf}: consistency check of the counter)")
 
+    # --- Qwen3-235B-A22B on 256 H100, the script comment "H100 config, 320 TFLOPS" (sec. 1b) ----
+    # ModelZoo@1ed4179f best_practice/qwen3/run_h100_235b.sh (2026-03-09). Megatron-LM main@932b7674 (the last commit
+    # before that date) counts this model with the same formula as @1e057005 (no MTP, no latent experts, no linear
+    # attention; padded vocabulary 151,936, a multiple of 1187 x tp 2).
+    row("qwen3-235b-h100-tp2-pp8-ep32-a2aoverlap-graphs", "320 TFLOP/s/GPU",
+        "ModelZoo best_practice/qwen3/run_h100_235b.sh comment, sec. 1b",
+        "Megatron counter after 8873b55d (causal, top-k experts), unchanged at main@932b7674",
+        "12 L h^2 (1 + g/a + s/2h)(q/h) + 12 L h ffn_moe k 1.5 + 6 h V",
+        dict(L=94, h=4096, s=4096, GBS=2048, GPUs=256, F_per_token=Fq), "step_time_s",
+        2048 * 4096 * Fq / (256 * 320e12), f"= {320e12 / Fq:.1f} tokens/s/GPU")
+
     # --- Mixtral 8x22B, forced balance and blockwise FP8 (same script) -----------------------
     for name, tf, what in (("mixtral-8x22b-128xh100-forcebal", 465e12, "~465 TFLOP/s/GPU (forced load balance, BF16)"),
                            ("mixtral-8x22b-128xh100-fp8", 560e12, "~560 TFLOP/s/GPU (blockwise FP8, forced balance)"),
