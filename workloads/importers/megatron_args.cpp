@@ -1220,14 +1220,18 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   if (fl.on("moe-shared-expert-overlap"))
     out.warnings.push_back("--moe-shared-expert-overlap: not modelled; the shared experts run on the compute stream "
                            "before the router (Megatron-Core without the flag), not beside the token exchange");
-  // --delay-wgrad-compute is part of racksim's EP-overlap order (training.moe.a2a_overlap); alone it is not modelled.
-  if (fl.on("delay-wgrad-compute")) {
-    if (fl.on("overlap-moe-expert-parallel-comm"))
-      fl.used.insert("delay-wgrad-compute");
-    else
-      out.warnings.push_back("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: not modelled; racksim "
-                             "delays the weight gradients only inside the EP overlap's combined 1F1B order");
-  }
+  // --delay-wgrad-compute belongs to the EP overlap's combined 1F1B order (training.moe.a2a_overlap), which racksim
+  // builds with it: Megatron-Core refuses the flag alone (transformer_config.py since ae1c88296f, 2025-08-01), and
+  // the overlap without it is said, since racksim's order delays the first layer's weight gradients regardless.
+  const bool ep_overlap = fl.has("overlap-moe-expert-parallel-comm");
+  if (fl.on("delay-wgrad-compute") && !ep_overlap)
+    refuse(label, fl.last["delay-wgrad-compute"], "delay-wgrad-compute",
+           "without --overlap-moe-expert-parallel-comm: Megatron-Core refuses it ('overlap_moe_expert_parallel_comm "
+           "must be enabled when enabling delay_wgrad_compute', transformer_config.py)");
+  if (ep_overlap && !fl.has("delay-wgrad-compute"))
+    out.warnings.push_back("--overlap-moe-expert-parallel-comm without --delay-wgrad-compute: racksim's EP-overlap "
+                           "order delays the first layer's weight gradients past the chunk's sends, as "
+                           "--delay-wgrad-compute does (the ModelZoo's A2A_OVERLAP sets both)");
   if (fl.on("manual-gc"))
     out.warnings.push_back("--manual-gc: not modelled; racksim's host model has no Python garbage collector, so the "
                            "collections the flag aligns across ranks are in neither its prediction with the flag nor "
