@@ -13,23 +13,23 @@ donation only where the row says `donate`)."""
 import json, os, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def source(origin, cite):
+    """A measured-steps file: its origin, its path, and the repository path each scenario cites (the path's own)."""
+    return (origin, os.path.join(ROOT, *cite.split("/")), cite)
+
+
 SOURCES = [
-    ("reference", os.path.join(ROOT, "tests", "data", "reference", "h200", "jax_training_steps.jsonl"),
-     "tests/data/reference/h200/jax_training_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-11-29/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-runtime", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-11-29-runtime/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-gqa", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-11-29-gqa/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-11-29-extra", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-11-29-extra/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-12-04-llama7b", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-12-04-llama7b/jax_steps.jsonl"),
+    source("reference", "tests/data/reference/h200/jax_training_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-11-29/jax_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-11-29-runtime/jax_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-11-29-gqa/jax_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-11-29-extra/jax_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-12-04-llama7b/jax_steps.jsonl"),
     # The same layer with one parameter array per layer (and, first, the stacked batch-2 step again: a repeat of a row
     # above, skipped here, kept in the data as a check of its reproducibility).
-    ("ours", os.path.join(ROOT, "calibration", "data", "h200-2026-12-07-llama7b-per-layer", "jax_steps.jsonl"),
-     "calibration/data/h200-2026-12-07-llama7b-per-layer/jax_steps.jsonl"),
+    source("ours", "calibration/data/h200-2026-12-07-llama7b-per-layer/jax_steps.jsonl"),
 ]
 POLICY = {
     "none": "none",
@@ -48,12 +48,9 @@ POLICY = {
 # The same steps measured on the lent H100 (80 GB): the Hopper the at-scale JAX rows ran on, at the H200's
 # calibration carried by docs/calibration.md's transfer rule. Its suite holds the HLO replays too.
 SOURCES_H100 = [
-    ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-05-jax-steps", "jax_steps.jsonl"),
-     "calibration/data/h100-2026-12-05-jax-steps/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-06-jax-fp8", "jax_steps.jsonl"),
-     "calibration/data/h100-2026-12-06-jax-fp8/jax_steps.jsonl"),
-    ("ours", os.path.join(ROOT, "calibration", "data", "h100-2026-12-07-llama7b-per-layer", "jax_steps.jsonl"),
-     "calibration/data/h100-2026-12-07-llama7b-per-layer/jax_steps.jsonl"),
+    source("ours", "calibration/data/h100-2026-12-05-jax-steps/jax_steps.jsonl"),
+    source("ours", "calibration/data/h100-2026-12-06-jax-fp8/jax_steps.jsonl"),
+    source("ours", "calibration/data/h100-2026-12-07-llama7b-per-layer/jax_steps.jsonl"),
 ]
 # (folder and suite name, preset, the GPU in words, sources, whether the suite replays each row's HLO too)
 TARGETS = [
