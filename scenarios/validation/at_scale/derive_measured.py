@@ -174,8 +174,8 @@ def derive():
             f"(published {tf}: consistency check of the counter)")
 
     # --- Qwen3-235B-A22B on 256 H100, the script comment "H100 config, 320 TFLOPS" (sec. 1b) ----
-    # ModelZoo@1ed4179f best_practice/qwen3/run_h100_235b.sh (2026-03-09). Megatron-LM main@932b7674 (the last commit
-    # before that date) counts this model with the same formula as @1e057005 (no MTP, no latent experts, no linear
+    # ModelZoo@1ed4179f best_practice/qwen3/run_h100_235b.sh (2026-03-09). Megatron-LM main@932b7674 (2026-03-07; the counter
+    # is unchanged through the script's commit) counts this model with the same formula as @1e057005 (no MTP, no latent experts, no linear
     # attention; padded vocabulary 151,936, a multiple of 1187 x tp 2).
     row("qwen3-235b-h100-tp2-pp8-ep32-a2aoverlap-graphs", "320 TFLOP/s/GPU",
         "ModelZoo best_practice/qwen3/run_h100_235b.sh comment, sec. 1b",
