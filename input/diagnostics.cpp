@@ -9,7 +9,7 @@ namespace racksim::input {
 
 std::string Diagnostic::format() const {
   std::string out = where.file;
-  if (where.line > 0) out += fmt::format(":{}:{}", where.line, where.column);
+  if (where.line > 0) out += where.column > 0 ? fmt::format(":{}:{}", where.line, where.column) : fmt::format(":{}", where.line);
   out += ": error: ";
   if (!key_path.empty()) out += key_path + ": ";
   out += message;

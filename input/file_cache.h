@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "input/files.h"
+
 namespace racksim::input {
 
 template <class T>
@@ -25,6 +27,7 @@ class FileCache {
     std::lock_guard lock(mu_);
     auto it = map_.find(path);
     if (it == map_.end() || it->second.first != *now) return std::nullopt;
+    note_file_read(path);  // a command's outputs may not name it, read or cached (input/files.h, ReadLog)
     return it->second.second;
   }
   void put(const std::string& path, T value) {

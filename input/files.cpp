@@ -1,6 +1,8 @@
 #include "input/files.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -44,6 +46,39 @@ std::string format_limit(std::uint64_t bytes) {
   return fmt::format("{} {}", bytes, units[u]);
 }
 
+namespace {
+// The live ReadLogs (a command's; nested ones in the Python module's calls), guarded for the sweep's worker threads.
+std::mutex g_read_logs_mutex;
+std::vector<ReadLog*> g_read_logs;
+}  // namespace
+
+ReadLog::ReadLog() {
+  const std::lock_guard<std::mutex> lock(g_read_logs_mutex);
+  g_read_logs.push_back(this);
+}
+
+ReadLog::~ReadLog() {
+  const std::lock_guard<std::mutex> lock(g_read_logs_mutex);
+  g_read_logs.erase(std::remove(g_read_logs.begin(), g_read_logs.end(), this), g_read_logs.end());
+}
+
+void ReadLog::record(const std::string& path) {  // called with g_read_logs_mutex held
+  if (paths_.size() < kMaxPaths && std::find(paths_.begin(), paths_.end(), path) == paths_.end()) paths_.push_back(path);
+}
+
+void note_file_read(const std::string& path) {
+  const std::lock_guard<std::mutex> lock(g_read_logs_mutex);
+  for (ReadLog* log : g_read_logs) log->record(path);
+}
+
+std::vector<std::pair<std::string, std::string>> ReadLog::inputs(const std::string& what) const {
+  const std::lock_guard<std::mutex> lock(g_read_logs_mutex);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(paths_.size());
+  for (const auto& p : paths_) out.emplace_back(p, what);
+  return out;
+}
+
 std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, const std::string& what,
                               Binary binary) {
   Fd f;
@@ -59,6 +94,7 @@ std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, 
     if (e == ENOENT) file_error(path, "cannot open file");
     file_error(path, fmt::format("cannot open file: {}", std::strerror(e)));
   }
+  note_file_read(path);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) file_error(path, fmt::format("cannot read file: {}", std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) file_error(path, fmt::format("is a directory; expected {}", what));

@@ -78,6 +78,28 @@ bool same_file(const std::string& a, const std::string& b);
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
                    const std::vector<std::pair<std::string, std::string>>& inputs);
 
+// The files read_file_bounded opened, on any thread, while this log lived: what a command's inputs read beyond the
+// files its command line names (a model or calibration file a scenario names, a sweep's base scenario and its model),
+// so that an output naming one of them is refused before it is written. Logs may nest; each records. At most
+// kMaxPaths distinct paths are kept (a sweep reads the same few files once per point).
+class ReadLog {
+ public:
+  static constexpr std::size_t kMaxPaths = 4096;
+  ReadLog();
+  ~ReadLog();
+  ReadLog(const ReadLog&) = delete;
+  ReadLog& operator=(const ReadLog&) = delete;
+  // The paths read, each as (path, `what`), for check_outputs.
+  std::vector<std::pair<std::string, std::string>> inputs(const std::string& what) const;
+  void record(const std::string& path);
+
+ private:
+  std::vector<std::string> paths_;
+};
+// Records `path` in every live ReadLog: read_file_bounded calls it, and so does a cache that hands out what a file
+// held without reading it again (input/file_cache.h).
+void note_file_read(const std::string& path);
+
 // A path a scenario names (a preset or calibration file): relative to the directory of the file that names it when
 // `naming_file` is a file on disk; as given (relative to the working directory) when it was named on the command line
 // (--set, whose pseudo file is the set's text) or in text with no file (a Python dict), or when it is absolute.

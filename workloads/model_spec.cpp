@@ -168,8 +168,12 @@ void validate_model(const ModelSpec& m, const Node& where) {
     where.child("heads").error(fmt::format("hidden ({}) is not divisible by heads ({}); give head_dim", m.hidden, m.heads));
   if (m.qk_norm && m.mla)
     where.child("qk_norm").error("qk_norm is for per-head query/key norms; MLA's latent norms are part of mla");
+  // (Equal leaves no MoE layer: the scenario would take expert parallelism, dispatchers and routing for a dense model.)
   if (m.moe && m.moe->first_dense_layers > m.layers)
     where.child("moe").error(fmt::format("first_dense_layers ({}) exceeds layers ({})", m.moe->first_dense_layers, m.layers));
+  else if (m.moe && m.moe->first_dense_layers == m.layers)
+    where.child("moe").error(fmt::format("first_dense_layers ({}) equals layers: no layer is a mixture of experts; "
+                                         "leave moe out for a dense model", m.layers));
 }
 
 bool load_model_preset(const std::string& name, const Node& where_named, const std::shared_ptr<input::LoadContext>& ctx,

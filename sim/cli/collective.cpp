@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <cmath>
+#include <string_view>
 #include <optional>
 #include <sstream>
 
@@ -51,15 +53,28 @@ Prepared prepare(const std::string& system, const std::string& op_s, const std::
 // A message per GPU of more than a petabyte is no collective a job runs (docs/decisions.md, "Input limits").
 constexpr double kMaxCollectiveBytes = 1e15;
 
+bool nccl_size_suffix(char c) { return std::string_view("KkMmGgTt").find(c) != std::string_view::npos; }
+
 double parse_bytes(const std::string& text, const char* option, input::Diagnostics& diag) {
   try {
     const double bytes = sim::parse_quantity(text, sim::QuantityKind::bytes);
     if (bytes > kMaxCollectiveBytes)
       diag.error({option, 0, 0}, "",
                  fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", text));
+    else if (bytes != std::floor(bytes))
+      diag.error({option, 0, 0}, "", fmt::format("{} is {:g} bytes: a collective moves whole bytes", text, bytes));
     return bytes;
   } catch (const sim::UnitError& e) {
-    diag.error({option, 0, 0}, "", e.what());
+    // nccl-tests' own size (8G: GiB) is what -b/-e read; --bytes takes a quantity, and says so where the text is one.
+    const bool nccl_style = std::string_view(option) == "--bytes" && text.size() > 1 && std::isalpha(static_cast<unsigned char>(text.back())) &&
+                            nccl_size_suffix(text.back());
+    const std::string num = text.substr(0, text.size() - 1);
+    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+    diag.error({option, 0, 0}, "",
+               nccl_style ? fmt::format("'{}': --bytes takes a size with its unit: {}{}iB (what nccl-tests' {}, which -b "
+                                        "and -e read, means) or {}{}B",
+                                        text, num, unit, text, num, unit)
+                          : std::string(e.what()));
   }
   return 0;
 }
@@ -162,12 +177,14 @@ json collective_sweep_json(const CollectiveSweep& s) {
   auto& diag = session.diag;
   Prepared p = prepare(s.system, s.op, s.algo, session);
   check_gpus(s.gpus, s.stride, diag);
+  const std::size_t errors_before = diag.size();
   const double lo = parse_nccl_size(s.min_bytes, "-b", diag);
   const double hi = parse_nccl_size(s.max_bytes, "-e", diag);
+  const bool sizes_read = diag.size() == errors_before;  // (a size that did not parse is not compared with the other)
   double step = 0;
   if (!s.step_bytes.empty()) step = parse_nccl_size(s.step_bytes, "-i", diag);
-  if (lo < 1) diag.error({"-b", 0, 0}, "", "the smallest size must be at least 1 byte");
-  if (hi < lo) diag.error({"-e", 0, 0}, "", "the largest size must not be smaller than -b");
+  if (sizes_read && lo < 1) diag.error({"-b", 0, 0}, "", "the smallest size must be at least 1 byte");
+  if (sizes_read && hi < lo) diag.error({"-e", 0, 0}, "", "the largest size must not be smaller than -b");
   if (hi > kMaxCollectiveBytes)
     diag.error({"-e", 0, 0}, "", fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", s.max_bytes));
   // A given factor, 0, negative and NaN too, must be > 1; not given, the default 2 or -i applies.

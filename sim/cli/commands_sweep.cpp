@@ -59,7 +59,9 @@ bool stderr_is_terminal(const std::ostream& err) {
 // --report, one HTML report, the same as one unsharded run would have written.
 int cmd_sweep_merge(const std::string& file, const std::string& csv, const std::vector<std::string>& shards,
                     const std::string& html, std::ostream& out, std::ostream& err) {
+  input::ReadLog read;
   const workflow::SweepSpec spec = workflow::load_sweep(file);
+  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read.inputs("a file the base scenario reads"));
   // The merged CSV over one of the shards it merges would leave that shard's rows replaced (the rows are read first,
   // so the write succeeds) and a second merge short of them.
   {
@@ -110,10 +112,12 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
       shard = *s;  // a Slurm job array task runs its share without --shard
       spdlog::info("sweep shard {}", from_slurm);
     }
+  input::ReadLog read;  // load_sweep probes the base scenario: its model and calibration files are inputs too
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   workflow::check_sweep_size(spec, shard, !html.empty());
   // An output that names an input or the other output would be emptied before the run (both are opened at once).
   input::check_outputs({{csv, "--out"}, {html, "--report"}}, {{file, "the sweep file"}, {spec.base, "its base scenario"}});
+  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read.inputs("a file the base scenario reads"));
   // Open the outputs before the (long) run so a bad path fails at once.
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");

@@ -162,6 +162,10 @@ void parse_measured(const Node& n, SuiteCase& c) {
                             key, v.describe()));
         continue;
       }
+      if (key == "mfu" && *d > 1) {  // (the report's mfu is a fraction; 51.1 is a percentage written as one)
+        v.error(fmt::format("mfu is a fraction of the peak (0.511 for 51.1%), at most 1; got {}", v.describe()));
+        continue;
+      }
       e.value = *d;
     }
     c.measured.push_back(e);

@@ -118,7 +118,7 @@ TEST(InputAudit, TorchrunCountsAreReadInEitherFormOrRefused) {
     write(dir + "/bad.sh", "# launch\ntorchrun --nproc_per_node 8 --nnodes " + std::string(bad) + tail);
     const auto r = run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm"});
     EXPECT_EQ(r.code, 1) << bad;
-    EXPECT_EQ(r.err, dir + "/bad.sh:2:0: error: torchrun --nnodes '" + bad +
+    EXPECT_EQ(r.err, dir + "/bad.sh:2: error: torchrun --nnodes '" + bad +
                          "': not a count of 1 to 1,048,576; give the job's GPUs with --gpus\n");
     // --gpus says the count: the launcher's is not needed.
     EXPECT_EQ(run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm", "--gpus", "16"}).code, 0) << bad;
@@ -268,7 +268,7 @@ TEST(InputAudit, ImportersReadTheirFilesBounded) {
   write(dir + "/nul.sh", std::string("--num-layers 4\n--hidden-size 8\0\n", 32));
   const auto nul = run_cli({"import", "megatron", dir + "/nul.sh"});
   EXPECT_EQ(nul.code, 1);
-  EXPECT_EQ(nul.err, dir + "/nul.sh:2:0: error: binary data (a NUL byte): expected a launch script, argument list or Megatron log\n");
+  EXPECT_EQ(nul.err, dir + "/nul.sh:2: error: binary data (a NUL byte): expected a launch script, argument list or Megatron log\n");
 }
 
 // nccl-tests' -J JSON skipped the text reader's checks: a device other than the base preset's, a time that disagrees with
@@ -358,4 +358,100 @@ TEST(InputAudit, ErrorsInANamedFileNameTheKeyThatNamedIt) {
   const auto c = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.calibration=" + dir + "/bad.yaml"});
   EXPECT_EQ(c.code, 1);
   EXPECT_TRUE(has(c.err, "system.calibration: the calibration file it names has errors (above)")) << c.err;
+}
+
+// A second pass (2026-12-07, about 420 adversarial inputs): no crash or hang, but these answers were silently wrong.
+// Launch scripts: shell arithmetic as bash reads it, division by 0 refused; a variable set on two branches of one if
+// said; a Megatron log's world_size held to a count.
+TEST(InputAudit, LaunchScriptArithmeticBranchesAndWorldSize) {
+  const std::string dir = temp_dir("shell2");
+  const std::string tail = " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+                           "--global-batch-size 64 --vocab-size 32000 --bf16\n";
+  auto layers = [&](const std::string& expr) {
+    write(dir + "/a.sh", "X=0\nY=1+2\npython pretrain_gpt.py --num-layers " + expr + tail);
+    return run_cli({"import", "megatron", dir + "/a.sh", "--system", "h100-sxm", "--gpus", "8"});
+  };
+  // Parentheses, %, **, a variable holding an expression (bash reads Y=1+2 as 3 inside $((Y*8))), a unary sign
+  // before ** (bash: -2**2 is 4).
+  for (const auto& [expr, want] : std::vector<std::pair<std::string, std::string>>{
+           {"$(( (1+1)*16 ))", "layers: 32"}, {"$((Y*8))", "layers: 24"}, {"$((100 % 34))", "layers: 32"},
+           {"$((2**5))", "layers: 32"}, {"$((-2**2+36))", "layers: 40"}}) {
+    const auto r = layers(expr);
+    EXPECT_EQ(r.code, 0) << expr << r.err;
+    EXPECT_TRUE(has(r.out, want)) << expr << r.out;
+  }
+  // $((32 + 1/0)) had read as 32; $((1024/X)) as 0.
+  for (const auto& [expr, why] : std::vector<std::pair<std::string, std::string>>{
+           {"$((32 + 1/0))", "division by 0"}, {"$((1024/X))", "division by 0"}, {"$((2**62*4))", "the result passes 64 bits"}}) {
+    const auto r = layers(expr);
+    EXPECT_EQ(r.code, 1) << expr;
+    EXPECT_EQ(r.err, dir + "/a.sh:3:1: error: " + expr + ": " + why + "\n");
+  }
+  // What racksim does not evaluate stays as written, so the flag's error shows it.
+  EXPECT_TRUE(has(layers("$((i++))").err, "got '$((i++))'"));
+  // An if/else: racksim reads both branches and keeps the last, now saying so.
+  write(dir + "/if.sh", "MODEL=big\nif [ \"$MODEL\" == \"big\" ]; then\n  TP=8\nelse\n  TP=1\nfi\n"
+                        "python pretrain_gpt.py --num-layers 4 --tensor-model-parallel-size $TP" + tail);
+  const auto branch = run_cli({"import", "megatron", dir + "/if.sh", "--system", "h100-sxm", "--gpus", "8"});
+  EXPECT_EQ(branch.code, 0) << branch.err;
+  EXPECT_TRUE(has(branch.err, "TP is set on two branches of the if at line 2 ('8' at line 3, '1' at line 5): racksim "
+                              "cannot tell which the run took, reads every branch and keeps the last"))
+      << branch.err;
+  // The same value on both branches, or one branch alone, is nothing to say.
+  write(dir + "/if1.sh", "if [ -n \"$X\" ]; then TP=2; else TP=2; fi\nif [ -n \"$Y\" ]; then PP=1; fi\n"
+                         "python pretrain_gpt.py --num-layers 4 --tensor-model-parallel-size $TP" + tail);
+  EXPECT_FALSE(has(run_cli({"import", "megatron", dir + "/if1.sh", "--system", "h100-sxm", "--gpus", "8"}).err,
+                   "two branches"));
+  // world_size: 4294967304 had wrapped to 8, 8.9 read as 8, -8 and abc as no count.
+  for (const char* bad : {"4294967304", "8.9", "-8", "abc", "99999999999"}) {
+    std::string log = "------------------------ arguments ------------------------\n";
+    for (const std::string kv : {"num_layers 4", "hidden_size 1024", "num_attention_heads 16", "seq_length 2048",
+                                 "micro_batch_size 1", "global_batch_size 64", "vocab_size 32000", "bf16 True"})
+      log += "  " + kv.substr(0, kv.find(' ')) + " ........................ " + kv.substr(kv.find(' ') + 1) + "\n";
+    log += "  world_size ........................ " + std::string(bad) + "\n";
+    log += "-------------------- end of arguments ---------------------\n";
+    write(dir + "/train.log", log);
+    const auto r = run_cli({"import", "megatron", dir + "/train.log", "--system", "h100-sxm"});
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_EQ(r.err, dir + "/train.log:10: error: world_size '" + std::string(bad) +
+                         "': not a count of 1 to 1,048,576; give the job's GPUs with --gpus\n");
+  }
+}
+
+// collective --bytes 0.1B had timed a tenth of a byte; validate took mfu 51.1 (a percentage) and failed the case at
+// -99%; a MoE model whose every layer is dense ran its scenario with ep 64 and routing warnings.
+TEST(InputAudit, FractionalBytesPercentMfuAndAMoeModelWithoutMoeLayers) {
+  const std::string dir = temp_dir("pass2");
+  const auto frac = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "--op", "all_reduce", "--bytes", "0.1B"});
+  EXPECT_EQ(frac.code, 1);
+  EXPECT_EQ(frac.err, "--bytes: error: 0.1B is 0.1 bytes: a collective moves whole bytes\n");
+  const auto g = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "--op", "all_reduce", "--bytes", "1G"});
+  EXPECT_EQ(g.code, 1);
+  EXPECT_EQ(g.err, "--bytes: error: '1G': --bytes takes a size with its unit: 1GiB (what nccl-tests' 1G, which -b and -e "
+                   "read, means) or 1GB\n");
+  // -e that does not parse is one error, not also "smaller than -b".
+  const auto e = run_cli({"collective", "--system", "h200-sxm", "--gpus", "8", "--op", "all_reduce", "-b", "8", "-e", "1P"});
+  EXPECT_EQ(e.code, 1);
+  EXPECT_FALSE(has(e.err, "smaller than -b")) << e.err;
+
+  write(dir + "/suite.yaml", "cases:\n  - name: q\n    scenario: " + kSrc + "/scenarios/quickstart.yaml\n"
+                             "    measured: {mfu: 51.1}\n    tolerance: 0.1\n");
+  const auto v = run_cli({"validate", dir + "/suite.yaml"});
+  EXPECT_EQ(v.code, 1);
+  EXPECT_EQ(v.err, dir + "/suite.yaml:4:21: error: cases[0].measured.mfu: mfu is a fraction of the peak (0.511 for "
+                   "51.1%), at most 1; got '51.1'\n");
+
+  std::string model = read_file(kSrc + "/workloads/models/deepseek-v3.yaml");
+  const auto at = model.find("first_dense_layers:");
+  ASSERT_NE(at, std::string::npos);
+  model.replace(at, model.find('\n', at) - at, "first_dense_layers: 61");
+  write(dir + "/dense.yaml", model);
+  write(dir + "/s.yaml", "name: s\nsystem: {preset: gb200-nvl72, gpus: 64}\nmodel: {preset: dense.yaml}\n"
+                         "training: {seq_len: 4096, global_batch: 64, micro_batch: 1, precision: bf16, "
+                         "parallelism: {tp: 1, pp: 1, cp: 1, ep: 64, dp: auto}}\n");
+  const auto m = run_cli({"run", dir + "/s.yaml"});
+  EXPECT_EQ(m.code, 1);
+  EXPECT_TRUE(has(m.err, "first_dense_layers (61) equals layers: no layer is a mixture of experts; leave moe out for a "
+                         "dense model"))
+      << m.err;
 }

@@ -29,6 +29,40 @@ const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
 
 }  // namespace
 
+// A robustness pass's finding (2026-12-07): the guard covered the files on the command line only, so `--trace` over the
+// model file a scenario names replaced it with trace JSON (exit 0), and the next run failed on it. Every file the
+// scenario's load read is an input now: its model file, a calibration file named by --set, a preset file.
+TEST(OutputFiles, OutputsMayNotNameAFileTheScenarioReads) {
+  const std::string dir = ::testing::TempDir() + "/output_files_read";
+  fs::create_directories(dir);
+  const std::string model = dir + "/mymodel.yaml", scen = dir + "/s.yaml";
+  fs::copy_file(kSrc + "/workloads/models/llama3-8b.yaml", model, fs::copy_options::overwrite_existing);
+  {
+    std::ofstream f(scen);
+    f << "name: s\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {preset: mymodel.yaml}\n"
+         "training: {seq_len: 8192, global_batch: 128, micro_batch: 1, precision: bf16, parallelism: {tp: 1, pp: 1, cp: 1, dp: auto}}\n";
+  }
+  const std::string before = read_file(model);
+  for (const char* option : {"--trace", "--report"}) {
+    const auto r = run_cli({"run", scen, option, model});
+    EXPECT_EQ(r.code, 1) << option;
+    EXPECT_EQ(r.err, model + ": error: " + option + ": is a file the scenario reads (" + model +
+                         "): writing the output would destroy it\n");
+  }
+  EXPECT_EQ(run_cli({"compare", scen, kQuick, "--report", model}).code, 1);
+  EXPECT_EQ(read_file(model), before);
+  // A calibration file named by --set, the same way.
+  const std::string cal = dir + "/cal.yaml";
+  fs::copy_file(kSrc + "/hardware_models/calibrated/h200.yaml", cal, fs::copy_options::overwrite_existing);
+  const std::string cal_before = read_file(cal);
+  const auto c = run_cli({"run", kQuick, "--set", "system.calibration=" + cal, "--trace", cal});
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("--trace: is a file the scenario reads"), std::string::npos) << c.err;
+  EXPECT_EQ(read_file(cal), cal_before);
+  // And a trace beside them is written as before.
+  EXPECT_EQ(run_cli({"run", scen, "--trace", dir + "/t.json"}).code, 0);
+}
+
 TEST(OutputFiles, OutputsMayNotNameInputsEachOtherOrNothing) {
   const std::string dir = ::testing::TempDir() + "/output_files";
   fs::create_directories(dir);

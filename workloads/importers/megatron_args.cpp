@@ -10,10 +10,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <stdexcept>
 
@@ -92,22 +94,26 @@ class Shell {
   // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
   static constexpr std::size_t kMaxExpandedBytes = std::size_t{1} << 20;
 
-  // Evaluates $((...)) with integers, + - * / and variables.
+  // Evaluates $((...)) as bash does for what launch scripts write: integers, variables (a variable's value read as an
+  // expression of its own, as bash reads it), + - * / % **, unary signs and parentheses. Division by zero and a result
+  // past 64 bits are refused at the script's line (bash fails on the first and wraps the second silently); an
+  // expression racksim cannot read (i++, comparisons, ?:) is left unexpanded, so a flag's value says what it was.
   std::string arith(const std::string& expr) {
     std::string e;
     for (std::size_t i = 0; i < expr.size(); ++i) {
       if (expr[i] == '$') continue;
       e += expr[i];
     }
-    // Substitute variable names.
+    // Substitute variable names, each value in parentheses (X=1+2: $((X*2)) is 6 in bash).
     std::string s;
     for (std::size_t i = 0; i < e.size();) {
       if (std::isalpha(static_cast<unsigned char>(e[i])) || e[i] == '_') {
         std::size_t j = i;
         while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
-        std::string name = e.substr(i, j - i);
-        auto it = vars.find(name);
-        s += it != vars.end() ? it->second : "0";
+        auto it = vars.find(e.substr(i, j - i));
+        s.push_back('(');
+        s.append(it != vars.end() && !trim(it->second).empty() ? it->second : std::string("0"));
+        s.push_back(')');
         i = j;
       } else if (e[i] == '{' || e[i] == '}') {
         ++i;
@@ -115,43 +121,120 @@ class Shell {
         s += e[i++];
       }
     }
-    // Left to right with * / before + -.
-    std::vector<long long> terms;
-    std::vector<char> ops;
-    std::istringstream in(s);
-    long long acc = 0;
-    char pending = '+';
-    auto read_num = [&](long long& v) {
-      in >> std::ws;
-      return static_cast<bool>(in >> v);
-    };
-    long long v = 0;
-    if (!read_num(v)) return "";
-    long long term = v;
-    while (true) {
-      char op = 0;
-      in >> std::ws;
-      if (!(in >> op)) break;
-      long long w = 0;
-      if (!read_num(w)) return "";
-      // Past 64 bits the expression is not read (as a shell would wrap, racksim leaves it unexpanded).
-      if (op == '*') {
-        if (__builtin_mul_overflow(term, w, &term)) return "";
-      } else if (op == '/') {
-        term = w && !(term == std::numeric_limits<long long>::min() && w == -1) ? term / w : 0;
-      } else if (op == '+' || op == '-') {
-        if (pending == '+' ? __builtin_add_overflow(acc, term, &acc) : __builtin_sub_overflow(acc, term, &acc)) return "";
-        pending = op;
-        term = w;
+    if (s.size() > 4096) return "$((" + expr + "))";
+    ArithParser p{s, 0, line, expr};
+    const auto v = p.parse();
+    return v ? std::to_string(*v) : "$((" + expr + "))";
+  }
+
+  // A recursive-descent reader of the substituted expression; nullopt when it is not one racksim reads.
+  struct ArithParser {
+    const std::string& s;
+    std::size_t i;
+    int line;
+    const std::string& original;
+    int depth = 0;
+    [[noreturn]] void refuse(const std::string& why) const {
+      throw ExpansionTooLong(line, fmt::format("$(({})): {}", original, why));
+    }
+    void ws() {
+      while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    }
+    bool eat(const char* tok) {
+      ws();
+      const std::size_t n = std::strlen(tok);
+      if (s.compare(i, n, tok) != 0) return false;
+      if (n == 1 && tok[0] == '*' && i + 1 < s.size() && s[i + 1] == '*') return false;  // '*' is not '**'
+      i += n;
+      return true;
+    }
+    std::optional<long long> parse() {
+      auto v = add();
+      ws();
+      if (!v || i != s.size()) return std::nullopt;
+      return v;
+    }
+    std::optional<long long> add() {
+      auto acc = mul();
+      while (acc) {
+        if (eat("+")) {
+          auto w = mul();
+          if (!w) return std::nullopt;
+          if (__builtin_add_overflow(*acc, *w, &*acc)) refuse("the result passes 64 bits");
+        } else if (eat("-")) {
+          auto w = mul();
+          if (!w) return std::nullopt;
+          if (__builtin_sub_overflow(*acc, *w, &*acc)) refuse("the result passes 64 bits");
+        } else {
+          break;
+        }
+      }
+      return acc;
+    }
+    std::optional<long long> mul() {
+      auto acc = power();
+      while (acc) {
+        char op = 0;
+        if (eat("*")) op = '*';
+        else if (eat("/")) op = '/';
+        else if (eat("%")) op = '%';
+        else break;
+        auto w = power();
+        if (!w) return std::nullopt;
+        if (op == '*') {
+          if (__builtin_mul_overflow(*acc, *w, &*acc)) refuse("the result passes 64 bits");
+        } else {
+          if (*w == 0) refuse("division by 0");
+          if (*acc == std::numeric_limits<long long>::min() && *w == -1) refuse("the result passes 64 bits");
+          acc = op == '/' ? *acc / *w : *acc % *w;
+        }
+      }
+      return acc;
+    }
+    std::optional<long long> power() {  // right-associative; bash reads a unary sign before it
+      auto base = unary();
+      if (!base || !eat("**")) return base;
+      auto ex = power();
+      if (!ex) return std::nullopt;
+      if (*ex < 0) refuse("a negative exponent");
+      if (*base == 0 || *base == 1) return *ex == 0 ? 1 : *base;
+      if (*base == -1) return *ex % 2 == 0 ? 1 : -1;
+      long long r = 1;  // |base| >= 2: 64 bits pass within 63 factors
+      for (long long k = 0; k < *ex; ++k)
+        if (__builtin_mul_overflow(r, *base, &r)) refuse("the result passes 64 bits");
+      return r;
+    }
+    std::optional<long long> unary() {
+      if (++depth > 200) return std::nullopt;  // (nesting a launch script does not reach)
+      std::optional<long long> v;
+      if (eat("-")) {
+        v = unary();
+        if (v && __builtin_sub_overflow(0LL, *v, &*v)) refuse("the result passes 64 bits");
+      } else if (eat("+")) {
+        v = unary();
       } else {
-        return "";
+        v = primary();
+      }
+      --depth;
+      return v;
+    }
+    std::optional<long long> primary() {
+      ws();
+      if (eat("(")) {
+        auto v = add();
+        if (!v || !eat(")")) return std::nullopt;
+        return v;
+      }
+      const std::size_t b = i;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+      if (i == b || i - b > 19) return std::nullopt;
+      try {
+        return std::stoll(s.substr(b, i - b));
+      } catch (...) {
+        refuse("the result passes 64 bits");
       }
     }
-    if (pending == '+' ? __builtin_add_overflow(acc, term, &acc) : __builtin_sub_overflow(acc, term, &acc)) return "";
-    (void)terms;
-    (void)ops;
-    return std::to_string(acc);
-  }
+  };
 
   // All variables' values together: at most this much (10,000 lines of B1=$A would each stay under the word bound).
   static constexpr std::size_t kMaxVariableBytes = std::size_t{16} << 20;
@@ -278,6 +361,7 @@ struct Extracted {
   int torchrun_problem_line = 0;
   int world_size = 0;      // Megatron log's world_size
   bool megatron_log = false;
+  std::vector<std::string> warnings;  // a variable set differently on two branches of one if
 };
 
 void add_args_from_words(const std::vector<std::string>& ws, int line, std::vector<Arg>& args) {
@@ -345,7 +429,19 @@ Extracted extract(const std::string& text) {
       while (v < line.size() && (line[v] == '.' || line[v] == ' ')) ++v;
       const std::string value = trim(line.substr(v));
       if (name.empty()) continue;
-      if (name == "world_size") ex.world_size = std::atoi(value.c_str());
+      if (name == "world_size") {
+        // A count, as torchrun's are checked (atoi had read 4294967304 as 8 and 8.9 as 8; -8 and abc as no count).
+        const bool digits = !value.empty() && value.size() <= 7 &&
+                            std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const long n = digits ? std::stol(value) : 0;
+        if (n >= 1 && n <= 1'048'576) {
+          ex.world_size = static_cast<int>(n);
+        } else if (ex.torchrun_problem.empty()) {
+          ex.torchrun_problem =
+              fmt::format("world_size '{}': not a count of 1 to 1,048,576; give the job's GPUs with --gpus", value);
+          ex.torchrun_problem_line = lineno;
+        }
+      }
       // A default-on switch printed off: the flag that turns it off.
       static const std::map<std::string, std::string> off_switch = {
           {"check_for_nan_in_loss_and_grad", "no-check-for-nan-in-loss-and-grad"},
@@ -424,9 +520,22 @@ Extracted extract(const std::string& text) {
   }
   Shell sh;
   int nproc = 0, nnodes = 1;
+  // The if blocks open at a line: racksim reads every branch (it cannot evaluate the tests), so a variable set
+  // differently on two branches of one if takes the last; that is said, since the script would have taken one.
+  struct IfBlock {
+    int line = 0, branch = 0;
+    std::map<std::string, std::tuple<int, int, std::string>> set;  // name -> (branch, line, value)
+  };
+  std::vector<IfBlock> ifs;
+  std::set<std::string> warned;
   for (const auto& [line, lineno] : lines) {
     sh.line = lineno;
     auto ws = words(line);
+    if (ws.empty()) continue;
+    if (ws[0] == "if") ifs.push_back({lineno, 0, {}});
+    else if ((ws[0] == "elif" || ws[0] == "else") && !ifs.empty()) ++ifs.back().branch;
+    else if (ws[0] == "fi" && !ifs.empty()) ifs.pop_back();
+    if (ws[0] == "then" || ws[0] == "else") ws.erase(ws.begin());  // `then TP=8`, `else TP=1` on one line
     if (ws.empty()) continue;
     std::vector<std::string> rest;
     std::size_t i = 0;
@@ -457,7 +566,19 @@ Extracted extract(const std::string& text) {
           continue;
         }
         if (ws.size() == i + 1) {
-          sh.set_var(name, sh.expand(value));
+          std::string v = sh.expand(value);
+          if (!ifs.empty()) {
+            auto& blk = ifs.back();
+            auto it = blk.set.find(name);
+            if (it != blk.set.end() && std::get<0>(it->second) != blk.branch && std::get<2>(it->second) != v &&
+                warned.insert(name + "@" + std::to_string(blk.line)).second)
+              ex.warnings.push_back(fmt::format(
+                  "{} is set on two branches of the if at line {} ('{}' at line {}, '{}' at line {}): racksim cannot "
+                  "tell which the run took, reads every branch and keeps the last",
+                  name, blk.line, std::get<2>(it->second), std::get<1>(it->second), v, lineno));
+            blk.set[name] = {blk.branch, lineno, v};
+          }
+          sh.set_var(name, std::move(v));
           continue;
         }
       }
@@ -687,6 +808,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   if (ex.args.empty()) fail(label, "no Megatron arguments found (expected --flags, a launch script or Megatron's "
                                    "printed arguments block)");
+  for (const auto& w : ex.warnings) out.warnings.push_back(w);
   Flags fl;
   std::map<std::string, std::string> conflicts;
   for (const auto& a : ex.args) {
