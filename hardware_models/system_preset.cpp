@@ -509,12 +509,17 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       // Datasheet facts a preset records and the model does not read: an override of one changes no number, and a
       // "power-capped GPU" what-if through gpu.tdp must not look as if it ran.
       // Said once per place and process (a sweep loads the scenario at every point, on several threads).
+      // (The scenario's grafts are parked: a command-line --set is known by its origin there, line -1.)
+      const auto sg = scenario_grafts.find(node.internal_path());
+      const bool command_line_set = sg != scenario_grafts.end() && sg->second.line < 0;
+      const input::SourceLocation w = command_line_set ? input::SourceLocation{node.file(), 0, 0} : node.where();
+      // "file:line:column", or the option alone for a command-line --set (no line).
+      const std::string at = w.line > 0 ? fmt::format("{}:{}:{}", w.file, w.line, w.column) : w.file;
       if (target == "gpu.tdp" || target == "gpu.l2_cache" || target == "gpu.tensor_clock") {
-        const auto w = node.where();
         const std::string message = fmt::format(
-            "{}:{}:{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, override "
+            "{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, override "
             "gpu.peak_dense.*, gpu.matmul_efficiency.* or gpu.hbm_bandwidth)",
-            w.file, w.line, w.column, node.path(), target);
+            at, node.path(), target);
         static std::mutex mutex;
         static std::set<std::string> said;
         bool first = false;
@@ -525,15 +530,14 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         if (first) spdlog::warn("{}", message);
       }
       input::set_by_path(tree, target, node.yaml());
-      ctx->grafts[target] = {node.file(), node.path()};
-      const auto w = node.where();
+      ctx->grafts[target] = {node.file(), node.path(), command_line_set ? -1 : 0, 0};
       // Keys of `sources` are dotted paths themselves: set the entry directly. A table replaced by one value (e.g.
       // gpu.bf16_wgrad_nt_time_ratio: 1) takes its points' citations with it.
       std::vector<std::string> replaced;
       for (auto it = tree["sources"].begin(); it != tree["sources"].end(); ++it)
         if (it->first.IsScalar() && it->first.Scalar().starts_with(target + ".")) replaced.push_back(it->first.Scalar());
       for (const auto& k : replaced) tree["sources"].remove(k);
-      tree["sources"][target] = fmt::format("scenario override at {}:{}:{}", w.file, w.line, w.column);
+      tree["sources"][target] = fmt::format("scenario override at {}", at);
     }
   }
   Node rooted(tree, path, "", "", ctx);

@@ -13,7 +13,7 @@ namespace racksim::input {
 
 struct SourceLocation {
   std::string file;  // path as the user named it, or "--set KEY=VALUE" for command-line overrides
-  int line = 0;      // 1-based; 0 = unknown
+  int line = 0;      // 1-based; 0 = unknown; -1 = a command-line --set (printed without a line)
   int column = 0;    // 1-based; 0 = unknown
 };
 

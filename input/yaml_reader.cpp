@@ -52,9 +52,10 @@ Node::Node(YAML::Node yaml, std::string file, std::string display_path, std::str
 SourceLocation Node::where() const {
   // A node a set made (a --set's value, a validate case's set: entry, or a mapping made on the way) is where the set
   // was given: its own marks, if any, are from parsing the value's text alone.
+  // (A command-line set's origin has line -1: no line; its errors name the option alone.)
   if (ctx_)
-    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end() && g->second.line > 0)
-      return {file_, g->second.line, g->second.column};
+    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end() && g->second.line != 0)
+      return {file_, std::max(g->second.line, 0), g->second.line > 0 ? g->second.column : 0};
   SourceLocation loc{file_, 0, 0};
   if (yaml_.IsDefined()) {
     const YAML::Mark m = yaml_.Mark();
@@ -252,7 +253,9 @@ void MapReader::finish() {
     if (auto g = node_.context()->grafts.find(join_path(node_.internal_path(), key));
         g != node_.context()->grafts.end()) {
       // A key that came from a set (--set, a validate case's set:) or a graft of another file.
-      loc = {g->second.file, g->second.line > 0 ? g->second.line : 1, g->second.line > 0 ? g->second.column : 1};
+      loc = g->second.line < 0 ? input::SourceLocation{g->second.file, 0, 0}
+            : input::SourceLocation{g->second.file, g->second.line > 0 ? g->second.line : 1,
+                                    g->second.line > 0 ? g->second.column : 1};
       kpath = g->second.display_path;
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {

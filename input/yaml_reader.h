@@ -29,7 +29,8 @@ struct Origin {
   std::string file;          // file (or "--set K=V") that holds the grafted node
   std::string display_path;  // key path to show the user for the grafted node
   int line = 0, column = 0;  // where in it, when the grafted node's own marks do not say (a set's value is parsed from
-                             // its own text): a --set's start, a validate case's set: entry; 0: the node's marks
+                             // its own text): a validate case's set: entry; 0: the node's marks; -1: a command-line
+                             // --set, which has no line (its errors name the option alone)
 };
 
 struct LoadContext {

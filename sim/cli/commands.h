@@ -42,6 +42,11 @@ inline CLI::Validator path_given() {
   return CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path: name a file") : std::string(); },
                         "FILE");
 }
+// A preset's name (hw show '' and models show '' had printed the whole list, as list does).
+inline CLI::Validator name_given() {
+  return CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty name: name a preset") : std::string(); },
+                        "NAME");
+}
 
 Registered register_run(CLI::App& app);
 Registered register_compare(CLI::App& app);

@@ -330,7 +330,7 @@ Registered register_hw(CLI::App& app) {
   sub->require_subcommand(1);
   sub->add_subcommand("list", "list system presets")->add_flag("--json", s->json);
   s->show = sub->add_subcommand("show", "show a preset with its sources");
-  s->show->add_option("preset", s->name)->required();
+  s->show->add_option("preset", s->name)->required()->check(name_given());
   s->show->add_flag("--json", s->json);
   s->show->add_option("--calibration", s->calibration,
                       "also show the GEMM ceilings this calibration gives the preset (the transfer rule's result)");
@@ -346,7 +346,7 @@ Registered register_models(CLI::App& app) {
   sub->require_subcommand(1);
   sub->add_subcommand("list", "list model presets")->add_flag("--json", s->json, "one JSON object per line");
   s->show = sub->add_subcommand("show", "show a model preset (a name, or a model file's path)");
-  s->show->add_option("model", s->name, "preset name (racksim models list) or path to a model YAML file")->required();
+  s->show->add_option("model", s->name, "preset name (racksim models list) or path to a model YAML file")->required()->check(name_given());
   s->show->add_flag("--json", s->json, "print JSON");
   s->import = register_models_import(*sub, s->imp);
   return {sub, [s](std::ostream& out, std::ostream&) {

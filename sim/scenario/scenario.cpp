@@ -77,7 +77,9 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     // the command-line option at its start.
     const bool in_file = !s.where.file.empty();
     const std::string label = in_file ? s.where.file : fmt::format("{} {}={}", s.option, s.key_path, s.value);
-    const int line = in_file ? s.where.line : 1, column = in_file ? s.where.column : 1;
+    // A command-line set has no line (-1, which its grafts keep): its errors read "--set KEY=VALUE: error: ...", not
+    // "--set KEY=VALUE:1:1: error: ..." as if the option were a file.
+    const int line = in_file ? s.where.line : -1, column = in_file ? s.where.column : 0;
 
     const std::string arg = s.key_path + "=" + s.value;
     if (const std::size_t bad = input::first_invalid_utf8(arg); bad != std::string::npos) {

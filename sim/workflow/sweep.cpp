@@ -1,5 +1,6 @@
 #include "sim/workflow/sweep.h"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -646,7 +647,13 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
         p.report = json::object();
         const auto& cols = report_columns();
         for (std::size_t c = 0; c < cols.size(); ++c) {
-          json v = cell_value(cells[1 + nkeys + c]);
+          const std::string& cell = cells[1 + nkeys + c];
+          json v = cell_value(cell);
+          // A report figure is a finite number, none negative (a shard edited or damaged by hand had passed as an empty
+          // cell, 'nan' or -5 into the merged CSV and the report).
+          if (!cell.empty() && (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0))
+            fail(line, fmt::format("column {} ({}): '{}' is not a report figure (a finite number, not negative)",
+                                   2 + nkeys + c, cols[c], cell));
           if (v.is_null()) continue;
           json* cur = &p.report;
           std::size_t pos = 0;

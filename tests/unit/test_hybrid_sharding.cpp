@@ -218,10 +218,10 @@ TEST(HybridSharding, JaxDataParallelCollectivesShareOneStreamGathersFirst) {
 
 TEST(HybridSharding, BadValuesNameTheKey) {
   EXPECT_EQ(error_text(kDense, {"training.parallelism.dp_shard=6"}),
-            "--set training.parallelism.dp_shard=6:1:1: error: training.parallelism.dp_shard: dp_shard (6) must divide "
+            "--set training.parallelism.dp_shard=6: error: training.parallelism.dp_shard: dp_shard (6) must divide "
             "dp (32)");
   EXPECT_EQ(error_text(kDense, {"training.optimizer_sharding=none", "training.parallelism.dp_shard=8"}),
-            "--set training.parallelism.dp_shard=8:1:1: error: training.parallelism.dp_shard: dp_shard (hybrid "
+            "--set training.parallelism.dp_shard=8: error: training.parallelism.dp_shard: dp_shard (hybrid "
             "sharding) needs sharded state: set training.optimizer_sharding to fsdp (HSDP), zero1 or zero2 "
             "(distributed optimizer instances); with none every data-parallel rank holds the whole state");
   EXPECT_NE(error_text(kDense, {"training.parallelism.dp_shard=0"}).find("training.parallelism.dp_shard"),

@@ -455,3 +455,24 @@ TEST(InputAudit, FractionalBytesPercentMfuAndAMoeModelWithoutMoeLayers) {
                          "dense model"))
       << m.err;
 }
+
+// sweep --merge had taken a shard's damaged figures: 'abc' became an empty cell, 'NaN' and -5 were written through.
+TEST(InputAudit, MergedShardsHoldReportFiguresOnly) {
+  const std::string dir = temp_dir("merge_figures");
+  fs::copy(kSrc + "/scenarios/quickstart.yaml", dir + "/q.yaml");
+  write(dir + "/sweep.yaml", "base: q.yaml\nvary:\n  training.micro_batch: [1, 2]\n");
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(run_cli({"sweep", dir + "/sweep.yaml", "--shard", shard, "--out", dir + "/sh" + shard[0] + ".csv"}).code, 0);
+  const std::string good = read_file(dir + "/sh0.csv");
+  EXPECT_EQ(run_cli({"sweep", dir + "/sweep.yaml", "--merge", dir + "/sh0.csv", dir + "/sh1.csv"}).code, 0);
+  // The second line's step_time_s (column 3: point, the one varied key, then the report's figures).
+  const std::size_t row = good.find('\n') + 1;
+  const std::size_t c1 = good.find(',', row), c2 = good.find(',', c1 + 1), c3 = good.find(',', c2 + 1);
+  for (const char* bad : {"abc", "NaN", "-5", "inf"}) {
+    write(dir + "/sh0.csv", good.substr(0, c2 + 1) + bad + good.substr(c3));
+    const auto r = run_cli({"sweep", dir + "/sweep.yaml", "--merge", dir + "/sh0.csv", dir + "/sh1.csv"});
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_EQ(r.err, dir + "/sh0.csv:2: error: column 3 (step_time_s): '" + bad +
+                         "' is not a report figure (a finite number, not negative)\n");
+  }
+}

@@ -520,6 +520,20 @@ std::string set_col(const std::string& row, int col, const std::string& v) {
 }
 }  // namespace
 
+// calibrate read had listed a row of -5.00 us (fit refused it later, without its line).
+TEST(InputLimitsCalibration, NegativeTimesAndBandwidthsAreRefusedAtTheirRow) {
+  int row = 0;
+  const std::string d = dir_with("negative", "all_reduce_perf.log", log_with([&](auto& r) {
+                                   return ++row == 3 ? set_col(r, 5, "-5.00") : r;
+                                 }));
+  const auto r = run_cli({"calibrate", "read", d + "/all_reduce_perf.log"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, "us, algbw") && contains(r.err, "time -5.00 us") &&
+              contains(r.err, "not a measurement (a time or a bandwidth is not negative)"))
+      << r.err;
+  EXPECT_TRUE(contains(fit_error(d), "time -5.00 us"));
+}
+
 TEST(InputLimitsCalibration, FitRefusesUnusableData) {
   EXPECT_TRUE(contains(fit_error(dir_with("zero", "all_reduce_perf.log", log_with([](auto& r) { return set_col(r, 5, "0.00"); }))),
                        "nccl-tests log: 0 of its 11 rows have a positive size and time; at least 2 are needed"));

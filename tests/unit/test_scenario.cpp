@@ -90,7 +90,7 @@ TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
       {"=[1, 2]", "", "expected a mapping of tokens -> time ratio (e.g. {4096: 0.93}) or one number, got a list"},
       {"=9", "", "must be between 0.5 and 2, got 9"}};
   for (const auto& [set, path, message] : refused)
-    EXPECT_EQ(error_text(kBase, {table + set}), "--set " + table + set + ":1:1: error: " + table + path + ": " + message);
+    EXPECT_EQ(error_text(kBase, {table + set}), "--set " + table + set + ": error: " + table + path + ": " + message);
 }
 
 // The other preset tables keyed by data, gpu.sustained_gemm.<dtype> (GEMM shapes): a point may be set or added by its
@@ -112,7 +112,7 @@ TEST(Scenario, SustainedGemmPointsAreOverriddenByTheirShape) {
   EXPECT_NE(added.system.spec.sources.at("gpu.sustained_gemm.fp8.2048x2048x2048").find("scenario override"),
             std::string::npos);
   EXPECT_EQ(error_text(kBase, {fp8 + "20x48=1 PFLOP/s"}),
-            "--set " + fp8 + "20x48=1 PFLOP/s:1:1: error: " + fp8 + "20x48: '20x48' is not a GEMM shape: write MxNxK "
+            "--set " + fp8 + "20x48=1 PFLOP/s: error: " + fp8 + "20x48: '20x48' is not a GEMM shape: write MxNxK "
             "with positive integers, e.g. 8192x8192x8192");
   EXPECT_NE(error_text(kBase, {fp8 + "2048x2048x2048=3 PFLOP/s"}).find("is above this GPU's dense fp8 peak"),
             std::string::npos);
@@ -128,7 +128,7 @@ TEST(Scenario, ErrorsCarryLocationAndPath) {
 // A field beside a model preset says what to do instead of listing 'preset' as the only valid key.
 TEST(Scenario, FieldsBesideAModelPresetSayToWriteTheModelInline) {
   EXPECT_EQ(error_text(kBase, {"model.hidden=8192"}),
-            "--set model.hidden=8192:1:1: error: model.hidden: a model preset's fields are not set beside it (model: "
+            "--set model.hidden=8192: error: model.hidden: a model preset's fields are not set beside it (model: "
             "{preset: ...} takes nothing else): write the model inline instead, its fields as `racksim models show "
             "llama3-8b` prints them, with hidden changed");
 }
@@ -160,15 +160,15 @@ TEST(Scenario, SetErrorsNameTheOverride) {
   const std::string e = error_text(kBase, {"training.parallelism.tp=3"});
   EXPECT_EQ(e,
             "s.yaml:2:34: error: system.gpus: gpus (16) must be a multiple of tp·pp·cp = 3·1·1 = 3\n"
-            "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide the model's "
+            "--set training.parallelism.tp=3: error: training.parallelism.tp: tp (3) must divide the model's "
             "heads (32)\n"
-            "--set training.parallelism.tp=3:1:1: error: training.parallelism.tp: tp (3) must divide ffn_hidden (14336)");
+            "--set training.parallelism.tp=3: error: training.parallelism.tp: tp (3) must divide ffn_hidden (14336)");
   EXPECT_THROW(sim::parse_set_overrides({"no_equals_sign"}), input::InputError);
   // A mapping the --set creates on its way is the --set's too (it had been reported at the file, with no line).
   EXPECT_EQ(error_text(kBase, {"trainng.seq_len=4096"}),
-            "--set trainng.seq_len=4096:1:1: error: trainng: unknown key 'trainng'; did you mean 'training'?");
+            "--set trainng.seq_len=4096: error: trainng: unknown key 'trainng'; did you mean 'training'?");
   EXPECT_EQ(error_text(kBase, {"training.moe.dispatcher=deepep"}),
-            "--set training.moe.dispatcher=deepep:1:1: error: training.moe: training.moe needs a mixture-of-experts model "
+            "--set training.moe.dispatcher=deepep: error: training.moe: training.moe needs a mixture-of-experts model "
             "(model.moe)");
 }
 
