@@ -186,7 +186,9 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
     path = input::path_beside(where_named.file(), name);
     std::error_code file_ec;
     if (!fs::is_regular_file(path, file_ec)) {
-      where_named.error(fmt::format("model file '{}' not found", path));
+      where_named.error(fs::is_directory(path, file_ec)
+                            ? fmt::format("model file '{}' is a directory: name the model YAML file in it", path)
+                            : fmt::format("model file '{}' not found", path));
       return false;
     }
   }

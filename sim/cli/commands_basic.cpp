@@ -31,8 +31,12 @@ void print_report_figures(std::ostream& out, const json& r) {
   out << fmt::format("tokens/s per GPU    {:.1f}\n", r["tokens_per_s_per_gpu"].get<double>());
   out << fmt::format("model TFLOP/s/GPU   {:.1f}   (MFU {:.1f}%)\n", r["model_tflops_per_gpu"].get<double>(),
                      100 * r["mfu"].get<double>());
+  // fits is false when either HBM or the host memory (offload) is exceeded: say which, here where it is read first.
+  const bool fits = r["fits"].get<bool>();
+  const bool hbm_fits = r["peak_memory_bytes"].get<double>() <= r["memory_capacity_bytes"].get<double>();
   out << fmt::format("peak memory         {:.2f} GB of {:.2f} GB  ({})\n", r["peak_memory_bytes"].get<double>() / 1e9,
-                     r["memory_capacity_bytes"].get<double>() / 1e9, r["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
+                     r["memory_capacity_bytes"].get<double>() / 1e9,
+                     fits ? "fits" : hbm_fits ? "fits in HBM; DOES NOT FIT in host memory (see the warning)" : "DOES NOT FIT");
   for (auto it = r["memory_breakdown_bytes"].begin(); it != r["memory_breakdown_bytes"].end(); ++it)
     out << fmt::format("  {:<22}{:>10.2f} GB\n", it.key(), it.value().get<double>() / 1e9);
   out << "time breakdown\n";
@@ -255,7 +259,7 @@ Registered register_run(CLI::App& app) {
   struct S { Common c; std::string file, trace, html; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("run", "simulate one training step of a scenario");
-  sub->add_option("scenario", s->file, "scenario YAML file")->required();
+  sub->add_option("scenario", s->file, "scenario YAML file")->required()->check(path_given());
   sub->add_option("--set", s->c.sets, "override a scenario key: KEY.PATH=VALUE (repeatable)");
   sub->add_flag("--json", s->c.json_out, "print the JSON report");
   sub->add_option("--trace", s->trace, "write a Chrome/Perfetto trace of the step (FILE.json, or FILE.json.gz compressed)")->check(path_given());
@@ -268,8 +272,8 @@ Registered register_compare(CLI::App& app) {
   struct S { Common c; CompareSets sides; std::string base, variant, html; };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("compare", "simulate two scenarios and report the speedup");
-  sub->add_option("base", s->base, "base scenario")->required();
-  sub->add_option("variant", s->variant, "variant scenario (may be the base file, with --variant-set)")->required();
+  sub->add_option("base", s->base, "base scenario")->required()->check(path_given());
+  sub->add_option("variant", s->variant, "variant scenario (may be the base file, with --variant-set)")->required()->check(path_given());
   sub->add_option("--set", s->c.sets, "override applied to both: KEY.PATH=VALUE (repeatable)");
   sub->add_option("--base-set", s->sides.base, "override applied to the base only, after --set (repeatable)");
   sub->add_option("--variant-set", s->sides.variant, "override applied to the variant only, after --set (repeatable)");

@@ -69,7 +69,7 @@ Registered register_replay(CLI::App& app) {
   auto* sub = app.add_subcommand("replay", "replay a compiled XLA HLO module (text, optionally .gz) on a system");
   sub->footer("Limits: HLO text of at most 4 GiB (also after gzip decompression), at most 1,048,576 GPUs, at most\n"
               "2,000,000 operations in the unrolled step (docs/decisions.md, \"Input limits\").");
-  sub->add_option("module", s->file, "HLO module text file (MODULE.hlo or MODULE.hlo.gz)")->required();
+  sub->add_option("module", s->file, "HLO module text file (MODULE.hlo or MODULE.hlo.gz)")->required()->check(path_given());
   sub->add_option("--system", s->system, "system preset")->required();
   auto* gpus_opt =
       sub->add_option("--gpus", s->gpus, "GPUs of the job, 1 to 1,048,576 (default: the devices the module was compiled for)");

@@ -203,7 +203,7 @@ Registered register_sweep(CLI::App& app) {
   };
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand("sweep", "simulate every point of a cartesian product of scenario overrides (CSV)");
-  sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required();
+  sub->add_option("sweep", s->file, "sweep YAML file (base: SCENARIO, vary: {KEY.PATH: [values]})")->required()->check(path_given());
   sub->footer("Rows are written as points finish, in point order. Limits: 1,000,000 points per run (shard larger\n"
               "sweeps with --shard), 100,000 with --report (docs/decisions.md, \"Input limits\").");
   sub->add_option("--out", s->csv, "write the CSV here instead of stdout")->check(path_given());

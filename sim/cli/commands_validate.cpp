@@ -42,7 +42,7 @@ Registered register_validate(CLI::App& app) {
   auto s = std::make_shared<S>();
   auto* sub = app.add_subcommand(
       "validate", "check predictions against measurements and expected speedups (exit 4 when a check fails)");
-  sub->add_option("suite", s->file, "validation suite YAML file")->required();
+  sub->add_option("suite", s->file, "validation suite YAML file")->required()->check(path_given());
   sub->add_flag("--json", s->json, "print the checks as a JSON list");
   sub->add_flag("--exact", s->exact, "replay every micro-step (no steady-state extrapolation of long steps)");
   return {sub, [s](std::ostream& out, std::ostream& err) { return cmd_validate(s->file, s->json, s->exact, out, err); }};

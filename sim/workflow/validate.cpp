@@ -1,5 +1,6 @@
 #include "sim/workflow/validate.h"
 
+#include <map>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -320,8 +321,18 @@ Suite parse_suite(const Node& root) {
       cases->error(fmt::format("expected a list of cases, got {}", cases->describe()));
     else if (cases->yaml().size() == 0)
       cases->error("the list of cases is empty");
-    else
-      for (std::size_t i = 0; i < cases->yaml().size(); ++i) s.cases.push_back(parse_case(cases->element(i), s.file, i));
+    else {
+      // A case is known by its name in the table, the JSON and the exit message: two of one name could not be told apart.
+      std::map<std::string, int> first_line;
+      for (std::size_t i = 0; i < cases->yaml().size(); ++i) {
+        s.cases.push_back(parse_case(cases->element(i), s.file, i));
+        const Node name = cases->element(i).child("name");
+        const std::string& n = s.cases.back().name;
+        if (n.empty()) continue;
+        if (auto [it, fresh] = first_line.emplace(n, name.where().line); !fresh)
+          name.error(fmt::format("a case named '{}' is at line {}: give each case its own name", n, it->second));
+      }
+    }
   }
   root.diag().throw_if_any();
   return s;

@@ -476,3 +476,42 @@ TEST(InputAudit, MergedShardsHoldReportFiguresOnly) {
                          "' is not a report figure (a finite number, not negative)\n");
   }
 }
+
+// Messages the second pass found unclear: an empty path or name, a folder named as a model file, two cases of one name,
+// the suggestion for a preset's short name, and a command-line --set located as if it were a file (":1:1").
+TEST(InputAudit, EmptyNamesFoldersTwinCasesAndSuggestionsAreSaidPlainly) {
+  const std::string dir = temp_dir("messages2");
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"run", ""}, {"validate", ""}, {"sweep", ""}}) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(has(r.err, ": an empty path: name a file")) << r.err;
+  }
+  for (const char* what : {"hw", "models"}) {
+    const auto r = run_cli({what, "show", ""});
+    EXPECT_EQ(r.code, 1) << what;
+    EXPECT_TRUE(has(r.err, "an empty name: name a preset")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;  // (it had printed the whole list)
+  }
+  fs::create_directories(dir + "/m.yaml");
+  write(dir + "/s.yaml", "name: s\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {preset: m.yaml}\n"
+                         "training: {seq_len: 8192, global_batch: 128, micro_batch: 1, precision: bf16, "
+                         "parallelism: {tp: 1, pp: 1, cp: 1, dp: auto}}\n");
+  const auto folder = run_cli({"run", dir + "/s.yaml"});
+  EXPECT_EQ(folder.code, 1);
+  EXPECT_TRUE(has(folder.err, "s.yaml:3:17: error: model.preset: model file '" + dir + "/m.yaml' is a directory: name "
+                              "the model YAML file in it"))
+      << folder.err;
+  write(dir + "/suite.yaml", "cases:\n  - name: a\n    scenario: " + kSrc + "/scenarios/quickstart.yaml\n"
+                             "    measured: {step_time_s: 1.0}\n    tolerance: 0.1\n  - name: a\n    scenario: " + kSrc +
+                             "/scenarios/quickstart.yaml\n    measured: {step_time_s: 2.0}\n    tolerance: 0.1\n");
+  const auto twins = run_cli({"validate", dir + "/suite.yaml"});
+  EXPECT_EQ(twins.code, 1);
+  EXPECT_EQ(twins.err, dir + "/suite.yaml:6:11: error: cases[1].name: a case named 'a' is at line 2: give each case its "
+                       "own name\n");
+  const auto h100 = run_cli({"hw", "show", "h100"});
+  EXPECT_EQ(h100.code, 1);
+  EXPECT_TRUE(has(h100.err, "unknown system preset 'h100'; did you mean 'h100-sxm'?")) << h100.err;
+  const auto set = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.overrides.gpu.tdp=-1 W"});
+  EXPECT_EQ(set.code, 1);
+  EXPECT_TRUE(has(set.err, "--set system.overrides.gpu.tdp=-1 W: error: ")) << set.err;
+}
