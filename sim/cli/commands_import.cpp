@@ -143,14 +143,21 @@ int cmd_models_import(const ModelsImport& o, std::ostream& out) {
   for (const auto& n : m.notes) spdlog::info("{}: {}", o.config, n);
   const std::string yaml = workloads::importers::to_model_yaml(m, o.config);
   {
-    // Loads back as a model preset would (strict reader, cross-field checks).
+    // Loads back as a model preset would (strict reader, cross-field checks). Its errors are at the written model's
+    // lines, so they name it and show it (they had carried the config's name with the model's line numbers).
     input::LoadSession session;
-    auto root = input::load_yaml_text(yaml, o.out.empty() ? o.config : o.out, session.ctx);
+    const std::string label = o.config + " (imported model)";
+    auto root = input::load_yaml_text(yaml, label, session.ctx);
     if (root) {
       auto back = workloads::parse_model(*root, true);
       workloads::validate_model(back, *root);
     }
-    session.diag.throw_if_any();
+    try {
+      session.diag.throw_if_any();
+    } catch (const input::InputError& e) {
+      throw input_error(o.config, 0, 0, "",
+                        fmt::format("the imported model is not valid:\n{}\n--- the model:\n{}", e.what(), yaml));
+    }
   }
   if (o.out.empty()) {
     out << yaml;

@@ -515,3 +515,26 @@ TEST(InputAudit, EmptyNamesFoldersTwinCasesAndSuggestionsAreSaidPlainly) {
   EXPECT_EQ(set.code, 1);
   EXPECT_TRUE(has(set.err, "--set system.overrides.gpu.tdp=-1 W: error: ")) << set.err;
 }
+
+// models import: an unknown model_type's missing keys now say why they are missing (gpt2 names its layers n_layer); an
+// invalid imported model is named as the imported model, with its text, where its line numbers had been given under
+// the config's name.
+TEST(InputAudit, HfImportErrorsNameWhatTheyAreAbout) {
+  const std::string dir = temp_dir("hf2");
+  write(dir + "/gpt2.json", "{\"model_type\": \"gpt2\", \"n_layer\": 12, \"n_embd\": 768, \"n_head\": 12, \"vocab_size\": 50257}\n");
+  const auto g = run_cli({"models", "import", dir + "/gpt2.json"});
+  EXPECT_EQ(g.code, 1);
+  EXPECT_TRUE(has(g.err, "num_hidden_layers: missing: this key is needed for the model (model_type 'gpt2' is not one "
+                         "racksim knows: it reads the Llama-style keys of llama"))
+      << g.err;
+  std::string ds = read_file(kSrc + "/tests/data/hf/deepseek-v3.json");
+  const auto at = ds.find("\"first_k_dense_replace\": 3");
+  ASSERT_NE(at, std::string::npos);
+  ds.replace(at, std::string("\"first_k_dense_replace\": 3").size(), "\"first_k_dense_replace\": 100");
+  write(dir + "/ds.json", ds);
+  const auto d = run_cli({"models", "import", dir + "/ds.json"});
+  EXPECT_EQ(d.code, 1);
+  EXPECT_TRUE(has(d.err, dir + "/ds.json: error: the imported model is not valid:\n" + dir +
+                             "/ds.json (imported model):")) << d.err;
+  EXPECT_TRUE(has(d.err, "first_dense_layers (100) exceeds layers (61)\n--- the model:\n")) << d.err;
+}

@@ -59,11 +59,13 @@ class Reader {
   }
 
   void error(const std::string& key, const std::string& message) { diag.error(where(key), key, message); }
+  // Said with a missing key when the model_type is not one racksim knows (gpt2's n_layer is not num_hidden_layers).
+  std::string missing_hint;
 
   // A positive integer (JSON integer, or a float with an integral value).
   std::optional<int> integer(const std::string& key, bool required, int min = 1) {
     if (!has(key)) {
-      if (required) diag.error({label_, 0, 0}, key, "missing: this key is needed for the model");
+      if (required) diag.error({label_, 0, 0}, key, "missing: this key is needed for the model" + missing_hint);
       return std::nullopt;
     }
     const json& v = obj_.at(key);
@@ -188,6 +190,8 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
     out.warnings.push_back(fmt::format(
         "model_type '{}' is not one racksim knows ({}): read with the Llama-style keys; check every field",
         model_type.empty() ? "(none)" : model_type, known));
+    r.missing_hint = fmt::format(" (model_type '{}' is not one racksim knows: it reads the Llama-style keys of {})",
+                                 model_type.empty() ? "(none)" : model_type, known);
   }
   const std::string cls = fam ? fam->config_class : "the transformers config class";
 
