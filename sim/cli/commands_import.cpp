@@ -211,7 +211,7 @@ Registered register_import(CLI::App& app) {
   meg->add_option("--system", c->opt.system, "system preset (default: guessed from the file name, else h100-sxm)")
       ->type_name("PRESET");
   meg->add_option("--gpus", c->opt.gpus, "GPUs of the job (default: torchrun's --nproc_per_node x --nnodes)")
-      ->check(CLI::Range(1, 10'000'000))
+      ->check(CLI::Range(1, hw::kMaxGpus))
       ->type_name("N");
   meg->add_option("--model", c->opt.model, "a model preset or file instead of the architecture arguments")
       ->type_name("MODEL");
@@ -240,7 +240,7 @@ Registered register_import(CLI::App& app) {
   mx->add_option("--gpus", m->opt.gpus,
                  "GPUs of the job (default: the ici_*/dcn_* product; an ici -1 fills the system's NVLink domain, a dcn "
                  "-1 num_slices or one slice)")
-      ->check(CLI::Range(1, 10'000'000))
+      ->check(CLI::Range(1, hw::kMaxGpus))
       ->type_name("N");
   mx->add_option("--name", m->opt.name, "scenario name (default: run_name, else model_name, else the file's name)")
       ->type_name("NAME");

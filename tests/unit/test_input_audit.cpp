@@ -538,3 +538,19 @@ TEST(InputAudit, HfImportErrorsNameWhatTheyAreAbout) {
                              "/ds.json (imported model):")) << d.err;
   EXPECT_TRUE(has(d.err, "first_dense_layers (100) exceeds layers (61)\n--- the model:\n")) << d.err;
 }
+
+// --fp8-format with --fp4-format had been imported as NVFP4 with "--fp8-format hybrid: not an argument racksim knows";
+// Megatron-LM refuses the pair. And import's --gpus takes what a scenario takes (its help had said 10,000,000).
+TEST(InputAudit, Fp8AndFp4FormatsTogetherAreRefusedAsMegatronRefusesThem) {
+  const std::string dir = temp_dir("fp4fp8");
+  write(dir + "/a.sh", "python pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                       "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 --fp8-format hybrid "
+                       "--fp4-format e2m1\n");
+  const auto r = run_cli({"import", "megatron", dir + "/a.sh", "--system", "b200", "--gpus", "8"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, dir + "/a.sh:1:1: error: --fp8-format: --fp4-format and --fp8-format together: Megatron-LM refuses the "
+                         "pair (choose one)\n");
+  const auto g = run_cli({"import", "megatron", dir + "/a.sh", "--system", "b200", "--gpus", "2000000"});
+  EXPECT_EQ(g.code, 1);
+  EXPECT_TRUE(has(g.err, "--gpus: Value 2000000 not in range 1 to 1048576")) << g.err;
+}

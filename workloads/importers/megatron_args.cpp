@@ -1092,6 +1092,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // precision
   std::string precision = "bf16", prec_src, fp8_recipe, fp8_recipe_src;
   if (auto fp4 = fl.str("fp4-format")) {
+    // Megatron-LM refuses the pair (arguments.py at 932b7674: "--fp4-format and --fp8-format cannot be used
+    // simultaneously"); the importer had taken fp4 and called --fp8-format unknown.
+    if (fl.has("fp8-format"))
+      refuse(label, fl.last["fp8-format"], "fp8-format",
+             "--fp4-format and --fp8-format together: Megatron-LM refuses the pair (choose one)");
     precision = "nvfp4";
     prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
     fl.str("fp4-recipe");
