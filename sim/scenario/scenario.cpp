@@ -27,6 +27,8 @@ using input::MapReader;
 using input::Node;
 using namespace racksim::workloads;
 
+constexpr std::size_t kMaxSetKeyChars = 512;
+
 std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& args, const std::string& option) {
   std::vector<SetOverride> out;
   input::Diagnostics diag;
@@ -42,6 +44,13 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
       continue;
     }
     const std::string key = a.substr(0, eq);
+    // The longest key a scenario has is under 80 characters; a longer one is echoed three times in its error (a 120 KB
+    // key had written 240 KB to stderr). Said without repeating it.
+    if (key.size() > kMaxSetKeyChars) {
+      diag.error({option + " " + key.substr(0, 60) + "...", 0, 0}, "",
+                 fmt::format("a key path of {} characters: no scenario key is longer than {}", key.size(), kMaxSetKeyChars));
+      continue;
+    }
     bool ok = !key.empty() && key.front() != '.' && key.back() != '.' && key.find("..") == std::string::npos;
     for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
     if (!ok) {

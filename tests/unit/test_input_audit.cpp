@@ -511,6 +511,11 @@ TEST(InputAudit, EmptyNamesFoldersTwinCasesAndSuggestionsAreSaidPlainly) {
   const auto h100 = run_cli({"hw", "show", "h100"});
   EXPECT_EQ(h100.code, 1);
   EXPECT_TRUE(has(h100.err, "unknown system preset 'h100'; did you mean 'h100-sxm'?")) << h100.err;
+  // A key path of 120 KB had been echoed three times (240 KB of stderr).
+  const auto huge = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "training." + std::string(120000, 'a') + "=1"});
+  EXPECT_EQ(huge.code, 1);
+  EXPECT_LT(huge.err.size(), 400u);
+  EXPECT_TRUE(has(huge.err, "a key path of 120009 characters: no scenario key is longer than 512")) << huge.err;
   const auto set = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.overrides.gpu.tdp=-1 W"});
   EXPECT_EQ(set.code, 1);
   EXPECT_TRUE(has(set.err, "--set system.overrides.gpu.tdp=-1 W: error: ")) << set.err;
