@@ -22,12 +22,15 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::optional<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates,
                                    std::size_t max_distance) {
-  // A word that begins exactly one candidate names it ("h100" for h100-sxm, which edit distance put behind b200).
-  if (word.size() >= 2) {
+  // A word that begins exactly one candidate up to a separator names it ("h100" for h100-sxm, which edit distance put
+  // behind b200). Not a word of two letters, nor a prefix inside a name: "tp" is not tp_comm_overlap, "re" not replay.
+  if (word.size() >= 3) {
     const std::string* only = nullptr;
     int starts = 0;
     for (const auto& c : candidates)
-      if (c.size() > word.size() && std::string_view(c).substr(0, word.size()) == word) only = &c, ++starts;
+      if (c.size() > word.size() && std::string_view(c).substr(0, word.size()) == word &&
+          std::string_view("-_.").find(c[word.size()]) != std::string_view::npos)
+        only = &c, ++starts;
     if (starts == 1) return *only;
   }
   const std::string* best = nullptr;

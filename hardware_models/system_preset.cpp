@@ -426,6 +426,14 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
     std::map<std::string, std::pair<std::string, bool>> spelled;
     for (auto& [key, node] : items) {
       std::string target;
+      // (The scenario's grafts are parked: a command-line --set is known by its origin there, line -1, and its errors
+      // name the option alone, where node.error would place them at the value's own 1:1.)
+      const auto sg = scenario_grafts.find(node.internal_path());
+      const bool command_line_set = sg != scenario_grafts.end() && sg->second.line < 0;
+      const auto error_here = [&](const std::string& msg) {
+        if (command_line_set) ctx->diag->error({node.file(), 0, 0}, node.path(), msg);
+        else node.error(msg);
+      };
       // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
       // "gpu."): the table's reader checks its key.
       static constexpr std::array<std::string_view, 5> kDataKeyedTables = {
@@ -474,7 +482,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         } else if (matches.size() > 1) {
           std::string list;
           for (const auto& m : matches) list += (list.empty() ? "" : ", ") + m;
-          node.error(fmt::format("'{}' is ambiguous; write the full path: {}", key, list));
+          error_here(fmt::format("'{}' is ambiguous; write the full path: {}", key, list));
           continue;
         } else {
           std::string msg = fmt::format("unknown preset field '{}'", key);
@@ -487,7 +495,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               near = leaves[std::find(last.begin(), last.end(), *n) - last.begin()];
           }
           if (near) msg += fmt::format("; did you mean '{}'?", *near);
-          node.error(msg);
+          error_here(msg);
           continue;
         }
       }
@@ -498,7 +506,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
         const auto& [first_key, first_from_set] = it->second;
         if (first_from_set && !from_set) continue;  // the set, read first, stands
         if (from_set == first_from_set) {
-          node.error(first_key == key
+          error_here(first_key == key
                          ? fmt::format("sets {} a second time: give each preset field once", target)
                          : fmt::format("sets {} a second time (as '{}' after '{}'): give each preset field once", target,
                                        key, first_key));
@@ -509,12 +517,9 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       // Datasheet facts a preset records and the model does not read: an override of one changes no number, and a
       // "power-capped GPU" what-if through gpu.tdp must not look as if it ran.
       // Said once per place and process (a sweep loads the scenario at every point, on several threads).
-      // (The scenario's grafts are parked: a command-line --set is known by its origin there, line -1.)
-      const auto sg = scenario_grafts.find(node.internal_path());
-      const bool command_line_set = sg != scenario_grafts.end() && sg->second.line < 0;
       const input::SourceLocation w = command_line_set ? input::SourceLocation{node.file(), 0, 0} : node.where();
       // "file:line:column", or the option alone for a command-line --set (no line).
-      const std::string at = w.line > 0 ? fmt::format("{}:{}:{}", w.file, w.line, w.column) : w.file;
+      const std::string at = input::format_location(w);
       if (target == "gpu.tdp" || target == "gpu.l2_cache" || target == "gpu.tensor_clock") {
         const std::string message = fmt::format(
             "{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, override "

@@ -7,9 +7,14 @@
 
 namespace racksim::input {
 
-std::string Diagnostic::format() const {
+std::string format_location(const SourceLocation& where) {
   std::string out = where.file;
   if (where.line > 0) out += where.column > 0 ? fmt::format(":{}:{}", where.line, where.column) : fmt::format(":{}", where.line);
+  return out;
+}
+
+std::string Diagnostic::format() const {
+  std::string out = format_location(where);
   out += ": error: ";
   if (!key_path.empty()) out += key_path + ": ";
   out += message;

@@ -16,6 +16,8 @@ struct SourceLocation {
   int line = 0;      // 1-based; 0 = unknown; -1 = a command-line --set (printed without a line)
   int column = 0;    // 1-based; 0 = unknown
 };
+// "FILE:LINE:COLUMN", "FILE:LINE" without a column, "FILE" without a line: how every message places itself.
+std::string format_location(const SourceLocation& where);
 
 struct Diagnostic {
   SourceLocation where;

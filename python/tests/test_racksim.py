@@ -318,6 +318,22 @@ def test_trace_and_html_report_are_written(tmp_path):
     assert html.read_text().lstrip().lower().startswith("<!doctype html")
 
 
+def test_outputs_may_not_name_a_file_the_scenario_reads(tmp_path):
+    # As the CLI refuses it (a review's finding, 2026-12-07): the module had overwritten the model file with the trace.
+    model = tmp_path / "m.yaml"
+    model.write_text(pathlib.Path("workloads/models/llama3-8b.yaml").read_text())
+    scen = tmp_path / "s.yaml"
+    scen.write_text("name: s\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {preset: m.yaml}\n"
+                    "training: {seq_len: 8192, global_batch: 128, micro_batch: 1, precision: bf16, "
+                    "parallelism: {tp: 1, pp: 1, cp: 1, dp: auto}}\n")
+    before = model.read_text()
+    with pytest.raises(racksim.InputError, match="is a file the scenario reads"):
+        racksim.run(str(scen), trace=str(model))
+    with pytest.raises(racksim.InputError, match="is the scenario"):
+        racksim.run(str(scen), report=str(scen))
+    assert model.read_text() == before
+
+
 def test_cli_in_process():
     code, out, err = racksim.cli("--version")
     assert code == 0 and out.strip() == f"racksim {racksim.__version__}"

@@ -62,7 +62,7 @@ double parse_bytes(const std::string& text, const char* option, input::Diagnosti
       diag.error({option, 0, 0}, "",
                  fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", text));
     else if (bytes != std::floor(bytes))
-      diag.error({option, 0, 0}, "", fmt::format("{} is {:g} bytes: a collective moves whole bytes", text, bytes));
+      diag.error({option, 0, 0}, "", fmt::format("{} is {} bytes: a collective moves whole bytes", text, bytes));
     return bytes;
   } catch (const sim::UnitError& e) {
     // nccl-tests' own size (8G: GiB) is what -b/-e read; --bytes takes a quantity, and says so where the text is one.

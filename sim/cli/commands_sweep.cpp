@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "sim/cli/commands.h"
@@ -112,12 +113,15 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
       shard = *s;  // a Slurm job array task runs its share without --shard
       spdlog::info("sweep shard {}", from_slurm);
     }
-  input::ReadLog read;  // load_sweep probes the base scenario: its model and calibration files are inputs too
+  // load_sweep probes the base scenario: its model and calibration files are inputs too (the log is closed after it,
+  // so the points' reads do not pass through its lock).
+  std::optional<input::ReadLog> read(std::in_place);
   const workflow::SweepSpec spec = workflow::load_sweep(file);
   workflow::check_sweep_size(spec, shard, !html.empty());
   // An output that names an input or the other output would be emptied before the run (both are opened at once).
   input::check_outputs({{csv, "--out"}, {html, "--report"}}, {{file, "the sweep file"}, {spec.base, "its base scenario"}});
-  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read.inputs("a file the base scenario reads"));
+  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read->inputs("a file the base scenario reads"));
+  read.reset();
   // Open the outputs before the (long) run so a bad path fails at once.
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");

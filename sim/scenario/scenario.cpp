@@ -47,7 +47,9 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
     // The longest key a scenario has is under 80 characters; a longer one is echoed three times in its error (a 120 KB
     // key had written 240 KB to stderr). Said without repeating it.
     if (key.size() > kMaxSetKeyChars) {
-      diag.error({option + " " + key.substr(0, 60) + "...", 0, 0}, "",
+      std::size_t cut = 60;  // (at a character's first byte: a cut UTF-8 sequence would put an invalid byte on stderr)
+      while (cut > 0 && (static_cast<unsigned char>(key[cut]) & 0xC0) == 0x80) --cut;
+      diag.error({option + " " + key.substr(0, cut) + "...", 0, 0}, "",
                  fmt::format("a key path of {} characters: no scenario key is longer than {}", key.size(), kMaxSetKeyChars));
       continue;
     }
@@ -165,7 +167,7 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
     if (auto a = recompute_alias(got, moe)) {
       const auto w = n.where();
       if (!a->difference.empty())
-        spdlog::warn("{}:{}:{}: {}: '{}' is modelled as {}; {}", w.file, w.line, w.column, n.path(), got,
+        spdlog::warn("{}: {}: '{}' is modelled as {}; {}", input::format_location(w), n.path(), got,
                      a->policy.mode == RecomputeMode::names ? "a save/offload list" : to_string(a->policy.mode),
                      a->difference);
       return a->policy;

@@ -559,3 +559,60 @@ TEST(InputAudit, Fp8AndFp4FormatsTogetherAreRefusedAsMegatronRefusesThem) {
   EXPECT_EQ(g.code, 1);
   EXPECT_TRUE(has(g.err, "--gpus: Value 2000000 not in range 1 to 1048576")) << g.err;
 }
+
+// A review of the pass above: an sbatch script's unset Slurm variables are 0 where racksim reads the script, so a
+// division by one of them is not the script's error (it had stopped the import); "))" closing nested parentheses; bash's
+// octal and hex constants, ${VAR:-default} and a name naming a name inside $((...)); ++X left as written; a set inside a
+// nested if, and `else if`, seen on every enclosing if.
+TEST(InputAudit, LaunchScriptArithmeticAsBashReadsIt) {
+  const std::string dir = temp_dir("shell3");
+  const std::string tail = " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+                           "--global-batch-size 64 --vocab-size 32000 --bf16\n";
+  write(dir + "/slurm.sh", "export GPUS_PER_NODE=$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))\n"
+                           "python pretrain_gpt.py --num-layers 4" + tail);
+  const auto slurm = run_cli({"import", "megatron", dir + "/slurm.sh", "--system", "h100-sxm", "--gpus", "16"});
+  EXPECT_EQ(slurm.code, 0) << slurm.err;
+  // Each against bash's own value (bash -c 'A=2; B=A; X=5; Y=1+2; GBS=1024; MBS=2; DP=8; echo EXPR').
+  for (const auto& [expr, bash] : std::vector<std::pair<std::string, std::string>>{
+           {"$((2*(3+4)))", "14"}, {"$((GBS/(MBS*DP)))", "64"}, {"$((-(-3)))", "3"}, {"$((${TP:-4}*2))", "8"},
+           {"$((010))", "8"}, {"$((0x10))", "16"}, {"$((B*3))", "6"}, {"$(($Y*8))", "17"}, {"$((Y*8))", "24"},
+           {"$((2**3**2))", "512"}, {"$((-7/2+10))", "7"}, {"$((-7%3+5))", "4"}}) {
+    write(dir + "/a.sh", "A=2\nB=A\nX=5\nY=1+2\nGBS=1024\nMBS=2\nDP=8\npython pretrain_gpt.py --num-layers 4 --seed " +
+                             expr + tail);
+    const auto r = run_cli({"import", "megatron", dir + "/a.sh", "--system", "h100-sxm", "--gpus", "8"});
+    EXPECT_EQ(r.code, 0) << expr << r.err;
+    EXPECT_TRUE(has(r.out, "--seed " + bash + ";")) << expr << "\n" << r.out;
+  }
+  for (const std::string expr : {"$((--X))", "$((++X))", "$((08))"}) {  // bash: 4, 6, an error; racksim: as written
+    write(dir + "/a.sh", "X=5\npython pretrain_gpt.py --num-layers 4 --seed " + expr + tail);
+    const auto r = run_cli({"import", "megatron", dir + "/a.sh", "--system", "h100-sxm", "--gpus", "8"});
+    EXPECT_TRUE(has(r.out, "--seed " + expr + ";")) << expr << "\n" << r.out;
+  }
+  write(dir + "/nest.sh", "if [ \"$A\" ]; then\n  if [ \"$B\" ]; then\n    TP=8\n  fi\nelse\n  TP=4\nfi\n"
+                          "if [ \"$C\" ]; then PP=1; else if [ \"$D\" ]; then PP=2; fi; fi\n"
+                          "python pretrain_gpt.py --num-layers 4 --tensor-model-parallel-size $TP" + tail);
+  const auto nest = run_cli({"import", "megatron", dir + "/nest.sh", "--system", "h100-sxm", "--gpus", "8"});
+  EXPECT_EQ(nest.code, 0) << nest.err;
+  EXPECT_TRUE(has(nest.err, "TP is set on two branches of the if at line 1 ('8' at line 3, '4' at line 6)")) << nest.err;
+  EXPECT_TRUE(has(nest.err, "PP is set on two branches of the if at line 8")) << nest.err;
+}
+
+// The same review: a command-line --set's warnings and its system.overrides errors had kept a place it does not have
+// (":0:0", ":1:1"); a two-letter key had been offered a longer key it begins ("tp" -> tp_comm_overlap).
+TEST(InputAudit, CommandLineSetsHaveNoLineAnywhere) {
+  const auto alias = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "training.recompute=dots_saveable"});
+  EXPECT_EQ(alias.code, 0) << alias.err;
+  EXPECT_TRUE(has(alias.err, "warning: --set training.recompute=dots_saveable: training.recompute: 'dots_saveable' is "
+                             "modelled as"))
+      << alias.err;
+  for (const char* set : {"system.overrides.gpu.bogus=1", "system.overrides.bf16=1"}) {
+    const auto r = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", set});
+    EXPECT_EQ(r.code, 1) << set;
+    EXPECT_TRUE(r.err.starts_with(std::string("--set ") + set + ": error: ")) << r.err;
+  }
+  const auto tp = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "training.tp=2"});
+  EXPECT_EQ(tp.code, 1);
+  EXPECT_FALSE(has(tp.err, "did you mean 'tp_comm_overlap'")) << tp.err;
+  const auto gb = run_cli({"hw", "show", "gb200"});
+  EXPECT_TRUE(has(gb.err, "did you mean 'gb200-nvl72'?")) << gb.err;
+}

@@ -224,7 +224,7 @@ TEST(InputLimitsYaml, SetCreatesMissingMapsSoOverridesCanBeSetAndSwept) {
   EXPECT_FALSE(sc.system.spec.scale_up.nvls);
   // A misspelt field names the --set, not the scenario's first line.
   EXPECT_EQ(input_error([] { sim::load_scenario(kQuick, {{"system.overrides.scale_up.nvlsx", "false"}}); }),
-            "--set system.overrides.scale_up.nvlsx=false:1:1: error: system.overrides.scale_up.nvlsx: unknown preset "
+            "--set system.overrides.scale_up.nvlsx=false: error: system.overrides.scale_up.nvlsx: unknown preset "
             "field 'scale_up.nvlsx'; did you mean 'scale_up.nvls'?");
   // A value in the way is still an error.
   EXPECT_TRUE(contains(input_error([] { sim::load_scenario(kQuick, {{"system.gpus.x", "1"}}); }), "cannot set"));

@@ -79,6 +79,21 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// Where the "))" that closes the "$((" at `start` is (its parentheses counted: $((2*(3+4))) ends at the last two), or
+// npos.
+std::size_t arith_end(const std::string& text, std::size_t start) {
+  int depth = 0;
+  for (std::size_t k = start + 3; k < text.size(); ++k) {
+    if (text[k] == '(') {
+      ++depth;
+    } else if (text[k] == ')') {
+      if (depth == 0) return k + 1 < text.size() && text[k + 1] == ')' ? k : std::string::npos;
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+
 // A shell word past Shell::kMaxExpandedBytes, at `line` of the script.
 // A script line racksim refuses (its shell variables past their bound, a torchrun count that is not one).
 struct ExpansionTooLong : std::length_error {
@@ -94,47 +109,65 @@ class Shell {
   // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
   static constexpr std::size_t kMaxExpandedBytes = std::size_t{1} << 20;
 
-  // Evaluates $((...)) as bash does for what launch scripts write: integers, variables (a variable's value read as an
-  // expression of its own, as bash reads it), + - * / % **, unary signs and parentheses. Division by zero and a result
-  // past 64 bits are refused at the script's line (bash fails on the first and wraps the second silently); an
-  // expression racksim cannot read (i++, comparisons, ?:) is left unexpanded, so a flag's value says what it was.
+  // Evaluates $((...)) as bash does for what launch scripts write: integers (decimal, 0-octal, 0x-hex), variables,
+  // + - * / % **, unary signs and parentheses. $VAR and ${VAR:-default} are expanded as text first (bash's order); a
+  // bare name is read as an expression of its own, as bash reads it (X=1+2: $((X*2)) is 6; B=A: $((B)) is A's value).
+  // Division by zero and a result past 64 bits are refused at the script's line (bash fails on the first and wraps the
+  // second silently), unless a variable in the expression is unset: an sbatch script's $SLURM_* are, where racksim
+  // reads it, so the expression stays unexpanded as one racksim cannot evaluate. What racksim cannot read (i++, ++i,
+  // comparisons, ?:, base#n) stays as written, so a flag's error shows it.
   std::string arith(const std::string& expr) {
-    std::string e;
-    for (std::size_t i = 0; i < expr.size(); ++i) {
-      if (expr[i] == '$') continue;
-      e += expr[i];
+    const std::string unread = "$((" + expr + "))";
+    std::string text = expand(expr);
+    bool unset = false;
+    std::string s = substitute_names(text, 0, unset);
+    if (s.size() > 4096) return unread;
+    ArithParser p{s, 0, line, expr, unset};
+    try {
+      const auto v = p.parse();
+      return v ? std::to_string(*v) : unread;
+    } catch (const ArithParser::Unevaluable&) {
+      return unread;
     }
-    // Substitute variable names, each value in parentheses (X=1+2: $((X*2)) is 6 in bash).
+  }
+  // Bare variable names replaced by their values, each in parentheses and itself read for names (8 levels deep);
+  // an unset or empty one is 0, as in bash, and noted.
+  std::string substitute_names(const std::string& e, int depth, bool& unset) {
     std::string s;
     for (std::size_t i = 0; i < e.size();) {
-      if (std::isalpha(static_cast<unsigned char>(e[i])) || e[i] == '_') {
+      const bool starts_name = std::isalpha(static_cast<unsigned char>(e[i])) || e[i] == '_';
+      const bool in_number = i > 0 && std::isalnum(static_cast<unsigned char>(e[i - 1]));  // 0x1f's x and f
+      if (starts_name && !in_number) {
         std::size_t j = i;
         while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
         auto it = vars.find(e.substr(i, j - i));
+        const bool has = it != vars.end() && !trim(it->second).empty();
+        unset = unset || !has;
         s.push_back('(');
-        s.append(it != vars.end() && !trim(it->second).empty() ? it->second : std::string("0"));
+        if (!has) s.push_back('0');
+        else if (depth < 8) s.append(substitute_names(it->second, depth + 1, unset));
+        else s.append("?");  // (a chain of names past 8: not read)
         s.push_back(')');
         i = j;
-      } else if (e[i] == '{' || e[i] == '}') {
-        ++i;
       } else {
-        s += e[i++];
+        s.push_back(e[i++]);
       }
+      if (s.size() > 4096) break;
     }
-    if (s.size() > 4096) return "$((" + expr + "))";
-    ArithParser p{s, 0, line, expr};
-    const auto v = p.parse();
-    return v ? std::to_string(*v) : "$((" + expr + "))";
+    return s;
   }
 
   // A recursive-descent reader of the substituted expression; nullopt when it is not one racksim reads.
   struct ArithParser {
+    struct Unevaluable {};
     const std::string& s;
     std::size_t i;
     int line;
     const std::string& original;
+    bool unset_variable = false;  // an unset variable took part: a division by zero is not the script's own
     int depth = 0;
     [[noreturn]] void refuse(const std::string& why) const {
+      if (unset_variable) throw Unevaluable{};
       throw ExpansionTooLong(line, fmt::format("$(({})): {}", original, why));
     }
     void ws() {
@@ -206,6 +239,8 @@ class Shell {
     }
     std::optional<long long> unary() {
       if (++depth > 200) return std::nullopt;  // (nesting a launch script does not reach)
+      ws();
+      if (s.compare(i, 2, "--") == 0 || s.compare(i, 2, "++") == 0) return std::nullopt;  // bash's ++X/--X: not read
       std::optional<long long> v;
       if (eat("-")) {
         v = unary();
@@ -226,13 +261,23 @@ class Shell {
         return v;
       }
       const std::size_t b = i;
-      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-      if (i == b || i - b > 19) return std::nullopt;
-      try {
-        return std::stoll(s.substr(b, i - b));
-      } catch (...) {
-        refuse("the result passes 64 bits");
+      while (i < s.size() && std::isalnum(static_cast<unsigned char>(s[i]))) ++i;
+      const std::string lit = s.substr(b, i - b);
+      if (lit.empty() || lit.size() > 24 || !std::isdigit(static_cast<unsigned char>(lit[0]))) return std::nullopt;
+      // bash's constants: 0x hexadecimal, a leading 0 octal, else decimal (base#n is not read).
+      const bool hex = lit.size() > 2 && lit[0] == '0' && (lit[1] == 'x' || lit[1] == 'X');
+      const int base = hex ? 16 : lit.size() > 1 && lit[0] == '0' ? 8 : 10;
+      const std::string digits = hex ? lit.substr(2) : lit;
+      for (char c : digits) {
+        const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                      : std::isxdigit(static_cast<unsigned char>(c)) ? std::tolower(c) - 'a' + 10 : 99;
+        if (d >= base) return std::nullopt;  // (bash: "value too great for base"; 08 is such)
       }
+      errno = 0;
+      const unsigned long long v = std::strtoull(digits.c_str(), nullptr, base);
+      if (errno == ERANGE || v > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
+        refuse("the result passes 64 bits");
+      return static_cast<long long>(v);
     }
   };
 
@@ -263,7 +308,7 @@ class Shell {
         continue;
       }
       if (word.compare(i, 3, "$((") == 0) {
-        const auto end = word.find("))", i + 3);
+        const auto end = arith_end(word, i);
         if (end == std::string::npos) break;
         out += arith(word.substr(i + 3, end - i - 3));
         i = end + 2;
@@ -338,7 +383,7 @@ std::vector<std::string> words(const std::string& line) {
     if (c == '#' && !in_word) break;
     // $(( ... )) is one word whatever its spaces (bash's arithmetic expansion: `$(( PP * 16 ))`).
     if (c == '$' && line.compare(i, 3, "$((") == 0) {
-      const auto end = line.find("))", i + 3);
+      const auto end = arith_end(line, i);
       if (end != std::string::npos) {
         cur += line.substr(i, end + 2 - i);
         i = end + 1;
@@ -532,11 +577,11 @@ Extracted extract(const std::string& text) {
     sh.line = lineno;
     auto ws = words(line);
     if (ws.empty()) continue;
-    if (ws[0] == "if") ifs.push_back({lineno, 0, {}});
-    else if ((ws[0] == "elif" || ws[0] == "else") && !ifs.empty()) ++ifs.back().branch;
+    if ((ws[0] == "elif" || ws[0] == "else") && !ifs.empty()) ++ifs.back().branch;
     else if (ws[0] == "fi" && !ifs.empty()) ifs.pop_back();
-    if (ws[0] == "then" || ws[0] == "else") ws.erase(ws.begin());  // `then TP=8`, `else TP=1` on one line
+    if (ws[0] == "then" || ws[0] == "else") ws.erase(ws.begin());  // `then TP=8`, `else TP=1`, `else if` on one line
     if (ws.empty()) continue;
+    if (ws[0] == "if") ifs.push_back({lineno, 0, {}});
     std::vector<std::string> rest;
     std::size_t i = 0;
     if (ws[0] == "export" || ws[0] == "local" || ws[0] == "declare" || ws[0] == "readonly") i = 1;
@@ -567,8 +612,8 @@ Extracted extract(const std::string& text) {
         }
         if (ws.size() == i + 1) {
           std::string v = sh.expand(value);
-          if (!ifs.empty()) {
-            auto& blk = ifs.back();
+          // In every enclosing if (a set inside a nested if is on a branch of each).
+          for (auto& blk : ifs) {
             auto it = blk.set.find(name);
             if (it != blk.set.end() && std::get<0>(it->second) != blk.branch && std::get<2>(it->second) != v &&
                 warned.insert(name + "@" + std::to_string(blk.line)).second)
