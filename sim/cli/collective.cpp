@@ -53,44 +53,6 @@ Prepared prepare(const std::string& system, const std::string& op_s, const std::
 // A message per GPU of more than a petabyte is no collective a job runs (docs/decisions.md, "Input limits").
 constexpr double kMaxCollectiveBytes = 1e15;
 
-bool nccl_size_suffix(char c) { return std::string_view("KkMmGgTt").find(c) != std::string_view::npos; }
-
-double parse_bytes(const std::string& text, const char* option, input::Diagnostics& diag) {
-  try {
-    const double bytes = sim::parse_quantity(text, sim::QuantityKind::bytes);
-    if (bytes > kMaxCollectiveBytes)
-      diag.error({option, 0, 0}, "",
-                 fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", text));
-    else if (bytes != std::floor(bytes))
-      diag.error({option, 0, 0}, "", fmt::format("{} is {} bytes: a collective moves whole bytes", text, bytes));
-    return bytes;
-  } catch (const sim::UnitError& e) {
-    // nccl-tests' own size (8G: GiB) is what -b/-e read; --bytes takes a quantity, and says so where the text is one.
-    const bool nccl_style = std::string_view(option) == "--bytes" && text.size() > 1 && std::isalpha(static_cast<unsigned char>(text.back())) &&
-                            nccl_size_suffix(text.back());
-    const std::string num = text.substr(0, text.size() - 1);
-    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
-    diag.error({option, 0, 0}, "",
-               nccl_style ? fmt::format("'{}': --bytes takes a size with its unit: {}{}iB (what nccl-tests' {}, which -b "
-                                        "and -e read, means) or {}{}B",
-                                        text, num, unit, text, num, unit)
-                          : std::string(e.what()));
-  }
-  return 0;
-}
-
-void check_gpus(int gpus, int stride, input::Diagnostics& diag) {
-  // One GPU: NCCL returns after a launch and no transfer, which racksim does not time (it had printed 0 us as a result).
-  if (gpus < 2 || gpus > hw::kMaxGpus)
-    diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
-               fmt::format("must be between 2 and {} (a collective over one GPU moves nothing; {} is the most GPUs racksim "
-                           "models, docs/decisions.md, \"Input limits\")",
-                           hw::kMaxGpus, hw::kMaxGpus));
-  else if (stride < 1 || (static_cast<int64_t>(gpus) - 1) * stride + 1 > hw::kMaxGpus)
-    diag.error({fmt::format("--stride {}", stride), 0, 0}, "",
-               fmt::format("must be at least 1, and the group's span (gpus - 1) x stride + 1 at most {} GPUs", hw::kMaxGpus));
-}
-
 // nccl-tests' size with a plain number meaning bytes and K/M/G suffixes powers of 1024 (its -b
 // 8 -e 8G); anything else goes through racksim's quantity parser (1GiB, 64MB).
 std::optional<double> nccl_size(const std::string& text) {
@@ -114,6 +76,45 @@ std::optional<double> nccl_size(const std::string& text) {
     }
   }
   return std::nullopt;
+}
+
+double parse_bytes(const std::string& text, const char* option, input::Diagnostics& diag) {
+  try {
+    const double bytes = sim::parse_quantity(text, sim::QuantityKind::bytes);
+    if (bytes > kMaxCollectiveBytes)
+      diag.error({option, 0, 0}, "",
+                 fmt::format("{} is more than the 1 PB per GPU racksim times (docs/decisions.md, \"Input limits\")", text));
+    else if (bytes != std::floor(bytes))
+      diag.error({option, 0, 0}, "", fmt::format("{} is {} bytes: a collective moves whole bytes", text, bytes));
+    return bytes;
+  } catch (const sim::UnitError& e) {
+    // nccl-tests' own size (8G: GiB) is what -b/-e read; --bytes takes a quantity, and says so where the text is one
+    // (a number and one of nccl_size's suffixes).
+    if (std::string_view(option) == "--bytes" && !text.empty() && std::isalpha(static_cast<unsigned char>(text.back())) &&
+        nccl_size(text)) {
+      const std::string num = text.substr(0, text.size() - 1);
+      const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+      diag.error({option, 0, 0}, "",
+                 fmt::format("'{}': --bytes takes a size with its unit: {}{}iB (what nccl-tests' {}, which -b and -e "
+                             "read, means) or {}{}B",
+                             text, num, unit, text, num, unit));
+    } else {
+      diag.error({option, 0, 0}, "", e.what());
+    }
+  }
+  return 0;
+}
+
+void check_gpus(int gpus, int stride, input::Diagnostics& diag) {
+  // One GPU: NCCL returns after a launch and no transfer, which racksim does not time (it had printed 0 us as a result).
+  if (gpus < 2 || gpus > hw::kMaxGpus)
+    diag.error({fmt::format("--gpus {}", gpus), 0, 0}, "",
+               fmt::format("must be between 2 and {} (a collective over one GPU moves nothing; {} is the most GPUs racksim "
+                           "models, docs/decisions.md, \"Input limits\")",
+                           hw::kMaxGpus, hw::kMaxGpus));
+  else if (stride < 1 || (static_cast<int64_t>(gpus) - 1) * stride + 1 > hw::kMaxGpus)
+    diag.error({fmt::format("--stride {}", stride), 0, 0}, "",
+               fmt::format("must be at least 1, and the group's span (gpus - 1) x stride + 1 at most {} GPUs", hw::kMaxGpus));
 }
 
 double parse_nccl_size(const std::string& text, const char* option, input::Diagnostics& diag) {

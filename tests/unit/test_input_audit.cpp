@@ -29,6 +29,9 @@ std::string temp_dir(const std::string& name) {
 }
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+// A small GPT's Megatron arguments after --num-layers, for the launch scripts the importer cases write.
+const std::string kGptArgsAfterLayers = " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                                        "--micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16\n";
 }  // namespace
 
 // `import maxtext` on a config that does not reach MaxText's base.yml divided by its model dimensions' default of 0
@@ -365,8 +368,7 @@ TEST(InputAudit, ErrorsInANamedFileNameTheKeyThatNamedIt) {
 // said; a Megatron log's world_size held to a count.
 TEST(InputAudit, LaunchScriptArithmeticBranchesAndWorldSize) {
   const std::string dir = temp_dir("shell2");
-  const std::string tail = " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
-                           "--global-batch-size 64 --vocab-size 32000 --bf16\n";
+  const std::string& tail = kGptArgsAfterLayers;
   auto layers = [&](const std::string& expr) {
     write(dir + "/a.sh", "X=0\nY=1+2\npython pretrain_gpt.py --num-layers " + expr + tail);
     return run_cli({"import", "megatron", dir + "/a.sh", "--system", "h100-sxm", "--gpus", "8"});
@@ -566,8 +568,7 @@ TEST(InputAudit, Fp8AndFp4FormatsTogetherAreRefusedAsMegatronRefusesThem) {
 // nested if, and `else if`, seen on every enclosing if.
 TEST(InputAudit, LaunchScriptArithmeticAsBashReadsIt) {
   const std::string dir = temp_dir("shell3");
-  const std::string tail = " --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
-                           "--global-batch-size 64 --vocab-size 32000 --bf16\n";
+  const std::string& tail = kGptArgsAfterLayers;
   write(dir + "/slurm.sh", "export GPUS_PER_NODE=$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))\n"
                            "python pretrain_gpt.py --num-layers 4" + tail);
   const auto slurm = run_cli({"import", "megatron", dir + "/slurm.sh", "--system", "h100-sxm", "--gpus", "16"});

@@ -79,6 +79,15 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// A GPU count as a launcher or Megatron's log prints it: whole digits, 1 to 1,048,576; nullopt for anything else
+// (4294967304, 8.9, -8, abc, an elastic 1:4).
+std::optional<int> gpu_count(const std::string& v) {
+  const bool digits = !v.empty() && v.size() <= 7 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const long n = digits ? std::stol(v) : 0;
+  if (n < 1 || n > 1'048'576) return std::nullopt;
+  return static_cast<int>(n);
+}
+
 // Where the "))" that closes the "$((" at `start` is (its parentheses counted: $((2*(3+4))) ends at the last two), or
 // npos.
 std::size_t arith_end(const std::string& text, std::size_t start) {
@@ -476,11 +485,8 @@ Extracted extract(const std::string& text) {
       if (name.empty()) continue;
       if (name == "world_size") {
         // A count, as torchrun's are checked (atoi had read 4294967304 as 8 and 8.9 as 8; -8 and abc as no count).
-        const bool digits = !value.empty() && value.size() <= 7 &&
-                            std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
-        const long n = digits ? std::stol(value) : 0;
-        if (n >= 1 && n <= 1'048'576) {
-          ex.world_size = static_cast<int>(n);
+        if (const auto n = gpu_count(value)) {
+          ex.world_size = *n;
         } else if (ex.torchrun_problem.empty()) {
           ex.torchrun_problem =
               fmt::format("world_size '{}': not a count of 1 to 1,048,576; give the job's GPUs with --gpus", value);
@@ -654,16 +660,15 @@ Extracted extract(const std::string& text) {
       if (!per_node && f != "--nnodes") continue;
       const bool has_value = eq != std::string::npos || k + 1 < expanded.size();
       const std::string v = eq != std::string::npos ? w.substr(eq + 1) : has_value ? expanded[k + 1] : "";
-      const bool digits = !v.empty() && v.size() <= 7 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-      const long n = digits ? std::stol(v) : 0;
-      if (n < 1 || n > 1'048'576) {
+      const auto n = gpu_count(v);
+      if (!n) {
         if (launcher && ex.torchrun_problem.empty()) {
           ex.torchrun_problem = fmt::format("torchrun {} '{}': not a count of 1 to 1,048,576; give the job's GPUs with --gpus", f, v);
           ex.torchrun_problem_line = lineno;
         }
         continue;
       }
-      (per_node ? nproc : nnodes) = static_cast<int>(n);
+      (per_node ? nproc : nnodes) = *n;
     }
     add_args_from_words(expanded, lineno, ex.args);
   }
