@@ -346,13 +346,17 @@ class Builder {
       int recomputed = 0;
       for (int l = 0; full && l < graph_layers_; ++l) recomputed += layer_recomputed(l);
       g_.notes.push_back(
-          full
-              ? fmt::format("training.recompute_num_layers {}: Megatron's block method, at most the first {} layers of each "
-                            "of the {} model chunks recomputed ({} of the {} layers; the rest keep every activation)",
-                            t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_)
-              : fmt::format("training.recompute_num_layers {} ignored: it chooses which layers full recompute checkpoints "
+          !full ? fmt::format("training.recompute_num_layers {} ignored: it chooses which layers full recompute checkpoints "
                             "(--recompute-method block), and training.recompute is not full",
-                            t_.recompute_num_layers));
+                            t_.recompute_num_layers)
+          : recomputed == graph_layers_
+              // Megatron takes a count above a chunk's layers (it checks only that one is given): every layer.
+              ? fmt::format("training.recompute_num_layers {}: at least every model chunk's layer count, so Megatron's block "
+                            "method recomputes all {} layers, as full recompute without the count does",
+                            t_.recompute_num_layers, graph_layers_)
+              : fmt::format("training.recompute_num_layers {}: Megatron's block method, at most the first {} layers of each "
+                            "of the {} model chunks recomputed ({} of the {} layers; the rest keep every activation)",
+                            t_.recompute_num_layers, t_.recompute_num_layers, vstages_, recomputed, graph_layers_));
     }
     if (m_.mla && t_.attention == AttentionImpl::flash)
       g_.notes.push_back(

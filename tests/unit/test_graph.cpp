@@ -132,6 +132,14 @@ TEST(Graph, BlockRecomputeChecksTheFirstLayersOfEachChunk) {
   EXPECT_LT(peak(all), peak(half));
   EXPECT_LT(peak(half), peak(none));
   EXPECT_NE(half.report["warnings"].dump().find("recompute_num_layers 1: Megatron's block method"), std::string::npos);
+  // A count of at least every chunk's layers recomputes them all (Megatron does not refuse it), and the note says so
+  // rather than speaking of layers that keep their activations.
+  const auto over = sim::simulate(sc_of(", recompute: full, recompute_num_layers: 5"));
+  EXPECT_DOUBLE_EQ(peak(over), peak(all));
+  EXPECT_NE(over.report["warnings"].dump().find("recompute_num_layers 5: at least every model chunk's layer count, so "
+                                                "Megatron's block method recomputes all 8 layers"),
+            std::string::npos)
+      << over.report["warnings"].dump();
   // Beside another recompute the key is ignored with a note (a sweep over training.recompute keeps its base's count);
   // 0 means every layer.
   const auto ignored = sim::simulate(sc_of(", recompute: none, recompute_num_layers: 1"));

@@ -596,6 +596,25 @@ TEST(InputAudit, LaunchScriptArithmeticAsBashReadsIt) {
   EXPECT_EQ(nest.code, 0) << nest.err;
   EXPECT_TRUE(has(nest.err, "TP is set on two branches of the if at line 1 ('8' at line 3, '4' at line 6)")) << nest.err;
   EXPECT_TRUE(has(nest.err, "PP is set on two branches of the if at line 8")) << nest.err;
+  // A case block: before, every branch was read and the last set TP without a word (a 7b script imported as 70b's
+  // TP8). With its word known, bash's branch is taken: the first match, glob and '|' patterns, one-line or not, nested
+  // blocks in the branches not taken skipped; with an unset word, every branch is read and the two-branch warning given.
+  const std::string cases = "case \"$SIZE\" in\n  7b|8b)\n    TP=2\n    if [ \"$X\" ]; then TP=1; fi\n    ;;\n"
+                            "  70b) TP=8; case $A in x) PP=9;; esac ;;\n  *) TP=4 ;;\nesac\n"
+                            "python pretrain_gpt.py --num-layers 4 --tensor-model-parallel-size $TP" + tail;
+  for (const auto& [size, tp] : std::vector<std::pair<std::string, std::string>>{{"SIZE=8b\n", "--tensor-model-parallel-size 1"},
+                                                                                {"SIZE=70b\n", "--tensor-model-parallel-size 8"},
+                                                                                {"SIZE=13b\n", "--tensor-model-parallel-size 4"}}) {
+    write(dir + "/case.sh", size + cases);
+    const auto r = run_cli({"import", "megatron", dir + "/case.sh", "--system", "h100-sxm", "--gpus", "8"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(has(r.out, "# " + tp + "\n")) << size << r.out;
+    EXPECT_FALSE(has(r.err, "two branches of the case")) << size << r.err;
+  }
+  write(dir + "/case.sh", cases);
+  const auto unknown = run_cli({"import", "megatron", dir + "/case.sh", "--system", "h100-sxm", "--gpus", "8"});
+  EXPECT_TRUE(has(unknown.err, "TP is set on two branches of the case at line 1 ('1' at line 4, '8' at line 6): racksim "
+                               "cannot tell which the run took")) << unknown.err;
 }
 
 // The same review: a command-line --set's warnings and its system.overrides errors had kept a place it does not have

@@ -321,6 +321,13 @@ TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
   const std::string run2 = temp_file("run2.yml", "base_config: \"" + kBaseYml + "\"\nremat_polcy: full\n");
   EXPECT_EQ(error_of([&] { import({}, "h100-sxm", 0, 8, run2); }),
             run2 + ":2:1: error: remat_polcy: not a key of the base config " + kBaseYml + " (did you mean 'remat_policy'?)");
+  // A key given twice in one file: refused at its second line, as MaxText's loader (OmegaConf.load) refuses it; before,
+  // the last value was taken without a word.
+  const std::string run3 = temp_file("run3.yml", "base_config: \"" + kBaseYml + "\"\nper_device_batch_size: 2\n"
+                                                 "model_name: llama3-8b\nper_device_batch_size: 4\n");
+  EXPECT_EQ(error_of([&] { import({}, "h100-sxm", 0, 8, run3); }),
+            run3 + ":4:1: error: per_device_batch_size: duplicate key (first set at line 2); MaxText's loader (OmegaConf) "
+                   "refuses it too");
   // The model config is not found: the nearest model.
   EXPECT_NE(error_of([] { import({"model_name=llama3-8"}); }).find("(did you mean 'llama3-8b'?)"), std::string::npos);
   // Two -1 ICI axes.

@@ -181,9 +181,14 @@ YAML::Node read_file(const std::string& path, std::map<std::string, Entry>& out,
   if (root->yaml().IsNull()) return root->yaml();
   if (!root->yaml().IsMap())
     throw input_error(path, 1, 1, "", fmt::format("expected a MaxText config (a mapping of keys), got {}", root->describe()));
+  std::map<std::string, int> first_line;  // MaxText's loader (OmegaConf.load) refuses a key given twice
   for (auto it = root->yaml().begin(); it != root->yaml().end(); ++it) {
     const std::string k = it->first.Scalar();
     const YAML::Mark m = it->first.Mark();
+    if (auto [at, fresh] = first_line.emplace(k, m.line + 1); !fresh)
+      throw input_error(path, m.line + 1, m.column + 1, k,
+                        fmt::format("duplicate key (first set at line {}); MaxText's loader (OmegaConf) refuses it too",
+                                    at->second));
     Entry en{it->second, {path, m.line + 1, m.column + 1}, fmt::format("{}:{}", path, m.line + 1)};
     out[k] = en;
     if (keys) keys->insert(k);

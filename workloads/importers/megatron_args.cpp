@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fnmatch.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -113,6 +114,7 @@ struct ExpansionTooLong : std::length_error {
 class Shell {
  public:
   std::map<std::string, std::string> vars;
+  bool unset_seen = false;  // expand() met a variable the script never set (a script argument, $SLURM_*)
   int line = 0;  // the script line being read, for the expansion bound's message
   // A variable's value, or a word, expanded: at most this long. A script that doubles a variable line after line
   // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
@@ -343,6 +345,7 @@ class Shell {
         auto it = vars.find(name);
         if (it != vars.end() && !it->second.empty()) out += it->second;
         else if (has_def) out += expand(unquote(def));
+        else unset_seen = unset_seen || it == vars.end();
         continue;
       }
       std::size_t j = i + 1;
@@ -354,6 +357,7 @@ class Shell {
       }
       auto it = vars.find(word.substr(i + 1, j - i - 1));
       if (it != vars.end()) out += it->second;
+      else unset_seen = true;
       i = j;
     }
     check_length(out);
@@ -571,23 +575,79 @@ Extracted extract(const std::string& text) {
   }
   Shell sh;
   int nproc = 0, nnodes = 1;
-  // The if blocks open at a line: racksim reads every branch (it cannot evaluate the tests), so a variable set
-  // differently on two branches of one if takes the last; that is said, since the script would have taken one.
-  struct IfBlock {
+  // The if and case blocks open at a line. racksim cannot evaluate an if's test, so it reads every branch, and a
+  // variable set differently on two branches takes the last; that is said, since the script would have taken one. A
+  // case whose word expands with every variable in it set is evaluated as bash does (the first pattern that matches,
+  // glob patterns, `|` alternatives) and only that branch is read; one whose word names an unset variable (a script
+  // argument, $SLURM_*) is read like an if.
+  struct Block {
+    bool is_case = false;
     int line = 0, branch = 0;
     std::map<std::string, std::tuple<int, int, std::string>> set;  // name -> (branch, line, value)
+    std::optional<std::string> word;  // a case's expanded word, when racksim can tell it
+    bool matched = false;             // a case branch has matched (bash takes the first)
+    bool reading = true;              // the current case branch is read
   };
-  std::vector<IfBlock> ifs;
+  std::vector<Block> blocks;
+  int skipped_nesting = 0;  // if/case blocks opened inside a case branch not taken
   std::set<std::string> warned;
+  // A case pattern line's head (`7b)`, `(7b|8b)`, `"70b")`): the patterns, and the rest of the word after ')'.
+  const auto case_pattern = [&](const std::string& w) -> std::optional<std::pair<std::vector<std::string>, std::string>> {
+    if (blocks.empty() || !blocks.back().is_case) return std::nullopt;
+    const auto close = w.find(')');
+    if (close == std::string::npos || w[0] == '$') return std::nullopt;
+    std::string head = w.substr(0, close);
+    if (head.find('=') != std::string::npos) return std::nullopt;  // X=(...) or X=$(...): not a pattern
+    if (!head.empty() && head[0] == '(') head.erase(0, 1);
+    std::vector<std::string> alts;
+    for (std::size_t b = 0;;) {
+      const auto bar = head.find('|', b);
+      alts.push_back(head.substr(b, bar == std::string::npos ? std::string::npos : bar - b));
+      if (bar == std::string::npos) break;
+      b = bar + 1;
+    }
+    return std::make_pair(alts, w.substr(close + 1));
+  };
   for (const auto& [line, lineno] : lines) {
     sh.line = lineno;
     auto ws = words(line);
     if (ws.empty()) continue;
-    if ((ws[0] == "elif" || ws[0] == "else") && !ifs.empty()) ++ifs.back().branch;
-    else if (ws[0] == "fi" && !ifs.empty()) ifs.pop_back();
+    // Inside a case branch that is not taken: only the case's own next pattern or its esac matter.
+    if (!blocks.empty() && blocks.back().is_case && !blocks.back().reading) {
+      if (ws[0] == "if" || ws[0] == "case") ++skipped_nesting;
+      else if ((ws[0] == "fi" || ws[0] == "esac") && skipped_nesting > 0) --skipped_nesting;
+      else if (ws[0] == "esac") blocks.pop_back();
+      if (ws[0] == "esac" || skipped_nesting > 0 || !case_pattern(ws[0])) continue;
+    }
+    if ((ws[0] == "elif" || ws[0] == "else") && !blocks.empty() && !blocks.back().is_case) ++blocks.back().branch;
+    else if (ws[0] == "fi" && !blocks.empty() && !blocks.back().is_case) blocks.pop_back();
+    else if (ws[0] == "esac" && !blocks.empty() && blocks.back().is_case) blocks.pop_back();
     if (ws[0] == "then" || ws[0] == "else") ws.erase(ws.begin());  // `then TP=8`, `else TP=1`, `else if` on one line
     if (ws.empty()) continue;
-    if (ws[0] == "if") ifs.push_back({lineno, 0, {}});
+    if (ws[0] == "if") blocks.push_back({false, lineno, 0, {}, std::nullopt, false, true});
+    if (ws[0] == "case" && ws.size() >= 3 && ws[2] == "in") {
+      Block b{true, lineno, -1, {}, std::nullopt, false, true};
+      sh.unset_seen = false;
+      std::string word = sh.expand(ws[1]);
+      if (!sh.unset_seen) b.word = std::move(word);
+      blocks.push_back(std::move(b));
+      ws.erase(ws.begin(), ws.begin() + 3);  // `case $M in 7b) TP=1;; esac` on one line: its first pattern follows
+      if (ws.empty()) continue;
+    }
+    if (auto pat = case_pattern(ws[0])) {
+      Block& c = blocks.back();
+      ++c.branch;
+      if (c.word) {
+        bool match = false;
+        for (const auto& alt : pat->first)
+          match = match || fnmatch(sh.expand(Shell::unquote(alt)).c_str(), c.word->c_str(), 0) == 0;
+        c.reading = match && !c.matched;
+        c.matched = c.matched || match;
+      }
+      if (pat->second.empty()) ws.erase(ws.begin());
+      else ws[0] = pat->second;
+      if (!c.reading || ws.empty()) continue;
+    }
     std::vector<std::string> rest;
     std::size_t i = 0;
     if (ws[0] == "export" || ws[0] == "local" || ws[0] == "declare" || ws[0] == "readonly") i = 1;
@@ -618,15 +678,18 @@ Extracted extract(const std::string& text) {
         }
         if (ws.size() == i + 1) {
           std::string v = sh.expand(value);
-          // In every enclosing if (a set inside a nested if is on a branch of each).
-          for (auto& blk : ifs) {
+          // In every enclosing block racksim reads every branch of (a set inside a nested one is on a branch of
+          // each); a case it evaluated has one branch read.
+          for (auto& blk : blocks) {
+            if (blk.word) continue;
             auto it = blk.set.find(name);
             if (it != blk.set.end() && std::get<0>(it->second) != blk.branch && std::get<2>(it->second) != v &&
                 warned.insert(name + "@" + std::to_string(blk.line)).second)
               ex.warnings.push_back(fmt::format(
-                  "{} is set on two branches of the if at line {} ('{}' at line {}, '{}' at line {}): racksim cannot "
+                  "{} is set on two branches of the {} at line {} ('{}' at line {}, '{}' at line {}): racksim cannot "
                   "tell which the run took, reads every branch and keeps the last",
-                  name, blk.line, std::get<2>(it->second), std::get<1>(it->second), v, lineno));
+                  name, blk.is_case ? "case" : "if", blk.line, std::get<2>(it->second), std::get<1>(it->second), v,
+                  lineno));
             blk.set[name] = {blk.branch, lineno, v};
           }
           sh.set_var(name, std::move(v));
@@ -870,7 +933,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   for (const auto& [f, msg] : conflicts)
     if (!ignorable(f))
-      out.warnings.push_back(msg + (ex.megatron_log ? "" : " (a script's conditionals are read on every branch)"));
+      out.warnings.push_back(msg + (ex.megatron_log ? "" : " (racksim reads every branch of a script's if, and of a case whose word it cannot tell)"));
 
   auto as_int = [&](const std::string& f) -> std::optional<long long> {
     auto v = fl.str(f);
