@@ -54,8 +54,8 @@ SourceLocation Node::where() const {
   // was given: its own marks, if any, are from parsing the value's text alone.
   // (A command-line set's origin has line -1: no line; its errors name the option alone.)
   if (ctx_)
-    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end() && g->second.line != 0)
-      return {file_, std::max(g->second.line, 0), g->second.line > 0 ? g->second.column : 0};
+    if (const auto g = ctx_->grafts.find(internal_path_); g != ctx_->grafts.end())
+      if (auto at = g->second.location()) return *at;
   SourceLocation loc{file_, 0, 0};
   if (yaml_.IsDefined()) {
     const YAML::Mark m = yaml_.Mark();
@@ -253,9 +253,8 @@ void MapReader::finish() {
     if (auto g = node_.context()->grafts.find(join_path(node_.internal_path(), key));
         g != node_.context()->grafts.end()) {
       // A key that came from a set (--set, a validate case's set:) or a graft of another file.
-      loc = g->second.line < 0 ? input::SourceLocation{g->second.file, 0, 0}
-            : input::SourceLocation{g->second.file, g->second.line > 0 ? g->second.line : 1,
-                                    g->second.line > 0 ? g->second.column : 1};
+      // (a key's own marks are from parsing the set's value alone: the set's first column instead)
+      loc = g->second.location().value_or(input::SourceLocation{g->second.file, 1, 1});
       kpath = g->second.display_path;
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {

@@ -31,6 +31,12 @@ struct Origin {
   int line = 0, column = 0;  // where in it, when the grafted node's own marks do not say (a set's value is parsed from
                              // its own text): a validate case's set: entry; 0: the node's marks; -1: a command-line
                              // --set, which has no line (its errors name the option alone)
+  // Where the grafted node is when its line says (a set's entry, or a command-line set: no line); nullopt when its
+  // own marks do.
+  std::optional<SourceLocation> location() const {
+    if (line == 0) return std::nullopt;
+    return line < 0 ? SourceLocation{file, 0, 0} : SourceLocation{file, line, column};
+  }
 };
 
 struct LoadContext {
