@@ -543,24 +543,27 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
   return root;
 }
 
-std::size_t first_invalid_utf8(const std::string& text) {
+std::size_t utf8_sequence_bytes(std::string_view text, std::size_t i) {
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t n = text.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned c = b[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else return i;
-    if (i + len > n || b[i + 1] < lo || b[i + 1] > hi) return i;
-    for (std::size_t k = 2; k < len; ++k)
-      if (b[i + k] < 0x80 || b[i + k] > 0xBF) return i;
+  const unsigned c = b[i];
+  if (c < 0x80) return 1;
+  std::size_t len = 0;
+  unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  if (i + len > n || b[i + 1] < lo || b[i + 1] > hi) return 0;
+  for (std::size_t k = 2; k < len; ++k)
+    if (b[i + k] < 0x80 || b[i + k] > 0xBF) return 0;
+  return len;
+}
+
+std::size_t first_invalid_utf8(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t len = utf8_sequence_bytes(text, i);
+    if (len == 0) return i;
     i += len;
   }
   return std::string::npos;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -162,6 +163,8 @@ class DeclaredKeyProbe {
 // The first byte of `text` that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
 // past U+10FFFF), or std::string::npos. Scenario text must be UTF-8: the JSON report cannot hold anything else.
 std::size_t first_invalid_utf8(const std::string& text);
+// The bytes of the well-formed UTF-8 sequence at text[i] (1 to 4), or 0 when none starts there (i < text.size()).
+std::size_t utf8_sequence_bytes(std::string_view text, std::size_t i);
 
 // Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
 // diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.

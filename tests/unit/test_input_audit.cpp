@@ -636,3 +636,37 @@ TEST(InputAudit, CommandLineSetsHaveNoLineAnywhere) {
   const auto gb = run_cli({"hw", "show", "gb200"});
   EXPECT_TRUE(has(gb.err, "did you mean 'gb200-nvl72'?")) << gb.err;
 }
+
+// Found by the importers' fuzzer (test_fuzz_importers.cpp, 2026-12-07): a config.json number past a double's range
+// was an internal error (exit 2, nlohmann's out_of_range); a line break in a config's architecture name ended the
+// model file's comment and was read as YAML; a byte that is not UTF-8 in a launch script's flag value or in its file's
+// name made the importer's own scenario fail to load (a Latin-1 name was an internal error: nlohmann's dump threw).
+TEST(InputAudit, ImportersWriteLoadableFilesWhateverBytesTheirInputHolds) {
+  const std::string dir = temp_dir("import_bytes");
+  write(dir + "/big.json", "{\"model_type\": \"llama\", \"vocab_size\": 1e400}");
+  const auto big = run_cli({"models", "import", dir + "/big.json"});
+  EXPECT_EQ(big.code, 1) << big.err;
+  EXPECT_TRUE(has(big.err, dir + "/big.json:1:39: error: the number 1e400 is out of range (beyond a double's)")) << big.err;
+
+  std::ifstream in(kSrc + "/tests/data/hf/qwen3-8b.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto arch = cfg.find("Qwen3ForCausalLM");
+  ASSERT_NE(arch, std::string::npos);
+  write(dir + "/nl.json", cfg.substr(0, arch) + "Qwen3\\nlayers: 1" + cfg.substr(arch + 16));
+  const auto nl = run_cli({"models", "import", dir + "/nl.json", "--out", dir + "/nl.yaml"});
+  EXPECT_EQ(nl.code, 0) << nl.err;
+  std::ifstream m(dir + "/nl.yaml");
+  std::string model((std::istreambuf_iterator<char>(m)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(model, "architectures Qwen3\\x0alayers: 1). Each field's source")) << model;
+
+  const std::string latin1 = dir + "/caf\xe9.sh";
+  write(latin1, "python pretrain_gpt.py --lr 1e-4\xe9 --num-layers 4" + kGptArgsAfterLayers);
+  const auto sh = run_cli({"import", "megatron", latin1, "--system", "h100-sxm", "--gpus", "8", "--out", dir + "/s.yaml"});
+  EXPECT_EQ(sh.code, 0) << sh.err;
+  const auto run = run_cli({"run", dir + "/s.yaml"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  std::ifstream s(dir + "/s.yaml");
+  std::string scenario((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(scenario, "--lr 1e-4\\xe9;")) << scenario;
+  EXPECT_TRUE(has(scenario, "name: \"caf\xef\xbf\xbd\"")) << scenario;  // U+FFFD for the name's 0xE9
+}

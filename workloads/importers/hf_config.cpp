@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "input/diagnostics.h"
+#include "workloads/importers/scenario_writer.h"
 #include "input/files.h"
 #include "workloads/bounded_json.h"
 
@@ -153,6 +154,14 @@ HfImport import_hf_config_text(const std::string& text, const std::string& file_
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     fail(file_label, line, col, "not valid JSON (a Hugging Face config.json is expected): " + msg);
+  } catch (const json::out_of_range& e) {
+    // A number past a double's range (nlohmann: "number overflow parsing '1e400'"): placed where the number stands.
+    std::string number = e.what();
+    const auto a = number.find('\''), b = number.rfind('\'');
+    number = a != std::string::npos && b > a ? number.substr(a + 1, b - a - 1) : std::string();
+    const auto at = number.empty() ? std::string::npos : text.find(number);
+    const auto [line, col] = input::position_in(text, at == std::string::npos ? 0 : at);
+    fail(file_label, line, col, fmt::format("the number {} is out of range (beyond a double's)", number));
   }
   if (!refused.message.empty()) {
     const auto [line, col] = input::position_in(text, refused.offset);
@@ -427,16 +436,25 @@ HfImport import_hf_config(const std::string& path, const std::string& name) {
 std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   const ModelSpec& s = m.model;
   std::ostringstream o;
-  auto q = [](const std::string& v) { return json(v).dump(); };  // a JSON string is a YAML string
-  o << "# Imported by `racksim models import` from " << source_label << "\n";
-  o << fmt::format("# (model_type {}, architectures {}). Each field's source is the config key it came from.\n",
-                   m.model_type.empty() ? "?" : m.model_type, m.architecture.empty() ? "?" : m.architecture);
-  o << fmt::format("# Parameters (derived by racksim from these fields): {} total, {} active per token.\n",
-                   pretty_count(total_params(s)), pretty_count(active_params(s)));
-  for (const auto& w : m.warnings) o << "# warning: " << w << "\n";
-  for (const auto& n : m.notes) o << "# note: " << n << "\n";
-  o << "name: " << q(s.name) << "\n";
-  o << "summary: " << q(s.summary) << "\n";
+  // A comment line holds the config's own strings (its model_type, architecture, file name): a line break or other
+  // control byte in one would end the comment and be read as YAML, so they are written escaped.
+  auto comment = [&o](const std::string& text) {
+    o << '#';
+    for (const char c : text) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) o << fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      else o << c;
+    }
+    o << '\n';
+  };
+  comment(" Imported by `racksim models import` from " + source_label);
+  comment(fmt::format(" (model_type {}, architectures {}). Each field's source is the config key it came from.",
+                      m.model_type.empty() ? "?" : m.model_type, m.architecture.empty() ? "?" : m.architecture));
+  comment(fmt::format(" Parameters (derived by racksim from these fields): {} total, {} active per token.",
+                      pretty_count(total_params(s)), pretty_count(active_params(s))));
+  for (const auto& w : m.warnings) comment(" warning: " + w);
+  for (const auto& n : m.notes) comment(" note: " + n);
+  o << "name: " << yaml_quoted(s.name) << "\n";
+  o << "summary: " << yaml_quoted(s.summary) << "\n";
   o << "layers: " << s.layers << "\n";
   o << "hidden: " << s.hidden << "\n";
   o << "ffn_hidden: " << s.ffn_hidden << "\n";
@@ -474,8 +492,8 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
       "moe.router_groups", "moe.router_group_top_k", "mla.q_lora_rank", "mla.kv_lora_rank", "mla.qk_nope_head_dim",
       "mla.qk_rope_head_dim", "mla.v_head_dim"};
   for (const auto& k : order)
-    if (auto it = s.sources.find(k); it != s.sources.end()) o << "  " << k << ": " << q(it->second) << "\n";
-  return o.str();
+    if (auto it = s.sources.find(k); it != s.sources.end()) o << "  " << k << ": " << yaml_quoted(it->second) << "\n";
+  return yaml_safe_text(o.str());
 }
 
 }  // namespace racksim::workloads::importers

@@ -972,7 +972,7 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   o << fmt::format("# mesh: {} slice{} of {} GPUs ({}; {}) = {} GPUs\n", slices, slices == 1 ? "" : "s", per_slice,
                    slices_src, per_slice_src, gpus);
   for (const auto& w : out.warnings) o << "# warning: " << w << "\n";
-  o << "name: " << nlohmann::json(name).dump() << "\n";
+  o << "name: " << yaml_quoted(name) << "\n";
   o << "system:\n";
   Writer sw;
   sw.line(2, "preset", opt.system, opt.system_given ? "racksim import --system" : "default (no --system)");
@@ -986,7 +986,7 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   o << sw.o.str();
   o << "model:\n" << mw.o.str();
   o << "training:\n" << tw.o.str();
-  out.yaml = o.str();
+  out.yaml = yaml_safe_text(o.str());
   return out;
 }
 

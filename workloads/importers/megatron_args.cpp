@@ -1016,7 +1016,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   int experts = 0;
   Writer mw;
   if (!opt.model.empty()) {
-    mw.line(2, "preset", nlohmann::json(opt.model).dump(), "racksim import --model");
+    mw.line(2, "preset", yaml_quoted(opt.model), "racksim import --model");
     for (const char* f : {"num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "num-query-groups",
                           "kv-channels", "vocab-size", "swiglu", "group-query-attention", "untie-embeddings-and-output-weights",
                           "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
@@ -1676,7 +1676,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     }
     o << "\n";
   }
-  o << "name: " << nlohmann::json(name).dump() << "\n";
+  o << "name: " << yaml_quoted(name) << "\n";
   o << "system:\n";
   Writer sw;
   sw.line(2, "preset", system, system_src);
@@ -1684,7 +1684,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   o << sw.o.str();
   o << "model:\n" << mw.o.str();
   o << "training:\n" << tw.o.str();
-  out.yaml = o.str();
+  out.yaml = yaml_safe_text(o.str());
   return out;
 }
 

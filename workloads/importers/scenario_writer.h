@@ -1,8 +1,13 @@
 // The importers' output: scenario YAML lines "key: value   # source", the source comment aligned.
 #pragma once
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 #include <string>
+
+#include "input/yaml_reader.h"
 
 namespace racksim::workloads::importers {
 
@@ -14,5 +19,32 @@ struct ScenarioWriter {
     o << l << "\n";
   }
 };
+
+// A string as a double-quoted YAML scalar (a JSON string is one). A byte that is not UTF-8 (a file name's Latin-1)
+// becomes U+FFFD: nlohmann's dump would throw on it.
+inline std::string yaml_quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// What an importer writes, made loadable whatever bytes the imported file held: each byte that is not well-formed UTF-8
+// and each control byte but the line break and the tab (a Latin-1 comment's value, a NUL in a name) becomes the text
+// \xNN. In a double-quoted YAML string that is the escape of U+00NN; in a comment or a plain word, four characters.
+// Without it such a byte, copied into a comment or a name, made the importer's own scenario fail to load.
+inline std::string yaml_safe_text(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t len = input::utf8_sequence_bytes(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (len == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
 
 }  // namespace racksim::workloads::importers
