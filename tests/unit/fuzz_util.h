@@ -3,6 +3,7 @@
 // files, duplications). Same seed, same mutations.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <yaml-cpp/yaml.h>
 
@@ -171,6 +172,35 @@ inline std::uint64_t fuzz_seed(std::uint64_t seed) {
 // Seconds since `t0`, for the per-case time bound.
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs `body(text, pick, i)` on `n` mutations (x RACKSIM_FUZZ_SCALE) of `corpus`, under the bounds above; `body`
+// returns true when it accepted the input. An InputError counts as a rejection and must name a file; anything else
+// thrown is a failure, shown with its input. Returns {accepted, rejected}.
+template <class F>
+std::pair<int, int> fuzz_mutants(const std::vector<std::string>& corpus, const std::vector<std::string>& tokens, int n,
+                                 std::uint64_t seed, F&& body, const MutationLimits& lim = {}) {
+  EXPECT_GE(corpus.size(), 2u);
+  if (corpus.empty()) return {0, 0};
+  std::mt19937_64 rng(fuzz_seed(seed));
+  int accepted = 0, rejected = 0;
+  MemoryLimit limit;
+  for (int i = 0; i < fuzz_iterations(n); ++i) {
+    const std::size_t pick = rng() % corpus.size();
+    const std::string text = mutate(corpus[pick], corpus, tokens, rng, lim);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (body(text, pick, i) ? accepted : rejected) += 1;
+    } catch (const input::InputError& e) {
+      ++rejected;
+      for (const auto& d : e.diagnostics()) EXPECT_FALSE(d.where.file.empty()) << e.what() << "\n--- input ---\n" << text;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "unexpected " << typeid(e).name() << ": " << e.what() << "\n--- input ---\n" << text;
+      break;
+    }
+    EXPECT_LT(seconds_since(t0), kMaxCaseSeconds) << text;
+  }
+  return {accepted, rejected};
 }
 
 }  // namespace racksim::testing

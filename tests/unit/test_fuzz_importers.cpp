@@ -28,33 +28,6 @@ namespace {
 
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 
-// Runs `body` on `n` mutations of `corpus`; `body` returns true when the input was accepted. Returns {accepted,
-// rejected}. An InputError must name a file; anything else thrown is a failure, shown with its input.
-template <class F>
-std::pair<int, int> fuzz(const std::vector<std::string>& corpus, const std::vector<std::string>& tokens, int n,
-                         uint64_t seed, F&& body) {
-  EXPECT_GE(corpus.size(), 2u);
-  std::mt19937_64 rng(racksim::testing::fuzz_seed(seed));
-  int accepted = 0, rejected = 0;
-  racksim::testing::MemoryLimit limit;
-  for (int i = 0; i < racksim::testing::fuzz_iterations(n); ++i) {
-    const std::size_t pick = rng() % corpus.size();
-    const std::string text = racksim::testing::mutate(corpus[pick], corpus, tokens, rng);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      (body(text, pick) ? accepted : rejected) += 1;
-    } catch (const input::InputError& e) {
-      ++rejected;
-      for (const auto& d : e.diagnostics()) EXPECT_FALSE(d.where.file.empty()) << e.what() << "\n--- input ---\n" << text;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "unexpected " << typeid(e).name() << ": " << e.what() << "\n--- input ---\n" << text;
-      break;
-    }
-    EXPECT_LT(racksim::testing::seconds_since(t0), racksim::testing::kMaxCaseSeconds) << text;
-  }
-  return {accepted, rejected};
-}
-
 std::vector<std::string> corpus_of(const std::vector<std::pair<std::string, std::string>>& dirs) {
   std::vector<std::string> all;
   for (const auto& [dir, ext] : dirs)
@@ -86,7 +59,7 @@ TEST(FuzzImporters, MegatronScriptsArgumentsAndLogsNeverCrash) {
       "--num-experts", "--expert-model-parallel-size", "--nproc_per_node", "--nnodes", "torchrun", " 0", " -1",
       " 99999999999999999999", "**", "/ 0", "%", "0x", " ............ ", "world_size", "True", "None",
       "--recompute-num-layers", "--pipeline-model-parallel-size", "--micro-batch-size", "--global-batch-size"};
-  const auto [ok, bad] = fuzz(corpus, tokens, 1500, 2101, [&](const std::string& text, std::size_t) {
+  const auto [ok, bad] = racksim::testing::fuzz_mutants(corpus, tokens, 1500, 2101, [&](const std::string& text, std::size_t, int) {
     imp::MegatronOptions opt;
     opt.system = "h100-sxm";
     // An argument list names no GPU count; the seeds that have none take 64, as `--gpus 64` would give them.
@@ -125,7 +98,7 @@ TEST(FuzzImporters, MaxTextConfigsNeverCrash) {
   opt.system = "h100-sxm";
   opt.system_given = true;
   opt.domain_size = 8;
-  const auto [ok, bad] = fuzz(corpus, tokens, 600, 2102, [&](const std::string& text, std::size_t pick) {
+  const auto [ok, bad] = racksim::testing::fuzz_mutants(corpus, tokens, 600, 2102, [&](const std::string& text, std::size_t pick, int) {
     imp::MaxTextImport r;
     if (pick < runs.size()) {
       write(dir + "/run.yml", text);
@@ -151,7 +124,7 @@ TEST(FuzzImporters, HuggingFaceConfigsNeverCrash) {
       "99999999999999999999", "\"num_hidden_layers\"", "\"hidden_size\"", "\"num_attention_heads\"",
       "\"num_key_value_heads\"", "\"n_routed_experts\"", "\"num_experts\"", "\"head_dim\"", "\"model_type\"",
       "\"intermediate_size\"", "\"vocab_size\"", "\"first_k_dense_replace\"", "\"kv_lora_rank\""};
-  const auto [ok, bad] = fuzz(corpus, tokens, 2000, 2103, [&](const std::string& text, std::size_t) {
+  const auto [ok, bad] = racksim::testing::fuzz_mutants(corpus, tokens, 2000, 2103, [&](const std::string& text, std::size_t, int) {
     const auto m = imp::import_hf_config_text(text, "config.json");
     // The model file it writes reads back to the same model (the round trip `racksim models import` promises).
     input::LoadSession s;

@@ -34,35 +34,11 @@ const std::vector<std::string> kYamlTokens = {
     "vary", "base", "cases", "scenario", "compare", "replay", "measured", "tolerance", "set", "system.gpus",
     "training.parallelism.tp", "../", "/dev/zero", "expect_speedup"};
 
-// Runs `body` on `n` mutations of the corpus in `dir`, under the fuzz bounds; `body` returns
-// true when the input was accepted. Returns {accepted, rejected}.
+// Runs `body` on `n` mutations of the corpus in `dir` (racksim::testing::fuzz_mutants). Returns {accepted, rejected}.
 template <class F>
 std::pair<int, int> fuzz(const std::string& dir, const std::vector<std::string>& tokens, int n, uint64_t seed,
                          F&& body, const racksim::testing::MutationLimits& lim = {}) {
-  const auto files = racksim::testing::read_corpus(dir);
-  EXPECT_GE(files.size(), 2u) << dir;
-  std::mt19937_64 rng(racksim::testing::fuzz_seed(seed));
-  int accepted = 0, rejected = 0;
-  racksim::testing::MemoryLimit limit;
-  for (int i = 0; i < racksim::testing::fuzz_iterations(n); ++i) {
-    const std::size_t pick = rng() % files.size();
-    const std::string text = racksim::testing::mutate(files[pick], files, tokens, rng, lim);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      if (body(text, pick, i))
-        ++accepted;
-      else
-        ++rejected;
-    } catch (const input::InputError& e) {
-      ++rejected;
-      for (const auto& d : e.diagnostics()) EXPECT_FALSE(d.where.file.empty()) << e.what() << "\n--- input ---\n" << text;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "unexpected " << typeid(e).name() << ": " << e.what() << "\n--- input ---\n" << text;
-      break;
-    }
-    EXPECT_LT(racksim::testing::seconds_since(t0), racksim::testing::kMaxCaseSeconds) << text;
-  }
-  return {accepted, rejected};
+  return racksim::testing::fuzz_mutants(racksim::testing::read_corpus(dir), tokens, n, seed, body, lim);
 }
 
 }  // namespace
