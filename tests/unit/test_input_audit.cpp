@@ -670,3 +670,78 @@ TEST(InputAudit, ImportersWriteLoadableFilesWhateverBytesTheirInputHolds) {
   EXPECT_TRUE(has(scenario, "--lr 1e-4\\xe9;")) << scenario;
   EXPECT_TRUE(has(scenario, "name: \"caf\xef\xbf\xbd\"")) << scenario;  // U+FFFD for the name's 0xE9
 }
+
+// A review of the case reading (2026-12-07) found it taking branches bash would not: a word copied from $1 or from a
+// command's output read as known, a multi-line array's closing ')' read as a pattern, `$A)` and `7b | 8b)` patterns
+// missed, quoted glob characters and `${X#pat}` misread, `;&` / `;;&` ignored, a case inside a one-line if missed,
+// `in` on the next line missed, and an unclosed case swallowing the script. Each expectation is what bash does
+// (checked with bash 5), or, where the word cannot be told, every branch read with the two-branch warning.
+TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
+  const std::string dir = temp_dir("case");
+  struct Case {
+    std::string body;
+    int tp, pp;
+    bool untold;  // read like an if: the two-branch warning
+  };
+  const std::vector<Case> cases = {
+      {"M=$1\ncase $M in 7b) TP=2; PP=1 ;; 70b) TP=8; PP=2 ;; *) TP=1; PP=1 ;; esac\n", 1, 1, true},
+      {"N=${SLURM_NNODES}\ncase $N in 1) TP=8; PP=1 ;; *) TP=8; PP=4 ;; esac\n", 8, 4, true},
+      {"case \"$(echo 70b)\" in 70b) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 4, 4, true},
+      {"H=`hostname`\ncase $H in *dgx*) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 4, 4, true},
+      {"case $# in 0) TP=1; PP=1 ;; *) TP=4; PP=4 ;; esac\n", 4, 4, true},
+      {"S=7b\ncase $S in\n  7b)\n    EXTRA=(\n      --use-distributed-optimizer\n    )\n    TP=2; PP=1 ;;\n"
+       "  *) TP=4; PP=4 ;;\nesac\n",
+       2, 1, false},
+      {"A=7b\ncase 7b in $A) TP=2; PP=1 ;; *) TP=4; PP=4 ;; esac\n", 2, 1, false},
+      {"P='7*'\ncase 70b in $P) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
+      {"M=llama-70b\ncase ${M#*-} in 7b) TP=2; PP=1 ;; 70b) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
+      {"M=llama-70b-v2\ncase ${M%-*} in llama-70b) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
+      {"case 8b in \"*\") TP=2; PP=1 ;; *) TP=4; PP=2 ;; esac\n", 4, 2, false},
+      {"case 8b in \"7b|8b\") TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 4, 4, false},
+      {"case 8b in 7b | 8b) TP=2; PP=1 ;; *) TP=4; PP=4 ;; esac\n", 2, 1, false},
+      {"case 8b in\n  8b )\n    TP=2; PP=1 ;;\n  * ) TP=4; PP=4 ;;\nesac\n", 2, 1, false},
+      {"PP=1\ncase 7b in 7b) TP=2 ;& 70b) PP=4 ;; *) PP=8 ;; esac\n", 2, 4, false},
+      {"PP=1\ncase 7b in 7b) TP=2 ;;& 70b) PP=4 ;; 7*) PP=2 ;; esac\n", 2, 2, false},
+      {"S=70b; TP=1; PP=1\nif true; then case $S in 7b) TP=2;; 70b) TP=8; PP=2;; esac; fi\n", 8, 2, false},
+      {"S=70b\ncase $S\nin\n  70b) TP=8; PP=2 ;;\n  *) TP=4; PP=4 ;;\nesac\n", 8, 2, false},
+      {"S=70b\ncase $S in\n  [0-9]b) TP=2; PP=1 ;;\n  [0-9][0-9]b) TP=8; PP=2 ;;\nesac\n", 8, 2, false},
+  };
+  const std::string launch = "torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                             "--num-attention-heads 32 --seq-length 4096 --vocab-size 32000 --micro-batch-size 1 "
+                             "--global-batch-size 64 --bf16 --tensor-model-parallel-size $TP "
+                             "--pipeline-model-parallel-size $PP ${EXTRA[@]}\n";
+  for (const auto& c : cases) {
+    write(dir + "/s.sh", c.body + launch);
+    const auto r = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
+    ASSERT_EQ(r.code, 0) << c.body << r.err;
+    EXPECT_TRUE(has(r.out, "    tp: " + std::to_string(c.tp) + " ")) << c.body << r.out;
+    EXPECT_TRUE(has(r.out, "    pp: " + std::to_string(c.pp) + " ")) << c.body << r.out;
+    EXPECT_EQ(has(r.err, "is set on two branches of the case"), c.untold) << c.body << r.err;
+  }
+  // The array's flag inside the taken branch is read (its ')' is not a pattern).
+  write(dir + "/s.sh", cases[5].body + launch);
+  EXPECT_TRUE(has(run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"}).out,
+                  "optimizer_sharding: zero1       # --use-distributed-optimizer"));
+  // An unclosed case is refused at its line, as bash refuses the script.
+  write(dir + "/s.sh", "S=7b\ncase $S in\n  7b) TP=2; PP=1 ;;\n" + launch);
+  const auto open = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(open.code, 1);
+  EXPECT_TRUE(has(open.err, dir + "/s.sh:2:1: error: this case has no esac; bash refuses the script")) << open.err;
+  // A capacity factor that is not a number is refused at its argument (it had been written into the scenario as given).
+  write(dir + "/s.sh", "TP=1; PP=1\n" + launch.substr(0, launch.size() - 1) +
+                           " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
+                           "--moe-expert-capacity-factor '{a'\n");
+  const auto cf = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(cf.code, 1);
+  EXPECT_TRUE(has(cf.err, "--moe-expert-capacity-factor: expected a positive number or None, got '{a'")) << cf.err;
+  // A line break in the script's name or in a MaxText value stays inside the comment that shows it.
+  const std::string nl = dir + "/a\nb.sh";
+  write(nl, "TP=1; PP=1\n" + launch);
+  const auto named = run_cli({"import", "megatron", nl, "--system", "h100-sxm", "--out", dir + "/nl.yaml"});
+  EXPECT_EQ(named.code, 0) << named.err;
+  write(dir + "/run.yml", "base_config: " + kSrc + "/tests/data/maxtext/base.yml\nmodel_name: llama2-7b\n"
+                          "ici_fsdp_parallelism: 8\nhardware: \"gpu\\nsystem: 1\"\n");
+  const auto mt = run_cli({"import", "maxtext", dir + "/run.yml", "--system", "h100-sxm"});
+  EXPECT_EQ(mt.code, 0) << mt.err;
+  EXPECT_TRUE(has(mt.out, "gpu\\x0asystem: 1")) << mt.out;
+}

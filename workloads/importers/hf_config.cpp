@@ -438,14 +438,7 @@ std::string to_model_yaml(const HfImport& m, const std::string& source_label) {
   std::ostringstream o;
   // A comment line holds the config's own strings (its model_type, architecture, file name): a line break or other
   // control byte in one would end the comment and be read as YAML, so they are written escaped.
-  auto comment = [&o](const std::string& text) {
-    o << '#';
-    for (const char c : text) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) o << fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-      else o << c;
-    }
-    o << '\n';
-  };
+  auto comment = [&o](const std::string& text) { o << '#' << comment_text(text) << '\n'; };
   comment(" Imported by `racksim models import` from " + source_label);
   comment(fmt::format(" (model_type {}, architectures {}). Each field's source is the config key it came from.",
                       m.model_type.empty() ? "?" : m.model_type, m.architecture.empty() ? "?" : m.architecture));

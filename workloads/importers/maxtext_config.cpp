@@ -965,13 +965,14 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     name = !run.empty() ? run : model_name != "default" ? model_name : fs::path(config_path).stem().string();
   }
   std::ostringstream o;
-  o << "# Imported by `racksim import maxtext` from " << join(out.sources, ", ");
-  if (!overrides.empty()) o << " and the command line: " << join(overrides, " ");
+  o << "# Imported by `racksim import maxtext` from " << comment_text(join(out.sources, ", "));
+  if (!overrides.empty()) o << " and the command line: " << comment_text(join(overrides, " "));
   o << ".\n";
   o << "# Each key's comment names the MaxText key (value, file:line or command line) it came from.\n";
-  o << fmt::format("# mesh: {} slice{} of {} GPUs ({}; {}) = {} GPUs\n", slices, slices == 1 ? "" : "s", per_slice,
-                   slices_src, per_slice_src, gpus);
-  for (const auto& w : out.warnings) o << "# warning: " << w << "\n";
+  o << "# " << comment_text(fmt::format("mesh: {} slice{} of {} GPUs ({}; {}) = {} GPUs", slices, slices == 1 ? "" : "s",
+                                        per_slice, slices_src, per_slice_src, gpus))
+    << "\n";
+  for (const auto& w : out.warnings) o << "# warning: " << comment_text(w) << "\n";
   o << "name: " << yaml_quoted(name) << "\n";
   o << "system:\n";
   Writer sw;

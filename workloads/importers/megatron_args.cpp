@@ -106,15 +106,18 @@ std::size_t arith_end(const std::string& text, std::size_t start) {
 
 // A shell word past Shell::kMaxExpandedBytes, at `line` of the script.
 // A script line racksim refuses (its shell variables past their bound, a torchrun count that is not one).
-struct ExpansionTooLong : std::length_error {
+struct ScriptError : std::length_error {
   int line;
-  ExpansionTooLong(int l, const std::string& what) : std::length_error(what), line(l) {}
+  ScriptError(int l, const std::string& what) : std::length_error(what), line(l) {}
 };
 
 class Shell {
  public:
   std::map<std::string, std::string> vars;
-  bool unset_seen = false;  // expand() met a variable the script never set (a script argument, $SLURM_*)
+  // expand() met what racksim cannot tell: a variable the script never set (a script argument, $SLURM_*) or set from
+  // one (`untold`), a command's output, a special parameter ($#, $@), an expansion it does not evaluate (${X/a/b}).
+  bool unset_seen = false;
+  std::set<std::string> untold;
   int line = 0;  // the script line being read, for the expansion bound's message
   // A variable's value, or a word, expanded: at most this long. A script that doubles a variable line after line
   // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
@@ -132,6 +135,7 @@ class Shell {
     std::string text = expand(expr);
     bool unset = false;
     std::string s = substitute_names(text, 0, unset);
+    unset_seen = unset_seen || unset;
     if (s.size() > 4096) return unread;
     ArithParser p{s, 0, line, expr, unset};
     try {
@@ -153,7 +157,7 @@ class Shell {
         while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
         auto it = vars.find(e.substr(i, j - i));
         const bool has = it != vars.end() && !trim(it->second).empty();
-        unset = unset || !has;
+        unset = unset || !has || untold.count(it == vars.end() ? std::string() : it->first) > 0;
         s.push_back('(');
         if (!has) s.push_back('0');
         else if (depth < 8) s.append(substitute_names(it->second, depth + 1, unset));
@@ -179,7 +183,7 @@ class Shell {
     int depth = 0;
     [[noreturn]] void refuse(const std::string& why) const {
       if (unset_variable) throw Unevaluable{};
-      throw ExpansionTooLong(line, fmt::format("$(({})): {}", original, why));
+      throw ScriptError(line, fmt::format("$(({})): {}", original, why));
     }
     void ws() {
       while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
@@ -298,16 +302,71 @@ class Shell {
   void set_var(const std::string& name, std::string value) {
     variable_bytes += value.size();
     if (variable_bytes > kMaxVariableBytes)
-      throw ExpansionTooLong(line, fmt::format("the script's shell variables hold more than {} bytes together; racksim "
+      throw ScriptError(line, fmt::format("the script's shell variables hold more than {} bytes together; racksim "
                                                "reads launch scripts' variables up to that size",
                                                kMaxVariableBytes));
     vars[name] = std::move(value);
   }
   void check_length(const std::string& s) const {
     if (s.size() > kMaxExpandedBytes)
-      throw ExpansionTooLong(line, fmt::format("a shell word expands to more than {} bytes (a variable that grows line "
+      throw ScriptError(line, fmt::format("a shell word expands to more than {} bytes (a variable that grows line "
                                                "after line?); racksim reads launch scripts' variables up to that size",
                                                kMaxExpandedBytes));
+  }
+
+  // ${...} as bash reads it: NAME; NAME:-d NAME-d NAME:=d NAME=d (a default; := and = assign it); NAME:+a NAME+a;
+  // NAME#p NAME##p NAME%p NAME%%p (a glob removed from the front or back, shortest or longest); #NAME (the length).
+  // Other forms (${X/a/b}, ${X:1:2}, ${X^^}, ${!X}) give the value unchanged, and the word is one racksim cannot tell.
+  std::string parameter(const std::string& body) {
+    const bool length = !body.empty() && body[0] == '#' && body.size() > 1;
+    const std::size_t from = length ? 1 : 0;
+    std::size_t n = from;
+    while (n < body.size() && (std::isalnum(static_cast<unsigned char>(body[n])) || body[n] == '_')) ++n;
+    const std::string name = body.substr(from, n - from), op = body.substr(n);
+    auto it = vars.find(name);
+    const bool set = it != vars.end();
+    const std::string value = set ? it->second : "";
+    unset_seen = unset_seen || untold.count(name) > 0;
+    if (name.empty()) {
+      unset_seen = true;
+      return "";
+    }
+    if (length && op.empty()) {
+      unset_seen = unset_seen || !set;
+      return std::to_string(value.size());
+    }
+    if (op.empty()) {
+      unset_seen = unset_seen || !set;
+      return value;
+    }
+    for (const char* sep : {":-", ":=", ":+", "-", "=", "+"}) {
+      const std::size_t k = std::strlen(sep);
+      if (op.compare(0, k, sep) != 0) continue;
+      const bool colon = sep[0] == ':';
+      const char kind = sep[colon ? 1 : 0];
+      const bool present = colon ? !value.empty() : set;  // `:` also takes an empty value as absent
+      const std::string alt = expand(unquote(op.substr(k)));
+      if (kind == '+') return present ? alt : "";
+      if (present) return value;
+      if (kind == '=') set_var(name, alt);
+      return alt;
+    }
+    for (const char* sep : {"##", "#", "%%", "%"}) {
+      const std::size_t k = std::strlen(sep);
+      if (op.compare(0, k, sep) != 0) continue;
+      unset_seen = unset_seen || !set;
+      const std::string pat = expand(unquote(op.substr(k)));
+      const bool front = sep[0] == '#', longest = k == 2;
+      const std::size_t len = value.size();
+      for (std::size_t t = 0; t <= len; ++t) {
+        const std::size_t cut = longest ? len - t : t;  // characters removed
+        const std::string piece = front ? value.substr(0, cut) : value.substr(len - cut);
+        if (fnmatch(pat.c_str(), piece.c_str(), 0) == 0) return front ? value.substr(cut) : value.substr(0, len - cut);
+      }
+      return value;
+    }
+    unset_seen = true;
+    return value;
   }
 
   std::string expand(const std::string& word) {
@@ -315,6 +374,7 @@ class Shell {
     for (std::size_t i = 0; i < word.size();) {
       check_length(out);
       if (word[i] != '$') {
+        unset_seen = unset_seen || word[i] == '`';  // a command's output
         out += word[i++];
         continue;
       }
@@ -331,33 +391,22 @@ class Shell {
         std::string body = word.substr(i + 2, end - i - 2);
         i = end + 1;
         if (body.find('[') != std::string::npos) continue;  // ${ARR[@]}: arrays are read where defined
-        std::string name = body, def;
-        bool has_def = false;
-        for (const char* sep : {":-", ":=", "-", "="}) {
-          const auto p = body.find(sep);
-          if (p != std::string::npos && p > 0) {
-            name = body.substr(0, p);
-            def = body.substr(p + std::string(sep).size());
-            has_def = true;
-            break;
-          }
-        }
-        auto it = vars.find(name);
-        if (it != vars.end() && !it->second.empty()) out += it->second;
-        else if (has_def) out += expand(unquote(def));
-        else unset_seen = unset_seen || it == vars.end();
+        out += parameter(body);
         continue;
       }
       std::size_t j = i + 1;
       while (j < word.size() && (std::isalnum(static_cast<unsigned char>(word[j])) || word[j] == '_')) ++j;
       if (j == i + 1) {
+        // $( a command's output, $# $@ $* $? $$ $! $- special parameters: left as written, and not told.
+        if (j < word.size() && std::strchr("(#@*?$!-", word[j]) && word[j] != '\0') unset_seen = true;
         out += '$';
         ++i;
         continue;
       }
-      auto it = vars.find(word.substr(i + 1, j - i - 1));
+      const std::string name = word.substr(i + 1, j - i - 1);
+      auto it = vars.find(name);
       if (it != vars.end()) out += it->second;
-      else unset_seen = true;
+      unset_seen = unset_seen || it == vars.end() || untold.count(name);
       i = j;
     }
     check_length(out);
@@ -371,12 +420,14 @@ class Shell {
   }
 };
 
-// Splits a line into words: quotes group (and are removed), '#' at a word start ends the line.
-std::vector<std::string> words(const std::string& line) {
+// Splits a line into words: quotes group (and are removed), '#' at a word start ends the line. `starts`, when given,
+// receives each word's first byte in `line`.
+std::vector<std::string> words(const std::string& line, std::vector<std::size_t>* starts = nullptr) {
   std::vector<std::string> out;
   std::string cur;
   bool in_word = false;
   char quote = 0;
+  if (starts) starts->clear();
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quote) {
@@ -384,6 +435,7 @@ std::vector<std::string> words(const std::string& line) {
       else cur += c;
       continue;
     }
+    if (!in_word && !std::isspace(static_cast<unsigned char>(c)) && !(c == '#') && starts) starts->push_back(i);
     if (c == '"' || c == '\'') {
       quote = c;
       in_word = true;
@@ -565,6 +617,13 @@ Extracted extract(const std::string& text) {
         } else if (c == ';' && depth == 0) {
           statements.push_back({cur, n});
           cur.clear();
+          // A case branch's end (`;;`, or bash's `;&` and `;;&`) is a statement of its own, which the reader below
+          // takes as "a pattern may follow".
+          const std::size_t len = l.compare(i, 3, ";;&") == 0 ? 3 : l.compare(i, 2, ";;") == 0 || l.compare(i, 2, ";&") == 0 ? 2 : 0;
+          if (len > 0) {
+            statements.push_back({l.substr(i, len), n});
+            i += len - 1;
+          }
           continue;
         }
         cur += c;
@@ -577,76 +636,155 @@ Extracted extract(const std::string& text) {
   int nproc = 0, nnodes = 1;
   // The if and case blocks open at a line. racksim cannot evaluate an if's test, so it reads every branch, and a
   // variable set differently on two branches takes the last; that is said, since the script would have taken one. A
-  // case whose word expands with every variable in it set is evaluated as bash does (the first pattern that matches,
-  // glob patterns, `|` alternatives) and only that branch is read; one whose word names an unset variable (a script
-  // argument, $SLURM_*) is read like an if.
+  // case whose word racksim can tell (every variable in it set, from values it can tell) is evaluated as bash does:
+  // glob patterns and `|` alternatives, the first match, `;&` falling through, `;;&` testing on; only the branches
+  // taken are read. A case on a word it cannot tell (a script argument, $SLURM_*, a command's output, a variable set
+  // inside an if) is read like an if.
   struct Block {
     bool is_case = false;
     int line = 0, branch = 0;
     std::map<std::string, std::tuple<int, int, std::string>> set;  // name -> (branch, line, value)
     std::optional<std::string> word;  // a case's expanded word, when racksim can tell it
-    bool matched = false;             // a case branch has matched (bash takes the first)
-    bool reading = true;              // the current case branch is read
+    bool testing = true;          // the next pattern is tested (until a branch taken ends with ;;)
+    bool falls_through = false;   // the branch taken ended with ;&: the next one is taken untested
+    bool reading = true;          // the current case branch is read
+    bool expect_pattern = false;  // after `in` or a branch's end: a pattern may follow
+    bool awaiting_in = false;     // `case WORD` with its `in` on the next line
   };
   std::vector<Block> blocks;
   int skipped_nesting = 0;  // if/case blocks opened inside a case branch not taken
   std::set<std::string> warned;
-  // A case pattern line's head (`7b)`, `(7b|8b)`, `"70b")`): the patterns, and the rest of the word after ')'.
-  const auto case_pattern = [&](const std::string& w) -> std::optional<std::pair<std::vector<std::string>, std::string>> {
-    if (blocks.empty() || !blocks.back().is_case) return std::nullopt;
-    const auto close = w.find(')');
-    if (close == std::string::npos || w[0] == '$') return std::nullopt;
-    std::string head = w.substr(0, close);
-    if (head.find('=') != std::string::npos) return std::nullopt;  // X=(...) or X=$(...): not a pattern
-    if (!head.empty() && head[0] == '(') head.erase(0, 1);
-    std::vector<std::string> alts;
-    for (std::size_t b = 0;;) {
-      const auto bar = head.find('|', b);
-      alts.push_back(head.substr(b, bar == std::string::npos ? std::string::npos : bar - b));
-      if (bar == std::string::npos) break;
-      b = bar + 1;
-    }
-    return std::make_pair(alts, w.substr(close + 1));
+  const auto in_case = [&] { return !blocks.empty() && blocks.back().is_case; };
+  // What follows a case branch's pattern list, when `stmt` begins with one, and the patterns as fnmatch takes them
+  // (quoted characters escaped, `$VAR` expanded; nullopt where a variable in one cannot be told).
+  struct Pattern {
+    std::optional<std::vector<std::string>> globs;
+    std::string rest;
   };
-  for (const auto& [line, lineno] : lines) {
+  const auto case_pattern = [&](const std::string& stmt) -> std::optional<Pattern> {
+    std::size_t i = stmt.find_first_not_of(" \t");
+    if (i == std::string::npos) return std::nullopt;
+    if (stmt[i] == '(') ++i;
+    std::vector<std::string> alts;
+    std::string cur;
+    char quote = 0;
+    for (; i < stmt.size(); ++i) {
+      const char c = stmt[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+        else if (quote == '"' && c == '$') cur += c;  // expanded below, inside double quotes as outside
+        else cur += std::strchr("*?[]\\", c) ? std::string("\\") + c : std::string(1, c);
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '\\' && i + 1 < stmt.size()) {
+        cur += c, cur += stmt[++i];
+      } else if (c == '|' || c == ')') {
+        alts.push_back(trim(cur));
+        cur.clear();
+        if (c == ')') {
+          Pattern p{std::vector<std::string>{}, stmt.substr(i + 1)};
+          sh.unset_seen = false;
+          for (const auto& a : alts) p.globs->push_back(sh.expand(a));
+          if (sh.unset_seen) p.globs.reset();
+          return p;
+        }
+      } else {
+        cur += c;
+      }
+    }
+    return std::nullopt;
+  };
+  for (const auto& [stmt, lineno] : lines) {
     sh.line = lineno;
-    auto ws = words(line);
+    std::string line = stmt;
+    std::vector<std::size_t> starts;
+    auto ws = words(line, &starts);
     if (ws.empty()) continue;
-    // Inside a case branch that is not taken: only the case's own next pattern or its esac matter.
-    if (!blocks.empty() && blocks.back().is_case && !blocks.back().reading) {
+    if (ws[0] == ";;" || ws[0] == ";&" || ws[0] == ";;&") {
+      if (in_case() && skipped_nesting == 0) {
+        Block& c = blocks.back();
+        c.expect_pattern = true;
+        // Only a branch taken decides what follows it: ;; ends the case, ;& takes the next branch, ;;& tests on.
+        if (c.word && c.reading) c.testing = ws[0] == ";;&", c.falls_through = ws[0] == ";&";
+        else c.falls_through = false;
+      }
+      continue;
+    }
+    if (in_case() && blocks.back().awaiting_in && ws[0] == "in") {
+      blocks.back().awaiting_in = false;
+      blocks.back().expect_pattern = true;
+      if (ws.size() == 1) continue;
+      line = line.substr(starts[1]);
+      ws = words(line, &starts);
+    }
+    // Inside a case branch that is not taken: only the case's own next pattern, its branch ends and its esac matter.
+    if (in_case() && !blocks.back().reading) {
       if (ws[0] == "if" || ws[0] == "case") ++skipped_nesting;
       else if ((ws[0] == "fi" || ws[0] == "esac") && skipped_nesting > 0) --skipped_nesting;
       else if (ws[0] == "esac") blocks.pop_back();
-      if (ws[0] == "esac" || skipped_nesting > 0 || !case_pattern(ws[0])) continue;
+      if (ws[0] == "esac" || skipped_nesting > 0 || !blocks.back().expect_pattern || !case_pattern(line)) continue;
     }
     if ((ws[0] == "elif" || ws[0] == "else") && !blocks.empty() && !blocks.back().is_case) ++blocks.back().branch;
-    else if (ws[0] == "fi" && !blocks.empty() && !blocks.back().is_case) blocks.pop_back();
-    else if (ws[0] == "esac" && !blocks.empty() && blocks.back().is_case) blocks.pop_back();
-    if (ws[0] == "then" || ws[0] == "else") ws.erase(ws.begin());  // `then TP=8`, `else TP=1`, `else if` on one line
-    if (ws.empty()) continue;
-    if (ws[0] == "if") blocks.push_back({false, lineno, 0, {}, std::nullopt, false, true});
-    if (ws[0] == "case" && ws.size() >= 3 && ws[2] == "in") {
-      Block b{true, lineno, -1, {}, std::nullopt, false, true};
-      sh.unset_seen = false;
-      std::string word = sh.expand(ws[1]);
-      if (!sh.unset_seen) b.word = std::move(word);
-      blocks.push_back(std::move(b));
-      ws.erase(ws.begin(), ws.begin() + 3);  // `case $M in 7b) TP=1;; esac` on one line: its first pattern follows
-      if (ws.empty()) continue;
+    if (ws[0] == "then" || ws[0] == "else" || ws[0] == "do") {  // `then TP=8`, `else TP=1`, `else if` on one line
+      if (ws.size() == 1) continue;
+      line = line.substr(starts[1]);
+      ws = words(line, &starts);
     }
-    if (auto pat = case_pattern(ws[0])) {
-      Block& c = blocks.back();
-      ++c.branch;
-      if (c.word) {
-        bool match = false;
-        for (const auto& alt : pat->first)
-          match = match || fnmatch(sh.expand(Shell::unquote(alt)).c_str(), c.word->c_str(), 0) == 0;
-        c.reading = match && !c.matched;
-        c.matched = c.matched || match;
+    // A case header and a branch's pattern may begin the statement, one after the other (`case $M in 7b) TP=1`,
+    // `7b) case $N in x) PP=2`): each leaves the rest of the statement to read.
+    bool skip = false;
+    for (bool again = true; again && !skip && !ws.empty();) {
+      again = false;
+      if (in_case() && blocks.back().expect_pattern && ws[0] != "esac") {
+        if (auto pat = case_pattern(line)) {
+          Block& c = blocks.back();
+          ++c.branch;
+          c.expect_pattern = false;
+          if (c.word && !pat->globs) {
+            // A pattern racksim cannot tell: from here on the case is read like an if.
+            c.word.reset();
+            c.reading = true;
+          }
+          if (c.word) {
+            bool match = false;
+            for (const auto& g : *pat->globs) match = match || fnmatch(g.c_str(), c.word->c_str(), 0) == 0;
+            c.reading = c.falls_through || (c.testing && match);
+            c.falls_through = false;
+          }
+          line = pat->rest;
+          ws = words(line, &starts);
+          skip = !c.reading;
+          again = true;
+          continue;
+        }
       }
-      if (pat->second.empty()) ws.erase(ws.begin());
-      else ws[0] = pat->second;
-      if (!c.reading || ws.empty()) continue;
+      if (ws[0] == "case" && ws.size() >= 2) {
+        Block b;
+        b.is_case = true, b.line = lineno, b.branch = -1;
+        const auto in = std::find(ws.begin() + 1, ws.end(), "in");
+        sh.unset_seen = false;
+        std::string word = sh.expand(ws[1]);
+        // A word of more than one shell word (`$(echo 70b)` unquoted) is a command's output: not told.
+        if (!sh.unset_seen && in == ws.begin() + 2) b.word = std::move(word);
+        b.awaiting_in = in == ws.end();
+        b.expect_pattern = !b.awaiting_in;
+        blocks.push_back(std::move(b));
+        const auto after = static_cast<std::size_t>(in - ws.begin()) + 1;
+        if (in == ws.end() || after >= ws.size()) {
+          skip = true;
+        } else {
+          line = line.substr(starts[after]);
+          ws = words(line, &starts);
+          again = true;
+        }
+      }
+    }
+    if (skip || ws.empty()) continue;
+    if (ws[0] == "fi" && !blocks.empty() && !blocks.back().is_case) blocks.pop_back();
+    else if (ws[0] == "esac" && in_case()) blocks.pop_back();
+    if (ws[0] == "if") {
+      blocks.push_back({});
+      blocks.back().line = lineno;
     }
     std::vector<std::string> rest;
     std::size_t i = 0;
@@ -677,7 +815,15 @@ Extracted extract(const std::string& text) {
           continue;
         }
         if (ws.size() == i + 1) {
+          sh.unset_seen = false;
           std::string v = sh.expand(value);
+          // Set from something racksim cannot tell, or on a branch it cannot tell was taken: a case on it is read
+          // like an if.
+          const bool told = !sh.unset_seen && std::none_of(blocks.begin(), blocks.end(), [](const Block& b) {
+            return !b.is_case || !b.word;
+          });
+          if (told) sh.untold.erase(name);
+          else sh.untold.insert(name);
           // In every enclosing block racksim reads every branch of (a set inside a nested one is on a branch of
           // each); a case it evaluated has one branch read.
           for (auto& blk : blocks) {
@@ -735,6 +881,9 @@ Extracted extract(const std::string& text) {
     }
     add_args_from_words(expanded, lineno, ex.args);
   }
+  // An unclosed case (bash: a syntax error) would have swallowed the rest of the script unread.
+  for (const auto& b : blocks)
+    if (b.is_case) throw ScriptError(b.line, "this case has no esac; bash refuses the script");
   if (nproc > 0 && static_cast<long long>(nproc) * nnodes > 1'048'576 && ex.torchrun_problem.empty())
     ex.torchrun_problem = fmt::format("torchrun --nproc_per_node {} x --nnodes {}: more than racksim's bound of 1,048,576 "
                                       "GPUs; give the job's GPUs with --gpus",
@@ -916,7 +1065,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   Extracted ex;
   try {
     ex = extract(text);
-  } catch (const ExpansionTooLong& e) {
+  } catch (const ScriptError& e) {
     throw input_error(label, e.line, 1, "", e.what());
   }
   if (ex.args.empty()) fail(label, "no Megatron arguments found (expected --flags, a launch script or Megatron's "
@@ -1565,7 +1714,15 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     // Token dropping: the capacity factor (Megatron's default None: dropless) and the padding to capacity.
     const auto cf = fl.str("moe-expert-capacity-factor");
     const bool pad = fl.on("moe-pad-expert-input-to-capacity");
-    if (cf && *cf != "None") tw.line(4, "capacity_factor", *cf, src("moe-expert-capacity-factor"));
+    if (cf && *cf != "None") {
+      // (written into the scenario as given: a value that is not a number had made the import's own YAML fail)
+      char* end = nullptr;
+      const double x = std::strtod(cf->c_str(), &end);
+      if (cf->empty() || end != cf->c_str() + cf->size() || !std::isfinite(x) || !(x > 0))
+        refuse(label, fl.last["moe-expert-capacity-factor"], "moe-expert-capacity-factor",
+               fmt::format("expected a positive number or None, got '{}'", *cf));
+      tw.line(4, "capacity_factor", *cf, src("moe-expert-capacity-factor"));
+    }
     if (pad) {
       if (!cf || *cf == "None")
         fail(label, "--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor: Megatron-Core refuses it "
@@ -1663,15 +1820,15 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 
   // ---- the file
   std::ostringstream o;
-  o << "# Imported by `racksim import megatron` from " << label << ".\n";
+  o << "# Imported by `racksim import megatron` from " << comment_text(label) << ".\n";
   o << "# Each key's comment names the Megatron-LM argument it came from (or the default it takes).\n";
-  for (const auto& wmsg : out.warnings) o << "# warning: " << wmsg << "\n";
+  for (const auto& wmsg : out.warnings) o << "# warning: " << comment_text(wmsg) << "\n";
   if (!out.ignored.empty()) {
     o << "# ignored (no effect on the step time):";
     std::size_t col = 40;
     for (const auto& i : out.ignored) {
       if (col + i.size() > 110) o << "\n#  ", col = 3;
-      o << " " << i << ";";
+      o << " " << comment_text(i) << ";";
       col += i.size() + 2;
     }
     o << "\n";

@@ -11,11 +11,24 @@
 
 namespace racksim::workloads::importers {
 
+// A comment's text kept on its line: a line break or other control byte in it (from a file's name, a config's value)
+// is written as the text \xNN, since a line break would end the comment and what follows would be read as YAML.
+inline std::string comment_text(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) out += fmt::format("\\x{:02x}", b);
+    else out += c;
+  }
+  return out;
+}
+
 struct ScenarioWriter {
   std::ostringstream o;
   void line(int indent, const std::string& key, const std::string& value, const std::string& source = "") {
     std::string l = std::string(indent, ' ') + key + ":" + (value.empty() ? "" : " " + value);
-    if (!source.empty()) l += std::string(l.size() < 34 ? 34 - l.size() : 1, ' ') + "# " + source;
+    if (!source.empty()) l += std::string(l.size() < 34 ? 34 - l.size() : 1, ' ') + "# " + comment_text(source);
     o << l << "\n";
   }
 };
