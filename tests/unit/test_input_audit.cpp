@@ -705,6 +705,17 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
       {"S=70b; TP=1; PP=1\nif true; then case $S in 7b) TP=2;; 70b) TP=8; PP=2;; esac; fi\n", 8, 2, false},
       {"S=70b\ncase $S\nin\n  70b) TP=8; PP=2 ;;\n  *) TP=4; PP=4 ;;\nesac\n", 8, 2, false},
       {"S=70b\ncase $S in\n  [0-9]b) TP=2; PP=1 ;;\n  [0-9][0-9]b) TP=8; PP=2 ;;\nesac\n", 8, 2, false},
+      // A second review's (2026-12-07): a nested case after `do` in a branch not taken; a line of text that begins
+      // with the word case (a heredoc's); a default used only when needed; the options loop over "$@", whose
+      // branches racksim cannot tell were taken and whose values it cannot tell, keeping the defaults.
+      {"M=b\ncase $M in\n  a)\n    for x in 1; do case $x in\n      1) TP=1;;\n    esac; done\n    ;;\n"
+       "  b) TP=2; PP=2;;\nesac\n",
+       2, 2, false},
+      {"TP=4; PP=1\ncat <<EOF\ncase sizes: 7b or 70b\nEOF\n", 4, 1, false},
+      {"DP=0; TP=4; PP=${PP:-2}; TP=${TP:-$((256 / DP))}\n", 4, 2, false},
+      {"TP=2; PP=1\nfor arg in \"$@\"; do\n  case $arg in\n    --tp=*) TP=\"${arg#*=}\" ;;\n    --pp=*) PP=\"${arg#*=}\" ;;\n"
+       "  esac\ndone\n",
+       2, 1, false},
   };
   const std::string launch = "torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
                              "--num-attention-heads 32 --seq-length 4096 --vocab-size 32000 --micro-batch-size 1 "
@@ -718,6 +729,18 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
     EXPECT_TRUE(has(r.out, "    pp: " + std::to_string(c.pp) + " ")) << c.body << r.out;
     EXPECT_EQ(has(r.err, "is set on two branches of the case"), c.untold) << c.body << r.err;
   }
+  // The options loop says what it kept.
+  write(dir + "/s.sh", cases.back().body + launch);
+  EXPECT_TRUE(has(run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"}).err,
+                  "TP=${arg#*=} (line 4): a value racksim cannot tell, on a branch it cannot tell the run took; TP keeps "
+                  "'2'"));
+  // A negative capacity factor is Megatron-Core's None (dropless).
+  write(dir + "/s.sh", "TP=1; PP=1\n" + launch.substr(0, launch.size() - 1) +
+                           " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "
+                           "--moe-expert-capacity-factor -1\n");
+  const auto neg = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(neg.code, 0) << neg.err;
+  EXPECT_FALSE(has(neg.out, "capacity_factor")) << neg.out;
   // The array's flag inside the taken branch is read (its ')' is not a pattern).
   write(dir + "/s.sh", cases[5].body + launch);
   EXPECT_TRUE(has(run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"}).out,
@@ -733,7 +756,9 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
                            "--moe-expert-capacity-factor '{a'\n");
   const auto cf = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
   EXPECT_EQ(cf.code, 1);
-  EXPECT_TRUE(has(cf.err, "--moe-expert-capacity-factor: expected a positive number or None, got '{a'")) << cf.err;
+  EXPECT_TRUE(has(cf.err, "--moe-expert-capacity-factor: expected a positive number, a negative one or None (dropless), "
+                          "got '{a'"))
+      << cf.err;
   // A line break in the script's name or in a MaxText value stays inside the comment that shows it.
   const std::string nl = dir + "/a\nb.sh";
   write(nl, "TP=1; PP=1\n" + launch);

@@ -122,6 +122,8 @@ class Shell {
   // A variable's value, or a word, expanded: at most this long. A script that doubles a variable line after line
   // (A=$A$A) would otherwise grow it exponentially; a launch script's longest word is a few kilobytes.
   static constexpr std::size_t kMaxExpandedBytes = std::size_t{1} << 20;
+  // ${X#p} ${X%p} and their longest forms are evaluated on values up to this long (a path, a model name).
+  static constexpr std::size_t kMaxPatternRemovalBytes = 1024;
 
   // Evaluates $((...)) as bash does for what launch scripts write: integers (decimal, 0-octal, 0x-hex), variables,
   // + - * / % **, unary signs and parentheses. $VAR and ${VAR:-default} are expanded as text first (bash's order); a
@@ -157,7 +159,8 @@ class Shell {
         while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
         auto it = vars.find(e.substr(i, j - i));
         const bool has = it != vars.end() && !trim(it->second).empty();
-        unset = unset || !has || untold.count(it == vars.end() ? std::string() : it->first) > 0;
+        unset = unset || !has;
+        unset_seen = unset_seen || (it != vars.end() && untold.count(it->first) > 0);
         s.push_back('(');
         if (!has) s.push_back('0');
         else if (depth < 8) s.append(substitute_names(it->second, depth + 1, unset));
@@ -322,11 +325,12 @@ class Shell {
     const std::size_t from = length ? 1 : 0;
     std::size_t n = from;
     while (n < body.size() && (std::isalnum(static_cast<unsigned char>(body[n])) || body[n] == '_')) ++n;
+    if (n == from && n < body.size() && (body[n] == '@' || body[n] == '*')) ++n;  // ${@:-x}: no script arguments
     const std::string name = body.substr(from, n - from), op = body.substr(n);
     auto it = vars.find(name);
     const bool set = it != vars.end();
     const std::string value = set ? it->second : "";
-    unset_seen = unset_seen || untold.count(name) > 0;
+    unset_seen = unset_seen || untold.count(name) > 0 || name == "@" || name == "*";
     if (name.empty()) {
       unset_seen = true;
       return "";
@@ -345,9 +349,10 @@ class Shell {
       const bool colon = sep[0] == ':';
       const char kind = sep[colon ? 1 : 0];
       const bool present = colon ? !value.empty() : set;  // `:` also takes an empty value as absent
-      const std::string alt = expand(unquote(op.substr(k)));
-      if (kind == '+') return present ? alt : "";
+      // (the other word is expanded only where it is used, as bash does: ${N:-$((256 / DP))} with N set divides nothing)
+      if (kind == '+') return present ? expand(unquote(op.substr(k))) : "";
       if (present) return value;
+      const std::string alt = expand(unquote(op.substr(k)));
       if (kind == '=') set_var(name, alt);
       return alt;
     }
@@ -358,6 +363,12 @@ class Shell {
       const std::string pat = expand(unquote(op.substr(k)));
       const bool front = sep[0] == '#', longest = k == 2;
       const std::size_t len = value.size();
+      // Each cut is one glob match over up to the whole value: values past a launch script's paths and names are
+      // left as they are, and told as not evaluated (a 480 KB value took seconds per expansion).
+      if (len > kMaxPatternRemovalBytes) {
+        unset_seen = true;
+        return value;
+      }
       for (std::size_t t = 0; t <= len; ++t) {
         const std::size_t cut = longest ? len - t : t;  // characters removed
         const std::string piece = front ? value.substr(0, cut) : value.substr(len - cut);
@@ -710,19 +721,27 @@ Extracted extract(const std::string& text) {
       }
       continue;
     }
-    if (in_case() && blocks.back().awaiting_in && ws[0] == "in") {
-      blocks.back().awaiting_in = false;
-      blocks.back().expect_pattern = true;
-      if (ws.size() == 1) continue;
-      line = line.substr(starts[1]);
-      ws = words(line, &starts);
+    if (in_case() && blocks.back().awaiting_in) {
+      if (ws[0] == "in") {
+        blocks.back().awaiting_in = false;
+        blocks.back().expect_pattern = true;
+        if (ws.size() == 1) continue;
+        line = line.substr(starts[1]);
+        ws = words(line, &starts);
+      } else {
+        blocks.pop_back();  // `case` began a line of text (a heredoc's, a string's), not a case: no `in` follows
+      }
     }
-    // Inside a case branch that is not taken: only the case's own next pattern, its branch ends and its esac matter.
+    // Inside a case branch that is not taken: only the case's own next pattern, its branch ends and its esac matter
+    // (blocks opened inside it are counted, `do case ...` and `then if ...` too).
     if (in_case() && !blocks.back().reading) {
-      if (ws[0] == "if" || ws[0] == "case") ++skipped_nesting;
-      else if ((ws[0] == "fi" || ws[0] == "esac") && skipped_nesting > 0) --skipped_nesting;
-      else if (ws[0] == "esac") blocks.pop_back();
-      if (ws[0] == "esac" || skipped_nesting > 0 || !blocks.back().expect_pattern || !case_pattern(line)) continue;
+      std::size_t k = 0;
+      while (k + 1 < ws.size() && (ws[k] == "then" || ws[k] == "else" || ws[k] == "do")) ++k;
+      const std::string& first = ws[k];
+      if (first == "if" || (first == "case" && std::find(ws.begin() + k, ws.end(), "in") != ws.end())) ++skipped_nesting;
+      else if ((first == "fi" || first == "esac") && skipped_nesting > 0) --skipped_nesting;
+      else if (first == "esac") blocks.pop_back();
+      if (first == "esac" || skipped_nesting > 0 || !blocks.back().expect_pattern || !case_pattern(line)) continue;
     }
     if ((ws[0] == "elif" || ws[0] == "else") && !blocks.empty() && !blocks.back().is_case) ++blocks.back().branch;
     if (ws[0] == "then" || ws[0] == "else" || ws[0] == "do") {  // `then TP=8`, `else TP=1`, `else if` on one line
@@ -819,10 +838,19 @@ Extracted extract(const std::string& text) {
           std::string v = sh.expand(value);
           // Set from something racksim cannot tell, or on a branch it cannot tell was taken: a case on it is read
           // like an if.
-          const bool told = !sh.unset_seen && std::none_of(blocks.begin(), blocks.end(), [](const Block& b) {
-            return !b.is_case || !b.word;
-          });
-          if (told) sh.untold.erase(name);
+          const bool value_told = !sh.unset_seen;
+          const bool branch_told =
+              std::none_of(blocks.begin(), blocks.end(), [](const Block& b) { return !b.is_case || !b.word; });
+          // Both at once (`--tp=*) TP=${arg#*=}` in a loop over "$@", `if [ -n "$1" ]; then TP=$1`): the value it
+          // would take is unknown and the branch may not run, so a value the variable already has is kept, and said.
+          if (!value_told && !branch_told && sh.vars.count(name) && !sh.untold.count(name)) {
+            ex.warnings.push_back(fmt::format("{}={} (line {}): a value racksim cannot tell, on a branch it cannot tell "
+                                              "the run took; {} keeps '{}'",
+                                              name, value, lineno, name, sh.vars[name]));
+            sh.untold.insert(name);
+            continue;
+          }
+          if (value_told && branch_told) sh.untold.erase(name);
           else sh.untold.insert(name);
           // In every enclosing block racksim reads every branch of (a set inside a nested one is on a branch of
           // each); a case it evaluated has one branch read.
@@ -1712,16 +1740,17 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     if (fl.on("moe-router-force-load-balancing"))
       tw.line(4, "force_load_balancing", "true", "--moe-router-force-load-balancing");
     // Token dropping: the capacity factor (Megatron's default None: dropless) and the padding to capacity.
-    const auto cf = fl.str("moe-expert-capacity-factor");
+    auto cf = fl.str("moe-expert-capacity-factor");
     const bool pad = fl.on("moe-pad-expert-input-to-capacity");
     if (cf && *cf != "None") {
       // (written into the scenario as given: a value that is not a number had made the import's own YAML fail)
       char* end = nullptr;
       const double x = std::strtod(cf->c_str(), &end);
-      if (cf->empty() || end != cf->c_str() + cf->size() || !std::isfinite(x) || !(x > 0))
+      if (cf->empty() || end != cf->c_str() + cf->size() || !std::isfinite(x) || x == 0)
         refuse(label, fl.last["moe-expert-capacity-factor"], "moe-expert-capacity-factor",
-               fmt::format("expected a positive number or None, got '{}'", *cf));
-      tw.line(4, "capacity_factor", *cf, src("moe-expert-capacity-factor"));
+               fmt::format("expected a positive number, a negative one or None (dropless), got '{}'", *cf));
+      if (x < 0) cf = std::nullopt;  // Megatron-Core's TransformerConfig turns a negative factor into None: dropless
+      else tw.line(4, "capacity_factor", *cf, src("moe-expert-capacity-factor"));
     }
     if (pad) {
       if (!cf || *cf == "None")
