@@ -712,6 +712,9 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
        "  b) TP=2; PP=2;;\nesac\n",
        2, 2, false},
       {"TP=4; PP=1\ncat <<EOF\ncase sizes: 7b or 70b\nEOF\n", 4, 1, false},
+      // (and one beginning with `if`: not an if unless `then` follows, so what comes after is not on a branch)
+      {"TP=1; PP=1\ncat <<EOF\nif you run 70b, set TP=8\nEOF\nS=70b\ncase $S in 7b) TP=2;; 70b) TP=8; PP=2;; esac\n", 8, 2,
+       false},
       {"DP=0; TP=4; PP=${PP:-2}; TP=${TP:-$((256 / DP))}\n", 4, 2, false},
       {"TP=2; PP=1\nfor arg in \"$@\"; do\n  case $arg in\n    --tp=*) TP=\"${arg#*=}\" ;;\n    --pp=*) PP=\"${arg#*=}\" ;;\n"
        "  esac\ndone\n",
@@ -750,6 +753,10 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
   const auto open = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
   EXPECT_EQ(open.code, 1);
   EXPECT_TRUE(has(open.err, dir + "/s.sh:2:1: error: this case has no esac; bash refuses the script")) << open.err;
+  write(dir + "/s.sh", "TP=2; PP=1\nif [ -n \"$X\" ]; then\n  TP=4\n" + launch);
+  const auto open_if = run_cli({"import", "megatron", dir + "/s.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(open_if.code, 1);
+  EXPECT_TRUE(has(open_if.err, dir + "/s.sh:2:1: error: this if has no fi; bash refuses the script")) << open_if.err;
   // A capacity factor that is not a number is refused at its argument (it had been written into the scenario as given).
   write(dir + "/s.sh", "TP=1; PP=1\n" + launch.substr(0, launch.size() - 1) +
                            " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 8 "

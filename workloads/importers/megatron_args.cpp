@@ -661,6 +661,7 @@ Extracted extract(const std::string& text) {
     bool reading = true;          // the current case branch is read
     bool expect_pattern = false;  // after `in` or a branch's end: a pattern may follow
     bool awaiting_in = false;     // `case WORD` with its `in` on the next line
+    bool awaiting_then = false;   // `if TEST` before its `then`
   };
   std::vector<Block> blocks;
   int skipped_nesting = 0;  // if/case blocks opened inside a case branch not taken
@@ -720,6 +721,12 @@ Extracted extract(const std::string& text) {
         else c.falls_through = false;
       }
       continue;
+    }
+    // An if is one when `then` follows its test (`if x; then` is two statements); a line of text that begins with the
+    // word if (a heredoc's, a usage message's) is not, and must not leave a block open.
+    if (!blocks.empty() && blocks.back().awaiting_then) {
+      if (ws[0] == "then") blocks.back().awaiting_then = false;
+      else blocks.pop_back();
     }
     if (in_case() && blocks.back().awaiting_in) {
       if (ws[0] == "in") {
@@ -804,6 +811,7 @@ Extracted extract(const std::string& text) {
     if (ws[0] == "if") {
       blocks.push_back({});
       blocks.back().line = lineno;
+      blocks.back().awaiting_then = true;
     }
     std::vector<std::string> rest;
     std::size_t i = 0;
@@ -909,9 +917,12 @@ Extracted extract(const std::string& text) {
     }
     add_args_from_words(expanded, lineno, ex.args);
   }
-  // An unclosed case (bash: a syntax error) would have swallowed the rest of the script unread.
+  // An unclosed case or if (bash: a syntax error) would have swallowed the rest of the script unread, or left every
+  // later line on a branch racksim cannot tell was taken. (A last line of text beginning with `if` is not an if.)
   for (const auto& b : blocks)
-    if (b.is_case) throw ScriptError(b.line, "this case has no esac; bash refuses the script");
+    if (!b.awaiting_then)
+      throw ScriptError(b.line, b.is_case ? "this case has no esac; bash refuses the script"
+                                          : "this if has no fi; bash refuses the script");
   if (nproc > 0 && static_cast<long long>(nproc) * nnodes > 1'048'576 && ex.torchrun_problem.empty())
     ex.torchrun_problem = fmt::format("torchrun --nproc_per_node {} x --nnodes {}: more than racksim's bound of 1,048,576 "
                                       "GPUs; give the job's GPUs with --gpus",
