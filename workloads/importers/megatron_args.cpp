@@ -319,7 +319,8 @@ class Shell {
 
   // ${...} as bash reads it: NAME; NAME:-d NAME-d NAME:=d NAME=d (a default; := and = assign it); NAME:+a NAME+a;
   // NAME#p NAME##p NAME%p NAME%%p (a glob removed from the front or back, shortest or longest); #NAME (the length).
-  // Other forms (${X/a/b}, ${X:1:2}, ${X^^}, ${!X}) give the value unchanged, and the word is one racksim cannot tell.
+  // ${X,,} ${X^^} ${X,} ${X^} (case), ${X:o} ${X:o:n} (a substring). Other forms (${X/a/b}, ${!X}) give the value
+  // unchanged, and the word is one racksim cannot tell.
   std::string parameter(const std::string& body) {
     const bool length = !body.empty() && body[0] == '#' && body.size() > 1;
     const std::size_t from = length ? 1 : 0;
@@ -375,6 +376,33 @@ class Shell {
         if (fnmatch(pat.c_str(), piece.c_str(), 0) == 0) return front ? value.substr(cut) : value.substr(0, len - cut);
       }
       return value;
+    }
+    // Case conversion of every character or the first (${X,,} ${X^^} ${X,} ${X^}; with a pattern after: not told).
+    if (op == ",," || op == "^^" || op == "," || op == "^") {
+      unset_seen = unset_seen || !set;
+      std::string v = value;
+      const bool upper = op[0] == '^';
+      for (std::size_t k = 0; k < (op.size() == 2 ? v.size() : std::min<std::size_t>(1, v.size())); ++k)
+        v[k] = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(v[k]))
+                                       : std::tolower(static_cast<unsigned char>(v[k])));
+      return v;
+    }
+    // A substring, ${X:offset} or ${X:offset:length}, either negative from the end (`${X: -3}`, with its space).
+    if (op.size() > 1 && op[0] == ':') {
+      std::istringstream in(op.substr(1));
+      long long off = 0, cnt = 0;
+      char colon = 0;
+      const bool has_off = static_cast<bool>(in >> off);
+      const bool has_cnt = has_off && static_cast<bool>(in >> colon) && colon == ':' && static_cast<bool>(in >> cnt);
+      std::string extra;
+      if (has_off && (!colon || has_cnt) && !(in >> extra)) {
+        unset_seen = unset_seen || !set;
+        const auto size = static_cast<long long>(value.size());
+        const long long b = off < 0 ? size + off : off;
+        const long long e = !has_cnt ? size : cnt < 0 ? size + cnt : b + cnt;
+        if (b < 0 || b > size || e < b) return "";
+        return value.substr(static_cast<std::size_t>(b), static_cast<std::size_t>(std::min(e, size) - b));
+      }
     }
     unset_seen = true;
     return value;
@@ -457,6 +485,16 @@ std::vector<std::string> words(const std::string& line, std::vector<std::size_t>
       continue;
     }
     if (c == '#' && !in_word) break;
+    // ${...} is one word whatever its spaces (`${M: -3}`, `${A:-a b}`).
+    if (c == '$' && line.compare(i, 2, "${") == 0) {
+      const auto end = line.find('}', i + 2);
+      if (end != std::string::npos) {
+        cur += line.substr(i, end + 1 - i);
+        i = end;
+        in_word = true;
+        continue;
+      }
+    }
     // $(( ... )) is one word whatever its spaces (bash's arithmetic expansion: `$(( PP * 16 ))`).
     if (c == '$' && line.compare(i, 3, "$((") == 0) {
       const auto end = arith_end(line, i);
