@@ -699,6 +699,7 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
       {"S=70B\ncase ${S,,} in 70b) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
       {"M=llama-70b\ncase ${M: -3} in 70b) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
       {"M=llama-70b\ncase ${M:0:5} in llama) TP=2; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 2, 2, false},
+      {"M=llama_70b_x\ncase ${M//_/-} in llama-70b-x) TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 8, 2, false},
       {"case 8b in \"*\") TP=2; PP=1 ;; *) TP=4; PP=2 ;; esac\n", 4, 2, false},
       {"case 8b in \"7b|8b\") TP=8; PP=2 ;; *) TP=4; PP=4 ;; esac\n", 4, 4, false},
       {"case 8b in 7b | 8b) TP=2; PP=1 ;; *) TP=4; PP=4 ;; esac\n", 2, 1, false},

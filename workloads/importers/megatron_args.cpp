@@ -124,6 +124,15 @@ class Shell {
   static constexpr std::size_t kMaxExpandedBytes = std::size_t{1} << 20;
   // ${X#p} ${X%p} and their longest forms are evaluated on values up to this long (a path, a model name).
   static constexpr std::size_t kMaxPatternRemovalBytes = 1024;
+  static constexpr std::size_t kMaxPatternReplaceBytes = 256;  // ${X/p/r}: as many ends as starts are tried
+  // Glob matches a script's ${X#p} ${X/p/r} forms may take together (about a second); past it they are not evaluated.
+  std::size_t glob_matches_left = 2'000'000;
+  bool glob(const std::string& pattern, const std::string& text) {
+    if (glob_matches_left == 0) throw GlobBudgetSpent{};
+    --glob_matches_left;
+    return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+  }
+  struct GlobBudgetSpent {};
 
   // Evaluates $((...)) as bash does for what launch scripts write: integers (decimal, 0-octal, 0x-hex), variables,
   // + - * / % **, unary signs and parentheses. $VAR and ${VAR:-default} are expanded as text first (bash's order); a
@@ -319,9 +328,19 @@ class Shell {
 
   // ${...} as bash reads it: NAME; NAME:-d NAME-d NAME:=d NAME=d (a default; := and = assign it); NAME:+a NAME+a;
   // NAME#p NAME##p NAME%p NAME%%p (a glob removed from the front or back, shortest or longest); #NAME (the length).
-  // ${X,,} ${X^^} ${X,} ${X^} (case), ${X:o} ${X:o:n} (a substring). Other forms (${X/a/b}, ${!X}) give the value
-  // unchanged, and the word is one racksim cannot tell.
+  // ${X,,} ${X^^} ${X,} ${X^} (case), ${X:o} ${X:o:n} (a substring), ${X/p/r} and its kin (replacement). Other
+  // forms (${!X}, ${X@Q}) give the value unchanged, and the word is one racksim cannot tell.
   std::string parameter(const std::string& body) {
+    try {
+      return parameter_evaluated(body);
+    } catch (const GlobBudgetSpent&) {
+      unset_seen = true;  // left as the variable's value, and not told
+      auto it = vars.find(body.substr(0, body.find_first_not_of(
+                                              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")));
+      return it != vars.end() ? it->second : "";
+    }
+  }
+  std::string parameter_evaluated(const std::string& body) {
     const bool length = !body.empty() && body[0] == '#' && body.size() > 1;
     const std::size_t from = length ? 1 : 0;
     std::size_t n = from;
@@ -373,9 +392,45 @@ class Shell {
       for (std::size_t t = 0; t <= len; ++t) {
         const std::size_t cut = longest ? len - t : t;  // characters removed
         const std::string piece = front ? value.substr(0, cut) : value.substr(len - cut);
-        if (fnmatch(pat.c_str(), piece.c_str(), 0) == 0) return front ? value.substr(cut) : value.substr(0, len - cut);
+        if (glob(pat, piece)) return front ? value.substr(cut) : value.substr(0, len - cut);
       }
       return value;
+    }
+    // Replacement: ${X/p/r} (the first match), ${X//p/r} (every match), ${X/#p/r} (at the front), ${X/%p/r} (at the
+    // end); p a glob, each match the longest from where it starts. Each start tries every end: values up to 256 bytes.
+    if (op.size() > 1 && op[0] == '/' && value.size() <= kMaxPatternReplaceBytes) {
+      unset_seen = unset_seen || !set;
+      const char mode = op[1] == '/' || op[1] == '#' || op[1] == '%' ? op[1] : 0;
+      const std::string spec = op.substr(mode ? 2 : 1);
+      const auto slash = spec.find('/');
+      const std::string pat = expand(unquote(spec.substr(0, slash)));
+      const std::string rep = slash == std::string::npos ? "" : expand(unquote(spec.substr(slash + 1)));
+      if (pat.empty()) return value;
+      std::string out;
+      const std::size_t len = value.size();
+      for (std::size_t b = 0; b <= len;) {
+        std::size_t match = std::string::npos;  // the longest match's length from b
+        if ((mode != '#' || b == 0)) {
+          for (std::size_t e = len; e + 1 > b && match == std::string::npos; --e) {
+            if (mode == '%' && e != len) break;
+            if (glob(pat, value.substr(b, e - b))) match = e - b;
+            if (e == 0) break;
+          }
+        }
+        if (match != std::string::npos && (match > 0 || mode)) {
+          out += rep;
+          b += match;
+          if (mode != '/') return out + value.substr(b);
+          if (match == 0) {
+            if (b < len) out += value[b];
+            ++b;
+          }
+          continue;
+        }
+        if (b < len) out += value[b];
+        ++b;
+      }
+      return out;
     }
     // Case conversion of every character or the first (${X,,} ${X^^} ${X,} ${X^}; with a pattern after: not told).
     if (op == ",," || op == "^^" || op == "," || op == "^") {
