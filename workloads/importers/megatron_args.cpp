@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <sstream>
 #include <stdexcept>
 
@@ -125,14 +126,19 @@ class Shell {
   // ${X#p} ${X%p} and their longest forms are evaluated on values up to this long (a path, a model name).
   static constexpr std::size_t kMaxPatternRemovalBytes = 1024;
   static constexpr std::size_t kMaxPatternReplaceBytes = 256;  // ${X/p/r}: as many ends as starts are tried
-  // Glob matches a script's ${X#p} ${X/p/r} forms may take together (about a second); past it they are not evaluated.
+  // Glob matches a script's ${X#p} ${X/p/r} forms may take together (about a second); past it a match is refused
+  // (counted in glob_refused), and the form gives the variable's value unchanged, not told.
   std::size_t glob_matches_left = 2'000'000;
+  std::size_t glob_refused = 0;
   bool glob(const std::string& pattern, const std::string& text) {
-    if (glob_matches_left == 0) throw GlobBudgetSpent{};
+    if (glob_matches_left == 0) {
+      ++glob_refused;
+      unset_seen = true;
+      return false;
+    }
     --glob_matches_left;
     return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
   }
-  struct GlobBudgetSpent {};
 
   // Evaluates $((...)) as bash does for what launch scripts write: integers (decimal, 0-octal, 0x-hex), variables,
   // + - * / % **, unary signs and parentheses. $VAR and ${VAR:-default} are expanded as text first (bash's order); a
@@ -331,16 +337,6 @@ class Shell {
   // ${X,,} ${X^^} ${X,} ${X^} (case), ${X:o} ${X:o:n} (a substring), ${X/p/r} and its kin (replacement). Other
   // forms (${!X}, ${X@Q}) give the value unchanged, and the word is one racksim cannot tell.
   std::string parameter(const std::string& body) {
-    try {
-      return parameter_evaluated(body);
-    } catch (const GlobBudgetSpent&) {
-      unset_seen = true;  // left as the variable's value, and not told
-      auto it = vars.find(body.substr(0, body.find_first_not_of(
-                                              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")));
-      return it != vars.end() ? it->second : "";
-    }
-  }
-  std::string parameter_evaluated(const std::string& body) {
     const bool length = !body.empty() && body[0] == '#' && body.size() > 1;
     const std::size_t from = length ? 1 : 0;
     std::size_t n = from;
@@ -408,6 +404,7 @@ class Shell {
       if (pat.empty()) return value;
       std::string out;
       const std::size_t len = value.size();
+      const std::size_t refused_before = glob_refused;
       for (std::size_t b = 0; b <= len;) {
         std::size_t match = std::string::npos;  // the longest match's length from b
         if ((mode != '#' || b == 0)) {
@@ -430,7 +427,7 @@ class Shell {
         if (b < len) out += value[b];
         ++b;
       }
-      return out;
+      return glob_refused == refused_before ? out : value;  // (a match refused: the value unchanged)
     }
     // Case conversion of every character or the first (${X,,} ${X^^} ${X,} ${X^}; with a pattern after: not told).
     if (op == ",," || op == "^^" || op == "," || op == "^") {
@@ -461,6 +458,14 @@ class Shell {
     }
     unset_seen = true;
     return value;
+  }
+
+  // `word` expanded, and whether racksim can tell its value (nothing in it that unset_seen notes).
+  std::string expand(const std::string& word, bool& told) {
+    unset_seen = false;
+    std::string out = expand(word);
+    told = !unset_seen;
+    return out;
   }
 
   std::string expand(const std::string& word) {
@@ -788,9 +793,13 @@ Extracted extract(const std::string& text) {
         cur.clear();
         if (c == ')') {
           Pattern p{std::vector<std::string>{}, stmt.substr(i + 1)};
-          sh.unset_seen = false;
-          for (const auto& a : alts) p.globs->push_back(sh.expand(a));
-          if (sh.unset_seen) p.globs.reset();
+          bool told = true;
+          for (const auto& a : alts) {
+            bool this_told = true;
+            p.globs->push_back(sh.expand(a, this_told));
+            told = told && this_told;
+          }
+          if (!told) p.globs.reset();
           return p;
         }
       } else {
@@ -804,6 +813,11 @@ Extracted extract(const std::string& text) {
     std::string line = stmt;
     std::vector<std::size_t> starts;
     auto ws = words(line, &starts);
+    // The statement from here on is `rest` (after a keyword, a case header or a branch's pattern).
+    const auto read_from = [&](std::string rest) {
+      line = std::move(rest);
+      ws = words(line, &starts);
+    };
     if (ws.empty()) continue;
     if (ws[0] == ";;" || ws[0] == ";&" || ws[0] == ";;&") {
       if (in_case() && skipped_nesting == 0) {
@@ -826,14 +840,15 @@ Extracted extract(const std::string& text) {
         blocks.back().awaiting_in = false;
         blocks.back().expect_pattern = true;
         if (ws.size() == 1) continue;
-        line = line.substr(starts[1]);
-        ws = words(line, &starts);
+        read_from(line.substr(starts[1]));
       } else {
         blocks.pop_back();  // `case` began a line of text (a heredoc's, a string's), not a case: no `in` follows
       }
     }
     // Inside a case branch that is not taken: only the case's own next pattern, its branch ends and its esac matter
-    // (blocks opened inside it are counted, `do case ...` and `then if ...` too).
+    // (blocks opened inside it are counted, `do case ...` and `then if ...` too). A pattern found here is the one the
+    // loop below takes.
+    std::optional<Pattern> found;
     if (in_case() && !blocks.back().reading) {
       std::size_t k = 0;
       while (k + 1 < ws.size() && (ws[k] == "then" || ws[k] == "else" || ws[k] == "do")) ++k;
@@ -841,13 +856,13 @@ Extracted extract(const std::string& text) {
       if (first == "if" || (first == "case" && std::find(ws.begin() + k, ws.end(), "in") != ws.end())) ++skipped_nesting;
       else if ((first == "fi" || first == "esac") && skipped_nesting > 0) --skipped_nesting;
       else if (first == "esac") blocks.pop_back();
-      if (first == "esac" || skipped_nesting > 0 || !blocks.back().expect_pattern || !case_pattern(line)) continue;
+      if (first == "esac" || skipped_nesting > 0 || !blocks.back().expect_pattern || !(found = case_pattern(line))) continue;
     }
     if ((ws[0] == "elif" || ws[0] == "else") && !blocks.empty() && !blocks.back().is_case) ++blocks.back().branch;
     if (ws[0] == "then" || ws[0] == "else" || ws[0] == "do") {  // `then TP=8`, `else TP=1`, `else if` on one line
       if (ws.size() == 1) continue;
-      line = line.substr(starts[1]);
-      ws = words(line, &starts);
+      read_from(line.substr(starts[1]));
+      found.reset();  // (a pattern, if any, is read again from the rest)
     }
     // A case header and a branch's pattern may begin the statement, one after the other (`case $M in 7b) TP=1`,
     // `7b) case $N in x) PP=2`): each leaves the rest of the statement to read.
@@ -855,7 +870,7 @@ Extracted extract(const std::string& text) {
     for (bool again = true; again && !skip && !ws.empty();) {
       again = false;
       if (in_case() && blocks.back().expect_pattern && ws[0] != "esac") {
-        if (auto pat = case_pattern(line)) {
+        if (auto pat = found ? std::exchange(found, std::nullopt) : case_pattern(line)) {
           Block& c = blocks.back();
           ++c.branch;
           c.expect_pattern = false;
@@ -870,8 +885,7 @@ Extracted extract(const std::string& text) {
             c.reading = c.falls_through || (c.testing && match);
             c.falls_through = false;
           }
-          line = pat->rest;
-          ws = words(line, &starts);
+          read_from(pat->rest);
           skip = !c.reading;
           again = true;
           continue;
@@ -881,10 +895,10 @@ Extracted extract(const std::string& text) {
         Block b;
         b.is_case = true, b.line = lineno, b.branch = -1;
         const auto in = std::find(ws.begin() + 1, ws.end(), "in");
-        sh.unset_seen = false;
-        std::string word = sh.expand(ws[1]);
+        bool told = true;
+        std::string word = sh.expand(ws[1], told);
         // A word of more than one shell word (`$(echo 70b)` unquoted) is a command's output: not told.
-        if (!sh.unset_seen && in == ws.begin() + 2) b.word = std::move(word);
+        if (told && in == ws.begin() + 2) b.word = std::move(word);
         b.awaiting_in = in == ws.end();
         b.expect_pattern = !b.awaiting_in;
         blocks.push_back(std::move(b));
@@ -892,8 +906,7 @@ Extracted extract(const std::string& text) {
         if (in == ws.end() || after >= ws.size()) {
           skip = true;
         } else {
-          line = line.substr(starts[after]);
-          ws = words(line, &starts);
+          read_from(line.substr(starts[after]));
           again = true;
         }
       }
@@ -935,11 +948,10 @@ Extracted extract(const std::string& text) {
           continue;
         }
         if (ws.size() == i + 1) {
-          sh.unset_seen = false;
-          std::string v = sh.expand(value);
+          bool value_told = true;
+          std::string v = sh.expand(value, value_told);
           // Set from something racksim cannot tell, or on a branch it cannot tell was taken: a case on it is read
           // like an if.
-          const bool value_told = !sh.unset_seen;
           const bool branch_told =
               std::none_of(blocks.begin(), blocks.end(), [](const Block& b) { return !b.is_case || !b.word; });
           // Both at once (`--tp=*) TP=${arg#*=}` in a loop over "$@", `if [ -n "$1" ]; then TP=$1`): the value it
