@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "input/diagnostics.h"
-#include "workloads/importers/scenario_writer.h"
 #include "input/files.h"
 #include "workloads/bounded_json.h"
+#include "workloads/importers/scenario_writer.h"
 
 namespace racksim::workloads::importers {
 
