@@ -47,6 +47,14 @@ void expect_well_formed(const std::string& yaml, const std::string& input_text) 
   EXPECT_TRUE(root && s.diag.empty()) << why << "--- written ---\n" << yaml << "\n--- input ---\n" << input_text;
 }
 
+// An imported scenario: well-formed, and it loads (the importer checks its scenario itself; this holds it to that),
+// or the loader's InputError, a rejection of what the input asked.
+void expect_scenario(const std::string& yaml, const std::string& input_text) {
+  expect_well_formed(yaml, input_text);
+  const auto sc = sim::load_scenario_text(yaml, "imported.yaml");
+  EXPECT_GT(sc.system.gpus, 0) << input_text;
+}
+
 }  // namespace
 
 TEST(FuzzImporters, MegatronScriptsArgumentsAndLogsNeverCrash) {
@@ -65,11 +73,7 @@ TEST(FuzzImporters, MegatronScriptsArgumentsAndLogsNeverCrash) {
     // An argument list names no GPU count; the seeds that have none take 64, as `--gpus 64` would give them.
     const bool counted = text.find("torchrun") != std::string::npos || text.find("world_size") != std::string::npos;
     opt.gpus = counted ? 0 : 64;
-    const auto r = imp::import_megatron_args_text(text, "fuzz.sh", opt);
-    expect_well_formed(r.yaml, text);
-    // What the importer writes loads (it checks its scenario itself; this holds it to that).
-    const auto sc = sim::load_scenario_text(r.yaml, "imported.yaml");
-    EXPECT_GT(sc.system.gpus, 0) << text;
+    expect_scenario(imp::import_megatron_args_text(text, "fuzz.sh", opt).yaml, text);
     return true;
   });
   std::cout << "[ fuzz     ] megatron imports: accepted " << ok << ", rejected " << bad << '\n';
@@ -107,9 +111,7 @@ TEST(FuzzImporters, MaxTextConfigsNeverCrash) {
       write(dir + "/models/fuzzmodel.yml", text);
       r = imp::import_maxtext(dir + "/base.yml", {"model_name=fuzzmodel", "ici_fsdp_parallelism=8"}, opt);
     }
-    expect_well_formed(r.yaml, text);
-    const auto sc = sim::load_scenario_text(r.yaml, "imported.yaml");
-    EXPECT_GT(sc.system.gpus, 0) << text;
+    expect_scenario(r.yaml, text);
     return true;
   });
   std::cout << "[ fuzz     ] maxtext imports: accepted " << ok << ", rejected " << bad << '\n';
