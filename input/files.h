@@ -100,6 +100,20 @@ class ReadLog {
 // held without reading it again (input/file_cache.h).
 void note_file_read(const std::string& path);
 
+// A command's read of its inputs with its outputs guarded: refuses `outputs` that name one of the `named` inputs (the
+// files its command line names) before anything is read, runs `load`, then refuses those that name a file `load` read
+// (a model, preset or calibration a scenario names; `what_read` says what such a file is). Returns what `load` returned.
+template <class Load>
+auto load_guarding_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                           const std::vector<std::pair<std::string, std::string>>& named, const std::string& what_read,
+                           Load&& load) {
+  check_outputs(outputs, named);
+  ReadLog read;
+  auto loaded = std::forward<Load>(load)();
+  check_outputs(outputs, read.inputs(what_read));
+  return loaded;
+}
+
 // A path a scenario names (a preset or calibration file): relative to the directory of the file that names it when
 // `naming_file` is a file on disk; as given (relative to the working directory) when it was named on the command line
 // (--set, whose pseudo file is the set's text) or in text with no file (a Python dict), or when it is absolute.

@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,21 +53,16 @@ void write_file(const std::string& path, const std::string& what, const std::str
   f << text;
 }
 
-// As the CLI: an output may not name the source or any file its load read (a model, a calibration), nor the other
-// output. (Calls on other threads, the GIL released, may add their reads to this call's log: a refusal too many,
-// never one too few.)
-void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, const Source& src,
-                   const input::ReadLog& read, const std::string& what) {
-  input::check_outputs(outputs, {{src.path, what}});
-  input::check_outputs(outputs, read.inputs("a file " + what + " reads"));
-}
+// As the CLI (input::load_guarding_outputs): an output may not name the source or any file its load read (a model, a
+// calibration), nor the other output. (Calls on other threads, the GIL released, may add their reads to this call's
+// log: a refusal too many, never one too few.)
 
 std::string run(const Source& src, const std::vector<std::string>& sets, const std::string& trace,
                 const std::string& report) {
   py::gil_scoped_release nogil;
-  input::ReadLog read;
-  const sim::Scenario sc = load(src, sets);
-  check_outputs({{trace, "trace"}, {report, "report"}}, src, read, "the scenario");
+  const sim::Scenario sc = input::load_guarding_outputs({{trace, "trace"}, {report, "report"}},
+                                                        {{src.path, "the scenario"}}, "a file the scenario reads",
+                                                        [&] { return load(src, sets); });
   auto res = sim::simulate(sc);
   if (!trace.empty()) sim::write_trace_file(trace, res.job, res.graph, res.replay);
   if (!report.empty()) write_file(report, "report", sim::html_run_report(res));
@@ -80,11 +74,12 @@ std::string compare(const Source& base, const Source& variant, const std::vector
                     const std::vector<std::string>& base_sets, const std::vector<std::string>& variant_sets,
                     const std::string& report) {
   py::gil_scoped_release nogil;
-  input::ReadLog read;
-  const sim::Scenario sa_scenario = load(base, sim::side_overrides(sets, base_sets, "base_sets"));
-  const sim::Scenario sb_scenario = load(variant, sim::side_overrides(sets, variant_sets, "variant_sets"));
-  check_outputs({{report, "report"}}, base, read, "the base scenario");
-  check_outputs({{report, "report"}}, variant, read, "the variant scenario");
+  const auto [sa_scenario, sb_scenario] = input::load_guarding_outputs(
+      {{report, "report"}}, {{base.path, "the base scenario"}, {variant.path, "the variant scenario"}},
+      "a file the scenarios read", [&] {
+        return std::pair{load(base, sim::side_overrides(sets, base_sets, "base_sets")),
+                         load(variant, sim::side_overrides(sets, variant_sets, "variant_sets"))};
+      });
   auto a = sim::simulate(sa_scenario);
   auto b = sim::simulate(sb_scenario);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();
@@ -98,12 +93,14 @@ std::string sweep(const Source& src, int jobs, const std::string& shard, const s
                   const std::string& report) {
   py::gil_scoped_release nogil;
   const workflow::Shard sh = shard.empty() ? workflow::Shard{} : workflow::parse_shard(shard);
-  std::optional<input::ReadLog> read(std::in_place);
+  const std::vector<std::pair<std::string, std::string>> outputs = {{csv_out, "out"}, {report, "report"}};
+  // (The log closes with the load: the points' reads do not pass through its lock.)
   const workflow::SweepSpec spec =
-      src.text.empty() ? workflow::load_sweep(src.path) : workflow::load_sweep_text(src.text, src.label);
-  check_outputs({{csv_out, "out"}, {report, "report"}}, src, *read, "the sweep");
-  input::check_outputs({{csv_out, "out"}, {report, "report"}}, {{spec.base, "its base scenario"}});
-  read.reset();  // (not over the points' reads)
+      input::load_guarding_outputs(outputs, {{src.path, "the sweep"}}, "a file the sweep reads", [&] {
+        auto loaded = src.text.empty() ? workflow::load_sweep(src.path) : workflow::load_sweep_text(src.text, src.label);
+        input::check_outputs(outputs, {{loaded.base, "its base scenario"}});
+        return loaded;
+      });
   if (jobs <= 0) jobs = workflow::hardware_jobs();
   const auto results = workflow::run_sweep(spec, workflow::shard_points(spec.size(), sh), jobs);
   std::ostringstream csv;
@@ -122,10 +119,8 @@ std::string sweep(const Source& src, int jobs, const std::string& shard, const s
 std::string replay(const std::string& module, const std::string& system, int gpus, const std::vector<std::string>& sets,
                    const std::string& trace) {
   py::gil_scoped_release nogil;
-  input::ReadLog read;
-  input::check_outputs({{trace, "trace"}}, {{module, "the HLO module"}});
-  const auto res = sim::run_hlo(module, system, gpus, sets);
-  input::check_outputs({{trace, "trace"}}, read.inputs("a file the replay read"));
+  const auto res = input::load_guarding_outputs({{trace, "trace"}}, {{module, "the HLO module"}}, "a file the replay read",
+                                                [&] { return sim::run_hlo(module, system, gpus, sets); });
   if (!trace.empty()) sim::write_trace_file(trace, res.job, res.graph, res.replay);
   return res.report.dump();
 }

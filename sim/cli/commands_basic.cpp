@@ -67,10 +67,10 @@ void print_run_summary(std::ostream& out, const json& r) {
 
 int cmd_run(const std::string& file, const Common& c, const std::string& trace, const std::string& html,
             std::ostream& out) {
-  input::check_outputs({{trace, "--trace"}, {html, "--report"}}, {{file, "the scenario"}});
-  input::ReadLog read;  // the model, calibration and preset files the scenario names are inputs too
-  auto sc = sim::load_scenario(file, sim::parse_set_overrides(c.sets));
-  input::check_outputs({{trace, "--trace"}, {html, "--report"}}, read.inputs("a file the scenario reads"));
+  // The model, calibration and preset files the scenario names are inputs too.
+  const auto sc = input::load_guarding_outputs({{trace, "--trace"}, {html, "--report"}}, {{file, "the scenario"}},
+                                               "a file the scenario reads",
+                                               [&] { return sim::load_scenario(file, sim::parse_set_overrides(c.sets)); });
   sim::SimulateOptions opt;
   opt.exact = c.exact;
   auto res = sim::simulate(sc, opt);
@@ -85,14 +85,15 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
 
 int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
                 const std::string& html, std::ostream& out) {
-  input::check_outputs({{html, "--report"}}, {{base, "the base scenario"}, {variant, "the variant scenario"}});
   // --set applies to both sides, then --base-set / --variant-set to one side.
+  const auto [sa_scenario, sb_scenario] = input::load_guarding_outputs(
+      {{html, "--report"}}, {{base, "the base scenario"}, {variant, "the variant scenario"}}, "a file the scenarios read",
+      [&] {
+        return std::pair{sim::load_scenario(base, sim::side_overrides(c.sets, sets.base, "--base-set")),
+                         sim::load_scenario(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set"))};
+      });
   sim::SimulateOptions opt;
   opt.exact = c.exact;
-  input::ReadLog read;
-  auto sa_scenario = sim::load_scenario(base, sim::side_overrides(c.sets, sets.base, "--base-set"));
-  auto sb_scenario = sim::load_scenario(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set"));
-  input::check_outputs({{html, "--report"}}, read.inputs("a file the scenarios read"));
   auto a = sim::simulate(sa_scenario, opt);
   auto b = sim::simulate(sb_scenario, opt);
   const double sa = a.report["tokens_per_s_per_gpu"].get<double>();

@@ -123,9 +123,8 @@ Registered register_calibrate(CLI::App& app) {
                 throw input::input_error(s->out, 0, 0, "",
                                          "--out names a file in a --from directory, which the fit reads as a "
                                          "measurement: write the calibration elsewhere");
-            input::ReadLog read;
-            const hw::Calibration c = calib::fit_calibration(opt);
-            input::check_outputs({{s->out, "--out"}}, read.inputs("a file the fit read"));
+            const hw::Calibration c = input::load_guarding_outputs({{s->out, "--out"}}, {}, "a file the fit read",
+                                                                   [&] { return calib::fit_calibration(opt); });
             const std::string text = hw::write_calibration_yaml(c);
             input::write_file_checked(s->out, text, "--out");
             if (!s->quiet) {

@@ -44,10 +44,10 @@ void print_summary(std::ostream& out, const json& r) {
 
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,
                bool json_out, const std::string& trace, std::ostream& out) {
-  input::check_outputs({{trace, "--trace"}}, {{file, "the HLO module"}});
-  input::ReadLog read;  // a preset or calibration file named by --system or --set
-  const sim::RunResult r = sim::run_hlo(file, system, gpus, sets);
-  input::check_outputs({{trace, "--trace"}}, read.inputs("a file the replay read"));
+  // A preset or calibration file named by --system or --set is an input too.
+  const sim::RunResult r = input::load_guarding_outputs({{trace, "--trace"}}, {{file, "the HLO module"}},
+                                                        "a file the replay read",
+                                                        [&] { return sim::run_hlo(file, system, gpus, sets); });
   if (!trace.empty()) sim::write_trace_file(trace, r.job, r.graph, r.replay);
   if (json_out)
     out << r.report.dump() << '\n';

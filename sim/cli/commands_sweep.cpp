@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <ostream>
 
 #include "sim/cli/commands.h"
@@ -56,20 +55,28 @@ bool stderr_is_terminal(const std::ostream& err) {
   return err.rdbuf() == std::cerr.rdbuf() && isatty(fileno(stderr));
 }
 
+// The sweep file, its base scenario and what that reads, with the outputs refused where they name one of them or one of
+// the `named` inputs.
+workflow::SweepSpec load_sweep_guarding(const std::string& file,
+                                        const std::vector<std::pair<std::string, std::string>>& named,
+                                        const std::vector<std::pair<std::string, std::string>>& outputs) {
+  return input::load_guarding_outputs(outputs, named, "a file the base scenario reads", [&] {
+    auto loaded = workflow::load_sweep(file);
+    input::check_outputs(outputs, {{loaded.base, "its base scenario"}});
+    return loaded;
+  });
+}
+
 // --merge: no point runs; the rows of shard CSVs (a Slurm job array's) become one CSV and, with
 // --report, one HTML report, the same as one unsharded run would have written.
 int cmd_sweep_merge(const std::string& file, const std::string& csv, const std::vector<std::string>& shards,
                     const std::string& html, std::ostream& out, std::ostream& err) {
-  input::ReadLog read;
-  const workflow::SweepSpec spec = workflow::load_sweep(file);
-  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read.inputs("a file the base scenario reads"));
   // The merged CSV over one of the shards it merges would leave that shard's rows replaced (the rows are read first,
   // so the write succeeds) and a second merge short of them.
-  {
-    std::vector<std::pair<std::string, std::string>> inputs = {{file, "the sweep file"}, {spec.base, "its base scenario"}};
-    for (const auto& shard : shards) inputs.emplace_back(shard, "a CSV --merge reads");
-    input::check_outputs({{csv, "--out"}, {html, "--report"}}, inputs);
-  }
+  const std::vector<std::pair<std::string, std::string>> outputs = {{csv, "--out"}, {html, "--report"}};
+  std::vector<std::pair<std::string, std::string>> named = {{file, "the sweep file"}};
+  for (const auto& shard : shards) named.emplace_back(shard, "a CSV --merge reads");
+  const workflow::SweepSpec spec = load_sweep_guarding(file, named, outputs);
   std::size_t missing = 0;
   auto rows = workflow::read_sweep_csvs(spec, shards, &missing);
   if (!html.empty() && rows.size() > workflow::kMaxSweepReportPoints) {
@@ -113,15 +120,12 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
       shard = *s;  // a Slurm job array task runs its share without --shard
       spdlog::info("sweep shard {}", from_slurm);
     }
-  // load_sweep probes the base scenario: its model and calibration files are inputs too (the log is closed after it,
-  // so the points' reads do not pass through its lock).
-  std::optional<input::ReadLog> read(std::in_place);
-  const workflow::SweepSpec spec = workflow::load_sweep(file);
-  workflow::check_sweep_size(spec, shard, !html.empty());
   // An output that names an input or the other output would be emptied before the run (both are opened at once).
-  input::check_outputs({{csv, "--out"}, {html, "--report"}}, {{file, "the sweep file"}, {spec.base, "its base scenario"}});
-  input::check_outputs({{csv, "--out"}, {html, "--report"}}, read->inputs("a file the base scenario reads"));
-  read.reset();
+  // load_sweep probes the base scenario: its model and calibration files are inputs too (the log closes with the
+  // load, so the points' reads do not pass through its lock).
+  const std::vector<std::pair<std::string, std::string>> outputs = {{csv, "--out"}, {html, "--report"}};
+  const workflow::SweepSpec spec = load_sweep_guarding(file, {{file, "the sweep file"}}, outputs);
+  workflow::check_sweep_size(spec, shard, !html.empty());
   // Open the outputs before the (long) run so a bad path fails at once.
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
