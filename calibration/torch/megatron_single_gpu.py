@@ -23,7 +23,20 @@ def init(megatron_path, port):
                                              expert_model_parallel_size=1)
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
     model_parallel_cuda_manual_seed(123)
+    _define_missing_te_names()
     return torch
+
+
+def _define_missing_te_names():
+    """Megatron-LM@932b7674's moe_utils imports te_general_gemm with Transformer Engine's other MoE functions and leaves
+    the name undefined when that import fails, then tests it for None in the router's gating (NameError on a machine
+    without TE). Defined as None where missing, which is the fallback the code means: the router's torch GEMM."""
+    try:
+        import megatron.core.transformer.moe.moe_utils as mu
+    except ImportError:
+        return
+    if not getattr(mu, "HAVE_TE", True) and not hasattr(mu, "te_general_gemm"):
+        mu.te_general_gemm = None
 
 
 def disable_nvtx_lookup():
