@@ -157,11 +157,31 @@ void OutputFile::close() {
   if (::close(fd) != 0) fail(errno);
 }
 
+namespace {
+// Where writing `path` would land: absolute (weakly_canonical leaves a path relative when none of it exists, so that
+// "t.json" and "./t.json" differed), through a final symlink whose target does not exist yet (a dangling link is
+// written through), normalized.
+std::filesystem::path write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return fs::path(path).lexically_normal();
+  for (int hops = 0; hops < 40; ++hops) {  // the kernel's own bound on links followed (ELOOP)
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) break;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  const fs::path canonical = fs::weakly_canonical(p, ec);
+  return (ec ? p : canonical).lexically_normal();
+}
+}  // namespace
+
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  return write_target(a) == write_target(b);
 }
 
 void check_outputs(const std::vector<std::pair<std::string, std::string>>& outputs,

@@ -413,6 +413,13 @@ class Builder {
       g_.notes.push_back("training.overlap_param_gather with optimizer_sharding none: no parameter gather to overlap, no "
                          "effect (Megatron-LM refuses --overlap-param-gather without the distributed optimizer or "
                          "Megatron-FSDP)");
+    if (fsdp_per_step())
+      g_.notes.push_back(fmt::format(
+          "training.optimizer_sharding fsdp with pp {}: the weights are gathered once per step and kept, the gradients "
+          "reduce-scattered in the last backward, as torch.distributed.pipelining runs FSDP under a schedule; so while "
+          "the step runs each GPU holds its stage's whole weights and gradients, ZeRO-1's memory, not FSDP's "
+          "(docs/decisions.md, \"FSDP under a pipeline gathers once per step\")",
+          pp_));
     if (t_.pipeline.microbatch_group_size > 0 && (vp_ == 1 || pp_ == 1))
       g_.notes.push_back(fmt::format("training.pipeline.microbatch_group_size {} without an interleaved pipeline (pp {}, "
                                      "vp {}): no effect (only the interleaved schedule groups micro-batches; Megatron "

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "cli_util.h"
+#include "input/files.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -93,6 +94,31 @@ TEST(OutputFiles, OutputsMayNotNameInputsEachOtherOrNothing) {
     EXPECT_EQ(r.code, 1);
     EXPECT_EQ(r.err, dir + name + ": error: cannot write (--trace): No such file or directory\n");
   }
+}
+
+// A red-team pass's finding (2026-12-07): two spellings of one file not yet written ("t.json" and "./t.json", a relative
+// and an absolute path, a dangling symlink and its target) were taken for two files, so the report replaced the trace
+// (or a sweep's CSV) with exit 0.
+TEST(OutputFiles, OneFileSpelledTwoWaysIsOneFile) {
+  const std::string dir = fs::weakly_canonical(::testing::TempDir() + "/output_spellings").string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string t = dir + "/t.json";
+  EXPECT_TRUE(input::same_file(t, dir + "/./t.json"));
+  EXPECT_TRUE(input::same_file(t, dir + "/missing/../t.json"));
+  EXPECT_FALSE(input::same_file(t, dir + "/u.json"));
+  fs::create_symlink(t, dir + "/link");  // dangling: writing the link writes t.json
+  EXPECT_TRUE(input::same_file(dir + "/link", t));
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  EXPECT_TRUE(input::same_file("t.json", "./t.json"));
+  EXPECT_TRUE(input::same_file("t.json", t));
+  EXPECT_FALSE(input::same_file("t.json", "u.json"));
+  fs::current_path(cwd);
+  const auto r = run_cli({"run", kQuick, "--trace", dir + "/./x.json", "--report", dir + "/x.json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--trace and --report name the same file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/x.json"));
 }
 
 // The quickstart's step is extrapolated from its first micro-steps: the timeline's ops end at the replayed span, which
