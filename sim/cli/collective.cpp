@@ -55,8 +55,12 @@ constexpr double kMaxCollectiveBytes = 1e15;
 
 // nccl-tests' size with a plain number meaning bytes and K/M/G suffixes powers of 1024 (its -b
 // 8 -e 8G); anything else goes through racksim's quantity parser (1GiB, 64MB).
+// A decimal number only: std::stod also reads "nan", "inf", hexadecimal and leading spaces, which had given an empty
+// table with exit 0 (-e nan passes every range check).
 std::optional<double> nccl_size(const std::string& text) {
   if (text.empty()) return std::nullopt;
+  const std::size_t number_end = text.find_first_not_of("0123456789.eE+-");
+  if (number_end == 0 || (number_end != std::string::npos && number_end + 1 != text.size())) return std::nullopt;
   std::size_t used = 0;
   double v = 0;
   try {
@@ -64,6 +68,7 @@ std::optional<double> nccl_size(const std::string& text) {
   } catch (...) {
     return std::nullopt;
   }
+  if (!std::isfinite(v) || used != std::min(number_end, text.size())) return std::nullopt;
   const std::string rest = text.substr(used);
   if (rest.empty()) return v;
   if (rest.size() == 1) {
@@ -183,7 +188,9 @@ json collective_sweep_json(const CollectiveSweep& s) {
   const double hi = parse_nccl_size(s.max_bytes, "-e", diag);
   const bool sizes_read = diag.size() == errors_before;  // (a size that did not parse is not compared with the other)
   double step = 0;
+  const std::size_t errors_before_step = diag.size();
   if (!s.step_bytes.empty()) step = parse_nccl_size(s.step_bytes, "-i", diag);
+  const bool step_read = diag.size() == errors_before_step;
   if (sizes_read && lo < 1) diag.error({"-b", 0, 0}, "", "the smallest size must be at least 1 byte");
   if (sizes_read && hi < lo) diag.error({"-e", 0, 0}, "", "the largest size must not be smaller than -b");
   if (hi > kMaxCollectiveBytes)
@@ -192,7 +199,7 @@ json collective_sweep_json(const CollectiveSweep& s) {
   if (s.factor && !(*s.factor > 1))
     diag.error({"-f", 0, 0}, "", fmt::format("the factor must be greater than 1, got {:g}", *s.factor));
   if (s.factor && !s.step_bytes.empty()) diag.error({"-i", 0, 0}, "", "give -f or -i, not both");
-  if (!s.factor && !s.step_bytes.empty() && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
+  if (!s.factor && !s.step_bytes.empty() && step_read && step < 1) diag.error({"-i", 0, 0}, "", "the step must be at least 1 byte");
   diag.throw_if_any();
   const double factor = s.factor ? *s.factor : (s.step_bytes.empty() ? 2.0 : 0.0);
   // nccl-tests' loop: size from -b to -e, times the factor or plus the step; count = size / 4

@@ -662,7 +662,11 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
             cur = &(*cur)[name.substr(pos, dot - pos)];
           (*cur)[name.substr(pos)] = std::move(v);
         }
-        if (json f = cell_value(cells[fits_col]); f.is_boolean()) p.report["fits"] = f;
+        // A point that ran says whether it fits (a cell of TRUE or maybe had been dropped without a word).
+        if (json f = cell_value(cells[fits_col]); f.is_boolean())
+          p.report["fits"] = f;
+        else
+          fail(line, fmt::format("column {} (fits): '{}' is not true or false", 1 + fits_col, cells[fits_col]));
         if (has_warnings && !cells[error_col + 1].empty()) {
           json& w = p.report["warnings"] = json::array();
           const std::string& all = cells[error_col + 1];

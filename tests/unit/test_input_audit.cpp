@@ -477,6 +477,17 @@ TEST(InputAudit, MergedShardsHoldReportFiguresOnly) {
     EXPECT_EQ(r.err, dir + "/sh0.csv:2: error: column 3 (step_time_s): '" + bad +
                          "' is not a report figure (a finite number, not negative)\n");
   }
+  // A point that ran says true or false in `fits` (a red-team pass, 2026-12-07: TRUE or maybe became an empty cell).
+  const std::size_t fits = good.find(",true,", row);
+  ASSERT_NE(fits, std::string::npos);
+  const std::size_t fits_column = 2 + std::count(good.begin() + row, good.begin() + fits, ',');
+  for (const char* bad : {"TRUE", "maybe", ""}) {
+    write(dir + "/sh0.csv", good.substr(0, fits + 1) + bad + good.substr(fits + 5));
+    const auto r = run_cli({"sweep", dir + "/sweep.yaml", "--merge", dir + "/sh0.csv", dir + "/sh1.csv"});
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_EQ(r.err, dir + "/sh0.csv:2: error: column " + std::to_string(fits_column) + " (fits): '" + bad +
+                         "' is not true or false\n");
+  }
 }
 
 // Messages the second pass found unclear: an empty path or name, a folder named as a model file, two cases of one name,
