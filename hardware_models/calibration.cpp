@@ -428,14 +428,26 @@ Calibration parse_calibration(const Node& root) {
 }
 
 namespace {
-// The GPU of the preset a calibration was fitted against; left empty when that preset cannot be loaded
-// (a calibration of a user's own preset file), and the transfer then keeps the target's cited ceilings
-// (its warning says which were used).
-void read_base_preset(Calibration& c) {
+// The GPU of the preset a calibration was fitted against. A shipped preset's name must name one whose GPU has the
+// measured device's SM count, as `calibrate fit --base` requires (a typo, or another GPU's preset, had silently changed
+// the ceilings the transfer carries). A preset file that cannot be loaded (a calibration of a user's own preset, read
+// elsewhere) leaves it empty, and the transfer then keeps the target's cited ceilings (its warning says which were used).
+void read_base_preset(Calibration& c, const Node& root, const std::shared_ptr<input::LoadContext>& ctx) {
   if (c.base_preset.empty()) return;
-  input::LoadSession session;
+  const Node where = root.child("device").child("base_preset");
   SystemSpec base;
-  if (!load_system_preset(c.base_preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) return;
+  if (names_preset_file(c.base_preset)) {
+    input::LoadSession session;
+    if (!load_system_preset(c.base_preset, &where, std::nullopt, session.ctx, base) || session.diag.size() != 0) return;
+  } else if (!load_system_preset(c.base_preset, &where, std::nullopt, ctx, base)) {
+    return;
+  }
+  if (c.sm_count > 0 && base.gpu.sm_count != c.sm_count) {
+    where.error(fmt::format("the device measured ('{}') has {} SMs, the base preset {} ({}) has {}: base_preset names the "
+                            "preset of the GPU measured",
+                            c.gpu_model, c.sm_count, c.base_preset, base.gpu.model, base.gpu.sm_count));
+    return;
+  }
   c.base_gpu = std::move(base.gpu);
 }
 
@@ -514,10 +526,11 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     c = std::make_shared<Calibration>(parse_calibration(*root));
     c->name = fs::path(path).stem().string();
     c->file = display_path(path);
+    if (ctx->diag->size() == errors_before) read_base_preset(*c, *root, ctx);
   }
   ctx->grafts = std::move(parked);
+  if (ctx->diag->size() != errors_before) input::forget_parsed_yaml(path);
   if (!c || ctx->diag->size() != errors_before) return nullptr;
-  read_base_preset(*c);
   loaded.put(path, c);
   return c;
 }

@@ -550,7 +550,10 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
   if (!is_path && out.name != name && !out.name.empty())
     rooted.child("name").error(fmt::format("preset file is {}.yaml but its name is '{}'", name, out.name));
   ctx->grafts = std::move(scenario_grafts);
-  if (!overrides_node && ctx->diag->size() == errors_before) loaded.put(path, out);
+  if (ctx->diag->size() != errors_before)
+    input::forget_parsed_yaml(path);  // (so that a later load places its errors)
+  else if (!overrides_node)
+    loaded.put(path, out);
   return true;
 }
 

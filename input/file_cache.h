@@ -36,6 +36,10 @@ class FileCache {
     std::lock_guard lock(mu_);
     map_.insert_or_assign(path, std::pair{*now, std::move(value)});
   }
+  void erase(const std::string& path) {
+    std::lock_guard lock(mu_);
+    map_.erase(path);
+  }
 
  private:
   using Stamp = std::pair<std::uintmax_t, int64_t>;  // size, modification time

@@ -637,9 +637,18 @@ std::optional<Node> load_yaml_text(const std::string& text, const std::string& f
   }
 }
 
+namespace {
+FileCache<YAML::Node>& parsed_yaml() {
+  static FileCache<YAML::Node> parsed;
+  return parsed;
+}
+}  // namespace
+
+void forget_parsed_yaml(const std::string& path) { parsed_yaml().erase(path); }
+
 std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx, bool* from_cache) {
   // A file parsed before (and unchanged since) is cloned instead: loaders may graft into their tree.
-  static FileCache<YAML::Node> parsed;
+  auto& parsed = parsed_yaml();
   static std::mutex clone_mu;
   if (from_cache) *from_cache = false;
   if (auto tree = parsed.get(path)) {

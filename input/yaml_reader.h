@@ -173,6 +173,9 @@ std::size_t utf8_sequence_bytes(std::string_view text, std::size_t i);
 // marks, so a caller that reports errors may read the file again (read_yaml_file) to place them.
 std::optional<Node> load_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx,
                                    bool* from_cache = nullptr);
+// Drops `path`'s parse from load_yaml_file's cache: a loader that found errors in a file that parsed calls it, so that
+// the next load parses it again and places the same errors (a clone has no line or column: they had come out at 1:1).
+void forget_parsed_yaml(const std::string& path);
 // The same without the cache: reads and parses the file now.
 std::optional<Node> read_yaml_file(const std::string& path, const std::shared_ptr<LoadContext>& ctx);
 // How load_yaml_text parses: `quick` takes load_with_citations_set_after where it applies, `full` always

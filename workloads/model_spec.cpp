@@ -216,7 +216,10 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
   if (root) {
     out = parse_model(*root, true);
     validate_model(out, *root);
-    if (ctx->diag->size() == errors_before) loaded.put(path, out);
+    if (ctx->diag->size() == errors_before)
+      loaded.put(path, out);
+    else
+      input::forget_parsed_yaml(path);
   }
   ctx->grafts = std::move(saved);
   return root.has_value();

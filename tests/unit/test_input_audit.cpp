@@ -792,3 +792,46 @@ TEST(InputAudit, LaunchScriptCaseBlocksAsBashReadsThem) {
   EXPECT_EQ(mt.code, 0) << mt.err;
   EXPECT_TRUE(has(mt.out, "gpu\\x0asystem: 1")) << mt.out;
 }
+
+// A red-team pass's finding (2026-12-07): a calibration file's device.base_preset was not checked. A typo left the
+// transfer on the target's cited ceilings and another GPU's preset on that GPU's, each silently (DeepSeek-V3 on GB200
+// 3-5% faster), where `calibrate fit --base` refuses both.
+TEST(InputAudit, CalibrationBasePresetNamesThePresetOfTheGpuMeasured) {
+  const std::string dir = temp_dir("calib_base");
+  const std::string shipped = read_file(kSrc + "/hardware_models/calibrated/h200.yaml");
+  const std::string line = "  base_preset: h200-sxm\n";
+  ASSERT_NE(shipped.find(line), std::string::npos);
+  const auto with_base = [&](const std::string& base) {
+    std::string text = shipped;
+    text.replace(text.find(line), line.size(), "  base_preset: " + base + "\n");
+    const std::string path = dir + "/cal-" + base + ".yaml";
+    write(path, text);
+    return run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "system.calibration=" + path});
+  };
+  const auto typo = with_base("h200-sx");
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_TRUE(has(typo.err, "cal-h200-sx.yaml:7:16: error: device.base_preset: unknown system preset 'h200-sx'; did you "
+                            "mean 'h200-sxm'?"))
+      << typo.err;
+  const auto other = with_base("b200");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_TRUE(has(other.err, "cal-b200.yaml:7:16: error: device.base_preset: the device measured ('H200 SXM 141GB') has "
+                             "132 SMs, the base preset b200 (B200 (HGX, 1000 W)) has 148"))
+      << other.err;
+  EXPECT_EQ(with_base("h200-sxm").code, 0);
+}
+
+// The same pass: a file that parses but holds an error was parsed once per process and cloned after, and yaml-cpp's
+// clone keeps no line or column, so the second load of it in one process (the Python module's next call, a second
+// command in a test) placed the same error at 1:1. Each loader now drops such a file's parse.
+TEST(InputAudit, AFileWithErrorsPlacesThemEveryTimeItIsLoaded) {
+  const std::string dir = temp_dir("errors_again");
+  std::string model = read_file(kSrc + "/workloads/models/llama3-8b.yaml");
+  model.replace(model.find("layers: 32\n"), 11, "layers: 0\n");
+  write(dir + "/bad-model.yaml", model);
+  for (int load = 0; load < 2; ++load) {
+    const auto r = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "model.preset=" + dir + "/bad-model.yaml"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(has(r.err, dir + "/bad-model.yaml:3:9: error: layers:")) << "load " << load << ": " << r.err;
+  }
+}
