@@ -499,9 +499,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   std::error_code ec;  // a name the file system refuses (too long, ...) is simply not a calibration
   if (!fs::is_regular_file(path, ec)) {
     if (is_path) {
-      report(fs::is_directory(path, ec)
-                 ? fmt::format("calibration file '{}' is a directory: name the calibration YAML file in it", path)
-                 : fmt::format("calibration file '{}' does not exist", path));
+      report(input::why_not_a_file(path, "calibration").value_or(""));
     } else {
       const auto names = list_calibrations();
       std::string msg = fmt::format("unknown calibration '{}'", name);

@@ -561,7 +561,8 @@ std::vector<PresetField> preset_fields(const std::string& name) {
   auto ctx = std::make_shared<input::LoadContext>();
   input::Diagnostics diag;
   ctx->diag = &diag;
-  auto root = input::load_yaml_file(preset_path(name), ctx);
+  // (a preset file as load_system_preset reads one: `hw show PATH.yaml` had looked for presets/PATH.yaml.yaml)
+  auto root = input::load_yaml_file(names_preset_file(name) ? name : preset_path(name), ctx);
   diag.throw_if_any();
   std::vector<std::string> leaves;
   input::collect_leaf_paths(root->yaml(), "", leaves, {"sources"});

@@ -157,6 +157,16 @@ void OutputFile::close() {
   if (::close(fd) != 0) fail(errno);
 }
 
+std::optional<std::string> why_not_a_file(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_regular_file(st)) return std::nullopt;
+  if (fs::is_directory(st)) return fmt::format("{} file '{}' is a directory: name the {} YAML file in it", what, path, what);
+  if (fs::exists(st)) return fmt::format("{} file '{}' is not a regular file (a device, a pipe or a socket)", what, path);
+  return fmt::format("{} file '{}' does not exist", what, path);
+}
+
 namespace {
 // Where writing `path` would land: absolute (weakly_canonical leaves a path relative when none of it exists, so that
 // "t.json" and "./t.json" differed), through a final symlink whose target does not exist yet (a dangling link is

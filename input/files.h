@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -70,6 +71,11 @@ void remove_partial_output(const std::string& path);
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
 // `option` names the command-line option that chose the path (--trace, --out, ...).
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option);
+
+// Why `path` cannot be read as a `what` YAML file ("model file 'PATH' does not exist", "... is a directory: name the
+// model YAML file in it", "... is not a regular file (a device, a pipe or a socket)"), or nullopt when it is a regular
+// file. For the loaders that take a file only (a model, a calibration, a suite's scenario).
+std::optional<std::string> why_not_a_file(const std::string& path, const std::string& what);
 
 // Whether two paths name one file (both existing: the same inode; else the same normalized path).
 bool same_file(const std::string& a, const std::string& b);

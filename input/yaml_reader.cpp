@@ -543,6 +543,23 @@ std::optional<YAML::Node> load_with_citations_set_after(const std::string& text,
   return root;
 }
 
+std::string escaped_text(std::string_view text, bool keep_line_breaks) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t len = utf8_sequence_bytes(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (len == 0 || (c < 0x20 && !(keep_line_breaks && (c == '\n' || c == '\t'))) || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::size_t utf8_sequence_bytes(std::string_view text, std::size_t i) {
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t n = text.size();

@@ -165,6 +165,10 @@ class DeclaredKeyProbe {
 std::size_t first_invalid_utf8(const std::string& text);
 // The bytes of the well-formed UTF-8 sequence at text[i] (1 to 4), or 0 when none starts there (i < text.size()).
 std::size_t utf8_sequence_bytes(std::string_view text, std::size_t i);
+// `text` with each byte that is not well-formed UTF-8 and each control byte written as the text \xNN (in a double-quoted
+// YAML string the escape of U+00NN; in a comment, a plain word or a terminal's line, four characters); line breaks and
+// tabs are kept where `keep_line_breaks`. For what the importers write and what the CLI prints of a user's text.
+std::string escaped_text(std::string_view text, bool keep_line_breaks);
 
 // Parses a YAML file (or text) into a Node rooted at the file; syntax errors become
 // diagnostics with the parser's line and column. Returns nullopt when the file cannot be used.

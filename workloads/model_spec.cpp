@@ -184,11 +184,8 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
   std::string path = models_dir() + "/" + name + ".yaml";
   if (is_path) {
     path = input::path_beside(where_named.file(), name);
-    std::error_code file_ec;
-    if (!fs::is_regular_file(path, file_ec)) {
-      where_named.error(fs::is_directory(path, file_ec)
-                            ? fmt::format("model file '{}' is a directory: name the model YAML file in it", path)
-                            : fmt::format("model file '{}' not found", path));
+    if (const auto why = input::why_not_a_file(path, "model")) {
+      where_named.error(*why);
       return false;
     }
   }

@@ -16,6 +16,7 @@
 #include "core/units.h"
 #include "input/diagnostics.h"
 #include "input/files.h"
+#include "input/yaml_reader.h"
 #include "sim/report/html.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
@@ -48,7 +49,8 @@ namespace {
 
 
 void print_run_summary(std::ostream& out, const json& r) {
-  out << fmt::format("scenario            {}\n", r["scenario"]["name"].get<std::string>());
+  // (a name's control bytes, an ANSI escape or a NUL written in its YAML, are shown as \xNN, not sent to the terminal)
+  out << fmt::format("scenario            {}\n", input::escaped_text(r["scenario"]["name"].get<std::string>(), false));
   const json cal = r["scenario"]["system"]["resolved"].value("calibration", json::object());
   const std::string source = cal.value("source", "unavailable");
   if (cal.contains("name")) {
@@ -62,7 +64,7 @@ void print_run_summary(std::ostream& out, const json& r) {
                        source == "none" ? "system.calibration: none, " : "");
   }
   print_report_figures(out, r);
-  for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << '\n';
+  for (const auto& w : r["warnings"]) out << "warning: " << input::escaped_text(w.get<std::string>(), false) << '\n';
 }
 
 int cmd_run(const std::string& file, const Common& c, const std::string& trace, const std::string& html,

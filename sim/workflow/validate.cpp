@@ -40,7 +40,9 @@ std::optional<std::string> existing_file(const Node& n, const std::string& suite
   const std::string path = relative_to(suite_file, *s);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    n.error(fmt::format("cannot open the {} '{}' (looked for {})", what, *s, path));
+    const bool special = fs::exists(path, ec) && !fs::is_directory(path, ec);
+    n.error(fmt::format("cannot open the {} '{}' (looked for {}{})", what, *s, path,
+                        special ? ": not a regular file (a device, a pipe or a socket)" : ""));
     return std::nullopt;
   }
   return path;

@@ -835,3 +835,34 @@ TEST(InputAudit, AFileWithErrorsPlacesThemEveryTimeItIsLoaded) {
     EXPECT_TRUE(has(r.err, dir + "/bad-model.yaml:3:9: error: layers:")) << "load " << load << ": " << r.err;
   }
 }
+
+// The same pass: `hw show PATH.yaml` looked for presets/PATH.yaml.yaml, where a scenario's system.preset reads the file.
+TEST(InputAudit, HwShowReadsAPresetFileAsAScenarioDoes) {
+  const std::string dir = temp_dir("hw_show_file");
+  fs::copy(kSrc + "/hardware_models/presets/h200-sxm.yaml", dir + "/mine.yaml", fs::copy_options::overwrite_existing);
+  const auto r = run_cli({"hw", "show", dir + "/mine.yaml"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "gpu.model                                H200 SXM 141GB")) << r.out;
+  EXPECT_EQ(r.out, run_cli({"hw", "show", "h200-sxm"}).out);
+}
+
+// The same pass: a scenario's name reached the terminal with its control bytes (an ANSI escape, a NUL written in the
+// YAML), and a model file or calibration named as /dev/zero was said not to exist.
+TEST(InputAudit, UserTextReachesTheTerminalEscapedAndSpecialFilesAreSaidToBeSo) {
+  const std::string dir = temp_dir("terminal_text");
+  std::string scen = read_file(kSrc + "/scenarios/quickstart.yaml");
+  const std::size_t name = scen.find("\nname:");
+  ASSERT_NE(name, std::string::npos);
+  scen.replace(name + 1, scen.find('\n', name + 1) - name - 1, "name: \"\\e[31mred\\e[0m \\0\"");
+  write(dir + "/s.yaml", scen);
+  const auto r = run_cli({"run", dir + "/s.yaml"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "scenario            \\x1b[31mred\\x1b[0m \\x00\n")) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  const auto model = run_cli({"run", kSrc + "/scenarios/quickstart.yaml", "--set", "model.preset=/dev/zero"});
+  EXPECT_EQ(model.code, 1);
+  EXPECT_TRUE(has(model.err, "model file '/dev/zero' is not a regular file (a device, a pipe or a socket)")) << model.err;
+  const auto cal = run_cli({"hw", "show", "h200-sxm", "--calibration", "/dev/zero"});
+  EXPECT_EQ(cal.code, 1);
+  EXPECT_TRUE(has(cal.err, "calibration file '/dev/zero' is not a regular file")) << cal.err;
+}

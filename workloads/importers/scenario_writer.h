@@ -11,29 +11,9 @@
 
 namespace racksim::workloads::importers {
 
-// `text` with each byte that is not well-formed UTF-8 and each control byte written as the text \xNN (in a double-quoted
-// YAML string the escape of U+00NN; in a comment or a plain word, four characters); line breaks and tabs are kept
-// where `keep_line_breaks`.
-inline std::string escaped_text(const std::string& text, bool keep_line_breaks) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t len = input::utf8_sequence_bytes(text, i);
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (len == 0 || (c < 0x20 && !(keep_line_breaks && (c == '\n' || c == '\t'))) || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-      ++i;
-    } else {
-      out.append(text, i, len);
-      i += len;
-    }
-  }
-  return out;
-}
-
 // A comment's text kept on its line: a line break or other control byte in it (from a file's name, a config's value)
 // is escaped, since a line break would end the comment and what follows would be read as YAML.
-inline std::string comment_text(const std::string& text) { return escaped_text(text, false); }
+inline std::string comment_text(const std::string& text) { return input::escaped_text(text, false); }
 
 struct ScenarioWriter {
   std::ostringstream o;
@@ -52,6 +32,6 @@ inline std::string yaml_quoted(const std::string& text) {
 
 // What an importer writes, made loadable whatever bytes the imported file held (a Latin-1 comment's value, a NUL in a
 // name): without it such a byte, copied into a comment or a name, made the importer's own scenario fail to load.
-inline std::string yaml_safe_text(const std::string& text) { return escaped_text(text, true); }
+inline std::string yaml_safe_text(const std::string& text) { return input::escaped_text(text, true); }
 
 }  // namespace racksim::workloads::importers
