@@ -1,6 +1,8 @@
 #include "input/files.h"
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <mutex>
 #include <fcntl.h>
@@ -220,6 +222,31 @@ void remove_partial_output(const std::string& path) {
   // (An audit's finding: a full disk had left 200 KB of invalid trace JSON.)
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+}
+
+namespace {
+// The guarded path, for a signal handler: a fixed buffer (no allocation there) published by the flag.
+char g_partial_path[4096];
+std::atomic<bool> g_partial_set{false};
+
+extern "C" void remove_partial_output_on_signal(int sig) {
+  struct stat st {};  // (stat and unlink are async-signal-safe; a device or pipe is left alone)
+  if (g_partial_set.load() && ::stat(g_partial_path, &st) == 0 && S_ISREG(st.st_mode)) ::unlink(g_partial_path);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+}  // namespace
+
+PartialOutputGuard::PartialOutputGuard(const std::string& path) {
+  if (path.size() >= sizeof(g_partial_path)) return;
+  g_partial_set.store(false);
+  std::memcpy(g_partial_path, path.c_str(), path.size() + 1);
+  g_partial_set.store(true);
+}
+PartialOutputGuard::~PartialOutputGuard() { g_partial_set.store(false); }
+
+void install_partial_output_cleanup() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, remove_partial_output_on_signal);
 }
 
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {

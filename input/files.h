@@ -67,6 +67,20 @@ class OutputFile {
 // were the output); a device or a pipe is left alone. Called from a catch block before rethrowing.
 void remove_partial_output(const std::string& path);
 
+// While one lives, `path` (opened already) is an output being written that a signal would leave half-written (a trace of millions of
+// events takes tens of seconds): the handlers install_partial_output_cleanup sets remove it, as remove_partial_output
+// does on an error. One at a time; a path longer than 4 KiB is not registered.
+class PartialOutputGuard {
+ public:
+  explicit PartialOutputGuard(const std::string& path);
+  ~PartialOutputGuard();
+  PartialOutputGuard(const PartialOutputGuard&) = delete;
+  PartialOutputGuard& operator=(const PartialOutputGuard&) = delete;
+};
+// For the CLI's process only (a Python host keeps its own handlers): SIGINT, SIGTERM and SIGHUP remove the output a
+// PartialOutputGuard names, then end the process as the signal would have.
+void install_partial_output_cleanup();
+
 // Writes `content` to `path` and checks that every byte reached the file (open, write, flush
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.
 // `option` names the command-line option that chose the path (--trace, --out, ...).

@@ -310,29 +310,38 @@ class TraceSink {
 
 }  // namespace
 
+// The JSON chrome://tracing and Perfetto's web UI can still load (V8's 512 MiB string, less the page's own).
+constexpr std::uint64_t kViewerTraceBytes = std::uint64_t{256} << 20;
+
 void write_trace_file(const std::string& path, const Job& job, const OpGraph& g, const ReplayResult& r) {
   // ".gz" in any case (t.JSON.GZ had been written uncompressed under a compressed name).
   const bool gzip = path.size() > 3 && path[path.size() - 3] == '.' && std::tolower(static_cast<unsigned char>(path[path.size() - 2])) == 'g' &&
                     std::tolower(static_cast<unsigned char>(path.back())) == 'z';
   std::size_t events = 0;
   TraceSink sink(path, gzip);  // a path that cannot be opened is left as it was
+  const input::PartialOutputGuard interrupted(path);  // (an interrupted write is removed, as a failed one is)
+  bool warned = false;
   try {
     // The same text as make_trace(...).dump() + "\n": an object's keys in nlohmann's (sorted) order.
     sink.append("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+    // A trace the viewers cannot open says so (an audit's finding: a 256-GPU MoE step with every micro-step replayed
+    // wrote 3.6 M events, 635 MB, which chrome://tracing and Perfetto's UI, both bound by V8's 512 MiB string, cannot
+    // load), when it passes that size: the largest a run may replay writes 2 GB in about a minute (a red-team pass).
     for_each_trace_event(job, g, r, [&](const json& e) {
       if (events++ > 0) sink.append(",");
       sink.append(e.dump());
+      if (!warned && sink.bytes() > kViewerTraceBytes) {
+        warned = true;
+        spdlog::warn("{}: the trace passes {} events, {:.0f} MB of JSON, and grows: chrome://tracing and Perfetto's web "
+                     "UI load at most about 500 MB (compressed or not); open it with Perfetto's trace_processor, or "
+                     "trace a smaller job (fewer micro-batches: --set training.global_batch=...; an interrupted trace is "
+                     "removed)",
+                     path, events, static_cast<double>(sink.bytes()) / 1e6);
+      }
     });
     sink.append("]}\n");
     sink.finish();
-    // A trace the viewers cannot open says so (an audit's finding: a 256-GPU MoE step with every micro-step replayed
-    // wrote 3.6 M events, 635 MB, which chrome://tracing and Perfetto's UI, both bound by V8's 512 MiB string, cannot
-    // load).
-    if (sink.bytes() > (std::uint64_t{256} << 20))
-      spdlog::warn("{}: the trace holds {} events, {:.0f} MB of JSON: chrome://tracing and Perfetto's web UI load at "
-                   "most about 500 MB (compressed or not); open it with Perfetto's trace_processor, or trace a smaller "
-                   "job (fewer micro-batches: --set training.global_batch=...)",
-                   path, events, static_cast<double>(sink.bytes()) / 1e6);
+    if (warned) spdlog::info("{}: the trace holds {} events, {:.0f} MB of JSON", path, events, static_cast<double>(sink.bytes()) / 1e6);
   } catch (...) {
     input::remove_partial_output(path);
     throw;
