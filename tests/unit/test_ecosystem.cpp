@@ -199,6 +199,14 @@ TEST(HfImport, InvalidConfigsAreErrorsWithPositions) {
   const std::string e = error_of([&] { imp::import_hf_config_text(c.dump(2), "l.json"); });
   EXPECT_NE(e.find("l.json: error: num_hidden_layers: missing"), std::string::npos) << e;
   EXPECT_NE(e.find("error: hidden_size: expected an integer, got \"4096\""), std::string::npos) << e;
+  // A value past the bound says the bound (a red-team pass: "at least 1, got 1000000000"), and a float too large for an
+  // integer is refused, not cast (undefined behaviour).
+  for (const json& big : {json(1000000000), json(1e300), json(18446744073709551615ULL)}) {
+    json l = json::parse(slurp(kHf + "llama-3.1-8b-instruct.json"));
+    l["hidden_size"] = big;
+    const std::string b = error_of([&] { imp::import_hf_config_text(l.dump(), "big.json"); });
+    EXPECT_NE(b.find("error: hidden_size: expected an integer from 1 to 100000000, got " + big.dump()), std::string::npos) << b;
+  }
   json ds = json::parse(slurp(kHf + "deepseek-v3.json"));
   ds["q_lora_rank"] = nullptr;
   EXPECT_NE(error_of([&] { imp::import_hf_config_text(ds.dump(), "v2lite.json"); }).find("q_lora_rank"), std::string::npos);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -70,17 +71,21 @@ class Reader {
       return std::nullopt;
     }
     const json& v = obj_.at(key);
-    if (v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())))) {
-      const long long n = v.is_number_integer() ? v.get<long long>() : static_cast<long long>(v.get<double>());
-      if (n < min || n > 100'000'000) {
-        error(key, fmt::format("expected an integer of at least {}, got {}", min, v.dump()));
-        return std::nullopt;
-      }
-      used_.push_back(key);
-      return static_cast<int>(n);
+    // (A float's integral value is compared as a double: a cast of 1e300 to an integer is undefined.)
+    const bool integral = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                                    v.get<double>() == std::floor(v.get<double>()));
+    if (!integral) {
+      error(key, fmt::format("expected an integer, got {}", v.dump()));
+      return std::nullopt;
     }
-    error(key, fmt::format("expected an integer, got {}", v.dump()));
-    return std::nullopt;
+    constexpr long long kMax = 100'000'000;  // beyond any model's dimension or count; int arithmetic downstream
+    const double d = v.is_number_unsigned() ? static_cast<double>(v.get<unsigned long long>()) : v.get<double>();
+    if (d < min || d > static_cast<double>(kMax)) {
+      error(key, fmt::format("expected an integer from {} to {}, got {}", min, kMax, v.dump()));
+      return std::nullopt;
+    }
+    used_.push_back(key);
+    return static_cast<int>(d);
   }
 
   std::optional<bool> boolean(const std::string& key) {
