@@ -85,14 +85,29 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   return kOk;
 }
 
+// One side of a comparison: its errors end with which side it is (`compare S S --variant-set tp=3` had blamed S:8:9
+// without saying that only the variant's set made it wrong).
+sim::Scenario load_compare_side(const std::string& file, const std::vector<sim::SetOverride>& sets, const char* side) {
+  try {
+    return sim::load_scenario(file, sets);
+  } catch (const input::InputError& e) {
+    std::vector<input::Diagnostic> all = e.diagnostics();
+    input::Diagnostic which;
+    which.where.file = file;
+    which.message = fmt::format("compare: the errors above are the {} scenario's", side);
+    all.push_back(std::move(which));
+    throw input::InputError(std::move(all));
+  }
+}
+
 int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
                 const std::string& html, std::ostream& out) {
   // --set applies to both sides, then --base-set / --variant-set to one side.
   const auto [sa_scenario, sb_scenario] = input::load_guarding_outputs(
       {{html, "--report"}}, {{base, "the base scenario"}, {variant, "the variant scenario"}}, "a file the scenarios read",
       [&] {
-        return std::pair{sim::load_scenario(base, sim::side_overrides(c.sets, sets.base, "--base-set")),
-                         sim::load_scenario(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set"))};
+        return std::pair{load_compare_side(base, sim::side_overrides(c.sets, sets.base, "--base-set"), "base"),
+                         load_compare_side(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set"), "variant")};
       });
   sim::SimulateOptions opt;
   opt.exact = c.exact;

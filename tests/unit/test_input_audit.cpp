@@ -866,3 +866,13 @@ TEST(InputAudit, UserTextReachesTheTerminalEscapedAndSpecialFilesAreSaidToBeSo) 
   EXPECT_EQ(cal.code, 1);
   EXPECT_TRUE(has(cal.err, "calibration file '/dev/zero' is not a regular file")) << cal.err;
 }
+
+// The same pass: `compare S S --variant-set tp=3` blamed S:8:9 (system.gpus) without saying that only the variant's
+// set made it wrong.
+TEST(InputAudit, CompareSaysWhichSidesErrorsTheyAre) {
+  const std::string q = kSrc + "/scenarios/quickstart.yaml";
+  const auto r = run_cli({"compare", q, q, "--variant-set", "training.parallelism.tp=3"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, q + ": error: compare: the errors above are the variant scenario's\n")) << r.err;
+  EXPECT_FALSE(has(r.err, "base scenario's")) << r.err;
+}
