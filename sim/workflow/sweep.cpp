@@ -196,7 +196,12 @@ SweepSpec parse_sweep(const Node& root) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
           // (A value outside its key's fixed range, "must be between / at least", is as invalid whatever the other
           // axes hold: the reader's bounds are constants.)
+          // (A preset or calibration name that names none is as wrong whatever the other axes hold.)
+          const bool unknown_name = d.message.rfind("unknown model preset '", 0) == 0 ||
+                                    d.message.rfind("unknown system preset '", 0) == 0 ||
+                                    d.message.rfind("unknown calibration '", 0) == 0;
           const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
+                                 unknown_name ||
                                  d.message.rfind("must be between ", 0) == 0 ||
                                  d.message.rfind("must be at least ", 0) == 0 || sim::is_quantity_error(d.message) ||
                                  (inside && names_a_key(d.message));

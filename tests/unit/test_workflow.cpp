@@ -145,6 +145,13 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
             kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: not a number: 'abc GB'");
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [-1 GB]\n", kLabel),
             kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: negative size '-1 GB'");
+  // A preset name that names none (a red-team pass, 2026-12-07: it had been an error row at every point using it).
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.preset: [h200-sxm, h200]\n", kLabel),
+            kLabel + ":3:29: error: vary.system.preset: unknown system preset 'h200'; did you mean 'h200-sxm'? (available: "
+                     "b200, gb200-nvl72, gb300-nvl72, h100-sxm, h200-sxm, h800-sxm)");
+  EXPECT_NE(load_error("base: ../quickstart.yaml\nvary:\n  model: [{preset: llama3-8b}, {preset: llama3-8bb}]\n", kLabel)
+                .find(":3:32: error: vary.model: a value of this axis: unknown model preset 'llama3-8bb'"),
+            std::string::npos);
   // An axis inside another's value: the rows would be labelled with a value that did not run.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
                        kLabel),
