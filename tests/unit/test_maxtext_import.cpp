@@ -334,6 +334,10 @@ TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
   EXPECT_NE(error_of([] { import({"model_name=llama3-8b", "ici_tensor_parallelism=-1"}); })
                 .find("ici_fsdp_parallelism and ici_tensor_parallelism are both -1"),
             std::string::npos);
+  // An axis that cannot be filled names the axes whose product stands in the way and where each was set.
+  EXPECT_NE(error_of([] { import({"model_name=llama3-8b", "ici_tensor_parallelism=64"}, "h200-sxm"); })
+                .find("is not a multiple of the other ICI axes' product 64: ici_tensor_parallelism 64 (command line)"),
+            std::string::npos);
   // A command-line value contradicting the model config, unless override_model_config=true.
   EXPECT_NE(error_of([] { import({"model_name=llama3-8b", "base_emb_dim=2048"}); })
                 .find("MaxText refuses a different value from the command line unless override_model_config=true"),

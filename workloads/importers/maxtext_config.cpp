@@ -539,9 +539,15 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   auto fill_axes = [&](std::map<std::string, long long>& axes, const std::string& fill, long long known, long long target,
                        const std::string& kind, const std::string& target_src) {
     if (!fill.empty()) {
-      if (target % known != 0)
-        c.bad(fill, fmt::format("cannot fill: {} {} ({}) is not a multiple of the other {} axes' product {}", target,
-                                kind == "ICI" ? "GPUs per slice" : "slices", target_src, kind, known));
+      if (target % known != 0) {
+        // Which axes make the product, and where each was set (a red-team pass: ici_tensor_parallelism=64 on the
+        // command line was reported at base.yml's ici_fsdp_parallelism line alone).
+        std::string made_of;
+        for (const auto& [a, v] : axes)
+          if (v > 1) made_of += (made_of.empty() ? ": " : ", ") + c.src(fmt::format("{}_{}_parallelism", kind == "ICI" ? "ici" : "dcn", a));
+        c.bad(fill, fmt::format("cannot fill: {} {} ({}) is not a multiple of the other {} axes' product {}{}", target,
+                                kind == "ICI" ? "GPUs per slice" : "slices", target_src, kind, known, made_of));
+      }
       axes[fill.substr(4, fill.size() - 4 - std::string("_parallelism").size())] = target / known;
     } else if (known != target) {
       throw input_error(c.e.count("num_slices") ? c.e.at("num_slices").where.file : "--gpus", 0, 0, "",
