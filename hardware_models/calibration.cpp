@@ -228,6 +228,10 @@ Calibration parse_calibration(const Node& root) {
       set_if(r.number("e_max", true, 0.01, 1.0), m.e_max);
       set_if(r.number("k0", true, 0, 1e6), m.k0);
       set_if(r.quantity("t0", QuantityKind::seconds, true), m.t0_s);
+      // (A fixed cost per GEMM is microseconds; 1e9 s had loaded and failed the run later, naming no key.)
+      if (m.t0_s > 1.0)
+        dn->child("t0").error(fmt::format("a GEMM's fixed time of {} s: at most 1 s (a launch and its tail take "
+                                          "microseconds)", m.t0_s));
       if (auto f = r.get("fit", true)) {
         MapReader fr(*f);
         set_if(fr.integer("points", true, 0, 1000000), m.points_fitted);

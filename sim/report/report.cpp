@@ -50,6 +50,28 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   in_range(r.memory.peak_hbm_bytes, kMaxBytes, "peak memory per GPU in bytes");
   in_range(r.memory.peak_host_bytes, kMaxBytes, "pinned host memory per GPU in bytes");
   for (int c = 0; c < kMemCategoryCount; ++c) in_range(r.memory.at_peak[c], kMaxBytes, "memory of one category in bytes");
+  if (!(r.step_time_s <= 1e7) && std::isfinite(r.step_time_s)) {
+    // Which part of the step is out of range says which figures to look at (an override of HBM bandwidth at 1 MB/s, in
+    // its range, had given this error naming no part: a red-team pass).
+    static constexpr std::array<std::pair<double Breakdown::*, const char*>, 7> kNamed = {{
+        {&Breakdown::compute_s, "compute (the GPU's rates: gpu.* figures, the calibration)"},
+        {&Breakdown::recompute_s, "recompute (the GPU's rates)"},
+        {&Breakdown::exposed_communication_s, "exposed communication (scale_up / scale_out figures)"},
+        {&Breakdown::exposed_offload_s, "exposed offload (the host link)"},
+        {&Breakdown::launch_overhead_s, "launch overhead (launch.* host figures)"},
+        {&Breakdown::pipeline_bubble_s, "pipeline bubble"},
+        {&Breakdown::idle_s, "idle time"},
+    }};
+    const auto most = std::max_element(kNamed.begin(), kNamed.end(), [&](const auto& a, const auto& b) {
+      return r.breakdown.*(a.first) < r.breakdown.*(b.first);
+    });
+    input::Diagnostic d;
+    d.where.file = in.file.empty() ? "<scenario>" : in.file;
+    d.message = fmt::format("the step time would be {:.6g} s, beyond what racksim reports (1e+07 s), most of it {:.6g} s of "
+                            "{}: a figure of this input is out of range",
+                            r.step_time_s, r.breakdown.*(most->first), most->second);
+    throw input::InputError(std::vector<input::Diagnostic>{d});
+  }
   in_range(r.step_time_s, 1e7, "step time in seconds");
   in_range(in.tokens_per_step, 1e18, "tokens per step");
   in_range(in.model_flops_per_step, 1e30, "model FLOPs per step");

@@ -728,6 +728,12 @@ TEST(InputLimitsSimulation, ReportValuesOutOfRangeAreErrorsNotNegativeNumbers) {
   res.replay.memory.peak_hbm_bytes = 1e19;  // llround would print -9223372036854775808
   EXPECT_TRUE(contains(input_error([&] { sim::make_report(res.job, res.replay, sim::StepInfo{}); }),
                        "the peak memory per GPU in bytes would be 1e+19, beyond what racksim reports"));
+  // A step beyond the clock the report prints names the part of it out of range (an HBM override of 1 MB/s, in its
+  // range, had said "the sizes of this input are out of range" alone).
+  const auto slow = run_cli({"run", kQuick, "--set", "system.overrides.gpu.hbm_bandwidth=1 MB/s"});
+  EXPECT_EQ(slow.code, 1);
+  EXPECT_TRUE(contains(slow.err, "beyond what racksim reports (1e+07 s), most of it")) << slow.err;
+  EXPECT_TRUE(contains(slow.err, "s of compute (the GPU's rates: gpu.* figures, the calibration)")) << slow.err;
 }
 
 // ---- validate: failures on stderr too ---------------------------------------------------------
