@@ -214,7 +214,7 @@ class Builder {
     b_ = t.micro_batch;
     T_ = b_ * s_;
     Tsp_ = t.sequence_parallel ? T_ / tp_ : T_;
-    if (m.moe && t.moe.force_load_balancing)  // every EP rank's own tokens, routed at random
+    if (m.moe && (t.moe.force_load_balancing || t.expert_imbalance_chance))  // every EP rank's own tokens, at random
       random_routing_load_ = hw::random_routing_busiest_load(Tsp_ * ep_, m.moe->experts, m.moe->top_k, ep_);
     h_ = m.hidden;
     hl_ = static_cast<double>(m.heads) / tp_;
@@ -445,6 +445,10 @@ class Builder {
       const std::string routing =
           t_.moe.force_load_balancing
               ? fmt::format("random (force_load_balancing: the busiest rank receives x{:.4f} the mean by chance", random_routing_load_)
+          : t_.expert_imbalance_chance
+              ? fmt::format("imbalanced by chance at least (training.expert_imbalance chance: the busiest rank receives "
+                            "x{:.4f} the mean, what random routing gives this layout, the least a router's counts show",
+                            random_routing_load_)
               : fmt::format("{} (training.expert_imbalance {:g}", t_.expert_imbalance == 1.0 ? "balanced" : "imbalanced",
                             t_.expert_imbalance);
       g_.notes.push_back(fmt::format(
@@ -2185,7 +2189,9 @@ class Builder {
   double expert_capacity() const { return t_.moe.expert_capacity(Tsp_, m_.moe->top_k, m_.moe->experts); }
   bool drop_and_pad() const { return t_.moe.capacity_factor > 0 && t_.moe.pad_to_capacity; }
   double random_routing_load_ = 1.0;  // training.moe.force_load_balancing: the busiest rank's expected load
-  double routing_imbalance() const { return t_.moe.force_load_balancing ? random_routing_load_ : t_.expert_imbalance; }
+  double routing_imbalance() const {
+    return t_.moe.force_load_balancing || t_.expert_imbalance_chance ? random_routing_load_ : t_.expert_imbalance;
+  }
   double busiest_expert_load() const {
     if (t_.moe.capacity_factor <= 0) return routing_imbalance();
     if (drop_and_pad()) return 1.0;

@@ -332,6 +332,10 @@ struct TrainingConfig {
   };
   XlaCombineThreshold xla_combine_threshold;
   double expert_imbalance = 1.0;    // MoE: tokens at the busiest expert rank / the mean (>= 1)
+  // `expert_imbalance: chance`: the busiest rank's load is the one random routing gives the layout by chance
+  // (hw::random_routing_busiest_load, as under force_load_balancing), the least excess a real router's per-micro-batch
+  // counts show: a router no more even than independent random choices. expert_imbalance stays 1 with it.
+  bool expert_imbalance_chance = false;
   MoeOptions moe;
   PipelineLayout pipeline;
   // Megatron's DDP switches (--overlap-grad-reduce, --overlap-param-gather; both off by default):

@@ -435,7 +435,16 @@ Scenario parse_scenario(Node root) {
     }
     if ((sp_node = r.get("sequence_parallel"))) set_if(r.boolean("sequence_parallel"), t.sequence_parallel);
     if ((tpo_node = r.get("tp_comm_overlap"))) set_if(r.boolean("tp_comm_overlap"), t.tp_comm_overlap);
-    set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
+    // A number, or the word `chance` (the layout's random-routing excess: TrainingConfig::expert_imbalance_chance).
+    const auto imbalance = r.get("expert_imbalance");
+    const std::string word = imbalance && imbalance->yaml().IsScalar() ? imbalance->yaml().Scalar() : std::string();
+    if (word == "chance")
+      t.expert_imbalance_chance = true;
+    else if (!word.empty() && std::isalpha(static_cast<unsigned char>(word.front())))
+      imbalance->error(fmt::format("expected a number of at least 1 or chance, got '{}'{}", word,
+                                   sim::nearest(word, {"chance"}, 3) ? "; did you mean 'chance'?" : ""));
+    else
+      set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);
     if ((fp8_recipe_node = r.get("fp8_recipe"))) set_if(r.choice("fp8_recipe", kFp8RecipeNames), t.fp8_recipe);
     if ((fp8_casts_node = r.get("fp8_casts"))) set_if(r.choice("fp8_casts", kFp8CastsNames), t.fp8_casts);
@@ -675,11 +684,11 @@ Scenario parse_scenario(Node root) {
           "capacity_factor is Megatron-Core's token dropping (--moe-expert-capacity-factor); in JAX mode MaxText drops "
           "tokens through a different dispatch (einsum masks over [experts, capacity]), which racksim does not model; "
           "drop it (every token then reaches its top-k experts)");
-    if (t.moe.force_load_balancing && t.expert_imbalance != 1.0)
+    if (t.moe.force_load_balancing && (t.expert_imbalance != 1.0 || t.expert_imbalance_chance))
       moe_node->child("force_load_balancing")
           .error(fmt::format("force_load_balancing routes on random logits, which sets the busiest rank's load; "
-                             "training.expert_imbalance {:g} says otherwise: drop one of them",
-                             t.expert_imbalance));
+                             "training.expert_imbalance {} says otherwise: drop one of them",
+                             t.expert_imbalance_chance ? std::string("chance") : fmt::format("{:g}", t.expert_imbalance)));
     if (t.moe.pad_to_capacity && t.moe.dispatcher == MoeDispatcher::deepep)
       moe_node->child("pad_to_capacity").error(
           "pad_to_capacity with dispatcher: deepep: Megatron-Core refuses it (\"Flex token dispatcher with deepep backend "
@@ -1077,7 +1086,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"scan_layers", t.scan_layers},
       {"sequence_parallel", t.sequence_parallel},
       {"tp_comm_overlap", t.tp_comm_overlap},
-      {"expert_imbalance", t.expert_imbalance},
+      {"expert_imbalance", t.expert_imbalance_chance ? json("chance") : json(t.expert_imbalance)},
       {"cp_comm", to_string(t.cp_comm)},
       {"overlap_grad_reduce", t.overlap_grad_reduce},
       {"overlap_param_gather", t.overlap_param_gather}};

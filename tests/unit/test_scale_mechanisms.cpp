@@ -1436,6 +1436,37 @@ training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: 
   EXPECT_NEAR(cx.bandwidth_time_s / c1.bandwidth_time_s, X, 0.02);
 }
 
+// `expert_imbalance: chance` (2026-12-07): the busiest rank's load is what random routing gives the layout by chance,
+// the same figure force_load_balancing runs at, so a dropless run is never faster than the forced-balance run of its
+// layout (with 1.0, the Mixtral dropless row had been 1.3% faster than its forced row, where the runs were 4.3% slower).
+TEST(ScaleMechanisms, ChanceImbalanceIsRandomRoutingsBusiestLoad) {
+  const char* base = R"(system: {preset: h100-sxm, gpus: 16}
+model: {preset: mixtral-8x7b}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 1, ep: 8}}
+)";
+  auto expert_flops = [](const OpGraph& g) {
+    double f = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.op_name(static_cast<OpId>(i)).find(".experts.") != std::string::npos) f += g.ops[i].flops;
+    return f;
+  };
+  const auto one = load(base);
+  const auto chance = load(base, {"training.expert_imbalance=chance"});
+  const auto forced = load(base, {"training.moe.force_load_balancing=true"});
+  EXPECT_TRUE(chance.training.expert_imbalance_chance);
+  const double f1 = expert_flops(build_training_graph(one.model, one.training, one.system.spec));
+  const double fc = expert_flops(build_training_graph(chance.model, chance.training, chance.system.spec));
+  const double ff = expert_flops(build_training_graph(forced.model, forced.training, forced.system.spec));
+  // Mixtral 8x7B at EP 8: 4,096 tokens x 8 ranks, top-2 of 8 experts, one expert a rank.
+  const double x = hw::random_routing_busiest_load(4096.0 * 8, 8, 2, 8);
+  EXPECT_GT(x, 1.005);
+  EXPECT_NEAR(fc / f1, x, 1e-9);
+  EXPECT_NEAR(ff / f1, x, 1e-9);
+  // The report echoes the word, so the scenario it holds reruns as it ran.
+  EXPECT_EQ(sim::simulate(chance).report["scenario"]["training"]["expert_imbalance"], "chance");
+  EXPECT_EQ(sim::simulate(one).report["scenario"]["training"]["expert_imbalance"], 1.0);
+}
+
 // A checkpointed Megatron-Core MoE layer (--recompute-modules moe, or full recompute: the only ways a dispatch
 // is recomputed) re-runs its whole forward in the backward, tensor_parallel.checkpoint being a replay of the
 // function: the combine's all-to-all and unpermutation come again, once per MoE layer and micro-batch; the
