@@ -1,6 +1,7 @@
 // Slurm job arrays split a sweep without a --shard argument (DESIGN.md "Sweep file").
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -14,11 +15,15 @@ std::optional<long long> env_int(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   const long long n = std::strtoll(v, &end, 10);
-  if (*end != '\0') {
+  // (Slurm's array indices and counts are below its MaxArraySize, 4,000,001 at most; past 64 bits strtoll had clamped
+  // the value, which the message then showed in place of the text, and the shard arithmetic could overflow.)
+  constexpr long long kMax = 1'000'000'000;
+  if (*end != '\0' || errno == ERANGE || n < 0 || n > kMax) {
     input::Diagnostic d;
     d.where.file = fmt::format("environment {}={}", name, v);
-    d.message = "expected an integer";
+    d.message = fmt::format("expected an integer from 0 to {}", kMax);
     throw input::InputError({d});
   }
   return n;

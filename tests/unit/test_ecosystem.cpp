@@ -1094,6 +1094,9 @@ TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
   const auto explicit_shard = run_cli({"sweep", sweep, "--shard", "0/3"});
   ::setenv("SLURM_ARRAY_TASK_ID", "9", 1);
   const auto bad = run_cli({"sweep", sweep});
+  // Past 64 bits: said as given (strtoll had clamped it to 9223372036854775807 in the message).
+  ::setenv("SLURM_ARRAY_TASK_ID", "99999999999999999999", 1);
+  const auto huge = run_cli({"sweep", sweep});
   ::unsetenv("SLURM_ARRAY_TASK_ID");
   ::unsetenv("SLURM_ARRAY_TASK_MIN");
   ::unsetenv("SLURM_ARRAY_TASK_COUNT");
@@ -1116,6 +1119,8 @@ TEST(SweepSlurm, JobArrayTasksRunTheirShardWithThePointIndex) {
   EXPECT_EQ(r2.rfind("4,", 0), 0u);
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("SLURM_ARRAY_TASK_ID=9"), std::string::npos) << bad.err;
+  EXPECT_EQ(huge.code, 1);
+  EXPECT_EQ(huge.err, "environment SLURM_ARRAY_TASK_ID=99999999999999999999: error: expected an integer from 0 to 1000000000\n");
 }
 
 }  // namespace
