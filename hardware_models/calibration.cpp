@@ -432,18 +432,26 @@ Calibration parse_calibration(const Node& root) {
 }
 
 namespace {
-// The GPU of the preset a calibration was fitted against. A shipped preset's name must name one whose GPU has the
-// measured device's SM count, as `calibrate fit --base` requires (a typo, or another GPU's preset, had silently changed
-// the ceilings the transfer carries). A preset file that cannot be loaded (a calibration of a user's own preset, read
-// elsewhere) leaves it empty, and the transfer then keeps the target's cited ceilings (its warning says which were used).
-void read_base_preset(Calibration& c, const Node& root, const std::shared_ptr<input::LoadContext>& ctx) {
+// The GPU of the preset a calibration was fitted against. A preset that loads must have the measured device's SM count,
+// as `calibrate fit --base` requires (another GPU's preset had silently changed the ceilings the transfer carries). One
+// that does not load leaves it empty, and the transfer then keeps the target's cited ceilings (its warning says which
+// were used): a user's own preset file, which `calibrate fit --base FILE` names by its `name:`, is read elsewhere; a
+// name that is no shipped preset is said wherever the calibration applies (a typo had been silent).
+void read_base_preset(Calibration& c, const Node& root) {
   if (c.base_preset.empty()) return;
   const Node where = root.child("device").child("base_preset");
   SystemSpec base;
-  if (names_preset_file(c.base_preset)) {
-    input::LoadSession session;
-    if (!load_system_preset(c.base_preset, &where, std::nullopt, session.ctx, base) || session.diag.size() != 0) return;
-  } else if (!load_system_preset(c.base_preset, &where, std::nullopt, ctx, base)) {
+  input::LoadSession session;  // (not found is not an error of this file: nothing is placed at `where`)
+  const std::string preset =
+      names_preset_file(c.base_preset) ? input::path_beside(root.file(), c.base_preset) : c.base_preset;
+  if (!load_system_preset(preset, nullptr, std::nullopt, session.ctx, base) || session.diag.size() != 0) {
+    if (!names_preset_file(c.base_preset)) {
+      const auto names = list_system_presets();
+      const auto near = sim::nearest(c.base_preset, names, 4);
+      c.base_preset_unknown = fmt::format("device.base_preset '{}' is no shipped preset{} (a user's own preset is "
+                                          "named so): the transfer keeps the target's cited ceilings",
+                                          c.base_preset, near ? fmt::format(" (did you mean '{}'?)", *near) : "");
+    }
     return;
   }
   if (c.sm_count > 0 && base.gpu.sm_count != c.sm_count) {
@@ -528,7 +536,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     c = std::make_shared<Calibration>(parse_calibration(*root));
     c->name = fs::path(path).stem().string();
     c->file = display_path(path);
-    if (ctx->diag->size() == errors_before) read_base_preset(*c, *root, ctx);
+    if (ctx->diag->size() == errors_before) read_base_preset(*c, *root);
   }
   ctx->grafts = std::move(parked);
   if (ctx->diag->size() != errors_before) input::forget_parsed_yaml(path);
@@ -551,6 +559,8 @@ std::shared_ptr<const Calibration> load_calibration_file(const std::string& path
 void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   auto c = std::make_shared<Calibration>(cal);
   c->warnings.clear();
+  if (!cal.base_preset_unknown.empty())
+    c->warnings.push_back(fmt::format("calibration {}: {}", cal.file.empty() ? cal.name : cal.file, cal.base_preset_unknown));
   c->applied_to = spec.name;
   c->same_device = !cal.gpu_model.empty() && spec.gpu.model == cal.gpu_model;
   const bool same_arch = spec.gpu.architecture == cal.architecture;

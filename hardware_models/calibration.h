@@ -207,6 +207,9 @@ struct Calibration {
   // ceiling over the base's on the same architecture, by one source's target / base sustained rates across
   // architectures (docs/calibration.md).
   GpuSpec base_gpu;
+  // Why base_gpu is empty where base_preset names no shipped preset and no file (a user's own preset, whose `name:`
+  // `calibrate fit --base FILE` writes, or a typo): said as a warning wherever the calibration applies.
+  std::string base_preset_unknown;
   Architecture architecture = Architecture::hopper;
   HostLinkKind host_link = HostLinkKind::pcie_gen5_x16;
   int sm_count = 0;

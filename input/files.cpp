@@ -219,35 +219,67 @@ std::string path_beside(const std::string& naming_file, const std::string& path)
 }
 
 void remove_partial_output(const std::string& path) {
-  // (An audit's finding: a full disk had left 200 KB of invalid trace JSON.)
+  // (An audit's finding: a full disk had left 200 KB of invalid trace JSON.) The path itself must be a regular file: a
+  // symlink is left with its target (unlinking it would remove the link and keep the partial output; /dev/stdout is
+  // one), as are a device and a pipe.
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
 }
 
 namespace {
-// The guarded path, for a signal handler: a fixed buffer (no allocation there) published by the flag.
+// The guarded output, for a signal handler: a fixed buffer (no allocation there) and the file's identity, published by
+// the flag. Only the CLI's process enables it (install_partial_output_cleanup), and it writes one trace at a time from
+// its main thread; elsewhere (the Python module, whose calls may run on several threads) a guard does nothing.
+std::atomic<bool> g_cleanup_enabled{false};
 char g_partial_path[4096];
+dev_t g_partial_dev = 0;
+ino_t g_partial_ino = 0;
 std::atomic<bool> g_partial_set{false};
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_saved_actions[3];
+bool g_saved[3] = {false, false, false};
 
 extern "C" void remove_partial_output_on_signal(int sig) {
-  struct stat st {};  // (stat and unlink are async-signal-safe; a device or pipe is left alone)
-  if (g_partial_set.load() && ::stat(g_partial_path, &st) == 0 && S_ISREG(st.st_mode)) ::unlink(g_partial_path);
+  // lstat and unlink are async-signal-safe. Only the file the guard opened: the same device and inode, reached by a
+  // path that is not a symlink (lstat), so a link or anything renamed into its place is left alone.
+  struct stat st {};
+  if (g_partial_set.load() && ::lstat(g_partial_path, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_partial_dev &&
+      st.st_ino == g_partial_ino)
+    ::unlink(g_partial_path);
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 }  // namespace
 
 PartialOutputGuard::PartialOutputGuard(const std::string& path) {
-  if (path.size() >= sizeof(g_partial_path)) return;
-  g_partial_set.store(false);
+  if (!g_cleanup_enabled.load() || path.size() >= sizeof(g_partial_path)) return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // (a symlink, device or pipe: left alone)
   std::memcpy(g_partial_path, path.c_str(), path.size() + 1);
+  g_partial_dev = st.st_dev;
+  g_partial_ino = st.st_ino;
   g_partial_set.store(true);
+  // The handlers live only while the output is written, and never replace an ignored signal: a run under nohup, or
+  // started in the background by a shell without job control, keeps ignoring SIGHUP or SIGINT as it was started to.
+  for (int k = 0; k < 3; ++k) {
+    struct sigaction current {};
+    g_saved[k] = false;
+    if (::sigaction(kCleanupSignals[k], nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
+    struct sigaction mine {};
+    mine.sa_handler = remove_partial_output_on_signal;
+    sigemptyset(&mine.sa_mask);
+    g_saved[k] = ::sigaction(kCleanupSignals[k], &mine, &g_saved_actions[k]) == 0;
+  }
 }
-PartialOutputGuard::~PartialOutputGuard() { g_partial_set.store(false); }
+PartialOutputGuard::~PartialOutputGuard() {
+  if (!g_partial_set.load()) return;
+  for (int k = 0; k < 3; ++k)
+    if (g_saved[k]) ::sigaction(kCleanupSignals[k], &g_saved_actions[k], nullptr);
+  g_partial_set.store(false);
+}
 
-void install_partial_output_cleanup() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, remove_partial_output_on_signal);
-}
+void install_partial_output_cleanup() { g_cleanup_enabled.store(true); }
+bool partial_output_cleanup_enabled() { return g_cleanup_enabled.load(); }
 
 void write_file_checked(const std::string& path, std::string_view content, const std::string& option) {
   OutputFile f(path, option);

@@ -67,9 +67,11 @@ class OutputFile {
 // were the output); a device or a pipe is left alone. Called from a catch block before rethrowing.
 void remove_partial_output(const std::string& path);
 
-// While one lives, `path` (opened already) is an output being written that a signal would leave half-written (a trace of millions of
-// events takes tens of seconds): the handlers install_partial_output_cleanup sets remove it, as remove_partial_output
-// does on an error. One at a time; a path longer than 4 KiB is not registered.
+// While one lives, `path` (opened already, a regular file) is an output being written that a signal would leave
+// half-written (a trace of millions of events takes tens of seconds): in a process that called
+// install_partial_output_cleanup, SIGINT, SIGTERM and SIGHUP (those not ignored) then remove that file, as
+// remove_partial_output does on an error, and end the process as the signal would have. One at a time; elsewhere, and
+// for a path longer than 4 KiB or not a regular file, it does nothing.
 class PartialOutputGuard {
  public:
   explicit PartialOutputGuard(const std::string& path);
@@ -77,9 +79,9 @@ class PartialOutputGuard {
   PartialOutputGuard(const PartialOutputGuard&) = delete;
   PartialOutputGuard& operator=(const PartialOutputGuard&) = delete;
 };
-// For the CLI's process only (a Python host keeps its own handlers): SIGINT, SIGTERM and SIGHUP remove the output a
-// PartialOutputGuard names, then end the process as the signal would have.
+// For the CLI's process only (a Python host keeps its own handlers and may write from several threads).
 void install_partial_output_cleanup();
+bool partial_output_cleanup_enabled();
 
 // Writes `content` to `path` and checks that every byte reached the file (open, write, flush
 // and close); throws InputError "PATH: error: cannot write (OPTION): REASON" otherwise.

@@ -55,7 +55,7 @@ void print_run_summary(std::ostream& out, const json& r) {
   const std::string source = cal.value("source", "unavailable");
   if (cal.contains("name")) {
     const std::string transfer = cal.value("transfer", std::string());
-    out << fmt::format("calibration         {} ({}; {})\n", cal["name"].get<std::string>(),
+    out << fmt::format("calibration         {} ({}; {})\n", input::escaped_text(cal["name"].get<std::string>(), false),
                        source == "default" ? "default for " + r["scenario"]["system"].value("preset", std::string())
                                            : "named by the scenario",
                        transfer.substr(0, transfer.find(';')));

@@ -14,6 +14,7 @@
 #include "sim/cli/commands.h"
 #include "input/diagnostics.h"
 #include "input/files.h"
+#include "input/yaml_reader.h"
 #include "sim/report/report.h"
 #include "sim/run/run.h"
 
@@ -39,7 +40,7 @@ void print_summary(std::ostream& out, const json& r) {
   for (const auto& l : h["loops"])
     out << fmt::format("  loop {:<28} x{} ({})\n", l["name"].get<std::string>(), l["trip_count"].get<int64_t>(),
                        l["source"].get<std::string>());
-  for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << '\n';
+  for (const auto& w : r["warnings"]) out << "warning: " << input::escaped_text(w.get<std::string>(), false) << '\n';
 }
 
 int cmd_replay(const std::string& file, const std::string& system, int gpus, const std::vector<std::string>& sets,

@@ -356,9 +356,9 @@ void write_trace_file(const std::string& path, const Job& job, const OpGraph& g,
         warned = true;
         spdlog::warn("{}: the trace passes {} events, {:.0f} MB of JSON, and grows: chrome://tracing and Perfetto's web "
                      "UI load at most about 500 MB (compressed or not); open it with Perfetto's trace_processor, or "
-                     "trace a smaller job (fewer micro-batches: --set training.global_batch=...; an interrupted trace is "
-                     "removed)",
-                     path, events, static_cast<double>(sink.bytes()) / 1e6);
+                     "trace a smaller job (fewer micro-batches: --set training.global_batch=...){}",
+                     path, events, static_cast<double>(sink.bytes()) / 1e6,
+                     input::partial_output_cleanup_enabled() ? "; an interrupted trace is removed" : "");
       }
     });
     sink.append("]}\n");

@@ -196,10 +196,14 @@ SweepSpec parse_sweep(const Node& root) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
           // (A value outside its key's fixed range, "must be between / at least", is as invalid whatever the other
           // axes hold: the reader's bounds are constants.)
-          // (A preset or calibration name that names none is as wrong whatever the other axes hold.)
+          // (A preset or calibration name that names none, or a file of one that cannot be read as one, is as wrong
+          // whatever the other axes hold.)
           const bool unknown_name = d.message.rfind("unknown model preset '", 0) == 0 ||
                                     d.message.rfind("unknown system preset '", 0) == 0 ||
-                                    d.message.rfind("unknown calibration '", 0) == 0;
+                                    d.message.rfind("unknown calibration '", 0) == 0 ||
+                                    d.message.rfind("model file '", 0) == 0 ||
+                                    d.message.rfind("system preset file '", 0) == 0 ||
+                                    d.message.rfind("calibration file '", 0) == 0;
           const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
                                  unknown_name ||
                                  d.message.rfind("must be between ", 0) == 0 ||

@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cli_util.h"
@@ -119,6 +123,61 @@ TEST(OutputFiles, OneFileSpelledTwoWaysIsOneFile) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--trace and --report name the same file"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir + "/x.json"));
+}
+
+// An interrupted trace (a review's findings, 2026-12-07): in the CLI's process a signal removes the output being
+// written, only that regular file (a symlink to it is left), and a signal the process was started ignoring (nohup's
+// SIGHUP) stays ignored. Each case runs in a child process, which the signal ends.
+TEST(OutputFiles, AnInterruptedOutputIsRemovedAndIgnoredSignalsStayIgnored) {
+  const std::string dir = ::testing::TempDir() + "/output_signals";
+  fs::create_directories(dir);
+  const auto in_child = [](const std::function<void()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      body();
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  };
+  const std::string file = dir + "/t.json";
+  std::ofstream(file) << "{\"traceEvents\":[";
+  int status = in_child([&] {
+    input::install_partial_output_cleanup();
+    const input::PartialOutputGuard guard(file);
+    ::raise(SIGTERM);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_FALSE(fs::exists(file));
+  // Through a symlink: the link and its target stay.
+  std::ofstream(file) << "{";
+  fs::remove(dir + "/link");
+  fs::create_symlink(file, dir + "/link");
+  status = in_child([&] {
+    input::install_partial_output_cleanup();
+    const input::PartialOutputGuard guard(dir + "/link");
+    ::raise(SIGTERM);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(fs::is_symlink(dir + "/link"));
+  EXPECT_TRUE(fs::exists(file));
+  // SIGHUP ignored at the start (nohup) stays ignored: the child runs on and exits 0, its output kept.
+  status = in_child([&] {
+    ::signal(SIGHUP, SIG_IGN);
+    input::install_partial_output_cleanup();
+    const input::PartialOutputGuard guard(file);
+    ::raise(SIGHUP);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(fs::exists(file));
+  // Without install_partial_output_cleanup (the Python module), a guard does nothing.
+  status = in_child([&] {
+    const input::PartialOutputGuard guard(file);
+    ::raise(SIGTERM);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(fs::exists(file));
 }
 
 // The quickstart's step is extrapolated from its first micro-steps: the timeline's ops end at the replayed span, which

@@ -152,6 +152,9 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
   EXPECT_NE(load_error("base: ../quickstart.yaml\nvary:\n  model: [{preset: llama3-8b}, {preset: llama3-8bb}]\n", kLabel)
                 .find(":3:32: error: vary.model: a value of this axis: unknown model preset 'llama3-8bb'"),
             std::string::npos);
+  // A preset or calibration file that does not exist, the same (a review's finding: names were, paths were not).
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  model.preset: [llama3-8b, /nonexistent/m.yaml]\n", kLabel),
+            kLabel + ":3:29: error: vary.model.preset: model file '/nonexistent/m.yaml' does not exist");
   // An axis inside another's value: the rows would be labelled with a value that did not run.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
                        kLabel),
