@@ -413,6 +413,10 @@ class Builder {
       g_.notes.push_back("training.overlap_param_gather with optimizer_sharding none: no parameter gather to overlap, no "
                          "effect (Megatron-LM refuses --overlap-param-gather without the distributed optimizer or "
                          "Megatron-FSDP)");
+    // (The default pipelines the reduce-scatter alone, so only a setting that turned more on is said.)
+    if (jax_ && !t_.scan_layers && (t_.xla_pipelined.all_gather || t_.xla_pipelined.all_reduce))
+      g_.notes.push_back("training.xla_pipelined_collectives with scan_layers false: no effect (XLA's collective pipeliner "
+                         "moves a collective across iterations of a scanned layer loop; an unrolled program has none)");
     if (fsdp_per_step())
       g_.notes.push_back(fmt::format(
           "training.optimizer_sharding fsdp with pp {}: the weights are gathered once per step and kept, the gradients "

@@ -647,6 +647,19 @@ Scenario parse_scenario(Node root) {
           .error("Megatron-Core's EP all-to-all overlap (training.moe.a2a_overlap) requires CUDA_DEVICE_MAX_CONNECTIONS > 1 "
                  "(megatron/core/transformer/moe/README.md; Megatron-MoE-ModelZoo exports 32): set "
                  "training.cuda_device_max_connections above 1, or leave it out");
+    // DeepEP and HybridEP are Megatron-Core's (PyTorch) dispatchers; MaxText dispatches through XLA's collectives.
+    if (t.moe.hierarchical() && t.framework == Framework::jax)
+      moe_node->child("dispatcher").error(fmt::format(
+          "{} is Megatron-Core's dispatcher (a PyTorch library); in JAX mode XLA exchanges the tokens with its own "
+          "collectives: use alltoall, or training.framework: megatron",
+          to_string(t.moe.dispatcher)));
+    // Megatron-Core's flex dispatcher asserts "Flex token dispatcher requires TPxEP > 1" (token_dispatcher.py at
+    // Megatron-LM@1e057005 and 932b7674; its TP is the experts' etp): with ep 1 there is nothing to exchange.
+    if (t.moe.hierarchical() && t.framework == Framework::megatron && p.ep * p.expert_tp() <= 1)
+      moe_node->child("dispatcher").error(fmt::format(
+          "the {} dispatcher needs ep x etp > 1 (Megatron-Core asserts \"Flex token dispatcher requires TPxEP > 1\"); "
+          "with ep 1 no token leaves its GPU: use alltoall",
+          to_string(t.moe.dispatcher)));
     // DeepEP/HybridEP (Megatron's flex dispatcher) exchange over one tp x ep group with no separate etp
     // collectives; racksim models them over the EP group with etp 1 only.
     if (t.moe.hierarchical() && p.expert_tp() > 1)
