@@ -56,6 +56,15 @@ std::pair<int, int> position_in(std::string_view text, std::size_t offset) {
   return {static_cast<int>(1 + std::count(text.begin(), end, '\n')), static_cast<int>(end - line_start + 1)};
 }
 
+InputError with_closing_note(const InputError& e, std::string file, std::string message) {
+  std::vector<Diagnostic> all = e.diagnostics();
+  Diagnostic note;
+  note.where.file = std::move(file);
+  note.message = std::move(message);
+  all.push_back(std::move(note));
+  return InputError(std::move(all));
+}
+
 InputError input_error(std::string file, int line, int column, std::string key_path, std::string message) {
   // Built field by field: GCC 12 warns on the nested braces.
   Diagnostic d;

@@ -40,6 +40,9 @@ class InputError : public std::runtime_error {
 
 // One diagnostic (file:line:column, key path, message) as an InputError.
 InputError input_error(std::string file, int line, int column, std::string key_path, std::string message);
+// `e`'s diagnostics and, after them, one at `file` without a line saying what they belong to (compare's "the errors
+// above are the variant scenario's").
+InputError with_closing_note(const InputError& e, std::string file, std::string message);
 
 // The 1-based line and byte column of byte `offset` of `text` (an offset past the end: the end), for a diagnostic at a
 // place a parser reports as an offset (JSON errors, a NUL byte).

@@ -2,6 +2,7 @@
 // Each function takes what the CLI takes and returns what `--json` prints, as JSON text that the
 // Python side turns into dicts and lists (a sweep: its CSV text, which becomes a DataFrame), so
 // the content is the CLI's by construction. The simulation runs without the GIL.
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
@@ -46,6 +47,15 @@ sim::Scenario load(const Source& s, const std::vector<sim::SetOverride>& overrid
   return sim::load_scenario(s.path, overrides);
 }
 sim::Scenario load(const Source& s, const std::vector<std::string>& sets) { return load(s, sim::parse_set_overrides(sets)); }
+// One side of compare(): its errors end by saying which side they are, as the CLI's do.
+sim::Scenario load_side(const Source& s, const std::vector<sim::SetOverride>& overrides, const char* side) {
+  try {
+    return load(s, overrides);
+  } catch (const input::InputError& e) {
+    throw input::with_closing_note(e, s.path.empty() ? s.label : s.path,
+                                   fmt::format("compare: the errors above are the {} scenario's", side));
+  }
+}
 
 void write_file(const std::string& path, const std::string& what, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -77,8 +87,8 @@ std::string compare(const Source& base, const Source& variant, const std::vector
   const auto [sa_scenario, sb_scenario] = input::load_guarding_outputs(
       {{report, "report"}}, {{base.path, "the base scenario"}, {variant.path, "the variant scenario"}},
       "a file the scenarios read", [&] {
-        return std::pair{load(base, sim::side_overrides(sets, base_sets, "base_sets")),
-                         load(variant, sim::side_overrides(sets, variant_sets, "variant_sets"))};
+        return std::pair{load_side(base, sim::side_overrides(sets, base_sets, "base_sets"), "base"),
+                         load_side(variant, sim::side_overrides(sets, variant_sets, "variant_sets"), "variant")};
       });
   auto a = sim::simulate(sa_scenario);
   auto b = sim::simulate(sb_scenario);

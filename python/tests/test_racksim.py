@@ -170,6 +170,12 @@ def test_compare_one_sided_overrides_equal_cli(cli_json):
     assert both["speedup"] == pytest.approx(c["speedup"])
 
 
+def test_compare_says_which_sides_errors_they_are():
+    # As the CLI: a side's errors end by naming the side (a review's finding, 2026-12-07).
+    with pytest.raises(racksim.InputError, match="compare: the errors above are the variant scenario's"):
+        racksim.compare(QUICK, QUICK, variant_set={"training.parallelism.tp": 3})
+
+
 def test_compare_speedup_definition():
     c = racksim.compare(QUICK, _quick_dict() | {"training": _quick_dict()["training"] | {"recompute": "selective"}})
     assert set(c) == {"base", "variant", "speedup"}

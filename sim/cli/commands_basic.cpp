@@ -91,12 +91,7 @@ sim::Scenario load_compare_side(const std::string& file, const std::vector<sim::
   try {
     return sim::load_scenario(file, sets);
   } catch (const input::InputError& e) {
-    std::vector<input::Diagnostic> all = e.diagnostics();
-    input::Diagnostic which;
-    which.where.file = file;
-    which.message = fmt::format("compare: the errors above are the {} scenario's", side);
-    all.push_back(std::move(which));
-    throw input::InputError(std::move(all));
+    throw input::with_closing_note(e, file, fmt::format("compare: the errors above are the {} scenario's", side));
   }
 }
 
