@@ -124,6 +124,16 @@ void check_gpus(int gpus, int stride, input::Diagnostics& diag) {
 
 double parse_nccl_size(const std::string& text, const char* option, input::Diagnostics& diag) {
   if (auto v = nccl_size(text)) return *v;
+  // A number nccl_size could not read (1e400, a leading space) is no quantity either: say what -b/-e/-i take, where the
+  // quantity parser would have said "missing unit".
+  const std::size_t digits = text.find_first_not_of("0123456789.eE+- ");
+  if (!text.empty() && (digits == std::string::npos || digits + 1 == text.size())) {
+    diag.error({option, 0, 0}, "",
+               fmt::format("'{}' is not a size nccl-tests reads: a finite decimal number of bytes, with K, M, G or T for "
+                           "powers of 1024 (8, 64K, 8G)",
+                           text));
+    return 0;
+  }
   return parse_bytes(text, option, diag);
 }
 
