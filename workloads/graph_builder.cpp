@@ -471,7 +471,7 @@ class Builder {
             expert_capacity(), Tsp_,
             drop_and_pad() ? ", padded to capacity: every rank's load is the same whatever the routing (expert_imbalance "
                              "has no effect) and the dispatcher has no counts to exchange or wait for"
-                           : fmt::format(": the busiest rank's load x{:g}", busiest_expert_load())));
+                           : fmt::format(": the busiest rank's load x{:g} the mean of the tokens kept", busiest_expert_load())));
       // Megatron-Core allows its EP overlap only with an interleaved schedule under a pipeline and without
       // full recompute; racksim overlaps the 1F1B pairs anyway (as DualPipe would), and says so.
       if (t_.moe.a2a_overlap && ((pp_ > 1 && vp_ == 1) || t_.recompute.mode == RecomputeMode::full))
