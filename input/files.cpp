@@ -4,6 +4,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <iterator>
 #include <mutex>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -236,8 +237,8 @@ dev_t g_partial_dev = 0;
 ino_t g_partial_ino = 0;
 std::atomic<bool> g_partial_set{false};
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_saved_actions[3];
-bool g_saved[3] = {false, false, false};
+struct sigaction g_saved_actions[std::size(kCleanupSignals)];
+bool g_saved[std::size(kCleanupSignals)] = {};
 
 extern "C" void remove_partial_output_on_signal(int sig) {
   // lstat and unlink are async-signal-safe. Only the file the guard opened: the same device and inode, reached by a
@@ -261,7 +262,7 @@ PartialOutputGuard::PartialOutputGuard(const std::string& path) {
   g_partial_set.store(true);
   // The handlers live only while the output is written, and never replace an ignored signal: a run under nohup, or
   // started in the background by a shell without job control, keeps ignoring SIGHUP or SIGINT as it was started to.
-  for (int k = 0; k < 3; ++k) {
+  for (std::size_t k = 0; k < std::size(kCleanupSignals); ++k) {
     struct sigaction current {};
     g_saved[k] = false;
     if (::sigaction(kCleanupSignals[k], nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
@@ -273,7 +274,7 @@ PartialOutputGuard::PartialOutputGuard(const std::string& path) {
 }
 PartialOutputGuard::~PartialOutputGuard() {
   if (!g_partial_set.load()) return;
-  for (int k = 0; k < 3; ++k)
+  for (std::size_t k = 0; k < std::size(kCleanupSignals); ++k)
     if (g_saved[k]) ::sigaction(kCleanupSignals[k], &g_saved_actions[k], nullptr);
   g_partial_set.store(false);
 }

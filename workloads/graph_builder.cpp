@@ -2192,7 +2192,8 @@ class Builder {
   double mean_expert_count() const { return Tsp_ * m_.moe->top_k / static_cast<double>(m_.moe->experts); }
   double expert_capacity() const { return t_.moe.expert_capacity(Tsp_, m_.moe->top_k, m_.moe->experts); }
   bool drop_and_pad() const { return t_.moe.capacity_factor > 0 && t_.moe.pad_to_capacity; }
-  double random_routing_load_ = 1.0;  // training.moe.force_load_balancing: the busiest rank's expected load
+  // training.moe.force_load_balancing and expert_imbalance: chance: the busiest rank's expected load under random routing
+  double random_routing_load_ = 1.0;
   double routing_imbalance() const {
     return t_.moe.force_load_balancing || t_.expert_imbalance_chance ? random_routing_load_ : t_.expert_imbalance;
   }

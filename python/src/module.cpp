@@ -2,7 +2,6 @@
 // Each function takes what the CLI takes and returns what `--json` prints, as JSON text that the
 // Python side turns into dicts and lists (a sweep: its CSV text, which becomes a DataFrame), so
 // the content is the CLI's by construction. The simulation runs without the GIL.
-#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <spdlog/spdlog.h>
@@ -47,14 +46,9 @@ sim::Scenario load(const Source& s, const std::vector<sim::SetOverride>& overrid
   return sim::load_scenario(s.path, overrides);
 }
 sim::Scenario load(const Source& s, const std::vector<std::string>& sets) { return load(s, sim::parse_set_overrides(sets)); }
-// One side of compare(): its errors end by saying which side they are, as the CLI's do.
+// One side of compare(), its errors saying which side they are, as the CLI's do.
 sim::Scenario load_side(const Source& s, const std::vector<sim::SetOverride>& overrides, const char* side) {
-  try {
-    return load(s, overrides);
-  } catch (const input::InputError& e) {
-    throw input::with_closing_note(e, s.path.empty() ? s.label : s.path,
-                                   fmt::format("compare: the errors above are the {} scenario's", side));
-  }
+  return sim::load_compare_side(s.path.empty() ? s.label : s.path, side, [&] { return load(s, overrides); });
 }
 
 void write_file(const std::string& path, const std::string& what, const std::string& text) {

@@ -85,24 +85,19 @@ int cmd_run(const std::string& file, const Common& c, const std::string& trace, 
   return kOk;
 }
 
-// One side of a comparison: its errors end with which side it is (`compare S S --variant-set tp=3` had blamed S:8:9
-// without saying that only the variant's set made it wrong).
-sim::Scenario load_compare_side(const std::string& file, const std::vector<sim::SetOverride>& sets, const char* side) {
-  try {
-    return sim::load_scenario(file, sets);
-  } catch (const input::InputError& e) {
-    throw input::with_closing_note(e, file, fmt::format("compare: the errors above are the {} scenario's", side));
-  }
-}
-
 int cmd_compare(const std::string& base, const std::string& variant, const CompareSets& sets, const Common& c,
                 const std::string& html, std::ostream& out) {
   // --set applies to both sides, then --base-set / --variant-set to one side.
   const auto [sa_scenario, sb_scenario] = input::load_guarding_outputs(
       {{html, "--report"}}, {{base, "the base scenario"}, {variant, "the variant scenario"}}, "a file the scenarios read",
       [&] {
-        return std::pair{load_compare_side(base, sim::side_overrides(c.sets, sets.base, "--base-set"), "base"),
-                         load_compare_side(variant, sim::side_overrides(c.sets, sets.variant, "--variant-set"), "variant")};
+        const auto side = [&](const std::string& file, const char* name, const std::vector<std::string>& own,
+                              const char* option) {
+          return sim::load_compare_side(file, name, [&] {
+            return sim::load_scenario(file, sim::side_overrides(c.sets, own, option));
+          });
+        };
+        return std::pair{side(base, "base", sets.base, "--base-set"), side(variant, "variant", sets.variant, "--variant-set")};
       });
   sim::SimulateOptions opt;
   opt.exact = c.exact;

@@ -65,12 +65,10 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
     const auto most = std::max_element(kNamed.begin(), kNamed.end(), [&](const auto& a, const auto& b) {
       return r.breakdown.*(a.first) < r.breakdown.*(b.first);
     });
-    input::Diagnostic d;
-    d.where.file = in.file.empty() ? "<scenario>" : in.file;
-    d.message = fmt::format("the step time would be {:.6g} s, beyond what racksim reports (1e+07 s), most of it {:.6g} s of "
-                            "{}: a figure of this input is out of range",
-                            r.step_time_s, r.breakdown.*(most->first), most->second);
-    throw input::InputError(std::vector<input::Diagnostic>{d});
+    throw input::input_error(in.file.empty() ? "<scenario>" : in.file, 0, 0, "",
+                             fmt::format("the step time would be {:.6g} s, beyond what racksim reports (1e+07 s), most of "
+                                         "it {:.6g} s of {}: a figure of this input is out of range",
+                                         r.step_time_s, r.breakdown.*(most->first), most->second));
   }
   in_range(r.step_time_s, 1e7, "step time in seconds");
   in_range(in.tokens_per_step, 1e18, "tokens per step");

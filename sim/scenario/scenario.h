@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hardware_models/system_spec.h"
@@ -40,6 +41,18 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
 // --variant-set; a later override of a key wins).
 std::vector<SetOverride> side_overrides(const std::vector<std::string>& both, const std::vector<std::string>& own,
                                         const std::string& own_option);
+
+// One side of a comparison (`side`: "base" or "variant"), loaded by `load`: its errors end by saying which side they
+// are, at `file` (`compare S S --variant-set tp=3` had blamed S:8:9 without naming the side). The CLI's compare and
+// the Python module's both load through it.
+template <class Load>
+auto load_compare_side(const std::string& file, const char* side, Load&& load) {
+  try {
+    return std::forward<Load>(load)();
+  } catch (const input::InputError& e) {
+    throw input::with_closing_note(e, file, "compare: the errors above are the " + std::string(side) + " scenario's");
+  }
+}
 
 Scenario load_scenario(const std::string& path, const std::vector<SetOverride>& sets = {});
 Scenario load_scenario_text(const std::string& text, const std::string& file_label,
