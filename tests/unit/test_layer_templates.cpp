@@ -1,4 +1,4 @@
-// The builder's layer templates (workloads/graph_builder.cpp, "layer templates"): a graph built with
+// The builder's layer templates (workloads/training_graph/layer_templates.cpp): a graph built with
 // layers stamped from earlier micro-batches is the graph built op by op, field by field, for every shipped
 // scenario and for variants that exercise the state a layer carries (overlapped TP exchanges, pipelined
 // reduce-scatters, recompute, context parallelism, fp8's first-micro-batch casts, interleaved pipelines).

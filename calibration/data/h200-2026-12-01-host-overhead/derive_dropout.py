@@ -8,7 +8,7 @@ the H200's datasheet 67 TFLOP/s FP32 rate (hardware_models/presets/h200-sxm.yaml
 half in backward (both draw the same numbers: the backward regenerates the mask). Hidden dropout draws one
 number per element in its forward only; the same figure is used for it.
 
-usage: python3 derive_dropout.py   (prints kDropoutRngOpsPerElement for workloads/graph_builder.cpp)
+usage: python3 derive_dropout.py   (prints kDropoutRngOpsPerElement for workloads/training_graph/builder.h)
 """
 import json, os, statistics
 
