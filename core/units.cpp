@@ -312,14 +312,6 @@ double parse_quantity(std::string_view text, QuantityKind expected) {
   return v;  // the sign was never applied, so "-0 GB" gives +0
 }
 
-bool is_quantity_error(std::string_view message) {
-  // The starts of every message parse_quantity throws (above).
-  for (std::string_view start : {"empty value", "not a number", "missing unit", "digit separators", "unexpected second number",
-                                 "unknown unit", "unexpected text", "wrong unit", "value out of range", "negative "})
-    if (message.starts_with(start)) return true;
-  return false;
-}
-
 std::string format_quantity(double value_si, QuantityKind kind) {
   const auto& units = format_units(kind);
   const auto base = std::find_if(units.begin(), units.end(), [](const auto& u) { return u.first == 0; });

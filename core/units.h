@@ -29,9 +29,6 @@ std::string to_string(QuantityKind kind);
 // Units are case-sensitive ("b" bit vs "B" byte, "m" milli vs "M" mega). Bits are accepted only in
 // rates ("400 Gb/s" = 50e9 B/s). A bare number is an error. Throws UnitError.
 double parse_quantity(std::string_view text, QuantityKind expected);
-// Whether `message` is one parse_quantity throws (a diagnostic that carried a UnitError's text on: a value that is no
-// quantity of its kind, as opposed to one a later check refused).
-bool is_quantity_error(std::string_view message);
 
 // Human form with 4 significant digits and the decimal prefix that puts the number in [1, 1000):
 // "141 GB", "4.8 TB/s", "2.5 us", "989.4 TFLOP/s". Always in a unit parse_quantity accepts.

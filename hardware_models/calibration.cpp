@@ -142,7 +142,7 @@ BandwidthFit read_bandwidth(const Node& n) {
 template <class F>
 void read_list(const Node& n, F&& each) {
   if (!n.yaml().IsSequence()) {
-    n.error(fmt::format("expected a list, got {}", n.describe()));
+    n.error(fmt::format("expected a list, got {}", n.describe()), input::DiagnosticKind::malformed_value);
     return;
   }
   for (std::size_t i = 0; i < n.yaml().size(); ++i) each(n.element(i));
@@ -498,11 +498,12 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
   } else {
     path = calibrated_dir() + "/" + name + ".yaml";
   }
+  // (Each of these is a name or path that is no calibration, whatever else the scenario holds.)
   auto report = [&](const std::string& msg) {
     if (where_named)
-      where_named->error(msg);
+      where_named->error(msg, input::DiagnosticKind::unknown_name);
     else
-      ctx->diag->error({"<command line>", 0, 0}, "", msg);
+      ctx->diag->error({"<command line>", 0, 0}, "", msg, input::DiagnosticKind::unknown_name);
   };
   if (name.empty()) {
     report("expected the name of a calibration (hardware_models/calibrated/NAME.yaml) or a path");

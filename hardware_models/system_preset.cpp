@@ -76,10 +76,10 @@ std::optional<double> quantity_in(MapReader& r, const std::string& key, Quantity
   if (!(*v >= range.lo && *v <= range.hi)) {
     const Node n = r.node().child(key);
     if (*v <= 0 && range.lo > 0)
-      n.error(fmt::format("must be more than 0, got {}", n.describe()));
+      n.error(fmt::format("must be more than 0, got {}", n.describe()), input::DiagnosticKind::malformed_value);
     else
       n.error(fmt::format("must be between {} and {} (docs/decisions.md, \"Input limits\"), got {}",
-                          sim::format_quantity(range.lo, kind), sim::format_quantity(range.hi, kind), n.describe()));
+                          sim::format_quantity(range.lo, kind), sim::format_quantity(range.hi, kind), n.describe()), input::DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   return v;
@@ -106,12 +106,13 @@ std::optional<std::string> gemm_shape(const std::string& shape) {
 
 // A problem with a key of a preset table whose keys are data (gpu.sustained_gemm's shapes, gpu.bf16_wgrad_nt_time_ratio's
 // token counts): at the key where the file has it; a key set by system.overrides or --set reports where it was set.
-void key_error(const Node& table, const YAML::Node& key, const Node& row, const std::string& msg) {
+void key_error(const Node& table, const YAML::Node& key, const Node& row, const std::string& msg,
+               input::DiagnosticKind kind = input::DiagnosticKind::other) {
   const YAML::Mark m = key.Mark();
   if (row.file() != table.file() || m.line < 0)
-    row.error(msg);
+    row.error(msg, kind);
   else
-    table.diag().error({table.file(), m.line + 1, m.column + 1}, row.path(), msg);
+    table.diag().error({table.file(), m.line + 1, m.column + 1}, row.path(), msg, kind);
 }
 
 // gpu.sustained_gemm: {source: tag, <dtype>: {MxNxK: rate, ...}}. The shapes are map keys, so each is
@@ -125,7 +126,7 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
     auto table = r.get(to_string(d));
     if (!table) continue;
     if (!table->yaml().IsMap()) {
-      table->error(fmt::format("expected a mapping of MxNxK shape -> rate, got {}", table->describe()));
+      table->error(fmt::format("expected a mapping of MxNxK shape -> rate, got {}", table->describe()), input::DiagnosticKind::malformed_value);
       continue;
     }
     std::map<std::string, std::string> seen;  // shape without leading zeros -> as first written
@@ -133,7 +134,7 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
       const YAML::Node key = it->first;  // a handle: `it->` returns a proxy that dies with the statement
       const Node key_node(key, table->file(), table->path(), table->internal_path(), table->context());
       if (!key.IsScalar()) {
-        key_error(*table, key, *table, fmt::format("expected MxNxK shapes as keys, got {}", key_node.describe()));
+        key_error(*table, key, *table, fmt::format("expected MxNxK shapes as keys, got {}", key_node.describe()), input::DiagnosticKind::malformed_value);
         continue;
       }
       const std::string written = key.Scalar();
@@ -153,7 +154,7 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
         const auto peak = gpu.peak_dense_flops_per_s.find(d);
         if (*v < kFlops.lo || *v > kFlops.hi)
           row.error(fmt::format("must be between {} and {}, got {}", sim::format_quantity(kFlops.lo, QuantityKind::flops_per_second),
-                                sim::format_quantity(kFlops.hi, QuantityKind::flops_per_second), row.describe()));
+                                sim::format_quantity(kFlops.hi, QuantityKind::flops_per_second), row.describe()), input::DiagnosticKind::malformed_value);
         else if (peak != gpu.peak_dense_flops_per_s.end() && *v > peak->second)
           row.error(fmt::format("{} is above this GPU's dense {} peak, {} (gpu.peak_dense.{}): a measured rate cannot "
                                 "exceed it; check the unit (TFLOP/s) and the dtype (a peak lowered by system.overrides "
@@ -179,7 +180,7 @@ void read_bf16_wgrad_nt_time_ratio(const Node& n, GpuSpec& gpu) {
   }
   if (!n.yaml().IsMap() || n.yaml().size() == 0) {
     n.error(fmt::format("expected a mapping of tokens -> time ratio (e.g. {{4096: 0.93}}) or one number, got {}",
-                        n.yaml().IsNull() ? "null" : n.describe()));
+                        n.yaml().IsNull() ? "null" : n.describe()), input::DiagnosticKind::malformed_value);
     return;
   }
   std::vector<std::string> seen;  // keys as written: a count has one spelling (below), so a repeat is a duplicate key
@@ -321,7 +322,7 @@ SystemSpec parse_system_preset(const Node& root) {
         if (!kUncitedFields.count(leaf) && !s.sources.count(leaf))
           root.child(input::split_path(leaf)[0]).error(fmt::format("field '{}' has no entry in sources: cite where the number comes from", leaf));
     } else {
-      src->error(fmt::format("expected a mapping of field path -> citation, got {}", src->describe()));
+      src->error(fmt::format("expected a mapping of field path -> citation, got {}", src->describe()), input::DiagnosticKind::malformed_value);
     }
   }
   top.finish();
@@ -334,13 +335,14 @@ std::string preset_path(const std::string& name) { return presets_dir() + "/" + 
 
 void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std::pair<std::string, Node>>& out) {
   if (!n.yaml().IsMap()) {
-    n.error(fmt::format("expected a mapping of preset fields, got {}", n.describe()));
+    n.error(fmt::format("expected a mapping of preset fields, got {}", n.describe()), input::DiagnosticKind::malformed_value);
     return;
   }
   std::vector<std::string> seen;
   for (auto it = n.yaml().begin(); it != n.yaml().end(); ++it) {
     if (!it->first.IsScalar()) {  // (had been skipped without a word: the run went on without the override)
-      n.error(fmt::format("expected preset field names as keys, got a {} as a key", it->first.IsMap() ? "mapping" : "list"));
+      n.error(fmt::format("expected preset field names as keys, got a {} as a key", it->first.IsMap() ? "mapping" : "list"),
+              input::DiagnosticKind::malformed_value);
       continue;
     }
     const std::string key = it->first.Scalar();
@@ -349,7 +351,7 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
     const std::string full = prefix.empty() ? key : prefix + "." + key;
     if (child.yaml().IsMap() && child.yaml().size() == 0)
       // `{}` for a field (or a group) sets nothing: said, not skipped (a sweep's `{}` point ran the preset's value).
-      child.error("expected a value, or a mapping of preset fields, got an empty mapping");
+      child.error("expected a value, or a mapping of preset fields, got an empty mapping", input::DiagnosticKind::malformed_value);
     else if (child.yaml().IsMap())
       flatten_overrides(child, full, out);
     else
@@ -394,9 +396,9 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       msg += fmt::format(" (available: {})", list);
     }
     if (where_named)
-      where_named->error(msg);
+      where_named->error(msg, input::DiagnosticKind::unknown_name);
     else
-      ctx->diag->error({"<command line>", 0, 0}, "", msg);
+      ctx->diag->error({"<command line>", 0, 0}, "", msg, input::DiagnosticKind::unknown_name);
     return false;
   }
   // A preset without overrides that loaded before without errors (and is unchanged since) is
@@ -430,9 +432,9 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       // name the option alone, where node.error would place them at the value's own 1:1.)
       const auto sg = scenario_grafts.find(node.internal_path());
       const bool command_line_set = sg != scenario_grafts.end() && sg->second.line < 0;
-      const auto error_here = [&](const std::string& msg) {
-        if (command_line_set) ctx->diag->error({node.file(), 0, 0}, node.path(), msg);
-        else node.error(msg);
+      const auto error_here = [&](const std::string& msg, input::DiagnosticKind kind = input::DiagnosticKind::other) {
+        if (command_line_set) ctx->diag->error({node.file(), 0, 0}, node.path(), msg, kind);
+        else node.error(msg, kind);
       };
       // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
       // "gpu."): the table's reader checks its key.
@@ -495,7 +497,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               near = leaves[std::find(last.begin(), last.end(), *n) - last.begin()];
           }
           if (near) msg += fmt::format("; did you mean '{}'?", *near);
-          error_here(msg);
+          error_here(msg, input::DiagnosticKind::unknown_key);
           continue;
         }
       }

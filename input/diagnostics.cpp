@@ -33,12 +33,12 @@ static std::string join_all(const std::vector<Diagnostic>& ds) {
 InputError::InputError(std::vector<Diagnostic> diagnostics)
     : std::runtime_error(join_all(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
-void Diagnostics::error(SourceLocation where, std::string key_path, std::string message) {
+void Diagnostics::error(SourceLocation where, std::string key_path, std::string message, DiagnosticKind kind) {
   if (list_.size() >= kMaxDiagnostics) {
     ++dropped_;
     return;
   }
-  list_.push_back({std::move(where), std::move(key_path), std::move(message)});
+  list_.push_back({std::move(where), std::move(key_path), std::move(message), kind});
 }
 
 void Diagnostics::throw_if_any() const {

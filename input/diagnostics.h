@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,10 +20,21 @@ struct SourceLocation {
 // "FILE:LINE:COLUMN", "FILE:LINE" without a column, "FILE" without a line: how every message places itself.
 std::string format_location(const SourceLocation& where);
 
+// What a diagnostic is about, for a caller that treats kinds differently: a sweep refuses at load a value its key
+// cannot take, whatever the other axes hold, and leaves a value that makes one point's layout impossible to that
+// point's row. Set where the message is written, so no caller reads the message's words.
+enum class DiagnosticKind : uint8_t {
+  other,            // anything else: a combination of values, a layout, a file's contents
+  malformed_value,  // not the key's type (not a number, no unit, not one of its names) or outside its fixed range
+  unknown_name,     // a preset, calibration or model name that names none, or a path that is not such a file
+  unknown_key,      // a key the mapping does not have (unknown, duplicate, a path through a value, a preset field)
+};
+
 struct Diagnostic {
   SourceLocation where;
   std::string key_path;  // e.g. "training.parallelism.tp"; empty for whole-file errors
   std::string message;
+  DiagnosticKind kind = DiagnosticKind::other;
 
   // "file:line:col: error: key.path: message"
   std::string format() const;
@@ -51,7 +63,8 @@ std::pair<int, int> position_in(std::string_view text, std::size_t offset);
 // Collects diagnostics while a loader walks a file; throw_if_any() fails with all of them.
 class Diagnostics {
  public:
-  void error(SourceLocation where, std::string key_path, std::string message);
+  void error(SourceLocation where, std::string key_path, std::string message,
+             DiagnosticKind kind = DiagnosticKind::other);
   bool empty() const { return list_.empty(); }
   std::size_t size() const { return list_.size(); }
   const std::vector<Diagnostic>& list() const { return list_; }

@@ -95,11 +95,13 @@ std::string Node::describe() const {
   return fmt::format("'{}'", shorten(yaml_.Scalar()));
 }
 
-void Node::error(const std::string& message) const { ctx_->diag->error(where(), display_path_, message); }
+void Node::error(const std::string& message, DiagnosticKind kind) const {
+  ctx_->diag->error(where(), display_path_, message, kind);
+}
 
 std::optional<std::string> Node::as_string() const {
   if (!yaml_.IsScalar()) {
-    error(fmt::format("expected a text value, got {}", describe()));
+    error(fmt::format("expected a text value, got {}", describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   return yaml_.Scalar();
@@ -107,7 +109,7 @@ std::optional<std::string> Node::as_string() const {
 
 std::optional<int64_t> Node::as_integer(int64_t min_value, int64_t max_value) const {
   if (!yaml_.IsScalar()) {
-    error(fmt::format("expected a whole number, got {}", describe()));
+    error(fmt::format("expected a whole number, got {}", describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   const std::string& s = yaml_.Scalar();
@@ -115,14 +117,14 @@ std::optional<int64_t> Node::as_integer(int64_t min_value, int64_t max_value) co
   errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
-    error(fmt::format("expected a whole number, got {}", describe()));
+    error(fmt::format("expected a whole number, got {}", describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   if (v < min_value || v > max_value) {
     if (max_value == INT64_MAX)
-      error(fmt::format("must be at least {}, got {}", min_value, v));
+      error(fmt::format("must be at least {}, got {}", min_value, v), DiagnosticKind::malformed_value);
     else
-      error(fmt::format("must be between {} and {}, got {}", min_value, max_value, v));
+      error(fmt::format("must be between {} and {}, got {}", min_value, max_value, v), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   return v;
@@ -130,7 +132,7 @@ std::optional<int64_t> Node::as_integer(int64_t min_value, int64_t max_value) co
 
 std::optional<double> Node::as_number(double min_value, double max_value) const {
   if (!yaml_.IsScalar()) {
-    error(fmt::format("expected a number, got {}", describe()));
+    error(fmt::format("expected a number, got {}", describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   const std::string& s = yaml_.Scalar();
@@ -138,11 +140,11 @@ std::optional<double> Node::as_number(double min_value, double max_value) const 
   const double v = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) {
     // A value with a unit where a plain number belongs is a common slip: say so.
-    error(fmt::format("expected a plain number, got {}", describe()));
+    error(fmt::format("expected a plain number, got {}", describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   if (v < min_value || v > max_value) {
-    error(fmt::format("must be between {} and {}, got {}", min_value, max_value, s));
+    error(fmt::format("must be between {} and {}, got {}", min_value, max_value, s), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   return v;
@@ -154,19 +156,19 @@ std::optional<bool> Node::as_bool() const {
     if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
     if (s == "false" || s == "False" || s == "no" || s == "off") return false;
   }
-  error(fmt::format("expected true or false, got {}", describe()));
+  error(fmt::format("expected true or false, got {}", describe()), DiagnosticKind::malformed_value);
   return std::nullopt;
 }
 
 std::optional<double> Node::as_quantity(sim::QuantityKind kind) const {
   if (!yaml_.IsScalar()) {
-    error(fmt::format("expected {}, got {}", sim::to_string(kind), describe()));
+    error(fmt::format("expected {}, got {}", sim::to_string(kind), describe()), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   try {
     return sim::parse_quantity(yaml_.Scalar(), kind);
   } catch (const sim::UnitError& e) {
-    error(e.what());
+    error(e.what(), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
 }
@@ -175,7 +177,8 @@ MapReader::MapReader(const Node& node) : node_(node) {
   if (node.yaml().IsMap()) {
     ok_ = true;
   } else {
-    node.error(fmt::format("expected a mapping (key: value lines), got {}", node.describe()));
+    node.error(fmt::format("expected a mapping (key: value lines), got {}", node.describe()),
+               DiagnosticKind::malformed_value);
   }
 }
 
@@ -258,7 +261,7 @@ void MapReader::finish() {
       kpath = g->second.display_path;
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      node_.diag().error(loc, kpath, "duplicate key");
+      node_.diag().error(loc, kpath, "duplicate key", DiagnosticKind::unknown_key);
       continue;
     }
     seen.push_back(key);
@@ -278,7 +281,7 @@ void MapReader::finish() {
       for (const auto& d : sorted) list += (list.empty() ? "" : ", ") + d;
       msg += fmt::format("; valid keys here: {}", list);
     }
-    node_.diag().error(loc, kpath, msg);
+    node_.diag().error(loc, kpath, msg, DiagnosticKind::unknown_key);
   }
 }
 
@@ -821,7 +824,7 @@ bool key_is_new(const Node& map, const YAML::Node& key, std::vector<std::string>
   const YAML::Mark m = key.Mark();
   const SourceLocation at{map.file(), m.line >= 0 ? m.line + 1 : 0, m.line >= 0 ? m.column + 1 : 0};
   if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
-    map.diag().error(at, join_path(map.path(), k), "duplicate key");
+    map.diag().error(at, join_path(map.path(), k), "duplicate key", DiagnosticKind::unknown_key);
     return false;
   }
   seen.push_back(k);

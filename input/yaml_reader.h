@@ -75,7 +75,7 @@ class Node {
   // "a mapping", "a list", "null", "the value 'abc'"
   std::string describe() const;
 
-  void error(const std::string& message) const;
+  void error(const std::string& message, DiagnosticKind kind = DiagnosticKind::other) const;
 
   // Scalar conversions that record a diagnostic on failure and return nullopt.
   std::optional<std::string> as_string() const;
@@ -120,7 +120,7 @@ class MapReader {
       if (name == *s) return value;
     std::vector<std::string> names;
     for (const auto& o : options) names.push_back(o.first);
-    node_.child(key).error(unknown_choice_message(*s, names));
+    node_.child(key).error(unknown_choice_message(*s, names), DiagnosticKind::malformed_value);
     return std::nullopt;
   }
   // The same, with the enum's name table (core/names.h) as the options.

@@ -185,7 +185,7 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
   if (is_path) {
     path = input::path_beside(where_named.file(), name);
     if (const auto why = input::why_not_a_file(path, "model")) {
-      where_named.error(*why);
+      where_named.error(*why, input::DiagnosticKind::unknown_name);
       return false;
     }
   }
@@ -197,7 +197,7 @@ bool load_model_preset(const std::string& name, const Node& where_named, const s
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     msg += fmt::format(" (available: {})", list);
-    where_named.error(msg);
+    where_named.error(msg, input::DiagnosticKind::unknown_name);
     return false;
   }
   // A preset loaded before without errors (and unchanged since) is reused as it was.

@@ -40,7 +40,8 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
   for (const auto& a : args) {
     const auto eq = a.find('=');
     if (eq == std::string::npos || eq == 0) {
-      diag.error({option + " " + a, 0, 0}, "", fmt::format("expected KEY.PATH=VALUE (e.g. {} training.parallelism.tp=8)", option));
+      diag.error({option + " " + a, 0, 0}, "", fmt::format("expected KEY.PATH=VALUE (e.g. {} training.parallelism.tp=8)", option),
+                 input::DiagnosticKind::malformed_value);
       continue;
     }
     const std::string key = a.substr(0, eq);
@@ -118,7 +119,8 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
     // about them (an unknown or misspelt key) names the set, not a place in the file that does not exist.
     std::vector<std::string> created;
     if (!input::set_by_path(root, s.key_path, value, &created)) {
-      ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping");
+      ctx->diag->error({label, line, column}, s.key_path, "cannot set: a part of this path is a value, not a mapping",
+                       input::DiagnosticKind::unknown_key);
       continue;
     }
     for (const auto& c : created) ctx->grafts.emplace(c, input::Origin{label, c, line, column});
@@ -132,7 +134,8 @@ void apply_sets(YAML::Node root, const std::vector<SetOverride>& sets, const std
 void parse_cuda_graph_scope(const Node& n, TrainingConfig::CudaGraphScope& g) {
   if (!n.yaml().IsSequence()) {
     n.error(fmt::format("expected a list of Megatron-Core graph scopes (attn, mlp, moe_router, moe_preprocess), got {}",
-                        n.describe()));
+                        n.describe()),
+            input::DiagnosticKind::malformed_value);
     return;
   }
   std::vector<std::string> names;
@@ -151,7 +154,7 @@ void parse_cuda_graph_scope(const Node& n, TrainingConfig::CudaGraphScope& g) {
                           "for whole-layer graphs leave cuda_graph_scope out); modelled: attn, mlp, moe_router, "
                           "moe_preprocess",
                           *s));
-    else e.error(MapReader::unknown_choice_message(*s, names));
+    else e.error(MapReader::unknown_choice_message(*s, names), input::DiagnosticKind::malformed_value);
   }
 }
 
@@ -182,7 +185,7 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
     else if (auto near = sim::nearest(got, recompute_alias_names(), std::max<std::size_t>(2, got.size() / 3));
              near && msg.find("did you mean") == std::string::npos)
       msg += fmt::format(" (or a MaxText/JAX remat policy name: did you mean '{}'?)", *near);
-    n.error(msg);
+    n.error(msg, input::DiagnosticKind::malformed_value);
     return p;
   }
   p.mode = RecomputeMode::names;
@@ -193,7 +196,7 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
     auto l = r.get(key);
     if (!l) return;
     if (!l->yaml().IsSequence()) {
-      l->error(fmt::format("expected a list of activation names, got {}", l->describe()));
+      l->error(fmt::format("expected a list of activation names, got {}", l->describe()), input::DiagnosticKind::malformed_value);
       return;
     }
     for (std::size_t i = 0; i < l->yaml().size(); ++i) {
@@ -201,7 +204,7 @@ RecomputePolicy parse_recompute(const Node& n, bool moe) {
       auto s = e.as_string();
       if (!s) continue;
       if (std::find(valid.begin(), valid.end(), *s) == valid.end()) {
-        e.error(MapReader::unknown_choice_message(*s, valid));
+        e.error(MapReader::unknown_choice_message(*s, valid), input::DiagnosticKind::malformed_value);
         continue;
       }
       out.push_back(*s);
@@ -354,7 +357,7 @@ Scenario parse_scenario(Node root) {
         if (!d || std::find(kPrecisions.begin(), kPrecisions.end(), *d) == kPrecisions.end()) {
           std::vector<std::string> allowed;
           for (auto a : kPrecisions) allowed.push_back(sim::to_string(a));
-          p->error(MapReader::unknown_choice_message(*s, allowed));
+          p->error(MapReader::unknown_choice_message(*s, allowed), input::DiagnosticKind::malformed_value);
         } else
           t.precision = *d;
       }
@@ -418,7 +421,7 @@ Scenario parse_scenario(Node root) {
           if (*s == "all_gather") x.all_gather = true;
           else if (*s == "reduce_scatter") x.reduce_scatter = true;
           else if (*s == "all_reduce") x.all_reduce = true;
-          else e.error(MapReader::unknown_choice_message(*s, names));
+          else e.error(MapReader::unknown_choice_message(*s, names), input::DiagnosticKind::malformed_value);
         }
       } else if (auto b = r.boolean("xla_pipelined_collectives")) {
         x = {*b, *b, *b};
@@ -442,7 +445,8 @@ Scenario parse_scenario(Node root) {
       t.expert_imbalance_chance = true;
     else if (!word.empty() && std::isalpha(static_cast<unsigned char>(word.front())))
       imbalance->error(fmt::format("expected a number of at least 1 or chance, got '{}'{}", word,
-                                   sim::nearest(word, {"chance"}, 3) ? "; did you mean 'chance'?" : ""));
+                                   sim::nearest(word, {"chance"}, 3) ? "; did you mean 'chance'?" : ""),
+                       input::DiagnosticKind::malformed_value);
     else
       set_if(r.number("expert_imbalance", false, 1.0, 1e6), t.expert_imbalance);
     set_if(r.choice("cp_comm", kCpCommNames), t.cp_comm);

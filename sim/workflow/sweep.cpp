@@ -44,10 +44,7 @@ sim::SetOverride point_set(const SweepSpec& spec, const VaryKey& key, const std:
 }
 
 // A load error about a key itself (a name the scenario or the preset does not have), not about a value.
-bool names_a_key(const std::string& message) {
-  return message.rfind("unknown key", 0) == 0 || message.rfind("cannot set", 0) == 0 ||
-         message.rfind("duplicate key", 0) == 0 || message.rfind("unknown preset field", 0) == 0;
-}
+bool names_a_key(const input::Diagnostic& d) { return d.kind == input::DiagnosticKind::unknown_key; }
 
 SweepSpec parse_sweep(const Node& root) {
   SweepSpec spec;
@@ -166,7 +163,7 @@ SweepSpec parse_sweep(const Node& root) {
     for (const auto& d : e.diagnostics()) {
       // (An unknown field of system.overrides is the preset's "unknown preset field". A key inside a mapping value,
       // `training.parallelism: [{tpp: 2}]`, is the value's fault: the per-value probe below reports it there.)
-      if (!names_a_key(d.message)) continue;
+      if (!names_a_key(d)) continue;
       for (std::size_t i = 0; i < spec.keys.size(); ++i) {
         const std::string& p = spec.keys[i].path;
         if (d.key_path == p || p.rfind(d.key_path + ".", 0) == 0) {
@@ -194,21 +191,11 @@ SweepSpec parse_sweep(const Node& root) {
       } catch (const input::InputError& e) {
         for (const auto& d : e.diagnostics()) {
           const bool inside = d.key_path.rfind(k.path + ".", 0) == 0;  // a key of the value's own mapping
-          // (A value outside its key's fixed range, "must be between / at least", is as invalid whatever the other
-          // axes hold: the reader's bounds are constants.)
-          // (A preset or calibration name that names none, or a file of one that cannot be read as one, is as wrong
-          // whatever the other axes hold.)
-          const bool unknown_name = d.message.rfind("unknown model preset '", 0) == 0 ||
-                                    d.message.rfind("unknown system preset '", 0) == 0 ||
-                                    d.message.rfind("unknown calibration '", 0) == 0 ||
-                                    d.message.rfind("model file '", 0) == 0 ||
-                                    d.message.rfind("system preset file '", 0) == 0 ||
-                                    d.message.rfind("calibration file '", 0) == 0;
-          const bool malformed = d.message.rfind("expected ", 0) == 0 || d.message.rfind("unknown value '", 0) == 0 ||
-                                 unknown_name ||
-                                 d.message.rfind("must be between ", 0) == 0 ||
-                                 d.message.rfind("must be at least ", 0) == 0 || sim::is_quantity_error(d.message) ||
-                                 (inside && names_a_key(d.message));
+          // (A value outside its key's fixed range is as invalid whatever the other axes hold: the reader's bounds
+          // are constants. So is a preset or calibration name that names none, or a file of one that cannot be read
+          // as one.) The loaders say which a diagnostic is where they write it (input::DiagnosticKind).
+          const bool malformed = d.kind == input::DiagnosticKind::malformed_value ||
+                                 d.kind == input::DiagnosticKind::unknown_name || (inside && names_a_key(d));
           if (!malformed || !(d.key_path == k.path || inside)) continue;
           const YAML::Mark& m = value_marks[i][j];
           diag.error({spec.file, m.line + 1, m.column + 1}, "vary." + k.path,

@@ -155,6 +155,21 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
   // A preset or calibration file that does not exist, the same (a review's finding: names were, paths were not).
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  model.preset: [llama3-8b, /nonexistent/m.yaml]\n", kLabel),
             kLabel + ":3:29: error: vary.model.preset: model file '/nonexistent/m.yaml' does not exist");
+  // Every message the quantity parser throws is a value its key cannot take (the reader marks it so where it writes
+  // it, input::DiagnosticKind; the sweep had matched the parser's message starts).
+  for (const char* bad : {"", "abc GB", "4.8", "1,000 GB", "1 2 GB", "4 GBx", "4 xyzzy", "4 GB extra", "4 GB/s", "1e999 GB",
+                          "-1 GB", "400 gb", "1 Gbit"}) {
+    const std::string err =
+        load_error(fmt::format("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: ['{}']\n", bad), kLabel);
+    EXPECT_EQ(err.rfind(kLabel + ":3:39: error: vary.system.overrides.gpu.hbm_capacity: ", 0), 0u) << bad << ": " << err;
+  }
+  // A preset field's fixed lower bound and an empty preset name, the same (both had been an error row at every
+  // point: their messages began with none of the words the sweep had looked for).
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.overrides.gpu.hbm_capacity: [80 GB, 0 GB]\n", kLabel),
+            kLabel + ":3:46: error: vary.system.overrides.gpu.hbm_capacity: must be more than 0, got '0 GB'");
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  system.preset: [h200-sxm, '']\n", kLabel)
+                .rfind(kLabel + ":3:29: error: vary.system.preset: an empty name: name a system preset", 0),
+            0u);
   // An axis inside another's value: the rows would be labelled with a value that did not run.
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism: [{tp: 1}]\n  training.parallelism.tp: [4]\n",
                        kLabel),
