@@ -202,7 +202,6 @@ class Builder {
     std::string heap;  // a name longer than buf
     operator std::string_view() const { return heap.empty() ? std::string_view(buf.data(), len) : std::string_view(heap); }  // NOLINT
   };
-
   static Joined cat(std::string_view a, std::string_view b);
   // The current prefix and this base: the name an op or tensor emitted now gets.
   Name named(std::string_view base) {
@@ -301,7 +300,6 @@ class Builder {
   // it to the node after it (the permutations and chunk sorts of each dispatcher are emitted where it runs them).
   // A weight-gradient GEMM (gemm_wgrad's and the grouped experts' names).
   bool is_wgrad(const Op& op) const { return g_.names.str(op.name.base).find(".wgrad") != std::string_view::npos; }
-
   EpNode ep_node(const Op& op, EpStep step, bool forward, bool after_exchange) const;
   // The open pair while close_pair orders it: its ops [first, end), its halves, and per op its node and key.
   struct PairKey {
@@ -322,21 +320,17 @@ class Builder {
   // A host wait of one chunk for the other's op (the loss's NaN check) moves after the pair, where Megatron
   // reads it (after the combined step returns). The expert dispatch's backward waits for the experts' dgrad,
   // not their wgrad (mlp_bwd_dw is issued after it).
-
   void close_pair();
   // --delay-wgrad-compute (which Megatron-Core's EP overlap is run with: the ModelZoo's A2A_OVERLAP sets both): the
   // backward chunk's last layer (its first decoder layer) issues its pre_dispatch wgrads after the chunk's sends, which
   // wait for the data gradient only; what waits for those wgrads (the gradient reductions) follows them.
-
   void delay_first_layer_wgrads(PairLayout& P);
   // Every dependency and host wait inside the pair comes earlier in the order: else the replay would stall, so the
   // builder says which op it is.
-
   void check_pair_order(const PairLayout& P, const std::vector<OpId>& order) const;
   // Whole-step CUDA graphs (cuda_graphs without a scope): one graph per chunk, as without the overlap. The engine opens
   // a graph where the micro-batch in the ops' names changes in program order, which the interleaved order changes at
   // every node: each half's ops become one captured graph, opened at its first op in the order.
-
   void capture_pair_graphs(const PairLayout& P, const std::vector<OpId>& order);
 
   // ---- layout (workloads/pipeline_schedule.h) ----------------------------------------------------
@@ -445,7 +439,6 @@ class Builder {
   // much as filling it); fill it, then emit_last().
   Op& new_op() { return g_.ops.emplace_back(); }
   // Emits the graph's last op: its rank, the dependencies and host wait pending for it.
-
   OpId emit_last();
   // The op the next one follows: the last emitted, skipping data-parallel collectives (gradient
   // reductions, parameter gathers). Those run on their own streams and communicators and nothing on
@@ -487,7 +480,6 @@ class Builder {
   }
   // A weight-gradient GEMM of `elements` weight elements (dense or an expert group's): flagged as such, its fp32
   // main-gradient accumulate fused into it or, unfused, a kernel of its own after it.
-
   void mark_wgrad(OpId id, std::string_view name, double elements);
   // Megatron's --gradient-accumulation-fusion (on by default; Transformer Engine's fuse_wgrad_accumulation, also in its
   // GroupedLinear): the wgrad GEMM adds into the fp32 main_grad in its own epilogue, whose cost beyond a bf16-output
@@ -586,14 +578,12 @@ class Builder {
     op.queues_behind_compute = false;  // the GEMM beside it is launched on the other SMs (set_sm_margin)
   }
   // `gemms` GEMMs consume the exchange (a ring exchange splits each into tp chunks).
-
   void tp_collective(std::string_view name, CollectiveOp c, double bytes, TpOverlap how, int gemms = 1);
   // Transformer Engine's pipeline overlap (split_overlap_rs, num_splits 4): the GEMM just emitted runs as
   // kUbPipelineSplits chunks of m/4 rows one after another on the compute stream, and each chunk's
   // output is reduce-scattered on the 16 SMs set aside while the next chunk computes; the op after the
   // GEMM waits for every piece (the layer's output is the scattered whole). The chunks keep the GEMM's
   // total FLOPs and bytes; its tensors are allocated by the first chunk and freed by the last.
-
   void pipelined_reduce_scatter(std::string_view name, CollectiveOp c, double bytes);
   // Transformer Engine's LayerNormLinear backward under tp_comm_overlap (ub_bulk_dgrad, ub_bulk_wgrad; TE v1.8
   // transformer_engine/pytorch/module/layernorm_linear.py, backward: BULK_OVERLAP_AG with the dgrad GEMM, then
@@ -627,7 +617,6 @@ class Builder {
   // A Transformer Engine column-parallel layer's backward in a transformer layer: the gather beside the dgrad where
   // that is the job's mode, else dgrad, its input gradient's reduce-scatter, the input's gather, then the wgrad
   // (userbuffers' bulk exchanges under tp_comm_overlap).
-
   void column_parallel_layer_backward(std::string_view name, double m, double n, double k, double input_bytes);
   std::vector<OpId> overlapped_;        // TP collectives the op after the next GEMM waits for
   int chunk_next_gemms_ = 0;  // GEMMs a ring exchange runs in tp chunks
@@ -639,7 +628,6 @@ class Builder {
   }
 
   // ---- training state --------------------------------------------------------------------
-
   void add_resident_state();
   TensorId jax_grads_ = 0;
   bool jax_grads_allocated_ = false;
@@ -665,14 +653,12 @@ class Builder {
     if (m_.ffn == FfnKind::swiglu) arrays.push_back(fh);
     return arrays;
   }
-
   void pack_into_outputs();
 
   // The XLA buffers a JAX step output stands for, as fractions of its bytes (jax_residual_sizes):
   // the scores are fp32 scores or probabilities plus a bf16 copy (4 + 2 bytes); under scan the
   // fp32 residual stream and normalized input (4 + 4), the bf16 output and fp32 sum (2 + 4), and
   // four B·S·F tensors around the SwiGLU. Anything else is one buffer.
-
   std::vector<double> xla_buffer_parts(const std::string& tensor_name) const;
 
   // ---- layer steps -------------------------------------------------------------------------
@@ -680,7 +666,6 @@ class Builder {
   // emitted), so each layer's are made once, with the recompute policy's decision for each.
   std::vector<std::vector<Step>> steps_cache_;
   std::vector<char> steps_cached_;
-
   const std::vector<Step>& layer_steps(int l);
   // Whether layer l runs under the recompute policy. Megatron's block method (training.recompute_num_layers N,
   // --recompute-method block) checkpoints only the first N layers of each model chunk, counted over the chunk's
@@ -708,7 +693,6 @@ class Builder {
     const SavePlan& plan = layer_plan(l);
     return plan.keeps("expert_out") && !plan.keeps("expert_act");
   }
-
   std::vector<Step> make_layer_steps(int l);
 
   // Under fp8-class training Transformer Engine's linear layers save their input for the weight gradient in
@@ -721,7 +705,6 @@ class Builder {
   // input (mlp_act) and the experts' fc1 and fc2 inputs (dispatch, expert_act; under moe_act recompute fc2 saves
   // the recomputed bf16 tensor instead: experts.py set_save_original_input). Under training.fp8_wgrad false
   // (--no-fp8-wgrad) the wgrad reads bf16 inputs: unchanged.
-
   void te_quantized_saves(std::vector<Step>& steps, int l);
 
   // What XLA keeps for the backward differs from Megatron's hand-written layers. Read off the
@@ -746,7 +729,6 @@ class Builder {
     const SavePlan& plan = layer_plan(l);
     return plan.keeps("mlp_gate") && plan.keeps("mlp_up") && !plan.keeps("mlp_act");
   }
-
   void jax_residual_sizes(const std::vector<Step*>& steps, int l);
 
   // ---- XLA's layout copies around materialized attention (JAX mode) ------------------------------
@@ -779,7 +761,6 @@ class Builder {
   // and once for its wgrad (s1: input_concatenate_fusion.7 then wrapped_transpose.7; g1:
   // input_concatenate_fusion and wrapped_concatenate); under GQA each gradient is first copied out of
   // its grouped layout (g1: loop_transpose_fusion.1, loop_transpose_fusion, input_transpose_fusion.1).
-
   void xla_attention_layout_copies_backward();
   // With one fused QKV weight, dQ, dK and dV joined into its layout twice, for the dgrad and for the wgrad (the
   // materialized path above; under a fused attention kernel m1_*_cudnn, g1_none_cudnn, s8k_dots_cudnn, l7b16_b*_mflash:
@@ -924,13 +905,11 @@ class Builder {
   // `name`: the op's name ("embedding", "mtp.embedding"); `out_name`: its output's; `lookup`: the lookup kernel (an
   // FSDP gather is released there). Returns the output, the first layer's input (Tsp tokens). At tp 1 (and in JAX
   // mode, as XLA partitions it, unchanged) one lookup of the rank's tokens.
-
   TensorId embedding_forward(std::string_view name, std::string_view out_name, OpId& lookup);
   // Its backward: under sequence parallelism the reduce-scatter's backward, an all-gather of the output gradient to all
   // T tokens (the clone's is none; without sequence parallelism the all-reduce's backward is the identity); the
   // masked_fill's backward (the gradient of the masked rows zeroed); the lookup's weight gradient
   // (embedding_weight_grad). XLA's: a scatter-add of the rows into the gradient, unchanged.
-
   void embedding_backward(std::string_view name);
   // The lookup's weight gradient in Megatron mode. VocabParallelEmbedding looks up with F.embedding (dense, not
   // sparse: Megatron-LM@d98e8a64 tensor_parallel/layers.py VocabParallelEmbedding.forward), whose backward is
@@ -951,11 +930,9 @@ class Builder {
   // RMSNorm, the tp gather of the sequence-parallel tokens, the logits GEMM against this tp rank's vocabulary
   // slice and the cross entropy. Returns the fp32 logits, which live until the head's backward; `free_input`:
   // the cross entropy is the input's last reader.
-
   TensorId output_head(std::string_view pre, TensorId x, bool free_input);
   // The backward of output_head: the loss gradient over the logits, the logits GEMM's dgrad (its tp
   // reduce-scatter) and wgrad, and the final norm's backward (returned: it reads the norm's input).
-
   OpId output_head_backward(std::string_view pre, TensorId logits);
 
   // ---- multi-token prediction (training.mtp_layers) --------------------------------------------
@@ -966,13 +943,11 @@ class Builder {
   // its tp-split output back to the full hidden size, scattered to the sequence-parallel slice. `x` in: the
   // previous depth's output (the decoder's for the first); out: the projection, the layer's input.
   std::map<std::pair<int, int>, std::array<TensorId, 3>> mtp_saved_;  // (micro, depth) -> embedding, concat, hidden in
-
   void mtp_input(int l, TensorId& x);
   // Its backward, after the MTP layer's: the gradient scattered back to the tp-split output, eh_proj's dgrad
   // (reduce-scattered over tp) and wgrad, the concatenation's split, both norms' backward and the embedding's
   // (the shared table's dense gradient, embedding_weight_grad). Frees what the forward kept, and the previous depth's
   // hidden states, whose last reader hnorm's backward is.
-
   void mtp_input_backward(int l);
 
   // Megatron-Core's host work for one layer and micro-batch (eager), spread evenly over the ops the
@@ -987,7 +962,6 @@ class Builder {
   // The dense part of a layer's forward on the host: the measured per-layer figure and, where the version pays them,
   // the NVTX ranges' lookups.
   double dense_forward_host_s(int l) const { return sys_.launch.megatron_layer_forward_s + nvtx_forward_host_s(l); }
-
   double nvtx_forward_host_s(int l) const;
   // DeepSeek-V3's parts of a layer on the host beyond the measured layer figures (launch.megatron_mla_*,
   // megatron_group_router_*, megatron_shared_expert_*; calibration/data/h100-2026-12-05-megatron-dsv3-host): multi-latent
@@ -996,9 +970,7 @@ class Builder {
   // the routing; a shared expert's MLP (one module whatever its width). The router and the shared expert belong to
   // racksim's moe_router scope, MLA to attn.
   struct ExtraHost { double mla = 0, router = 0, shared = 0; };
-
   ExtraHost extra_host_s(int l, bool forward, bool routing_removed) const;
-
   void charge_host_work(int l, std::size_t first, bool forward);
   // Megatron-Core's DistributedDataParallel hooks on the host, per layer and micro-batch (the layer figures were
   // measured on a bare block). Backward: the hook on every parameter's gradient accumulator; a GEMM weight's gradient
@@ -1019,7 +991,6 @@ class Builder {
   // forward_s: every module called; forward_graphed_s: under cuda_graph_scope, where Megatron-Core calls the pre-hooks by
   // hand (TransformerLayer.setup_manual_hooks) for the modules that own parameters only.
   struct DdpHostWork { double forward_s = 0, forward_graphed_s = 0, backward_s = 0; };
-
   DdpHostWork ddp_host_work(int l) const;
   // torch.distributed's host path for every NCCL call the framework makes from Python (Megatron-Core's mappings, its
   // DDP buckets, its pipeline's p2p calls, Transformer Engine's sequence-parallel gathers and context-parallel exchanges
@@ -1036,7 +1007,6 @@ class Builder {
   // two; its all-to-all variant (flash_attn_a2a_communicate) calls all_to_all_single once per tensor: Q, K and V (or
   // dQ, dK and dV) in one op here, three calls; its all-gather variant (AttnFuncWithCPAndKVAllGather) gathers K and V,
   // and reduce-scatters dK and dV, one call each: two per op here.
-
   void charge_torch_nccl_calls();
   // Megatron-Core's host work of one MoE layer's forward beyond a dense layer's (router, dispatcher,
   // permutations), less the routing when it is one kernel (--moe-router-fusion) or replayed from a graph,
@@ -1063,7 +1033,6 @@ class Builder {
   // work (router, dispatcher, permutations) is spread over the MoE ops outside the graphs, less the
   // routing when the router is captured. Layer-level shares are per op, as in the eager model: the measured host figures
   // are per layer, not per module (calibration/data/h200-2026-12-01-megatron-host).
-
   void charge_scoped_host_work(int l, std::size_t first, bool forward);
   void layer_forward(int l, TensorId& layer_input) {
     const std::size_t first = g_.ops.size();
@@ -1124,10 +1093,8 @@ class Builder {
   // stamped): a graph of fewer micro-batches per rank is emitted op by op (the sweeps' extrapolated
   // replays build 2 and 4, where recording cost more than it saved).
   static constexpr int kTemplateMinMicroSteps = 8;
-
   bool templates_apply(int l, bool forward);
   // The state a layer's emission reads, with op ids as distances back from the graph's end.
-
   void layer_signature();
   void layer_slots(int l, bool forward, TensorId input, std::vector<TensorId>& slots,
                    std::vector<std::string_view>* names);
@@ -1135,7 +1102,6 @@ class Builder {
   bool stamp_layer(int l, bool forward, TensorId& layer_input);
 
   // Emits the layer's ops, and records them as a template when the state allows it.
-
   void record_layer(int l, bool forward, TensorId& layer_input);
   // XLA's runtime on the host (launch.xla_*, measured: hardware_models/calibrated/h200.yaml xla_runtime),
   // as the HLO replay charges it (workloads/hlo/hlo_lower.cpp, assign_host_work): one program execution
@@ -1144,13 +1110,10 @@ class Builder {
   // step. Here a command buffer is a scanned layer's body (the while loop runs it once per layer, on the
   // same buffers after the first) or, unrolled, a stretch of kernels between collectives; an op is one
   // command, and it references its operands and result: 3 buffers for a GEMM, 2 for other kernels.
-
   void assign_xla_host_work();
-
   void layer_forward_ops(int l, TensorId& layer_input);
   // The D2H copy of an offloaded activation `t` after `after`; its HBM copy is freed when the copy is done (the layer
   // output stays anyway: it is the next layer's input).
-
   void offload_to_host(LayerState& st, const Step& step, TensorId t, OpId after);
   // Bytes of layer l's activations that the recompute policy keeps in HBM for the backward
   // (the layer input included), with XLA's residual sizes in JAX mode.
@@ -1205,7 +1168,6 @@ class Builder {
     std::vector<OpId> gathers;
   };
   std::map<std::pair<int, int>, Prefetched> fsdp_prefetched_;  // (micro-batch, layer) -> its gather
-
   TensorId fsdp_layer_params(int l, int next);
   // JAX with scanned layers: a layer's gather is inside its iteration of XLA's while loop, unless the
   // collective pipeliner moved it into the previous iteration (--xla_gpu_enable_pipelined_all_gather:
@@ -1227,7 +1189,6 @@ class Builder {
   // seven all-gathers per layer, q, k, v, o and the three MLP matrices, each over the 30 MiB default; Llama 2 7B on A3
   // at 128 MiB: four per layer.) The gathered bytes of each collective, in program order; empty when the layer is not
   // a plain dense one (MoE, MLA: one gather, as before) or not JAX. The norms' gains go with the last.
-
   std::vector<double> xla_gather_pieces(double dense_params) const;
 
   void backward_chunk(int v);
@@ -1243,7 +1204,6 @@ class Builder {
     int layer = 0;
   };
   std::optional<DeferredSync> deferred_sync_;
-
   void flush_deferred_sync();
   std::vector<TensorId> pending_alloc_;
   void attach_pending_allocs(OpId id) {
@@ -1254,7 +1214,6 @@ class Builder {
   void prefetch_offloaded(int l);
   // The H2D copy of an offloaded activation (named under the current prefix), after its D2H copy and after `after`;
   // recorded in the layer's fetched list. XLA issues it on the compute stream, Megatron on a side stream.
-
   OpId fetch_from_host(LayerState& st, std::string_view name, OpId after);
 
   // ---- Megatron-Core's fine-grained activation offloading ------------------------------------
@@ -1279,7 +1238,6 @@ class Builder {
   // a chunk whose own backward is the next to start once its forward is done (should_bulk_offload: the front of the
   // backward queue is this chunk; a backward paired with the forward in Megatron-Core's combined 1F1B order has started
   // by then), and the first backward chunk, micro-batch 0 of the rank's last model chunk (post_warmup_callback's margin).
-
   std::vector<char> chunks_keeping_last_groups(const std::vector<ScheduleEntry>& schedule) const;
   bool megatron_keeps_last_group(int l, std::string_view name) {
     if (!megatron_offload() || !keeps_last_groups_) return false;
@@ -1289,17 +1247,14 @@ class Builder {
     return true;
   }
   // The chunk's next offloaded group in backward order after `after` in layer l (none: from the top of layer l).
-
   std::optional<std::pair<int, std::string_view>> next_offloaded_group(int l, std::string_view after);
   // The reload (H2D copy) of layer l's group `name`, after its D2H copy and after `after` (the compute stream's work
   // then); the one already issued, if any.
-
   OpId megatron_reload(int l, std::string_view name, OpId after);
   // A backward chunk's first group: reloaded where the previous backward chunk's last group ended, if this chunk's
   // forward had offloaded it by then (pre_reload_last_layer); otherwise now.
   // (Inside an interleaved pair the order its forward's copy and the trigger are issued in is set later, by close_pair:
   // a chunk whose forward is in the trigger's pair is not taken as done, which is the conservative reading.)
-
   void megatron_reload_chunk_start(int l);
   // Right before the backward of layer bwd_layer_'s group `name`: the compute stream waits for its reload.
   void offload_wait(std::string_view name) {
@@ -1309,7 +1264,6 @@ class Builder {
     pending_deps_.push_back(megatron_reload(bwd_layer_, name, last()));  // (issued earlier as a rule)
   }
   // The backward of layer bwd_layer_'s group `name` has ended: the next group reloads behind it.
-
   void offload_done(std::string_view name);
 
   void layer_backward_ops(int l);
@@ -1335,11 +1289,9 @@ class Builder {
   bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   // `after`: the op the first gather waits for (kNoOp: none); it is cleared once used.
-
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after);
   // A torch.distributed collective's stream first waits for the work already on the current stream
   // (ProcessGroupNCCL): the step's first gather waits for `after`, the gradient buffers' memset (zero_grad_buffer).
-
   void gather_params_ahead(OpId after);
   // The next op waits for this bucket's gather (once: later micro-batches find the weights there).
   void wait_for_params(int key) {
@@ -1359,7 +1311,6 @@ class Builder {
   // reduce-scatter), which lives from the layer's first backward op (its wgrads) until the reduce-scatter that shards
   // it has finished; only the shard stays resident (add_resident_state). Allocated on the first backward-phase op of
   // the layer's ops [first, end), freed by grad_sync's last collective for the layer.
-
   void hold_unsharded_grads(int l, OpId first);
   std::optional<TensorId> unsharded_grads_;  // the layer's whole gradient, freed by its grad_sync
   // Megatron-FSDP bounds the whole gradients waiting for their reduce-scatter: before it issues a bucket's, it makes
@@ -1371,7 +1322,6 @@ class Builder {
   std::deque<std::pair<OpId, double>> grad_reduce_queue_;
   double grad_reduce_queued_ = 0;
   double grad_reduce_capacity_ = -1;  // computed on first use (the model's mean layer: one pass over the layers)
-
   void throttle_grad_reductions(OpId reduction, double params);
 
   // `in_layer_loop`: the layer's own gradients (in JAX's scan loop), not the head's or the embedding's.
@@ -1442,7 +1392,6 @@ class Builder {
   struct MemberSizes {
     double output[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
   };
-
   MemberSizes member_sizes(double dense_params, double expert_params, double elem_bytes) const;
   CollectiveOp grad_sync_op() const {
     return t_.optimizer_sharding == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
@@ -1452,19 +1401,16 @@ class Builder {
     return kind < 2 && grad_sync_op() == CollectiveOp::reduce_scatter ? th.reduce_scatter_bytes : th.all_reduce_bytes;
   }
   // This backward pass's gradient collectives grouped by XLA's greedy combiner (xla_combine_groups), per kind.
-
   void plan_grad_combines(int v);
   // XLA's greedy combiner (CombineInstructionsByKey): in program order, a member joins the open group while the
   // summed outputs stay <= the threshold and the group has fewer than 256; one larger than the threshold stays alone
   // (its own group) and the open group goes on past it; one of no bytes takes no part (-1). Each member's group,
   // numbered in order of the group's first member.
-
   static std::vector<int> xla_combine_groups(const std::vector<double>& outputs, double limit);
 
   void add_member(CombineGroup& g, const std::string& name, std::span<const OpId> deps, double bytes);
   // Emits the group's collective in its first member's name (as uncombined when it has one member); the
   // ops pending for the next compute op stay pending.
-
   OpId emit_group(CombineGroup& g);
   static bool waits(const CombineGroup& g) { return g.waits_rs[0] || g.waits_rs[1]; }
   // Issues the closed all-reduce groups whose reduce-scatters are all issued, in order.
@@ -1473,7 +1419,6 @@ class Builder {
     while (n < closed_ar_.size() && !waits(closed_ar_[n])) emit_group(closed_ar_[n++]);
     closed_ar_.erase(closed_ar_.begin(), closed_ar_.begin() + static_cast<std::ptrdiff_t>(n));
   }
-
   OpId flush_rs(int k);
   // The open all-reduce group takes no more members: issued now, or once its reduce-scatters are.
   void close_ar() {
@@ -1510,7 +1455,6 @@ class Builder {
   static constexpr int kXlaWindowKernels = 5;
   // The gradient collectives: reduce-scatters and all-reduces of the backward over a data-parallel group (found in
   // the finished graph, so that layers copied from a template are covered too).
-
   static bool gradient_collective(const Op& op);
   // The micro-batch an op belongs to (its name's "mb{a}." prefix), or -1 (the optimizer, the step's ends).
   static int64_t micro_of(const Op& op) {
@@ -1520,7 +1464,6 @@ class Builder {
   // Under gradient accumulation the micro-batches are iterations of a loop (MaxText's accumulation scan): an
   // iteration ends when its collectives have, so a window never reaches into the next micro-batch; its first kernel
   // waits instead.
-
   void xla_scheduler_windows();
 
   struct DeferredGrad {
@@ -1547,7 +1490,6 @@ class Builder {
   //    stages have reached it, so each waits for the other's backward, gradient reductions and first reduction.
   // Under FSDP (and racksim's ZeRO-2) a rank holds only its shard of the gradients, which is what it reduces
   // (Megatron-FSDP: the DTensor's local tensor).
-
   double tp_replicated_grad_params() const;
   bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
   std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
@@ -1586,11 +1528,9 @@ class Builder {
   // (an empty part still joins its all-reduce). The clipping that follows scales the gradients only when the norm
   // exceeds the threshold (at the rows' commits): not counted.
   std::vector<std::vector<OpId>> norm_all_reduces_;  // per optimizer part: its all-reduce on each rank
-
   void grad_norm();
   // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
   // for the optimizer's.
-
   void finalize_model_grads_tail();
 
   void optimizer_step();
