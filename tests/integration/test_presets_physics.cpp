@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <sstream>
+#include <string>
 
+#include "core/units.h"
 #include "hardware_models/system_preset.h"
 #include "sim/cli/cli.h"
 #include "tests/unit/cli_util.h"
@@ -58,4 +61,23 @@ TEST(PresetPhysics, OrderedAsPhysicsSays) {
         cli_json({"collective", "--system", p, "--gpus", "8", "--op", "all_reduce", "--bytes", "1GiB", "--algo", "ring", "--json"})["busbw_GBps"];
     EXPECT_GT(nvls, ring) << p;
   }
+}
+
+// GB300's block-scaled GEMM ceilings are its per-tensor FP8 ceiling times the rate ratios Transformer Engine's GEMM
+// profiling guide measured on one Blackwell Ultra (B300) at one set of shapes, the GEMM kernels alone (pre-quantized:
+// FP8 6.812, MXFP8 7.161, NVFP4 3.764 ms for the same twelve GEMMs; NVIDIA/TransformerEngine@d0067d0,
+// docs/examples/gemm_profiling/gemm_profiling.rst; docs/decisions.md, "GB300's MXFP8 and NVFP4 GEMMs from a Blackwell
+// Ultra measurement"). A new FP8 figure must carry to both; GB200's fraction of peak had stood in for NVFP4 (0.733,
+// 1.7x the measured rate).
+TEST(PresetPhysics, Gb300BlockScaledCeilingsAreTheMeasuredRatiosOnItsFp8Ceiling) {
+  std::map<std::string, std::string> f;
+  for (const auto& row : racksim::hw::preset_fields("gb300-nvl72")) f[row.path] = row.value;
+  const auto number = [&](const std::string& path) { return std::stod(f.at(path)); };
+  const auto rate = [&](const std::string& path) {
+    return racksim::sim::parse_quantity(f.at(path), racksim::sim::QuantityKind::flops_per_second);
+  };
+  const double fp8 = number("gpu.matmul_efficiency.fp8");
+  const double fp8_over_fp4_peak = rate("gpu.peak_dense.fp8") / rate("gpu.peak_dense.nvfp4");
+  EXPECT_NEAR(number("gpu.matmul_efficiency.mxfp8"), fp8 * 6.812 / 7.161, 0.0015);
+  EXPECT_NEAR(number("gpu.matmul_efficiency.nvfp4"), fp8 * fp8_over_fp4_peak * 6.812 / 3.764, 0.0015);
 }

@@ -151,7 +151,7 @@ TEST(SteadyState, ValidationSuitesAgreeWithExactAndKeepTheirSummaries) {
       {"scenarios/validation/hlo-x2.yaml", "16 checks: 16 pass, 0 outside tolerance"},
       {"scenarios/validation/h200x2.yaml", "10 checks: 9 pass, 1 outside tolerance"},
       {"scenarios/validation/at_scale.yaml", "44 checks: 24 pass, 20 outside tolerance"},
-      {"scenarios/seed_claims/suite.yaml", "10 checks: 3 pass, 7 outside tolerance"},
+      {"scenarios/seed_claims/suite.yaml", "10 checks: 4 pass, 6 outside tolerance"},
   };
   for (const auto& [suite, summary] : summaries) {
     const std::string path = kSrc + "/" + suite;
