@@ -738,11 +738,14 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
   // (training.moe.hybridep_dispatch_sync, the final row's) rung 10 -> 1.277 (measured 1.137). Since every rung routes as
   // the doc's forced balancing does, on random logits (training.moe.force_load_balancing, 2026-12-06, eleventh stop: the
   // busiest of 32 ranks x1.017 the mean), rungs 3, 4, 5, 10 0.901, 1.025, 0.990, 1.277 -> 0.896, 1.026, 0.989, 1.278.
-  const std::map<int, Pin> pins = {{2, {1.320, false, {"moe"}}},
-                                   {3, {0.896, true, {"moe"}}},
+  // Since MXFP8's GEMMs run at 0.951 of per-tensor FP8's (2026-12-07, twenty-first stop: Transformer Engine's B300
+  // measurement; GPU time on every rung, which weighs more where the host is not the bound) rungs 2, 3, 5, 10 1.320,
+  // 0.896, 0.989, 1.278 -> 1.318, 0.886, 0.987, 1.273.
+  const std::map<int, Pin> pins = {{2, {1.318, false, {"moe"}}},
+                                   {3, {0.886, true, {"moe"}}},
                                    {4, {1.026, true, {"recompute"}}},
-                                   {5, {0.989, true, {"cuda_graphs", "cuda_graph_scope"}}},
-                                   {10, {1.278, false, {"moe"}}}};
+                                   {5, {0.987, true, {"cuda_graphs", "cuda_graph_scope"}}},
+                                   {10, {1.273, false, {"moe"}}}};
   double prev_tps = 0, prev_tflops = 0, first_tps = 0;
   json prev_scenario;
   int expressible = 0;
@@ -779,12 +782,13 @@ TEST(ScaleMechanisms, DeepSeekV3Gb200LadderPinned) {
     prev_tflops = tflops;
   }
   EXPECT_EQ(expressible, static_cast<int>(pins.size()));
-  // The whole ladder: 1.962x measured, racksim 1.534x (1.541x before the forced balancing's random routing; 1.605x before HybridEP@3f601f7's dispatch wait and MLA's
+  // The whole ladder: 1.962x measured, racksim 1.504x (1.534x before MXFP8's GEMMs ran at 0.951 of FP8's rate, 2026-12-07;
+  // 1.541x before the forced balancing's random routing; 1.605x before HybridEP@3f601f7's dispatch wait and MLA's
   // rotary kernels, 2026-12-06, latest; 1.572x before DeepSeek-V3's group-limited routing was counted,
   // 2026-12-06; 1.599x before MLA's core attention ran at its measured rate per
   // FLOP, 2026-12-05, ninth stop: the GPU-bound final row slower, the host-bound baseline not; 1.121x before DeepSeek-V3's
   // own host work was measured, 2026-12-05, eighth stop; 1.128x before 2026-12-05, when DeepEP's and HybridEP's
   // unpermutation came to write a row per GPU a token reaches).
-  EXPECT_NEAR(prev_tps / first_tps, 1.534, 0.005);
+  EXPECT_NEAR(prev_tps / first_tps, 1.504, 0.005);
   EXPECT_NEAR(prev_tflops / ladder["rungs"][0]["tflops"].get<double>(), 1.962, 0.001);
 }
