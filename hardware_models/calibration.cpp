@@ -590,6 +590,7 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   std::vector<std::string> gemm_parts, ceilings, unmeasured;
   std::map<sim::Dtype, double> sustained_moved;  // new ceiling / cited, per dtype carried by sustained rates
   bool mxfp8_moved = false;                      // mxfp8 (not measured) moved with fp8's sustained-rate ceiling
+  bool bf16_moved = false;                       // bf16's cited ceiling moved with fp8's (no sustained rates of its own)
   for (const auto& [d, g] : cal.gemm) {
     if (!spec.gpu.peak_dense_flops_per_s.count(d)) continue;
     const std::string field = "gpu.matmul_efficiency." + to_string(d);
@@ -671,6 +672,27 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                       tag, num(before, 3), num(fp8->second, 3));
       ceilings.push_back(fmt::format("mxfp8 {} = cited {} x fp8's {}", num(mx->second, 3), num(before, 3), num(fp8->second, 3)));
       mxfp8_moved = true;
+    }
+  // BF16 with no source that measured it on both GPUs kept the target's cited ceiling: a burst MAMF (a short search
+  // at boost clock), where FP8's moved to the card's sustained state. The power limit takes the same share from both
+  // on one card (Transformer Engine's GEMM profiling guide, NVIDIA/TransformerEngine@d0067d0, B300: BF16 and per-tensor
+  // FP8 GEMMs at the same shapes run at 0.83 and 0.84 of their MAMF), so BF16's cited ceiling moves with FP8's.
+  // Before 2026-12-07 it stayed: Blackwell's BF16 GEMMs ran 18% faster than that measurement at its shapes.
+  if (const auto fp8 = sustained_moved.find(sim::Dtype::fp8);
+      fp8 != sustained_moved.end() && cal.gemm.count(sim::Dtype::bf16) && !sustained_moved.count(sim::Dtype::bf16) &&
+      !overridden("gpu.matmul_efficiency.bf16"))
+    if (const auto bf = spec.gpu.matmul_efficiency.find(sim::Dtype::bf16); bf != spec.gpu.matmul_efficiency.end()) {
+      const double before = bf->second;
+      bf->second = std::clamp(before * fp8->second, 0.01, 1.0);
+      spec.sources["gpu.matmul_efficiency.bf16"] =
+          fmt::format("{} the preset's cited {} x {} (the fp8 ceiling's move under the sustained-rate transfer: the "
+                      "power limit's share, which one card's BF16 and FP8 GEMMs lose alike)",
+                      tag, num(before, 3), num(fp8->second, 3));
+      const std::string kept_entry = fmt::format("bf16 {} (", num(before, 3));
+      std::erase_if(ceilings, [&](const std::string& e) { return e.rfind(kept_entry, 0) == 0; });
+      ceilings.push_back(fmt::format("bf16 {} = cited {} x fp8's {}", num(bf->second, 3), num(before, 3), num(fp8->second, 3)));
+      c->applied_gemm_ceiling = true;
+      bf16_moved = true;
     }
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
     if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
@@ -886,7 +908,9 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
             ? (c->same_device ? " with the measured ceiling"
                               : same_arch ? " with the measured ceiling scaled by the presets' cited ceilings"
                                           : fmt::format(" with the measured {} ceiling scaled by both GPUs' sustained GEMM "
-                                                        "rates", sustained_list))
+                                                        "rates{}",
+                                                        sustained_list,
+                                                        bf16_moved ? " and the cited bf16 ceiling moved with fp8's" : ""))
             : "",
         applied_list.empty() ? "" : "; measured " + applied_list, kept_list.empty() ? "" : "; preset kept for " + kept_list,
         c->applied_nccl ? "; measured NCCL collectives" : "");

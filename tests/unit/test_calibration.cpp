@@ -333,7 +333,8 @@ TEST(CalibApply, ScenarioOverrideWins) {
 // Transfer (docs/calibration.md): to GB200 the shape curve carries over as a ratio to its
 // ceiling; datasheet peaks stay; the fp8 ceiling (and MXFP8's, the same datapath) is the measured
 // one times the ratio of the sustained FP8 rates one source measured on both GPUs, per unit of
-// peak; bf16 and nvfp4, which no source measured on both, keep the preset's cited ceilings; HBM,
+// peak; bf16's cited burst MAMF moves with it (the power limit's share; since 2026-12-07), nvfp4,
+// on its own datapath, keeps the preset's cited ceiling; HBM,
 // host link and launch stay the preset's (different architecture and host link). To H100 (same
 // architecture, same PCIe host) the fractions carry over too.
 TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
@@ -346,8 +347,7 @@ TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
   EXPECT_TRUE(s.calibration->applied_gemm_ceiling);
   EXPECT_FALSE(s.calibration->applied_hbm || s.calibration->applied_host || s.calibration->applied_launch);
   EXPECT_EQ(s.gpu.peak_dense_flops_per_s, before.gpu.peak_dense_flops_per_s);
-  for (sim::Dtype d : {sim::Dtype::bf16, sim::Dtype::nvfp4})
-    EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(d), before.gpu.matmul_efficiency.at(d)) << to_string(d);
+  EXPECT_DOUBLE_EQ(s.gpu.matmul_efficiency.at(sim::Dtype::nvfp4), before.gpu.matmul_efficiency.at(sim::Dtype::nvfp4));
   // Closed form from the two presets' tables: geometric mean of GB200 / H200 over their common shapes.
   const auto& g = before.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
   const auto& h = h200.gpu.sustained_gemm_flops_per_s.at(sim::Dtype::fp8);
@@ -367,6 +367,9 @@ TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
   EXPECT_NEAR(s.gpu.matmul_efficiency.at(sim::Dtype::mxfp8),
               before.gpu.matmul_efficiency.at(sim::Dtype::mxfp8) * fp8 / before.gpu.matmul_efficiency.at(sim::Dtype::fp8),
               1e-12);
+  EXPECT_NEAR(s.gpu.matmul_efficiency.at(sim::Dtype::bf16),
+              before.gpu.matmul_efficiency.at(sim::Dtype::bf16) * fp8 / before.gpu.matmul_efficiency.at(sim::Dtype::fp8),
+              1e-12);
   // Without a common source the cited ceiling stays.
   hw::SystemSpec other = before;
   other.gpu.sustained_gemm_source = "another-benchmark";
@@ -377,8 +380,8 @@ TEST(CalibTransfer, Gb200KeepsItsPeaksAndTakesTheSustainedFp8Ceiling) {
   EXPECT_DOUBLE_EQ(s.host.link_bandwidth_both_directions_Bps, before.host.link_bandwidth_both_directions_Bps);
   EXPECT_DOUBLE_EQ(s.launch.eager_kernel_launch_s, before.launch.eager_kernel_launch_s);
   EXPECT_DOUBLE_EQ(hw::kernel_timing(s, {}).min_s, hw::kMinKernelDuration_s);
-  // A large GEMM runs near the preset's ceiling on the preset's peak; a K=128 one well below.
-  const double ceil = before.gpu.matmul_efficiency.at(sim::Dtype::bf16);
+  // A large GEMM runs near the carried ceiling on the preset's peak; a K=128 one well below.
+  const double ceil = s.gpu.matmul_efficiency.at(sim::Dtype::bf16);
   hw::KernelWork big{true, sim::Dtype::bf16, 2.0 * 16384 * 16384 * 16384, 0, 16384, 16384, 16384, 1, 0};
   const double e = hw::gemm_efficiency(s, big);
   EXPECT_LT(e, ceil);
@@ -415,17 +418,19 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
   // The preset cites MXFP8 at 0.951 of FP8's figure (6.812 / 7.161 ms, Transformer Engine's B300 measurement), and the
   // transfer moves both alike (until 2026-12-07 the preset cited fp8's figure for both).
   EXPECT_NEAR(e.at(sim::Dtype::mxfp8), e.at(sim::Dtype::fp8) * 6.812 / 7.161, 1e-3);
-  EXPECT_DOUBLE_EQ(e.at(sim::Dtype::bf16), cited.gpu.matmul_efficiency.at(sim::Dtype::bf16));
+  // BF16's cited burst MAMF moves with FP8's ceiling (since 2026-12-07); NVFP4 keeps its own.
+  EXPECT_NEAR(e.at(sim::Dtype::bf16),
+              cited.gpu.matmul_efficiency.at(sim::Dtype::bf16) * e.at(sim::Dtype::fp8) / cited.gpu.matmul_efficiency.at(sim::Dtype::fp8),
+              1e-12);
   EXPECT_DOUBLE_EQ(e.at(sim::Dtype::nvfp4), cited.gpu.matmul_efficiency.at(sim::Dtype::nvfp4));
   EXPECT_NE(plain.system.spec.calibration->transfer.find(
                 "with the measured fp8, mxfp8 ceiling scaled by both GPUs' sustained GEMM rates"),
             std::string::npos)
       << plain.system.spec.calibration->transfer;
   const std::string w = warnings(plain);
-  EXPECT_NE(w.find("bf16 0.729 (cited: no gpu.sustained_gemm bf16 rates of one source at common shapes on both "
-                   "h200-sxm and gb200-nvl72)"),
-            std::string::npos)
-      << w;
+  EXPECT_NE(w.find("bf16 0.616 = cited 0.729 x fp8's 0.846"), std::string::npos) << w;
+  EXPECT_EQ(w.find("bf16 0.729 (cited"), std::string::npos) << w;  // the entry it replaces
+  EXPECT_NE(plain.system.spec.calibration->transfer.find("and the cited bf16 ceiling moved with fp8's"), std::string::npos);
   EXPECT_NE(w.find("no mxfp8, nvfp4 GEMM measurements: those use the preset's matmul_efficiency as their ceiling "
                    "(mxfp8's moved with fp8's, above)"),
             std::string::npos)
@@ -436,6 +441,9 @@ TEST(CalibTransfer, SustainedRateTransferFollowsOverridesAndSaysWhy) {
   EXPECT_DOUBLE_EQ(set_fp8.system.spec.gpu.matmul_efficiency.at(sim::Dtype::mxfp8),
                    cited.gpu.matmul_efficiency.at(sim::Dtype::mxfp8));
   EXPECT_NE(warnings(set_fp8).find("fp8 0.5 (system.overrides)"), std::string::npos) << warnings(set_fp8);
+  // With FP8's ceiling set by the scenario nothing moved it, so BF16 keeps its cited figure; a BF16 set stays as set.
+  EXPECT_DOUBLE_EQ(set_fp8.system.spec.gpu.matmul_efficiency.at(sim::Dtype::bf16), cited.gpu.matmul_efficiency.at(sim::Dtype::bf16));
+  EXPECT_DOUBLE_EQ(gb200("gpu.matmul_efficiency.bf16: 0.7").system.spec.gpu.matmul_efficiency.at(sim::Dtype::bf16), 0.7);
 
   // Every GB200 rate 10% higher: the ceiling 10% higher (the geometric mean of the ratios).
   std::string faster;
@@ -658,7 +666,7 @@ TEST(CalibTransfer, HwShowPrintsTheCarriedCeilings) {
   const auto& fp8 = doc["calibrated"]["fields"]["gpu.matmul_efficiency.fp8"];
   EXPECT_NEAR(std::stod(fp8["value"].get<std::string>()), gb200.gpu.matmul_efficiency.at(sim::Dtype::fp8), 1e-4);
   EXPECT_NE(fp8["source"].get<std::string>().find("sustained fp8 GEMM rate"), std::string::npos);
-  EXPECT_EQ(doc["calibrated"]["fields"]["gpu.matmul_efficiency.bf16"]["value"], "0.729");
+  EXPECT_EQ(doc["calibrated"]["fields"]["gpu.matmul_efficiency.bf16"]["value"], "0.6165");  // the cited 0.729, moved with fp8's
   const auto bad = racksim::testing::run_cli({"hw", "show", "gb200-nvl72", "--calibration", "h2000"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("unknown calibration 'h2000'; did you mean 'h200'?"), std::string::npos) << bad.err;
