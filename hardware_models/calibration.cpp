@@ -657,43 +657,33 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
                                      why));
     }
   }
-  // Block-scaled MXFP8 runs on FP8's tensor-core datapath and takes FP8's measured curve
-  // (compute_model.cpp); the preset cites FP8's figure for it, so its ceiling moves with FP8's. NVFP4
-  // keeps its own figure: its datapath differs and no source measured it on both GPUs.
-  if (const auto fp8 = sustained_moved.find(sim::Dtype::fp8); fp8 != sustained_moved.end() &&
-                                                              !cal.gemm.count(sim::Dtype::mxfp8) &&
-                                                              !overridden("gpu.matmul_efficiency.mxfp8"))
-    if (const auto mx = spec.gpu.matmul_efficiency.find(sim::Dtype::mxfp8); mx != spec.gpu.matmul_efficiency.end()) {
-      const double before = mx->second;
-      mx->second = std::clamp(before * fp8->second, 0.01, 1.0);
-      spec.sources["gpu.matmul_efficiency.mxfp8"] =
-          fmt::format("{} the preset's {} x {} (the fp8 ceiling's move under the sustained-rate transfer: MXFP8 runs "
-                      "on the fp8 datapath)",
-                      tag, num(before, 3), num(fp8->second, 3));
-      ceilings.push_back(fmt::format("mxfp8 {} = cited {} x fp8's {}", num(mx->second, 3), num(before, 3), num(fp8->second, 3)));
-      mxfp8_moved = true;
-    }
-  // BF16 with no source that measured it on both GPUs kept the target's cited ceiling: a burst MAMF (a short search
-  // at boost clock), where FP8's moved to the card's sustained state. The power limit takes the same share from both
-  // on one card (Transformer Engine's GEMM profiling guide, NVIDIA/TransformerEngine@d0067d0, B300: BF16 and per-tensor
-  // FP8 GEMMs at the same shapes run at 0.83 and 0.84 of their MAMF), so BF16's cited ceiling moves with FP8's.
-  // Before 2026-12-07 it stayed: Blackwell's BF16 GEMMs ran 18% faster than that measurement at its shapes.
-  if (const auto fp8 = sustained_moved.find(sim::Dtype::fp8);
-      fp8 != sustained_moved.end() && cal.gemm.count(sim::Dtype::bf16) && !sustained_moved.count(sim::Dtype::bf16) &&
-      !overridden("gpu.matmul_efficiency.bf16"))
-    if (const auto bf = spec.gpu.matmul_efficiency.find(sim::Dtype::bf16); bf != spec.gpu.matmul_efficiency.end()) {
-      const double before = bf->second;
-      bf->second = std::clamp(before * fp8->second, 0.01, 1.0);
-      spec.sources["gpu.matmul_efficiency.bf16"] =
-          fmt::format("{} the preset's cited {} x {} (the fp8 ceiling's move under the sustained-rate transfer: the "
-                      "power limit's share, which one card's BF16 and FP8 GEMMs lose alike)",
-                      tag, num(before, 3), num(fp8->second, 3));
-      const std::string kept_entry = fmt::format("bf16 {} (", num(before, 3));
-      std::erase_if(ceilings, [&](const std::string& e) { return e.rfind(kept_entry, 0) == 0; });
-      ceilings.push_back(fmt::format("bf16 {} = cited {} x fp8's {}", num(bf->second, 3), num(before, 3), num(fp8->second, 3)));
-      c->applied_gemm_ceiling = true;
-      bf16_moved = true;
-    }
+  // A ceiling no source measured on both GPUs moves by FP8's sustained-rate factor, for the reason `why` gives (its
+  // source says it): the entry the loop above wrote for it, that it was kept, gives way to the moved one.
+  const auto fp8_move = sustained_moved.find(sim::Dtype::fp8);
+  const auto move_with_fp8 = [&](sim::Dtype d, const char* why) {
+    const std::string field = "gpu.matmul_efficiency." + to_string(d);
+    const auto e = spec.gpu.matmul_efficiency.find(d);
+    if (fp8_move == sustained_moved.end() || overridden(field) || e == spec.gpu.matmul_efficiency.end()) return false;
+    const double before = e->second;
+    e->second = std::clamp(before * fp8_move->second, 0.01, 1.0);
+    spec.sources[field] = fmt::format("{} the preset's {} x {} (the fp8 ceiling's move under the sustained-rate transfer: {})",
+                                      tag, num(before, 3), num(fp8_move->second, 3), why);
+    const std::string kept_entry = fmt::format("{} {} (", to_string(d), num(before, 3));
+    std::erase_if(ceilings, [&](const std::string& entry) { return entry.rfind(kept_entry, 0) == 0; });
+    ceilings.push_back(
+        fmt::format("{} {} = cited {} x fp8's {}", to_string(d), num(e->second, 3), num(before, 3), num(fp8_move->second, 3)));
+    return true;
+  };
+  // Block-scaled MXFP8 runs on FP8's tensor-core datapath and takes FP8's measured curve (compute_model.cpp), so its
+  // ceiling moves with FP8's. NVFP4 keeps its own figure: its datapath differs and no source measured it on both GPUs.
+  mxfp8_moved = !cal.gemm.count(sim::Dtype::mxfp8) && move_with_fp8(sim::Dtype::mxfp8, "MXFP8 runs on the fp8 datapath");
+  // BF16 with no source that measured it on both GPUs kept the target's cited ceiling: a burst MAMF (a short search at
+  // boost clock), where FP8's moved to the card's sustained state. The power limit takes the same share from both on one
+  // card (Transformer Engine's GEMM profiling guide, NVIDIA/TransformerEngine@d0067d0, B300: BF16 and per-tensor FP8
+  // GEMMs at the same shapes run at 0.83 and 0.84 of their MAMF), so BF16's cited ceiling moves with FP8's. Before
+  // 2026-12-07 it stayed: Blackwell's BF16 GEMMs ran 18% faster than that measurement at its shapes.
+  bf16_moved = cal.gemm.count(sim::Dtype::bf16) && !sustained_moved.count(sim::Dtype::bf16) &&
+               move_with_fp8(sim::Dtype::bf16, "the power limit's share, which one card's BF16 and FP8 GEMMs lose alike");
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
     if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
       unmeasured.push_back(to_string(d));
