@@ -678,12 +678,12 @@ void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   // ceiling moves with FP8's. NVFP4 keeps its own figure: its datapath differs and no source measured it on both GPUs.
   mxfp8_moved = !cal.gemm.count(sim::Dtype::mxfp8) && move_with_fp8(sim::Dtype::mxfp8, "MXFP8 runs on the fp8 datapath");
   // BF16 with no source that measured it on both GPUs kept the target's cited ceiling: a burst MAMF (a short search at
-  // boost clock), where FP8's moved to the card's sustained state. The power limit takes the same share from both on one
-  // card (Transformer Engine's GEMM profiling guide, NVIDIA/TransformerEngine@d0067d0, B300: BF16 and per-tensor FP8
-  // GEMMs at the same shapes run at 0.83 and 0.84 of their MAMF), so BF16's cited ceiling moves with FP8's. Before
-  // 2026-12-07 it stayed: Blackwell's BF16 GEMMs ran 18% faster than that measurement at its shapes.
+  // boost clock), where FP8's moved to the card's sustained state. One card keeps its BF16:FP8 rate ratio at its MAMF
+  // ratio (Transformer Engine's GEMM profiling guide, NVIDIA/TransformerEngine@d0067d0, B300, a short run: BF16 and
+  // per-tensor FP8 GEMMs at the same shapes at 0.83 and 0.84 of their MAMF), so BF16's cited ceiling moves by FP8's
+  // factor. Before 2026-12-07 it stayed: Blackwell's BF16 GEMMs ran 18% faster than that measurement at its shapes.
   bf16_moved = cal.gemm.count(sim::Dtype::bf16) && !sustained_moved.count(sim::Dtype::bf16) &&
-               move_with_fp8(sim::Dtype::bf16, "the power limit's share, which one card's BF16 and FP8 GEMMs lose alike");
+               move_with_fp8(sim::Dtype::bf16, "one card keeps its BF16:FP8 rate ratio at its MAMF ratio (Transformer Engine's B300 GEMMs)");
   for (const auto& [d, peak] : spec.gpu.peak_dense_flops_per_s)
     if ((d == sim::Dtype::bf16 || d == sim::Dtype::fp8 || d == sim::Dtype::mxfp8 || d == sim::Dtype::nvfp4) && !cal.gemm.count(d))
       unmeasured.push_back(to_string(d));

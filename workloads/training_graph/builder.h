@@ -2,7 +2,7 @@
 // workloads/graph_builder.h). One Builder emits the step of every pipeline rank role as an OpGraph, op by op,
 // in the order each rank's schedule issues them. This header holds the class: its state, its small helpers,
 // and the declarations of the member functions, which are defined by concern:
-//   builder.cpp          constructor; build(): each rank's schedule walked chunk by chunk, the cross-rank joins
+//   builder.cpp          constructor; build(): each rank's schedule walked chunk by chunk, the cross-rank joins; cat()
 //   emit.cpp             emitting ops: kernels, GEMMs and their fp8-class casts, vector work, collectives, TP exchanges
 //   chunks.cpp           a pipeline chunk's forward and backward: layers, embedding, output head and loss, MTP inputs
 //   layer_steps.cpp      a layer's named steps (saved, recomputed or offloaded) and the MLP

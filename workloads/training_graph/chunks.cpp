@@ -38,7 +38,7 @@ void Builder::forward_chunk(int v) {
     for (int l = first_layer(v); l < end_layer(v); ++l) residual_bytes.push_back(saved_residual_bytes(l));
     const double per_chunk = std::accumulate(residual_bytes.begin(), residual_bytes.end(), 0.0);
     if (per_chunk > 0) vector("scan.stack_init", per_chunk, 0);
-    // The score dot's mask operands (above, attn_scores.qk), broadcast once before the loop (m1_full:
+    // The score dot's mask operands (attn_scores.qk, attention.cpp), broadcast once before the loop (m1_full:
     // loop_broadcast_fusion, pred, and loop_broadcast_fusion.2, fp32, [B, heads, S, S]).
     // (MLA's scores are [B, heads, S, S] as well: the same operands.)
     // Two fills of [B, heads, S, S] indices each, which XLA's loop emitter covers index by index (a pred fill takes
