@@ -42,6 +42,12 @@ std::shared_ptr<const hw::Calibration> committed() {
 }
 
 hw::SystemSpec preset(const std::string& name) { return racksim::testing::shipped_preset(name); }
+// A shipped preset with the committed H200 calibration applied (the transfer rule where it is another GPU).
+hw::SystemSpec calibrated(const std::string& name) {
+  hw::SystemSpec sys = preset(name);
+  hw::apply_calibration(sys, *committed());
+  return sys;
+}
 
 // The median of `v` (the mean of the middle two for an even count).
 double median_of(std::vector<double> v) {
@@ -177,8 +183,7 @@ TEST(CalibAttention, CurvesFitTheMeasuredKernelsAndTheEngineUsesThem) {
     ss += r * r;
   }
   EXPECT_LT(std::sqrt(ss / static_cast<double>(f.rows.size())), 0.10);
-  hw::SystemSpec sys = preset("h200-sxm");
-  hw::apply_calibration(sys, *c);
+  const hw::SystemSpec sys = calibrated("h200-sxm");
   hw::KernelWork w;
   w.tensor_core = true;
   w.flops = 3.4e11;
@@ -326,10 +331,8 @@ TEST(ScenarioH200, FullRecomputeCostMatchesPyTorch) {
 // card's power state). Printed per shape; asserted: the model against TE's grouped GEMM within 35% per kind and
 // 15% summed per layer, so a change of the shape model that moves the MoE rows' expert time shows here.
 TEST(CalibGemm, ExpertShapesAgainstGroupedGemmMeasurements) {
-  auto c = committed();
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("h200-sxm");
-  hw::apply_calibration(sys, *c);
+  ASSERT_TRUE(committed());
+  const hw::SystemSpec sys = calibrated("h200-sxm");
   std::ifstream in(kSrc + "/calibration/data/h200-2026-12-01-grouped-gemm/grouped_gemm.json");
   ASSERT_TRUE(in);
   const auto data = nlohmann::json::parse(in);
@@ -655,10 +658,8 @@ TEST(CalibGemm, H200WgradFiguresAreItsOwnMeasurement) {
 // for one expert or the 8 local experts as one launch; grouped launch and scale-factor loads on Blackwell are
 // not modelled.
 TEST(CalibGemm, Gb200MxFp8GroupedExpertGemmAgainstThePublishedFigure) {
-  auto c = committed();
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("gb200-nvl72");
-  hw::apply_calibration(sys, *c);
+  ASSERT_TRUE(committed());
+  const hw::SystemSpec sys = calibrated("gb200-nvl72");
   const double published_flops_per_s = 2672e12;
   const double m = 4096, n = 2048, k = 7168;
   for (int batch : {1, 8}) {
@@ -685,10 +686,8 @@ TEST(CalibGemm, Gb200MxFp8GroupedExpertGemmAgainstThePublishedFigure) {
 // measurement a short run (FP8's 0.958x is that offset); NVFP4 keeps its figure under the transfer where FP8's moves
 // (FP4 loses less to the power limit than FP8 in Azure's GB200 runs), hence its 1.037x.
 TEST(CalibGemm, Gb300CarriedGemmsAgainstTransformerEnginesB300Measurement) {
-  auto c = committed();
-  ASSERT_TRUE(c);
-  hw::SystemSpec sys = preset("gb300-nvl72");
-  hw::apply_calibration(sys, *c);
+  ASSERT_TRUE(committed());
+  const hw::SystemSpec sys = calibrated("gb300-nvl72");
   const double tokens = 15872;
   const std::vector<std::pair<double, double>> k_n = {{4096, 12288}, {4096, 4096}, {4096, 16384}, {16384, 4096}};
   struct Row {

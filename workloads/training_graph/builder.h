@@ -194,6 +194,14 @@ class Builder {
   void prefix_micro_vstage(int v) { prefix_ = Name{0, NamePrefix::micro_vstage, static_cast<uint32_t>(mb_), static_cast<uint32_t>(v)}; }
   void prefix_micro_layer(int l) { prefix_ = Name{0, NamePrefix::micro_layer, static_cast<uint32_t>(mb_), static_cast<uint32_t>(l)}; }
   void prefix_rank() { prefix_ = Name{0, NamePrefix::rank, static_cast<uint32_t>(rank_), 0}; }
+  // What a chunk starts with, forward or backward: its phase and virtual stage, its names' prefix, and under the
+  // combined 1F1B order the exchange context before its first layer.
+  void begin_chunk(Phase phase, int v) {
+    phase_ = phase;
+    chunk_ = v;
+    prefix_micro_vstage(v);
+    if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
+  }
   // Two parts of a name joined on the stack: an op's name is interned at once, so the builder makes
   // no std::string (and no heap block for a long one) per op.
   struct Joined {

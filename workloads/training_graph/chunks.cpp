@@ -6,11 +6,8 @@
 namespace racksim::workloads::training_graph {
 
 void Builder::forward_chunk(int v) {
-  phase_ = Phase::forward;
-  chunk_ = v;
+  begin_chunk(Phase::forward, v);
   const double a = pr_.activation_bytes;
-  prefix_micro_vstage(v);
-  if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
   TensorId x;
   const bool fsdp = fsdp_per_use();
   std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its input arrived (charge_chunk_host_work)
@@ -438,11 +435,8 @@ void Builder::layer_forward_ops(int l, TensorId& layer_input) {
 }
 
 void Builder::backward_chunk(int v) {
-  phase_ = Phase::backward;
-  chunk_ = v;
+  begin_chunk(Phase::backward, v);
   const double a = pr_.activation_bytes;
-  prefix_micro_vstage(v);
-  if (ep_interleave_) ep_ctx_ = EpCtx{kEpPre};
   if (combining() && last_micro_for_sync()) plan_grad_combines(v);
   // Without donation XLA places the gradients, which die when the optimizer writes its
   // outputs, inside those outputs' (already allocated) buffers: no memory of their own (seen
