@@ -57,10 +57,16 @@ constexpr double kMaxCollectiveBytes = 1e15;
 // 8 -e 8G); anything else goes through racksim's quantity parser (1GiB, 64MB).
 // A decimal number only: std::stod also reads "nan", "inf", hexadecimal and leading spaces, which had given an empty
 // table with exit 0 (-e nan passes every range check).
+// Whether `text` is characters of `number_chars` followed by at most one other character (a unit suffix).
+bool number_then_one_suffix(const std::string& text, const char* number_chars) {
+  const std::size_t end = text.find_first_not_of(number_chars);
+  return end == std::string::npos || end + 1 == text.size();
+}
+
 std::optional<double> nccl_size(const std::string& text) {
   if (text.empty()) return std::nullopt;
   const std::size_t number_end = text.find_first_not_of("0123456789.eE+-");
-  if (number_end == 0 || (number_end != std::string::npos && number_end + 1 != text.size())) return std::nullopt;
+  if (number_end == 0 || !number_then_one_suffix(text, "0123456789.eE+-")) return std::nullopt;
   std::size_t used = 0;
   double v = 0;
   try {
@@ -126,8 +132,7 @@ double parse_nccl_size(const std::string& text, const char* option, input::Diagn
   if (auto v = nccl_size(text)) return *v;
   // A number nccl_size could not read (1e400, a leading space) is no quantity either: say what -b/-e/-i take, where the
   // quantity parser would have said "missing unit".
-  const std::size_t digits = text.find_first_not_of("0123456789.eE+- ");
-  if (!text.empty() && (digits == std::string::npos || digits + 1 == text.size())) {
+  if (!text.empty() && number_then_one_suffix(text, "0123456789.eE+- ")) {
     diag.error({option, 0, 0}, "",
                fmt::format("'{}' is not a size nccl-tests reads: a finite decimal number of bytes, with K, M, G or T for "
                            "powers of 1024 (8, 64K, 8G)",
