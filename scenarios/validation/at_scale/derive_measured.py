@@ -77,7 +77,7 @@ def palm_appendix_b(n_matmul, L, q_width, s, causal=False):
 def maxtext_2024_04(n_params, L, heads, head_dim, s):
     """MaxText `calculate_tflops_training_per_device` at AI-Hypercomputer/maxtext@efb6d9e4
     (2024-04-09, the commit that added the A3 Llama2-7B README; MaxText/maxtext_utils.py lines
-    93-103): 6 N s B + causal attention, where noncausal = 12 heads L head_dim s^2 B and causal =
+    94-108): 6 N s B + causal attention, where noncausal = 12 heads L head_dim s^2 B and causal =
     noncausal / 2. N = all parameters of the pytree (both embedding tables). Per token.
     (The non-causal matmul-only counter replaced it on 2024-05-08, 353fb837; the causal halving
     returned on 2025-07-18, a4c01726 / PR #1988.)"""
