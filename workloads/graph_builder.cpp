@@ -13,6 +13,14 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   const double attention = 6.0 * t.global_batch * layers * static_cast<double>(t.seq_len) * t.seq_len *
                            (static_cast<double>(m.heads) * m.head_dim);
   double params = active_params(m);
+  // Under token dropping (training.moe.capacity_factor below 1) an expert processes at most cf of its balanced share
+  // of the routed copies: the dropped copies are no work the model does, so the routed experts count at min(1, cf) of
+  // top_k (a pad_to_capacity run's padding rows are not model FLOPs either). Megatron-LM's counter ignores the
+  // capacity; without this a small factor gave an MFU above 1.
+  if (m.moe && t.moe.capacity_factor > 0 && t.moe.capacity_factor < 1)
+    for (int l = 0; l < m.layers; ++l)
+      if (m.is_moe_layer(l))
+        params -= (1.0 - t.moe.capacity_factor) * layer_params(m, l).experts * m.moe->top_k / m.moe->experts;
   if (t.mtp_layers > 0 && m.layers > 0) {
     // Each MTP depth as Megatron-LM's counter takes it (training.py num_floating_point_operations at d98e8a64):
     // a layer of the last layer's kind, its norms and projection (3h + 2h^2), and one more pass of the logits.

@@ -127,6 +127,30 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
       out << fmt::format("step time ratio (base / variant step time; the sides have {} and {} GPUs): {:.4f}\n",
                          a.report["scenario"]["system"]["gpus"].get<int>(), b.report["scenario"]["system"]["gpus"].get<int>(),
                          step_a / step_b);
+    // Sides on different calibrations (a preset's default one against another preset without any, say) differ by more
+    // than the change compared: say so, with how each side got its calibration.
+    const auto calibration_of = [](const json& r) {
+      const json& sys = r["scenario"]["system"];
+      const std::string name = sys.contains("calibration") && sys["calibration"].is_string()
+                                   ? sys["calibration"].get<std::string>()
+                                   : "none";
+      std::string source;
+      if (const auto res = sys.find("resolved"); res != sys.end() && res->contains("calibration"))
+        source = (*res)["calibration"].value("source", "");
+      return std::pair{name, source};
+    };
+    const auto [cal_a, src_a] = calibration_of(a.report);
+    const auto [cal_b, src_b] = calibration_of(b.report);
+    if (cal_a != cal_b) {
+      const auto describe = [](const std::string& name, const std::string& source) {
+        if (name == "none") return std::string("none, the preset's cited figures");
+        return source.empty() ? name : fmt::format("{}, {}", name, source == "default" ? "its preset's default" : source);
+      };
+      out << fmt::format("note: the sides run different calibrations (base: {}; variant: {}): part of the speedup is "
+                         "the calibration's, not the change's; give both the same (--set system.calibration=NAME or "
+                         "none)\n",
+                         describe(cal_a, src_a), describe(cal_b, src_b));
+    }
     for (const auto& [who, r] : {std::pair{"base", &a.report}, std::pair{"variant", &b.report}})
       if (const auto f = r->find("fits"); f != r->end() && f->is_boolean() && !f->get<bool>())
         out << fmt::format("note: the {} does not fit in memory (its warnings say why): the speedup is of a job that "

@@ -121,6 +121,21 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
     warnings.push_back(fmt::format("does not fit: peak {:.1f} GB of HBM against {:.1f} GB", r.memory.peak_hbm_bytes / 1e9,
                                    capacity / 1e9));
 
+  const double mfu = model_tflops * 1e12 / peak;
+  if (mfu > 1)
+    warnings.push_back(fmt::format(
+        "MFU {:.3f} is above 1: the model FLOP count (6 x active parameters x tokens + attention, DESIGN.md) credits "
+        "work this step does not do on the GPU (the input embedding's parameters count as a matmul's, a lookup on the "
+        "GPU), which weighs most in a model of few layers and a large vocabulary",
+        mfu));
+  // One line per distinct warning, in first-seen order (each pipeline stage's graph can say the same thing).
+  {
+    std::vector<std::string> unique;
+    for (auto& w : warnings)
+      if (std::find(unique.begin(), unique.end(), w) == unique.end()) unique.push_back(std::move(w));
+    warnings = std::move(unique);
+  }
+
   json mem = json::object();
   for (int c = 0; c < kMemCategoryCount; ++c)
     mem[to_string(static_cast<MemCategory>(c))] = std::llround(r.memory.at_peak[c]);
@@ -132,7 +147,7 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
       {"step_time_s", step},
       {"tokens_per_s_per_gpu", step > 0 ? tokens / step / gpus : 0},
       {"model_tflops_per_gpu", model_tflops},
-      {"mfu", model_tflops * 1e12 / peak},
+      {"mfu", mfu},
       {"peak_memory_bytes", std::llround(r.memory.peak_hbm_bytes)},
       {"memory_capacity_bytes", std::llround(capacity)},
       {"fits", fits},

@@ -357,6 +357,8 @@ PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptio
     auto res = sim::simulate(sim::load_scenario(spec.base, point_overrides(spec, index)), opt);
     r.report = std::move(res.report);
     r.report.erase("scenario");
+    // A sweep over presets can mix a preset's default calibration with a preset that has none: the CSV says which.
+    r.calibration = res.job.system.calibration.value_or("none");
   } catch (const input::InputError& e) {
     r.error = describe_error(e);
   } catch (const sim::UnitError& e) {
@@ -467,6 +469,7 @@ std::vector<std::string> csv_header(const SweepSpec& spec) {
   h.push_back("fits");
   h.push_back("error");
   h.push_back("warnings");
+  h.push_back("calibration");  // added 2026-12-07 (after warnings, so a CSV reader by position keeps working)
   return h;
 }
 
@@ -520,6 +523,7 @@ std::string csv_row(const SweepSpec&, const PointResult& r) {
   cells.push_back(fits ? number_cell(*fits) : "");
   cells.push_back(r.error);
   cells.push_back(point_warnings(r.report));
+  cells.push_back(r.error.empty() ? r.calibration : "");
   return csv_line(cells);
 }
 
@@ -614,13 +618,16 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
     const std::string text =
         input::read_file_bounded(path, input::limits::kMaxMeasurementFileBytes, "a sweep CSV", input::Binary::stop);
     const auto rows = parse_csv(text);
-    // A shard written before the warnings column (2026-12-05) is read as it was.
-    const std::vector<std::string> before_warnings(header.begin(), header.end() - 1);
-    const bool has_warnings = !rows.empty() && rows.front().second == header;
+    // A shard written before the warnings column (2026-12-05) or the calibration column (2026-12-07) is read as it was.
+    const std::vector<std::string> before_calibration(header.begin(), header.end() - 1);
+    const std::vector<std::string> before_warnings(header.begin(), header.end() - 2);
+    const bool has_calibration = !rows.empty() && rows.front().second == header;
+    const bool has_warnings = has_calibration || (!rows.empty() && rows.front().second == before_calibration);
     if (rows.empty() || (!has_warnings && rows.front().second != before_warnings))
       fail(1, fmt::format("not a CSV of the sweep {}: expected the header '{}'", spec.file,
                           one_line(csv_line(header))));
-    const std::size_t width = has_warnings ? header.size() : before_warnings.size();
+    const std::size_t width =
+        has_calibration ? header.size() : has_warnings ? before_calibration.size() : before_warnings.size();
     const std::size_t fits_col = 1 + nkeys + report_columns().size(), error_col = fits_col + 1;
     for (std::size_t r = 1; r < rows.size(); ++r) {
       const auto& [line, cells] = rows[r];
@@ -639,6 +646,7 @@ std::vector<PointResult> read_sweep_csvs(const SweepSpec& spec, const std::vecto
         fail(line, fmt::format("point {} is also in {} (line {}): shards must not overlap", p.index,
                                it->second.first, it->second.second));
       p.error = cells[error_col];
+      if (has_calibration) p.calibration = cells[error_col + 2];
       if (p.error.empty()) {
         p.report = json::object();
         const auto& cols = report_columns();

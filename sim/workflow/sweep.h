@@ -73,6 +73,7 @@ struct PointResult {
   std::vector<std::string> values;  // the point's values, in key order
   nlohmann::json report;            // the run report without "scenario"; null when error is set
   std::string error;                // why the point is invalid, on one line
+  std::string calibration;          // the calibration the point ran on ("none": the preset's cited figures; "" on error)
 };
 
 struct SweepOptions {

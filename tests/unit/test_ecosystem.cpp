@@ -1172,6 +1172,77 @@ TEST(CompareCli, OneSidedOverridesChangeOnlyTheirSide) {
   EXPECT_EQ(json::parse(both.out)["speedup"].get<double>(), 1.0);
 }
 
+// Sides on different calibrations say so under the speedup (a new user's probe, 2026-12-07: the H800, the H100's die with
+// less NVLink, came out 14% faster, its preset having no calibration where the H100's has its default one); a sweep's
+// rows name theirs.
+TEST(CompareCli, SidesOnDifferentCalibrationsAreSaid) {
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const auto c = run_cli({"compare", quick, quick, "--base-set", "system.preset=h100-sxm", "--variant-set",
+                          "system.preset=h800-sxm"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("note: the sides run different calibrations (base: h100, its preset's default; variant: none, "
+                       "the preset's cited figures)"),
+            std::string::npos)
+      << c.out;
+  const auto same = run_cli({"compare", quick, quick, "--set", "system.calibration=none", "--base-set",
+                             "system.preset=h100-sxm", "--variant-set", "system.preset=h800-sxm"});
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.out.find("different calibrations"), std::string::npos) << same.out;
+  // Alike, the H800 is no faster than the H100 (its NVLink is slower, the rest the same die).
+  const double speedup = std::stod(same.out.substr(same.out.find("speedup (variant / base tokens/s per GPU): ") + 43));
+  EXPECT_LE(speedup, 1.0);
+
+  const std::string sweep = temp_file("cal_sweep.yaml", "base: " + quick + "\nvary:\n  system.preset: [h100-sxm, h800-sxm]\n");
+  const auto r = run_cli({"sweep", sweep});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> rows;
+  for (std::size_t a = 0, b; (b = r.out.find('\n', a)) != std::string::npos; a = b + 1) rows.push_back(r.out.substr(a, b - a));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].substr(rows[1].size() - 5), ",h100");
+  EXPECT_EQ(rows[2].substr(rows[2].size() - 5), ",none");
+}
+
+// Under token dropping the experts count at the tokens they process: min(1, capacity factor) of top_k (a probe's
+// capacity factor of 0.01 had given an MFU of 1.11, every dropped copy counted as model FLOPs). An MFU above 1 left
+// (a one-layer model of a large vocabulary, its input embedding counted as a matmul's) says why; and a warning each
+// pipeline stage's graph gives is said once.
+TEST(ReportFigures, MfuCountsTheTokensTheExpertsProcess) {
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  auto run = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args = {"run", quick, "--json", "--set", "model.preset=mixtral-8x7b", "--set",
+                                     "training.parallelism={tp: 1, pp: 1, cp: 1, ep: 8, dp: 8}", "--set",
+                                     "training.recompute=full"};
+    for (auto& s : sets) args.insert(args.end(), {"--set", s});
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const json dropless = run({}), drop = run({"training.moe={capacity_factor: 0.01}"});
+  const json half = run({"training.moe={capacity_factor: 0.5}"});
+  EXPECT_LT(drop["mfu"].get<double>(), 1.0);
+  // The routed experts' share of the model FLOPs scales by the factor (the rest of the model does not).
+  const double tokens = dropless["tokens_per_s_per_gpu"].get<double>() * dropless["step_time_s"].get<double>();
+  const auto per_token = [&](const json& r) {
+    return r["model_tflops_per_gpu"].get<double>() * r["step_time_s"].get<double>() * 1e12 / tokens;
+  };
+  const double full = per_token(dropless), at_half = per_token(half), at_001 = per_token(drop);
+  EXPECT_NEAR((full - at_half) / (full - at_001), 0.5 / 0.99, 1e-9);
+
+  const auto one = run_cli({"run", quick, "--set", "model={layers: 1, hidden: 8192, ffn_hidden: 28672, heads: 64, "
+                                                   "kv_heads: 8, vocab: 262144, ffn: swiglu, tied_embeddings: false}",
+                            "--set", "system.calibration=none"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("is above 1: the model FLOP count"), std::string::npos) << one.out;
+
+  const auto off = run_cli({"run", kSrc + "/scenarios/llama3-405b-h100.yaml", "--set", "training.offload.optimizer=true"});
+  ASSERT_EQ(off.code, 0) << off.err;
+  std::size_t n = 0;
+  for (std::size_t at = off.out.find("warning: optimizer offload"); at != std::string::npos;
+       at = off.out.find("warning: optimizer offload", at + 1))
+    ++n;
+  EXPECT_EQ(n, 1u) << off.out;
+}
+
 // --microbatch-group-size-per-virtual-pipeline-stage is racksim's training.pipeline.microbatch_group_size, whose bounds
 // the loader checks as Megatron-Core's interleaved schedule does (schedules.py at d98e8a64): pp <= N <= micro-steps, the
 // last group (micro-steps mod N) empty or of at least pp. Without virtual stages the flag changes nothing and says so.

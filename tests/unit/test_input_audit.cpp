@@ -573,6 +573,35 @@ TEST(InputAudit, Fp8AndFp4FormatsTogetherAreRefusedAsMegatronRefusesThem) {
   EXPECT_TRUE(has(g.err, "--gpus: Value 2000000 not in range 1 to 1048576")) << g.err;
 }
 
+// --bf16 with --fp16 had been imported as bf16 with "--fp16: not an argument racksim knows" (a new user's probe,
+// 2026-12-07); Megatron-LM refuses the pair (arguments.py: with fp16, `assert not args.bf16`).
+TEST(InputAudit, Bf16AndFp16TogetherAreRefusedAsMegatronRefusesThem) {
+  const std::string dir = temp_dir("bf16fp16");
+  write(dir + "/a.txt", "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                        "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n--fp16\n--bf16\n");
+  const auto r = run_cli({"import", "megatron", dir + "/a.txt", "--system", "h200-sxm", "--gpus", "8"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, dir + "/a.txt:8:1: error: --fp16: --bf16 and --fp16 together: Megatron-LM refuses the pair (choose "
+                         "one)\n");
+}
+
+// A flag inside a "\"-continued command is reported at its own line (it had the command's first line: a probe's
+// unknown flag on line 11 said line 3); a flag a variable expands to keeps the command's line.
+TEST(InputAudit, ContinuedCommandsNameEachFlagsOwnLine) {
+  const std::string dir = temp_dir("contlines");
+  write(dir + "/a.sh", "#!/bin/bash\nX=\"--bogus-var 1\"\ntorchrun --nproc_per_node 8 pretrain_gpt.py \\\n"
+                       "  --num-layers 4 --hidden-size 1024 --num-attention-heads 16 \\\n"
+                       "  --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 \\\n"
+                       "  --vocab-size 32000 --bf16 $X \\\n"
+                       "  --bogus-flag 7 \\\n"
+                       "  --num-layers-bogus 3\n");
+  const auto r = run_cli({"import", "megatron", dir + "/a.sh", "--system", "h200-sxm"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "--bogus-flag 7 (line 7): not an argument racksim knows")) << r.err;
+  EXPECT_TRUE(has(r.err, "--num-layers-bogus 3 (line 8): not an argument racksim knows")) << r.err;
+  EXPECT_TRUE(has(r.err, "--bogus-var 1 (line 3): not an argument racksim knows")) << r.err;  // from $X
+}
+
 // A review of the pass above: an sbatch script's unset Slurm variables are 0 where racksim reads the script, so a
 // division by one of them is not the script's error (it had stopped the import); "))" closing nested parentheses; bash's
 // octal and hex constants, ${VAR:-default} and a name naming a name inside $((...)); ++X left as written; a set inside a

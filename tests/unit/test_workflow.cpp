@@ -242,7 +242,10 @@ TEST_F(WorkflowSweepCli, OneRowPerPointWithErrorRows) {
   const auto rows = lines(r.out);
   ASSERT_EQ(rows.size(), 7u);
   EXPECT_EQ(rows[0].rfind("point,training.parallelism.tp,training.recompute,step_time_s,tokens_per_s_per_gpu,", 0), 0u);
-  EXPECT_EQ(rows[0].substr(rows[0].size() - 20), ",fits,error,warnings");
+  EXPECT_EQ(rows[0].substr(rows[0].size() - 32), ",fits,error,warnings,calibration");
+  // Each row names its calibration (a sweep over presets can mix a preset's default one with none); an error row none.
+  EXPECT_EQ(rows[1].substr(rows[1].size() - 5), ",h200");
+  EXPECT_EQ(rows[3].back(), ',');
   EXPECT_EQ(rows[1].rfind("0,1,none,", 0), 0u);
   EXPECT_EQ(rows[2].rfind("1,1,full,", 0), 0u);
   EXPECT_EQ(rows[3].rfind("2,3,none,,,", 0), 0u);  // error row: no numbers
@@ -262,7 +265,7 @@ TEST(WorkflowSweep, ARowCarriesItsPointsWarnings) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = lines(r.out);
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[1].back(), ',');  // vp 1: nothing to say
+  EXPECT_EQ(rows[1].substr(rows[1].size() - 6), ",,h200");  // vp 1: nothing to say (then its calibration)
   EXPECT_NE(rows[2].find("model.layers 32 over 6 virtual pipeline stages (pp 2 x vp 3) do not divide"), std::string::npos)
       << rows[2];
   EXPECT_EQ(rows[2].find("calibration: "), std::string::npos) << rows[2];

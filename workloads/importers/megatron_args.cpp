@@ -621,6 +621,56 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
   }
 }
 
+// The flags of a "\"-continued command were numbered with the command's first line; each is moved to the physical line
+// that holds it, found in order through the command's lines (a flag a variable expands to stays on the first line).
+void place_on_physical_lines(const std::string& text, std::vector<Arg>& args) {
+  std::vector<std::string> phys{""};  // 1-based
+  {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) phys.push_back(line);
+  }
+  const auto continues = [&](int l) {
+    const std::string t = trim(phys[static_cast<std::size_t>(l)]);
+    return !t.empty() && t.back() == '\\' && t.find('#') == std::string::npos;
+  };
+  const int n = static_cast<int>(phys.size()) - 1;
+  for (std::size_t i = 0; i < args.size();) {
+    const int first = args[i].line;
+    std::size_t j = i;
+    while (j < args.size() && args[j].line == first) ++j;
+    if (first < 1 || first > n || !continues(first)) {
+      i = j;
+      continue;
+    }
+    int last = first;
+    while (last < n && continues(last)) ++last;
+    int pl = first;
+    std::size_t col = 0;
+    for (std::size_t k = i; k < j; ++k) {
+      const std::string needle = "--" + args[k].flag;
+      // From the cursor on; a flag not in the text (a variable's expansion) leaves the cursor where it was.
+      for (int l = pl; l <= last; ++l) {
+        const std::string& t = phys[static_cast<std::size_t>(l)];
+        std::size_t at = t.find(needle, l == pl ? col : 0);
+        while (at != std::string::npos) {
+          const std::size_t end = at + needle.size();
+          if (end == t.size() || t[end] == '=' || t[end] == ' ' || t[end] == '\t' || t[end] == '"' || t[end] == '\'' ||
+              t[end] == '\\')
+            break;
+          at = t.find(needle, at + 1);
+        }
+        if (at != std::string::npos) {
+          args[k].line = l;
+          pl = l;
+          col = at + needle.size();
+          break;
+        }
+      }
+    }
+    i = j;
+  }
+}
+
 Extracted extract(const std::string& text) {
   Extracted ex;
   // Megatron's start-up print: "------------------------ arguments ------------------------".
@@ -1036,6 +1086,7 @@ Extracted extract(const std::string& text) {
     ex.torchrun_gpus = nproc * nnodes;
     ex.torchrun_source = fmt::format("torchrun --nproc_per_node {} x --nnodes {}", nproc, nnodes);
   }
+  place_on_physical_lines(text, ex.args);
   return ex;
 }
 
@@ -1497,6 +1548,10 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
 
   // precision
   std::string precision = "bf16", prec_src, fp8_recipe, fp8_recipe_src;
+  // Megatron-LM refuses the pair (arguments.py validate_args: with --fp16, `assert not args.bf16`); the importer had
+  // taken --bf16 and called --fp16 an argument it does not know.
+  if (fl.has("bf16") && fl.has("fp16"))
+    refuse(label, fl.last["fp16"], "fp16", "--bf16 and --fp16 together: Megatron-LM refuses the pair (choose one)");
   if (auto fp4 = fl.str("fp4-format")) {
     // Megatron-LM refuses the pair (arguments.py at 932b7674: "--fp4-format and --fp8-format cannot be used
     // simultaneously"); the importer had taken fp4 and called --fp8-format unknown.
