@@ -182,14 +182,41 @@ MapReader::MapReader(const Node& node) : node_(node) {
   }
 }
 
+bool MapReader::refuse_null(const std::string& key, bool required) {
+  const Node c = node_.child(key);
+  if (!c.yaml().IsDefined() || !c.yaml().IsNull()) return false;
+  if (std::find(null_reported_.begin(), null_reported_.end(), key) != null_reported_.end()) return true;
+  null_reported_.push_back(key);
+  // At the key itself: a null value's own mark is where the next token starts, often the next line. (A key a set made
+  // is where the set was given.)
+  SourceLocation loc = c.where();
+  if (node_.context()->grafts.find(join_path(node_.internal_path(), key)) == node_.context()->grafts.end())
+    for (auto it = node_.yaml().begin(); it != node_.yaml().end(); ++it) {
+      const YAML::Node k = it->first;
+      if (k.IsScalar() && k.Scalar() == key && k.Mark().line >= 0) {
+        loc = {node_.file(), k.Mark().line + 1, k.Mark().column + 1};
+        break;
+      }
+    }
+  // A half-finished edit (`recompute:` with nothing after it) had run as the key's default without a word, and a
+  // required key given empty had read "required key is missing".
+  node_.diag().error(loc, join_path(node_.path(), key),
+                     required ? "no value (empty or null): give one; this key is required"
+                              : "no value (empty or null): give one, or leave the key out for its default",
+                     DiagnosticKind::malformed_value);
+  return true;
+}
+
 bool MapReader::has(const std::string& key) {
   declared_.push_back(key);
+  if (ok_ && refuse_null(key, false)) return false;
   return ok_ && node_.yaml()[key].IsDefined() && !node_.yaml()[key].IsNull();
 }
 
 std::optional<Node> MapReader::get(const std::string& key, bool required) {
   declared_.push_back(key);
   if (!ok_) return std::nullopt;
+  if (refuse_null(key, required)) return std::nullopt;
   Node c = node_.child(key);
   if (!c.yaml().IsDefined() || c.yaml().IsNull()) {
     if (required) {

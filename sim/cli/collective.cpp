@@ -238,7 +238,13 @@ json collective_sweep_json(const CollectiveSweep& s) {
       bytes = param_count * s.gpus * word;
     }
     const hw::CollectiveCost c = estimate(p, bytes, s.gpus, s.stride, "--algo");
-    rows.push_back({{"size", static_cast<std::int64_t>(bytes)},
+    // nccl-tests' columns, and the --bytes mode's fields of the contract (docs/contracts.md: op, gpus, bytes, time_s), so
+    // that one reader takes either mode's rows.
+    rows.push_back({{"op", s.op},
+                    {"gpus", s.gpus},
+                    {"bytes", bytes},
+                    {"time_s", c.time_s},
+                    {"size", static_cast<std::int64_t>(bytes)},
                     {"count", static_cast<std::int64_t>(param_count)},
                     {"type", "float"},
                     {"redop", reduces ? "sum" : "none"},

@@ -27,7 +27,8 @@ int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::Tra
   return static_cast<int64_t>(t.graph_layers(m.layers)) * steps;
 }
 
-void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model) {
+void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model,
+                       const input::Node& training) {
   const double params = workloads::total_params(m);
   if (!(params <= kMaxParams)) {
     model.error(fmt::format("the model has {:.3g} parameters, more than the {:.0e} racksim simulates (docs/decisions.md, "
@@ -37,7 +38,7 @@ void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingC
   }
   const double tokens = static_cast<double>(t.global_batch) * t.seq_len;
   if (tokens > kMaxTokensPerStep) {
-    model.error(fmt::format("training.global_batch x training.seq_len = {:.3g} tokens per step, more than the {:.0e} "
+    training.child("global_batch").error(fmt::format("training.global_batch x training.seq_len = {:.3g} tokens per step, more than the {:.0e} "
                             "racksim simulates (docs/decisions.md, \"Input limits\")",
                             tokens, kMaxTokensPerStep));
     return;

@@ -53,8 +53,9 @@ inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
 inline constexpr double kMaxParams = 1e15;
 inline constexpr double kMaxTokensPerStep = 1e12;
 
-// Records an error at `model` (the scenario's model node) when the model, the tokens of a step
-// or the step's replay are beyond these bounds.
-void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model);
+// Records an error when the model (at `model`, the scenario's model node), the tokens of a step (at `training`'s
+// global_batch, which with seq_len makes them) or the step's replay (at model.layers) are beyond these bounds.
+void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingConfig& t, const input::Node& model,
+                       const input::Node& training);
 
 }  // namespace racksim::sim

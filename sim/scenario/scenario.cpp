@@ -60,6 +60,15 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
       diag.error({option + " " + a, 0, 0}, "", fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
       continue;
     }
+    // The same key twice in one option's list had kept the last silently (a validate case's set: refuses it): said.
+    // (--set then --base-set / --variant-set of one key is the layering compare documents, not this.)
+    if (const auto prev = std::find_if(out.begin(), out.end(), [&](const SetOverride& o) { return o.key_path == key; });
+        prev != out.end()) {
+      diag.error({option + " " + a, 0, 0}, "",
+                 fmt::format("{} is given twice ({} {}={} before): give it once", key, option, key, prev->value),
+                 input::DiagnosticKind::malformed_value);
+      continue;
+    }
     out.push_back({key, a.substr(eq + 1), option});
   }
   diag.throw_if_any();
@@ -266,8 +275,9 @@ void parse_system(const Node& sys, const std::string& file, SystemConfig& out) {
                  file);
   r.finish();
   if (out.preset.empty()) {
-    // Given but empty ("", ~): said here, at the key, where it would otherwise surface as a system with no GPU.
-    if (sys.yaml().IsMap() && sys.yaml()["preset"]) {
+    // Given but empty (""): said here, at the key, where it would otherwise surface as a system with no GPU. (A null,
+    // `preset:` or `preset: ~`, MapReader has said already: no value.)
+    if (sys.yaml().IsMap() && sys.yaml()["preset"] && !sys.yaml()["preset"].IsNull()) {
       const Node given = sys.child("preset");
       hw::load_system_preset("", &given, overrides, ctx, out.spec);
     }
@@ -315,12 +325,34 @@ Scenario parse_scenario(Node root) {
   // --- model
   if (auto mn = top.get("model", true)) {
     if (mn->yaml().IsMap() && mn->yaml()["preset"]) {
-      // A preset and inline fields together would be ambiguous: each field is refused with what to do instead.
+      // A preset and inline fields together would be ambiguous: each field is refused with what to do instead. A key
+      // that is no model field at all (a typo) is said as an inline model says it, with the nearest field: the fields
+      // beside the preset are read as an inline model in a scratch load, and its unknown-key errors kept.
+      std::map<std::string, std::string> unknown;  // key -> the inline model's message for it
+      {
+        YAML::Node fields_only(YAML::NodeType::Map);
+        for (auto it = mn->yaml().begin(); it != mn->yaml().end(); ++it)
+          if (it->first.IsScalar() && it->first.Scalar() != "preset") fields_only[it->first.Scalar()] = it->second;
+        input::LoadSession scratch;
+        const Node probe(fields_only, mn->file(), mn->path(), mn->internal_path(), scratch.ctx);
+        (void)parse_model(probe, false);
+        for (const auto& d : scratch.diag.list())
+          if (d.kind == input::DiagnosticKind::unknown_key)
+            for (auto it = mn->yaml().begin(); it != mn->yaml().end(); ++it)
+              if (it->first.IsScalar() &&
+                  d.key_path == (mn->path().empty() ? "" : mn->path() + ".") + it->first.Scalar())
+                unknown.emplace(it->first.Scalar(), d.message);
+      }
       bool fields = false;
       for (auto it = mn->yaml().begin(); it != mn->yaml().end(); ++it)
         if (it->first.IsScalar() && it->first.Scalar() != "preset") {
           fields = true;
           const std::string key = it->first.Scalar();
+          if (auto u = unknown.find(key); u != unknown.end()) {
+            mn->child(key).error(u->second + " (and beside a preset no model field is set: write the model inline)",
+                                 input::DiagnosticKind::unknown_key);
+            continue;
+          }
           mn->child(key).error(fmt::format(
               "a model preset's fields are not set beside it (model: {{preset: ...}} takes nothing else): write the model "
               "inline instead, its fields as `racksim models show {}` prints them, with {} changed",
@@ -634,6 +666,12 @@ Scenario parse_scenario(Node root) {
                                     "--exp-avg-sq-dtype); in JAX mode (optax's mu_dtype) it is not modelled: set "
                                     "training.adam_moments: fp32");
   if (moe_node && !m.moe) moe_node->error("training.moe needs a mixture-of-experts model (model.moe)");
+  // Likewise the routing's imbalance (it had been taken and changed nothing on a dense model). 1, the default, may stay
+  // in a base that a sweep runs over dense and MoE models.
+  if (!m.moe && tn && tn->yaml().IsMap() && tn->yaml()["expert_imbalance"] &&
+      (t.expert_imbalance != 1.0 || t.expert_imbalance_chance))
+    tn->child("expert_imbalance").error("expert_imbalance is the MoE routing's load on the busiest expert rank: it needs a "
+                                        "mixture-of-experts model (model.moe); drop it");
   if (moe_node && m.moe) {
     if (t.moe.a2a_overlap && p.ep < 2)
       moe_node->child("a2a_overlap").error("a2a_overlap overlaps the expert-parallel exchanges: it needs ep > 1");
@@ -892,7 +930,7 @@ Scenario parse_scenario(Node root) {
     fp8_wgrad_node->error(fmt::format("fp8_wgrad: false keeps the weight-gradient GEMMs of an fp8-class precision in bf16; "
                                       "precision is {}, whose weight gradients are {} already",
                                       sim::to_string(t.precision), sim::to_string(t.precision)));
-  if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"));  // sim/scenario/limits.h
+  if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"), root.child("training"));  // limits.h
   return sc;
 }
 

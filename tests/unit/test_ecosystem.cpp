@@ -967,6 +967,13 @@ TEST(NcclTests, CollectiveTableReadsBackAsWhatItPredicted) {
   EXPECT_EQ(rows[0]["size"], 0);   // 8 B = 2 floats: 0 per rank
   EXPECT_EQ(rows[2]["size"], 32);  // 32 B = 8 floats: 1 per rank
   EXPECT_EQ(rows[3]["count"], 2);
+  // Every row also carries the contract's fields of the --bytes mode (a probe found the two modes' JSON disjoint).
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["op"], "reduce_scatter");
+    EXPECT_EQ(r["gpus"], 8);
+    EXPECT_EQ(r["bytes"].get<double>(), r["size"].get<double>());
+    EXPECT_DOUBLE_EQ(r["time_s"].get<double>() * 1e6, r["time_us"].get<double>());
+  }
 }
 
 TEST(NcclTests, CollectiveCliSweepAndErrors) {

@@ -906,3 +906,48 @@ TEST(InputAudit, CompareSaysWhichSidesErrorsTheyAre) {
   EXPECT_TRUE(has(r.err, q + ": error: compare: the errors above are the variant scenario's\n")) << r.err;
   EXPECT_FALSE(has(r.err, "base scenario's")) << r.err;
 }
+
+// A new user's probe (2026-12-07), each of these fixed:
+// - a key given with no value (`recompute:`, `nvls: ~`) had run as its default without a word, and a required one
+//   given empty had read "required key is missing" (and, for system.preset, a second error on the next line);
+// - a typo beside a model preset had been told to inline the model "with hiden changed": now the inline model's
+//   unknown-key error with its nearest field;
+// - expert_imbalance on a dense model had been taken and changed nothing: refused as training.moe is;
+// - the tokens-per-step bound named `model`, not the global batch that crossed it;
+// - the same --set key twice had kept the last silently.
+TEST(InputAudit, EmptyValuesTyposBesideAPresetAndRepeatedSetsAreSaid) {
+  const std::string dir = temp_dir("probe1207");
+  write(dir + "/n.yaml", "name: n\nsystem:\n  preset:\n  gpus: 8\nmodel: {preset: llama3-8b}\ntraining:\n"
+                         "  seq_len: 8192\n  global_batch: 128\n  micro_batch: 1\n  recompute:\n  nvls: ~\n");
+  const auto n = run_cli({"run", dir + "/n.yaml"});
+  EXPECT_EQ(n.code, 1);
+  EXPECT_EQ(n.err, dir + "/n.yaml:3:3: error: system.preset: no value (empty or null): give one; this key is required\n" +
+                       dir + "/n.yaml:10:3: error: training.recompute: no value (empty or null): give one, or leave the key "
+                             "out for its default\n" +
+                       dir + "/n.yaml:11:3: error: training.nvls: no value (empty or null): give one, or leave the key out "
+                             "for its default\n")
+      << n.err;
+
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  const auto typo = run_cli({"run", quick, "--set", "model.hiden=4096"});
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_TRUE(has(typo.err, "model.hiden: unknown key 'hiden'; did you mean 'hidden'?")) << typo.err;
+  const auto field = run_cli({"run", quick, "--set", "model.hidden=4096"});
+  EXPECT_TRUE(has(field.err, "model.hidden: a model preset's fields are not set beside it")) << field.err;
+
+  const auto dense = run_cli({"run", quick, "--set", "training.expert_imbalance=chance"});
+  EXPECT_EQ(dense.code, 1);
+  EXPECT_TRUE(has(dense.err, "training.expert_imbalance: expert_imbalance is the MoE routing's load on the busiest expert "
+                             "rank: it needs a mixture-of-experts model")) << dense.err;
+  EXPECT_EQ(run_cli({"run", quick, "--set", "training.expert_imbalance=1"}).code, 0);  // the default may stay
+
+  const auto tokens = run_cli({"run", quick, "--set", "training.seq_len=100000000", "--set", "training.global_batch=16384"});
+  EXPECT_EQ(tokens.code, 1);
+  EXPECT_TRUE(has(tokens.err, "--set training.global_batch=16384: error: training.global_batch: training.global_batch x "
+                              "training.seq_len = 1.64e+12 tokens per step")) << tokens.err;
+
+  const auto twice = run_cli({"run", quick, "--set", "training.parallelism.tp=2", "--set", "training.parallelism.tp=4"});
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_EQ(twice.err, "--set training.parallelism.tp=4: error: training.parallelism.tp is given twice (--set "
+                       "training.parallelism.tp=2 before): give it once\n");
+}
