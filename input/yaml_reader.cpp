@@ -5,6 +5,7 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -874,6 +875,40 @@ std::vector<std::string> list_yaml_names(const std::string& dir) {
 std::string data_dir() {
   if (const char* env = std::getenv("RACKSIM_DATA_DIR"); env && *env) return env;
   return RACKSIM_DATA_DIR;
+}
+
+
+bool refuse_other_kind_of_file(const Node& root, const std::string& expected) {
+  const YAML::Node& y = root.yaml();
+  if (!y.IsMap()) return false;
+  const auto has = [&](const char* k) { return static_cast<bool>(y[k]) && y[k].IsDefined(); };
+  // Each kind by the keys only it has at the top (a scenario: system, model, training; a sweep: base and vary; a suite:
+  // cases; a system preset: gpu and scale_up), and the command that reads it.
+  struct Kind {
+    const char* name;
+    bool is;
+    const char* how;
+  };
+  const std::array<Kind, 4> kinds = {{
+      {"scenario", has("system") && has("training") && !has("vary") && !has("cases"),
+       "run it with `racksim run FILE` (or name it as a sweep's base:)"},
+      {"sweep", has("base") && has("vary"), "run it with `racksim sweep FILE`"},
+      {"validation suite", has("cases") && !has("vary"), "run it with `racksim validate FILE`"},
+      {"system preset", has("gpu") && has("scale_up"), "name it as a scenario's system.preset (a path) or see `racksim hw show`"},
+  }};
+  for (const auto& k : kinds)
+    if (k.is && expected != k.name) {
+      root.diag().error({root.file(), 1, 1}, "",
+                        fmt::format("this looks like a {} file, not a {} ({}): {}", k.name, expected,
+                                    std::string(k.name) == "scenario"           ? "system:, model:, training:"
+                                    : std::string(k.name) == "sweep"            ? "base:, vary:"
+                                    : std::string(k.name) == "validation suite" ? "cases:"
+                                                                                : "gpu:, scale_up:",
+                                    k.how),
+                        DiagnosticKind::other);
+      return true;
+    }
+  return false;
 }
 
 }  // namespace racksim::input

@@ -246,4 +246,10 @@ std::vector<std::string> list_yaml_names(const std::string& dir);
 // else the source tree the binary was built from.
 std::string data_dir();
 
+// When the top-level mapping `root` is another kind of racksim file than `expected` ("scenario", "sweep", "validation
+// suite"), records one error saying which and the command that reads it, and returns true: the caller stops there,
+// where its own key checks would list every key as unknown. A file of the expected kind, or of no recognized kind,
+// returns false.
+bool refuse_other_kind_of_file(const Node& root, const std::string& expected);
+
 }  // namespace racksim::input

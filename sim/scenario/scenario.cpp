@@ -314,6 +314,7 @@ Scenario parse_scenario(Node root) {
   Scenario sc;
   sc.file = root.file();
   auto ctx = root.context();
+  if (input::refuse_other_kind_of_file(root, "scenario")) return sc;
   MapReader top(root);
   if (!top.ok()) return sc;
   set_if(top.string("name"), sc.name);

@@ -50,6 +50,7 @@ SweepSpec parse_sweep(const Node& root) {
   SweepSpec spec;
   spec.file = root.file();
   input::Diagnostics& diag = root.diag();
+  if (input::refuse_other_kind_of_file(root, "sweep")) diag.throw_if_any();
   MapReader r(root);
   std::optional<Node> base_node = r.get("base", true);
   std::optional<Node> vary = r.get("vary", true);

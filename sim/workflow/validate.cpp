@@ -315,6 +315,7 @@ SuiteCase parse_case(const Node& n, const std::string& suite_file, std::size_t i
 Suite parse_suite(const Node& root) {
   Suite s;
   s.file = root.file();
+  if (input::refuse_other_kind_of_file(root, "validation suite")) root.diag().throw_if_any();
   MapReader r(root);
   auto cases = r.get("cases", true);
   r.finish();

@@ -1250,6 +1250,21 @@ TEST(ReportFigures, MfuCountsTheTokensTheExpertsProcess) {
   EXPECT_EQ(n, 1u) << off.out;
 }
 
+// A job that leaves its last NVLink domain partly filled says so (a probe: 512 GB200 on 72-GPU racks run 22% slower than
+// on 64-GPU domains, the data-parallel ring through the last rack's one rank, without a word); whole domains do not.
+TEST(ReportFigures, APartlyFilledNvlinkDomainIsSaid) {
+  const std::string s = kSrc + "/scenarios/llama3-70b-gb200.yaml";
+  const auto partly = run_cli({"run", s, "--set", "system.overrides={scale_up.domain_size: 72}"});
+  ASSERT_EQ(partly.code, 0) << partly.err;
+  EXPECT_NE(partly.out.find("warning: the job's 512 GPUs leave an NVLink domain of 72 partly filled (8 GPUs): dp_cp "
+                            "groups of 64 ranks have as few as 1 there (against 9 in a full domain)"),
+            std::string::npos)
+      << partly.out;
+  const auto whole = run_cli({"run", s});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.out.find("partly filled"), std::string::npos) << whole.out;
+}
+
 // --microbatch-group-size-per-virtual-pipeline-stage is racksim's training.pipeline.microbatch_group_size, whose bounds
 // the loader checks as Megatron-Core's interleaved schedule does (schedules.py at d98e8a64): pp <= N <= micro-steps, the
 // last group (micro-steps mod N) empty or of at least pp. Without virtual stages the flag changes nothing and says so.

@@ -951,3 +951,44 @@ TEST(InputAudit, EmptyValuesTyposBesideAPresetAndRepeatedSetsAreSaid) {
   EXPECT_EQ(twice.err, "--set training.parallelism.tp=4: error: training.parallelism.tp is given twice (--set "
                        "training.parallelism.tp=2 before): give it once\n");
 }
+
+// The wrong kind of file for a command says what it is and which command reads it, in one line (a probe had a wall of
+// unknown-key errors, "name: unknown key 'name'; did you mean 'base'?" among them).
+TEST(InputAudit, AnotherKindOfFileIsNamedWithItsCommand) {
+  const std::string dir = temp_dir("kinds");
+  const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  write(dir + "/sw.yaml", "base: " + quick + "\nvary:\n  training.parallelism.tp: [1, 2]\n");
+  const auto run = run_cli({"run", dir + "/sw.yaml"});
+  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.err, dir + "/sw.yaml:1:1: error: this looks like a sweep file, not a scenario (base:, vary:): run it with "
+                           "`racksim sweep FILE`\n");
+  const auto sweep = run_cli({"sweep", quick});
+  EXPECT_EQ(sweep.code, 1);
+  EXPECT_EQ(sweep.err, quick + ":1:1: error: this looks like a scenario file, not a sweep (system:, model:, training:): run "
+                               "it with `racksim run FILE` (or name it as a sweep's base:)\n");
+  const auto suite = run_cli({"validate", dir + "/sw.yaml"});
+  EXPECT_EQ(suite.code, 1);
+  EXPECT_TRUE(has(suite.err, "this looks like a sweep file, not a validation suite")) << suite.err;
+  const auto preset = run_cli({"run", kSrc + "/hardware_models/presets/h100-sxm.yaml"});
+  EXPECT_EQ(preset.code, 1);
+  EXPECT_TRUE(has(preset.err, "this looks like a system preset file, not a scenario (gpu:, scale_up:)")) << preset.err;
+}
+
+// --model with architecture flags that describe another model: each disagreement said (they had been listed only as
+// ignored); flags that agree with the preset say nothing.
+TEST(InputAudit, ArchitectureFlagsThatContradictTheNamedModelAreSaid) {
+  const std::string dir = temp_dir("modelflags");
+  write(dir + "/a.txt", "--num-layers 32\n--hidden-size 4096\n--ffn-hidden-size 14336\n--num-attention-heads 32\n"
+                        "--group-query-attention\n--num-query-groups 8\n--seq-length 4096\n--micro-batch-size 1\n"
+                        "--global-batch-size 64\n--bf16\n");
+  const auto other = run_cli({"import", "megatron", dir + "/a.txt", "--gpus", "8", "--system", "h200-sxm", "--model",
+                              "llama3-70b"});
+  EXPECT_EQ(other.code, 0) << other.err;
+  EXPECT_TRUE(has(other.err, "--num-layers 32 disagrees with --model llama3-70b (80 there): the arguments describe another "
+                             "model than the one named; the preset is used")) << other.err;
+  EXPECT_TRUE(has(other.err, "--hidden-size 4096 disagrees with --model llama3-70b (8192 there)")) << other.err;
+  const auto same = run_cli({"import", "megatron", dir + "/a.txt", "--gpus", "8", "--system", "h200-sxm", "--model",
+                             "llama3-8b"});
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_FALSE(has(same.err, "disagrees")) << same.err;
+}

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -1367,6 +1368,26 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                           "moe-layer-freq", "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim",
                           "qk-pos-emb-head-dim", "v-head-dim", "padded-vocab-size", "qk-layernorm"})
       if (fl.has(f)) fl.used.insert(f), out.ignored.push_back(shown(fl.last[f]) + " (the model is --model " + opt.model + ")");
+    // An architecture flag that contradicts the preset is said, not only listed as ignored (the arguments may describe
+    // another model than the one named).
+    {
+      input::LoadSession scratch;
+      const input::Node where(YAML::Node(opt.model), "--model", "model.preset", "model.preset", scratch.ctx);
+      ModelSpec preset;
+      if (load_model_preset(opt.model, where, scratch.ctx, preset) && scratch.diag.empty()) {
+        const std::array<std::pair<const char*, long long>, 5> dims = {{{"num-layers", preset.layers},
+                                                                        {"hidden-size", preset.hidden},
+                                                                        {"ffn-hidden-size", preset.ffn_hidden},
+                                                                        {"num-attention-heads", preset.heads},
+                                                                        {"num-query-groups", preset.kv_heads}}};
+        for (const auto& [f, want] : dims)
+          if (auto v = fl.str(f))
+            if (std::to_string(want) != *v)
+              out.warnings.push_back(fmt::format("{} disagrees with --model {} ({} there): the arguments describe another "
+                                                 "model than the one named; the preset is used",
+                                                 shown(fl.last[f]), opt.model, want));
+      }
+    }
     if (auto l = as_int("num-layers")) layers = static_cast<int>(*l);
   } else {
     std::vector<std::string> missing;
