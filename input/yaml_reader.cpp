@@ -900,7 +900,7 @@ bool refuse_other_kind_of_file(const Node& root, const std::string& expected) {
     if (k.is && expected != k.name) {
       root.diag().error({root.file(), 1, 1}, "",
                         fmt::format("this looks like a {} file, not a {} ({}): {}", k.name, expected,
-                                    std::string(k.name) == "scenario"           ? "system:, model:, training:"
+                                    std::string(k.name) == "scenario"           ? "system:, training:"
                                     : std::string(k.name) == "sweep"            ? "base:, vary:"
                                     : std::string(k.name) == "validation suite" ? "cases:"
                                                                                 : "gpu:, scale_up:",

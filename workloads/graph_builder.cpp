@@ -25,7 +25,10 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
     // Each MTP depth as Megatron-LM's counter takes it (training.py num_floating_point_operations at d98e8a64):
     // a layer of the last layer's kind, its norms and projection (3h + 2h^2), and one more pass of the logits.
     LayerParams p = layer_params(m, m.layers - 1);
-    if (m.is_moe_layer(m.layers - 1)) p.experts *= static_cast<double>(m.moe->top_k) / m.moe->experts;
+    if (m.is_moe_layer(m.layers - 1)) {
+      p.experts *= static_cast<double>(m.moe->top_k) / m.moe->experts;
+      if (t.moe.capacity_factor > 0 && t.moe.capacity_factor < 1) p.experts *= t.moe.capacity_factor;  // as above
+    }
     const double h = m.hidden;
     params += t.mtp_layers * (p.total() + 3.0 * h + 2.0 * h * h + static_cast<double>(m.vocab) * h);
   }

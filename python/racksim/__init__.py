@@ -42,6 +42,8 @@ def _set_args(overrides: Overrides) -> list[str]:
     if isinstance(overrides, Mapping):
         out = []
         for key, value in overrides.items():
+            if value is None:
+                continue  # not given (as a None in a scenario dict)
             if isinstance(value, str):
                 text = value  # "selective", "4.8 TB/s", "[a, b]": YAML text, as on the command line
             else:
@@ -53,10 +55,20 @@ def _set_args(overrides: Overrides) -> list[str]:
     return [str(s) for s in overrides]
 
 
+def _without_none(obj: Any) -> Any:
+    """A dict's keys whose value is None left out, at every level: None is Python's "not given" (the YAML loader refuses
+    a key with no value, which the key's default is not)."""
+    if isinstance(obj, Mapping):
+        return {k: _without_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [_without_none(v) for v in obj]
+    return obj
+
+
 def _source(obj: Any, what: str) -> "_racksim.Source":
     """A file path, or a dict written as JSON text (JSON is YAML) for the strict YAML loader."""
     if isinstance(obj, Mapping):
-        return _racksim.Source(text=json.dumps(obj, indent=1), label=f"<{what} dict>")
+        return _racksim.Source(text=json.dumps(_without_none(obj), indent=1), label=f"<{what} dict>")
     if isinstance(obj, (str, os.PathLike)):
         return _racksim.Source(path=os.fspath(obj))
     raise TypeError(f"{what}: expected a path or a dict, got {type(obj).__name__}")
@@ -121,7 +133,7 @@ def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
     jobs = 0 if jobs is None else _count("jobs", jobs, 1, 4096)
     csv = _racksim.sweep(_source(sweep, "sweep"), jobs, shard or "", _path(out), _path(report))
     df = pd.read_csv(io.StringIO(csv))
-    for text in ("error", "warnings"):  # text columns: empty is "", not NaN (an all-empty column would read as numbers)
+    for text in ("error", "warnings", "calibration"):  # text columns: empty is "", not NaN (an all-empty column would read as numbers)
         if text in df.columns:
             df[text] = df[text].fillna("").astype(str)
     return df

@@ -193,7 +193,7 @@ def test_sweep_is_a_dataframe_equal_to_cli_csv(racksim_binary, cli_text):
     code, out, _ = cli_text("sweep", SWEEP)
     assert code == 0
     cli = pd.read_csv(io.StringIO(out))
-    for text in ("error", "warnings"):
+    for text in ("error", "warnings", "calibration"):
         cli[text] = cli[text].fillna("").astype(str)
     assert list(df.columns) == list(cli.columns)
     pd.testing.assert_frame_equal(df, cli)
@@ -222,6 +222,19 @@ def test_sweep_writes_csv(tmp_path):
     assert out.read_text().splitlines()[0].startswith("point,training.recompute,")
     assert list(df["point"]) == [0, 1]
     assert len(df) == 2
+
+
+def test_none_is_not_given():
+    # None leaves the key out (its default), in a scenario dict and in set=; a YAML key with no value is an error.
+    base = racksim.run(QUICK)
+    scenario = base["scenario"]
+    assert "overlap_grad_reduce" not in scenario["training"] or scenario["training"]["overlap_grad_reduce"] is not None
+    scenario["training"].pop("overlap_grad_reduce", None)
+    with_none = json.loads(json.dumps(scenario))
+    with_none["training"]["overlap_grad_reduce"] = None
+    assert racksim.run(with_none, set={"training.recompute": None})["step_time_s"] == racksim.run(scenario)["step_time_s"]
+    with pytest.raises(racksim.InputError, match="training.recompute"):
+        racksim.run(QUICK, set=["training.recompute=~"])
 
 
 def test_sweep_bad_key_raises():

@@ -129,14 +129,17 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
                          step_a / step_b);
     // Sides on different calibrations (a preset's default one against another preset without any, say) differ by more
     // than the change compared: say so, with how each side got its calibration.
+    // By the calibration's own name (a name and a path to the same file are one calibration).
     const auto calibration_of = [](const json& r) {
       const json& sys = r["scenario"]["system"];
-      const std::string name = sys.contains("calibration") && sys["calibration"].is_string()
-                                   ? sys["calibration"].get<std::string>()
-                                   : "none";
-      std::string source;
-      if (const auto res = sys.find("resolved"); res != sys.end() && res->contains("calibration"))
-        source = (*res)["calibration"].value("source", "");
+      std::string name = "none", source;
+      if (const auto res = sys.find("resolved"); res != sys.end() && res->contains("calibration")) {
+        const json& cal = (*res)["calibration"];
+        name = cal.value("name", "none");
+        source = cal.value("source", "");
+      } else if (sys.contains("calibration") && sys["calibration"].is_string()) {
+        name = sys["calibration"].get<std::string>();
+      }
       return std::pair{name, source};
     };
     const auto [cal_a, src_a] = calibration_of(a.report);
@@ -144,7 +147,11 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
     if (cal_a != cal_b) {
       const auto describe = [](const std::string& name, const std::string& source) {
         if (name == "none") return std::string("none, the preset's cited figures");
-        return source.empty() ? name : fmt::format("{}, {}", name, source == "default" ? "its preset's default" : source);
+        return source.empty() ? name
+                              : fmt::format("{}, {}", name,
+                                            source == "default"    ? "its preset's default"
+                                            : source == "scenario" ? "set by the scenario"
+                                                                   : source);
       };
       out << fmt::format("note: the sides run different calibrations (base: {}; variant: {}): part of the speedup is "
                          "the calibration's, not the change's; give both the same (--set system.calibration=NAME or "

@@ -124,7 +124,7 @@ json make_report(const Job& job, const ReplayResult& r, const StepInfo& in) {
   const double mfu = model_tflops * 1e12 / peak;
   if (mfu > 1)
     warnings.push_back(fmt::format(
-        "MFU {:.3f} is above 1: the model FLOP count (6 x active parameters x tokens + attention, DESIGN.md) credits "
+        "MFU {:.3f} is above 1: the model FLOP count (6 x active parameters x tokens + attention, docs/contracts.md) credits "
         "work this step does not do on the GPU (the input embedding's parameters count as a matmul's, a lookup on the "
         "GPU), which weighs most in a model of few layers and a large vocabulary",
         mfu));

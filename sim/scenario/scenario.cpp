@@ -60,14 +60,13 @@ std::vector<SetOverride> parse_set_overrides(const std::vector<std::string>& arg
       diag.error({option + " " + a, 0, 0}, "", fmt::format("'{}' is not a key path (letters, digits, '_', '-' joined by '.')", key));
       continue;
     }
-    // The same key twice in one option's list had kept the last silently (a validate case's set: refuses it): said.
-    // (--set then --base-set / --variant-set of one key is the layering compare documents, not this.)
+    // The same key twice in one option's list keeps the last, as it always has (a wrapper's `--set k=default "$@"`
+    // relies on it), and now says so: it had been silent. (--set then --base-set / --variant-set of one key is compare's
+    // layering, not this.)
     if (const auto prev = std::find_if(out.begin(), out.end(), [&](const SetOverride& o) { return o.key_path == key; });
         prev != out.end()) {
-      diag.error({option + " " + a, 0, 0}, "",
-                 fmt::format("{} is given twice ({} {}={} before): give it once", key, option, key, prev->value),
-                 input::DiagnosticKind::malformed_value);
-      continue;
+      spdlog::warn("{} {}: {} was given before ({} {}={}): the last is used", option, a, key, option, key, prev->value);
+      out.erase(prev);
     }
     out.push_back({key, a.substr(eq + 1), option});
   }
@@ -349,12 +348,16 @@ Scenario parse_scenario(Node root) {
         if (it->first.IsScalar() && it->first.Scalar() != "preset") {
           fields = true;
           const std::string key = it->first.Scalar();
+          // At the key (a null value's own mark is the next token's, often the next line).
+          const Node at = it->second.IsNull() ? Node(it->first, mn->file(), mn->child(key).path(),
+                                                     mn->child(key).internal_path(), mn->context())
+                                              : mn->child(key);
           if (auto u = unknown.find(key); u != unknown.end()) {
-            mn->child(key).error(u->second + " (and beside a preset no model field is set: write the model inline)",
-                                 input::DiagnosticKind::unknown_key);
+            at.error(u->second + " (and beside a preset no model field is set: write the model inline)",
+                     input::DiagnosticKind::unknown_key);
             continue;
           }
-          mn->child(key).error(fmt::format(
+          at.error(fmt::format(
               "a model preset's fields are not set beside it (model: {{preset: ...}} takes nothing else): write the model "
               "inline instead, its fields as `racksim models show {}` prints them, with {} changed",
               mn->yaml()["preset"].IsScalar() ? mn->yaml()["preset"].Scalar() : "NAME", key));

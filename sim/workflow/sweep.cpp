@@ -1,5 +1,7 @@
 #include "sim/workflow/sweep.h"
 
+#include "hardware_models/calibration.h"
+
 #include <cmath>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -359,7 +361,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptio
     r.report = std::move(res.report);
     r.report.erase("scenario");
     // A sweep over presets can mix a preset's default calibration with a preset that has none: the CSV says which.
-    r.calibration = res.job.system.calibration.value_or("none");
+    r.calibration = res.job.system.spec.calibration ? res.job.system.spec.calibration->name : "none";
   } catch (const input::InputError& e) {
     r.error = describe_error(e);
   } catch (const sim::UnitError& e) {

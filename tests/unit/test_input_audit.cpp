@@ -600,6 +600,17 @@ TEST(InputAudit, ContinuedCommandsNameEachFlagsOwnLine) {
   EXPECT_TRUE(has(r.err, "--bogus-flag 7 (line 7): not an argument racksim knows")) << r.err;
   EXPECT_TRUE(has(r.err, "--num-layers-bogus 3 (line 8): not an argument racksim knows")) << r.err;
   EXPECT_TRUE(has(r.err, "--bogus-var 1 (line 3): not an argument racksim knows")) << r.err;  // from $X
+  // A flag a variable gives and the script also writes is ambiguous: both keep the command's line, and the flags between
+  // keep theirs (a review found them all sent to the first line); CRLF line ends and a flag before ';' are found.
+  write(dir + "/b.sh", "EXTRA=\"--lr 1e-4\"\r\ntorchrun --nproc_per_node 8 pretrain_gpt.py $EXTRA \\\r\n"
+                       "  --num-layers 4 --hidden-size 1024 --num-attention-heads 16 \\\r\n"
+                       "  --bogus-flag 7 \\\r\n"
+                       "  --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 \\\r\n"
+                       "  --lr 3e-4 --bogus-end 1;\r\n");
+  const auto b = run_cli({"import", "megatron", dir + "/b.sh", "--system", "h200-sxm"});
+  EXPECT_EQ(b.code, 0) << b.err;
+  EXPECT_TRUE(has(b.err, "--bogus-flag 7 (line 4): not an argument racksim knows")) << b.err;
+  EXPECT_TRUE(has(b.err, "--bogus-end 1 (line 6): not an argument racksim knows")) << b.err;
 }
 
 // A review of the pass above: an sbatch script's unset Slurm variables are 0 where racksim reads the script, so a
@@ -914,7 +925,7 @@ TEST(InputAudit, CompareSaysWhichSidesErrorsTheyAre) {
 //   unknown-key error with its nearest field;
 // - expert_imbalance on a dense model had been taken and changed nothing: refused as training.moe is;
 // - the tokens-per-step bound named `model`, not the global batch that crossed it;
-// - the same --set key twice had kept the last silently.
+// - the same --set key twice had kept the last silently: it still does, and says so.
 TEST(InputAudit, EmptyValuesTyposBesideAPresetAndRepeatedSetsAreSaid) {
   const std::string dir = temp_dir("probe1207");
   write(dir + "/n.yaml", "name: n\nsystem:\n  preset:\n  gpus: 8\nmodel: {preset: llama3-8b}\ntraining:\n"
@@ -946,10 +957,13 @@ TEST(InputAudit, EmptyValuesTyposBesideAPresetAndRepeatedSetsAreSaid) {
   EXPECT_TRUE(has(tokens.err, "--set training.global_batch=16384: error: training.global_batch: training.global_batch x "
                               "training.seq_len = 1.64e+12 tokens per step")) << tokens.err;
 
-  const auto twice = run_cli({"run", quick, "--set", "training.parallelism.tp=2", "--set", "training.parallelism.tp=4"});
-  EXPECT_EQ(twice.code, 1);
-  EXPECT_EQ(twice.err, "--set training.parallelism.tp=4: error: training.parallelism.tp is given twice (--set "
-                       "training.parallelism.tp=2 before): give it once\n");
+  // The last of a key given twice is used, as before, and said (a wrapper's `--set k=default "$@"` relies on it).
+  const auto twice = run_cli({"run", quick, "--json", "--set", "training.parallelism.tp=2", "--set",
+                              "training.parallelism.tp=4", "--set", "training.parallelism.dp=auto"});
+  EXPECT_EQ(twice.code, 0) << twice.err;
+  EXPECT_TRUE(has(twice.err, "--set training.parallelism.tp=4: training.parallelism.tp was given before (--set "
+                             "training.parallelism.tp=2): the last is used")) << twice.err;
+  EXPECT_TRUE(has(twice.out, "\"tp\":4")) << twice.out;
 }
 
 // The wrong kind of file for a command says what it is and which command reads it, in one line (a probe had a wall of
@@ -964,7 +978,7 @@ TEST(InputAudit, AnotherKindOfFileIsNamedWithItsCommand) {
                            "`racksim sweep FILE`\n");
   const auto sweep = run_cli({"sweep", quick});
   EXPECT_EQ(sweep.code, 1);
-  EXPECT_EQ(sweep.err, quick + ":1:1: error: this looks like a scenario file, not a sweep (system:, model:, training:): run "
+  EXPECT_EQ(sweep.err, quick + ":1:1: error: this looks like a scenario file, not a sweep (system:, training:): run "
                                "it with `racksim run FILE` (or name it as a sweep's base:)\n");
   const auto suite = run_cli({"validate", dir + "/sw.yaml"});
   EXPECT_EQ(suite.code, 1);

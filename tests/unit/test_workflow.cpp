@@ -343,6 +343,39 @@ TEST_F(WorkflowSweepCli, ShardCsvsMergeIntoOneReport) {
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_EQ(m.out, whole.out);
   EXPECT_EQ(slurp(d + "/wf_merged.html"), slurp(d + "/wf_whole.html"));
+  // A shard written before the calibration column (2026-12-07), or also before the warnings column (2026-12-05), merges
+  // with the others: its rows keep their figures, with an empty calibration cell (and no warnings).
+  {
+    const std::string text = slurp(d + "/wf_m1.csv");
+    std::string older, oldest;
+    for (std::size_t a = 0, b; (b = text.find('\n', a)) != std::string::npos; a = b + 1) {
+      std::string row = text.substr(a, b - a);
+      row = row.substr(0, row.rfind(','));  // drop calibration
+      older += row + "\n";
+      oldest += row.substr(0, row.rfind(',')) + "\n";  // and warnings
+    }
+    std::ofstream(d + "/wf_m1_older.csv") << older;
+    std::ofstream(d + "/wf_m1_oldest.csv") << oldest;
+    // The whole run's row with its last `n` cells emptied (these points' cells hold no commas).
+    const auto emptied = [](std::string row, int n) {
+      std::string tail;
+      for (int i = 0; i < n; ++i) {
+        row = row.substr(0, row.rfind(','));
+        tail += ",";
+      }
+      return row + tail;
+    };
+    for (const auto& [f, gone] : {std::pair{"/wf_m1_older.csv", 1}, std::pair{"/wf_m1_oldest.csv", 2}}) {
+      auto o = run_cli({"sweep", sweep_, "--merge", d + "/wf_m0.csv", d + f, d + "/wf_m2.csv"});
+      ASSERT_EQ(o.code, 0) << f << o.err;
+      const auto got = lines(o.out), want = lines(whole.out);
+      ASSERT_EQ(got.size(), want.size()) << f;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const bool from_old = want[i].rfind("1,", 0) == 0 || want[i].rfind("4,", 0) == 0;  // shard 1's points
+        EXPECT_EQ(got[i], from_old ? emptied(want[i], gone) : want[i]) << f << " row " << i;
+      }
+    }
+  }
   // A shard missing: the rows there are, and a warning.
   auto part = run_cli({"sweep", sweep_, "--merge", d + "/wf_m0.csv", d + "/wf_m1.csv"});
   ASSERT_EQ(part.code, 0) << part.err;

@@ -623,17 +623,23 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
 }
 
 // The flags of a "\"-continued command were numbered with the command's first line; each is moved to the physical line
-// that holds it, found in order through the command's lines (a flag a variable expands to stays on the first line).
+// that holds it. Only where that is unambiguous: a flag whose literal occurrences in the command's lines are exactly its
+// arguments (the k-th argument at the k-th occurrence); one that a variable's expansion gives, alone or beside a literal
+// one, keeps the command's line, and moves no other flag.
 void place_on_physical_lines(const std::string& text, std::vector<Arg>& args) {
-  std::vector<std::string> phys{""};  // 1-based
+  std::vector<std::string> phys{""};  // 1-based, without a CR
   {
     std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) phys.push_back(line);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      phys.push_back(line);
+    }
   }
   const auto continues = [&](int l) {
     const std::string t = trim(phys[static_cast<std::size_t>(l)]);
     return !t.empty() && t.back() == '\\' && t.find('#') == std::string::npos;
   };
+  const auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
   const int n = static_cast<int>(phys.size()) - 1;
   for (std::size_t i = 0; i < args.size();) {
     const int first = args[i].line;
@@ -645,28 +651,28 @@ void place_on_physical_lines(const std::string& text, std::vector<Arg>& args) {
     }
     int last = first;
     while (last < n && continues(last)) ++last;
-    int pl = first;
-    std::size_t col = 0;
-    for (std::size_t k = i; k < j; ++k) {
-      const std::string needle = "--" + args[k].flag;
-      // From the cursor on; a flag not in the text (a variable's expansion) leaves the cursor where it was.
-      for (int l = pl; l <= last; ++l) {
+    // Each flag's literal occurrences, in order: "--flag" as a whole word (a blank, a quote or the line's start before
+    // it; none of a flag's characters after it).
+    std::map<std::string, int> wanted;
+    for (std::size_t k = i; k < j; ++k) ++wanted[args[k].flag];
+    std::map<std::string, std::vector<int>> occurrences;
+    for (const auto& [flag, count] : wanted) {
+      const std::string needle = "--" + flag;
+      auto& at_lines = occurrences[flag];
+      for (int l = first; l <= last; ++l) {
         const std::string& t = phys[static_cast<std::size_t>(l)];
-        std::size_t at = t.find(needle, l == pl ? col : 0);
-        while (at != std::string::npos) {
+        for (std::size_t at = t.find(needle); at != std::string::npos; at = t.find(needle, at + 1)) {
           const std::size_t end = at + needle.size();
-          if (end == t.size() || t[end] == '=' || t[end] == ' ' || t[end] == '\t' || t[end] == '"' || t[end] == '\'' ||
-              t[end] == '\\')
-            break;
-          at = t.find(needle, at + 1);
-        }
-        if (at != std::string::npos) {
-          args[k].line = l;
-          pl = l;
-          col = at + needle.size();
-          break;
+          const bool starts = at == 0 || t[at - 1] == ' ' || t[at - 1] == '\t' || t[at - 1] == '"' || t[at - 1] == '\'';
+          if (starts && (end == t.size() || !word_char(t[end]))) at_lines.push_back(l);
         }
       }
+    }
+    std::map<std::string, std::size_t> seen;
+    for (std::size_t k = i; k < j; ++k) {
+      const auto& at_lines = occurrences[args[k].flag];
+      const std::size_t nth = seen[args[k].flag]++;
+      if (static_cast<int>(at_lines.size()) == wanted[args[k].flag]) args[k].line = at_lines[nth];
     }
     i = j;
   }
@@ -1380,12 +1386,18 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                                                         {"ffn-hidden-size", preset.ffn_hidden},
                                                                         {"num-attention-heads", preset.heads},
                                                                         {"num-query-groups", preset.kv_heads}}};
-        for (const auto& [f, want] : dims)
+        for (const auto& [f, want] : dims) {
+          // Megatron reads --num-query-groups only with --group-query-attention (its logs print the default, 1, for
+          // every MHA or MLA model); MLA's heads are the preset's own.
+          if (std::string_view(f) == "num-query-groups" &&
+              (!fl.has("group-query-attention") || fl.has("multi-latent-attention")))
+            continue;
           if (auto v = fl.str(f))
             if (std::to_string(want) != *v)
               out.warnings.push_back(fmt::format("{} disagrees with --model {} ({} there): the arguments describe another "
                                                  "model than the one named; the preset is used",
                                                  shown(fl.last[f]), opt.model, want));
+        }
       }
     }
     if (auto l = as_int("num-layers")) layers = static_cast<int>(*l);
