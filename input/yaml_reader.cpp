@@ -183,8 +183,7 @@ MapReader::MapReader(const Node& node) : node_(node) {
   }
 }
 
-bool MapReader::refuse_null(const std::string& key, bool required) {
-  const Node c = node_.child(key);
+bool MapReader::refuse_null(const std::string& key, const Node& c, bool required) {
   if (!c.yaml().IsDefined() || !c.yaml().IsNull()) return false;
   if (std::find(null_reported_.begin(), null_reported_.end(), key) != null_reported_.end()) return true;
   null_reported_.push_back(key);
@@ -210,15 +209,20 @@ bool MapReader::refuse_null(const std::string& key, bool required) {
 
 bool MapReader::has(const std::string& key) {
   declared_.push_back(key);
-  if (ok_ && refuse_null(key, false)) return false;
-  return ok_ && node_.yaml()[key].IsDefined() && !node_.yaml()[key].IsNull();
+  if (!ok_) return false;
+  const YAML::Node v = node_.yaml()[key];
+  if (v.IsDefined() && v.IsNull()) {
+    refuse_null(key, node_.child(key), false);
+    return false;
+  }
+  return v.IsDefined();
 }
 
 std::optional<Node> MapReader::get(const std::string& key, bool required) {
   declared_.push_back(key);
   if (!ok_) return std::nullopt;
-  if (refuse_null(key, required)) return std::nullopt;
   Node c = node_.child(key);
+  if (refuse_null(key, c, required)) return std::nullopt;
   if (!c.yaml().IsDefined() || c.yaml().IsNull()) {
     if (required) {
       Diagnostics& d = node_.diag();

@@ -140,7 +140,7 @@ class MapReader {
   std::vector<std::string> declared_;
   std::vector<std::string> null_reported_;  // keys given with no value, already said (once per key)
   // A key present with no value (`key:` or `key: ~`): an error at the key, once; false when the key has a value.
-  bool refuse_null(const std::string& key, bool required);
+  bool refuse_null(const std::string& key, const Node& child, bool required);
 };
 
 // A test's probe: while one lives on this thread, MapReader::finish() records every key its reader declared (the file
