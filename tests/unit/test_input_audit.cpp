@@ -940,6 +940,13 @@ TEST(InputAudit, EmptyValuesTyposBesideAPresetAndRepeatedSetsAreSaid) {
       << n.err;
 
   const std::string quick = kSrc + "/scenarios/quickstart.yaml";
+  // An override with no value, at its key and with its whole path (it had read "required key is missing").
+  write(dir + "/o.yaml", "name: o\nsystem:\n  preset: h200-sxm\n  gpus: 8\n  overrides:\n    scale_up.domain_size:\n"
+                         "model: {preset: llama3-8b}\ntraining: {seq_len: 4096, global_batch: 64, micro_batch: 1}\n");
+  const auto o = run_cli({"run", dir + "/o.yaml"});
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.err, dir + "/o.yaml:6:5: error: system.overrides.scale_up.domain_size: no value (empty or null): give one, or "
+                         "leave the field out for the preset's own\n");
   const auto typo = run_cli({"run", quick, "--set", "model.hiden=4096"});
   EXPECT_EQ(typo.code, 1);
   EXPECT_TRUE(has(typo.err, "model.hiden: unknown key 'hiden'; did you mean 'hidden'?")) << typo.err;
