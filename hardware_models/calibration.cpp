@@ -557,6 +557,8 @@ std::shared_ptr<const Calibration> load_calibration_file(const std::string& path
 
 // ---------------------------------------------------------------- applying
 
+std::string applied_calibration_name(const SystemSpec& spec) { return spec.calibration ? spec.calibration->name : "none"; }
+
 void apply_calibration(SystemSpec& spec, const Calibration& cal) {
   auto c = std::make_shared<Calibration>(cal);
   c->warnings.clear();

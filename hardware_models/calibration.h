@@ -283,6 +283,8 @@ std::shared_ptr<const Calibration> load_calibration_file(const std::string& path
 // override keep their value. Records "calibrated: FILE ..." in spec.sources and sets
 // spec.calibration to a copy of `cal` holding the application's warnings.
 void apply_calibration(SystemSpec& spec, const Calibration& cal);
+// The name of the calibration applied to `spec` (its file stem, however the scenario named it), or "none".
+std::string applied_calibration_name(const SystemSpec& spec);
 
 // The calibration a scenario on `preset` uses when it names none (system.calibration absent; `none`
 // turns it off): the one under calibrated_dir() fitted against that preset (device.base_preset),

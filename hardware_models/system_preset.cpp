@@ -354,9 +354,8 @@ void flatten_overrides(const Node& n, const std::string& prefix, std::vector<std
       child.error("expected a value, or a mapping of preset fields, got an empty mapping", input::DiagnosticKind::malformed_value);
     else if (child.yaml().IsNull())
       // No value: said at the override (the merged preset's reader had called the field "required", without this path).
-      Node(it->first, n.file(), child.path(), child.internal_path(), n.context())  // at the key: a null's mark is the next token's
-          .error("no value (empty or null): give one, or leave the field out for the preset's own",
-                 input::DiagnosticKind::malformed_value);
+      n.key_of(key).error("no value (empty or null): give one, or leave the field out for the preset's own",
+                          input::DiagnosticKind::malformed_value);
     else if (child.yaml().IsMap())
       flatten_overrides(child, full, out);
     else

@@ -68,6 +68,15 @@ SourceLocation Node::where() const {
   return loc;
 }
 
+Node Node::key_of(const std::string& key) const {
+  const Node c = child(key);
+  if (yaml_.IsMap())
+    for (auto it = yaml_.begin(); it != yaml_.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == key)
+        return Node(it->first, c.file(), c.path(), c.internal_path(), ctx_);
+  return c;
+}
+
 Node Node::child(const std::string& key) const {
   // yaml-cpp's Node::operator= aliases content; construct instead of assigning.
   const YAML::Node& self = yaml_;
@@ -187,23 +196,11 @@ bool MapReader::refuse_null(const std::string& key, const Node& c, bool required
   if (!c.yaml().IsDefined() || !c.yaml().IsNull()) return false;
   if (std::find(null_reported_.begin(), null_reported_.end(), key) != null_reported_.end()) return true;
   null_reported_.push_back(key);
-  // At the key itself: a null value's own mark is where the next token starts, often the next line. (A key a set made
-  // is where the set was given.)
-  SourceLocation loc = c.where();
-  if (node_.context()->grafts.find(join_path(node_.internal_path(), key)) == node_.context()->grafts.end())
-    for (auto it = node_.yaml().begin(); it != node_.yaml().end(); ++it) {
-      const YAML::Node k = it->first;
-      if (k.IsScalar() && k.Scalar() == key && k.Mark().line >= 0) {
-        loc = {node_.file(), k.Mark().line + 1, k.Mark().column + 1};
-        break;
-      }
-    }
-  // A half-finished edit (`recompute:` with nothing after it) had run as the key's default without a word, and a
-  // required key given empty had read "required key is missing".
-  node_.diag().error(loc, join_path(node_.path(), key),
-                     required ? "no value (empty or null): give one; this key is required"
-                              : "no value (empty or null): give one, or leave the key out for its default",
-                     DiagnosticKind::malformed_value);
+  // At the key itself. A half-finished edit (`recompute:` with nothing after it) had run as the key's default without
+  // a word, and a required key given empty had read "required key is missing".
+  node_.key_of(key).error(required ? "no value (empty or null): give one; this key is required"
+                                   : "no value (empty or null): give one, or leave the key out for its default",
+                          DiagnosticKind::malformed_value);
   return true;
 }
 
@@ -891,24 +888,21 @@ bool refuse_other_kind_of_file(const Node& root, const std::string& expected) {
   struct Kind {
     const char* name;
     bool is;
+    const char* keys;  // as the message shows them
     const char* how;
   };
   const std::array<Kind, 4> kinds = {{
-      {"scenario", has("system") && has("training") && !has("vary") && !has("cases"),
+      {"scenario", has("system") && has("training") && !has("vary") && !has("cases"), "system:, training:",
        "run it with `racksim run FILE` (or name it as a sweep's base:)"},
-      {"sweep", has("base") && has("vary"), "run it with `racksim sweep FILE`"},
-      {"validation suite", has("cases") && !has("vary"), "run it with `racksim validate FILE`"},
-      {"system preset", has("gpu") && has("scale_up"), "name it as a scenario's system.preset (a path) or see `racksim hw show`"},
+      {"sweep", has("base") && has("vary"), "base:, vary:", "run it with `racksim sweep FILE`"},
+      {"validation suite", has("cases") && !has("vary"), "cases:", "run it with `racksim validate FILE`"},
+      {"system preset", has("gpu") && has("scale_up"), "gpu:, scale_up:",
+       "name it as a scenario's system.preset (a path) or see `racksim hw show`"},
   }};
   for (const auto& k : kinds)
     if (k.is && expected != k.name) {
       root.diag().error({root.file(), 1, 1}, "",
-                        fmt::format("this looks like a {} file, not a {} ({}): {}", k.name, expected,
-                                    std::string(k.name) == "scenario"           ? "system:, training:"
-                                    : std::string(k.name) == "sweep"            ? "base:, vary:"
-                                    : std::string(k.name) == "validation suite" ? "cases:"
-                                                                                : "gpu:, scale_up:",
-                                    k.how),
+                        fmt::format("this looks like a {} file, not a {} ({}): {}", k.name, expected, k.keys, k.how),
                         DiagnosticKind::other);
       return true;
     }

@@ -70,6 +70,9 @@ class Node {
 
   // The child under `key` (a map entry) or at `index` (a list entry), with its path.
   Node child(const std::string& key) const;
+  // The entry's key itself, with the child's path: an error there is at the key, where a null value's own mark is the
+  // next token's (often the next line). A key a set made reports where the set was given, as its child does.
+  Node key_of(const std::string& key) const;
   Node element(std::size_t index) const;
 
   // "a mapping", "a list", "null", "the value 'abc'"

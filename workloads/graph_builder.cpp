@@ -17,18 +17,15 @@ double model_flops_per_step(const ModelSpec& m, const TrainingConfig& t) {
   // of the routed copies: the dropped copies are no work the model does, so the routed experts count at min(1, cf) of
   // top_k (a pad_to_capacity run's padding rows are not model FLOPs either). Megatron-LM's counter ignores the
   // capacity; without this a small factor gave an MFU above 1.
-  if (m.moe && t.moe.capacity_factor > 0 && t.moe.capacity_factor < 1)
+  const double kept = t.moe.capacity_factor > 0 && t.moe.capacity_factor < 1 ? t.moe.capacity_factor : 1.0;
+  if (m.moe && kept < 1)
     for (int l = 0; l < m.layers; ++l)
-      if (m.is_moe_layer(l))
-        params -= (1.0 - t.moe.capacity_factor) * layer_params(m, l).experts * m.moe->top_k / m.moe->experts;
+      if (m.is_moe_layer(l)) params -= (1.0 - kept) * layer_params(m, l).experts * m.moe->top_k / m.moe->experts;
   if (t.mtp_layers > 0 && m.layers > 0) {
     // Each MTP depth as Megatron-LM's counter takes it (training.py num_floating_point_operations at d98e8a64):
     // a layer of the last layer's kind, its norms and projection (3h + 2h^2), and one more pass of the logits.
     LayerParams p = layer_params(m, m.layers - 1);
-    if (m.is_moe_layer(m.layers - 1)) {
-      p.experts *= static_cast<double>(m.moe->top_k) / m.moe->experts;
-      if (t.moe.capacity_factor > 0 && t.moe.capacity_factor < 1) p.experts *= t.moe.capacity_factor;  // as above
-    }
+    if (m.is_moe_layer(m.layers - 1)) p.experts *= kept * m.moe->top_k / m.moe->experts;
     const double h = m.hidden;
     params += t.mtp_layers * (p.total() + 3.0 * h + 2.0 * h * h + static_cast<double>(m.vocab) * h);
   }

@@ -130,33 +130,21 @@ int cmd_compare(const std::string& base, const std::string& variant, const Compa
     // Sides on different calibrations (a preset's default one against another preset without any, say) differ by more
     // than the change compared: say so, with how each side got its calibration.
     // By the calibration's own name (a name and a path to the same file are one calibration).
-    const auto calibration_of = [](const json& r) {
-      const json& sys = r["scenario"]["system"];
-      std::string name = "none", source;
-      if (const auto res = sys.find("resolved"); res != sys.end() && res->contains("calibration")) {
-        const json& cal = (*res)["calibration"];
-        name = cal.value("name", "none");
-        source = cal.value("source", "");
-      } else if (sys.contains("calibration") && sys["calibration"].is_string()) {
-        name = sys["calibration"].get<std::string>();
-      }
-      return std::pair{name, source};
-    };
-    const auto [cal_a, src_a] = calibration_of(a.report);
-    const auto [cal_b, src_b] = calibration_of(b.report);
+    const std::string cal_a = hw::applied_calibration_name(a.job.system.spec),
+                      cal_b = hw::applied_calibration_name(b.job.system.spec);
     if (cal_a != cal_b) {
-      const auto describe = [](const std::string& name, const std::string& source) {
+      const auto describe = [](const std::string& name, const sim::SystemConfig& sys) {
         if (name == "none") return std::string("none, the preset's cited figures");
-        return source.empty() ? name
-                              : fmt::format("{}, {}", name,
-                                            source == "default"    ? "its preset's default"
-                                            : source == "scenario" ? "set by the scenario"
-                                                                   : source);
+        const std::string& source = sys.calibration_source;
+        return fmt::format("{}, {}", name,
+                           source == "default"    ? "its preset's default"
+                           : source == "scenario" ? "set by the scenario"
+                                                  : source);
       };
       out << fmt::format("note: the sides run different calibrations (base: {}; variant: {}): part of the speedup is "
                          "the calibration's, not the change's; give both the same (--set system.calibration=NAME or "
                          "none)\n",
-                         describe(cal_a, src_a), describe(cal_b, src_b));
+                         describe(cal_a, a.job.system), describe(cal_b, b.job.system));
     }
     for (const auto& [who, r] : {std::pair{"base", &a.report}, std::pair{"variant", &b.report}})
       if (const auto f = r->find("fits"); f != r->end() && f->is_boolean() && !f->get<bool>())

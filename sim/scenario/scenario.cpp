@@ -348,10 +348,7 @@ Scenario parse_scenario(Node root) {
         if (it->first.IsScalar() && it->first.Scalar() != "preset") {
           fields = true;
           const std::string key = it->first.Scalar();
-          // At the key (a null value's own mark is the next token's, often the next line).
-          const Node at = it->second.IsNull() ? Node(it->first, mn->file(), mn->child(key).path(),
-                                                     mn->child(key).internal_path(), mn->context())
-                                              : mn->child(key);
+          const Node at = it->second.IsNull() ? mn->key_of(key) : mn->child(key);
           if (auto u = unknown.find(key); u != unknown.end()) {
             at.error(u->second + " (and beside a preset no model field is set: write the model inline)",
                      input::DiagnosticKind::unknown_key);

@@ -361,7 +361,7 @@ PointResult run_point(const SweepSpec& spec, std::size_t index, const SweepOptio
     r.report = std::move(res.report);
     r.report.erase("scenario");
     // A sweep over presets can mix a preset's default calibration with a preset that has none: the CSV says which.
-    r.calibration = res.job.system.spec.calibration ? res.job.system.spec.calibration->name : "none";
+    r.calibration = hw::applied_calibration_name(res.job.system.spec);
   } catch (const input::InputError& e) {
     r.error = describe_error(e);
   } catch (const sim::UnitError& e) {

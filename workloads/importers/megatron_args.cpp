@@ -622,23 +622,28 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
   }
 }
 
+// A script's lines, without a CR; 1-based ([0] is empty).
+std::vector<std::string> physical_lines(const std::string& text) {
+  std::vector<std::string> phys{""};
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    phys.push_back(line);
+  }
+  return phys;
+}
+
+// Whether a trimmed line ends in the "\" that continues its command onto the next line (not inside a comment).
+bool continues_command(const std::string& trimmed) {
+  return !trimmed.empty() && trimmed.back() == '\\' && trimmed.find('#') == std::string::npos;
+}
+
 // The flags of a "\"-continued command were numbered with the command's first line; each is moved to the physical line
 // that holds it. Only where that is unambiguous: a flag whose literal occurrences in the command's lines are exactly its
 // arguments (the k-th argument at the k-th occurrence); one that a variable's expansion gives, alone or beside a literal
 // one, keeps the command's line, and moves no other flag.
-void place_on_physical_lines(const std::string& text, std::vector<Arg>& args) {
-  std::vector<std::string> phys{""};  // 1-based, without a CR
-  {
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      phys.push_back(line);
-    }
-  }
-  const auto continues = [&](int l) {
-    const std::string t = trim(phys[static_cast<std::size_t>(l)]);
-    return !t.empty() && t.back() == '\\' && t.find('#') == std::string::npos;
-  };
+void place_on_physical_lines(const std::vector<std::string>& phys, std::vector<Arg>& args) {
+  const auto continues = [&](int l) { return continues_command(trim(phys[static_cast<std::size_t>(l)])); };
   const auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
   const int n = static_cast<int>(phys.size()) - 1;
   for (std::size_t i = 0; i < args.size();) {
@@ -742,16 +747,15 @@ Extracted extract(const std::string& text) {
 
   // A script or an argument list. Logical lines: "\" continuations joined.
   std::vector<std::pair<std::string, int>> lines;
+  const std::vector<std::string> phys = physical_lines(text);
   {
-    std::istringstream in(text);
     std::string acc;
-    int start = 0, lineno = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++lineno;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+    int start = 0;
+    for (int lineno = 1; lineno < static_cast<int>(phys.size()); ++lineno) {
+      const std::string& line = phys[static_cast<std::size_t>(lineno)];
       if (acc.empty()) start = lineno;
       const std::string t = trim(line);
-      if (!t.empty() && t.back() == '\\' && t.find('#') == std::string::npos) {
+      if (continues_command(t)) {
         acc += t.substr(0, t.size() - 1) + " ";
         continue;
       }
@@ -1093,7 +1097,7 @@ Extracted extract(const std::string& text) {
     ex.torchrun_gpus = nproc * nnodes;
     ex.torchrun_source = fmt::format("torchrun --nproc_per_node {} x --nnodes {}", nproc, nnodes);
   }
-  place_on_physical_lines(text, ex.args);
+  place_on_physical_lines(phys, ex.args);
   return ex;
 }
 
