@@ -92,6 +92,33 @@ GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int str
   return placement(group_size, worst);
 }
 
+PartialDomainShortfall partial_domain_shortfall(const SystemSpec& sys, int group_size, int stride_in_ranks,
+                                                int job_ranks) {
+  check_group(sys, group_size, stride_in_ranks);
+  const int64_t D = sys.scale_up.domain_size, G = job_ranks, r = G % D, n = group_size, st = stride_in_ranks;
+  PartialDomainShortfall out;
+  if (r == 0 || n < 2) return out;
+  const int64_t P = G - r, block = n * st;
+  // Members f + k*st (0 <= k < n) inside [a, b).
+  const auto members_in = [&](int64_t f, int64_t a, int64_t b) -> int64_t {
+    const int64_t kmin = a <= f ? 0 : (a - f + st - 1) / st;
+    const int64_t kmax = b - 1 < f ? -1 : std::min<int64_t>(n - 1, (b - 1 - f) / st);
+    return kmax >= kmin ? kmax - kmin + 1 : 0;
+  };
+  for (int64_t f = std::max<int64_t>(0, P - (n - 1) * st); f < G; ++f) {
+    if (f % block >= st || f + (n - 1) * st >= G) continue;
+    const int64_t d0 = f / D, d1 = (f + (n - 1) * st) / D;
+    if (d0 == d1) continue;  // within one domain
+    const int64_t in_partial = members_in(f, P, G);
+    if (in_partial == 0) continue;
+    // Its most members in one of its other domains: what the partial one has fewer of.
+    int64_t elsewhere = 0;
+    for (int64_t d = d0; d < d1 && d * D < P; ++d) elsewhere = std::max(elsewhere, members_in(f, d * D, (d + 1) * D));
+    if (in_partial < elsewhere && (out.in_partial == 0 || in_partial < out.in_partial)) out = {in_partial, elsewhere};
+  }
+  return out;
+}
+
 double nvlink_link_bandwidth_Bps(int nvlink_generation) {
   // hardware_specs.md A3 "Per-link bandwidth": 25 GB/s per direction (NVLink 4), 50 GB/s (NVLink 5).
   switch (nvlink_generation) {

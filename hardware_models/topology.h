@@ -43,6 +43,17 @@ GroupPlacement place_group(const SystemSpec& sys, int group_size, int stride_in_
 GroupPlacement place_group_in_job(const SystemSpec& sys, int group_size, int stride_in_ranks, int job_ranks,
                                   int first_from = 0, int first_to = -1, bool tiled = true);
 
+// A job whose ranks leave its last NVLink domain partly filled (job_ranks not a multiple of the domain size): of the
+// groups of this shape (tiling the ranks as above) that span domains and reach into that last one, the fewest members
+// one has there, with that group's most in one of its other domains; {0, 0} when none has fewer there than elsewhere
+// (a whole number of domains, or no group reaching into it short of ranks).
+struct PartialDomainShortfall {
+  int64_t in_partial = 0;
+  int64_t elsewhere = 0;
+};
+PartialDomainShortfall partial_domain_shortfall(const SystemSpec& sys, int group_size, int stride_in_ranks,
+                                                int job_ranks);
+
 // NVLink arithmetic from the preset (hardware_specs.md A3).
 // Nominal bandwidth of one NVLink link, one direction: NVLink 4 (H100/H200) 25 GB/s, NVLink 5 (B200,
 // GB200, GB300) 50 GB/s. Throws std::invalid_argument for a generation with no cited figure.

@@ -763,41 +763,15 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
       // A job that leaves its last NVLink domain partly filled: a group reaching into it has fewer ranks there than it
       // would in a full domain, and their NICs carry its traffic between domains (a probe's 512 GB200 on 72-GPU racks:
       // 8 GPUs in the last, the data-parallel ring 22% slower than on 64-GPU domains, without a word). Counted in that
-      // domain for the groups of this shape that reach it (they tile the ranks in blocks of size x stride).
-      if (group != CommGroup::pp && group != CommGroup::tp && group != CommGroup::etp && group != CommGroup::world) {
-        const int64_t D = sys_.scale_up.domain_size, G = gpus, r = G % D, n = gs.size, st = gs.stride;
-        if (r != 0 && n > 1) {
-          const int64_t P = G - r, block = n * st;
-          // Members f + k*st (0 <= k < n) inside [a, b).
-          const auto members_in = [&](int64_t f, int64_t a, int64_t b) -> int64_t {
-            const int64_t kmin = a <= f ? 0 : (a - f + st - 1) / st;
-            const int64_t kmax = b - 1 < f ? -1 : std::min<int64_t>(n - 1, (b - 1 - f) / st);
-            return kmax >= kmin ? kmax - kmin + 1 : 0;
-          };
-          int64_t fewest = 0, most = 0;
-          for (int64_t f = std::max<int64_t>(0, P - (n - 1) * st); f < G; ++f) {
-            if (f % block >= st || f + (n - 1) * st >= G) continue;
-            const int64_t d0 = f / D, d1 = (f + (n - 1) * st) / D;
-            if (d0 == d1) continue;  // within one domain
-            const int64_t in_partial = members_in(f, P, G);
-            if (in_partial == 0) continue;
-            // Its most members in one of its other domains: what the partial one has fewer of.
-            int64_t elsewhere = 0;
-            for (int64_t d = d0; d < d1 && d * D < P; ++d) elsewhere = std::max(elsewhere, members_in(f, d * D, (d + 1) * D));
-            if (in_partial < elsewhere && (fewest == 0 || in_partial < fewest)) {
-              fewest = in_partial;
-              most = elsewhere;
-            }
-          }
-          if (fewest > 0)
-            res_.warnings.push_back(fmt::format(
-                "the job's {} GPUs leave an NVLink domain of {} partly filled ({} GPUs): {} groups of {} ranks have as "
-                "few as {} there (against {} in their other domains), whose NICs carry the group's traffic between "
-                "domains (a scheduler that spreads the job evenly says so with system.overrides: "
-                "{{scale_up.domain_size: N}})",
-                gpus, D, r, workloads::to_string(group), n, fewest, most));
-        }
-      }
+      // domain for the groups of this shape that reach it (hw::partial_domain_shortfall).
+      if (group != CommGroup::pp && group != CommGroup::tp && group != CommGroup::etp && group != CommGroup::world)
+        if (const auto s = hw::partial_domain_shortfall(sys_, gs.size, gs.stride, gpus); s.in_partial > 0)
+          res_.warnings.push_back(fmt::format(
+              "the job's {} GPUs leave an NVLink domain of {} partly filled ({} GPUs): {} groups of {} ranks have as few "
+              "as {} there (against {} in their other domains), whose NICs carry the group's traffic between domains (a "
+              "scheduler that spreads the job evenly says so with system.overrides: {{scale_up.domain_size: N}})",
+              gpus, sys_.scale_up.domain_size, gpus % sys_.scale_up.domain_size, workloads::to_string(group), gs.size,
+              s.in_partial, s.elsewhere));
       if (worst < first && group != CommGroup::pp)  // (pipeline hops: each pair is timed where it sits)
         res_.warnings.push_back(fmt::format(
             "{} groups of {} ranks straddle NVLink domains of {} GPUs: the worst has {} of its ranks in one domain, "

@@ -124,6 +124,19 @@ TEST(CollectivePlacement, EveryGroupOfTheJobIsPlaced) {
   EXPECT_EQ(place_group_in_job(h, 8, 1, 16384).ranks_per_domain, 8);
 }
 
+// A job leaving its last domain partly filled: 512 ranks on 72-GPU racks (7 x 72 + 8); a data-parallel group of 64 at
+// stride 8 has 9 members in each full rack and 1 in the last. On 64-GPU domains every rack is whole; 200 ranks at pp 2
+// (groups of 100): the second stage's group has 44 in a full rack and 56 in the partial one, more there, so no shortfall.
+TEST(CollectivePlacement, PartialDomainShortfallIsCountedInThePartialDomain) {
+  auto g = gb200_nvl72();
+  const auto s = partial_domain_shortfall(g, 64, 8, 512);
+  EXPECT_EQ(s.in_partial, 1);
+  EXPECT_EQ(s.elsewhere, 9);
+  EXPECT_EQ(partial_domain_shortfall(g, 100, 1, 200).in_partial, 0);
+  g.scale_up.domain_size = 64;
+  EXPECT_EQ(partial_domain_shortfall(g, 64, 8, 512).in_partial, 0);
+}
+
 TEST(CollectivePlacement, NvlinkLinks) {
   EXPECT_DOUBLE_EQ(nvlink_links_per_gpu(h100_sxm()), 18.0);
   EXPECT_DOUBLE_EQ(nvlink_links_per_gpu(gb200_nvl72()), 18.0);
