@@ -301,6 +301,14 @@ struct TrainingConfig {
   // the activations cast to fp32 against the fp32 kernel at the default matmul precision, which XLA runs on the
   // tensor cores as TF32 (docs/decisions.md, "MaxText's one-hot embedding and fp32 logits"). Megatron mode ignores it.
   bool logits_fp32 = false;
+  // jax, attention materialized: the softmax is Transformer Engine's fused scaled (causal) masked softmax, as TE's
+  // unfused DotProductAttention runs it (NVTE_FUSED_ATTN=0; transformer_engine/jax/flax/transformer.py
+  // _UnfusedDotProductAttention and module.py Softmax at TE v1.5), the layers Pax and MaxText build under TE: the
+  // score dot writes bf16, one kernel reads the causal half and writes bf16 probabilities (zeros above the diagonal),
+  // and one backward kernel reads the probabilities and dP over that half and writes a bf16 dS. Unset (false): XLA's
+  // own softmax fusions over fp32 scores (docs/decisions.md, "Transformer Engine's fused softmax in the JAX mode").
+  // Megatron mode ignores it.
+  bool fused_softmax = false;
   // jax: XLA_PYTHON_CLIENT_MEM_FRACTION (XLA_CLIENT_MEM_FRACTION in newer JAX): with preallocation (JAX's default) the
   // allocator's pool is this fraction of the card's total memory, and a program that needs more stops with an out of
   // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's

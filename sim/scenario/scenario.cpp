@@ -438,6 +438,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("stacked_layer_params"), t.stacked_layer_params);
     set_if(r.boolean("one_hot_embedding"), t.one_hot_embedding);
     set_if(r.boolean("logits_fp32"), t.logits_fp32);
+    set_if(r.boolean("fused_softmax"), t.fused_softmax);
     if (auto f = r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction,
                           TrainingConfig::kMaxMemFraction))
       t.xla_client_mem_fraction = *f;
@@ -777,13 +778,14 @@ Scenario parse_scenario(Node root) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
     // overlap switches), and its scenario run again must not grow notes.
     const TrainingConfig d{};
-    const std::array<std::pair<const char*, bool>, 9> jax_only = {{
+    const std::array<std::pair<const char*, bool>, 10> jax_only = {{
         {"donate_state", t.donate_state != d.donate_state},
         {"scan_layers", t.scan_layers != d.scan_layers},
         {"fused_qkv", t.fused_qkv != d.fused_qkv},
         {"stacked_layer_params", t.stacked_layer_params.has_value()},
         {"one_hot_embedding", t.one_hot_embedding != d.one_hot_embedding},
         {"logits_fp32", t.logits_fp32 != d.logits_fp32},
+        {"fused_softmax", t.fused_softmax != d.fused_softmax},
         {"xla_client_mem_fraction", t.xla_client_mem_fraction.has_value()},
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
@@ -1158,6 +1160,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.stacked_layer_params) training["stacked_layer_params"] = *t.stacked_layer_params;
   if (t.one_hot_embedding) training["one_hot_embedding"] = true;
   if (t.logits_fp32) training["logits_fp32"] = true;
+  if (t.fused_softmax) training["fused_softmax"] = true;
   if (t.xla_client_mem_fraction) training["xla_client_mem_fraction"] = *t.xla_client_mem_fraction;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;

@@ -110,6 +110,44 @@ TEST(XlaAttention, UnrolledMhaKernelsAndBytes) {
                    L * (B * H * ((S * S + S * Dh) * a + S * Dh * a) + scores * (4 - a)));
 }
 
+// training.fused_softmax: Transformer Engine's unfused DotProductAttention (NVTE_FUSED_ATTN=0), as Pax's TE layers
+// run it: the score dot writes bf16 (no fp32 scores, no mask operand), one softmax kernel reads the causal half and
+// writes the whole bf16 row (1.5 a per score, S / 32 fp32 elements of a row per thread), one backward kernel reads P
+// and dP over the causal half and writes a bf16 dS (2 a per score), which dQ and dK read as it is; XLA's reduce, its
+// fp32 dS and the extra fp32 reads are gone, scanned or unrolled, and the memory holds a bf16 dS.
+TEST(XlaAttention, TransformerEngineFusedSoftmaxKernelsAndBytes) {
+  const double scores = B * H * S * S;
+  for (bool scan : {false, true}) {
+    const auto xla = kernels(jax_text_graph(std::string("attention: materialized, recompute: none, scan_layers: ") +
+                                            (scan ? "true" : "false")));
+    const auto te = kernels(jax_text_graph(std::string("attention: materialized, recompute: none, fused_softmax: true, "
+                                                       "scan_layers: ") + (scan ? "true" : "false")));
+    EXPECT_EQ(k_count(te, "softmax.reduce"), 0) << scan;
+    EXPECT_EQ(k_count(te, "softmax.exp"), 0) << scan;
+    EXPECT_EQ(k_count(te, "softmax.bwd.rowsum"), 0) << scan;
+    EXPECT_EQ(k_count(te, "forward.attn_scores.softmax"), L) << scan;
+    EXPECT_DOUBLE_EQ(bytes_of(te, "forward.attn_scores.softmax"), L * 1.5 * a * scores) << scan;
+    EXPECT_DOUBLE_EQ(te.at("forward.attn_scores.softmax").thread_bytes, S / 32 * a);
+    EXPECT_EQ(k_count(te, "backward.attn_scores.softmax.bwd"), L) << scan;
+    EXPECT_DOUBLE_EQ(bytes_of(te, "backward.attn_scores.softmax.bwd"), L * 2 * a * scores) << scan;
+    EXPECT_DOUBLE_EQ(te.at("backward.attn_scores.softmax.bwd").thread_bytes, 2 * S / 32 * a);
+    // The dots: a plain bf16 score dot and dQ / dK reading bf16 dS, (4 - a) bytes per score less than XLA's each.
+    for (const char* dot : {"forward.attn_scores.qk", "backward.attn_scores.dq", "backward.attn_scores.dk"})
+      EXPECT_NEAR(xla.at(dot).bytes - te.at(dot).bytes,
+                  L * scores * (4 - a) + (scan && std::string(dot) == "forward.attn_scores.qk" ? L * scores * 5 : 0),
+                  1e-6 * xla.at(dot).bytes)
+          << dot << " scan " << scan;
+    EXPECT_LT(bytes_of(te, "softmax"), bytes_of(xla, "softmax") / 2) << scan;
+  }
+  // Megatron mode and flash attention: the key changes nothing, and the report says so for flash.
+  const auto flash = jax_text_scenario("attention: flash, fused_softmax: true, scan_layers: false");
+  const auto flash_g = build_training_graph(flash.model, flash.training, flash.system.spec);
+  bool noted = false;
+  for (const auto& n : flash_g.notes) noted = noted || n.find("training.fused_softmax") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(k_count(kernels(flash_g), "attn_scores"), 0);
+}
+
 // g1_dots: scanned layers whose scores are recomputed: the recomputed softmax is split as above, the
 // forward's is one kernel; under GQA dO is copied a second time (grouped under the kv heads) and dQ, dK,
 // dV are each copied out of their grouped layout before they are joined.

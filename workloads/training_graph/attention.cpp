@@ -15,6 +15,45 @@ void Builder::xla_attention_layout_copies_backward() {
   qkv_gradient_joins("attn_scores.");
 }
 
+// Transformer Engine's unfused DotProductAttention (NVTE_FUSED_ATTN=0), as Pax's and MaxText's TE layers run it
+// (transformer_engine/jax/flax/transformer.py _UnfusedDotProductAttention, module.py Softmax, at TE v1.5): the score
+// einsum is a plain bf16 dot (scale and causal mask go to the softmax), then TE's scaled upper-triangular masked
+// softmax (common/fused_softmax/scaled_upper_triang_masked_softmax.cu): a warp per row that loads only the causal
+// part (element < row + 1), keeps the row in fp32 registers (next_pow2(S) / 32 elements per thread) and writes the
+// whole row in bf16, zeros above the diagonal. Its backward loads the output and its gradient over the same part and
+// writes the whole bf16 dS, which the dQ and dK dots read as it is.
+double Builder::te_softmax_row_elements_per_thread() const {
+  double pow2 = 1;
+  while (pow2 < s_) pow2 *= 2;
+  return pow2 / 32;
+}
+
+void Builder::te_fused_softmax_forward(double bh) {
+  const double a = pr_.activation_bytes, scores = bh * s_ * s_, causal = scores / 2;
+  gemm("attn_scores.qk", s_, s_, qk_dim_, bh);
+  // Per causal score: scale, max, subtract, sum, divide (five flops) and one exponential.
+  const OpId sm = vector("attn_scores.softmax", causal * a + scores * a, 5 * causal, causal);
+  g_.ops[sm].thread_bytes = te_softmax_row_elements_per_thread() * a;
+  if (phase_ == Phase::recompute) scores_recomputed_ = true;
+}
+
+void Builder::te_fused_softmax_backward(double bh) {
+  const double a = pr_.activation_bytes, scores = bh * s_ * s_, causal = scores / 2;
+  // Per causal score: the product with the output, the row sum, the subtraction, the product and the scale.
+  const OpId sb = vector("attn_scores.softmax.bwd", 2 * causal * a + scores * a, 5 * causal);
+  g_.ops[sb].thread_bytes = 2 * te_softmax_row_elements_per_thread() * a;
+  scores_recomputed_ = false;
+  // A custom call's result is a new buffer: the bf16 dS lives until dK is done; dP dies here.
+  const TensorId ds = temp("attn_scores.dS", scores * a);
+  g_.ops[sb].allocs.push_back(ds);
+  if (attn_dp_) g_.ops[sb].frees.push_back(*attn_dp_);
+  attn_dp_.reset();
+  gemm("attn_scores.dq", s_, qk_dim_, s_, bh);
+  const OpId dk = gemm("attn_scores.dk", s_, qk_dim_, s_, bh);
+  g_.ops[dk].frees.push_back(ds);
+  xla_attention_layout_copies_backward();
+}
+
 void Builder::add_attention_steps(std::vector<Step>& steps) {
   const double a = pr_.activation_bytes;
   const double qd = hl_ * qk_dim_, kd = kvl_ * qk_dim_, vd = kvl_ * v_dim_, od = hl_ * v_dim_;
@@ -90,10 +129,13 @@ void Builder::add_attention_steps(std::vector<Step>& steps) {
   }
   const double bh = b_ * hl_;
   if (materialized_) {
+    // Transformer Engine's fused softmax in place of XLA's (training.fused_softmax, JAX mode).
+    const bool te_softmax = jax_ && t_.fused_softmax;
     // Scores written to HBM (XLA without a flash kernel): QK^T, softmax in fp32, probs in bf16.
     steps.push_back({"attn_scores", bh * s_ * s_ * a,
                      [=, this] {
                        if (jax_) xla_attention_layout_copies_forward();
+                       if (te_softmax) return te_fused_softmax_forward(bh);
                        // Scanned, the forward's score dot is a Triton GEMM fusion that applies the causal mask
                        // as select(mask, scale * QK^T, fill) from two loop-invariant [B heads, S, S] operands
                        // materialized before the loop, a pred mask and an fp32 fill: 5 B more per score read
@@ -146,6 +188,7 @@ void Builder::add_attention_steps(std::vector<Step>& steps) {
                        // score, heavy tiles); with the scores saved under scan, a row reduction
                        // (bf16 dP and fp32 P in: 6 B) and an element-wise fusion (fp32 P, bf16 dP
                        // and the mask in, fp32 dS out: 11 B) of lighter tiles.
+                       if (te_softmax) return te_fused_softmax_backward(bh);
                        const bool fused = scores_recomputed_ || !t_.scan_layers;
                        OpId sb;
                        if (jax_ && !fused) {

@@ -248,6 +248,9 @@ OpGraph Builder::build() {
   if (jax_ && m_.moe && (t_.moe.router_fusion || t_.moe.permute_fusion))
     g_.notes.push_back("training.moe.router_fusion / permute_fusion are Megatron-Core's fused kernels: no effect in JAX "
                        "mode (XLA fuses the router and the permutations as it compiles them)");
+  if (jax_ && t_.fused_softmax && t_.attention != AttentionImpl::materialized)
+    g_.notes.push_back("training.fused_softmax is Transformer Engine's softmax of a materialized attention: no effect "
+                       "with attention flash (the fused attention kernel has its own)");
   if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
     g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                        "matrix is not modelled (only the fused attention kernel's)");

@@ -508,6 +508,11 @@ class Builder {
     vector(cat(wgrad, ".main_grad_add"), elements * (pr_.activation_bytes + 2 * pr_.grad_bytes), elements);
   }
 
+  // Transformer Engine's fused softmax of a materialized attention (training.fused_softmax, JAX mode): the score dot,
+  // the softmax kernel and, backward, its kernel and the dQ / dK dots (attention.cpp).
+  void te_fused_softmax_forward(double bh);
+  void te_fused_softmax_backward(double bh);
+  double te_softmax_row_elements_per_thread() const;
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0);
 
   // The residual add after attention or the MLP (read the branch and the residual, write the sum), with
