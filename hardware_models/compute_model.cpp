@@ -59,15 +59,27 @@ double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d) {
                                                                           : g.wgrad_accumulate_serial_bytes;
 }
 
-double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens) {
-  const auto& t = sys.gpu.bf16_wgrad_nt_time_ratio;
-  if (t.empty()) return 1.0;
-  if (tokens <= t.front().first) return t.front().second;
-  if (tokens >= t.back().first) return t.back().second;
-  const auto hi = std::upper_bound(t.begin(), t.end(), tokens, [](double x, const auto& p) { return x < p.first; });
+namespace {
+// A (size, value) table sorted by size, interpolated in log2(size) and held flat beyond its ends; `empty` without points.
+double log2_interpolated(const std::vector<std::pair<double, double>>& t, double size, double empty) {
+  if (t.empty()) return empty;
+  if (size <= t.front().first) return t.front().second;
+  if (size >= t.back().first) return t.back().second;
+  const auto hi = std::upper_bound(t.begin(), t.end(), size, [](double x, const auto& p) { return x < p.first; });
   const auto lo = hi - 1;
-  const double f = std::log2(tokens / lo->first) / std::log2(hi->first / lo->first);
+  const double f = std::log2(size / lo->first) / std::log2(hi->first / lo->first);
   return lo->second + f * (hi->second - lo->second);
+}
+}  // namespace
+
+double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens) {
+  return log2_interpolated(sys.gpu.bf16_wgrad_nt_time_ratio, tokens, 1.0);
+}
+
+double te_softmax_time_ratio(const SystemSpec& sys, int direction, double seq) {
+  if (direction == 0) return 0.0;
+  return log2_interpolated(direction == 1 ? sys.gpu.te_softmax_forward_time_ratio : sys.gpu.te_softmax_backward_time_ratio,
+                           seq, 0.0);
 }
 
 void apply_fp8_blockwise_recipe(SystemSpec& sys) {
@@ -125,6 +137,18 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
       t.compute_s = sfu_s;
       t.sfu_bound = true;
     }
+  }
+  // Transformer Engine's fused softmax where measured: a warp per row holding next_pow2(S) / 32 fp32 elements per
+  // thread, so its time against a copy of the same bytes grows with S (fewer warps fit). Charged as SM time, as the
+  // row-kernel bound below, which it replaces.
+  if (const double ratio = te_softmax_time_ratio(sys, w.te_softmax, w.attention_seq); ratio > 0 && w.hbm_bytes > 0) {
+    const double softmax_s = w.hbm_bytes / (sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency) * ratio;
+    if (softmax_s > t.compute_s) {
+      t.compute_s = softmax_s;
+      t.occupancy_bound = true;
+      t.sfu_bound = false;
+    }
+    return t;
   }
   if (w.thread_bytes > 0 && w.hbm_bytes > 0 && sys.calibration && sys.calibration->applied_row_kernels &&
       sys.calibration->row_kernels && sys.calibration->row_kernels->k_Bps_B > 0) {

@@ -169,17 +169,18 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
   r.finish();
 }
 
-// gpu.bf16_wgrad_nt_time_ratio: a mapping of tokens (the GEMM's depth K, a positive integer) -> time ratio, or one
-// number for every depth (how a what-if sets it flat, e.g. 1 to leave the layout out).
-void read_bf16_wgrad_nt_time_ratio(const Node& n, GpuSpec& gpu) {
-  constexpr double kLo = 0.5, kHi = 2.0;  // a layout moves a GEMM's time by tens of percent, not x2
-  gpu.bf16_wgrad_nt_time_ratio.clear();
+// A preset table of sizes -> time ratio (gpu.bf16_wgrad_nt_time_ratio by tokens, gpu.te_softmax_*_time_ratio by
+// sequence length): a mapping of whole-number sizes to ratios within [lo, hi], or one number for every size (how a
+// what-if sets it flat, e.g. 1 to leave the layout out). `what` names the keys in errors ("tokens", "sequence length").
+void read_ratio_table(const Node& n, std::vector<std::pair<double, double>>& table, const char* what, const char* unit,
+                      double lo, double hi) {
+  table.clear();
   if (n.yaml().IsScalar()) {
-    if (auto v = n.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio = {{1.0, *v}};
+    if (auto v = n.as_number(lo, hi)) table = {{1.0, *v}};
     return;
   }
   if (!n.yaml().IsMap() || n.yaml().size() == 0) {
-    n.error(fmt::format("expected a mapping of tokens -> time ratio (e.g. {{4096: 0.93}}) or one number, got {}",
+    n.error(fmt::format("expected a mapping of {} -> time ratio (e.g. {{4096: {}}}) or one number, got {}", unit, lo < 1 ? "0.93" : "2.1",
                         n.yaml().IsNull() ? "null" : n.describe()), input::DiagnosticKind::malformed_value);
     return;
   }
@@ -195,13 +196,13 @@ void read_bf16_wgrad_nt_time_ratio(const Node& n, GpuSpec& gpu) {
     if (written.empty() || ec != std::errc() || end != written.data() + written.size() || count < 1 ||
         count > 1000000000 || written.front() == '0') {
       key_error(n, key, row,
-                fmt::format("'{}' is not a token count: write whole numbers of tokens as keys, e.g. 4096",
-                            key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list")));
+                fmt::format("'{}' is not a {}: write whole numbers of {} as keys, e.g. 4096",
+                            key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list"), what, unit));
       continue;
     }
-    if (auto v = row.as_number(kLo, kHi)) gpu.bf16_wgrad_nt_time_ratio.emplace_back(static_cast<double>(count), *v);
+    if (auto v = row.as_number(lo, hi)) table.emplace_back(static_cast<double>(count), *v);
   }
-  std::sort(gpu.bf16_wgrad_nt_time_ratio.begin(), gpu.bf16_wgrad_nt_time_ratio.end());
+  std::sort(table.begin(), table.end());
 }
 
 }  // namespace
@@ -244,7 +245,13 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp8);
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8_blockwise", false, 0.0, 16.0),
            s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
-    if (auto w = r.get("bf16_wgrad_nt_time_ratio")) read_bf16_wgrad_nt_time_ratio(*w, s.gpu);
+    // a layout moves a GEMM's time by tens of percent, not x2
+    if (auto w = r.get("bf16_wgrad_nt_time_ratio")) read_ratio_table(*w, s.gpu.bf16_wgrad_nt_time_ratio, "token count", "tokens", 0.5, 2.0);
+    // a row kernel at least as slow as a copy of its bytes, and not beyond an order of magnitude
+    if (auto w = r.get("te_softmax_forward_time_ratio"))
+      read_ratio_table(*w, s.gpu.te_softmax_forward_time_ratio, "sequence length", "scores per row", 1.0, 10.0);
+    if (auto w = r.get("te_softmax_backward_time_ratio"))
+      read_ratio_table(*w, s.gpu.te_softmax_backward_time_ratio, "sequence length", "scores per row", 1.0, 10.0);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -442,9 +449,10 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       };
       // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
       // "gpu."): the table's reader checks its key.
-      static constexpr std::array<std::string_view, 5> kDataKeyedTables = {
-          "gpu.bf16_wgrad_nt_time_ratio.", "gpu.sustained_gemm.bf16.", "gpu.sustained_gemm.fp8.",
-          "gpu.sustained_gemm.mxfp8.", "gpu.sustained_gemm.nvfp4."};
+      static constexpr std::array<std::string_view, 7> kDataKeyedTables = {
+          "gpu.bf16_wgrad_nt_time_ratio.",      "gpu.te_softmax_forward_time_ratio.", "gpu.te_softmax_backward_time_ratio.",
+          "gpu.sustained_gemm.bf16.",           "gpu.sustained_gemm.fp8.",            "gpu.sustained_gemm.mxfp8.",
+          "gpu.sustained_gemm.nvfp4."};
       const auto table_point = [&key]() -> std::string {
         for (const std::string_view table : kDataKeyedTables) {
           if (key.starts_with(table)) return key;
@@ -467,7 +475,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
-              "gpu.bf16_wgrad_nt_time_ratio",
+              "gpu.bf16_wgrad_nt_time_ratio", "gpu.te_softmax_forward_time_ratio", "gpu.te_softmax_backward_time_ratio",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",

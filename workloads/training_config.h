@@ -303,7 +303,8 @@ struct TrainingConfig {
   bool logits_fp32 = false;
   // jax, attention materialized: the softmax is Transformer Engine's fused scaled (causal) masked softmax, as TE's
   // unfused DotProductAttention runs it (NVTE_FUSED_ATTN=0; transformer_engine/jax/flax/transformer.py
-  // _UnfusedDotProductAttention and module.py Softmax at TE v1.5), the layers Pax and MaxText build under TE: the
+  // _UnfusedDotProductAttention and module.py Softmax at TE v1.5), the layers Pax builds under TE (Praxis's
+  // te_helper); where TE has no kernel for the shape (16 < S <= 4096) its module falls back to XLA's. The
   // score dot writes bf16, one kernel reads the causal half and writes bf16 probabilities (zeros above the diagonal),
   // and one backward kernel reads the probabilities and dP over that half and writes a bf16 dS. Unset (false): XLA's
   // own softmax fusions over fp32 scores (docs/decisions.md, "Transformer Engine's fused softmax in the JAX mode").

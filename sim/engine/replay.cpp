@@ -649,6 +649,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     w.accumulate_fp32 = op.accumulate_fp32;
     w.wgrad = op.wgrad;
     w.wgrad_te_layout = op.wgrad_te_layout;
+    w.te_softmax = op.te_softmax;
     w.attention_seq = op.attention_seq;
     const hw::KernelTiming t = hw::kernel_timing(sys_, w);
     // The kernel's progress is measured in its own HBM bytes (or, with none, in compute

@@ -229,7 +229,10 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     const bool jax = scenario.training.framework == Framework::jax;
     for (const auto& key : scenario.training.other_framework_keys)
       notes.push_back(fmt::format("training.{} is {}; in {} mode it changes nothing", key,
-                                  jax ? "Megatron's" : "XLA's (JAX mode)", jax ? "JAX" : "Megatron"));
+                                  jax ? "Megatron's"
+                                  : key == "fused_softmax" ? "Transformer Engine's softmax under JAX (JAX mode)"
+                                                           : "XLA's (JAX mode)",
+                                  jax ? "JAX" : "Megatron"));
   };
   if (!plan) {
     if (options.keep_detail || !options.cache) {

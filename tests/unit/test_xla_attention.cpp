@@ -3,9 +3,11 @@
 // pinned here by count and bytes in closed form.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
+#include "hardware_models/compute_model.h"
 #include "sim/run/run.h"
 #include "scenario_text_util.h"
 #include "sim/scenario/scenario.h"
@@ -138,6 +140,58 @@ TEST(XlaAttention, TransformerEngineFusedSoftmaxKernelsAndBytes) {
                   1e-6 * xla.at(dot).bytes)
           << dot << " scan " << scan;
     EXPECT_LT(bytes_of(te, "softmax"), bytes_of(xla, "softmax") / 2) << scan;
+    // TE masks inside its kernel: no mask operands for the scanned score dot.
+    EXPECT_EQ(k_count(te, "mask_init"), 0) << scan;
+    if (scan) {
+      EXPECT_GT(k_count(xla, "mask_init"), 0);
+    }
+    // Memory: the softmax keeps only its bf16 output for the backward (XLA's fp32 scores as well): 4 B a score less
+    // per layer in flight, L layers of it at the end of the forward.
+    const std::string keys = std::string("attention: materialized, recompute: none, scan_layers: ") + (scan ? "true" : "false");
+    const double xla_peak = sim::simulate(jax_text_scenario(keys)).report["peak_memory_bytes"].get<double>();
+    const double te_peak =
+        sim::simulate(jax_text_scenario(keys + ", fused_softmax: true")).report["peak_memory_bytes"].get<double>();
+    EXPECT_GE(xla_peak - te_peak, L * 4 * scores * 0.99) << scan;
+  }
+  // The kernel's time, where the GPU has the measurement (the H100 preset, calibration/data/h100-2026-12-07-te-softmax):
+  // its bytes at the HBM rate times gpu.te_softmax_*_time_ratio at S = 512, flat below the first point (1,024).
+  {
+    auto sc = sim::load_scenario_text(
+        "system: {preset: h100-sxm, gpus: 1, calibration: none}\n"
+        "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
+        "training: {seq_len: 512, global_batch: 2, micro_batch: 2, framework: jax, attention: materialized, recompute: none, "
+        "scan_layers: false, fused_softmax: true}\n",
+        "h.yaml");
+    const auto& gpu = sc.system.spec.gpu;
+    ASSERT_EQ(gpu.te_softmax_forward_time_ratio.size(), 3u);
+    for (int dir : {1, 2}) {
+      hw::KernelWork w;
+      w.hbm_bytes = (dir == 1 ? 1.5 : 2.0) * a * scores;
+      w.te_softmax = dir;
+      w.attention_seq = S;
+      const double ratio = dir == 1 ? gpu.te_softmax_forward_time_ratio.front().second : gpu.te_softmax_backward_time_ratio.front().second;
+      const auto t = hw::kernel_timing(sc.system.spec, w);
+      EXPECT_NEAR(t.compute_s, w.hbm_bytes / (gpu.hbm_bandwidth_Bps * gpu.hbm_efficiency) * ratio, 1e-12) << dir;
+      EXPECT_TRUE(t.occupancy_bound);
+    }
+    // Interpolated in log2(S) between the points: halfway from 2,048 to 4,096 at 2,896.
+    EXPECT_NEAR(hw::te_softmax_time_ratio(sc.system.spec, 1, 2048 * std::sqrt(2.0)), (2.08 + 3.08) / 2, 1e-9);
+    EXPECT_EQ(hw::te_softmax_time_ratio(sc.system.spec, 0, 2048), 0.0);
+  }
+  // Outside TE's kernel (v1.5: 16 < S <= 4096), TE falls back to jax.nn.softmax: XLA's fusions run, and a note says so.
+  {
+    const auto long_seq = sim::load_scenario_text(
+        "system: {preset: h200-sxm, gpus: 1}\n"
+        "model: {layers: 2, hidden: 512, ffn_hidden: 2048, heads: 8, kv_heads: 8, vocab: 4096, ffn: swiglu}\n"
+        "training: {seq_len: 8192, global_batch: 1, micro_batch: 1, framework: jax, attention: materialized, "
+        "recompute: none, scan_layers: false, fused_softmax: true}\n",
+        "l.yaml");
+    const auto g = build_training_graph(long_seq.model, long_seq.training, long_seq.system.spec);
+    const auto k = kernels(g);
+    EXPECT_GT(k_count(k, "softmax.reduce"), 0);
+    bool noted = false;
+    for (const auto& n : g.notes) noted = noted || n.find("falls back to jax.nn.softmax") != std::string::npos;
+    EXPECT_TRUE(noted);
   }
   // Megatron mode and flash attention: the key changes nothing, and the report says so for flash.
   const auto flash = jax_text_scenario("attention: flash, fused_softmax: true, scan_layers: false");

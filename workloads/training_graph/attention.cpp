@@ -15,17 +15,35 @@ void Builder::xla_attention_layout_copies_backward() {
   qkv_gradient_joins("attn_scores.");
 }
 
-// Transformer Engine's unfused DotProductAttention (NVTE_FUSED_ATTN=0), as Pax's and MaxText's TE layers run it
+// Transformer Engine's unfused DotProductAttention (NVTE_FUSED_ATTN=0), as Pax's TE layers run it (Praxis's te_helper)
 // (transformer_engine/jax/flax/transformer.py _UnfusedDotProductAttention, module.py Softmax, at TE v1.5): the score
 // einsum is a plain bf16 dot (scale and causal mask go to the softmax), then TE's scaled upper-triangular masked
 // softmax (common/fused_softmax/scaled_upper_triang_masked_softmax.cu): a warp per row that loads only the causal
 // part (element < row + 1), keeps the row in fp32 registers (next_pow2(S) / 32 elements per thread) and writes the
 // whole row in bf16, zeros above the diagonal. Its backward loads the output and its gradient over the same part and
-// writes the whole bf16 dS, which the dQ and dK dots read as it is.
-double Builder::te_softmax_row_elements_per_thread() const {
+// writes the whole bf16 dS, which the dQ and dK dots read as it is. Measured on an H100
+// (calibration/data/h100-2026-12-07-te-softmax): 0.48 of a copy's rate forward and 0.61 backward at S = 2,048.
+// TE v1.5's ScaledUpperTriangMaskedSoftmaxFwdPrimitive.is_kernel_available (transformer_engine/jax/cpp_extensions.py):
+// bf16 or fp16 scores, 16 < S <= 4096 (max_k_seqlen_supported), S a multiple of 4, and the attention batches
+// (micro-batch x local heads) a multiple of 4 and of the kernel's rows per 128-thread block.
+bool Builder::te_softmax_kernel_available() const {
+  if (pr_.activation_bytes != 2 || s_ <= 16 || s_ > 4096 || std::fmod(s_, 4.0) != 0) return false;
+  const double batches = b_ * hl_;
+  int pow2 = 1;
+  while (pow2 < s_) pow2 *= 2;
+  const int warp = std::min(pow2, 32), rows_per_block = (128 / warp) * (pow2 <= 128 ? 2 : 1);
+  return std::fmod(batches, 4.0) == 0 && std::fmod(batches, static_cast<double>(rows_per_block)) == 0;
+}
+
+// Its time: gpu.te_softmax_*_time_ratio by the row length where the GPU has that measurement; else XLA's row-kernel
+// bound with the loads the kernel holds per thread, the forward's one row and the backward's two (output and grad).
+void Builder::mark_te_softmax(OpId op, int direction) {
   double pow2 = 1;
   while (pow2 < s_) pow2 *= 2;
-  return pow2 / 32;
+  Op& o = g_.ops[op];
+  o.te_softmax = static_cast<uint8_t>(direction);
+  o.attention_seq = s_;
+  o.thread_bytes = direction * pow2 / 32 * pr_.activation_bytes;
 }
 
 void Builder::te_fused_softmax_forward(double bh) {
@@ -33,7 +51,7 @@ void Builder::te_fused_softmax_forward(double bh) {
   gemm("attn_scores.qk", s_, s_, qk_dim_, bh);
   // Per causal score: scale, max, subtract, sum, divide (five flops) and one exponential.
   const OpId sm = vector("attn_scores.softmax", causal * a + scores * a, 5 * causal, causal);
-  g_.ops[sm].thread_bytes = te_softmax_row_elements_per_thread() * a;
+  mark_te_softmax(sm, 1);
   if (phase_ == Phase::recompute) scores_recomputed_ = true;
 }
 
@@ -41,7 +59,7 @@ void Builder::te_fused_softmax_backward(double bh) {
   const double a = pr_.activation_bytes, scores = bh * s_ * s_, causal = scores / 2;
   // Per causal score: the product with the output, the row sum, the subtraction, the product and the scale.
   const OpId sb = vector("attn_scores.softmax.bwd", 2 * causal * a + scores * a, 5 * causal);
-  g_.ops[sb].thread_bytes = 2 * te_softmax_row_elements_per_thread() * a;
+  mark_te_softmax(sb, 2);
   scores_recomputed_ = false;
   // A custom call's result is a new buffer: the bf16 dS lives until dK is done; dP dies here.
   const TensorId ds = temp("attn_scores.dS", scores * a);
@@ -130,7 +148,7 @@ void Builder::add_attention_steps(std::vector<Step>& steps) {
   const double bh = b_ * hl_;
   if (materialized_) {
     // Transformer Engine's fused softmax in place of XLA's (training.fused_softmax, JAX mode).
-    const bool te_softmax = jax_ && t_.fused_softmax;
+    const bool te_softmax = te_softmax_;
     // Scores written to HBM (XLA without a flash kernel): QK^T, softmax in fp32, probs in bf16.
     steps.push_back({"attn_scores", bh * s_ * s_ * a,
                      [=, this] {

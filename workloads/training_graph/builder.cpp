@@ -43,6 +43,7 @@ Builder::Builder(const ModelSpec& m, const TrainingConfig& t, const hw::SystemSp
   micro_steps_ = t.micro_steps();
   vstages_ = pp_ * vp_;
   jax_ = t.framework == Framework::jax;
+  te_softmax_ = jax_ && materialized_ && t.fused_softmax && te_softmax_kernel_available();
   vstage_first_layer_ = split_layers(m.layers, pp_, vp_, t.pipeline);
   // Multi-token prediction: Megatron-Core places its modules after the decoder on the last pipeline stage
   // (with the loss), so they are layers m.layers .. m.layers + D - 1 of the last virtual stage.
@@ -251,6 +252,12 @@ OpGraph Builder::build() {
   if (jax_ && t_.fused_softmax && t_.attention != AttentionImpl::materialized)
     g_.notes.push_back("training.fused_softmax is Transformer Engine's softmax of a materialized attention: no effect "
                        "with attention flash (the fused attention kernel has its own)");
+  if (jax_ && t_.fused_softmax && materialized_ && !te_softmax_)
+    g_.notes.push_back(fmt::format(
+        "training.fused_softmax: Transformer Engine has no fused causal softmax for rows of {} scores in batches of {} "
+        "(v1.5 is_kernel_available: 16 < S <= 4096, S a multiple of 4, micro-batch x heads a multiple of its rows per "
+        "block); its Softmax falls back to jax.nn.softmax, XLA's fusions, which the step runs",
+        s_, b_ * hl_));
   if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
     g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                        "matrix is not modelled (only the fused attention kernel's)");

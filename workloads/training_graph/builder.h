@@ -141,6 +141,9 @@ class Builder {
   int rank_ = 0, mb_ = 0;
   int chunk_ = 0;  // the virtual stage being emitted (forward_chunk, backward_chunk)
   bool materialized_ = false, jax_ = false;
+  // training.fused_softmax where Transformer Engine has its kernel for the shape (te_softmax_kernel_available): the
+  // attention's softmax is TE's, not XLA's fusions, and the scores are bf16.
+  bool te_softmax_ = false;
   bool mla_measured_dims_ = false;  // MLA's attention core at the head dims of gpu.mla_attention_*_rate
   double gpus_reached_ = 1;         // the EP ranks one token reaches (the constructor says how)
   OpId pending_host_wait_ = kNoOp;         // the next op emitted makes the host wait for this one
@@ -512,7 +515,8 @@ class Builder {
   // the softmax kernel and, backward, its kernel and the dQ / dK dots (attention.cpp).
   void te_fused_softmax_forward(double bh);
   void te_fused_softmax_backward(double bh);
-  double te_softmax_row_elements_per_thread() const;
+  void mark_te_softmax(OpId op, int direction);
+  bool te_softmax_kernel_available() const;
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0);
 
   // The residual add after attention or the MLP (read the branch and the residual, write the sum), with

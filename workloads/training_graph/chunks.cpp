@@ -41,7 +41,7 @@ void Builder::forward_chunk(int v) {
     // Two fills of [B, heads, S, S] indices each, which XLA's loop emitter covers index by index (a pred fill takes
     // as long as an f32 one on the H200: docs/decisions.md, "XLA's loop fusions write at most so many indices a
     // second"); two kernels, since each is bound on its own (the fp32 one by HBM on a slower part).
-    if (materialized_) {
+    if (materialized_ && !te_softmax_) {  // (Transformer Engine's softmax masks inside its kernel)
       const double scores = b_ * hl_ * s_ * s_;
       g_.ops[vector("attn_scores.mask_init.pred", scores, 0)].loop_indices = static_cast<float>(scores);
       g_.ops[vector("attn_scores.mask_init.fp32", 4 * scores, 0)].loop_indices = static_cast<float>(scores);

@@ -79,7 +79,7 @@ void Builder::jax_residual_sizes(const std::vector<Step*>& steps, int l) {
       Step& st = *p;
       const double before = st.out_bytes;
       if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 4 + layer_weights(l) * pr_.activation_bytes;
-      else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16
+      else if (st.name == "attn_scores" && !te_softmax_) st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16
       st.extra_io_bytes = std::max(0.0, st.out_bytes - before);
       // The fp32 scores are the score GEMM's own output (attn_scores.qk writes fp32) and the softmax
       // backward fusion reads them back within its 10 B per score (s1_none_unrolled: the forward's
@@ -97,7 +97,8 @@ void Builder::jax_residual_sizes(const std::vector<Step*>& steps, int l) {
     if (st.name == "norm1") st.out_bytes = Tsp_ * h_ * 8;        // fp32 input + fp32 normalized
     else if (st.name == "attn_out") st.out_bytes = Tsp_ * h_ * 6;  // bf16 output + fp32 residual sum
     else if (st.name == "norm2") st.out_bytes = Tsp_ * h_ * 4;   // fp32 normalized
-    else if (st.name == "attn_scores") st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16 probabilities
+    // (Transformer Engine's softmax keeps only its bf16 output: softmax.py _softmax_fwd_rule saves (output,).)
+    else if (st.name == "attn_scores" && !te_softmax_) st.out_bytes = b_ * hl_ * s_ * s_ * 6;  // fp32 + bf16 probabilities
     else if (st.name == "mlp_act") st.out_bytes = T_ * f_ * pr_.activation_bytes * 4;
     // The extra residuals are written by the forward fusion and read back by the backward.
     st.extra_io_bytes = std::max(0.0, st.out_bytes - before);

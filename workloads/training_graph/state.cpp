@@ -139,7 +139,7 @@ std::vector<double> Builder::xla_buffer_parts(const std::string& tensor_name) co
     return pos != std::string::npos &&
            (pos + step.size() + 1 == tensor_name.size() || tensor_name.compare(pos + step.size() + 1, 11, ".recomputed") == 0);
   };
-  if (is("attn_scores")) return {4.0 / 6, 2.0 / 6};
+  if (is("attn_scores")) return te_softmax_ ? std::vector<double>{1.0} : std::vector<double>{4.0 / 6, 2.0 / 6};
   // The weights' bf16 stack is one buffer per weight array (m1_none_cudnn's forward loop: bf16 [L, D, 3D],
   // [L, D, D], [L, D, F] twice, [L, F, D]), each of which buffer assignment places on its own; the norm gains'
   // share (2 D of the layer's weights) is left in with the others. (Packing runs for dense, non-MLA models only.)
