@@ -310,6 +310,16 @@ struct TrainingConfig {
   // own softmax fusions over fp32 scores (docs/decisions.md, "Transformer Engine's fused softmax in the JAX mode").
   // Megatron mode ignores it.
   bool fused_softmax = false;
+  // optimizer_sharding fsdp under a pipeline (pp > 1, Megatron mode, i.e. PyTorch): when a stage's weights are
+  // gathered. per_step (default): once per step and kept, gradients reduced in the last backward, as
+  // torch.distributed.pipelining runs FSDP under a schedule. per_microbatch: FSDP's reshard after each backward kept
+  // and its reshard after forward turned off (reshard_after_forward=False), so a layer's weights are gathered again
+  // before the next forward or backward that finds them resharded, about once per micro-batch; gradients still
+  // accumulated over the micro-batches and reduced once (Llama 3 405B, arXiv 2407.21783 sec. 3.3.2).
+  enum class FsdpPipelineGather { per_step, per_microbatch };
+  FsdpPipelineGather fsdp_pipeline_gather = FsdpPipelineGather::per_step;
+  static constexpr std::array<sim::EnumName<FsdpPipelineGather>, 2> kFsdpPipelineGatherNames = {
+      {{FsdpPipelineGather::per_step, "per_step"}, {FsdpPipelineGather::per_microbatch, "per_microbatch"}}};
   // jax: XLA_PYTHON_CLIENT_MEM_FRACTION (XLA_CLIENT_MEM_FRACTION in newer JAX): with preallocation (JAX's default) the
   // allocator's pool is this fraction of the card's total memory, and a program that needs more stops with an out of
   // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's

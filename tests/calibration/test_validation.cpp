@@ -333,6 +333,8 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // 10.97% since Blackwell's BF16 ceiling moved with FP8's to the sustained state and MXFP8 and GB300's NVFP4 took
   // Transformer Engine's B300 ratios (2026-12-07, twenty-first stop; 11.27% before). 10.96% since the DeepSeek-V3 GB200
   // rows run without the NaN check and with router padding, as the reproduce guide's command (twenty-second stop).
+  // 12.07% since the Llama 3 rows' FSDP regathers each layer after every backward but the last, as the paper's sec.
+  // 3.3.2 has it (training.fsdp_pipeline_gather: per_microbatch; +22.6/+24.9/+19.6%). Before it:
   // 12.19% since a source audit of thirty rows (2026-12-07, twenty-third stop): the Llama 3 rows as the paper's sec.
   // 3.3.2 has them (8K without recompute, one layer per chunk: +25.3/+26.6/+20.5%, from -5.7/-8.2/+13.7%), Pax
   // GPT-126M's softmax as Transformer Engine's fused kernel, which its TE layers run, at its rate measured on an H100

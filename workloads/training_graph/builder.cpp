@@ -79,6 +79,7 @@ OpGraph Builder::build() {
     param_ready_.clear();
     deferred_grads_.clear();
     layer_state_.clear();
+    fsdp_resharded_.clear();
     logits_.clear();
     mtp_logits_.clear();
     mtp_saved_.clear();
@@ -226,7 +227,17 @@ OpGraph Builder::build() {
   if (jax_ && !t_.scan_layers && (t_.xla_pipelined.all_gather || t_.xla_pipelined.all_reduce))
     g_.notes.push_back("training.xla_pipelined_collectives with scan_layers false: no effect (XLA's collective pipeliner "
                        "moves a collective across iterations of a scanned layer loop; an unrolled program has none)");
-  if (fsdp_per_step())
+  if (t_.fsdp_pipeline_gather != TrainingConfig::FsdpPipelineGather::per_step && !fsdp_per_step())
+    g_.notes.push_back("training.fsdp_pipeline_gather is FSDP's gather under a pipeline schedule: it needs "
+                       "optimizer_sharding fsdp with pp > 1 in Megatron mode (PyTorch); no effect here");
+  if (fsdp_reshards_per_microbatch())
+    g_.notes.push_back(fmt::format(
+        "training.fsdp_pipeline_gather per_microbatch with pp {}: a layer's weights are resharded after each of its "
+        "backwards and gathered again by the next forward or backward that needs them, about once per micro-batch; "
+        "the gradients are accumulated and reduce-scattered in the last backward; the memory counts the stage's whole "
+        "weights, an upper bound (docs/decisions.md, \"FSDP's gathers once per micro-batch under a pipeline\")",
+        pp_));
+  else if (fsdp_per_step())
     g_.notes.push_back(fmt::format(
         "training.optimizer_sharding fsdp with pp {}: the weights are gathered once per step and kept, the gradients "
         "reduce-scattered in the last backward, as torch.distributed.pipelining runs FSDP under a schedule; so while "

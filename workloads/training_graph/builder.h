@@ -1304,6 +1304,15 @@ class Builder {
   // with PP): the traffic of ZeRO-1 with the gathers at the start of the step, the state of ZeRO-1 while
   // the step runs. (JAX's fsdp is XLA's partitioner, not this.)
   bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
+  // training.fsdp_pipeline_gather per_microbatch (Llama 3's FSDP under its pipeline): on top of fsdp_per_step's
+  // gradients and step-start gathers, a layer's weights are resharded after each of its backwards and gathered again
+  // by the next forward or backward that needs them (fsdp_regather). The resident state keeps the whole stage's
+  // weights as fsdp_per_step does (an upper bound: FSDP holds only the shards and the unsharded layers).
+  bool fsdp_reshards_per_microbatch() const {
+    return fsdp_per_step() && t_.fsdp_pipeline_gather == TrainingConfig::FsdpPipelineGather::per_microbatch;
+  }
+  std::set<int> fsdp_resharded_;  // layers of this rank whose weights a backward resharded
+  void fsdp_regather(int l);
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   // `after`: the op the first gather waits for (kNoOp: none); it is cleared once used.
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after);

@@ -348,6 +348,7 @@ void Builder::layer_forward_ops(int l, TensorId& layer_input) {
   auto& st = layer_state_[{mb_, l}];
   st.input = layer_input;  // every policy keeps the layer input
   wait_for_params(l);
+  if (fsdp_reshards_per_microbatch()) fsdp_regather(l);
   std::vector<TensorId> fsdp_bufs;
   if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_layer_params(l, l + 1));
   std::vector<TensorId> transient;
@@ -520,6 +521,7 @@ void Builder::backward_chunk(int v) {
 
 void Builder::layer_backward_ops(int l) {
   prefix_micro_layer(l);
+  if (fsdp_reshards_per_microbatch()) fsdp_regather(l);  // another micro-batch's backward resharded them
   auto& st = layer_state_[{mb_, l}];
   const auto& steps = layer_steps(l);
   const SavePlan& plan = layer_plan(l);
@@ -666,6 +668,7 @@ void Builder::layer_backward_ops(int l) {
   auto& closing = g_.ops[last_compute()];
   for (TensorId t : to_free) closing.frees.push_back(t);
   layer_state_.erase({mb_, l});
+  if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(l);  // FSDP's reshard after backward
   bwd_layer_ = -1;
   bwd_by_step_ = nullptr;
 }

@@ -122,6 +122,23 @@ void Builder::gather_bucket(int key, const std::string& name, double dense_param
                                expert_params * pr_.param_gather_bytes, take_after()));
 }
 
+// FSDP's unshard of a resharded layer (fsdp_reshards_per_microbatch): its all-gathers, issued when the layer run before
+// it on this rank starts (FSDP2's implicit prefetch of the next module: one module ahead), and waited for by the
+// layer's first op. No buffer of its own: the resident state already holds the stage's whole weights.
+void Builder::fsdp_regather(int l) {
+  if (!fsdp_resharded_.erase(l)) return;
+  std::vector<OpId> deps;
+  if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+  fsdp_mark_next_ = true;
+  const std::string name = fmt::format("L{}.regather", l);
+  if (dense_replicas() > 1 && dense_weights(l) > 0)
+    pending_deps_.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
+                                       dense_weights(l) * pr_.param_gather_bytes, deps));
+  if (expert_replicas() > 1 && expert_weights(l) > 0)
+    pending_deps_.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather,
+                                       expert_shard_group(), expert_weights(l) * pr_.param_gather_bytes, deps));
+}
+
 void Builder::gather_params_ahead(OpId after) {
   for (int c = 0; c < vp_; ++c) {
     const int v = c * pp_ + rank_;

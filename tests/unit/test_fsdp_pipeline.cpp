@@ -1,0 +1,99 @@
+// FSDP under a pipeline schedule (training.fsdp_pipeline_gather): per_step gathers a stage's weights once, at the
+// start of the step; per_microbatch (Llama 3's: FSDP's reshard after backward kept, reshard after forward off) reshards
+// a layer after each of its backwards, so the next forward or backward of that layer gathers again. In 1F1B every
+// backward but the last is followed by a use of its layer: m - 1 regathers per layer and step, each of the layer's
+// weights once more over the data-parallel group. The gradients reduce once either way.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "sim/run/run.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+#include "scenario_text_util.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+
+namespace {
+
+// 4 layers on 2 stages (2 per rank), 4 micro-batches, data parallel 4 (FSDP over 4 ranks).
+sim::Scenario scenario(const std::string& extra, const std::string& pipeline = "pp: 2, vp: 1") {
+  return racksim::testing::scenario_from_text(
+      "system: {preset: h100-sxm, gpus: 8}\n"
+      "model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32000, ffn: swiglu}\n"
+      "training: {seq_len: 1024, global_batch: 16, micro_batch: 1, optimizer_sharding: fsdp, recompute: none, "
+      "parallelism: {tp: 1, " + pipeline + ", dp: 4}" + extra + "}\n",
+      "f.yaml");
+}
+
+struct Counts {
+  std::map<int, int> regathers;  // rank -> regather collectives
+  double regather_bytes = 0;     // rank 0's
+  int grad_reductions = 0;       // rank 0's gradient collectives
+};
+Counts counts(const OpGraph& g) {
+  Counts c;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (op.kind != OpKind::collective) continue;
+    const std::string n = g.op_name(static_cast<OpId>(i));
+    if (n.find("regather.param_all_gather") != std::string::npos) {
+      ++c.regathers[op.rank];
+      if (op.rank == 0) c.regather_bytes += op.coll_bytes;
+    }
+    if (op.rank == 0 && n.find("grad.") != std::string::npos) ++c.grad_reductions;
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(FsdpPipeline, PerMicrobatchRegathersEachLayerAfterEveryBackwardButTheLast) {
+  const auto step = scenario("");
+  const auto mb = scenario(", fsdp_pipeline_gather: per_microbatch");
+  const OpGraph gs = build_training_graph(step.model, step.training, step.system.spec);
+  const OpGraph gm = build_training_graph(mb.model, mb.training, mb.system.spec);
+  const Counts cs = counts(gs), cm = counts(gm);
+  EXPECT_TRUE(cs.regathers.empty());
+  const int m = 4, layers_per_rank = 2;
+  for (const auto& [rank, n] : cm.regathers) EXPECT_EQ(n, (m - 1) * layers_per_rank) << "rank " << rank;
+  // Each regather moves one layer's weights in bf16: q, k, v, o (4 h^2), the SwiGLU's three (3 h f) and the two norms.
+  const double h = 1024, f = 4096, layer_params = 4 * h * h + 3 * h * f + 2 * h;
+  EXPECT_DOUBLE_EQ(cm.regather_bytes, (m - 1) * layers_per_rank * layer_params * 2);
+  // The gradients are reduced once, as under per_step.
+  EXPECT_EQ(cm.grad_reductions, cs.grad_reductions);
+  // The step is no faster, and the report echoes the key.
+  const auto rs = sim::simulate(step), rm = sim::simulate(mb);
+  EXPECT_GE(rm.report["step_time_s"].get<double>(), rs.report["step_time_s"].get<double>());
+  EXPECT_EQ(rm.report["scenario"]["training"]["fsdp_pipeline_gather"], "per_microbatch");
+  bool noted = false;
+  for (const auto& w : rm.report["warnings"]) noted = noted || w.get<std::string>().find("per_microbatch with pp 2") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// Interleaved (vp 2): each of the rank's layers is still used again after every backward but its last.
+TEST(FsdpPipeline, PerMicrobatchUnderTheInterleavedSchedule) {
+  const auto mb = scenario(", fsdp_pipeline_gather: per_microbatch", "pp: 2, vp: 2");
+  const Counts c = counts(build_training_graph(mb.model, mb.training, mb.system.spec));
+  for (const auto& [rank, n] : c.regathers) EXPECT_EQ(n, 3 * 2) << "rank " << rank;  // (m - 1) x 2 layers, one per chunk
+}
+
+// Without a pipeline, or without FSDP, the key changes nothing and the report says so.
+TEST(FsdpPipeline, TheKeyNeedsFsdpUnderAPipeline) {
+  const auto flat = scenario(", fsdp_pipeline_gather: per_microbatch", "pp: 1, vp: 1, cp: 2");
+  const auto base = scenario("", "pp: 1, vp: 1, cp: 2");
+  const auto rf = sim::simulate(flat), rb = sim::simulate(base);
+  EXPECT_DOUBLE_EQ(rf.report["step_time_s"].get<double>(), rb.report["step_time_s"].get<double>());
+  bool noted = false;
+  for (const auto& w : rf.report["warnings"])
+    noted = noted || w.get<std::string>().find("training.fsdp_pipeline_gather is FSDP's gather under a pipeline") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_NE(racksim::testing::scenario_error_text(
+                "system: {preset: h100-sxm, gpus: 8}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 1024, "
+                "global_batch: 16, fsdp_pipeline_gather: per_layer}\n",
+                "f.yaml")
+                .find("per_step"),
+            std::string::npos);
+}
