@@ -694,7 +694,12 @@ TEST(InputLimitsSimulation, TheStepsGraphIsBoundedBeforeItIsBuilt) {
   // and so is its pipeline at pp 16, vp 2 with a long step (two lengths: 32 and 48 micro-steps).
   auto sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml");
   EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * 16);
+  // (Its FSDP regathers once per micro-batch, which is replayed whole: 256 micro-steps; gathering once per step, the
+  // interleaved plan's two lengths.)
   sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml", {{"training.global_batch", "32768"}});
+  EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * 256);
+  sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml",
+                          {{"training.global_batch", "32768"}, {"training.fsdp_pipeline_gather", "per_step"}});
   EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * (2 * 32 + 16));
   EXPECT_TRUE(contains(scenario_error("name: t\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {layers: 100, hidden: 10000000, "
                                       "ffn_hidden: 10000000, heads: 10000, vocab: 100000}\n"
