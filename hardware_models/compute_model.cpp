@@ -76,10 +76,10 @@ double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens) {
   return log2_interpolated(sys.gpu.bf16_wgrad_nt_time_ratio, tokens, 1.0);
 }
 
-double te_softmax_time_ratio(const SystemSpec& sys, int direction, double seq) {
+double te_softmax_rate_Bps(const SystemSpec& sys, int direction, double seq) {
   if (direction == 0) return 0.0;
-  return log2_interpolated(direction == 1 ? sys.gpu.te_softmax_forward_time_ratio : sys.gpu.te_softmax_backward_time_ratio,
-                           seq, 0.0);
+  return 1e9 * log2_interpolated(direction == 1 ? sys.gpu.te_softmax_forward_GBps : sys.gpu.te_softmax_backward_GBps,
+                                 seq, 0.0);
 }
 
 void apply_fp8_blockwise_recipe(SystemSpec& sys) {
@@ -139,10 +139,10 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     }
   }
   // Transformer Engine's fused softmax where measured: a warp per row holding next_pow2(S) / 32 fp32 elements per
-  // thread, so its time against a copy of the same bytes grows with S (fewer warps fit). Charged as SM time, as the
-  // row-kernel bound below, which it replaces.
-  if (const double ratio = te_softmax_time_ratio(sys, w.te_softmax, w.attention_seq); ratio > 0 && w.hbm_bytes > 0) {
-    const double softmax_s = w.hbm_bytes / (sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency) * ratio;
+  // thread, so its rate falls with S (fewer warps fit). Charged as SM time, as the row-kernel bound below, which it
+  // replaces.
+  if (const double rate = te_softmax_rate_Bps(sys, w.te_softmax, w.attention_seq); rate > 0 && w.hbm_bytes > 0) {
+    const double softmax_s = w.hbm_bytes / rate;
     if (softmax_s > t.compute_s) {
       t.compute_s = softmax_s;
       t.occupancy_bound = true;

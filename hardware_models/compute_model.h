@@ -30,7 +30,7 @@ struct KernelWork {
   // A weight-gradient GEMM in Transformer Engine's layout: in bf16 gpu.bf16_wgrad_nt_time_ratio times the TN product.
   bool wgrad_te_layout = false;
   // Transformer Engine's fused causal softmax over rows of attention_seq scores: 1 forward, 2 backward; at
-  // gpu.te_softmax_{forward,backward}_time_ratio times a copy of its bytes where the GPU has that measurement.
+  // gpu.te_softmax_{forward,backward}_GBps where the GPU has that measurement.
   int te_softmax = 0;
 };
 
@@ -64,10 +64,10 @@ double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d);
 // shape: gpu.bf16_wgrad_nt_time_ratio interpolated in log2(tokens), flat beyond its ends; 1 where not given.
 // kernel_timing applies it to a KernelWork::wgrad_te_layout bf16 GEMM on a calibrated bf16 shape curve (TN) only.
 double bf16_wgrad_nt_time_ratio(const SystemSpec& sys, double tokens);
-// Transformer Engine's fused causal softmax (KernelWork::te_softmax) over rows of `seq` scores, against a
-// device-to-device copy of its bytes: gpu.te_softmax_forward/backward_time_ratio interpolated in log2(seq), flat
-// beyond the ends; 0 where the GPU has no measurement (the row-kernel bound of thread_bytes applies instead).
-double te_softmax_time_ratio(const SystemSpec& sys, int direction, double seq);
+// The rate (bytes/s) of Transformer Engine's fused causal softmax (KernelWork::te_softmax) over rows of `seq` scores:
+// gpu.te_softmax_forward/backward_GBps interpolated in log2(seq), flat beyond the ends; 0 where the GPU has no
+// measurement (the row-kernel bound of thread_bytes applies instead, and the graph's notes say so).
+double te_softmax_rate_Bps(const SystemSpec& sys, int direction, double seq);
 
 // Efficiency of one GEMM: with a calibration that measured this dtype, the ceiling times the
 // calibrated shape factor (docs/calibration.md); otherwise the ceiling for every shape.

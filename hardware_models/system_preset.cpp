@@ -169,18 +169,18 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
   r.finish();
 }
 
-// A preset table of sizes -> time ratio (gpu.bf16_wgrad_nt_time_ratio by tokens, gpu.te_softmax_*_time_ratio by
-// sequence length): a mapping of whole-number sizes to ratios within [lo, hi], or one number for every size (how a
+// A preset table of sizes -> a value (gpu.bf16_wgrad_nt_time_ratio's time ratio by tokens, gpu.te_softmax_*_GBps's rate
+// by sequence length): a mapping of whole-number sizes to ratios within [lo, hi], or one number for every size (how a
 // what-if sets it flat, e.g. 1 to leave the layout out). `what` names the keys in errors ("tokens", "sequence length").
 void read_ratio_table(const Node& n, std::vector<std::pair<double, double>>& table, const char* what, const char* unit,
-                      double lo, double hi) {
+                      double lo, double hi, const char* value = "time ratio") {
   table.clear();
   if (n.yaml().IsScalar()) {
     if (auto v = n.as_number(lo, hi)) table = {{1.0, *v}};
     return;
   }
   if (!n.yaml().IsMap() || n.yaml().size() == 0) {
-    n.error(fmt::format("expected a mapping of {} -> time ratio (e.g. {{4096: {}}}) or one number, got {}", unit, lo < 1 ? "0.93" : "2.1",
+    n.error(fmt::format("expected a mapping of {} -> {} (e.g. {{4096: {}}}) or one number, got {}", unit, value, lo < 1 ? "0.93" : "1444",
                         n.yaml().IsNull() ? "null" : n.describe()), input::DiagnosticKind::malformed_value);
     return;
   }
@@ -247,11 +247,11 @@ SystemSpec parse_system_preset(const Node& root) {
            s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
     // a layout moves a GEMM's time by tens of percent, not x2
     if (auto w = r.get("bf16_wgrad_nt_time_ratio")) read_ratio_table(*w, s.gpu.bf16_wgrad_nt_time_ratio, "token count", "tokens", 0.5, 2.0);
-    // a row kernel at least as slow as a copy of its bytes, and not beyond an order of magnitude
-    if (auto w = r.get("te_softmax_forward_time_ratio"))
-      read_ratio_table(*w, s.gpu.te_softmax_forward_time_ratio, "sequence length", "scores per row", 1.0, 10.0);
-    if (auto w = r.get("te_softmax_backward_time_ratio"))
-      read_ratio_table(*w, s.gpu.te_softmax_backward_time_ratio, "sequence length", "scores per row", 1.0, 10.0);
+    // a kernel's rate of its bytes in GB/s, from a slow row kernel's to beyond any HBM
+    if (auto w = r.get("te_softmax_forward_GBps"))
+      read_ratio_table(*w, s.gpu.te_softmax_forward_GBps, "sequence length", "scores per row", 10.0, 100000.0, "GB/s");
+    if (auto w = r.get("te_softmax_backward_GBps"))
+      read_ratio_table(*w, s.gpu.te_softmax_backward_GBps, "sequence length", "scores per row", 10.0, 100000.0, "GB/s");
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -450,7 +450,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
       // "gpu."): the table's reader checks its key.
       static constexpr std::array<std::string_view, 7> kDataKeyedTables = {
-          "gpu.bf16_wgrad_nt_time_ratio.",      "gpu.te_softmax_forward_time_ratio.", "gpu.te_softmax_backward_time_ratio.",
+          "gpu.bf16_wgrad_nt_time_ratio.",      "gpu.te_softmax_forward_GBps.", "gpu.te_softmax_backward_GBps.",
           "gpu.sustained_gemm.bf16.",           "gpu.sustained_gemm.fp8.",            "gpu.sustained_gemm.mxfp8.",
           "gpu.sustained_gemm.nvfp4."};
       const auto table_point = [&key]() -> std::string {
@@ -475,7 +475,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
-              "gpu.bf16_wgrad_nt_time_ratio", "gpu.te_softmax_forward_time_ratio", "gpu.te_softmax_backward_time_ratio",
+              "gpu.bf16_wgrad_nt_time_ratio", "gpu.te_softmax_forward_GBps", "gpu.te_softmax_backward_GBps",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",

@@ -83,10 +83,10 @@ struct GpuSpec {
   // log2(tokens) and held flat beyond the ends; empty = 1 (not measured). hw::bf16_wgrad_nt_time_ratio.
   std::vector<std::pair<double, double>> bf16_wgrad_nt_time_ratio;
   // Transformer Engine's fused causal softmax (scaled_upper_triang_masked_softmax, as TE's unfused attention runs it):
-  // its time against a device-to-device copy of the same bytes (1.5 x 2 bytes a score forward, 2 x 2 backward), by
-  // the row length S, as (S, ratio) points sorted by S, interpolated in log2(S); empty = not measured on this GPU.
-  // hw::te_softmax_time_ratio.
-  std::vector<std::pair<double, double>> te_softmax_forward_time_ratio, te_softmax_backward_time_ratio;
+  // the rate, in GB/s, at which it moves the bytes racksim charges it (1.5 x 2 bytes a score forward, 2 x 2 backward),
+  // by the row length S, as (S, GB/s) points sorted by S, interpolated in log2(S); empty = not measured on this GPU.
+  // hw::te_softmax_rate_Bps.
+  std::vector<std::pair<double, double>> te_softmax_forward_GBps, te_softmax_backward_GBps;
   double hbm_capacity_bytes = 0;
   double hbm_bandwidth_Bps = 0;
   double l2_cache_bytes = 0;

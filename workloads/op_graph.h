@@ -161,7 +161,7 @@ struct Op {
   uint8_t wgrad_te_layout : 1 = 0;    // a wgrad through Transformer Engine's cuBLASLt call (bf16 in NT:
                                       // gpu.bf16_wgrad_nt_time_ratio); not XLA's dots, PyTorch's or Megatron's own
   uint8_t te_softmax : 2 = 0;         // Transformer Engine's fused causal softmax, 1 forward, 2 backward, of rows of
-                                      // attention_seq scores (gpu.te_softmax_*_time_ratio)
+                                      // attention_seq scores (gpu.te_softmax_*_GBps)
   // collective
   hw::CollectiveOp coll = hw::CollectiveOp::all_reduce;  // hardware_models/collective_op.h
   CommGroup group = CommGroup::dp;

@@ -207,9 +207,10 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       "Megatron GPT 462B, 6144 H100 (TP8 PP16 DP48)",
       // -5.1% and -7.6% (were +11.6% and +0.6%, neither fitting in 80 GB): the least Megatron block recompute that fits
       // racksim's memory model (training.recompute_num_layers 2 and 1; docs/decisions.md, "Block recompute").
-      // (The two Llama 3 405B 8K rows, -5.7% and -8.2% under a block recompute and vp 2 chosen by rule, are +25.3% and
-      // +26.6% since they run as the paper's sec. 3.3.2 says: no activation checkpointing at 8K, one layer per model
-      // chunk (vp 8, the first chunk the embedding only); a source audit, 2026-12-07, twenty-third stop.)
+      // (The two Llama 3 405B 8K rows, -5.7% and -8.2% under a block recompute and vp 2 chosen by rule, are +18.7% and
+      // +22.6% since they run as the paper's sec. 3.3.2 says: no activation checkpointing at 8K, one layer per model
+      // chunk (vp 8, the first chunk the embedding only), FSDP regathering per micro-batch; a source audit, 2026-12-07,
+      // twenty-third stop.)
       // Back in (+9.5%, +5.9%, +4.7%; they were +12.6%, +10.3%, +10.1%) since flash attention is fitted to the kernels a
       // training step runs, at the power cap, on keys of 1K-128K (calibration/data/h200-2026-12-04-attention-train): its
       // backward levels off near 0.53 of peak from 16K keys on, where the curve fitted on keys up to 8K gave 0.61.
@@ -333,8 +334,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
   // 10.97% since Blackwell's BF16 ceiling moved with FP8's to the sustained state and MXFP8 and GB300's NVFP4 took
   // Transformer Engine's B300 ratios (2026-12-07, twenty-first stop; 11.27% before). 10.96% since the DeepSeek-V3 GB200
   // rows run without the NaN check and with router padding, as the reproduce guide's command (twenty-second stop).
-  // 12.07% since the Llama 3 rows' FSDP regathers each layer after every backward but the last, as the paper's sec.
-  // 3.3.2 has it (training.fsdp_pipeline_gather: per_microbatch; +22.6/+24.9/+19.6%). Before it:
+  // 11.93% since the Llama 3 rows' FSDP regathers each module (layers, embedding, output layer) after every backward but
+  // its last, as the paper's sec. 3.3.2 has it (training.fsdp_pipeline_gather: per_microbatch; +18.7/+22.6/+18.2%),
+  // and Transformer Engine's softmax runs at its measured GB/s (Pax GPT-126M -21.3%). Before them:
   // 12.19% since a source audit of thirty rows (2026-12-07, twenty-third stop): the Llama 3 rows as the paper's sec.
   // 3.3.2 has them (8K without recompute, one layer per chunk: +25.3/+26.6/+20.5%, from -5.7/-8.2/+13.7%), Pax
   // GPT-126M's softmax as Transformer Engine's fused kernel, which its TE layers run, at its rate measured on an H100

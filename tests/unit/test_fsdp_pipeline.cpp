@@ -29,8 +29,9 @@ sim::Scenario scenario(const std::string& extra, const std::string& pipeline = "
 }
 
 struct Counts {
-  std::map<int, int> regathers;  // rank -> regather collectives
-  double regather_bytes = 0;     // rank 0's
+  std::map<int, int> regathers;  // rank -> the layers' regather collectives
+  std::map<int, int> embedding, head;  // rank -> the embedding's and the output layer's
+  double regather_bytes = 0;     // rank 0's layers'
   int grad_reductions = 0;       // rank 0's gradient collectives
 };
 Counts counts(const OpGraph& g) {
@@ -39,7 +40,11 @@ Counts counts(const OpGraph& g) {
     const Op& op = g.ops[i];
     if (op.kind != OpKind::collective) continue;
     const std::string n = g.op_name(static_cast<OpId>(i));
-    if (n.find("regather.param_all_gather") != std::string::npos) {
+    if (n.find("embedding.regather.param_all_gather") != std::string::npos) {
+      ++c.embedding[op.rank];
+    } else if (n.find("head.regather.param_all_gather") != std::string::npos) {
+      ++c.head[op.rank];
+    } else if (n.find("regather.param_all_gather") != std::string::npos) {
       ++c.regathers[op.rank];
       if (op.rank == 0) c.regather_bytes += op.coll_bytes;
     }
@@ -59,6 +64,9 @@ TEST(FsdpPipeline, PerMicrobatchRegathersEachLayerAfterEveryBackwardButTheLast) 
   EXPECT_TRUE(cs.regathers.empty());
   const int m = 4, layers_per_rank = 2;
   for (const auto& [rank, n] : cm.regathers) EXPECT_EQ(n, (m - 1) * layers_per_rank) << "rank " << rank;
+  // FSDP wraps the embedding and the output layer too: each is resharded after its backward and gathered again.
+  EXPECT_EQ(cm.embedding, (std::map<int, int>{{0, m - 1}}));
+  EXPECT_EQ(cm.head, (std::map<int, int>{{1, m - 1}}));
   // Each regather moves one layer's weights in bf16: q, k, v, o (4 h^2), the SwiGLU's three (3 h f) and the two norms.
   const double h = 1024, f = 4096, layer_params = 4 * h * h + 3 * h * f + 2 * h;
   EXPECT_DOUBLE_EQ(cm.regather_bytes, (m - 1) * layers_per_rank * layer_params * 2);

@@ -93,26 +93,25 @@ TEST(Scenario, ATokenTableIsOverriddenWholeOrByItsPoints) {
     EXPECT_EQ(error_text(kBase, {table + set}), "--set " + table + set + ": error: " + table + path + ": " + message);
 }
 
-// Transformer Engine's fused-softmax tables (gpu.te_softmax_forward/backward_time_ratio, by sequence length, on the
-// H100 and H800 presets) take the same reader: a point by its key, the key a whole number, a ratio from 1 (a copy's
-// time) to 10.
+// Transformer Engine's fused-softmax tables (gpu.te_softmax_forward/backward_GBps, by sequence length, on the H100 and
+// H800 presets) take the same reader: a point by its key, the key a whole number, a rate from 10 GB/s to 100 TB/s.
 TEST(Scenario, TheTeSoftmaxTablesAreReadByTheirSequenceLengths) {
   const std::string h100 = "system: {preset: h100-sxm, gpus: 1}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 2048, global_batch: 8}\n";
   const auto base = sim::load_scenario_text(h100, "s.yaml");
-  ASSERT_EQ(base.system.spec.gpu.te_softmax_forward_time_ratio.size(), 3u);
-  EXPECT_EQ(base.system.spec.gpu.te_softmax_forward_time_ratio[1], std::make_pair(2048.0, 2.08));
-  EXPECT_EQ(base.system.spec.gpu.te_softmax_backward_time_ratio[2], std::make_pair(4096.0, 2.22));
+  ASSERT_EQ(base.system.spec.gpu.te_softmax_forward_GBps.size(), 3u);
+  EXPECT_EQ(base.system.spec.gpu.te_softmax_forward_GBps[1], std::make_pair(2048.0, 1444.0));
+  EXPECT_EQ(base.system.spec.gpu.te_softmax_backward_GBps[2], std::make_pair(4096.0, 1365.0));
   const auto point = sim::load_scenario_text(
-      h100, "s.yaml", sim::parse_set_overrides({"system.overrides.gpu.te_softmax_backward_time_ratio.2048=1.5"}));
-  EXPECT_EQ(point.system.spec.gpu.te_softmax_backward_time_ratio[1], std::make_pair(2048.0, 1.5));
-  const std::string table = "system.overrides.gpu.te_softmax_forward_time_ratio";
-  EXPECT_EQ(error_text(h100, {table + ".2k=2"}),
-            "--set " + table + ".2k=2: error: " + table + ".2k: '2k' is not a sequence length: write whole numbers of "
+      h100, "s.yaml", sim::parse_set_overrides({"system.overrides.gpu.te_softmax_backward_GBps.2048=1500"}));
+  EXPECT_EQ(point.system.spec.gpu.te_softmax_backward_GBps[1], std::make_pair(2048.0, 1500.0));
+  const std::string table = "system.overrides.gpu.te_softmax_forward_GBps";
+  EXPECT_EQ(error_text(h100, {table + ".2k=2000"}),
+            "--set " + table + ".2k=2000: error: " + table + ".2k: '2k' is not a sequence length: write whole numbers of "
             "scores per row as keys, e.g. 4096");
-  EXPECT_EQ(error_text(h100, {table + "=0.5"}), "--set " + table + "=0.5: error: " + table + ": must be between 1 and 10, got 0.5");
-  // Presets without the measurement carry no table (the row-kernel bound applies there).
+  EXPECT_EQ(error_text(h100, {table + "=5"}), "--set " + table + "=5: error: " + table + ": must be between 10 and 100000, got 5");
+  // Presets without the measurement carry no table (the row-kernel bound applies there, with a note).
   EXPECT_TRUE(sim::load_scenario_text("system: {preset: gb200-nvl72, gpus: 4}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 2048, global_batch: 8}\n",
-                                      "g.yaml").system.spec.gpu.te_softmax_forward_time_ratio.empty());
+                                      "g.yaml").system.spec.gpu.te_softmax_forward_GBps.empty());
 }
 
 // The other preset tables keyed by data, gpu.sustained_gemm.<dtype> (GEMM shapes): a point may be set or added by its

@@ -154,7 +154,7 @@ TEST(XlaAttention, TransformerEngineFusedSoftmaxKernelsAndBytes) {
     EXPECT_GE(xla_peak - te_peak, L * 4 * scores * 0.99) << scan;
   }
   // The kernel's time, where the GPU has the measurement (the H100 preset, calibration/data/h100-2026-12-07-te-softmax):
-  // its bytes at the HBM rate times gpu.te_softmax_*_time_ratio at S = 512, flat below the first point (1,024).
+  // its bytes at gpu.te_softmax_*_GBps, at S = 512 the first point's (1,024), the table flat below it.
   {
     auto sc = sim::load_scenario_text(
         "system: {preset: h100-sxm, gpus: 1, calibration: none}\n"
@@ -163,20 +163,20 @@ TEST(XlaAttention, TransformerEngineFusedSoftmaxKernelsAndBytes) {
         "scan_layers: false, fused_softmax: true}\n",
         "h.yaml");
     const auto& gpu = sc.system.spec.gpu;
-    ASSERT_EQ(gpu.te_softmax_forward_time_ratio.size(), 3u);
+    ASSERT_EQ(gpu.te_softmax_forward_GBps.size(), 3u);
     for (int dir : {1, 2}) {
       hw::KernelWork w;
       w.hbm_bytes = (dir == 1 ? 1.5 : 2.0) * a * scores;
       w.te_softmax = dir;
       w.attention_seq = S;
-      const double ratio = dir == 1 ? gpu.te_softmax_forward_time_ratio.front().second : gpu.te_softmax_backward_time_ratio.front().second;
+      const double GBps = dir == 1 ? gpu.te_softmax_forward_GBps.front().second : gpu.te_softmax_backward_GBps.front().second;
       const auto t = hw::kernel_timing(sc.system.spec, w);
-      EXPECT_NEAR(t.compute_s, w.hbm_bytes / (gpu.hbm_bandwidth_Bps * gpu.hbm_efficiency) * ratio, 1e-12) << dir;
+      EXPECT_NEAR(t.compute_s, w.hbm_bytes / (GBps * 1e9), 1e-12) << dir;
       EXPECT_TRUE(t.occupancy_bound);
     }
     // Interpolated in log2(S) between the points: halfway from 2,048 to 4,096 at 2,896.
-    EXPECT_NEAR(hw::te_softmax_time_ratio(sc.system.spec, 1, 2048 * std::sqrt(2.0)), (2.08 + 3.08) / 2, 1e-9);
-    EXPECT_EQ(hw::te_softmax_time_ratio(sc.system.spec, 0, 2048), 0.0);
+    EXPECT_NEAR(hw::te_softmax_rate_Bps(sc.system.spec, 1, 2048 * std::sqrt(2.0)), 1e9 * (1444 + 986) / 2.0, 1e-3);
+    EXPECT_EQ(hw::te_softmax_rate_Bps(sc.system.spec, 0, 2048), 0.0);
   }
   // Outside TE's kernel (v1.5: 16 < S <= 4096), TE falls back to jax.nn.softmax: XLA's fusions run, and a note says so.
   {
@@ -190,7 +190,14 @@ TEST(XlaAttention, TransformerEngineFusedSoftmaxKernelsAndBytes) {
     const auto k = kernels(g);
     EXPECT_GT(k_count(k, "softmax.reduce"), 0);
     bool noted = false;
-    for (const auto& n : g.notes) noted = noted || n.find("falls back to jax.nn.softmax") != std::string::npos;
+    for (const auto& n : g.notes) noted = noted || n.find("else jax.nn.softmax: the step runs XLA's fusions") != std::string::npos;
+    EXPECT_TRUE(noted);
+  }
+  // A GPU without the measurement (the H200 preset): the row-kernel bound, and the report says so.
+  {
+    const auto g = jax_text_graph("attention: materialized, recompute: none, scan_layers: false, fused_softmax: true");
+    bool noted = false;
+    for (const auto& n : g.notes) noted = noted || n.find("has no measurement of Transformer Engine's fused softmax") != std::string::npos;
     EXPECT_TRUE(noted);
   }
   // Megatron mode and flash attention: the key changes nothing, and the report says so for flash.

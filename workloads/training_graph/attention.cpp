@@ -35,7 +35,7 @@ bool Builder::te_softmax_kernel_available() const {
   return std::fmod(batches, 4.0) == 0 && std::fmod(batches, static_cast<double>(rows_per_block)) == 0;
 }
 
-// Its time: gpu.te_softmax_*_time_ratio by the row length where the GPU has that measurement; else XLA's row-kernel
+// Its time: gpu.te_softmax_*_GBps by the row length where the GPU has that measurement; else XLA's row-kernel
 // bound with the loads the kernel holds per thread, the forward's one row and the backward's two (output and grad).
 void Builder::mark_te_softmax(OpId op, int direction) {
   double pow2 = 1;

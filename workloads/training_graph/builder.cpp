@@ -267,8 +267,15 @@ OpGraph Builder::build() {
     g_.notes.push_back(fmt::format(
         "training.fused_softmax: Transformer Engine has no fused causal softmax for rows of {} scores in batches of {} "
         "(v1.5 is_kernel_available: 16 < S <= 4096, S a multiple of 4, micro-batch x heads a multiple of its rows per "
-        "block); its Softmax falls back to jax.nn.softmax, XLA's fusions, which the step runs",
+        "block); its Softmax then runs its scaled kernel with the mask as a bias where that kernel takes the shape, "
+        "else jax.nn.softmax: the step runs XLA's fusions for both (TE's scaled kernel is not modelled)",
         s_, b_ * hl_));
+  if (te_softmax_ && sys_.gpu.te_softmax_forward_GBps.empty())
+    g_.notes.push_back(fmt::format(
+        "training.fused_softmax: {} has no measurement of Transformer Engine's fused softmax (gpu.te_softmax_forward_GBps "
+        "and _backward_GBps: only the H100's, calibration/data/h100-2026-12-07-te-softmax); its kernels are timed by "
+        "the row-kernel bound, which on the H100 gave half the measured time",
+        sys_.name.empty() ? std::string("this GPU") : sys_.name));
   if (t_.attention_dropout > 0 && t_.attention == AttentionImpl::materialized)
     g_.notes.push_back("training.attention_dropout with materialized attention: the dropout of the score "
                        "matrix is not modelled (only the fused attention kernel's)");

@@ -13,6 +13,7 @@ void Builder::forward_chunk(int v) {
   std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its input arrived (charge_chunk_host_work)
   if (v == 0) {
     wait_for_params(kEmbeddingBucket);
+    if (fsdp_reshards_per_microbatch()) fsdp_regather(kEmbeddingBucket);
     const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
     const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
     OpId emb = 0;
@@ -52,6 +53,7 @@ void Builder::forward_chunk(int v) {
   TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
   auto gather_head = [&] {
     wait_for_params(kHeadBucket);
+    if (fsdp_reshards_per_microbatch()) fsdp_regather(kHeadBucket);
     if (fsdp)
       head_buf = fsdp_gather_params(head_gather_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
   };
@@ -454,10 +456,12 @@ void Builder::backward_chunk(int v) {
   // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
   auto release_head = [&] {
     if (fsdp) g_.ops.back().frees.push_back(head_buf);
+    if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(kHeadBucket);  // FSDP's reshard after backward
     if (last_micro_for_sync()) grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
   };
   if (v == vstages_ - 1) {
     if (fsdp) head_buf = fsdp_gather_params(head_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
+    if (fsdp_reshards_per_microbatch()) fsdp_regather(kHeadBucket);
     // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
     attach_pending_allocs(output_head_backward("", logits_[mb_]));
     // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
@@ -504,8 +508,10 @@ void Builder::backward_chunk(int v) {
   if (v == 0) {
     const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
     const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
+    if (fsdp_reshards_per_microbatch()) fsdp_regather(kEmbeddingBucket);
     embedding_backward("embedding");
     if (has_buf) g_.ops.back().frees.push_back(buf);
+    if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(kEmbeddingBucket);  // FSDP's reshard after backward
     if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights(), 0, false, pr_.embedding_grad_reduce_bytes);
     if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
   } else {

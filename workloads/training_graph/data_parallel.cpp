@@ -122,21 +122,32 @@ void Builder::gather_bucket(int key, const std::string& name, double dense_param
                                expert_params * pr_.param_gather_bytes, take_after()));
 }
 
-// FSDP's unshard of a resharded layer (fsdp_reshards_per_microbatch): its all-gathers, issued when the layer run before
-// it on this rank starts (FSDP2's implicit prefetch of the next module: one module ahead), and waited for by the
-// layer's first op. No buffer of its own: the resident state already holds the stage's whole weights.
-void Builder::fsdp_regather(int l) {
-  if (!fsdp_resharded_.erase(l)) return;
-  std::vector<OpId> deps;
-  if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
-  fsdp_mark_next_ = true;
-  const std::string name = fmt::format("L{}.regather", l);
-  if (dense_replicas() > 1 && dense_weights(l) > 0)
-    pending_deps_.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
-                                       dense_weights(l) * pr_.param_gather_bytes, deps));
-  if (expert_replicas() > 1 && expert_weights(l) > 0)
-    pending_deps_.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather,
-                                       expert_shard_group(), expert_weights(l) * pr_.param_gather_bytes, deps));
+// FSDP's unshard of a resharded module (fsdp_reshards_per_microbatch): a layer (key >= 0), the embedding or the output
+// layer (kEmbeddingBucket, kHeadBucket). Its all-gathers are issued when the module run before it on this rank starts
+// (FSDP2's prefetch of the next module) and the module's first op waits for them; they take none of the module's own
+// pending dependencies (a pipeline receive, the step-start gather), which stay with its compute. No buffer of its own:
+// the resident state already holds the stage's whole weights.
+void Builder::fsdp_regather(int key) {
+  const bool resharded = fsdp_resharded_.erase(key) > 0;
+  if (resharded) {
+    std::vector<OpId> held;
+    held.swap(pending_deps_);
+    std::vector<OpId> deps;
+    if (fsdp_prev_start_) deps.push_back(*fsdp_prev_start_);
+    const double dense = key >= 0 ? dense_weights(key) : key == kEmbeddingBucket ? embedding_weights() : head_weights();
+    const double expert = key >= 0 ? expert_weights(key) : 0.0;
+    const std::string name = key >= 0 ? "regather" : key == kEmbeddingBucket ? "embedding.regather" : "head.regather";
+    std::vector<OpId> gathers;
+    if (dense_replicas() > 1 && dense > 0)
+      gathers.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
+                                   dense * pr_.param_gather_bytes, deps));
+    if (expert_replicas() > 1 && expert > 0)
+      gathers.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
+                                   expert * pr_.param_gather_bytes, deps));
+    pending_deps_.swap(held);
+    pending_deps_.insert(pending_deps_.end(), gathers.begin(), gathers.end());
+  }
+  fsdp_mark_next_ = true;  // this module's first compute op is where the next module's gather may start
 }
 
 void Builder::gather_params_ahead(OpId after) {
