@@ -169,19 +169,40 @@ void read_sustained_gemm(const Node& n, GpuSpec& gpu) {
   r.finish();
 }
 
-// A preset table of sizes -> a value (gpu.bf16_wgrad_nt_time_ratio's time ratio by tokens, gpu.te_softmax_*_GBps's rate
-// by sequence length): a mapping of whole-number sizes to ratios within [lo, hi], or one number for every size (how a
-// what-if sets it flat, e.g. 1 to leave the layout out). `what` names the keys in errors ("tokens", "sequence length").
-void read_ratio_table(const Node& n, std::vector<std::pair<double, double>>& table, const char* what, const char* unit,
-                      double lo, double hi, const char* value = "time ratio") {
+// The preset's tables of whole-number sizes -> a value (gpu.<field>), each read by read_size_table, its points set by
+// system.overrides by their keys (load_system_preset's data-keyed tables) and optional in a preset.
+struct SizeTable {
+  const char* field;                                        // under gpu
+  std::vector<std::pair<double, double>> GpuSpec::*member;  // (size, value) points
+  const char* size_name;                                    // what a key is, in errors: "token count"
+  const char* sizes;                                        // what keys count: "tokens"
+  const char* value;                                        // what a value is: "time ratio"
+  const char* example;                                      // a value, for the errors' example mapping
+  double lo, hi;                                            // a value's range
+};
+constexpr SizeTable kSizeTables[] = {
+    // a layout moves a GEMM's time by tens of percent, not x2
+    {"bf16_wgrad_nt_time_ratio", &GpuSpec::bf16_wgrad_nt_time_ratio, "token count", "tokens", "time ratio", "0.93", 0.5, 2.0},
+    // a kernel's rate of its bytes in GB/s, from a slow row kernel's to beyond any HBM
+    {"te_softmax_forward_GBps", &GpuSpec::te_softmax_forward_GBps, "sequence length", "scores per row", "GB/s", "1444",
+     10.0, 100000.0},
+    {"te_softmax_backward_GBps", &GpuSpec::te_softmax_backward_GBps, "sequence length", "scores per row", "GB/s", "1444",
+     10.0, 100000.0},
+};
+
+// A SizeTable: a mapping of whole-number sizes to values within [lo, hi], or one number for every size (how a what-if
+// sets it flat, e.g. 1 to leave the layout out).
+void read_size_table(const Node& n, const SizeTable& spec, GpuSpec& gpu) {
+  auto& table = gpu.*spec.member;
   table.clear();
   if (n.yaml().IsScalar()) {
-    if (auto v = n.as_number(lo, hi)) table = {{1.0, *v}};
+    if (auto v = n.as_number(spec.lo, spec.hi)) table = {{1.0, *v}};
     return;
   }
   if (!n.yaml().IsMap() || n.yaml().size() == 0) {
-    n.error(fmt::format("expected a mapping of {} -> {} (e.g. {{4096: {}}}) or one number, got {}", unit, value, lo < 1 ? "0.93" : "1444",
-                        n.yaml().IsNull() ? "null" : n.describe()), input::DiagnosticKind::malformed_value);
+    n.error(fmt::format("expected a mapping of {} -> {} (e.g. {{4096: {}}}) or one number, got {}", spec.sizes, spec.value,
+                        spec.example, n.yaml().IsNull() ? "null" : n.describe()),
+            input::DiagnosticKind::malformed_value);
     return;
   }
   std::vector<std::string> seen;  // keys as written: a count has one spelling (below), so a repeat is a duplicate key
@@ -197,10 +218,11 @@ void read_ratio_table(const Node& n, std::vector<std::pair<double, double>>& tab
         count > 1000000000 || written.front() == '0') {
       key_error(n, key, row,
                 fmt::format("'{}' is not a {}: write whole numbers of {} as keys, e.g. 4096",
-                            key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list"), what, unit));
+                            key.IsScalar() ? written : std::string("a ") + (key.IsMap() ? "mapping" : "list"),
+                            spec.size_name, spec.sizes));
       continue;
     }
-    if (auto v = row.as_number(lo, hi)) table.emplace_back(static_cast<double>(count), *v);
+    if (auto v = row.as_number(spec.lo, spec.hi)) table.emplace_back(static_cast<double>(count), *v);
   }
   std::sort(table.begin(), table.end());
 }
@@ -245,13 +267,8 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp8);
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8_blockwise", false, 0.0, 16.0),
            s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
-    // a layout moves a GEMM's time by tens of percent, not x2
-    if (auto w = r.get("bf16_wgrad_nt_time_ratio")) read_ratio_table(*w, s.gpu.bf16_wgrad_nt_time_ratio, "token count", "tokens", 0.5, 2.0);
-    // a kernel's rate of its bytes in GB/s, from a slow row kernel's to beyond any HBM
-    if (auto w = r.get("te_softmax_forward_GBps"))
-      read_ratio_table(*w, s.gpu.te_softmax_forward_GBps, "sequence length", "scores per row", 10.0, 100000.0, "GB/s");
-    if (auto w = r.get("te_softmax_backward_GBps"))
-      read_ratio_table(*w, s.gpu.te_softmax_backward_GBps, "sequence length", "scores per row", 10.0, 100000.0, "GB/s");
+    for (const SizeTable& t : kSizeTables)
+      if (auto w = r.get(t.field)) read_size_table(*w, t, s.gpu);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
     if (s.gpu.vector_fp32_flops_per_s > 0) s.gpu.peak_dense_flops_per_s[sim::Dtype::fp32] = s.gpu.vector_fp32_flops_per_s;
     set_if(quantity_in(r, "sfu_exp", QuantityKind::ops_per_second, false, kOps), s.gpu.sfu_exp_per_s);
@@ -449,10 +466,12 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
       };
       // A point of a table keyed by data (a token count, a GEMM shape), new or not, by full or short path (without
       // "gpu."): the table's reader checks its key.
-      static constexpr std::array<std::string_view, 7> kDataKeyedTables = {
-          "gpu.bf16_wgrad_nt_time_ratio.",      "gpu.te_softmax_forward_GBps.", "gpu.te_softmax_backward_GBps.",
-          "gpu.sustained_gemm.bf16.",           "gpu.sustained_gemm.fp8.",            "gpu.sustained_gemm.mxfp8.",
-          "gpu.sustained_gemm.nvfp4."};
+      static const std::vector<std::string> kDataKeyedTables = [] {
+        std::vector<std::string> v = {"gpu.sustained_gemm.bf16.", "gpu.sustained_gemm.fp8.", "gpu.sustained_gemm.mxfp8.",
+                                      "gpu.sustained_gemm.nvfp4."};
+        for (const SizeTable& t : kSizeTables) v.push_back(std::string("gpu.") + t.field + ".");
+        return v;
+      }();
       const auto table_point = [&key]() -> std::string {
         for (const std::string_view table : kDataKeyedTables) {
           if (key.starts_with(table)) return key;
@@ -475,7 +494,6 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
-              "gpu.bf16_wgrad_nt_time_ratio", "gpu.te_softmax_forward_GBps", "gpu.te_softmax_backward_GBps",
               "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",
@@ -483,6 +501,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "host.framework_speed"};
           for (const auto& f : kLaunchFields)
             if (!f.required) v.push_back(std::string("launch.") + f.name);
+          for (const SizeTable& t : kSizeTables) v.push_back(std::string("gpu.") + t.field);
           return v;
         }();
         // An optional field absent from this preset is named by its short name the same way.

@@ -3,6 +3,8 @@
 // Part of the training-graph builder: the class and its state are in builder.h.
 #include "workloads/training_graph/builder.h"
 
+#include <bit>
+
 namespace racksim::workloads::training_graph {
 
 void Builder::xla_attention_layout_copies_backward() {
@@ -26,11 +28,12 @@ void Builder::xla_attention_layout_copies_backward() {
 // TE v1.5's ScaledUpperTriangMaskedSoftmaxFwdPrimitive.is_kernel_available (transformer_engine/jax/cpp_extensions.py):
 // bf16 or fp16 scores, 16 < S <= 4096 (max_k_seqlen_supported), S a multiple of 4, and the attention batches
 // (micro-batch x local heads) a multiple of 4 and of the kernel's rows per 128-thread block.
+int Builder::te_softmax_row_pow2() const { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(s_))); }
+
 bool Builder::te_softmax_kernel_available() const {
   if (pr_.activation_bytes != 2 || s_ <= 16 || s_ > 4096 || std::fmod(s_, 4.0) != 0) return false;
   const double batches = b_ * hl_;
-  int pow2 = 1;
-  while (pow2 < s_) pow2 *= 2;
+  const int pow2 = te_softmax_row_pow2();
   const int warp = std::min(pow2, 32), rows_per_block = (128 / warp) * (pow2 <= 128 ? 2 : 1);
   return std::fmod(batches, 4.0) == 0 && std::fmod(batches, static_cast<double>(rows_per_block)) == 0;
 }
@@ -38,12 +41,10 @@ bool Builder::te_softmax_kernel_available() const {
 // Its time: gpu.te_softmax_*_GBps by the row length where the GPU has that measurement; else XLA's row-kernel
 // bound with the loads the kernel holds per thread, the forward's one row and the backward's two (output and grad).
 void Builder::mark_te_softmax(OpId op, int direction) {
-  double pow2 = 1;
-  while (pow2 < s_) pow2 *= 2;
   Op& o = g_.ops[op];
   o.te_softmax = static_cast<uint8_t>(direction);
   o.attention_seq = s_;
-  o.thread_bytes = direction * pow2 / 32 * pr_.activation_bytes;
+  o.thread_bytes = direction * te_softmax_row_pow2() / 32.0 * pr_.activation_bytes;
 }
 
 void Builder::te_fused_softmax_forward(double bh) {
@@ -147,13 +148,11 @@ void Builder::add_attention_steps(std::vector<Step>& steps) {
   }
   const double bh = b_ * hl_;
   if (materialized_) {
-    // Transformer Engine's fused softmax in place of XLA's (training.fused_softmax, JAX mode).
-    const bool te_softmax = te_softmax_;
     // Scores written to HBM (XLA without a flash kernel): QK^T, softmax in fp32, probs in bf16.
     steps.push_back({"attn_scores", bh * s_ * s_ * a,
                      [=, this] {
                        if (jax_) xla_attention_layout_copies_forward();
-                       if (te_softmax) return te_fused_softmax_forward(bh);
+                       if (te_softmax_) return te_fused_softmax_forward(bh);  // TE's softmax, not XLA's
                        // Scanned, the forward's score dot is a Triton GEMM fusion that applies the causal mask
                        // as select(mask, scale * QK^T, fill) from two loop-invariant [B heads, S, S] operands
                        // materialized before the loop, a pred mask and an fp32 fill: 5 B more per score read
@@ -206,7 +205,7 @@ void Builder::add_attention_steps(std::vector<Step>& steps) {
                        // score, heavy tiles); with the scores saved under scan, a row reduction
                        // (bf16 dP and fp32 P in: 6 B) and an element-wise fusion (fp32 P, bf16 dP
                        // and the mask in, fp32 dS out: 11 B) of lighter tiles.
-                       if (te_softmax) return te_fused_softmax_backward(bh);
+                       if (te_softmax_) return te_fused_softmax_backward(bh);
                        const bool fused = scores_recomputed_ || !t_.scan_layers;
                        OpId sb;
                        if (jax_ && !fused) {

@@ -517,6 +517,7 @@ class Builder {
   void te_fused_softmax_backward(double bh);
   void mark_te_softmax(OpId op, int direction);
   bool te_softmax_kernel_available() const;
+  int te_softmax_row_pow2() const;  // next_pow2(S): the row TE's kernel holds, 32 threads a warp
   OpId vector(std::string_view name, double bytes, double flops, double sfu = 0);
 
   // The residual add after attention or the MLP (read the branch and the residual, write the sum), with
@@ -1311,8 +1312,13 @@ class Builder {
   bool fsdp_reshards_per_microbatch() const {
     return fsdp_per_step() && t_.fsdp_pipeline_gather == TrainingConfig::FsdpPipelineGather::per_microbatch;
   }
-  std::set<int> fsdp_resharded_;  // layers of this rank whose weights a backward resharded
-  void fsdp_regather(int l);
+  std::set<int> fsdp_resharded_;  // modules of this rank whose weights a backward resharded
+  // Under fsdp_reshards_per_microbatch (else nothing): before a module's forward or backward, gather it again if a
+  // backward resharded it; after its backward, reshard it. Keys: a layer, kEmbeddingBucket, kHeadBucket.
+  void fsdp_regather(int key);
+  void fsdp_reshard(int key) {
+    if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(key);
+  }
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
   // `after`: the op the first gather waits for (kNoOp: none); it is cleared once used.
   void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after);

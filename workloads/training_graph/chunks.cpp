@@ -13,7 +13,7 @@ void Builder::forward_chunk(int v) {
   std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its input arrived (charge_chunk_host_work)
   if (v == 0) {
     wait_for_params(kEmbeddingBucket);
-    if (fsdp_reshards_per_microbatch()) fsdp_regather(kEmbeddingBucket);
+    fsdp_regather(kEmbeddingBucket);
     const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
     const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
     OpId emb = 0;
@@ -53,7 +53,7 @@ void Builder::forward_chunk(int v) {
   TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules and embeddings)
   auto gather_head = [&] {
     wait_for_params(kHeadBucket);
-    if (fsdp_reshards_per_microbatch()) fsdp_regather(kHeadBucket);
+    fsdp_regather(kHeadBucket);
     if (fsdp)
       head_buf = fsdp_gather_params(head_gather_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
   };
@@ -350,7 +350,7 @@ void Builder::layer_forward_ops(int l, TensorId& layer_input) {
   auto& st = layer_state_[{mb_, l}];
   st.input = layer_input;  // every policy keeps the layer input
   wait_for_params(l);
-  if (fsdp_reshards_per_microbatch()) fsdp_regather(l);
+  fsdp_regather(l);
   std::vector<TensorId> fsdp_bufs;
   if (fsdp_per_use()) fsdp_bufs.push_back(fsdp_layer_params(l, l + 1));
   std::vector<TensorId> transient;
@@ -456,12 +456,12 @@ void Builder::backward_chunk(int v) {
   // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
   auto release_head = [&] {
     if (fsdp) g_.ops.back().frees.push_back(head_buf);
-    if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(kHeadBucket);  // FSDP's reshard after backward
+    fsdp_reshard(kHeadBucket);  // FSDP's reshard after backward
     if (last_micro_for_sync()) grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
   };
   if (v == vstages_ - 1) {
     if (fsdp) head_buf = fsdp_gather_params(head_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
-    if (fsdp_reshards_per_microbatch()) fsdp_regather(kHeadBucket);
+    fsdp_regather(kHeadBucket);
     // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
     attach_pending_allocs(output_head_backward("", logits_[mb_]));
     // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
@@ -508,10 +508,10 @@ void Builder::backward_chunk(int v) {
   if (v == 0) {
     const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
     const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
-    if (fsdp_reshards_per_microbatch()) fsdp_regather(kEmbeddingBucket);
+    fsdp_regather(kEmbeddingBucket);
     embedding_backward("embedding");
     if (has_buf) g_.ops.back().frees.push_back(buf);
-    if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(kEmbeddingBucket);  // FSDP's reshard after backward
+    fsdp_reshard(kEmbeddingBucket);  // FSDP's reshard after backward
     if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights(), 0, false, pr_.embedding_grad_reduce_bytes);
     if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
   } else {
@@ -527,7 +527,7 @@ void Builder::backward_chunk(int v) {
 
 void Builder::layer_backward_ops(int l) {
   prefix_micro_layer(l);
-  if (fsdp_reshards_per_microbatch()) fsdp_regather(l);  // another micro-batch's backward resharded them
+  fsdp_regather(l);  // another micro-batch's backward may have resharded them
   auto& st = layer_state_[{mb_, l}];
   const auto& steps = layer_steps(l);
   const SavePlan& plan = layer_plan(l);
@@ -674,7 +674,7 @@ void Builder::layer_backward_ops(int l) {
   auto& closing = g_.ops[last_compute()];
   for (TensorId t : to_free) closing.frees.push_back(t);
   layer_state_.erase({mb_, l});
-  if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(l);  // FSDP's reshard after backward
+  fsdp_reshard(l);  // FSDP's reshard after backward
   bwd_layer_ = -1;
   bwd_by_step_ = nullptr;
 }

@@ -128,6 +128,7 @@ void Builder::gather_bucket(int key, const std::string& name, double dense_param
 // pending dependencies (a pipeline receive, the step-start gather), which stay with its compute. No buffer of its own:
 // the resident state already holds the stage's whole weights.
 void Builder::fsdp_regather(int key) {
+  if (!fsdp_reshards_per_microbatch()) return;
   const bool resharded = fsdp_resharded_.erase(key) > 0;
   if (resharded) {
     std::vector<OpId> held;
