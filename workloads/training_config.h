@@ -320,6 +320,17 @@ struct TrainingConfig {
   FsdpPipelineGather fsdp_pipeline_gather = FsdpPipelineGather::per_step;
   static constexpr std::array<sim::EnumName<FsdpPipelineGather>, 2> kFsdpPipelineGatherNames = {
       {{FsdpPipelineGather::per_step, "per_step"}, {FsdpPipelineGather::per_microbatch, "per_microbatch"}}};
+  // optimizer_sharding fsdp under a pipeline (pp > 1, Megatron mode, i.e. PyTorch): when the gradients are
+  // reduce-scattered. per_step (default): accumulated whole (fp32) over the micro-batches and reduced in the last
+  // backward, as torch.distributed.pipelining runs FSDP (set_requires_gradient_sync(False) for the others).
+  // per_microbatch: after every backward, as FSDP does outside such a schedule (FSDP1's FULL_SHARD and SHARD_GRAD_OP
+  // "synchronizes and shards them (via reduce-scatter) after the backward computation", torch/distributed/fsdp/api.py;
+  // FSDP2 with gradient sync on): a layer's whole gradient lives only until its reduce-scatter and the fp32 shard
+  // accumulates over the micro-batches (Llama 3 405B: "shards optimizer states and gradients", sec. 3.3.2).
+  enum class FsdpGradReduce { per_step, per_microbatch };
+  FsdpGradReduce fsdp_grad_reduce = FsdpGradReduce::per_step;
+  static constexpr std::array<sim::EnumName<FsdpGradReduce>, 2> kFsdpGradReduceNames = {
+      {{FsdpGradReduce::per_step, "per_step"}, {FsdpGradReduce::per_microbatch, "per_microbatch"}}};
   // jax: XLA_PYTHON_CLIENT_MEM_FRACTION (XLA_CLIENT_MEM_FRACTION in newer JAX): with preallocation (JAX's default) the
   // allocator's pool is this fraction of the card's total memory, and a program that needs more stops with an out of
   // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's

@@ -11,8 +11,10 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
   // FSDP regathering per micro-batch under a pipeline: a layer gathers again after every backward but its last, and
   // the runs of m1 and m1 + unit micro-steps do not share the steady pattern (at pp 16, vp 1 the extrapolated bubble
   // and exposed communication were 0.6 s off --exact with the step right): replayed whole.
+  // Reducing its gradients per micro-batch is replayed whole too (the extrapolation was never checked against it).
   if (pp > 1 && t.optimizer_sharding == workloads::OptimizerSharding::fsdp &&
-      t.fsdp_pipeline_gather == workloads::TrainingConfig::FsdpPipelineGather::per_microbatch)
+      (t.fsdp_pipeline_gather == workloads::TrainingConfig::FsdpPipelineGather::per_microbatch ||
+       t.fsdp_grad_reduce == workloads::TrainingConfig::FsdpGradReduce::per_microbatch))
     return std::nullopt;
   SteadyState plan;
   if (pp == 1)

@@ -1,8 +1,11 @@
-// FSDP under a pipeline schedule (training.fsdp_pipeline_gather): per_step gathers a stage's weights once, at the
+// FSDP under a pipeline schedule (training.fsdp_pipeline_gather, training.fsdp_grad_reduce).
+// fsdp_pipeline_gather: per_step gathers a stage's weights once, at the
 // start of the step; per_microbatch (Llama 3's: FSDP's reshard after backward kept, reshard after forward off) reshards
 // a layer after each of its backwards, so the next forward or backward of that layer gathers again. In 1F1B every
 // backward but the last is followed by a use of its layer: m - 1 regathers per layer and step, each of the layer's
 // weights once more over the data-parallel group. The gradients reduce once either way.
+// fsdp_grad_reduce: per_step reduces them in the last backward; per_microbatch (FSDP's own behaviour, Llama 3's) after
+// every backward, in fp32, each layer's whole gradient held only until its reduce-scatter.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -77,7 +80,8 @@ TEST(FsdpPipeline, PerMicrobatchRegathersEachLayerAfterEveryBackwardButTheLast) 
   EXPECT_GE(rm.report["step_time_s"].get<double>(), rs.report["step_time_s"].get<double>());
   EXPECT_EQ(rm.report["scenario"]["training"]["fsdp_pipeline_gather"], "per_microbatch");
   bool noted = false;
-  for (const auto& w : rm.report["warnings"]) noted = noted || w.get<std::string>().find("per_microbatch with pp 2") != std::string::npos;
+  for (const auto& w : rm.report["warnings"])
+    noted = noted || w.get<std::string>().find("fsdp with pp 2: a layer's weights are resharded") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -104,4 +108,55 @@ TEST(FsdpPipeline, TheKeyNeedsFsdpUnderAPipeline) {
                 "f.yaml")
                 .find("per_step"),
             std::string::npos);
+}
+
+// Gradients reduced per micro-batch: every backward reduce-scatters its layers' (and the embedding's) gradients in fp32
+// over the data-parallel group, m times per step where per_step does it once; the resident gradients are the fp32
+// shard (1/dp), so the step's gradient memory falls.
+TEST(FsdpPipeline, GradReducePerMicrobatchReduceScattersAfterEveryBackward) {
+  const auto step = scenario("");
+  const auto mb = scenario(", fsdp_grad_reduce: per_microbatch");
+  const OpGraph gs = build_training_graph(step.model, step.training, step.system.spec);
+  const OpGraph gm = build_training_graph(mb.model, mb.training, mb.system.spec);
+  const auto reductions = [](const OpGraph& g) {
+    std::pair<int, double> r{0, 0.0};  // rank 0's gradient reduce-scatters and their bytes
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& op = g.ops[i];
+      if (op.kind != OpKind::collective || op.rank != 0) continue;
+      const std::string n = g.op_name(static_cast<OpId>(i));
+      if (n.find("grad.") == std::string::npos || op.coll != hw::CollectiveOp::reduce_scatter) continue;
+      ++r.first;
+      r.second += op.coll_bytes;
+    }
+    return r;
+  };
+  const int m = 4;
+  const double h = 1024, f = 4096, layer_params = 4 * h * h + 3 * h * f + 2 * h, embedding_params = 32000 * h;
+  const double once = (2 * layer_params + embedding_params) * 4;  // rank 0: two layers and the embedding, fp32
+  const auto [ns, bs] = reductions(gs);
+  const auto [nm, bm] = reductions(gm);
+  EXPECT_EQ(ns, 3);
+  EXPECT_DOUBLE_EQ(bs, once);
+  EXPECT_EQ(nm, m * 3);
+  EXPECT_DOUBLE_EQ(bm, m * once);
+  const auto rs = sim::simulate(step), rm = sim::simulate(mb);
+  const double grads_step = rs.report["memory_breakdown_bytes"]["gradients"].get<double>();
+  const double grads_mb = rm.report["memory_breakdown_bytes"]["gradients"].get<double>();
+  // per_step holds the stage's whole fp32 gradients (rank 0: two layers and the embedding); per_microbatch the fp32
+  // shard of them and at most the whole gradients the reduce-scatter queue holds.
+  EXPECT_GE(grads_step, once);
+  EXPECT_LT(grads_mb, grads_step);
+  EXPECT_EQ(rm.report["scenario"]["training"]["fsdp_grad_reduce"], "per_microbatch");
+  bool noted = false;
+  for (const auto& w : rm.report["warnings"])
+    noted = noted || w.get<std::string>().find("reduce-scattered after every backward") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Without a pipeline the key changes nothing, and the report says so.
+  const auto flat = sim::simulate(scenario(", fsdp_grad_reduce: per_microbatch", "pp: 1, vp: 1, cp: 2"));
+  const auto base = sim::simulate(scenario("", "pp: 1, vp: 1, cp: 2"));
+  EXPECT_DOUBLE_EQ(flat.report["step_time_s"].get<double>(), base.report["step_time_s"].get<double>());
+  noted = false;
+  for (const auto& w : flat.report["warnings"])
+    noted = noted || w.get<std::string>().find("training.fsdp_grad_reduce is FSDP's gradient reduction") != std::string::npos;
+  EXPECT_TRUE(noted);
 }

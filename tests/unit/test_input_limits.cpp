@@ -699,7 +699,9 @@ TEST(InputLimitsSimulation, TheStepsGraphIsBoundedBeforeItIsBuilt) {
   sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml", {{"training.global_batch", "32768"}});
   EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * 256);
   sc = sim::load_scenario(kSrc + "/scenarios/llama3-405b-h100.yaml",
-                          {{"training.global_batch", "32768"}, {"training.fsdp_pipeline_gather", "per_step"}});
+                          {{"training.global_batch", "32768"},
+                           {"training.fsdp_pipeline_gather", "per_step"},
+                           {"training.fsdp_grad_reduce", "per_step"}});
   EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 126 * (2 * 32 + 16));
   EXPECT_TRUE(contains(scenario_error("name: t\nsystem: {preset: h200-sxm, gpus: 8}\nmodel: {layers: 100, hidden: 10000000, "
                                       "ffn_hidden: 10000000, heads: 10000, vocab: 100000}\n"

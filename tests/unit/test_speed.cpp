@@ -99,20 +99,26 @@ TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
     check(dense, {"training.parallelism.cp=2", std::string("training.cp_comm=") + cp, "training.parallelism.pp=2",
                   "training.global_batch=64"});
   check(dense, {"training.parallelism.pp=2", "training.optimizer_sharding=fsdp", "training.global_batch=64"});
-  // (The shipped 405B file regathers FSDP weights once per micro-batch, which is replayed whole: gathering once per step
-  // keeps its layout in the extrapolated window.)
-  check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192", "training.fsdp_pipeline_gather=per_step"});
+  // (The shipped 405B file regathers FSDP weights and reduces their gradients once per micro-batch, which is replayed
+  // whole: doing both once per step keeps its layout in the extrapolated window.)
+  check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192", "training.fsdp_pipeline_gather=per_step",
+                                             "training.fsdp_grad_reduce=per_step"});
   // Half-round windows (pp/2 and pp micro-steps) on MoE steps of 8 stages, with and without the
   // exchanges overlapped in 1F1B pairs, and on the 405B layout without interleaving at pp 16.
   check(ds, {"training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096"});
   check(ds, {"training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096",
              "training.moe.a2a_overlap=true"});
   check("/scenarios/llama3-405b-h100.yaml",
-        {"training.parallelism.vp=1", "training.global_batch=4096", "training.fsdp_pipeline_gather=per_step"});
+        {"training.parallelism.vp=1", "training.global_batch=4096", "training.fsdp_pipeline_gather=per_step",
+         "training.fsdp_grad_reduce=per_step"});
   EXPECT_EQ(n, 13);
   // FSDP regathering per micro-batch is never extrapolated (its two windows do not share the steady pattern).
   EXPECT_FALSE(sim::steady_state_plan(sim::load_scenario(
       kSrc + "/scenarios/llama3-405b-h100.yaml", sim::parse_set_overrides({"training.global_batch=8192"}))));
+  // Nor is reducing the gradients per micro-batch under a pipeline, alone.
+  EXPECT_FALSE(sim::steady_state_plan(sim::load_scenario(
+      kSrc + "/scenarios/llama3-405b-h100.yaml",
+      sim::parse_set_overrides({"training.global_batch=8192", "training.fsdp_pipeline_gather=per_step"}))));
 }
 
 // Layouts the sweeps explore: no pipeline, 1F1B, interleaved; ZeRO-1 and FSDP; no, full and

@@ -227,23 +227,33 @@ OpGraph Builder::build() {
   if (jax_ && !t_.scan_layers && (t_.xla_pipelined.all_gather || t_.xla_pipelined.all_reduce))
     g_.notes.push_back("training.xla_pipelined_collectives with scan_layers false: no effect (XLA's collective pipeliner "
                        "moves a collective across iterations of a scanned layer loop; an unrolled program has none)");
-  if (t_.fsdp_pipeline_gather != TrainingConfig::FsdpPipelineGather::per_step && !fsdp_per_step())
-    g_.notes.push_back("training.fsdp_pipeline_gather is FSDP's gather under a pipeline schedule: it needs "
-                       "optimizer_sharding fsdp with pp > 1 in Megatron mode (PyTorch); no effect here");
-  if (fsdp_reshards_per_microbatch())
+  if (!fsdp_per_step()) {
+    if (t_.fsdp_pipeline_gather != TrainingConfig::FsdpPipelineGather::per_step)
+      g_.notes.push_back("training.fsdp_pipeline_gather is FSDP's gather under a pipeline schedule: it needs "
+                         "optimizer_sharding fsdp with pp > 1 in Megatron mode (PyTorch); no effect here");
+    if (t_.fsdp_grad_reduce != TrainingConfig::FsdpGradReduce::per_step)
+      g_.notes.push_back("training.fsdp_grad_reduce is FSDP's gradient reduction under a pipeline schedule: it needs "
+                         "optimizer_sharding fsdp with pp > 1 in Megatron mode (PyTorch); no effect here");
+  } else {
+    const std::string weights =
+        fsdp_reshards_per_microbatch()
+            ? "a layer's weights are resharded after each of its backwards and gathered again by the next forward or "
+              "backward that needs them, about once per micro-batch (the memory counts the stage's whole weights, an "
+              "upper bound)"
+            : "the weights are gathered once per step and kept, as torch.distributed.pipelining runs FSDP under a "
+              "schedule, so each GPU holds its stage's whole weights while the step runs";
+    const std::string grads =
+        fsdp_reduces_per_microbatch()
+            ? "each layer's gradients are reduce-scattered after every backward and the fp32 shard accumulates, so a "
+              "GPU holds a layer's whole gradient only until its reduce-scatter"
+            : "the gradients are accumulated whole (fp32) and reduce-scattered in the last backward, so each GPU holds "
+              "its stage's whole gradients";
     g_.notes.push_back(fmt::format(
-        "training.fsdp_pipeline_gather per_microbatch with pp {}: a layer's weights are resharded after each of its "
-        "backwards and gathered again by the next forward or backward that needs them, about once per micro-batch; "
-        "the gradients are accumulated and reduce-scattered in the last backward; the memory counts the stage's whole "
-        "weights, an upper bound (docs/decisions.md, \"FSDP's gathers once per micro-batch under a pipeline\")",
-        pp_));
-  else if (fsdp_per_step())
-    g_.notes.push_back(fmt::format(
-        "training.optimizer_sharding fsdp with pp {}: the weights are gathered once per step and kept, the gradients "
-        "reduce-scattered in the last backward, as torch.distributed.pipelining runs FSDP under a schedule; so while "
-        "the step runs each GPU holds its stage's whole weights and gradients, ZeRO-1's memory, not FSDP's "
-        "(docs/decisions.md, \"FSDP under a pipeline gathers once per step\")",
-        pp_));
+        "training.optimizer_sharding fsdp with pp {}: {}; {} (docs/decisions.md, \"FSDP under a pipeline gathers once "
+        "per step\", \"FSDP's gathers once per micro-batch under a pipeline\", \"FSDP's gradients reduced per "
+        "micro-batch\")",
+        pp_, weights, grads));
+  }
   if (t_.pipeline.microbatch_group_size > 0 && (vp_ == 1 || pp_ == 1))
     g_.notes.push_back(fmt::format("training.pipeline.microbatch_group_size {} without an interleaved pipeline (pp {}, "
                                    "vp {}): no effect (only the interleaved schedule groups micro-batches; Megatron "

@@ -1312,6 +1312,11 @@ class Builder {
   bool fsdp_reshards_per_microbatch() const {
     return fsdp_per_step() && t_.fsdp_pipeline_gather == TrainingConfig::FsdpPipelineGather::per_microbatch;
   }
+  // training.fsdp_grad_reduce per_microbatch: under a pipeline, FSDP reduce-scatters a layer's gradients after each of
+  // its backwards (grads_sharded: the fp32 shard is resident, a layer's whole gradient lives until its reduce-scatter).
+  bool fsdp_reduces_per_microbatch() const {
+    return fsdp_per_step() && t_.fsdp_grad_reduce == TrainingConfig::FsdpGradReduce::per_microbatch;
+  }
   std::set<int> fsdp_resharded_;  // modules of this rank whose weights a backward resharded
   // Under fsdp_reshards_per_microbatch (else nothing): before a module's forward or backward, gather it again if a
   // backward resharded it; after its backward, reshard it. Keys: a layer, kEmbeddingBucket, kHeadBucket.
@@ -1523,7 +1528,9 @@ class Builder {
   // Under FSDP (and racksim's ZeRO-2) a rank holds only its shard of the gradients, which is what it reduces
   // (Megatron-FSDP: the DTensor's local tensor).
   double tp_replicated_grad_params() const;
-  bool grads_sharded() const { return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use(); }
+  bool grads_sharded() const {
+    return t_.optimizer_sharding == OptimizerSharding::zero2 || fsdp_per_use() || fsdp_reduces_per_microbatch();
+  }
   std::vector<OpId> embd_all_reduce_;  // the embedding group's all-reduce on each of its two ranks
   OpId expert_dgrad_ = kNoOp;          // the MoE layer's last expert data-gradient GEMM (its backward, being emitted)
   // ---- the step's ends in Megatron-Core, around the layers ------------------------------------------

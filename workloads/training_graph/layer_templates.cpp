@@ -6,7 +6,8 @@
 namespace racksim::workloads::training_graph {
 
 bool Builder::templates_apply(int l, bool forward) {
-  if (!options_.layer_templates || micro_steps_ < kTemplateMinMicroSteps || jax_ || partial_graphs_ || fsdp_per_use() || fsdp_reshards_per_microbatch() || m_.is_moe_layer(l) ||
+  if (!options_.layer_templates || micro_steps_ < kTemplateMinMicroSteps || jax_ || partial_graphs_ || fsdp_per_use() || fsdp_reshards_per_microbatch() ||
+      fsdp_reduces_per_microbatch() || m_.is_moe_layer(l) ||
       ep_interleave_ ||
       !layer_plan(l).offloaded.empty() || g_.ops.empty())
     return false;
