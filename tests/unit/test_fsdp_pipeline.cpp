@@ -146,6 +146,9 @@ TEST(FsdpPipeline, GradReducePerMicrobatchReduceScattersAfterEveryBackward) {
   // shard of them and at most the whole gradients the reduce-scatter queue holds.
   EXPECT_GE(grads_step, once);
   EXPECT_LT(grads_mb, grads_step);
+  // At its peak a rank holds at least its fp32 shard (1/dp) and one module's whole fp32 gradient waiting for its
+  // reduce-scatter (a layer's, or the embedding's on rank 0).
+  EXPECT_GE(grads_mb, once / 4 + layer_params * 4);
   EXPECT_EQ(rm.report["scenario"]["training"]["fsdp_grad_reduce"], "per_microbatch");
   bool noted = false;
   for (const auto& w : rm.report["warnings"])

@@ -72,6 +72,7 @@ OpGraph Builder::build() {
     rank_ = r;
     grad_reduce_queue_.clear();
     grad_reduce_queued_ = 0;
+    compute_waits_.clear();
     fsdp_prev_start_.reset();
     fsdp_prefetched_.clear();
     pair_open_ = false;

@@ -221,6 +221,7 @@ class Builder {
     return n;
   }
   std::vector<OpId> pending_deps_;      // deps attached to the next emitted op
+  std::vector<OpId> compute_waits_;     // deps attached to the next op on the compute stream (throttle_grad_reductions)
   std::optional<ChunkKey> pending_cross_;
   std::vector<std::pair<OpId, ChunkKey>> cross_deps_;
   // Under p2p_host_sync: the op after a chunk's receive, whose host waits for the tensor it receives (the peer's send).
@@ -1091,7 +1092,7 @@ class Builder {
     TensorId out = 0;                    // forward: the layer's output
     // The state it leaves for the op after it.
     struct Exit {
-      std::vector<OpId> pending_deps, overlapped;
+      std::vector<OpId> pending_deps, overlapped, compute_waits;
       OpId pending_host_wait = kNoOp;
       int overlap_countdown = 0, chunk_next_gemms = 0;
       Phase phase = Phase::forward;
@@ -1303,7 +1304,8 @@ class Builder {
   // the whole step and reduces the gradients once, in the last backward (set_reshard_after_backward(False)
   // and set_requires_gradient_sync(False) for the others; torchtitan also sets reshard_after_forward off
   // with PP): the traffic of ZeRO-1 with the gathers at the start of the step, the state of ZeRO-1 while
-  // the step runs. (JAX's fsdp is XLA's partitioner, not this.)
+  // the step runs (training.fsdp_pipeline_gather and fsdp_grad_reduce per_microbatch change each half of that).
+  // (JAX's fsdp is XLA's partitioner, not this.)
   bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
   // training.fsdp_pipeline_gather per_microbatch (Llama 3's FSDP under its pipeline): on top of fsdp_per_step's
   // gradients and step-start gathers, a layer's weights are resharded after each of its backwards and gathered again
@@ -1343,19 +1345,24 @@ class Builder {
   // every micro-batch (zero2, fsdp). Dense weights reduce over dp·cp; routed experts over the
   // expert-data-parallel group dp·cp/ep.
   bool last_micro_for_sync() const { return grads_sharded() || mb_ == micro_steps_ - 1; }
-  // Sharded gradients (ZeRO-2, FSDP per use, Megatron mode): a layer's backward still writes its whole gradient, in
+  // Sharded gradients (ZeRO-2; FSDP per use; FSDP under a pipeline with fsdp_grad_reduce per_microbatch; Megatron
+  // mode): a layer's backward still writes its whole gradient, in
   // fp32 (Megatron-FSDP's main_grad buffer of the layer's parameters; torch FSDP2's unsharded gradient before its
   // reduce-scatter), which lives from the layer's first backward op (its wgrads) until the reduce-scatter that shards
   // it has finished; only the shard stays resident (add_resident_state). Allocated on the first backward-phase op of
-  // the layer's ops [first, end), freed by grad_sync's last collective for the layer.
-  void hold_unsharded_grads(int l, OpId first);
+  // the module's ops [first, end) (a layer, the output layer, the embedding), freed by grad_sync's last collective for
+  // it.
+  void hold_unsharded_grads(double params, OpId first);
   std::optional<TensorId> unsharded_grads_;  // the layer's whole gradient, freed by its grad_sync
   // Megatron-FSDP bounds the whole gradients waiting for their reduce-scatter: before it issues a bucket's, it makes
   // the compute stream wait for (and frees) the oldest queued ones while the queue holds more than
   // max(1e9, 2 x the mean FSDP unit) parameters (megatron_fsdp.py suggested_RS_queue_capacity; param_and_grad_buffer.py
   // GradReducePipeline.wait_for_previous_grad_reduce, Megatron-LM@d98e8a64). Without the bound a step whose
   // reductions are slower than its backward would hold every layer's gradient. ZeRO-2 takes the same bound
-  // (DeepSpeed's default reduce bucket, 5e8 parameters, double-buffered). A queued reduction's params, in issue order:
+  // (DeepSpeed's default reduce bucket, 5e8 parameters, double-buffered), and so does PyTorch FSDP under a pipeline
+  // reducing per micro-batch (FSDP2 makes the compute stream wait for the previous reduce-scatter before the next
+  // post-backward, a tighter bound of about two). The wait goes to the next compute op (compute_waits_), not the next
+  // op, which after a chunk's last layer is its pipeline send. A queued reduction's params, in issue order:
   std::deque<std::pair<OpId, double>> grad_reduce_queue_;
   double grad_reduce_queued_ = 0;
   double grad_reduce_capacity_ = -1;  // computed on first use (the model's mean layer: one pass over the layers)

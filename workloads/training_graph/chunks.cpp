@@ -452,16 +452,21 @@ void Builder::backward_chunk(int v) {
   const bool fsdp = fsdp_per_use();
   std::size_t schedule_op = g_.ops.size();  // the chunk's first op after its gradient arrived
   TensorId head_buf = 0;  // FSDP: the gathered output layer (and MTP modules)
+  auto head_first = static_cast<OpId>(g_.ops.size());  // the output layer's first backward op
   // The output layer's (and MTP modules', shared embedding's) gradients are complete: release the gathered
   // weights and sync them. Under MTP that is after the first depth's input backward (eh_proj, the embedding).
   auto release_head = [&] {
     if (fsdp) g_.ops.back().frees.push_back(head_buf);
     fsdp_reshard(kHeadBucket);  // FSDP's reshard after backward
-    if (last_micro_for_sync()) grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
+    if (last_micro_for_sync()) {
+      hold_unsharded_grads(head_weights(), head_first);
+      grad_sync("grad.head", head_weights(), 0, false, pr_.head_grad_reduce_bytes);
+    }
   };
   if (v == vstages_ - 1) {
     if (fsdp) head_buf = fsdp_gather_params(head_weights(), 0, GatherAfter::previous_layer_start, pr_.head_gather_bytes);
     fsdp_regather(kHeadBucket);
+    head_first = static_cast<OpId>(g_.ops.size());
     // JAX's gradient buffers come with the layers' backward loop, after the logits are gone.
     attach_pending_allocs(output_head_backward("", logits_[mb_]));
     // Every MTP loss's backward before any depth's layer: Megatron-Core splits the depths' hidden states out of
@@ -490,7 +495,7 @@ void Builder::backward_chunk(int v) {
     }
     const auto layer_first_op = static_cast<OpId>(g_.ops.size());
     layer_backward(l);
-    hold_unsharded_grads(l, layer_first_op);
+    hold_unsharded_grads(layer_weights(l), layer_first_op);
     if (is_mtp_layer(l)) {
       mtp_input_backward(l);
       if (l == m_.layers) release_head();
@@ -509,10 +514,14 @@ void Builder::backward_chunk(int v) {
     const bool has_buf = fsdp;  // (not std::optional: GCC 12 warns maybe-uninitialized on it)
     const TensorId buf = fsdp ? fsdp_gather_params(embedding_weights()) : TensorId{0};
     fsdp_regather(kEmbeddingBucket);
+    const auto embedding_first = static_cast<OpId>(g_.ops.size());
     embedding_backward("embedding");
     if (has_buf) g_.ops.back().frees.push_back(buf);
     fsdp_reshard(kEmbeddingBucket);  // FSDP's reshard after backward
-    if (last_micro_for_sync()) grad_sync("grad.embedding", embedding_weights(), 0, false, pr_.embedding_grad_reduce_bytes);
+    if (last_micro_for_sync()) {
+      hold_unsharded_grads(embedding_weights(), embedding_first);
+      grad_sync("grad.embedding", embedding_weights(), 0, false, pr_.embedding_grad_reduce_bytes);
+    }
     if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);
   } else {
     if (bucket_nan_checks() && last_micro_for_sync()) nan_check_bucket("grad.last_bucket", 0, true);

@@ -161,12 +161,12 @@ void Builder::gather_params_ahead(OpId after) {
   }
 }
 
-void Builder::hold_unsharded_grads(int l, OpId first) {
-  if (jax_ || !grads_sharded()) return;
+void Builder::hold_unsharded_grads(double params, OpId first) {
+  if (jax_ || !grads_sharded() || params <= 0) return;
   for (OpId i = first; i < g_.ops.size(); ++i)
     if (g_.ops[i].rank == rank_ && g_.ops[i].phase == Phase::backward) {
       const TensorId t = g_.tensor(named("grads.unsharded"), MemCategory::gradients,
-                                   layer_weights(l) * pr_.grad_bytes, false, static_cast<uint16_t>(rank_));
+                                   params * pr_.grad_bytes, false, static_cast<uint16_t>(rank_));
       g_.ops[i].allocs.push_back(t);
       unsharded_grads_ = t;
       return;
@@ -182,7 +182,9 @@ void Builder::throttle_grad_reductions(OpId reduction, double params) {
     grad_reduce_capacity_ = std::max(1e9, 2.0 * units / std::max(1, m_.layers));
   }
   while (grad_reduce_queued_ > grad_reduce_capacity_ && grad_reduce_queue_.size() > 1) {
-    pending_deps_.push_back(grad_reduce_queue_.front().first);  // the next op (compute) waits for it
+    // The next compute op waits for it (not the next op: after a chunk's last layer that is its pipeline send, on
+    // another stream, and the compute would run on).
+    compute_waits_.push_back(grad_reduce_queue_.front().first);
     grad_reduce_queued_ -= grad_reduce_queue_.front().second;
     grad_reduce_queue_.pop_front();
   }
@@ -202,9 +204,9 @@ void Builder::grad_sync(const std::string& name, double dense_params, double exp
   if (bucket_nan_checks() && !flushing_grads_) nan_check_bucket(name, dense_params + expert_params, false);
   const CollectiveOp op = mode == OptimizerSharding::none ? CollectiveOp::all_reduce : CollectiveOp::reduce_scatter;
   const OpId ready = last();
-  // The layer's whole gradient (hold_unsharded_grads, Megatron mode only: never combined) is freed when the last
+  // The module's whole gradient (hold_unsharded_grads, Megatron mode only: never combined) is freed when the last
   // of its reductions ends.
-  const std::optional<TensorId> whole = in_layer_loop ? std::exchange(unsharded_grads_, std::nullopt) : std::nullopt;
+  const std::optional<TensorId> whole = std::exchange(unsharded_grads_, std::nullopt);
   if (combining()) {
     combined_grad_sync(name, dense_params, expert_params, op, ready, eb);
     return;

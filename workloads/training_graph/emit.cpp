@@ -13,6 +13,10 @@ OpId Builder::emit_last() {
     op.deps.insert(op.deps.end(), pending_deps_.begin(), pending_deps_.end());
     pending_deps_.clear();
   }
+  if (!compute_waits_.empty() && op.stream == StreamKind::compute) {
+    op.deps.insert(op.deps.end(), compute_waits_.begin(), compute_waits_.end());
+    compute_waits_.clear();
+  }
   if (pending_host_wait_ != kNoOp) {
     op.host_waits_for = pending_host_wait_;
     pending_host_wait_ = kNoOp;

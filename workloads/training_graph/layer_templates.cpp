@@ -29,6 +29,8 @@ void Builder::layer_signature() {
   for (OpId d : pending_deps_) sig_.push_back(first - d);
   sig_.push_back(static_cast<int64_t>(overlapped_.size()));
   for (OpId d : overlapped_) sig_.push_back(first - d);
+  sig_.push_back(static_cast<int64_t>(compute_waits_.size()));
+  for (OpId d : compute_waits_) sig_.push_back(first - d);
   sig_.push_back(overlap_countdown_);
   sig_.push_back(chunk_next_gemms_);
   sig_.push_back(first - last());
@@ -108,6 +110,8 @@ bool Builder::stamp_layer(int l, bool forward, TensorId& layer_input) {
   for (OpId d : ex.pending_deps) pending_deps_.push_back(op_id(d));
   overlapped_.clear();
   for (OpId d : ex.overlapped) overlapped_.push_back(op_id(d));
+  compute_waits_.clear();
+  for (OpId d : ex.compute_waits) compute_waits_.push_back(op_id(d));
   pending_host_wait_ = op_id(ex.pending_host_wait);
   overlap_countdown_ = ex.overlap_countdown;
   chunk_next_gemms_ = ex.chunk_next_gemms;
@@ -163,6 +167,7 @@ void Builder::record_layer(int l, bool forward, TensorId& layer_input) {
   std::vector<OpId>& known = known_;
   known.assign(pending_deps_.begin(), pending_deps_.end());
   known.insert(known.end(), overlapped_.begin(), overlapped_.end());
+  known.insert(known.end(), compute_waits_.begin(), compute_waits_.end());
   known.push_back(last());
   known.push_back(last_compute());
   known.push_back(tpl.first_op - 1);
@@ -198,7 +203,8 @@ void Builder::record_layer(int l, bool forward, TensorId& layer_input) {
   }
   for (std::size_t t = tpl.first_tensor; ok && t < g_.tensors.size(); ++t) ok = own_name(g_.tensors[t].name);
   ok = ok && std::all_of(pending_deps_.begin(), pending_deps_.end(), op_known) &&
-       std::all_of(overlapped_.begin(), overlapped_.end(), op_known) && op_known(pending_host_wait_);
+       std::all_of(overlapped_.begin(), overlapped_.end(), op_known) &&
+       std::all_of(compute_waits_.begin(), compute_waits_.end(), op_known) && op_known(pending_host_wait_);
   if (forward && ok) {
     const LayerState& st = layer_state_.at({mb_, l});
     ok = tensor_known(layer_input) && st.offload_copy.empty() && st.host_copy.empty() && st.fetched.empty();
@@ -225,7 +231,8 @@ void Builder::record_layer(int l, bool forward, TensorId& layer_input) {
     for (TensorId& t : tpl.kept_exit) t = encode(t);
     if (forward) tpl.out = encode(tpl.out);
     tpl.tensors.assign(g_.tensors.begin() + tpl.first_tensor, g_.tensors.end());
-    tpl.exit = {pending_deps_, overlapped_, pending_host_wait_, overlap_countdown_, chunk_next_gemms_, phase_};
+    tpl.exit = {pending_deps_, overlapped_, compute_waits_, pending_host_wait_, overlap_countdown_, chunk_next_gemms_,
+                phase_};
   }
 }
 
