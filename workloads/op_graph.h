@@ -22,9 +22,11 @@ namespace racksim::workloads {
 
 enum class OpKind : uint8_t { kernel, collective, copy_h2d, copy_d2h };
 // comm: collectives on the critical path (tensor/context/expert parallel, pipeline sends);
-// comm_dp: data-parallel parameter all-gathers; comm_grad: gradient reductions. Each on its own
-// stream as Megatron and FSDP run them (FSDP gathers and reduce-scatters on separate streams),
-// so a gradient bucket never delays the next layer's prefetch or a pipeline send. comm_ep: MoE token
+// comm_dp, comm_grad: the data-parallel collectives, one stream per communicator (Builder::data_parallel_stream):
+// with separate all-gather communicators (Megatron's --create-all-gather-group; XLA's scanned loops) comm_dp the
+// parameter all-gathers and comm_grad the gradient reductions; with one communicator per group (Megatron's and
+// PyTorch's default) comm_grad the dense group's gathers and reductions, comm_dp the expert group's. Apart from the
+// pipeline sends (comm), so a gradient bucket never delays a pipeline send. comm_ep: MoE token
 // exchanges (and their etp collectives) on a stream of their own, as Megatron-Core's EP overlap runs
 // them, so a TP collective never queues behind an exchange that overlaps another micro-batch's compute.
 enum class StreamKind : uint8_t { compute, comm, h2d, d2h, comm_dp, comm_grad, comm_ep };

@@ -328,6 +328,15 @@ struct TrainingConfig {
   // FSDP2 with gradient sync on): a layer's whole gradient lives only until its reduce-scatter and the fp32 shard
   // accumulates over the micro-batches (Llama 3 405B: "shards optimizer states and gradients", sec. 3.3.2).
   enum class FsdpGradReduce { per_step, per_microbatch };
+  // Megatron mode: whether a data-parallel group's parameter all-gathers run on a communicator of their own
+  // (separate: Megatron-LM's --create-all-gather-group, "to overlap reduce-scatter and all-gather operations") or on
+  // the group's one communicator with its gradient reductions (shared, the default of Megatron-LM, Megatron-FSDP and
+  // PyTorch's FSDP: one NCCL communicator per process group, whose operations run in the order they are issued, so a
+  // gather issued after a reduce-scatter waits for it). JAX mode: no effect (XLA's stream assignment decides).
+  enum class DpAllGatherGroup { shared, separate };
+  DpAllGatherGroup dp_all_gather_group = DpAllGatherGroup::shared;
+  static constexpr std::array<sim::EnumName<DpAllGatherGroup>, 2> kDpAllGatherGroupNames = {
+      {{DpAllGatherGroup::shared, "shared"}, {DpAllGatherGroup::separate, "separate"}}};
   FsdpGradReduce fsdp_grad_reduce = FsdpGradReduce::per_step;
   static constexpr std::array<sim::EnumName<FsdpGradReduce>, 2> kFsdpGradReduceNames = {
       {{FsdpGradReduce::per_step, "per_step"}, {FsdpGradReduce::per_microbatch, "per_microbatch"}}};

@@ -441,6 +441,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.boolean("fused_softmax"), t.fused_softmax);
     set_if(r.choice("fsdp_pipeline_gather", TrainingConfig::kFsdpPipelineGatherNames), t.fsdp_pipeline_gather);
     set_if(r.choice("fsdp_grad_reduce", TrainingConfig::kFsdpGradReduceNames), t.fsdp_grad_reduce);
+    set_if(r.choice("dp_all_gather_group", TrainingConfig::kDpAllGatherGroupNames), t.dp_all_gather_group);
     if (auto f = r.number("xla_client_mem_fraction", false, TrainingConfig::kMinMemFraction,
                           TrainingConfig::kMaxMemFraction))
       t.xla_client_mem_fraction = *f;
@@ -1166,6 +1167,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.fsdp_pipeline_gather != TrainingConfig::FsdpPipelineGather::per_step)
     training["fsdp_pipeline_gather"] = "per_microbatch";
   if (t.fsdp_grad_reduce != TrainingConfig::FsdpGradReduce::per_step) training["fsdp_grad_reduce"] = "per_microbatch";
+  if (t.dp_all_gather_group != TrainingConfig::DpAllGatherGroup::shared) training["dp_all_gather_group"] = "separate";
   if (t.xla_client_mem_fraction) training["xla_client_mem_fraction"] = *t.xla_client_mem_fraction;
   if (t.mtp_layers > 0) training["mtp_layers"] = t.mtp_layers;
   if (t.recompute_num_layers > 0) training["recompute_num_layers"] = t.recompute_num_layers;

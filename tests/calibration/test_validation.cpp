@@ -243,8 +243,9 @@ TEST(ScaleMechanisms, AtScaleSuitePinned) {
       // program: MaxTextA3StepsFollowXlasCompiledPrograms; what is left of the MaxText rows is the 1-VM step's miss.)
       // +8.0%: the embeddings' dense weight gradient and Megatron's fused loss as it runs (was +16.5%).
       "DeepSeek-V3 FP8, 2048 H800 (PP16 EP64 ZeRO-1; run average)",
-      // +8.6%: Megatron-FSDP's next-layer gather issued from the layer's hook (was +21.7%).
-      "Qwen3-235B, 256 H100 (TP2 EP8 DP128 Megatron-FSDP, DeepEP)",
+      // (Qwen3-235B TP2 EP8 DP128 Megatron-FSDP, +9.8% until 2026-12-07, twenty-fourth stop, is +12.6% since a
+      // data-parallel group's gathers and reductions share its one communicator, in issue order, as Megatron-FSDP
+      // runs them without --create-all-gather-group.)
       // -1.3% (was -9.7%), -7.1% (was -25.3%) and +3.6% (was -21.5%) since Megatron-Core@1e057005's NVTX ranges, which
       // look up their caller's name on the host with profiling off (2025-05-16..06-09; training.megatron_nvtx_lookup,
       // measured A/B against @d98e8a64: calibration/data/h100-2026-12-05-megatron-nvtx-host).

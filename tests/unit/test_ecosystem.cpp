@@ -287,7 +287,7 @@ const std::string kDeepSeekArgs = R"(
 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 4
 --expert-model-parallel-size 32 --expert-tensor-parallel-size 1
 --micro-batch-size 1 --global-batch-size 8192 --bf16 --fp8-format e4m3 --fp8-recipe mxfp8
---use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --create-all-gather-group
 --recompute-granularity selective --recompute-modules core_attn mla_up_proj
 --mtp-num-layers 1 --lr 1e-4 --foo-bar 3
 )";
@@ -307,6 +307,7 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(p.ep, 32);
   EXPECT_EQ(p.etp, 1);
   EXPECT_EQ(t.moe.dispatcher, racksim::workloads::MoeDispatcher::deepep);
+  EXPECT_EQ(t.dp_all_gather_group, racksim::workloads::TrainingConfig::DpAllGatherGroup::separate);
   // --moe-router-num-groups 8 --moe-router-group-topk 4: the model's expert groups, not a node limit.
   EXPECT_EQ(t.moe.max_nodes_per_token, 0);
   ASSERT_TRUE(sc.model.moe);

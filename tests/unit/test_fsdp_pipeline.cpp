@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "sim/engine/replay.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
@@ -162,4 +163,37 @@ TEST(FsdpPipeline, GradReducePerMicrobatchReduceScattersAfterEveryBackward) {
   for (const auto& w : flat.report["warnings"])
     noted = noted || w.get<std::string>().find("training.fsdp_grad_reduce is FSDP's gradient reduction") != std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// One communicator per data-parallel group (training.dp_all_gather_group shared, Megatron's and PyTorch's default): its
+// operations run one after another in issue order, so a regather issued after a backward's reduce-scatter starts only
+// once that has ended, and no two of the group's collectives on a rank overlap in time. With the gathers on
+// communicators of their own (separate: Megatron's --create-all-gather-group) a gather runs beside a reduce-scatter.
+TEST(FsdpPipeline, OneDataParallelCommunicatorRunsItsCollectivesInIssueOrder) {
+  for (const bool own : {false, true}) {
+    SCOPED_TRACE(own ? "separate" : "shared");
+    const auto sc = scenario(std::string(", fsdp_pipeline_gather: per_microbatch, fsdp_grad_reduce: per_microbatch, "
+                                         "dp_all_gather_group: ") + (own ? "separate" : "shared"));
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    const auto r = sim::replay(g, sim::job_of(sc));
+    const auto dense_dp = [](const Op& o) {
+      return o.kind == OpKind::collective && (o.group == CommGroup::dp || o.group == CommGroup::dp_cp);
+    };
+    int overlaps = 0, gathers = 0, reductions = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& a = g.ops[i];
+      if (!dense_dp(a)) continue;
+      (a.coll == hw::CollectiveOp::all_gather ? gathers : reductions) += a.rank == 0;
+      for (std::size_t j = i + 1; j < g.ops.size(); ++j) {
+        const Op& b = g.ops[j];
+        if (!dense_dp(b) || b.rank != a.rank) continue;
+        const double lo = std::max(r.ops[i].start_s, r.ops[j].start_s), hi = std::min(r.ops[i].end_s, r.ops[j].end_s);
+        overlaps += hi > lo + 1e-9;
+      }
+    }
+    EXPECT_GT(gathers, 0);
+    EXPECT_GT(reductions, 0);
+    if (own) EXPECT_GT(overlaps, 0);
+    else EXPECT_EQ(overlaps, 0);
+  }
 }

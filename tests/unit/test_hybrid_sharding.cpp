@@ -183,8 +183,9 @@ TEST(HybridSharding, JaxScannedLayersEndTheIterationWithTheReplicaAllReduce) {
 // gathers, gradient reduce-scatters and the replica all-reduce queue behind each other. Its latency-hiding
 // scheduler issues a layer's gather (it needs only the weights) before the gradient collectives of the layer
 // after it in the backward, which wait for that layer's wgrad. Unrolled layers: on the one stream, L1's gather
-// comes before L2's reduce-scatter and all-reduce, and L2's all-reduce before L0's gather. Megatron keeps its
-// gathers and reductions on separate streams.
+// comes before L2's reduce-scatter and all-reduce, and L2's all-reduce before L0's gather. Megatron mode keeps a
+// group's gathers and reductions on its one communicator's stream too, unless the gathers have communicators of their
+// own (training.dp_all_gather_group separate: Megatron's --create-all-gather-group).
 TEST(HybridSharding, JaxDataParallelCollectivesShareOneStreamGathersFirst) {
   const auto sc = load(kDense, {"training.framework=jax", "training.scan_layers=false", "training.parallelism.dp_shard=8"});
   const auto g = build_training_graph(sc.model, sc.training, sc.system.spec);
@@ -208,12 +209,26 @@ TEST(HybridSharding, JaxDataParallelCollectivesShareOneStreamGathersFirst) {
   EXPECT_LT(*ag1, *rs2);
   EXPECT_LT(*rs2, *ar2);
   EXPECT_LT(*ar2, *ag0);
-  const auto mg = load(kDense, {"training.parallelism.dp_shard=8"});
-  const auto gm = build_training_graph(mg.model, mg.training, mg.system.spec);
-  bool separate = false;
-  for (const Op& o : gm.ops)
-    separate |= o.kind == OpKind::collective && o.coll == hw::CollectiveOp::all_gather && o.stream == StreamKind::comm_dp;
-  EXPECT_TRUE(separate);
+  for (const bool own : {false, true}) {
+    const auto mg = load(kDense, {"training.parallelism.dp_shard=8",
+                                  std::string("training.dp_all_gather_group=") + (own ? "separate" : "shared")});
+    const auto gm = build_training_graph(mg.model, mg.training, mg.system.spec);
+    int gathers = 0, reductions = 0;
+    for (const Op& o : gm.ops) {
+      const bool dense_dp = o.group == CommGroup::dp || o.group == CommGroup::dp_cp || o.group == CommGroup::dp_shard ||
+                            o.group == CommGroup::dp_replicate;
+      if (o.kind != OpKind::collective || !dense_dp) continue;
+      if (o.coll == hw::CollectiveOp::all_gather) {
+        ++gathers;
+        EXPECT_EQ(o.stream, own ? StreamKind::comm_dp : StreamKind::comm_grad);
+      } else {
+        ++reductions;
+        EXPECT_EQ(o.stream, StreamKind::comm_grad);
+      }
+    }
+    EXPECT_GT(gathers, 0);
+    EXPECT_GT(reductions, 0);
+  }
 }
 
 TEST(HybridSharding, BadValuesNameTheKey) {

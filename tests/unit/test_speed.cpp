@@ -162,7 +162,7 @@ TEST(SteadyState, ValidationSuitesAgreeWithExactAndKeepTheirSummaries) {
       {"scenarios/validation/hlo.yaml", "82 checks: 82 pass, 0 outside tolerance"},
       {"scenarios/validation/hlo-x2.yaml", "16 checks: 16 pass, 0 outside tolerance"},
       {"scenarios/validation/h200x2.yaml", "10 checks: 9 pass, 1 outside tolerance"},
-      {"scenarios/validation/at_scale.yaml", "44 checks: 22 pass, 22 outside tolerance"},
+      {"scenarios/validation/at_scale.yaml", "44 checks: 21 pass, 23 outside tolerance"},
       {"scenarios/seed_claims/suite.yaml", "10 checks: 4 pass, 6 outside tolerance"},
   };
   for (const auto& [suite, summary] : summaries) {

@@ -194,7 +194,12 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: 
 }
 
 // A data-parallel gradient reduction (on its own stream).
-bool gradient_reduction(const Op& o) { return o.kind == OpKind::collective && o.stream == StreamKind::comm_grad; }
+// (A data-parallel collective that is not a gather: under one communicator per group the parameter gathers share the
+// gradient reductions' stream.)
+bool gradient_reduction(const Op& o) {
+  return o.kind == OpKind::collective && (o.stream == StreamKind::comm_grad || o.stream == StreamKind::comm_dp) &&
+         o.coll != C::all_gather;
+}
 // Every op `id` depends on, directly or not.
 std::vector<bool> ancestors(const OpGraph& g, OpId id) {
   std::vector<bool> seen(g.ops.size(), false);

@@ -49,7 +49,7 @@ const std::set<std::string>& switches() {
   static const std::set<std::string> s = {
       "bf16", "fp16", "swiglu", "squared-relu", "group-query-attention", "untie-embeddings-and-output-weights",
       "sequence-parallel", "tp-comm-overlap", "use-distributed-optimizer", "overlap-grad-reduce",
-      "overlap-param-gather", "overlap-param-gather-with-optimizer-step", "moe-enable-deepep",
+      "overlap-param-gather", "overlap-param-gather-with-optimizer-step", "moe-enable-deepep", "create-all-gather-group",
       "overlap-moe-expert-parallel-comm", "multi-latent-attention", "recompute-activations", "use-flash-attn",
       "enable-cuda-graph", "external-cuda-graph", "optimizer-cpu-offload", "use-mcore-models", "use-legacy-models",
       "disable-bias-linear", "add-qkv-bias", "qk-layernorm", "apply-layernorm-1p", "no-position-embedding",
@@ -1807,6 +1807,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   tw.line(2, "overlap_grad_reduce", ogr ? "true" : "false", ogr ? "--overlap-grad-reduce" : "no --overlap-grad-reduce");
   const bool opg = fl.on("overlap-param-gather");
   tw.line(2, "overlap_param_gather", opg ? "true" : "false", opg ? "--overlap-param-gather" : "no --overlap-param-gather");
+  // (Without it a data-parallel group's gathers and reductions share one communicator: racksim's default, not written.)
+  if (fl.on("create-all-gather-group")) tw.line(2, "dp_all_gather_group", "separate", "--create-all-gather-group");
   // Dropout and the loss: Megatron's defaults (0.1 each; cross entropy unfused) where the script is silent.
   for (const char* f : {"attention-dropout", "hidden-dropout"}) {
     std::string key = f;

@@ -550,13 +550,7 @@ class Builder {
     const bool data_parallel = grp == CommGroup::dp || grp == CommGroup::dp_cp || grp == CommGroup::edp ||
                                grp == CommGroup::dp_shard || grp == CommGroup::edp_shard ||
                                grp == CommGroup::dp_replicate;
-    // XLA issues every asynchronous collective on one stream (AsyncStreamKind::kCollective, openxla/xla
-    // xla/service/gpu/runtime/nccl_clique_key.h): with unrolled layers the weight gathers queue with the
-    // gradient reductions, in the order of gathers_before_grads. Megatron and FSDP gather on a stream of their
-    // own; scanned JAX layers keep two streams too (the pipeliner's order on one stream is not modelled).
-    op.stream = !data_parallel                                               ? StreamKind::comm
-                : (c == CollectiveOp::all_gather && !gathers_before_grads()) ? StreamKind::comm_dp
-                                                                             : StreamKind::comm_grad;
+    op.stream = !data_parallel ? StreamKind::comm : data_parallel_stream(c, grp);
     op.phase = phase_;
     op.coll = c;
     op.group = grp;
@@ -1218,6 +1212,19 @@ class Builder {
   // same: last() skips data-parallel collectives). Scanned layers are left as they were (two streams): their
   // iterations and the collective pipeliner fix another order, not modelled on one stream.
   bool gathers_before_grads() const { return jax_ && !t_.scan_layers && fsdp_per_use(); }
+  // The stream of a data-parallel collective: one per communicator, whose operations run in issue order.
+  // XLA issues every asynchronous collective on one stream (AsyncStreamKind::kCollective, openxla/xla
+  // xla/service/gpu/runtime/nccl_clique_key.h): with unrolled layers the weight gathers queue with the
+  // gradient reductions, in the order of gathers_before_grads; scanned JAX layers keep the gathers on a stream of
+  // their own (the pipeliner's order on one stream is not modelled). Megatron mode (training.dp_all_gather_group):
+  // shared, a group's gathers and reductions on its one communicator, the dense group's (dp, dp·cp, the shard group;
+  // with them the replica all-reduce of hybrid sharding, which follows its reduce-scatter) on comm_grad, the expert
+  // group's on comm_dp; separate, the gathers on communicators of their own (comm_dp), the reductions on comm_grad.
+  StreamKind data_parallel_stream(CollectiveOp c, CommGroup grp) const {
+    if (jax_ || t_.dp_all_gather_group == TrainingConfig::DpAllGatherGroup::separate)
+      return c == CollectiveOp::all_gather && !gathers_before_grads() ? StreamKind::comm_dp : StreamKind::comm_grad;
+    return grp == CommGroup::edp || grp == CommGroup::edp_shard ? StreamKind::comm_dp : StreamKind::comm_grad;
+  }
   struct DeferredSync {
     Name prefix;
     int layer = 0;
