@@ -196,4 +196,12 @@ TEST(FsdpPipeline, OneDataParallelCommunicatorRunsItsCollectivesInIssueOrder) {
     if (own) EXPECT_GT(overlaps, 0);
     else EXPECT_EQ(overlaps, 0);
   }
+  // JAX mode: XLA places its collectives; the key changes nothing and the report says so.
+  const auto jax = sim::simulate(scenario(", framework: jax, dp_all_gather_group: separate", "pp: 1, vp: 1, cp: 2"));
+  const auto jax_default = sim::simulate(scenario(", framework: jax", "pp: 1, vp: 1, cp: 2"));
+  EXPECT_DOUBLE_EQ(jax.report["step_time_s"].get<double>(), jax_default.report["step_time_s"].get<double>());
+  bool noted = false;
+  for (const auto& w : jax.report["warnings"])
+    noted = noted || w.get<std::string>().find("dp_all_gather_group separate: no effect in JAX mode") != std::string::npos;
+  EXPECT_TRUE(noted);
 }

@@ -228,6 +228,9 @@ OpGraph Builder::build() {
   if (jax_ && !t_.scan_layers && (t_.xla_pipelined.all_gather || t_.xla_pipelined.all_reduce))
     g_.notes.push_back("training.xla_pipelined_collectives with scan_layers false: no effect (XLA's collective pipeliner "
                        "moves a collective across iterations of a scanned layer loop; an unrolled program has none)");
+  if (jax_ && t_.dp_all_gather_group != TrainingConfig::DpAllGatherGroup::shared)
+    g_.notes.push_back("training.dp_all_gather_group separate: no effect in JAX mode (XLA's stream assignment places the "
+                       "data-parallel collectives: one stream with unrolled layers, the gathers apart with scanned ones)");
   if (!fsdp_per_step()) {
     if (t_.fsdp_pipeline_gather != TrainingConfig::FsdpPipelineGather::per_step)
       g_.notes.push_back("training.fsdp_pipeline_gather is FSDP's gather under a pipeline schedule: it needs "
