@@ -307,7 +307,16 @@ TEST(MegatronImport, EveryMappedFlagReachesItsScenarioKey) {
   EXPECT_EQ(p.ep, 32);
   EXPECT_EQ(p.etp, 1);
   EXPECT_EQ(t.moe.dispatcher, racksim::workloads::MoeDispatcher::deepep);
-  EXPECT_EQ(t.dp_all_gather_group, racksim::workloads::TrainingConfig::DpAllGatherGroup::separate);
+  // --create-all-gather-group is Megatron-FSDP's: with the distributed optimizer it changes nothing, and the import
+  // says so; with --use-megatron-fsdp the gathers get communicators of their own.
+  EXPECT_EQ(t.dp_all_gather_group, racksim::workloads::TrainingConfig::DpAllGatherGroup::shared);
+  EXPECT_TRUE(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+    return w.find("--create-all-gather-group without --use-megatron-fsdp: no effect") != std::string::npos;
+  }));
+  {
+    const auto fsdp = load(meg(kDeepSeekArgs + " --use-megatron-fsdp", opt));
+    EXPECT_EQ(fsdp.training.dp_all_gather_group, racksim::workloads::TrainingConfig::DpAllGatherGroup::separate);
+  }
   // --moe-router-num-groups 8 --moe-router-group-topk 4: the model's expert groups, not a node limit.
   EXPECT_EQ(t.moe.max_nodes_per_token, 0);
   ASSERT_TRUE(sc.model.moe);

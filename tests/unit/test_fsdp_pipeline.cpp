@@ -6,6 +6,7 @@
 // weights once more over the data-parallel group. The gradients reduce once either way.
 // fsdp_grad_reduce: per_step reduces them in the last backward; per_microbatch (FSDP's own behaviour, Llama 3's) after
 // every backward, in fp32, each layer's whole gradient held only until its reduce-scatter.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -204,4 +205,52 @@ TEST(FsdpPipeline, OneDataParallelCommunicatorRunsItsCollectivesInIssueOrder) {
   for (const auto& w : jax.report["warnings"])
     noted = noted || w.get<std::string>().find("dp_all_gather_group separate: no effect in JAX mode") != std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// Issue order on the one communicator: FSDP issues the next layer's gather from the current layer's pre-backward hook,
+// before that layer's reduce-scatter, so with two layers on a stage a backward that regathers (1F1B at pp 2, m 4: the
+// last micro-batch's, whose backward follows another backward) issues its second layer's regather before its first
+// layer's gradient reduce-scatter; with the gathers on communicators of their own
+// (separate) racksim keeps the reduce-scatter first, which there delays nothing.
+TEST(FsdpPipeline, TheNextLayersRegatherIsIssuedBeforeThisLayersReduceScatter) {
+  for (const bool own : {false, true}) {
+    SCOPED_TRACE(own ? "separate" : "shared");
+    const auto sc = scenario(std::string(", fsdp_pipeline_gather: per_microbatch, fsdp_grad_reduce: per_microbatch, "
+                                         "dp_all_gather_group: ") + (own ? "separate" : "shared"));
+    const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+    std::map<std::string, OpId> by_name;  // rank 0's backward ops (a forward regathers under the same name)
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].rank == 0 && g.ops[i].phase == Phase::backward) by_name[g.op_name(static_cast<OpId>(i))] = static_cast<OpId>(i);
+    int pairs = 0;
+    for (int mb = 0; mb < 4; ++mb) {
+      const auto rs = by_name.find(fmt::format("mb{}.L1.grad.reduce_scatter", mb));
+      const auto ag = by_name.find(fmt::format("mb{}.L0.regather.param_all_gather", mb));
+      if (rs == by_name.end() || ag == by_name.end()) continue;
+      ++pairs;
+      if (own) EXPECT_GT(ag->second, rs->second) << "mb " << mb;
+      else EXPECT_LT(ag->second, rs->second) << "mb " << mb;
+    }
+    EXPECT_GE(pairs, 1);
+  }
+}
+
+// One communicator per group with experts: the expert-data-parallel group's collectives on a stream of their own
+// (comm_dp), the dense group's on comm_grad, under shared.
+TEST(FsdpPipeline, TheExpertGroupHasAStreamOfItsOwn) {
+  const auto sc = sim::load_scenario(std::string(RACKSIM_SOURCE_DIR) + "/tests/fuzz/corpus/megatron_moe_keys.yaml",
+                                     {{"training.dp_all_gather_group", "shared"}});
+  const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
+  int expert = 0, dense = 0;
+  for (const Op& o : g.ops) {
+    if (o.kind != OpKind::collective) continue;
+    if (o.group == CommGroup::edp || o.group == CommGroup::edp_shard) {
+      ++expert;
+      EXPECT_EQ(o.stream, StreamKind::comm_dp);
+    } else if (o.group == CommGroup::dp || o.group == CommGroup::dp_cp || o.group == CommGroup::dp_shard) {
+      ++dense;
+      EXPECT_EQ(o.stream, StreamKind::comm_grad);
+    }
+  }
+  EXPECT_GT(expert, 0);
+  EXPECT_GT(dense, 0);
 }

@@ -223,7 +223,9 @@ TEST(HybridSharding, JaxDataParallelCollectivesShareOneStreamGathersFirst) {
         EXPECT_EQ(o.stream, own ? StreamKind::comm_dp : StreamKind::comm_grad);
       } else {
         ++reductions;
-        EXPECT_EQ(o.stream, StreamKind::comm_grad);
+        // (HSDP's replica all-reduce: the replica group's own communicator, on the other data-parallel stream.)
+        const bool replica = o.group == CommGroup::dp_replicate;
+        EXPECT_EQ(o.stream, replica && !own ? StreamKind::comm_dp : StreamKind::comm_grad) << to_string(o.coll);
       }
     }
     EXPECT_GT(gathers, 0);

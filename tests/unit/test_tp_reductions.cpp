@@ -193,7 +193,7 @@ training: {seq_len: 2048, global_batch: 16, micro_batch: 2, optimizer_sharding: 
            overlap_grad_reduce: true, parallelism: {tp: )" + std::to_string(tp) + ", pp: " + std::to_string(pp) + "}}\n";
 }
 
-// A data-parallel gradient reduction (on its own stream).
+// A data-parallel gradient reduction.
 // (A data-parallel collective that is not a gather: under one communicator per group the parameter gathers share the
 // gradient reductions' stream.)
 bool gradient_reduction(const Op& o) {

@@ -1808,7 +1808,16 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const bool opg = fl.on("overlap-param-gather");
   tw.line(2, "overlap_param_gather", opg ? "true" : "false", opg ? "--overlap-param-gather" : "no --overlap-param-gather");
   // (Without it a data-parallel group's gathers and reductions share one communicator: racksim's default, not written.)
-  if (fl.on("create-all-gather-group")) tw.line(2, "dp_all_gather_group", "separate", "--create-all-gather-group");
+  // Megatron-FSDP's flag: only its adapter reads the all-gather groups (Megatron-LM@d98e8a64
+  // megatron/core/distributed/fsdp/mcore_fsdp_adapter.py); the distributed optimizer gathers and reduces on its
+  // instance group either way, and torch FSDP2 ignores it.
+  if (fl.on("create-all-gather-group")) {
+    if (fl.on("use-megatron-fsdp") || fl.on("use-custom-fsdp"))
+      tw.line(2, "dp_all_gather_group", "separate", "--create-all-gather-group");
+    else
+      out.warnings.push_back("--create-all-gather-group without --use-megatron-fsdp: no effect (only Megatron-FSDP "
+                             "reads the all-gather groups); the data-parallel gathers share the reductions' communicator");
+  }
   // Dropout and the loss: Megatron's defaults (0.1 each; cross entropy unfused) where the script is silent.
   for (const char* f : {"attention-dropout", "hidden-dropout"}) {
     std::string key = f;

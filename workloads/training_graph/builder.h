@@ -453,9 +453,9 @@ class Builder {
   // Emits the graph's last op: its rank, the dependencies and host wait pending for it.
   OpId emit_last();
   // The op the next one follows: the last emitted, skipping data-parallel collectives (gradient
-  // reductions, parameter gathers). Those run on their own streams and communicators and nothing on
-  // the critical path waits for them (Megatron: a pipeline send and a DP reduce-scatter run at once,
-  // sharing SMs and links but not queuing behind each other); a dependency on them is explicit.
+  // reductions, parameter gathers). Those run on streams and communicators apart from the critical path's and nothing
+  // there waits for them implicitly (Megatron: a pipeline send and a DP reduce-scatter run at once, sharing SMs and
+  // links but not queuing behind each other); a dependency on them is explicit.
   OpId last() const {
     for (auto i = static_cast<OpId>(g_.ops.size() - 1); i > 0; --i)
       if (!is_data_parallel_stream(g_.ops[i].stream)) return i;
@@ -1212,17 +1212,29 @@ class Builder {
   // same: last() skips data-parallel collectives). Scanned layers are left as they were (two streams): their
   // iterations and the collective pipeliner fix another order, not modelled on one stream.
   bool gathers_before_grads() const { return jax_ && !t_.scan_layers && fsdp_per_use(); }
+  // FSDP under a pipeline regathering per micro-batch, on one data-parallel communicator: FSDP issues the next layer's
+  // gather from the current layer's pre-backward hook, before that layer's reduce-scatter (its post-backward), so on
+  // the one stream the gather comes first; racksim emits a layer's gradient sync after the next layer's regather.
+  bool regathers_before_grads() const {
+    return !jax_ && fsdp_reshards_per_microbatch() && t_.dp_all_gather_group == TrainingConfig::DpAllGatherGroup::shared;
+  }
   // The stream of a data-parallel collective: one per communicator, whose operations run in issue order.
   // XLA issues every asynchronous collective on one stream (AsyncStreamKind::kCollective, openxla/xla
   // xla/service/gpu/runtime/nccl_clique_key.h): with unrolled layers the weight gathers queue with the
   // gradient reductions, in the order of gathers_before_grads; scanned JAX layers keep the gathers on a stream of
   // their own (the pipeliner's order on one stream is not modelled). Megatron mode (training.dp_all_gather_group):
-  // shared, a group's gathers and reductions on its one communicator, the dense group's (dp, dp·cp, the shard group;
-  // with them the replica all-reduce of hybrid sharding, which follows its reduce-scatter) on comm_grad, the expert
-  // group's on comm_dp; separate, the gathers on communicators of their own (comm_dp), the reductions on comm_grad.
+  // shared, a group's gathers and reductions on its one communicator, the dense group's (dp, dp·cp, the shard group)
+  // on comm_grad, the expert group's on comm_dp; hybrid sharding's replica all-reduce (dp_replicate) with the dense
+  // group's under the distributed optimizer (Megatron runs the instance's reduce-scatter and the instances' all-reduce
+  // one after the other on one stream, param_and_grad_buffer.py), on comm_dp under FSDP (HSDP: the replica group's
+  // own communicator; it shares the expert group's stream where there is one, an approximation). separate, the gathers
+  // on communicators of their own (comm_dp), the reductions on comm_grad; dense and expert share each (Megatron-FSDP
+  // creates four communicators then; two streams are modelled).
   StreamKind data_parallel_stream(CollectiveOp c, CommGroup grp) const {
     if (jax_ || t_.dp_all_gather_group == TrainingConfig::DpAllGatherGroup::separate)
       return c == CollectiveOp::all_gather && !gathers_before_grads() ? StreamKind::comm_dp : StreamKind::comm_grad;
+    if (grp == CommGroup::dp_replicate)
+      return t_.optimizer_sharding == OptimizerSharding::fsdp ? StreamKind::comm_dp : StreamKind::comm_grad;
     return grp == CommGroup::edp || grp == CommGroup::edp_shard ? StreamKind::comm_dp : StreamKind::comm_grad;
   }
   struct DeferredSync {
@@ -1334,11 +1346,14 @@ class Builder {
     if (fsdp_reshards_per_microbatch()) fsdp_resharded_.insert(key);
   }
   bool fsdp_per_use() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && !fsdp_per_step(); }
-  // `after`: the op the first gather waits for (kNoOp: none); it is cleared once used.
-  void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after);
+  // `after`: the op the first gather of each group waits for (kNoOp: none); each is cleared once used.
+  struct StepStartDeps {
+    OpId dense = kNoOp, expert = kNoOp;
+  };
+  void gather_bucket(int key, const std::string& name, double dense_params, double expert_params, StepStartDeps& after);
   // A torch.distributed collective's stream first waits for the work already on the current stream
   // (ProcessGroupNCCL): the step's first gather waits for `after`, the gradient buffers' memset (zero_grad_buffer).
-  void gather_params_ahead(OpId after);
+  void gather_params_ahead(OpId zeroed);
   // The next op waits for this bucket's gather (once: later micro-batches find the weights there).
   void wait_for_params(int key) {
     if (auto it = param_ready_.find(key); it != param_ready_.end()) {

@@ -501,7 +501,7 @@ void Builder::backward_chunk(int v) {
       if (l == m_.layers) release_head();
     }
     if (last_micro_for_sync()) {
-      if (gathers_before_grads()) deferred_sync_ = DeferredSync{prefix_, l};
+      if (gathers_before_grads() || regathers_before_grads()) deferred_sync_ = DeferredSync{prefix_, l};
       else grad_sync("grad", dense_weights(l), expert_weights(l), true);
     }
   }

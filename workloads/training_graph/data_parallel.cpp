@@ -106,20 +106,21 @@ void Builder::flush_deferred_sync() {
   prefix_ = keep;
 }
 
-void Builder::gather_bucket(int key, const std::string& name, double dense_params, double expert_params, OpId& after) {
+void Builder::gather_bucket(int key, const std::string& name, double dense_params, double expert_params,
+                            StepStartDeps& after) {
   prefix_rank();
   phase_ = Phase::forward;
   auto& ready = param_ready_[key];
-  const auto take_after = [&after]() -> SmallVec<OpId, 3> {
-    if (after == kNoOp) return {};
-    return {std::exchange(after, kNoOp)};
+  const auto take = [](OpId& a) -> SmallVec<OpId, 3> {
+    if (a == kNoOp) return {};
+    return {std::exchange(a, kNoOp)};
   };
   if (dense_replicas() > 1 && dense_params > 0)
     ready.push_back(collective(name + ".param_all_gather", CollectiveOp::all_gather, dense_shard_group(),
-                               dense_params * pr_.param_gather_bytes, take_after()));
+                               dense_params * pr_.param_gather_bytes, take(after.dense)));
   if (expert_replicas() > 1 && expert_params > 0)
     ready.push_back(collective(name + ".param_all_gather.experts", CollectiveOp::all_gather, expert_shard_group(),
-                               expert_params * pr_.param_gather_bytes, take_after()));
+                               expert_params * pr_.param_gather_bytes, take(after.expert)));
 }
 
 // FSDP's unshard of a resharded module (fsdp_reshards_per_microbatch): a layer (key >= 0), the embedding or the output
@@ -151,7 +152,9 @@ void Builder::fsdp_regather(int key) {
   fsdp_mark_next_ = true;  // this module's first compute op is where the next module's gather may start
 }
 
-void Builder::gather_params_ahead(OpId after) {
+void Builder::gather_params_ahead(OpId zeroed) {
+  // The first gather of each group waits for the memset (the dense and the expert group may be on streams of their own).
+  StepStartDeps after{zeroed, zeroed};
   for (int c = 0; c < vp_; ++c) {
     const int v = c * pp_ + rank_;
     if (v == 0) gather_bucket(kEmbeddingBucket, "embedding", embedding_weights(), 0, after);
