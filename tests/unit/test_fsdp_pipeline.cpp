@@ -58,6 +58,12 @@ Counts counts(const OpGraph& g) {
   return c;
 }
 
+// Both halves per micro-batch, the data-parallel gathers on communicators of their own or not.
+sim::Scenario per_microbatch(bool own_gather_communicator) {
+  return scenario(std::string(", fsdp_pipeline_gather: per_microbatch, fsdp_grad_reduce: per_microbatch, "
+                              "dp_all_gather_group: ") + (own_gather_communicator ? "separate" : "shared"));
+}
+
 }  // namespace
 
 TEST(FsdpPipeline, PerMicrobatchRegathersEachLayerAfterEveryBackwardButTheLast) {
@@ -173,8 +179,7 @@ TEST(FsdpPipeline, GradReducePerMicrobatchReduceScattersAfterEveryBackward) {
 TEST(FsdpPipeline, OneDataParallelCommunicatorRunsItsCollectivesInIssueOrder) {
   for (const bool own : {false, true}) {
     SCOPED_TRACE(own ? "separate" : "shared");
-    const auto sc = scenario(std::string(", fsdp_pipeline_gather: per_microbatch, fsdp_grad_reduce: per_microbatch, "
-                                         "dp_all_gather_group: ") + (own ? "separate" : "shared"));
+    const auto sc = per_microbatch(own);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
     const auto r = sim::replay(g, sim::job_of(sc));
     const auto dense_dp = [](const Op& o) {
@@ -215,8 +220,7 @@ TEST(FsdpPipeline, OneDataParallelCommunicatorRunsItsCollectivesInIssueOrder) {
 TEST(FsdpPipeline, TheNextLayersRegatherIsIssuedBeforeThisLayersReduceScatter) {
   for (const bool own : {false, true}) {
     SCOPED_TRACE(own ? "separate" : "shared");
-    const auto sc = scenario(std::string(", fsdp_pipeline_gather: per_microbatch, fsdp_grad_reduce: per_microbatch, "
-                                         "dp_all_gather_group: ") + (own ? "separate" : "shared"));
+    const auto sc = per_microbatch(own);
     const OpGraph g = build_training_graph(sc.model, sc.training, sc.system.spec);
     std::map<std::string, OpId> by_name;  // rank 0's backward ops (a forward regathers under the same name)
     for (std::size_t i = 0; i < g.ops.size(); ++i)
