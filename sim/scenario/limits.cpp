@@ -12,7 +12,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
   // the runs of m1 and m1 + unit micro-steps do not share the steady pattern (at pp 16, vp 1 the extrapolated bubble
   // and exposed communication were 0.6 s off --exact with the step right): replayed whole.
   // Reducing its gradients per micro-batch is replayed whole too (the extrapolation was never checked against it).
-  if (pp > 1 && t.optimizer_sharding == workloads::OptimizerSharding::fsdp &&
+  // (Megatron mode only: in JAX mode both keys do nothing.)
+  if (pp > 1 && t.framework != workloads::Framework::jax && t.optimizer_sharding == workloads::OptimizerSharding::fsdp &&
       (t.fsdp_pipeline_gather == workloads::TrainingConfig::FsdpPipelineGather::per_microbatch ||
        t.fsdp_grad_reduce == workloads::TrainingConfig::FsdpGradReduce::per_microbatch))
     return std::nullopt;

@@ -14,6 +14,7 @@
 
 #include "sim/engine/replay.h"
 #include "sim/run/run.h"
+#include "sim/scenario/limits.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
 #include "scenario_text_util.h"
@@ -257,4 +258,18 @@ TEST(FsdpPipeline, TheExpertGroupHasAStreamOfItsOwn) {
   }
   EXPECT_GT(expert, 0);
   EXPECT_GT(dense, 0);
+}
+
+// A Megatron-mode step that regathers or reduces per micro-batch under a pipeline is replayed whole (never
+// extrapolated); in JAX mode, where neither key does anything, the step keeps its extrapolated window.
+TEST(FsdpPipeline, OnlyMegatronModeStepsAreReplayedWhole) {
+  const auto text = [](const std::string& framework) {
+    return "system: {preset: h100-sxm, gpus: 8}\n"
+           "model: {layers: 4, hidden: 1024, ffn_hidden: 4096, heads: 8, kv_heads: 8, vocab: 32000, ffn: swiglu}\n"
+           "training: {framework: " + framework + ", seq_len: 1024, global_batch: 64, micro_batch: 1, "
+           "optimizer_sharding: fsdp, recompute: none, fsdp_grad_reduce: per_microbatch, "
+           "parallelism: {tp: 1, pp: 2, vp: 1, dp: 4}}\n";
+  };
+  EXPECT_FALSE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("megatron"), "f.yaml").training));
+  EXPECT_TRUE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("jax"), "f.yaml").training));
 }
