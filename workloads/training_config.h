@@ -314,8 +314,8 @@ struct TrainingConfig {
   // gathered. per_step (default): once per step and kept, gradients reduced in the last backward, as
   // torch.distributed.pipelining runs FSDP under a schedule. per_microbatch: FSDP's reshard after each backward kept
   // and its reshard after forward turned off (reshard_after_forward=False), so a layer's weights are gathered again
-  // before the next forward or backward that finds them resharded, about once per micro-batch; gradients still
-  // accumulated over the micro-batches and reduced once (Llama 3 405B, arXiv 2407.21783 sec. 3.3.2).
+  // before the next forward or backward that finds them resharded, about once per micro-batch (Llama 3 405B, arXiv
+  // 2407.21783 sec. 3.3.2); when the gradients are reduced is fsdp_grad_reduce's.
   enum class FsdpPipelineGather { per_step, per_microbatch };
   FsdpPipelineGather fsdp_pipeline_gather = FsdpPipelineGather::per_step;
   static constexpr std::array<sim::EnumName<FsdpPipelineGather>, 2> kFsdpPipelineGatherNames = {
@@ -328,6 +328,9 @@ struct TrainingConfig {
   // FSDP2 with gradient sync on): a layer's whole gradient lives only until its reduce-scatter and the fp32 shard
   // accumulates over the micro-batches (Llama 3 405B: "shards optimizer states and gradients", sec. 3.3.2).
   enum class FsdpGradReduce { per_step, per_microbatch };
+  FsdpGradReduce fsdp_grad_reduce = FsdpGradReduce::per_step;
+  static constexpr std::array<sim::EnumName<FsdpGradReduce>, 2> kFsdpGradReduceNames = {
+      {{FsdpGradReduce::per_step, "per_step"}, {FsdpGradReduce::per_microbatch, "per_microbatch"}}};
   // Megatron mode: whether a data-parallel group's parameter all-gathers run on a communicator of their own
   // (separate: Megatron-LM's --create-all-gather-group, "to overlap reduce-scatter and all-gather operations") or on
   // the group's one communicator with its gradient reductions (shared, the default of Megatron-LM, Megatron-FSDP and
@@ -337,9 +340,6 @@ struct TrainingConfig {
   DpAllGatherGroup dp_all_gather_group = DpAllGatherGroup::shared;
   static constexpr std::array<sim::EnumName<DpAllGatherGroup>, 2> kDpAllGatherGroupNames = {
       {{DpAllGatherGroup::shared, "shared"}, {DpAllGatherGroup::separate, "separate"}}};
-  FsdpGradReduce fsdp_grad_reduce = FsdpGradReduce::per_step;
-  static constexpr std::array<sim::EnumName<FsdpGradReduce>, 2> kFsdpGradReduceNames = {
-      {{FsdpGradReduce::per_step, "per_step"}, {FsdpGradReduce::per_microbatch, "per_microbatch"}}};
   // jax: XLA_PYTHON_CLIENT_MEM_FRACTION (XLA_CLIENT_MEM_FRACTION in newer JAX): with preallocation (JAX's default) the
   // allocator's pool is this fraction of the card's total memory, and a program that needs more stops with an out of
   // memory error whatever is free beside it (docs.jax.dev "GPU memory allocation"). Unset: no cap below the card's
@@ -437,6 +437,17 @@ struct TrainingConfig {
 
   // Derived: gradient-accumulation micro-steps per optimizer step.
   int micro_steps() const { return global_batch / (micro_batch * parallelism.dp); }
+  // PyTorch's FSDP under a pipeline schedule (fsdp, pp > 1, Megatron mode): where fsdp_pipeline_gather and
+  // fsdp_grad_reduce apply (the training-graph builder's FSDP paths, and which steps are replayed whole).
+  bool fsdp_under_pipeline() const {
+    return optimizer_sharding == OptimizerSharding::fsdp && parallelism.pp > 1 && framework != Framework::jax;
+  }
+  bool fsdp_regathers_per_microbatch() const {
+    return fsdp_under_pipeline() && fsdp_pipeline_gather == FsdpPipelineGather::per_microbatch;
+  }
+  bool fsdp_reduces_per_microbatch() const {
+    return fsdp_under_pipeline() && fsdp_grad_reduce == FsdpGradReduce::per_microbatch;
+  }
   // Derived: tokens of one optimizer step over the whole job.
   double tokens_per_step() const { return static_cast<double>(global_batch) * seq_len; }
 };

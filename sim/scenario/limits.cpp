@@ -13,10 +13,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
   // and exposed communication were 0.6 s off --exact with the step right): replayed whole.
   // Reducing its gradients per micro-batch is replayed whole too (the extrapolation was never checked against it).
   // (Megatron mode only: in JAX mode both keys do nothing.)
-  if (pp > 1 && t.framework != workloads::Framework::jax && t.optimizer_sharding == workloads::OptimizerSharding::fsdp &&
-      (t.fsdp_pipeline_gather == workloads::TrainingConfig::FsdpPipelineGather::per_microbatch ||
-       t.fsdp_grad_reduce == workloads::TrainingConfig::FsdpGradReduce::per_microbatch))
-    return std::nullopt;
+  if (t.fsdp_regathers_per_microbatch() || t.fsdp_reduces_per_microbatch()) return std::nullopt;
   SteadyState plan;
   if (pp == 1)
     plan = {2, 2};

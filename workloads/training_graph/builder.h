@@ -1325,19 +1325,15 @@ class Builder {
   // with PP): the traffic of ZeRO-1 with the gathers at the start of the step, the state of ZeRO-1 while
   // the step runs (training.fsdp_pipeline_gather and fsdp_grad_reduce per_microbatch change each half of that).
   // (JAX's fsdp is XLA's partitioner, not this.)
-  bool fsdp_per_step() const { return t_.optimizer_sharding == OptimizerSharding::fsdp && pp_ > 1 && !jax_; }
+  bool fsdp_per_step() const { return t_.fsdp_under_pipeline(); }
   // training.fsdp_pipeline_gather per_microbatch (Llama 3's FSDP under its pipeline): on top of fsdp_per_step's
   // gradients and step-start gathers, a layer's weights are resharded after each of its backwards and gathered again
   // by the next forward or backward that needs them (fsdp_regather). The resident state keeps the whole stage's
   // weights as fsdp_per_step does (an upper bound: FSDP holds only the shards and the unsharded layers).
-  bool fsdp_reshards_per_microbatch() const {
-    return fsdp_per_step() && t_.fsdp_pipeline_gather == TrainingConfig::FsdpPipelineGather::per_microbatch;
-  }
+  bool fsdp_reshards_per_microbatch() const { return t_.fsdp_regathers_per_microbatch(); }
   // training.fsdp_grad_reduce per_microbatch: under a pipeline, FSDP reduce-scatters a layer's gradients after each of
   // its backwards (grads_sharded: the fp32 shard is resident, a layer's whole gradient lives until its reduce-scatter).
-  bool fsdp_reduces_per_microbatch() const {
-    return fsdp_per_step() && t_.fsdp_grad_reduce == TrainingConfig::FsdpGradReduce::per_microbatch;
-  }
+  bool fsdp_reduces_per_microbatch() const { return t_.fsdp_reduces_per_microbatch(); }
   std::set<int> fsdp_resharded_;  // modules of this rank whose weights a backward resharded
   // Under fsdp_reshards_per_microbatch (else nothing): before a module's forward or backward, gather it again if a
   // backward resharded it; after its backward, reshard it. Keys: a layer, kEmbeddingBucket, kHeadBucket.
