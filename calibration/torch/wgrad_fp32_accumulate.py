@@ -16,6 +16,9 @@ state. Operand sets rotated to exceed L2. Variants:
            buffer: the same bytes as TE's in-place accumulate, C read and D written at 4 bytes each)
   fp32inplace: the same with D = C (Transformer Engine's main_grad accumulate), where PyTorch allows it
   fp32out: torch.mm(dY.t(), X, out_dtype=float32)               D fp32, beta 0 (the fp32 write alone)
+  fp16:  torch.mm(dY.t(), X) on fp16 copies of the operands     D fp16, beta 0 (Megatron --fp16's tensor-core path)
+  fp16inplace: torch.addmm(C, dY.t(), X, out=C), all fp16        D = C fp16, beta 1 (--fp16 with
+           --gradient-accumulation-fusion: main_grad is fp16, the parameters' dtype, distributed_data_parallel.py)
 Writes JSON lines: shape, both times, their ratio, TFLOP/s, the SM clock after.
 
 usage: python3 wgrad_fp32_accumulate.py OUT.jsonl [--warm 15] [--reps 10]
@@ -94,6 +97,12 @@ def main():
         meta["fp32acc_api"] = f"unavailable: {type(e).__name__}: {e}"
         print(json.dumps(meta), flush=True)
         sys.exit(2)
+    if any(v.startswith("fp16") for v in a.variants.split(",")):  # fp16 C + dY^T X in one GEMM, against float64
+        x16 = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        c16 = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        ref = c16.double() + x16.t().double() @ x16.double()
+        r16 = torch.addmm(c16, x16.t(), x16)
+        meta["fp16acc_check_rel"] = float((r16.double() - ref).norm() / ref.norm())
     out = open(a.out, "w")
     out.write(json.dumps({"meta": meta}) + "\n")
     print(json.dumps(meta), flush=True)
@@ -114,6 +123,12 @@ def main():
         cs = [torch.zeros(n_out, n_in, device="cuda", dtype=torch.float32) for _ in range(nbuf)]
         ds = [torch.empty(n_out, n_in, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
         d32 = [torch.empty(n_out, n_in, device="cuda", dtype=torch.float32) for _ in range(nbuf)]
+        want = a.variants.split(",")
+        half = any(v.startswith("fp16") for v in want)
+        dys16 = [d.half() for d in dys] if half else []
+        xs16 = [x.half() for x in xs] if half else []
+        cs16 = [torch.zeros(n_out, n_in, device="cuda", dtype=torch.float16) for _ in range(nbuf)] if half else []
+        ds16 = [torch.empty(n_out, n_in, device="cuda", dtype=torch.float16) for _ in range(nbuf)] if half else []
         flops = 2.0 * n_out * n_in * k
         inner = max(1, int(2e-3 / (flops / 600e12)))
 
@@ -133,9 +148,18 @@ def main():
             j = i % nbuf
             torch.addmm(cs[j], dys[j].t(), xs[j], out_dtype=torch.float32, out=d32[j])
 
+        def fp16(i):
+            j = i % nbuf
+            torch.mm(dys16[j].t(), xs16[j], out=ds16[j])
+
+        def fp16inplace(i):  # D is C in fp16: Megatron --fp16's main_grad accumulate
+            j = i % nbuf
+            torch.addmm(cs16[j], dys16[j].t(), xs16[j], out=cs16[j])
+
         variants = []
-        for name, fn in (("bf16", bf16), ("fp32acc", fp32acc), ("fp32out", fp32out), ("fp32inplace", fp32inplace)):
-            if name not in a.variants.split(","):
+        for name, fn in (("bf16", bf16), ("fp32acc", fp32acc), ("fp32out", fp32out), ("fp32inplace", fp32inplace),
+                         ("fp16", fp16), ("fp16inplace", fp16inplace)):
+            if name not in want:
                 continue
             try:
                 fn(0)
@@ -159,7 +183,7 @@ def main():
         out.flush()
         print(f"{label:24s} " + "  ".join(f"{n} {res[n + '_s']*1e6:8.1f} us" for n, _ in variants)
               + f"  ratio {res['ratio']:.3f}  SM {res['sm_mhz_after']}", flush=True)
-        del dys, xs, cs, ds, d32
+        del dys, xs, cs, ds, d32, dys16, xs16, cs16, ds16
         torch.cuda.empty_cache()
 
 
