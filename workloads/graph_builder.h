@@ -24,7 +24,8 @@ struct Precision {
   double matmul_input_bytes;   // weights/activations entering tensor cores (2 bf16, 1 fp8, ~0.5 nvfp4)
   double activation_bytes;     // saved activations (bf16)
   double master_weight_bytes;  // fp32
-  double grad_bytes;           // fp32 main grads
+  double grad_bytes;           // the gradient buffer the backward accumulates into (Megatron's main_grad): fp32, fp16 under --fp16
+  double main_grad_bytes;      // the gradients the optimizer reads (fp32; under --fp16 the optimizer's fp32 copy of its shard)
   double optimizer_bytes;      // Adam m and v: fp32 each, or bf16 each (training.adam_moments)
   double grad_reduce_bytes;    // data-parallel reduction dtype of the layers' and the head's weight gradients
   double embedding_grad_reduce_bytes;  // the same for the input embedding's gradient

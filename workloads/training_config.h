@@ -222,6 +222,13 @@ struct TrainingConfig {
   int global_batch = 0;   // sequences per optimizer step
   int micro_batch = 1;    // sequences per micro-step per data-parallel rank
   sim::Dtype precision = sim::Dtype::bf16;
+  // training.precision: fp16 (Megatron --fp16): parameters, activations and gradients in IEEE half precision. The tensor
+  // cores run fp16 at bf16's rate on every preset (the datasheets give one dense FP16/BF16 figure), so `precision` stays
+  // bf16 for the hardware model and only Megatron's fp16 handling differs (Precision::grad_bytes and the optimizer's
+  // loss-scaler work, graph_builder.cpp and data_parallel.cpp). Megatron mode only.
+  bool fp16 = false;
+  // The name training.precision gave: fp16 or the matmul dtype's.
+  std::string precision_name() const { return fp16 ? "fp16" : sim::to_string(precision); }
   Parallelism parallelism;
   OptimizerSharding optimizer_sharding = OptimizerSharding::none;
   RecomputePolicy recompute;
@@ -408,7 +415,10 @@ struct TrainingConfig {
   bool cross_entropy_fusion = true;
   // Megatron --check-for-nan-in-loss-and-grad (on by default in Megatron; --no-check-... turns it off):
   // the host reads back each micro-batch's loss and each gradient bucket's norm before its reduction,
-  // waiting for the GPU there (docs/decisions.md). Ignored under framework: jax.
+  // waiting for the GPU there (docs/decisions.md). Ignored under framework: jax. Under precision fp16 the default is
+  // off: Megatron turns the check off under its dynamic loss scaler, whose skipped steps are the NaN signal
+  // (megatron/training/arguments.py, `if args.fp16: ... if not args.loss_scale: args.check_for_nan_in_loss_and_grad =
+  // False`); true there is a static --loss-scale's run.
   bool check_for_nan = true;
   // Megatron --gradient-accumulation-fusion (on by default; --no-gradient-accumulation-fusion turns it off): each
   // weight-gradient GEMM adds into the fp32 main gradient in its own epilogue (Transformer Engine's

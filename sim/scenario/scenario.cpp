@@ -375,6 +375,7 @@ Scenario parse_scenario(Node root) {
   std::optional<Node> tn = top.get("training", true);
   std::optional<Node> par_node, moe_node, pipe_node, scope_node, tpo_node, fp8_recipe_node, fp8_casts_node, sp_node,
       fp8_wgrad_node, rc_layers_node;
+  std::optional<bool> check_for_nan_given;
   if (tn) {
     MapReader r(*tn);
     set_if(r.integer("seq_len", true, 1, 100'000'000), t.seq_len);
@@ -384,15 +385,20 @@ Scenario parse_scenario(Node root) {
       auto s = p->as_string();
       if (s) {
         // The matmul precisions a training step runs in (fp32 and tf32 are the preset's, not a choice).
+        // fp16 is Megatron's --fp16: bf16's tensor-core rate, with Megatron's fp16 gradients and loss scaler
+        // (TrainingConfig::fp16).
         static constexpr std::array<sim::Dtype, 4> kPrecisions = {sim::Dtype::bf16, sim::Dtype::fp8, sim::Dtype::mxfp8,
                                                                    sim::Dtype::nvfp4};
-        auto d = sim::dtype_from_string(*s);
+        auto d = *s == "fp16" ? std::optional<sim::Dtype>(sim::Dtype::bf16) : sim::dtype_from_string(*s);
         if (!d || std::find(kPrecisions.begin(), kPrecisions.end(), *d) == kPrecisions.end()) {
           std::vector<std::string> allowed;
           for (auto a : kPrecisions) allowed.push_back(sim::to_string(a));
+          allowed.insert(allowed.begin() + 1, "fp16");
           p->error(MapReader::unknown_choice_message(*s, allowed), input::DiagnosticKind::malformed_value);
-        } else
+        } else {
           t.precision = *d;
+          t.fp16 = *s == "fp16";
+        }
       }
     }
     if ((par_node = r.get("parallelism"))) {
@@ -496,7 +502,8 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
     set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
-    set_if(r.boolean("check_for_nan"), t.check_for_nan);
+    check_for_nan_given = r.boolean("check_for_nan");
+    set_if(check_for_nan_given, t.check_for_nan);
     set_if(r.boolean("gradient_accumulation_fusion"), t.gradient_accumulation_fusion);
     set_if(r.choice("transformer_impl", kTransformerImplNames), t.transformer_impl);
     set_if(r.boolean("megatron_nvtx_lookup"), t.megatron_nvtx_lookup);
@@ -666,6 +673,12 @@ Scenario parse_scenario(Node root) {
   if (t.mtp_layers > 0 && t.framework == Framework::jax)
     tn->child("mtp_layers").error("mtp_layers is modelled as Megatron-Core runs it (--mtp-num-layers); in JAX mode "
                                   "(MaxText's mtp_num_layers) it is not: set training.mtp_layers: 0");
+  if (t.fp16 && t.framework == Framework::jax)
+    tn->child("precision").error("precision fp16 is modelled as Megatron-LM runs it (--fp16: fp16 gradients and a dynamic "
+                                 "loss scaler); JAX mode (MaxText, Pax) trains bf16: use precision bf16, or "
+                                 "training.framework: megatron");
+  // Megatron turns its NaN checks off under --fp16's dynamic loss scaler (TrainingConfig::check_for_nan).
+  if (t.fp16 && !check_for_nan_given) t.check_for_nan = false;
   if (t.adam_moments != AdamMoments::fp32 && t.framework == Framework::jax)
     tn->child("adam_moments").error("adam_moments is Megatron-Core's precision-aware optimizer (--exp-avg-dtype, "
                                     "--exp-avg-sq-dtype); in JAX mode (optax's mu_dtype) it is not modelled: set "
@@ -775,7 +788,7 @@ Scenario parse_scenario(Node root) {
           "router_padding is Megatron-Core's --moe-router-padding-for-quantization, which pads to the alignment of "
           "quantized expert GEMMs: it needs precision fp8, mxfp8 or nvfp4 in Megatron mode (here {} in {} mode; "
           "Megatron-LM: \"fp8/fp4 must be specified when moe_router_padding_for_quantization is True\"); drop it",
-          sim::to_string(t.precision), t.framework == Framework::jax ? "JAX" : "Megatron"));
+          t.precision_name(), t.framework == Framework::jax ? "JAX" : "Megatron"));
   }
   if (tn && tn->yaml().IsMap()) {
     // Given, and not at its default: a report echoes some of these whatever the mode (donate_state, scan_layers, the
@@ -819,7 +832,7 @@ Scenario parse_scenario(Node root) {
       at.error("fp8_param_gather is Megatron's --fp8-param-gather; in JAX mode the gathers follow the precision");
     else if (!t.fp8_class())
       at.error(fmt::format("fp8_param_gather needs an fp8-class precision (fp8, mxfp8, nvfp4); precision is {}",
-                           sim::to_string(t.precision)));
+                           t.precision_name()));
     else if (t.optimizer_sharding == OptimizerSharding::none)
       at.error("fp8_param_gather needs sharded parameters (Megatron-LM: '--fp8-param-gather only supported with "
                "distributed optimizer, torch fsdp2, megatron fsdp'): set optimizer_sharding");
@@ -916,12 +929,12 @@ Scenario parse_scenario(Node root) {
     at_par.child("cp").error("context parallelism (ring attention) needs attention: flash");
   if (!sc.system.spec.gpu.peak_dense_flops_per_s.count(t.precision))
     tn->child("precision").error(fmt::format("{} ({}) has no {} tensor cores", sc.system.spec.name,
-                                             sc.system.spec.gpu.model, sim::to_string(t.precision)));
+                                             sc.system.spec.gpu.model, t.precision_name()));
   // delayed, the default, changes nothing and may stay in a base that a sweep runs at other precisions.
   if (fp8_recipe_node && t.precision != sim::Dtype::fp8 && t.fp8_recipe != Fp8Recipe::delayed)
     fp8_recipe_node->error(fmt::format("fp8_recipe {} applies to precision fp8 (here {}): mxfp8 and nvfp4 scale their "
                                        "blocks in the tensor cores, bf16 has no scales",
-                                       to_string(t.fp8_recipe), sim::to_string(t.precision)));
+                                       to_string(t.fp8_recipe), t.precision_name()));
   else if (t.fp8_recipe == Fp8Recipe::blockwise) hw::apply_fp8_blockwise_recipe(sc.system.spec);
   // flax's FP8 dot scales per tensor from its amax history (delayed scaling) and runs all three GEMMs in fp8.
   if (fp8_casts_node && t.fp8_casts == Fp8Casts::xla &&
@@ -930,12 +943,12 @@ Scenario parse_scenario(Node root) {
     fp8_casts_node->error(fmt::format(
         "fp8_casts xla is flax's FP8 dot as XLA lowers it (MaxText's fp8 and fp8_gpu): it needs framework jax, precision "
         "fp8, fp8_recipe delayed and fp8_wgrad true (here {}, {}, {}, {})",
-        to_string(t.framework), sim::to_string(t.precision), to_string(t.fp8_recipe), t.fp8_wgrad ? "true" : "false"));
+        to_string(t.framework), t.precision_name(), to_string(t.fp8_recipe), t.fp8_wgrad ? "true" : "false"));
   // Likewise fp8_wgrad: false (true, the default, may stay in such a base).
   if (fp8_wgrad_node && !t.fp8_wgrad && !t.fp8_class())
     fp8_wgrad_node->error(fmt::format("fp8_wgrad: false keeps the weight-gradient GEMMs of an fp8-class precision in bf16; "
                                       "precision is {}, whose weight gradients are {} already",
-                                      sim::to_string(t.precision), sim::to_string(t.precision)));
+                                      t.precision_name(), t.precision_name()));
   if (ctx->diag->empty()) check_replay_size(sc.model, t, root.child("model"), root.child("training"));  // limits.h
   return sc;
 }
@@ -1132,7 +1145,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
       {"seq_len", t.seq_len},
       {"global_batch", t.global_batch},
       {"micro_batch", t.micro_batch},
-      {"precision", sim::to_string(t.precision)},
+      {"precision", t.precision_name()},
       {"parallelism",
        {{"tp", t.parallelism.tp}, {"pp", t.parallelism.pp}, {"vp", t.parallelism.vp}, {"cp", t.parallelism.cp},
         {"ep", t.parallelism.ep}, {"dp", t.parallelism.dp}}},

@@ -14,10 +14,12 @@
 #include "sim/engine/replay.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
+#include "graph_state_util.h"
 #include "scenario_text_util.h"
 
 using namespace racksim;
 using namespace racksim::workloads;
+using racksim::testing::resident_state;
 
 namespace {
 
@@ -54,13 +56,6 @@ double params_of(const ModelSpec& m) {
     n += p.attention + p.mlp + p.norms;
   }
   return n;
-}
-
-double resident_state(const OpGraph& g) {
-  double b = 0;
-  for (TensorId t : g.resident)
-    if (g.tensors[t].rank == 0) b += g.tensors[t].bytes;
-  return b;
 }
 
 }  // namespace

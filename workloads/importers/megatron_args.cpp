@@ -1132,6 +1132,7 @@ bool ignorable(const std::string& f) {
       "ddp-average-in-collective", "timing-log-level", "timing-log-option", "logging-level", "enable-experimental",
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
       "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
+      "initial-loss-scale", "min-loss-scale", "loss-scale-window", "hysteresis",  // the dynamic loss scaler's settings
   };
   static const std::vector<std::string> prefixes = {
       "lr-", "decoupled-lr", "decoupled-min-lr", "adam-", "sgd-", "data-", "tokenizer-", "log-", "eval-", "save",
@@ -1599,6 +1600,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
     fl.str("fp4-recipe");
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
+    if (fl.on("fp16"))
+      out.warnings.push_back("--fp4-format with --fp16: racksim models fp4 GEMMs with bf16 parameters and fp32 gradients "
+                             "around them, not fp16 ones");
   } else if (auto fp8 = fl.str("fp8-format")) {
     // Megatron's choices (transformer_config.py `fp8: Literal['e4m3', 'hybrid']`, --fp8-format): anything else never ran.
     if (*fp8 != "e4m3" && *fp8 != "hybrid")
@@ -1608,6 +1612,9 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
+    if (fl.on("fp16"))
+      out.warnings.push_back("--fp8-format with --fp16: racksim models fp8 GEMMs with bf16 parameters and fp32 gradients "
+                             "around them, not fp16 ones");
     if (sim::parse_in(kFp8RecipeNames, recipe)) {
       fp8_recipe = recipe;
       fp8_recipe_src = src("fp8-recipe");
@@ -1619,7 +1626,13 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   } else if (fl.on("bf16")) {
     prec_src = "--bf16";
   } else if (fl.on("fp16")) {
-    prec_src = "--fp16 (modelled as bf16: the same tensor-core rate)";
+    precision = "fp16";
+    prec_src = "--fp16";
+    // (arguments.py: --bf16 forces accumulate_allreduce_grads_in_fp32; under --fp16 the flag is the user's)
+    if (fl.has("accumulate-allreduce-grads-in-fp32"))
+      out.warnings.push_back("--fp16 with --accumulate-allreduce-grads-in-fp32: Megatron then keeps and reduces fp32 "
+                             "gradients; racksim's precision fp16 keeps and reduces fp16 ones (Megatron's --fp16 default): "
+                             "2 bytes per parameter less memory and half the data-parallel bytes of this run");
   } else {
     prec_src = "no --bf16/--fp16/--fp8-format: Megatron would train in fp32, which racksim does not model; bf16 used";
     out.warnings.push_back("no --bf16, --fp16 or --fp8-format: Megatron trains in fp32 then; racksim models bf16 and "
@@ -1844,8 +1857,21 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       if (a.flag == "no-check-for-nan-in-loss-and-grad" || a.flag == "check-for-nan-in-loss-and-grad") nan_flag = &a.flag;
     fl.on("no-check-for-nan-in-loss-and-grad");
     fl.on("check-for-nan-in-loss-and-grad");
-    if (nan_flag) {
+    // Under --fp16 without a static --loss-scale Megatron turns the check off whatever the flags say (arguments.py:
+    // dynamic loss scaling's skipped steps are the NaN signal); with one, the check is on unless turned off, where
+    // racksim's fp16 default is off (TrainingConfig::check_for_nan).
+    const auto loss_scale = fl.str("loss-scale");
+    if (loss_scale && precision != "fp16")
+      out.warnings.push_back("--loss-scale without --fp16: Megatron's constant grad scaler's unscale and inf check on the "
+                             "optimizer's shard are modelled under precision fp16 only");
+    if (precision == "fp16" && !loss_scale) {
+      if (nan_flag && !nan_flag->starts_with("no-"))
+        out.warnings.push_back("--check-for-nan-in-loss-and-grad with --fp16 and no --loss-scale: Megatron turns the "
+                               "check off under dynamic loss scaling (arguments.py); so does racksim");
+    } else if (nan_flag) {
       tw.line(2, "check_for_nan", nan_flag->starts_with("no-") ? "false" : "true", src(*nan_flag));
+    } else if (precision == "fp16") {
+      tw.line(2, "check_for_nan", "true", "--fp16 with --loss-scale " + *loss_scale + ": a static scaler, Megatron's check stays on");
     }
   }
   // The weight gradient's fp32 accumulate fused into its GEMM (training.gradient_accumulation_fusion; Megatron's default),

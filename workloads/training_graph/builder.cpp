@@ -266,7 +266,7 @@ OpGraph Builder::build() {
   if (m_.moe && t_.moe.dispatch_fp8.value_or(false) && !fp8_class())
     g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
                                    "the training precision; an fp8 dispatch needs an fp8-class precision)",
-                                   sim::to_string(t_.precision)));
+                                   t_.precision_name()));
   if (!jax_ && t_.recompute.mode == RecomputeMode::names && t_.recompute.save.empty() && t_.recompute.offload.empty())
     g_.notes.push_back("training.recompute saves nothing by name: the backward recomputes what it needs (JAX's remat "
                        "with nothing saveable), not the whole layer forward that Megatron's full recompute reruns "

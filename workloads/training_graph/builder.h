@@ -1598,6 +1598,8 @@ class Builder {
   void finalize_model_grads_tail();
 
   void optimizer_step();
+  // Megatron's loss-scaler work under --fp16 before the optimizer step; returns the fp32 main gradients it allocates.
+  TensorId fp16_loss_scaler(double shard);
 };
 
 }  // namespace racksim::workloads::training_graph

@@ -286,7 +286,7 @@ void Builder::grad_norm() {
   if (norm_all_reduces_.size() < static_cast<std::size_t>(n_parts)) norm_all_reduces_.resize(n_parts);
   OpId reduce = kNoOp;
   for (int k = 0; k < n_parts; ++k) {
-    vector(k == 0 ? "optimizer.grad_norm" : "optimizer.grad_norm.experts", parts[k] * pr_.grad_bytes, 2 * parts[k]);
+    vector(k == 0 ? "optimizer.grad_norm" : "optimizer.grad_norm.experts", parts[k] * pr_.main_grad_bytes, 2 * parts[k]);
     reduce = inline_collective(k == 0 ? "optimizer.grad_norm.all_reduce" : "optimizer.grad_norm.experts.all_reduce",
                                CollectiveOp::all_reduce, CommGroup::world, 4.0);
     norm_all_reduces_[k].push_back(reduce);
@@ -312,6 +312,24 @@ void Builder::finalize_model_grads_tail() {
   if (tail != kNoOp) pending_deps_.push_back(tail);
 }
 
+TensorId Builder::fp16_loss_scaler(double shard) {
+  // Megatron's MixedPrecisionOptimizer.step under --fp16 (megatron/core/optimizer/optimizer.py prepare_grads): the fp16
+  // gradients of the optimizer's shard copied into fp32 main gradients (_copy_model_grads_to_main_grads; under --bf16
+  // the fp32 buffer is the main gradient, no copy), unscaled and checked for infinities in one pass
+  // (torch._amp_foreach_non_finite_check_and_unscale_: read and write fp32), the found-inf flag all-reduced over the
+  // ranks whose shards differ and read by the host (`found_inf.item()`), which waits there, before the clipping's norm.
+  // The fp32 copy lives until the step has read it (freed by the Adam op here; Megatron drops it at the next
+  // zero_grad): Megatron's "fp16 param, fp16 grads: 4 + 16/d" bytes per parameter counts it (README, distributed
+  // optimizer).
+  const OpId copy = vector("optimizer.copy_model_grads_to_main", shard * (pr_.grad_bytes + pr_.main_grad_bytes), 0);
+  const TensorId main_grads = g_.tensor(named("optimizer.main_grads.fp32"), MemCategory::gradients,
+                                        shard * pr_.main_grad_bytes, false, static_cast<uint16_t>(rank_));
+  g_.ops[copy].allocs.push_back(main_grads);
+  vector("optimizer.unscale_and_check_inf", 2 * shard * pr_.main_grad_bytes, shard);
+  pending_host_wait_ = inline_collective("optimizer.found_inf.all_reduce", CollectiveOp::all_reduce, CommGroup::world, 4.0);
+  return main_grads;
+}
+
 void Builder::optimizer_step() {
   phase_ = Phase::optimizer;
   flushing_grads_ = true;
@@ -326,12 +344,14 @@ void Builder::optimizer_step() {
   const double shard = sharded ? sharded_params() : local_params();
   pending_deps_.insert(pending_deps_.end(), grad_ops_.begin(), grad_ops_.end());  // (and any joined exchanges)
   grad_ops_.clear();
+  std::optional<TensorId> main_grads;
   if (!jax_) {
     finalize_model_grads_tail();
+    if (t_.fp16) main_grads = fp16_loss_scaler(shard);
     grad_norm();
   }
   // Adam: read the gradient, master weight and moments; write the master weight and moments.
-  const double adam_bytes = shard * (pr_.grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
+  const double adam_bytes = shard * (pr_.main_grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
   if (t_.offload_optimizer) {
     g_.notes.push_back(
         "optimizer offload: gradients go to host, the CPU Adam step streams the fp32 state through the host's memory, "
@@ -356,8 +376,9 @@ void Builder::optimizer_step() {
     SmallVec<OpId, 3> reduced;
     for (OpId d : pending_deps_) reduced.push_back(d);
     pending_deps_.clear();
-    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * pr_.grad_bytes,
+    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * pr_.main_grad_bytes,
                                std::move(reduced));
+    if (main_grads) g_.ops[d2h].frees.push_back(*main_grads);  // on the host from here
     const OpId adam = host_side("optimizer.cpu_adam", OpKind::copy_d2h, StreamKind::d2h, adam_bytes, {d2h}, true);
     pending_deps_ = {host_side("optimizer.weights_from_host", OpKind::copy_h2d, StreamKind::h2d,
                                shard * pr_.activation_bytes, {adam})};
@@ -365,6 +386,7 @@ void Builder::optimizer_step() {
   } else {
     const OpId adam = vector("optimizer.adamw", adam_bytes, 15 * shard);
     if (jax_) g_.ops[adam].frees.push_back(jax_grads_);
+    if (main_grads) g_.ops[adam].frees.push_back(*main_grads);
     // Megatron then writes the working copy of the weights from the fp32 master weights. With bf16 moments (the
     // precision-aware optimizer, Transformer Engine's FusedAdam holding the master weights) the Adam kernel writes it;
     // otherwise a copy of its own reads the master shard and writes the copy (distrib_optimizer.py

@@ -119,7 +119,9 @@ OpId Builder::gemm(std::string_view name, double m, double n, double k, double b
 
 void Builder::mark_wgrad(OpId id, std::string_view name, double elements) {
   Op& op = g_.ops[id];
-  op.accumulate_fp32 = fused_wgrad_accumulation();
+  // Into Megatron's main_grad: fp32, or fp16 under --fp16 (Precision::grad_bytes).
+  op.accumulate_fp32 = fused_wgrad_accumulation() && !t_.fp16;
+  op.accumulate_fp16 = fused_wgrad_accumulation() && t_.fp16;
   op.wgrad = 1;
   // Transformer Engine's cuBLASLt call (a bf16 wgrad in NT, measured with and without the fused accumulate); under
   // training.transformer_impl local the GEMM is PyTorch's or Megatron's own, whose cuBLAS calls pick other kernels.

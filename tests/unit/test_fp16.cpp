@@ -1,0 +1,206 @@
+// Megatron's --fp16 (training.precision: fp16): bf16's tensor-core rate, with Megatron's fp16 gradient buffer reduced in
+// fp16, its dynamic loss scaler's work on the optimizer's shard, and the NaN check off. Checked against the closed forms
+// Megatron's code and README give: the data-parallel bytes, the README's "4 + 16/d" bytes per parameter, the
+// scaler's kernels and the host's wait for its flag; the import of --fp16; the errors.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hardware_models/compute_model.h"
+#include "sim/run/run.h"
+#include "sim/scenario/scenario.h"
+#include "workloads/graph_builder.h"
+#include "workloads/importers/megatron_args.h"
+#include "graph_state_util.h"
+#include "scenario_text_util.h"
+
+using namespace racksim;
+using namespace racksim::workloads;
+using racksim::testing::resident_state;
+
+namespace {
+
+// 4 nodes of 8 H100, TP 8 inside a node and data parallelism across the nodes (the Megatron README 32B row's shape).
+const char* kDense = R"(system: {preset: h100-sxm, gpus: 32}
+model: {layers: 4, hidden: 4096, ffn_hidden: 16384, heads: 32, kv_heads: 32, vocab: 32768}
+training: {seq_len: 4096, global_batch: 16, micro_batch: 1, optimizer_sharding: zero1, parallelism: {tp: 8, dp: 4}}
+)";
+
+sim::Scenario load(const std::vector<std::string>& sets = {}) {
+  return racksim::testing::scenario_from_text(kDense, "f.yaml", sets);
+}
+
+OpGraph graph_of(const sim::Scenario& sc) { return build_training_graph(sc.model, sc.training, sc.system.spec); }
+
+// The data-parallel collectives' bytes of one kind on simulated rank 0.
+double dp_bytes(const OpGraph& g, hw::CollectiveOp c) {
+  double b = 0;
+  for (const Op& o : g.ops)
+    if (o.rank == 0 && o.kind == OpKind::collective &&
+        (o.group == CommGroup::dp || o.group == CommGroup::dp_cp) && o.coll == c) b += o.coll_bytes;
+  return b;
+}
+
+// Bytes of rank 0's tensors whose name ends with `suffix`.
+double tensor_bytes(const OpGraph& g, const std::string& suffix) {
+  double b = 0;
+  for (std::size_t t = 0; t < g.tensors.size(); ++t)
+    if (g.tensors[t].rank == 0 && g.tensor_name(static_cast<TensorId>(t)).ends_with(suffix)) b += g.tensors[t].bytes;
+  return b;
+}
+
+// Parameters of rank 0 (tp 8: the layers' matrices and the vocabulary-parallel tables' 1/8, the norms whole).
+double local_params(const sim::Scenario& sc) {
+  const auto& m = sc.model;
+  const double tp = sc.training.parallelism.tp;
+  double n = 2.0 * m.vocab * m.hidden / tp + m.hidden;
+  for (int l = 0; l < m.layers; ++l) {
+    const auto p = layer_params(m, l);
+    n += (p.attention + p.mlp) / tp + p.norms;
+  }
+  return n;
+}
+
+std::string error_text(const std::vector<std::string>& sets) {
+  return racksim::testing::scenario_error_text(kDense, "f.yaml", sets);
+}
+
+}  // namespace
+
+// Megatron keeps its gradient buffer in the parameters' dtype under --fp16 and in fp32 under --bf16 (arguments.py forces
+// accumulate_allreduce_grads_in_fp32 for bf16 only): the distributed optimizer's reduce-scatter moves 2 bytes per
+// parameter instead of 4, once per step; the parameter all-gather moves the 2-byte weights either way.
+TEST(Fp16, MegatronReducesFp16GradientsWhereBf16ReducesFp32Ones) {
+  const auto bf16 = load(), fp16 = load({"training.precision=fp16"});
+  ASSERT_TRUE(fp16.training.fp16);
+  EXPECT_EQ(fp16.training.precision, sim::Dtype::bf16);  // bf16's tensor-core rate
+  const double n = local_params(bf16);
+  const auto gb = graph_of(bf16), gf = graph_of(fp16);
+  EXPECT_NEAR(dp_bytes(gb, hw::CollectiveOp::reduce_scatter) / (4 * n), 1.0, 1e-12);
+  EXPECT_NEAR(dp_bytes(gf, hw::CollectiveOp::reduce_scatter) / (2 * n), 1.0, 1e-12);
+  EXPECT_NEAR(dp_bytes(gb, hw::CollectiveOp::all_gather) / (2 * n), 1.0, 1e-12);
+  EXPECT_NEAR(dp_bytes(gf, hw::CollectiveOp::all_gather) / (2 * n), 1.0, 1e-12);
+}
+
+// Megatron-LM README (distributed optimizer): "fp16 param, fp16 grads: 20 | 4 + 16/d", "bf16 param, fp32 grads: 18 |
+// 6 + 12/d" bytes per parameter. racksim holds the weights, the gradient buffer and the sharded master weights and
+// moments for the whole step, and the fp32 copy of the shard's gradients (the 4/d fp16 adds) while the optimizer runs.
+TEST(Fp16, StateMatchesMegatronsBytesPerParameter) {
+  for (const char* mode : {"zero1", "none"}) {
+    const std::string sharding = std::string("training.optimizer_sharding=") + mode;
+    const auto bf16 = load({sharding}), fp16 = load({sharding, "training.precision=fp16"});
+    const double n = local_params(bf16), d = std::string(mode) == "zero1" ? 4.0 : 1.0;
+    const auto gb = graph_of(bf16), gf = graph_of(fp16);
+    EXPECT_NEAR(resident_state(gb) / (n * (6 + 12 / d)), 1.0, 1e-12) << mode;
+    EXPECT_NEAR(resident_state(gf) / (n * (4 + 12 / d)), 1.0, 1e-12) << mode;
+    EXPECT_NEAR(tensor_bytes(gf, "optimizer.main_grads.fp32") / (n * 4 / d), 1.0, 1e-12) << mode;
+    EXPECT_EQ(tensor_bytes(gb, "optimizer.main_grads.fp32"), 0.0) << mode;
+    EXPECT_NEAR((resident_state(gf) + tensor_bytes(gf, "optimizer.main_grads.fp32")) / (n * (4 + 16 / d)), 1.0, 1e-12)
+        << mode;
+  }
+}
+
+// MixedPrecisionOptimizer.prepare_grads under --fp16: the shard's fp16 gradients copied to fp32 (2 + 4 bytes per
+// element), unscaled and checked in one pass (4 + 4), the found-inf flag all-reduced (4 bytes) and read by the host,
+// whose next launch waits for it; the Adam step reads the fp32 copy. Under bf16 none of it.
+TEST(Fp16, TheLossScalerRunsOnTheShardAndTheHostWaitsForItsFlag) {
+  const auto fp16 = load({"training.precision=fp16"}), bf16 = load();
+  const double shard = local_params(fp16) / 4;
+  const auto g = graph_of(fp16);
+  double copy = -1, unscale = -1, adam = -1;
+  OpId found_inf = kNoOp;
+  bool host_waits = false;
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    if (g.ops[i].rank != 0) continue;
+    const std::string name = g.op_name(i);
+    if (name.ends_with("optimizer.copy_model_grads_to_main")) copy = g.ops[i].hbm_bytes;
+    if (name.ends_with("optimizer.unscale_and_check_inf")) unscale = g.ops[i].hbm_bytes;
+    if (name.ends_with("optimizer.adamw")) adam = g.ops[i].hbm_bytes;
+    if (name.ends_with("optimizer.found_inf.all_reduce")) {
+      found_inf = i;
+      EXPECT_EQ(g.ops[i].coll_bytes, 4.0);
+      EXPECT_EQ(g.ops[i].group, CommGroup::world);
+    }
+    host_waits |= found_inf != kNoOp && g.ops[i].host_waits_for == found_inf;
+  }
+  EXPECT_NEAR(copy / (6 * shard), 1.0, 1e-12);
+  EXPECT_NEAR(unscale / (8 * shard), 1.0, 1e-12);
+  EXPECT_NEAR(adam / ((4 + 2 * (4 + 8)) * shard), 1.0, 1e-12);  // fp32 gradient, master weight and moments
+  ASSERT_NE(found_inf, kNoOp);
+  EXPECT_TRUE(host_waits);
+  const auto gb = graph_of(bf16);
+  for (OpId i = 0; i < gb.ops.size(); ++i) {
+    const std::string name = gb.op_name(i);
+    EXPECT_FALSE(name.find("found_inf") != std::string::npos || name.find("copy_model_grads") != std::string::npos)
+        << name;
+  }
+}
+
+// Megatron turns the NaN check off under --fp16's dynamic loss scaler (arguments.py); a scenario may keep it on (a
+// static --loss-scale's run).
+TEST(Fp16, NanCheckIsOffByDefaultAsUnderMegatronsDynamicScaler) {
+  EXPECT_TRUE(load().training.check_for_nan);
+  EXPECT_FALSE(load({"training.precision=fp16"}).training.check_for_nan);
+  EXPECT_TRUE(load({"training.precision=fp16", "training.check_for_nan=true"}).training.check_for_nan);
+}
+
+// The fused wgrad accumulation adds into the fp16 main gradient: flagged fp16, not fp32, and timed at the preset's fp16
+// figure, or half the fp32 one where the preset has none (the epilogue's read and write at 2 bytes instead of 4).
+TEST(Fp16, WgradsAccumulateIntoTheFp16MainGradient) {
+  const auto sc = load({"training.precision=fp16"});
+  const auto g = graph_of(sc);
+  int fp16_flags = 0, fp32_flags = 0;
+  for (const Op& o : g.ops) {
+    fp16_flags += o.accumulate_fp16;
+    fp32_flags += o.accumulate_fp32;
+  }
+  EXPECT_GT(fp16_flags, 0);
+  EXPECT_EQ(fp32_flags, 0);
+  const auto& spec = sc.system.spec;
+  ASSERT_GT(spec.gpu.wgrad_accumulate_serial_bytes, 0);
+  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::bf16, true),
+                   0.5 * spec.gpu.wgrad_accumulate_serial_bytes);
+  const auto set = load({"training.precision=fp16", "system.overrides.gpu.wgrad_accumulate_serial_bytes_fp16=1.25"});
+  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::bf16, true), 1.25);
+}
+
+// The report names the precision as given; JAX mode refuses fp16 (MaxText and Pax train bf16).
+TEST(Fp16, ReportSaysFp16AndJaxModeRefusesIt) {
+  const auto r = sim::simulate(load({"training.precision=fp16"}));
+  EXPECT_EQ(r.report["scenario"]["training"]["precision"], "fp16");
+  EXPECT_EQ(r.report["scenario"]["training"]["check_for_nan"], false);
+  EXPECT_EQ(error_text({"training.precision=fp16", "training.framework=jax"}),
+            "--set training.precision=fp16: error: training.precision: precision fp16 is modelled as Megatron-LM runs "
+            "it (--fp16: fp16 gradients and a dynamic loss scaler); JAX mode (MaxText, Pax) trains bf16: use precision "
+            "bf16, or training.framework: megatron");
+  EXPECT_NE(error_text({"training.precision=fp61"}).find("expected one of bf16 | fp16 | fp8 | mxfp8 | nvfp4"),
+            std::string::npos)
+      << error_text({"training.precision=fp61"});
+}
+
+// `racksim import megatron`: --fp16 is precision fp16 (it had been bf16 "at the same tensor-core rate", with bf16's
+// fp32 gradients); without --loss-scale the NaN check stays off whatever the flags say, with one it is on.
+TEST(Fp16, MegatronImportMapsFp16AndItsLossScale) {
+  importers::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 16;
+  const std::string base = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                           "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n--fp16\n";
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    for (const auto& x : v)
+      if (x.find(s) != std::string::npos) return true;
+    return false;
+  };
+  const auto dyn = importers::import_megatron_args_text(base, "a.txt", opt);
+  EXPECT_NE(dyn.yaml.find("precision: fp16"), std::string::npos) << dyn.yaml;
+  EXPECT_EQ(dyn.yaml.find("check_for_nan"), std::string::npos) << dyn.yaml;
+  EXPECT_FALSE(sim::load_scenario_text(dyn.yaml, "imported.yaml").training.check_for_nan);
+  const auto forced = importers::import_megatron_args_text(base + "--check-for-nan-in-loss-and-grad\n", "a.txt", opt);
+  EXPECT_TRUE(has(forced.warnings, "Megatron turns the check off under dynamic loss scaling")) << forced.yaml;
+  const auto fixed = importers::import_megatron_args_text(base + "--loss-scale 4096\n", "a.txt", opt);
+  EXPECT_NE(fixed.yaml.find("check_for_nan: true"), std::string::npos) << fixed.yaml;
+  EXPECT_TRUE(sim::load_scenario_text(fixed.yaml, "imported.yaml").training.check_for_nan);
+  const auto fp32 = importers::import_megatron_args_text(base + "--accumulate-allreduce-grads-in-fp32\n", "a.txt", opt);
+  EXPECT_TRUE(has(fp32.warnings, "--fp16 with --accumulate-allreduce-grads-in-fp32")) << fp32.yaml;
+}
