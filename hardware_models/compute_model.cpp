@@ -53,11 +53,11 @@ double attention_head_dims_rate(const SystemSpec& sys, const KernelWork& w) {
 }
 }  // namespace
 
-double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool fp16_main_grad) {
+double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool main_grad_16bit) {
   const auto& g = sys.gpu;
-  if (fp16_main_grad)
-    return g.wgrad_accumulate_serial_bytes_fp16 >= 0 ? g.wgrad_accumulate_serial_bytes_fp16
-                                                     : 0.5 * g.wgrad_accumulate_serial_bytes;
+  if (main_grad_16bit)
+    return g.wgrad_accumulate_serial_bytes_16bit >= 0 ? g.wgrad_accumulate_serial_bytes_16bit
+                                                      : 0.5 * wgrad_accumulate_serial_bytes(sys, d);
   return d == sim::Dtype::fp8 && g.wgrad_accumulate_serial_bytes_fp8 >= 0 ? g.wgrad_accumulate_serial_bytes_fp8
                                                                           : g.wgrad_accumulate_serial_bytes;
 }
@@ -127,8 +127,8 @@ KernelTiming kernel_timing(const SystemSpec& sys, const KernelWork& w) {
     t.compute_s = w.flops / (peak_flops_per_s(sys, w.dtype) * t.efficiency);
     // The fp32 accumulate's epilogue, in series with the main loop on the same SMs (the tensor cores wait).
     const double hbm_Bps = sys.gpu.hbm_bandwidth_Bps * sys.gpu.hbm_efficiency;
-    if ((w.accumulate_fp32 || w.accumulate_fp16) && hbm_Bps > 0)
-      t.compute_s += wgrad_accumulate_serial_bytes(sys, w.dtype, w.accumulate_fp16) * w.m * w.n * w.batch / hbm_Bps;
+    if ((w.accumulate_fp32 || w.accumulate_16bit) && hbm_Bps > 0)
+      t.compute_s += wgrad_accumulate_serial_bytes(sys, w.dtype, w.accumulate_16bit) * w.m * w.n * w.batch / hbm_Bps;
   } else {
     t.compute_s = sys.gpu.vector_fp32_flops_per_s > 0 ? w.flops / sys.gpu.vector_fp32_flops_per_s : 0;
   }

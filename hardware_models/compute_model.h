@@ -25,8 +25,9 @@ struct KernelWork {
   // A GEMM whose epilogue adds into an fp32 output (a weight gradient accumulated into the fp32 main gradient):
   // m x n elements cost gpu.wgrad_accumulate_serial_bytes each at the HBM rate beyond the GEMM's own time.
   bool accumulate_fp32 = false;
-  // The same into an fp16 output (Megatron --fp16's main gradient): gpu.wgrad_accumulate_serial_bytes_fp16 per element.
-  bool accumulate_fp16 = false;
+  // The same into a 16-bit output (Megatron's main gradient under --fp16 or --grad-reduce-in-bf16):
+  // gpu.wgrad_accumulate_serial_bytes_16bit per element.
+  bool accumulate_16bit = false;
   // A weight-gradient GEMM: in fp8 at gpu.fp8_wgrad_rate_factor of the fp8 GEMM rate (the blockwise recipe's wgrad).
   bool wgrad = false;
   // A weight-gradient GEMM in Transformer Engine's layout: in bf16 gpu.bf16_wgrad_nt_time_ratio times the TN product.
@@ -59,10 +60,10 @@ double matmul_efficiency(const SystemSpec& sys, sim::Dtype d);
 void apply_fp8_blockwise_recipe(SystemSpec& sys);
 
 // Bytes per output element a weight-gradient GEMM of this dtype pays at the HBM rate to accumulate into the fp32 main
-// gradient (gpu.wgrad_accumulate_serial_bytes*), or with `fp16_main_grad` into an fp16 one (Megatron --fp16):
-// gpu.wgrad_accumulate_serial_bytes_fp16, or where the preset has none, half the fp32 figure (the epilogue's read of C
-// and write of D at 2 bytes instead of 4).
-double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool fp16_main_grad = false);
+// gradient (gpu.wgrad_accumulate_serial_bytes*), or with `main_grad_16bit` into a 16-bit one (Megatron's --fp16 or
+// --grad-reduce-in-bf16): gpu.wgrad_accumulate_serial_bytes_16bit, or where the preset has none, half the dtype's fp32
+// figure (the epilogue's read of C and write of D at 2 bytes instead of 4).
+double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool main_grad_16bit = false);
 
 // A bf16 weight-gradient GEMM of depth `tokens` in Transformer Engine's NT layout against the TN product of the same
 // shape: gpu.bf16_wgrad_nt_time_ratio interpolated in log2(tokens), flat beyond its ends; 1 where not given.

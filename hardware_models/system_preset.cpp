@@ -267,7 +267,7 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp8);
     set_if(r.number("wgrad_accumulate_serial_bytes_fp8_blockwise", false, 0.0, 16.0),
            s.gpu.wgrad_accumulate_serial_bytes_fp8_blockwise);
-    set_if(r.number("wgrad_accumulate_serial_bytes_fp16", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_fp16);
+    set_if(r.number("wgrad_accumulate_serial_bytes_16bit", false, 0.0, 16.0), s.gpu.wgrad_accumulate_serial_bytes_16bit);
     for (const SizeTable& t : kSizeTables)
       if (auto w = r.get(t.field)) read_size_table(*w, t, s.gpu);
     set_if(quantity_in(r, "vector_fp32", QuantityKind::flops_per_second, true, kFlops), s.gpu.vector_fp32_flops_per_s);
@@ -495,7 +495,7 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
               "gpu.sfu_exp", "gpu.l2_cache", "gpu.tdp", "gpu.fp8_blockwise_rate_ratio", "gpu.fp8_blockwise_wgrad_rate_ratio", "gpu.tensor_clock",
               "gpu.mla_attention_forward_rate", "gpu.mla_attention_backward_rate", "gpu.wgrad_accumulate_serial_bytes",
               "gpu.wgrad_accumulate_serial_bytes_fp8", "gpu.wgrad_accumulate_serial_bytes_fp8_blockwise",
-              "gpu.wgrad_accumulate_serial_bytes_fp16", "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
+              "gpu.wgrad_accumulate_serial_bytes_16bit", "gpu.peak_dense.tf32", "gpu.peak_dense.bf16", "gpu.peak_dense.fp8", "gpu.peak_dense.mxfp8",
               "gpu.peak_dense.nvfp4", "host.copy_efficiency", "memory.reserved", "gpu.matmul_efficiency.tf32",
               "gpu.matmul_efficiency.bf16", "gpu.matmul_efficiency.fp8", "gpu.matmul_efficiency.mxfp8",
               "gpu.matmul_efficiency.nvfp4", "gpu.sustained_gemm.source", "scale_out.nic_efficiency",

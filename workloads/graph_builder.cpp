@@ -44,13 +44,16 @@ Precision precision_of(const TrainingConfig& t) {
   p.activation_bytes = 2.0;
   p.master_weight_bytes = 4.0;
   // Megatron keeps its gradient buffer in the parameters' dtype unless told to accumulate and reduce in fp32, which
-  // --bf16 forces and --fp16 does not (megatron/training/arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32;
-  // megatron/core/distributed/distributed_data_parallel.py: grad_dtype = float32 if grad_reduce_in_fp32 else
-  // param.dtype): fp16 main_grad under --fp16, reduced in fp16. The optimizer then works on an fp32 copy of its shard
-  // (distrib_optimizer.py _copy_model_grads_to_main_grads: shard_model_grad.float()).
-  const bool megatron_fp16 = t.fp16 && t.framework != Framework::jax;
-  p.grad_bytes = megatron_fp16 ? 2.0 : 4.0;
-  p.main_grad_bytes = 4.0;
+  // --bf16 forces unless --grad-reduce-in-bf16, and --fp16 does not (megatron/training/arguments.py: bf16 sets
+  // accumulate_allreduce_grads_in_fp32; megatron/core/distributed/distributed_data_parallel.py: grad_dtype = float32 if
+  // grad_reduce_in_fp32 else param.dtype): a 16-bit main_grad, reduced in 16 bits. The distributed optimizer then works
+  // on an fp32 copy of its shard (distrib_optimizer.py _copy_model_grads_to_main_grads: shard_model_grad.float()),
+  // except Megatron-Core's precision-aware optimizer (adam_moments bf16), which reads the 16-bit shard as its
+  // decoupled_grad, and Megatron-FSDP, which keeps its own buffers (no copy: the same function returns first).
+  const bool grads_16bit = t.grads_16bit();
+  p.grad_bytes = grads_16bit ? 2.0 : 4.0;
+  const bool optimizer_reads_buffer = t.adam_moments == AdamMoments::bf16 || t.optimizer_sharding == OptimizerSharding::fsdp;
+  p.main_grad_bytes = grads_16bit && optimizer_reads_buffer ? p.grad_bytes : 4.0;
   p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
   // Megatron reduces its fp32 main grads under bf16 training. XLA (JAX mode) reduces a weight's gradient where the
   // SPMD partitioner resolves the weight-gradient dot's partial sum over the batch: on the dot's output, in the
@@ -62,10 +65,10 @@ Precision precision_of(const TrainingConfig& t) {
   // The input embedding's gradient (a gather's transpose, a scatter-add into the fp32 table) is reduced in fp32
   // in those programs, as are the norms' gains (not separated here).
   const bool jax = t.framework == Framework::jax;
-  p.grad_reduce_bytes = (jax && t.precision != sim::Dtype::fp32 && t.precision != sim::Dtype::tf32) || megatron_fp16 ? 2.0 : 4.0;
+  p.grad_reduce_bytes = (jax && t.precision != sim::Dtype::fp32 && t.precision != sim::Dtype::tf32) || grads_16bit ? 2.0 : 4.0;
   // MaxText's one-hot embedding (training.one_hot_embedding) is a dot: its gradient is the dot's, reduced in the
   // compute dtype as the layers' are.
-  p.embedding_grad_reduce_bytes = (jax && t.one_hot_embedding) || megatron_fp16 ? p.grad_reduce_bytes : 4.0;
+  p.embedding_grad_reduce_bytes = (jax && t.one_hot_embedding) || grads_16bit ? p.grad_reduce_bytes : 4.0;
   // Parameter all-gathers (ZeRO-1 after the step, FSDP before each use) move bf16, or the fp8 copy under fp8-class
   // training where the parameters are fp8: Megatron's --fp8-param-gather (training.fp8_param_gather), and in JAX
   // mode as it was (TE casts before the gather there, see docs/seed_claims.md).

@@ -21,7 +21,7 @@ bool same_op(const Op& a, const Op& b) {
   };
   return a.rank == b.rank && a.kind == b.kind && a.stream == b.stream && a.phase == b.phase && a.unit == b.unit &&
          a.dtype == b.dtype && a.attention == b.attention && a.attention_causal == b.attention_causal &&
-         a.attention_mla == b.attention_mla && a.accumulate_fp32 == b.accumulate_fp32 && a.accumulate_fp16 == b.accumulate_fp16 && a.wgrad == b.wgrad &&
+         a.attention_mla == b.attention_mla && a.accumulate_fp32 == b.accumulate_fp32 && a.accumulate_16bit == b.accumulate_16bit && a.wgrad == b.wgrad &&
          a.wgrad_te_layout == b.wgrad_te_layout && a.te_softmax == b.te_softmax &&
          a.coll == b.coll && a.group == b.group && a.comm_kernel == b.comm_kernel && a.comm_sms == b.comm_sms &&
          a.queues_behind_compute == b.queues_behind_compute && a.graph == b.graph && a.graph_start == b.graph_start &&

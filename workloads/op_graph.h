@@ -158,7 +158,7 @@ struct Op {
   uint8_t attention_causal : 1 = 1;
   uint8_t attention_mla : 1 = 0;      // multi-latent attention's core (d_qk 192, d_v 128): gpu.mla_attention_*_rate
   uint8_t accumulate_fp32 : 1 = 0;    // a wgrad GEMM adding into the fp32 main gradient: gpu.wgrad_accumulate_serial_bytes
-  uint8_t accumulate_fp16 : 1 = 0;    // the same into an fp16 main gradient (Megatron --fp16): ..._serial_bytes_fp16
+  uint8_t accumulate_16bit : 1 = 0;   // the same into a 16-bit main gradient (TrainingConfig::grads_16bit): ..._16bit
   uint8_t wgrad : 1 = 0;              // a weight-gradient GEMM (both operands activation-like: the blockwise fp8 recipe
                                       // scales both 1x128, gpu.fp8_blockwise_wgrad_rate_ratio)
   uint8_t wgrad_te_layout : 1 = 0;    // a wgrad through Transformer Engine's cuBLASLt call (bf16 in NT:

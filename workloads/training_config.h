@@ -229,6 +229,13 @@ struct TrainingConfig {
   bool fp16 = false;
   // The name training.precision gave: fp16 or the matmul dtype's.
   std::string precision_name() const { return fp16 ? "fp16" : sim::to_string(precision); }
+  // Megatron --grad-reduce-in-bf16 (training.grad_reduce_in_bf16): the gradient buffer (main_grad) kept and reduced in
+  // bf16 where --bf16 otherwise forces fp32 (megatron/training/arguments.py: accumulate_allreduce_grads_in_fp32 =
+  // False). Megatron mode, not with fp16 (whose buffer is fp16 already).
+  bool grad_reduce_in_bf16 = false;
+  // Megatron's gradient buffer in 16 bits (fp16 or grad_reduce_in_bf16): 2 bytes per parameter held and reduced, and
+  // the distributed optimizer's fp32 copy of its shard (Precision::main_grad_bytes).
+  bool grads_16bit() const { return framework != Framework::jax && (fp16 || grad_reduce_in_bf16); }
   Parallelism parallelism;
   OptimizerSharding optimizer_sharding = OptimizerSharding::none;
   RecomputePolicy recompute;

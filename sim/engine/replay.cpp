@@ -647,7 +647,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
     w.attention_causal = op.attention_causal;
     w.attention_mla = op.attention_mla;
     w.accumulate_fp32 = op.accumulate_fp32;
-    w.accumulate_fp16 = op.accumulate_fp16;
+    w.accumulate_16bit = op.accumulate_16bit;
     w.wgrad = op.wgrad;
     w.wgrad_te_layout = op.wgrad_te_layout;
     w.te_softmax = op.te_softmax;

@@ -502,6 +502,7 @@ Scenario parse_scenario(Node root) {
     set_if(r.number("attention_dropout", false, 0.0, 1.0), t.attention_dropout);
     set_if(r.number("hidden_dropout", false, 0.0, 1.0), t.hidden_dropout);
     set_if(r.boolean("cross_entropy_fusion"), t.cross_entropy_fusion);
+    set_if(r.boolean("grad_reduce_in_bf16"), t.grad_reduce_in_bf16);
     check_for_nan_given = r.boolean("check_for_nan");
     set_if(check_for_nan_given, t.check_for_nan);
     set_if(r.boolean("gradient_accumulation_fusion"), t.gradient_accumulation_fusion);
@@ -677,6 +678,13 @@ Scenario parse_scenario(Node root) {
     tn->child("precision").error("precision fp16 is modelled as Megatron-LM runs it (--fp16: fp16 gradients and a dynamic "
                                  "loss scaler); JAX mode (MaxText, Pax) trains bf16: use precision bf16, or "
                                  "training.framework: megatron");
+  if (t.grad_reduce_in_bf16 && t.framework == Framework::jax)
+    tn->child("grad_reduce_in_bf16").error("grad_reduce_in_bf16 is Megatron's --grad-reduce-in-bf16; in JAX mode XLA "
+                                           "reduces the layers' gradients in the compute dtype already: leave it out");
+  else if (t.grad_reduce_in_bf16 && t.fp16)
+    tn->child("grad_reduce_in_bf16").error("grad_reduce_in_bf16 with precision fp16: Megatron's --fp16 keeps and reduces "
+                                           "its gradients in fp16 already (--grad-reduce-in-bf16 applies to --bf16): "
+                                           "leave it out");
   // Megatron turns its NaN checks off under --fp16's dynamic loss scaler (TrainingConfig::check_for_nan).
   if (t.fp16 && !check_for_nan_given) t.check_for_nan = false;
   if (t.adam_moments != AdamMoments::fp32 && t.framework == Framework::jax)
@@ -1169,6 +1177,7 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
   if (!t.check_for_nan) training["check_for_nan"] = false;
+  if (t.grad_reduce_in_bf16) training["grad_reduce_in_bf16"] = true;
   if (!t.gradient_accumulation_fusion) training["gradient_accumulation_fusion"] = false;
   if (t.transformer_impl != TransformerImpl::transformer_engine) training["transformer_impl"] = to_string(t.transformer_impl);
   if (t.megatron_nvtx_lookup) training["megatron_nvtx_lookup"] = true;

@@ -1930,10 +1930,13 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
-  if (fl.on("grad-reduce-in-bf16"))
-    out.warnings.push_back("--grad-reduce-in-bf16: Megatron then keeps and reduces the gradient buffer in bf16; racksim "
-                           "keeps and reduces fp32 main gradients (Megatron's default): 2 bytes per parameter more memory "
-                           "and twice the data-parallel bytes of this run");
+  // Megatron applies --grad-reduce-in-bf16 under --bf16 only (arguments.py); --fp16's buffer is fp16 already.
+  if (fl.on("grad-reduce-in-bf16")) {
+    if (precision == "fp16")
+      out.warnings.push_back("--grad-reduce-in-bf16 with --fp16: no effect (Megatron keeps and reduces fp16 gradients)");
+    else
+      tw.line(2, "grad_reduce_in_bf16", "true", src("grad-reduce-in-bf16"));
+  }
 
   // MoE training options
   // The router's padding under either name (both read, so neither is reported unread).

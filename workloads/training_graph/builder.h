@@ -1598,8 +1598,9 @@ class Builder {
   void finalize_model_grads_tail();
 
   void optimizer_step();
-  // Megatron's loss-scaler work under --fp16 before the optimizer step; returns the fp32 main gradients it allocates.
-  TensorId fp16_loss_scaler(double shard);
+  // Megatron's work on a 16-bit gradient buffer before the optimizer step (the fp32 copy of the shard, --fp16's loss
+  // scaler); returns the fp32 main gradients it allocates, if any.
+  std::optional<TensorId> optimizer_main_grads(double shard);
 };
 
 }  // namespace racksim::workloads::training_graph

@@ -312,21 +312,28 @@ void Builder::finalize_model_grads_tail() {
   if (tail != kNoOp) pending_deps_.push_back(tail);
 }
 
-TensorId Builder::fp16_loss_scaler(double shard) {
-  // Megatron's MixedPrecisionOptimizer.step under --fp16 (megatron/core/optimizer/optimizer.py prepare_grads): the fp16
-  // gradients of the optimizer's shard copied into fp32 main gradients (_copy_model_grads_to_main_grads; under --bf16
-  // the fp32 buffer is the main gradient, no copy), unscaled and checked for infinities in one pass
-  // (torch._amp_foreach_non_finite_check_and_unscale_: read and write fp32), the found-inf flag all-reduced over the
-  // ranks whose shards differ and read by the host (`found_inf.item()`), which waits there, before the clipping's norm.
-  // The fp32 copy lives until the step has read it (freed by the Adam op here; Megatron drops it at the next
-  // zero_grad): Megatron's "fp16 param, fp16 grads: 4 + 16/d" bytes per parameter counts it (README, distributed
-  // optimizer).
-  const OpId copy = vector("optimizer.copy_model_grads_to_main", shard * (pr_.grad_bytes + pr_.main_grad_bytes), 0);
-  const TensorId main_grads = g_.tensor(named("optimizer.main_grads.fp32"), MemCategory::gradients,
-                                        shard * pr_.main_grad_bytes, false, static_cast<uint16_t>(rank_));
-  g_.ops[copy].allocs.push_back(main_grads);
-  vector("optimizer.unscale_and_check_inf", 2 * shard * pr_.main_grad_bytes, shard);
-  pending_host_wait_ = inline_collective("optimizer.found_inf.all_reduce", CollectiveOp::all_reduce, CommGroup::world, 4.0);
+std::optional<TensorId> Builder::optimizer_main_grads(double shard) {
+  // Megatron's MixedPrecisionOptimizer.prepare_grads over a 16-bit gradient buffer (megatron/core/optimizer/optimizer.py;
+  // TrainingConfig::grads_16bit): the optimizer's shard of the gradients copied into fp32 main gradients
+  // (distrib_optimizer.py _copy_model_grads_to_main_grads; under --bf16 the fp32 buffer is the main gradient, no copy;
+  // none under the precision-aware optimizer or Megatron-FSDP either, Precision::main_grad_bytes). Under --fp16 the
+  // dynamic loss scaler then unscales and checks them in one pass (torch._amp_foreach_non_finite_check_and_unscale_:
+  // read and write), all-reduces the found-inf flag over the ranks whose shards differ and reads it on the host
+  // (`found_inf.item()`), which waits there, before the clipping's norm. The fp32 copy lives until the step has read it
+  // (freed by the Adam op; Megatron drops it at the next zero_grad): Megatron's README counts it ("fp16 param, fp16
+  // grads: 4 + 16/d" bytes per parameter with the distributed optimizer).
+  std::optional<TensorId> main_grads;
+  if (pr_.main_grad_bytes != pr_.grad_bytes) {
+    const OpId copy = vector("optimizer.copy_model_grads_to_main", shard * (pr_.grad_bytes + pr_.main_grad_bytes), 0);
+    main_grads = g_.tensor(named("optimizer.main_grads.fp32"), MemCategory::gradients, shard * pr_.main_grad_bytes, false,
+                           static_cast<uint16_t>(rank_));
+    g_.ops[copy].allocs.push_back(*main_grads);
+  }
+  if (t_.fp16) {
+    vector("optimizer.unscale_and_check_inf", 2 * shard * pr_.main_grad_bytes, shard);
+    pending_host_wait_ =
+        inline_collective("optimizer.found_inf.all_reduce", CollectiveOp::all_reduce, CommGroup::world, 4.0);
+  }
   return main_grads;
 }
 
@@ -347,7 +354,7 @@ void Builder::optimizer_step() {
   std::optional<TensorId> main_grads;
   if (!jax_) {
     finalize_model_grads_tail();
-    if (t_.fp16) main_grads = fp16_loss_scaler(shard);
+    if (t_.grads_16bit()) main_grads = optimizer_main_grads(shard);
     grad_norm();
   }
   // Adam: read the gradient, master weight and moments; write the master weight and moments.

@@ -119,9 +119,9 @@ OpId Builder::gemm(std::string_view name, double m, double n, double k, double b
 
 void Builder::mark_wgrad(OpId id, std::string_view name, double elements) {
   Op& op = g_.ops[id];
-  // Into Megatron's main_grad: fp32, or fp16 under --fp16 (Precision::grad_bytes).
-  op.accumulate_fp32 = fused_wgrad_accumulation() && !t_.fp16;
-  op.accumulate_fp16 = fused_wgrad_accumulation() && t_.fp16;
+  // Into Megatron's main_grad: fp32, or 16-bit under --fp16 or --grad-reduce-in-bf16 (Precision::grad_bytes).
+  op.accumulate_fp32 = fused_wgrad_accumulation() && !t_.grads_16bit();
+  op.accumulate_16bit = fused_wgrad_accumulation() && t_.grads_16bit();
   op.wgrad = 1;
   // Transformer Engine's cuBLASLt call (a bf16 wgrad in NT, measured with and without the fused accumulate); under
   // training.transformer_impl local the GEMM is PyTorch's or Megatron's own, whose cuBLAS calls pick other kernels.

@@ -1,7 +1,8 @@
-// Megatron's --fp16 (training.precision: fp16): bf16's tensor-core rate, with Megatron's fp16 gradient buffer reduced in
-// fp16, its dynamic loss scaler's work on the optimizer's shard, and the NaN check off. Checked against the closed forms
-// Megatron's code and README give: the data-parallel bytes, the README's "4 + 16/d" bytes per parameter, the
-// scaler's kernels and the host's wait for its flag; the import of --fp16; the errors.
+// Megatron's 16-bit gradient buffers: --fp16 (training.precision: fp16: bf16's tensor-core rate, the gradient buffer in
+// fp16 and reduced in fp16, the dynamic loss scaler's work on the optimizer's shard, the NaN check off) and
+// --grad-reduce-in-bf16 (training.grad_reduce_in_bf16: the bf16 buffer reduced in bf16). Checked against the closed forms
+// Megatron's code and README give: the data-parallel bytes, the README's "4 + 16/d" bytes per parameter, the fp32 copy
+// and the scaler's kernels, the host's wait for its flag; the imports; the errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -152,7 +153,7 @@ TEST(Fp16, WgradsAccumulateIntoTheFp16MainGradient) {
   const auto g = graph_of(sc);
   int fp16_flags = 0, fp32_flags = 0;
   for (const Op& o : g.ops) {
-    fp16_flags += o.accumulate_fp16;
+    fp16_flags += o.accumulate_16bit;
     fp32_flags += o.accumulate_fp32;
   }
   EXPECT_GT(fp16_flags, 0);
@@ -161,7 +162,7 @@ TEST(Fp16, WgradsAccumulateIntoTheFp16MainGradient) {
   ASSERT_GT(spec.gpu.wgrad_accumulate_serial_bytes, 0);
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::bf16, true),
                    0.5 * spec.gpu.wgrad_accumulate_serial_bytes);
-  const auto set = load({"training.precision=fp16", "system.overrides.gpu.wgrad_accumulate_serial_bytes_fp16=1.25"});
+  const auto set = load({"training.precision=fp16", "system.overrides.gpu.wgrad_accumulate_serial_bytes_16bit=1.25"});
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::bf16, true), 1.25);
 }
 
@@ -203,4 +204,70 @@ TEST(Fp16, MegatronImportMapsFp16AndItsLossScale) {
   EXPECT_TRUE(sim::load_scenario_text(fixed.yaml, "imported.yaml").training.check_for_nan);
   const auto fp32 = importers::import_megatron_args_text(base + "--accumulate-allreduce-grads-in-fp32\n", "a.txt", opt);
   EXPECT_TRUE(has(fp32.warnings, "--fp16 with --accumulate-allreduce-grads-in-fp32")) << fp32.yaml;
+}
+
+// --grad-reduce-in-bf16 (Megatron under --bf16: accumulate_allreduce_grads_in_fp32 = False): the bf16 buffer reduced in
+// bf16, 2 bytes per parameter held, the distributed optimizer's fp32 copy of its shard while it runs (the same 4 + 16/d
+// as fp16's), no loss scaler and the NaN check as it was; Megatron-Core's precision-aware optimizer (adam_moments bf16)
+// reads the bf16 shard itself (its decoupled_grad): no copy, Adam reads 2 bytes per element.
+TEST(GradReduceInBf16, Bf16BufferReducedInBf16WithTheOptimizersFp32Copy) {
+  const auto sc = load({"training.grad_reduce_in_bf16=true"});
+  EXPECT_FALSE(sc.training.fp16);
+  EXPECT_TRUE(sc.training.check_for_nan);
+  const double n = local_params(sc), d = 4;
+  const auto g = graph_of(sc);
+  EXPECT_NEAR(dp_bytes(g, hw::CollectiveOp::reduce_scatter) / (2 * n), 1.0, 1e-12);
+  EXPECT_NEAR(resident_state(g) / (n * (4 + 12 / d)), 1.0, 1e-12);
+  EXPECT_NEAR(tensor_bytes(g, "optimizer.main_grads.fp32") / (n * 4 / d), 1.0, 1e-12);
+  int accumulate_16bit = 0, accumulate_fp32 = 0;
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    const std::string name = g.op_name(i);
+    EXPECT_EQ(name.find("found_inf"), std::string::npos) << name;
+    EXPECT_EQ(name.find("unscale"), std::string::npos) << name;
+    accumulate_16bit += g.ops[i].accumulate_16bit;
+    accumulate_fp32 += g.ops[i].accumulate_fp32;
+  }
+  EXPECT_GT(accumulate_16bit, 0);
+  EXPECT_EQ(accumulate_fp32, 0);
+
+  const auto pa = load({"training.grad_reduce_in_bf16=true", "training.adam_moments=bf16"});
+  const auto gp = graph_of(pa);
+  EXPECT_EQ(tensor_bytes(gp, "optimizer.main_grads.fp32"), 0.0);
+  for (OpId i = 0; i < gp.ops.size(); ++i) {
+    if (gp.ops[i].rank != 0) continue;
+    const std::string name = gp.op_name(i);
+    EXPECT_EQ(name.find("copy_model_grads"), std::string::npos) << name;
+    // Adam reads the bf16 gradient, the fp32 master weight and bf16 moments and writes both (and the bf16 weights:
+    // TE's FusedAdam writes the model's copy).
+    if (name.ends_with("optimizer.adamw")) {
+      EXPECT_NEAR(gp.ops[i].hbm_bytes / ((2 + 2 * (4 + 4) + 2) * local_params(pa) / d), 1.0, 1e-12);
+    }
+  }
+  // A weight gradient of fp8 operands into a bf16 buffer pays half the fp8 fp32-accumulate figure.
+  const auto& spec = sc.system.spec;
+  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::fp8, true),
+                   0.5 * hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::fp8));
+}
+
+TEST(GradReduceInBf16, RefusedInJaxModeAndBesideFp16AndImportedFromMegatron) {
+  EXPECT_EQ(error_text({"training.grad_reduce_in_bf16=true", "training.framework=jax"}),
+            "--set training.grad_reduce_in_bf16=true: error: training.grad_reduce_in_bf16: grad_reduce_in_bf16 is "
+            "Megatron's --grad-reduce-in-bf16; in JAX mode XLA reduces the layers' gradients in the compute dtype "
+            "already: leave it out");
+  EXPECT_EQ(error_text({"training.grad_reduce_in_bf16=true", "training.precision=fp16"}),
+            "--set training.grad_reduce_in_bf16=true: error: training.grad_reduce_in_bf16: grad_reduce_in_bf16 with "
+            "precision fp16: Megatron's --fp16 keeps and reduces its gradients in fp16 already (--grad-reduce-in-bf16 "
+            "applies to --bf16): leave it out");
+  importers::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 16;
+  const std::string base = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                           "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n--grad-reduce-in-bf16\n";
+  const auto bf16 = importers::import_megatron_args_text(base + "--bf16\n", "a.txt", opt);
+  EXPECT_TRUE(sim::load_scenario_text(bf16.yaml, "imported.yaml").training.grad_reduce_in_bf16) << bf16.yaml;
+  const auto fp16 = importers::import_megatron_args_text(base + "--fp16\n", "a.txt", opt);
+  EXPECT_EQ(fp16.yaml.find("grad_reduce_in_bf16"), std::string::npos) << fp16.yaml;
+  bool warned = false;
+  for (const auto& w : fp16.warnings) warned |= w.find("--grad-reduce-in-bf16 with --fp16: no effect") != std::string::npos;
+  EXPECT_TRUE(warned);
 }
