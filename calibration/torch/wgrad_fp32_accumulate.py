@@ -19,6 +19,7 @@ state. Operand sets rotated to exceed L2. Variants:
   fp16:  torch.mm(dY.t(), X) on fp16 copies of the operands     D fp16, beta 0 (Megatron --fp16's tensor-core path)
   fp16inplace: torch.addmm(C, dY.t(), X, out=C), all fp16        D = C fp16, beta 1 (--fp16 with
            --gradient-accumulation-fusion: main_grad is fp16, the parameters' dtype, distributed_data_parallel.py)
+  bf16inplace: torch.addmm(C, dY.t(), X, out=C), all bf16        D = C bf16, beta 1 (--grad-reduce-in-bf16's main_grad)
 Writes JSON lines: shape, both times, their ratio, TFLOP/s, the SM clock after.
 
 usage: python3 wgrad_fp32_accumulate.py OUT.jsonl [--warm 15] [--reps 10]
@@ -129,6 +130,7 @@ def main():
         xs16 = [x.half() for x in xs] if half else []
         cs16 = [torch.zeros(n_out, n_in, device="cuda", dtype=torch.float16) for _ in range(nbuf)] if half else []
         ds16 = [torch.empty(n_out, n_in, device="cuda", dtype=torch.float16) for _ in range(nbuf)] if half else []
+        cs_bf = [torch.zeros(n_out, n_in, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)] if "bf16inplace" in want else []
         flops = 2.0 * n_out * n_in * k
         inner = max(1, int(2e-3 / (flops / 600e12)))
 
@@ -156,9 +158,13 @@ def main():
             j = i % nbuf
             torch.addmm(cs16[j], dys16[j].t(), xs16[j], out=cs16[j])
 
+        def bf16inplace(i):  # D is C in bf16: --grad-reduce-in-bf16's main_grad accumulate
+            j = i % nbuf
+            torch.addmm(cs_bf[j], dys[j].t(), xs[j], out=cs_bf[j])
+
         variants = []
         for name, fn in (("bf16", bf16), ("fp32acc", fp32acc), ("fp32out", fp32out), ("fp32inplace", fp32inplace),
-                         ("fp16", fp16), ("fp16inplace", fp16inplace)):
+                         ("fp16", fp16), ("fp16inplace", fp16inplace), ("bf16inplace", bf16inplace)):
             if name not in want:
                 continue
             try:
@@ -183,7 +189,7 @@ def main():
         out.flush()
         print(f"{label:24s} " + "  ".join(f"{n} {res[n + '_s']*1e6:8.1f} us" for n, _ in variants)
               + f"  ratio {res['ratio']:.3f}  SM {res['sm_mhz_after']}", flush=True)
-        del dys, xs, cs, ds, d32, dys16, xs16, cs16, ds16
+        del dys, xs, cs, ds, d32, dys16, xs16, cs16, ds16, cs_bf
         torch.cuda.empty_cache()
 
 
