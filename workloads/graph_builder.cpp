@@ -52,7 +52,13 @@ Precision precision_of(const TrainingConfig& t) {
   // decoupled_grad, and Megatron-FSDP, which keeps its own buffers (no copy: the same function returns first).
   const bool grads_16bit = t.grads_16bit();
   p.grad_bytes = grads_16bit ? 2.0 : 4.0;
-  const bool optimizer_reads_buffer = t.adam_moments == AdamMoments::bf16 || t.optimizer_sharding == OptimizerSharding::fsdp;
+  // (The precision-aware optimizer reads it only where Megatron's use_precision_aware_optimizer_no_fp8_or_ds_fp8 holds:
+  // not under an fp8-class recipe other than delayed scaling, optimizer_config.py. Megatron-FSDP is racksim's fsdp and,
+  // in Megatron mode, zero2, the importer's optim_grads.)
+  const bool fp8_not_delayed = t.fp8_class() && !(t.precision == sim::Dtype::fp8 && t.fp8_recipe == Fp8Recipe::delayed);
+  const bool optimizer_reads_buffer = (t.adam_moments == AdamMoments::bf16 && !fp8_not_delayed) ||
+                                      t.optimizer_sharding == OptimizerSharding::fsdp ||
+                                      t.optimizer_sharding == OptimizerSharding::zero2;
   p.main_grad_bytes = grads_16bit && optimizer_reads_buffer ? p.grad_bytes : 4.0;
   p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
   // Megatron reduces its fp32 main grads under bf16 training. XLA (JAX mode) reduces a weight's gradient where the

@@ -678,13 +678,6 @@ Scenario parse_scenario(Node root) {
     tn->child("precision").error("precision fp16 is modelled as Megatron-LM runs it (--fp16: fp16 gradients and a dynamic "
                                  "loss scaler); JAX mode (MaxText, Pax) trains bf16: use precision bf16, or "
                                  "training.framework: megatron");
-  if (t.grad_reduce_in_bf16 && t.framework == Framework::jax)
-    tn->child("grad_reduce_in_bf16").error("grad_reduce_in_bf16 is Megatron's --grad-reduce-in-bf16; in JAX mode XLA "
-                                           "reduces the layers' gradients in the compute dtype already: leave it out");
-  else if (t.grad_reduce_in_bf16 && t.fp16)
-    tn->child("grad_reduce_in_bf16").error("grad_reduce_in_bf16 with precision fp16: Megatron's --fp16 keeps and reduces "
-                                           "its gradients in fp16 already (--grad-reduce-in-bf16 applies to --bf16): "
-                                           "leave it out");
   // Megatron turns its NaN checks off under --fp16's dynamic loss scaler (TrainingConfig::check_for_nan).
   if (t.fp16 && !check_for_nan_given) t.check_for_nan = false;
   if (t.adam_moments != AdamMoments::fp32 && t.framework == Framework::jax)
@@ -814,13 +807,14 @@ Scenario parse_scenario(Node root) {
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
-    const std::array<std::pair<const char*, bool>, 6> megatron_only = {{
+    const std::array<std::pair<const char*, bool>, 7> megatron_only = {{
         {"gradient_accumulation_fusion", t.gradient_accumulation_fusion != d.gradient_accumulation_fusion},
         {"transformer_impl", t.transformer_impl != d.transformer_impl},
         {"overlap_grad_reduce", t.overlap_grad_reduce != d.overlap_grad_reduce},
         {"overlap_param_gather", t.overlap_param_gather != d.overlap_param_gather},
         {"check_for_nan", t.check_for_nan != d.check_for_nan},
         {"megatron_nvtx_lookup", t.megatron_nvtx_lookup != d.megatron_nvtx_lookup},
+        {"grad_reduce_in_bf16", t.grad_reduce_in_bf16 != d.grad_reduce_in_bf16},
     }};
     const YAML::Node& given = tn->yaml();
     const auto note_given = [&](const auto& keys) {

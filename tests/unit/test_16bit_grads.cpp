@@ -5,10 +5,12 @@
 // and the scaler's kernels, the host's wait for its flag; the imports; the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "hardware_models/compute_model.h"
+#include "sim/engine/replay.h"
 #include "sim/run/run.h"
 #include "sim/scenario/scenario.h"
 #include "workloads/graph_builder.h"
@@ -243,21 +245,70 @@ TEST(GradReduceInBf16, Bf16BufferReducedInBf16WithTheOptimizersFp32Copy) {
       EXPECT_NEAR(gp.ops[i].hbm_bytes / ((2 + 2 * (4 + 4) + 2) * local_params(pa) / d), 1.0, 1e-12);
     }
   }
-  // A weight gradient of fp8 operands into a bf16 buffer pays half the fp8 fp32-accumulate figure.
-  const auto& spec = sc.system.spec;
-  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::fp8, true),
-                   0.5 * hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::fp8));
+  // A preset's 16-bit figure is for bf16-rate operands; an fp8 wgrad into a bf16 buffer pays half its own fp32 figure.
+  const auto set = load({"system.overrides.gpu.wgrad_accumulate_serial_bytes_16bit=1.25"});
+  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::bf16, true), 1.25);
+  ASSERT_NE(set.system.spec.gpu.wgrad_accumulate_serial_bytes_fp8, 2.5);
+  EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::fp8, true),
+                   0.5 * set.system.spec.gpu.wgrad_accumulate_serial_bytes_fp8);
+  // Megatron-FSDP (fsdp, and zero2 in Megatron mode) reads its own buffer: no fp32 copy.
+  for (const char* mode : {"zero2", "fsdp"}) {
+    const auto fs = load({"training.grad_reduce_in_bf16=true", std::string("training.optimizer_sharding=") + mode});
+    EXPECT_EQ(tensor_bytes(graph_of(fs), "optimizer.main_grads.fp32"), 0.0) << mode;
+  }
+  // The precision-aware optimizer reads it only without an fp8-class recipe other than delayed scaling.
+  const auto mx = load({"training.grad_reduce_in_bf16=true", "training.adam_moments=bf16", "training.precision=mxfp8",
+                        "system.preset=b200"});
+  EXPECT_GT(tensor_bytes(graph_of(mx), "optimizer.main_grads.fp32"), 0.0);
 }
 
-TEST(GradReduceInBf16, RefusedInJaxModeAndBesideFp16AndImportedFromMegatron) {
-  EXPECT_EQ(error_text({"training.grad_reduce_in_bf16=true", "training.framework=jax"}),
-            "--set training.grad_reduce_in_bf16=true: error: training.grad_reduce_in_bf16: grad_reduce_in_bf16 is "
-            "Megatron's --grad-reduce-in-bf16; in JAX mode XLA reduces the layers' gradients in the compute dtype "
-            "already: leave it out");
-  EXPECT_EQ(error_text({"training.grad_reduce_in_bf16=true", "training.precision=fp16"}),
-            "--set training.grad_reduce_in_bf16=true: error: training.grad_reduce_in_bf16: grad_reduce_in_bf16 with "
-            "precision fp16: Megatron's --fp16 keeps and reduces its gradients in fp16 already (--grad-reduce-in-bf16 "
-            "applies to --bf16): leave it out");
+// The epilogue's cost reaches the step: a wgrad GEMM flagged accumulate_16bit runs longer than the same GEMM unflagged by
+// half what the fp32 accumulate adds (hw::kernel_timing), and the replay passes the flag on (the step's wgrads, cleared,
+// run shorter).
+TEST(GradReduceInBf16, TheSixteenBitAccumulateCostsHalfTheFp32OneInTheReplay) {
+  const auto sc = load({"training.grad_reduce_in_bf16=true"});
+  hw::KernelWork w;
+  w.tensor_core = true;
+  w.dtype = sim::Dtype::bf16;
+  w.m = 4096, w.n = 16384, w.k = 4096, w.batch = 1;
+  w.flops = 2 * w.m * w.n * w.k;
+  const double plain = hw::kernel_timing(sc.system.spec, w).compute_s;
+  w.accumulate_16bit = true;
+  const double half = hw::kernel_timing(sc.system.spec, w).compute_s;
+  w.accumulate_16bit = false;
+  w.accumulate_fp32 = true;
+  const double full = hw::kernel_timing(sc.system.spec, w).compute_s;
+  EXPECT_GT(half, plain);
+  EXPECT_NEAR((half - plain) / (full - plain), 0.5, 1e-9);
+
+  const auto g = graph_of(sc);
+  auto cleared = g;
+  double flagged = 0, with = 0, without = 0;
+  for (auto& o : cleared.ops) {
+    flagged += o.accumulate_16bit;
+    o.accumulate_16bit = 0;
+  }
+  ASSERT_GT(flagged, 0);
+  const auto a = sim::replay(g, sim::job_of(sc)), b = sim::replay(cleared, sim::job_of(sc));
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].accumulate_16bit) {
+      with += a.ops[i].end_s - a.ops[i].start_s;
+      without += b.ops[i].end_s - b.ops[i].start_s;
+    }
+  EXPECT_GT(with, without * 1.001);
+}
+
+// Megatron ignores --grad-reduce-in-bf16 under --fp16 and JAX has no such switch: both say so in the report (a sweep over
+// precision or framework keeps its base's key), neither fails.
+TEST(GradReduceInBf16, NotedBesideFp16AndInJaxModeAndImportedFromMegatron) {
+  const auto noted = sim::simulate(load({"training.grad_reduce_in_bf16=true", "training.precision=fp16"}));
+  EXPECT_NE(noted.report["warnings"].dump().find("training.grad_reduce_in_bf16 with precision fp16: no effect"),
+            std::string::npos);
+  const auto jax = load({"training.grad_reduce_in_bf16=true", "training.framework=jax"});
+  EXPECT_FALSE(jax.training.grads_16bit());
+  EXPECT_NE(std::find(jax.training.other_framework_keys.begin(), jax.training.other_framework_keys.end(),
+                      "grad_reduce_in_bf16"),
+            jax.training.other_framework_keys.end());
   importers::MegatronOptions opt;
   opt.system = "h100-sxm";
   opt.gpus = 16;
@@ -270,4 +321,41 @@ TEST(GradReduceInBf16, RefusedInJaxModeAndBesideFp16AndImportedFromMegatron) {
   bool warned = false;
   for (const auto& w : fp16.warnings) warned |= w.find("--grad-reduce-in-bf16 with --fp16: no effect") != std::string::npos;
   EXPECT_TRUE(warned);
+  // --main-grads-dtype bf16 under --bf16 leaves the same bf16 buffer (Megatron forces fp32 only for fp32 main grads).
+  const std::string plain = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                            "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n";
+  const auto mg = importers::import_megatron_args_text(plain + "--bf16\n--main-grads-dtype bf16\n", "a.txt", opt);
+  EXPECT_TRUE(sim::load_scenario_text(mg.yaml, "imported.yaml").training.grad_reduce_in_bf16) << mg.yaml;
+  for (const auto& w : mg.warnings) EXPECT_EQ(w.find("--main-grads-dtype"), std::string::npos) << w;
+  // --fp16 beside fp8 GEMMs: its 16-bit buffer and the NaN check off (no --loss-scale; 0 is none).
+  for (const char* ls : {"", "--loss-scale 0\n"}) {
+    const auto f8 = importers::import_megatron_args_text(plain + "--fp16\n--fp8-format hybrid\n" + ls, "a.txt", opt);
+    const auto t = sim::load_scenario_text(f8.yaml, "imported.yaml").training;
+    EXPECT_EQ(t.precision, sim::Dtype::fp8) << f8.yaml;
+    EXPECT_TRUE(t.grad_reduce_in_bf16) << f8.yaml;
+    EXPECT_FALSE(t.check_for_nan) << f8.yaml;
+  }
+}
+
+// The loss scaler's flag is read once per optimizer part (a dense and an expert optimizer, chained, under MoE), and its
+// all-reduce starts on every pipeline stage together (it spans them all).
+TEST(Fp16, FoundInfPerOptimizerPartJoinedAcrossStages) {
+  const auto moe = sim::load_scenario_text(
+      "system: {preset: h100-sxm, gpus: 16}\nmodel: {layers: 4, hidden: 2048, ffn_hidden: 8192, heads: 16, kv_heads: 4, "
+      "vocab: 256, moe: {experts: 16, top_k: 2, expert_ffn_hidden: 1024}}\n"
+      "training: {seq_len: 2048, global_batch: 16, micro_batch: 1, precision: fp16, optimizer_sharding: zero1, "
+      "parallelism: {tp: 1, pp: 2, ep: 8, dp: 8}}\n",
+      "m.yaml");
+  const auto g = graph_of(moe);
+  std::vector<OpId> dense, experts;
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    const std::string name = g.op_name(i);
+    if (name.ends_with("optimizer.found_inf.all_reduce")) dense.push_back(i);
+    if (name.ends_with("optimizer.found_inf.experts.all_reduce")) experts.push_back(i);
+  }
+  ASSERT_EQ(dense.size(), 2u);  // one per stage
+  ASSERT_EQ(experts.size(), 2u);
+  const auto r = sim::replay(g, sim::job_of(moe));
+  EXPECT_DOUBLE_EQ(r.ops[dense[0]].start_s, r.ops[dense[1]].start_s);
+  EXPECT_DOUBLE_EQ(r.ops[experts[0]].start_s, r.ops[experts[1]].start_s);
 }

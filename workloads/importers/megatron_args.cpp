@@ -1601,8 +1601,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     fl.str("fp4-recipe");
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
     if (fl.on("fp16"))
-      out.warnings.push_back("--fp4-format with --fp16: racksim models fp4 GEMMs with bf16 parameters and fp32 gradients "
-                             "around them, not fp16 ones");
+      out.warnings.push_back("--fp4-format with --fp16: racksim models fp4 GEMMs with bf16 parameters around them and "
+                             "the 16-bit gradient buffer (grad_reduce_in_bf16), without the loss scaler's work");
   } else if (auto fp8 = fl.str("fp8-format")) {
     // Megatron's choices (transformer_config.py `fp8: Literal['e4m3', 'hybrid']`, --fp8-format): anything else never ran.
     if (*fp8 != "e4m3" && *fp8 != "hybrid")
@@ -1613,8 +1613,8 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
     if (fl.on("fp16"))
-      out.warnings.push_back("--fp8-format with --fp16: racksim models fp8 GEMMs with bf16 parameters and fp32 gradients "
-                             "around them, not fp16 ones");
+      out.warnings.push_back("--fp8-format with --fp16: racksim models fp8 GEMMs with bf16 parameters around them and "
+                             "the 16-bit gradient buffer (grad_reduce_in_bf16), without the loss scaler's work");
     if (sim::parse_in(kFp8RecipeNames, recipe)) {
       fp8_recipe = recipe;
       fp8_recipe_src = src("fp8-recipe");
@@ -1849,6 +1849,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const bool cef = fl.on("cross-entropy-loss-fusion");
   tw.line(2, "cross_entropy_fusion", cef ? "true" : "false",
           cef ? "--cross-entropy-loss-fusion" : "no --cross-entropy-loss-fusion (Megatron's default: unfused)");
+  bool fp16_beside_fp8 = false;  // --fp16 with --fp8-format or --fp4-format: fp16 parameters and gradients around them
   // Megatron's NaN checks (training.check_for_nan): on by default; --no-check-for-nan-in-loss-and-grad turns them
   // off (--check-for-nan-in-loss-and-grad, older Megatron's switch, on). Given both, the later one holds.
   {
@@ -1860,11 +1861,21 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     // Under --fp16 without a static --loss-scale Megatron turns the check off whatever the flags say (arguments.py:
     // dynamic loss scaling's skipped steps are the NaN signal); with one, the check is on unless turned off, where
     // racksim's fp16 default is off (TrainingConfig::check_for_nan).
-    const auto loss_scale = fl.str("loss-scale");
-    if (loss_scale && precision != "fp16")
+    // (Megatron reads --loss-scale as a float, 0 or less as none: `if not args.loss_scale`, `if config.loss_scale`.)
+    std::optional<std::string> loss_scale = fl.str("loss-scale");
+    if (loss_scale) {
+      char* end = nullptr;
+      const double v = std::strtod(loss_scale->c_str(), &end);
+      if (end != loss_scale->c_str() && *end == '\0' && v <= 0) loss_scale.reset();
+    }
+    const bool fp16_params = fl.on("fp16");  // --fp16, also beside fp8/fp4 GEMMs: Megatron's check follows it
+    if (loss_scale && !fp16_params)
       out.warnings.push_back("--loss-scale without --fp16: Megatron's constant grad scaler's unscale and inf check on the "
                              "optimizer's shard are modelled under precision fp16 only");
-    if (precision == "fp16" && !loss_scale) {
+    if (fp16_params && !loss_scale) {
+      // (precision fp16 defaults to off; beside fp8/fp4 GEMMs the precision is theirs, so it is written)
+      if (precision != "fp16")
+        tw.line(2, "check_for_nan", "false", "--fp16 without --loss-scale: Megatron turns the check off (dynamic loss scaling)");
       if (nan_flag && !nan_flag->starts_with("no-"))
         out.warnings.push_back("--check-for-nan-in-loss-and-grad with --fp16 and no --loss-scale: Megatron turns the "
                                "check off under dynamic loss scaling (arguments.py); so does racksim");
@@ -1873,6 +1884,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     } else if (precision == "fp16") {
       tw.line(2, "check_for_nan", "true", "--fp16 with --loss-scale " + *loss_scale + ": a static scaler, Megatron's check stays on");
     }
+    fp16_beside_fp8 = fp16_params && precision != "fp16";
   }
   // The weight gradient's fp32 accumulate fused into its GEMM (training.gradient_accumulation_fusion; Megatron's default),
   // and whose linears run it (training.transformer_impl: Transformer Engine's by default, or Megatron's own).
@@ -1930,13 +1942,17 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   }
   if (fl.on("overlap-param-gather-with-optimizer-step"))
     out.warnings.push_back("--overlap-param-gather-with-optimizer-step: modelled as --overlap-param-gather");
-  // Megatron applies --grad-reduce-in-bf16 under --bf16 only (arguments.py); --fp16's buffer is fp16 already.
-  if (fl.on("grad-reduce-in-bf16")) {
-    if (precision == "fp16")
-      out.warnings.push_back("--grad-reduce-in-bf16 with --fp16: no effect (Megatron keeps and reduces fp16 gradients)");
-    else
-      tw.line(2, "grad_reduce_in_bf16", "true", src("grad-reduce-in-bf16"));
-  }
+  // Megatron applies --grad-reduce-in-bf16 under --bf16 only (arguments.py); --fp16's buffer is fp16 already. So is
+  // --main-grads-dtype bf16 at HEAD (accumulate_allreduce_grads_in_fp32 is forced only with fp32 main gradients).
+  const bool main_grads_bf16 = fl.str("main-grads-dtype").value_or("fp32") == "bf16" && !fl.has("fp16");
+  if (fl.on("grad-reduce-in-bf16") && fl.has("fp16"))
+    out.warnings.push_back("--grad-reduce-in-bf16 with --fp16: no effect (Megatron keeps and reduces fp16 gradients)");
+  else if (fl.has("grad-reduce-in-bf16"))
+    tw.line(2, "grad_reduce_in_bf16", "true", src("grad-reduce-in-bf16"));
+  else if (main_grads_bf16)
+    tw.line(2, "grad_reduce_in_bf16", "true", src("main-grads-dtype") + " (no fp32 accumulate and reduce is forced)");
+  else if (fp16_beside_fp8)
+    tw.line(2, "grad_reduce_in_bf16", "true", "--fp16 beside fp8/fp4 GEMMs: its 16-bit gradient buffer");
 
   // MoE training options
   // The router's padding under either name (both read, so neither is reported unread).
@@ -2019,7 +2035,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                                          "in bf16 (training.adam_moments: bf16) or both in fp32; modelled as fp32",
                                          m1, m2, aware ? "" : " without --use-precision-aware-optimizer"));
     for (const char* f : {"main-params-dtype", "main-grads-dtype"})
-      if (auto d = fl.str(f); d && *d != "fp32")
+      if (auto d = fl.str(f); d && *d != "fp32" && !(main_grads_bf16 && std::string_view(f) == "main-grads-dtype"))
         out.warnings.push_back(fmt::format("--{} {}: racksim keeps fp32 master weights and main gradients", f, *d));
   }
   // The scenario's training.pipeline section, opened by the first key that needs it.

@@ -142,9 +142,10 @@ OpGraph Builder::build() {
     if (waiter < g_.ops.size() && g_.ops[waiter].rank == g_.ops[waiter - 1].rank && g_.ops[waiter].host_waits_for == kNoOp)
       g_.ops[waiter].host_waits_for = sends_.at(key);
   // A collective that spans stages starts on each of its ranks when every one has reached it: the embedding group's
-  // all-reduce (its two ranks) and the gradient norm's (every stage).
+  // all-reduce (its two ranks), the gradient norm's and the loss scaler's found-inf flag's (every stage).
   if (embd_all_reduce_.size() == 2) join_across_ranks(embd_all_reduce_);
   for (const auto& per_rank : norm_all_reduces_) join_across_ranks(per_rank);
+  for (const auto& per_rank : found_inf_all_reduces_) join_across_ranks(per_rank);
   g_.model_flops_per_step = model_flops_per_step(m_, t_);
   g_.tokens_per_step = static_cast<double>(t_.global_batch) * t_.seq_len;
   if (!jax_ && t_.cuda_graphs && t_.recompute.mode == RecomputeMode::full)
@@ -263,6 +264,9 @@ OpGraph Builder::build() {
                                    "vp {}): no effect (only the interleaved schedule groups micro-batches; Megatron "
                                    "ignores it too)",
                                    t_.pipeline.microbatch_group_size, pp_, vp_));
+  if (!jax_ && t_.fp16 && t_.grad_reduce_in_bf16)
+    g_.notes.push_back("training.grad_reduce_in_bf16 with precision fp16: no effect (Megatron's --fp16 keeps and reduces "
+                       "fp16 gradients; --grad-reduce-in-bf16 applies under --bf16)");
   if (m_.moe && t_.moe.dispatch_fp8.value_or(false) && !fp8_class())
     g_.notes.push_back(fmt::format("training.moe.dispatch_fp8 with precision {}: no effect (the tokens are dispatched in "
                                    "the training precision; an fp8 dispatch needs an fp8-class precision)",

@@ -473,7 +473,7 @@ class Builder {
   OpId gemm(std::string_view name, double m, double n, double k, double batch = 1, double extra_bytes = 0,
             Quant q = Quant::none);
   // A weight GEMM with its backward pair: dgrad (input gradient) and wgrad (accumulated into
-  // the fp32 main gradient: read and write 4 B per weight).
+  // the main gradient: read and write Precision::grad_bytes per weight, 4 B, or 2 over a 16-bit buffer).
   void gemm_fwd(std::string_view name, double m, double n, double k) { gemm(name, m, n, k, 1, 0, Quant::forward); }
   void gemm_dgrad(std::string_view name, double m, double n, double k, Quant q = Quant::backward) {
     gemm(cat(name, ".dgrad"), m, k, n, 1, 0, q);
@@ -502,8 +502,8 @@ class Builder {
   // read the bf16 gradient and the fp32 main gradient, write the sum).
   bool fused_wgrad_accumulation() const { return !jax_ && t_.gradient_accumulation_fusion; }
   bool unfused_wgrad_accumulation() const { return !jax_ && !t_.gradient_accumulation_fusion; }
-  // What a wgrad GEMM of `elements` weight elements writes beyond its operands: the fp32 main gradient read and
-  // written, or, unfused, the bf16 gradient alone (its add into the main gradient is unfused_main_grad_add's).
+  // What a wgrad GEMM of `elements` weight elements writes beyond its operands: the main gradient (fp32, or 16-bit
+  // under TrainingConfig::grads_16bit) read and written, or, unfused, the bf16 gradient alone (its add into the main gradient is unfused_main_grad_add's).
   double wgrad_output_bytes(double elements) const {
     return unfused_wgrad_accumulation() ? elements * pr_.activation_bytes : 2 * elements * pr_.grad_bytes;
   }
@@ -930,7 +930,8 @@ class Builder {
   // which the `tokens` rows are summed. Megatron's DDP hook then adds it into the fp32 main gradient and drops it
   // (distributed/distributed_data_parallel.py _make_backward_post_hook: param.main_grad.add_(param.grad.data); the
   // embedding has no fused weight-gradient accumulation). Every micro-batch: the zero fill (E·a written), the rows
-  // (read the incoming gradient, read and write the rows: 3·a per element), the add (E·(a + 2·4)).
+  // (read the incoming gradient, read and write the rows: 3·a per element), the add (E·(a + 2·g), g the main
+  // gradient's bytes: 4, or 2 over a 16-bit buffer).
   void embedding_weight_grad(std::string_view name, double tokens) {
     const double a = pr_.activation_bytes, table = embedding_weights();
     const TensorId grad = temp(cat(name, ".grad"), table * a);
@@ -1561,7 +1562,8 @@ class Builder {
   // ---- the step's ends in Megatron-Core, around the layers ------------------------------------------
   // train_step zeroes every model chunk's gradient buffer before the forward-backward (Megatron-LM@d98e8a64
   // training.py train_step -> DistributedDataParallel.zero_grad_buffer -> ParamAndGradBuffer.reset: grad_data.zero_(),
-  // param_and_grad_buffer.py; the same at f2e5db40): a memset of the whole fp32 (main-)gradient buffer of the rank's
+  // param_and_grad_buffer.py; the same at f2e5db40): a memset of the whole (main-)gradient buffer (fp32, or 16-bit
+  // under TrainingConfig::grads_16bit) of the rank's
   // parameters on the compute stream, the distributed optimizer's included (it shards its state, not this buffer).
   // FSDP (Megatron-FSDP; PyTorch's under a pipeline) and racksim's ZeRO-2 hold sharded gradient buffers of their own:
   // not counted there.
@@ -1592,6 +1594,7 @@ class Builder {
   // (an empty part still joins its all-reduce). The clipping that follows scales the gradients only when the norm
   // exceeds the threshold (at the rows' commits): not counted.
   std::vector<std::vector<OpId>> norm_all_reduces_;  // per optimizer part: its all-reduce on each rank
+  std::vector<std::vector<OpId>> found_inf_all_reduces_;  // the same for --fp16's loss-scaler flag
   void grad_norm();
   // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
   // for the optimizer's.

@@ -330,9 +330,22 @@ std::optional<TensorId> Builder::optimizer_main_grads(double shard) {
     g_.ops[copy].allocs.push_back(*main_grads);
   }
   if (t_.fp16) {
-    vector("optimizer.unscale_and_check_inf", 2 * shard * pr_.main_grad_bytes, shard);
-    pending_host_wait_ =
-        inline_collective("optimizer.found_inf.all_reduce", CollectiveOp::all_reduce, CommGroup::world, 4.0);
+    // Once per optimizer part: Megatron chains a dense and an expert optimizer when the model has experts, and
+    // ChainedOptimizer.prepare_grads runs each one's (optimizer.py), each with its own all-reduce and host read. The
+    // flag's group is the world under the distributed optimizer (its get_model_parallel_group) and the model-parallel
+    // group otherwise, modelled as the world too (a 4-byte all-reduce: its latency only).
+    const double expert = local_expert_params() > 0 ? shard * local_expert_params() / local_params() : 0;
+    const double parts[2] = {shard - expert, expert};
+    const int n_parts = expert > 0 ? 2 : 1;
+    if (found_inf_all_reduces_.size() < static_cast<std::size_t>(n_parts)) found_inf_all_reduces_.resize(n_parts);
+    for (int k = 0; k < n_parts; ++k) {
+      vector(k == 0 ? "optimizer.unscale_and_check_inf" : "optimizer.unscale_and_check_inf.experts",
+             2 * parts[k] * pr_.main_grad_bytes, parts[k]);
+      const OpId flag = inline_collective(k == 0 ? "optimizer.found_inf.all_reduce" : "optimizer.found_inf.experts.all_reduce",
+                                          CollectiveOp::all_reduce, CommGroup::world, 4.0);
+      found_inf_all_reduces_[k].push_back(flag);
+      pending_host_wait_ = flag;
+    }
   }
   return main_grads;
 }

@@ -42,7 +42,7 @@ void Builder::add_resident_state() {
       // layers' GEMM weights only: the router, the norms and the output layer are not TE fp8 modules.
       resident("weights.fp8_cache", MemCategory::weights,
                local_quantized_weights() * weight_copies() * (pr_.matmul_input_bytes + te_scale_bytes(true)));
-    resident("grads.fp32", MemCategory::gradients, n_grad * pr_.grad_bytes);
+    resident("grads.main", MemCategory::gradients, n_grad * pr_.grad_bytes);  // fp32, or 16-bit (grads_16bit)
     resident("optimizer.master_m_v", MemCategory::optimizer,
              n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
     // Offloaded, the optimizer also keeps a pinned fp32 copy of its gradient shard on the host (hybrid_optimizer.py).
