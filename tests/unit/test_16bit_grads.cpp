@@ -327,6 +327,12 @@ TEST(GradReduceInBf16, NotedBesideFp16AndInJaxModeAndImportedFromMegatron) {
   const auto mg = importers::import_megatron_args_text(plain + "--bf16\n--main-grads-dtype bf16\n", "a.txt", opt);
   EXPECT_TRUE(sim::load_scenario_text(mg.yaml, "imported.yaml").training.grad_reduce_in_bf16) << mg.yaml;
   for (const auto& w : mg.warnings) EXPECT_EQ(w.find("--main-grads-dtype"), std::string::npos) << w;
+  // Megatron-FSDP's own switch: auto is the model's dtype (bf16 here); fp32 keeps fp32.
+  const std::string fsdp = plain + "--bf16\n--use-megatron-fsdp\n--use-distributed-optimizer\n";
+  for (const auto& [value, bf16_buffer] : {std::pair{"auto", true}, std::pair{"bf16", true}, std::pair{"fp32", false}}) {
+    const auto f = importers::import_megatron_args_text(fsdp + "--megatron-fsdp-main-grads-dtype " + value + "\n", "a.txt", opt);
+    EXPECT_EQ(sim::load_scenario_text(f.yaml, "imported.yaml").training.grad_reduce_in_bf16, bf16_buffer) << f.yaml;
+  }
   // --fp16 beside fp8 GEMMs: its 16-bit buffer and the NaN check off (no --loss-scale; 0 is none).
   for (const char* ls : {"", "--loss-scale 0\n"}) {
     const auto f8 = importers::import_megatron_args_text(plain + "--fp16\n--fp8-format hybrid\n" + ls, "a.txt", opt);

@@ -1945,12 +1945,24 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // Megatron applies --grad-reduce-in-bf16 under --bf16 only (arguments.py); --fp16's buffer is fp16 already. So is
   // --main-grads-dtype bf16 at HEAD (accumulate_allreduce_grads_in_fp32 is forced only with fp32 main gradients).
   const bool main_grads_bf16 = fl.str("main-grads-dtype").value_or("fp32") == "bf16" && !fl.has("fp16");
+  // Megatron-FSDP's own switch (Megatron-LM HEAD; it "replaces --main-grads-dtype"): 'auto' is the model's gradient dtype,
+  // bf16 under --bf16. Without the flag the code's version is unknown and racksim keeps fp32 (the custom FSDP of
+  // Megatron-LM@1e057005, the Qwen3 row's code).
+  const auto fsdp_grads = fl.str("megatron-fsdp-main-grads-dtype");
+  const bool fsdp_grads_16bit = fsdp_grads && *fsdp_grads != "fp32" && !fl.has("fp16") && fl.has("use-megatron-fsdp");
+  if (fsdp_grads && !fl.has("use-megatron-fsdp"))
+    out.warnings.push_back("--megatron-fsdp-main-grads-dtype without --use-megatron-fsdp: no effect");
+  if (auto comm = fl.str("megatron-fsdp-grad-comm-dtype"); comm && *comm != "auto")
+    out.warnings.push_back(fmt::format("--megatron-fsdp-grad-comm-dtype {}: racksim reduces Megatron-FSDP's gradients "
+                                       "in their buffer's dtype (the flag's auto)", *comm));
   if (fl.on("grad-reduce-in-bf16") && fl.has("fp16"))
     out.warnings.push_back("--grad-reduce-in-bf16 with --fp16: no effect (Megatron keeps and reduces fp16 gradients)");
   else if (fl.has("grad-reduce-in-bf16"))
     tw.line(2, "grad_reduce_in_bf16", "true", src("grad-reduce-in-bf16"));
   else if (main_grads_bf16)
     tw.line(2, "grad_reduce_in_bf16", "true", src("main-grads-dtype") + " (no fp32 accumulate and reduce is forced)");
+  else if (fsdp_grads_16bit)
+    tw.line(2, "grad_reduce_in_bf16", "true", src("megatron-fsdp-main-grads-dtype") + " (Megatron-FSDP's 16-bit buffer)");
   else if (fp16_beside_fp8)
     tw.line(2, "grad_reduce_in_bf16", "true", "--fp16 beside fp8/fp4 GEMMs: its 16-bit gradient buffer");
 
