@@ -1013,3 +1013,17 @@ TEST(InputAudit, ArchitectureFlagsThatContradictTheNamedModelAreSaid) {
   EXPECT_EQ(same.code, 0) << same.err;
   EXPECT_FALSE(has(same.err, "disagrees")) << same.err;
 }
+
+// Megatron's GPT-3 example (examples/gpt3/train_gpt3_175b_distributed.sh at f2e5db40) passes --rampup-batch-size with
+// three values (argparse nargs='*'); the importer had read the first as its value, called the flag unknown and dropped
+// the other two. It is known now and ignored (the ramp's early batches, not the steady step racksim simulates).
+TEST(InputAudit, RampupBatchSizeTakesItsThreeValuesAndIsIgnored) {
+  const std::string dir = temp_dir("rampup");
+  write(dir + "/a.txt", "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                        "--micro-batch-size 1\n--global-batch-size 64\n--rampup-batch-size 16 16 5859375\n"
+                        "--vocab-size 32000\n--bf16\n");
+  const auto r = run_cli({"import", "megatron", dir + "/a.txt", "--system", "h200-sxm", "--gpus", "8"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "rampup")) << r.err;
+  EXPECT_TRUE(has(r.out, "--rampup-batch-size 16 16 5859375")) << r.out;
+}

@@ -610,7 +610,7 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
     // Flags that take several values (argparse nargs='*' / '+').
     static const std::set<std::string> multi = {"recompute-modules", "data-path", "train-data-path", "valid-data-path",
                                                 "test-data-path", "cuda-graph-scope", "cuda-graph-modules", "offload-modules",
-                                                "cp-comm-type"};
+                                                "cp-comm-type", "rampup-batch-size"};
     if (!a.value && !switches().count(flag) && i + 1 < t.size() && t[i + 1].rfind("--", 0) != 0 &&
         !ops.count(t[i + 1])) {
       a.value = t[i + 1];
@@ -1133,6 +1133,7 @@ bool ignorable(const std::string& f) {
       "tiktoken-pattern", "no-mmap-bin-files", "no-create-attention-mask-in-dataloader", "squared-relu-placeholder",
       "kv-lora-rank-placeholder", "make-vocab-size-divisible-by", "mtp-loss-scaling-factor", "adam-eps",
       "initial-loss-scale", "min-loss-scale", "loss-scale-window", "hysteresis",  // the dynamic loss scaler's settings
+      "rampup-batch-size",  // the first samples' smaller batches; racksim simulates a step at --global-batch-size
   };
   static const std::vector<std::string> prefixes = {
       "lr-", "decoupled-lr", "decoupled-min-lr", "adam-", "sgd-", "data-", "tokenizer-", "log-", "eval-", "save",
