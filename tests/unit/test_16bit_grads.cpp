@@ -69,6 +69,16 @@ std::string error_text(const std::vector<std::string>& sets) {
   return racksim::testing::scenario_error_text(kDense, "f.yaml", sets);
 }
 
+// A small dense model's Megatron arguments, without a precision flag, and their import onto 16 H100s.
+const std::string kArgs = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
+                          "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n";
+importers::MegatronImport import_args(const std::string& extra) {
+  importers::MegatronOptions opt;
+  opt.system = "h100-sxm";
+  opt.gpus = 16;
+  return importers::import_megatron_args_text(kArgs + extra, "a.txt", opt);
+}
+
 }  // namespace
 
 // Megatron keeps its gradient buffer in the parameters' dtype under --fp16 and in fp32 under --bf16 (arguments.py forces
@@ -185,26 +195,22 @@ TEST(Fp16, ReportSaysFp16AndJaxModeRefusesIt) {
 // `racksim import megatron`: --fp16 is precision fp16 (it had been bf16 "at the same tensor-core rate", with bf16's
 // fp32 gradients); without --loss-scale the NaN check stays off whatever the flags say, with one it is on.
 TEST(Fp16, MegatronImportMapsFp16AndItsLossScale) {
-  importers::MegatronOptions opt;
-  opt.system = "h100-sxm";
-  opt.gpus = 16;
-  const std::string base = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
-                           "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n--fp16\n";
+  const std::string base = "--fp16\n";
   auto has = [](const std::vector<std::string>& v, const std::string& s) {
     for (const auto& x : v)
       if (x.find(s) != std::string::npos) return true;
     return false;
   };
-  const auto dyn = importers::import_megatron_args_text(base, "a.txt", opt);
+  const auto dyn = import_args(base);
   EXPECT_NE(dyn.yaml.find("precision: fp16"), std::string::npos) << dyn.yaml;
   EXPECT_EQ(dyn.yaml.find("check_for_nan"), std::string::npos) << dyn.yaml;
   EXPECT_FALSE(sim::load_scenario_text(dyn.yaml, "imported.yaml").training.check_for_nan);
-  const auto forced = importers::import_megatron_args_text(base + "--check-for-nan-in-loss-and-grad\n", "a.txt", opt);
+  const auto forced = import_args(base + "--check-for-nan-in-loss-and-grad\n");
   EXPECT_TRUE(has(forced.warnings, "Megatron turns the check off under dynamic loss scaling")) << forced.yaml;
-  const auto fixed = importers::import_megatron_args_text(base + "--loss-scale 4096\n", "a.txt", opt);
+  const auto fixed = import_args(base + "--loss-scale 4096\n");
   EXPECT_NE(fixed.yaml.find("check_for_nan: true"), std::string::npos) << fixed.yaml;
   EXPECT_TRUE(sim::load_scenario_text(fixed.yaml, "imported.yaml").training.check_for_nan);
-  const auto fp32 = importers::import_megatron_args_text(base + "--accumulate-allreduce-grads-in-fp32\n", "a.txt", opt);
+  const auto fp32 = import_args(base + "--accumulate-allreduce-grads-in-fp32\n");
   EXPECT_TRUE(has(fp32.warnings, "--fp16 with --accumulate-allreduce-grads-in-fp32")) << fp32.yaml;
 }
 
@@ -309,33 +315,27 @@ TEST(GradReduceInBf16, NotedBesideFp16AndInJaxModeAndImportedFromMegatron) {
   EXPECT_NE(std::find(jax.training.other_framework_keys.begin(), jax.training.other_framework_keys.end(),
                       "grad_reduce_in_bf16"),
             jax.training.other_framework_keys.end());
-  importers::MegatronOptions opt;
-  opt.system = "h100-sxm";
-  opt.gpus = 16;
-  const std::string base = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
-                           "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n--grad-reduce-in-bf16\n";
-  const auto bf16 = importers::import_megatron_args_text(base + "--bf16\n", "a.txt", opt);
+  const std::string base = "--grad-reduce-in-bf16\n";
+  const auto bf16 = import_args(base + "--bf16\n");
   EXPECT_TRUE(sim::load_scenario_text(bf16.yaml, "imported.yaml").training.grad_reduce_in_bf16) << bf16.yaml;
-  const auto fp16 = importers::import_megatron_args_text(base + "--fp16\n", "a.txt", opt);
+  const auto fp16 = import_args(base + "--fp16\n");
   EXPECT_EQ(fp16.yaml.find("grad_reduce_in_bf16"), std::string::npos) << fp16.yaml;
   bool warned = false;
   for (const auto& w : fp16.warnings) warned |= w.find("--grad-reduce-in-bf16 with --fp16: no effect") != std::string::npos;
   EXPECT_TRUE(warned);
   // --main-grads-dtype bf16 under --bf16 leaves the same bf16 buffer (Megatron forces fp32 only for fp32 main grads).
-  const std::string plain = "--num-layers 4\n--hidden-size 1024\n--num-attention-heads 16\n--seq-length 2048\n"
-                            "--micro-batch-size 1\n--global-batch-size 64\n--vocab-size 32000\n";
-  const auto mg = importers::import_megatron_args_text(plain + "--bf16\n--main-grads-dtype bf16\n", "a.txt", opt);
+  const auto mg = import_args("--bf16\n--main-grads-dtype bf16\n");
   EXPECT_TRUE(sim::load_scenario_text(mg.yaml, "imported.yaml").training.grad_reduce_in_bf16) << mg.yaml;
   for (const auto& w : mg.warnings) EXPECT_EQ(w.find("--main-grads-dtype"), std::string::npos) << w;
   // Megatron-FSDP's own switch: auto is the model's dtype (bf16 here); fp32 keeps fp32.
-  const std::string fsdp = plain + "--bf16\n--use-megatron-fsdp\n--use-distributed-optimizer\n";
+  const std::string fsdp = "--bf16\n--use-megatron-fsdp\n--use-distributed-optimizer\n";
   for (const auto& [value, bf16_buffer] : {std::pair{"auto", true}, std::pair{"bf16", true}, std::pair{"fp32", false}}) {
-    const auto f = importers::import_megatron_args_text(fsdp + "--megatron-fsdp-main-grads-dtype " + value + "\n", "a.txt", opt);
+    const auto f = import_args(fsdp + "--megatron-fsdp-main-grads-dtype " + value + "\n");
     EXPECT_EQ(sim::load_scenario_text(f.yaml, "imported.yaml").training.grad_reduce_in_bf16, bf16_buffer) << f.yaml;
   }
   // --fp16 beside fp8 GEMMs: its 16-bit buffer and the NaN check off (no --loss-scale; 0 is none).
   for (const char* ls : {"", "--loss-scale 0\n"}) {
-    const auto f8 = importers::import_megatron_args_text(plain + "--fp16\n--fp8-format hybrid\n" + ls, "a.txt", opt);
+    const auto f8 = import_args(std::string("--fp16\n--fp8-format hybrid\n") + ls);
     const auto t = sim::load_scenario_text(f8.yaml, "imported.yaml").training;
     EXPECT_EQ(t.precision, sim::Dtype::fp8) << f8.yaml;
     EXPECT_TRUE(t.grad_reduce_in_bf16) << f8.yaml;

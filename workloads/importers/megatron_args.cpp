@@ -1601,9 +1601,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     prec_src = src("fp4-format") + (fl.has("fp4-recipe") ? " " + src("fp4-recipe") : "");
     fl.str("fp4-recipe");
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
-    if (fl.on("fp16"))
-      out.warnings.push_back("--fp4-format with --fp16: racksim models fp4 GEMMs with bf16 parameters around them and "
-                             "the 16-bit gradient buffer (grad_reduce_in_bf16), without the loss scaler's work");
   } else if (auto fp8 = fl.str("fp8-format")) {
     // Megatron's choices (transformer_config.py `fp8: Literal['e4m3', 'hybrid']`, --fp8-format): anything else never ran.
     if (*fp8 != "e4m3" && *fp8 != "hybrid")
@@ -1613,9 +1610,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     precision = recipe == "mxfp8" ? "mxfp8" : "fp8";
     prec_src = src("fp8-format") + (recipe.empty() ? "" : " " + src("fp8-recipe"));
     if (fl.on("bf16")) prec_src += " (GEMMs; --bf16 for the rest)";
-    if (fl.on("fp16"))
-      out.warnings.push_back("--fp8-format with --fp16: racksim models fp8 GEMMs with bf16 parameters around them and "
-                             "the 16-bit gradient buffer (grad_reduce_in_bf16), without the loss scaler's work");
     if (sim::parse_in(kFp8RecipeNames, recipe)) {
       fp8_recipe = recipe;
       fp8_recipe_src = src("fp8-recipe");
@@ -1639,6 +1633,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     out.warnings.push_back("no --bf16, --fp16 or --fp8-format: Megatron trains in fp32 then; racksim models bf16 and "
                            "narrower matmuls, so bf16 is used");
   }
+  if (precision != "fp16" && precision != "bf16" && fl.on("fp16"))
+    out.warnings.push_back(fmt::format("--{}-format with --fp16: racksim models {} GEMMs with bf16 parameters around them "
+                                       "and the 16-bit gradient buffer (grad_reduce_in_bf16), without the loss scaler's "
+                                       "work",
+                                       precision == "nvfp4" ? "fp4" : "fp8", precision == "nvfp4" ? "fp4" : "fp8"));
   tw.line(2, "precision", precision, prec_src);
   if (!fp8_recipe.empty()) tw.line(2, "fp8_recipe", fp8_recipe, fp8_recipe_src);
   if (precision != "bf16" && fl.on("no-fp8-wgrad")) tw.line(2, "fp8_wgrad", "false", src("no-fp8-wgrad"));
@@ -1850,7 +1849,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   const bool cef = fl.on("cross-entropy-loss-fusion");
   tw.line(2, "cross_entropy_fusion", cef ? "true" : "false",
           cef ? "--cross-entropy-loss-fusion" : "no --cross-entropy-loss-fusion (Megatron's default: unfused)");
-  bool fp16_beside_fp8 = false;  // --fp16 with --fp8-format or --fp4-format: fp16 parameters and gradients around them
   // Megatron's NaN checks (training.check_for_nan): on by default; --no-check-for-nan-in-loss-and-grad turns them
   // off (--check-for-nan-in-loss-and-grad, older Megatron's switch, on). Given both, the later one holds.
   {
@@ -1885,7 +1883,6 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     } else if (precision == "fp16") {
       tw.line(2, "check_for_nan", "true", "--fp16 with --loss-scale " + *loss_scale + ": a static scaler, Megatron's check stays on");
     }
-    fp16_beside_fp8 = fp16_params && precision != "fp16";
   }
   // The weight gradient's fp32 accumulate fused into its GEMM (training.gradient_accumulation_fusion; Megatron's default),
   // and whose linears run it (training.transformer_impl: Transformer Engine's by default, or Megatron's own).
@@ -1964,7 +1961,7 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     tw.line(2, "grad_reduce_in_bf16", "true", src("main-grads-dtype") + " (no fp32 accumulate and reduce is forced)");
   else if (fsdp_grads_16bit)
     tw.line(2, "grad_reduce_in_bf16", "true", src("megatron-fsdp-main-grads-dtype") + " (Megatron-FSDP's 16-bit buffer)");
-  else if (fp16_beside_fp8)
+  else if (fl.has("fp16") && precision != "fp16")  // --fp16 beside --fp8-format or --fp4-format GEMMs
     tw.line(2, "grad_reduce_in_bf16", "true", "--fp16 beside fp8/fp4 GEMMs: its 16-bit gradient buffer");
 
   // MoE training options

@@ -1596,6 +1596,12 @@ class Builder {
   std::vector<std::vector<OpId>> norm_all_reduces_;  // per optimizer part: its all-reduce on each rank
   std::vector<std::vector<OpId>> found_inf_all_reduces_;  // the same for --fp16's loss-scaler flag
   void grad_norm();
+  // Per optimizer part (dense, and the experts' with n_parts 2; one part holds both with 1), each part's parameters on
+  // this rank (its shard under a sharded optimizer): a kernel `kernel`(.experts) of bytes_per_param and
+  // flops_per_param, then the 4-byte world all-reduce `flag`(.experts).all_reduce collected in `all_reduces` (joined
+  // across the stages in build()); the host reads the last one, or each one with host_reads_each.
+  void optimizer_pass_per_part(std::string_view kernel, std::string_view flag, int n_parts, double bytes_per_param,
+                               double flops_per_param, bool host_reads_each, std::vector<std::vector<OpId>>& all_reduces);
   // Emitted with the data-parallel reductions pending (the first op waits for them all); leaves its last op pending
   // for the optimizer's.
   void finalize_model_grads_tail();

@@ -277,21 +277,29 @@ double Builder::tp_replicated_grad_params() const {
   return n;
 }
 
-void Builder::grad_norm() {
+void Builder::optimizer_pass_per_part(std::string_view kernel, std::string_view flag, int n_parts, double bytes_per_param,
+                                      double flops_per_param, bool host_reads_each,
+                                      std::vector<std::vector<OpId>>& all_reduces) {
   const bool sharded = t_.optimizer_sharding != OptimizerSharding::none;
   double parts[2] = {sharded ? local_dense_params() / dense_replicas() : local_dense_params(),
                      sharded ? local_expert_params() / expert_replicas() : local_expert_params()};
-  const int n_parts = m_.moe && !sharded ? 2 : 1;
   if (n_parts == 1) parts[0] += parts[1];
-  if (norm_all_reduces_.size() < static_cast<std::size_t>(n_parts)) norm_all_reduces_.resize(n_parts);
+  if (all_reduces.size() < static_cast<std::size_t>(n_parts)) all_reduces.resize(n_parts);
   OpId reduce = kNoOp;
   for (int k = 0; k < n_parts; ++k) {
-    vector(k == 0 ? "optimizer.grad_norm" : "optimizer.grad_norm.experts", parts[k] * pr_.main_grad_bytes, 2 * parts[k]);
-    reduce = inline_collective(k == 0 ? "optimizer.grad_norm.all_reduce" : "optimizer.grad_norm.experts.all_reduce",
-                               CollectiveOp::all_reduce, CommGroup::world, 4.0);
-    norm_all_reduces_[k].push_back(reduce);
+    const std::string_view part = k == 0 ? "" : ".experts";
+    vector(cat(kernel, part), parts[k] * bytes_per_param, flops_per_param * parts[k]);
+    reduce = inline_collective(cat(cat(flag, part), ".all_reduce"), CollectiveOp::all_reduce, CommGroup::world, 4.0);
+    all_reduces[k].push_back(reduce);
+    if (host_reads_each) pending_host_wait_ = reduce;
   }
   pending_host_wait_ = reduce;
+}
+
+void Builder::grad_norm() {
+  const int n_parts = m_.moe && t_.optimizer_sharding == OptimizerSharding::none ? 2 : 1;
+  optimizer_pass_per_part("optimizer.grad_norm", "optimizer.grad_norm", n_parts, pr_.main_grad_bytes, 2, false,
+                          norm_all_reduces_);
 }
 
 void Builder::finalize_model_grads_tail() {
@@ -330,22 +338,13 @@ std::optional<TensorId> Builder::optimizer_main_grads(double shard) {
     g_.ops[copy].allocs.push_back(*main_grads);
   }
   if (t_.fp16) {
-    // Once per optimizer part: Megatron chains a dense and an expert optimizer when the model has experts, and
-    // ChainedOptimizer.prepare_grads runs each one's (optimizer.py), each with its own all-reduce and host read. The
-    // flag's group is the world under the distributed optimizer (its get_model_parallel_group) and the model-parallel
-    // group otherwise, modelled as the world too (a 4-byte all-reduce: its latency only).
-    const double expert = local_expert_params() > 0 ? shard * local_expert_params() / local_params() : 0;
-    const double parts[2] = {shard - expert, expert};
-    const int n_parts = expert > 0 ? 2 : 1;
-    if (found_inf_all_reduces_.size() < static_cast<std::size_t>(n_parts)) found_inf_all_reduces_.resize(n_parts);
-    for (int k = 0; k < n_parts; ++k) {
-      vector(k == 0 ? "optimizer.unscale_and_check_inf" : "optimizer.unscale_and_check_inf.experts",
-             2 * parts[k] * pr_.main_grad_bytes, parts[k]);
-      const OpId flag = inline_collective(k == 0 ? "optimizer.found_inf.all_reduce" : "optimizer.found_inf.experts.all_reduce",
-                                          CollectiveOp::all_reduce, CommGroup::world, 4.0);
-      found_inf_all_reduces_[k].push_back(flag);
-      pending_host_wait_ = flag;
-    }
+    // Once per optimizer part: Megatron chains a dense and an expert optimizer when the model has experts (on every
+    // rank, a part without parameters here included), and ChainedOptimizer.prepare_grads runs each one's
+    // (optimizer.py), each with its own all-reduce and host read. The flag's group is the world under the distributed
+    // optimizer (its get_model_parallel_group) and the model-parallel group otherwise, modelled as the world too (a
+    // 4-byte all-reduce: its latency only).
+    optimizer_pass_per_part("optimizer.unscale_and_check_inf", "optimizer.found_inf", m_.moe ? 2 : 1,
+                            2 * pr_.main_grad_bytes, 1, true, found_inf_all_reduces_);
   }
   return main_grads;
 }
