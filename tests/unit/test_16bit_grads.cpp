@@ -365,3 +365,34 @@ TEST(Fp16, FoundInfPerOptimizerPartJoinedAcrossStages) {
   EXPECT_DOUBLE_EQ(r.ops[dense[0]].start_s, r.ops[dense[1]].start_s);
   EXPECT_DOUBLE_EQ(r.ops[experts[0]].start_s, r.ops[experts[1]].start_s);
 }
+
+// Offloaded, the optimizer steps fp32 copies of its parameters on the host, with pinned fp32 gradients
+// (HybridDeviceOptimizer, param_update_in_fp32); a 16-bit gradient is copied into them non-blocking, which PyTorch converts
+// on the GPU first: a conversion pass on the GPU, then 4 bytes per parameter over the host link and in the host's
+// memory, where the 16-bit buffer's 2 had crossed. An fp32 buffer needs no conversion.
+TEST(GradReduceInBf16, OffloadedOptimizerTakesFp32GradientsConvertedOnTheGpu) {
+  const auto sc = load({"training.grad_reduce_in_bf16=true", "training.adam_moments=bf16", "training.offload.optimizer=true"});
+  const double shard = local_params(sc) / 4;
+  const auto g = graph_of(sc);
+  double convert = -1, d2h = -1, adam = -1;
+  for (OpId i = 0; i < g.ops.size(); ++i) {
+    if (g.ops[i].rank != 0) continue;
+    const std::string name = g.op_name(i);
+    if (name.ends_with("optimizer.grads_to_fp32")) convert = g.ops[i].hbm_bytes;
+    if (name.ends_with("optimizer.grads_to_host")) d2h = g.ops[i].copy_bytes;
+    if (name.ends_with("optimizer.cpu_adam")) adam = g.ops[i].copy_bytes;
+  }
+  EXPECT_NEAR(convert / ((2 + 4) * shard), 1.0, 1e-12);
+  EXPECT_NEAR(d2h / (4 * shard), 1.0, 1e-12);
+  EXPECT_NEAR(adam / ((4 + 2 * (4 + 4)) * shard), 1.0, 1e-12);
+  EXPECT_NEAR(tensor_bytes(g, "optimizer.grads_host") / (4 * shard), 1.0, 1e-12);
+  EXPECT_EQ(tensor_bytes(g, "optimizer.main_grads.fp32"), 0.0);  // a parameter at a time, not the shard at once
+
+  const auto fp32 = graph_of(load({"training.offload.optimizer=true"}));
+  for (OpId i = 0; i < fp32.ops.size(); ++i) {
+    EXPECT_FALSE(fp32.op_name(i).ends_with("optimizer.grads_to_fp32"));
+    if (fp32.ops[i].rank == 0 && fp32.op_name(i).ends_with("optimizer.grads_to_host")) {
+      EXPECT_NEAR(fp32.ops[i].copy_bytes / (4 * shard), 1.0, 1e-12);
+    }
+  }
+}

@@ -369,8 +369,10 @@ void Builder::optimizer_step() {
     if (t_.grads_16bit()) main_grads = optimizer_main_grads(shard);
     grad_norm();
   }
-  // Adam: read the gradient, master weight and moments; write the master weight and moments.
-  const double adam_bytes = shard * (pr_.main_grad_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
+  // Adam: read the gradient, master weight and moments; write the master weight and moments. Offloaded, the host's
+  // gradients are fp32 (host_grad_bytes).
+  const double grad_read_bytes = t_.offload_optimizer ? host_grad_bytes() : pr_.main_grad_bytes;
+  const double adam_bytes = shard * (grad_read_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
   if (t_.offload_optimizer) {
     g_.notes.push_back(
         "optimizer offload: gradients go to host, the CPU Adam step streams the fp32 state through the host's memory, "
@@ -392,10 +394,16 @@ void Builder::optimizer_step() {
       o.deps = std::move(deps);
       return g_.add(std::move(o));
     };
+    // The CPU optimizer's parameters are fp32 (HybridDeviceOptimizer's param_update_in_fp32) and so are its pinned
+    // gradients; a gradient of another dtype is copied into them with copy_(non_blocking=True), which PyTorch converts
+    // on the GPU first (aten/src/ATen/native/cuda/Copy.cu, copy_requires_temporaries: the conversion device is CUDA
+    // for a non-blocking copy), a parameter at a time: a conversion pass, then fp32 bytes over the link.
+    if (pr_.main_grad_bytes != host_grad_bytes())
+      vector("optimizer.grads_to_fp32", shard * (pr_.main_grad_bytes + host_grad_bytes()), 0);
     SmallVec<OpId, 3> reduced;
     for (OpId d : pending_deps_) reduced.push_back(d);
     pending_deps_.clear();
-    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * pr_.main_grad_bytes,
+    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * host_grad_bytes(),
                                std::move(reduced));
     if (main_grads) g_.ops[d2h].frees.push_back(*main_grads);  // on the host from here
     const OpId adam = host_side("optimizer.cpu_adam", OpKind::copy_d2h, StreamKind::d2h, adam_bytes, {d2h}, true);
