@@ -17,7 +17,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
   SteadyState plan;
   if (pp == 1)
     plan = {2, 2};
-  else if (vp == 1 && pp % 4 == 0)
+  else if (vp == 1 && pp % 4 == 0 && !t.moe.a2a_overlap)
     plan = {pp / 2, pp / 2};  // half a round: limits.h
   else if (vp == 1)
     plan = {pp, pp};

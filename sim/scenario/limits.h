@@ -25,9 +25,14 @@ namespace racksim::sim {
 //                  micro-batches at once, the most it ever holds (the memory peak, exactly); a 1F1B
 //                  step of stages of equal work lasts (m + pp - 1)·(t_f + t_b) for every m, so half a
 //                  round already adds the period, and a heavier stage still catching up is what the
-//                  window check catches (it then starts the window at pp). The half round is an even
-//                  number of micro-steps (MoE exchanges overlapped in 1F1B pairs alternate between two
-//                  patterns).
+//                  window check catches (it then starts the window at pp). Not with MoE exchanges
+//                  overlapped in 1F1B pairs (moe.a2a_overlap): a run of pp/2 micro-steps has no pair on
+//                  the first stages (their warm-up, pp - 1 - rank forwards, takes all of them) and pp/2
+//                  more add pairs only where the warm-up ends, where each micro-step of the steady state
+//                  adds one pair on every stage; the paired and the unpaired micro-step differ (the
+//                  exchanges beside the other's compute), so the window's split of the step was off (a
+//                  DeepSeek-V3 pp 4 step: bubble +0.14 s, exposed exchanges -0.05 s against --exact).
+//                  Those take a full round.
 //   1F1B, other pp: pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and a round of pp
 //                  micro-steps as the period (half a round would be odd, or for pp 2 a run of one
 //                  micro-step, which both gathers the parameters and reduces the gradients).
