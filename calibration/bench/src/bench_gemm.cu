@@ -1,7 +1,7 @@
 // GEMM throughput through cuBLASLt: bf16 (fp32 accumulate, bf16 out), fp8 e4m3 (per-tensor
 // scales, bf16 out), fp4 e2m1 (16-element ue4m3 block scales, bf16 out) where the GPU has it.
 // Section "wgrad" (opt-in): weight-gradient products as Transformer Engine runs them, writing bf16
-// or accumulating into an fp32 main gradient in place.
+// or accumulating into an fp32 (or a bf16) main gradient in place.
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -116,7 +116,7 @@ std::string gemm_variant_name(GemmType t, const GemmVariant& v) {
   std::string s = t == GemmType::FP8 && v.fp8_block_scaled ? (v.fp8_block_2d_a ? "fp8_block2d" : "fp8_block")
                                                              : gemm_type_name(t);
   s += v.layout == GemmLayout::TN ? "_tn" : v.layout == GemmLayout::NT ? "_nt" : "_nn";
-  s += v.accumulate_fp32 ? "_acc_fp32" : "_out_bf16";
+  s += v.accumulate_fp32 ? "_acc_fp32" : v.accumulate_bf16 ? "_acc_bf16" : "_out_bf16";
   return s;
 }
 
@@ -135,6 +135,7 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
   if (v.layout != GemmLayout::TN && t != GemmType::BF16)
     throw_error("only bf16 products run in NT or NN (Hopper's and Blackwell's fp8/fp4 kernels need TN)", __FILE__, __LINE__);
   if (v.fp8_block_scaled && t != GemmType::FP8) throw_error("block scaling is an fp8 variant", __FILE__, __LINE__);
+  if (v.accumulate_fp32 && v.accumulate_bf16) throw_error("one accumulate dtype", __FILE__, __LINE__);
   double e = elem_bytes(t);
   a_bytes_ = static_cast<size_t>(e * m * k);
   b_bytes_ = static_cast<size_t>(e * n * k);
@@ -160,7 +161,7 @@ Gemm::Gemm(cublasLtHandle_t h, GemmType t, long long m, long long n, long long k
         fill_bytes(b, b_bytes_, seed + 7, fill_stream);
       }
       // Poison (NaN in bf16) for an overwritten D; an accumulated D starts at zero, as a main gradient does.
-      RB_CUDA(cudaMemsetAsync(d, v.accumulate_fp32 ? 0 : 0xFF, d_bytes_, fill_stream));
+      RB_CUDA(cudaMemsetAsync(d, v.accumulates() ? 0 : 0xFF, d_bytes_, fill_stream));
     }
 
     RB_CUBLAS(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -261,7 +262,7 @@ void Gemm::release() {
 
 void Gemm::enqueue(cudaStream_t s, int i) const {
   int j = i % nbuf_;
-  const float alpha = 1.0f, beta = v_.accumulate_fp32 ? 1.0f : 0.0f;
+  const float alpha = 1.0f, beta = v_.accumulates() ? 1.0f : 0.0f;
   RB_CUBLAS(cublasLtMatmul(h_, desc_, &alpha, a_[j], la_, b_[j], lb_, &beta, d_[j], ld_, d_[j], ld_, &heur_.algo, ws_,
                            ws_bytes_, s));
 }
@@ -296,7 +297,7 @@ Json Gemm::algo_json() const {
 double Gemm::check(int samples, cudaStream_t s) const {
   // One product into set 0 first, so that the check does not depend on what ran before (an accumulating one into a
   // zeroed D: D = A.B).
-  if (v_.accumulate_fp32) RB_CUDA(cudaMemsetAsync(d_[0], 0, d_bytes_, s));
+  if (v_.accumulates()) RB_CUDA(cudaMemsetAsync(d_[0], 0, d_bytes_, s));
   enqueue(s, 0);
   RB_CUDA(cudaStreamSynchronize(s));
   double worst = 0;
@@ -550,7 +551,8 @@ Json bench_wgrad(Context& ctx) {
       "weight-gradient products D[in,out] = X^T dY, K = tokens, as Transformer Engine's cublas_gemm runs them: bf16 in "
       "NT (tokens-major operands as autograd holds them), fp8 e4m3 in TN (TE's columnwise copies; per-tensor scales, or "
       "1x128 scales along K on both operands for Float8BlockScaling), fast accumulation off (TE's split accumulator "
-      "for wgrad); out_bf16: D bf16, beta 0; acc_fp32: D = C = an fp32 main gradient, beta 1 (fuse_wgrad_accumulation)";
+      "for wgrad); out_bf16: D bf16, beta 0; acc_fp32: D = C = an fp32 main gradient, beta 1 (fuse_wgrad_accumulation); "
+      "acc_bf16: D = C = a bf16 main gradient, beta 1 (the same under --grad-reduce-in-bf16)";
   out["timing"] =
       "as section gemm: inner products captured in one CUDA graph, replayed reps times; operand sets (and main "
       "gradients) rotated past L2. Variants interleaved shape by shape, the whole grid repeated `rounds` times. Then the "
@@ -615,8 +617,10 @@ Json bench_wgrad(Context& ctx) {
   if (ctx.opt.quick) wgrad_tokens = {4096};
   run_products("",
                {{GemmType::BF16, {GemmLayout::NT, false, false, false}}, {GemmType::BF16, {GemmLayout::NT, true, false, false}},
+                {GemmType::BF16, {GemmLayout::NT, false, false, false, true}},
                 {GemmType::BF16, {GemmLayout::TN, false, false, false}}, {GemmType::BF16, {GemmLayout::TN, true, false, false}},
                 {GemmType::FP8, {GemmLayout::TN, false, false, false}},  {GemmType::FP8, {GemmLayout::TN, true, false, false}},
+                {GemmType::FP8, {GemmLayout::TN, false, false, false, true}},
                 {GemmType::FP8, {GemmLayout::TN, false, true, false}},   {GemmType::FP8, {GemmLayout::TN, true, true, false}}},
                wgrad_tokens, [](const WgradWeight& w, long long tokens) { return Shape{w.in, w.out, tokens}; });
   std::vector<long long> other_tokens = {2048, 4096, 8192};

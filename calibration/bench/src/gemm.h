@@ -28,6 +28,8 @@ struct GemmVariant {
   bool accumulate_fp32 = false;  // D = C fp32, beta 1
   bool fp8_block_scaled = false; // fp8 with 1x128 scales along K on both operands (TE's Float8BlockScaling wgrad)
   bool fp8_block_2d_a = false;   // with fp8_block_scaled: A in 128x128 blocks (its fprop and dgrad: the weight's)
+  bool accumulate_bf16 = false;  // D = C bf16, beta 1 (Megatron's 16-bit main_grad: --grad-reduce-in-bf16, --fp16)
+  bool accumulates() const { return accumulate_fp32 || accumulate_bf16; }
 };
 std::string gemm_variant_name(GemmType t, const GemmVariant& v);
 
