@@ -6,7 +6,7 @@
 
 namespace racksim::sim {
 
-std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t) {
+std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
   const int pp = t.parallelism.pp, vp = t.parallelism.vp;
   // FSDP regathering per micro-batch under a pipeline: a layer gathers again after every backward but its last, and
   // the runs of m1 and m1 + unit micro-steps do not share the steady pattern (at pp 16, vp 1 the extrapolated bubble
@@ -17,8 +17,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
   SteadyState plan;
   if (pp == 1)
     plan = {2, 2};
-  else if (vp == 1 && pp % 4 == 0 && !t.moe.a2a_overlap)
-    plan = {pp / 2, pp / 2};  // half a round: limits.h
+  else if (vp == 1 && pp % 4 == 0)  // half a round; an MoE model's from the first stage's warm-up on: limits.h
+    plan = m.moe ? SteadyState{pp, pp / 2} : SteadyState{pp / 2, pp / 2};
   else if (vp == 1)
     plan = {pp, pp};
   else  // the interleaved schedule repeats every group of N micro-batches (N = pp unless stated)
@@ -28,7 +28,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t)
 }
 
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
-  const auto plan = steady_state_plan(t);
+  const auto plan = steady_state_plan(m, t);
   const int64_t steps = plan ? 2 * static_cast<int64_t>(plan->m1) + plan->unit : t.micro_steps();
   return static_cast<int64_t>(t.graph_layers(m.layers)) * steps;
 }
@@ -52,7 +52,7 @@ void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingC
   if (t.micro_batch < 1 || t.parallelism.dp < 1 || t.parallelism.pp < 1 || t.parallelism.vp < 1) return;
   const int64_t work = replayed_layer_steps(m, t);
   if (work <= kMaxReplayedLayerSteps) return;
-  const auto plan = steady_state_plan(t);
+  const auto plan = steady_state_plan(m, t);
   const std::string steps =
       plan ? fmt::format("({} + {}) micro-steps (the two lengths simulated at pp {}, vp {})", plan->m1,
                          plan->m1 + plan->unit, t.parallelism.pp, t.parallelism.vp)

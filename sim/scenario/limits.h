@@ -25,14 +25,18 @@ namespace racksim::sim {
 //                  micro-batches at once, the most it ever holds (the memory peak, exactly); a 1F1B
 //                  step of stages of equal work lasts (m + pp - 1)·(t_f + t_b) for every m, so half a
 //                  round already adds the period, and a heavier stage still catching up is what the
-//                  window check catches (it then starts the window at pp). Not with MoE exchanges
-//                  overlapped in 1F1B pairs (moe.a2a_overlap): a run of pp/2 micro-steps has no pair on
-//                  the first stages (their warm-up, pp - 1 - rank forwards, takes all of them) and pp/2
-//                  more add pairs only where the warm-up ends, where each micro-step of the steady state
-//                  adds one pair on every stage; the paired and the unpaired micro-step differ (the
-//                  exchanges beside the other's compute), so the window's split of the step was off (a
-//                  DeepSeek-V3 pp 4 step: bubble +0.14 s, exposed exchanges -0.05 s against --exact).
-//                  Those take a full round.
+//                  window check catches (it then starts the window at pp).
+//   1F1B, pp a multiple of 4, an MoE model: pp and 3·pp/2, both runs past the first stage's warm-up
+//                  (pp - 1 forwards). From a run of pp/2 the MoE steps were off --exact: with the
+//                  exchanges overlapped in 1F1B pairs (moe.a2a_overlap) a run of pp/2 has no pair on the
+//                  first stages (the warm-up takes all of it) and the next pp/2 add pairs only where the
+//                  warm-up ends, where each steady micro-step adds one on every stage (DeepSeek-V3 at pp 4:
+//                  bubble +0.14 s, exposed exchanges -0.05 s); with uneven stages and full recompute the
+//                  filling pipeline's period is longer than the steady one (DeepSeek-V3's 61 layers at
+//                  pp 4 and 8: the step +0.5% and +0.7%, all in the bubble), which the window check does
+//                  not see (no rank's activity outgrows the step). Dense steps, uneven stages and full
+//                  recompute included, and MoE steps of even stages matched --exact from pp/2; the later
+//                  window costs an MoE step 5·pp/2 replayed micro-steps instead of 3·pp/2.
 //   1F1B, other pp: pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and a round of pp
 //                  micro-steps as the period (half a round would be odd, or for pp 2 a run of one
 //                  micro-step, which both gathers the parameters and reduces the gradients).
@@ -42,7 +46,7 @@ namespace racksim::sim {
 struct SteadyState {
   int m1 = 0, unit = 1;
 };
-std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t);
+std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
 
 // Layers x micro-steps that simulate() builds and replays (both lengths of a steady-state plan).
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);

@@ -270,6 +270,6 @@ TEST(FsdpPipeline, OnlyMegatronModeStepsAreReplayedWhole) {
            "optimizer_sharding: fsdp, recompute: none, fsdp_grad_reduce: per_microbatch, "
            "parallelism: {tp: 1, pp: 2, vp: 1, dp: 4}}\n";
   };
-  EXPECT_FALSE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("megatron"), "f.yaml").training));
-  EXPECT_TRUE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("jax"), "f.yaml").training));
+  EXPECT_FALSE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("megatron"), "f.yaml")));
+  EXPECT_TRUE(sim::steady_state_plan(racksim::testing::scenario_from_text(text("jax"), "f.yaml")));
 }

@@ -105,15 +105,20 @@ TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
   // whole: doing both once per step keeps its layout in the extrapolated window.)
   check("/scenarios/llama3-405b-h100.yaml", {"training.global_batch=8192", "training.fsdp_pipeline_gather=per_step",
                                              "training.fsdp_grad_reduce=per_step"});
-  // MoE steps of 8 stages: a half-round window (pp/2 and pp micro-steps), and a whole round with the exchanges
-  // overlapped in 1F1B pairs (limits.h); the 405B layout without interleaving at pp 16, a half round.
+  // MoE steps of 8 stages from the first stage's warm-up on (pp and 3·pp/2 micro-steps), with and without the
+  // exchanges overlapped in 1F1B pairs, and DeepSeek-V3's uneven stages under full recompute at pp 4 and 8, which the
+  // half round (pp/2 and pp) had 0.5% and 0.7% long (limits.h); the 405B layout without interleaving at pp 16, a half
+  // round.
   check(ds, {"training.pipeline={}", "training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096"});
   check(ds, {"training.pipeline={}", "training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096",
              "training.moe.a2a_overlap=true"});
+  check(ds, {"training.pipeline={}", "training.parallelism.pp=8", "system.gpus=512", "training.global_batch=4096",
+             "training.recompute=full"});
+  check(ds, {"training.pipeline={}", "training.recompute=full", "training.global_batch=2048"});
   check("/scenarios/llama3-405b-h100.yaml",
         {"training.parallelism.vp=1", "training.global_batch=4096", "training.fsdp_pipeline_gather=per_step",
          "training.fsdp_grad_reduce=per_step"});
-  EXPECT_EQ(n, 13);
+  EXPECT_EQ(n, 15);
   // FSDP regathering per micro-batch is never extrapolated (its two windows do not share the steady pattern).
   EXPECT_FALSE(sim::steady_state_plan(sim::load_scenario(
       kSrc + "/scenarios/llama3-405b-h100.yaml", sim::parse_set_overrides({"training.global_batch=8192"}))));
@@ -286,19 +291,23 @@ TEST(SteadyState, PlanLengths) {
   EXPECT_FALSE(plan_of(4, 2, 12));
   EXPECT_EQ(plan_of(4, 2, 16)->m1, 8);
   EXPECT_EQ(plan_of(4, 2, 16)->unit, 4);
-  // MoE exchanges overlapped in 1F1B pairs: a whole round at every pp (half of one is the first stages' warm-up alone,
-  // without pairs), where --exact disagreed with the half round's split of the step (the DeepSeek-V3 check above).
-  auto paired = [&](int pp, int m) {
+  // An MoE model at pp a multiple of 4: from the first stage's warm-up on, pp and 3·pp/2 (limits.h: from pp/2 the
+  // DeepSeek-V3 steps checked below disagreed with --exact).
+  auto moe = [&](int pp, int m, bool paired) {
     sim::Scenario sc = sim::load_scenario(kSrc + "/scenarios/deepseek-v3-gb200.yaml",
-                                          sim::parse_set_overrides({"training.pipeline={}", "training.moe.a2a_overlap=true"}));
+                                          sim::parse_set_overrides({"training.pipeline={}"}));
     sc.training.parallelism.pp = pp;
+    sc.training.moe.a2a_overlap = paired;
     sc.training.global_batch = m * sc.training.parallelism.dp;
     return sim::steady_state_plan(sc);
   };
-  EXPECT_EQ(paired(4, 16)->m1, 4);
-  EXPECT_EQ(paired(4, 16)->unit, 4);
-  EXPECT_EQ(paired(8, 17)->m1, 8);
-  EXPECT_FALSE(paired(8, 16));
+  for (bool paired : {false, true}) {
+    EXPECT_EQ(moe(4, 16, paired)->m1, 4);
+    EXPECT_EQ(moe(4, 16, paired)->unit, 2);
+    EXPECT_EQ(moe(8, 13, paired)->m1, 8);
+    EXPECT_EQ(moe(8, 13, paired)->unit, 4);
+    EXPECT_FALSE(moe(8, 12, paired));
+  }
 }
 
 // A sweep shares replays between its points (and threads) and gives the rows that simulating each
