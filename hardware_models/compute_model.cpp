@@ -55,10 +55,12 @@ double attention_head_dims_rate(const SystemSpec& sys, const KernelWork& w) {
 
 double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool main_grad_16bit) {
   const auto& g = sys.gpu;
-  // (The 16-bit figure is for bf16-rate operands; an fp8-class wgrad's, whose own fp32 figure differs, is halved.)
+  // (The preset's 16-bit figure is for bf16-rate operands; otherwise, and for an fp8-class wgrad, whose own fp32 figure
+  // differs, the measured fraction of the fp32 figure.)
   if (main_grad_16bit)
-    return d == sim::Dtype::bf16 && g.wgrad_accumulate_serial_bytes_16bit >= 0 ? g.wgrad_accumulate_serial_bytes_16bit
-                                                                               : 0.5 * wgrad_accumulate_serial_bytes(sys, d);
+    return d == sim::Dtype::bf16 && g.wgrad_accumulate_serial_bytes_16bit >= 0
+               ? g.wgrad_accumulate_serial_bytes_16bit
+               : kWgradAccumulate16bitFraction * wgrad_accumulate_serial_bytes(sys, d);
   return d == sim::Dtype::fp8 && g.wgrad_accumulate_serial_bytes_fp8 >= 0 ? g.wgrad_accumulate_serial_bytes_fp8
                                                                           : g.wgrad_accumulate_serial_bytes;
 }

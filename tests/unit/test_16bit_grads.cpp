@@ -159,7 +159,8 @@ TEST(Fp16, NanCheckIsOffByDefaultAsUnderMegatronsDynamicScaler) {
 }
 
 // The fused wgrad accumulation adds into the fp16 main gradient: flagged fp16, not fp32, and timed at the preset's fp16
-// figure, or half the fp32 one where the preset has none (the epilogue's read and write at 2 bytes instead of 4).
+// figure, or where the preset has none the measured fraction of the fp32 one (0.357, an H100's: less than the 0.5 the
+// epilogue's bytes give).
 TEST(Fp16, WgradsAccumulateIntoTheFp16MainGradient) {
   const auto sc = load({"training.precision=fp16"});
   const auto g = graph_of(sc);
@@ -172,8 +173,9 @@ TEST(Fp16, WgradsAccumulateIntoTheFp16MainGradient) {
   EXPECT_EQ(fp32_flags, 0);
   const auto& spec = sc.system.spec;
   ASSERT_GT(spec.gpu.wgrad_accumulate_serial_bytes, 0);
+  EXPECT_DOUBLE_EQ(hw::kWgradAccumulate16bitFraction, 0.357);
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(spec, sim::Dtype::bf16, true),
-                   0.5 * spec.gpu.wgrad_accumulate_serial_bytes);
+                   0.357 * spec.gpu.wgrad_accumulate_serial_bytes);
   const auto set = load({"training.precision=fp16", "system.overrides.gpu.wgrad_accumulate_serial_bytes_16bit=1.25"});
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::bf16, true), 1.25);
 }
@@ -251,12 +253,13 @@ TEST(GradReduceInBf16, Bf16BufferReducedInBf16WithTheOptimizersFp32Copy) {
       EXPECT_NEAR(gp.ops[i].hbm_bytes / ((2 + 2 * (4 + 4) + 2) * local_params(pa) / d), 1.0, 1e-12);
     }
   }
-  // A preset's 16-bit figure is for bf16-rate operands; an fp8 wgrad into a bf16 buffer pays half its own fp32 figure.
+  // A preset's 16-bit figure is for bf16-rate operands; an fp8 wgrad into a bf16 buffer pays the measured fraction of
+  // its own fp32 figure.
   const auto set = load({"system.overrides.gpu.wgrad_accumulate_serial_bytes_16bit=1.25"});
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::bf16, true), 1.25);
   ASSERT_NE(set.system.spec.gpu.wgrad_accumulate_serial_bytes_fp8, 2.5);
   EXPECT_DOUBLE_EQ(hw::wgrad_accumulate_serial_bytes(set.system.spec, sim::Dtype::fp8, true),
-                   0.5 * set.system.spec.gpu.wgrad_accumulate_serial_bytes_fp8);
+                   0.357 * set.system.spec.gpu.wgrad_accumulate_serial_bytes_fp8);
   // Megatron-FSDP (fsdp, and zero2 in Megatron mode) reads its own buffer: no fp32 copy.
   for (const char* mode : {"zero2", "fsdp"}) {
     const auto fs = load({"training.grad_reduce_in_bf16=true", std::string("training.optimizer_sharding=") + mode});
@@ -269,9 +272,9 @@ TEST(GradReduceInBf16, Bf16BufferReducedInBf16WithTheOptimizersFp32Copy) {
 }
 
 // The epilogue's cost reaches the step: a wgrad GEMM flagged accumulate_16bit runs longer than the same GEMM unflagged by
-// half what the fp32 accumulate adds (hw::kernel_timing), and the replay passes the flag on (the step's wgrads, cleared,
-// run shorter).
-TEST(GradReduceInBf16, TheSixteenBitAccumulateCostsHalfTheFp32OneInTheReplay) {
+// the measured 0.357 of what the fp32 accumulate adds (hw::kernel_timing), and the replay passes the flag on (the step's
+// wgrads, cleared, run shorter).
+TEST(GradReduceInBf16, TheSixteenBitAccumulateCostsAThirdOfTheFp32OneInTheReplay) {
   const auto sc = load({"training.grad_reduce_in_bf16=true"});
   hw::KernelWork w;
   w.tensor_core = true;
@@ -280,12 +283,12 @@ TEST(GradReduceInBf16, TheSixteenBitAccumulateCostsHalfTheFp32OneInTheReplay) {
   w.flops = 2 * w.m * w.n * w.k;
   const double plain = hw::kernel_timing(sc.system.spec, w).compute_s;
   w.accumulate_16bit = true;
-  const double half = hw::kernel_timing(sc.system.spec, w).compute_s;
+  const double part = hw::kernel_timing(sc.system.spec, w).compute_s;
   w.accumulate_16bit = false;
   w.accumulate_fp32 = true;
   const double full = hw::kernel_timing(sc.system.spec, w).compute_s;
-  EXPECT_GT(half, plain);
-  EXPECT_NEAR((half - plain) / (full - plain), 0.5, 1e-9);
+  EXPECT_GT(part, plain);
+  EXPECT_NEAR((part - plain) / (full - plain), 0.357, 1e-9);
 
   const auto g = graph_of(sc);
   auto cleared = g;

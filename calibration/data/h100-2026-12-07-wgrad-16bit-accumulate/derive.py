@@ -33,6 +33,10 @@ for key in ("bf16inplace_s", "fp16inplace_s"):
                for run in ("run1", "run2")]
     print(f"{key[:-2]}: {c:.4e} s per output element = {c * HBM_Bps:.3f} bytes; {c / c32:.3f} of the fp32 fit "
           f"(run 1 {per_run[0]:.3f}, run 2 {per_run[1]:.3f})")
+# The two 16-bit variants move the same bytes: pooled, one fit over both (the mean of their slopes, same points).
+pooled = (slope(fit, "bf16inplace_s") + slope(fit, "fp16inplace_s")) / 2
+print(f"16-bit pooled: {pooled:.4e} s per output element = {pooled * HBM_Bps:.3f} bytes; {pooled / c32:.3f} of the fp32 fit "
+      "(gpu.wgrad_accumulate_serial_bytes_16bit = this fraction x the preset's fp32 figure)")
 r16 = [r["fp16_s"] / r["bf16_s"] for r in pts if "fp16_s" in r]
 print(f"fp16 / bf16 without accumulate (run 1, {len(r16)} shapes): median {statistics.median(r16):.3f}, "
       f"range {min(r16):.3f}-{max(r16):.3f}")
