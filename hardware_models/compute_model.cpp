@@ -56,7 +56,7 @@ double attention_head_dims_rate(const SystemSpec& sys, const KernelWork& w) {
 double wgrad_accumulate_serial_bytes(const SystemSpec& sys, sim::Dtype d, bool main_grad_16bit) {
   const auto& g = sys.gpu;
   // (The preset's 16-bit figure is for bf16-rate operands; otherwise, and for an fp8-class wgrad, whose own fp32 figure
-  // differs, the measured fraction of the fp32 figure.)
+  // differs, kWgradAccumulate16bitFraction of the fp32 figure.)
   if (main_grad_16bit)
     return d == sim::Dtype::bf16 && g.wgrad_accumulate_serial_bytes_16bit >= 0
                ? g.wgrad_accumulate_serial_bytes_16bit

@@ -78,7 +78,7 @@ struct GpuSpec {
   double wgrad_accumulate_serial_bytes_fp8 = -1;
   double wgrad_accumulate_serial_bytes_fp8_blockwise = -1;
   // The same into a 16-bit main gradient (Megatron's --fp16 or --grad-reduce-in-bf16: D = C + dY^T X with 16-bit
-  // C = D); < 0: the measured fraction of the operands' fp32 figure (hw::kWgradAccumulate16bitFraction).
+  // C = D); < 0: half the operands' fp32 figure (hw::kWgradAccumulate16bitFraction: the epilogue's bytes).
   double wgrad_accumulate_serial_bytes_16bit = -1;
   // A bf16 weight-gradient GEMM in Transformer Engine's layout (NT: both operands tokens-major, as TE's Linear and
   // GroupedLinear pass them) takes this times the TN product of the same shape, the layout the GEMM shape curve is

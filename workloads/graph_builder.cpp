@@ -56,11 +56,18 @@ Precision precision_of(const TrainingConfig& t) {
   // not under an fp8-class recipe other than delayed scaling, optimizer_config.py. Megatron-FSDP is racksim's fsdp and,
   // in Megatron mode, zero2, the importer's optim_grads.)
   const bool fp8_not_delayed = t.fp8_class() && !(t.precision == sim::Dtype::fp8 && t.fp8_recipe == Fp8Recipe::delayed);
-  const bool optimizer_reads_buffer = (t.adam_moments == AdamMoments::bf16 && !fp8_not_delayed) ||
+  // Offloaded, the optimizer is the precision-aware one (Megatron requires --use-precision-aware-optimizer with
+  // --optimizer-cpu-offload, arguments.py), which reads the buffer under any recipe (optimizer_config.py:
+  // use_precision_aware_optimizer_no_fp8_or_ds_fp8 holds with optimizer_cpu_offload).
+  const bool optimizer_reads_buffer = (t.adam_moments == AdamMoments::bf16 && !fp8_not_delayed) || t.offload_optimizer ||
                                       t.optimizer_sharding == OptimizerSharding::fsdp ||
                                       t.optimizer_sharding == OptimizerSharding::zero2;
   p.main_grad_bytes = grads_16bit && optimizer_reads_buffer ? p.grad_bytes : 4.0;
-  p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 ? 4.0 : 8.0;  // Adam first and second moments
+  // Adam's first and second moments. Offloaded, Megatron's CPU optimizer is torch.optim.AdamW over fp32 parameters,
+  // which keeps fp32 moments whatever --exp-avg-dtype says (megatron/core/optimizer/__init__.py passes it only to the
+  // GPU optimizer). (JAX mode's offload keeps the moments' dtype.)
+  const bool megatron_cpu_adam = t.offload_optimizer && t.framework != Framework::jax;
+  p.optimizer_bytes = t.adam_moments == AdamMoments::bf16 && !megatron_cpu_adam ? 4.0 : 8.0;
   // Megatron reduces its fp32 main grads under bf16 training. XLA (JAX mode) reduces a weight's gradient where the
   // SPMD partitioner resolves the weight-gradient dot's partial sum over the batch: on the dot's output, in the
   // compute dtype (bf16; under TE's fp8/nvfp4 recipes too, whose weight-gradient GEMM writes bf16), before the

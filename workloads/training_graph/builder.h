@@ -1607,9 +1607,10 @@ class Builder {
   void finalize_model_grads_tail();
 
   void optimizer_step();
-  // The offloaded optimizer's gradients on the host: fp32, its parameters' dtype (HybridDeviceOptimizer keeps fp32
-  // copies of the parameters it steps on the host, param_update_in_fp32, and pinned gradients of their dtype).
-  double host_grad_bytes() const { return pr_.master_weight_bytes; }
+  // The offloaded optimizer's parameters and gradients on the host, and what crosses the link for them: fp32
+  // (HybridDeviceOptimizer keeps fp32 copies of the parameters it steps on the host, param_update_in_fp32, and pinned
+  // gradients of their dtype).
+  double host_fp32_bytes() const { return pr_.master_weight_bytes; }
   // Megatron's work on a 16-bit gradient buffer before the optimizer step (the fp32 copy of the shard, --fp16's loss
   // scaler); returns the fp32 main gradients it allocates, if any.
   std::optional<TensorId> optimizer_main_grads(double shard);

@@ -370,8 +370,8 @@ void Builder::optimizer_step() {
     grad_norm();
   }
   // Adam: read the gradient, master weight and moments; write the master weight and moments. Offloaded, the host's
-  // gradients are fp32 (host_grad_bytes).
-  const double grad_read_bytes = t_.offload_optimizer ? host_grad_bytes() : pr_.main_grad_bytes;
+  // gradients are fp32 (host_fp32_bytes), and so are its moments (Precision::optimizer_bytes).
+  const double grad_read_bytes = t_.offload_optimizer ? host_fp32_bytes() : pr_.main_grad_bytes;
   const double adam_bytes = shard * (grad_read_bytes + 2 * (pr_.master_weight_bytes + pr_.optimizer_bytes));
   if (t_.offload_optimizer) {
     g_.notes.push_back(
@@ -397,19 +397,25 @@ void Builder::optimizer_step() {
     // The CPU optimizer's parameters are fp32 (HybridDeviceOptimizer's param_update_in_fp32) and so are its pinned
     // gradients; a gradient of another dtype is copied into them with copy_(non_blocking=True), which PyTorch converts
     // on the GPU first (aten/src/ATen/native/cuda/Copy.cu, copy_requires_temporaries: the conversion device is CUDA
-    // for a non-blocking copy), a parameter at a time: a conversion pass, then fp32 bytes over the link.
-    if (pr_.main_grad_bytes != host_grad_bytes())
-      vector("optimizer.grads_to_fp32", shard * (pr_.main_grad_bytes + host_grad_bytes()), 0);
+    // for a non-blocking copy), a parameter at a time: a conversion pass, then fp32 bytes over the link. The pass takes
+    // the pending reductions as its dependencies; the copy waits for it.
     SmallVec<OpId, 3> reduced;
-    for (OpId d : pending_deps_) reduced.push_back(d);
+    if (pr_.main_grad_bytes != host_fp32_bytes()) {
+      reduced.push_back(vector("optimizer.grads_to_fp32", shard * (pr_.main_grad_bytes + host_fp32_bytes()), 0));
+    } else {
+      for (OpId d : pending_deps_) reduced.push_back(d);
+    }
     pending_deps_.clear();
-    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * host_grad_bytes(),
+    const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * host_fp32_bytes(),
                                std::move(reduced));
     if (main_grads) g_.ops[d2h].frees.push_back(*main_grads);  // on the host from here
     const OpId adam = host_side("optimizer.cpu_adam", OpKind::copy_d2h, StreamKind::d2h, adam_bytes, {d2h}, true);
-    pending_deps_ = {host_side("optimizer.weights_from_host", OpKind::copy_h2d, StreamKind::h2d,
-                               shard * pr_.activation_bytes, {adam})};
-    vector("optimizer.cast_weights", shard * 2 * pr_.activation_bytes, shard);
+    // The updated parameters come back the same way (the post-hook's gpu_param.copy_(param, non_blocking=True)): fp32
+    // over the link into a temporary, converted on the GPU into the model's weights (Copy.cu: the source on the host,
+    // the temporary of its dtype on the GPU). (JAX mode keeps the weights' dtype over the link.)
+    const double back_bytes = jax_ ? pr_.activation_bytes : host_fp32_bytes();
+    pending_deps_ = {host_side("optimizer.weights_from_host", OpKind::copy_h2d, StreamKind::h2d, shard * back_bytes, {adam})};
+    vector("optimizer.cast_weights", shard * (back_bytes + pr_.activation_bytes), shard);
   } else {
     const OpId adam = vector("optimizer.adamw", adam_bytes, 15 * shard);
     if (jax_) g_.ops[adam].frees.push_back(jax_grads_);

@@ -46,7 +46,7 @@ void Builder::add_resident_state() {
     resident("optimizer.master_m_v", MemCategory::optimizer,
              n_opt * (pr_.master_weight_bytes + pr_.optimizer_bytes), t_.offload_optimizer);
     // Offloaded, the optimizer also keeps a pinned fp32 copy of its gradient shard on the host (hybrid_optimizer.py).
-    if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * host_grad_bytes(), true);
+    if (t_.offload_optimizer) resident("optimizer.grads_host", MemCategory::gradients, n_opt * host_fp32_bytes(), true);
     // The expert-exchange library's buffers, allocated at a stage's first exchange and kept (hw::
     // expert_library_buffer_bytes: DeepEP's and HybridEP's; NCCL's are in memory.reserved). HybridEP's hold the rank's
     // tokens from every EP rank; its ranks of one domain taken as the EP group's share of a domain.
