@@ -16,7 +16,7 @@ namespace racksim::sim {
 
 // Gradient-accumulation micro-steps repeat the same work: once the pipeline has filled, every
 // further round of micro-steps adds the same time. A step of many micro-steps is simulated at m1 and
-// m1 + unit micro-steps and extrapolated (report.cpp, which moves the window later when it is not
+// m1 + unit micro-steps and extrapolated (simulate.cpp, which moves the window later when it is not
 // steady yet). The plan (docs/decisions.md):
 //   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
 //                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within

@@ -295,10 +295,12 @@ Json Gemm::algo_json() const {
 }
 
 double Gemm::check(int samples, cudaStream_t s) const {
-  // One product into set 0 first, so that the check does not depend on what ran before (an accumulating one into a
-  // zeroed D: D = A.B).
+  // One product into set 0 first, so that the check does not depend on what ran before; an accumulating one twice into
+  // a zeroed D, D = 2 A.B, so that beta 1 is checked too (beta 0 would leave A.B).
   if (v_.accumulates()) RB_CUDA(cudaMemsetAsync(d_[0], 0, d_bytes_, s));
   enqueue(s, 0);
+  if (v_.accumulates()) enqueue(s, 0);
+  const double times = v_.accumulates() ? 2.0 : 1.0;
   RB_CUDA(cudaStreamSynchronize(s));
   double worst = 0;
   uint64_t x = 0x243F6A8885A308D3ULL;
@@ -325,7 +327,7 @@ double Gemm::check(int samples, cudaStream_t s) const {
     }
     double ref = 0, mag = 0;
     for (long long q = 0; q < k_; ++q) {
-      double p = static_cast<double>(a[q]) * b[q];
+      double p = times * static_cast<double>(a[q]) * b[q];
       ref += p;
       mag += std::fabs(p);
     }
