@@ -293,9 +293,10 @@ TEST(SteadyState, PlanLengths) {
   EXPECT_EQ(plan_of(4, 2, 16)->unit, 4);
   // An MoE model at pp a multiple of 4: from the first stage's warm-up on, pp and 3·pp/2 (limits.h: from pp/2 the
   // DeepSeek-V3 steps checked below disagreed with --exact).
+  const sim::Scenario moe_base = sim::load_scenario(kSrc + "/scenarios/deepseek-v3-gb200.yaml",
+                                                    sim::parse_set_overrides({"training.pipeline={}"}));
   auto moe = [&](int pp, int m, bool paired) {
-    sim::Scenario sc = sim::load_scenario(kSrc + "/scenarios/deepseek-v3-gb200.yaml",
-                                          sim::parse_set_overrides({"training.pipeline={}"}));
+    sim::Scenario sc = moe_base;
     sc.training.parallelism.pp = pp;
     sc.training.moe.a2a_overlap = paired;
     sc.training.global_batch = m * sc.training.parallelism.dp;

@@ -408,7 +408,7 @@ void Builder::optimizer_step() {
     pending_deps_.clear();
     const OpId d2h = host_side("optimizer.grads_to_host", OpKind::copy_d2h, StreamKind::d2h, shard * host_fp32_bytes(),
                                std::move(reduced));
-    if (main_grads) g_.ops[d2h].frees.push_back(*main_grads);  // on the host from here
+    // (No fp32 copy to free here: offloaded, the optimizer reads the buffer itself, Precision::main_grad_bytes.)
     const OpId adam = host_side("optimizer.cpu_adam", OpKind::copy_d2h, StreamKind::d2h, adam_bytes, {d2h}, true);
     // The updated parameters come back the same way (the post-hook's gpu_param.copy_(param, non_blocking=True)): fp32
     // over the link into a temporary, converted on the GPU into the model's weights (Copy.cu: the source on the host,
