@@ -104,6 +104,18 @@ std::optional<std::string> gemm_shape(const std::string& shape) {
   return fmt::format("{}x{}x{}", dims[0], dims[1], dims[2]);
 }
 
+// A warning said once per message and process (a sweep loads the scenario at every point, on several threads).
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  bool first = false;
+  {
+    const std::lock_guard lock(mutex);
+    first = said.insert(message).second;
+  }
+  if (first) spdlog::warn("{}", message);
+}
+
 // A problem with a key of a preset table whose keys are data (gpu.sustained_gemm's shapes, gpu.bf16_wgrad_nt_time_ratio's
 // token counts): at the key where the file has it; a key set by system.overrides or --set reports where it was set.
 void key_error(const Node& table, const YAML::Node& key, const Node& row, const std::string& msg,
@@ -323,8 +335,13 @@ SystemSpec parse_system_preset(const Node& root) {
     set_if(quantity_in(r, "reserved", QuantityKind::bytes, false, kReserved), s.memory.reserved_bytes);
     r.finish();
   }
+  // Reported at the capacity where an override set it and left the reservation as the preset has it (the user's
+  // what-if, not the preset's line, is what to change).
+  const Node reserved = root.child("memory").child("reserved"), capacity = root.child("gpu").child("hbm_capacity");
+  const auto& grafts = root.context()->grafts;
+  const bool capacity_overridden = grafts.contains(capacity.internal_path()) && !grafts.contains(reserved.internal_path());
   if (s.gpu.hbm_capacity_bytes > 0 && s.memory.reserved_bytes >= s.gpu.hbm_capacity_bytes)
-    root.child("memory").child("reserved").error(
+    (capacity_overridden ? capacity : reserved).error(
         fmt::format("{} reserved for the driver and libraries leaves nothing of the {} of HBM (gpu.hbm_capacity)",
                     sim::format_quantity(s.memory.reserved_bytes, QuantityKind::bytes),
                     sim::format_quantity(s.gpu.hbm_capacity_bytes, QuantityKind::bytes)));
@@ -559,14 +576,18 @@ bool load_system_preset(const std::string& name, const Node* where_named, const 
             "{}: {}: recorded, not modelled: no part of the step depends on {} (to change a GPU's rates, override "
             "gpu.peak_dense.*, gpu.matmul_efficiency.* or gpu.hbm_bandwidth)",
             at, node.path(), target);
-        static std::mutex mutex;
-        static std::set<std::string> said;
-        bool first = false;
-        {
-          const std::lock_guard lock(mutex);
-          first = said.insert(message).second;
-        }
-        if (first) spdlog::warn("{}", message);
+        warn_once(message);
+      }
+      if (target == "gpu.sm_count") {
+        // Read for the SM share a collective's CTAs take beside compute (replay.cpp) and a calibration's loop-fusion
+        // rate (calibration.cpp): a "fewer SMs" what-if through it must not look as if the GEMMs had slowed.
+        const std::string message = fmt::format(
+            "{}: {}: sets only the share of the SMs a collective's CTAs take beside compute (and whether a "
+            "calibration's loop-fusion index rate, measured at its own SM count, applies); GEMM, attention and "
+            "element-wise rates come from gpu.peak_dense.*, gpu.matmul_efficiency.* and gpu.hbm_bandwidth (scale those "
+            "for a part with fewer SMs)",
+            at, node.path());
+        warn_once(message);
       }
       input::set_by_path(tree, target, node.yaml());
       ctx->grafts[target] = {node.file(), node.path(), command_line_set ? -1 : 0, 0};

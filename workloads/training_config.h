@@ -275,8 +275,9 @@ struct TrainingConfig {
   // (all-reduce after the row-parallel GEMMs, as GSPMD/XLA and Megatron without --sequence-parallel).
   bool sequence_parallel = true;
   // Tensor-parallel communication overlapped with the neighbouring GEMM (Megatron/Transformer
-  // Engine --tp-comm-overlap with userbuffers; XLA's collective matmul): the collective runs
-  // beside the GEMM instead of before or after it.
+  // Engine --tp-comm-overlap with userbuffers): the collective runs beside the GEMM instead of
+  // before or after it. Megatron mode only: XLA's collective matmul is not modelled, and in JAX
+  // mode the key changes nothing (a note says so).
   bool tp_comm_overlap = false;
   // CUDA_DEVICE_MAX_CONNECTIONS, the hardware queues the job's streams share. With one, kernels reach the GPU in
   // launch order, so a collective launched before the next GEMM gets its SMs first (Megatron sets 1 for its

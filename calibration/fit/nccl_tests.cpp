@@ -204,7 +204,7 @@ std::vector<NcclTestsLog> parse_text(const std::string& text, const std::string&
     // below its resolution, is read and left out of the fit, which says how many rows it could use).
     if (r.time_s < 0 || r.algbw_Bps < 0 || r.busbw_Bps < 0)
       fail(file_label, fmt::format("nccl-tests row of {} bytes: time {} us, algbw {}, busbw {}: not a measurement (a time "
-                                   "or a bandwidth is not negative)",
+                                   "or a bandwidth is never negative)",
                                    t[0], t[b.i_time], t[b.i_alg], t[b.i_bus]),
            lineno);
     // nccl-tests' check of the result (-c 1): a row with wrong elements measured a broken collective ("N/A": not checked).
@@ -286,7 +286,7 @@ std::vector<NcclTestsLog> parse_json(const json& j, const std::string& file_labe
     row.busbw_Bps = number(body->value("bus_bw", json()), file_label, "bus_bw") * 1e9;
     if (row.time_s < 0 || row.algbw_Bps < 0 || row.busbw_Bps < 0)
       fail(file_label, fmt::format("nccl-tests JSON row of {} bytes: time {:g} us, alg_bw {:g}, bus_bw {:g}: not a "
-                                   "measurement (a time or a bandwidth is not negative)",
+                                   "measurement (a time or a bandwidth is never negative)",
                                    row.bytes, row.time_s * 1e6, row.algbw_Bps / 1e9, row.busbw_Bps / 1e9));
     // The text reader's checks of a row, on the same fields: the result check and the time against the bandwidth.
     if (body->contains("nwrong") && number((*body)["nwrong"], file_label, "nwrong") != 0)

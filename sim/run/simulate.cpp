@@ -167,8 +167,11 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   int lengthened = 0;
   bool host_paced = false, host_paced_extrapolated = false;
   while (plan) {
-    if (m <= plan->m1 + plan->unit) {
-      plan.reset();  // the steady state starts too late to save anything: replay them all
+    // The steady state starts too late to save anything: replay them all. A window moved later (below) is dropped
+    // as soon as its two runs would replay as many micro-steps as the step has: the whole replay is then cheaper,
+    // and exact (a first window is kept: a sweep's points of other batches share its runs).
+    if (m <= plan->m1 + plan->unit || (lengthened > 0 && 2 * plan->m1 + plan->unit >= m)) {
+      plan.reset();
       host_paced = host_paced_extrapolated;  // (a host-paced window found earlier: now replayed whole after all)
       host_paced_extrapolated = false;
       break;
@@ -229,7 +232,9 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
     const bool jax = scenario.training.framework == Framework::jax;
     for (const auto& key : scenario.training.other_framework_keys)
       notes.push_back(fmt::format("training.{} is {}; in {} mode it changes nothing", key,
-                                  jax ? "Megatron's"
+                                  jax ? (key == "tp_comm_overlap" ? "Transformer Engine's userbuffers (Megatron mode; XLA's "
+                                                                    "collective matmul is not modelled)"
+                                                                  : "Megatron's")
                                   : key == "fused_softmax" ? "Transformer Engine's softmax under JAX (JAX mode)"
                                                            : "XLA's (JAX mode)",
                                   jax ? "JAX" : "Megatron"));

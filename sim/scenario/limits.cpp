@@ -6,7 +6,7 @@
 
 namespace racksim::sim {
 
-std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
+std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& /*m*/, const workloads::TrainingConfig& t) {
   const int pp = t.parallelism.pp, vp = t.parallelism.vp;
   // FSDP regathering per micro-batch under a pipeline: a layer gathers again after every backward but its last, and
   // the runs of m1 and m1 + unit micro-steps do not share the steady pattern (at pp 16, vp 1 the extrapolated bubble
@@ -17,8 +17,8 @@ std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& m, cons
   SteadyState plan;
   if (pp == 1)
     plan = {2, 2};
-  else if (vp == 1 && pp % 4 == 0)  // half a round; an MoE model's from the first stage's warm-up on: limits.h
-    plan = m.moe ? SteadyState{pp, pp / 2} : SteadyState{pp / 2, pp / 2};
+  else if (vp == 1 && pp % 4 == 0)  // half a round, from the first stage's warm-up on: limits.h
+    plan = {pp, pp / 2};
   else if (vp == 1)
     plan = {pp, pp};
   else  // the interleaved schedule repeats every group of N micro-batches (N = pp unless stated)

@@ -21,22 +21,16 @@ namespace racksim::sim {
 //   pp = 1:        2 and 4 micro-steps: the first waits for the parameter gathers, the last reduces the
 //                  gradients; a pair of middle ones is the period (MoE exchanges overlapped within
 //                  1F1B pairs alternate between two patterns).
-//   1F1B, pp a multiple of 4: pp/2 and pp. The longer run has the first stage holding pp
-//                  micro-batches at once, the most it ever holds (the memory peak, exactly); a 1F1B
-//                  step of stages of equal work lasts (m + pp - 1)·(t_f + t_b) for every m, so half a
-//                  round already adds the period, and a heavier stage still catching up is what the
-//                  window check catches (it then starts the window at pp).
-//   1F1B, pp a multiple of 4, an MoE model: pp and 3·pp/2, both runs past the first stage's warm-up
-//                  (pp - 1 forwards). From a run of pp/2 the MoE steps were off --exact: with the
-//                  exchanges overlapped in 1F1B pairs (moe.a2a_overlap) a run of pp/2 has no pair on the
-//                  first stages (the warm-up takes all of it) and the next pp/2 add pairs only where the
-//                  warm-up ends, where each steady micro-step adds one on every stage (DeepSeek-V3 at pp 4:
-//                  bubble +0.14 s, exposed exchanges -0.05 s); with uneven stages and full recompute the
-//                  filling pipeline's period is longer than the steady one (DeepSeek-V3's 61 layers at
-//                  pp 4 and 8: the step +0.5% and +0.7%, all in the bubble), which the window check does
-//                  not see (no rank's activity outgrows the step). Dense steps, uneven stages and full
-//                  recompute included, and MoE steps of even stages matched --exact from pp/2; the later
-//                  window costs an MoE step 5·pp/2 replayed micro-steps instead of 3·pp/2.
+//   1F1B, pp a multiple of 4: pp and 3·pp/2, both runs past the first stage's warm-up (pp - 1
+//                  forwards); half a round is the period. A run of pp/2 micro-steps is all warm-up: it has
+//                  no steady 1F1B phase, whose synchronous exchanges make a stage wait for its neighbour's
+//                  send in every micro-step, and the window check cannot see the difference (no rank's
+//                  activity outgrows the step). From pp/2 and pp a dense step of even stages whose hops
+//                  mix NVLink and the NIC was 0.78% short of --exact and its bubble half of it (tp 2, pp 8
+//                  on H100; an invariant audit, 2026-12-08); MoE steps with their exchanges overlapped in
+//                  1F1B pairs, whose pairs a run of pp/2 has only where the warm-up ends, and DeepSeek-V3's
+//                  uneven stages under full recompute (+0.5% and +0.7% at pp 4 and 8) missed the same way.
+//                  The later window costs 5·pp/2 replayed micro-steps instead of 3·pp/2.
 //   1F1B, other pp: pp and 2·pp: every stage's warm-up (pp - 1 - rank forwards) and a round of pp
 //                  micro-steps as the period (half a round would be odd, or for pp 2 a run of one
 //                  micro-step, which both gathers the parameters and reduces the gradients).
@@ -53,7 +47,7 @@ int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::Tra
 
 // The most layer-steps one simulation may replay: about 1.4 GB and 20 s. Llama 3 405B on 16,384
 // GPUs (126 layers, pp 16, vp 2) replays 2,016 (16 micro-steps), 10,080 with a long step (32 and
-// 48 micro-steps); 126 layers at pp 64, vp 1, 12,096 (32 + 64).
+// 48 micro-steps); 126 layers at pp 64, vp 1, 20,160 (64 + 96).
 inline constexpr int64_t kMaxReplayedLayerSteps = 65'536;
 
 // The largest model (10^15 parameters: a thousand times Llama 3 405B) and step (10^12 tokens: a

@@ -807,7 +807,8 @@ Scenario parse_scenario(Node root) {
         {"xla_pipelined_collectives", !(t.xla_pipelined == d.xla_pipelined)},
         {"xla_combine_threshold", !(t.xla_combine_threshold == d.xla_combine_threshold)},
     }};
-    const std::array<std::pair<const char*, bool>, 7> megatron_only = {{
+    const std::array<std::pair<const char*, bool>, 8> megatron_only = {{
+        {"tp_comm_overlap", t.tp_comm_overlap != d.tp_comm_overlap},
         {"gradient_accumulation_fusion", t.gradient_accumulation_fusion != d.gradient_accumulation_fusion},
         {"transformer_impl", t.transformer_impl != d.transformer_impl},
         {"overlap_grad_reduce", t.overlap_grad_reduce != d.overlap_grad_reduce},

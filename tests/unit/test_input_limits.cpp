@@ -529,7 +529,7 @@ TEST(InputLimitsCalibration, NegativeTimesAndBandwidthsAreRefusedAtTheirRow) {
   const auto r = run_cli({"calibrate", "read", d + "/all_reduce_perf.log"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.err, "us, algbw") && contains(r.err, "time -5.00 us") &&
-              contains(r.err, "not a measurement (a time or a bandwidth is not negative)"))
+              contains(r.err, "not a measurement (a time or a bandwidth is never negative)"))
       << r.err;
   EXPECT_TRUE(contains(fit_error(d), "time -5.00 us"));
 }

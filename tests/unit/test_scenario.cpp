@@ -58,6 +58,24 @@ TEST(Scenario, SetOverridesAndPresetOverrides) {
   EXPECT_NE(sc.system.spec.sources.at("gpu.hbm_bandwidth").find("scenario override"), std::string::npos);
 }
 
+// An override that leaves no HBM beside the preset's reservation is reported where the override is (a review found
+// it at the shipped preset's memory.reserved, a file and key the user never wrote); the reservation overridden too,
+// or alone, is reported at its own override.
+TEST(Scenario, CapacityOverrideBelowTheReservationIsReportedAtTheOverride) {
+  const std::string in_file = std::string(kBase).replace(std::string(kBase).find("gpus: 16}"), 9,
+                                                        "gpus: 16, overrides: {gpu.hbm_capacity: 1 GB}}");
+  const std::string e = error_text(in_file);
+  EXPECT_NE(e.find("s.yaml:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("system.overrides.gpu.hbm_capacity: 1.404 GB reserved for the driver and libraries leaves nothing of "
+                   "the 1 GB of HBM"), std::string::npos) << e;
+  EXPECT_EQ(e.find("h200-sxm.yaml"), std::string::npos) << e;
+  const std::string set = error_text(kBase, {"system.overrides.gpu.hbm_capacity=1 GB"});
+  EXPECT_NE(set.find("--set system.overrides.gpu.hbm_capacity=1 GB: error: system.overrides.gpu.hbm_capacity:"),
+            std::string::npos) << set;
+  const std::string both = error_text(kBase, {"system.overrides.gpu.hbm_capacity=1 GB", "system.overrides.memory.reserved=2 GB"});
+  EXPECT_NE(both.find("system.overrides.memory.reserved: 2 GB reserved"), std::string::npos) << both;
+}
+
 // A preset table keyed by tokens (gpu.bf16_wgrad_nt_time_ratio, the Hopper presets): one number replaces the whole table
 // and takes its points' citations with it (they had stayed behind and failed the preset's citation check), one point
 // may be set or added by its key (a key that is not a plain whole number is refused), and a value that is neither says

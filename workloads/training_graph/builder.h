@@ -576,12 +576,11 @@ class Builder {
   // whose GEMM consumes them (qkv and fc1 forward, proj and fc2 dgrad) on the copy engines (use_ce,
   // 1 SM, no SM margin), the GEMM in tp chunks; pipeline for the forward reduce-scatters (16 SMs set
   // aside, set_sm_margin), the GEMM in 4 chunks; bulk for the backward's other exchanges (16 SMs set
-  // aside); each only under tp_comm_overlap, inline otherwise. `nccl`: an NCCL collective beside the next GEMM under
-  // tp_comm_overlap, inline otherwise (XLA's, JAX mode). `async`: an asynchronous NCCL call beside the next GEMM
+  // aside); each only under tp_comm_overlap (Megatron mode), inline otherwise. `async`: an asynchronous NCCL call beside the next GEMM
   // whatever tp_comm_overlap says (Megatron-Core's own ColumnParallelLinear, the output layer, and Transformer
   // Engine's modules without userbuffers, e.g. the MTP eh_proj, which rely on CUDA_DEVICE_MAX_CONNECTIONS=1 to have it
   // scheduled before the GEMM). `none`: inline, an NCCL kernel the next op waits for.
-  enum class TpOverlap { ring_exchange, pipeline, bulk, nccl, async, none };
+  enum class TpOverlap { ring_exchange, pipeline, bulk, async, none };
   static constexpr int kUbPipelineSplits = 4;  // TE: num_splits of the pipeline method
   static constexpr int kUbSms = 16;            // TE: num_sm of the pipeline and bulk methods
   // A pipeline or bulk exchange: a userbuffer kernel on the SMs set aside for it.

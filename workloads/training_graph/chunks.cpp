@@ -188,7 +188,7 @@ TensorId Builder::output_head(std::string_view pre, TensorId x, bool free_input)
   // tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.forward): the sequence-parallel
   // input is gathered synchronously before the GEMM, with or without tp_comm_overlap (userbuffers serve
   // Transformer Engine's layers only).
-  tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, jax_ ? TpOverlap::nccl : TpOverlap::none);
+  tp_collective(cat(pre, "logits.tp_all_gather"), CollectiveOp::all_gather, T_ * h_ * a, TpOverlap::none);
   const bool fused_ce = t_.cross_entropy_fusion;
   if (jax_) {
     // XLA: with its fused loss the logits GEMM writes fp32 (4 - a more) and one pass reads and rewrites them (8
@@ -269,7 +269,7 @@ OpId Builder::output_head_backward(std::string_view pre, TensorId logits) {
       // back to the compute dtype, and the wgrad reads the fp32 input the forward kept.
       gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::fp32);
       vector(cat(pre, "logits.dgrad.cast"), T_ * h_ * (4 + a), T_ * h_);
-      tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+      tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::none);
       gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::fp32);
       g_.ops[last()].frees.push_back(logits);
       const auto it = head_input_fp32_.find(mb_);
@@ -281,7 +281,7 @@ OpId Builder::output_head_backward(std::string_view pre, TensorId logits) {
     }
     vector(cat(pre, "cross_entropy.bwd.cast"), T_ * V_ * (4 + a), T_ * V_);
     gemm_dgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
-    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::nccl);
+    tp_collective(cat(pre, "logits.dgrad.tp_reduce_scatter"), CollectiveOp::reduce_scatter, T_ * h_ * a, TpOverlap::none);
     gemm_wgrad(cat(pre, "logits"), T_, V_, h_, Quant::none);
     g_.ops[last()].frees.push_back(logits);
     return vector(cat(pre, "final_norm.bwd"), 4 * Tsp_ * h_ * a, 8 * Tsp_ * h_);

@@ -155,18 +155,21 @@ void Builder::tp_collective(std::string_view name, CollectiveOp c, double bytes,
     pipelined_reduce_scatter(name, c, bytes);
     return;
   }
-  if ((t_.tp_comm_overlap && how != TpOverlap::none) || how == TpOverlap::async) {
+  // In JAX mode the key changes nothing: XLA runs a tensor-parallel collective as an NCCL kernel its consumer waits
+  // for; its collective matmul (windowed einsum, --xla_gpu_threshold_for_windowed_einsum_mib), which would overlap
+  // one, is not modelled (scenario.cpp notes the key).
+  const bool overlap = t_.tp_comm_overlap && !jax_;
+  if ((overlap && how != TpOverlap::none) || how == TpOverlap::async) {
     // Runs beside the next GEMM (chunked in the real kernels): the op after that GEMM waits
     // for it, the GEMM itself does not.
     const OpId id = collective(name, c, CommGroup::tp, bytes, {last()});
     overlapped_.push_back(id);
     Op& op = g_.ops[id];
-    if (jax_) return;  // XLA's collectives are NCCL kernels (its collective matmul is not modelled)
     if (how == TpOverlap::ring_exchange) {
       op.comm_kernel = CommKernel::copy_engine;
       op.queues_behind_compute = false;  // copy engines, no SMs to wait for
       chunk_next_gemms_ = gemms;
-    } else if (how != TpOverlap::nccl && how != TpOverlap::async) {
+    } else if (how != TpOverlap::async) {
       on_userbuffer_sms(op);
     }
     return;
