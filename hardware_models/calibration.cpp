@@ -537,6 +537,7 @@ std::shared_ptr<const Calibration> load_calibration(const std::string& name, con
     c = std::make_shared<Calibration>(parse_calibration(*root));
     c->name = fs::path(path).stem().string();
     c->file = display_path(path);
+    c->absolute_path = fs::absolute(path).lexically_normal().generic_string();
     if (ctx->diag->size() == errors_before) read_base_preset(*c, *root);
   }
   ctx->grafts = std::move(parked);

@@ -197,6 +197,7 @@ struct CalibrationSource {
 struct Calibration {
   std::string name;           // file stem (h200)
   std::string file;           // where it was loaded from
+  std::string absolute_path;  // the same, absolute (a report's scenario names a calibration file by it)
   // The device measured and the preset it was fitted against.
   std::string device_name;    // as the tool reported it ("NVIDIA H200")
   std::string base_preset;    // h200-sxm

@@ -1176,11 +1176,15 @@ CollectiveCost hierarchical(const SystemSpec& sys, CollectiveOp op, double bytes
 void apply_measured_nccl(const SystemSpec& sys, const GroupPlacement& g, const CollectiveOptions& opt,
                          CollectiveCost& r) {
   if (!sys.calibration || !sys.calibration->applied_nccl || opt.algorithm != CollectiveAlgorithm::auto_select ||
-      opt.protocol != CollectiveProtocol::auto_select || g.ranks != g.ranks_per_domain ||
-      r.algorithm == CollectiveAlgorithm::nvls || r.algorithm == CollectiveAlgorithm::nvls_tree)
+      opt.protocol != CollectiveProtocol::auto_select || g.ranks != g.ranks_per_domain)
     return;
+  const bool nvls = r.algorithm == CollectiveAlgorithm::nvls || r.algorithm == CollectiveAlgorithm::nvls_tree;
   for (const auto& f : sys.calibration->nccl) {
     if (f.op != r.op || f.gpus != g.ranks || !(f.algbw_Bps > 0)) continue;
+    if (nvls) {
+      r.measured_fit_skipped_for_nvls = true;
+      return;
+    }
     r.latency_s = f.latency_s;
     r.bandwidth_time_s = r.bytes / f.algbw_Bps;
     r.bound_by = "measured";

@@ -64,6 +64,9 @@ struct CollectiveCost {
   // in-switch reduction, nvlsEfficiency) | "protocol" (LL/LL128 overhead or cap) | "channel_cap" (an NCCL
   // per-channel bandwidth cap, e.g. perChMaxTreeBw, perChMaxNVLSTreeBw).
   std::string bound_by;
+  // The calibration has a measured fit for this op and group that was not applied because the model chose NVLS
+  // (apply_measured_nccl): the report says so once.
+  bool measured_fit_skipped_for_nvls = false;
 };
 
 struct CollectiveOptions {

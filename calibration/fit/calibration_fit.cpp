@@ -177,6 +177,38 @@ constexpr double kMaxMeasuredRow_s = 3600;
 bool usable_time(double t) { return t > 0 && std::isfinite(t) && t <= kMaxMeasuredRow_s; }
 
 // A measurement row a fit can use: size (or count) positive and finite, its time usable.
+// A section's list of rows (gemm.results, nccl.runs): none where the file has no such section or the section says why it
+// was skipped; a section of another shape is an error, not a silent skip (a review found `gemm: "skipped"` and
+// `launch: []` fitted without a word, the measurements simply missing).
+const json* section_rows(const json& j, const char* section, const char* list, const std::string& file) {
+  if (!j.contains(section)) return nullptr;
+  const json& s = j[section];
+  if (!s.is_object())
+    fail(file, fmt::format("{}: expected an object with a '{}' list, got {}", section, list, s.type_name()));
+  if (!s.contains(list)) {
+    if (s.contains("skipped") || s.contains("note")) return nullptr;
+    fail(file, fmt::format("{}: expected a '{}' list (or 'skipped' saying why there is none)", section, list));
+  }
+  if (!s[list].is_array()) fail(file, fmt::format("{}.{}: expected a list, got {}", section, list, s[list].type_name()));
+  return &s[list];
+}
+
+// An optional text field of a row, one of `allowed` (empty: any), checked where it is read: a value the calibration
+// file cannot hold had surfaced only when the written file was loaded again, blamed on another folder.
+std::string text_field(const json& r, const char* key, const char* fallback, std::initializer_list<const char*> allowed,
+                       const std::string& file, const std::string& row) {
+  if (!r.contains(key)) return fallback;
+  const json& v = r[key];
+  if (!v.is_string()) fail(file, fmt::format("{}.{}: expected text, got {}", row, key, v.dump()));
+  const std::string t = v.get<std::string>();
+  if (allowed.size() > 0 && std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return t == a; })) {
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : " | ") + std::string(a);
+    fail(file, fmt::format("{}.{}: unknown value '{}'; expected one of {}", row, key, t, list));
+  }
+  return t;
+}
+
 bool usable(double x, double t) { return x > 0 && std::isfinite(x) && usable_time(t); }
 
 // Appends (x, t) to `pts` when usable, else counts it in `left_out`.
@@ -465,12 +497,12 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
     if (in.driver.empty()) in.driver = driver;
     if (in.sm_count == 0) in.sm_count = sms;
 
-    if (j.contains("gemm") && j["gemm"].contains("results")) {
+    if (const json* results = section_rows(j, "gemm", "results", shown)) {
       int n = 0, rows = 0, left_out = 0, index = 0;
-      for (const json& r : j["gemm"]["results"]) {
+      for (const json& r : *results) {
         row = fmt::format("gemm.results[{}]", index++);
         if (r.contains("error")) continue;
-        const std::string dt = r.value("dtype", "");
+        const std::string dt = text_field(r, "dtype", "", {}, shown, row);
         sim::Dtype d;
         if (dt == "bf16") d = sim::Dtype::bf16;
         else if (dt == "fp8_e4m3") d = sim::Dtype::fp8;
@@ -478,13 +510,13 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         else fail(shown, fmt::format("gemm row with unknown dtype '{}'", dt));
         RawGemm g{d, {}};
         g.p.source = src;
-        g.p.label = r.value("label", "");
+        g.p.label = text_field(r, "label", "", {}, shown, row);
         g.p.m = at(r, "m", shown, row).get<double>();
         g.p.n = at(r, "n", shown, row).get<double>();
         g.p.k = at(r, "k", shown, row).get<double>();
         g.p.batch = r.value("batch", 1);
-        g.p.layout = r.value("layout", "TN");
-        g.p.out = r.value("out_dtype", "bf16");
+        g.p.layout = text_field(r, "layout", "TN", {"TN", "NN", "NT", "TT"}, shown, row);
+        g.p.out = text_field(r, "out_dtype", "bf16", {"bf16", "f32"}, shown, row);
         g.p.measured_s = median_of(at(r, "s", shown, row), shown, row);
         ++rows;
         // A shape that is not a matrix product is bad data, not a measurement to leave out.
@@ -504,9 +536,9 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       if (n) cs.used.push_back("gemm");
     }
     const std::string why = "a size or time that is not positive and finite, or a time over an hour";
-    if (j.contains("hbm") && j["hbm"].contains("results")) {
+    if (const json* results = section_rows(j, "hbm", "results", shown)) {
       int rows = 0, left_out = 0, index = 0;
-      for (const json& r : j["hbm"]["results"])
+      for (const json& r : *results)
         if (row = fmt::format("hbm.results[{}]", index++); r.contains("kernel")) {
           ++rows;
           add_point(in.hbm, 2.0 * at(r, "bytes", shown, row).get<double>(), median_of(at(r["kernel"], "s", shown, row), shown, row),
@@ -515,10 +547,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       note_dropped(in, shown, "hbm", left_out, rows, why);
       if (rows > left_out) cs.used.push_back("hbm");
     }
-    if (j.contains("host") && j["host"].contains("results")) {
+    if (const json* results = section_rows(j, "host", "results", shown)) {
       int rows = 0, left_out = 0;
       int index = 0;
-      for (const json& r : j["host"]["results"]) {
+      for (const json& r : *results) {
         row = fmt::format("host.results[{}]", index++);
         const double b = at(r, "bytes", shown, row).get<double>();
         ++rows;
@@ -529,10 +561,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       note_dropped(in, shown, "host-copy", left_out, rows, why);
       if (rows > 0) cs.used.push_back("host");
     }
-    if (j.contains("launch") && j["launch"].contains("results")) {
+    if (const json* results = section_rows(j, "launch", "results", shown)) {
       int rows = 0, left_out = 0;
       int index = 0;
-      for (const json& r : j["launch"]["results"]) {
+      for (const json& r : *results) {
         row = fmt::format("launch.results[{}]", index++);
         const double n = at(r, "n", shown, row).get<double>();
         const json& e = at(r, "eager", shown, row);
@@ -546,9 +578,9 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       note_dropped(in, shown, "launch", left_out, rows, why);
       cs.used.push_back("launch");
     }
-    if (j.contains("contention") && j["contention"].contains("results")) {
+    if (const json* results = section_rows(j, "contention", "results", shown)) {
       int index = 0;
-      for (const json& r : j["contention"]["results"]) {
+      for (const json& r : *results) {
         row = fmt::format("contention.results[{}]", index++);
         ContentionPoint p;
         p.background = r.value("background", "");
@@ -559,10 +591,10 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
       }
       cs.used.push_back("contention");
     }
-    if (j.contains("nccl") && j["nccl"].contains("runs") && !j["nccl"].contains("note")) {
+    if (const json* runs = section_rows(j, "nccl", "runs", shown)) {
       bool any = false;
       int nccl_rows = 0, nccl_left_out = 0;
-      for (const json& run : j["nccl"]["runs"]) {
+      for (const json& run : *runs) {
         const int gpus = run.value("gpus", 0);
         if (gpus < 2 || !run.contains("results")) continue;
         std::map<std::string, Inputs::NcclGroup> groups;
@@ -938,9 +970,18 @@ Calibration fit_calibration(const FitOptions& opt) {
     }
   }
   if (in.sources.empty()) fail(dirs_shown.front(), "no racksim-bench JSON or nccl-tests log found");
+  // The device checks below (name, SM count, memory) need a name: without one, another GPU's measurements would pass
+  // as the base preset's own (an H100's racksim-bench file without its identity.gpus fitted as an H200's; a review's
+  // finding). Every racksim-bench file and nccl-tests log records it.
+  if (in.device_name.empty())
+    fail(dirs_shown.front(),
+         fmt::format("no measurement here names the GPU it ran on (a racksim-bench file's identity.gpus[].name or "
+                     "identity.gpu, an nccl-tests log's '# Rank' lines): racksim cannot check that it ran on the base preset's GPU, {} ({}); "
+                     "measure with calibration/bench, which records it",
+                     base.gpu.model, base.name));
 
   Calibration c;
-  c.device_name = in.device_name.empty() ? base.gpu.model : in.device_name;
+  c.device_name = in.device_name;
   c.base_preset = base.name;
   c.gpu_model = base.gpu.model;
   c.architecture = base.gpu.architecture;
@@ -964,7 +1005,7 @@ Calibration fit_calibration(const FitOptions& opt) {
   // The same device by its name and its memory too: an H100's file fitted onto h200-sxm has the H200's SM count but
   // would write the H100's figures as the H200's own (an audit's finding; docs/calibration.md: gpu_model is how "the
   // same device" is recognised).
-  if (!in.device_name.empty()) {
+  {
     const auto measured = gpu_model_words(in.device_name), preset = gpu_model_words(base.gpu.model);
     const bool named_other = !measured.empty() && !preset.empty() &&
                              std::none_of(measured.begin(), measured.end(), [&](const std::string& w) { return preset.count(w) > 0; });

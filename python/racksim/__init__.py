@@ -50,8 +50,9 @@ def _set_args(overrides: Overrides) -> list[str]:
                 text = json.dumps(value)  # 8 -> 8, True -> true, {"a": 1} -> {"a": 1}
             out.append(f"{key}={text}")
         return out
-    if isinstance(overrides, (str, bytes)):
-        raise TypeError("set= takes a dict {KEY.PATH: VALUE} or a list of 'KEY.PATH=VALUE' strings")
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise TypeError("set= takes a dict {KEY.PATH: VALUE} or a list of 'KEY.PATH=VALUE' strings, "
+                        f"got {type(overrides).__name__}")
     return [str(s) for s in overrides]
 
 
@@ -121,15 +122,17 @@ def sweep(sweep: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
     if sweep is None:
         if base is None or vary is None:
             raise TypeError("sweep: give a sweep file or dict, or base= and vary=")
-        sweep = {"base": os.fspath(base), "vary": {k: list(v) for k, v in vary.items()}}
     elif base is not None or vary is not None:
         raise TypeError("sweep: give a sweep file or dict, or base= and vary=, not both")
+    # (checked before vary's values are listed: an int or a list of pairs had raised Python's own TypeError)
     if isinstance(vary, Mapping):
         for key, values in vary.items():
             if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
                 raise InputError(f"vary.{key}: expected a list of values, got {values!r}")
     elif vary is not None:
         raise InputError(f"vary: expected a mapping of KEY.PATH to lists of values, got {type(vary).__name__}")
+    if sweep is None:
+        sweep = {"base": os.fspath(base), "vary": {k: list(v) for k, v in vary.items()}}
     jobs = 0 if jobs is None else _count("jobs", jobs, 1, 4096)
     csv = _racksim.sweep(_source(sweep, "sweep"), jobs, shard or "", _path(out), _path(report))
     df = pd.read_csv(io.StringIO(csv))

@@ -242,6 +242,16 @@ def test_sweep_bad_key_raises():
         racksim.sweep(base=QUICK, vary={"training.recompte": ["none"]})
 
 
+def test_sweep_and_set_of_the_wrong_shape_say_so():
+    # (a review found Python's own TypeError/AttributeError here: 'int' object is not iterable)
+    with pytest.raises(racksim.InputError, match=r"vary.training.parallelism.tp: expected a list of values, got 2"):
+        racksim.sweep(base=QUICK, vary={"training.parallelism.tp": 2})
+    with pytest.raises(racksim.InputError, match="vary: expected a mapping of KEY.PATH to lists of values, got list"):
+        racksim.sweep(base=QUICK, vary=[("training.parallelism.tp", [1])])
+    with pytest.raises(TypeError, match="set= takes a dict"):
+        racksim.run(QUICK, set=5)
+
+
 # ---------------------------------------------------------------- replay
 
 HLO = "calibration/data/h200-2026-11-29/m1_full.hlo.txt.gz"

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <ostream>
+#include <tuple>
 
 #include "calibration/fit/calibration_fit.h"
 #include "calibration/fit/nccl_tests.h"
@@ -55,6 +56,17 @@ void print_fit(const hw::Calibration& c, std::ostream& out) {
     out << fmt::format("launch: eager {:.3f} us/kernel, graph {:.3f} us/node + {:.3f} us/launch, min kernel {:.3f} us\n",
                        c.launch->eager_kernel_launch_s * 1e6, c.launch->graph_kernel_launch_s * 1e6,
                        c.launch->graph_launch_s * 1e6, c.launch->min_kernel_duration_s * 1e6);
+  if (c.launch && c.launch->eager_gap_points > 0)
+    out << fmt::format("launch: eager kernel gap {:.4f} us on the GPU (median of {}; {:.3f}-{:.3f} us)\n",
+                       c.launch->eager_kernel_gap_s * 1e6, c.launch->eager_gap_points, c.launch->eager_gap_min_s * 1e6,
+                       c.launch->eager_gap_max_s * 1e6);
+  if (c.attention)
+    for (const auto& [name, backward, causal] : {std::tuple{"forward", false, false}, {"forward_causal", false, true},
+                                                 {"backward", true, false}, {"backward_causal", true, true}})
+      if (const auto& cv = c.attention->curve(backward, causal); cv.points > 0)
+        out << fmt::format("attention {}: e_max {:.5f} of the bf16 peak, s0 {:.1f} keys ({} points; rms {:.2f}%, max "
+                           "{:.2f}%)\n",
+                           name, cv.e_max, cv.s0, cv.points, 100 * cv.rms_residual, 100 * cv.max_abs_residual);
   for (const auto& f : c.nccl)
     out << fmt::format("nccl {} x{}: latency {:.2f} us, algbw {:.1f} GB/s, busbw {:.1f} GB/s (rms {:.2f}%)\n",
                        hw::to_string(f.op), f.gpus,

@@ -784,6 +784,7 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
   }
   // Hashed (a search of an ordered map of 7-field keys was a third of a collective's start); its nodes stay put.
   std::unordered_map<CollKey, CachedCost, CollKeyHash> coll_cache_;
+  bool said_nvls_fit_skipped_ = false;  // (a calibration's measured NCCL fit passed over for NVLS: said once)
 
   void start_copy(OpId id, const Op& op) {
     const bool h2d = op.kind == OpKind::copy_h2d;
@@ -832,6 +833,15 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         cost = hw::estimate_expert_exchange(sys_, place, x, opt);
       } else {
         cost = hw::estimate_collective(sys_, op.coll, op.coll_bytes, place, opt);
+        if (cost.measured_fit_skipped_for_nvls && !said_nvls_fit_skipped_) {
+          said_nvls_fit_skipped_ = true;
+          res_.warnings.push_back(fmt::format(
+              "calibration: its measured {} on {} GPUs is not applied where racksim picks NVLS (training.nvls): "
+              "measured fits are taken as ring/tree times (racksim-bench runs NCCL with NCCL_NVLS_ENABLE=0), so the "
+              "modelled NVLS time stands; training.nvls: false runs on the measured figures (for an nccl-tests log "
+              "taken with NVLS on, the figures it measured)",
+              hw::to_string(op.coll), place.ranks));
+        }
       }
       cached = coll_cache_.emplace(key, CachedCost{cost, intern_label(hw::to_string(cost.algorithm) + "/" + cost.protocol),
                                                    intern_label(cost.bound_by)})

@@ -1062,8 +1062,13 @@ nlohmann::json system_to_json(const SystemConfig& sc) {
   json sys = {{"preset", sc.preset}, {"gpus", sc.gpus}};
   // The calibration applied (named or by default), or "none" when the scenario said so: the
   // report's scenario reruns to the same numbers.
+  // A calibration named by a file as an absolute path: the scenario named it beside itself, and the report's scenario
+  // saved elsewhere must find the same file (a review's finding).
   if (sc.calibration)
-    sys["calibration"] = *sc.calibration;
+    sys["calibration"] = hw::names_preset_file(*sc.calibration) && sc.spec.calibration &&
+                                 !sc.spec.calibration->absolute_path.empty()
+                             ? sc.spec.calibration->absolute_path
+                             : *sc.calibration;
   else if (sc.calibration_source == "none")
     sys["calibration"] = "none";
   if (!sc.overrides.empty()) sys["overrides"] = sc.overrides;

@@ -885,3 +885,36 @@ TEST(CalibNccl, MalformedRowIsAnErrorWithLine) {
   EXPECT_DOUBLE_EQ(calib::nccl_busbw_factor("send_recv", 2), 1.0);
 }
 
+// A measured NCCL fit is a ring/tree time (racksim-bench runs NCCL with NVLS off): where racksim picks NVLS the modelled
+// time stands, and the report says a fit was passed over (a review found the fit silently unused under the default
+// training.nvls while the transfer line said "measured NCCL collectives"); with NVLS off the fit applies.
+TEST(Calibration, MeasuredNcclFitPassedOverForNvlsIsSaid) {
+  std::ifstream in(kSrc + "/hardware_models/calibrated/h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string cal = text.str();
+  const std::string empty = "nccl: []";
+  ASSERT_NE(cal.find(empty), std::string::npos);
+  cal.replace(cal.find(empty), empty.size(),
+              "nccl:\n  - {op: all_reduce, gpus: 8, source: 1, latency: 25 us, algbw: 50 GB/s, busbw: 87.5 GB/s, "
+              "fit: {points: 11, rms: 0.01, max_abs: 0.02}}");
+  const fs::path dir = fs::temp_directory_path() / "racksim_nvls_fit";
+  fs::create_directories(dir);
+  { std::ofstream(dir / "slow-nccl.yaml") << cal; }
+  const std::string sc = "system: {preset: h100-sxm, gpus: 8, calibration: " + (dir / "slow-nccl.yaml").string() +
+                         "}\nmodel: {preset: llama3-8b}\ntraining: {seq_len: 8192, global_batch: 8, optimizer_sharding: none}\n";
+  { std::ofstream(dir / "s.yaml") << sc; }
+  std::vector<nlohmann::json> r;
+  for (const char* nvls : {"true", "false"}) {
+    const auto out = racksim::testing::run_cli({"run", (dir / "s.yaml").string(), "--json", "--set",
+                                                 std::string("training.nvls=") + nvls});
+    ASSERT_EQ(out.code, 0) << out.err;
+    r.push_back(nlohmann::json::parse(out.out));
+  }
+  const std::string said = "calibration: its measured all_reduce on 8 GPUs is not applied where racksim picks NVLS";
+  EXPECT_NE(r[0]["warnings"].dump().find(said), std::string::npos) << r[0]["warnings"].dump();
+  EXPECT_EQ(r[1]["warnings"].dump().find(said), std::string::npos);
+  // The measured 50 GB/s all-reduce of the fp32 gradients is far slower than the modelled NVLS or ring.
+  EXPECT_GT(r[1]["breakdown_s"]["exposed_communication"].get<double>(),
+            2 * r[0]["breakdown_s"]["exposed_communication"].get<double>());
+}

@@ -123,6 +123,33 @@ TEST(CalibrationChecks, AnotherGpuIsRefusedByNameAndMemory) {
   EXPECT_EQ(fit_error({dir_of("own", {{"racksim-bench.json", read_file(kBench)}, {"all_reduce_perf.log", log_with()}})}), "");
 }
 
+// A review's findings (2026-12-08): a file that names no GPU passed every device check and was written as the base
+// preset's own device; a section of the wrong JSON type was skipped without a word; a GEMM row's layout or output
+// dtype the calibration file cannot hold surfaced only when the written file was loaded again, blamed on another
+// folder. Each is now refused where it is read, with the file and the JSON path.
+TEST(CalibrationChecks, UnnamedDevicesWrongSectionsAndRowFieldsAreRefused) {
+  const std::string unnamed = dir_of("unnamed", {{"racksim-bench.json", bench_with([](json& j) { j["identity"].erase("gpus"); })}});
+  EXPECT_TRUE(has(fit_error({unnamed}, "h100-sxm"), "no measurement here names the GPU it ran on")) << fit_error({unnamed}, "h100-sxm");
+  const std::string wrong_section = dir_of("wrong_section", {{"racksim-bench.json", bench_with([](json& j) { j["gemm"] = "skipped"; })}});
+  EXPECT_TRUE(has(fit_error({wrong_section}), "racksim-bench.json: error: gemm: expected an object with a 'results' list, got string"))
+      << fit_error({wrong_section});
+  const std::string launch_list = dir_of("launch_list", {{"racksim-bench.json", bench_with([](json& j) { j["launch"] = json::array(); })}});
+  EXPECT_TRUE(has(fit_error({launch_list}), "launch: expected an object with a 'results' list, got array")) << fit_error({launch_list});
+  const std::string results_object =
+      dir_of("results_object", {{"racksim-bench.json", bench_with([](json& j) { j["hbm"]["results"] = json::object(); })}});
+  EXPECT_TRUE(has(fit_error({results_object}), "hbm.results: expected a list, got object")) << fit_error({results_object});
+  const std::string layout = dir_of("layout", {{"racksim-bench.json", bench_with([](json& j) { j["gemm"]["results"][0]["layout"] = "XX"; })}});
+  EXPECT_TRUE(has(fit_error({layout}), "racksim-bench.json: error: gemm.results[0].layout: unknown value 'XX'; expected one of TN | NN | NT | TT"))
+      << fit_error({layout});
+  const std::string label = dir_of("label", {{"racksim-bench.json", bench_with([](json& j) { j["gemm"]["results"][0]["label"] = 7; })}});
+  EXPECT_TRUE(has(fit_error({label}), "gemm.results[0].label: expected text, got 7")) << fit_error({label});
+  // A section that says why it has no rows (racksim-bench's nccl on one GPU) is read as none, as before.
+  EXPECT_EQ(fit_error({dir_of("skipped", {{"racksim-bench.json", bench_with([](json& j) {
+                                            j["nccl"] = json{{"skipped", "one GPU"}};
+                                          })}})}),
+            "");
+}
+
 TEST(CalibrationChecks, PhysicallyImpossibleRatesAreRefused) {
   // A bf16 GEMM at 1.8x the datasheet peak (its time scaled by 0.4).
   const std::string fast = dir_of("gemm_fast", {{"racksim-bench.json", bench_with([](json& j) {

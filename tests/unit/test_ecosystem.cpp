@@ -281,7 +281,7 @@ const std::string kDeepSeekArgs = R"(
 --num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432 --num-attention-heads 128
 --multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128
 --num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 2048
---moe-layer-freq ([0]*3+[1]*58) --moe-token-dispatcher-type flex --moe-enable-deepep
+--moe-layer-freq ([0]*3+[1]*58) --moe-token-dispatcher-type flex --moe-enable-deepep --moe-grouped-gemm
 --moe-router-num-groups 8 --moe-router-group-topk 4 --overlap-moe-expert-parallel-comm --delay-wgrad-compute
 --vocab-size 129280 --swiglu --untie-embeddings-and-output-weights --seq-length 4096
 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 4
@@ -383,6 +383,62 @@ TEST(MegatronImport, CudaGraphScopeReachesItsKey) {
   EXPECT_TRUE(added);  // the scope the script did not write is said
   // Without --cuda-graph-impl the scope has nothing to select: no key.
   EXPECT_EQ(meg(kDeepSeekArgs + "--cuda-graph-scope attn\n", opt).yaml.find("cuda_graph_scope"), std::string::npos);
+}
+
+// --pipeline-model-parallel-layout: Megatron-LM takes vp from the layout's stages / pp (arguments.py), and a layout whose
+// middle stages hold equal decoder layers is racksim's first/last stage counts (a review found the layout dropped: the
+// job ran as 1F1B on racksim's own split, DeepSeek-V3's 12.6 s where the layout's interleaved job is 11.3 s). Layouts
+// Megatron-Core refuses are refused with its reason.
+TEST(MegatronImport, PipelineLayoutSetsTheVirtualStagesAndTheEnds) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  const std::string args = replaced(kDeepSeekArgs, "--num-virtual-stages-per-pipeline-rank 4",
+                                    "--pipeline-model-parallel-layout \"Et|(tt|)*30mL\"");
+  const auto r = meg(args, opt);
+  const auto sc = load(r);
+  EXPECT_EQ(sc.training.parallelism.vp, 4);  // 32 stages / pp 8
+  EXPECT_NE(r.yaml.find("first_stage_layers: 1"), std::string::npos) << r.yaml;
+  EXPECT_NE(r.yaml.find("last_stage_layers: 0"), std::string::npos) << r.yaml;
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("layout"), std::string::npos) << w;
+  // The same layout beside a vp it contradicts, too few decoder layers, an unknown character, MTP layers the flag does
+  // not have, stages that do not divide over pp.
+  expect_refused(replaced(kDeepSeekArgs, "--num-virtual-stages-per-pipeline-rank 4",
+                          "--num-virtual-stages-per-pipeline-rank 2 --pipeline-model-parallel-layout \"Et|(tt|)*30mL\""),
+                 opt, "32 stages over pp 8 are 4 virtual stages per rank");
+  expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*29tt|mLL"), opt, "the embedding (E) must come first and the loss (L) last");
+  expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*29ttt|mL"), opt, "62 decoder layers (t) where --num-layers is 61");
+  expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*30xL"), opt, "'x' (Megatron-Core knows E, t, m and L)");
+  expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*30L"), opt, "0 MTP layers (m) where --mtp-num-layers is 1");
+  expect_refused(replaced(args, "Et|(tt|)*30mL", "Et|(tt|)*29ttmL"), opt, "31 stages do not divide over pp 8");
+  // Middle stages of unequal layers: vp from the layout, the layers split evenly, said.
+  const auto uneven = meg(replaced(args, "Et|(tt|)*30mL", "Et|t|(tt|)*29,tmL"), opt);
+  EXPECT_NE(std::find_if(uneven.warnings.begin(), uneven.warnings.end(),
+                         [](const std::string& w) { return w.find("its middle stages hold different numbers") != std::string::npos; }),
+            uneven.warnings.end());
+}
+
+// Switches Megatron-Core refuses together (transformer_config.py at d98e8a64) are refused with its reason, where the
+// import had mapped them to something runnable (a review's finding): DeepEP without the flex dispatcher or beside the
+// hybridep backend, mla_up_proj recompute without MLA, moe_act recompute without grouped GEMMs.
+TEST(MegatronImport, SwitchesMegatronRefusesTogetherAreRefused) {
+  imp::MegatronOptions opt;
+  opt.system = "gb200-nvl72";
+  opt.gpus = 256;
+  expect_refused(replaced(kDeepSeekArgs, "--moe-token-dispatcher-type flex", "--moe-token-dispatcher-type alltoall"), opt,
+                 "--moe-enable-deepep with the alltoall dispatcher: Megatron-Core refuses it");
+  expect_refused(replaced(kDeepSeekArgs, "--moe-token-dispatcher-type flex", ""), opt,
+                 "--moe-enable-deepep with the allgather dispatcher (Megatron's default)");
+  expect_refused(kDeepSeekArgs + " --moe-flex-dispatcher-backend hybridep", opt, "Only one backend is supported");
+  expect_refused(replaced(kDeepSeekArgs, " --moe-grouped-gemm", "") + " --recompute-modules moe_act", opt,
+                 "moe_act in recompute_modules is only supported with moe_grouped_gemm");
+  expect_refused(replaced(kDeepSeekArgs, "--multi-latent-attention ", "--kv-channels 128 ") +
+                     " --recompute-modules mla_up_proj",
+                 opt, "mla_up_proj in recompute_modules is only supported with multi_latent_attention");
+  // The flex dispatcher's own backends import as before.
+  EXPECT_NE(meg(replaced(kDeepSeekArgs, "--moe-enable-deepep", "--moe-flex-dispatcher-backend hybridep"), opt)
+                .yaml.find("dispatcher: hybridep"),
+            std::string::npos);
 }
 
 // --fp8-recipe blockwise (DeepSeek-style 1x128 / 128x128 scales) reaches training.fp8_recipe, so the Hopper

@@ -117,6 +117,12 @@ TEST(InputAudit, TorchrunCountsAreReadInEitherFormOrRefused) {
   const auto eq = run_cli({"import", "megatron", dir + "/eq.sh", "--system", "h100-sxm"});
   EXPECT_EQ(eq.code, 0) << eq.err;
   EXPECT_TRUE(has(eq.out, "gpus: 16")) << eq.out;
+  // The launcher's flags from an unquoted string variable, which bash splits into words (Megatron-LM's own
+  // examples/t5/train_t5_220m_distributed.sh): it had been one word, and the job 1 GPU.
+  write(dir + "/var.sh", "DISTRIBUTED_ARGS=\"--nproc_per_node 8 --nnodes 4\"\ntorchrun $DISTRIBUTED_ARGS" + tail);
+  const auto var = run_cli({"import", "megatron", dir + "/var.sh", "--system", "h100-sxm"});
+  EXPECT_EQ(var.code, 0) << var.err;
+  EXPECT_TRUE(has(var.out, "gpus: 32")) << var.out;
   for (const char* bad : {"4294967297", "abc", "8.5", "0", "-8", "1:4"}) {
     write(dir + "/bad.sh", "# launch\ntorchrun --nproc_per_node 8 --nnodes " + std::string(bad) + tail);
     const auto r = run_cli({"import", "megatron", dir + "/bad.sh", "--system", "h100-sxm"});

@@ -28,6 +28,7 @@ namespace {
 
 using racksim::testing::run_cli;
 
+namespace fs = std::filesystem;
 const std::string kSrc = RACKSIM_SOURCE_DIR;
 const std::string kQuick = kSrc + "/scenarios/quickstart.yaml";
 
@@ -557,6 +558,26 @@ TEST(WorkflowRun, KeysOfTheOtherFrameworkAreNoted) {
     ASSERT_EQ(rerun.code, 0) << rerun.err;
     EXPECT_EQ(notes_of(rerun.out).size(), run == &jax ? 1u : 0u) << rerun.out;  // jax: the overlap switch it was given
   }
+}
+
+// A calibration named by a file beside the scenario: the report's scenario names it by its absolute path, so the saved
+// scenario reruns to the same step from another folder (a review found `mycal.yaml` echoed as written, which a rerun
+// looked for beside the saved file).
+TEST(WorkflowRun, ReportNamesACalibrationFileSoItsScenarioRerunsElsewhere) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "wf_cal_beside";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  fs::copy_file(kSrc + "/hardware_models/calibrated/h100.yaml", dir / "sub" / "mycal.yaml");
+  std::ofstream(dir / "sub" / "s.yaml") << "system: {preset: h100-sxm, gpus: 8, calibration: mycal.yaml}\n"
+                                            "model: {preset: llama3-8b}\ntraining: {seq_len: 4096, global_batch: 8}\n";
+  const auto first = run_cli({"run", (dir / "sub" / "s.yaml").string(), "--json"});
+  ASSERT_EQ(first.code, 0) << first.err;
+  const json report = json::parse(first.out);
+  EXPECT_EQ(report["scenario"]["system"]["calibration"], (dir / "sub" / "mycal.yaml").lexically_normal().generic_string());
+  std::ofstream(dir / "again.json") << report["scenario"].dump();
+  const auto again = run_cli({"run", (dir / "again.json").string(), "--json"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["step_time_s"], report["step_time_s"]);
 }
 
 // tp_comm_overlap is Transformer Engine's userbuffers: in JAX mode it changes nothing, and says so. (Until 2026-12-08 it

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -584,8 +585,9 @@ struct Extracted {
   std::vector<std::string> warnings;  // a variable set differently on two branches of one if
 };
 
-void add_args_from_words(const std::vector<std::string>& ws, int line, std::vector<Arg>& args) {
-  // A quoted word holding spaces ("--fp8-format hybrid") is its own flag and value.
+// A word holding spaces that begins with a flag ("--fp8-format hybrid" quoted, or an unquoted $DISTRIBUTED_ARGS of
+// "--nproc_per_node 8 --nnodes 4", which bash splits) is its flags and values.
+std::vector<std::string> split_flag_words(const std::vector<std::string>& ws) {
   std::vector<std::string> t;
   for (const auto& w : ws) {
     if (w.rfind("--", 0) == 0 && w.find(' ') != std::string::npos) {
@@ -595,6 +597,11 @@ void add_args_from_words(const std::vector<std::string>& ws, int line, std::vect
       t.push_back(w);
     }
   }
+  return t;
+}
+
+void add_args_from_words(const std::vector<std::string>& ws, int line, std::vector<Arg>& args) {
+  const std::vector<std::string> t = split_flag_words(ws);
   static const std::set<std::string> ops = {"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "\\"};
   for (std::size_t i = 0; i < t.size(); ++i) {
     const std::string& w = t[i];
@@ -1045,13 +1052,14 @@ Extracted extract(const std::string& text) {
         }
       }
     }
-    std::vector<std::string> expanded;
+    std::vector<std::string> words;
     for (; i < ws.size(); ++i) {
       if (ws[i] == ")" || ws[i] == "(") continue;
       std::string w = ws[i];
       if (!w.empty() && w.back() == ')' && w.find('(') == std::string::npos) w.pop_back();
-      expanded.push_back(sh.expand(w));
+      words.push_back(sh.expand(w));
     }
+    const std::vector<std::string> expanded = split_flag_words(words);
     // torchrun / python -m torch.distributed.run (or .launch): the job's GPU count, from "--flag N" or "--flag=N". On
     // the launcher's command a value that is not a whole count (torchrun's "gpu"/"auto", an elastic "1:4", an unset
     // variable) is refused: the count would be a guess, and --gpus says it. Elsewhere (a script parsing its own
@@ -1250,6 +1258,49 @@ std::string activation_name_policy(const std::vector<std::string>& recompute, co
 }
 
 using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
+
+// Megatron-Core's --pipeline-model-parallel-layout (megatron/core/transformer/pipeline_parallel_layer_layout.py
+// parse_str_to_list at d98e8a64): commas dropped, "(...)*N" then "x*N" unrolled, stages split by '|', each a string of
+// E (embedding), t (decoder layer), m (MTP layer), L (loss). Stage i is virtual stage i / pp of pipeline rank i % pp.
+// Empty when the text has another character (the caller says which).
+std::optional<std::vector<std::string>> parse_pipeline_layout(std::string text, std::string& bad) {
+  text.erase(std::remove(text.begin(), text.end(), ','), text.end());
+  // Each unrolling repeats text, so a pathological layout could grow without bound: stop at a million characters.
+  constexpr std::size_t kMaxLayout = 1'000'000;
+  auto unroll = [&](const std::regex& re) {
+    std::string out;
+    auto begin = std::sregex_iterator(text.begin(), text.end(), re);
+    std::size_t last = 0;
+    for (auto it = begin; it != std::sregex_iterator(); ++it) {
+      const auto& m = *it;
+      out.append(text, last, static_cast<std::size_t>(m.position(0)) - last);
+      const std::string group = m.str(1);
+      const long long n = std::stoll(m.str(2).substr(0, 9));
+      if (group.size() * static_cast<std::size_t>(n) + out.size() > kMaxLayout) {
+        bad = "more than a million layers";
+        return false;
+      }
+      for (long long i = 0; i < n; ++i) out += group;
+      last = static_cast<std::size_t>(m.position(0) + m.length(0));
+    }
+    out.append(text, last, std::string::npos);
+    text = std::move(out);
+    return true;
+  };
+  if (!unroll(std::regex(R"(\(([^)]+)\)\*(\d+))")) || !unroll(std::regex(R"((.)\*(\d+))"))) return std::nullopt;
+  std::vector<std::string> stages(1);
+  for (char c : text) {
+    if (c == '|') {
+      stages.emplace_back();
+    } else if (c == 'E' || c == 't' || c == 'm' || c == 'L') {
+      stages.back() += c;
+    } else {
+      bad = fmt::format("'{}' (Megatron-Core knows E, t, m and L)", c);
+      return std::nullopt;
+    }
+  }
+  return stages;
+}
 
 [[noreturn]] void fail(const std::string& label, const std::string& message) {
   throw input_error(label, 0, 0, "", message);
@@ -1676,6 +1727,50 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     vp = std::max<long long>(1, counted / ranks / *per);
     vp_src = src("num-layers-per-virtual-pipeline-stage") + fmt::format(": {} layers / ({} layers x pp {})", counted, *per, pp);
   }
+  // A custom layout sets the virtual stages itself (Megatron-LM arguments.py: vp = its stages / pp) and, where its middle
+  // stages hold equal numbers of decoder layers, racksim's first/last stage counts (written with the pipeline below).
+  std::optional<std::vector<std::string>> layout;
+  if (const auto text = fl.str("pipeline-model-parallel-layout")) {
+    std::string bad;
+    layout = parse_pipeline_layout(*text, bad);
+    if (!layout) fail(label, fmt::format("{}: not a layout Megatron-Core reads: {}", src("pipeline-model-parallel-layout"), bad));
+    const auto count = [&](char c) {
+      long long n = 0;
+      for (const auto& st : *layout) n += std::count(st.begin(), st.end(), c);
+      return n;
+    };
+    const long long stages = static_cast<long long>(layout->size());
+    if (stages % pp != 0)
+      fail(label, fmt::format("{}: {} stages do not divide over pp {} (Megatron-Core: 'pipeline_model_parallel_layout "
+                              "must be divisible by pipeline_model_parallel_size')",
+                              src("pipeline-model-parallel-layout"), stages, pp));
+    if (layers > 0 && count('t') != layers)
+      fail(label, fmt::format("{}: {} decoder layers (t) where --num-layers is {} (Megatron-Core: 'Number of decoder "
+                              "layers ... must match num_layers')",
+                              src("pipeline-model-parallel-layout"), count('t'), layers));
+    if (const long long mtp = as_int("mtp-num-layers").value_or(0); count('m') != mtp)
+      fail(label, fmt::format("{}: {} MTP layers (m) where --mtp-num-layers is {} (Megatron-Core: 'Number of mtp layers "
+                              "in layout must match mtp_num_layers')",
+                              src("pipeline-model-parallel-layout"), count('m'), mtp));
+    if (count('E') != 1 || count('L') != 1 || layout->front().empty() || layout->front().front() != 'E' ||
+        layout->back().empty() || layout->back().back() != 'L')
+      fail(label, fmt::format("{}: the embedding (E) must come first and the loss (L) last, once each (Megatron-Core "
+                              "validate_layer_layout)",
+                              src("pipeline-model-parallel-layout")));
+    const long long from_layout = stages / pp;
+    if ((fl.has("virtual-pipeline-model-parallel-size") || fl.has("num-virtual-stages-per-pipeline-rank") ||
+         fl.has("num-layers-per-virtual-pipeline-stage")) &&
+        vp != from_layout)
+      fail(label, fmt::format("{}: {} stages over pp {} are {} virtual stages per rank, where {} gives {}",
+                              src("pipeline-model-parallel-layout"), stages, pp, from_layout, vp_src, vp));
+    if (embedding_counted || loss_counted || fl.has("decoder-first-pipeline-num-layers") ||
+        fl.has("decoder-last-pipeline-num-layers"))
+      fail(label, src("pipeline-model-parallel-layout") + " with --account-for-*-in-pipeline-split or "
+                  "--decoder-first/last-pipeline-num-layers: Megatron-LM refuses them together (the layout states the "
+                  "split)");
+    vp = from_layout;
+    vp_src = src("pipeline-model-parallel-layout") + fmt::format(": {} stages / pp {}", stages, pp);
+  }
   if (vp > 1) tw.line(4, "vp", std::to_string(vp), vp_src);
   tw.line(4, "cp", std::to_string(cp), fl.has("context-parallel-size") ? src("context-parallel-size") : "default 1");
   if (ep > 1 || fl.has("expert-model-parallel-size"))
@@ -1729,6 +1824,16 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
       if (auto mods = fl.str("recompute-modules")) {
         rc_src += " " + src("recompute-modules");
         recompute_modules = module_list(*mods);
+        // Megatron-Core refuses these (transformer_config.py at d98e8a64, __post_init__); racksim had mapped them.
+        const auto listed = [&](const char* m) {
+          return std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
+        };
+        if (listed("mla_up_proj") && !fl.on("multi-latent-attention"))
+          fail(label, src("recompute-modules") + " without --multi-latent-attention: Megatron-Core refuses it ('mla_up_proj "
+                      "in recompute_modules is only supported with multi_latent_attention.')");
+        if (listed("moe_act") && !fl.on("moe-grouped-gemm"))
+          fail(label, src("recompute-modules") + " without --moe-grouped-gemm: Megatron-Core refuses it ('moe_act in "
+                      "recompute_modules is only supported with moe_grouped_gemm.')");
       } else {
         recompute_modules = {"core_attn"};  // Megatron's default list
       }
@@ -1981,14 +2086,20 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     std::string disp = "alltoall", disp_src = "Megatron's default dispatcher is allgather; modelled as alltoall";
     const std::string type = fl.str("moe-token-dispatcher-type").value_or("allgather");
     if (fl.has("moe-token-dispatcher-type")) disp_src = src("moe-token-dispatcher-type");
+    // Megatron-Core's checks (transformer_config.py at d98e8a64): --moe-enable-deepep only with the flex dispatcher,
+    // and not beside the hybridep backend. (racksim had imported both as DeepEP.)
+    if (fl.on("moe-enable-deepep") && type != "flex")
+      fail(label, fmt::format("--moe-enable-deepep with the {} dispatcher{}: Megatron-Core refuses it ('DeepEP backend is "
+                              "only supported with flex token dispatcher.'); give --moe-token-dispatcher-type flex",
+                              type, fl.has("moe-token-dispatcher-type") ? "" : " (Megatron's default)"));
+    if (fl.on("moe-enable-deepep") && fl.str("moe-flex-dispatcher-backend").value_or("deepep") == "hybridep")
+      fail(label, "--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep: Megatron-Core refuses it ('Only one "
+                  "backend is supported for flex token dispatcher.')");
     if (type == "flex") {
-      const std::string backend = fl.str("moe-flex-dispatcher-backend").value_or(fl.on("moe-enable-deepep") ? "deepep" : "deepep");
+      const std::string backend = fl.str("moe-flex-dispatcher-backend").value_or("deepep");
       disp = backend == "hybridep" ? "hybridep" : "deepep";
       disp_src += fl.has("moe-flex-dispatcher-backend") ? " " + src("moe-flex-dispatcher-backend")
                                                         : fl.has("moe-enable-deepep") ? " --moe-enable-deepep" : " (DeepEP)";
-    } else if (fl.on("moe-enable-deepep")) {
-      disp = "deepep";
-      disp_src += " --moe-enable-deepep";
     } else if (type == "allgather") {
       out.warnings.push_back("--moe-token-dispatcher-type allgather: modelled as alltoall (racksim has no all-gather dispatcher)");
     } else if (type != "alltoall" && type != "alltoall_seq") {
@@ -2101,11 +2212,31 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
                              "nothing (Megatron ignores it too)");
     }
   }
-  if (fl.has("pipeline-model-parallel-layout")) {
+  if (layout) {
     fl.used.insert("pipeline-model-parallel-layout");
-    out.warnings.push_back(src("pipeline-model-parallel-layout") +
-                           ": a custom layout is not expressible; the layers split evenly (with the first/last stage "
-                           "counts if given)");
+    std::vector<long long> t;  // decoder layers per stage, in the layout's order
+    for (const auto& st : *layout) t.push_back(std::count(st.begin(), st.end(), 't'));
+    const bool even_middle = t.size() <= 2 || std::all_of(t.begin() + 1, t.end() - 1, [&](long long n) { return n == t[1]; });
+    // The MTP layers go on the last stage in racksim (Megatron puts them where the layout says, after every decoder).
+    const bool mtp_last = std::all_of(layout->begin(), layout->end() - 1,
+                                      [](const std::string& st) { return st.find('m') == std::string::npos; });
+    if (even_middle && t.size() >= 2) {
+      open_pipeline();
+      tw.line(4, "first_stage_layers", std::to_string(t.front()),
+              src("pipeline-model-parallel-layout") + fmt::format(": the first stage, '{}'", layout->front()));
+      tw.line(4, "last_stage_layers", std::to_string(t.back()),
+              src("pipeline-model-parallel-layout") + fmt::format(": the last stage, '{}'", layout->back()));
+      if (!mtp_last)
+        out.warnings.push_back(src("pipeline-model-parallel-layout") +
+                               ": its MTP layers (m) are on a stage before the last; racksim puts them on the last "
+                               "stage, with the loss");
+    } else {
+      out.warnings.push_back(src("pipeline-model-parallel-layout") +
+                             fmt::format(": its middle stages hold different numbers of decoder layers, which racksim's "
+                                         "first/last stage counts cannot state; vp {} is the layout's, the layers split "
+                                         "evenly",
+                                         vp));
+    }
   }
 
   // ---- everything else: ignored (known) or unknown (warning)
