@@ -1151,6 +1151,25 @@ Calibration fit_calibration(const FitOptions& opt) {
               to_string(d), common, fs::path(c.sources[b].path).filename().string(),
               fs::path(c.sources[a].path).filename().string(), num(std::exp(logsum / common), 3), num(lo, 3), num(hi, 3)));
       }
+    // A shape measured more than once within one source: the card's power state moves it by up to about a third
+    // (docs/calibration.md); twice as long or more is a bad row, which the fit would take as measured and the
+    // scenario's warning would put down to the power state (a review's finding: a row duplicated at 10x, fitted
+    // without a word).
+    for (std::size_t a = 0; a < c.sources.size(); ++a) {
+      std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> seen;
+      for (const auto& p : m.shapes)
+        if (p.source == static_cast<int>(a)) {
+          auto [it, fresh] = seen.try_emplace({p.m, p.n, p.k, p.batch, p.layout, p.out}, p.measured_s, p.measured_s);
+          if (!fresh) it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
+        }
+      for (const auto& [k, mm] : seen)
+        if (mm.first > 0 && mm.second > 2 * mm.first)
+          c.notes.push_back(fmt::format(
+              "gemm {}: {} measures {}x{}x{} (batch {}) more than once, {}x apart: one card's power state moves a shape "
+              "by up to about a third; check that row (all are fitted as measured)",
+              to_string(d), fs::path(c.sources[a].path).filename().string(), std::get<0>(k), std::get<1>(k),
+              std::get<2>(k), std::get<3>(k), num(mm.second / mm.first, 3)));
+    }
     if (m.points_hbm_bound > 0) {
       double lo = 1e300, hi = -1e300;
       for (const auto& p : m.shapes)

@@ -143,6 +143,18 @@ TEST(CalibrationChecks, UnnamedDevicesWrongSectionsAndRowFieldsAreRefused) {
       << fit_error({layout});
   const std::string label = dir_of("label", {{"racksim-bench.json", bench_with([](json& j) { j["gemm"]["results"][0]["label"] = 7; })}});
   EXPECT_TRUE(has(fit_error({label}), "gemm.results[0].label: expected text, got 7")) << fit_error({label});
+  // A shape repeated within one file at 10x its time: fitted as measured, with a note naming the row.
+  const std::string dup = dir_of("dup", {{"racksim-bench.json", bench_with([](json& j) {
+                                            for (const auto& r : j["gemm"]["results"])
+                                              if (r.value("dtype", "") == "bf16" && r.value("m", 0) == 4096 &&
+                                                  r.value("n", 0) == 4096 && r.value("k", 0) == 4096) {
+                                                json copy = r;
+                                                copy["s"]["median"] = r["s"]["median"].get<double>() * 10;
+                                                j["gemm"]["results"].push_back(copy);
+                                                break;
+                                              }
+                                          })}});
+  EXPECT_TRUE(noted(calib::fit_calibration(options({dup})), "measures 4096x4096x4096 (batch 1) more than once, 10x apart"));
   // A section that says why it has no rows (racksim-bench's nccl on one GPU) is read as none, as before.
   EXPECT_EQ(fit_error({dir_of("skipped", {{"racksim-bench.json", bench_with([](json& j) {
                                             j["nccl"] = json{{"skipped", "one GPU"}};
