@@ -306,11 +306,32 @@ TEST(MaxTextImport, OneHotEmbeddingAndFp32LogitsFollowTheConfig) {
   EXPECT_FALSE(has_warning(r, "logits_dot_in_fp32"));
 }
 
+// MaxText validates keys against its config schema (configs/types.py beside base.yml, pydantic extra="forbid"), which
+// has fields base.yml does not list: Llama 4's vision_encoder_block, base_config on the command line. They are valid
+// (a review found 16 of MaxText's 88 model configs refused); a key of neither is refused. Gemma 2's decoder layer is a
+// local and a global layer: its base_num_decoder_layers counts pairs (the config says so), and the import doubles it.
+TEST(MaxTextImport, SchemaKeysAreValidAndGemma2CountsItsLayerPairs) {
+  const auto llama4 = import({"model_name=llama4-17b-16e", "hardware=gpu", "ici_fsdp_parallelism=8"}, "h200-sxm");
+  EXPECT_NO_THROW(load(llama4));
+  EXPECT_NO_THROW(import({"model_name=llama3-8b", "log_moe_bias_norms=false"}));
+  EXPECT_NE(error_of([] { import({"model_name=llama3-8b", "log_moe_bias_normz=false"}); })
+                .find("nor of MaxText's config schema (types.py) (did you mean 'log_moe_bias_norms'?)"),
+            std::string::npos);
+  const auto gemma2 = import({"model_name=gemma2-2b", "hardware=gpu", "ici_fsdp_parallelism=8"}, "h200-sxm");
+  EXPECT_EQ(load(gemma2).model.layers, 26);  // 13 pairs
+  EXPECT_NE(gemma2.yaml.find("x 2: decoder_block gemma2 merges a local and a global attention layer into one"), std::string::npos);
+  // autoselected attention below 128 tokens is MaxText's dot-product attention (attention_op.py).
+  EXPECT_EQ(load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "max_target_length=64"})).training.attention,
+            workloads::AttentionImpl::materialized);
+  EXPECT_EQ(load(import({"model_name=llama3-8b", "ici_fsdp_parallelism=8", "max_target_length=128"})).training.attention,
+            workloads::AttentionImpl::flash);
+}
+
 TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
   // An unknown override: the nearest key of base.yml.
   EXPECT_EQ(error_of([] { import({"model_name=llama3-8b", "ici_fsdp_paralelism=8"}); }),
             "command line 'ici_fsdp_paralelism=8': error: ici_fsdp_paralelism: not a key of the base config " + kBaseYml +
-                " (did you mean 'ici_fsdp_parallelism'?)");
+                " nor of MaxText's config schema (types.py) (did you mean 'ici_fsdp_parallelism'?)");
   EXPECT_NE(error_of([] { import({"model_name"}); }).find("expected KEY=VALUE"), std::string::npos);
   // A bad value in a file: the value's file:line:column and the key.
   const std::string run = temp_file("run.yml", "base_config: \"" + kBaseYml + "\"\nmodel_name: llama3-8b\n"
@@ -320,7 +341,8 @@ TEST(MaxTextImport, ErrorsNameFileLineKeyAndNearestKey) {
   // An unknown key in a run config.
   const std::string run2 = temp_file("run2.yml", "base_config: \"" + kBaseYml + "\"\nremat_polcy: full\n");
   EXPECT_EQ(error_of([&] { import({}, "h100-sxm", 0, 8, run2); }),
-            run2 + ":2:1: error: remat_polcy: not a key of the base config " + kBaseYml + " (did you mean 'remat_policy'?)");
+            run2 + ":2:1: error: remat_polcy: not a key of the base config " + kBaseYml +
+                " nor of MaxText's config schema (types.py) (did you mean 'remat_policy'?)");
   // A key given twice in one file: refused at its second line, as MaxText's loader (OmegaConf.load) refuses it; before,
   // the last value was taken without a word.
   const std::string run3 = temp_file("run3.yml", "base_config: \"" + kBaseYml + "\"\nper_device_batch_size: 2\n"

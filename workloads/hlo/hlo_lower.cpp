@@ -99,8 +99,11 @@ class Lowerer {
     infer_tokens(entry);
     infer_model_flops();
     for (const auto& [what, n] : s_.unknown)
-      s_.notes.push_back(fmt::format("{} ({} in the step) is not modelled: costed as a memory-bound kernel "
-                                     "(operand + result bytes, no FLOPs)", what, n));
+      s_.notes.push_back(what.ends_with("(in a fusion)")
+                             ? fmt::format("{} ({} in the step) is not modelled: the fusion is costed without its FLOPs "
+                                           "(its other instructions' FLOPs and its bytes as usual)", what, n)
+                             : fmt::format("{} ({} in the step) is not modelled: costed as a memory-bound kernel "
+                                           "(operand + result bytes, no FLOPs)", what, n));
     if (s_.serialized_host_bytes > 0)
       s_.notes.push_back(fmt::format(
           "{:.3g} GB of host-memory transfers run on XLA's default stream (operation_queue_id 0), "

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -76,10 +77,51 @@ std::string scalar_text(const YAML::Node& n) {
   return e.c_str();
 }
 
+// The field names of MaxText's config schema, configs/types.py beside base.yml (AI-Hypercomputer/maxtext@e591f30:
+// pydantic BaseModel classes whose fields are `  name: type = ...` at the class body's two-space indent): empty where
+// the checkout has none (MaxText before its schema checked keys against base.yml). Read as text, bounded.
+std::set<std::string> schema_fields(const fs::path& types_py) {
+  std::set<std::string> out;
+  std::error_code ec;
+  if (!fs::is_regular_file(types_py, ec) || fs::file_size(types_py, ec) > (16u << 20)) return out;
+  std::ifstream in(types_py);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() < 4 || line[0] != ' ' || line[1] != ' ' || !(std::islower(static_cast<unsigned char>(line[2])) || line[2] == '_'))
+      continue;
+    std::size_t i = 2;
+    while (i < line.size() && (std::islower(static_cast<unsigned char>(line[i])) || std::isdigit(static_cast<unsigned char>(line[i])) ||
+                               line[i] == '_'))
+      ++i;
+    std::size_t j = i;
+    while (j < line.size() && line[j] == ' ') ++j;
+    if (j < line.size() && line[j] == ':' && (j + 1 == line.size() || line[j + 1] == ' ')) {
+      const std::string name = line.substr(2, i - 2);
+      if (name != "model_config") out.insert(name);
+    }
+  }
+  return out;
+}
+
 class Config {
  public:
   std::map<std::string, Entry> e;
-  std::set<std::string> base_keys;       // keys of the base config chain (the valid keys)
+  std::set<std::string> base_keys;       // keys of the base config chain
+  // The fields of MaxText's config schema (configs/types.py beside base.yml, pydantic with extra="forbid"), which is
+  // what MaxText validates keys against since it has one: valid though base.yml does not list them (a review found
+  // vision_encoder_block, log_moe_bias_norms and base_config refused, 16 of MaxText's model configs with them).
+  std::set<std::string> schema_keys;
+  bool valid_key(const std::string& k) const { return base_keys.count(k) > 0 || schema_keys.count(k) > 0; }
+  // "not a key of the base config ...", with the nearest valid key.
+  [[noreturn]] void unknown_key(const std::string& file, int line, int column, const std::string& k,
+                                const std::string& base) const {
+    std::vector<std::string> valid(base_keys.begin(), base_keys.end());
+    valid.insert(valid.end(), schema_keys.begin(), schema_keys.end());
+    const auto near = sim::nearest(k, valid, std::max<std::size_t>(2, k.size() / 3));
+    throw input_error(file, line, column, k,
+                      fmt::format("not a key of the base config {}{}{}", base,
+                                  schema_keys.empty() ? "" : " nor of MaxText's config schema (types.py)",
+                                  near ? fmt::format(" (did you mean '{}'?)", *near) : std::string()));
+  }
   std::map<std::string, std::string> base_value;  // their values there, as text
   std::set<std::string> model_keys;
   std::set<std::string> read;
@@ -230,15 +272,10 @@ void load_chain(const std::string& path, Config& c, int depth, std::vector<std::
   // The first file of the chain (the base) defines the valid keys and their defaults.
   if (c.base_keys.empty()) {
     for (const auto& [k, en] : mine) c.base_keys.insert(k), c.base_value[k] = scalar_text(en.value);
+    c.schema_keys = schema_fields(fs::path(path).parent_path() / "types.py");
   } else {
     for (const auto& [k, en] : mine)
-      if (!c.base_keys.count(k) && k != "base_config") {
-        std::vector<std::string> valid(c.base_keys.begin(), c.base_keys.end());
-        const auto near = sim::nearest(k, valid, std::max<std::size_t>(2, k.size() / 3));
-        throw input_error(en.where.file, en.where.line, en.where.column, k,
-                          fmt::format("not a key of the base config {}{}", sources.front(),
-                                      near ? fmt::format(" (did you mean '{}'?)", *near) : std::string()));
-      }
+      if (!c.valid_key(k) && k != "base_config") c.unknown_key(en.where.file, en.where.line, en.where.column, k, sources.front());
   }
   for (auto& [k, en] : mine) c.e[k] = en;
 }
@@ -277,13 +314,7 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     if (eq == std::string::npos || eq == 0)
       throw input_error(label, 0, 0, "", "expected KEY=VALUE as MaxText's command line takes it (e.g. per_device_batch_size=4)");
     const std::string k = a.substr(0, eq);
-    if (!c.base_keys.count(k)) {
-      std::vector<std::string> valid(c.base_keys.begin(), c.base_keys.end());
-      const auto near = sim::nearest(k, valid, std::max<std::size_t>(2, k.size() / 3));
-      throw input_error(label, 0, 0, k,
-                        fmt::format("not a key of the base config {}{}", out.sources.front(),
-                                    near ? fmt::format(" (did you mean '{}'?)", *near) : std::string()));
-    }
+    if (!c.valid_key(k)) c.unknown_key(label, 0, 0, k, out.sources.front());
     YAML::Node v;
     try {
       v = YAML::Load(a.substr(eq + 1));
@@ -340,13 +371,7 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
     read_file(mpath, model, nullptr, nullptr);
     out.sources.push_back(mpath);
     for (auto& [k, en] : model) {
-      if (!c.base_keys.count(k)) {
-        std::vector<std::string> valid(c.base_keys.begin(), c.base_keys.end());
-        const auto near = sim::nearest(k, valid, std::max<std::size_t>(2, k.size() / 3));
-        throw input_error(en.where.file, en.where.line, en.where.column, k,
-                          fmt::format("not a key of the base config {}{}", out.sources.front(),
-                                      near ? fmt::format(" (did you mean '{}'?)", *near) : std::string()));
-      }
+      if (!c.valid_key(k)) c.unknown_key(en.where.file, en.where.line, en.where.column, k, out.sources.front());
       auto ci = cli.find(k);
       if (ci != cli.end() && !override_model && scalar_text(ci->second.value) != scalar_text(en.value))
         throw input_error(ci->second.where.file, 0, 0, k,
@@ -392,7 +417,13 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   const bool mla = attention_type == "mla";
   if (heads % kv_heads != 0)
     c.bad("base_num_kv_heads", fmt::format("base_num_kv_heads ({}) must divide base_num_query_heads ({})", kv_heads, heads));
-  mw.line(2, "layers", std::to_string(layers), c.src("base_num_decoder_layers"));
+  // MaxText's gemma2 decoder layer is two transformer layers, a local (sliding-window) and a global attention layer
+  // each with its MLP (AI-Hypercomputer/maxtext@e591f30 models/gemma2.py Gemma2DecoderLayer; configs/models/gemma2-27b.yml:
+  // "half of the real number of layers because we merge [local_attention, global_attention] into one layer").
+  const bool merged_pairs = c.str("decoder_block", "llama2") == "gemma2";
+  mw.line(2, "layers", std::to_string(merged_pairs ? 2 * layers : layers),
+          c.src("base_num_decoder_layers") +
+              (merged_pairs ? ", x 2: decoder_block gemma2 merges a local and a global attention layer into one" : ""));
   mw.line(2, "hidden", std::to_string(hidden), c.src("base_emb_dim"));
   mw.line(2, "ffn_hidden", std::to_string(mlp), c.src("base_mlp_dim"));
   mw.line(2, "heads", std::to_string(heads), c.src("base_num_query_heads"));
@@ -821,11 +852,15 @@ MaxTextImport import_maxtext(const std::string& config_path, const std::vector<s
   // ---- attention, launch, XLA conventions
   const std::string attn = c.str("attention", "autoselected");
   std::string attn_impl = "flash";
-  if (attn == "dot_product") attn_impl = "materialized";
+  // autoselected below 128 tokens is MaxText's dot-product attention (layers/attention_op.py at e591f30:
+  // apply_attention_dot when attention_kernel == "autoselected" and length < 128).
+  if (attn == "dot_product" || (attn == "autoselected" && seq < 128)) attn_impl = "materialized";
   else if (attn != "flash" && attn != "autoselected" && attn != "cudnn_flash_te" && attn != "cudnn_flash_jax")
     warn(c.src("attention") + ": modelled as a flash (fused) attention kernel");
   tw.line(2, "attention", attn_impl,
-          c.src("attention") + (attn == "autoselected" ? ": the GPU flash kernel for training sequences of 128 and more" : ""));
+          c.src("attention") + (attn != "autoselected" ? ""
+                                : seq < 128        ? ": MaxText's dot-product attention below 128 tokens"
+                                                   : ": the GPU flash kernel for training sequences of 128 and more"));
   if (cp > 1) {
     const std::string strat = c.str("context_parallel_strategy", "all_gather");
     std::string cc = "all_gather";
