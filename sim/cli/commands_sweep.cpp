@@ -130,10 +130,18 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
   if (!html.empty()) html_file = std::make_unique<input::OutputFile>(html, "--report");
-  // Rows are written as the points finish, in point order: an interrupted sweep keeps them.
+  // Rows are written as the points finish, in point order: an interrupted sweep keeps them. A write that fails (a full
+  // disk) leaves neither a CSV cut mid-row nor the report's empty page (a review's finding), as --trace and --report
+  // of `run` leave nothing.
   auto write = [&](const std::string& text) {
     if (csv_file) {
-      csv_file->write(text);
+      try {
+        csv_file->write(text);
+      } catch (...) {
+        input::remove_partial_output(csv);
+        if (html_file) input::remove_partial_output(html);
+        throw;
+      }
     } else {
       out << text;
       input::check_stream(out, "<stdout>", "standard output");
@@ -191,8 +199,13 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   if (html_file) {
     std::vector<std::string> keys;
     for (const auto& k : spec.keys) keys.push_back(k.path);
-    html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
-    html_file->close();
+    try {
+      html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
+      html_file->close();
+    } catch (...) {
+      input::remove_partial_output(html);
+      throw;
+    }
   }
   if (tty)
     err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", points, wall, jobs,

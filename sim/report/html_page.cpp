@@ -301,8 +301,12 @@ const char* const kHtmlPageTail = R"RACKSIM(</script>
     card(cards, "step time", fmtTime(r.step_time_s));
     card(cards, "tokens/s per GPU", fmtNum(r.tokens_per_s_per_gpu, 0));
     card(cards, "model TFLOP/s per GPU", fmtNum(r.model_tflops_per_gpu, 1), null, "MFU " + pct(r.mfu));
+    // (HBM that fits beside host memory that does not: said as the text report says it.)
+    const hbmFits = r.peak_memory_bytes <= r.memory_capacity_bytes;
     card(cards, "peak memory", fmtGB(r.peak_memory_bytes), r.fits ? "good" : "bad",
-         (r.fits ? "fits in " : "DOES NOT FIT in ") + fmtGB(r.memory_capacity_bytes));
+         r.fits ? "fits in " + fmtGB(r.memory_capacity_bytes)
+                : hbmFits ? "fits in " + fmtGB(r.memory_capacity_bytes) + " of HBM; DOES NOT FIT in host memory"
+                          : "DOES NOT FIT in " + fmtGB(r.memory_capacity_bytes));
     return cards;
   }
   function warnings(parent, r) {

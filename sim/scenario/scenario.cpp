@@ -1176,7 +1176,9 @@ nlohmann::json scenario_to_json(const Scenario& s) {
   if (t.attention_dropout > 0) training["attention_dropout"] = t.attention_dropout;
   if (t.hidden_dropout > 0) training["hidden_dropout"] = t.hidden_dropout;
   if (!t.cross_entropy_fusion) training["cross_entropy_fusion"] = false;
-  if (!t.check_for_nan) training["check_for_nan"] = false;
+  // (Its default is off under fp16 (the loss scaler's): an fp16 step with the checks on says so, or its scenario would
+  // rerun without them; a review's finding.)
+  if (!t.check_for_nan || t.fp16) training["check_for_nan"] = t.check_for_nan;
   if (t.grad_reduce_in_bf16) training["grad_reduce_in_bf16"] = true;
   if (!t.gradient_accumulation_fusion) training["gradient_accumulation_fusion"] = false;
   if (t.transformer_impl != TransformerImpl::transformer_engine) training["transformer_impl"] = to_string(t.transformer_impl);

@@ -408,6 +408,18 @@ TEST_F(WorkflowSweepCli, InvalidSweepFileIsExitOne) {
 
 // An output that names an input (the sweep file, its base) or the other output is refused before anything is opened:
 // it had been emptied at the start of the run (exit 0, every row an error).
+// A CSV write that fails (here /dev/full) leaves no report page behind: the page had been left empty beside a CSV cut
+// mid-row on a full disk (a review's finding; a regular file that fails is removed as well, which a test cannot fill).
+TEST_F(WorkflowSweepCli, AFailedWriteLeavesNoOutputBehind) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string page = tmp_dir() + "/wf_full.html";
+  fs::remove(page);
+  const auto r = run_cli({"sweep", sweep_, "--out", "/dev/full", "--report", page});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/dev/full: error: cannot write (--out): No space left on device"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(page));
+}
+
 TEST_F(WorkflowSweepCli, OutputsThatNameAnInputAreRefused) {
   const std::string copy = write_file("wf_sweep_copy.yaml", "base: " + kQuick + "\nvary:\n  training.recompute: [none]\n");
   const auto text_of = [](const std::string& path) {
