@@ -411,6 +411,10 @@ TEST(MegatronImport, PipelineLayoutSetsTheVirtualStagesAndTheEnds) {
   expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*30xL"), opt, "'x' (Megatron-Core knows E, t, m and L)");
   expect_refused(replaced(args, "(tt|)*30mL", "(tt|)*30L"), opt, "0 MTP layers (m) where --mtp-num-layers is 1");
   expect_refused(replaced(args, "Et|(tt|)*30mL", "Et|(tt|)*29ttmL"), opt, "31 stages do not divide over pp 8");
+  // A long layout is scanned, not matched by std::regex, which recursed per character and overflowed the stack at
+  // 300,000 layers (a segfault); unrolled past a million layers it is refused.
+  expect_refused(replaced(args, "Et|(tt|)*30mL", "E(" + std::string(300'000, 't') + ")*4mL"), opt,
+                 "more than a million layers");
   // Middle stages of unequal layers: vp from the layout, the layers split evenly, said.
   const auto uneven = meg(replaced(args, "Et|(tt|)*30mL", "Et|t|(tt|)*29,tmL"), opt);
   EXPECT_NE(std::find_if(uneven.warnings.begin(), uneven.warnings.end(),

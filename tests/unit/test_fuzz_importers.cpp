@@ -66,7 +66,10 @@ TEST(FuzzImporters, MegatronScriptsArgumentsAndLogsNeverCrash) {
       "if [ 1 ]; then", "fi", "else", "*)", "|", "--tensor-model-parallel-size", "--num-layers", "--seq-length",
       "--num-experts", "--expert-model-parallel-size", "--nproc_per_node", "--nnodes", "torchrun", " 0", " -1",
       " 99999999999999999999", "**", "/ 0", "%", "0x", " ............ ", "world_size", "True", "None",
-      "--recompute-num-layers", "--pipeline-model-parallel-size", "--micro-batch-size", "--global-batch-size"};
+      "--recompute-num-layers", "--pipeline-model-parallel-size", "--micro-batch-size", "--global-batch-size",
+      // Megatron-Core's pipeline layout: its repetitions and stages.
+      " --pipeline-model-parallel-layout Et|(tt|)*3L", "--pipeline-model-parallel-layout", ")*", "*9", "|", "t", "E", "L",
+      "m", ",", "(tt|)*99999999"};
   const auto [ok, bad] = racksim::testing::fuzz_mutants(corpus, tokens, 1500, 2101, [&](const std::string& text, std::size_t, int) {
     imp::MegatronOptions opt;
     opt.system = "h100-sxm";

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <regex>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -1266,28 +1265,57 @@ using Writer = ScenarioWriter;  // workloads/importers/scenario_writer.h
 std::optional<std::vector<std::string>> parse_pipeline_layout(std::string text, std::string& bad) {
   text.erase(std::remove(text.begin(), text.end(), ','), text.end());
   // Each unrolling repeats text, so a pathological layout could grow without bound: stop at a million characters.
+  // (Scanned by hand: std::regex recurses per character and overflowed the stack on a layout of 300,000 layers.)
   constexpr std::size_t kMaxLayout = 1'000'000;
-  auto unroll = [&](const std::regex& re) {
+  const auto is_digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  // Python's re.sub of `pattern` over the text: at each position the leftmost match, its group repeated its count
+  // times. `match(i)` gives where the group and its count are, or nothing.
+  auto unroll = [&](auto match) {
     std::string out;
-    auto begin = std::sregex_iterator(text.begin(), text.end(), re);
-    std::size_t last = 0;
-    for (auto it = begin; it != std::sregex_iterator(); ++it) {
-      const auto& m = *it;
-      out.append(text, last, static_cast<std::size_t>(m.position(0)) - last);
-      const std::string group = m.str(1);
-      const long long n = std::stoll(m.str(2).substr(0, 9));
-      if (group.size() * static_cast<std::size_t>(n) + out.size() > kMaxLayout) {
-        bad = "more than a million layers";
-        return false;
+    for (std::size_t i = 0; i < text.size();) {
+      if (const auto m = match(i)) {
+        const auto [gb, ge, ds, de] = *m;
+        const long long n = de - ds > 9 ? 1'000'000'000LL : std::stoll(text.substr(ds, de - ds));
+        if ((ge - gb) * static_cast<std::size_t>(n) + out.size() > kMaxLayout) {
+          bad = "more than a million layers";
+          return false;
+        }
+        for (long long k = 0; k < n; ++k) out.append(text, gb, ge - gb);
+        i = de;
+      } else {
+        out += text[i++];
       }
-      for (long long i = 0; i < n; ++i) out += group;
-      last = static_cast<std::size_t>(m.position(0) + m.length(0));
     }
-    out.append(text, last, std::string::npos);
     text = std::move(out);
     return true;
   };
-  if (!unroll(std::regex(R"(\(([^)]+)\)\*(\d+))")) || !unroll(std::regex(R"((.)\*(\d+))"))) return std::nullopt;
+  // The group's [begin, end), then its count's digits' [begin, end).
+  using Match = std::optional<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>>;
+  // The digits after "*" at `star`, or 0 when there are none.
+  const auto digits_end = [&](std::size_t star) -> std::size_t {
+    if (star >= text.size() || text[star] != '*' || star + 1 >= text.size() || !is_digit(text[star + 1])) return 0;
+    std::size_t d = star + 1;
+    while (d < text.size() && is_digit(text[d])) ++d;
+    return d;
+  };
+  // \(([^)]+)\)\*(\d+): a parenthesis, one or more other characters to the first ')', then *N.
+  // (The first ')' after i is kept between calls, i only growing: one pass over the text, not one per '('.)
+  std::size_t close = 0;
+  bool close_known = false;
+  const auto parens = [&](std::size_t i) -> Match {
+    if (text[i] != '(') return std::nullopt;
+    if (!close_known || (close != std::string::npos && close <= i)) close = text.find(')', i + 1), close_known = true;
+    if (close == std::string::npos || close == i + 1) return std::nullopt;
+    if (const std::size_t d = digits_end(close + 1)) return std::make_tuple(i + 1, close, close + 2, d);
+    return std::nullopt;
+  };
+  // (.)\*(\d+): one character, then *N.
+  const auto single = [&](std::size_t i) -> Match {
+    if (text[i] == '\n') return std::nullopt;
+    if (const std::size_t d = digits_end(i + 1)) return std::make_tuple(i, i + 1, i + 2, d);
+    return std::nullopt;
+  };
+  if (!unroll(parens) || !unroll(single)) return std::nullopt;
   std::vector<std::string> stages(1);
   for (char c : text) {
     if (c == '|') {
