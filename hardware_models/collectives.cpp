@@ -1152,6 +1152,7 @@ CollectiveCost hierarchical(const SystemSpec& sys, CollectiveOp op, double bytes
     r.bytes_per_rank_nvlink += ph.bytes_per_rank_nvlink;
     r.bytes_per_rank_nic += ph.bytes_per_rank_nic;
     r.sm_count = std::max(r.sm_count, ph.sm_count);
+    r.measured_fit_skipped_for_nvls = r.measured_fit_skipped_for_nvls || ph.measured_fit_skipped_for_nvls;
     if (ph.time_s > longest) {
       longest = ph.time_s;
       r.protocol = ph.protocol;

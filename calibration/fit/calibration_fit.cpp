@@ -507,7 +507,7 @@ void read_bench_json(const std::string& path, const std::string& shown, Inputs& 
         if (dt == "bf16") d = sim::Dtype::bf16;
         else if (dt == "fp8_e4m3") d = sim::Dtype::fp8;
         else if (dt == "fp4_e2m1") d = sim::Dtype::nvfp4;
-        else fail(shown, fmt::format("gemm row with unknown dtype '{}'", dt));
+        else fail(shown, fmt::format("{}.dtype: unknown value '{}'; expected one of bf16 | fp8_e4m3 | fp4_e2m1", row, dt));
         RawGemm g{d, {}};
         g.p.source = src;
         g.p.label = text_field(r, "label", "", {}, shown, row);
@@ -1165,10 +1165,10 @@ Calibration fit_calibration(const FitOptions& opt) {
       for (const auto& [k, mm] : seen)
         if (mm.first > 0 && mm.second > 2 * mm.first)
           c.notes.push_back(fmt::format(
-              "gemm {}: {} measures {}x{}x{} (batch {}) more than once, {}x apart: one card's power state moves a shape "
-              "by up to about a third; check that row (all are fitted as measured)",
+              "gemm {}: {} measures {}x{}x{} (batch {}, {}, out {}) more than once, {}x apart: one card's power state "
+              "moves a shape by up to about a third; check those rows (all are fitted as measured)",
               to_string(d), fs::path(c.sources[a].path).filename().string(), std::get<0>(k), std::get<1>(k),
-              std::get<2>(k), std::get<3>(k), num(mm.second / mm.first, 3)));
+              std::get<2>(k), std::get<3>(k), std::get<4>(k), std::get<5>(k), num(mm.second / mm.first, 3)));
     }
     if (m.points_hbm_bound > 0) {
       double lo = 1e300, hi = -1e300;

@@ -130,6 +130,19 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
   std::unique_ptr<input::OutputFile> csv_file, html_file;
   if (!csv.empty()) csv_file = std::make_unique<input::OutputFile>(csv, "--out");
   if (!html.empty()) html_file = std::make_unique<input::OutputFile>(html, "--report");
+  // The report page is written at the end: whatever stops the sweep before (a failed write, stdout closed, an error)
+  // leaves no empty page behind. (The CSV keeps the rows of an interrupted sweep, but not a write that failed.)
+  struct RemoveUnlessWritten {
+    std::string path;
+    bool written = false;
+    ~RemoveUnlessWritten() {
+      if (written || path.empty()) return;
+      try {
+        input::remove_partial_output(path);
+      } catch (...) {  // (a destructor: the error that stopped the sweep is the one to report)
+      }
+    }
+  } page_guard{html};
   // Rows are written as the points finish, in point order: an interrupted sweep keeps them. A write that fails (a full
   // disk) leaves neither a CSV cut mid-row nor the report's empty page (a review's finding), as --trace and --report
   // of `run` leave nothing.
@@ -139,7 +152,6 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
         csv_file->write(text);
       } catch (...) {
         input::remove_partial_output(csv);
-        if (html_file) input::remove_partial_output(html);
         throw;
       }
     } else {
@@ -195,17 +207,20 @@ int cmd_sweep(const std::string& file, const std::string& csv, int jobs, const s
     }
   }, options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (csv_file) csv_file->close();
+  if (csv_file) {
+    try {
+      csv_file->close();
+    } catch (...) {
+      input::remove_partial_output(csv);
+      throw;
+    }
+  }
   if (html_file) {
     std::vector<std::string> keys;
     for (const auto& k : spec.keys) keys.push_back(k.path);
-    try {
-      html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
-      html_file->close();
-    } catch (...) {
-      input::remove_partial_output(html);
-      throw;
-    }
+    html_file->write(sim::html_sweep_report(file, spec.base, keys, views));
+    html_file->close();
+    page_guard.written = true;
   }
   if (tty)
     err << fmt::format("{} points in {:.1f} s on {} thread{}: {} fit, {} do not fit, {} invalid\n", points, wall, jobs,

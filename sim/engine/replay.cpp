@@ -836,10 +836,11 @@ class Replayer final : private EventQueue::Sink, private FlowNetwork::Completion
         if (cost.measured_fit_skipped_for_nvls && !said_nvls_fit_skipped_) {
           said_nvls_fit_skipped_ = true;
           res_.warnings.push_back(fmt::format(
-              "calibration: its measured {} on {} GPUs is not applied where racksim picks NVLS (training.nvls): "
-              "measured fits are taken as ring/tree times (racksim-bench runs NCCL with NCCL_NVLS_ENABLE=0), so the "
-              "modelled NVLS time stands; training.nvls: false runs on the measured figures (for an nccl-tests log "
-              "taken with NVLS on, the figures it measured)",
+              "measured NCCL fit passed over: the calibration's {} on {} GPUs (the first of the step's such "
+              "collectives) is not applied where racksim picks NVLS (training.nvls): measured fits are taken as "
+              "ring/tree times (racksim-bench runs NCCL with NCCL_NVLS_ENABLE=0), so the modelled NVLS time stands; "
+              "training.nvls: false runs on the measured figures (for an nccl-tests log taken with NVLS on, the "
+              "figures it measured)",
               hw::to_string(op.coll), place.ranks));
         }
       }

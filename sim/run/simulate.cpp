@@ -167,10 +167,14 @@ RunResult simulate_step(const Scenario& scenario, const SimulateOptions& options
   int lengthened = 0;
   bool host_paced = false, host_paced_extrapolated = false;
   while (plan) {
-    // The steady state starts too late to save anything: replay them all. A window moved later (below) is dropped
-    // as soon as its two runs would replay as many micro-steps as the step has: the whole replay is then cheaper,
-    // and exact (a first window is kept: a sweep's points of other batches share its runs).
-    if (m <= plan->m1 + plan->unit || (lengthened > 0 && 2 * plan->m1 + plan->unit >= m)) {
+    // The steady state starts too late to save anything: replay them all. A window whose two runs would replay as
+    // many micro-steps as the step has is dropped for the whole step, where that is within the replay bound, once it
+    // has been moved later (below), or where the window itself exceeds the bound (check_replay_size counts the whole
+    // step then): cheaper, and exact. A first window within the bound is kept: a sweep's points share its runs.
+    const int64_t window_work = static_cast<int64_t>(layers) * (2 * static_cast<int64_t>(plan->m1) + plan->unit);
+    if (m <= plan->m1 + plan->unit ||
+        (2 * plan->m1 + plan->unit >= m && exact_work <= kMaxReplayedLayerSteps &&
+         (lengthened > 0 || window_work > kMaxReplayedLayerSteps))) {
       plan.reset();
       host_paced = host_paced_extrapolated;  // (a host-paced window found earlier: now replayed whole after all)
       host_paced_extrapolated = false;

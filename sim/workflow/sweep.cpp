@@ -141,6 +141,7 @@ SweepSpec parse_sweep(const Node& root) {
           vk.values.push_back(flow_yaml(v.yaml()));
           marks.push_back(v.yaml().Mark());
         }
+        if (vk.values.empty()) continue;  // every value refused above: nothing of this key to probe
         spec.keys.push_back(std::move(vk));
         key_marks.push_back(km);
         value_marks.push_back(std::move(marks));

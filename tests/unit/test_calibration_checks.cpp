@@ -154,7 +154,7 @@ TEST(CalibrationChecks, UnnamedDevicesWrongSectionsAndRowFieldsAreRefused) {
                                                 break;
                                               }
                                           })}});
-  EXPECT_TRUE(noted(calib::fit_calibration(options({dup})), "measures 4096x4096x4096 (batch 1) more than once, 10x apart"));
+  EXPECT_TRUE(noted(calib::fit_calibration(options({dup})), "measures 4096x4096x4096 (batch 1, TN, out bf16) more than once, 10x apart"));
   // A section that says why it has no rows (racksim-bench's nccl on one GPU) is read as none, as before.
   EXPECT_EQ(fit_error({dir_of("skipped", {{"racksim-bench.json", bench_with([](json& j) {
                                             j["nccl"] = json{{"skipped", "one GPU"}};

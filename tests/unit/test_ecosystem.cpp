@@ -430,9 +430,9 @@ TEST(MegatronImport, SwitchesMegatronRefusesTogetherAreRefused) {
   opt.system = "gb200-nvl72";
   opt.gpus = 256;
   expect_refused(replaced(kDeepSeekArgs, "--moe-token-dispatcher-type flex", "--moe-token-dispatcher-type alltoall"), opt,
-                 "--moe-enable-deepep with the alltoall dispatcher: Megatron-Core refuses it");
+                 "--moe-enable-deepep: with the alltoall dispatcher: Megatron-Core refuses it");
   expect_refused(replaced(kDeepSeekArgs, "--moe-token-dispatcher-type flex", ""), opt,
-                 "--moe-enable-deepep with the allgather dispatcher (Megatron's default)");
+                 "--moe-enable-deepep: with the allgather dispatcher (Megatron's default)");
   expect_refused(kDeepSeekArgs + " --moe-flex-dispatcher-backend hybridep", opt, "Only one backend is supported");
   expect_refused(replaced(kDeepSeekArgs, " --moe-grouped-gemm", "") + " --recompute-modules moe_act", opt,
                  "moe_act in recompute_modules is only supported with moe_grouped_gemm");

@@ -117,7 +117,7 @@ TEST(SteadyState, AtScaleMechanismsMatchTheFullReplay) {
              "training.recompute=full"});
   check(ds, {"training.pipeline={}", "training.recompute=full", "training.global_batch=2048"});
   check("/scenarios/llama3-405b-h100.yaml",
-        {"training.parallelism.vp=1", "training.global_batch=4096", "training.fsdp_pipeline_gather=per_step",
+        {"training.parallelism.vp=1", "training.global_batch=8192", "training.fsdp_pipeline_gather=per_step",
          "training.fsdp_grad_reduce=per_step"});
   EXPECT_EQ(n, 15);
   // FSDP regathering per micro-batch is never extrapolated (its two windows do not share the steady pattern).
@@ -219,9 +219,9 @@ TEST(SteadyState, LateSteadyStateIsFoundAndMatches) {
   for (const auto& w : r.report["warnings"]) later = later || w.get<std::string>().find("reached after") != std::string::npos;
   EXPECT_TRUE(later);
   expect_matches_exact(sc, "405B pp4 vp2");
-  // Half the batch (64 micro-steps): the window steady at 32 and 36 micro-steps would replay more than the step has,
-  // so the step is replayed whole once the first window fails (it had replayed 8 + 12 + 16 + 20 + 32 + 36 micro-steps
-  // to extrapolate 64), and it is the --exact step itself.
+  // Half the batch (64 micro-steps): once the window has moved to 32 and 36 micro-steps its runs would replay more than
+  // the step has, so the step is replayed whole there (it had replayed 8 + 12 + 16 + 20 + 32 + 36 micro-steps to
+  // extrapolate 64; now 8 + 12 + 16 + 20 and then the 64), and it is the --exact step itself.
   sim::Scenario half = sc;
   half.training.global_batch /= 2;
   sim::SimulateOptions exact;
@@ -342,6 +342,22 @@ TEST(SteadyState, PlanLengths) {
     EXPECT_EQ(moe(8, 13, paired)->unit, 4);
     EXPECT_FALSE(moe(8, 12, paired));
   }
+}
+
+// A step whose window (pp and 3·pp/2 micro-steps) would exceed the replay bound while the whole step fits is accepted
+// and replayed whole, exactly (a review's finding: 448 layers at pp 64 and 97 micro-steps were refused at 71,680
+// layer-steps, the whole step 43,456).
+TEST(SteadyState, AStepWhoseWindowExceedsTheBoundIsReplayedWhole) {
+  const std::string text = R"(system: {preset: h100-sxm, gpus: 64}
+model: {layers: 448, hidden: 256, ffn_hidden: 512, heads: 4, kv_heads: 4, vocab: 1024}
+training: {seq_len: 256, global_batch: 97, micro_batch: 1, parallelism: {pp: 64}, optimizer_sharding: none}
+)";
+  const auto sc = racksim::testing::scenario_from_text(text, "deep.yaml");
+  ASSERT_TRUE(sim::steady_state_plan(sc));
+  EXPECT_EQ(sim::replayed_layer_steps(sc.model, sc.training), 448 * 97);
+  sim::SimulateOptions exact;
+  exact.exact = true;
+  EXPECT_EQ(sim::simulate(sc).replay.step_time_s, sim::simulate(sc, exact).replay.step_time_s);
 }
 
 // A sweep shares replays between its points (and threads) and gives the rows that simulating each

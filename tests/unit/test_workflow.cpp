@@ -117,6 +117,11 @@ TEST(WorkflowSweep, StrictLoadingNamesFileLineColumn) {
             kLabel + ":4:23: error: vary.training.recompute: the list of values is empty: a sweep needs at least one "
                      "value per key\n" + kLabel + ":3:3: error: vary.system.presett: not a key of the base scenario: "
                      "unknown key 'presett'; did you mean 'preset'?");
+  // A list of nulls only: its errors, and no probe of a key without values (a review found a segfault there).
+  EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.parallelism.tp: [~]\n  training.recompte: [full]\n", kLabel),
+            kLabel + ":3:29: error: vary.training.parallelism.tp[0]: expected a value, got nothing (null)\n" + kLabel +
+                ":4:3: error: vary.training.recompte: not a key of the base scenario: unknown key 'recompte'; did you mean "
+                "'recompute'?");
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary:\n  training.recompute: full\n", kLabel),
             kLabel + ":3:23: error: vary.training.recompute: expected a list of values ([a, b, ...]), got 'full'");
   EXPECT_EQ(load_error("base: ../quickstart.yaml\nvary: {}\n", kLabel),

@@ -77,28 +77,67 @@ std::string scalar_text(const YAML::Node& n) {
   return e.c_str();
 }
 
-// The field names of MaxText's config schema, configs/types.py beside base.yml (AI-Hypercomputer/maxtext@e591f30:
-// pydantic BaseModel classes whose fields are `  name: type = ...` at the class body's two-space indent): empty where
-// the checkout has none (MaxText before its schema checked keys against base.yml). Read as text, bounded.
+// The field names of MaxText's config schema, configs/types.py beside base.yml (AI-Hypercomputer/maxtext@e591f30):
+// `class MaxTextConfig(RunInfo, Checkpointing, ...)` aggregates pydantic classes whose fields are `  name: type ...`
+// at the class body's two-space indent; the keys are those classes' fields and its own (nested models' fields, e.g.
+// LoRA's, are not top-level keys). Where no MaxTextConfig is found, every class's fields. Empty where the checkout has
+// no types.py (MaxText before its schema checked keys against base.yml). Read as text, bounded.
 std::set<std::string> schema_fields(const fs::path& types_py) {
-  std::set<std::string> out;
   std::error_code ec;
-  if (!fs::is_regular_file(types_py, ec) || fs::file_size(types_py, ec) > (16u << 20)) return out;
+  if (!fs::is_regular_file(types_py, ec) || fs::file_size(types_py, ec) > (16u << 20)) return {};
   std::ifstream in(types_py);
+  const auto ident_char = [](char ch) {
+    return std::islower(static_cast<unsigned char>(ch)) || std::isupper(static_cast<unsigned char>(ch)) ||
+           std::isdigit(static_cast<unsigned char>(ch)) || ch == '_';
+  };
+  std::map<std::string, std::set<std::string>> fields;  // class -> its fields
+  std::vector<std::string> bases;                        // MaxTextConfig's base classes
+  std::string cls;
+  bool in_header = false;  // inside `class MaxTextConfig(` ... `):`
   for (std::string line; std::getline(in, line);) {
-    if (line.size() < 4 || line[0] != ' ' || line[1] != ' ' || !(std::islower(static_cast<unsigned char>(line[2])) || line[2] == '_'))
+    if (line.rfind("class ", 0) == 0) {
+      std::size_t i = 6;
+      while (i < line.size() && ident_char(line[i])) ++i;
+      cls = line.substr(6, i - 6);
+      in_header = cls == "MaxTextConfig" && line.find("):") == std::string::npos;
+      continue;
+    }
+    if (in_header) {
+      const std::string code = line.substr(0, line.find('#'));
+      if (code.find("):") != std::string::npos) in_header = false;
+      for (std::size_t i = 0; i < code.size();) {
+        if (!ident_char(code[i])) {
+          ++i;
+          continue;
+        }
+        std::size_t j = i;
+        while (j < code.size() && ident_char(code[j])) ++j;
+        bases.push_back(code.substr(i, j - i));
+        i = j;
+      }
+      continue;
+    }
+    if (cls.empty() || line.size() < 4 || line[0] != ' ' || line[1] != ' ' ||
+        !(std::islower(static_cast<unsigned char>(line[2])) || line[2] == '_'))
       continue;
     std::size_t i = 2;
-    while (i < line.size() && (std::islower(static_cast<unsigned char>(line[i])) || std::isdigit(static_cast<unsigned char>(line[i])) ||
-                               line[i] == '_'))
-      ++i;
+    while (i < line.size() && ident_char(line[i])) ++i;
     std::size_t j = i;
     while (j < line.size() && line[j] == ' ') ++j;
-    if (j < line.size() && line[j] == ':' && (j + 1 == line.size() || line[j + 1] == ' ')) {
+    // `name: type`: a colon and a type after it (`  else:` or `  try:` in module code have none).
+    if (j + 2 < line.size() && line[j] == ':' && line[j + 1] == ' ' && line[j + 2] != ' ' && line[j + 2] != '#') {
       const std::string name = line.substr(2, i - 2);
-      if (name != "model_config") out.insert(name);
+      if (name != "model_config") fields[cls].insert(name);
     }
   }
+  std::set<std::string> out;
+  if (fields.count("MaxTextConfig") == 0 && bases.empty()) {
+    for (const auto& [c, f] : fields) out.insert(f.begin(), f.end());
+    return out;
+  }
+  bases.push_back("MaxTextConfig");
+  for (const auto& b : bases)
+    if (auto it = fields.find(b); it != fields.end()) out.insert(it->second.begin(), it->second.end());
   return out;
 }
 

@@ -1396,6 +1396,11 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     return n;
   };
   auto src = [&](const std::string& f) { return shown(fl.last[f]); };
+  // The layout flag as shown, cut at 110 characters (a layout may be long).
+  auto layout_src = [&] {
+    const std::string full = src("pipeline-model-parallel-layout");
+    return full.size() <= 113 ? full : full.substr(0, 110) + "...";
+  };
 
   // ---- parallelism
   const int tp = static_cast<int>(as_size("tensor-model-parallel-size").value_or(1));
@@ -1759,9 +1764,12 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
   // stages hold equal numbers of decoder layers, racksim's first/last stage counts (written with the pipeline below).
   std::optional<std::vector<std::string>> layout;
   if (const auto text = fl.str("pipeline-model-parallel-layout")) {
+    // Refused at the flag's line; the value is not repeated (a layout may be long).
+    const Arg& layout_arg = fl.last["pipeline-model-parallel-layout"];
+    const auto layout_refuse = [&](const std::string& msg) { refuse(label, layout_arg, "pipeline-model-parallel-layout", msg); };
     std::string bad;
     layout = parse_pipeline_layout(*text, bad);
-    if (!layout) fail(label, fmt::format("{}: not a layout Megatron-Core reads: {}", src("pipeline-model-parallel-layout"), bad));
+    if (!layout) layout_refuse("not a layout Megatron-Core reads: " + bad);
     const auto count = [&](char c) {
       long long n = 0;
       for (const auto& st : *layout) n += std::count(st.begin(), st.end(), c);
@@ -1769,35 +1777,33 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     };
     const long long stages = static_cast<long long>(layout->size());
     if (stages % pp != 0)
-      fail(label, fmt::format("{}: {} stages do not divide over pp {} (Megatron-Core: 'pipeline_model_parallel_layout "
+      layout_refuse(fmt::format("{} stages do not divide over pp {} (Megatron-Core: 'pipeline_model_parallel_layout "
                               "must be divisible by pipeline_model_parallel_size')",
-                              src("pipeline-model-parallel-layout"), stages, pp));
+                              stages, pp));
     if (layers > 0 && count('t') != layers)
-      fail(label, fmt::format("{}: {} decoder layers (t) where --num-layers is {} (Megatron-Core: 'Number of decoder "
+      layout_refuse(fmt::format("{} decoder layers (t) where --num-layers is {} (Megatron-Core: 'Number of decoder "
                               "layers ... must match num_layers')",
-                              src("pipeline-model-parallel-layout"), count('t'), layers));
+                              count('t'), layers));
     if (const long long mtp = as_int("mtp-num-layers").value_or(0); count('m') != mtp)
-      fail(label, fmt::format("{}: {} MTP layers (m) where --mtp-num-layers is {} (Megatron-Core: 'Number of mtp layers "
+      layout_refuse(fmt::format("{} MTP layers (m) where --mtp-num-layers is {} (Megatron-Core: 'Number of mtp layers "
                               "in layout must match mtp_num_layers')",
-                              src("pipeline-model-parallel-layout"), count('m'), mtp));
+                              count('m'), mtp));
     if (count('E') != 1 || count('L') != 1 || layout->front().empty() || layout->front().front() != 'E' ||
         layout->back().empty() || layout->back().back() != 'L')
-      fail(label, fmt::format("{}: the embedding (E) must come first and the loss (L) last, once each (Megatron-Core "
-                              "validate_layer_layout)",
-                              src("pipeline-model-parallel-layout")));
+      layout_refuse(fmt::format("the embedding (E) must come first and the loss (L) last, once each (Megatron-Core "
+                              "validate_layer_layout)"));
     const long long from_layout = stages / pp;
     if ((fl.has("virtual-pipeline-model-parallel-size") || fl.has("num-virtual-stages-per-pipeline-rank") ||
          fl.has("num-layers-per-virtual-pipeline-stage")) &&
         vp != from_layout)
-      fail(label, fmt::format("{}: {} stages over pp {} are {} virtual stages per rank, where {} gives {}",
-                              src("pipeline-model-parallel-layout"), stages, pp, from_layout, vp_src, vp));
+      layout_refuse(fmt::format("{} stages over pp {} are {} virtual stages per rank, where {} gives {}",
+                              stages, pp, from_layout, vp_src, vp));
     if (embedding_counted || loss_counted || fl.has("decoder-first-pipeline-num-layers") ||
         fl.has("decoder-last-pipeline-num-layers"))
-      fail(label, src("pipeline-model-parallel-layout") + " with --account-for-*-in-pipeline-split or "
-                  "--decoder-first/last-pipeline-num-layers: Megatron-LM refuses them together (the layout states the "
-                  "split)");
+      layout_refuse("with --account-for-*-in-pipeline-split or --decoder-first/last-pipeline-num-layers: Megatron-LM "
+                    "refuses them together (the layout states the split)");
     vp = from_layout;
-    vp_src = src("pipeline-model-parallel-layout") + fmt::format(": {} stages / pp {}", stages, pp);
+    vp_src = layout_src() + fmt::format(": {} stages / pp {}", stages, pp);
   }
   if (vp > 1) tw.line(4, "vp", std::to_string(vp), vp_src);
   tw.line(4, "cp", std::to_string(cp), fl.has("context-parallel-size") ? src("context-parallel-size") : "default 1");
@@ -1856,12 +1862,15 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
         const auto listed = [&](const char* m) {
           return std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
         };
-        if (listed("mla_up_proj") && !fl.on("multi-latent-attention"))
-          fail(label, src("recompute-modules") + " without --multi-latent-attention: Megatron-Core refuses it ('mla_up_proj "
-                      "in recompute_modules is only supported with multi_latent_attention.')");
+        // (With --model the preset is the architecture, whose MLA the flags need not state.)
+        if (listed("mla_up_proj") && !fl.on("multi-latent-attention") && opt.model.empty())
+          refuse(label, fl.last["recompute-modules"], "recompute-modules",
+                 "mla_up_proj without --multi-latent-attention: Megatron-Core refuses it ('mla_up_proj in "
+                 "recompute_modules is only supported with multi_latent_attention.')");
         if (listed("moe_act") && !fl.on("moe-grouped-gemm"))
-          fail(label, src("recompute-modules") + " without --moe-grouped-gemm: Megatron-Core refuses it ('moe_act in "
-                      "recompute_modules is only supported with moe_grouped_gemm.')");
+          refuse(label, fl.last["recompute-modules"], "recompute-modules",
+                 "moe_act without --moe-grouped-gemm: Megatron-Core refuses it ('moe_act in recompute_modules is only "
+                 "supported with moe_grouped_gemm.')");
       } else {
         recompute_modules = {"core_attn"};  // Megatron's default list
       }
@@ -2117,12 +2126,14 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     // Megatron-Core's checks (transformer_config.py at d98e8a64): --moe-enable-deepep only with the flex dispatcher,
     // and not beside the hybridep backend. (racksim had imported both as DeepEP.)
     if (fl.on("moe-enable-deepep") && type != "flex")
-      fail(label, fmt::format("--moe-enable-deepep with the {} dispatcher{}: Megatron-Core refuses it ('DeepEP backend is "
-                              "only supported with flex token dispatcher.'); give --moe-token-dispatcher-type flex",
-                              type, fl.has("moe-token-dispatcher-type") ? "" : " (Megatron's default)"));
+      refuse(label, fl.last["moe-enable-deepep"], "moe-enable-deepep",
+             fmt::format("with the {} dispatcher{}: Megatron-Core refuses it ('DeepEP backend is only supported with flex "
+                         "token dispatcher.'); give --moe-token-dispatcher-type flex",
+                         type, fl.has("moe-token-dispatcher-type") ? "" : " (Megatron's default)"));
     if (fl.on("moe-enable-deepep") && fl.str("moe-flex-dispatcher-backend").value_or("deepep") == "hybridep")
-      fail(label, "--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep: Megatron-Core refuses it ('Only one "
-                  "backend is supported for flex token dispatcher.')");
+      refuse(label, fl.last["moe-enable-deepep"], "moe-enable-deepep",
+             "with --moe-flex-dispatcher-backend hybridep: Megatron-Core refuses it ('Only one backend is supported for "
+             "flex token dispatcher.')");
     if (type == "flex") {
       const std::string backend = fl.str("moe-flex-dispatcher-backend").value_or("deepep");
       disp = backend == "hybridep" ? "hybridep" : "deepep";
@@ -2248,18 +2259,20 @@ MegatronImport import_megatron_args_text(const std::string& text, const std::str
     // The MTP layers go on the last stage in racksim (Megatron puts them where the layout says, after every decoder).
     const bool mtp_last = std::all_of(layout->begin(), layout->end() - 1,
                                       [](const std::string& st) { return st.find('m') == std::string::npos; });
-    if (even_middle && t.size() >= 2) {
+    if (t.size() < 2) {
+      out.warnings.push_back(layout_src() + ": one stage; nothing to split");
+    } else if (even_middle) {
       open_pipeline();
       tw.line(4, "first_stage_layers", std::to_string(t.front()),
-              src("pipeline-model-parallel-layout") + fmt::format(": the first stage, '{}'", layout->front()));
+              layout_src() + fmt::format(": the first stage, '{}'", layout->front()));
       tw.line(4, "last_stage_layers", std::to_string(t.back()),
-              src("pipeline-model-parallel-layout") + fmt::format(": the last stage, '{}'", layout->back()));
+              layout_src() + fmt::format(": the last stage, '{}'", layout->back()));
       if (!mtp_last)
-        out.warnings.push_back(src("pipeline-model-parallel-layout") +
+        out.warnings.push_back(layout_src() +
                                ": its MTP layers (m) are on a stage before the last; racksim puts them on the last "
                                "stage, with the loss");
     } else {
-      out.warnings.push_back(src("pipeline-model-parallel-layout") +
+      out.warnings.push_back(layout_src() +
                              fmt::format(": its middle stages hold different numbers of decoder layers, which racksim's "
                                          "first/last stage counts cannot state; vp {} is the layout's, the layers split "
                                          "evenly",
