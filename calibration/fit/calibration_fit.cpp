@@ -176,7 +176,6 @@ constexpr double kMaxMeasuredRow_s = 3600;
 // A measured time a fit can use: positive, finite and under kMaxMeasuredRow_s.
 bool usable_time(double t) { return t > 0 && std::isfinite(t) && t <= kMaxMeasuredRow_s; }
 
-// A measurement row a fit can use: size (or count) positive and finite, its time usable.
 // A section's list of rows (gemm.results, nccl.runs): none where the file has no such section or the section says why it
 // was skipped; a section of another shape is an error, not a silent skip (a review found `gemm: "skipped"` and
 // `launch: []` fitted without a word, the measurements simply missing).
@@ -209,6 +208,22 @@ std::string text_field(const json& r, const char* key, const char* fallback, std
   return t;
 }
 
+// A GEMM shape as measured: its dimensions, batch, layout and result dtype (two rows of one key measure one product).
+using ShapeKey = std::tuple<double, double, double, int, std::string, std::string>;
+ShapeKey shape_key(const GemmPoint& p) { return {p.m, p.n, p.k, p.batch, p.layout, p.out}; }
+
+// Each shape's shortest and longest time among `pts` (those of `source` only, where it is 0 or more).
+std::map<ShapeKey, std::pair<double, double>> time_range_by_shape(const std::vector<GemmPoint>& pts, int source = -1) {
+  std::map<ShapeKey, std::pair<double, double>> out;
+  for (const auto& p : pts)
+    if (source < 0 || p.source == source) {
+      auto [it, fresh] = out.try_emplace(shape_key(p), p.measured_s, p.measured_s);
+      if (!fresh) it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
+    }
+  return out;
+}
+
+// A measurement row a fit can use: size (or count) positive and finite, its time usable.
 bool usable(double x, double t) { return x > 0 && std::isfinite(x) && usable_time(t); }
 
 // Appends (x, t) to `pts` when usable, else counts it in `left_out`.
@@ -677,16 +692,7 @@ GemmModel fit_gemm(sim::Dtype d, std::vector<GemmPoint> pts, double peak, double
   }
   m.rms_residual_all = pts.empty() ? 0 : std::sqrt(ss / pts.size());
   // The same shape measured more than once (another source, another place in a grid).
-  std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> groups;
-  for (const auto& p : pts) {
-    auto key = std::make_tuple(p.m, p.n, p.k, p.batch, p.layout, p.out);
-    auto it = groups.find(key);
-    if (it == groups.end())
-      groups[key] = {p.measured_s, p.measured_s};
-    else
-      it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
-  }
-  for (const auto& [k, mm] : groups) m.repeat_spread = std::max(m.repeat_spread, mm.second / mm.first - 1);
+  for (const auto& [k, mm] : time_range_by_shape(pts)) m.repeat_spread = std::max(m.repeat_spread, mm.second / mm.first - 1);
   std::stable_sort(pts.begin(), pts.end(), [](const GemmPoint& a, const GemmPoint& b) {
     return std::tie(a.batch, a.m, a.n, a.k, a.layout, a.out, a.source) < std::tie(b.batch, b.m, b.n, b.k, b.layout, b.out, b.source);
   });
@@ -1121,14 +1127,14 @@ Calibration fit_calibration(const FitOptions& opt) {
     // How sources agree on the shapes they both measured.
     for (std::size_t a = 0; a < c.sources.size(); ++a)
       for (std::size_t b = a + 1; b < c.sources.size(); ++b) {
-        std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> ta;
+        std::map<ShapeKey, std::pair<double, double>> ta;
         double logsum = 0, lo = 1e300, hi = 0;
         int common = 0;
         for (const auto& p : m.shapes)
-          if (p.source == static_cast<int>(a)) ta[{p.m, p.n, p.k, p.batch, p.layout, p.out}].first = p.measured_s;
+          if (p.source == static_cast<int>(a)) ta[shape_key(p)].first = p.measured_s;
         for (const auto& p : m.shapes)
           if (p.source == static_cast<int>(b)) {
-            auto itp = ta.find({p.m, p.n, p.k, p.batch, p.layout, p.out});
+            auto itp = ta.find(shape_key(p));
             if (itp == ta.end() || itp->second.first <= 0) continue;
             const double r = p.measured_s / itp->second.first;
             logsum += std::log(r);
@@ -1155,21 +1161,14 @@ Calibration fit_calibration(const FitOptions& opt) {
     // (docs/calibration.md); twice as long or more is a bad row, which the fit would take as measured and the
     // scenario's warning would put down to the power state (a review's finding: a row duplicated at 10x, fitted
     // without a word).
-    for (std::size_t a = 0; a < c.sources.size(); ++a) {
-      std::map<std::tuple<double, double, double, int, std::string, std::string>, std::pair<double, double>> seen;
-      for (const auto& p : m.shapes)
-        if (p.source == static_cast<int>(a)) {
-          auto [it, fresh] = seen.try_emplace({p.m, p.n, p.k, p.batch, p.layout, p.out}, p.measured_s, p.measured_s);
-          if (!fresh) it->second = {std::min(it->second.first, p.measured_s), std::max(it->second.second, p.measured_s)};
-        }
-      for (const auto& [k, mm] : seen)
+    for (std::size_t a = 0; a < c.sources.size(); ++a)
+      for (const auto& [k, mm] : time_range_by_shape(m.shapes, static_cast<int>(a)))
         if (mm.first > 0 && mm.second > 2 * mm.first)
           c.notes.push_back(fmt::format(
               "gemm {}: {} measures {}x{}x{} (batch {}, {}, out {}) more than once, {}x apart: one card's power state "
               "moves a shape by up to about a third; check those rows (all are fitted as measured)",
               to_string(d), fs::path(c.sources[a].path).filename().string(), std::get<0>(k), std::get<1>(k),
               std::get<2>(k), std::get<3>(k), std::get<4>(k), std::get<5>(k), num(mm.second / mm.first, 3)));
-    }
     if (m.points_hbm_bound > 0) {
       double lo = 1e300, hi = -1e300;
       for (const auto& p : m.shapes)

@@ -28,7 +28,7 @@ constexpr double kSteadyTolerance = 1e-3;
 // (simulate_step).
 constexpr double kHostPacedShare = 0.9;
 
-std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) { return steady_state_plan(sc.model, sc.training); }
+std::optional<SteadyStatePlan> steady_state_plan(const Scenario& sc) { return steady_state_plan(sc.training); }
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 namespace racksim::sim {
 
-std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& /*m*/, const workloads::TrainingConfig& t) {
+std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t) {
   const int pp = t.parallelism.pp, vp = t.parallelism.vp;
   // FSDP regathering per micro-batch under a pipeline: a layer gathers again after every backward but its last, and
   // the runs of m1 and m1 + unit micro-steps do not share the steady pattern (at pp 16, vp 1 the extrapolated bubble
@@ -30,7 +30,7 @@ std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& /*m*/, 
 }
 
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t) {
-  const auto plan = steady_state_plan(m, t);
+  const auto plan = steady_state_plan(t);
   // (simulate() replays such a step whole where its window would not fit the bound: the fewer of the two counts.)
   const int64_t steps = plan ? std::min<int64_t>(t.micro_steps(), 2 * static_cast<int64_t>(plan->m1) + plan->unit)
                              : t.micro_steps();
@@ -56,7 +56,7 @@ void check_replay_size(const workloads::ModelSpec& m, const workloads::TrainingC
   if (t.micro_batch < 1 || t.parallelism.dp < 1 || t.parallelism.pp < 1 || t.parallelism.vp < 1) return;
   const int64_t work = replayed_layer_steps(m, t);
   if (work <= kMaxReplayedLayerSteps) return;
-  const auto plan = steady_state_plan(m, t);
+  const auto plan = steady_state_plan(t);
   const std::string steps =
       plan ? fmt::format("({} + {}) micro-steps (the two lengths simulated at pp {}, vp {})", plan->m1,
                          plan->m1 + plan->unit, t.parallelism.pp, t.parallelism.vp)

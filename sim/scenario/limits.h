@@ -40,7 +40,7 @@ namespace racksim::sim {
 struct SteadyState {
   int m1 = 0, unit = 1;
 };
-std::optional<SteadyState> steady_state_plan(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
+std::optional<SteadyState> steady_state_plan(const workloads::TrainingConfig& t);
 
 // Layers x micro-steps that simulate() builds and replays (both lengths of a steady-state plan).
 int64_t replayed_layer_steps(const workloads::ModelSpec& m, const workloads::TrainingConfig& t);
